@@ -1,0 +1,33 @@
+# Two entry points: `make run` and `make test`. Both create .venv when missing and install gridgnn into it.
+# TORCH_SPEC is overridable: `make test TORCH_SPEC="torch>=2.5"` on a machine with another torch build.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.gridgnn-installed
+RUN_ARGS ?= --epochs 100 --nproc 2 --algo 1d-sa --out runs/default
+
+.PHONY: run test install clean bench
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(PY) pyproject.toml
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e ".[test,partition]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/gridgnn train $(RUN_ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest tests
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_gcn.py
+
+clean:
+	rm -rf $(VENV) runs

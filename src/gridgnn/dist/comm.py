@@ -1,0 +1,209 @@
+r"""The one instrumented communication layer. Nothing else in gridgnn imports ``torch.distributed``
+for data movement (``dist/launch.py`` only initializes and tears down the process group).
+
+Every call names a mesh axis (``"p"``, ``"row"``, ``"rep"``, ...) and a collective tag; the phase prefix
+(``fwd``, ``bwd``, ``grad``, ``eval``, ``metrics``, ``setup``, ``io``) comes from :meth:`Comm.phase`. Each rank
+records, per ``"<phase>.<collective>"`` key, bytes sent, bytes received, number of calls and wall seconds.
+
+Accounting convention (per rank, bytes under the standard algorithm of each collective; ``M`` = message
+bytes, ``g`` = group size; a group of size 1 moves nothing and is not called):
+
+* broadcast — the root sends ``M`` once (pipelined ring), every other member receives ``M``;
+* all-to-all(v) and point-to-point — the actual per-peer sizes (data to/from oneself is not counted);
+* all-reduce — ring: ``2(g−1)/g · M`` sent and the same received;
+* all-gather and reduce-scatter — ``(g−1)/g`` of the full (gathered / input) buffer each way.
+
+Tests and the volume model (``gridgnn.planner.volume``) use the same convention.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass
+class PhaseStats:
+    sent: float = 0.0
+    recv: float = 0.0
+    calls: int = 0
+    seconds: float = 0.0
+
+    def add(self, other: "PhaseStats") -> None:
+        self.sent += other.sent
+        self.recv += other.recv
+        self.calls += other.calls
+        self.seconds += other.seconds
+
+
+@dataclass
+class CommLog:
+    """Per-rank record: ``stats[key]`` with key ``"<phase>.<collective>"``."""
+
+    stats: dict = field(default_factory=lambda: defaultdict(PhaseStats))
+
+    def record(self, key: str, sent: float, recv: float, seconds: float) -> None:
+        s = self.stats[key]
+        s.sent += sent
+        s.recv += recv
+        s.calls += 1
+        s.seconds += seconds
+
+    def reset(self) -> None:
+        self.stats = defaultdict(PhaseStats)
+
+    def snapshot(self) -> dict:
+        return {k: PhaseStats(v.sent, v.recv, v.calls, v.seconds) for k, v in self.stats.items()}
+
+    def total(self, prefixes: tuple[str, ...] | None = None) -> PhaseStats:
+        out = PhaseStats()
+        for k, v in self.stats.items():
+            if prefixes is None or k.split(".")[0] in prefixes:
+                out.add(v)
+        return out
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+class Comm:
+    r"""Instrumented collectives over the axes of a :class:`gridgnn.dist.grid.ProcessGrid`.
+
+    Args:
+        grid: the process grid (its mesh supplies one process group per axis).
+        sync_cuda: synchronize the device around each call so that the recorded time is the call's.
+    """
+
+    def __init__(self, grid, *, sync_cuda: bool = True):
+        self.grid = grid
+        self.log = CommLog()
+        self._phase = "fwd"
+        self._sync = sync_cuda
+
+    # ------------------------------------------------------------------ bookkeeping
+    @contextlib.contextmanager
+    def phase(self, name: str):
+        old, self._phase = self._phase, name
+        try:
+            yield
+        finally:
+            self._phase = old
+
+    @property
+    def current_phase(self) -> str:
+        return self._phase
+
+    def _timed(self, fn):
+        if self._sync and torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        if self._sync and torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    def _record(self, tag: str, sent: float, recv: float, seconds: float) -> None:
+        self.log.record(f"{self._phase}.{tag}", sent, recv, seconds)
+
+    # ------------------------------------------------------------------ collectives
+    def broadcast(self, tensor: torch.Tensor, root: int, axis: str) -> torch.Tensor:
+        """In-place broadcast of ``tensor`` from axis-rank ``root`` to every member of ``axis``."""
+        g = self.grid.size(axis)
+        if g == 1:
+            return tensor
+        group = self.grid.group(axis)
+        src = dist.get_global_rank(group, root)
+        secs = self._timed(lambda: dist.broadcast(tensor, src=src, group=group))
+        me = self.grid.rank(axis)
+        m = _nbytes(tensor)
+        self._record("bcast", m if me == root else 0, 0 if me == root else m, secs)
+        return tensor
+
+    def all_reduce(self, tensor: torch.Tensor, axis: str | tuple[str, ...], op: str = "sum") -> torch.Tensor:
+        """In-place all-reduce (``sum``/``max``/``min``) over one axis or a flattened tuple of axes."""
+        g = self.grid.size(axis)
+        if g == 1:
+            return tensor
+        red = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[op]
+        group = self.grid.group(axis)
+        secs = self._timed(lambda: dist.all_reduce(tensor, op=red, group=group))
+        v = 2.0 * (g - 1) / g * _nbytes(tensor)
+        self._record("allreduce", v, v, secs)
+        return tensor
+
+    def all_to_all_v(self, send: list[torch.Tensor], recv_rows: list[int], axis: str) -> list[torch.Tensor]:
+        r"""All-to-allv of row blocks: ``send[k]`` (rows × f, contiguous) goes to axis-rank ``k``; returns
+        the list of blocks received from each axis-rank (``recv_rows[k]`` rows each). ``f`` and dtype are
+        those of the send blocks (all equal)."""
+        g = self.grid.size(axis)
+        me = self.grid.rank(axis)
+        if g == 1:
+            return [send[0]]
+        ref = send[0]
+        tail = tuple(ref.shape[1:])
+        width = math.prod(tail)
+        flat_send = torch.cat([s.reshape(-1) for s in send]) if send else ref.new_empty(0)
+        in_splits = [s.numel() for s in send]
+        out_splits = [r * width for r in recv_rows]
+        flat_recv = ref.new_empty(sum(out_splits))
+        group = self.grid.group(axis)
+        secs = self._timed(lambda: dist.all_to_all_single(flat_recv, flat_send, out_splits, in_splits, group=group))
+        es = ref.element_size()
+        sent = sum(in_splits[k] for k in range(g) if k != me) * es
+        recv = sum(out_splits[k] for k in range(g) if k != me) * es
+        self._record("alltoallv", sent, recv, secs)
+        return [b.reshape((r,) + tail) for b, r in zip(flat_recv.split(out_splits), recv_rows)]
+
+    def all_gather(self, tensor: torch.Tensor, axis: str) -> list[torch.Tensor]:
+        """All-gather equal-shape tensors along ``axis``; returns the list in axis-rank order."""
+        g = self.grid.size(axis)
+        if g == 1:
+            return [tensor]
+        out = [torch.empty_like(tensor) for _ in range(g)]
+        group = self.grid.group(axis)
+        secs = self._timed(lambda: dist.all_gather(out, tensor.contiguous(), group=group))
+        v = (g - 1) / g * _nbytes(tensor) * g
+        self._record("allgather", v, v, secs)
+        return out
+
+    def all_gather_rows(self, tensor: torch.Tensor, axis: str) -> list[torch.Tensor]:
+        """All-gather row blocks of possibly different heights (padded to the largest, then trimmed)."""
+        g = self.grid.size(axis)
+        if g == 1:
+            return [tensor]
+        sizes = self.all_gather(torch.tensor([tensor.shape[0]], dtype=torch.int64, device=tensor.device), axis)
+        rows = [int(s.item()) for s in sizes]
+        pad = tensor.new_zeros((max(rows),) + tuple(tensor.shape[1:]))
+        pad[: tensor.shape[0]] = tensor
+        blocks = self.all_gather(pad, axis)
+        return [b[:r] for b, r in zip(blocks, rows)]
+
+    def all_gather_object(self, obj, axis: str) -> list:
+        """Gather a small picklable object from every member of ``axis`` (reports, not training data)."""
+        g = self.grid.size(axis)
+        if g == 1:
+            return [obj]
+        out = [None] * g
+        group = self.grid.group(axis)
+        secs = self._timed(lambda: dist.all_gather_object(out, obj, group=group))
+        self._record("allgather_object", 0, 0, secs)
+        return out
+
+    def barrier(self) -> None:
+        if self.grid.world_size > 1:
+            dist.barrier()
+
+
+class NullComm(Comm):
+    """The communication layer of a single process without ``torch.distributed`` (``--algo serial``)."""
+
+    def __init__(self):
+        from .grid import ProcessGrid
+
+        super().__init__(ProcessGrid.single(), sync_cuda=False)

@@ -1,0 +1,135 @@
+r"""Process grids on ``torch.distributed.device_mesh`` with named axes.
+
+=========  ======================  =====================================================
+kind       mesh shape              axis names (what varies along the axis)
+=========  ======================  =====================================================
+``1d``     ``(P,)``                ``("p",)`` — the block row
+``1.5d``   ``(P/c, c)``            ``("row", "rep")`` — block row, replica
+``2d``     ``(pr, pc)``            ``("row", "col")``
+``3d``     ``(x, y, z)``           ``("x", "y", "z")``
+=========  ======================  =====================================================
+
+Global rank ``r`` sits at mesh coordinate ``unravel(r, shape)`` (row-major), so in 1.5D process
+``P(i, j)`` is rank ``i·c + j``; its process row ``P(i, :)`` is the ``"rep"`` group and its process column
+``P(:, j)`` the ``"row"`` group. Shapes are validated before any collective (:func:`grid_shape`).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import GridGnnError
+
+AXES = {"1d": ("p",), "1.5d": ("row", "rep"), "2d": ("row", "col"), "3d": ("x", "y", "z")}
+
+
+def grid_shape(kind: str, world: int, *, replication: int = 1, shape: tuple[int, ...] | None = None
+               ) -> tuple[int, ...]:
+    """The mesh shape of grid ``kind`` for ``world`` processes; a clear error when it does not fit."""
+    if world < 1:
+        raise GridGnnError(f"need at least one process, got {world}")
+    if kind not in AXES:
+        raise GridGnnError(f"unknown grid kind {kind!r}; choose one of {', '.join(AXES)}")
+    if kind == "1d":
+        if shape is not None and tuple(shape) != (world,):
+            raise GridGnnError(f"1D grid must be ({world},) for {world} processes, got {tuple(shape)}")
+        return (world,)
+    if kind == "1.5d":
+        c = replication if shape is None else shape[1]
+        if c < 1 or world % c:
+            raise GridGnnError(f"replication c={c} must divide the number of processes P={world}")
+        out = (world // c, c)
+        if shape is not None and tuple(shape) != out:
+            raise GridGnnError(f"1.5D grid {tuple(shape)} does not multiply to P={world}")
+        return out
+    want = len(AXES[kind])
+    if shape is None:
+        raise GridGnnError(f"{kind} grid needs an explicit shape of {want} factors")
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != want or any(s < 1 for s in shape) or math.prod(shape) != world:
+        raise GridGnnError(f"{kind} grid {','.join(map(str, shape))} does not fit P={world}: need {want} positive "
+                           f"factors whose product is {world}")
+    return shape
+
+
+@dataclass
+class ProcessGrid:
+    r"""A named process grid. ``mesh`` is a :class:`DeviceMesh` (``None`` for the single-process grid).
+
+    Args:
+        kind: ``"1d"``, ``"1.5d"``, ``"2d"``, ``"3d"`` or ``"single"``.
+        shape: mesh shape, product = world size.
+        names: axis names (see the module table).
+        rank_: this process's global rank.
+        mesh: the device mesh holding one process group per axis.
+    """
+
+    kind: str
+    shape: tuple[int, ...]
+    names: tuple[str, ...]
+    rank_: int
+    mesh: object | None = None
+
+    @classmethod
+    def single(cls) -> "ProcessGrid":
+        return cls("single", (1,), ("p",), 0, None)
+
+    @classmethod
+    def build(cls, kind: str, device_type: str, *, replication: int = 1, shape=None) -> "ProcessGrid":
+        """Create the mesh for the current process group (every rank calls this in the same order)."""
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
+
+        world = dist.get_world_size()
+        shp = grid_shape(kind, world, replication=replication, shape=shape)
+        mesh = init_device_mesh(device_type, shp, mesh_dim_names=AXES[kind])
+        return cls(kind, shp, AXES[kind], dist.get_rank(), mesh)
+
+    @property
+    def world_size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def global_rank(self) -> int:
+        return self.rank_
+
+    def _axes(self, axis) -> tuple[str, ...]:
+        axes = (axis,) if isinstance(axis, str) else tuple(axis)
+        for a in axes:
+            if a not in self.names:
+                raise GridGnnError(f"grid {self.kind} has no axis {a!r} (axes: {', '.join(self.names)})")
+        return axes
+
+    def size(self, axis) -> int:
+        return math.prod(self.shape[self.names.index(a)] for a in self._axes(axis))
+
+    def rank(self, axis) -> int:
+        """This process's coordinate along ``axis`` (for a tuple: the row-major flattened coordinate)."""
+        coord = self.coords()
+        out = 0
+        for a in self._axes(axis):
+            i = self.names.index(a)
+            out = out * self.shape[i] + coord[i]
+        return out
+
+    def coords(self) -> tuple[int, ...]:
+        out, r = [], self.rank_
+        for s in reversed(self.shape):
+            out.append(r % s)
+            r //= s
+        return tuple(reversed(out))
+
+    def group(self, axis):
+        axes = self._axes(axis)
+        if self.mesh is None:
+            raise GridGnnError("the single-process grid has no process groups")
+        if len(axes) == 1:
+            return self.mesh.get_group(axes[0])
+        if set(axes) == set(self.names) and list(axes) == [a for a in self.names if a in axes]:
+            import torch.distributed as dist
+
+            return dist.group.WORLD
+        raise GridGnnError(f"flattened sub-grid {axes} is not supported; use one axis or all of them")
+
+    def describe(self) -> str:
+        return "x".join(map(str, self.shape))

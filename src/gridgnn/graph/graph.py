@@ -1,0 +1,199 @@
+r"""The :class:`Graph` container and GCN normalization.
+
+Convention (the same as PyG ``GCNConv``): an edge ``j → i`` (``edge_index[0] = j``, ``edge_index[1] = i``)
+aggregates the features of ``j`` into ``i``. The adjacency is stored as CSR with **rows = destinations** and
+**columns = sources**, i.e. the matrix :math:`M` with :math:`(M H)_i = \sum_{j \to i} M_{ij} H_j`. This is the
+:math:`A^\mathsf{T}` of the CAGNET paper (forward uses :math:`A^\mathsf{T}`, backward uses :math:`A`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import GridGnnError
+
+
+@dataclass(kw_only=True)
+class Graph:
+    r"""A graph with node data, held as CSR arrays (rows = destinations, columns = sources).
+
+    Args:
+        indptr: ``int64[n+1]`` CSR row pointer.
+        indices: ``int64[nnz]`` source vertex of each stored entry.
+        values: ``float64[nnz]`` edge weights, or ``None`` for an unweighted graph (all ones).
+        n: number of vertices.
+        directed: ``False`` when the stored matrix is symmetric.
+        x: ``float32[n, f]`` node features.
+        y: ``int64[n]`` labels, ``-1`` for unlabelled nodes, or ``None`` (no labels).
+        train_mask, val_mask, test_mask: ``bool[n]`` or ``None``.
+        name: a short label for reports.
+    """
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    values: np.ndarray | None = None
+    n: int
+    directed: bool = False
+    x: np.ndarray | None = None
+    y: np.ndarray | None = None
+    train_mask: np.ndarray | None = None
+    val_mask: np.ndarray | None = None
+    test_mask: np.ndarray | None = None
+    name: str = "graph"
+    meta: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.indptr = np.ascontiguousarray(self.indptr, dtype=np.int64)
+        self.indices = np.ascontiguousarray(self.indices, dtype=np.int64)
+        if self.values is not None:
+            self.values = np.ascontiguousarray(self.values, dtype=np.float64)
+        self.validate()
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_edges(cls, src, dst, n: int | None = None, *, weights=None, directed: bool | None = None,
+                   **kwargs) -> "Graph":
+        """Build from edge arrays ``src → dst``. Duplicate edges are merged (weights summed; unweighted
+        duplicates count once). ``directed=None`` detects symmetry; ``directed=False`` symmetrizes."""
+        src = np.asarray(src).reshape(-1)
+        dst = np.asarray(dst).reshape(-1)
+        if src.shape != dst.shape:
+            raise GridGnnError(f"edge arrays differ in length: {src.size} sources, {dst.size} destinations")
+        for arr, what in ((src, "source"), (dst, "destination")):
+            if arr.size and not np.issubdtype(arr.dtype, np.integer):
+                if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+                    raise GridGnnError(f"edge {what} ids must be integers")
+        src = src.astype(np.int64)
+        dst = dst.astype(np.int64)
+        if n is None:
+            n = int(max(src.max(initial=-1), dst.max(initial=-1)) + 1)
+        _check_ids(src, n, "source")
+        _check_ids(dst, n, "destination")
+        if weights is not None:
+            weights = np.asarray(weights, dtype=np.float64).reshape(-1)
+            if weights.shape != src.shape:
+                raise GridGnnError(f"{weights.size} edge weights for {src.size} edges")
+            if not np.all(np.isfinite(weights)):
+                raise GridGnnError("edge weights contain NaN or inf")
+        data = weights if weights is not None else np.ones(src.size, dtype=np.float64)
+        mat = sp.coo_matrix((data, (dst, src)), shape=(n, n)).tocsr()
+        mat.sum_duplicates()
+        if weights is None:
+            mat.data[:] = 1.0
+        if directed is False:
+            # symmetrize: an edge given in one or both directions becomes one undirected edge (max weight)
+            mat = mat.maximum(mat.T).tocsr()
+        if directed is None:
+            directed = (mat != mat.T).nnz != 0
+        return cls.from_scipy(mat, directed=bool(directed), weighted=weights is not None, **kwargs)
+
+    @classmethod
+    def from_scipy(cls, mat, *, directed: bool | None = None, weighted: bool = True, **kwargs) -> "Graph":
+        """Build from a SciPy sparse matrix whose rows are destinations and columns sources."""
+        mat = sp.csr_matrix(mat)
+        if mat.shape[0] != mat.shape[1]:
+            raise GridGnnError(f"adjacency must be square, got {mat.shape[0]}×{mat.shape[1]}")
+        mat.sum_duplicates()
+        mat.sort_indices()
+        if directed is None:
+            directed = (mat != mat.T).nnz != 0
+        values = mat.data.astype(np.float64) if weighted and not np.all(mat.data == 1.0) else None
+        return cls(indptr=mat.indptr, indices=mat.indices, values=values, n=mat.shape[0],
+                   directed=bool(directed), **kwargs)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def nnz(self) -> int:
+        return int(self.indices.size)
+
+    @property
+    def num_features(self) -> int:
+        return 0 if self.x is None else int(self.x.shape[1])
+
+    @property
+    def num_classes(self) -> int:
+        if self.y is None:
+            return 0
+        return int(self.y.max(initial=-1)) + 1
+
+    def csr(self) -> sp.csr_matrix:
+        """The stored matrix M (rows = destinations) as SciPy CSR (float64)."""
+        data = self.values if self.values is not None else np.ones(self.nnz, dtype=np.float64)
+        return sp.csr_matrix((data, self.indices, self.indptr), shape=(self.n, self.n))
+
+    def edge_index(self) -> np.ndarray:
+        """``int64[2, nnz]`` in PyG order (row 0 = source, row 1 = destination)."""
+        dst = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.indptr))
+        return np.stack([self.indices, dst])
+
+    def with_(self, **changes) -> "Graph":
+        return replace(self, **changes)
+
+    # ------------------------------------------------------------------ checks
+    def validate(self) -> None:
+        n = self.n
+        if n <= 0:
+            raise GridGnnError("graph has no vertices")
+        if self.indptr.shape != (n + 1,) or self.indptr[0] != 0 or np.any(np.diff(self.indptr) < 0):
+            raise GridGnnError(f"invalid CSR row pointer for n={n}")
+        if self.indptr[-1] != self.indices.size:
+            raise GridGnnError(f"CSR row pointer ends at {self.indptr[-1]} but there are {self.indices.size} indices")
+        _check_ids(self.indices, n, "neighbour")
+        if self.values is not None:
+            if self.values.shape != self.indices.shape:
+                raise GridGnnError(f"{self.values.size} edge values for {self.indices.size} edges")
+            if not np.all(np.isfinite(self.values)):
+                raise GridGnnError("edge weights contain NaN or inf")
+        if self.x is not None:
+            self.x = np.asarray(self.x)
+            if self.x.ndim != 2 or self.x.shape[0] != n:
+                raise GridGnnError(f"features have shape {tuple(self.x.shape)}, expected ({n}, f)")
+            if not np.all(np.isfinite(self.x)):
+                raise GridGnnError("node features contain NaN or inf")
+        if self.y is not None:
+            self.y = np.asarray(self.y).astype(np.int64).reshape(-1)
+            if self.y.shape[0] != n:
+                raise GridGnnError(f"{self.y.shape[0]} labels for {n} vertices")
+            if np.any(self.y < -1):
+                raise GridGnnError("labels must be >= 0 (or -1 for unlabelled)")
+        for name in ("train_mask", "val_mask", "test_mask"):
+            m = getattr(self, name)
+            if m is not None:
+                m = np.asarray(m).astype(bool).reshape(-1)
+                if m.shape[0] != n:
+                    raise GridGnnError(f"{name} has {m.shape[0]} entries for {n} vertices")
+                setattr(self, name, m)
+
+
+def _check_ids(ids: np.ndarray, n: int, what: str) -> None:
+    if ids.size and (ids.min() < 0 or ids.max() >= n):
+        bad = ids[(ids < 0) | (ids >= n)][0]
+        raise GridGnnError(f"{what} id {int(bad)} out of range for a graph with {n} vertices (valid 0..{n - 1})")
+
+
+def gcn_normalize(graph: Graph) -> sp.csr_matrix:
+    r"""The GCN propagation matrix :math:`\hat M = D^{-1/2}(M + I)D^{-1/2}`, rows = destinations.
+
+    Same convention as PyG ``gcn_norm`` with ``add_self_loops=True``: existing self-loops keep their weight,
+    missing ones get weight 1 (``add_remaining_self_loops``), and :math:`D_{ii} = \sum_j (M+I)_{ij}` is the
+    weighted in-degree of the destination. For undirected graphs this is the symmetric normalization.
+
+    Returns:
+        ``float64`` CSR matrix (n × n) with sorted indices.
+    """
+    mat = graph.csr()
+    rows = np.repeat(np.arange(graph.n), np.diff(mat.indptr))
+    has_loop = np.zeros(graph.n, dtype=bool)
+    has_loop[rows[mat.indices == rows]] = True
+    add = np.where(has_loop, 0.0, 1.0)  # existing self-loops keep their weight, missing ones get 1
+    mat = (mat + sp.diags(add, format="csr")).tocsr()
+    deg = np.asarray(mat.sum(axis=1)).reshape(-1)
+    dinv = np.zeros_like(deg)
+    pos = deg > 0
+    dinv[pos] = deg[pos] ** -0.5
+    out = sp.diags(dinv) @ mat @ sp.diags(dinv)
+    out = sp.csr_matrix(out)
+    out.sort_indices()
+    return out

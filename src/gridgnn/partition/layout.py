@@ -1,0 +1,123 @@
+r"""Vertex partitions as explicit data: who owns which block of rows.
+
+A :class:`RowPartition` relabels vertices so that every part is contiguous: ``perm[new] = old`` and
+``inv[old] = new``; part ``k`` owns new ids ``bounds[k] : bounds[k+1]`` (parts may differ in size, may be
+empty only where the caller allows it). The permuted matrix is :math:`M' = P M P^\mathsf{T}` with
+:math:`M'_{ab} = M_{\mathrm{perm}[a], \mathrm{perm}[b]}`.
+
+A :class:`Layout` says, per mesh axis, how a dense matrix is held: ``"shard"`` (row blocks by a
+:class:`RowPartition`), ``"replicate"``, or ``"partial"`` (each member holds a summand).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import GridGnnError
+
+
+@dataclass(frozen=True)
+class RowPartition:
+    """Contiguous row blocks after relabeling.
+
+    Args:
+        perm: ``int64[n]``, ``perm[new] = old``.
+        bounds: ``int64[k+1]``, block ``i`` is new ids ``bounds[i]:bounds[i+1]``.
+        method: how the partition was made (for reports).
+    """
+
+    perm: np.ndarray
+    bounds: np.ndarray
+    method: str = "identity"
+
+    @property
+    def n(self) -> int:
+        return int(self.perm.size)
+
+    @property
+    def parts(self) -> int:
+        return int(self.bounds.size - 1)
+
+    @property
+    def inv(self) -> np.ndarray:
+        inv = np.empty_like(self.perm)
+        inv[self.perm] = np.arange(self.perm.size, dtype=np.int64)
+        return inv
+
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.bounds)
+
+    def block(self, k: int) -> slice:
+        return slice(int(self.bounds[k]), int(self.bounds[k + 1]))
+
+    def part_of_old(self) -> np.ndarray:
+        """Part id of every vertex in original order (the METIS partition-file format)."""
+        part_new = np.repeat(np.arange(self.parts, dtype=np.int64), self.sizes())
+        out = np.empty(self.n, dtype=np.int64)
+        out[self.perm] = part_new
+        return out
+
+    def permute_matrix(self, mat: sp.csr_matrix) -> sp.csr_matrix:
+        """:math:`P M P^\\mathsf{T}` in the new labels (CSR, sorted indices)."""
+        out = sp.csr_matrix(mat)[self.perm][:, self.perm].tocsr()
+        out.sort_indices()
+        return out
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def identity(cls, n: int, parts: int) -> "RowPartition":
+        return cls(np.arange(n, dtype=np.int64), even_bounds(n, parts), "identity")
+
+    @classmethod
+    def random(cls, n: int, parts: int, seed: int = 0) -> "RowPartition":
+        """Random permutation, then equal-size contiguous blocks (the default of the oblivious algorithms)."""
+        rng = np.random.default_rng(seed)
+        return cls(rng.permutation(n).astype(np.int64), even_bounds(n, parts), "random")
+
+    @classmethod
+    def from_parts(cls, part: np.ndarray, parts: int, method: str = "file") -> "RowPartition":
+        """From a vertex → part map (original order). Relabeling is stable: within a part, original order."""
+        part = np.asarray(part).reshape(-1)
+        if part.size and (not np.issubdtype(part.dtype, np.integer)):
+            raise GridGnnError("partition entries must be integers")
+        part = part.astype(np.int64)
+        if part.size and (part.min() < 0 or part.max() >= parts):
+            raise GridGnnError(f"partition names part {int(part.max() if part.max() >= parts else part.min())}, "
+                               f"valid parts are 0..{parts - 1}")
+        perm = np.argsort(part, kind="stable").astype(np.int64)
+        counts = np.bincount(part, minlength=parts)
+        bounds = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return cls(perm, bounds, method)
+
+    def coarsen(self, groups: int) -> "RowPartition":
+        """Merge consecutive parts into ``groups`` blocks (as even as possible in parts)."""
+        if self.parts % groups:
+            raise GridGnnError(f"cannot merge {self.parts} parts into {groups} groups")
+        step = self.parts // groups
+        return RowPartition(self.perm, self.bounds[::step].copy(), self.method)
+
+
+def even_bounds(n: int, parts: int) -> np.ndarray:
+    """Block boundaries of ``parts`` contiguous blocks of sizes differing by at most one (larger first)."""
+    if parts < 1:
+        raise GridGnnError(f"number of parts must be positive, got {parts}")
+    base, extra = divmod(n, parts)
+    sizes = np.full(parts, base, dtype=np.int64)
+    sizes[:extra] += 1
+    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a dense matrix is held on a grid: per axis ``"shard"``, ``"replicate"`` or ``"partial"``."""
+
+    placement: tuple[tuple[str, str], ...]
+    rows: RowPartition | None = None
+
+    def on(self, axis: str) -> str:
+        for a, p in self.placement:
+            if a == axis:
+                return p
+        raise GridGnnError(f"layout has no axis {axis!r}")
