@@ -1,0 +1,1 @@
+"""User-facing training: configs, trainer, metrics and reports."""

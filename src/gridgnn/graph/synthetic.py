@@ -1,0 +1,264 @@
+r"""Synthetic graph generators: a degree-corrected stochastic block model and R-MAT (Graph500).
+
+Both are fully vectorized NumPy (no Python loop over vertices or edges), deterministic for a seed, and return
+undirected :class:`~gridgnn.graph.graph.Graph` objects without self-loops or duplicate edges.
+
+* :func:`sbm_graph` is the *accuracy* benchmark: labels are the blocks, edges are homophilous and features are
+  noisy class means, so that a feature-only MLP is mediocre and a GCN, which averages over neighbours, clearly
+  better.
+* :func:`rmat_graph` is the *scale and timing* benchmark: a skewed power-law-like graph with random features
+  and random labels (nothing to learn).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import GridGnnError
+from .graph import Graph
+from .loaders import default_split
+
+__all__ = ["sbm_graph", "rmat_graph", "planetoid_like_split"]
+
+
+def _check_int(name: str, value, lo: int) -> int:
+    if isinstance(value, bool) or int(value) != value or value < lo:
+        raise GridGnnError(f"{name} must be an integer >= {lo}, got {value!r}")
+    return int(value)
+
+
+def _check_float(name: str, value, lo: float, hi: float | None = None, lo_open: bool = False) -> float:
+    v = float(value)
+    bad = not math.isfinite(v) or (v <= lo if lo_open else v < lo) or (hi is not None and v > hi)
+    if bad:
+        rng = f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'}]"
+        raise GridGnnError(f"{name} must be in {rng}, got {value!r}")
+    return v
+
+
+def _from_undirected_pairs(u: np.ndarray, v: np.ndarray, n: int, **kwargs) -> Graph:
+    """Graph from unique pairs ``u < v`` (each becomes two stored entries)."""
+    rows = np.concatenate([u, v])
+    cols = np.concatenate([v, u])
+    mat = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, n))
+    mat.sum_duplicates()
+    mat.sort_indices()
+    return Graph(indptr=mat.indptr, indices=mat.indices, values=None, n=n, directed=False, **kwargs)
+
+
+def _unique_pairs(u: np.ndarray, v: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Drop self-loops, orient every pair as ``(min, max)`` and drop duplicates (vectorized)."""
+    keep = u != v
+    lo = np.minimum(u[keep], v[keep]).astype(np.int64)
+    hi = np.maximum(u[keep], v[keep]).astype(np.int64)
+    key = np.unique(lo * n + hi)
+    return key // n, key % n
+
+
+def planetoid_like_split(y: np.ndarray, seed: int = 0, *, per_class: int = 20, num_val: int = 500,
+                         num_test: int = 1000) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""A Planetoid-style split, scaled down for small graphs.
+
+    Training takes ``min(per_class, max(1, |class| // 5))`` random vertices of each class (20 per class as in
+    Planetoid once classes have ≥ 100 vertices); validation and test then take ``min(num_val, n // 5)`` and
+    ``min(num_test, n // 5)`` random vertices of the rest.
+
+    Args:
+        y: ``int64[n]`` labels in ``0..k-1``.
+        seed: seed of the random choices.
+
+    Returns:
+        ``(train_mask, val_mask, test_mask)``, disjoint ``bool[n]``.
+    """
+    y = np.asarray(y, dtype=np.int64)
+    n = y.size
+    rng = np.random.default_rng(seed)
+    k = int(y.max()) + 1
+    # random priority per vertex; the per_class smallest priorities within each class are the training nodes
+    prio = rng.random(n)
+    order = np.lexsort((prio, y))  # by class, then priority
+    counts = np.bincount(y, minlength=k)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n) - np.repeat(starts, counts)
+    take = np.minimum(per_class, np.maximum(1, counts // 5))
+    train = rank < take[y]
+    rest = rng.permutation(np.flatnonzero(~train))
+    nv = min(num_val, n // 5)
+    nt = max(0, min(num_test, n // 5, rest.size - nv))
+    val = np.zeros(n, dtype=bool)
+    test = np.zeros(n, dtype=bool)
+    val[rest[:nv]] = True
+    test[rest[nv:nv + nt]] = True
+    return train, val, test
+
+
+def sbm_graph(n: int = 4000, classes: int = 8, avg_degree: float = 10.0, features: int = 32, seed: int = 0,
+              p_in_ratio: float = 0.8, noise: float = 2.0, degree_exponent: float = 2.5) -> Graph:
+    r"""A degree-corrected stochastic block model with class-correlated noisy features.
+
+    **Blocks and labels.** Vertex ``v`` gets label ``y_v = b_v``; the ``classes`` blocks are as equal as possible
+    (sizes differ by at most one), assigned in random order.
+
+    **Degrees.** Each vertex has a propensity :math:`\theta_v \sim \mathrm{Pareto}(\gamma)`, i.e.
+    :math:`P(\theta_v > t) = t^{-\gamma}` for :math:`t \ge 1` with ``degree_exponent`` :math:`\gamma` (clipped at :math:`\sqrt{n \cdot \bar d}` so that no vertex
+    expects more neighbours than exist), so degrees are heterogeneous (a few hubs, many low-degree vertices).
+
+    **Edges.** :math:`m = n \bar d / 2` undirected edges are drawn: the first endpoint :math:`u` with probability
+    :math:`\propto \theta_u`; with probability ``p_in_ratio`` the second endpoint is drawn from :math:`u`'s own
+    block, otherwise from a uniformly chosen other block, in both cases :math:`\propto \theta`. Self-loops and
+    duplicates are dropped and more edges are drawn (a few vectorized rounds) until exactly :math:`m` distinct
+    edges exist, so the mean degree is :math:`2m/n \approx \bar d` and the fraction of within-block edges is
+    about ``p_in_ratio`` (the edge homophily).
+
+    **Features.** Each class :math:`c` has a mean :math:`\mu_c \sim \mathcal N(0, I_f)`; vertex features are
+    :math:`x_v = \mu_{y_v} + \mathrm{noise}\cdot\varepsilon_v`, :math:`\varepsilon_v \sim \mathcal N(0, I_f)`.
+    With the defaults (``noise = 2``, ``p_in_ratio = 0.8``, :math:`\bar d = 10`, 32 features, 8 classes) a 2-layer
+    MLP on the features alone reaches only about 0.4–0.5 test accuracy from 20 labels per class, while a 2-layer
+    GCN (hidden 16, 100 epochs) reaches about 0.8 (chance is 1/8), because neighbourhood averaging shrinks the
+    noise.
+
+    **Split.** :func:`planetoid_like_split`: 20 training vertices per class, 500 validation and 1000 test
+    vertices (fewer for small graphs: at most a fifth of each class for training and of ``n`` for val/test).
+
+    Args:
+        n: number of vertices (default 4000).
+        classes: number of blocks / classes (default 8), at least 2.
+        avg_degree: target mean degree :math:`\bar d` (default 10), ``0 < avg_degree < n - 1``.
+        features: feature dimension ``f`` (default 32).
+        seed: seed of every random choice (``numpy.random.default_rng``).
+        p_in_ratio: fraction of edges that stay inside a block (default 0.8), in ``[0, 1]``.
+        noise: standard deviation of the per-vertex Gaussian noise relative to the unit-variance class means
+            (default 2.0).
+        degree_exponent: Pareto tail exponent :math:`\gamma > 1` of the degree propensities (default 2.5;
+            smaller = more skewed).
+
+    Returns:
+        An undirected :class:`Graph` (``x`` ``float32[n, f]``, ``y`` ``int64[n]``, three masks) with
+        ``meta`` recording the generator parameters.
+    """
+    n = _check_int("n", n, 2)
+    k = _check_int("classes", classes, 2)
+    f = _check_int("features", features, 1)
+    if k > n:
+        raise GridGnnError(f"classes ({k}) must not exceed n ({n})")
+    d = _check_float("avg_degree", avg_degree, 0.0, lo_open=True)
+    h = _check_float("p_in_ratio", p_in_ratio, 0.0, 1.0)
+    noise = _check_float("noise", noise, 0.0)
+    gamma = _check_float("degree_exponent", degree_exponent, 1.0, lo_open=True)
+    m = int(round(n * d / 2))
+    max_edges = n * (n - 1) // 2
+    if m < 1 or m > 0.5 * max_edges:
+        raise GridGnnError(f"avg_degree {d} gives {m} edges for n={n}; need 1 ≤ edges ≤ {max_edges // 2} "
+                           "(at most half of all possible pairs)")
+    rng = np.random.default_rng(seed)
+
+    # blocks (labels), balanced and in random order
+    y = rng.permutation(np.arange(n, dtype=np.int64) % k)
+    # degree propensities: Pareto with x_min = 1
+    theta = rng.pareto(gamma, n) + 1.0
+    theta = np.minimum(theta, max(1.0, math.sqrt(n * d)))
+
+    # vertices sorted by block; cumulative propensity per block for block-restricted sampling
+    order = np.argsort(y, kind="stable")
+    cum = np.cumsum(theta[order])
+    counts = np.bincount(y, minlength=k)
+    bend = np.cumsum(counts)
+    bstart = bend - counts
+    mass_lo = np.where(bstart > 0, cum[np.maximum(bstart - 1, 0)], 0.0)
+    mass_hi = cum[bend - 1]
+    total = cum[-1]
+
+    def sample_in_block(blocks: np.ndarray) -> np.ndarray:
+        r = mass_lo[blocks] + rng.random(blocks.size) * (mass_hi[blocks] - mass_lo[blocks])
+        pos = np.searchsorted(cum, r, side="right")
+        pos = np.clip(pos, bstart[blocks], bend[blocks] - 1)
+        return order[pos]
+
+    us = np.empty(0, dtype=np.int64)
+    vs = np.empty(0, dtype=np.int64)
+    need = m
+    for _ in range(64):
+        draw = int(need * 1.15) + 16
+        pos = np.minimum(np.searchsorted(cum, rng.random(draw) * total, side="right"), n - 1)
+        u = order[pos]
+        inside = rng.random(draw) < h
+        other = (y[u] + rng.integers(1, k, size=draw)) % k
+        vb = np.where(inside, y[u], other)
+        v = sample_in_block(vb)
+        us, vs = _unique_pairs(np.concatenate([us, u]), np.concatenate([vs, v]), n)
+        need = m - us.size
+        if need <= 0:
+            break
+    else:  # pragma: no cover - only for pathological parameters
+        raise GridGnnError(f"could not draw {m} distinct edges for n={n}, avg_degree={d}")
+    if us.size > m:  # keep a random subset of exactly m edges
+        keep = np.sort(rng.choice(us.size, size=m, replace=False))
+        us, vs = us[keep], vs[keep]
+
+    means = rng.standard_normal((k, f))
+    x = (means[y] + noise * rng.standard_normal((n, f))).astype(np.float32)
+    train, val, test = planetoid_like_split(y, seed=seed + 1)
+    meta = dict(generator="sbm", n=n, classes=k, avg_degree=d, features=f, seed=seed, p_in_ratio=h,
+                noise=noise, degree_exponent=gamma)
+    return _from_undirected_pairs(us, vs, n, x=x, y=y, train_mask=train, val_mask=val, test_mask=test,
+                                  name=f"sbm-n{n}-k{k}", meta=meta)
+
+
+# Graph500 R-MAT quadrant probabilities
+_RMAT_A, _RMAT_B, _RMAT_C = 0.57, 0.19, 0.19  # d = 1 - a - b - c = 0.05
+
+
+def rmat_graph(scale, edge_factor=16, seed=0, features=16, classes=4) -> Graph:
+    r"""An R-MAT graph with the Graph500 parameters :math:`(a, b, c, d) = (0.57, 0.19, 0.19, 0.05)`.
+
+    :math:`2^{\text{scale}} \cdot \text{edge\_factor}` edges are generated bit by bit (each of the ``scale``
+    levels picks a quadrant for all edges at once), vertex ids are scrambled by a random permutation (as
+    Graph500 does), and the result is symmetrized with self-loops and duplicates removed, so the final mean
+    degree is somewhat below ``2 * edge_factor``. Many vertices are isolated and the degree distribution is very
+    skewed.
+
+    Features are i.i.d. standard Gaussian and labels uniformly random, so **there is nothing to learn**: use it
+    for scaling, partitioning and timing tests, not for accuracy. The masks are a random 60/20/20 split.
+
+    Args:
+        scale: :math:`\log_2` of the vertex count (1..30).
+        edge_factor: generated edges per vertex before symmetrization and deduplication (default 16).
+        seed: seed of every random choice.
+        features: feature dimension (default 16).
+        classes: number of random classes (default 4).
+
+    Returns:
+        An undirected :class:`Graph` with ``n = 2**scale`` vertices, ``x`` ``float32[n, features]``,
+        ``y`` ``int64[n]`` and three masks.
+    """
+    scale = _check_int("scale", scale, 1)
+    if scale > 30:
+        raise GridGnnError(f"scale must be at most 30, got {scale}")
+    edge_factor = _check_int("edge_factor", edge_factor, 1)
+    features = _check_int("features", features, 1)
+    classes = _check_int("classes", classes, 1)
+    n = 1 << scale
+    m = n * edge_factor
+    rng = np.random.default_rng(seed)
+    src = np.zeros(m, dtype=np.int64)
+    dst = np.zeros(m, dtype=np.int64)
+    ab, abc = _RMAT_A + _RMAT_B, _RMAT_A + _RMAT_B + _RMAT_C
+    for level in range(scale):
+        r = rng.random(m)
+        src_bit = r >= ab                                   # quadrants c, d
+        dst_bit = ((r >= _RMAT_A) & (r < ab)) | (r >= abc)  # quadrants b, d
+        bit = np.int64(1) << (scale - 1 - level)
+        src |= src_bit * bit
+        dst |= dst_bit * bit
+    perm = rng.permutation(n)
+    u, v = _unique_pairs(perm[src], perm[dst], n)
+    x = rng.standard_normal((n, features)).astype(np.float32)
+    y = rng.integers(0, classes, size=n).astype(np.int64)
+    train, val, test = default_split(n, y, seed)
+    meta = dict(generator="rmat", scale=scale, edge_factor=edge_factor, seed=seed, features=features,
+                classes=classes, a=_RMAT_A, b=_RMAT_B, c=_RMAT_C, d=1 - abc)
+    return _from_undirected_pairs(u, v, n, x=x, y=y, train_mask=train, val_mask=val, test_mask=test,
+                                  name=f"rmat-s{scale}-e{edge_factor}", meta=meta)

@@ -1,0 +1,47 @@
+r"""Dropout whose mask depends only on (seed, epoch, layer, global node id, feature): the same on every
+rank, for every P and every algorithm, so distributed training reproduces serial training.
+
+The keep decision is a SplitMix64 hash of the key and of ``node_id · f + feature``, compared with
+``(1 − p) · 2⁶⁴``; computed on the host in ``uint64`` (well-defined wrap-around) and copied to the device.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_G = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(z: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        z = z + _G
+        z = (z ^ (z >> np.uint64(30))) * _M1
+        z = (z ^ (z >> np.uint64(27))) * _M2
+        return z ^ (z >> np.uint64(31))
+
+
+def keep_mask(node_ids: np.ndarray, features: int, p: float, *, seed: int, epoch: int, layer: int) -> np.ndarray:
+    """``bool[len(node_ids), features]``: True where the entry is kept."""
+    key = _mix(np.array([seed * 1_000_003 + epoch * 7919 + layer * 104_729 + 1], dtype=np.uint64))
+    ids = np.asarray(node_ids, dtype=np.uint64).reshape(-1, 1) * np.uint64(features) \
+        + np.arange(features, dtype=np.uint64).reshape(1, -1)
+    with np.errstate(over="ignore"):
+        h = _mix(ids ^ key)
+    threshold = np.uint64(min(int((1.0 - p) * 2.0**64), 2**64 - 1))
+    return h < threshold
+
+
+def hashed_dropout(x: torch.Tensor, p: float, node_ids: np.ndarray, *, seed: int, epoch: int, layer: int,
+                   training: bool) -> torch.Tensor:
+    r"""Inverted dropout: kept entries scaled by :math:`1/(1-p)`.
+
+    Args:
+        x: ``n_local × f`` rows of the nodes ``node_ids`` (global, original ids).
+        p: drop probability in ``[0, 1)``.
+    """
+    if not training or p <= 0.0:
+        return x
+    mask = torch.from_numpy(keep_mask(node_ids, x.shape[1], p, seed=seed, epoch=epoch, layer=layer))
+    return x * mask.to(device=x.device, dtype=x.dtype) / (1.0 - p)

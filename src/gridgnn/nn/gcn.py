@@ -1,0 +1,70 @@
+r"""GCN (Kipf & Welling) as a stack of :math:`H^{l} = \sigma(\hat M H^{l-1} W^{l} + b^{l})`, written against an
+*aggregation* callable so the same model runs serially and on every distributed algorithm.
+
+Each layer multiplies by :math:`W` on the side that keeps the aggregated matrix narrow: when
+``f_out < f_in`` it aggregates :math:`H W` (``f_out`` columns), otherwise :math:`H` (``f_in`` columns).
+Both equal :math:`\hat M H W`; the choice halves the communication of the wide input layer and is the same
+for every algorithm, so their volumes stay comparable. Dropout (on each layer's input) uses
+:func:`~gridgnn.nn.dropout.hashed_dropout` keyed by global node id.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+from .dropout import hashed_dropout
+
+
+def glorot_(w: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    a = math.sqrt(6.0 / (w.shape[0] + w.shape[1]))
+    with torch.no_grad():
+        w.copy_(torch.rand(w.shape, generator=gen, dtype=torch.float64) * 2 * a - a)
+    return w
+
+
+class GCN(nn.Module):
+    r"""Args:
+        dims: ``[f_0, f_1, ..., f_L]`` feature widths (L layers).
+        dropout: drop probability on each layer's input.
+        bias: add a bias after aggregation.
+        seed: initial weights come from a CPU generator seeded with ``seed`` (identical on every rank).
+    Shapes: input ``n_local × f_0`` → logits ``n_local × f_L``.
+    """
+
+    def __init__(self, dims: list[int], *, dropout: float = 0.5, bias: bool = True, seed: int = 0,
+                 dtype=torch.float32):
+        super().__init__()
+        self.dims = list(dims)
+        self.dropout = dropout
+        self.seed = seed
+        gen = torch.Generator().manual_seed(seed)
+        self.weights = nn.ParameterList()
+        self.biases = nn.ParameterList()
+        for fi, fo in zip(dims[:-1], dims[1:]):
+            w = glorot_(torch.empty(fi, fo, dtype=torch.float64), gen)
+            self.weights.append(nn.Parameter(w.to(dtype)))
+            if bias:
+                self.biases.append(nn.Parameter(torch.zeros(fo, dtype=dtype)))
+        self.epoch = 0
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.weights)
+
+    def forward(self, x: torch.Tensor, aggregate, node_ids: np.ndarray) -> torch.Tensor:
+        h = x
+        for layer, w in enumerate(self.weights):
+            h = hashed_dropout(h, self.dropout, node_ids, seed=self.seed, epoch=self.epoch, layer=layer,
+                               training=self.training)
+            if w.shape[1] < w.shape[0]:
+                h = aggregate(h @ w)
+            else:
+                h = aggregate(h) @ w
+            if len(self.biases):
+                h = h + self.biases[layer]
+            if layer < self.num_layers - 1:
+                h = torch.relu(h)
+        return h
