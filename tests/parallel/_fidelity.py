@@ -1,0 +1,55 @@
+"""Shared assertions: distributed logits/gradients equal the serial reference; bytes equal the model."""
+import numpy as np
+
+from gridgnn.planner.volume import gcn_step_bytes
+from gridgnn.parallel import is_symmetric
+from gridgnn.graph import gcn_normalize
+from gridgnn.testing import assemble, serial_case, num_blocks, make_partition
+from gridgnn.partition import RowPartition
+
+RTOL = 1e-5
+
+
+def rel(a, b):
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
+
+
+def check_against_serial(case, per_rank):
+    ref = serial_case(case)
+    full = assemble(per_rank, case.graph.n)
+    assert not np.isnan(full).any(), "some rows were not produced by any rank"
+    assert rel(full, ref.logits) < RTOL
+    for r in per_rank:  # replicas must agree with the reference too, not only the first one
+        assert rel(r.logits, ref.logits[r.node_ids]) < RTOL
+        for g, gr in zip(r.grads, ref.grads):
+            assert rel(g, gr) < RTOL
+    # the loss summands of the row blocks add up to the serial loss (each block counted once)
+    c = case.replication if case.algo.startswith("1.5d") else 1
+    total = sum(r.loss for r in per_rank if r.rank % c == 0)
+    assert abs(total - ref.loss) <= RTOL * abs(ref.loss)
+    return ref
+
+
+def rows_of(case, P):
+    if isinstance(case.partition, RowPartition):
+        return case.partition
+    return make_partition(case.graph, num_blocks(case.algo, P, case.replication), case.partition, case.seed)
+
+
+def check_bytes(case, per_rank, P):
+    rows = rows_of(case, P)
+    mat = rows.permute_matrix(gcn_normalize(case.graph))
+    model = gcn_step_bytes(case.algo, mat, rows, P, case.replication, case.dims, 8, symmetric=is_symmetric(mat))
+    measured = {}
+    for r in per_rank:
+        for key, (s, rv, _) in r.comm.items():
+            if key.split(".")[0] in ("fwd", "bwd", "grad"):
+                measured.setdefault(key, (np.zeros(P), np.zeros(P)))
+                measured[key][0][r.rank] = s
+                measured[key][1][r.rank] = rv
+    keys = set(model) | set(measured)
+    for key in keys:
+        ms, mr = model.get(key, (np.zeros(P), np.zeros(P)))
+        es, er = measured.get(key, (np.zeros(P), np.zeros(P)))
+        np.testing.assert_allclose(es, ms, rtol=0, atol=1e-6, err_msg=f"sent bytes of {key}")
+        np.testing.assert_allclose(er, mr, rtol=0, atol=1e-6, err_msg=f"received bytes of {key}")

@@ -1,0 +1,71 @@
+"""One spawned process group per P runs every distributed case of tests/parallel (start-up paid once per P)."""
+import numpy as np
+import pytest
+
+from gridgnn.dist.launch import launch
+from gridgnn.graph import Graph
+from gridgnn.partition import RowPartition
+from gridgnn.testing import Case, distributed_worker
+
+PS = (1, 2, 4, 8)
+N = 29  # not divisible by 2, 4, 8: uneven blocks
+
+
+def random_graph(n: int, m: int, *, directed: bool, seed: int, isolated: int = 3, f: int = 7) -> Graph:
+    """Random graph whose last ``isolated`` vertices have no edges, with a few self-loops."""
+    r = np.random.default_rng(seed)
+    src, dst = r.integers(0, n - isolated, m), r.integers(0, n - isolated, m)
+    src = np.concatenate([src, [0, 1]])
+    dst = np.concatenate([dst, [0, 1]])
+    x = r.normal(size=(n, f))
+    y = r.integers(0, 3, n)
+    tm = r.random(n) < 0.6
+    return Graph.from_edges(src, dst, n, directed=directed, x=x, y=y, train_mask=tm, val_mask=~tm, test_mask=~tm)
+
+
+GRAPHS = {"undirected": random_graph(N, 70, directed=False, seed=1),
+          "directed": random_graph(N, 90, directed=True, seed=2)}
+DIMS = {"2layer": [7, 5, 3], "3layer": [7, 9, 9, 3]}  # 3layer: layer 0 aggregates H (no input gradient)
+
+
+def skewed_partition(n: int, parts: int, seed: int) -> RowPartition:
+    """Blocks of very different sizes (one of a single vertex), vertices scattered."""
+    r = np.random.default_rng(seed)
+    weights = np.arange(1, parts + 1) ** 2
+    part = r.choice(parts, size=n, p=weights / weights.sum())
+    part[: parts] = np.arange(parts)  # every part non-empty
+    return RowPartition.from_parts(part, parts, "skewed")
+
+
+def cases_for(P: int) -> list[tuple[str, Case]]:
+    out = []
+    for gname, g in GRAPHS.items():
+        for dname, dims in DIMS.items():
+            for algo in ("1d", "1d-sa"):
+                for pname, part in (("random", "random"), ("skewed", skewed_partition(N, P, 5))):
+                    out.append((f"{algo}-{gname}-{dname}-{pname}", Case(graph=g, algo=algo, dims=dims, partition=part,
+                                                                        dropout=0.4, seed=7, epoch=3)))
+            for c in [c for c in PS if P % c == 0]:
+                for algo in ("1.5d", "1.5d-sa"):
+                    for pname, part in (("random", "random"), ("skewed", skewed_partition(N, P // c, 6))):
+                        out.append((f"{algo}-c{c}-{gname}-{dname}-{pname}",
+                                    Case(graph=g, algo=algo, dims=dims, replication=c, partition=part, dropout=0.4,
+                                         seed=7, epoch=3)))
+    return out
+
+
+_CACHE: dict = {}
+
+
+def results(P: int):
+    """``{case name: (case, [per-rank CaseResult])}`` for every case of P, computed once."""
+    if P not in _CACHE:
+        named = cases_for(P)
+        out = launch(distributed_worker, P, [c for _, c in named], device="cpu", collect=True)
+        _CACHE[P] = {name: (case, [out[r][k] for r in range(P)]) for k, (name, case) in enumerate(named)}
+    return _CACHE[P]
+
+
+@pytest.fixture(params=PS, ids=lambda p: f"P{p}")
+def dist_results(request):
+    return request.param, results(request.param)
