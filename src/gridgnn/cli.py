@@ -1,0 +1,91 @@
+r"""``gridgnn`` command line: ``train`` and ``partition`` (see ``gridgnn <command> --help``)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .errors import GridGnnError
+
+
+def _train_parser(sub) -> None:
+    from .parallel import ALGOS
+    from .train.config import MODELS, TrainConfig
+
+    d = TrainConfig()
+    p = sub.add_parser("train", help="train a GNN (serial or distributed)",
+                       description="Full-graph GNN training. With no --data the embedded synthetic SBM runs.")
+    p.add_argument("--data", default=None, metavar="SPEC",
+                   help="synthetic:sbm?n=&classes=&avg_degree=&features= | synthetic:rmat?scale=&edge_factor= | "
+                        "planetoid:DIR | edgelist:FILE | mtx:FILE | npz:FILE")
+    p.add_argument("--model", default=d.model, choices=MODELS)
+    p.add_argument("--layers", type=int, default=d.layers)
+    p.add_argument("--hidden", type=int, default=d.hidden)
+    p.add_argument("--algo", default=d.algo, choices=ALGOS)
+    p.add_argument("--nproc", type=int, default=None, help="processes to spawn (default 1; under torchrun/srun: "
+                                                          "the launcher's world size)")
+    p.add_argument("--replication", type=int, default=d.replication, help="c of the 1.5D algorithms (divides P)")
+    p.add_argument("--partition", default=d.partition, metavar="METHOD|FILE",
+                   help="random (default), identity, metis, metis-vol, hypergraph, balanced, or a partition FILE")
+    p.add_argument("--epochs", type=int, default=d.epochs)
+    p.add_argument("--lr", type=float, default=d.lr)
+    p.add_argument("--weight-decay", type=float, default=d.weight_decay)
+    p.add_argument("--dropout", type=float, default=d.dropout)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--out", default=None, metavar="DIR", help="write metrics.jsonl, summary.json, breakdown.png")
+    p.add_argument("--save-logits", action="store_true", help="also write logits.npy in original node order")
+    p.add_argument("--dtype", default=d.dtype, choices=("float32", "float64"))
+    p.add_argument("--device", default=d.device, choices=("auto", "cpu", "cuda"))
+    p.add_argument("--quiet", action="store_true", help="no progress bar or per-epoch lines")
+    p.add_argument("--log-every", type=int, default=d.log_every, help="print every N-th epoch line")
+    p.add_argument("--timeout", type=float, default=d.timeout_s, dest="timeout_s",
+                   help="seconds a collective may wait before the job is ended")
+
+
+def run_train(args) -> int:
+    from .dist.launch import env_context, launch
+    from .train.config import TrainConfig
+    from .train.trainer import train_worker
+
+    kw = {k: v for k, v in vars(args).items() if k not in ("command", "func")}
+    env = env_context(kw.get("device", "auto"))
+    if kw["nproc"] is None:
+        kw["nproc"] = env.world_size if env is not None else 1
+    cfg = TrainConfig(**kw)
+    cfg.validate()
+    if cfg.algo == "serial":
+        if env is not None and env.world_size > 1:
+            raise GridGnnError("--algo serial runs one process, but the launcher started several")
+        train_worker(None, cfg)
+        return 0
+    launch(train_worker, cfg.nproc, cfg, device=cfg.device, timeout_s=cfg.timeout_s)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gridgnn", description="Communication-avoiding distributed GNN training.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _train_parser(sub)
+    try:
+        from .partition.report import add_partition_arguments, run_partition_command
+    except ImportError:  # pragma: no cover
+        add_partition_arguments = None
+    if add_partition_arguments is not None:
+        pp = sub.add_parser("partition", help="partition a graph and report its communication quality")
+        add_partition_arguments(pp)
+        pp.set_defaults(func=run_partition_command)
+    sub.choices["train"].set_defaults(func=run_train)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except GridGnnError as exc:
+        print(f"gridgnn: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Training configuration: a kw-only dataclass that the CLI maps onto 1:1."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..errors import GridGnnError
+
+MODELS = ("gcn",)
+
+
+@dataclass(kw_only=True)
+class TrainConfig:
+    """Every field is a ``gridgnn train`` flag (``--weight-decay`` → ``weight_decay``)."""
+
+    data: str | None = None
+    model: str = "gcn"
+    layers: int = 2
+    hidden: int = 16
+    algo: str = "serial"
+    nproc: int = 1
+    replication: int = 1
+    partition: str = "random"
+    epochs: int = 200
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    dropout: float = 0.5
+    seed: int = 0
+    out: str | None = None
+    save_logits: bool = False
+    dtype: str = "float32"
+    device: str = "auto"
+    quiet: bool = False
+    log_every: int = 1
+    timeout_s: float = 600.0
+
+    def validate(self) -> None:
+        """Checks that need no data and no processes (run in the launching process)."""
+        from ..dist.grid import grid_shape
+        from ..parallel import ALGOS, GRID_OF
+
+        if self.model not in MODELS:
+            raise GridGnnError(f"--model {self.model!r} is not available; available: {', '.join(MODELS)}")
+        if self.algo not in ALGOS:
+            raise GridGnnError(f"--algo {self.algo!r} is not available; choose one of {', '.join(ALGOS)}")
+        if self.layers < 1:
+            raise GridGnnError(f"--layers must be >= 1, got {self.layers}")
+        if self.hidden < 1:
+            raise GridGnnError(f"--hidden must be >= 1, got {self.hidden}")
+        if self.epochs < 1:
+            raise GridGnnError(f"--epochs must be >= 1, got {self.epochs}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise GridGnnError(f"--dropout must be in [0, 1), got {self.dropout}")
+        if self.lr <= 0:
+            raise GridGnnError(f"--lr must be positive, got {self.lr}")
+        if self.weight_decay < 0:
+            raise GridGnnError(f"--weight-decay must be >= 0, got {self.weight_decay}")
+        if self.dtype not in ("float32", "float64"):
+            raise GridGnnError(f"--dtype must be float32 or float64, got {self.dtype!r}")
+        if self.nproc < 1:
+            raise GridGnnError(f"--nproc must be >= 1, got {self.nproc}")
+        if self.algo == "serial":
+            if self.nproc != 1:
+                raise GridGnnError(f"--algo serial runs one process; got --nproc {self.nproc}")
+        else:
+            grid_shape(GRID_OF[self.algo], self.nproc, replication=self.replication)
+            if GRID_OF[self.algo] == "1d" and self.replication != 1:
+                raise GridGnnError(f"--replication applies to 1.5D algorithms; {self.algo} needs --replication 1")
+
+    def to_dict(self) -> dict:
+        return asdict(self)

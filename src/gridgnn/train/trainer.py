@@ -1,0 +1,219 @@
+r"""The training loop. Each rank: load and validate the data (before any collective), partition, join the
+process group, build its algorithm plan and rows, then train. Rank 0 prints, and writes ``metrics.jsonl``,
+``summary.json``, ``breakdown.png`` and (``--save-logits``) ``logits.npy`` in original node order."""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from collections import defaultdict
+
+import numpy as np
+import torch
+
+from ..dist import Comm, NullComm, ProcessGrid
+from ..errors import GridGnnError
+from ..graph.spec import load_graph
+from ..nn import GCN
+from ..parallel import GRID_OF
+from .config import TrainConfig
+from .setup import build_rank, make_partition, num_blocks
+from .step import evaluate, forward_backward
+
+EPOCH_PHASES = ("fwd", "bwd", "grad", "eval", "metrics")
+
+
+def _check_graph(graph, blocks: int) -> None:
+    if graph.x is None:
+        raise GridGnnError("the graph has no node features")
+    if graph.y is None or graph.num_classes < 2:
+        raise GridGnnError("node classification needs labels with at least 2 classes, and this graph has none")
+    if graph.train_mask is None or not np.any(graph.train_mask & (graph.y >= 0)):
+        raise GridGnnError("the graph has no labelled training nodes")
+    if graph.n < blocks:
+        raise GridGnnError(f"cannot split {graph.n} vertices into {blocks} row blocks")
+
+
+def train_worker(ctx, cfg: TrainConfig) -> dict | None:
+    """Run training on this rank (``ctx`` = ``None`` for ``--algo serial``). Returns the summary on rank 0."""
+    t_start = time.perf_counter()
+    world = 1 if ctx is None else ctx.world_size
+    graph = load_graph(cfg.data, seed=cfg.seed)
+    blocks = num_blocks(cfg.algo, world, cfg.replication)
+    _check_graph(graph, blocks)
+    rows = None if cfg.algo == "serial" else make_partition(graph, blocks, cfg.partition, cfg.seed)
+    dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
+
+    if ctx is None:
+        comm, device = NullComm(), ("cuda" if cfg.device == "cuda" else "cpu")
+        if cfg.device == "auto" and torch.cuda.is_available():
+            device = "cuda"
+    else:
+        ctx.init()  # first collective: every rank has validated its input by now
+        device = ctx.device
+        comm = Comm(ProcessGrid.build(GRID_OF[cfg.algo], device.split(":")[0], replication=cfg.replication))
+    rank = comm.grid.global_rank
+    lead = rank == 0
+
+    plan, data = build_rank(graph, cfg.algo, comm, rows, dtype=dtype, device=device)
+    setup_log = comm.log.snapshot()
+    comm.log.reset()
+    dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
+    model = GCN(dims, dropout=cfg.dropout, seed=cfg.seed, dtype=dtype).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+    out_dir = cfg.out
+    if lead and out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+        mfile = open(os.path.join(out_dir, "metrics.jsonl"), "w")
+    else:
+        mfile = None
+    bar = None
+    if lead and not cfg.quiet:
+        from tqdm import tqdm
+
+        bar = tqdm(total=cfg.epochs, desc=f"{cfg.algo} P={world}", unit="epoch", leave=False)
+
+    epochs = []
+    for epoch in range(cfg.epochs):
+        before = comm.log.snapshot()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss, _ = forward_backward(model, plan, comm, data, epoch=epoch)
+        opt.step()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        _, counts = evaluate(model, plan, comm, data)
+        vec = torch.cat([loss.double().reshape(1).cpu(), counts]).to(device)
+        with comm.phase("metrics"):
+            comm.all_reduce(vec, plan.block_axis)
+        vec = vec.cpu().numpy()
+        t2 = time.perf_counter()
+        delta = _delta(before, comm.log.snapshot())
+        comm_train = sum(v[3] for k, v in delta.items() if k.split(".")[0] in ("fwd", "bwd", "grad"))
+        rec = {
+            "epoch": epoch, "loss": float(vec[0]),
+            "train_acc": _ratio(vec[1], vec[2]), "val_acc": _ratio(vec[3], vec[4]), "test_acc": _ratio(vec[5], vec[6]),
+            "epoch_time_s": t1 - t0, "eval_time_s": t2 - t1,
+            "comm_time_s": comm_train, "compute_time_s": max(0.0, (t1 - t0) - comm_train),
+            "bytes_sent": sum(v[0] for v in delta.values()),
+        }
+        epochs.append((rec, delta))
+        if mfile:
+            mfile.write(json.dumps(rec) + "\n")
+            mfile.flush()
+        if bar is not None:
+            bar.update(1)
+            if cfg.log_every and (epoch % cfg.log_every == 0 or epoch == cfg.epochs - 1):
+                bar.write(_line(rec))
+    if bar is not None:
+        bar.close()
+    if mfile:
+        mfile.close()
+
+    # ---- gather per-rank records (once, phase io) and the logits
+    mine = _rank_record(rank, epochs, setup_log)
+    with comm.phase("io"):
+        everyone = comm.all_gather_object(mine, tuple(comm.grid.names)) if world > 1 else [mine]
+        logits_full = None
+        if cfg.save_logits:
+            logits, _ = evaluate(model, plan, comm, data)
+            ids = torch.from_numpy(data.node_ids).to(device)
+            with comm.phase("io"):
+                parts = comm.all_gather_rows(logits.contiguous(), plan.block_axis)
+                idparts = comm.all_gather_rows(ids.reshape(-1, 1), plan.block_axis)
+            if lead:
+                logits_full = np.zeros((graph.n, logits.shape[1]), dtype=np.float32)
+                for lg, ix in zip(parts, idparts):
+                    logits_full[ix.reshape(-1).cpu().numpy()] = lg.float().cpu().numpy()
+    if not lead:
+        return None
+    summary = _summary(cfg, graph, world, comm.grid, rows, epochs, everyone, time.perf_counter() - t_start)
+    if out_dir:
+        with open(os.path.join(out_dir, "summary.json"), "w") as fh:
+            json.dump(summary, fh, indent=2)
+        if logits_full is not None:
+            np.save(os.path.join(out_dir, "logits.npy"), logits_full)
+        from .report import breakdown_plot
+
+        breakdown_plot(everyone, os.path.join(out_dir, "breakdown.png"), title=f"{cfg.algo} P={world}")
+    if not cfg.quiet:
+        print(f"final: test_acc={summary['test_acc']:.4f} val_acc={summary['val_acc']:.4f} "
+              f"(best epoch {summary['best_epoch']}), epoch {summary['epoch_time_median_s'] * 1e3:.1f} ms median, "
+              f"{summary['comm_bytes_per_epoch']['total'] / 1e6:.3f} MB/epoch moved"
+              + (f"; outputs in {out_dir}" if out_dir else ""), flush=True)
+    return summary
+
+
+def _ratio(a, b) -> float:
+    return float(a / b) if b > 0 else float("nan")
+
+
+def _line(r: dict) -> str:
+    return (f"epoch {r['epoch']:4d} | loss {r['loss']:.4f} | train {r['train_acc']:.3f} val {r['val_acc']:.3f} "
+            f"test {r['test_acc']:.3f} | {r['epoch_time_s'] * 1e3:7.1f} ms (compute {r['compute_time_s'] * 1e3:.1f}, "
+            f"comm {r['comm_time_s'] * 1e3:.1f}) | {r['bytes_sent'] / 1e3:.1f} kB sent")
+
+
+def _delta(before: dict, after: dict) -> dict:
+    out = {}
+    for k, v in after.items():
+        b = before.get(k)
+        d = (v.sent - (b.sent if b else 0), v.recv - (b.recv if b else 0), v.calls - (b.calls if b else 0),
+             v.seconds - (b.seconds if b else 0))
+        if d[2]:
+            out[k] = d
+    return out
+
+
+def _rank_record(rank: int, epochs: list, setup_log: dict) -> dict:
+    """This rank's per-epoch averages (bytes, calls, seconds per phase key) and times, for rank 0."""
+    n = len(epochs)
+    per = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+    for _, delta in epochs:
+        for k, v in delta.items():
+            for i in range(4):
+                per[k][i] += v[i] / n
+    return {
+        "rank": rank,
+        "phases": {k: {"sent": v[0], "recv": v[1], "calls": v[2], "seconds": v[3]} for k, v in per.items()},
+        "epoch_times": [r["epoch_time_s"] for r, _ in epochs],
+        "compute_times": [r["compute_time_s"] for r, _ in epochs],
+        "setup_bytes": sum(v.sent for v in setup_log.values()),
+    }
+
+
+def _summary(cfg, graph, world, grid, rows, epochs, everyone, wall) -> dict:
+    recs = [r for r, _ in epochs]
+    vals = [r["val_acc"] for r in recs]
+    if all(np.isnan(v) for v in vals):
+        best = len(recs) - 1
+    else:
+        best = int(np.nanargmax(vals))
+    by_phase = defaultdict(float)
+    per_rank_send = []
+    for er in everyone:
+        s = 0.0
+        for k, v in er["phases"].items():
+            if k.split(".")[0] in EPOCH_PHASES:
+                by_phase[k] += v["sent"]
+                s += v["sent"]
+        per_rank_send.append(s)
+    per_epoch_max = [max(ts) for ts in zip(*[er["epoch_times"] for er in everyone])]
+    return {
+        "test_acc": recs[best]["test_acc"], "val_acc": recs[best]["val_acc"], "best_epoch": best,
+        "train_acc": recs[best]["train_acc"], "final_loss": recs[-1]["loss"],
+        "epoch_time_median_s": statistics.median(per_epoch_max),
+        "eval_time_median_s": statistics.median(r["eval_time_s"] for r in recs),
+        "comm_bytes_per_epoch": {"total": float(sum(by_phase.values())), "by_phase": dict(sorted(by_phase.items()))},
+        "max_rank_send_bytes_per_epoch": float(max(per_rank_send)),
+        "setup_comm_bytes": float(sum(er["setup_bytes"] for er in everyone)),
+        "algo": cfg.algo, "grid": list(grid.shape) if cfg.algo != "serial" else [1], "nproc": world,
+        "replication": cfg.replication if GRID_OF.get(cfg.algo) == "1.5d" else 1,
+        "partition": "none" if rows is None else cfg.partition, "seed": cfg.seed,
+        "model": cfg.model, "layers": cfg.layers, "hidden": cfg.hidden, "epochs": cfg.epochs,
+        "dtype": cfg.dtype, "data": cfg.data or "default", "n": graph.n, "nnz": graph.nnz,
+        "wall_time_s": wall,
+    }
