@@ -53,10 +53,14 @@ class LaunchContext:
                                 timeout=datetime.timedelta(seconds=self.timeout_s))
         self.initialized = True
 
-    def shutdown(self) -> None:
+    def shutdown(self, *, clean: bool = True) -> None:
+        """Leave the process group. ``clean``: wait for every rank first (a rank that tears down its gloo
+        connections while a peer is still finishing can abort that peer); after an error, skip the wait."""
         if self.initialized:
             import torch.distributed as dist
 
+            if clean:
+                dist.barrier()
             dist.destroy_process_group()
             self.initialized = False
 
@@ -107,16 +111,15 @@ def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str 
         if result_dir is not None:
             with open(os.path.join(result_dir, f"rank{local_rank}.pkl"), "wb") as fh:
                 pickle.dump(out, fh)
+        ctx.shutdown()
     except GridGnnError as exc:
         print(f"gridgnn: error: {exc}", file=sys.stderr, flush=True)
         code = 2
     except BaseException:  # noqa: BLE001 - report and end this rank; the parent ends the rest
         traceback.print_exc()
         code = 1
-    finally:
-        ctx.shutdown()
     if code:
-        os._exit(code)  # skip interpreter teardown so no rank lingers in a collective
+        os._exit(code)  # no clean shutdown or interpreter teardown: the parent ends the other ranks
 
 
 def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0, collect: bool = False):
@@ -130,10 +133,8 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
         if nproc not in (None, ctx.world_size):
             raise GridGnnError(f"--nproc {nproc} disagrees with the launcher's WORLD_SIZE={ctx.world_size}")
         ctx.timeout_s = timeout_s
-        try:
-            out = fn(ctx, *args)
-        finally:
-            ctx.shutdown()
+        out = fn(ctx, *args)
+        ctx.shutdown()
         return [out]
     if nproc is None or nproc < 1:
         raise GridGnnError(f"--nproc must be a positive integer, got {nproc}")

@@ -153,9 +153,11 @@ def _check_empty(g: Graph, path) -> Graph:
 def _as_numpy(t):
     if t is None:
         return None
-    if hasattr(t, "detach"):
+    if hasattr(t, "detach"):  # a torch tensor (sparse layouts are densified)
+        import torch
+
         t = t.detach().cpu()
-        if getattr(t, "is_sparse", False) or t.layout != __import__("torch").strided:
+        if t.layout != torch.strided:
             t = t.to_dense()
         return t.numpy()
     return np.asarray(t)

@@ -24,13 +24,20 @@ __all__ = ["sbm_graph", "rmat_graph", "planetoid_like_split"]
 
 
 def _check_int(name: str, value, lo: int) -> int:
-    if isinstance(value, bool) or int(value) != value or value < lo:
+    try:
+        ok = not isinstance(value, bool) and int(value) == value and value >= lo
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
         raise GridGnnError(f"{name} must be an integer >= {lo}, got {value!r}")
     return int(value)
 
 
 def _check_float(name: str, value, lo: float, hi: float | None = None, lo_open: bool = False) -> float:
-    v = float(value)
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise GridGnnError(f"{name} must be a number, got {value!r}") from None
     bad = not math.isfinite(v) or (v <= lo if lo_open else v < lo) or (hi is not None and v > hi)
     if bad:
         rng = f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'}]"
@@ -53,7 +60,10 @@ def _unique_pairs(u: np.ndarray, v: np.ndarray, n: int) -> tuple[np.ndarray, np.
     keep = u != v
     lo = np.minimum(u[keep], v[keep]).astype(np.int64)
     hi = np.maximum(u[keep], v[keep]).astype(np.int64)
-    key = np.unique(lo * n + hi)
+    key = lo * n + hi
+    key.sort()  # sort + adjacent-difference is much faster than np.unique's hash path for int64 keys
+    if key.size:
+        key = key[np.concatenate([[True], key[1:] != key[:-1]])]
     return key // n, key % n
 
 
@@ -96,7 +106,7 @@ def planetoid_like_split(y: np.ndarray, seed: int = 0, *, per_class: int = 20, n
 
 
 def sbm_graph(n: int = 4000, classes: int = 8, avg_degree: float = 10.0, features: int = 32, seed: int = 0,
-              p_in_ratio: float = 0.8, noise: float = 2.0, degree_exponent: float = 2.5) -> Graph:
+              p_in_ratio: float = 0.6, noise: float = 4.0, degree_exponent: float = 2.5) -> Graph:
     r"""A degree-corrected stochastic block model with class-correlated noisy features.
 
     **Blocks and labels.** Vertex ``v`` gets label ``y_v = b_v``; the ``classes`` blocks are as equal as possible
@@ -161,33 +171,34 @@ def sbm_graph(n: int = 4000, classes: int = 8, avg_degree: float = 10.0, feature
     theta = rng.pareto(gamma, n) + 1.0
     theta = np.minimum(theta, max(1.0, math.sqrt(n * d)))
 
-    # vertices sorted by block; cumulative propensity per block for block-restricted sampling
+    # members of each block and their sampling probabilities (propensities normalized within the block)
     order = np.argsort(y, kind="stable")
-    cum = np.cumsum(theta[order])
     counts = np.bincount(y, minlength=k)
-    bend = np.cumsum(counts)
-    bstart = bend - counts
-    mass_lo = np.where(bstart > 0, cum[np.maximum(bstart - 1, 0)], 0.0)
-    mass_hi = cum[bend - 1]
-    total = cum[-1]
+    bstart = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    pglobal = theta / theta.sum()
 
-    def sample_in_block(blocks: np.ndarray) -> np.ndarray:
-        r = mass_lo[blocks] + rng.random(blocks.size) * (mass_hi[blocks] - mass_lo[blocks])
-        pos = np.searchsorted(cum, r, side="right")
-        pos = np.clip(pos, bstart[blocks], bend[blocks] - 1)
-        return order[pos]
+    def draw_edges(draw: int) -> tuple[np.ndarray, np.ndarray]:
+        # first endpoints ∝ theta: multinomial counts per vertex, expanded and shuffled (O(n + draw))
+        u = rng.permutation(np.repeat(np.arange(n, dtype=np.int64), rng.multinomial(draw, pglobal)))
+        inside = rng.random(draw) < h
+        vb = np.where(inside, y[u], (y[u] + rng.integers(1, k, size=draw)) % k)
+        # second endpoints ∝ theta within the target block; the edges wanting block b (in random order,
+        # since u is shuffled) receive the block's multinomial draw (loop over blocks, not edges)
+        need_b = np.bincount(vb, minlength=k)
+        vals = []
+        for b in range(k):
+            members = order[bstart[b]:bstart[b] + counts[b]]
+            pb = theta[members] / theta[members].sum()
+            vals.append(np.repeat(members, rng.multinomial(need_b[b], pb)))
+        v = np.empty(draw, dtype=np.int64)
+        v[np.argsort(vb, kind="stable")] = np.concatenate(vals)
+        return u, v
 
     us = np.empty(0, dtype=np.int64)
     vs = np.empty(0, dtype=np.int64)
     need = m
     for _ in range(64):
-        draw = int(need * 1.15) + 16
-        pos = np.minimum(np.searchsorted(cum, rng.random(draw) * total, side="right"), n - 1)
-        u = order[pos]
-        inside = rng.random(draw) < h
-        other = (y[u] + rng.integers(1, k, size=draw)) % k
-        vb = np.where(inside, y[u], other)
-        v = sample_in_block(vb)
+        u, v = draw_edges(int(need * 1.15) + 16)
         us, vs = _unique_pairs(np.concatenate([us, u]), np.concatenate([vs, v]), n)
         need = m - us.size
         if need <= 0:
@@ -243,18 +254,20 @@ def rmat_graph(scale, edge_factor=16, seed=0, features=16, classes=4) -> Graph:
     n = 1 << scale
     m = n * edge_factor
     rng = np.random.default_rng(seed)
-    src = np.zeros(m, dtype=np.int64)
-    dst = np.zeros(m, dtype=np.int64)
+    idt = np.int32 if scale < 31 else np.int64
+    src = np.zeros(m, dtype=idt)
+    dst = np.zeros(m, dtype=idt)
     ab, abc = _RMAT_A + _RMAT_B, _RMAT_A + _RMAT_B + _RMAT_C
-    for level in range(scale):
-        r = rng.random(m)
-        src_bit = r >= ab                                   # quadrants c, d
-        dst_bit = ((r >= _RMAT_A) & (r < ab)) | (r >= abc)  # quadrants b, d
-        bit = np.int64(1) << (scale - 1 - level)
-        src |= src_bit * bit
-        dst |= dst_bit * bit
+    for _level in range(scale):  # most significant bit first; vectorized over all m edges
+        r = rng.random(m, dtype=np.float32)
+        src <<= 1
+        src |= r >= ab                                     # quadrants c, d
+        dst <<= 1
+        dst |= ((r >= _RMAT_A) & (r < ab)) | (r >= abc)    # quadrants b, d
+        del r
     perm = rng.permutation(n)
     u, v = _unique_pairs(perm[src], perm[dst], n)
+    del src, dst
     x = rng.standard_normal((n, features)).astype(np.float32)
     y = rng.integers(0, classes, size=n).astype(np.int64)
     train, val, test = default_split(n, y, seed)

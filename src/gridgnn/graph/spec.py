@@ -1,0 +1,155 @@
+r"""The data SPEC grammar of the command line: one string names a graph source.
+
+.. code-block:: text
+
+    synthetic:sbm?n=4000&classes=8&avg_degree=10&features=32   (also p_in_ratio=, noise=, degree_exponent=)
+    synthetic:rmat?scale=12&edge_factor=16                     (also features=, classes=)
+    planetoid:DIR          directory with ind.<name>.* raw files (Cora, CiteSeer, PubMed)
+    edgelist:FILE          text edge list; parameters directed=0|1, num_nodes=N
+    mtx:FILE               Matrix Market file
+    npz:FILE               .npz CSR archive (rows = destinations), see :func:`~gridgnn.graph.loaders.load_npz`
+
+Parameters follow ``?`` as ``key=value`` pairs joined by ``&``; omitted parameters take the generator's
+defaults. Relative paths are relative to the current directory. ``None`` or an empty string means
+:data:`DEFAULT_SPEC`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from ..errors import GridGnnError
+from .graph import Graph
+from .loaders import load_edgelist, load_mtx, load_npz, load_planetoid
+from .synthetic import rmat_graph, sbm_graph
+
+__all__ = ["DEFAULT_SPEC", "SCHEMES", "load_graph", "parse_spec"]
+
+#: The graph used when no ``--data`` is given: small enough that a 2-layer GCN (hidden 16) trains 100 epochs in
+#: seconds on 2 CPU cores, homophilous enough that it reaches about 0.85 test accuracy (chance 0.125, a
+#: feature-only MLP about 0.35).
+DEFAULT_SPEC = "synthetic:sbm?n=4000&classes=8&avg_degree=10&features=32"
+
+SCHEMES = ("synthetic:sbm", "synthetic:rmat", "planetoid", "edgelist", "mtx", "npz")
+
+
+def _int(v: str) -> int:
+    return int(v)
+
+
+def _float(v: str) -> float:
+    return float(v)
+
+
+def _bool01(v: str) -> bool:
+    if v.lower() in ("1", "true", "yes"):
+        return True
+    if v.lower() in ("0", "false", "no"):
+        return False
+    raise ValueError(v)
+
+
+_TYPE_NAMES = {_int: "an integer", _float: "a number", _bool01: "0 or 1"}
+
+# parameters accepted by each scheme: name -> converter
+_PARAMS: dict[str, dict[str, Callable[[str], object]]] = {
+    "synthetic:sbm": dict(n=_int, classes=_int, avg_degree=_float, features=_int, p_in_ratio=_float,
+                          noise=_float, degree_exponent=_float),
+    "synthetic:rmat": dict(scale=_int, edge_factor=_int, features=_int, classes=_int),
+    "planetoid": {},
+    "edgelist": dict(directed=_bool01, num_nodes=_int),
+    "mtx": {},
+    "npz": {},
+}
+
+
+def parse_spec(spec: str) -> tuple[str, str | None, dict]:
+    r"""Split a SPEC into ``(scheme, path, params)``.
+
+    Args:
+        spec: e.g. ``"synthetic:sbm?n=1000&classes=4"`` or ``"edgelist:data/g.txt?directed=1"``.
+
+    Returns:
+        ``scheme`` (one of :data:`SCHEMES`), ``path`` (``None`` for synthetic schemes) and the converted
+        parameters.
+
+    Raises:
+        GridGnnError: unknown scheme, missing path, unknown, repeated or malformed parameter.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise GridGnnError(f"empty data spec; valid schemes: {', '.join(SCHEMES)}")
+    spec = spec.strip()
+    head, sep, rest = spec.partition(":")
+    if not sep:
+        raise GridGnnError(f"data spec {spec!r} has no scheme; expected SCHEME:..., valid schemes: "
+                           f"{', '.join(SCHEMES)}")
+    head = head.lower()
+    if head == "synthetic":
+        gen, _, query = rest.partition("?")
+        scheme = f"synthetic:{gen.lower()}"
+        if scheme not in _PARAMS:
+            raise GridGnnError(f"unknown synthetic generator {gen!r} in {spec!r}; valid: sbm, rmat")
+        path = None
+    elif head in _PARAMS:
+        scheme = head
+        path, qsep, query = rest.rpartition("?")
+        if not qsep:
+            path, query = rest, ""
+        if not path:
+            raise GridGnnError(f"data spec {spec!r} names no path; expected {scheme}:PATH")
+    else:
+        raise GridGnnError(f"unknown data scheme {head!r} in {spec!r}; valid schemes: {', '.join(SCHEMES)}")
+    allowed = _PARAMS[scheme]
+    params: dict = {}
+    for item in query.split("&") if query else []:
+        key, eq, value = item.partition("=")
+        valid = ", ".join(allowed) or "none"
+        if key not in allowed:
+            raise GridGnnError(f"unknown parameter {key!r} for {scheme} in {spec!r}; valid parameters: {valid}")
+        if not eq or value == "":
+            raise GridGnnError(f"parameter {key!r} of {scheme} has no value in {spec!r} (write {key}=VALUE)")
+        if key in params:
+            raise GridGnnError(f"parameter {key!r} given twice in {spec!r}")
+        conv = allowed[key]
+        try:
+            params[key] = conv(value)
+        except ValueError:
+            raise GridGnnError(f"parameter {key}={value!r} of {scheme} must be {_TYPE_NAMES[conv]}") from None
+    return scheme, path, params
+
+
+def load_graph(spec: str | None = None, *, seed: int = 0) -> Graph:
+    r"""Load or generate the graph named by a data SPEC (see the module docstring).
+
+    Args:
+        spec: the SPEC string; ``None`` or ``""`` means :data:`DEFAULT_SPEC`.
+        seed: seed of synthetic generators and of default random splits.
+
+    Returns:
+        The :class:`Graph`, with ``meta["spec"]`` set to the spec string.
+
+    Raises:
+        GridGnnError: a bad spec (message lists the valid choices) or bad input data.
+    """
+    if spec is None or (isinstance(spec, str) and not spec.strip()):
+        spec = DEFAULT_SPEC
+    scheme, path, params = parse_spec(spec)
+    if scheme == "synthetic:sbm":
+        g = sbm_graph(seed=seed, **params)
+    elif scheme == "synthetic:rmat":
+        if "scale" not in params:
+            raise GridGnnError(f"synthetic:rmat needs scale= (log2 of the vertex count), e.g. "
+                               f"synthetic:rmat?scale=12&edge_factor=16; got {spec!r}")
+        g = rmat_graph(seed=seed, **params)
+    else:
+        p = Path(path).expanduser()
+        if scheme == "planetoid":
+            g = load_planetoid(p, seed=seed)
+        elif scheme == "edgelist":
+            g = load_edgelist(p, params.get("directed"), num_nodes=params.get("num_nodes"), seed=seed)
+        elif scheme == "mtx":
+            g = load_mtx(p, seed=seed)
+        else:
+            g = load_npz(p, seed=seed)
+    g.meta["spec"] = spec
+    return g
