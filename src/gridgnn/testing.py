@@ -16,7 +16,8 @@ from .graph import Graph
 from .nn import GCN
 from .parallel import GRID_OF
 from .partition import RowPartition
-from .train.setup import build_rank, make_partition, num_blocks
+from .parallel.source import InMemorySource
+from .train.setup import build_rank, make_source
 from .train.step import forward_backward
 
 
@@ -30,11 +31,14 @@ class Case:
     dropout: float = 0.0
     seed: int = 0
     epoch: int = 0
+    grid: tuple | None = None  # 2d/3d/plexus mesh shape
+    block_rows: int = 0
 
 
 @dataclass
 class CaseResult:
     node_ids: np.ndarray
+    cols: tuple
     logits: np.ndarray
     grads: list
     loss: float
@@ -45,26 +49,30 @@ class CaseResult:
 
 def run_case(case: Case, comm) -> CaseResult:
     dtype = torch.float64
+    source = rows = None
     if case.algo == "serial":
-        rows = None
+        pass
     elif isinstance(case.partition, RowPartition):
         rows = case.partition
+        source = InMemorySource(case.graph, rows.perm)
     else:
-        parts = num_blocks(case.algo, comm.grid.world_size, case.replication)
-        rows = make_partition(case.graph, parts, case.partition, case.seed)
+        source, rows = make_source(case.graph, case.algo, comm.grid.world_size, replication=case.replication,
+                                   shape=comm.grid.shape, method=case.partition, seed=case.seed)
     comm.log.reset()
-    plan, data = build_rank(case.graph, case.algo, comm, rows, dtype=dtype)
+    plan, data = build_rank(case.graph, case.algo, comm, case.dims, source=source, rows=rows, dtype=dtype,
+                            block_rows=case.block_rows)
     setup = comm.log.snapshot()
     comm.log.reset()
     model = GCN(case.dims, dropout=case.dropout, seed=case.seed, dtype=dtype)
     loss, logits = forward_backward(model, plan, comm, data, epoch=case.epoch)
     vol = {}
-    agg = plan.aggregate
+    agg = getattr(plan, "aggregate", None)
     if hasattr(agg, "fwd"):
         vol = {"fwd": agg.fwd.volume_rows(), "bwd": agg.bwd.volume_rows()}
     stats = {k: (v.sent, v.recv, v.calls) for k, v in comm.log.snapshot().items()}
     stats.update({k: (v.sent, v.recv, v.calls) for k, v in setup.items()})
-    return CaseResult(data.node_ids.copy(), logits.numpy().copy(),
+    return CaseResult(data.node_ids.copy(), plan.out_cols(case.dims[-1]),
+                      logits.numpy().copy(),
                       [p.grad.detach().numpy().copy() for p in model.parameters()], float(loss), stats, vol,
                       comm.grid.global_rank)
 
@@ -79,17 +87,16 @@ def distributed_worker(ctx, cases: list[Case]) -> list[CaseResult]:
     out, grids = [], {}
     for case in cases:
         kind = GRID_OF[case.algo]
-        key = (kind, case.replication)
+        key = (kind, case.replication, case.grid)
         if key not in grids:  # every rank builds the same meshes in the same order
-            grids[key] = ProcessGrid.build(kind, "cpu", replication=case.replication)
+            grids[key] = ProcessGrid.build(kind, "cpu", replication=case.replication, shape=case.grid)
         out.append(run_case(case, Comm(grids[key])))
     return out
 
 
-def assemble(results: list[CaseResult], n: int) -> np.ndarray:
-    """Logits of all ranks in original node order (replicas must agree; the first one is used)."""
-    f = results[0].logits.shape[1]
-    full = np.full((n, f), np.nan)
+def assemble(results: list[CaseResult], n: int, classes: int) -> np.ndarray:
+    """Logits of all ranks in original node order and class order (replicas hold equal copies)."""
+    full = np.full((n, classes), np.nan)
     for r in results:
-        full[r.node_ids] = r.logits
+        full[r.node_ids, r.cols[0]:r.cols[1]] = r.logits
     return full

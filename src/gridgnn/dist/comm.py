@@ -112,8 +112,9 @@ class Comm:
         self.log.record(f"{self._phase}.{tag}", sent, recv, seconds)
 
     # ------------------------------------------------------------------ collectives
-    def broadcast(self, tensor: torch.Tensor, root: int, axis: str) -> torch.Tensor:
-        """In-place broadcast of ``tensor`` from axis-rank ``root`` to every member of ``axis``."""
+    def broadcast(self, tensor: torch.Tensor, root: int, axis: str, tag: str = "bcast") -> torch.Tensor:
+        """In-place broadcast of ``tensor`` from axis-rank ``root`` to every member of ``axis``
+        (``tag`` names the record, e.g. ``bcast_sparse`` for sparse-matrix panels)."""
         g = self.grid.size(axis)
         if g == 1:
             return tensor
@@ -122,7 +123,7 @@ class Comm:
         secs = self._timed(lambda: dist.broadcast(tensor, src=src, group=group))
         me = self.grid.rank(axis)
         m = _nbytes(tensor)
-        self._record("bcast", m if me == root else 0, 0 if me == root else m, secs)
+        self._record(tag, m if me == root else 0, 0 if me == root else m, secs)
         return tensor
 
     def all_reduce(self, tensor: torch.Tensor, axis: str | tuple[str, ...], op: str = "sum") -> torch.Tensor:
@@ -159,6 +160,29 @@ class Comm:
         recv = sum(out_splits[k] for k in range(g) if k != me) * es
         self._record("alltoallv", sent, recv, secs)
         return [b.reshape((r,) + tail) for b, r in zip(flat_recv.split(out_splits), recv_rows)]
+
+    def reduce_scatter_rows(self, tensor: torch.Tensor, bounds, axis: str) -> torch.Tensor:
+        r"""Sum ``tensor`` over ``axis`` and keep rows ``bounds[k]:bounds[k+1]`` on axis-rank ``k`` (pieces may
+        differ in size). Runs as an all-to-allv of the pieces plus a local sum, so the recorded bytes are the
+        actual piece sizes — ``(g−1)/g`` of the buffer each way when the pieces are equal."""
+        g = self.grid.size(axis)
+        if g == 1:
+            return tensor
+        me = self.grid.rank(axis)
+        pieces = [tensor[int(bounds[k]):int(bounds[k + 1])].contiguous() for k in range(g)]
+        rows = int(bounds[me + 1]) - int(bounds[me])
+        tail = tuple(tensor.shape[1:])
+        width = math.prod(tail)
+        flat_send = torch.cat([p.reshape(-1) for p in pieces])
+        in_splits = [p.numel() for p in pieces]
+        out_splits = [rows * width] * g
+        flat_recv = tensor.new_empty(rows * width * g)
+        group = self.grid.group(axis)
+        secs = self._timed(lambda: dist.all_to_all_single(flat_recv, flat_send, out_splits, in_splits, group=group))
+        es = tensor.element_size()
+        sent = sum(in_splits[k] for k in range(g) if k != me) * es
+        self._record("reducescatter", sent, (g - 1) * rows * width * es, secs)
+        return flat_recv.reshape((g, rows) + tail).sum(dim=0)
 
     def all_gather(self, tensor: torch.Tensor, axis: str) -> list[torch.Tensor]:
         """All-gather equal-shape tensors along ``axis``; returns the list in axis-rank order."""

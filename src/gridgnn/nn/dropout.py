@@ -1,7 +1,8 @@
 r"""Dropout whose mask depends only on (seed, epoch, layer, global node id, feature): the same on every
 rank, for every P and every algorithm, so distributed training reproduces serial training.
 
-The keep decision is a SplitMix64 hash of the key and of ``node_id · f + feature``, compared with
+The keep decision is a SplitMix64 hash of the key and of ``node_id · f + feature`` (``f`` = full width of
+the layer input, ``feature`` = global column id, so column-sharded layouts draw the same mask), compared with
 ``(1 − p) · 2⁶⁴``; computed on the host in ``uint64`` (well-defined wrap-around) and copied to the device.
 """
 from __future__ import annotations
@@ -22,11 +23,14 @@ def _mix(z: np.ndarray) -> np.ndarray:
         return z ^ (z >> np.uint64(31))
 
 
-def keep_mask(node_ids: np.ndarray, features: int, p: float, *, seed: int, epoch: int, layer: int) -> np.ndarray:
-    """``bool[len(node_ids), features]``: True where the entry is kept."""
+def keep_mask(node_ids: np.ndarray, features: int, p: float, *, seed: int, epoch: int, layer: int,
+              cols: tuple[int, int] | None = None) -> np.ndarray:
+    """``bool[len(node_ids), c1 - c0]``: True where the entry is kept; ``cols = (c0, c1)`` selects global
+    feature columns (default: all ``features``)."""
+    c0, c1 = cols if cols is not None else (0, features)
     key = _mix(np.array([seed * 1_000_003 + epoch * 7919 + layer * 104_729 + 1], dtype=np.uint64))
     ids = np.asarray(node_ids, dtype=np.uint64).reshape(-1, 1) * np.uint64(features) \
-        + np.arange(features, dtype=np.uint64).reshape(1, -1)
+        + np.arange(c0, c1, dtype=np.uint64).reshape(1, -1)
     with np.errstate(over="ignore"):
         h = _mix(ids ^ key)
     threshold = np.uint64(min(int((1.0 - p) * 2.0**64), 2**64 - 1))
@@ -34,14 +38,16 @@ def keep_mask(node_ids: np.ndarray, features: int, p: float, *, seed: int, epoch
 
 
 def hashed_dropout(x: torch.Tensor, p: float, node_ids: np.ndarray, *, seed: int, epoch: int, layer: int,
-                   training: bool) -> torch.Tensor:
+                   training: bool, features: int | None = None, cols: tuple[int, int] | None = None) -> torch.Tensor:
     r"""Inverted dropout: kept entries scaled by :math:`1/(1-p)`.
 
     Args:
-        x: ``n_local × f`` rows of the nodes ``node_ids`` (global, original ids).
+        x: ``n_local × (c1 − c0)`` block: rows of the nodes ``node_ids`` (global, original ids), global columns
+            ``cols = (c0, c1)`` of a ``features``-wide matrix (defaults: all columns of ``x``).
         p: drop probability in ``[0, 1)``.
     """
     if not training or p <= 0.0:
         return x
-    mask = torch.from_numpy(keep_mask(node_ids, x.shape[1], p, seed=seed, epoch=epoch, layer=layer))
+    features = x.shape[1] if features is None else features
+    mask = torch.from_numpy(keep_mask(node_ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols))
     return x * mask.to(device=x.device, dtype=x.dtype) / (1.0 - p)

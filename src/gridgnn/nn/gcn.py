@@ -1,17 +1,16 @@
-r"""GCN (Kipf & Welling) as a stack of :math:`H^{l} = \sigma(\hat M H^{l-1} W^{l} + b^{l})`, written against an
-*aggregation* callable so the same model runs serially and on every distributed algorithm.
+r"""GCN (Kipf & Welling) as a stack of :math:`H^{l} = \sigma(\hat M H^{l-1} W^{l} + b^{l})`, written against a
+*plan* (the distributed algorithm on this rank) so the same model runs serially and on every algorithm.
 
-Each layer multiplies by :math:`W` on the side that keeps the aggregated matrix narrow: when
-``f_out < f_in`` it aggregates :math:`H W` (``f_out`` columns), otherwise :math:`H` (``f_in`` columns).
-Both equal :math:`\hat M H W`; the choice halves the communication of the wide input layer and is the same
-for every algorithm, so their volumes stay comparable. Dropout (on each layer's input) uses
-:func:`~gridgnn.nn.dropout.hashed_dropout` keyed by global node id.
+The plan owns the layouts: ``plan.layer(l, h, W, b)`` computes :math:`\hat M H W + b` on the local block of
+layer ``l``'s input and returns the local block of its output; ``plan.in_rows(l)`` and ``plan.in_cols(l, f)``
+name the global rows and columns of that input block. Dropout (on each layer's input) uses
+:func:`~gridgnn.nn.dropout.hashed_dropout` keyed by global node id and feature, so every layout draws the
+same mask.
 """
 from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -54,17 +53,12 @@ class GCN(nn.Module):
     def num_layers(self) -> int:
         return len(self.weights)
 
-    def forward(self, x: torch.Tensor, aggregate, node_ids: np.ndarray) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, plan) -> torch.Tensor:
         h = x
         for layer, w in enumerate(self.weights):
-            h = hashed_dropout(h, self.dropout, node_ids, seed=self.seed, epoch=self.epoch, layer=layer,
-                               training=self.training)
-            if w.shape[1] < w.shape[0]:
-                h = aggregate(h @ w)
-            else:
-                h = aggregate(h) @ w
-            if len(self.biases):
-                h = h + self.biases[layer]
+            h = hashed_dropout(h, self.dropout, plan.in_rows(layer), seed=self.seed, epoch=self.epoch, layer=layer,
+                               training=self.training, features=w.shape[0], cols=plan.in_cols(layer, w.shape[0]))
+            h = plan.layer(layer, h, w, self.biases[layer] if len(self.biases) else None)
             if layer < self.num_layers - 1:
                 h = torch.relu(h)
         return h

@@ -1,18 +1,30 @@
-"""Distributed algorithms (one module each): autograd Functions over explicit layouts."""
-from .base import RowBlockPlan, is_symmetric
+"""Distributed algorithms (one module each) behind one interface: a :class:`Plan` on each rank."""
+from .base import Plan, RowBlockPlan, is_symmetric
 from .p1d import build_1d
 from .p15d import build_15d
 
-ALGOS = ("serial", "1d", "1d-sa", "1.5d", "1.5d-sa")
-GRID_OF = {"1d": "1d", "1d-sa": "1d", "1.5d": "1.5d", "1.5d-sa": "1.5d"}
+ALGOS = ("serial", "1d", "1d-sa", "1.5d", "1.5d-sa", "2d", "3d", "plexus")
+GRID_OF = {"1d": "1d", "1d-sa": "1d", "1.5d": "1.5d", "1.5d-sa": "1.5d", "2d": "2d", "3d": "3d", "plexus": "3d"}
+ROW_BLOCK_ALGOS = ("1d", "1d-sa", "1.5d", "1.5d-sa")
 
 
-def build_plan(algo: str, comm, mat, rows, *, symmetric: bool, dtype, device, semiring: str = "sum"):
-    """The :class:`RowBlockPlan` of ``algo`` on this rank (``mat`` permuted to ``rows``' labels)."""
-    sa = algo.endswith("-sa")
-    build = build_1d if GRID_OF[algo] == "1d" else build_15d
-    return build(comm, mat, rows, sparsity_aware=sa, symmetric=symmetric, dtype=dtype, device=device,
-                 semiring=semiring)
+def build_plan(algo: str, comm, source, dims, *, rows=None, dtype, device, block_rows: int = 0):
+    r"""The :class:`Plan` of ``algo`` on this rank. Block-row algorithms take the partition ``rows`` (whose
+    permutation is the source's); 2D/3D/Plexus lay out equal blocks of the source's permutations."""
+    if algo in ROW_BLOCK_ALGOS:
+        sa = algo.endswith("-sa")
+        build = build_1d if GRID_OF[algo] == "1d" else build_15d
+        return build(comm, source, rows, sparsity_aware=sa, dtype=dtype, device=device)
+    if algo in ("2d", "3d"):
+        from .summa import SummaPlan
+
+        return SummaPlan(algo, comm, source, dims, dtype=dtype, device=device)
+    if algo == "plexus":
+        from .plexus import PlexusPlan
+
+        return PlexusPlan(comm, source, dims, dtype=dtype, device=device, block_rows=block_rows)
+    raise ValueError(f"unknown algorithm {algo!r}")
 
 
-__all__ = ["ALGOS", "GRID_OF", "RowBlockPlan", "build_1d", "build_15d", "build_plan", "is_symmetric"]
+__all__ = ["ALGOS", "GRID_OF", "ROW_BLOCK_ALGOS", "Plan", "RowBlockPlan", "build_1d", "build_15d", "build_plan",
+           "is_symmetric"]

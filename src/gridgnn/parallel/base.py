@@ -1,43 +1,110 @@
-"""What every distributed algorithm hands to the models and the trainer."""
+"""What every distributed algorithm hands to the models and the trainer: a *plan* on this rank."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 
+from ..nn import masked_cross_entropy
 from ..partition import RowPartition
 from .rowblock import BlockRowSpMM, DistAggregation
+from .sharded_loss import sharded_argmax, sharded_cross_entropy
 
 
-@dataclass
-class RowBlockPlan:
-    r"""A block-row algorithm instantiated on this rank.
+class Plan:
+    r"""The interface of an algorithm on one rank.
 
     Attributes:
         name: the ``--algo`` name.
+        comm: the communication layer.
+        class_axis: mesh axis along which the logits' class columns are sharded (``None``: not sharded).
+        copies: how many ranks hold each logits row (metrics summed over the world are divided by it).
+        grad_axes: axes over which parameter gradients are summed (each rank holds a unique share).
+    Methods every plan provides: ``input(x)`` (layer-0 input block from the full or sharded features),
+    ``in_rows(l)``/``in_cols(l, f)`` (global rows / column range of layer ``l``'s input block),
+    ``out_rows()``/``out_cols(c)`` (of the logits block), and ``layer(l, h, w, b)``.
+    """
+
+    class_axis = None
+
+    def loss(self, logits, y, mask, n_train: int) -> torch.Tensor:
+        if self.class_axis is None:
+            return masked_cross_entropy(logits, y, mask, n_train)
+        c0, _ = self.out_cols(None)
+        return sharded_cross_entropy(logits, y, mask, c0=c0, comm=self.comm, axis=self.class_axis, n_train=n_train)
+
+    def predict(self, logits) -> torch.Tensor:
+        if self.class_axis is None:
+            return logits.argmax(dim=1)
+        c0, _ = self.out_cols(None)
+        return sharded_argmax(logits, c0=c0, comm=self.comm, axis=self.class_axis)
+
+
+@dataclass
+class RowBlockPlan(Plan):
+    r"""A block-row algorithm (serial, 1D, 1.5D) on this rank: rows of every matrix split by ``rows``,
+    all feature columns local, weights replicated.
+
+    Attributes:
         aggregate: ``x_local ↦ (M x)_local`` with autograd.
-        rows: the block-row partition (new labels).
-        my_block: the block of rows this rank holds (``x_local`` = rows ``rows.block(my_block)``).
-        block_axis: the axis along which blocks differ; weight gradients and metrics are summed along it
-            (replicas along other axes hold identical values and identical gradients).
+        rows: the block-row partition (new labels); ``my_block``: the block this rank holds.
+        block_axis: the axis along which blocks differ; weight gradients are summed along it (replicas
+            along other axes hold identical values and identical gradients).
+        copies: replication ``c`` (1.5D), else 1.
     """
 
     name: str
-    aggregate: DistAggregation
+    aggregate: object
     rows: RowPartition
     my_block: int
     block_axis: str
+    comm: object = None
+    copies: int = 1
+    source: object = None
 
     @property
     def local_slice(self) -> slice:
         return self.rows.block(self.my_block)
 
+    @property
+    def grad_axes(self):
+        return self.block_axis
 
-def make_aggregation(comm, mat: sp.csr_matrix, rows: RowPartition, *, symmetric: bool, **kw) -> DistAggregation:
-    r"""Forward engine on :math:`M`, backward engine on :math:`M^\mathsf{T}` (shared when symmetric)."""
-    fwd = BlockRowSpMM(comm, mat, rows, **kw)
-    bwd = fwd if symmetric else BlockRowSpMM(comm, sp.csr_matrix(mat.T), rows, **kw)
+    def input(self, x: np.ndarray | None = None) -> np.ndarray:
+        if self.source is not None:
+            return self.source.node_rows("x", self.out_rows())
+        return x[self.out_rows()]
+
+    def out_rows(self) -> np.ndarray:
+        return self.rows.perm[self.local_slice]
+
+    def in_rows(self, layer: int) -> np.ndarray:
+        return self.out_rows()
+
+    def in_cols(self, layer: int, f: int) -> tuple[int, int]:
+        return (0, f)
+
+    def out_cols(self, c) -> tuple[int, int]:
+        return (0, c)
+
+    def layer(self, layer: int, h, w, b):
+        r""":math:`\hat M H W + b`, aggregating the narrower of :math:`H` and :math:`HW` (``min(f_in, f_out)``
+        columns: the wide input layer moves ``f_out``-wide rows); both orders give the same result."""
+        h = self.aggregate(h @ w) if w.shape[1] < w.shape[0] else self.aggregate(h) @ w
+        return h if b is None else h + b
+
+
+def make_aggregation(comm, source, rows: RowPartition, my_block: int, **kw) -> DistAggregation:
+    r"""Forward engine on block row ``my_block`` of :math:`M`, backward engine on the same block row of
+    :math:`M^\mathsf{T}` (read as a block column of :math:`M`, transposed locally; shared when undirected)."""
+    n = rows.n
+    r = (int(rows.bounds[my_block]), int(rows.bounds[my_block + 1]))
+    fwd = BlockRowSpMM(comm, source.submatrix("rc", r, (0, n)), rows, **kw)
+    if not source.directed:
+        return DistAggregation(fwd, fwd)
+    bwd = BlockRowSpMM(comm, source.submatrix("rc", (0, n), r).T.tocsr(), rows, **kw)
     return DistAggregation(fwd, bwd)
 
 

@@ -36,7 +36,8 @@ class BlockRowSpMM:
 
     Args:
         comm: the instrumented communication layer.
-        mat: the full permuted matrix (n × n SciPy CSR, rows = destinations) in the partition's new labels.
+        local: this rank's block row of the permuted matrix (``n_i × n`` SciPy CSR, rows = destinations, columns
+            in the partition's new labels).
         rows: the block-row partition (``rows.parts`` = size of ``fetch_axis``).
         fetch_axis: axis along which block ``q`` is fetched from its owner (axis-rank ``q``).
         stages: source blocks this rank multiplies (same list on every member of the fetch axis group).
@@ -46,7 +47,7 @@ class BlockRowSpMM:
     Local shapes: ``X``: ``n_i × f`` (``n_i`` = size of this rank's block), result ``n_i × f``.
     """
 
-    def __init__(self, comm, mat: sp.csr_matrix, rows: RowPartition, *, fetch_axis: str, stages: list[int],
+    def __init__(self, comm, local: sp.csr_matrix, rows: RowPartition, *, fetch_axis: str, stages: list[int],
                  reduce_axis: str | None = None, sparsity_aware: bool = False, dtype=torch.float64,
                  device="cpu", semiring: str = "sum"):
         self.comm = comm
@@ -59,7 +60,7 @@ class BlockRowSpMM:
         self.me = comm.grid.rank(fetch_axis)
         self.dtype, self.device = dtype, device
         b = rows.bounds
-        local = sp.csr_matrix(mat[int(b[self.me]):int(b[self.me + 1])])
+        local = sp.csr_matrix(local)
         # M_iq for every handled stage q, columns local to block q
         self.blocks_sp = {q: sp.csr_matrix(local[:, int(b[q]):int(b[q + 1])]) for q in self.stages}
         if sparsity_aware:

@@ -1,5 +1,5 @@
-r"""Per-rank set-up shared by the trainer and the fidelity harness: partition → permuted matrix →
-algorithm plan → this rank's rows."""
+r"""Per-rank set-up shared by the trainer and the fidelity harness: vertex order / partition → block source
+→ algorithm plan → this rank's blocks."""
 from __future__ import annotations
 
 import os
@@ -9,32 +9,34 @@ import torch
 
 from ..errors import GridGnnError
 from ..graph import Graph, gcn_normalize
-from ..parallel import GRID_OF, build_plan, is_symmetric
+from ..parallel import GRID_OF, ROW_BLOCK_ALGOS, build_plan
 from ..parallel.serial import build_serial
+from ..parallel.source import InMemorySource
 from ..partition import RowPartition
 from .step import LocalData
 
 BUILTIN_PARTITIONS = ("random", "identity")
 GRAPH_PARTITIONERS = ("metis", "metis-vol", "hypergraph", "balanced")
+PERMUTATIONS = ("random", "identity", "double-perm", "balanced-perm")
 
 
 def num_blocks(algo: str, world: int, replication: int) -> int:
-    """Row blocks of ``algo``: P for 1D, P/c for 1.5D, 1 for serial."""
+    """Row blocks of a block-row ``algo``: P for 1D, P/c for 1.5D, 1 for serial."""
     if algo == "serial":
         return 1
     return world if GRID_OF[algo] == "1d" else world // replication
 
 
 def make_partition(graph: Graph, parts: int, method: str, seed: int) -> RowPartition:
-    r"""``random`` (default: random permutation + equal blocks), ``identity`` (input order, equal blocks),
-    a graph partitioner (``metis``, ``metis-vol``, ``hypergraph``, ``balanced``), or a partition FILE
-    (one part id per vertex, original order)."""
+    r"""Block rows of the 1D/1.5D algorithms: ``random`` (default: random permutation + equal blocks),
+    ``identity`` (input order, equal blocks), a graph partitioner (``metis``, ``metis-vol``, ``hypergraph``,
+    ``balanced``), or a partition FILE (one part id per vertex, original order)."""
+    if graph.n < parts:
+        raise GridGnnError(f"cannot split {graph.n} vertices into {parts} row blocks")
     if method == "random":
         return RowPartition.random(graph.n, parts, seed)
     if method == "identity":
         return RowPartition.identity(graph.n, parts)
-    if graph.n < parts:
-        raise GridGnnError(f"cannot split {graph.n} vertices into {parts} row blocks")
     if method in GRAPH_PARTITIONERS:
         from ..partition.partitioners import partition_graph
 
@@ -47,32 +49,85 @@ def make_partition(graph: Graph, parts: int, method: str, seed: int) -> RowParti
                        f"nor an existing partition file")
 
 
-def build_rank(graph: Graph, algo: str, comm, rows: RowPartition | None, *, dtype=torch.float32,
-               device="cpu", semiring: str = "sum"):
-    """Returns ``(plan, data)`` for this rank: the algorithm and the local rows it trains on."""
-    mat = gcn_normalize(graph)
+def make_permutations(graph: Graph, method: str, seed: int, blocks: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    r"""Row and column vertex orders of the 2D/3D/Plexus layouts: ``random`` (one random permutation),
+    ``identity``, ``double-perm`` (Plexus §5.1: distinct row and column permutations, alternated by layer),
+    ``balanced-perm`` (largest-nnz-first assignment to the least-loaded of ``blocks`` row/column blocks)."""
+    n = graph.n
+    if method == "random":
+        p = np.random.default_rng(seed).permutation(n).astype(np.int64)
+        return p, p
+    if method == "identity":
+        p = np.arange(n, dtype=np.int64)
+        return p, p
+    if method == "double-perm":
+        from ..partition.permute import double_permutation
+
+        return double_permutation(n, seed)
+    if method == "balanced-perm":
+        from ..partition.permute import balanced_permutation
+
+        return balanced_permutation(gcn_normalize(graph), blocks[0], blocks[1], seed=seed)
+    raise GridGnnError(f"--partition {method!r} does not apply to 2D/3D/Plexus; choose one of {', '.join(PERMUTATIONS)}")
+
+
+def layout_blocks(algo: str, shape: tuple[int, ...]) -> tuple[int, int]:
+    """Row × column blocks of the adjacency shards a layout uses (for balanced-perm and reports)."""
+    if algo == "2d":
+        return shape[0], shape[1]
+    if algo == "3d":
+        return shape[0] * shape[2], shape[1]
+    return max(shape), max(shape)  # plexus: shards are V^c × V^a for rotating roles
+
+
+def make_source(graph: Graph, algo: str, world: int, *, replication: int = 1, shape=None, method: str = "random",
+                seed: int = 0):
+    """``(source, rows)``: the in-memory block source and, for block-row algorithms, the partition."""
+    if algo in ROW_BLOCK_ALGOS:
+        rows = make_partition(graph, num_blocks(algo, world, replication), method, seed)
+        return InMemorySource(graph, rows.perm, method=method), rows
+    perm_r, perm_c = make_permutations(graph, method, seed, layout_blocks(algo, tuple(shape)))
+    return InMemorySource(graph, perm_r, perm_c, method=method), None
+
+
+def build_rank(graph: Graph, algo: str, comm, dims, *, source=None, rows: RowPartition | None = None,
+               dtype=torch.float32, device="cpu", block_rows: int = 0):
+    """Returns ``(plan, data)`` for this rank: the algorithm and the local blocks it trains on."""
     if algo == "serial":
-        plan = build_serial(mat, dtype=dtype, device=device)
+        plan = build_serial(gcn_normalize(graph), dtype=dtype, device=device)
     else:
-        matp = rows.permute_matrix(mat)
-        plan = build_plan(algo, comm, matp, rows, symmetric=is_symmetric(matp), dtype=dtype, device=device,
-                          semiring=semiring)
-    ids = plan.rows.perm[plan.local_slice]
-    return plan, local_data(graph, ids, dtype=dtype, device=device)
+        plan = build_plan(algo, comm, source, dims, rows=rows, dtype=dtype, device=device, block_rows=block_rows)
+    return plan, local_data(graph if source is None else source, plan, dtype=dtype, device=device)
 
 
-def local_data(graph: Graph, ids: np.ndarray, *, dtype, device) -> LocalData:
-    if graph.x is None:
-        raise GridGnnError("the graph has no node features")
-    if graph.y is None:
-        raise GridGnnError("node classification needs labels, and this graph has none")
-    n_train = int((graph.train_mask & (graph.y >= 0)).sum()) if graph.train_mask is not None else 0
-    if n_train == 0:
-        raise GridGnnError("the graph has no training nodes (empty train mask)")
+def local_data(src, plan, *, dtype, device) -> LocalData:
+    """This rank's input block, and labels/masks of its logits rows, from a Graph or a block source."""
+    def rows(name, ids):
+        if isinstance(src, Graph):
+            a = getattr(src, name)
+            return None if a is None else np.asarray(a)[ids]
+        return src.node_rows(name, ids)
+
+    n_train = _train_count(src)
+    ids = plan.out_rows()
+    y = rows("y", ids)
     masks = {}
     for name in ("train", "val", "test"):
-        m = getattr(graph, f"{name}_mask")
-        m = np.zeros(graph.n, bool) if m is None else m
-        masks[name] = torch.from_numpy(m[ids] & (graph.y[ids] >= 0)).to(device)
-    return LocalData(x=torch.from_numpy(np.asarray(graph.x[ids], dtype=np.float64)).to(dtype).to(device),
-                     y=torch.from_numpy(graph.y[ids]).to(device), masks=masks, node_ids=ids, n_train=n_train)
+        m = rows(f"{name}_mask", ids)
+        m = np.zeros(len(ids), bool) if m is None else np.asarray(m, bool)
+        masks[name] = torch.from_numpy(m & (y >= 0)).to(device)
+    x = plan.input(src.x if isinstance(src, Graph) else None)
+    if not isinstance(x, torch.Tensor):
+        x = torch.from_numpy(np.asarray(x, dtype=np.float64))
+    return LocalData(x=x.to(dtype).to(device), y=torch.from_numpy(np.asarray(y, dtype=np.int64)).to(device),
+                     masks=masks, node_ids=ids, n_train=n_train)
+
+
+def _train_count(src) -> int:
+    if isinstance(src, Graph):
+        if src.train_mask is None or src.y is None:
+            raise GridGnnError("the graph has no labelled training nodes")
+        return int((src.train_mask & (src.y >= 0)).sum())
+    if hasattr(src, "graph"):
+        return _train_count(src.graph)
+    return int(src.graph_meta()["n_train"])

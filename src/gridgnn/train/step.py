@@ -6,16 +6,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..nn import masked_cross_entropy
 
 
 @dataclass
 class LocalData:
-    r"""This rank's rows (``n_local`` = size of its block) in the partition's new order.
+    r"""This rank's blocks, as its plan lays them out.
 
     Attributes:
-        x: ``n_local × f_0`` features; y: ``n_local`` labels (−1 = none); masks: name → ``bool[n_local]``.
-        node_ids: original ids of the local rows (dropout keys, logits in original order).
+        x: the layer-0 input block (rows ``plan.in_rows(0)``, columns ``plan.in_cols(0, f)``).
+        y: labels (−1 = none) and masks (name → bool) of the logits rows ``node_ids = plan.out_rows()``.
         n_train: global number of training nodes (loss normalizer).
     """
 
@@ -26,8 +25,8 @@ class LocalData:
     n_train: int
 
 
-def allreduce_grads(model: torch.nn.Module, comm, axis: str) -> None:
-    """Sum parameter gradients over the row blocks (one flat all-reduce, phase ``grad``)."""
+def allreduce_grads(model: torch.nn.Module, comm, axis) -> None:
+    """Sum parameter gradients over ``axis`` (one flat all-reduce, phase ``grad``)."""
     params = [p for p in model.parameters() if p.grad is not None]
     if not params or comm.grid.world_size == 1 or comm.grid.size(axis) == 1:
         return
@@ -47,22 +46,23 @@ def forward_backward(model, plan, comm, data: LocalData, *, epoch: int) -> tuple
     model.train()
     model.epoch = epoch
     with comm.phase("fwd"):
-        logits = model(data.x, plan.aggregate, data.node_ids)
-        loss = masked_cross_entropy(logits, data.y, data.masks["train"], data.n_train)
+        logits = model(data.x, plan)
+        loss = plan.loss(logits, data.y, data.masks["train"], data.n_train)
     with comm.phase("bwd"):
         loss.backward()
-    allreduce_grads(model, comm, plan.block_axis)
+    allreduce_grads(model, comm, plan.grad_axes)
     return loss.detach(), logits.detach()
 
 
 @torch.no_grad()
 def evaluate(model, plan, comm, data: LocalData) -> tuple[torch.Tensor, torch.Tensor]:
     """Eval-mode forward (phase ``eval``); returns logits and the local counts
-    ``[correct_train, n_train, correct_val, n_val, correct_test, n_test]`` (not yet reduced)."""
+    ``[correct_train, n_train, correct_val, n_val, correct_test, n_test]`` (not yet reduced; each row is
+    counted on ``plan.copies`` ranks)."""
     model.eval()
     with comm.phase("eval"):
-        logits = model(data.x, plan.aggregate, data.node_ids)
-    pred = logits.argmax(dim=1)
+        logits = model(data.x, plan)
+        pred = plan.predict(logits)
     counts = []
     for name in ("train", "val", "test"):
         m = data.masks[name]

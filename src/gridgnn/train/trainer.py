@@ -88,8 +88,8 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
         _, counts = evaluate(model, plan, comm, data)
         vec = torch.cat([loss.double().reshape(1).cpu(), counts]).to(device)
         with comm.phase("metrics"):
-            comm.all_reduce(vec, plan.block_axis)
-        vec = vec.cpu().numpy()
+            comm.all_reduce(vec, comm.grid.names)
+        vec = vec.cpu().numpy() / plan.copies
         t2 = time.perf_counter()
         delta = _delta(before, comm.log.snapshot())
         comm_train = sum(v[3] for k, v in delta.items() if k.split(".")[0] in ("fwd", "bwd", "grad"))
@@ -116,18 +116,17 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
     # ---- gather per-rank records (once, phase io) and the logits
     mine = _rank_record(rank, epochs, setup_log)
     with comm.phase("io"):
-        everyone = comm.all_gather_object(mine, tuple(comm.grid.names)) if world > 1 else [mine]
+        everyone = comm.all_gather_object(mine, comm.grid.names) if world > 1 else [mine]
         logits_full = None
         if cfg.save_logits:
             logits, _ = evaluate(model, plan, comm, data)
-            ids = torch.from_numpy(data.node_ids).to(device)
+            block = (data.node_ids, plan.out_cols(graph.num_classes), logits.float().cpu().numpy())
             with comm.phase("io"):
-                parts = comm.all_gather_rows(logits.contiguous(), plan.block_axis)
-                idparts = comm.all_gather_rows(ids.reshape(-1, 1), plan.block_axis)
+                blocks = comm.all_gather_object(block, comm.grid.names) if world > 1 else [block]
             if lead:
-                logits_full = np.zeros((graph.n, logits.shape[1]), dtype=np.float32)
-                for lg, ix in zip(parts, idparts):
-                    logits_full[ix.reshape(-1).cpu().numpy()] = lg.float().cpu().numpy()
+                logits_full = np.zeros((graph.n, graph.num_classes), dtype=np.float32)
+                for ids, (c0, c1), lg in blocks:  # replicas hold equal copies
+                    logits_full[ids, c0:c1] = lg
     if not lead:
         return None
     summary = _summary(cfg, graph, world, comm.grid, rows, epochs, everyone, time.perf_counter() - t_start)

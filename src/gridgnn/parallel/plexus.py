@@ -1,0 +1,214 @@
+r"""``--algo plexus``: Plexus 3D tensor parallelism (Ranjan et al. 2025, §3, Algorithm 1) on the grid
+``("x", "y", "z")`` of shape ``Gx × Gy × Gz``.
+
+Each layer ``l`` has *roles* ``(a, b, c)``: ``(x, y, z)`` for ``l ≡ 0``, ``(z, x, y)`` for ``l ≡ 1``,
+``(y, z, x)`` for ``l ≡ 2 (mod 3)`` — the rotation of §3.2, so a layer's output is already in the next layer's
+input layout and at most three adjacency shards exist (six with the double permutation of §5.1). With
+``V^a_k`` = the ``k``-th of ``G_a`` equal vertex blocks and ``C^b_k`` the ``k``-th of ``G_b`` column blocks:
+
+==========  ===================================================  =========================================
+matrix      local block on rank with coordinates ``(a_i, b_j, c_k)``  replicated along
+==========  ===================================================  =========================================
+``F``       rows ``V^a_i`` (input order), cols ``C^b_j`` of ``f_in``   ``c`` (layer 0: sharded along ``c``)
+``A``       rows ``V^c_k`` (output order) × cols ``V^a_i``             ``b``
+``W``       rows ``C^b_j`` of ``f_in`` × cols ``C^a_i`` of ``f_out``   ``c``
+``H=AF``    rows ``V^c_k`` × ``C^b_j``  (all-reduce over ``a``)        ``a``
+``Q=HW``    rows ``V^c_k`` × ``C^a_i``  (all-reduce over ``b``)        ``b``
+==========  ===================================================  =========================================
+
+Forward (Alg. 1 lines 2–8): [layer 0: all-gather ``F`` over ``z`` — done once at set-up, the input features
+are not trainable here] ; ``H = SpMM(A, F)`` ; all-reduce ``H`` over ``a`` ; ``Q = H W`` ; all-reduce ``Q``
+over ``b``. Backward (lines 14–23): ``∂W = Hᵀ ∂Q`` (summed with the other ranks' unique shares by the gradient
+all-reduce) ; ``∂H = ∂Q Wᵀ`` ; all-reduce over ``a`` ; ``∂F = Aᵀ ∂H`` (the local transpose: no transpose
+communication) ; all-reduce over ``c`` (layer 0 needs no ``∂F``). Blocked aggregation (§5.2): with
+``block_rows > 0`` the SpMM and its all-reduce run in row blocks of that many rows.
+
+*Communication* per layer and rank (``w`` = bytes per element, ``n_c = |V^c_k|``):
+forward — all-reduce of ``n_c |C^b_j| w`` over ``G_a`` and of ``n_c |C^a_i| w`` over ``G_b``
+(``2(g−1)/g`` of each, both ways); backward — all-reduce of ``n_c |C^b_j| w`` over ``G_a`` and, for
+``l > 0``, of ``|V^a_i| |C^b_j| w`` over ``G_c``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..errors import GridGnnError
+from ..ops import spmm, to_torch_csr
+from ..partition import even_bounds
+from .base import Plan
+
+ROLES = (("x", "y", "z"), ("z", "x", "y"), ("y", "z", "x"))
+
+
+def roles(layer: int) -> tuple[str, str, str]:
+    return ROLES[layer % 3]
+
+
+def _blk(bounds: np.ndarray, k: int) -> tuple[int, int]:
+    return int(bounds[k]), int(bounds[k + 1])
+
+
+def _blocked_allreduce_spmm(comm, mat, x, axis, block_rows: int, transpose_free=True):
+    """``all_reduce(mat @ x)`` over ``axis``, in row blocks of ``block_rows`` (0: one block)."""
+    rows = mat.shape[0]
+    if block_rows <= 0 or block_rows >= rows:
+        y = spmm(mat, x)
+        comm.all_reduce(y, axis)
+        return y
+    outs = []
+    crow = mat.crow_indices()
+    for r0 in range(0, rows, block_rows):
+        r1 = min(rows, r0 + block_rows)
+        sub = _row_slice(mat, crow, r0, r1)
+        y = spmm(sub, x)
+        comm.all_reduce(y, axis)
+        outs.append(y)
+    return torch.cat(outs)
+
+
+def _row_slice(mat, crow, r0: int, r1: int):
+    a, b = int(crow[r0]), int(crow[r1])
+    return torch.sparse_csr_tensor(crow[r0:r1 + 1] - a, mat.col_indices()[a:b], mat.values()[a:b],
+                                   size=(r1 - r0, mat.shape[1]))
+
+
+class _PlexusLayer(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, f, w, b, plan, layer):
+        L = plan.layers[layer]
+        a, bx, c = L["roles"]
+        comm = plan.comm
+        fb = L["f_in_block"]
+        ab = L["f_out_block"]
+        w_loc = w[fb[0]:fb[1], ab[0]:ab[1]]
+        h = _blocked_allreduce_spmm(comm, L["A"], f.contiguous(), a, plan.block_rows)  # lines 3–4
+        q = h @ w_loc  # line 7
+        comm.all_reduce(q, bx)  # line 8
+        if b is not None:
+            q = q + b[ab[0]:ab[1]]
+        ctx.save_for_backward(h, w_loc)
+        ctx.plan, ctx.layer, ctx.w_shape, ctx.has_b = plan, layer, w.shape, b is not None
+        ctx.needs_f = ctx.needs_input_grad[0]
+        return q
+
+    @staticmethod
+    def backward(ctx, dq):
+        h, w_loc = ctx.saved_tensors
+        plan, L = ctx.plan, ctx.plan.layers[ctx.layer]
+        a, bx, c = L["roles"]
+        comm = plan.comm
+        fb, ab = L["f_in_block"], L["f_out_block"]
+        dq = dq.contiguous()
+        dw = dq.new_zeros(ctx.w_shape)
+        dw[fb[0]:fb[1], ab[0]:ab[1]] = h.t() @ dq  # line 15 (this rank's unique share of ∂W)
+        db = None
+        if ctx.has_b:
+            db = dq.new_zeros(ctx.w_shape[1])
+            if plan.grid.rank(bx) == 0:  # replicas along b hold the same ∂Q: count it once
+                db[ab[0]:ab[1]] = dq.sum(dim=0)
+        df = None
+        if ctx.needs_f:
+            dh = dq @ w_loc.t()  # line 19
+            df = _blocked_allreduce_spmm(comm, L["At"], _allreduced(comm, dh, a), c, plan.block_rows)  # 20–23
+        return df, dw, db, None, None
+
+
+def _allreduced(comm, t, axis):
+    comm.all_reduce(t, axis)
+    return t
+
+
+class PlexusPlan(Plan):
+    r"""Plexus on this rank.
+
+    Args:
+        comm: communication layer on a ``("x", "y", "z")`` grid.
+        source: the block source (:mod:`gridgnn.parallel.source`); its ``perm_r``/``perm_c`` give the vertex
+            orders: layer ``l`` reads its input in ``perm_c`` order and writes its output in ``perm_r`` order
+            for even ``l``, the other way round for odd ``l`` (one order for a single permutation).
+        dims: layer widths ``[f_0, ..., f_L]``.
+        block_rows: blocked aggregation (0 = off).
+    """
+
+    name = "plexus"
+
+    def __init__(self, comm, source, dims: list[int], *, dtype=torch.float64, device="cpu", block_rows: int = 0):
+        self.comm, self.grid, self.source, self.dims = comm, comm.grid, source, list(dims)
+        self.block_rows = int(block_rows)
+        if block_rows < 0:
+            raise GridGnnError(f"--blocked-aggregation must be >= 0, got {block_rows}")
+        n = source.n
+        g = {ax: self.grid.size(ax) for ax in ("x", "y", "z")}
+        for ax, s in g.items():
+            if s > n:
+                raise GridGnnError(f"grid axis {ax} has {s} processes but the graph only {n} vertices")
+        self.vb = {ax: even_bounds(n, g[ax]) for ax in g}
+        self.me = {ax: self.grid.rank(ax) for ax in g}
+        self.layers = []
+        shards: dict = {}
+        for layer, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
+            a, b, c = roles(layer)
+            version = "rc" if layer % 2 == 0 else "cr"
+            key = (layer % 3, version if source.double else "rc")
+            if key not in shards:
+                rows = _blk(self.vb[c], self.me[c])
+                cols = _blk(self.vb[a], self.me[a])
+                m = source.submatrix(version, rows, cols)
+                shards[key] = (to_torch_csr(m, dtype=dtype, device=device),
+                               to_torch_csr(m.T.tocsr(), dtype=dtype, device=device), int(m.nnz))
+            A, At, nnz = shards[key]
+            self.layers.append({
+                "roles": (a, b, c), "A": A, "At": At, "nnz": nnz,
+                "f_in_block": _blk(even_bounds(fi, g[b]), self.me[b]),
+                "f_out_block": _blk(even_bounds(fo, g[a]), self.me[a]),
+            })
+        self.shard_nnz = [v[2] for v in shards.values()]
+        last = roles(len(dims) - 2)
+        self.class_axis = last[0]
+        self.copies = g[last[0]] * g[last[1]]
+        self.grad_axes = ("x", "y", "z")
+
+    # ------------------------------------------------------------------ layouts
+    def _order(self, layer: int, side: str) -> np.ndarray:
+        even = layer % 2 == 0
+        if side == "in":
+            return self.source.perm_c if even else self.source.perm_r
+        return self.source.perm_r if even else self.source.perm_c
+
+    def in_rows(self, layer: int) -> np.ndarray:
+        a = roles(layer)[0]
+        r0, r1 = _blk(self.vb[a], self.me[a])
+        return self._order(layer, "in")[r0:r1]
+
+    def in_cols(self, layer: int, f: int) -> tuple[int, int]:
+        b = roles(layer)[1]
+        return _blk(even_bounds(f, self.grid.size(b)), self.me[b])
+
+    def out_rows(self) -> np.ndarray:
+        last = len(self.dims) - 2
+        c = roles(last)[2]
+        r0, r1 = _blk(self.vb[c], self.me[c])
+        return self._order(last, "out")[r0:r1]
+
+    def out_cols(self, classes) -> tuple[int, int]:
+        classes = self.dims[-1] if classes is None else classes
+        a = roles(len(self.dims) - 2)[0]
+        return _blk(even_bounds(classes, self.grid.size(a)), self.me[a])
+
+    def input(self, x=None) -> torch.Tensor:
+        r"""Layer-0 input block: each rank reads the ``1/G_z`` slice of its ``(V^x_i, C^y_j)`` block, then the
+        slices are all-gathered over ``z`` (Alg. 1 line 2; once, at set-up, phase ``setup``)."""
+        rows = self.in_rows(0)
+        c0, c1 = self.in_cols(0, self.dims[0])
+        gz = self.grid.size("z")
+        parts = even_bounds(len(rows), gz)
+        kz = self.me["z"]
+        mine = self.source.node_rows("x", rows[parts[kz]:parts[kz + 1]])[:, c0:c1]
+        t = torch.from_numpy(np.ascontiguousarray(mine, dtype=np.float64))
+        with self.comm.phase("setup"):
+            blocks = self.comm.all_gather_rows(t, "z")
+        return torch.cat(blocks) if blocks else t
+
+    def layer(self, layer: int, h, w, b):
+        return _PlexusLayer.apply(h, w, b, self, layer)

@@ -1,0 +1,61 @@
+r"""Where a rank gets its blocks from: the whole graph in memory, or a sharded dataset on disk.
+
+Both expose the same two calls, in the labels of a *row permutation* ``perm_r`` and a *column permutation*
+``perm_c`` (``perm[new] = old``; equal for a single permutation):
+
+* ``submatrix(version, (r0, r1), (c0, c1))`` — rows ``r0:r1`` × columns ``c0:c1`` of
+  ``"rc"`` = :math:`P_r \hat M P_c^\mathsf{T}` or ``"cr"`` = :math:`P_c \hat M P_r^\mathsf{T}` (Plexus §5.1
+  alternates them layer by layer), where :math:`\hat M` is the GCN-normalized matrix (rows = destinations);
+* ``node_rows(name, ids)`` — rows of ``x``, ``y``, ``train_mask``, ``val_mask``, ``test_mask`` for original ids.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..graph import Graph, gcn_normalize
+
+
+class InMemorySource:
+    """Blocks sliced from the whole normalized matrix held by this process."""
+
+    def __init__(self, graph: Graph, perm_r: np.ndarray, perm_c: np.ndarray | None = None, *, method: str = ""):
+        self.graph = graph
+        self.n = graph.n
+        self.directed = graph.directed
+        self.num_features = graph.num_features
+        self.num_classes = graph.num_classes
+        self.perm_r = np.asarray(perm_r, dtype=np.int64)
+        self.perm_c = self.perm_r if perm_c is None else np.asarray(perm_c, dtype=np.int64)
+        self.method = method
+        self._mat = gcn_normalize(graph)
+        self._versions: dict = {}
+
+    @property
+    def double(self) -> bool:
+        return not np.array_equal(self.perm_r, self.perm_c)
+
+    def _version(self, version: str) -> sp.csr_matrix:
+        if version == "cr" and not self.double:
+            version = "rc"
+        if version not in self._versions:
+            pr, pc = (self.perm_r, self.perm_c) if version == "rc" else (self.perm_c, self.perm_r)
+            m = sp.csr_matrix(self._mat[pr][:, pc])
+            m.sort_indices()
+            self._versions[version] = m
+        return self._versions[version]
+
+    def submatrix(self, version: str, rows: tuple[int, int], cols: tuple[int, int]) -> sp.csr_matrix:
+        m = self._version(version)[int(rows[0]):int(rows[1])]
+        return sp.csr_matrix(m[:, int(cols[0]):int(cols[1])])
+
+    def node_rows(self, name: str, ids: np.ndarray) -> np.ndarray:
+        arr = getattr(self.graph, name)
+        if arr is None:
+            return None
+        return np.asarray(arr)[np.asarray(ids, dtype=np.int64)]
+
+    def graph_meta(self) -> dict:
+        g = self.graph
+        return {"n": g.n, "nnz": g.nnz, "num_features": g.num_features, "num_classes": g.num_classes,
+                "directed": g.directed}

@@ -1,0 +1,215 @@
+r"""Command-line front ends: ``gridgnn shard`` and the permutation report of ``gridgnn partition``.
+
+Paper: Ranjan et al., *Plexus*, §5.1 (double permutation) and §5.4 (parallel data loading).
+
+``gridgnn shard --data SPEC --blocks RxC --method M --seed S --out DIR``
+    loads the graph, computes the permutations of method ``M`` (:data:`~gridgnn.partition.permute.METHODS`)
+    for :math:`R \times C` blocks, and writes the sharded dataset directory ``DIR``
+    (:func:`~gridgnn.graph.sharded.write_sharded`: :math:`\hat M^{rc} = P_r \hat M P_c^\mathsf{T}` and, for
+    two distinct permutations, :math:`\hat M^{cr} = P_c \hat M P_r^\mathsf{T}`, as :math:`R \times C` block
+    files, plus chunked node arrays). Prints a short summary with ``nnz_max_over_mean``.
+
+``gridgnn partition --data SPEC --method M --blocks RxC [--seed S] [--out FILE]`` (``M`` a permutation method)
+    computes the permutations and their balance, without writing a dataset (:func:`run_perm_report`). With
+    ``--out FILE`` it writes
+
+    * ``FILE.json`` — ``method``, ``blocks`` ``[R, C]``, ``n``, ``nnz``, ``seed``, ``seconds`` (time of the
+      permutation), ``nnz_max_over_mean`` (over the blocks of both matrix versions that training multiplies,
+      :func:`~gridgnn.partition.permute.nnz_max_over_mean_used`), ``nnz_max_over_mean_rc``,
+      ``nnz_max_over_mean_cr``, ``nnz_max_over_mean_original`` (identity order, for reference),
+      ``max_block_nnz``, ``mean_block_nnz``, ``versions``, ``matrix`` and the names of the files below;
+    * ``FILE.perm_r.npy`` and ``FILE.perm_c.npy`` — the two permutations (``int64[n]``, ``perm[new] = old``;
+      equal for ``identity`` and ``single-perm``);
+    * ``FILE`` — the row block of every vertex under ``perm_r`` (one integer per line, original order), the
+      partition-file format of ``gridgnn partition``, so the row bands can also drive the 1D algorithms.
+
+Balance is measured on the matrix that is multiplied, :math:`\hat M = D^{-1/2}(M+I)D^{-1/2}` (with
+self-loops).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import GridGnnError
+from .layout import even_bounds
+from .permute import METHODS, balance_report, make_permutations
+
+__all__ = ["parse_blocks", "add_shard_arguments", "run_shard_command", "add_perm_report_arguments",
+           "run_perm_report", "perm_report"]
+
+_DATA_HELP = ("synthetic:sbm?n=&classes=&avg_degree=&features= | synthetic:rmat?scale=&edge_factor= | "
+              "planetoid:DIR | edgelist:FILE | mtx:FILE | npz:FILE")
+
+
+def parse_blocks(text) -> tuple[int, int]:
+    """``"8x8"`` (also ``8X8``, ``8,8``, ``8*8``, or one number ``8`` for 8×8, or a pair) → ``(R, C)``.
+
+    Raises:
+        GridGnnError: anything else, or a count below 1.
+    """
+    if isinstance(text, (tuple, list)) and len(text) == 2:
+        parts = list(text)
+    else:
+        s = str(text).strip().lower()
+        for sep in (",", "*"):
+            s = s.replace(sep, "x")
+        parts = s.split("x")
+        if len(parts) == 1:
+            parts = parts * 2
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        R, C = (int(p) for p in parts)
+    except (TypeError, ValueError):
+        raise GridGnnError(f"--blocks must look like RxC (e.g. 8x8), got {text!r}") from None
+    if R < 1 or C < 1:
+        raise GridGnnError(f"--blocks {R}x{C}: both counts must be at least 1")
+    return R, C
+
+
+def _add_common(parser: argparse.ArgumentParser, out_help: str, out_required: bool) -> None:
+    parser.add_argument("--data", default=None, metavar="SPEC", help=_DATA_HELP)
+    parser.add_argument("--blocks", default="8x8", metavar="RxC", help="R row blocks × C column blocks "
+                                                                      "(default 8x8)")
+    parser.add_argument("--method", default="double-perm", choices=METHODS,
+                        help="vertex permutation (default double-perm, Plexus §5.1; balanced-perm balances the "
+                             "nnz of row and column bands greedily)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the permutations and synthetic graphs")
+    parser.add_argument("--out", required=out_required, default=None, metavar="DIR" if out_required else "FILE",
+                        help=out_help)
+
+
+def add_shard_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Options of ``gridgnn shard`` (see the module docstring)."""
+    _add_common(parser, "output directory of the sharded dataset", out_required=True)
+    parser.add_argument("--node-chunks", type=int, default=None, metavar="K",
+                        help="chunks of the node arrays (default min(R*C, ceil(n/1024)))")
+    parser.add_argument("--no-normalize", action="store_true",
+                        help="store M as given instead of the GCN matrix D^-1/2 (M+I) D^-1/2")
+    return parser
+
+
+def add_perm_report_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Options of the permutation report (``gridgnn partition --method *-perm --blocks RxC``)."""
+    _add_common(parser, "write FILE.json, FILE.perm_r.npy, FILE.perm_c.npy and FILE (row block per vertex)",
+                out_required=False)
+    return parser
+
+
+def _load(args):
+    from ..graph.spec import load_graph
+
+    return load_graph(getattr(args, "data", None), seed=int(getattr(args, "seed", 0) or 0))
+
+
+def perm_report(graph, method: str, blocks, seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict]:
+    r"""Permutations of ``method`` for ``blocks`` and their balance on :math:`\hat M`.
+
+    Returns:
+        ``(perm_r, perm_c, report)`` where ``report`` holds the keys listed in the module docstring (except the
+        file names).
+    """
+    from ..graph.graph import gcn_normalize
+
+    R, C = parse_blocks(blocks)
+    if method not in METHODS:
+        raise GridGnnError(f"unknown permutation method {method!r}; valid: {', '.join(METHODS)}")
+    if R > graph.n or C > graph.n:
+        raise GridGnnError(f"--blocks {R}x{C} needs at least {max(R, C)} vertices, the graph has {graph.n}")
+    mat = gcn_normalize(graph)
+    t0 = time.perf_counter()
+    perm_r, perm_c = make_permutations(method, mat, R, C, seed)
+    seconds = time.perf_counter() - t0
+    rep = balance_report(mat, perm_r, perm_c, R, C)
+    ident = np.arange(graph.n, dtype=np.int64)
+    orig = balance_report(mat, ident, ident, R, C)["nnz_max_over_mean"]
+    report = dict(method=method, blocks=[R, C], n=int(graph.n), nnz=int(mat.nnz), seed=int(seed),
+                  seconds=seconds, matrix="gcn_normalized (D^-1/2 (M+I) D^-1/2)", **rep,
+                  nnz_max_over_mean_original=orig, graph=graph.name)
+    return perm_r, perm_c, report
+
+
+def run_perm_report(args) -> int:
+    r"""``gridgnn partition --method M --blocks RxC`` for a permutation method ``M``.
+
+    Args:
+        args: an :class:`argparse.Namespace` with ``data``, ``method``, ``blocks`` (``"RxC"`` or a pair),
+            ``seed`` and ``out`` (``None``: print only).
+
+    Returns:
+        0 (errors raise :class:`~gridgnn.errors.GridGnnError`).
+    """
+    graph = _load(args)
+    method = getattr(args, "method", "double-perm")
+    perm_r, perm_c, report = perm_report(graph, method, getattr(args, "blocks", "8x8"),
+                                         int(getattr(args, "seed", 0) or 0))
+    R, C = report["blocks"]
+    out = getattr(args, "out", None)
+    if out:
+        out = Path(out)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            names = dict(perm_r=out.name + ".perm_r.npy", perm_c=out.name + ".perm_c.npy", partition=out.name)
+            np.save(out.parent / names["perm_r"], perm_r)
+            np.save(out.parent / names["perm_c"], perm_c)
+            # row block of every vertex under perm_r, original order
+            part = np.empty(graph.n, dtype=np.int64)
+            part[perm_r] = np.repeat(np.arange(R, dtype=np.int64), np.diff(even_bounds(graph.n, R)))
+            with open(out, "w", encoding="ascii") as fh:
+                fh.write("\n".join(map(str, part.tolist())) + "\n")
+            report["files"] = names
+            with open(str(out) + ".json", "w", encoding="utf-8") as fh:
+                json.dump(report, fh, indent=1)
+        except OSError as exc:
+            raise GridGnnError(f"cannot write permutation report {out}: {exc.strerror or exc}") from exc
+    print(f"{method} on {graph.name} (n={graph.n}, nnz of M̂={report['nnz']}), {R}x{C} blocks: "
+          f"nnz max/mean {report['nnz_max_over_mean']:.4f} (rc {report['nnz_max_over_mean_rc']:.4f}, "
+          f"cr {report['nnz_max_over_mean_cr']:.4f}; original order {report['nnz_max_over_mean_original']:.4f}), "
+          f"permutation {report['seconds']:.2f} s" + (f"; wrote {out}.json" if out else ""))
+    return 0
+
+
+def run_shard_command(args) -> int:
+    r"""``gridgnn shard``: permute and write a sharded dataset directory; print a summary.
+
+    Args:
+        args: an :class:`argparse.Namespace` with ``data``, ``blocks``, ``method``, ``seed``, ``out`` and
+            optionally ``node_chunks`` and ``no_normalize``.
+
+    Returns:
+        0 (errors raise :class:`~gridgnn.errors.GridGnnError`).
+    """
+    from ..graph.graph import gcn_normalize
+    from ..graph.sharded import write_sharded
+
+    if not getattr(args, "out", None):
+        raise GridGnnError("gridgnn shard needs --out DIR")
+    R, C = parse_blocks(getattr(args, "blocks", "8x8"))
+    method = getattr(args, "method", "double-perm")
+    if method not in METHODS:
+        raise GridGnnError(f"unknown permutation method {method!r}; valid: {', '.join(METHODS)}")
+    seed = int(getattr(args, "seed", 0) or 0)
+    t0 = time.perf_counter()
+    graph = _load(args)
+    if R > graph.n or C > graph.n:
+        raise GridGnnError(f"--blocks {R}x{C} needs at least {max(R, C)} vertices, the graph has {graph.n}")
+    normalize = not getattr(args, "no_normalize", False)
+    mat = gcn_normalize(graph) if normalize else graph.csr()
+    perm_r, perm_c = make_permutations(method, mat, R, C, seed)
+    del mat
+    meta = write_sharded(graph, args.out, perm_r=perm_r, perm_c=perm_c, blocks=(R, C), partition_name=method,
+                         normalize=normalize, seed=seed, node_chunks=getattr(args, "node_chunks", None))
+    seconds = time.perf_counter() - t0
+    size = sum(f.stat().st_size for f in Path(args.out).rglob("*") if f.is_file())
+    by = meta["nnz_max_over_mean_by_version"]
+    per = ", ".join(f"{v} {r:.4f}" for v, r in by.items())
+    print(f"sharded {graph.name} (n={meta['n']}, nnz={meta['nnz']}) into {R}x{C} blocks with {method} "
+          f"(seed {seed}): nnz max/mean {meta['nnz_max_over_mean']:.4f} ({per}); "
+          f"{len(meta['versions'])} matrix version(s), {len(meta['node_chunk_bounds']) - 1} node chunk(s), "
+          f"{size / 2**20:.1f} MiB in {args.out}, {seconds:.1f} s")
+    return 0
