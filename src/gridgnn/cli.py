@@ -24,8 +24,14 @@ def _train_parser(sub) -> None:
     p.add_argument("--nproc", type=int, default=None, help="processes to spawn (default 1; under torchrun/srun: "
                                                           "the launcher's world size)")
     p.add_argument("--replication", type=int, default=d.replication, help="c of the 1.5D algorithms (divides P)")
+    p.add_argument("--grid", default=None, metavar="X,Y[,Z]",
+                   help="process grid of 2d (PR,PC), 3d (X,Y,Z: rows, columns, fiber) and plexus (X,Y,Z); "
+                        "default: the most square / cubic factorization of P")
+    p.add_argument("--blocked-aggregation", type=int, default=d.blocked_aggregation, metavar="ROWS",
+                   help="plexus: SpMM and its all-reduce in row blocks of ROWS rows (Plexus §5.2); 0 = off")
     p.add_argument("--partition", default=d.partition, metavar="METHOD|FILE",
-                   help="random (default), identity, metis, metis-vol, hypergraph, balanced, or a partition FILE")
+                   help="1d/1.5d: random (default), identity, metis, metis-vol, hypergraph, balanced, or a partition "
+                        "FILE; 2d/3d/plexus: random (one permutation), identity, double-perm, balanced-perm")
     p.add_argument("--epochs", type=int, default=d.epochs)
     p.add_argument("--lr", type=float, default=d.lr)
     p.add_argument("--weight-decay", type=float, default=d.weight_decay)

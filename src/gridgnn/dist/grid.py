@@ -52,6 +52,23 @@ def grid_shape(kind: str, world: int, *, replication: int = 1, shape: tuple[int,
     return shape
 
 
+def default_shape(kind: str, world: int) -> tuple[int, ...]:
+    """The most square (2D) or most cubic (3D) factorization of ``world``, larger factors first."""
+    if kind == "2d":
+        a = max(d for d in range(1, int(math.isqrt(world)) + 1) if world % d == 0)
+        return (world // a, a)
+    if kind == "3d":
+        best = None
+        for x in range(1, world + 1):
+            for y in range(1, world // x + 1):
+                if world % (x * y) == 0:
+                    s = tuple(sorted((x, y, world // (x * y)), reverse=True))
+                    if best is None or max(s) - min(s) < max(best) - min(best):
+                        best = s
+        return best
+    raise GridGnnError(f"no default shape for grid kind {kind!r}")
+
+
 @dataclass
 class ProcessGrid:
     r"""A named process grid. ``mesh`` is a :class:`DeviceMesh` (``None`` for the single-process grid).

@@ -101,8 +101,8 @@ def geometric_graph(n: int = 100_000, avg_degree: float = 10.0, seed: int = 0, *
         noise: feature noise relative to the unit-variance class means (default 2.0).
 
     Returns:
-        An undirected :class:`~gridgnn.graph.graph.Graph` without self-loops; ``meta`` holds the generator
-        parameters, the radius and ``points`` is **not** stored (the order is what matters).
+        An undirected :class:`~gridgnn.graph.graph.Graph` without self-loops, vertices in Hilbert order;
+        ``meta`` holds the generator parameters and the radius.
     """
     if isinstance(n, bool) or int(n) != n or n < 2:
         raise GridGnnError(f"n must be an integer >= 2, got {n!r}")

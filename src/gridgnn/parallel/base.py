@@ -29,6 +29,10 @@ class Plan:
 
     class_axis = None
 
+    def shard_nnz(self) -> list[int]:
+        """nnz of each adjacency shard this rank holds (for the load-balance report)."""
+        return []
+
     def loss(self, logits, y, mask, n_train: int) -> torch.Tensor:
         if self.class_axis is None:
             return masked_cross_entropy(logits, y, mask, n_train)
@@ -88,6 +92,10 @@ class RowBlockPlan(Plan):
 
     def out_cols(self, c) -> tuple[int, int]:
         return (0, c)
+
+    def shard_nnz(self) -> list[int]:
+        fwd = getattr(self.aggregate, "fwd", None)
+        return [fwd.local_nnz] if fwd is not None else []
 
     def layer(self, layer: int, h, w, b):
         r""":math:`\hat M H W + b`, aggregating the narrower of :math:`H` and :math:`HW` (``min(f_in, f_out)``

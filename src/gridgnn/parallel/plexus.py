@@ -163,11 +163,14 @@ class PlexusPlan(Plan):
                 "f_in_block": _blk(even_bounds(fi, g[b]), self.me[b]),
                 "f_out_block": _blk(even_bounds(fo, g[a]), self.me[a]),
             })
-        self.shard_nnz = [v[2] for v in shards.values()]
+        self._shard_nnz = [v[2] for v in shards.values()]
         last = roles(len(dims) - 2)
         self.class_axis = last[0]
         self.copies = g[last[0]] * g[last[1]]
         self.grad_axes = ("x", "y", "z")
+
+    def shard_nnz(self) -> list[int]:
+        return list(self._shard_nnz)
 
     # ------------------------------------------------------------------ layouts
     def _order(self, layer: int, side: str) -> np.ndarray:

@@ -61,6 +61,7 @@ class BlockRowSpMM:
         self.dtype, self.device = dtype, device
         b = rows.bounds
         local = sp.csr_matrix(local)
+        self.local_nnz = int(local.nnz)
         # M_iq for every handled stage q, columns local to block q
         self.blocks_sp = {q: sp.csr_matrix(local[:, int(b[q]):int(b[q + 1])]) for q in self.stages}
         if sparsity_aware:

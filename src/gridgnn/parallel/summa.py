@@ -228,6 +228,15 @@ class SummaPlan(Plan):
         self.copies = pc
         self.grad_axes = self.grid.names
 
+    def shard_nnz(self) -> list[int]:
+        """nnz of this rank's block ``M[R_i, part j of V_k]`` in each matrix version it uses."""
+        seen, out = set(), []
+        for fwd, _ in self.ops:
+            if id(fwd) not in seen:
+                seen.add(id(fwd))
+                out.append(sum(fwd.nnz[p] for p in fwd.local))
+        return out
+
     def col_block(self, width: int) -> tuple[int, int]:
         return _blk(even_bounds(width, self.geo.pc), self.j)
 

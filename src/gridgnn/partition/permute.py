@@ -21,9 +21,10 @@ Methods (:data:`METHODS`):
 * ``identity`` — the original order. Spatially ordered graphs (road networks, meshes) put almost every
   nonzero in the diagonal blocks: :math:`\rho \approx \min(R, C)`.
 * ``single-perm`` — one random :math:`P`, used for rows and columns: :math:`P M P^\mathsf{T}`. The diagonal of
-  :math:`\hat M = D^{-1/2}(M+I)D^{-1/2}` (and every within-community edge that a random relabeling cannot
-  separate from itself) stays in the diagonal blocks, so :math:`\rho` stays well above 1 on sparse graphs
-  (Plexus Table 3: 3.24 on ``europe_osm``).
+  :math:`\hat M = D^{-1/2}(M+I)D^{-1/2}` (the self-loops, :math:`n` of the :math:`n(\bar d + 1)` nonzeros)
+  stays in the diagonal blocks, so :math:`\rho` stays well above 1 on sparse graphs (Plexus Table 3: 3.24 on
+  ``europe_osm``, :math:`\bar d \approx 2`; a geometric graph with :math:`\bar d = 2.1` gives 3.28 on
+  :math:`\hat M` but 1.03 on :math:`M`).
 * ``double-perm`` — two independent random permutations (Plexus):
   layer :math:`\ell` even uses :math:`P_r M P_c^\mathsf{T}` (input rows in :math:`P_c` order, output rows in
   :math:`P_r` order), layer :math:`\ell` odd uses :math:`P_c M P_r^\mathsf{T}`, so the output order of each
@@ -40,7 +41,8 @@ Methods (:data:`METHODS`):
   column blocks largest-nnz-first to the least-loaded block (equal block sizes): the classic LPT greedy, so
   every row band and every column band holds almost exactly :math:`\mathrm{nnz}/R` (resp. :math:`/C`)
   nonzeros. On skewed graphs (R-MAT) a few hub rows make the random row bands of ``double-perm`` uneven
-  (:math:`\rho \approx 1.13` at scale 16 on 8×8); balancing the bands brings it to :math:`\approx 1.01`.
+  (:math:`\rho \approx 1.18` at scale 16 on 8×8); balancing the bands brings it to :math:`\approx 1.016`
+  (``docs/benchmarks.md``).
 
 Which matrix to measure: the one that is multiplied, :math:`\hat M` (:func:`~gridgnn.graph.graph.gcn_normalize`,
 with self-loops) — its diagonal is what keeps ``single-perm`` imbalanced. The functions accept any square
@@ -274,10 +276,10 @@ def balanced_permutation(mat, row_blocks: int, col_blocks: int, seed: int = 0) -
     random order) and each goes to the row block of least load :math:`\sum_{v \in a} r_v` among those that
     still have room; block :math:`a` holds exactly ``even_bounds(n, row_blocks)`` sizes (equal up to one).
     Columns: the same with column nnz :math:`c_v` and ``col_blocks``, from an independent random stream, so
-    :math:`P_r \ne P_c` even for a symmetric :math:`M`. LPT guarantees every band's load is within one
-    vertex's nnz of the others (:math:`\max_a L_a - \min_a L_a \le \max_v r_v`), the row bands of
-    :math:`P_r M P_c^\mathsf{T}` are therefore balanced, and the columns of each band spread over the
-    balanced column bands.
+    :math:`P_r \ne P_c` even for a symmetric :math:`M`. Without the size constraint LPT keeps every band's
+    load within one vertex's nnz of the others (:math:`\max_a L_a - \min_a L_a \le \max_v r_v`); with equal
+    sizes the light vertices that come last fill the gaps, so the row bands of :math:`P_r M P_c^\mathsf{T}`
+    come out nearly equal, and the columns of each band spread over the (equally balanced) column bands.
 
     The permutation lists block 0's vertices first, then block 1's, …; inside a block the order is random
     (seeded), so sub-blocking a block (Plexus §5.2 blocked aggregation) stays balanced too.

@@ -19,6 +19,8 @@ class TrainConfig:
     algo: str = "serial"
     nproc: int = 1
     replication: int = 1
+    grid: str | None = None
+    blocked_aggregation: int = 0
     partition: str = "random"
     epochs: int = 200
     lr: float = 0.01
@@ -62,9 +64,31 @@ class TrainConfig:
             if self.nproc != 1:
                 raise GridGnnError(f"--algo serial runs one process; got --nproc {self.nproc}")
         else:
-            grid_shape(GRID_OF[self.algo], self.nproc, replication=self.replication)
+            self.mesh_shape(self.nproc)
             if GRID_OF[self.algo] == "1d" and self.replication != 1:
                 raise GridGnnError(f"--replication applies to 1.5D algorithms; {self.algo} needs --replication 1")
+            if self.grid is not None and GRID_OF[self.algo] in ("1d", "1.5d"):
+                raise GridGnnError(f"--grid applies to 2d, 3d and plexus; {self.algo} takes --nproc/--replication")
+        if self.blocked_aggregation < 0:
+            raise GridGnnError(f"--blocked-aggregation must be >= 0, got {self.blocked_aggregation}")
+        if self.blocked_aggregation and self.algo != "plexus":
+            raise GridGnnError("--blocked-aggregation applies to --algo plexus")
+
+    def mesh_shape(self, world: int) -> tuple[int, ...]:
+        """The process grid for ``world`` processes (``--grid``, or a near-square / near-cubic default)."""
+        from ..dist.grid import default_shape, grid_shape
+        from ..parallel import GRID_OF
+
+        kind = GRID_OF[self.algo]
+        if kind in ("1d", "1.5d"):
+            return grid_shape(kind, world, replication=self.replication)
+        if self.grid is None:
+            return default_shape(kind, world)
+        try:
+            shape = tuple(int(v) for v in self.grid.replace("x", ",").split(","))
+        except ValueError:
+            raise GridGnnError(f"--grid {self.grid!r} must be integers separated by commas, e.g. 2,2,2") from None
+        return grid_shape(kind, world, shape=shape)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -18,7 +18,7 @@ from ..graph.spec import load_graph
 from ..nn import GCN
 from ..parallel import GRID_OF
 from .config import TrainConfig
-from .setup import build_rank, make_partition, num_blocks
+from .setup import build_rank, make_source, num_blocks
 from .step import evaluate, forward_backward
 
 EPOCH_PHASES = ("fwd", "bwd", "grad", "eval", "metrics")
@@ -40,10 +40,15 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
     t_start = time.perf_counter()
     world = 1 if ctx is None else ctx.world_size
     graph = load_graph(cfg.data, seed=cfg.seed)
-    blocks = num_blocks(cfg.algo, world, cfg.replication)
-    _check_graph(graph, blocks)
-    rows = None if cfg.algo == "serial" else make_partition(graph, blocks, cfg.partition, cfg.seed)
+    shape = (1,) if cfg.algo == "serial" else cfg.mesh_shape(world)
+    kind = GRID_OF.get(cfg.algo)
+    _check_graph(graph, num_blocks(cfg.algo, world, cfg.replication) if kind in ("1d", "1.5d") else max(shape))
+    source = rows = None
+    if cfg.algo != "serial":
+        source, rows = make_source(graph, cfg.algo, world, replication=cfg.replication, shape=shape,
+                                   method=cfg.partition, seed=cfg.seed)
     dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
+    dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
 
     if ctx is None:
         comm, device = NullComm(), ("cuda" if cfg.device == "cuda" else "cpu")
@@ -52,14 +57,15 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
     else:
         ctx.init()  # first collective: every rank has validated its input by now
         device = ctx.device
-        comm = Comm(ProcessGrid.build(GRID_OF[cfg.algo], device.split(":")[0], replication=cfg.replication))
+        comm = Comm(ProcessGrid.build(kind, device.split(":")[0], replication=cfg.replication,
+                                      shape=shape if kind in ("2d", "3d") else None))
     rank = comm.grid.global_rank
     lead = rank == 0
 
-    plan, data = build_rank(graph, cfg.algo, comm, rows, dtype=dtype, device=device)
+    plan, data = build_rank(graph, cfg.algo, comm, dims, source=source, rows=rows, dtype=dtype, device=device,
+                            block_rows=cfg.blocked_aggregation)
     setup_log = comm.log.snapshot()
     comm.log.reset()
-    dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
     model = GCN(dims, dropout=cfg.dropout, seed=cfg.seed, dtype=dtype).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
@@ -114,7 +120,7 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
         mfile.close()
 
     # ---- gather per-rank records (once, phase io) and the logits
-    mine = _rank_record(rank, epochs, setup_log)
+    mine = _rank_record(rank, epochs, setup_log, plan.shard_nnz())
     with comm.phase("io"):
         everyone = comm.all_gather_object(mine, comm.grid.names) if world > 1 else [mine]
         logits_full = None
@@ -146,6 +152,12 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
     return summary
 
 
+def _max_over_mean(values) -> float:
+    """Max/mean nnz over the adjacency shards the ranks hold (replicas count as often as they are held)."""
+    mean = float(np.mean(values)) if len(values) else 0.0
+    return float(max(values) / mean) if mean > 0 else 1.0
+
+
 def _ratio(a, b) -> float:
     return float(a / b) if b > 0 else float("nan")
 
@@ -167,7 +179,7 @@ def _delta(before: dict, after: dict) -> dict:
     return out
 
 
-def _rank_record(rank: int, epochs: list, setup_log: dict) -> dict:
+def _rank_record(rank: int, epochs: list, setup_log: dict, shard_nnz: list) -> dict:
     """This rank's per-epoch averages (bytes, calls, seconds per phase key) and times, for rank 0."""
     n = len(epochs)
     per = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
@@ -181,6 +193,7 @@ def _rank_record(rank: int, epochs: list, setup_log: dict) -> dict:
         "epoch_times": [r["epoch_time_s"] for r, _ in epochs],
         "compute_times": [r["compute_time_s"] for r, _ in epochs],
         "setup_bytes": sum(v.sent for v in setup_log.values()),
+        "shard_nnz": shard_nnz,
     }
 
 
@@ -209,7 +222,9 @@ def _summary(cfg, graph, world, grid, rows, epochs, everyone, wall) -> dict:
         "comm_bytes_per_epoch": {"total": float(sum(by_phase.values())), "by_phase": dict(sorted(by_phase.items()))},
         "max_rank_send_bytes_per_epoch": float(max(per_rank_send)),
         "setup_comm_bytes": float(sum(er["setup_bytes"] for er in everyone)),
+        "nnz_max_over_mean": _max_over_mean([v for er in everyone for v in er["shard_nnz"]]),
         "algo": cfg.algo, "grid": list(grid.shape) if cfg.algo != "serial" else [1], "nproc": world,
+        "grid_axes": list(grid.names), "blocked_aggregation": cfg.blocked_aggregation,
         "replication": cfg.replication if GRID_OF.get(cfg.algo) == "1.5d" else 1,
         "partition": "none" if rows is None else cfg.partition, "seed": cfg.seed,
         "model": cfg.model, "layers": cfg.layers, "hidden": cfg.hidden, "epochs": cfg.epochs,
