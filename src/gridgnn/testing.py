@@ -45,6 +45,7 @@ class CaseResult:
     comm: dict = field(default_factory=dict)
     volume_rows: dict = field(default_factory=dict)
     rank: int = 0
+    copies: int = 1
 
 
 def run_case(case: Case, comm) -> CaseResult:
@@ -74,7 +75,7 @@ def run_case(case: Case, comm) -> CaseResult:
     return CaseResult(data.node_ids.copy(), plan.out_cols(case.dims[-1]),
                       logits.numpy().copy(),
                       [p.grad.detach().numpy().copy() for p in model.parameters()], float(loss), stats, vol,
-                      comm.grid.global_rank)
+                      comm.grid.global_rank, getattr(plan, "copies", 1))
 
 
 def serial_case(case: Case) -> CaseResult:

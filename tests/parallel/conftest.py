@@ -37,8 +37,31 @@ def skewed_partition(n: int, parts: int, seed: int) -> RowPartition:
     return RowPartition.from_parts(part, parts, "skewed")
 
 
+def shapes_2d(P: int) -> list[tuple[int, int]]:
+    return [(a, P // a) for a in range(1, P + 1) if P % a == 0]
+
+
+def shapes_3d(P: int) -> list[tuple[int, int, int]]:
+    """Every ordered factorization x·y·z = P (non-cubic ones included)."""
+    return [(a, b, P // (a * b)) for a in range(1, P + 1) for b in range(1, P + 1) if P % (a * b) == 0]
+
+
+GRID_DIMS = {"2layer": [7, 5, 3], "3layer": [7, 9, 4, 3], "4layer": [7, 4, 6, 5, 3]}  # 4 layers wrap the rotation
+
+
 def cases_for(P: int) -> list[tuple[str, Case]]:
     out = []
+    for gname, g in GRAPHS.items():
+        for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P)), ("plexus", shapes_3d(P))):
+            for shape in shapes:
+                for dname, dims in GRID_DIMS.items():
+                    if dname == "3layer" and algo != "plexus":
+                        continue
+                    parts = ("random", "double-perm") if algo == "plexus" else ("random",)
+                    for part in parts:
+                        out.append((f"{algo}-{'x'.join(map(str, shape))}-{gname}-{dname}-{part}",
+                                    Case(graph=g, algo=algo, dims=dims, grid=shape, partition=part, dropout=0.4,
+                                         seed=7, epoch=3, block_rows=5 if (algo == "plexus" and dname == "3layer") else 0)))
     for gname, g in GRAPHS.items():
         for dname, dims in DIMS.items():
             for algo in ("1d", "1d-sa"):

@@ -6,7 +6,7 @@ from ._fidelity import check_against_serial, check_bytes
 
 def _cases(dist_results):
     P, res = dist_results
-    sel = {k: v for k, v in res.items() if k.startswith("1d")}
+    sel = {k: v for k, v in res.items() if k.startswith("1d-")}
     assert sel
     return P, sel
 

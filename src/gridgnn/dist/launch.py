@@ -101,6 +101,9 @@ def _set_threads(local_world: int) -> None:
     torch.set_num_threads(max(1, cores // max(1, local_world)))
 
 
+_PORT_TAKEN = 75
+
+
 def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str | None) -> None:
     ctx = LaunchContext(local_rank, ctx_proto.world_size, local_rank, ctx_proto.world_size, ctx_proto.device,
                         ctx_proto.master_addr, ctx_proto.master_port, ctx_proto.timeout_s)
@@ -115,6 +118,12 @@ def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str 
     except GridGnnError as exc:
         print(f"gridgnn: error: {exc}", file=sys.stderr, flush=True)
         code = 2
+    except Exception as exc:  # noqa: BLE001
+        if "EADDRINUSE" in str(exc) and not ctx.initialized:
+            code = _PORT_TAKEN  # the free port was taken before rank 0 could listen: the parent retries
+        else:
+            traceback.print_exc()
+            code = 1
     except BaseException:  # noqa: BLE001 - report and end this rank; the parent ends the rest
         traceback.print_exc()
         code = 1
@@ -141,19 +150,23 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
     dev = resolve_device(device)
     if dev == "cuda" and nproc > torch.cuda.device_count():
         raise GridGnnError(f"--nproc {nproc} exceeds the {torch.cuda.device_count()} visible CUDA devices")
-    proto = LaunchContext(0, nproc, 0, nproc, dev, "127.0.0.1", free_port(), timeout_s)
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory(prefix="gridgnn-") as tmp:
         rdir = tmp if collect else None
-        try:
-            mp.start_processes(_child, args=(fn, args, proto, rdir), nprocs=nproc, join=True,
-                               start_method="spawn")
-        except mp.ProcessExitedException as exc:
-            code = exc.exit_code if exc.exit_code and exc.exit_code > 0 else 1
-            raise SystemExit(code) from None
-        except mp.ProcessRaisedException as exc:  # pragma: no cover - _child catches everything
-            raise SystemExit(1) from exc
+        for attempt in range(5):
+            proto = LaunchContext(0, nproc, 0, nproc, dev, "127.0.0.1", free_port(), timeout_s)
+            try:
+                mp.start_processes(_child, args=(fn, args, proto, rdir), nprocs=nproc, join=True,
+                                   start_method="spawn")
+                break
+            except mp.ProcessExitedException as exc:
+                if exc.exit_code == _PORT_TAKEN and attempt < 4:
+                    continue
+                code = exc.exit_code if exc.exit_code and exc.exit_code > 0 else 1
+                raise SystemExit(code) from None
+            except mp.ProcessRaisedException as exc:  # pragma: no cover - _child catches everything
+                raise SystemExit(1) from exc
         if not collect:
             return None
         out = []

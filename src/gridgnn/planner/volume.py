@@ -109,3 +109,144 @@ def gcn_step_bytes(algo: str, mat: sp.csr_matrix, rows: RowPartition, world: int
         v = 2.0 * (g - 1) / g * nparams * elem_bytes
         total["grad.allreduce"] = (np.full(world, v), np.full(world, v))
     return total
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 2D / 3D (CAGNET SUMMA, Split-3D) and Plexus: per-rank bytes from the grid shape, the widths and the blocks.
+
+def _unravel(r: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    for s in reversed(shape):
+        out.append(r % s)
+        r //= s
+    return tuple(reversed(out))
+
+
+def _ring(g: int, m: float) -> float:
+    """Ring all-reduce bytes each way for an ``m``-byte buffer over ``g`` members."""
+    return 0.0 if g == 1 else 2.0 * (g - 1) / g * m
+
+
+def _add(total: dict, key: str, world: int, r: int, sent: float, recv: float) -> None:
+    if key not in total:
+        total[key] = (np.zeros(world), np.zeros(world))
+    total[key][0][r] += sent
+    total[key][1][r] += recv
+
+
+def _ce_bytes(total, world, r, g, m_rows, elem_bytes):
+    """Sharded cross-entropy over a ``g``-member class axis: all-reduce(max) of ``m`` and (sum) of ``2m``."""
+    for rows in (m_rows, 2 * m_rows):
+        v = _ring(g, rows * elem_bytes)
+        if g > 1:
+            _add(total, "fwd.allreduce", world, r, v, v)
+
+
+def summa_step_bytes(source, shape: tuple[int, ...], dims: list[int], elem_bytes: int, train_rows) -> dict:
+    r"""Per-rank bytes of one GCN training step of ``2d`` (``shape = (pr, pc)``) or ``3d``
+    (``(x, y, z)``) — CAGNET Alg. 3 / Split-3D-SpMM as laid out in :mod:`gridgnn.parallel.summa`.
+
+    Per layer, SUMMA of width ``f_in`` forward and ``f_out`` backward; for every panel ``p`` of the rank's fiber
+    layer: ``bcast_sparse`` of ``8(|R_i|+1+nnz) + w·nnz`` along the row of processes (owner column sends),
+    ``bcast`` of ``|p|·|C_j|·w`` along the column (owner row sends); 3D: reduce-scatter of ``|R_i|·|C_j|·w``
+    over ``z``; partial SUMMA: ``bcast`` of ``|B(i,k)|·|C_q|·w`` from every column ``q``. Plus the sharded
+    cross-entropy (``train_rows(r)`` labelled rows on rank ``r``) and the gradient all-reduce.
+    """
+    from ..parallel.summa import Geometry
+    from ..partition import even_bounds
+
+    pr, pc = shape[0], shape[1]
+    z = shape[2] if len(shape) == 3 else 1
+    world = pr * pc * z
+    geo = Geometry(source.n, pr, pc, z)
+    total: dict = {}
+    nnz_cache: dict = {}
+
+    def panel_nnz(version, transpose, i, p):
+        key = (version, transpose, i, p)
+        if key not in nnz_cache:
+            v0, v1 = p
+            r0, r1 = geo.rows(i)
+            m = source.submatrix(version, (v0, v1), (r0, r1)) if transpose else source.submatrix(version, (r0, r1), (v0, v1))
+            nnz_cache[key] = int(m.nnz)
+        return nnz_cache[key]
+
+    for r in range(world):
+        i, j, k = (_unravel(r, shape) + (0,))[:3]
+        r0, r1 = geo.rows(i)
+        b0, b1 = geo.block(i, k)
+        for layer, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
+            version = "rc" if layer % 2 == 0 or not source.double else "cr"
+            for phase, width, transpose in (("fwd", fi, False), ("bwd", fo, True)):
+                cj = even_bounds(width, pc)
+                wj = int(cj[j + 1] - cj[j])
+                for (v0, v1, io, jo) in geo.panels[k]:
+                    if pc > 1:
+                        nnz = panel_nnz(version, transpose, i, (v0, v1))
+                        a = 8 * (r1 - r0 + 1 + nnz) + elem_bytes * nnz
+                        _add(total, f"{phase}.bcast_sparse", world, r, a if jo == j else 0, 0 if jo == j else a)
+                    if pr > 1:
+                        x = (v1 - v0) * wj * elem_bytes
+                        _add(total, f"{phase}.bcast", world, r, x if io == i else 0, 0 if io == i else x)
+                if z > 1:
+                    fb = geo.fiber_bounds(i)
+                    mine = int(fb[k + 1] - fb[k])
+                    sent = ((r1 - r0) - mine) * wj * elem_bytes
+                    _add(total, f"{phase}.reducescatter", world, r, sent, (z - 1) * mine * wj * elem_bytes)
+                if pc > 1:
+                    for q in range(pc):
+                        x = (b1 - b0) * int(cj[q + 1] - cj[q]) * elem_bytes
+                        _add(total, f"{phase}.bcast", world, r, x if q == j else 0, 0 if q == j else x)
+        _ce_bytes(total, world, r, pc, train_rows(r), elem_bytes)
+    _grad_bytes(total, world, dims, elem_bytes)
+    return total
+
+
+def plexus_step_bytes(n: int, shape: tuple[int, int, int], dims: list[int], elem_bytes: int, train_rows,
+                      block_rows: int = 0) -> dict:
+    r"""Per-rank bytes of one GCN training step of Plexus (Alg. 1 with the §3.2 rotation), grid
+    ``(Gx, Gy, Gz)``; layer roles ``(a, b, c)`` rotate ``(x,y,z) → (z,x,y) → (y,z,x)``.
+
+    Forward per layer: all-reduce of ``n_c·|C^b(f_in)|·w`` over ``G_a`` (``H``) and of ``n_c·|C^a(f_out)|·w``
+    over ``G_b`` (``Q``); backward for ``l > 0``: all-reduce of ``n_c·|C^b(f_in)|·w`` over ``G_a`` (``∂H``) and
+    of ``|V^a|·|C^b(f_in)|·w`` over ``G_c`` (``∂F``); ring volume ``2(g−1)/g`` each way. Blocked aggregation
+    splits the ``H`` and ``∂F`` all-reduces into row blocks of the same total size.
+    """
+    from ..parallel.plexus import roles
+    from ..partition import even_bounds
+
+    names = ("x", "y", "z")
+    g = dict(zip(names, shape))
+    world = shape[0] * shape[1] * shape[2]
+    vb = {ax: even_bounds(n, g[ax]) for ax in names}
+    total: dict = {}
+    for r in range(world):
+        me = dict(zip(names, _unravel(r, shape)))
+        for layer, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
+            a, b, c = roles(layer)
+            n_c = int(vb[c][me[c] + 1] - vb[c][me[c]])
+            n_a = int(vb[a][me[a] + 1] - vb[a][me[a]])
+            cb = even_bounds(fi, g[b])
+            w_in = int(cb[me[b] + 1] - cb[me[b]])
+            ca = even_bounds(fo, g[a])
+            w_out = int(ca[me[a] + 1] - ca[me[a]])
+            for key, grp, m in (("fwd", g[a], n_c * w_in), ("fwd", g[b], n_c * w_out)):
+                v = _ring(grp, m * elem_bytes)
+                if grp > 1:
+                    _add(total, f"{key}.allreduce", world, r, v, v)
+            if layer > 0:
+                for grp, m in ((g[a], n_c * w_in), (g[c], n_a * w_in)):
+                    v = _ring(grp, m * elem_bytes)
+                    if grp > 1:
+                        _add(total, "bwd.allreduce", world, r, v, v)
+        _ce_bytes(total, world, r, g[roles(len(dims) - 2)[0]], train_rows(r), elem_bytes)
+    _grad_bytes(total, world, dims, elem_bytes)
+    return total
+
+
+def _grad_bytes(total: dict, world: int, dims: list[int], elem_bytes: int) -> None:
+    """World all-reduce of every (full-size) weight and bias gradient, one flat buffer."""
+    nparams = sum(fi * fo + fo for fi, fo in zip(dims[:-1], dims[1:]))
+    v = _ring(world, nparams * elem_bytes)
+    if world > 1:
+        total["grad.allreduce"] = (np.full(world, v), np.full(world, v))
