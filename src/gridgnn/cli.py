@@ -16,7 +16,7 @@ def _train_parser(sub) -> None:
                        description="Full-graph GNN training. With no --data the embedded synthetic SBM runs.")
     p.add_argument("--data", default=None, metavar="SPEC",
                    help="synthetic:sbm?n=&classes=&avg_degree=&features= | synthetic:rmat?scale=&edge_factor= | "
-                        "planetoid:DIR | edgelist:FILE | mtx:FILE | npz:FILE")
+                        "planetoid:DIR | edgelist:FILE | mtx:FILE | npz:FILE | sharded:DIR")
     p.add_argument("--model", default=d.model, choices=MODELS)
     p.add_argument("--layers", type=int, default=d.layers)
     p.add_argument("--hidden", type=int, default=d.hidden)
@@ -67,19 +67,54 @@ def run_train(args) -> int:
     return 0
 
 
+PERM_METHODS = ("identity", "single-perm", "double-perm", "balanced-perm")
+
+
+def _partition_parser(sub) -> None:
+    p = sub.add_parser("partition", help="partition or permute a graph and report its quality",
+                       description="Vertex partitions for 1d/1.5d (--parts K: edge cut, send/receive volumes) or "
+                                   "row/column permutations for 2d/3d/plexus (--blocks RxC: max/mean nnz of the "
+                                   "adjacency blocks).")
+    p.add_argument("--data", default=None, metavar="SPEC", help="data SPEC (default: the embedded synthetic SBM)")
+    p.add_argument("--method", required=True, metavar="M",
+                   help="random, metis, metis-vol, hypergraph, balanced (with --parts); "
+                        + ", ".join(PERM_METHODS) + " (with --blocks)")
+    p.add_argument("--parts", type=int, default=None, metavar="K", help="number of parts (P for 1D, P/c for 1.5D)")
+    p.add_argument("--blocks", default="8x8", metavar="RxC", help="block grid of the permutation report")
+    p.add_argument("--out", default=None, metavar="FILE",
+                   help="partition: one part per vertex per line, report in FILE.json; permutations: "
+                        "FILE.perm_r.npy, FILE.perm_c.npy and FILE.json")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--feature-size", type=int, default=128, metavar="F", help="f for the byte volumes (4-byte values)")
+    p.add_argument("--imbalance", type=float, default=0.05, help="allowed nnz imbalance of the partitioners")
+    p.set_defaults(func=run_partition)
+
+
+def run_partition(args) -> int:
+    if args.method in PERM_METHODS:
+        from .partition.shard_cmd import run_perm_report
+
+        return run_perm_report(args)
+    if args.parts is None:
+        raise GridGnnError(f"--method {args.method} needs --parts K (permutation methods: {', '.join(PERM_METHODS)})")
+    from .partition.report import run_partition_command
+
+    return run_partition_command(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gridgnn", description="Communication-avoiding distributed GNN training.")
     sub = parser.add_subparsers(dest="command", required=True)
     _train_parser(sub)
-    try:
-        from .partition.report import add_partition_arguments, run_partition_command
-    except ImportError:  # pragma: no cover
-        add_partition_arguments = None
-    if add_partition_arguments is not None:
-        pp = sub.add_parser("partition", help="partition a graph and report its communication quality")
-        add_partition_arguments(pp)
-        pp.set_defaults(func=run_partition_command)
     sub.choices["train"].set_defaults(func=run_train)
+    _partition_parser(sub)
+    from .partition.shard_cmd import add_shard_arguments, run_shard_command
+
+    ps = sub.add_parser("shard", help="write a sharded dataset (per-block files) that ranks read in parallel",
+                        description="Permute, normalize and split the adjacency into RxC block files; "
+                                    "train with --data sharded:DIR (each rank reads only its blocks).")
+    add_shard_arguments(ps)
+    ps.set_defaults(func=run_shard_command)
     return parser
 
 

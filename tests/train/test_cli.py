@@ -43,17 +43,22 @@ def test_default_data_trains_and_writes_outputs(tmp_path):
     assert "final: test_acc=" in r.stdout
 
 
-@pytest.mark.parametrize("algo,c", [("1d", 1), ("1d-sa", 1), ("1.5d", 2), ("1.5d-sa", 2)])
-def test_cora_training_equals_serial(tmp_path, cora_dir, algo, c):
+@pytest.mark.parametrize("algo,extra", [
+    ("1d", []), ("1d-sa", []), ("1.5d", ["--replication", 2]), ("1.5d-sa", ["--replication", 2]),
+    ("2d", ["--grid", "2,2"]), ("3d", ["--grid", "2,1,2"]), ("plexus", ["--grid", "1,2,2", "--partition", "double-perm"]),
+    ("plexus", ["--grid", "2,2,1", "--partition", "balanced-perm", "--blocked-aggregation", 300]),
+])
+def test_cora_training_equals_serial(tmp_path_factory, cora_dir, algo, extra):
     """20 epochs of Adam with dropout in float64 at P=4: logits equal serial training (same seed)."""
+    tmp_path = tmp_path_factory.getbasetemp() / "cora"
     common = ["--data", f"planetoid:{cora_dir}", "--epochs", 20, "--dtype", "float64", "--quiet", "--save-logits",
               "--seed", 3]
     ref = tmp_path / "serial"
     if not (ref / "logits.npy").exists():
         r = gridgnn("train", *common, "--algo", "serial", "--out", ref)
         assert r.returncode == 0, r.stderr
-    out = tmp_path / algo
-    r = gridgnn("train", *common, "--algo", algo, "--nproc", 4, "--replication", c, "--out", out)
+    out = tmp_path / f"{algo}-{'-'.join(map(str, extra))}"
+    r = gridgnn("train", *common, "--algo", algo, "--nproc", 4, *extra, "--out", out)
     assert r.returncode == 0, r.stderr
     a, b = np.load(out / "logits.npy"), np.load(ref / "logits.npy")
     assert np.abs(a - b).max() <= 1e-5 * np.abs(b).max()
@@ -72,7 +77,8 @@ def _bad_npz(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("case", ["missing", "nan", "range", "grid", "serial-nproc", "scheme", "replication"])
+@pytest.mark.parametrize("case", ["missing", "nan", "range", "grid", "serial-nproc", "scheme", "replication",
+                                  "grid3d", "perm"])
 @pytest.mark.parametrize("nproc", [1, 2])
 def test_bad_input_is_one_clear_error(tmp_path, case, nproc):
     if case == "missing":
@@ -91,6 +97,10 @@ def test_bad_input_is_one_clear_error(tmp_path, case, nproc):
         args, msg = ["--algo", "serial"], "serial"
     elif case == "replication":
         args, msg = ["--algo", "1d", "--replication", 2], "replication"
+    elif case == "grid3d":
+        args, msg = ["--algo", "plexus", "--grid", "3,1,1"], "3,1,1"
+    elif case == "perm":
+        args, msg = ["--algo", "2d", "--partition", "metis"], "metis"
     else:
         args, msg = ["--data", "bogus:thing"], "bogus"
     algo = [] if "--algo" in args else ["--algo", "1d"]
@@ -98,3 +108,52 @@ def test_bad_input_is_one_clear_error(tmp_path, case, nproc):
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
     assert "gridgnn: error:" in r.stderr and msg in r.stderr, r.stderr[-2000:]
     assert "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
+SMALL = "synthetic:sbm?n=600&classes=4&avg_degree=8&features=16"
+
+
+def test_sharded_dataset_trains_like_in_memory(tmp_path):
+    """gridgnn shard + --data sharded:DIR: each rank reads its blocks; logits equal in-memory training with the
+    same permutations (plexus, double-perm) and serial training (1d from a single-perm shard)."""
+    common = ["--epochs", 8, "--dtype", "float64", "--quiet", "--save-logits", "--seed", 5]
+    for method in ("double-perm", "single-perm"):
+        r = gridgnn("shard", "--data", SMALL, "--blocks", "3x3", "--method", method, "--seed", 5,
+                    "--out", tmp_path / method)
+        assert r.returncode == 0, r.stderr
+        meta = json.loads((tmp_path / method / "meta.json").read_text())
+        assert meta["blocks"] == [3, 3] and meta["nnz_max_over_mean"] >= 1.0
+    runs = {
+        "sharded-plexus": ["--data", f"sharded:{tmp_path / 'double-perm'}", "--algo", "plexus", "--nproc", 4,
+                           "--grid", "2,1,2"],
+        "memory-plexus": ["--data", SMALL, "--partition", "double-perm", "--algo", "plexus", "--nproc", 4,
+                          "--grid", "2,1,2"],
+        "sharded-1d": ["--data", f"sharded:{tmp_path / 'single-perm'}", "--algo", "1d-sa", "--nproc", 2],
+        "serial": ["--data", SMALL, "--algo", "serial"],
+    }
+    logits = {}
+    for name, args in runs.items():
+        r = gridgnn("train", *args, *common, "--out", tmp_path / name)
+        assert r.returncode == 0, r.stderr
+        logits[name] = np.load(tmp_path / name / "logits.npy")
+    ref = logits["serial"]
+    assert np.array_equal(logits["sharded-plexus"], logits["memory-plexus"])
+    for name in ("sharded-plexus", "sharded-1d"):
+        assert np.abs(logits[name] - ref).max() <= 1e-5 * np.abs(ref).max(), name
+    s = json.loads((tmp_path / "sharded-plexus" / "summary.json").read_text())
+    assert s["partition"] == "double-perm" and s["nnz_max_over_mean"] >= 1.0
+
+
+def test_partition_command_reports_permutation_balance(tmp_path):
+    out = tmp_path / "perm"
+    r = gridgnn("partition", "--data", SMALL, "--method", "balanced-perm", "--blocks", "4x4", "--out", out)
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(out.with_suffix(".json").read_text())
+    pr, pc = np.load(f"{out}.perm_r.npy"), np.load(f"{out}.perm_c.npy")
+    assert sorted(pr) == list(range(600)) and sorted(pc) == list(range(600))
+    from gridgnn.graph import gcn_normalize
+    from gridgnn.graph.spec import load_graph
+    from gridgnn.partition.permute import nnz_max_over_mean_used
+
+    g = load_graph(SMALL)
+    assert abs(rep["nnz_max_over_mean"] - nnz_max_over_mean_used(gcn_normalize(g), pr, pc, 4, 4)) < 1e-12

@@ -220,6 +220,7 @@ def write_sharded(graph: Graph, out_dir, *, perm_r, perm_c, blocks=(8, 8), parti
     allc = np.concatenate([c.reshape(-1) for c in block_counts.values()])
     meta = dict(
         format_version=FORMAT_VERSION, n=int(n), nnz=int(graph.nnz), matrix_nnz=int(mat.nnz),
+        n_train=_labelled_train(graph),
         num_features=graph.num_features,
         num_classes=graph.num_classes, directed=bool(graph.directed), normalized=bool(normalize),
         blocks=[R, C], row_bounds=rb.tolist(), col_bounds=cb.tolist(), method=str(partition_name),
@@ -235,6 +236,13 @@ def write_sharded(graph: Graph, out_dir, *, perm_r, perm_c, blocks=(8, 8), parti
         json.dump(meta, fh, indent=1)
     os.replace(tmp, out / "meta.json")
     return meta
+
+
+def _labelled_train(graph: Graph) -> int:
+    """Number of training nodes with a label (the loss normalizer every rank needs)."""
+    if graph.train_mask is None or graph.y is None:
+        return 0
+    return int((np.asarray(graph.train_mask, bool) & (np.asarray(graph.y) >= 0)).sum())
 
 
 def _count_blocks(mat, pr, pc, rb, cb) -> np.ndarray:

@@ -152,29 +152,33 @@ def _hypergraph(mat, parts, seed, imbalance, weights):
     return part
 
 
-def _balanced(mat, parts, seed, imbalance, weights):
+def _balanced(mat, parts, seed, imbalance, weights, start: str = "metis"):
     from .refine import refine_max_volume
 
-    starts = {}
-    errors = []
-    for method in ("metis", "metis-vol", "hypergraph"):
-        try:
-            starts[method] = repair_empty_parts(_DISPATCH[method](mat, parts, seed, imbalance, weights),
-                                                parts, weights)
-        except GridGnnError as exc:
-            errors.append(str(exc))
-    if not starts:
-        raise GridGnnError("partition method 'balanced' needs pymetis or mtkahypar for its starting partition; "
-                           + "; ".join(errors))
-    best_key, best = None, None
-    for method, part in starts.items():
-        vol = volume_matrix(mat, part, parts)
-        send = vol.sum(axis=1)
-        key = (int(send.sum()), int(send.max()))
-        if best_key is None or key < best_key:
-            best_key, best = key, part
-    bound = _balance_bound(weights, parts, imbalance, best)
-    part, _ = refine_max_volume(mat, best, parts, weights=weights, max_load=bound, seed=seed)
+    if start == "best":
+        candidates = []
+        for method in ("metis", "metis-vol", "hypergraph"):
+            try:
+                candidates.append(_balanced(mat, parts, seed, imbalance, weights, method))
+            except GridGnnError:
+                continue
+        if not candidates:
+            raise GridGnnError("partition method 'balanced:best' needs pymetis or mtkahypar")
+        keys = []
+        for part in candidates:
+            send = volume_matrix(mat, part, parts).sum(axis=1)
+            keys.append((int(send.max()), int(send.sum())))
+        return candidates[min(range(len(keys)), key=keys.__getitem__)]
+    if start not in _DISPATCH or start == "balanced":
+        raise GridGnnError(f"unknown start {start!r} for partition method 'balanced'; use balanced:<method> with "
+                           f"one of random, metis, metis-vol, hypergraph, best")
+    try:
+        part = _DISPATCH[start](mat, parts, seed, imbalance, weights)
+    except GridGnnError as exc:
+        raise GridGnnError(f"partition method 'balanced' could not compute its {start!r} start: {exc}") from exc
+    part = repair_empty_parts(part, parts, weights)
+    bound = _balance_bound(weights, parts, imbalance, part)
+    part, _ = refine_max_volume(mat, part, parts, weights=weights, max_load=bound, seed=seed)
     return part
 
 
@@ -193,6 +197,16 @@ _DISPATCH = {
     "hypergraph": _hypergraph,
     "balanced": _balanced,
 }
+
+
+def _method_fn(method: str):
+    if isinstance(method, str) and method.startswith("balanced:"):
+        start = method.split(":", 1)[1]
+        return lambda m, k, s, e, w: _balanced(m, k, s, e, w, start)
+    if method not in _DISPATCH:
+        raise GridGnnError(f"unknown partition method {method!r}; choose one of {', '.join(METHODS)} "
+                           f"(or balanced:<start method>, or a partition file)")
+    return _DISPATCH[method]
 
 
 # ---------------------------------------------------------------------------------------------- repair
@@ -239,9 +253,7 @@ def partition_vector(graph_or_csr, parts: int, method: str, *, seed: int = 0,
         GridGnnError: unknown method (the message lists the methods), a missing package (names the method and
             the package), ``parts`` out of range, or a partitioner failure.
     """
-    if method not in _DISPATCH:
-        raise GridGnnError(f"unknown partition method {method!r}; choose one of {', '.join(METHODS)} "
-                           f"(or a partition file)")
+    fn = _method_fn(method)
     mat = as_csr(graph_or_csr)
     n = mat.shape[0]
     parts = int(parts)
@@ -254,7 +266,7 @@ def partition_vector(graph_or_csr, parts: int, method: str, *, seed: int = 0,
     weights = vertex_weights(mat)
     if parts == 1:
         return np.zeros(n, dtype=np.int64)
-    part = _DISPATCH[method](mat, parts, int(seed), float(imbalance), weights)
+    part = fn(mat, parts, int(seed), float(imbalance), weights)
     part = np.asarray(part, dtype=np.int64).reshape(-1)
     if part.size != n or (n and (part.min() < 0 or part.max() >= parts)):
         raise GridGnnError(f"partition method {method!r} returned an invalid part map "

@@ -58,17 +58,11 @@ import scipy.sparse as sp
 
 from ..errors import GridGnnError
 
-try:  # pragma: no cover - exercised implicitly
-    from numba import njit as _njit
+try:  # numba is optional; it is imported only when a refinement runs (see _kernels)
+    import importlib.util as _ilu
 
-    def _jit(fn):
-        return _njit(cache=True, nogil=True)(fn)
-
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - plain-Python fallback
-    def _jit(fn):
-        return fn
-
+    HAVE_NUMBA = _ilu.find_spec("numba") is not None
+except (ImportError, ValueError):  # pragma: no cover
     HAVE_NUMBA = False
 
 __all__ = ["refine_max_volume", "HAVE_NUMBA", "MAX_COUNT_ENTRIES"]
@@ -78,7 +72,6 @@ MAX_COUNT_ENTRIES = 1 << 30
 
 
 # ------------------------------------------------------------------------------------------------ kernels
-@_jit
 def _init_counts(n, K, net_ptr, net_pins, part):
     cnt = np.zeros(n * K, np.int32)
     lam = np.zeros(n, np.int32)
@@ -92,7 +85,6 @@ def _init_counts(n, K, net_ptr, net_pins, part):
     return cnt, lam
 
 
-@_jit
 def _volumes(n, K, part, cnt):
     send = np.zeros(K, np.int64)
     recv = np.zeros(K, np.int64)
@@ -106,7 +98,6 @@ def _volumes(n, K, part, cnt):
     return send, recv
 
 
-@_jit
 def _pow(x, k):
     r = 1.0
     for _ in range(k):
@@ -114,7 +105,6 @@ def _pow(x, k):
     return r
 
 
-@_jit
 def _refine_pass(K, part, w, vptr, vnets, cptr, cpins, cnt, lam, send, recv, load, count, state,
                  order, locked, nxt, cap, budget, k, ws, wr, wt, inv_s, inv_r, maxt):
     """One greedy pass over ``order``; returns the number of moves. ``state[0]`` is the total volume."""
@@ -329,6 +319,23 @@ def _refine_pass(K, part, w, vptr, vnets, cptr, cpins, cnt, lam, send, recv, loa
     return moves
 
 
+_KERNELS: dict = {}
+
+
+def _kernels() -> dict:
+    """The kernels, compiled with numba (cached on disk) when it is installed, else plain Python."""
+    if not _KERNELS:
+        fns = {"init_counts": _init_counts, "volumes": _volumes, "refine_pass": _refine_pass}
+        if HAVE_NUMBA:
+            from numba import njit
+
+            pow_jit = njit(cache=True, nogil=True)(_pow)
+            globals()["_pow"] = pow_jit  # the compiled kernels resolve the helper from the module globals
+            fns = {name: njit(cache=True, nogil=True)(fn) for name, fn in fns.items()}
+        _KERNELS.update(fns)
+    return _KERNELS
+
+
 # ------------------------------------------------------------------------------------------------ driver
 def _structures(mat: sp.csr_matrix):
     n = mat.shape[0]
@@ -346,7 +353,7 @@ def refine_max_volume(mat, part, parts: int, *, weights=None, max_load: int | No
                       max_total: int | None = None, volume_slack: float = 0.05, seed: int = 0,
                       max_passes: int = 60, phases: tuple[str, ...] = ("send", "recv"), exponent: int = 8,
                       max_targets: int = 8, tol: float = 1e-3, volume_weight: float = 1.0,
-                      cross_weight: float = 0.3) -> tuple[np.ndarray, dict]:
+                      cross_weight: float = 0.3, jit: bool = True) -> tuple[np.ndarray, dict]:
     r"""Lower the maximum send (then receive) volume per part of ``part`` by moving boundary vertices.
 
     See the module docstring for the model, the potential and the passes.
@@ -365,6 +372,10 @@ def refine_max_volume(mat, part, parts: int, *, weights=None, max_load: int | No
         exponent: :math:`k` of the potential (default 8).
         max_targets: candidate parts evaluated exactly per vertex (default 8).
         tol: a phase stops when three passes lowered neither its maximum nor the total by this fraction.
+        volume_weight: multiplier of :math:`w_t` (default 1).
+        cross_weight: weight of the other volume's potential in each phase (default 0.3).
+        jit: run the numba-compiled kernels when numba is installed (default); ``False`` runs the same code as
+            plain Python (slow; for tests and debugging).
 
     Returns:
         ``(part, info)``: the refined ``int64[n]`` map (a new array) and a dict with ``start`` / ``final``
@@ -392,9 +403,10 @@ def refine_max_volume(mat, part, parts: int, *, weights=None, max_load: int | No
     if weights is None:
         weights = np.diff(mat.indptr).astype(np.int64) + 1
     w = np.ascontiguousarray(weights, dtype=np.int64)
+    kern = _kernels() if jit else {"init_counts": _init_counts, "volumes": _volumes, "refine_pass": _refine_pass}
     vptr, vnets, cptr, cpins = _structures(mat)
-    cnt, lam = _init_counts(n, K, cptr, cpins, part)
-    send, recv = _volumes(n, K, part, cnt)
+    cnt, lam = kern["init_counts"](n, K, cptr, cpins, part)
+    send, recv = kern["volumes"](n, K, part, cnt)
     load = np.bincount(part, weights=w, minlength=K).astype(np.int64)
     count = np.bincount(part, minlength=K).astype(np.int64)
     total0 = int(send.sum())
@@ -429,7 +441,7 @@ def refine_max_volume(mat, part, parts: int, *, weights=None, max_load: int | No
                 wt = float(volume_weight) * k / ref * (mean / ref) ** (k - 1)
                 locked = np.zeros(n, dtype=np.uint8)
                 nxt = np.zeros(n, dtype=np.uint8)
-                moved = _refine_pass(K, part, w, vptr, vnets, cptr, cpins, cnt, lam, send, recv, load, count,
+                moved = kern["refine_pass"](K, part, w, vptr, vnets, cptr, cpins, cnt, lam, send, recv, load, count,
                                      state, order, locked, nxt, cap, budget, k, ws, wr, wt, 1.0 / smax,
                                      1.0 / rmax, int(max_targets))
                 passes += 1
@@ -442,4 +454,5 @@ def refine_max_volume(mat, part, parts: int, *, weights=None, max_load: int | No
                 if len(hist) > 3 and hist[-1][0] > (1 - tol) * hist[-4][0] and hist[-1][1] > (1 - tol) * hist[-4][1]:
                     break
     final = dict(total=int(state[0]), max_send=int(send.max()), max_recv=int(recv.max()), max_load=int(load.max()))
-    return part, dict(start=start, final=final, passes=passes, moves=moves_total, numba=HAVE_NUMBA)
+    return part, dict(start=start, final=final, passes=passes, moves=moves_total, numba=bool(jit and HAVE_NUMBA),
+                      max_load_bound=int(cap), max_total_bound=int(budget))

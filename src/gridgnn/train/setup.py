@@ -17,7 +17,7 @@ from .step import LocalData
 
 BUILTIN_PARTITIONS = ("random", "identity")
 GRAPH_PARTITIONERS = ("metis", "metis-vol", "hypergraph", "balanced")
-PERMUTATIONS = ("random", "identity", "double-perm", "balanced-perm")
+PERMUTATIONS = ("random", "single-perm", "identity", "double-perm", "balanced-perm")
 
 
 def num_blocks(algo: str, world: int, replication: int) -> int:
@@ -54,7 +54,7 @@ def make_permutations(graph: Graph, method: str, seed: int, blocks: tuple[int, i
     ``identity``, ``double-perm`` (Plexus §5.1: distinct row and column permutations, alternated by layer),
     ``balanced-perm`` (largest-nnz-first assignment to the least-loaded of ``blocks`` row/column blocks)."""
     n = graph.n
-    if method == "random":
+    if method in ("random", "single-perm"):
         p = np.random.default_rng(seed).permutation(n).astype(np.int64)
         return p, p
     if method == "identity":

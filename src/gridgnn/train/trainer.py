@@ -17,6 +17,7 @@ from ..errors import GridGnnError
 from ..graph.spec import load_graph
 from ..nn import GCN
 from ..parallel import GRID_OF
+from ..partition import RowPartition, even_bounds
 from .config import TrainConfig
 from .setup import build_rank, make_source, num_blocks
 from .step import evaluate, forward_backward
@@ -24,31 +25,61 @@ from .step import evaluate, forward_backward
 EPOCH_PHASES = ("fwd", "bwd", "grad", "eval", "metrics")
 
 
-def _check_graph(graph, blocks: int) -> None:
-    if graph.x is None:
+def _check_data(n: int, num_features: int, num_classes: int, n_train: int, blocks: int) -> None:
+    if num_features < 1:
         raise GridGnnError("the graph has no node features")
-    if graph.y is None or graph.num_classes < 2:
+    if num_classes < 2:
         raise GridGnnError("node classification needs labels with at least 2 classes, and this graph has none")
-    if graph.train_mask is None or not np.any(graph.train_mask & (graph.y >= 0)):
+    if n_train < 1:
         raise GridGnnError("the graph has no labelled training nodes")
-    if graph.n < blocks:
-        raise GridGnnError(f"cannot split {graph.n} vertices into {blocks} row blocks")
+    if n < blocks:
+        raise GridGnnError(f"cannot split {n} vertices into {blocks} row blocks")
+
+
+def _prepare(cfg: TrainConfig, world: int):
+    """Load and validate the data and lay it out (no collective yet): ``(graph, source, rows, shape, info)``."""
+    shape = (1,) if cfg.algo == "serial" else cfg.mesh_shape(world)
+    kind = GRID_OF.get(cfg.algo)
+    blocks = num_blocks(cfg.algo, world, cfg.replication) if kind in ("1d", "1.5d") or kind is None else max(shape)
+    if cfg.data and cfg.data.startswith("sharded:"):
+        from ..graph.sharded import ShardedDataset
+
+        if cfg.algo == "serial":
+            raise GridGnnError("--algo serial reads the whole graph; give it the original --data SPEC, not sharded:")
+        ds = ShardedDataset(cfg.data[len("sharded:"):])
+        meta = ds.graph_meta()
+        if not meta.get("normalized", False):
+            raise GridGnnError(f"{ds.path if hasattr(ds, 'path') else cfg.data} holds an unnormalized matrix "
+                               "(gridgnn shard --no-normalize); GCN training needs the normalized one")
+        info = {"n": ds.n, "nnz": int(meta["nnz"]), "f": ds.num_features, "classes": ds.num_classes,
+                "partition": ds.method}
+        _check_data(ds.n, ds.num_features, ds.num_classes, int(meta.get("n_train", 0)), blocks)
+        rows = None
+        if kind in ("1d", "1.5d"):
+            if ds.double:
+                raise GridGnnError(f"{cfg.algo} needs one vertex order; this sharded dataset holds two ({ds.method})")
+            rows = RowPartition(ds.perm_r, even_bounds(ds.n, blocks), ds.method)
+        return None, ds, rows, shape, info
+    graph = load_graph(cfg.data, seed=cfg.seed)
+    n_train = 0 if graph.y is None or graph.train_mask is None else int((graph.train_mask & (graph.y >= 0)).sum())
+    _check_data(graph.n, graph.num_features, graph.num_classes, n_train, blocks)
+    source = rows = None
+    if cfg.algo != "serial":
+        source, rows = make_source(graph, cfg.algo, world, replication=cfg.replication, shape=shape,
+                                   method=cfg.partition, seed=cfg.seed)
+    info = {"n": graph.n, "nnz": graph.nnz, "f": graph.num_features, "classes": graph.num_classes,
+            "partition": "none" if cfg.algo == "serial" else cfg.partition}
+    return graph, source, rows, shape, info
 
 
 def train_worker(ctx, cfg: TrainConfig) -> dict | None:
     """Run training on this rank (``ctx`` = ``None`` for ``--algo serial``). Returns the summary on rank 0."""
     t_start = time.perf_counter()
     world = 1 if ctx is None else ctx.world_size
-    graph = load_graph(cfg.data, seed=cfg.seed)
-    shape = (1,) if cfg.algo == "serial" else cfg.mesh_shape(world)
+    graph, source, rows, shape, info = _prepare(cfg, world)
     kind = GRID_OF.get(cfg.algo)
-    _check_graph(graph, num_blocks(cfg.algo, world, cfg.replication) if kind in ("1d", "1.5d") else max(shape))
-    source = rows = None
-    if cfg.algo != "serial":
-        source, rows = make_source(graph, cfg.algo, world, replication=cfg.replication, shape=shape,
-                                   method=cfg.partition, seed=cfg.seed)
     dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
-    dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
+    dims = [info["f"]] + [cfg.hidden] * (cfg.layers - 1) + [info["classes"]]
 
     if ctx is None:
         comm, device = NullComm(), ("cuda" if cfg.device == "cuda" else "cpu")
@@ -126,16 +157,16 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
         logits_full = None
         if cfg.save_logits:
             logits, _ = evaluate(model, plan, comm, data)
-            block = (data.node_ids, plan.out_cols(graph.num_classes), logits.float().cpu().numpy())
+            block = (data.node_ids, plan.out_cols(info["classes"]), logits.float().cpu().numpy())
             with comm.phase("io"):
                 blocks = comm.all_gather_object(block, comm.grid.names) if world > 1 else [block]
             if lead:
-                logits_full = np.zeros((graph.n, graph.num_classes), dtype=np.float32)
+                logits_full = np.zeros((info["n"], info["classes"]), dtype=np.float32)
                 for ids, (c0, c1), lg in blocks:  # replicas hold equal copies
                     logits_full[ids, c0:c1] = lg
     if not lead:
         return None
-    summary = _summary(cfg, graph, world, comm.grid, rows, epochs, everyone, time.perf_counter() - t_start)
+    summary = _summary(cfg, info, world, comm.grid, epochs, everyone, time.perf_counter() - t_start)
     if out_dir:
         with open(os.path.join(out_dir, "summary.json"), "w") as fh:
             json.dump(summary, fh, indent=2)
@@ -197,7 +228,7 @@ def _rank_record(rank: int, epochs: list, setup_log: dict, shard_nnz: list) -> d
     }
 
 
-def _summary(cfg, graph, world, grid, rows, epochs, everyone, wall) -> dict:
+def _summary(cfg, info, world, grid, epochs, everyone, wall) -> dict:
     recs = [r for r, _ in epochs]
     vals = [r["val_acc"] for r in recs]
     if all(np.isnan(v) for v in vals):
@@ -226,8 +257,8 @@ def _summary(cfg, graph, world, grid, rows, epochs, everyone, wall) -> dict:
         "algo": cfg.algo, "grid": list(grid.shape) if cfg.algo != "serial" else [1], "nproc": world,
         "grid_axes": list(grid.names), "blocked_aggregation": cfg.blocked_aggregation,
         "replication": cfg.replication if GRID_OF.get(cfg.algo) == "1.5d" else 1,
-        "partition": "none" if rows is None else cfg.partition, "seed": cfg.seed,
+        "partition": info["partition"], "seed": cfg.seed,
         "model": cfg.model, "layers": cfg.layers, "hidden": cfg.hidden, "epochs": cfg.epochs,
-        "dtype": cfg.dtype, "data": cfg.data or "default", "n": graph.n, "nnz": graph.nnz,
+        "dtype": cfg.dtype, "data": cfg.data or "default", "n": info["n"], "nnz": info["nnz"],
         "wall_time_s": wall,
     }

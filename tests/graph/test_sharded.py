@@ -1,0 +1,288 @@
+"""Sharded datasets on disk (Plexus §5.4): round trips, partial reads, validation, peak memory, CLI."""
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gridgnn.errors import GridGnnError
+from gridgnn.graph import gcn_normalize
+from gridgnn.graph.sharded import FORMAT_VERSION, ShardedDataset, write_sharded
+from gridgnn.graph.synthetic import sbm_graph
+from gridgnn.partition.layout import even_bounds
+from gridgnn.partition.permute import (balanced_permutation, double_permutation, nnz_max_over_mean_used,
+                                       permute_matrix, single_permutation)
+from gridgnn.partition.shard_cmd import add_shard_arguments, run_shard_command
+
+from ._util import random_graph
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+@pytest.fixture
+def graph():
+    return random_graph(n=37, m=140, directed=True, weighted=True, seed=5)
+
+
+def write(graph, path, method="double", blocks=(3, 4), **kw):
+    n = graph.n
+    if method == "double":
+        pr, pc = double_permutation(n, 7)
+    elif method == "balanced":
+        pr, pc = balanced_permutation(gcn_normalize(graph), *blocks, seed=1)
+    else:
+        pr = pc = single_permutation(n, 7)
+    meta = write_sharded(graph, path, perm_r=pr, perm_c=pc, blocks=blocks, partition_name=method, seed=7, **kw)
+    return pr, pc, meta
+
+
+def ranges(bounds):
+    return [(int(bounds[a]), int(bounds[a + 1])) for a in range(len(bounds) - 1)]
+
+
+@pytest.mark.parametrize("method", ["double", "single", "balanced"])
+def test_round_trip_every_block_and_random_ranges(graph, tmp_path, method):
+    pr, pc, meta = write(graph, tmp_path / "ds", method)
+    ds = ShardedDataset(tmp_path / "ds")
+    mhat = gcn_normalize(graph)
+    n = graph.n
+    assert np.array_equal(ds.perm_r, pr) and np.array_equal(ds.perm_c, pc)
+    assert ds.versions == (("rc",) if method == "single" else ("rc", "cr"))
+    assert (tmp_path / "ds" / "cr").is_dir() == (method != "single")
+    full = {"rc": permute_matrix(mhat, pr, pc).toarray(), "cr": permute_matrix(mhat, pc, pr).toarray()}
+    rng = np.random.default_rng(0)
+    for version in ("rc", "cr"):
+        ref = full[version]
+        for r in ranges(ds.row_bounds):
+            for c in ranges(ds.col_bounds):
+                sub = ds.submatrix(version, r, c)
+                assert sub.shape == (r[1] - r[0], c[1] - c[0])
+                assert np.array_equal(sub.toarray(), ref[r[0]:r[1], c[0]:c[1]])
+        for _ in range(40):
+            r0, r1 = np.sort(rng.integers(0, n + 1, 2))
+            c0, c1 = np.sort(rng.integers(0, n + 1, 2))
+            sub = ds.submatrix(version, (r0, r1), (c0, c1))
+            assert sub.has_sorted_indices
+            assert np.array_equal(sub.toarray(), ref[r0:r1, c0:c1])
+        assert np.array_equal(ds.submatrix(version, (0, n), (0, n)).toarray(), ref)
+    assert meta["nnz_max_over_mean"] == pytest.approx(nnz_max_over_mean_used(mhat, pr, pc, 3, 4))
+    assert meta["matrix_nnz"] == mhat.nnz and meta["nnz"] == graph.nnz
+
+
+def test_meta_contents(graph, tmp_path):
+    pr, pc, meta = write(graph, tmp_path / "ds", blocks=(2, 5))
+    on_disk = json.loads((tmp_path / "ds" / "meta.json").read_text())
+    assert on_disk["format_version"] == FORMAT_VERSION == 1
+    for key in ("n", "num_features", "num_classes", "nnz", "directed", "blocks", "row_bounds", "col_bounds",
+                "method", "seed", "files", "nnz_max_over_mean", "node_chunk_bounds"):
+        assert key in on_disk, key
+    assert on_disk["blocks"] == [2, 5] and on_disk["row_bounds"] == even_bounds(37, 2).tolist()
+    assert on_disk["col_bounds"] == even_bounds(37, 5).tolist() and on_disk["method"] == "double"
+    ds = ShardedDataset(tmp_path / "ds")
+    gm = ds.graph_meta()
+    assert gm["n"] == 37 and gm["num_features"] == 5 and gm["directed"] and "files" not in gm
+    assert ds.num_classes == graph.num_classes and ds.double
+    for rel in [on_disk["files"]["perm_r"]] + sum(on_disk["files"]["cr"], []):
+        assert (tmp_path / "ds" / rel).is_file()
+
+
+def test_node_rows(graph, tmp_path):
+    write(graph, tmp_path / "ds", node_chunks=4)
+    ds = ShardedDataset(tmp_path / "ds")
+    rng = np.random.default_rng(2)
+    ids = rng.integers(0, graph.n, 25)  # unsorted, with repeats
+    for name in ("x", "y", "train_mask", "val_mask", "test_mask"):
+        got = ds.node_rows(name, ids)
+        ref = getattr(graph, name)[ids]
+        assert got.dtype == ref.dtype and np.array_equal(got, ref), name
+        assert np.array_equal(ds.node_array(name), getattr(graph, name))
+    assert ds.node_rows("x", np.array([], dtype=np.int64)).shape == (0, 5)
+    assert np.array_equal(ds.node_rows("x", ds.perm_c[5:9]), graph.x[ds.perm_c[5:9]])
+
+
+def test_only_intersecting_blocks_are_read(graph, tmp_path, monkeypatch):
+    write(graph, tmp_path / "ds", blocks=(3, 4))
+    ds = ShardedDataset(tmp_path / "ds")
+    seen = []
+    orig = ShardedDataset._load_block
+
+    def spy(self, version, a, b):
+        seen.append((version, a, b))
+        return orig(self, version, a, b)
+
+    monkeypatch.setattr(ShardedDataset, "_load_block", spy)
+    rb, cb = ds.row_bounds, ds.col_bounds
+    ds.submatrix("cr", (rb[1], rb[2]), (cb[2], cb[3]))
+    assert seen == [("cr", 1, 2)]
+    seen.clear()
+    ds.submatrix("rc", (rb[1] - 1, rb[1] + 1), (cb[3] - 2, cb[3]))   # straddles row blocks 0|1, inside col 2
+    assert sorted(seen) == [("rc", 0, 2), ("rc", 1, 2)]
+    seen.clear()
+    ds.submatrix("rc", (3, 3), (0, ds.n))
+    assert seen == []
+
+
+def test_graph_without_labels(tmp_path):
+    g = random_graph(n=20, m=40, seed=1, node_data=False)
+    write(g, tmp_path / "ds", blocks=(2, 2))
+    ds = ShardedDataset(tmp_path / "ds")
+    assert ds.node_rows("y", [1, 2]) is None and ds.node_array_names() == ()
+    with pytest.raises(GridGnnError, match="'feat' is not stored"):
+        ds.node_rows("feat", [1])
+
+
+def test_reader_errors(graph, tmp_path):
+    with pytest.raises(GridGnnError, match="does not exist") as e:
+        ShardedDataset(tmp_path / "nope")
+    assert str(tmp_path / "nope") in str(e.value)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(GridGnnError, match="meta.json not found"):
+        ShardedDataset(tmp_path / "empty")
+    write(graph, tmp_path / "ds")
+    ds = ShardedDataset(tmp_path / "ds")
+    for bad in [((0, 40), (0, 5)), ((5, 2), (0, 5)), ((-1, 2), (0, 5)), ((0, 2), (0, 38))]:
+        with pytest.raises(GridGnnError, match="range"):
+            ds.submatrix("rc", *bad)
+    with pytest.raises(GridGnnError, match="unknown matrix version"):
+        ds.submatrix("rr", (0, 1), (0, 1))
+    with pytest.raises(GridGnnError, match="out of range"):
+        ds.node_rows("x", [0, 37])
+
+    # corrupt block file: garbage bytes, then a valid npz with the wrong shape
+    blk = tmp_path / "ds" / "rc" / "block_001_002.npz"
+    blk.write_bytes(b"not a zip file at all")
+    rb, cb = ds.row_bounds, ds.col_bounds
+    with pytest.raises(GridGnnError, match="block_001_002.npz"):
+        ds.submatrix("rc", (rb[1], rb[2]), (cb[2], cb[3]))
+    ds.submatrix("rc", (rb[0], rb[1]), (0, ds.n))  # other blocks still read
+    np.savez(blk, indptr=np.zeros(3, dtype=np.int64), indices=np.zeros(0, dtype=np.int32),
+             data=np.zeros(0), shape=np.array([2, 9]))
+    with pytest.raises(GridGnnError, match="block_001_002.npz is corrupt"):
+        ds.submatrix("rc", (rb[1], rb[2]), (cb[2], cb[3]))
+    blk.unlink()
+    with pytest.raises(GridGnnError, match="block_001_002.npz is missing"):
+        ds.submatrix("rc", (rb[1], rb[2]), (cb[2], cb[3]))
+    chunk = tmp_path / "ds" / ds.meta["files"]["nodes"]["x"][0]
+    np.save(chunk, np.zeros((2, 2), dtype=np.float32))
+    with pytest.raises(GridGnnError, match="x_0000.npy is corrupt"):
+        ds.node_rows("x", [0])
+
+    # wrong format version, broken JSON, broken permutation
+    meta_path = tmp_path / "ds" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps(dict(meta, format_version=2)))
+    with pytest.raises(GridGnnError, match="format_version 2"):
+        ShardedDataset(tmp_path / "ds")
+    meta_path.write_text("{ not json")
+    with pytest.raises(GridGnnError, match="cannot read .*meta.json"):
+        ShardedDataset(tmp_path / "ds")
+    meta_path.write_text(json.dumps(dict(meta, blocks=[5, 4])))
+    with pytest.raises(GridGnnError, match="inconsistent"):
+        ShardedDataset(tmp_path / "ds")
+    meta_path.write_text(json.dumps(meta))
+    np.save(tmp_path / "ds" / "perm_c.npy", np.zeros(37, dtype=np.int64))
+    with pytest.raises(GridGnnError, match="perm_c.*not a permutation"):
+        ShardedDataset(tmp_path / "ds")
+
+
+def test_writer_errors(graph, tmp_path):
+    pr, pc = double_permutation(graph.n, 0)
+    with pytest.raises(GridGnnError, match="blocks"):
+        write_sharded(graph, tmp_path / "a", perm_r=pr, perm_c=pc, blocks=(38, 1))
+    with pytest.raises(GridGnnError, match="perm_c"):
+        write_sharded(graph, tmp_path / "a", perm_r=pr, perm_c=pc[:-1], blocks=(2, 2))
+    with pytest.raises(GridGnnError, match="not a permutation"):
+        write_sharded(graph, tmp_path / "a", perm_r=np.zeros(graph.n, dtype=int), perm_c=pc, blocks=(2, 2))
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(GridGnnError, match="not a directory"):
+        write_sharded(graph, tmp_path / "file", perm_r=pr, perm_c=pc, blocks=(2, 2))
+
+
+def test_unnormalized_store(graph, tmp_path):
+    pr, pc, _ = write(graph, tmp_path / "ds", normalize=False)
+    ds = ShardedDataset(tmp_path / "ds")
+    n = graph.n
+    assert np.array_equal(ds.submatrix("rc", (0, n), (0, n)).toarray(), graph.csr().toarray()[pr][:, pc])
+
+
+def test_shard_command(tmp_path, capsys):
+    p = argparse.ArgumentParser()
+    add_shard_arguments(p)
+    args = p.parse_args(["--data", "synthetic:sbm?n=500&classes=4&avg_degree=6&features=8", "--blocks", "4x2",
+                         "--method", "balanced-perm", "--seed", "3", "--out", str(tmp_path / "out")])
+    assert run_shard_command(args) == 0
+    printed = capsys.readouterr().out
+    assert "nnz max/mean" in printed and "4x2" in printed
+    ds = ShardedDataset(tmp_path / "out")
+    assert ds.blocks == (4, 2) and ds.meta["method"] == "balanced-perm" and ds.meta["seed"] == 3
+    from gridgnn.graph import load_graph
+    g = load_graph(args.data, seed=3)
+    mhat = gcn_normalize(g)
+    pr, pc = balanced_permutation(mhat, 4, 2, seed=3)
+    assert np.array_equal(ds.perm_r, pr) and np.array_equal(ds.perm_c, pc)
+    ref = permute_matrix(mhat, pc, pr).toarray()
+    assert np.allclose(ds.submatrix("cr", (100, 300), (0, 500)).toarray(), ref[100:300])
+    with pytest.raises(GridGnnError, match="blocks"):
+        run_shard_command(argparse.Namespace(data=args.data, blocks="4y2", method="double-perm", seed=0,
+                                             out=str(tmp_path / "o2")))
+
+
+# ---------------------------------------------------------------------------------------------- peak memory
+_READER = r"""
+import json, resource, sys, tracemalloc
+import numpy as np
+from gridgnn.graph.sharded import ShardedDataset
+
+def peak():
+    try:  # VmHWM is per address space, so a fresh process starts from its own peak
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+
+before = peak()
+tracemalloc.start()
+ds = ShardedDataset(sys.argv[1])
+keep = []
+if sys.argv[2] == "whole":
+    for v in ("rc", "cr"):
+        keep.append(ds.submatrix(v, (0, ds.n), (0, ds.n)))
+    for name in ds.node_array_names():
+        keep.append(ds.node_array(name))
+else:  # rank (2, 5) of an 8x8 grid: one row band x one column band of layer 0, and its input rows
+    rb, cb = ds.row_bounds, ds.col_bounds
+    keep.append(ds.submatrix("rc", (rb[2], rb[3]), (cb[5], cb[6])))
+    for name in ds.node_array_names():
+        keep.append(ds.node_rows(name, ds.perm_c[cb[5]:cb[6]]))
+print(json.dumps(dict(rss=peak() - before, traced=tracemalloc.get_traced_memory()[1])))
+"""
+
+
+def _measure(path, mode):
+    env = dict(os.environ, PYTHONPATH=str(SRC) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", _READER, str(path), mode], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_one_rank_reads_a_small_fraction_of_the_memory(tmp_path):
+    g = sbm_graph(n=200_000, classes=8, avg_degree=20, features=64, seed=0)
+    pr, pc = double_permutation(g.n, 0)
+    write_sharded(g, tmp_path / "ds", perm_r=pr, perm_c=pc, blocks=(8, 8), partition_name="double-perm")
+    del g
+    part = _measure(tmp_path / "ds", "part")
+    whole = _measure(tmp_path / "ds", "whole")
+    # whole: 2 versions x ~4.2M entries x 12 B + 51 MB of features, about 150 MB of data
+    assert whole["traced"] > 100e6
+    assert part["traced"] < 0.35 * whole["traced"]
+    assert part["rss"] < 0.35 * whole["rss"]
+    print(f"peak RSS delta: one rank {part['rss'] / 2**20:.1f} MiB, whole {whole['rss'] / 2**20:.1f} MiB "
+          f"(ratio {part['rss'] / whole['rss']:.3f}); traced {part['traced'] / whole['traced']:.3f}")
