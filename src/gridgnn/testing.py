@@ -46,6 +46,7 @@ class CaseResult:
     volume_rows: dict = field(default_factory=dict)
     rank: int = 0
     copies: int = 1
+    grad_slices: list = field(default_factory=list)
 
 
 def run_case(case: Case, comm) -> CaseResult:
@@ -64,7 +65,7 @@ def run_case(case: Case, comm) -> CaseResult:
                             block_rows=case.block_rows)
     setup = comm.log.snapshot()
     comm.log.reset()
-    model = GCN(case.dims, dropout=case.dropout, seed=case.seed, dtype=dtype)
+    model = GCN(case.dims, dropout=case.dropout, seed=case.seed, dtype=dtype, plan=plan)
     loss, logits = forward_backward(model, plan, comm, data, epoch=case.epoch)
     vol = {}
     agg = getattr(plan, "aggregate", None)
@@ -74,8 +75,10 @@ def run_case(case: Case, comm) -> CaseResult:
     stats.update({k: (v.sent, v.recv, v.calls) for k, v in setup.items()})
     return CaseResult(data.node_ids.copy(), plan.out_cols(case.dims[-1]),
                       logits.numpy().copy(),
-                      [p.grad.detach().numpy().copy() for p in model.parameters()], float(loss), stats, vol,
-                      comm.grid.global_rank, getattr(plan, "copies", 1))
+                      [p.grad.detach().numpy().copy() for l in range(model.num_layers)
+                       for p in (model.weights[l], model.biases[l])], float(loss), stats, vol,
+                      comm.grid.global_rank, getattr(plan, "copies", 1),
+                      [plan.param_slice(l, k) for l in range(len(case.dims) - 1) for k in ("w", "b")])
 
 
 def serial_case(case: Case) -> CaseResult:

@@ -196,13 +196,15 @@ class Comm:
         self._record("allgather", v, v, secs)
         return out
 
-    def all_gather_rows(self, tensor: torch.Tensor, axis: str) -> list[torch.Tensor]:
-        """All-gather row blocks of possibly different heights (padded to the largest, then trimmed)."""
+    def all_gather_rows(self, tensor: torch.Tensor, axis: str, rows: list[int] | None = None) -> list[torch.Tensor]:
+        """All-gather row blocks of possibly different heights (padded to the largest, then trimmed). ``rows``:
+        the heights when every member knows them (saves the size exchange)."""
         g = self.grid.size(axis)
         if g == 1:
             return [tensor]
-        sizes = self.all_gather(torch.tensor([tensor.shape[0]], dtype=torch.int64, device=tensor.device), axis)
-        rows = [int(s.item()) for s in sizes]
+        if rows is None:
+            sizes = self.all_gather(torch.tensor([tensor.shape[0]], dtype=torch.int64, device=tensor.device), axis)
+            rows = [int(s.item()) for s in sizes]
         pad = tensor.new_zeros((max(rows),) + tuple(tensor.shape[1:]))
         pad[: tensor.shape[0]] = tensor
         blocks = self.all_gather(pad, axis)

@@ -30,11 +30,13 @@ class GCN(nn.Module):
         dropout: drop probability on each layer's input.
         bias: add a bias after aggregation.
         seed: initial weights come from a CPU generator seeded with ``seed`` (identical on every rank).
-    Shapes: input ``n_local × f_0`` → logits ``n_local × f_L``.
+        plan: when given, each rank keeps only ``plan.param_slice(l, "w"/"b")`` of the full parameters
+            (sharded tensor parallelism); the full initial values are the same for every layout.
+    Shapes: input ``n_local × f_0`` → logits ``n_local × f_L`` (local blocks as the plan lays them out).
     """
 
     def __init__(self, dims: list[int], *, dropout: float = 0.5, bias: bool = True, seed: int = 0,
-                 dtype=torch.float32):
+                 dtype=torch.float32, plan=None):
         super().__init__()
         self.dims = list(dims)
         self.dropout = dropout
@@ -44,9 +46,13 @@ class GCN(nn.Module):
         self.biases = nn.ParameterList()
         for fi, fo in zip(dims[:-1], dims[1:]):
             w = glorot_(torch.empty(fi, fo, dtype=torch.float64), gen)
-            self.weights.append(nn.Parameter(w.to(dtype)))
+            b = torch.zeros(fo, dtype=torch.float64)
+            if plan is not None:
+                layer = len(self.weights)
+                w, b = w[plan.param_slice(layer, "w")], b[plan.param_slice(layer, "b")]
+            self.weights.append(nn.Parameter(w.contiguous().to(dtype)))
             if bias:
-                self.biases.append(nn.Parameter(torch.zeros(fo, dtype=dtype)))
+                self.biases.append(nn.Parameter(b.contiguous().to(dtype)))
         self.epoch = 0
 
     @property
@@ -56,8 +62,9 @@ class GCN(nn.Module):
     def forward(self, x: torch.Tensor, plan) -> torch.Tensor:
         h = x
         for layer, w in enumerate(self.weights):
+            f_in = self.dims[layer]
             h = hashed_dropout(h, self.dropout, plan.in_rows(layer), seed=self.seed, epoch=self.epoch, layer=layer,
-                               training=self.training, features=w.shape[0], cols=plan.in_cols(layer, w.shape[0]))
+                               training=self.training, features=f_in, cols=plan.in_cols(layer, f_in))
             h = plan.layer(layer, h, w, self.biases[layer] if len(self.biases) else None)
             if layer < self.num_layers - 1:
                 h = torch.relu(h)

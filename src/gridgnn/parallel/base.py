@@ -33,6 +33,11 @@ class Plan:
         """nnz of each adjacency shard this rank holds (for the load-balance report)."""
         return []
 
+    def param_slice(self, layer: int, kind: str) -> tuple[slice, ...]:
+        """The part of layer ``layer``'s weight (``"w"``) or bias (``"b"``) this rank holds: all of it, unless
+        the algorithm shards parameters (Plexus)."""
+        return (slice(None),) * (2 if kind == "w" else 1)
+
     def loss(self, logits, y, mask, n_train: int) -> torch.Tensor:
         if self.class_axis is None:
             return masked_cross_entropy(logits, y, mask, n_train)

@@ -16,17 +16,23 @@ matrix      local block on rank with coordinates ``(a_i, b_j, c_k)``  replicated
 ``Q=HW``    rows ``V^c_k`` × ``C^a_i``  (all-reduce over ``b``)        ``b``
 ==========  ===================================================  =========================================
 
-Forward (Alg. 1 lines 2–8): [layer 0: all-gather ``F`` over ``z`` — done once at set-up, the input features
-are not trainable here] ; ``H = SpMM(A, F)`` ; all-reduce ``H`` over ``a`` ; ``Q = H W`` ; all-reduce ``Q``
-over ``b``. Backward (lines 14–23): ``∂W = Hᵀ ∂Q`` (summed with the other ranks' unique shares by the gradient
-all-reduce) ; ``∂H = ∂Q Wᵀ`` ; all-reduce over ``a`` ; ``∂F = Aᵀ ∂H`` (the local transpose: no transpose
-communication) ; all-reduce over ``c`` (layer 0 needs no ``∂F``). Blocked aggregation (§5.2): with
-``block_rows > 0`` the SpMM and its all-reduce run in row blocks of that many rows.
+The parameters are sharded too: each rank holds the rows ``c_k`` (of ``G_c`` equal parts) of its block
+``W[C^b_j, C^a_i]`` and the bias block ``b[C^a_i]``; the layer-0 input ``F`` is held as the ``c_k``-th row part
+of ``F[V^a_i, C^b_j]``.
+
+Forward (Alg. 1 lines 2–8): [layer 0: all-gather ``F`` over ``c``] ; ``H = SpMM(A, F)`` ; all-reduce ``H``
+over ``a`` ; all-gather ``W`` over ``c`` ; ``Q = H W`` ; all-reduce ``Q`` over ``b``. Backward (lines 14–23):
+``∂W = Hᵀ ∂Q`` ; reduce-scatter ``∂W`` over ``c`` (and all-reduce ``∂b`` over ``c``) ; ``∂H = ∂Q Wᵀ`` ;
+all-reduce over ``a`` ; ``∂F = Aᵀ ∂H`` (the local transpose: no transpose communication) ; all-reduce over
+``c`` (layer 0: reduce-scatter, skipped because the input features are not trainable). No gradient all-reduce
+remains for the trainer. Blocked aggregation (§5.2): with ``block_rows > 0`` the SpMM and its all-reduce run in
+row blocks of that many rows.
 
 *Communication* per layer and rank (``w`` = bytes per element, ``n_c = |V^c_k|``):
 forward — all-reduce of ``n_c |C^b_j| w`` over ``G_a`` and of ``n_c |C^a_i| w`` over ``G_b``
-(``2(g−1)/g`` of each, both ways); backward — all-reduce of ``n_c |C^b_j| w`` over ``G_a`` and, for
-``l > 0``, of ``|V^a_i| |C^b_j| w`` over ``G_c``.
+(``2(g−1)/g`` of each, both ways), all-gather of the ``W`` block over ``G_c`` (layer 0 also of ``F``);
+backward — reduce-scatter of the ``W`` block and all-reduce of the bias block over ``G_c``, all-reduce of
+``n_c |C^b_j| w`` over ``G_a`` and, for ``l > 0``, of ``|V^a_i| |C^b_j| w`` over ``G_c``.
 """
 from __future__ import annotations
 
@@ -75,48 +81,45 @@ def _row_slice(mat, crow, r0: int, r1: int):
 
 class _PlexusLayer(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, f, w, b, plan, layer):
+    def forward(ctx, f, w_shard, b, plan, layer):
         L = plan.layers[layer]
         a, bx, c = L["roles"]
         comm = plan.comm
-        fb = L["f_in_block"]
-        ab = L["f_out_block"]
-        w_loc = w[fb[0]:fb[1], ab[0]:ab[1]]
+        if layer == 0:  # line 2: all-gather F across the c (= Z) group
+            f = torch.cat(comm.all_gather_rows(f.contiguous(), c, rows=L["f_parts"]))
         h = _blocked_allreduce_spmm(comm, L["A"], f.contiguous(), a, plan.block_rows)  # lines 3–4
-        q = h @ w_loc  # line 7
+        w_blk = torch.cat(comm.all_gather_rows(w_shard.contiguous(), c, rows=L["w_parts"]))  # line 6
+        q = h @ w_blk  # line 7
         comm.all_reduce(q, bx)  # line 8
         if b is not None:
-            q = q + b[ab[0]:ab[1]]
-        ctx.save_for_backward(h, w_loc)
-        ctx.plan, ctx.layer, ctx.w_shape, ctx.has_b = plan, layer, w.shape, b is not None
+            q = q + b
+        ctx.save_for_backward(h, w_blk)
+        ctx.plan, ctx.layer, ctx.has_b = plan, layer, b is not None
         ctx.needs_f = ctx.needs_input_grad[0]
         return q
 
     @staticmethod
     def backward(ctx, dq):
-        h, w_loc = ctx.saved_tensors
+        h, w_blk = ctx.saved_tensors
         plan, L = ctx.plan, ctx.plan.layers[ctx.layer]
         a, bx, c = L["roles"]
         comm = plan.comm
-        fb, ab = L["f_in_block"], L["f_out_block"]
         dq = dq.contiguous()
-        dw = dq.new_zeros(ctx.w_shape)
-        dw[fb[0]:fb[1], ab[0]:ab[1]] = h.t() @ dq  # line 15 (this rank's unique share of ∂W)
+        dw = comm.reduce_scatter_rows(h.t() @ dq, L["w_bounds"], c)  # lines 15–16
         db = None
         if ctx.has_b:
-            db = dq.new_zeros(ctx.w_shape[1])
-            if plan.grid.rank(bx) == 0:  # replicas along b hold the same ∂Q: count it once
-                db[ab[0]:ab[1]] = dq.sum(dim=0)
+            db = dq.sum(dim=0)
+            comm.all_reduce(db, c)  # the bias block is replicated along c; its rows were split along c
         df = None
         if ctx.needs_f:
-            dh = dq @ w_loc.t()  # line 19
-            df = _blocked_allreduce_spmm(comm, L["At"], _allreduced(comm, dh, a), c, plan.block_rows)  # 20–23
+            dh = dq @ w_blk.t()  # line 19
+            comm.all_reduce(dh, a)  # line 20
+            df = spmm(L["At"], dh)  # line 22
+            if ctx.layer == 0:  # line 23: F is sharded along c
+                df = comm.reduce_scatter_rows(df, L["f_bounds"], c)
+            else:  # later layers: F is replicated along c
+                comm.all_reduce(df, c)
         return df, dw, db, None, None
-
-
-def _allreduced(comm, t, axis):
-    comm.all_reduce(t, axis)
-    return t
 
 
 class PlexusPlan(Plan):
@@ -158,16 +161,32 @@ class PlexusPlan(Plan):
                 shards[key] = (to_torch_csr(m, dtype=dtype, device=device),
                                to_torch_csr(m.T.tocsr(), dtype=dtype, device=device), int(m.nnz))
             A, At, nnz = shards[key]
+            fb = _blk(even_bounds(fi, g[b]), self.me[b])
+            wb = even_bounds(fb[1] - fb[0], g[c])  # rows of the W block, split along c
             self.layers.append({
                 "roles": (a, b, c), "A": A, "At": At, "nnz": nnz,
-                "f_in_block": _blk(even_bounds(fi, g[b]), self.me[b]),
-                "f_out_block": _blk(even_bounds(fo, g[a]), self.me[a]),
+                "f_in_block": fb, "f_out_block": _blk(even_bounds(fo, g[a]), self.me[a]),
+                "w_bounds": wb, "w_parts": np.diff(wb).tolist(),
             })
+        na = _blk(self.vb["x"], self.me["x"])
+        fbounds = even_bounds(na[1] - na[0], g["z"])  # layer-0 input rows, split along z (= c of layer 0)
+        self.layers[0]["f_bounds"], self.layers[0]["f_parts"] = fbounds, np.diff(fbounds).tolist()
         self._shard_nnz = [v[2] for v in shards.values()]
         last = roles(len(dims) - 2)
         self.class_axis = last[0]
         self.copies = g[last[0]] * g[last[1]]
-        self.grad_axes = ("x", "y", "z")
+        self.grad_axes = ()  # the layers reduce their own parameter gradients (reduce-scatter / all-reduce)
+
+    def param_slice(self, layer: int, kind: str) -> tuple[slice, ...]:
+        """This rank's shard of layer ``layer``'s weight (``kind="w"``) or bias (``"b"``)."""
+        L = self.layers[layer]
+        a0, a1 = L["f_out_block"]
+        if kind == "b":
+            return (slice(a0, a1),)
+        b0, _ = L["f_in_block"]
+        k = self.me[L["roles"][2]]
+        r0, r1 = _blk(L["w_bounds"], k)
+        return (slice(b0 + r0, b0 + r1), slice(a0, a1))
 
     def shard_nnz(self) -> list[int]:
         return list(self._shard_nnz)
@@ -182,7 +201,11 @@ class PlexusPlan(Plan):
     def in_rows(self, layer: int) -> np.ndarray:
         a = roles(layer)[0]
         r0, r1 = _blk(self.vb[a], self.me[a])
-        return self._order(layer, "in")[r0:r1]
+        rows = self._order(layer, "in")[r0:r1]
+        if layer == 0:  # the layer-0 input is held as the z-th row part of the block
+            k0, k1 = _blk(self.layers[0]["f_bounds"], self.me["z"])
+            rows = rows[k0:k1]
+        return rows
 
     def in_cols(self, layer: int, f: int) -> tuple[int, int]:
         b = roles(layer)[1]
@@ -200,18 +223,11 @@ class PlexusPlan(Plan):
         return _blk(even_bounds(classes, self.grid.size(a)), self.me[a])
 
     def input(self, x=None) -> torch.Tensor:
-        r"""Layer-0 input block: each rank reads the ``1/G_z`` slice of its ``(V^x_i, C^y_j)`` block, then the
-        slices are all-gathered over ``z`` (Alg. 1 line 2; once, at set-up, phase ``setup``)."""
-        rows = self.in_rows(0)
+        r"""Layer-0 input shard: the ``z``-th row part of the ``(V^x_i, C^y_j)`` block (all-gathered over ``z``
+        in every forward, Alg. 1 line 2)."""
         c0, c1 = self.in_cols(0, self.dims[0])
-        gz = self.grid.size("z")
-        parts = even_bounds(len(rows), gz)
-        kz = self.me["z"]
-        mine = self.source.node_rows("x", rows[parts[kz]:parts[kz + 1]])[:, c0:c1]
-        t = torch.from_numpy(np.ascontiguousarray(mine, dtype=np.float64))
-        with self.comm.phase("setup"):
-            blocks = self.comm.all_gather_rows(t, "z")
-        return torch.cat(blocks) if blocks else t
+        mine = self.source.node_rows("x", self.in_rows(0))[:, c0:c1]
+        return torch.from_numpy(np.ascontiguousarray(mine, dtype=np.float64))
 
     def layer(self, layer: int, h, w, b):
         return _PlexusLayer.apply(h, w, b, self, layer)

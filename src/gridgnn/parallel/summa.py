@@ -20,8 +20,9 @@ GCN layer, forward: ``T = SUMMA(M̂, H)`` ; ``Z = partial-SUMMA(T, W) + b``. Bac
 ``M̂ᵀ G``): ``U = SUMMA(M̂ᵀ, ∂Z)`` ; gather ``U[B(i,k), :]`` along the row (partial SUMMA) ;
 ``∂H = U Wᵀ[:, C_j]`` ; ``∂W[C_j, :] = H[B(i,k), C_j]ᵀ U[B(i,k), :]`` (each rank's unique share; the gradient
 all-reduce sums them). No transpose communication: each rank reads its blocks of :math:`\hat M^\mathsf{T}`.
-The logits are column-sharded along ``col_axis``: the loss is the sharded cross-entropy
-(:mod:`gridgnn.parallel.sharded_loss`) instead of CAGNET's all-gather before log-softmax.
+The logits are column-sharded along ``col_axis``; as CAGNET §IV-C.2 describes, each rank all-gathers its
+logits rows along the process row (broadcasts of ``|B(i,k)|·|C_q|·w``) before the log-softmax; its backward
+is local (each rank keeps the gradient of its own columns).
 
 *Communication* per SUMMA and rank with ``w``-byte values: every panel ``p`` of the rank's fiber layer —
 the owner column sends ``8(|R_i| + 1 + nnz) + w·nnz`` bytes of ``M[R_i, p]`` (others of the row receive it),
@@ -191,6 +192,30 @@ class _SummaLayer(torch.autograd.Function):
         return dh, dw, db, None, None
 
 
+class _GatheredCE(torch.autograd.Function):
+    """Cross-entropy after the row all-gather of the logits (CAGNET); backward keeps this rank's columns."""
+
+    @staticmethod
+    def forward(ctx, logits, y, mask, plan, n_train):
+        full = _gather_cols(plan, logits, plan.dims[-1])
+        z = full[mask]
+        logp = torch.log_softmax(z, dim=1)
+        loss = -logp.gather(1, y[mask].unsqueeze(1)).sum() / n_train
+        ctx.save_for_backward(logp, mask, y)
+        ctx.plan, ctx.n_train, ctx.shape = plan, n_train, logits.shape
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad):
+        logp, mask, y = ctx.saved_tensors
+        g = torch.exp(logp)
+        g[torch.arange(g.shape[0]), y[mask]] -= 1.0
+        c0, c1 = ctx.plan.out_cols(None)
+        out = logp.new_zeros(ctx.shape)
+        out[mask] = g[:, c0:c1] * (grad / ctx.n_train)
+        return out, None, None, None, None
+
+
 class SummaPlan(Plan):
     r"""2D (``z = 1``) or 3D (Split-3D) CAGNET on this rank; see the module docstring.
 
@@ -259,6 +284,12 @@ class SummaPlan(Plan):
 
     def out_cols(self, classes) -> tuple[int, int]:
         return self.col_block(self.dims[-1] if classes is None else classes)
+
+    def loss(self, logits, y, mask, n_train: int) -> torch.Tensor:
+        return _GatheredCE.apply(logits, y, mask, self, n_train)
+
+    def predict(self, logits) -> torch.Tensor:
+        return _gather_cols(self, logits.contiguous(), self.dims[-1]).argmax(dim=1)
 
     def input(self, x=None) -> torch.Tensor:
         c0, c1 = self.in_cols(0, self.dims[0])

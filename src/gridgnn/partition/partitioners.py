@@ -1,5 +1,5 @@
 r"""Vertex partitioners behind one interface: random, METIS (cut / volume), Mt-KaHyPar (column-net volume)
-and ``balanced`` (ours: lowest-volume start + max-send-volume refinement).
+and ``balanced`` (ours: METIS start + max-send-volume refinement).
 
 Paper: Mukhopadhyay et al., *Sparsity-Aware Communication for Distributed GNN Training*, ICPP'24, §5 (a
 partitioner must lower both the total volume and the volume of the busiest process; Table 2: METIS leaves the
@@ -22,12 +22,19 @@ Methods:
 * ``metis-vol`` — the same graph and weights with METIS' total-communication-volume objective.
 * ``hypergraph`` — Mt-KaHyPar, column-net model of :math:`M` (net :math:`j` = rows with a nonzero in column
   :math:`j` plus the self-pin :math:`j`), connectivity−1 objective = exactly the total volume of
-  :func:`~gridgnn.partition.quality.volume_matrix`; same vertex weights; the ``DETERMINISTIC`` preset so that
-  a seed fixes the result.
-* ``balanced`` — the lowest-total-volume partition among ``metis``, ``metis-vol`` and ``hypergraph`` (those
-  whose package is installed), then :func:`~gridgnn.partition.refine.refine_max_volume`, which lowers the
-  maximum send (then receive) volume per part while total volume grows by at most 5 % and the nnz balance
-  bound holds.
+  :func:`~gridgnn.partition.quality.volume_matrix`; same vertex weights; Mt-KaHyPar's ``DEFAULT`` preset,
+  seeded but **not bit-reproducible** (parallel refinement); save it with ``gridgnn partition --out`` to reuse
+  it. ``GRIDGNN_MTKAHYPAR_PRESET=deterministic`` selects the reproducible preset, which measured 6× slower at
+  R-MAT scale 14 (62 s vs 10 s on 2 cores, 16 parts) and did not finish in 6 minutes at scale 16, 64 parts.
+* ``balanced`` — ``metis`` (nnz-weighted, edge cut), then :func:`~gridgnn.partition.refine.refine_max_volume`,
+  which lowers the maximum send (then receive) volume per part while the total volume grows by at most 5 %
+  (in practice it falls) and the nnz balance bound holds. Deterministic for a seed.
+  ``balanced:<start>`` refines another start (``metis-vol``, ``hypergraph``, ``random``), and
+  ``balanced:best`` refines the metis, metis-vol and hypergraph starts and keeps the lowest maximum send
+  volume. Why METIS and not the lowest-total start: in our runs (R-MAT scale 14–16, SBM, 16–256 parts)
+  refining METIS' partition ended within ~1 % of, or well below, the maximum reached from metis-vol's or
+  Mt-KaHyPar's lower-total partitions (those pack hubs into a few parts whose send volume local moves cannot
+  unload), and METIS is 10–100× faster than metis-vol and Mt-KaHyPar there (``docs/benchmarks.md``).
 
 A partitioner that leaves a part empty (possible when ``parts`` exceeds the number of connected components)
 is repaired deterministically: the lightest vertex of the heaviest part moves into the empty part.
@@ -137,7 +144,11 @@ def _hypergraph(mat, parts, seed, imbalance, weights):
         nets = [[0]]
     try:
         init = _kahypar_initializer(mtkahypar)
-        ctx = init.context_from_preset(mtkahypar.PresetType.DETERMINISTIC)
+        preset = os.environ.get("GRIDGNN_MTKAHYPAR_PRESET", "default").strip().upper()
+        if not hasattr(mtkahypar.PresetType, preset):
+            raise GridGnnError(f"GRIDGNN_MTKAHYPAR_PRESET={preset.lower()!r} is not a Mt-KaHyPar preset (use "
+                               "default, quality, highest_quality, deterministic, large_k)")
+        ctx = init.context_from_preset(getattr(mtkahypar.PresetType, preset))
         ctx.set_partitioning_parameters(int(parts), float(imbalance), mtkahypar.Objective.KM1)
         ctx.logging = False
         mtkahypar.set_seed(int(seed) % (2 ** 31))

@@ -149,8 +149,9 @@ def summa_step_bytes(source, shape: tuple[int, ...], dims: list[int], elem_bytes
     Per layer, SUMMA of width ``f_in`` forward and ``f_out`` backward; for every panel ``p`` of the rank's fiber
     layer: ``bcast_sparse`` of ``8(|R_i|+1+nnz) + w·nnz`` along the row of processes (owner column sends),
     ``bcast`` of ``|p|·|C_j|·w`` along the column (owner row sends); 3D: reduce-scatter of ``|R_i|·|C_j|·w``
-    over ``z``; partial SUMMA: ``bcast`` of ``|B(i,k)|·|C_q|·w`` from every column ``q``. Plus the sharded
-    cross-entropy (``train_rows(r)`` labelled rows on rank ``r``) and the gradient all-reduce.
+    over ``z``; partial SUMMA: ``bcast`` of ``|B(i,k)|·|C_q|·w`` from every column ``q``. Plus the row
+    all-gather of the logits before the log-softmax (``|B(i,k)|·|C_q(classes)|·w`` from every column ``q``) and
+    the gradient all-reduce. (``train_rows`` is unused: the gather moves all rows.)
     """
     from ..parallel.summa import Geometry
     from ..partition import even_bounds
@@ -197,7 +198,11 @@ def summa_step_bytes(source, shape: tuple[int, ...], dims: list[int], elem_bytes
                     for q in range(pc):
                         x = (b1 - b0) * int(cj[q + 1] - cj[q]) * elem_bytes
                         _add(total, f"{phase}.bcast", world, r, x if q == j else 0, 0 if q == j else x)
-        _ce_bytes(total, world, r, pc, train_rows(r), elem_bytes)
+        if pc > 1:  # row all-gather of the logits (CAGNET §IV-C.2)
+            cc = even_bounds(dims[-1], pc)
+            for q in range(pc):
+                x = (b1 - b0) * int(cc[q + 1] - cc[q]) * elem_bytes
+                _add(total, "fwd.bcast", world, r, x if q == j else 0, 0 if q == j else x)
     _grad_bytes(total, world, dims, elem_bytes)
     return total
 
@@ -208,9 +213,13 @@ def plexus_step_bytes(n: int, shape: tuple[int, int, int], dims: list[int], elem
     ``(Gx, Gy, Gz)``; layer roles ``(a, b, c)`` rotate ``(x,y,z) → (z,x,y) → (y,z,x)``.
 
     Forward per layer: all-reduce of ``n_c·|C^b(f_in)|·w`` over ``G_a`` (``H``) and of ``n_c·|C^a(f_out)|·w``
-    over ``G_b`` (``Q``); backward for ``l > 0``: all-reduce of ``n_c·|C^b(f_in)|·w`` over ``G_a`` (``∂H``) and
-    of ``|V^a|·|C^b(f_in)|·w`` over ``G_c`` (``∂F``); ring volume ``2(g−1)/g`` each way. Blocked aggregation
-    splits the ``H`` and ``∂F`` all-reduces into row blocks of the same total size.
+    over ``G_b`` (``Q``); all-gather over ``G_c`` of the weight block (rows split in ``G_c`` parts, padded to the
+    largest: ``(G_c−1)·max_part·|C^a|·w`` each way), layer 0 also of the input block. Backward:
+    reduce-scatter of the weight block over ``G_c`` (actual part sizes), all-reduce of the bias block
+    (``|C^a|·w``) over ``G_c``, and for ``l > 0`` all-reduce of ``n_c·|C^b(f_in)|·w`` over ``G_a`` (``∂H``) and of
+    ``|V^a|·|C^b(f_in)|·w`` over ``G_c`` (``∂F``). Ring all-reduce volume ``2(g−1)/g`` each way. Blocked
+    aggregation splits the ``H`` all-reduce into row blocks of the same total size. No trainer gradient
+    all-reduce: the layers reduce their own parameter shards.
     """
     from ..parallel.plexus import roles
     from ..partition import even_bounds
@@ -234,13 +243,25 @@ def plexus_step_bytes(n: int, shape: tuple[int, int, int], dims: list[int], elem
                 v = _ring(grp, m * elem_bytes)
                 if grp > 1:
                     _add(total, f"{key}.allreduce", world, r, v, v)
+            wparts = np.diff(even_bounds(w_in, g[c]))
+            if g[c] > 1:
+                v = (g[c] - 1) * int(wparts.max()) * w_out * elem_bytes
+                _add(total, "fwd.allgather", world, r, v, v)
+                mine = int(wparts[me[c]])
+                _add(total, "bwd.reducescatter", world, r, (w_in - mine) * w_out * elem_bytes,
+                     (g[c] - 1) * mine * w_out * elem_bytes)
+                v = _ring(g[c], w_out * elem_bytes)
+                _add(total, "bwd.allreduce", world, r, v, v)
+                if layer == 0:
+                    fparts = np.diff(even_bounds(n_a, g[c]))
+                    v = (g[c] - 1) * int(fparts.max()) * w_in * elem_bytes
+                    _add(total, "fwd.allgather", world, r, v, v)
             if layer > 0:
                 for grp, m in ((g[a], n_c * w_in), (g[c], n_a * w_in)):
                     v = _ring(grp, m * elem_bytes)
                     if grp > 1:
                         _add(total, "bwd.allreduce", world, r, v, v)
         _ce_bytes(total, world, r, g[roles(len(dims) - 2)[0]], train_rows(r), elem_bytes)
-    _grad_bytes(total, world, dims, elem_bytes)
     return total
 
 

@@ -28,7 +28,7 @@ class LocalData:
 def allreduce_grads(model: torch.nn.Module, comm, axis) -> None:
     """Sum parameter gradients over ``axis`` (one flat all-reduce, phase ``grad``)."""
     params = [p for p in model.parameters() if p.grad is not None]
-    if not params or comm.grid.world_size == 1 or comm.grid.size(axis) == 1:
+    if not axis or not params or comm.grid.world_size == 1 or comm.grid.size(axis) == 1:
         return
     flat = torch.cat([p.grad.reshape(-1) for p in params])
     with comm.phase("grad"):

@@ -97,7 +97,7 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
                             block_rows=cfg.blocked_aggregation)
     setup_log = comm.log.snapshot()
     comm.log.reset()
-    model = GCN(dims, dropout=cfg.dropout, seed=cfg.seed, dtype=dtype).to(device)
+    model = GCN(dims, dropout=cfg.dropout, seed=cfg.seed, dtype=dtype, plan=plan).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
     out_dir = cfg.out
