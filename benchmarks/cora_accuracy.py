@@ -9,28 +9,34 @@ import statistics
 
 from _common import run
 
-here = os.path.dirname(os.path.abspath(__file__))
-ap = argparse.ArgumentParser()
-ap.add_argument("cora", nargs="?", default=os.path.join(here, "..", "..", "shared", "data", "planetoid", "cora"))
-ap.add_argument("--seeds", type=int, default=5)
-ap.add_argument("--nproc", type=int, default=4)
-ap.add_argument("--epochs", type=int, default=200)
-args = ap.parse_args()
 
-configs = [("serial", 1, 1), ("1d", args.nproc, 1), ("1d-sa", args.nproc, 1), ("1.5d", args.nproc, 2),
-           ("1.5d-sa", args.nproc, 2), ("2d", args.nproc, 1), ("3d", args.nproc, 1), ("plexus", args.nproc, 1)]
-acc = {c[0]: [] for c in configs}
-for seed in range(args.seeds):
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cora", nargs="?", default=os.path.join(here, "..", "..", "shared", "data", "planetoid", "cora"))
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--nproc", type=int, default=4)
+    ap.add_argument("--epochs", type=int, default=200)
+    args = ap.parse_args()
+
+    configs = [("serial", 1, 1), ("1d", args.nproc, 1), ("1d-sa", args.nproc, 1), ("1.5d", args.nproc, 2),
+               ("1.5d-sa", args.nproc, 2), ("2d", args.nproc, 1), ("3d", args.nproc, 1), ("plexus", args.nproc, 1)]
+    acc = {c[0]: [] for c in configs}
+    for seed in range(args.seeds):
+        for algo, p, c in configs:
+            s = run(data=f"planetoid:{args.cora}", algo=algo, nproc=p, replication=c, epochs=args.epochs, seed=seed,
+                    layers=2, hidden=16, lr=0.01, weight_decay=5e-4, dropout=0.5,
+                    partition="double-perm" if algo == "plexus" else "random")
+            acc[algo].append(s["test_acc"])
+        print(f"seed {seed}: " + "  ".join(f"{a}={acc[a][-1]:.3f}" for a, _, _ in configs), flush=True)
+
+    print(f"\n| algo | P | mean test acc ({args.seeds} seeds) | max abs diff to serial (same seed) |")
+    print("|---|---|---|---|")
     for algo, p, c in configs:
-        s = run(data=f"planetoid:{args.cora}", algo=algo, nproc=p, replication=c, epochs=args.epochs, seed=seed,
-                layers=2, hidden=16, lr=0.01, weight_decay=5e-4, dropout=0.5,
-                partition="double-perm" if algo == "plexus" else "random")
-        acc[algo].append(s["test_acc"])
-    print(f"seed {seed}: " + "  ".join(f"{a}={acc[a][-1]:.3f}" for a, _, _ in configs), flush=True)
+        gap = max(abs(a - b) for a, b in zip(acc[algo], acc["serial"]))
+        grid = f"{p} (c={c})" if c > 1 else f"{p} (default grid)" if algo in ("2d", "3d", "plexus") else f"{p}"
+        print(f"| {algo} | {grid} | {statistics.mean(acc[algo]):.4f} | {gap:.4f} |")
 
-print(f"\n| algo | P | mean test acc ({args.seeds} seeds) | max abs diff to serial (same seed) |")
-print("|---|---|---|---|")
-for algo, p, c in configs:
-    gap = max(abs(a - b) for a, b in zip(acc[algo], acc["serial"]))
-    grid = f"{p} (c={c})" if c > 1 else f"{p} (default grid)" if algo in ("2d", "3d", "plexus") else f"{p}"
-    print(f"| {algo} | {grid} | {statistics.mean(acc[algo]):.4f} | {gap:.4f} |")
+
+if __name__ == "__main__":
+    main()

@@ -18,7 +18,7 @@ def rel(a, b):
     return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
 
 
-def check_against_serial(case, per_rank):
+def check_against_serial(case, per_rank, P=None):
     ref = serial_case(case)
     full = assemble(per_rank, case.graph.n, case.dims[-1])
     assert not np.isnan(full).any(), "some rows were not produced by any rank"
@@ -71,3 +71,21 @@ def check_bytes(case, per_rank, P):
         es, er = measured.get(key, (np.zeros(P), np.zeros(P)))
         np.testing.assert_allclose(es, ms, rtol=0, atol=1e-6, err_msg=f"sent bytes of {key}")
         np.testing.assert_allclose(er, mr, rtol=0, atol=1e-6, err_msg=f"received bytes of {key}")
+
+
+def selected(dist_results, prefix: str):
+    """``(P, {name: (case, per_rank)})`` of the cases whose name starts with ``prefix``."""
+    P, res = dist_results
+    sel = {k: v for k, v in res.items() if k.startswith(prefix)}
+    assert sel, f"no cases for {prefix}"
+    return P, sel
+
+
+def check_each(dist_results, prefix: str, check) -> None:
+    """Run ``check(case, per_rank, P)`` on every selected case, naming the case in a failure."""
+    P, sel = selected(dist_results, prefix)
+    for name, (case, per_rank) in sel.items():
+        try:
+            check(case, per_rank, P)
+        except AssertionError as e:
+            raise AssertionError(f"P={P} {name}: {e}") from e

@@ -1,40 +1,23 @@
 """1D (CAGNET Alg. 1) and 1D sparsity-aware (ICPP'24 Alg. 1) equal the serial reference; bytes equal the model."""
-import pytest
+from ._fidelity import check_against_serial, check_bytes, check_each, selected
 
-from ._fidelity import check_against_serial, check_bytes
-
-
-def _cases(dist_results):
-    P, res = dist_results
-    sel = {k: v for k, v in res.items() if k.startswith("1d-")}
-    assert sel
-    return P, sel
+PREFIX = "1d-"
 
 
 def test_logits_and_gradients_equal_serial(dist_results):
-    P, sel = _cases(dist_results)
-    for name, (case, per_rank) in sel.items():
-        try:
-            check_against_serial(case, per_rank)
-        except AssertionError as e:
-            raise AssertionError(f"P={P} {name}: {e}") from e
+    check_each(dist_results, PREFIX, check_against_serial)
 
 
 def test_measured_bytes_equal_volume_model(dist_results):
-    P, sel = _cases(dist_results)
-    for name, (case, per_rank) in sel.items():
-        try:
-            check_bytes(case, per_rank, P)
-        except AssertionError as e:
-            raise AssertionError(f"P={P} {name}: {e}") from e
+    check_each(dist_results, PREFIX, check_bytes)
 
 
 def test_sparsity_aware_receives_no_more_than_oblivious(dist_results):
-    P, sel = _cases(dist_results)
+    """NnzCols(i, q) is a subset of block q, so every rank receives at most what the broadcasts bring."""
+    P, sel = selected(dist_results, "1d-sa")
     for name, (case, per_rank) in sel.items():
-        if not name.startswith("1d-sa"):
-            continue
-        twin = sel[name.replace("1d-sa", "1d", 1)][1]
-        sa = sum(v[1] for r in per_rank for k, v in r.comm.items() if k.startswith(("fwd.", "bwd.")))
-        ob = sum(v[1] for r in twin for k, v in r.comm.items() if k.startswith(("fwd.", "bwd.")))
-        assert sa <= ob, name  # NnzCols(i, q) is a subset of block q, per rank and stage
+        twin = dict(selected(dist_results, PREFIX)[1])[name.replace("1d-sa", "1d", 1)][1]
+        for r_sa, r_ob in zip(per_rank, twin):
+            sa = sum(v[1] for k, v in r_sa.comm.items() if k.startswith(("fwd.", "bwd.")))
+            ob = sum(v[1] for k, v in r_ob.comm.items() if k.startswith(("fwd.", "bwd.")))
+            assert sa <= ob, (name, r_sa.rank)

@@ -33,6 +33,15 @@ class Plan:
         """nnz of each adjacency shard this rank holds (for the load-balance report)."""
         return []
 
+    def _order(self, layer: int, side: str) -> np.ndarray:
+        """Vertex order of layer ``layer``'s input (``side="in"``) or output: the source's column permutation
+        feeds even layers and its row permutation receives them, the other way round for odd layers (Plexus
+        §5.1; one order for a single permutation)."""
+        even = layer % 2 == 0
+        if side == "in":
+            return self.source.perm_c if even else self.source.perm_r
+        return self.source.perm_r if even else self.source.perm_c
+
     def param_slice(self, layer: int, kind: str) -> tuple[slice, ...]:
         """The part of layer ``layer``'s weight (``"w"``) or bias (``"b"``) this rank holds: all of it, unless
         the algorithm shards parameters (Plexus)."""

@@ -192,12 +192,6 @@ class PlexusPlan(Plan):
         return list(self._shard_nnz)
 
     # ------------------------------------------------------------------ layouts
-    def _order(self, layer: int, side: str) -> np.ndarray:
-        even = layer % 2 == 0
-        if side == "in":
-            return self.source.perm_c if even else self.source.perm_r
-        return self.source.perm_r if even else self.source.perm_c
-
     def in_rows(self, layer: int) -> np.ndarray:
         a = roles(layer)[0]
         r0, r1 = _blk(self.vb[a], self.me[a])

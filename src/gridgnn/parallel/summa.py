@@ -265,12 +265,6 @@ class SummaPlan(Plan):
     def col_block(self, width: int) -> tuple[int, int]:
         return _blk(even_bounds(width, self.geo.pc), self.j)
 
-    def _order(self, layer: int, side: str) -> np.ndarray:
-        even = layer % 2 == 0
-        if side == "in":
-            return self.source.perm_c if even else self.source.perm_r
-        return self.source.perm_r if even else self.source.perm_c
-
     def in_rows(self, layer: int) -> np.ndarray:
         b0, b1 = self.geo.block(self.i, self.k)
         return self._order(layer, "in")[b0:b1]

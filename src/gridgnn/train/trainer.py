@@ -178,7 +178,8 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
     if not cfg.quiet:
         print(f"final: test_acc={summary['test_acc']:.4f} val_acc={summary['val_acc']:.4f} "
               f"(best epoch {summary['best_epoch']}), epoch {summary['epoch_time_median_s'] * 1e3:.1f} ms median, "
-              f"{summary['comm_bytes_per_epoch']['total'] / 1e6:.3f} MB/epoch moved"
+              f"{summary['comm_bytes_per_epoch']['total'] / 1e6:.3f} MB/epoch moved, "
+              f"adjacency shards nnz max/mean {summary['nnz_max_over_mean']:.3f}"
               + (f"; outputs in {out_dir}" if out_dir else ""), flush=True)
     return summary
 
