@@ -1,4 +1,4 @@
-r"""``gridgnn`` command line: ``train`` and ``partition`` (see ``gridgnn <command> --help``)."""
+r"""``gridgnn`` command line: ``train``, ``partition`` and ``shard`` (see ``gridgnn <command> --help``)."""
 from __future__ import annotations
 
 import argparse

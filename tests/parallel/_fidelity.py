@@ -50,7 +50,7 @@ def model_bytes(case, per_rank, P):
         if case.algo == "plexus":
             return plexus_step_bytes(g.n, case.grid, case.dims, 8, counts.__getitem__)
         source, _ = make_source(g, case.algo, P, shape=case.grid, method=case.partition, seed=case.seed)
-        return summa_step_bytes(source, case.grid, case.dims, 8, counts.__getitem__)
+        return summa_step_bytes(source, case.grid, case.dims, 8)
     rows = rows_of(case, P)
     mat = rows.permute_matrix(gcn_normalize(case.graph))
     return gcn_step_bytes(case.algo, mat, rows, P, case.replication, case.dims, 8, symmetric=is_symmetric(mat))

@@ -11,7 +11,11 @@ bytes, ``g`` = group size; a group of size 1 moves nothing and is not called):
 * broadcast — the root sends ``M`` once (pipelined ring), every other member receives ``M``;
 * all-to-all(v) and point-to-point — the actual per-peer sizes (data to/from oneself is not counted);
 * all-reduce — ring: ``2(g−1)/g · M`` sent and the same received;
-* all-gather and reduce-scatter — ``(g−1)/g`` of the full (gathered / input) buffer each way.
+* all-gather and reduce-scatter — ``(g−1)/g`` of the full (gathered / input) buffer each way; row blocks of
+  different heights are padded to the largest for an all-gather (the padded bytes are what moves and what is
+  recorded), and a reduce-scatter of unequal pieces records the actual piece sizes;
+* small picklable objects (``all_gather_object``: reports, panel sizes at set-up) are recorded as calls
+  with 0 bytes — they are metadata, not model data.
 
 Tests and the volume model (``gridgnn.planner.volume``) use the same convention.
 """
@@ -149,7 +153,7 @@ class Comm:
         ref = send[0]
         tail = tuple(ref.shape[1:])
         width = math.prod(tail)
-        flat_send = torch.cat([s.reshape(-1) for s in send]) if send else ref.new_empty(0)
+        flat_send = torch.cat([s.reshape(-1) for s in send])
         in_splits = [s.numel() for s in send]
         out_splits = [r * width for r in recv_rows]
         flat_recv = ref.new_empty(sum(out_splits))
@@ -220,6 +224,29 @@ class Comm:
         secs = self._timed(lambda: dist.all_gather_object(out, obj, group=group))
         self._record("allgather_object", 0, 0, secs)
         return out
+
+    def gather_object(self, obj, axis, root: int = 0) -> list | None:
+        """Gather small picklable objects on axis-rank ``root`` (``None`` elsewhere); 0 bytes recorded."""
+        g = self.grid.size(axis)
+        if g == 1:
+            return [obj]
+        group = self.grid.group(axis)
+        out = [None] * g if self.grid.rank(axis) == root else None
+        dst = dist.get_global_rank(group, root)
+        secs = self._timed(lambda: dist.gather_object(obj, out, dst=dst, group=group))
+        self._record("gather_object", 0, 0, secs)
+        return out
+
+    def broadcast_object(self, obj, axis, root: int = 0):
+        """Broadcast a picklable object from axis-rank ``root``; 0 bytes recorded (metadata)."""
+        if self.grid.size(axis) == 1:
+            return obj
+        group = self.grid.group(axis)
+        box = [obj]
+        secs = self._timed(lambda: dist.broadcast_object_list(box, src=dist.get_global_rank(group, root),
+                                                                group=group))
+        self._record("broadcast_object", 0, 0, secs)
+        return box[0]
 
     def barrier(self) -> None:
         if self.grid.world_size > 1:

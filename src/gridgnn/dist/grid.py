@@ -69,6 +69,15 @@ def default_shape(kind: str, world: int) -> tuple[int, ...]:
     raise GridGnnError(f"no default shape for grid kind {kind!r}")
 
 
+def coords_of(rank: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Mesh coordinate of global ``rank`` (row-major, as DeviceMesh lays ranks out)."""
+    out = []
+    for s in reversed(shape):
+        out.append(rank % s)
+        rank //= s
+    return tuple(reversed(out))
+
+
 @dataclass
 class ProcessGrid:
     r"""A named process grid. ``mesh`` is a :class:`DeviceMesh` (``None`` for the single-process grid).
@@ -130,11 +139,7 @@ class ProcessGrid:
         return out
 
     def coords(self) -> tuple[int, ...]:
-        out, r = [], self.rank_
-        for s in reversed(self.shape):
-            out.append(r % s)
-            r //= s
-        return tuple(reversed(out))
+        return coords_of(self.rank_, self.shape)
 
     def group(self, axis):
         axes = self._axes(axis)

@@ -3,9 +3,10 @@ r"""Process launch: ``--nproc P`` spawns P local processes (gloo on CPU, NCCL on
 (``SLURM_PROCID``/``SLURM_NTASKS``/``SLURM_LOCALID``) the same command uses the environment instead.
 
 A worker is ``fn(ctx, *args)``. It validates its input *before* calling ``ctx.init()`` (the first
-collective: the rendezvous), so bad input ends every rank with one message instead of a hang. A
-:class:`~gridgnn.errors.GridGnnError` prints ``gridgnn: error: ...`` and exits with status 2; the parent of
-spawned workers then stops the rest and exits with the same status.
+collective: the rendezvous), so bad input ends every rank instead of a hang. A
+:class:`~gridgnn.errors.GridGnnError` ends the rank with status 2; the parent of spawned workers stops the
+rest, prints each distinct message once as ``gridgnn: error: ...`` and exits with status 2 (under
+torchrun/srun every failing rank prints its own message).
 """
 from __future__ import annotations
 
@@ -83,7 +84,11 @@ def env_context(device: str = "auto") -> LaunchContext | None:
         return LaunchContext(int(e["RANK"]), int(e["WORLD_SIZE"]), int(e.get("LOCAL_RANK", 0)),
                              int(e.get("LOCAL_WORLD_SIZE", e["WORLD_SIZE"])), dev,
                              e.get("MASTER_ADDR", "127.0.0.1"), int(e.get("MASTER_PORT", 29500)))
-    if "SLURM_PROCID" in e and "SLURM_NTASKS" in e and int(e["SLURM_NTASKS"]) > 1:
+    if "SLURM_PROCID" in e and "SLURM_NTASKS" in e and int(e["SLURM_NTASKS"]) > 1 and "SLURM_STEP_ID" in e \
+            and e.get("SLURM_STEP_ID") not in ("batch", "extern", "4294967294", "4294967291"):
+        # inside an srun step (a batch script without srun is not a rank of the job)
+        if int(e.get("SLURM_NNODES", "1")) > 1 and "MASTER_ADDR" not in e:
+            raise GridGnnError("multi-node srun needs MASTER_ADDR (and MASTER_PORT) set to the first node")
         return LaunchContext(int(e["SLURM_PROCID"]), int(e["SLURM_NTASKS"]), int(e.get("SLURM_LOCALID", 0)),
                              int(e.get("SLURM_NTASKS_PER_NODE", e["SLURM_NTASKS"]).split("(")[0]), dev,
                              e.get("MASTER_ADDR", "127.0.0.1"), int(e.get("MASTER_PORT", 29500)))
@@ -104,7 +109,7 @@ def _set_threads(local_world: int) -> None:
 _PORT_TAKEN = 75
 
 
-def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str | None) -> None:
+def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str | None, err_dir: str) -> None:
     ctx = LaunchContext(local_rank, ctx_proto.world_size, local_rank, ctx_proto.world_size, ctx_proto.device,
                         ctx_proto.master_addr, ctx_proto.master_port, ctx_proto.timeout_s)
     _set_threads(ctx.local_world_size)
@@ -116,7 +121,8 @@ def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str 
                 pickle.dump(out, fh)
         ctx.shutdown()
     except GridGnnError as exc:
-        print(f"gridgnn: error: {exc}", file=sys.stderr, flush=True)
+        with open(os.path.join(err_dir, f"rank{local_rank}.txt"), "w") as fh:
+            fh.write(str(exc))
         code = 2
     except Exception as exc:  # noqa: BLE001
         if "EADDRINUSE" in str(exc) and not ctx.initialized:
@@ -142,7 +148,11 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
         if nproc not in (None, ctx.world_size):
             raise GridGnnError(f"--nproc {nproc} disagrees with the launcher's WORLD_SIZE={ctx.world_size}")
         ctx.timeout_s = timeout_s
-        out = fn(ctx, *args)
+        try:
+            out = fn(ctx, *args)
+        except GridGnnError as exc:
+            print(f"gridgnn: error (rank {ctx.rank}): {exc}", file=sys.stderr, flush=True)
+            os._exit(2)  # peers blocked in a collective are ended by the launcher
         ctx.shutdown()
         return [out]
     if nproc is None or nproc < 1:
@@ -150,20 +160,33 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
     dev = resolve_device(device)
     if dev == "cuda" and nproc > torch.cuda.device_count():
         raise GridGnnError(f"--nproc {nproc} exceeds the {torch.cuda.device_count()} visible CUDA devices")
+    import logging
+
     import torch.multiprocessing as mp
 
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)  # we report failures ourselves
     with tempfile.TemporaryDirectory(prefix="gridgnn-") as tmp:
         rdir = tmp if collect else None
+        edir = os.path.join(tmp, "errors")
+        os.makedirs(edir)
         for attempt in range(5):
             proto = LaunchContext(0, nproc, 0, nproc, dev, "127.0.0.1", free_port(), timeout_s)
             try:
-                mp.start_processes(_child, args=(fn, args, proto, rdir), nprocs=nproc, join=True,
+                mp.start_processes(_child, args=(fn, args, proto, rdir, edir), nprocs=nproc, join=True,
                                    start_method="spawn")
                 break
             except mp.ProcessExitedException as exc:
                 if exc.exit_code == _PORT_TAKEN and attempt < 4:
                     continue
-                code = exc.exit_code if exc.exit_code and exc.exit_code > 0 else 1
+                messages = []
+                for name in sorted(os.listdir(edir)):
+                    with open(os.path.join(edir, name)) as fh:
+                        msg = fh.read()
+                    if msg not in messages:
+                        messages.append(msg)
+                for msg in messages:
+                    print(f"gridgnn: error: {msg}", file=sys.stderr, flush=True)
+                code = 2 if messages else (exc.exit_code if exc.exit_code and exc.exit_code > 0 else 1)
                 raise SystemExit(code) from None
             except mp.ProcessRaisedException as exc:  # pragma: no cover - _child catches everything
                 raise SystemExit(1) from exc

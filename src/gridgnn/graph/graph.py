@@ -97,8 +97,12 @@ class Graph:
             raise GridGnnError(f"adjacency must be square, got {mat.shape[0]}×{mat.shape[1]}")
         mat.sum_duplicates()
         mat.sort_indices()
+        asymmetric = (mat != mat.T).nnz != 0
         if directed is None:
-            directed = (mat != mat.T).nnz != 0
+            directed = asymmetric
+        elif directed is False and asymmetric:
+            raise GridGnnError("graph is marked undirected but its adjacency is not symmetric; mark it directed "
+                               "or store both directions of every edge")
         values = mat.data.astype(np.float64) if weighted and not np.all(mat.data == 1.0) else None
         return cls(indptr=mat.indptr, indices=mat.indices, values=values, n=mat.shape[0],
                    directed=bool(directed), **kwargs)

@@ -35,7 +35,7 @@ def chunks(blocks: int, c: int) -> list[list[int]]:
     return [list(map(int, a)) for a in np.array_split(np.arange(blocks), c)]
 
 
-def build_15d(comm, source, rows, *, sparsity_aware: bool, dtype, device, semiring="sum") -> RowBlockPlan:
+def build_15d(comm, source, rows, *, sparsity_aware: bool, dtype, device) -> RowBlockPlan:
     """Instantiate 1.5D on this rank. ``rows.parts`` must equal P/c."""
     grid = comm.grid
     nb, c = grid.size("row"), grid.size("rep")
@@ -43,8 +43,7 @@ def build_15d(comm, source, rows, *, sparsity_aware: bool, dtype, device, semiri
         raise GridGnnError(f"1.5D with P/c={nb} needs {nb} row blocks, the partition has {rows.parts}")
     stages = chunks(nb, c)[grid.rank("rep")]
     agg = make_aggregation(comm, source, rows, grid.rank("row"), fetch_axis="row", stages=stages,
-                           reduce_axis="rep", sparsity_aware=sparsity_aware, dtype=dtype, device=device,
-                           semiring=semiring)
+                           reduce_axis="rep", sparsity_aware=sparsity_aware, dtype=dtype, device=device)
     return RowBlockPlan("1.5d-sa" if sparsity_aware else "1.5d", agg, rows, grid.rank("row"), "row", comm=comm,
                         source=source,
                         copies=c)

@@ -21,13 +21,12 @@ from ..errors import GridGnnError
 from .base import RowBlockPlan, make_aggregation
 
 
-def build_1d(comm, source, rows, *, sparsity_aware: bool, dtype, device, semiring="sum") -> RowBlockPlan:
+def build_1d(comm, source, rows, *, sparsity_aware: bool, dtype, device) -> RowBlockPlan:
     """Instantiate 1D on this rank. ``rows.parts`` must equal P."""
     grid = comm.grid
     p = grid.size("p")
     if rows.parts != p:
         raise GridGnnError(f"1D needs {p} row blocks, the partition has {rows.parts}")
     agg = make_aggregation(comm, source, rows, grid.rank("p"), fetch_axis="p", stages=list(range(p)),
-                           reduce_axis=None, sparsity_aware=sparsity_aware, dtype=dtype, device=device,
-                           semiring=semiring)
+                           reduce_axis=None, sparsity_aware=sparsity_aware, dtype=dtype, device=device)
     return RowBlockPlan("1d-sa" if sparsity_aware else "1d", agg, rows, grid.rank("p"), "p", comm=comm, source=source)

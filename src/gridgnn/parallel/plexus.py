@@ -11,7 +11,7 @@ matrix      local block on rank with coordinates ``(a_i, b_j, c_k)``  replicated
 ==========  ===================================================  =========================================
 ``F``       rows ``V^a_i`` (input order), cols ``C^b_j`` of ``f_in``   ``c`` (layer 0: sharded along ``c``)
 ``A``       rows ``V^c_k`` (output order) × cols ``V^a_i``             ``b``
-``W``       rows ``C^b_j`` of ``f_in`` × cols ``C^a_i`` of ``f_out``   ``c``
+``W``       rows ``C^b_j`` of ``f_in`` × cols ``C^a_i`` of ``f_out``   sharded along ``c``, gathered per forward
 ``H=AF``    rows ``V^c_k`` × ``C^b_j``  (all-reduce over ``a``)        ``a``
 ``Q=HW``    rows ``V^c_k`` × ``C^a_i``  (all-reduce over ``b``)        ``b``
 ==========  ===================================================  =========================================
@@ -41,7 +41,7 @@ import torch
 
 from ..errors import GridGnnError
 from ..ops import spmm, to_torch_csr
-from ..partition import even_bounds
+from ..partition import block_range, even_bounds
 from .base import Plan
 
 ROLES = (("x", "y", "z"), ("z", "x", "y"), ("y", "z", "x"))
@@ -51,11 +51,7 @@ def roles(layer: int) -> tuple[str, str, str]:
     return ROLES[layer % 3]
 
 
-def _blk(bounds: np.ndarray, k: int) -> tuple[int, int]:
-    return int(bounds[k]), int(bounds[k + 1])
-
-
-def _blocked_allreduce_spmm(comm, mat, x, axis, block_rows: int, transpose_free=True):
+def _blocked_allreduce_spmm(comm, mat, x, axis, block_rows: int):
     """``all_reduce(mat @ x)`` over ``axis``, in row blocks of ``block_rows`` (0: one block)."""
     rows = mat.shape[0]
     if block_rows <= 0 or block_rows >= rows:
@@ -155,20 +151,20 @@ class PlexusPlan(Plan):
             version = "rc" if layer % 2 == 0 else "cr"
             key = (layer % 3, version if source.double else "rc")
             if key not in shards:
-                rows = _blk(self.vb[c], self.me[c])
-                cols = _blk(self.vb[a], self.me[a])
+                rows = block_range(self.vb[c], self.me[c])
+                cols = block_range(self.vb[a], self.me[a])
                 m = source.submatrix(version, rows, cols)
                 shards[key] = (to_torch_csr(m, dtype=dtype, device=device),
                                to_torch_csr(m.T.tocsr(), dtype=dtype, device=device), int(m.nnz))
             A, At, nnz = shards[key]
-            fb = _blk(even_bounds(fi, g[b]), self.me[b])
+            fb = block_range(even_bounds(fi, g[b]), self.me[b])
             wb = even_bounds(fb[1] - fb[0], g[c])  # rows of the W block, split along c
             self.layers.append({
                 "roles": (a, b, c), "A": A, "At": At, "nnz": nnz,
-                "f_in_block": fb, "f_out_block": _blk(even_bounds(fo, g[a]), self.me[a]),
+                "f_in_block": fb, "f_out_block": block_range(even_bounds(fo, g[a]), self.me[a]),
                 "w_bounds": wb, "w_parts": np.diff(wb).tolist(),
             })
-        na = _blk(self.vb["x"], self.me["x"])
+        na = block_range(self.vb["x"], self.me["x"])
         fbounds = even_bounds(na[1] - na[0], g["z"])  # layer-0 input rows, split along z (= c of layer 0)
         self.layers[0]["f_bounds"], self.layers[0]["f_parts"] = fbounds, np.diff(fbounds).tolist()
         self._shard_nnz = [v[2] for v in shards.values()]
@@ -185,7 +181,7 @@ class PlexusPlan(Plan):
             return (slice(a0, a1),)
         b0, _ = L["f_in_block"]
         k = self.me[L["roles"][2]]
-        r0, r1 = _blk(L["w_bounds"], k)
+        r0, r1 = block_range(L["w_bounds"], k)
         return (slice(b0 + r0, b0 + r1), slice(a0, a1))
 
     def shard_nnz(self) -> list[int]:
@@ -194,27 +190,27 @@ class PlexusPlan(Plan):
     # ------------------------------------------------------------------ layouts
     def in_rows(self, layer: int) -> np.ndarray:
         a = roles(layer)[0]
-        r0, r1 = _blk(self.vb[a], self.me[a])
+        r0, r1 = block_range(self.vb[a], self.me[a])
         rows = self._order(layer, "in")[r0:r1]
         if layer == 0:  # the layer-0 input is held as the z-th row part of the block
-            k0, k1 = _blk(self.layers[0]["f_bounds"], self.me["z"])
+            k0, k1 = block_range(self.layers[0]["f_bounds"], self.me["z"])
             rows = rows[k0:k1]
         return rows
 
     def in_cols(self, layer: int, f: int) -> tuple[int, int]:
         b = roles(layer)[1]
-        return _blk(even_bounds(f, self.grid.size(b)), self.me[b])
+        return block_range(even_bounds(f, self.grid.size(b)), self.me[b])
 
     def out_rows(self) -> np.ndarray:
         last = len(self.dims) - 2
         c = roles(last)[2]
-        r0, r1 = _blk(self.vb[c], self.me[c])
+        r0, r1 = block_range(self.vb[c], self.me[c])
         return self._order(last, "out")[r0:r1]
 
     def out_cols(self, classes) -> tuple[int, int]:
         classes = self.dims[-1] if classes is None else classes
         a = roles(len(self.dims) - 2)[0]
-        return _blk(even_bounds(classes, self.grid.size(a)), self.me[a])
+        return block_range(even_bounds(classes, self.grid.size(a)), self.me[a])
 
     def input(self, x=None) -> torch.Tensor:
         r"""Layer-0 input shard: the ``z``-th row part of the ``(V^x_i, C^y_j)`` block (all-gathered over ``z``

@@ -49,13 +49,12 @@ class BlockRowSpMM:
 
     def __init__(self, comm, local: sp.csr_matrix, rows: RowPartition, *, fetch_axis: str, stages: list[int],
                  reduce_axis: str | None = None, sparsity_aware: bool = False, dtype=torch.float64,
-                 device="cpu", semiring: str = "sum"):
+                 device="cpu"):
         self.comm = comm
         self.rows = rows
         self.fetch_axis = fetch_axis
         self.reduce_axis = reduce_axis
         self.sparsity_aware = sparsity_aware
-        self.semiring = semiring
         self.stages = list(stages)
         self.me = comm.grid.rank(fetch_axis)
         self.dtype, self.device = dtype, device
@@ -84,7 +83,6 @@ class BlockRowSpMM:
             lists = [torch.from_numpy(need.get(k, np.zeros(0, np.int64))).reshape(-1, 1).to(dev) for k in range(g)]
             idx = self.comm.all_to_all_v(lists, send_counts, self.fetch_axis)
         self.send_idx = [t.reshape(-1) for t in idx]
-        self.send_idx[i] = self.send_idx[i][:0]
         self.send_rows = [int(t.numel()) for t in self.send_idx]
         # column-compacted block row: [X_i if i is a stage] + [received rows of each q in stage order]
         nrow = int(self.rows.sizes()[i])
@@ -111,7 +109,7 @@ class BlockRowSpMM:
         for q in self.stages:  # CAGNET Alg. 1 line 3 / Alg. 2 line 4
             xq = x.contiguous() if q == self.me else x.new_empty((int(sizes[q]), x.shape[1]))
             self.comm.broadcast(xq, q, self.fetch_axis)  # BCAST(H_q) along the fetch axis
-            y += spmm(self.blocks[q], xq, self.semiring)  # Z += SpMM(A^T_iq, H_q)
+            y += spmm(self.blocks[q], xq)  # Z += SpMM(A^T_iq, H_q)
         return y
 
     def _sparsity_aware(self, x: torch.Tensor) -> torch.Tensor:
@@ -119,7 +117,7 @@ class BlockRowSpMM:
         got = self.comm.all_to_all_v(send, self.recv_rows, self.fetch_axis)  # ICPP Alg. 1 line 3
         cols = [x if q == self.me else got[q] for q in self.stages]
         h = torch.cat(cols) if cols else x.new_zeros((0, x.shape[1]))
-        return spmm(self.compact, h, self.semiring)  # Z ← SpMM(Â_i, Ĥ): all stages in one call
+        return spmm(self.compact, h)  # Z ← SpMM(Â_i, Ĥ): all stages in one call
 
     # ------------------------------------------------------------------ volume (for the model and tests)
     def volume_rows(self) -> tuple[int, int]:

@@ -36,12 +36,8 @@ import torch
 
 from ..errors import GridGnnError
 from ..ops import spmm, to_torch_csr
-from ..partition import even_bounds
+from ..partition import block_range, even_bounds
 from .base import Plan
-
-
-def _blk(bounds, k: int) -> tuple[int, int]:
-    return int(bounds[k]), int(bounds[k + 1])
 
 
 class Geometry:
@@ -75,7 +71,7 @@ class Geometry:
             self.panels.append(out)
 
     def block(self, i: int, k: int) -> tuple[int, int]:
-        return _blk(self.fine, i * self.z + k)
+        return block_range(self.fine, i * self.z + k)
 
     def rows(self, i: int) -> tuple[int, int]:
         return int(self.fine[i * self.z]), int(self.fine[(i + 1) * self.z])
@@ -151,7 +147,7 @@ def _gather_cols(plan, t: torch.Tensor, width: int) -> torch.Tensor:
     cb = even_bounds(width, plan.geo.pc)
     parts = []
     for q in range(plan.geo.pc):  # Alg. 3 line 12
-        c0, c1 = _blk(cb, q)
+        c0, c1 = block_range(cb, q)
         buf = t.contiguous() if q == j else t.new_empty((t.shape[0], c1 - c0))
         comm.broadcast(buf, q, plan.col_axis)  # line 16: T̂ ← BCAST(T_ic, P(i,:))
         parts.append(buf)
@@ -249,8 +245,7 @@ class SummaPlan(Plan):
                 bwd = fwd if not (source.directed or source.double) else SummaSpMM(self, v, transpose=True)
                 cache[v] = (fwd, bwd)
             self.ops.append(cache[v])
-        self.class_axis = self.col_axis
-        self.copies = pc
+        self.copies = pc  # the logits rows are gathered on every member of the process row
         self.grad_axes = self.grid.names
 
     def shard_nnz(self) -> list[int]:
@@ -263,7 +258,7 @@ class SummaPlan(Plan):
         return out
 
     def col_block(self, width: int) -> tuple[int, int]:
-        return _blk(even_bounds(width, self.geo.pc), self.j)
+        return block_range(even_bounds(width, self.geo.pc), self.j)
 
     def in_rows(self, layer: int) -> np.ndarray:
         b0, b1 = self.geo.block(self.i, self.k)

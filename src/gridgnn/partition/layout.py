@@ -5,8 +5,10 @@ A :class:`RowPartition` relabels vertices so that every part is contiguous: ``pe
 empty only where the caller allows it). The permuted matrix is :math:`M' = P M P^\mathsf{T}` with
 :math:`M'_{ab} = M_{\mathrm{perm}[a], \mathrm{perm}[b]}`.
 
-A :class:`Layout` says, per mesh axis, how a dense matrix is held: ``"shard"`` (row blocks by a
-:class:`RowPartition`), ``"replicate"``, or ``"partial"`` (each member holds a summand).
+How every dense and sparse matrix is laid out over a grid is written where the algorithm is: each plan in
+``gridgnn.parallel`` documents, per matrix, the rows/columns it holds and the axes it is replicated,
+sharded or partial along (the tables in ``plexus.py`` and ``summa.py``), and exposes ``in_rows``/``in_cols``/
+``out_rows``/``out_cols``/``param_slice``.
 """
 from __future__ import annotations
 
@@ -91,13 +93,6 @@ class RowPartition:
         bounds = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         return cls(perm, bounds, method)
 
-    def coarsen(self, groups: int) -> "RowPartition":
-        """Merge consecutive parts into ``groups`` blocks (as even as possible in parts)."""
-        if self.parts % groups:
-            raise GridGnnError(f"cannot merge {self.parts} parts into {groups} groups")
-        step = self.parts // groups
-        return RowPartition(self.perm, self.bounds[::step].copy(), self.method)
-
 
 def even_bounds(n: int, parts: int) -> np.ndarray:
     """Block boundaries of ``parts`` contiguous blocks of sizes differing by at most one (larger first)."""
@@ -109,15 +104,6 @@ def even_bounds(n: int, parts: int) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
-@dataclass(frozen=True)
-class Layout:
-    """How a dense matrix is held on a grid: per axis ``"shard"``, ``"replicate"`` or ``"partial"``."""
-
-    placement: tuple[tuple[str, str], ...]
-    rows: RowPartition | None = None
-
-    def on(self, axis: str) -> str:
-        for a, p in self.placement:
-            if a == axis:
-                return p
-        raise GridGnnError(f"layout has no axis {axis!r}")
+def block_range(bounds, k: int) -> tuple[int, int]:
+    """``(start, stop)`` of block ``k`` of ``bounds``."""
+    return int(bounds[k]), int(bounds[k + 1])

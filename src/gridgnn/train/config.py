@@ -37,7 +37,6 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Checks that need no data and no processes (run in the launching process)."""
-        from ..dist.grid import grid_shape
         from ..parallel import ALGOS, GRID_OF
 
         if self.model not in MODELS:
@@ -60,15 +59,35 @@ class TrainConfig:
             raise GridGnnError(f"--dtype must be float32 or float64, got {self.dtype!r}")
         if self.nproc < 1:
             raise GridGnnError(f"--nproc must be >= 1, got {self.nproc}")
+        if self.seed < 0:
+            raise GridGnnError(f"--seed must be >= 0, got {self.seed}")
+        if self.timeout_s <= 0:
+            raise GridGnnError(f"--timeout must be positive, got {self.timeout_s}")
+        if self.log_every < 0:
+            raise GridGnnError(f"--log-every must be >= 0, got {self.log_every}")
+        if self.out is not None:
+            import os
+
+            if os.path.exists(self.out) and not os.path.isdir(self.out):
+                raise GridGnnError(f"--out {self.out} exists and is not a directory")
+            try:
+                os.makedirs(self.out, exist_ok=True)
+            except OSError as exc:
+                raise GridGnnError(f"cannot create --out {self.out}: {exc.strerror or exc}") from None
+        kind = GRID_OF.get(self.algo)
+        if self.replication != 1 and kind != "1.5d":
+            raise GridGnnError(f"--replication applies to 1.5D algorithms; {self.algo} needs --replication 1")
+        if self.grid is not None and kind not in ("2d", "3d"):
+            raise GridGnnError(f"--grid applies to 2d, 3d and plexus; {self.algo} takes --nproc/--replication")
+        sharded = bool(self.data and self.data.startswith("sharded:"))
+        if sharded and self.partition != "random":
+            raise GridGnnError("a sharded dataset fixes the vertex order it was written with; drop --partition "
+                               "(choose it with gridgnn shard --method)")
         if self.algo == "serial":
             if self.nproc != 1:
                 raise GridGnnError(f"--algo serial runs one process; got --nproc {self.nproc}")
         else:
             self.mesh_shape(self.nproc)
-            if GRID_OF[self.algo] == "1d" and self.replication != 1:
-                raise GridGnnError(f"--replication applies to 1.5D algorithms; {self.algo} needs --replication 1")
-            if self.grid is not None and GRID_OF[self.algo] in ("1d", "1.5d"):
-                raise GridGnnError(f"--grid applies to 2d, 3d and plexus; {self.algo} takes --nproc/--replication")
         if self.blocked_aggregation < 0:
             raise GridGnnError(f"--blocked-aggregation must be >= 0, got {self.blocked_aggregation}")
         if self.blocked_aggregation and self.algo != "plexus":

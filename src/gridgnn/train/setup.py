@@ -12,10 +12,10 @@ from ..graph import Graph, gcn_normalize
 from ..parallel import GRID_OF, ROW_BLOCK_ALGOS, build_plan
 from ..parallel.serial import build_serial
 from ..parallel.source import InMemorySource
-from ..partition import RowPartition
+from ..partition import RowPartition, even_bounds
 from .step import LocalData
 
-BUILTIN_PARTITIONS = ("random", "identity")
+BUILTIN_PARTITIONS = ("random", "single-perm", "identity")
 GRAPH_PARTITIONERS = ("metis", "metis-vol", "hypergraph", "balanced")
 PERMUTATIONS = ("random", "single-perm", "identity", "double-perm", "balanced-perm")
 
@@ -35,6 +35,10 @@ def make_partition(graph: Graph, parts: int, method: str, seed: int) -> RowParti
         raise GridGnnError(f"cannot split {graph.n} vertices into {parts} row blocks")
     if method == "random":
         return RowPartition.random(graph.n, parts, seed)
+    if method == "single-perm":  # the order `gridgnn shard --method single-perm` writes
+        from ..partition.permute import single_permutation
+
+        return RowPartition(single_permutation(graph.n, seed), even_bounds(graph.n, parts), method)
     if method == "identity":
         return RowPartition.identity(graph.n, parts)
     if method in GRAPH_PARTITIONERS:
@@ -50,25 +54,16 @@ def make_partition(graph: Graph, parts: int, method: str, seed: int) -> RowParti
 
 
 def make_permutations(graph: Graph, method: str, seed: int, blocks: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    r"""Row and column vertex orders of the 2D/3D/Plexus layouts: ``random`` (one random permutation),
-    ``identity``, ``double-perm`` (Plexus §5.1: distinct row and column permutations, alternated by layer),
-    ``balanced-perm`` (largest-nnz-first assignment to the least-loaded of ``blocks`` row/column blocks)."""
-    n = graph.n
-    if method in ("random", "single-perm"):
-        p = np.random.default_rng(seed).permutation(n).astype(np.int64)
-        return p, p
-    if method == "identity":
-        p = np.arange(n, dtype=np.int64)
-        return p, p
-    if method == "double-perm":
-        from ..partition.permute import double_permutation
+    r"""Row and column vertex orders of the 2D/3D/Plexus layouts: ``random``/``single-perm`` (one random
+    permutation), ``identity``, ``double-perm`` (Plexus §5.1: distinct row and column permutations, alternated
+    by layer), ``balanced-perm`` (largest-nnz-first to the least-loaded of ``blocks`` row/column blocks)."""
+    from ..partition.permute import make_permutations as permutations
 
-        return double_permutation(n, seed)
-    if method == "balanced-perm":
-        from ..partition.permute import balanced_permutation
-
-        return balanced_permutation(gcn_normalize(graph), blocks[0], blocks[1], seed=seed)
-    raise GridGnnError(f"--partition {method!r} does not apply to 2D/3D/Plexus; choose one of {', '.join(PERMUTATIONS)}")
+    if method not in PERMUTATIONS:
+        raise GridGnnError(f"--partition {method!r} does not apply to 2D/3D/Plexus; choose one of "
+                           f"{', '.join(PERMUTATIONS)}")
+    return permutations("single-perm" if method == "random" else method, gcn_normalize(graph), blocks[0], blocks[1],
+                        seed=seed)
 
 
 def layout_blocks(algo: str, shape: tuple[int, ...]) -> tuple[int, int]:

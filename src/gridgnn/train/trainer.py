@@ -40,7 +40,14 @@ def _prepare(cfg: TrainConfig, world: int):
     """Load and validate the data and lay it out (no collective yet): ``(graph, source, rows, shape, info)``."""
     shape = (1,) if cfg.algo == "serial" else cfg.mesh_shape(world)
     kind = GRID_OF.get(cfg.algo)
-    blocks = num_blocks(cfg.algo, world, cfg.replication) if kind in ("1d", "1.5d") or kind is None else max(shape)
+    if kind in ("1d", "1.5d") or kind is None:
+        blocks = num_blocks(cfg.algo, world, cfg.replication)
+    elif cfg.algo == "2d":
+        blocks = shape[0]  # row blocks of the SUMMA grid
+    elif cfg.algo == "3d":
+        blocks = shape[0] * shape[2]  # B(i, k) blocks of Split-3D
+    else:
+        blocks = max(shape)  # every Plexus axis splits the vertices
     if cfg.data and cfg.data.startswith("sharded:"):
         from ..graph.sharded import ShardedDataset
 
@@ -57,7 +64,8 @@ def _prepare(cfg: TrainConfig, world: int):
         rows = None
         if kind in ("1d", "1.5d"):
             if ds.double:
-                raise GridGnnError(f"{cfg.algo} needs one vertex order; this sharded dataset holds two ({ds.method})")
+                raise GridGnnError(f"{cfg.algo} needs one vertex order; this sharded dataset holds two ({ds.method}): "
+                                   "write it with gridgnn shard --method single-perm (or identity)")
             rows = RowPartition(ds.perm_r, even_bounds(ds.n, blocks), ds.method)
         return None, ds, rows, shape, info
     graph = load_graph(cfg.data, seed=cfg.seed)
@@ -90,6 +98,8 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
         device = ctx.device
         comm = Comm(ProcessGrid.build(kind, device.split(":")[0], replication=cfg.replication,
                                       shape=shape if kind in ("2d", "3d") else None))
+        if graph is not None:
+            source, rows = _agree_on_layout(comm, graph, source, rows)
     rank = comm.grid.global_rank
     lead = rank == 0
 
@@ -155,11 +165,11 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
     with comm.phase("io"):
         everyone = comm.all_gather_object(mine, comm.grid.names) if world > 1 else [mine]
         logits_full = None
-        if cfg.save_logits:
+        if cfg.save_logits and out_dir:
             logits, _ = evaluate(model, plan, comm, data)
             block = (data.node_ids, plan.out_cols(info["classes"]), logits.float().cpu().numpy())
             with comm.phase("io"):
-                blocks = comm.all_gather_object(block, comm.grid.names) if world > 1 else [block]
+                blocks = comm.gather_object(block, comm.grid.names) if world > 1 else [block]
             if lead:
                 logits_full = np.zeros((info["n"], info["classes"]), dtype=np.float32)
                 for ids, (c0, c1), lg in blocks:  # replicas hold equal copies
@@ -182,6 +192,28 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
               f"adjacency shards nnz max/mean {summary['nnz_max_over_mean']:.3f}"
               + (f"; outputs in {out_dir}" if out_dir else ""), flush=True)
     return summary
+
+
+def _agree_on_layout(comm, graph, source, rows):
+    """Every rank computed the vertex order itself; if they differ (a partitioner that is not reproducible
+    across processes, e.g. Mt-KaHyPar), all ranks adopt rank 0's. Phase ``setup``."""
+    import hashlib
+
+    from ..parallel.source import InMemorySource
+
+    h = hashlib.sha1()
+    for arr in (source.perm_r, source.perm_c, None if rows is None else rows.bounds):
+        if arr is not None:
+            h.update(np.ascontiguousarray(arr).tobytes())
+    with comm.phase("setup"):
+        keys = comm.all_gather_object(h.hexdigest(), comm.grid.names)
+        if len(set(keys)) == 1:
+            return source, rows
+        perm_r, perm_c, bounds = comm.broadcast_object(
+            (source.perm_r, source.perm_c, None if rows is None else rows.bounds), comm.grid.names)
+    if rows is not None:
+        rows = RowPartition(perm_r, bounds, rows.method)
+    return InMemorySource(graph, perm_r, perm_c, method=source.method), rows
 
 
 def _max_over_mean(values) -> float:
