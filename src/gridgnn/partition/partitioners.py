@@ -34,7 +34,8 @@ Methods:
   volume. Why METIS and not the lowest-total start: in our runs (R-MAT scale 14–16, SBM, 16–256 parts)
   refining METIS' partition ended within ~1 % of, or well below, the maximum reached from metis-vol's or
   Mt-KaHyPar's lower-total partitions (those pack hubs into a few parts whose send volume local moves cannot
-  unload), and METIS is 10–100× faster than metis-vol and Mt-KaHyPar there (``docs/benchmarks.md``).
+  unload), and METIS is 3–64× faster than metis-vol and 18–85× faster than Mt-KaHyPar there
+  (``docs/benchmarks.md``).
 
 After every graph partitioner, vertices without any edge (no communication wherever they are; ~25 % of an
 R-MAT graph) are spread over the parts with the fewest vertices within the nnz bound
@@ -52,7 +53,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import GridGnnError
-from .layout import RowPartition, even_bounds
+from .layout import RowPartition
 from .quality import as_csr, volume_matrix
 
 __all__ = ["METHODS", "partition_graph", "partition_vector", "vertex_weights", "symmetric_pattern",

@@ -29,12 +29,13 @@ computed from the kept counts :math:`c_{j,p}` in :math:`O(\deg v)`.
 
 .. math::
 
-    \Phi = w_s \sum_p \Big(\frac{\mathrm{send}[p]}{S}\Big)^k + w_r \sum_p \Big(\frac{\mathrm{recv}[p]}{R}\Big)^k
-           + w_t \cdot \mathrm{total},
+    \Phi = w_s \sum_p \Big(\frac{\mathrm{send}[p]}{S}\Big)^k
+         + w_r \sum_p \Big(\frac{\mathrm{recv}[p]}{R}\Big)^k + w_t \cdot \mathrm{total},
 
-(:math:`S, R` = the current maxima, :math:`k = 8`), a smooth stand-in for "the maximum first": unloading a part
-at the maximum is worth far more than loading a part below it, and :math:`w_t` (the marginal value of one row
-at a part of mean load) keeps moves that buy a little balance with a lot of volume out. A *send* phase
+(:math:`S, R` = the maxima at the start of the pass, :math:`k = 8`), a smooth stand-in for "the maximum
+first": unloading a part at the maximum is worth far more than loading a part below it, and :math:`w_t` (the
+marginal value of one row at a part of mean load) keeps moves that buy a little balance with a lot of volume
+out. A *send* phase
 (:math:`w_s = 1, w_r = 0.3`) is followed by a *receive* phase (:math:`w_s = 0.3, w_r = 1`). Every accepted move
 must (hard constraints) keep every part's send ≤ the current maximum send and every part's receive ≤ the
 current maximum receive (so neither maximum ever increases), keep the total volume ≤ ``max_total``
@@ -441,9 +442,9 @@ def refine_max_volume(mat, part, parts: int, *, weights=None, max_load: int | No
                 wt = float(volume_weight) * k / ref * (mean / ref) ** (k - 1)
                 locked = np.zeros(n, dtype=np.uint8)
                 nxt = np.zeros(n, dtype=np.uint8)
-                moved = kern["refine_pass"](K, part, w, vptr, vnets, cptr, cpins, cnt, lam, send, recv, load, count,
-                                     state, order, locked, nxt, cap, budget, k, ws, wr, wt, 1.0 / smax,
-                                     1.0 / rmax, int(max_targets))
+                moved = kern["refine_pass"](K, part, w, vptr, vnets, cptr, cpins, cnt, lam, send, recv, load,
+                                            count, state, order, locked, nxt, cap, budget, k, ws, wr, wt,
+                                            1.0 / smax, 1.0 / rmax, int(max_targets))
                 passes += 1
                 moves_total += int(moved)
                 active = nxt
@@ -451,8 +452,10 @@ def refine_max_volume(mat, part, parts: int, *, weights=None, max_load: int | No
                 hist.append(key)
                 if moved == 0:
                     break
-                if len(hist) > 3 and hist[-1][0] > (1 - tol) * hist[-4][0] and hist[-1][1] > (1 - tol) * hist[-4][1]:
+                if (len(hist) > 3 and hist[-1][0] > (1 - tol) * hist[-4][0]
+                        and hist[-1][1] > (1 - tol) * hist[-4][1]):
                     break
-    final = dict(total=int(state[0]), max_send=int(send.max()), max_recv=int(recv.max()), max_load=int(load.max()))
+    final = dict(total=int(state[0]), max_send=int(send.max()), max_recv=int(recv.max()),
+                 max_load=int(load.max()))
     return part, dict(start=start, final=final, passes=passes, moves=moves_total, numba=bool(jit and HAVE_NUMBA),
                       max_load_bound=int(cap), max_total_bound=int(budget))

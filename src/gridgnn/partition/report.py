@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import sys
 import time
@@ -128,6 +129,8 @@ def run_partition_command(args: argparse.Namespace) -> int:
     print(format_report(rep))
     if args.out:
         try:
+            parent = os.path.dirname(os.path.abspath(args.out))
+            os.makedirs(parent, exist_ok=True)
             write_partition_file(args.out, part)
             with open(f"{args.out}.json", "w", encoding="utf-8") as fh:
                 json.dump(rep, fh, indent=1, default=_json_default)
