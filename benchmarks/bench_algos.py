@@ -41,8 +41,12 @@ def main():
         configs += [("plexus", {"grid": ",".join(map(str, s))}, "double-perm") for s in factor3(p)]
         base = None
         for algo, kw, part in configs:
-            s = run(data=args.data, algo=algo, nproc=p, partition=part, epochs=args.epochs, hidden=args.hidden,
-                    layers=args.layers, **kw)
+            try:
+                s = run(data=args.data, algo=algo, nproc=p, partition=part, epochs=args.epochs, hidden=args.hidden,
+                        layers=args.layers, **kw)
+            except SystemExit as exc:  # report and go on with the other configurations
+                print(f"| {p} | {algo} | {kw.get('grid', '')} | {part} | failed (exit {exc.code}) | | | | | |", flush=True)
+                continue
             ph = s["comm_bytes_per_epoch"]["by_phase"]
             train = sum(v for k, v in ph.items() if k.split(".")[0] in ("fwd", "bwd"))
             t = s["epoch_time_median_s"]

@@ -133,8 +133,12 @@ def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str 
     except BaseException:  # noqa: BLE001 - report and end this rank; the parent ends the rest
         traceback.print_exc()
         code = 1
-    if code:
-        os._exit(code)  # no clean shutdown or interpreter teardown: the parent ends the other ranks
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown either way: on error the parent ends the other ranks; on success, static
+    # destructors of the communication library's threads have been seen to abort ("terminate called without
+    # an active exception") after a clean destroy_process_group, failing a finished job.
+    os._exit(code)
 
 
 def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0, collect: bool = False):
