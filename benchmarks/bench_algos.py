@@ -1,8 +1,9 @@
 """Bytes per epoch and epoch time of every algorithm and grid shape at P = 4 and P = 8, one graph, one run.
 
 Usage: python benchmarks/bench_algos.py [--data SPEC] [--nprocs 4,8] [--epochs 10] [--hidden 64] [--layers 3]
-Prints a Markdown table: fwd+bwd bytes per epoch over all ranks, the busiest rank's send bytes, the median epoch
-time, and both as a ratio to 1d (the oblivious baseline) measured in the same run.
+Prints a Markdown table: fwd+bwd bytes per epoch received over all ranks (= link traffic), the busiest rank's
+received and sent bytes, the median epoch time, and bytes and time as a ratio to 1d (the oblivious baseline)
+measured in the same run.
 """
 from __future__ import annotations
 
@@ -30,9 +31,9 @@ def main():
 
 
     print(f"data {args.data}, {args.layers}-layer GCN, hidden {args.hidden}, {args.epochs} epochs, float32\n")
-    print("| P | algo | grid | partition | MB/epoch fwd+bwd (all ranks) | max rank send MB/epoch | epoch ms | "
-          "bytes × 1d | time × 1d | test acc |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| P | algo | grid | partition | MB/epoch fwd+bwd (received, all ranks) | max rank recv MB | "
+          "max rank send MB | epoch ms | bytes × 1d | time × 1d | test acc |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for p in map(int, args.nprocs.split(",")):
         configs = [("1d", {}, "random"), ("1d-sa", {}, "metis"), ("1.5d", {"replication": 2}, "random"),
                    ("1.5d-sa", {"replication": 2}, "metis")]
@@ -45,7 +46,7 @@ def main():
                 s = run(data=args.data, algo=algo, nproc=p, partition=part, epochs=args.epochs, hidden=args.hidden,
                         layers=args.layers, **kw)
             except SystemExit as exc:  # report and go on with the other configurations
-                print(f"| {p} | {algo} | {kw.get('grid', '')} | {part} | failed (exit {exc.code}) | | | | | |", flush=True)
+                print(f"| {p} | {algo} | {kw.get('grid', '')} | {part} | failed (exit {exc.code}) | | | | | | |", flush=True)
                 continue
             ph = s["comm_bytes_per_epoch"]["by_phase"]
             train = sum(v for k, v in ph.items() if k.split(".")[0] in ("fwd", "bwd"))

@@ -268,23 +268,31 @@ def _summary(cfg, info, world, grid, epochs, everyone, wall) -> dict:
         best = len(recs) - 1
     else:
         best = int(np.nanargmax(vals))
-    by_phase = defaultdict(float)
-    per_rank_send = []
+    by_phase, sent_by_phase = defaultdict(float), defaultdict(float)
+    per_rank_send, per_rank_recv = [], []
     for er in everyone:
-        s = 0.0
+        sent = recv = 0.0
         for k, v in er["phases"].items():
             if k.split(".")[0] in EPOCH_PHASES:
-                by_phase[k] += v["sent"]
-                s += v["sent"]
-        per_rank_send.append(s)
+                by_phase[k] += v["recv"]
+                sent_by_phase[k] += v["sent"]
+                sent += v["sent"]
+                recv += v["recv"]
+        per_rank_send.append(sent)
+        per_rank_recv.append(recv)
     per_epoch_max = [max(ts) for ts in zip(*[er["epoch_times"] for er in everyone])]
     return {
         "test_acc": recs[best]["test_acc"], "val_acc": recs[best]["val_acc"], "best_epoch": best,
         "train_acc": recs[best]["train_acc"], "final_loss": recs[-1]["loss"],
         "epoch_time_median_s": statistics.median(per_epoch_max),
         "eval_time_median_s": statistics.median(r["eval_time_s"] for r in recs),
+        # bytes that arrive at the ranks (= link traffic of every collective under the accounting convention;
+        # a broadcast's root is counted as sending its message once, so sent totals undercount broadcasts)
         "comm_bytes_per_epoch": {"total": float(sum(by_phase.values())), "by_phase": dict(sorted(by_phase.items()))},
+        "comm_sent_bytes_per_epoch": {"total": float(sum(sent_by_phase.values())),
+                                      "by_phase": dict(sorted(sent_by_phase.items()))},
         "max_rank_send_bytes_per_epoch": float(max(per_rank_send)),
+        "max_rank_recv_bytes_per_epoch": float(max(per_rank_recv)),
         "setup_comm_bytes": float(sum(er["setup_bytes"] for er in everyone)),
         "nnz_max_over_mean": _max_over_mean([v for er in everyone for v in er["shard_nnz"]]),
         "algo": cfg.algo, "grid": list(grid.shape) if cfg.algo != "serial" else [1], "nproc": world,
