@@ -54,8 +54,9 @@ def main():
             if base is None:
                 base = (train, t)
             grid = "x".join(map(str, s["grid"]))
-            print(f"| {p} | {algo} | {grid} | {part} | {train / 1e6:.2f} | {s['max_rank_send_bytes_per_epoch'] / 1e6:.2f} "
-                  f"| {t * 1e3:.1f} | {train / base[0]:.2f} | {t / base[1]:.2f} | {s['test_acc']:.3f} |", flush=True)
+            print(f"| {p} | {algo} | {grid} | {part} | {train / 1e6:.2f} | {s['max_rank_recv_bytes_per_epoch'] / 1e6:.2f} "
+                  f"| {s['max_rank_send_bytes_per_epoch'] / 1e6:.2f} | {t * 1e3:.1f} | {train / base[0]:.2f} "
+                  f"| {t / base[1]:.2f} | {s['test_acc']:.3f} |", flush=True)
 
 
 if __name__ == "__main__":
