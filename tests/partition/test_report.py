@@ -77,9 +77,14 @@ def test_partition_command_errors_are_clear(tmp_path):
         run_partition_command(parse(["--data", SPEC, "--parts", "2", "--method", "kway"]))
     with pytest.raises(GridGnnError, match="positive"):
         run_partition_command(parse(["--data", SPEC, "--parts", "0", "--method", "metis"]))
-    with pytest.raises(GridGnnError, match="cannot write"):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(GridGnnError, match="cannot write"):  # a parent that is a file cannot be created
         run_partition_command(parse(["--data", SPEC, "--parts", "2", "--method", "metis",
-                                     "--out", str(tmp_path / "missing" / "x.part")]))
+                                     "--out", str(blocker / "x.part")]))
+    out = tmp_path / "missing" / "x.part"  # missing parent directories are created
+    assert run_partition_command(parse(["--data", SPEC, "--parts", "2", "--method", "metis", "--out", str(out)])) == 0
+    assert out.exists() and out.with_name("x.part.json").exists()
 
 
 def test_format_report_is_a_table():
