@@ -11,7 +11,7 @@ CORA = SHARED / "data" / "planetoid" / "cora"
 @pytest.fixture(scope="session")
 def cora_dir():
     if not CORA.is_dir():
-        pytest.skip(f"Planetoid Cora not found at ../shared/data/planetoid/cora (relative to the repo)")
+        pytest.skip("Planetoid Cora not found at ../shared/data/planetoid/cora (relative to the repo)")
     return CORA
 
 

@@ -43,7 +43,6 @@ class CaseResult:
     grads: list
     loss: float
     comm: dict = field(default_factory=dict)
-    volume_rows: dict = field(default_factory=dict)
     rank: int = 0
     copies: int = 1
     grad_slices: list = field(default_factory=list)
@@ -67,16 +66,12 @@ def run_case(case: Case, comm) -> CaseResult:
     comm.log.reset()
     model = GCN(case.dims, dropout=case.dropout, seed=case.seed, dtype=dtype, plan=plan)
     loss, logits = forward_backward(model, plan, comm, data, epoch=case.epoch)
-    vol = {}
-    agg = getattr(plan, "aggregate", None)
-    if hasattr(agg, "fwd"):
-        vol = {"fwd": agg.fwd.volume_rows(), "bwd": agg.bwd.volume_rows()}
     stats = {k: (v.sent, v.recv, v.calls) for k, v in comm.log.snapshot().items()}
     stats.update({k: (v.sent, v.recv, v.calls) for k, v in setup.items()})
     return CaseResult(data.node_ids.copy(), plan.out_cols(case.dims[-1]),
                       logits.numpy().copy(),
                       [p.grad.detach().numpy().copy() for l in range(model.num_layers)
-                       for p in (model.weights[l], model.biases[l])], float(loss), stats, vol,
+                       for p in (model.weights[l], model.biases[l])], float(loss), stats,
                       comm.grid.global_rank, getattr(plan, "copies", 1),
                       [plan.param_slice(l, k) for l in range(len(case.dims) - 1) for k in ("w", "b")])
 

@@ -38,12 +38,6 @@ class PhaseStats:
     calls: int = 0
     seconds: float = 0.0
 
-    def add(self, other: "PhaseStats") -> None:
-        self.sent += other.sent
-        self.recv += other.recv
-        self.calls += other.calls
-        self.seconds += other.seconds
-
 
 @dataclass
 class CommLog:
@@ -63,13 +57,6 @@ class CommLog:
 
     def snapshot(self) -> dict:
         return {k: PhaseStats(v.sent, v.recv, v.calls, v.seconds) for k, v in self.stats.items()}
-
-    def total(self, prefixes: tuple[str, ...] | None = None) -> PhaseStats:
-        out = PhaseStats()
-        for k, v in self.stats.items():
-            if prefixes is None or k.split(".")[0] in prefixes:
-                out.add(v)
-        return out
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -98,10 +85,6 @@ class Comm:
             yield
         finally:
             self._phase = old
-
-    @property
-    def current_phase(self) -> str:
-        return self._phase
 
     def _timed(self, fn):
         if self._sync and torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -247,10 +230,6 @@ class Comm:
                                                                 group=group))
         self._record("broadcast_object", 0, 0, secs)
         return box[0]
-
-    def barrier(self) -> None:
-        if self.grid.world_size > 1:
-            dist.barrier()
 
 
 class NullComm(Comm):

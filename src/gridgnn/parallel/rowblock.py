@@ -119,19 +119,6 @@ class BlockRowSpMM:
         h = torch.cat(cols) if cols else x.new_zeros((0, x.shape[1]))
         return spmm(self.compact, h)  # Z ← SpMM(Â_i, Ĥ): all stages in one call
 
-    # ------------------------------------------------------------------ volume (for the model and tests)
-    def volume_rows(self) -> tuple[int, int]:
-        """Rows of ``X`` this rank sends and receives per product (excluding the 1.5D all-reduce)."""
-        if self.sparsity_aware:
-            return sum(self.send_rows), sum(self.recv_rows)
-        sizes = self.rows.sizes()
-        g = self.comm.grid.size(self.fetch_axis)
-        if g == 1:
-            return 0, 0
-        sent = sum(int(sizes[q]) for q in self.stages if q == self.me)
-        recv = sum(int(sizes[q]) for q in self.stages if q != self.me)
-        return sent, recv
-
 
 class _Aggregate(torch.autograd.Function):
     r"""``Y = M X`` forward with ``fwd``; backward ``dX = Mᵀ dY`` with ``bwd`` (no transpose communication:

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from ..errors import GridGnnError
-from ..ops import spmm, to_torch_csr
+from ..ops import spmm
 from ..partition import block_range, even_bounds
 from .base import Plan
 

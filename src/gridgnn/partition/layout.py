@@ -42,12 +42,6 @@ class RowPartition:
     def parts(self) -> int:
         return int(self.bounds.size - 1)
 
-    @property
-    def inv(self) -> np.ndarray:
-        inv = np.empty_like(self.perm)
-        inv[self.perm] = np.arange(self.perm.size, dtype=np.int64)
-        return inv
-
     def sizes(self) -> np.ndarray:
         return np.diff(self.bounds)
 
