@@ -89,3 +89,16 @@ def check_each(dist_results, prefix: str, check) -> None:
             check(case, per_rank, P)
         except AssertionError as e:
             raise AssertionError(f"P={P} {name}: {e}") from e
+
+
+def check_sa_receives_no_more(dist_results, sa_prefix: str, oblivious_prefix: str) -> None:
+    """Every rank of a sparsity-aware case receives at most what its oblivious twin's broadcasts bring
+    (``NnzCols(i, q)`` is a subset of block ``q``)."""
+    _, sa = selected(dist_results, sa_prefix)
+    _, ob = selected(dist_results, oblivious_prefix)
+    for name, (_, per_rank) in sa.items():
+        twin = ob[name.replace(sa_prefix, oblivious_prefix, 1)][1]
+        for r_sa, r_ob in zip(per_rank, twin):
+            got = sum(v[1] for k, v in r_sa.comm.items() if k.startswith(("fwd.", "bwd.")))
+            bcast = sum(v[1] for k, v in r_ob.comm.items() if k.startswith(("fwd.", "bwd.")))
+            assert got <= bcast, (name, r_sa.rank)
