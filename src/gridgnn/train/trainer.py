@@ -19,7 +19,7 @@ from ..nn import GCN
 from ..parallel import GRID_OF
 from ..partition import RowPartition, even_bounds
 from .config import TrainConfig
-from .setup import build_rank, make_source, num_blocks
+from .setup import GRAPH_PARTITIONERS, build_rank, make_source, num_blocks
 from .step import evaluate, forward_backward
 
 EPOCH_PHASES = ("fwd", "bwd", "grad", "eval", "metrics")
@@ -72,7 +72,8 @@ def _prepare(cfg: TrainConfig, world: int):
     n_train = 0 if graph.y is None or graph.train_mask is None else int((graph.train_mask & (graph.y >= 0)).sum())
     _check_data(graph.n, graph.num_features, graph.num_classes, n_train, blocks)
     source = rows = None
-    if cfg.algo != "serial":
+    if cfg.algo != "serial" and not (kind in ("1d", "1.5d") and cfg.partition in GRAPH_PARTITIONERS):
+        # cheap and deterministic orders are computed by every rank; graph partitioners once, after the rendezvous
         source, rows = make_source(graph, cfg.algo, world, replication=cfg.replication, shape=shape,
                                    method=cfg.partition, seed=cfg.seed)
     info = {"n": graph.n, "nnz": graph.nnz, "f": graph.num_features, "classes": graph.num_classes,
@@ -98,8 +99,8 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
         device = ctx.device
         comm = Comm(ProcessGrid.build(kind, device.split(":")[0], replication=cfg.replication,
                                       shape=shape if kind in ("2d", "3d") else None))
-        if graph is not None:
-            source, rows = _agree_on_layout(comm, graph, source, rows)
+        if graph is not None and source is None:
+            source, rows = _layout_on_rank0(comm, graph, cfg, world, shape)
     rank = comm.grid.global_rank
     lead = rank == 0
 
@@ -194,26 +195,21 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
     return summary
 
 
-def _agree_on_layout(comm, graph, source, rows):
-    """Every rank computed the vertex order itself; if they differ (a partitioner that is not reproducible
-    across processes, e.g. Mt-KaHyPar), all ranks adopt rank 0's. Phase ``setup``."""
-    import hashlib
-
+def _layout_on_rank0(comm, graph, cfg: TrainConfig, world: int, shape):
+    """Graph partitioners are costly and not all reproducible across processes (Mt-KaHyPar): rank 0 runs it once
+    and the others receive the vertex order and block bounds (phase ``setup``)."""
     from ..parallel.source import InMemorySource
 
-    h = hashlib.sha1()
-    for arr in (source.perm_r, source.perm_c, None if rows is None else rows.bounds):
-        if arr is not None:
-            h.update(np.ascontiguousarray(arr).tobytes())
+    source = rows = None
+    if comm.grid.global_rank == 0:
+        source, rows = make_source(graph, cfg.algo, world, replication=cfg.replication, shape=shape,
+                                   method=cfg.partition, seed=cfg.seed)
     with comm.phase("setup"):
-        keys = comm.all_gather_object(h.hexdigest(), comm.grid.names)
-        if len(set(keys)) == 1:
-            return source, rows
-        perm_r, perm_c, bounds = comm.broadcast_object(
-            (source.perm_r, source.perm_c, None if rows is None else rows.bounds), comm.grid.names)
-    if rows is not None:
-        rows = RowPartition(perm_r, bounds, rows.method)
-    return InMemorySource(graph, perm_r, perm_c, method=source.method), rows
+        perm, bounds = comm.broadcast_object(None if rows is None else (rows.perm, rows.bounds), comm.grid.names)
+    if rows is None:
+        rows = RowPartition(perm, bounds, cfg.partition)
+        source = InMemorySource(graph, perm, method=cfg.partition)
+    return source, rows
 
 
 def _max_over_mean(values) -> float:
