@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import GridGnnError
+from .errors import CommFailure, GridGnnError
 
 
 def _train_parser(sub) -> None:
@@ -118,14 +118,35 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Terminated(BaseException):
+    """SIGTERM in a process that runs the work itself (serial training, partition, shard)."""
+
+
+def _on_sigterm(signum, frame):  # noqa: ARG001 - signal handler signature
+    raise _Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
+    r"""Exit status: 0 done; 2 bad input or configuration (one ``gridgnn: error:`` line); 1 a rank died or a
+    collective failed (one line naming the rank); 130 / 143 interrupted by SIGINT / SIGTERM (one line)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    import signal
+
+    old = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return int(args.func(args) or 0)
     except GridGnnError as exc:
         print(f"gridgnn: error: {exc}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(exc, CommFailure) else 2
+    except KeyboardInterrupt:
+        print("gridgnn: interrupted (SIGINT)", file=sys.stderr, flush=True)
+        return 130
+    except _Terminated:
+        print("gridgnn: interrupted (SIGTERM)", file=sys.stderr, flush=True)
+        return 143
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 if __name__ == "__main__":

@@ -14,21 +14,28 @@ bytes, ``g`` = group size; a group of size 1 moves nothing and is not called):
 * all-gather and reduce-scatter — ``(g−1)/g`` of the full (gathered / input) buffer each way; row blocks of
   different heights are padded to the largest for an all-gather (the padded bytes are what moves and what is
   recorded), and a reduce-scatter of unequal pieces records the actual piece sizes;
-* small picklable objects (``all_gather_object``: reports, panel sizes at set-up) are recorded as calls
-  with 0 bytes — they are metadata, not model data.
+* small JSON objects (``all_gather_json``: reports, panel sizes at set-up) are recorded as calls with 0 bytes —
+  they are metadata, not model data. Nothing is pickled on the wire: a peer cannot make a rank run code.
+
+A collective that fails (``--timeout`` passed because a peer stalled, or a peer went away) raises
+:class:`~gridgnn.errors.CommFailure` naming the rank, the collective, the axis and the phase.
 
 Tests and the volume model (``gridgnn.planner.volume``) use the same convention.
 """
 from __future__ import annotations
 
 import contextlib
+import json
 import math
+import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
+
+from ..errors import CommFailure
 
 
 @dataclass
@@ -86,6 +93,30 @@ class Comm:
         finally:
             self._phase = old
 
+    def _run(self, fn, tag: str, axis) -> float:
+        """Run one collective; returns its wall seconds. A failure of the collective (a timeout because a peer
+        stalled, or a peer that went away) becomes a :class:`~gridgnn.errors.CommFailure` naming this rank,
+        the collective, the axis and the phase."""
+        try:
+            return self._timed(fn)
+        except RuntimeError as exc:  # DistBackendError and gloo/NCCL errors derive from RuntimeError
+            raise CommFailure(self._describe(exc, tag, axis)) from None
+
+    def _describe(self, exc: BaseException, tag: str, axis) -> str:
+        text = str(exc)
+        where = (f"rank {self.grid.global_rank}: collective {tag} on axis {axis!r} in phase "
+                 f"{self._phase!r}")
+        m = re.search(r"[Tt]imed out[^0-9]*(\d+)\s*ms", text)
+        if m or "timed out" in text.lower() or "timeout" in text.lower():
+            after = f" after {int(m.group(1)) / 1000:g} s" if m else ""
+            return f"{where} timed out{after} (--timeout): a peer rank is stalled or gone"
+        low = text.lower()
+        if any(k in low for k in ("connection closed", "connection reset", "broken pipe", "closed by peer",
+                                  "end of file", "eof")):
+            return f"{where} failed: a peer rank went away"
+        first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        return f"{where} failed: {first}"
+
     def _timed(self, fn):
         if self._sync and torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.synchronize()
@@ -107,7 +138,7 @@ class Comm:
             return tensor
         group = self.grid.group(axis)
         src = dist.get_global_rank(group, root)
-        secs = self._timed(lambda: dist.broadcast(tensor, src=src, group=group))
+        secs = self._run(lambda: dist.broadcast(tensor, src=src, group=group), tag, axis)
         me = self.grid.rank(axis)
         m = _nbytes(tensor)
         self._record(tag, m if me == root else 0, 0 if me == root else m, secs)
@@ -120,7 +151,7 @@ class Comm:
             return tensor
         red = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[op]
         group = self.grid.group(axis)
-        secs = self._timed(lambda: dist.all_reduce(tensor, op=red, group=group))
+        secs = self._run(lambda: dist.all_reduce(tensor, op=red, group=group), "allreduce", axis)
         v = 2.0 * (g - 1) / g * _nbytes(tensor)
         self._record("allreduce", v, v, secs)
         return tensor
@@ -141,7 +172,8 @@ class Comm:
         out_splits = [r * width for r in recv_rows]
         flat_recv = ref.new_empty(sum(out_splits))
         group = self.grid.group(axis)
-        secs = self._timed(lambda: dist.all_to_all_single(flat_recv, flat_send, out_splits, in_splits, group=group))
+        secs = self._run(lambda: dist.all_to_all_single(flat_recv, flat_send, out_splits, in_splits, group=group),
+                         "alltoallv", axis)
         es = ref.element_size()
         sent = sum(in_splits[k] for k in range(g) if k != me) * es
         recv = sum(out_splits[k] for k in range(g) if k != me) * es
@@ -165,7 +197,8 @@ class Comm:
         out_splits = [rows * width] * g
         flat_recv = tensor.new_empty(rows * width * g)
         group = self.grid.group(axis)
-        secs = self._timed(lambda: dist.all_to_all_single(flat_recv, flat_send, out_splits, in_splits, group=group))
+        secs = self._run(lambda: dist.all_to_all_single(flat_recv, flat_send, out_splits, in_splits, group=group),
+                         "reducescatter", axis)
         es = tensor.element_size()
         sent = sum(in_splits[k] for k in range(g) if k != me) * es
         self._record("reducescatter", sent, (g - 1) * rows * width * es, secs)
@@ -178,7 +211,7 @@ class Comm:
             return [tensor]
         out = [torch.empty_like(tensor) for _ in range(g)]
         group = self.grid.group(axis)
-        secs = self._timed(lambda: dist.all_gather(out, tensor.contiguous(), group=group))
+        secs = self._run(lambda: dist.all_gather(out, tensor.contiguous(), group=group), "allgather", axis)
         v = (g - 1) / g * _nbytes(tensor) * g
         self._record("allgather", v, v, secs)
         return out
@@ -197,39 +230,65 @@ class Comm:
         blocks = self.all_gather(pad, axis)
         return [b[:r] for b, r in zip(blocks, rows)]
 
-    def all_gather_object(self, obj, axis: str) -> list:
-        """Gather a small picklable object from every member of ``axis`` (reports, not training data)."""
+    def all_gather_json(self, obj, axis) -> list:
+        """Gather a small JSON-serializable object (reports, panel sizes at set-up) from every member of
+        ``axis``, in axis-rank order. It travels as UTF-8 JSON in a byte tensor — never a pickle, so a peer
+        cannot make this rank run code. Recorded as a call with 0 bytes (metadata, not model data). Dict keys
+        come back as strings (JSON's rule)."""
         g = self.grid.size(axis)
         if g == 1:
-            return [obj]
-        out = [None] * g
+            return [json.loads(json.dumps(obj, default=_json_default))]
+        payload = torch.frombuffer(bytearray(json.dumps(obj, default=_json_default).encode()), dtype=torch.uint8)
         group = self.grid.group(axis)
-        secs = self._timed(lambda: dist.all_gather_object(out, obj, group=group))
-        self._record("allgather_object", 0, 0, secs)
-        return out
+        dev = self.wire_device()
 
-    def gather_object(self, obj, axis, root: int = 0) -> list | None:
-        """Gather small picklable objects on axis-rank ``root`` (``None`` elsewhere); 0 bytes recorded."""
+        def run():
+            size = torch.tensor([payload.numel()], dtype=torch.int64, device=dev)
+            sizes = [torch.empty_like(size) for _ in range(g)]
+            dist.all_gather(sizes, size, group=group)
+            width = max(int(s.item()) for s in sizes)
+            buf = torch.zeros(width, dtype=torch.uint8, device=dev)
+            buf[: payload.numel()] = payload.to(dev)
+            bufs = [torch.empty_like(buf) for _ in range(g)]
+            dist.all_gather(bufs, buf, group=group)
+            return [bytes(b[: int(s.item())].cpu().numpy()) for b, s in zip(bufs, sizes)]
+
+        box = []
+        secs = self._run(lambda: box.append(run()), "allgather_json", axis)
+        self._record("allgather_json", 0, 0, secs)
+        return [json.loads(b.decode()) for b in box[0]]
+
+    def gather_rows(self, tensor: torch.Tensor, axis, root: int = 0) -> list[torch.Tensor] | None:
+        """Gather row blocks of possibly different heights (equal trailing shape and dtype) on axis-rank
+        ``root``; ``None`` on the other members. Bytes: each non-root member sends its padded block (the
+        largest height), the root receives ``g − 1`` of them."""
         g = self.grid.size(axis)
         if g == 1:
-            return [obj]
+            return [tensor]
         group = self.grid.group(axis)
-        out = [None] * g if self.grid.rank(axis) == root else None
+        me = self.grid.rank(axis)
+        heights = [int(t.item()) for t in
+                   self.all_gather(torch.tensor([tensor.shape[0]], dtype=torch.int64, device=tensor.device), axis)]
+        pad = tensor.new_zeros((max(heights),) + tuple(tensor.shape[1:]))
+        pad[: tensor.shape[0]] = tensor
+        out = [torch.empty_like(pad) for _ in range(g)] if me == root else None
         dst = dist.get_global_rank(group, root)
-        secs = self._timed(lambda: dist.gather_object(obj, out, dst=dst, group=group))
-        self._record("gather_object", 0, 0, secs)
-        return out
+        secs = self._run(lambda: dist.gather(pad, out, dst=dst, group=group), "gather", axis)
+        m = _nbytes(pad)
+        self._record("gather", 0 if me == root else m, (g - 1) * m if me == root else 0, secs)
+        return None if out is None else [b[:h] for b, h in zip(out, heights)]
 
-    def broadcast_object(self, obj, axis, root: int = 0):
-        """Broadcast a picklable object from axis-rank ``root``; 0 bytes recorded (metadata)."""
-        if self.grid.size(axis) == 1:
-            return obj
-        group = self.grid.group(axis)
-        box = [obj]
-        secs = self._timed(lambda: dist.broadcast_object_list(box, src=dist.get_global_rank(group, root),
-                                                                group=group))
-        self._record("broadcast_object", 0, 0, secs)
-        return box[0]
+    def wire_device(self):
+        """Where metadata tensors live for the backend: CUDA for NCCL, CPU for gloo."""
+        mesh_device = getattr(self.grid.mesh, "device_type", "cpu")
+        return torch.device("cuda", torch.cuda.current_device()) if mesh_device == "cuda" else torch.device("cpu")
+
+
+def _json_default(v):
+    """numpy scalars and arrays in reports become plain JSON numbers and lists."""
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    raise TypeError(f"{type(v).__name__} is not JSON-serializable")
 
 
 class NullComm(Comm):

@@ -1,27 +1,47 @@
-r"""Process launch: ``--nproc P`` spawns P local processes (gloo on CPU, NCCL on CUDA; rendezvous on
-127.0.0.1 at a free port); under ``torchrun`` (``RANK``/``WORLD_SIZE``/``LOCAL_RANK``) or ``srun``
-(``SLURM_PROCID``/``SLURM_NTASKS``/``SLURM_LOCALID``) the same command uses the environment instead.
+r"""Process launch: ``--nproc P`` spawns P local processes (gloo on CPU, NCCL on CUDA); under ``torchrun``
+(``RANK``/``WORLD_SIZE``/``LOCAL_RANK``) or ``srun`` (``SLURM_PROCID``/``SLURM_NTASKS``/``SLURM_LOCALID``) the same
+command uses the environment instead.
 
-A worker is ``fn(ctx, *args)``. It validates its input *before* calling ``ctx.init()`` (the first
-collective: the rendezvous), so bad input ends every rank instead of a hang. A
-:class:`~gridgnn.errors.GridGnnError` ends the rank with status 2; the parent of spawned workers stops the
-rest, prints each distinct message once as ``gridgnn: error: ...`` and exits with status 2 (under
-torchrun/srun every failing rank prints its own message).
+**A local launch listens on loopback only.** The rendezvous is a ``FileStore`` in a private temporary folder
+(mode 0700; no TCP store socket at all), and the ranks' own connections are bound to the loopback interface
+(``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME``), so nothing of a local job is reachable from another host.
+
+**Failures end every rank with one message.** A worker is ``fn(ctx, *args)``; it validates its input *before*
+calling ``ctx.init()`` (the rendezvous), so bad input ends every rank instead of a hang. The parent watches
+every rank; when one ends badly it gives the others a moment to report, stops the rest (SIGTERM, then SIGKILL),
+and prints one ``gridgnn: error: ...`` line per distinct cause, in this order of precedence:
+
+1. input errors (:class:`~gridgnn.errors.GridGnnError` raised by a rank) — exit status 2;
+2. a rank killed by a signal the launcher did not send (``rank 2 was killed by signal 9 (SIGKILL)``) or that
+   exited without a message — exit status 1;
+3. communication failures that ranks saw because of the above or of a stalled peer (a collective that timed out
+   after ``--timeout`` names the collective, axis and phase) — exit status 1.
+
+**Signals.** SIGINT and SIGTERM to the launcher stop every rank, remove the temporary folder and end with
+``gridgnn: interrupted (SIGINT)`` and status 130 (SIGTERM: 143). The ranks start with SIGINT blocked, so a
+Ctrl-C in the terminal (which signals the whole foreground group) reaches only the launcher; each rank also dies
+with its parent (``PR_SET_PDEATHSIG`` on Linux), so a launcher killed outright leaves no orphan.
+
+Results of ``collect=True`` travel through the private temporary folder as pickles written by the ranks this
+launcher started (trusted: nobody else can write there); nothing a user supplies is unpickled.
 """
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import pickle
+import signal
 import socket
 import sys
 import tempfile
+import time
 import traceback
 from dataclasses import dataclass
 
 import torch
 
-from ..errors import GridGnnError
+from ..errors import CommFailure, GridGnnError
 
 
 @dataclass
@@ -35,6 +55,7 @@ class LaunchContext:
     master_port: int = 29500
     timeout_s: float = 600.0
     initialized: bool = False
+    store_file: str | None = None  # local launch: FileStore rendezvous (no listening store socket)
 
     @property
     def backend(self) -> str:
@@ -49,9 +70,14 @@ class LaunchContext:
         if self.device.startswith("cuda"):
             torch.cuda.set_device(self.local_rank)
             self.device = f"cuda:{self.local_rank}"
-        dist.init_process_group(self.backend, init_method=f"tcp://{self.master_addr}:{self.master_port}",
-                                rank=self.rank, world_size=self.world_size,
-                                timeout=datetime.timedelta(seconds=self.timeout_s))
+        method = (f"file://{self.store_file}" if self.store_file is not None
+                  else f"tcp://{self.master_addr}:{self.master_port}")
+        try:
+            dist.init_process_group(self.backend, init_method=method, rank=self.rank, world_size=self.world_size,
+                                    timeout=datetime.timedelta(seconds=self.timeout_s))
+        except (RuntimeError, ValueError) as exc:
+            raise CommFailure(f"rank {self.rank}: the rendezvous of {self.world_size} ranks failed: "
+                              f"{_first_line(exc)}") from None
         self.initialized = True
 
     def shutdown(self, *, clean: bool = True) -> None:
@@ -64,6 +90,11 @@ class LaunchContext:
                 dist.barrier()
             dist.destroy_process_group()
             self.initialized = False
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -95,10 +126,16 @@ def env_context(device: str = "auto") -> LaunchContext | None:
     return None
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def loopback_interface() -> str:
+    """Name of this host's loopback interface (``lo`` on Linux, ``lo0`` on BSD/macOS)."""
+    try:
+        names = [name for _, name in socket.if_nameindex()]
+    except OSError:  # pragma: no cover - no interface table
+        names = []
+    for name in names:
+        if name == "lo" or name.startswith("lo0"):
+            return name
+    return next((n for n in names if n.startswith("lo")), "lo")
 
 
 def _set_threads(local_world: int) -> None:
@@ -106,12 +143,36 @@ def _set_threads(local_world: int) -> None:
     torch.set_num_threads(max(1, cores // max(1, local_world)))
 
 
-_PORT_TAKEN = 75
+def _die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this process when its parent (the launcher) dies (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):  # pragma: no cover
+        pass
+
+
+def _write_report(err_dir: str, rank: int, kind: str, message: str) -> None:
+    path = os.path.join(err_dir, f"rank{rank}.json")
+    with open(path + ".tmp", "w") as fh:
+        json.dump({"rank": rank, "kind": kind, "message": message}, fh)
+    os.replace(path + ".tmp", path)
 
 
 def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str | None, err_dir: str) -> None:
+    # SIGINT stays blocked (inherited from the launcher): Ctrl-C is the launcher's to handle. SIGTERM (the
+    # launcher stopping this rank) ends the process quietly with the default action.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    _die_with_parent()
+    if os.getppid() == 1:  # the launcher died before we could ask to follow it
+        os._exit(1)
     ctx = LaunchContext(local_rank, ctx_proto.world_size, local_rank, ctx_proto.world_size, ctx_proto.device,
-                        ctx_proto.master_addr, ctx_proto.master_port, ctx_proto.timeout_s)
+                        ctx_proto.master_addr, ctx_proto.master_port, ctx_proto.timeout_s,
+                        store_file=ctx_proto.store_file)
     _set_threads(ctx.local_world_size)
     code = 0
     try:
@@ -120,18 +181,15 @@ def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str 
             with open(os.path.join(result_dir, f"rank{local_rank}.pkl"), "wb") as fh:
                 pickle.dump(out, fh)
         ctx.shutdown()
+    except CommFailure as exc:
+        _write_report(err_dir, local_rank, "comm", str(exc))
+        code = 1
     except GridGnnError as exc:
-        with open(os.path.join(err_dir, f"rank{local_rank}.txt"), "w") as fh:
-            fh.write(str(exc))
+        _write_report(err_dir, local_rank, "input", str(exc))
         code = 2
-    except Exception as exc:  # noqa: BLE001
-        if "EADDRINUSE" in str(exc) and not ctx.initialized:
-            code = _PORT_TAKEN  # the free port was taken before rank 0 could listen: the parent retries
-        else:
-            traceback.print_exc()
-            code = 1
-    except BaseException:  # noqa: BLE001 - report and end this rank; the parent ends the rest
+    except Exception as exc:  # noqa: BLE001 - a bug: keep the traceback for the report
         traceback.print_exc()
+        _write_report(err_dir, local_rank, "internal", f"rank {local_rank}: {type(exc).__name__}: {exc}")
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
@@ -141,11 +199,133 @@ def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str 
     os._exit(code)
 
 
+class _Interrupted(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_interrupt(signum, frame):  # noqa: ARG001 - signal handler signature
+    raise _Interrupted(signum)
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+# seconds the other ranks get to report their own view after one rank fails, and after SIGTERM before SIGKILL
+REPORT_GRACE_S = 2.0
+KILL_GRACE_S = 3.0
+
+
+def _stop(procs, *, grace_s: float = KILL_GRACE_S) -> set[int]:
+    """SIGTERM every live rank, SIGKILL what is left after ``grace_s``; returns the ranks this stopped."""
+    stopped = set()
+    for r, p in enumerate(procs):
+        if p.exitcode is None:
+            stopped.add(r)
+            try:
+                os.kill(p.pid, signal.SIGTERM)
+                os.kill(p.pid, signal.SIGCONT)  # a stopped rank must run to act on SIGTERM
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.exitcode is None:
+            p.kill()
+            p.join()
+    return stopped
+
+
+def _read_reports(err_dir: str) -> list[dict]:
+    reports = []
+    for name in sorted(os.listdir(err_dir)):
+        if name.endswith(".json"):
+            try:
+                with open(os.path.join(err_dir, name)) as fh:
+                    reports.append(json.load(fh))
+            except (OSError, ValueError):
+                pass
+    return sorted(reports, key=lambda r: r.get("rank", 0))
+
+
+def _failure_messages(procs, stopped: set[int], err_dir: str) -> tuple[list[str], int]:
+    """The lines to print and the exit status, by the precedence of the module docstring."""
+    reports = _read_reports(err_dir)
+    by_kind: dict[str, list[str]] = {"input": [], "internal": [], "comm": []}
+    reported = set()
+    for rep in reports:
+        reported.add(rep.get("rank"))
+        msgs = by_kind.setdefault(rep.get("kind", "internal"), [])
+        if rep.get("message") not in msgs:
+            msgs.append(rep.get("message", ""))
+    if by_kind["input"]:
+        return by_kind["input"], 2
+    dead = []
+    for r, p in enumerate(procs):
+        code = p.exitcode
+        if r in stopped or r in reported or code in (0, None):
+            continue
+        if code < 0:
+            dead.append(f"rank {r} was killed by signal {-code} ({_signal_name(-code)})")
+        else:
+            dead.append(f"rank {r} exited with status {code} without a message")
+    lines = _merge_ranks(by_kind["internal"]) + dead
+    if lines:
+        return lines, 1
+    comm = _merge_ranks(by_kind["comm"])
+    silent = sorted(r for r in stopped if r not in reported)
+    if comm and silent:
+        who = ", ".join(map(str, silent))
+        comm.append(f"rank{'s' if len(silent) > 1 else ''} {who} did not fail but did not answer either "
+                    "(stalled: stopped by the launcher)")
+    return comm or ["a rank failed without a message"], 1
+
+
+def _merge_ranks(messages: list[str]) -> list[str]:
+    """``rank 0: X``, ``rank 2: X`` → ``ranks 0, 2: X`` (one line per distinct cause)."""
+    groups: dict[str, list[str]] = {}
+    for m in messages:
+        head, sep, rest = m.partition(": ")
+        if sep and head.startswith("rank ") and head[5:].isdigit():
+            groups.setdefault(rest, []).append(head[5:])
+        else:
+            groups.setdefault(m, [])
+    return [f"rank{'s' if len(r) > 1 else ''} {', '.join(r)}: {m}" if r else m for m, r in groups.items()]
+
+
+def _wait(procs, err_dir: str) -> None:
+    """Block until every rank ends; on the first failure stop the rest and raise ``SystemExit``."""
+    from multiprocessing.connection import wait
+
+    live = {p.sentinel: p for p in procs}
+    while live:
+        for s in wait(list(live), timeout=1.0):
+            p = live.pop(s)
+            p.join()
+            if p.exitcode != 0:
+                # let the others notice and report (a peer that died closes its connections at once)
+                deadline = time.monotonic() + REPORT_GRACE_S
+                for q in procs:
+                    q.join(max(0.0, deadline - time.monotonic()))
+                stopped = _stop(procs)
+                lines, code = _failure_messages(procs, stopped, err_dir)
+                for line in lines:
+                    print(f"gridgnn: error: {line}", file=sys.stderr, flush=True)
+                raise SystemExit(code)
+
+
 def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0, collect: bool = False):
     """Run ``fn(ctx, *args)`` on every rank; returns the list of per-rank results when ``collect``.
 
     Under torchrun/srun this process is one rank (``nproc`` must match or be omitted) and the list holds
-    only this rank's result. Otherwise ``nproc`` processes are spawned here.
+    only this rank's result. Otherwise ``nproc`` processes are spawned here (see the module docstring for
+    failures and signals).
     """
     ctx = env_context(device)
     if ctx is not None:
@@ -155,7 +335,8 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
         try:
             out = fn(ctx, *args)
         except GridGnnError as exc:
-            print(f"gridgnn: error (rank {ctx.rank}): {exc}", file=sys.stderr, flush=True)
+            msg = str(exc) if isinstance(exc, CommFailure) else f"(rank {ctx.rank}) {exc}"
+            print(f"gridgnn: error: {msg}", file=sys.stderr, flush=True)
             os._exit(2)  # peers blocked in a collective are ended by the launcher
         ctx.shutdown()
         return [out]
@@ -164,36 +345,40 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
     dev = resolve_device(device)
     if dev == "cuda" and nproc > torch.cuda.device_count():
         raise GridGnnError(f"--nproc {nproc} exceeds the {torch.cuda.device_count()} visible CUDA devices")
-    import logging
-
     import torch.multiprocessing as mp
 
-    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)  # we report failures ourselves
-    with tempfile.TemporaryDirectory(prefix="gridgnn-") as tmp:
+    mpctx = mp.get_context("spawn")
+    handled = (signal.SIGINT, signal.SIGTERM)
+    old_handlers = {s: signal.getsignal(s) for s in handled}
+    lo = loopback_interface()
+    env_keys = {"GLOO_SOCKET_IFNAME": lo, "NCCL_SOCKET_IFNAME": lo}
+    old_env = {k: os.environ.get(k) for k in env_keys}
+    tmp = tempfile.mkdtemp(prefix="gridgnn-")  # mode 0700: the rendezvous and reports are ours alone
+    procs = []
+    try:
+        for s in handled:
+            signal.signal(s, _raise_interrupt)
         rdir = tmp if collect else None
         edir = os.path.join(tmp, "errors")
         os.makedirs(edir)
-        for attempt in range(5):
-            proto = LaunchContext(0, nproc, 0, nproc, dev, "127.0.0.1", free_port(), timeout_s)
-            try:
-                mp.start_processes(_child, args=(fn, args, proto, rdir, edir), nprocs=nproc, join=True,
-                                   start_method="spawn")
-                break
-            except mp.ProcessExitedException as exc:
-                if exc.exit_code == _PORT_TAKEN and attempt < 4:
-                    continue
-                messages = []
-                for name in sorted(os.listdir(edir)):
-                    with open(os.path.join(edir, name)) as fh:
-                        msg = fh.read()
-                    if msg not in messages:
-                        messages.append(msg)
-                for msg in messages:
-                    print(f"gridgnn: error: {msg}", file=sys.stderr, flush=True)
-                code = 2 if messages else (exc.exit_code if exc.exit_code and exc.exit_code > 0 else 1)
-                raise SystemExit(code) from None
-            except mp.ProcessRaisedException as exc:  # pragma: no cover - _child catches everything
-                raise SystemExit(1) from exc
+        proto = LaunchContext(0, nproc, 0, nproc, dev, timeout_s=timeout_s,
+                              store_file=os.path.join(tmp, "rendezvous"))
+        # Children inherit the blocked mask (SIGINT stays blocked in them) and the loopback-only interfaces.
+        os.environ.update(env_keys)
+        signal.pthread_sigmask(signal.SIG_BLOCK, set(handled))
+        try:
+            for r in range(nproc):
+                p = mpctx.Process(target=_child, args=(r, fn, args, proto, rdir, edir), daemon=False)
+                p.start()
+                procs.append(p)
+        finally:
+            for k, v in old_env.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, set(handled))  # a pending Ctrl-C is raised here
+        _wait(procs, edir)
         if not collect:
             return None
         out = []
@@ -201,3 +386,18 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
             with open(os.path.join(tmp, f"rank{r}.pkl"), "rb") as fh:
                 out.append(pickle.load(fh))
         return out
+    except _Interrupted as exc:
+        for s in handled:
+            signal.signal(s, signal.SIG_IGN)  # a second Ctrl-C does not interrupt the clean-up
+        _stop(procs, grace_s=1.0)
+        print(f"gridgnn: interrupted ({_signal_name(exc.signum)}); stopped {len(procs)} rank(s)",
+              file=sys.stderr, flush=True)
+        raise SystemExit(128 + exc.signum) from None
+    finally:
+        if any(p.exitcode is None for p in procs):
+            _stop(procs, grace_s=1.0)
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+        for s, h in old_handlers.items():
+            signal.signal(s, h)

@@ -109,8 +109,8 @@ class SummaSpMM:
             self.local[p] = (idx, val)
             nnz_mine[p] = int(m.nnz)
         with comm.phase("setup"):
-            allnnz = comm.all_gather_object(nnz_mine, plan.col_axis)
-        self.nnz = {p: v for d in allnnz for p, v in d.items()}
+            allnnz = comm.all_gather_json(nnz_mine, plan.col_axis)
+        self.nnz = {int(p): v for d in allnnz for p, v in d.items()}
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         plan = self.plan

@@ -164,17 +164,11 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
     # ---- gather per-rank records (once, phase io) and the logits
     mine = _rank_record(rank, epochs, setup_log, plan.shard_nnz())
     with comm.phase("io"):
-        everyone = comm.all_gather_object(mine, comm.grid.names) if world > 1 else [mine]
+        everyone = comm.all_gather_json(mine, comm.grid.names)
         logits_full = None
         if cfg.save_logits and out_dir:
             logits, _ = evaluate(model, plan, comm, data)
-            block = (data.node_ids, plan.out_cols(info["classes"]), logits.float().cpu().numpy())
-            with comm.phase("io"):
-                blocks = comm.gather_object(block, comm.grid.names) if world > 1 else [block]
-            if lead:
-                logits_full = np.zeros((info["n"], info["classes"]), dtype=np.float32)
-                for ids, (c0, c1), lg in blocks:  # replicas hold equal copies
-                    logits_full[ids, c0:c1] = lg
+            logits_full = _gather_logits(comm, logits, data.node_ids, plan.out_cols(info["classes"]), info)
     if not lead:
         return None
     summary = _summary(cfg, info, world, comm.grid, epochs, everyone, time.perf_counter() - t_start)
@@ -205,11 +199,40 @@ def _layout_on_rank0(comm, graph, cfg: TrainConfig, world: int, shape):
         source, rows = make_source(graph, cfg.algo, world, replication=cfg.replication, shape=shape,
                                    method=cfg.partition, seed=cfg.seed)
     with comm.phase("setup"):
-        perm, bounds = comm.broadcast_object(None if rows is None else (rows.perm, rows.bounds), comm.grid.names)
+        lead = comm.grid.global_rank == 0
+        parts = num_blocks(cfg.algo, world, cfg.replication)
+        dev = comm.wire_device()
+        perm = torch.from_numpy(np.asarray(rows.perm, np.int64)).to(dev) if lead else \
+            torch.empty(graph.n, dtype=torch.int64, device=dev)
+        bounds = torch.from_numpy(np.asarray(rows.bounds, np.int64)).to(dev) if lead else \
+            torch.empty(parts + 1, dtype=torch.int64, device=dev)
+        comm.broadcast(perm, 0, comm.grid.names, tag="bcast_layout")
+        comm.broadcast(bounds, 0, comm.grid.names, tag="bcast_layout")
+        perm, bounds = perm.cpu().numpy(), bounds.cpu().numpy()
     if rows is None:
         rows = RowPartition(perm, bounds, cfg.partition)
         source = InMemorySource(graph, perm, method=cfg.partition)
     return source, rows
+
+
+def _gather_logits(comm, logits, node_ids, cols, info) -> np.ndarray | None:
+    """The logits in original node order on rank 0 (``None`` elsewhere): every rank's block of rows
+    ``node_ids`` and class columns ``cols`` travels as tensors (phase ``io``); replicas hold equal copies."""
+    axes, dev = comm.grid.names, comm.wire_device()
+    ids = torch.as_tensor(np.asarray(node_ids, np.int64)).to(dev)
+    c0, c1 = (int(v) for v in cols)
+    lg = torch.zeros((logits.shape[0], info["classes"]), dtype=torch.float32, device=dev)  # equal widths on the wire
+    lg[:, c0:c1] = logits.detach().float().to(dev)
+    c = torch.tensor([[c0, c1]], dtype=torch.int64, device=dev)
+    with comm.phase("io"):
+        all_ids, all_lg, all_cols = (comm.gather_rows(t, axes) for t in (ids, lg, c))
+    if all_ids is None:
+        return None
+    full = np.zeros((info["n"], info["classes"]), dtype=np.float32)
+    for i, block, cc in zip(all_ids, all_lg, all_cols):
+        c0, c1 = (int(v) for v in cc[0])
+        full[i.cpu().numpy(), c0:c1] = block[:, c0:c1].cpu().numpy()
+    return full
 
 
 def _max_over_mean(values) -> float:

@@ -1,0 +1,212 @@
+"""The local launcher under failure: loopback-only rendezvous, a killed rank, a stalled rank, SIGINT/SIGTERM.
+
+Each test starts a real ``gridgnn train`` with spawned ranks, waits until it trains, acts on it, and checks
+that every process is gone in time, the exit status, one ``gridgnn: error:`` line per cause, no traceback, and
+no temporary folder left behind."""
+import ipaddress
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and Linux signals")
+
+LONG_RUN = ["train", "--data", "synthetic:sbm?n=600&classes=4&features=8", "--epochs", "1000000", "--log-every", 1,
+            "--hidden", 8]
+
+
+def _children(pid: int) -> list[int]:
+    r = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+    return [int(v) for v in r.stdout.split()]
+
+
+def _ranks(launcher: int) -> list[int]:
+    """The spawned ranks of ``launcher`` in start order (rank 0 first), without multiprocessing's tracker."""
+    out = []
+    for c in sorted(_children(launcher)):
+        try:
+            with open(f"/proc/{c}/cmdline", "rb") as fh:
+                cmd = fh.read()
+        except OSError:
+            continue
+        if b"spawn_main" in cmd and b"resource_tracker" not in cmd:
+            out.append(c)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ")[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+class Run:
+    def __init__(self, tmp_path, *args):
+        self.tmp = tmp_path / "tmp"
+        self.tmp.mkdir()
+        env = dict(os.environ, TMPDIR=str(self.tmp), PYTHONUNBUFFERED="1")
+        self.out = open(tmp_path / "stdout", "w+")
+        self.err = open(tmp_path / "stderr", "w+")
+        self.proc = subprocess.Popen([sys.executable, "-m", "gridgnn", *map(str, LONG_RUN), *map(str, args)],
+                                     stdout=self.out, stderr=self.err, env=env)
+        self.ranks: list[int] = []
+
+    def wait_training(self, nproc: int, timeout: float = 120.0) -> None:
+        """Until every rank is up and epoch 2 is printed."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            assert self.proc.poll() is None, self.stderr()
+            self.ranks = _ranks(self.proc.pid)
+            self.out.seek(0)
+            if len(self.ranks) == nproc and "epoch    2" in self.out.read():
+                return
+            time.sleep(0.2)
+        self.proc.kill()
+        raise AssertionError("the run did not start training in time")
+
+    def finish(self, within: float) -> int:
+        t0 = time.monotonic()
+        try:
+            code = self.proc.wait(timeout=within)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            for r in self.ranks:
+                if _alive(r):
+                    os.kill(r, signal.SIGKILL)
+            raise AssertionError(f"the launcher did not end within {within} s") from None
+        while any(_alive(r) for r in self.ranks) and time.monotonic() - t0 < within:
+            time.sleep(0.1)
+        assert not [r for r in self.ranks if _alive(r)], "ranks outlived the launcher"
+        return code
+
+    def stderr(self) -> str:
+        self.err.seek(0)
+        return self.err.read()
+
+    def errors(self) -> list[str]:
+        lines = self.stderr().splitlines()
+        assert not any("Traceback" in line for line in lines), self.stderr()
+        return [line for line in lines if line.startswith("gridgnn: error:")]
+
+    def left_behind(self) -> list[str]:
+        return sorted(n for n in os.listdir(self.tmp) if n.startswith("gridgnn"))
+
+
+def _listening(pid: int) -> list[tuple[str, int]]:
+    """(address, port) of every listening TCP socket that ``pid`` holds, from /proc (what ``ss -ltnp`` shows)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    out = []
+    for table, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
+        try:
+            rows = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            if f[3] != "0A" or f[9] not in inodes:  # 0A = LISTEN
+                continue
+            hexaddr, hexport = f[1].split(":")
+            raw = bytes.fromhex(hexaddr)
+            if v6:
+                raw = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+                addr = str(ipaddress.IPv6Address(raw))
+            else:
+                addr = str(ipaddress.IPv4Address(raw[::-1]))
+            out.append((addr, int(hexport, 16)))
+    return out
+
+
+def _external_addresses() -> list[str]:
+    """This host's non-loopback IPv4 addresses (may be empty in a sandbox)."""
+    r = subprocess.run(["hostname", "-I"], capture_output=True, text=True)
+    addrs = [a for a in r.stdout.split() if ":" not in a and not a.startswith("127.")]
+    try:
+        addrs += [a for a in socket.gethostbyname_ex(socket.gethostname())[2] if not a.startswith("127.")]
+    except OSError:
+        pass
+    return sorted(set(addrs))
+
+
+def test_local_launch_listens_on_loopback_only_and_sigint_cleans_up(tmp_path):
+    run = Run(tmp_path, "--nproc", 2, "--algo", "1d")
+    run.wait_training(2)
+    sockets = [s for pid in [run.proc.pid, *run.ranks] for s in _listening(pid)]
+    assert sockets, "the ranks should hold their gloo listening sockets"
+    for addr, port in sockets:
+        assert ipaddress.ip_address(addr).is_loopback, f"listening on {addr}:{port}"
+    for ext in _external_addresses():
+        for _, port in sockets:
+            with socket.socket() as s:
+                s.settimeout(2)
+                assert s.connect_ex((ext, port)) != 0, f"port {port} reachable on {ext}"
+    os.kill(run.proc.pid, signal.SIGINT)
+    assert run.finish(within=10) == 130
+    assert run.errors() == []
+    assert "gridgnn: interrupted (SIGINT)" in run.stderr()
+    assert run.left_behind() == []
+
+
+def test_sigterm_to_launcher_ends_every_rank_with_143(tmp_path):
+    run = Run(tmp_path, "--nproc", 2, "--algo", "1d-sa")
+    run.wait_training(2)
+    os.kill(run.proc.pid, signal.SIGTERM)
+    assert run.finish(within=10) == 143
+    assert "gridgnn: interrupted (SIGTERM)" in run.stderr() and "Traceback" not in run.stderr()
+    assert run.left_behind() == []
+
+
+def test_ctrl_c_to_the_whole_group_gives_one_line(tmp_path):
+    """A terminal's Ctrl-C signals every process of the foreground group: the ranks must stay quiet."""
+    run = Run(tmp_path, "--nproc", 2, "--algo", "1d")
+    run.wait_training(2)
+    for pid in [run.proc.pid, *run.ranks]:
+        os.kill(pid, signal.SIGINT)
+    assert run.finish(within=10) == 130
+    assert run.stderr().count("gridgnn:") == 1 and "Traceback" not in run.stderr()
+    assert run.left_behind() == []
+
+
+def test_killed_rank_is_named(tmp_path):
+    run = Run(tmp_path, "--nproc", 4, "--algo", "1d")
+    run.wait_training(4)
+    os.kill(run.ranks[2], signal.SIGKILL)
+    code = run.finish(within=30)
+    assert code not in (0, None)
+    assert run.errors() == ["gridgnn: error: rank 2 was killed by signal 9 (SIGKILL)"]
+    assert run.left_behind() == []
+
+
+def test_stalled_rank_times_out_naming_the_collective(tmp_path):
+    run = Run(tmp_path, "--nproc", 2, "--algo", "1d", "--timeout", 3)
+    run.wait_training(2)
+    os.kill(run.ranks[1], signal.SIGSTOP)
+    code = run.finish(within=30)
+    assert code == 1
+    errors = run.errors()
+    assert len(errors) == 2, errors
+    assert errors[0].startswith("gridgnn: error: rank 0: collective ") and "timed out after 3 s" in errors[0]
+    assert "in phase '" in errors[0] and "axis 'p'" in errors[0]
+    assert "rank 1 did not fail" in errors[1]
+    assert run.left_behind() == []
+
+
+def test_serial_run_sigint_is_one_line(tmp_path):
+    run = Run(tmp_path, "--algo", "serial")
+    run.wait_training(0)
+    os.kill(run.proc.pid, signal.SIGINT)
+    assert run.finish(within=10) == 130
+    assert run.stderr().count("gridgnn:") == 1 and "gridgnn: interrupted (SIGINT)" in run.stderr()
+    assert "Traceback" not in run.stderr()
