@@ -70,8 +70,10 @@ def test_parse_spec():
     ("synthetic:rmat?edge_factor=4", ["scale"]),
     ("synthetic:rmat?scale=1.5", ["scale", "integer"]),
     ("edgelist:g.txt?directed=maybe", ["directed", "0 or 1"]),
-    ("edgelist:g.txt?weighted=1", ["unknown parameter", "directed, num_nodes"]),
-    ("mtx:g.mtx?directed=1", ["unknown parameter", "none"]),
+    ("edgelist:g.txt?weighted=1", ["unknown parameter", "directed, num_nodes, relabel"]),
+    ("mtx:g.mtx?directed=1", ["unknown parameter", "num_nodes, relabel"]),
+    ("npz:g.npz?num_nodes=3", ["unknown parameter", "none"]),
+    ("edgelist:g.txt?relabel=maybe", ["relabel", "0 or 1"]),
     ("npz:", ["no path"]),
     ("synthetic:sbm?n=5&classes=9", ["classes"]),
 ])

@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import GridGnnError
+from .safe_io import MAX_ID, check_vertex_count
 
 
 @dataclass(kw_only=True)
@@ -29,6 +30,11 @@ class Graph:
         y: ``int64[n]`` labels, ``-1`` for unlabelled nodes, or ``None`` (no labels).
         train_mask, val_mask, test_mask: ``bool[n]`` or ``None``.
         name: a short label for reports.
+        meta: free-form, JSON-friendly notes (source file, spec, how features and the split were made).
+        original_ids: ``int64[n]``, strictly increasing, or ``None``. Set by a loader called with
+            ``relabel=True`` (``?relabel=1`` in a data spec): vertex ``i`` of this graph is vertex
+            ``original_ids[i]`` of the file, so per-vertex outputs (``--save-logits``) can be mapped back with
+            ``original_ids[row]``. ``None`` when the ids are the file's own.
     """
 
     indptr: np.ndarray
@@ -43,6 +49,7 @@ class Graph:
     test_mask: np.ndarray | None = None
     name: str = "graph"
     meta: dict = field(default_factory=dict)
+    original_ids: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.indptr = np.ascontiguousarray(self.indptr, dtype=np.int64)
@@ -65,10 +72,16 @@ class Graph:
             if arr.size and not np.issubdtype(arr.dtype, np.integer):
                 if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
                     raise GridGnnError(f"edge {what} ids must be integers")
+        for arr, what in ((src, "source"), (dst, "destination")):
+            if arr.size and np.issubdtype(arr.dtype, np.unsignedinteger) and arr.max() > MAX_ID:
+                raise GridGnnError(f"edge {what} id {int(arr.max())} does not fit a 64-bit signed id")
+            if arr.size and np.issubdtype(arr.dtype, np.floating) and np.abs(arr).max() > MAX_ID:
+                raise GridGnnError(f"edge {what} id {float(np.abs(arr).max()):g} does not fit a 64-bit id")
         src = src.astype(np.int64)
         dst = dst.astype(np.int64)
         if n is None:
-            n = int(max(src.max(initial=-1), dst.max(initial=-1)) + 1)
+            n = int(max(src.max(initial=-1), dst.max(initial=-1))) + 1
+        n = int(n)
         _check_ids(src, n, "source")
         _check_ids(dst, n, "destination")
         if weights is not None:
@@ -77,6 +90,8 @@ class Graph:
                 raise GridGnnError(f"{weights.size} edge weights for {src.size} edges")
             if not np.all(np.isfinite(weights)):
                 raise GridGnnError("edge weights contain NaN or inf")
+        if n > 0:
+            check_vertex_count(n, "graph")
         data = weights if weights is not None else np.ones(src.size, dtype=np.float64)
         mat = sp.coo_matrix((data, (dst, src)), shape=(n, n)).tocsr()
         mat.sum_duplicates()
@@ -162,6 +177,9 @@ class Graph:
                 raise GridGnnError(f"{self.y.shape[0]} labels for {n} vertices")
             if np.any(self.y < -1):
                 raise GridGnnError("labels must be >= 0 (or -1 for unlabelled)")
+            if self.y.size and self.y.max() >= n:
+                raise GridGnnError(f"label {int(self.y.max())} implies {int(self.y.max()) + 1} classes, more than "
+                                   f"the {n} vertices (class ids must be below the vertex count)")
         for name in ("train_mask", "val_mask", "test_mask"):
             m = getattr(self, name)
             if m is not None:
@@ -169,6 +187,15 @@ class Graph:
                 if m.shape[0] != n:
                     raise GridGnnError(f"{name} has {m.shape[0]} entries for {n} vertices")
                 setattr(self, name, m)
+        if self.original_ids is not None:
+            ids = np.asarray(self.original_ids)
+            if ids.shape != (n,) or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
+                raise GridGnnError(f"original_ids must be an integer array of length n={n}, got shape "
+                                   f"{ids.shape} dtype {ids.dtype}")
+            ids = np.ascontiguousarray(ids, dtype=np.int64)
+            if ids.size and (ids[0] < 0 or np.any(np.diff(ids) <= 0)):
+                raise GridGnnError("original_ids must be non-negative and strictly increasing")
+            self.original_ids = ids
 
 
 def _check_ids(ids: np.ndarray, n: int, what: str) -> None:

@@ -12,13 +12,26 @@ Documented defaults, applied by :func:`apply_defaults` after loading:
 * **Split.** Labels without any mask get :func:`default_split`: a seeded random 60/20/20 split of the labelled
   vertices (``y >= 0``). When at least one mask is given, the masks are kept as they are.
 
-Bad input raises :class:`~gridgnn.errors.GridGnnError` with a one-line message that starts with the file name.
+Bad input raises :class:`~gridgnn.errors.GridGnnError` with a one-line message that starts with the file name,
+never another exception type; files are parsed by this package (no pickles run, no ``scipy.io.mmread``, no
+``numpy.load``), and nothing of size ``n`` is allocated before the vertex count is checked:
+
+* **Plausible vertex count.** When ``n`` comes from the largest id of an edge list or from a Matrix Market
+  header, ``n > 2 * entries + 1,000,000`` is refused (``entries`` edges touch at most ``2 * entries`` vertices, so
+  more than a million vertices would be isolated: a typo or a hashed id, not a graph). Pass ``?num_nodes=N`` to
+  confirm the count, or ``?relabel=1`` to compact the ids to ``0..k-1``; the file's ids are then kept in
+  :attr:`Graph.original_ids <gridgnn.graph.graph.Graph.original_ids>` (vertex ``i`` is the file's
+  ``original_ids[i]``), which :func:`save_npz` stores too.
+* **Memory ceiling.** Even a confirmed ``n`` is refused when ``n * 64`` bytes (the per-vertex arrays of a
+  :class:`Graph` and their transient copies) exceed the memory available (``MemAvailable`` of
+  ``/proc/meminfo``). Ids must fit ``int64``.
+* **Labels.** Class ids must be below the vertex count (``max label + 1 <= n``).
 """
 from __future__ import annotations
 
+import io
 import math
-import os
-import pickle
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +39,10 @@ import scipy.sparse as sp
 
 from ..errors import GridGnnError
 from .graph import Graph
+from .planetoid import PARTS as PLANETOID_PARTS
+from .planetoid import read_planetoid_arrays
+from .safe_io import (MAX_ID, check_plausible_vertex_count, check_vertex_count, read_npz, regular_file,
+                      short)
 
 __all__ = [
     "from_pyg", "load_planetoid", "load_edgelist", "load_mtx", "load_npz", "save_npz",
@@ -128,14 +145,8 @@ def row_normalize(x: np.ndarray) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------- helpers
 def _check_file(path) -> Path:
-    p = Path(path)
-    if not p.exists():
-        raise GridGnnError(f"{p}: file not found")
-    if not p.is_file():
-        raise GridGnnError(f"{p}: not a regular file (cannot read)")
-    if not os.access(p, os.R_OK):
-        raise GridGnnError(f"{p}: cannot read file (permission denied)")
-    return p
+    """An existing, readable regular file (a FIFO or device could block or never end)."""
+    return regular_file(path, "file")[0]
 
 
 def _prefixed(path, err: GridGnnError) -> GridGnnError:
@@ -192,6 +203,10 @@ def _node_arrays(path, n: int, x, y, masks: dict) -> dict:
         if not np.issubdtype(y.dtype, np.integer):
             if not np.issubdtype(y.dtype, np.floating) or not np.all(np.isfinite(y)) or np.any(y != np.round(y)):
                 raise GridGnnError(f"{path}: labels y must be integers (class ids, -1 = unlabelled)")
+        if y.size and y.max() >= n:
+            top = int(y.max()) if y.dtype.kind in "iu" else f"{float(y.max()):.0f}"
+            raise GridGnnError(f"{path}: label {top} is not below the {n} vertices (class ids must be 0..n-1, "
+                               f"-1 = unlabelled)")
         y = y.astype(np.int64)
         if np.any(y < -1):
             raise GridGnnError(f"{path}: labels y contain {int(y.min())}; labels must be >= 0 (or -1 = unlabelled)")
@@ -257,8 +272,11 @@ def load_planetoid(directory, *, seed: int = 0) -> Graph:
     r"""Load a Planetoid citation graph (Cora, CiteSeer, PubMed) from its raw files.
 
     The directory holds ``ind.<name>.{x,tx,allx,y,ty,ally,graph,test.index}`` (the name is inferred from the
-    ``ind.<name>.x`` file). The files are read with PyG's ``torch_geometric.io.read_planetoid_data`` (which
-    removes self-loops and duplicate edges and gives the standard split: 20 labelled nodes per class for
+    ``ind.<name>.x`` file). The pickled files are read by :func:`~gridgnn.graph.planetoid.read_planetoid_arrays`
+    with a restricted unpickler that admits only numpy arrays, ``scipy.sparse`` matrices, ``defaultdict`` and
+    builtins (no code from the files runs; anything else is refused with an error naming the file and the
+    global). The result equals PyG's ``read_planetoid_data``: self-loops and duplicate edges removed, zero
+    feature rows for CiteSeer's isolated test nodes, and the standard split (20 labelled nodes per class for
     training, 500 for validation, 1000 for test). The graph is symmetrized (undirected) and the features are
     row-normalized as in Kipf & Welling (:func:`row_normalize`: each row divided by its sum, zero rows stay zero).
 
@@ -268,6 +286,10 @@ def load_planetoid(directory, *, seed: int = 0) -> Graph:
 
     Returns:
         A :class:`Graph` with ``x`` ``float32[n, f]``, ``y`` ``int64[n]`` and the three standard masks.
+
+    Raises:
+        GridGnnError: a missing directory or file, a refused or malformed pickle, sizes that do not fit together
+            (e.g. test ids far beyond the adjacency dict), naming the file.
     """
     d = Path(directory)
     if not d.exists():
@@ -276,24 +298,18 @@ def load_planetoid(directory, *, seed: int = 0) -> Graph:
         raise GridGnnError(f"{d}: not a directory (expected the folder with ind.<name>.* files)")
     names = sorted(p.name[len("ind."):-len(".x")] for p in d.glob("ind.*.x"))
     if len(names) != 1:
-        found = "none" if not names else ", ".join(names)
+        found = "none" if not names else ", ".join(short(n) for n in names[:5])
         raise GridGnnError(f"{d}: expected exactly one Planetoid dataset (ind.<name>.x), found {found}")
     prefix = names[0]
-    for part in ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index"):
+    for part in PLANETOID_PARTS:
         _check_file(d / f"ind.{prefix}.{part}")
-    from torch_geometric.io import read_planetoid_data
-
+    data = read_planetoid_arrays(d, prefix)  # its messages name the file
+    x = row_normalize(data["x"])
+    ei = data["edge_index"]
+    n = int(data["y"].shape[0])
+    masks = {m: data[m] for m in _MASKS}
     try:
-        data = read_planetoid_data(str(d), prefix)
-    except (OSError, EOFError, ValueError, TypeError, IndexError, RuntimeError, KeyError,
-            pickle.UnpicklingError) as e:
-        raise GridGnnError(f"{d}: cannot read Planetoid files ind.{prefix}.*: {type(e).__name__}: {e}") from None
-    x = row_normalize(_as_numpy(data.x))
-    ei = _as_numpy(data.edge_index)
-    n = int(data.num_nodes)
-    masks = {m: _as_numpy(getattr(data, m)) for m in _MASKS}
-    try:
-        node = _node_arrays(d, n, x, _as_numpy(data.y), masks)
+        node = _node_arrays(d, n, x, data["y"], masks)
         g = Graph.from_edges(ei[0], ei[1], n, directed=False, name=prefix, **node)
     except GridGnnError as e:
         raise _prefixed(d, e) from None
@@ -301,12 +317,12 @@ def load_planetoid(directory, *, seed: int = 0) -> Graph:
     return apply_defaults(_check_empty(g, d), seed=seed)
 
 
-# ---------------------------------------------------------------------------------------------- edge list
+# ---------------------------------------------------------------------------------------------- ids
 def _parse_int(tok: str) -> int | None:
-    try:
-        return int(tok)
-    except ValueError:
+    body = tok[1:] if tok[:1] in "+-" else tok
+    if not body.isascii() or not body.isdigit() or len(body) > 4000:
         return None
+    return int(tok)
 
 
 def _is_number(tok: str) -> bool:
@@ -317,32 +333,107 @@ def _is_number(tok: str) -> bool:
         return False
 
 
-def load_edgelist(path, directed: bool | None = None, *, num_nodes: int | None = None,
+def _int_column(p, col: list, linenos: list, what: str) -> np.ndarray:
+    """``int64`` ids of one text column; a token that is not an integer or does not fit is named with its line."""
+    try:
+        return np.array(col, dtype=np.int64)
+    except (ValueError, OverflowError, TypeError):
+        pass
+    for k, t in enumerate(col):
+        v = _parse_int(t)
+        if v is None:
+            raise GridGnnError(f"{p}: line {linenos[k]}: {what} {short(t)} is not an integer")
+        if not -MAX_ID - 1 <= v <= MAX_ID:
+            raise GridGnnError(f"{p}: line {linenos[k]}: {what} {short(t)} does not fit a 64-bit id "
+                               f"(largest {MAX_ID})")
+    raise GridGnnError(f"{p}: {what}s are not all integers")
+
+
+def _vertex_count(p, ids: np.ndarray, linenos, *, num_nodes, relabel: bool, entries: int, header_n=None):
+    r"""Apply the vertex-count rules of :mod:`~gridgnn.graph.safe_io`; returns ``(n, ids, original_ids)``.
+
+    ``ids`` are the 0-based ids of the file, ``int64[E, 2]``; ``header_n`` is the count a file header declares
+    (Matrix Market, whose indices are already checked against it), ``None`` when ``n`` comes from the largest id.
+    """
+    if relabel and num_nodes is not None:
+        raise GridGnnError(f"{p}: give either num_nodes= or relabel=1, not both")
+    if num_nodes is not None and (isinstance(num_nodes, bool) or int(num_nodes) != num_nodes or num_nodes <= 0):
+        raise GridGnnError(f"{p}: num_nodes must be a positive integer, got {short(num_nodes)}")
+    if relabel:
+        uniq, inv = np.unique(ids, return_inverse=True)
+        return int(uniq.size), inv.reshape(ids.shape).astype(np.int64), uniq.astype(np.int64)
+    if header_n is not None:
+        n = int(header_n)
+        if num_nodes is not None and int(num_nodes) != n:
+            raise GridGnnError(f"{p}: num_nodes={num_nodes} differs from the {n} vertices of the header")
+        if num_nodes is None:
+            check_plausible_vertex_count(n, entries, str(p), confirm=f"?num_nodes={n} or ?relabel=1")
+        check_vertex_count(n, str(p))
+        return n, ids, None
+    top = int(ids.max()) if ids.size else -1
+    if num_nodes is not None:
+        n = int(num_nodes)
+        check_vertex_count(n, f"{p}: num_nodes={n}")
+        if top >= n:
+            k = int(np.flatnonzero((ids >= n).any(axis=1))[0])
+            raise GridGnnError(f"{p}: line {linenos[k]}: vertex id {int(ids[k].max())} out of range for {n} "
+                               f"vertices (valid 0..{n - 1})")
+        return n, ids, None
+    if top >= MAX_ID:
+        raise GridGnnError(f"{p}: vertex id {top} leaves no room for a 64-bit vertex count; pass ?relabel=1")
+    n = top + 1
+    check_plausible_vertex_count(n, entries, str(p), confirm="?num_nodes=N (ids must be below N) or ?relabel=1 "
+                                                             "(ids compacted to 0..k-1)")
+    check_vertex_count(n, str(p))
+    return n, ids, None
+
+
+# ---------------------------------------------------------------------------------------------- edge list
+def load_edgelist(path, directed: bool | None = None, *, num_nodes: int | None = None, relabel: bool = False,
                   seed: int = 0) -> Graph:
     r"""Load a text edge list: one edge ``src dst`` or ``src dst weight`` per line.
 
     Columns are separated by whitespace or commas; lines starting with ``#`` or ``%`` and blank lines are
     ignored, and a first line made only of non-numbers (a CSV header such as ``src,dst``) is skipped. Vertex ids
-    are 0-based integers; ``n = max id + 1`` unless ``num_nodes`` is given. Duplicate edges are merged (weights
-    summed). The file holds no node data, so :func:`apply_defaults` gives degree features and ``y = None``.
+    are 0-based integers that fit ``int64``; ``n = max id + 1`` unless ``num_nodes`` is given. Duplicate edges
+    are merged (weights summed). The file holds no node data, so :func:`apply_defaults` gives degree features
+    and ``y = None``.
+
+    **Vertex count.** ``E`` edge lines touch at most ``2E`` vertices. When ``max id + 1 > 2E + 1,000,000`` (over
+    a million vertices would have no edge, e.g. one id ``999999999999``) the file is refused unless
+    ``num_nodes`` confirms the count or ``relabel`` compacts the ids; ``n`` beyond what the memory available can
+    hold (64 bytes per vertex) is refused even when confirmed. See :mod:`gridgnn.graph.safe_io`.
 
     Args:
-        path: the file.
+        path: the file (UTF-8 text).
         directed: ``None`` (default) detects symmetry; ``False`` symmetrizes (an edge listed in one direction
             becomes undirected, the larger weight wins); ``True`` keeps the edges as directed ``src → dst``.
-        num_nodes: vertex count (to include isolated trailing vertices); ids must be below it.
+        num_nodes: vertex count (to include isolated trailing vertices, or to confirm a count the plausibility
+            rule refuses); ids must be below it.
+        relabel: map the distinct ids, in increasing order, to ``0..k-1``; the file's ids are kept in
+            :attr:`Graph.original_ids <gridgnn.graph.graph.Graph.original_ids>` (vertex ``i`` is the file's
+            ``original_ids[i]``). Vertices without an edge do not exist then.
         seed: unused here (no labels); accepted for a uniform loader signature.
 
     Returns:
         A :class:`Graph` with ``n`` vertices and the listed edges (``values`` set when a weight column exists and
         not all weights are 1).
+
+    Raises:
+        GridGnnError: one line naming the file (and the line): not UTF-8, bad columns, a non-integer, negative or
+            64-bit-overflowing id, an implausible or too large vertex count, a bad weight.
     """
     p = _check_file(path)
     try:
-        with open(p, "r", encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise GridGnnError(f"{p}: cannot read file: {e}") from None
+        raw = p.read_bytes()
+    except OSError as e:
+        raise GridGnnError(f"{p}: cannot read file: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise GridGnnError(f"{p}: not UTF-8 text (byte {e.start} is {raw[e.start:e.start + 1]!r}); an edge list "
+                           f"is a text file") from None
+    del raw
     rows: list[list[str]] = []
     linenos: list[int] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -354,6 +445,7 @@ def load_edgelist(path, directed: bool | None = None, *, num_nodes: int | None =
             continue  # header line
         rows.append(toks)
         linenos.append(lineno)
+    del text
     if not rows:
         raise GridGnnError(f"{p}: empty graph (no edges in the file)")
     ncols = len(rows[0])
@@ -367,94 +459,206 @@ def load_edgelist(path, directed: bool | None = None, *, num_nodes: int | None =
                            f"found {len(rows[k])}")
     ids = np.empty((len(rows), 2), dtype=np.int64)
     for c in (0, 1):
-        col = [r[c] for r in rows]
-        try:
-            ids[:, c] = np.array(col, dtype=np.int64)
-        except (ValueError, OverflowError):
-            k = next(i for i, t in enumerate(col) if _parse_int(t) is None or abs(_parse_int(t)) >= 2 ** 62)
-            raise GridGnnError(f"{p}: line {linenos[k]}: vertex id {col[k]!r} is not an integer") from None
+        ids[:, c] = _int_column(p, [r[c] for r in rows], linenos, "vertex id")
     neg = np.flatnonzero((ids < 0).any(axis=1))
     if neg.size:
         k = int(neg[0])
         raise GridGnnError(f"{p}: line {linenos[k]}: negative vertex id {int(ids[k].min())} (ids are 0-based)")
-    if num_nodes is not None:
-        if num_nodes <= 0:
-            raise GridGnnError(f"{p}: num_nodes must be positive, got {num_nodes}")
-        big = np.flatnonzero((ids >= num_nodes).any(axis=1))
-        if big.size:
-            k = int(big[0])
-            raise GridGnnError(f"{p}: line {linenos[k]}: vertex id {int(ids[k].max())} out of range "
-                               f"for {num_nodes} vertices (valid 0..{num_nodes - 1})")
     weights = None
     if ncols == 3:
         col = [r[2] for r in rows]
         try:
             weights = np.array(col, dtype=np.float64)
-        except ValueError:
-            k = next(i for i, t in enumerate(col) if not _is_number(t))
-            raise GridGnnError(f"{p}: line {linenos[k]}: weight {col[k]!r} is not a number") from None
+        except (ValueError, OverflowError, TypeError):
+            k = next((i for i, t in enumerate(col) if not _is_number(t)), 0)
+            raise GridGnnError(f"{p}: line {linenos[k]}: weight {short(col[k])} is not a number") from None
         nonfin = np.flatnonzero(~np.isfinite(weights))
         if nonfin.size:
             k = int(nonfin[0])
-            raise GridGnnError(f"{p}: line {linenos[k]}: weight {col[k]!r} is NaN or inf")
-    n = int(num_nodes) if num_nodes is not None else int(ids.max()) + 1
+            raise GridGnnError(f"{p}: line {linenos[k]}: weight {short(col[k])} is NaN or inf")
+    del rows
+    n, ids, original = _vertex_count(p, ids, linenos, num_nodes=num_nodes, relabel=relabel, entries=len(ids))
     try:
-        g = Graph.from_edges(ids[:, 0], ids[:, 1], n, weights=weights, directed=directed, name=p.stem)
+        g = Graph.from_edges(ids[:, 0], ids[:, 1], n, weights=weights, directed=directed, name=p.stem,
+                             original_ids=original)
     except GridGnnError as e:
         raise _prefixed(p, e) from None
     g.meta["source"] = str(p)
+    if original is not None:
+        g.meta["relabeled"] = f"{n} distinct ids compacted to 0..{n - 1}; file ids in Graph.original_ids"
     return apply_defaults(_check_empty(g, p), seed=seed)
 
 
 # ---------------------------------------------------------------------------------------------- Matrix Market
-def load_mtx(path, *, seed: int = 0) -> Graph:
-    r"""Load a Matrix Market coordinate file with ``scipy.io.mmread``.
+_MM_FIELDS = ("real", "integer", "pattern", "double", "complex")
+
+
+def _mtx_entry_error(p, body: bytes, lineno: int, ncols: int, rows: int) -> GridGnnError | None:
+    """The first malformed entry line of ``body`` (the lines after the size line ``lineno``), described with its
+    line number; ``None`` when every line is well formed. Runs only after the fast parse failed."""
+    for k, line in enumerate(io.BytesIO(body), start=lineno + 1):
+        s = line.decode("ascii").strip()
+        if not s or s.startswith("%"):
+            continue
+        toks = s.split()
+        if len(toks) != ncols:
+            return GridGnnError(f"{p}: line {k}: expected {ncols} columns, found {len(toks)}")
+        for t in toks[:2]:
+            v = _parse_int(t)
+            if v is None:
+                return GridGnnError(f"{p}: line {k}: index {short(t)} is not an integer")
+            if not 1 <= v <= rows:
+                return GridGnnError(f"{p}: line {k}: index {short(t)} out of range 1..{rows}")
+        if ncols == 3:
+            if not _is_number(toks[2]):
+                return GridGnnError(f"{p}: line {k}: value {short(toks[2])} is not a number")
+            if not math.isfinite(float(toks[2])):
+                return GridGnnError(f"{p}: line {k}: value {short(toks[2])} is NaN or inf")
+    return None
+_MM_SYMMETRIES = ("general", "symmetric", "skew-symmetric", "hermitian")
+
+
+def load_mtx(path, *, num_nodes: int | None = None, relabel: bool = False, seed: int = 0) -> Graph:
+    r"""Load a Matrix Market coordinate file.
 
     The entry ``(i, j)`` is the edge ``i → j`` (PyG ``src = i``, ``dst = j``), so the stored matrix of the
     :class:`Graph` (rows = destinations) is the transpose of the file's matrix. A ``symmetric`` file is
-    undirected; ``general`` and ``skew-symmetric`` files are directed unless the matrix turns out symmetric.
-    ``pattern`` files are unweighted; ``real``/``integer`` values become edge weights (dropped when all are 1).
-    Complex values and dense ``array`` files are refused. Node data come from :func:`apply_defaults`.
+    undirected (each off-diagonal entry stands for both directions); ``skew-symmetric`` files give ``-a`` to the
+    mirrored entry; ``general`` files are directed unless the matrix turns out symmetric. ``pattern`` files are
+    unweighted; ``real``/``integer`` values become edge weights (dropped when all are 1). Complex values and
+    dense ``array`` files are refused. Duplicate entries are summed. Node data come from :func:`apply_defaults`.
+
+    The file is parsed here (not by ``scipy.io.mmread``): the banner, comment lines, the size line
+    ``rows cols entries`` (``entries`` must fit the bytes that follow, before anything is allocated), then
+    exactly ``entries`` lines of 1-based indices in ``1..rows`` (read by ``numpy.loadtxt``; a malformed line is
+    reported with its line number). **Vertex count.** The
+    header's ``n`` is refused when ``n > 2 * entries + 1,000,000`` unless ``num_nodes=n`` confirms it or
+    ``relabel`` compacts the ids (see :func:`load_edgelist`), and always when it exceeds the memory available.
 
     Args:
         path: the ``.mtx`` file (a square matrix, ``n × n``).
+        num_nodes: confirms the header's ``n`` (must equal it).
+        relabel: compact the indices that occur to ``0..k-1``; the file's (0-based) indices are kept in
+            :attr:`Graph.original_ids <gridgnn.graph.graph.Graph.original_ids>`.
         seed: unused here (no labels); accepted for a uniform loader signature.
-    """
-    import scipy.io
 
+    Raises:
+        GridGnnError: one line naming the file (and the line) for any malformed header or entry.
+    """
     p = _check_file(path)
     try:
-        rows, cols, _, fmt, field, symmetry = scipy.io.mminfo(str(p))
-    except (OSError, ValueError, IndexError, UnicodeDecodeError) as e:
-        raise GridGnnError(f"{p}: not a Matrix Market file: {e}") from None
+        raw = p.read_bytes()
+    except OSError as e:
+        raise GridGnnError(f"{p}: cannot read file: {e.strerror or e}") from None
+    if not raw.isascii():
+        pos = int(np.argmax(np.frombuffer(raw, dtype=np.uint8) > 127))
+        line = raw.count(b"\n", 0, pos) + 1
+        raise GridGnnError(f"{p}: not a Matrix Market file (byte {pos} on line {line} is not ASCII)")
+    # header: banner, comments, size line (read line by line; the entries are parsed by numpy below)
+    pos, lineno, header = 0, 0, []
+    while pos < len(raw) and len(header) < 2:
+        end = raw.find(b"\n", pos)
+        end = len(raw) if end < 0 else end + 1
+        line = raw[pos:end].decode("ascii").strip()
+        lineno += 1
+        pos = end
+        if not header or (line and not line.startswith("%")):
+            header.append((lineno, line))
+    first = header[0][1] if header else ""
+    banner = first.split()
+    if len(banner) != 5 or banner[0].lower() != "%%matrixmarket" or banner[1].lower() != "matrix":
+        raise GridGnnError(f"{p}: not a Matrix Market file (the first line must be '%%MatrixMarket matrix "
+                           f"coordinate FIELD SYMMETRY', got {short(first)})")
+    fmt, field, symmetry = (t.lower() for t in banner[2:])
     if fmt != "coordinate":
-        raise GridGnnError(f"{p}: Matrix Market format '{fmt}' is not supported (need 'coordinate')")
+        raise GridGnnError(f"{p}: Matrix Market format {short(fmt)} is not supported (need 'coordinate')")
     if field == "complex" or symmetry == "hermitian":
         raise GridGnnError(f"{p}: complex Matrix Market values are not supported")
+    if field not in _MM_FIELDS or symmetry not in _MM_SYMMETRIES:
+        raise GridGnnError(f"{p}: not a Matrix Market file (unknown field {short(field)} or symmetry "
+                           f"{short(symmetry)})")
+    if len(header) < 2:
+        raise GridGnnError(f"{p}: Matrix Market file without the size line 'rows cols entries'")
+    size_lineno, size_line = header[1]
+    vals = [_parse_int(t) for t in size_line.split()]
+    if len(vals) != 3 or any(v is None or v < 0 or v > MAX_ID for v in vals):
+        raise GridGnnError(f"{p}: line {size_lineno}: malformed Matrix Market size line {short(size_line)} "
+                           f"(expected three non-negative integers 'rows cols entries')")
+    rows, cols, nnz = vals
     if rows != cols:
         raise GridGnnError(f"{p}: adjacency must be square, got {rows}×{cols}")
     if rows == 0:
         raise GridGnnError(f"{p}: empty graph (0 vertices)")
+    if nnz == 0:
+        raise GridGnnError(f"{p}: empty graph (the header declares no entries)")
+    body = raw[pos:]
+    del raw
+    if nnz > len(body) // 4 + 1:  # an entry line takes at least 4 bytes ("1 1\n")
+        raise GridGnnError(f"{p}: the header declares {nnz} entries, the file has {len(body)} bytes after the size "
+                           f"line (at most {len(body) // 4 + 1} entries)")
+    ncols = 2 if field == "pattern" else 3
+    dtype = [("i", np.int64), ("j", np.int64)] + ([("v", np.float64)] if ncols == 3 else [])
     try:
-        mat = scipy.io.mmread(str(p))
-    except (OSError, ValueError, IndexError, TypeError, UnicodeDecodeError) as e:
-        raise GridGnnError(f"{p}: malformed Matrix Market file: {e}") from None
-    coo = sp.coo_matrix(mat)
-    if coo.nnz and (coo.row.min() < 0 or coo.col.min() < 0 or coo.row.max() >= rows or coo.col.max() >= cols):
-        raise GridGnnError(f"{p}: entry index out of range for a {rows}×{cols} matrix")
-    weights = None if field == "pattern" else np.asarray(coo.data, dtype=np.float64)
-    if weights is not None and not np.all(np.isfinite(weights)):
-        raise GridGnnError(f"{p}: edge weights contain NaN or inf")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            entries = np.loadtxt(io.BytesIO(body), dtype=dtype, comments="%", ndmin=1, encoding="ascii",
+                                 max_rows=nnz + 1)
+    except (ValueError, OverflowError, TypeError) as e:
+        raise _mtx_entry_error(p, body, lineno, ncols, rows) or \
+            GridGnnError(f"{p}: malformed Matrix Market entries: {short(str(e), 160)}") from None
+    if entries.size != nnz:
+        raise GridGnnError(f"{p}: the header declares {nnz} entries, the file has "
+                           f"{'more' if entries.size > nnz else entries.size} entry lines")
+    ij = np.stack([entries["i"], entries["j"]], axis=1)
+    weights = None if ncols == 2 else np.ascontiguousarray(entries["v"])
+    del entries
+    if np.any((ij < 1) | (ij > rows)) or (weights is not None and not np.all(np.isfinite(weights))):
+        raise _mtx_entry_error(p, body, lineno, ncols, rows) or \
+            GridGnnError(f"{p}: an entry index is out of range 1..{rows} or a value is NaN or inf")
+    del body
+    ij -= 1
+    if symmetry in ("symmetric", "skew-symmetric"):
+        off = ij[:, 0] != ij[:, 1]
+        ij = np.concatenate([ij, ij[off][:, ::-1]])
+        if weights is not None:
+            weights = np.concatenate([weights, -weights[off] if symmetry == "skew-symmetric" else weights[off]])
+    n, ij, original = _vertex_count(p, ij, None, num_nodes=num_nodes, relabel=relabel, entries=nnz,
+                                    header_n=rows)
     directed = False if symmetry == "symmetric" else None
     try:
-        g = Graph.from_edges(coo.row, coo.col, int(rows), weights=weights, directed=directed, name=p.stem)
+        g = Graph.from_edges(ij[:, 0], ij[:, 1], n, weights=weights, directed=directed, name=p.stem,
+                             original_ids=original)
     except GridGnnError as e:
         raise _prefixed(p, e) from None
     g.meta["source"] = str(p)
+    if original is not None:
+        g.meta["relabeled"] = f"{n} distinct indices compacted to 0..{n - 1}; file ids in Graph.original_ids"
     return apply_defaults(_check_empty(g, p), seed=seed)
 
 
 # ---------------------------------------------------------------------------------------------- npz
+#: Arrays read by :func:`load_npz`: allowed dtype kinds and largest item size (others are not read).
+_NPZ_KEYS = {
+    "indptr": ("iu", 8), "indices": ("iu", 8), "data": ("biuf", 8), "shape": ("iu", 8), "format": ("US", 64),
+    "directed": ("biu", 8), "name": ("US", 4096), "x": ("biuf", 8), "y": ("biuf", 8), "train_mask": ("biuf", 8),
+    "val_mask": ("biuf", 8), "test_mask": ("biuf", 8), "original_ids": ("iu", 8),
+}
+
+
+def _one(p, arrs: dict, key: str):
+    a = arrs[key]
+    if a.size != 1:
+        raise GridGnnError(f"{p}: '{key}' must hold one value, holds {a.size}")
+    v = a.reshape(-1)[0].item()
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+
+
+def _fits_int64(p, a: np.ndarray, key: str) -> np.ndarray:
+    if a.size and a.dtype.kind == "u" and int(a.max()) > MAX_ID:
+        raise GridGnnError(f"{p}: '{key}' holds {int(a.max())}, beyond 64-bit ids")
+    return a.astype(np.int64)
+
+
 def load_npz(path, *, seed: int = 0) -> Graph:
     r"""Load a graph from a NumPy ``.npz`` archive holding SciPy-style CSR arrays.
 
@@ -467,33 +671,41 @@ def load_npz(path, *, seed: int = 0) -> Graph:
         ``indptr`` ``int[n+1]``, ``indices`` ``int[nnz]`` (required); ``data`` ``float[nnz]`` edge weights
         (optional, absent = all ones); ``shape`` ``(n, n)`` (optional, default ``n = len(indptr) - 1``);
         ``format`` (optional, must be ``csr``); ``directed`` (optional bool, absent = detected);
-        ``x`` ``float[n, f]``, ``y`` ``int[n]`` (-1 = unlabelled), ``train_mask``/``val_mask``/``test_mask``
-        ``bool[n]`` (all optional; defaults of :func:`apply_defaults`); ``name`` (optional string).
+        ``x`` ``float[n, f]``, ``y`` ``int[n]`` (-1 = unlabelled, classes below ``n``),
+        ``train_mask``/``val_mask``/``test_mask`` ``bool[n]`` (all optional; defaults of :func:`apply_defaults`);
+        ``name`` (optional string); ``original_ids`` ``int[n]`` (optional, see
+        :attr:`Graph.original_ids <gridgnn.graph.graph.Graph.original_ids>`). Other members are not read.
+
+    The archive is read by :func:`~gridgnn.graph.safe_io.read_npz` (no pickles; object, string-where-numbers,
+    complex and structured dtypes refused; every member's size checked against its header before allocating).
+    ``n`` is the length of the stored row pointer minus one, so it needs no plausibility check, but it must fit
+    the memory available (64 bytes per vertex).
 
     Args:
         path: the ``.npz`` file.
         seed: seed of the default split (used only when ``y`` is given without masks).
+
+    Raises:
+        GridGnnError: one line naming the file: not a zip archive (or a ``.npy`` renamed), a truncated or
+            corrupt member, a refused dtype, a wrong shape, an invalid CSR, out-of-range ids or labels.
     """
     p = _check_file(path)
-    try:
-        with np.load(p, allow_pickle=False) as z:
-            arrs = {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError, KeyError) as e:
-        raise GridGnnError(f"{p}: cannot read .npz archive: {e}") from None
+    arrs = read_npz(p, _NPZ_KEYS)
     for key in ("indptr", "indices"):
         if key not in arrs:
             raise GridGnnError(f"{p}: missing array '{key}' (need indptr, indices; found {sorted(arrs)})")
     if "format" in arrs:
-        fmt = np.asarray(arrs["format"]).reshape(-1)[0].item()
-        fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
+        fmt = str(_one(p, arrs, "format"))
         if fmt != "csr":
-            raise GridGnnError(f"{p}: sparse format '{fmt}' is not supported (need 'csr')")
+            raise GridGnnError(f"{p}: sparse format {short(fmt)} is not supported (need 'csr')")
     indptr, indices = arrs["indptr"], arrs["indices"]
     for key, a in (("indptr", indptr), ("indices", indices)):
-        if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
+        if a.ndim != 1:
             raise GridGnnError(f"{p}: '{key}' must be a 1-D integer array, got {a.dtype} of shape {a.shape}")
+    indptr = _fits_int64(p, indptr, "indptr")
+    indices = _fits_int64(p, indices, "indices")
     if "shape" in arrs:
-        shape = tuple(int(s) for s in np.asarray(arrs["shape"]).reshape(-1))
+        shape = tuple(int(s) for s in _fits_int64(p, arrs["shape"], "shape").reshape(-1))
         if len(shape) != 2 or shape[0] != shape[1]:
             raise GridGnnError(f"{p}: adjacency must be square, got shape {shape}")
         n = shape[0]
@@ -503,9 +715,10 @@ def load_npz(path, *, seed: int = 0) -> Graph:
         raise GridGnnError(f"{p}: empty graph (0 vertices)")
     if indptr.size != n + 1:
         raise GridGnnError(f"{p}: indptr has {indptr.size} entries, expected n+1 = {n + 1}")
+    check_vertex_count(n, str(p))
     if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != indices.size:
         raise GridGnnError(f"{p}: invalid CSR: indptr must start at 0, not decrease and end at "
-                           f"len(indices) = {indices.size} (ends at {int(indptr[-1])})")
+                           f"len(indices) = {indices.size} (starts at {int(indptr[0])}, ends at {int(indptr[-1])})")
     if indices.size and indices.min() < 0:
         raise GridGnnError(f"{p}: negative vertex id {int(indices.min())} in indices")
     if indices.size and indices.max() >= n:
@@ -513,22 +726,23 @@ def load_npz(path, *, seed: int = 0) -> Graph:
                            f"(valid 0..{n - 1})")
     values = None
     if "data" in arrs:
-        values = np.asarray(arrs["data"])
+        values = arrs["data"]
         if values.shape != indices.shape:
-            raise GridGnnError(f"{p}: 'data' has {values.size} edge weights for {indices.size} indices")
-        if not np.issubdtype(values.dtype, np.number):
-            raise GridGnnError(f"{p}: 'data' has non-numeric dtype {values.dtype}")
+            raise GridGnnError(f"{p}: 'data' has {values.size} edge weights (shape {values.shape}) for "
+                               f"{indices.size} indices")
         values = values.astype(np.float64)
         if not np.all(np.isfinite(values)):
             raise GridGnnError(f"{p}: edge weights 'data' contain NaN or inf")
     node = _node_arrays(p, n, arrs.get("x"), arrs.get("y"), {m: arrs.get(m) for m in _MASKS})
+    original = arrs.get("original_ids")
     directed = None
     if "directed" in arrs:
-        directed = bool(np.asarray(arrs["directed"]).reshape(-1)[0])
-    name = str(arrs["name"].reshape(-1)[0]) if "name" in arrs else p.stem
+        directed = bool(_one(p, arrs, "directed"))
+    name = str(_one(p, arrs, "name")) if "name" in arrs else p.stem
     mat = sp.csr_matrix((values if values is not None else np.ones(indices.size), indices, indptr), shape=(n, n))
     try:
-        g = Graph.from_scipy(mat, directed=directed, weighted=values is not None, name=name, **node)
+        g = Graph.from_scipy(mat, directed=directed, weighted=values is not None, name=name, original_ids=original,
+                             **node)
     except GridGnnError as e:
         raise _prefixed(p, e) from None
     g.meta["source"] = str(p)
@@ -539,7 +753,7 @@ def save_npz(graph: Graph, path) -> Path:
     r"""Write ``graph`` in the format read by :func:`load_npz` (CSR with rows = destinations).
 
     Stores ``indptr``, ``indices``, ``shape``, ``format='csr'``, ``directed``, ``name``, and ``data``, ``x``,
-    ``y`` and the masks when they are not ``None``. Uncompressed (``numpy.savez``).
+    ``y``, the masks and ``original_ids`` when they are not ``None``. Uncompressed (``numpy.savez``).
 
     Args:
         graph: the graph to write.
@@ -555,7 +769,7 @@ def save_npz(graph: Graph, path) -> Path:
                 format=np.array("csr"), directed=np.array(bool(graph.directed)), name=np.array(str(graph.name)))
     if graph.values is not None:
         arrs["data"] = graph.values
-    for key in ("x", "y") + _MASKS:
+    for key in ("x", "y") + _MASKS + ("original_ids",):
         val = getattr(graph, key)
         if val is not None:
             arrs[key] = val

@@ -31,9 +31,10 @@ Directory layout (format version 1)::
 
 Node data is stored in the **original** vertex order (chunked), so that any permutation can fetch its rows:
 :meth:`ShardedDataset.node_rows` reads one chunk at a time and keeps only the requested rows, so its peak
-memory is the output plus one chunk. Every file is a plain ``.npy``/``.npz`` read with
-``allow_pickle=False``; ``meta.json`` is written last, so an interrupted write leaves a directory the reader
-rejects.
+memory is the output plus one chunk. Every file is a plain ``.npy``/``.npz`` read by
+:mod:`gridgnn.graph.safe_io` (no pickles, sizes checked against the headers before allocating); ``meta.json`` is
+written last, so an interrupted write leaves a directory the reader rejects. The reader trusts nothing in
+``meta.json``: see :class:`ShardedDataset` for the checks.
 
 Memory of one rank of an :math:`R \times C` grid that reads one row band × one column band of one version and
 its node rows: :math:`\approx \mathrm{nnz}/(RC)` entries plus :math:`n/C` feature rows, against
@@ -44,7 +45,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +52,7 @@ import scipy.sparse as sp
 
 from ..errors import GridGnnError
 from .graph import Graph, gcn_normalize
+from .safe_io import MAX_ID, DataFileError, check_alloc, memmap_npy, npy_header, read_npy, read_npz, short
 
 __all__ = ["FORMAT_VERSION", "NODE_ARRAYS", "write_sharded", "ShardedDataset"]
 
@@ -256,84 +257,289 @@ def _count_blocks(mat, pr, pc, rb, cb) -> np.ndarray:
     return np.bincount(key, minlength=R * C).reshape(R, C).astype(np.int64)
 
 
+#: dtype kinds allowed for each node array, and its trailing shape rank
+_NODE_KINDS = {"x": ("biuf", 1), "y": ("iu", 0), "train_mask": ("b", 0), "val_mask": ("b", 0), "test_mask": ("b", 0)}
+
+
+def _is_int(v) -> bool:
+    return type(v) is int
+
+
 class ShardedDataset:
     r"""Reader of a directory written by :func:`write_sharded`; reads files only when asked.
 
-    Opening reads ``meta.json`` and the two permutations (:math:`2n` ids). :meth:`submatrix` reads only the
-    block files that intersect the requested range; :meth:`node_rows` only the node chunks that hold the
+    Opening reads ``meta.json``, the two permutations (:math:`2n` ids), the headers of the node chunks and the
+    label and train-mask chunks (one chunk at a time, :math:`9n` bytes in all). :meth:`submatrix` reads only
+    the block files that intersect the requested range; :meth:`node_rows` only the node chunks that hold the
     requested ids.
+
+    Nothing in ``meta.json`` is trusted: every field is type- and range-checked and checked against the stored
+    arrays before use:
+
+    * ``n``, ``blocks``, the bounds (rising from 0 to ``n``, ``R + 1`` and ``C + 1`` of them), ``versions``
+      (``["rc"]`` exactly when ``perm_r == perm_c``, else ``["rc", "cr"]``; both permutation files must hold
+      permutations of ``0..n-1``);
+    * ``files``: every entry is a relative path that stays inside the dataset folder once resolved (``..``,
+      absolute paths and symbolic links that lead out are refused) and names a regular file when read;
+    * ``node_arrays`` against the header of every stored chunk (shape and dtype), ``num_features`` against the
+      width of ``x``, ``num_classes`` against the largest stored label (``max(y) + 1``), ``n_train`` against the
+      count of labelled training nodes in the stored ``y`` and ``train_mask``;
+    * ``block_nnz`` (per version, summing to ``matrix_nnz``; ``matrix_nnz`` equals ``nnz`` for an unnormalized
+      store and is at most ``nnz + n`` with the self-loops of :math:`\hat M`), and, when a block is read, its
+      shape against the bounds and its entry count against ``block_nnz``.
 
     Args:
         path: the dataset directory.
 
     Raises:
         GridGnnError: missing directory or ``meta.json`` (naming the path), unreadable or inconsistent
-            ``meta.json``, unsupported ``format_version``, invalid permutation files.
+            ``meta.json`` (naming the field), unsupported ``format_version``, invalid permutation files, a path
+            outside the folder, stored arrays that contradict ``meta.json``.
     """
 
     def __init__(self, path) -> None:
         self.path = Path(path)
         if not self.path.is_dir():
             raise GridGnnError(f"sharded dataset directory {self.path} does not exist")
+        try:
+            self._root = self.path.resolve()
+        except (OSError, RuntimeError) as exc:
+            raise GridGnnError(f"cannot resolve sharded dataset directory {self.path}: {exc}") from None
         mpath = self.path / "meta.json"
         if not mpath.is_file():
             raise GridGnnError(f"{mpath} not found: {self.path} is not a sharded dataset (or its write did not "
                                "finish); write one with `gridgnn shard`")
+        self._mpath = mpath
+        self._inside("meta.json", "meta.json")
         try:
-            with open(mpath, encoding="utf-8") as fh:
-                meta = json.load(fh)
-        except (OSError, ValueError) as exc:
-            raise GridGnnError(f"cannot read {mpath}: {exc}") from exc
+            with open(mpath, "rb") as fh:
+                meta = json.loads(fh.read().decode("utf-8"))
+        except (OSError, ValueError, RecursionError) as exc:
+            raise GridGnnError(f"cannot read {mpath}: {type(exc).__name__}: {str(exc)[:200]}") from None
         if not isinstance(meta, dict):
             raise GridGnnError(f"{mpath} does not hold a JSON object")
         fv = meta.get("format_version")
         if fv != FORMAT_VERSION:
-            raise GridGnnError(f"{mpath} has format_version {fv!r}; this gridgnn reads format_version "
+            raise GridGnnError(f"{mpath} has format_version {short(fv)}; this gridgnn reads format_version "
                                f"{FORMAT_VERSION} (rewrite the dataset with `gridgnn shard`)")
-        try:
-            self.n = int(meta["n"])
-            self.blocks = tuple(int(v) for v in meta["blocks"])
-            self.row_bounds = np.asarray(meta["row_bounds"], dtype=np.int64)
-            self.col_bounds = np.asarray(meta["col_bounds"], dtype=np.int64)
-            self.node_chunk_bounds = np.asarray(meta["node_chunk_bounds"], dtype=np.int64)
-            self.versions = tuple(meta["versions"])
-            files = meta["files"]
-            for v in self.versions:
-                if v not in _VERSIONS:
-                    raise ValueError(f"unknown version {v!r}")
-                grid = files[v]
-                if len(grid) != self.blocks[0] or any(len(r) != self.blocks[1] for r in grid):
-                    raise ValueError(f"files[{v!r}] is not {self.blocks[0]}×{self.blocks[1]}")
-            for name in meta["node_arrays"]:
-                if len(files["nodes"][name]) != self.node_chunk_bounds.size - 1:
-                    raise ValueError(f"files['nodes'][{name!r}] does not match node_chunk_bounds")
-        except (KeyError, TypeError, ValueError) as exc:
-            raise GridGnnError(f"{mpath} is inconsistent: {exc!r}") from exc
-        for bounds, what, parts in ((self.row_bounds, "row_bounds", self.blocks[0]),
-                                    (self.col_bounds, "col_bounds", self.blocks[1]),
-                                    (self.node_chunk_bounds, "node_chunk_bounds", None)):
-            if (bounds.size < 2 or bounds[0] != 0 or bounds[-1] != self.n or np.any(np.diff(bounds) < 0)
-                    or (parts is not None and bounds.size != parts + 1)):
-                raise GridGnnError(f"{mpath}: {what} must rise from 0 to n={self.n}"
-                                   + (f" in {parts} blocks" if parts is not None else ""))
+        self._check_meta(meta)
         self.meta = meta
-        self.directed = bool(meta.get("directed", False))
-        self.num_features = int(meta.get("num_features", 0))
-        self.num_classes = int(meta.get("num_classes", 0))
+        self.directed = bool(meta["directed"])
+        self.num_features = int(meta["num_features"])
+        self.num_classes = int(meta["num_classes"])
         self.method = str(meta.get("method", ""))
-        self.perm_r = self._load_perm(files["perm_r"], "perm_r")
-        self.perm_c = self._load_perm(files["perm_c"], "perm_c")
+        self.perm_r = self._load_perm(self._files["perm_r"], "perm_r")
+        self.perm_c = self._load_perm(self._files["perm_c"], "perm_c")
+        same = bool(np.array_equal(self.perm_r, self.perm_c))
+        if same and "cr" in self.versions:
+            raise GridGnnError(f"{mpath} is inconsistent: versions lists 'cr' but perm_r == perm_c (then both "
+                               f"versions are the same matrix and only 'rc' is written)")
+        if not same and "cr" not in self.versions:
+            raise GridGnnError(f"{mpath} is inconsistent: perm_r != perm_c but versions lists only 'rc' (odd "
+                               f"layers would use P_r M P_c^T instead of P_c M P_r^T)")
+        self._check_node_arrays()
+
+    # ------------------------------------------------------------------ validation
+    def _bad(self, msg: str) -> GridGnnError:
+        return GridGnnError(f"{self._mpath} is inconsistent: {msg}")
+
+    def _int(self, meta: dict, key: str, lo: int, hi: int) -> int:
+        v = meta.get(key)
+        if not _is_int(v) or not lo <= v <= hi:
+            raise self._bad(f"{key} must be an integer in {lo}..{hi}, got {short(v)}")
+        return v
+
+    def _bounds(self, value, what: str, parts: int | None) -> np.ndarray:
+        n = self.n
+        if (not isinstance(value, list) or len(value) < 2 or len(value) > n + 1
+                or (parts is not None and len(value) != parts + 1) or not all(_is_int(v) for v in value)):
+            want = f"{parts + 1} integers" if parts is not None else "a list of at least 2 integers"
+            raise self._bad(f"{what} must be {want} rising from 0 to n={n}, got {short(value)}")
+        arr = np.asarray(value if all(0 <= v <= n for v in value) else [-1, -1], dtype=np.int64)
+        if arr[0] != 0 or arr[-1] != n or np.any(np.diff(arr) < 0):
+            raise self._bad(f"{what} must rise from 0 to n={n}" + (f" in {parts} blocks" if parts is not None else "")
+                            + f", got {short(value)}")
+        return arr
+
+    def _inside(self, rel, what: str) -> Path:
+        r"""``self.path / rel`` after checking it stays inside the dataset folder (no ``..``, absolute path or
+        symbolic link leading out)."""
+        if not isinstance(rel, str) or not rel or "\x00" in rel or len(rel) > 4096:
+            raise self._bad(f"files entry for {what} must be a relative path, got {short(rel)}")
+        if Path(rel).is_absolute():
+            raise self._bad(f"files entry for {what} is the absolute path {short(rel, 80)}; every file must lie "
+                            f"inside {self.path}")
+        f = self.path / rel
+        try:
+            real = f.resolve()
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise self._bad(f"files entry for {what} {short(rel, 80)} cannot be resolved: {exc}") from None
+        if real == self._root or not real.is_relative_to(self._root):
+            raise self._bad(f"files entry for {what} {short(rel, 80)} leads to {real}, outside the dataset folder "
+                            f"{self._root}")
+        return f
+
+    def _grid(self, value, what: str, check) -> list:
+        R, C = self.blocks
+        if not isinstance(value, list) or len(value) != R or \
+                any(not isinstance(row, list) or len(row) != C for row in value):
+            raise self._bad(f"{what} is not {R}×{C}")
+        return [[check(value[a][b], f"{what}[{a}][{b}]") for b in range(C)] for a in range(R)]
+
+    def _check_meta(self, meta: dict) -> None:
+        self.n = self._int(meta, "n", 1, MAX_ID)
+        # what opening allocates: perm_r, perm_c and the permutation check (about 32 bytes per vertex); a rank
+        # reads only its blocks and node rows afterwards, so the 64-byte ceiling of a whole Graph does not apply
+        check_alloc(32 * self.n, f"{self._mpath}: opening a dataset of n={self.n} vertices (its two permutations)")
+        n = self.n
+        blocks = meta.get("blocks")
+        if not isinstance(blocks, list) or len(blocks) != 2 or not all(_is_int(v) and 1 <= v <= n for v in blocks):
+            raise self._bad(f"blocks must be two integers in 1..n={n}, got {short(blocks)}")
+        self.blocks = (blocks[0], blocks[1])
+        self.row_bounds = self._bounds(meta.get("row_bounds"), "row_bounds", self.blocks[0])
+        self.col_bounds = self._bounds(meta.get("col_bounds"), "col_bounds", self.blocks[1])
+        self.node_chunk_bounds = self._bounds(meta.get("node_chunk_bounds"), "node_chunk_bounds", None)
+        versions = meta.get("versions")
+        if versions not in (["rc"], ["rc", "cr"]):
+            raise self._bad(f"versions must be ['rc'] or ['rc', 'cr'], got {short(versions)}")
+        self.versions = tuple(versions)
+        for key in ("directed", "normalized"):
+            if type(meta.get(key)) is not bool:
+                raise self._bad(f"{key} must be true or false, got {short(meta.get(key))}")
+        nnz = self._int(meta, "nnz", 0, MAX_ID)
+        mnnz = self._int(meta, "matrix_nnz", 0, MAX_ID)
+        if not meta["normalized"] and mnnz != nnz:
+            raise self._bad(f"matrix_nnz={mnnz} but the unnormalized matrix has nnz={nnz} entries")
+        if meta["normalized"] and mnnz > nnz + n:
+            raise self._bad(f"matrix_nnz={mnnz} exceeds nnz + n = {nnz + n} (the normalized matrix only adds "
+                            f"self-loops)")
+        block_nnz = meta.get("block_nnz")
+        if not isinstance(block_nnz, dict):
+            raise self._bad(f"block_nnz must be an object with one grid per version, got {short(block_nnz)}")
+
+        def count(v, what):
+            if not _is_int(v) or not 0 <= v <= mnnz:
+                raise self._bad(f"{what} must be an integer in 0..matrix_nnz={mnnz}, got {short(v)}")
+            return v
+
+        self._block_nnz = {}
+        for v in self.versions:
+            grid = self._grid(block_nnz.get(v), f"block_nnz[{v!r}]", count)
+            total = sum(sum(row) for row in grid)
+            if total != mnnz:
+                raise self._bad(f"block_nnz[{v!r}] sums to {total}, matrix_nnz is {mnnz}")
+            self._block_nnz[v] = grid
+
+        files = meta.get("files")
+        if not isinstance(files, dict):
+            raise self._bad(f"files must be an object, got {short(files)}")
+        self._files = {"perm_r": self._inside(files.get("perm_r"), "perm_r"),
+                       "perm_c": self._inside(files.get("perm_c"), "perm_c")}
+        for v in self.versions:
+            self._files[v] = self._grid(files.get(v), f"files[{v!r}]", self._inside)
+
+        arrays = meta.get("node_arrays")
+        if not isinstance(arrays, dict) or not set(arrays) <= set(NODE_ARRAYS):
+            raise self._bad(f"node_arrays must be an object with keys among {', '.join(NODE_ARRAYS)}, got "
+                            f"{short(arrays)}")
+        nodes = files.get("nodes")
+        if not isinstance(nodes, dict):
+            raise self._bad(f"files['nodes'] must be an object, got {short(nodes)}")
+        chunks = self.node_chunk_bounds.size - 1
+        self._node_info: dict[str, tuple[np.dtype, tuple]] = {}
+        self._files["nodes"] = {}
+        for name, info in arrays.items():
+            kinds, rank = _NODE_KINDS[name]
+            if not isinstance(info, dict) or not isinstance(info.get("dtype"), str) \
+                    or not isinstance(info.get("shape"), list):
+                raise self._bad(f"node_arrays[{name!r}] must hold dtype and shape, got {short(info)}")
+            try:
+                dtype = np.dtype(info["dtype"])
+            except (TypeError, ValueError):
+                raise self._bad(f"node_arrays[{name!r}] has an unknown dtype {short(info['dtype'])}") from None
+            if dtype.kind not in kinds or dtype.fields is not None or dtype.subdtype is not None \
+                    or not 0 < dtype.itemsize <= 8:
+                raise self._bad(f"node_arrays[{name!r}] has dtype {dtype}, expected kind {'/'.join(kinds)}")
+            tail = info["shape"]
+            if len(tail) != rank or not all(_is_int(t) and 0 <= t <= MAX_ID for t in tail):
+                raise self._bad(f"node_arrays[{name!r}] has trailing shape {short(tail)}, expected {rank} "
+                                f"dimension(s)")
+            self._node_info[name] = (dtype, tuple(tail))
+            lst = nodes.get(name)
+            if not isinstance(lst, list) or len(lst) != chunks:
+                raise self._bad(f"files['nodes'][{name!r}] must list {chunks} chunk files (node_chunk_bounds), "
+                                f"got {short(lst)}")
+            self._files["nodes"][name] = [self._inside(rel, f"{name} chunk {k}") for k, rel in enumerate(lst)]
+
+        f = self._node_info["x"][1][0] if "x" in self._node_info else 0
+        nf = self._int(meta, "num_features", 0, MAX_ID)
+        if nf != f:
+            raise self._bad(f"num_features={nf} but the stored features x have {f} columns")
+        self._int(meta, "num_classes", 0, n)
+        self._int(meta, "n_train", 0, n)
+        if "y" not in self._node_info and meta["num_classes"] != 0:
+            raise self._bad(f"num_classes={meta['num_classes']} but no labels y are stored")
+
+    def _check_node_arrays(self) -> None:
+        r"""Headers of every node chunk against ``node_arrays``; ``num_classes`` and ``n_train`` against the
+        stored labels and train mask (read one chunk at a time)."""
+        nb = self.node_chunk_bounds
+        for name, (dtype, tail) in self._node_info.items():
+            for k, f in enumerate(self._files["nodes"][name]):
+                try:
+                    hdr = npy_header(f, kinds=_NODE_KINDS[name][0], max_itemsize=8)
+                except DataFileError as exc:
+                    raise GridGnnError(f"node chunk {f} is {'missing' if exc.missing else 'corrupt'}: "
+                                       f"{exc.reason}") from None
+                want = (int(nb[k + 1] - nb[k]),) + tail
+                if hdr.shape != want or hdr.dtype != dtype:
+                    raise GridGnnError(f"node chunk {f} is corrupt: shape {hdr.shape} dtype {hdr.dtype}, meta.json "
+                                       f"says {want} {dtype}")
+        top, n_train = -1, 0
+        if "y" in self._node_info:
+            for k in range(nb.size - 1):
+                y = np.asarray(self._chunk("y", k))
+                m = np.asarray(self._chunk("train_mask", k)) if "train_mask" in self._node_info else None
+                if y.size:
+                    if y.min() < -1:
+                        raise GridGnnError(f"node chunk {self._files['nodes']['y'][k]} is corrupt: label "
+                                           f"{int(y.min())} (labels are >= 0, -1 = unlabelled)")
+                    top = max(top, int(y.max()))
+                if m is not None:
+                    n_train += int((m.astype(bool) & (y >= 0)).sum())
+                del y, m
+        if top >= self.n:
+            raise GridGnnError(f"{self._files['nodes']['y'][0].parent}: a stored label {top} is not below "
+                               f"n={self.n}")
+        if self.num_classes != top + 1:
+            raise self._bad(f"num_classes={self.num_classes} but the stored labels give {top + 1} (largest label "
+                            f"{top})")
+        if self.meta["n_train"] != n_train:
+            raise self._bad(f"n_train={self.meta['n_train']} but the stored train_mask and y hold {n_train} "
+                            f"labelled training nodes")
 
     # ------------------------------------------------------------------ helpers
-    def _file(self, rel: str) -> Path:
-        return self.path / rel
-
-    def _load_perm(self, rel: str, what: str) -> np.ndarray:
-        f = self._file(rel)
+    def _chunk(self, name: str, k: int) -> np.ndarray:
+        """Node chunk ``k`` of ``name``, memory-mapped after checking its header against ``meta.json``."""
+        f = self._files["nodes"][name][k]
+        dtype, tail = self._node_info[name]
+        rows = int(self.node_chunk_bounds[k + 1] - self.node_chunk_bounds[k])
         try:
-            p = np.load(f, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise GridGnnError(f"cannot read {what} file {f}: {exc}") from exc
+            chunk = memmap_npy(f, kinds=_NODE_KINDS[name][0], max_itemsize=8)
+        except DataFileError as exc:
+            if exc.missing:
+                raise GridGnnError(f"node chunk {f} is missing") from None
+            raise GridGnnError(f"node chunk {f} is corrupt or unreadable: {exc.reason}") from None
+        if chunk.shape != (rows,) + tail or chunk.dtype != dtype:
+            raise GridGnnError(f"node chunk {f} is corrupt: shape {chunk.shape} dtype {chunk.dtype}, "
+                               f"expected {(rows,) + tail} {dtype}")
+        return chunk
+
+    def _load_perm(self, f: Path, what: str) -> np.ndarray:
+        try:
+            p = read_npy(f, kinds="iu", max_itemsize=8)
+        except DataFileError as exc:
+            raise GridGnnError(f"cannot read {what} file {f}: {exc.reason}") from None
         try:
             return _check_perm(p, self.n, what)
         except GridGnnError as exc:
@@ -341,37 +547,45 @@ class ShardedDataset:
 
     def _resolve(self, version: str) -> str:
         if version not in _VERSIONS:
-            raise GridGnnError(f"unknown matrix version {version!r}; valid: 'rc' (P_r M P_c^T), "
+            raise GridGnnError(f"unknown matrix version {short(version)}; valid: 'rc' (P_r M P_c^T), "
                                f"'cr' (P_c M P_r^T)")
         if version not in self.versions:
             return "rc"  # perm_r == perm_c: both versions are the same matrix
         return version
 
     def _load_block(self, version: str, a: int, b: int) -> sp.csr_matrix:
-        f = self._file(self.meta["files"][version][a][b])
+        f = self._files[version][a][b]
         rows = int(self.row_bounds[a + 1] - self.row_bounds[a])
         cols = int(self.col_bounds[b + 1] - self.col_bounds[b])
+        keys = {"indptr": ("iu", 8), "indices": ("iu", 8), "data": ("f", 8), "shape": ("iu", 8)}
         try:
-            with np.load(f, allow_pickle=False) as z:
-                indptr, indices, data, shape = z["indptr"], z["indices"], z["data"], z["shape"]
-        except FileNotFoundError:
-            raise GridGnnError(f"block file {f} is missing") from None
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
-            raise GridGnnError(f"block file {f} is corrupt or unreadable: {exc}") from exc
+            z = read_npz(f, keys)
+        except DataFileError as exc:
+            if exc.missing:
+                raise GridGnnError(f"block file {f} is missing") from None
+            raise GridGnnError(f"block file {f} is corrupt or unreadable: {exc.reason}") from None
+        missing = [k for k in keys if k not in z]
+        if missing:
+            raise GridGnnError(f"block file {f} is corrupt: no array {', '.join(missing)}")
+        indptr, indices, data, shape = z["indptr"], z["indices"], z["data"], z["shape"]
+        want = self._block_nnz[version][a][b]
         bad = None
         if shape.tolist() != [rows, cols]:
-            bad = f"shape {shape.tolist()} but meta.json says {rows}×{cols}"
-        elif indptr.shape != (rows + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
+            bad = f"shape {short(shape.tolist())} but meta.json says {rows}×{cols}"
+        elif indptr.shape != (rows + 1,) or indptr[0] != 0 or np.any(np.diff(indptr.astype(np.int64)) < 0):
             bad = "invalid row pointer"
-        elif indptr[-1] != indices.size or indices.size != data.size:
+        elif int(indptr[-1]) != indices.size or indices.shape != data.shape or indices.ndim != 1:
             bad = f"row pointer ends at {int(indptr[-1])}, {indices.size} indices, {data.size} values"
-        elif indices.size and (indices.min() < 0 or indices.max() >= cols):
+        elif indices.size != want:
+            bad = f"{indices.size} entries but meta.json block_nnz says {want}"
+        elif indices.size and (indices.min() < 0 or int(indices.max()) >= cols):
             bad = f"column index out of range 0..{cols - 1}"
-        elif not np.issubdtype(data.dtype, np.floating) or not np.all(np.isfinite(data)):
-            bad = "values are not finite floats"
+        elif not np.all(np.isfinite(data)):
+            bad = "values are not finite"
         if bad:
             raise GridGnnError(f"block file {f} is corrupt: {bad}")
-        return sp.csr_matrix((data, indices, indptr), shape=(rows, cols))
+        return sp.csr_matrix((data.astype(np.float64), indices.astype(np.int64), indptr.astype(np.int64)),
+                             shape=(rows, cols))
 
     @staticmethod
     def _check_range(rng, n: int, what: str) -> tuple[int, int]:
@@ -447,7 +661,7 @@ class ShardedDataset:
         return out
 
     def node_array_names(self) -> tuple[str, ...]:
-        return tuple(self.meta["node_arrays"])
+        return tuple(self._node_info)
 
     def node_rows(self, name: str, ids) -> np.ndarray | None:
         r"""Rows of node array ``name`` for the original vertex ids ``ids``, in the order of ``ids``.
@@ -462,11 +676,11 @@ class ShardedDataset:
         Raises:
             GridGnnError: unknown array name, ids out of range, missing/corrupt chunk (naming it).
         """
-        arrays = self.meta["node_arrays"]
+        arrays = self._node_info
         if name in NODE_ARRAYS and name not in arrays:
             return None
         if name not in arrays:
-            raise GridGnnError(f"node array {name!r} is not stored in {self.path}; stored: "
+            raise GridGnnError(f"node array {short(name)} is not stored in {self.path}; stored: "
                                f"{', '.join(arrays) or 'none'}")
         ids = np.asarray(ids)
         if ids.size and not np.issubdtype(ids.dtype, np.integer):
@@ -475,9 +689,7 @@ class ShardedDataset:
         if ids.size and (ids.min() < 0 or ids.max() >= self.n):
             bad = ids[(ids < 0) | (ids >= self.n)][0]
             raise GridGnnError(f"node id {int(bad)} out of range 0..{self.n - 1}")
-        info = arrays[name]
-        dtype = np.dtype(info["dtype"])
-        tail = tuple(int(v) for v in info["shape"])
+        dtype, tail = arrays[name]
         out = np.empty((ids.size,) + tail, dtype=dtype)
         order = np.argsort(ids, kind="stable")
         sids = ids[order]
@@ -487,19 +699,15 @@ class ShardedDataset:
             s, e = int(edges[k]), int(edges[k + 1])
             if s == e:
                 continue
-            f = self._file(self.meta["files"]["nodes"][name][k])
-            rows = int(nb[k + 1] - nb[k])
-            try:
-                chunk = np.load(f, mmap_mode="r", allow_pickle=False)
-            except FileNotFoundError:
-                raise GridGnnError(f"node chunk {f} is missing") from None
-            except (OSError, ValueError, EOFError) as exc:
-                raise GridGnnError(f"node chunk {f} is corrupt or unreadable: {exc}") from exc
-            if chunk.shape != (rows,) + tail or chunk.dtype != dtype:
-                raise GridGnnError(f"node chunk {f} is corrupt: shape {chunk.shape} dtype {chunk.dtype}, "
-                                   f"expected {(rows,) + tail} {dtype}")
-            out[order[s:e]] = chunk[sids[s:e] - nb[k]]
+            chunk = self._chunk(name, k)
+            part = np.asarray(chunk[sids[s:e] - nb[k]])
             del chunk
+            if part.dtype.kind == "f" and not np.all(np.isfinite(part)):
+                raise GridGnnError(f"node chunk {self._files['nodes'][name][k]} is corrupt: NaN or inf values")
+            if name == "y" and part.size and (part.min() < -1 or part.max() >= self.num_classes):
+                raise GridGnnError(f"node chunk {self._files['nodes'][name][k]} is corrupt: labels outside "
+                                   f"-1..{self.num_classes - 1}")
+            out[order[s:e]] = part
         return out
 
     def node_array(self, name: str) -> np.ndarray:

@@ -5,9 +5,13 @@ r"""The data SPEC grammar of the command line: one string names a graph source.
     synthetic:sbm?n=4000&classes=8&avg_degree=10&features=32   (also p_in_ratio=, noise=, degree_exponent=)
     synthetic:rmat?scale=12&edge_factor=16                     (also features=, classes=)
     planetoid:DIR          directory with ind.<name>.* raw files (Cora, CiteSeer, PubMed)
-    edgelist:FILE          text edge list; parameters directed=0|1, num_nodes=N
-    mtx:FILE               Matrix Market file
+    edgelist:FILE          text edge list; parameters directed=0|1, num_nodes=N, relabel=0|1
+    mtx:FILE               Matrix Market file; parameters num_nodes=N, relabel=0|1
     npz:FILE               .npz CSR archive (rows = destinations), see :func:`~gridgnn.graph.loaders.load_npz`
+
+``num_nodes=N`` confirms a vertex count that the file alone makes implausible (more than
+``2 * edges + 1,000,000``, e.g. one id ``999999999999``; see :mod:`gridgnn.graph.loaders`), ``relabel=1``
+compacts the ids that occur to ``0..k-1`` and keeps the file's ids in ``Graph.original_ids``.
 
 Parameters follow ``?`` as ``key=value`` pairs joined by ``&``; omitted parameters take the generator's
 defaults. Relative paths are relative to the current directory. ``None`` or an empty string means
@@ -57,8 +61,8 @@ _PARAMS: dict[str, dict[str, Callable[[str], object]]] = {
                           noise=_float, degree_exponent=_float),
     "synthetic:rmat": dict(scale=_int, edge_factor=_int, features=_int, classes=_int),
     "planetoid": {},
-    "edgelist": dict(directed=_bool01, num_nodes=_int),
-    "mtx": {},
+    "edgelist": dict(directed=_bool01, num_nodes=_int, relabel=_bool01),
+    "mtx": dict(num_nodes=_int, relabel=_bool01),
     "npz": {},
 }
 
@@ -146,9 +150,10 @@ def load_graph(spec: str | None = None, *, seed: int = 0) -> Graph:
         if scheme == "planetoid":
             g = load_planetoid(p, seed=seed)
         elif scheme == "edgelist":
-            g = load_edgelist(p, params.get("directed"), num_nodes=params.get("num_nodes"), seed=seed)
+            g = load_edgelist(p, params.get("directed"), num_nodes=params.get("num_nodes"),
+                              relabel=params.get("relabel", False), seed=seed)
         elif scheme == "mtx":
-            g = load_mtx(p, seed=seed)
+            g = load_mtx(p, num_nodes=params.get("num_nodes"), relabel=params.get("relabel", False), seed=seed)
         else:
             g = load_npz(p, seed=seed)
     g.meta["spec"] = spec

@@ -388,18 +388,44 @@ def write_partition_file(path, part) -> None:
 def load_partition_file(path, n: int, parts: int) -> RowPartition:
     """Read a partition file (one part id per vertex, original order) into a :class:`RowPartition`.
 
-    Blank lines at the end of the file are ignored; anything else must be exactly ``n`` integers in
-    ``0..parts-1``, and every part must own at least one vertex (an empty block would give a rank no rows).
+    The file is ASCII text: exactly ``n`` lines, each one integer in ``0..parts-1`` (surrounding spaces are
+    allowed, as are blank lines at the end), and every part must own at least one vertex (an empty block would
+    give a rank no rows). A file larger than 32 bytes per vertex (plus 1 MiB) is refused before it is read.
 
     Raises:
-        GridGnnError: missing file, wrong line count, a non-integer, an id out of range, or an empty part —
-            naming the file and the line.
+        GridGnnError: missing or unreadable file, not a regular file, not ASCII, too large, wrong line count, a
+            token that is not a plain decimal integer, a part id out of range (however many digits it has), or
+            an empty part — naming the file and the line.
     """
+    import stat
+    from pathlib import Path
+
+    p = Path(path)
     try:
-        with open(path, encoding="ascii", errors="replace") as fh:
-            lines = fh.read().splitlines()
+        st = os.stat(p)
+    except OSError as exc:
+        raise GridGnnError(f"cannot read partition file {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise GridGnnError(f"cannot read partition file {path}: not a regular file")
+    limit = 32 * n + (1 << 20)
+    if st.st_size > limit:
+        raise GridGnnError(f"partition file {path} has {st.st_size} bytes, more than {limit} for {n} vertices "
+                           f"(one part id per line)")
+    try:
+        with open(p, "rb") as fh:
+            raw = fh.read(limit + 1)
     except OSError as exc:
         raise GridGnnError(f"cannot read partition file {path}: {exc.strerror or exc}") from exc
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise GridGnnError(f"partition file {path}, line {line}: byte {raw[exc.start]:#04x} is not ASCII (expected "
+                           f"one part id per line)") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
     while lines and not lines[-1].strip():
         lines.pop()
     if len(lines) != n:
@@ -408,13 +434,17 @@ def load_partition_file(path, n: int, parts: int) -> RowPartition:
     part = np.empty(n, dtype=np.int64)
     for k, line in enumerate(lines):
         tok = line.strip()
-        try:
-            part[k] = int(tok)
-        except ValueError:
-            raise GridGnnError(f"partition file {path}, line {k + 1}: {tok!r} is not an integer part id") from None
-        if part[k] < 0 or part[k] >= parts:
-            raise GridGnnError(f"partition file {path}, line {k + 1}: part {int(part[k])} out of range "
-                               f"0..{parts - 1}")
+        body = tok[1:] if tok[:1] in "+-" else tok
+        if not body.isdigit():
+            shown = repr(tok) if len(tok) <= 40 else repr(tok[:37]) + "..."
+            raise GridGnnError(f"partition file {path}, line {k + 1}: {shown} is not an integer part id")
+        if len(body) > 40:
+            raise GridGnnError(f"partition file {path}, line {k + 1}: part {tok[:20]}... ({len(body)} digits) out "
+                               f"of range 0..{parts - 1}")
+        v = int(tok)  # at most 40 digits: compared as a Python int, never stored before the range check
+        if v < 0 or v >= parts:
+            raise GridGnnError(f"partition file {path}, line {k + 1}: part {v} out of range 0..{parts - 1}")
+        part[k] = v
     counts = np.bincount(part, minlength=parts)
     empty = np.flatnonzero(counts == 0)
     if empty.size:
