@@ -1,0 +1,1006 @@
+r"""Memory guard: the peak memory of every rank, estimated from the layout before anything large is allocated,
+the memory a rank may use, the peak it actually used, and the two checks that fail early with the numbers.
+
+A rank's peak is the sum of eight components (bytes; :math:`e` = bytes per element of ``--dtype``,
+:math:`\iota` = bytes of a SciPy index, 4 below :math:`2^{31}` rows and entries, else 8;
+:math:`\hat z` = nonzeros of the normalized matrix :math:`\hat M` (the graph's ``nnz`` plus the self-loops that
+:func:`~gridgnn.graph.gcn_normalize` adds, at most ``n``)):
+
+=============== =======================================================================================
+``runtime``     the Python/torch process itself (:data:`RUNTIME_PRIVATE_BYTES` +
+                :data:`RUNTIME_SHARED_BYTES`, measured, see below)
+``graph``       what the process holds of the whole graph: in memory (``source="memory"``), the
+                :class:`~gridgnn.graph.Graph` (``8(n+1) + 8 nnz`` CSR, ``[8 nnz]`` weights,
+                ``n f_0 s_x`` features, ``8n`` labels, ``3n`` masks), the normalized :math:`\hat M` and
+                each permuted version (``8 ẑ + ι(ẑ + n + 1)`` each, 1 version, 2 with the double
+                permutation) and the vertex orders (``8n`` each); serial: the Graph only; sharded: the
+                two orders ``16n``
+``adjacency``   the plan's sparse blocks. Torch CSR: :math:`8(r+1) + (8+e)\,z`; SciPy CSR (kept by the
+                block-row engines): :math:`\iota(r+1) + (\iota+8)\,z`; SUMMA panel:
+                :math:`8(r+1+z) + e\,z`. A directed graph (and any double permutation of 2D/3D) keeps the
+                transposed blocks too; Plexus always keeps :math:`A` and :math:`A^\mathsf{T}`
+``features``    the layer-0 input block :math:`r_0 c_0 e` + labels and masks of the logits rows ``11 r_L``
+``parameters``  this rank's weights and biases, their gradients and Adam's two moments
+                (``4 e × elements``) + Adam's step counters (4 bytes per tensor)
+``activations`` tensors autograd keeps for backward: per layer the input side (dropped input, or
+                :math:`\hat M H` when the layer aggregates before the weight), the dropout mask (layers
+                :math:`> 0`), the ReLU output (all but the last layer); Plexus keeps :math:`\hat M F` and the
+                gathered weight block; plus the logits and what the loss keeps (``m`` labelled rows)
+``buffers``     the largest communication working set of a step (see the table)
+``workspace``   the largest local temporary of a step: the gradients and SpMM outputs of one layer's
+                backward (serial :math:`n(f_{out} + \max(f_{in}, f_{out}))e`, block-row
+                :math:`n_i(f_{out} + \max(f_{in}, f_{out}) + w)e`, SUMMA and Plexus likewise on their
+                blocks), Adam's temporaries (parameter bytes), the dropout hash
+                (:data:`DROPOUT_HASH_BYTES_PER_ELEMENT` per input element, NumPy ``uint64``), or the set-up
+                transient (normalizing / permuting :math:`\hat M`, reading shards) where it exceeds
+                everything allocated after it
+=============== =======================================================================================
+
+``buffers`` and ``workspace`` are peaks of different moments; their sum makes ``total`` an upper bound by at
+most the smaller of the two. Communication buffers per product of width :math:`w` (bytes :math:`w e` per row),
+rank on block ``i`` handling stages ``S``:
+
+=============== =======================================================================================
+``1d``/``1.5d`` one remote block at a time (CAGNET's memory bound): :math:`\max_{q \in S, q \ne i} n_q\,we`
+``-sa`` twins   the send copies, their flattened message, the received rows and the assembled input:
+                :math:`\max(2s + v,\; s + v + n_i[i \in S] + v)\,we`, :math:`s = \sum_{k\ne i} V_{ik}`
+                (rows sent), :math:`v = \sum_{q \in S, q \ne i} V_{qi}` (rows received),
+                :math:`V_{qp} = |NnzCols(p, q)|`
+``2d``/``3d``   one SUMMA panel: the sparse panel :math:`8(|R_i|+1+z_p) + e z_p` when another column owns
+                it, plus :math:`|p|\,|C_j| e` when another row owns it; 3D's fiber reduce-scatter
+                :math:`(2|R_i| + z|B|)|C_j| e`; the row gather of the partial SUMMA :math:`|B|(2w - |C_j|)e`
+``plexus``      the all-gathered shards: layer-0 input :math:`(G_c+1)\lceil n_a/G_c\rceil w e + n_a w e`, the
+                weight block :math:`(G_c+1)\lceil w_{in}/G_c\rceil w_{out} e`, the weight-gradient
+                reduce-scatter :math:`(2 w_{in} + G_c\,|\text{own rows}|) w_{out} e`; blocked aggregation
+                adds the row blocks of :math:`\hat M F` before their concatenation, :math:`n_c w_{in} e`
+all but plexus  the flat gradient for the gradient all-reduce: parameter bytes
+=============== =======================================================================================
+
+Gloo's all-reduce and broadcast work in place (measured: under 2 MiB of scratch for a 200 MiB all-reduce and
+none for a broadcast), so they add no buffer.
+
+**How the runtime baseline was measured** (torch 2.13.0+cpu, NumPy, SciPy 1.17.1, Python 3.11, Linux 6.18),
+from ``/proc/self/status`` of ranks started by :func:`gridgnn.dist.launch.launch`. After
+``import gridgnn.train.trainer``, ``init_process_group("gloo")`` and one all-reduce (P = 1 … 32; the value does
+not change with P): ``RssAnon`` 155 MiB (private to each process), ``RssFile`` 82 MiB (shared libraries, shared
+by all local processes through the page cache), ``VmRSS`` 237 MiB. After ``train_worker`` trained a 64-vertex
+SBM graph for 2 epochs (serial, and 1d/1d-sa/2d/plexus at P = 4; the lazily loaded optimizer and autograd code,
+tqdm): ``RssAnon`` 222 MiB, ``RssFile`` 100 MiB, ``VmRSS`` 323 MiB — the constants below use these.
+``import torch_geometric`` (only the Planetoid loader does) adds 100 MiB of ``RssAnon``
+(:data:`PYG_IMPORT_BYTES`). Against ``ru_maxrss`` of real runs (SBM, n = 200 000, 4 M edges, 64 features,
+hidden 128/256, 2 epochs: serial, 1d, 1d-sa, 1.5d, 2d, 3d, plexus at P ≤ 4) the total was within −12 % … +12 %
+of the measured peak of every rank (ranks of one run differ by up to 10 % among themselves: the C allocator keeps
+freed memory mapped).
+The set-up constants (:data:`NORMALIZE_PEAK_BYTES_PER_NNZ` …) are ``tracemalloc`` peaks of
+:func:`~gridgnn.graph.gcn_normalize`, a permutation and a shard read on R-MAT and SBM graphs.
+
+Inputs are what a rank knows after partitioning and before building its plan; the exact per-block nonzeros
+and ``NnzCols`` come from ``pattern`` (the permuted matrix itself, or a :class:`NnzHistogram` of per-block
+counts such as a sharded dataset's ``meta.json`` holds); without it the nonzeros are spread evenly
+(the expectation under a random permutation) and ``NnzCols`` is its balls-in-bins expectation
+:math:`n_q(1 - (1 - 1/n_q)^{z_{pq}})`.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import GridGnnError
+from ..partition import block_range, even_bounds
+
+MIB = 2 ** 20
+GIB = 2 ** 30
+
+#: Private (anonymous) resident memory of a gridgnn rank that has trained (measured 222 MiB, see above).
+RUNTIME_PRIVATE_BYTES = 224 * MIB
+#: File-backed resident memory of the shared libraries (measured 100 MiB); counted once per machine.
+RUNTIME_SHARED_BYTES = 100 * MIB
+#: Extra private memory of ``import torch_geometric`` (measured 100 MiB; only the Planetoid loader imports it).
+PYG_IMPORT_BYTES = 100 * MIB
+#: Allowance on a CUDA device for cuBLAS/cuSPARSE workspaces (not measured here: no GPU on the build machine;
+#: cuBLAS reserves up to 32 MiB per handle on Hopper). The CUDA context itself is already outside
+#: ``torch.cuda.mem_get_info``'s free bytes when a rank asks.
+CUDA_RUNTIME_BYTES = 64 * MIB
+#: Peak of :func:`~gridgnn.graph.gcn_normalize` (its result included): ``45 ẑ + 56 n`` bytes (tracemalloc).
+NORMALIZE_PEAK_BYTES_PER_NNZ, NORMALIZE_PEAK_BYTES_PER_NODE = 45, 56
+#: Peak of permuting :math:`\hat M` (``M[perm_r][:, perm_c]``, the result included): ``25 ẑ + 21 n`` bytes.
+PERMUTE_PEAK_BYTES_PER_NNZ, PERMUTE_PEAK_BYTES_PER_NODE = 25, 21
+#: Peak of reading a submatrix from a sharded dataset (the returned block included), per nonzero read.
+SHARDED_READ_PEAK_BYTES_PER_NNZ = 48
+#: Peak of :func:`~gridgnn.nn.dropout.keep_mask` per element of the masked block (three ``uint64`` arrays).
+DROPOUT_HASH_BYTES_PER_ELEMENT = 24
+
+COMPONENTS = ("runtime", "graph", "adjacency", "features", "parameters", "activations", "buffers", "workspace")
+_MAX_COMPONENTS = ("buffers", "workspace")  # peaks of one moment (the largest candidate), not sums
+
+
+# ----------------------------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class RankMemory:
+    r"""Estimated peak bytes of one rank.
+
+    Attributes:
+        rank: global rank.
+        per_component: bytes per component (:data:`COMPONENTS`) in the memory the rank computes in (host
+            memory on CPU, the GPU's memory on CUDA).
+        host_per_component: CUDA only: what stays in host memory (runtime, the graph copy, SciPy blocks,
+            the dropout hash, set-up transients); empty on CPU, where everything is in ``per_component``.
+        buffers_what, workspace_what: which moment the ``buffers`` / ``workspace`` peak belongs to.
+    """
+
+    rank: int
+    per_component: dict
+    host_per_component: dict = field(default_factory=dict)
+    buffers_what: str = ""
+    workspace_what: str = ""
+
+    @property
+    def total(self) -> int:
+        return int(sum(self.per_component.values()))
+
+    @property
+    def host_total(self) -> int:
+        return int(sum(self.host_per_component.values()))
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    r"""Per-rank estimates of one configuration; ``total`` and ``per_component`` are those of the peak rank.
+
+    Attributes:
+        algo, shape, device: the configuration (``device`` ``"cpu"`` or ``"cuda"``).
+        elem_bytes: bytes per element of the training dtype.
+        ranks: one :class:`RankMemory` per rank (those asked for, in order).
+    """
+
+    algo: str
+    shape: tuple
+    device: str
+    ranks: tuple
+    elem_bytes: int = 4
+
+    @property
+    def peak(self) -> RankMemory:
+        """The rank with the largest total (the first one on ties)."""
+        return max(self.ranks, key=lambda r: (r.total, -r.rank))
+
+    @property
+    def total(self) -> int:
+        return self.peak.total
+
+    @property
+    def per_component(self) -> dict:
+        return dict(self.peak.per_component)
+
+    @property
+    def host_total(self) -> int:
+        """CUDA: the largest host-memory share of a rank (0 on CPU)."""
+        return max(r.host_total for r in self.ranks)
+
+    def describe(self) -> str:
+        """``"1.23 GiB (adjacency 0.5 GiB, ...)"`` of the peak rank."""
+        parts = ", ".join(f"{k} {_gib(v)}" for k, v in self.per_component.items() if v > 0)
+        return f"{_gib(self.total)} ({parts})"
+
+
+class _Acc:
+    """Collects one rank's contributions, tagged host or device."""
+
+    def __init__(self):
+        self.sums = {"dev": dict.fromkeys(COMPONENTS, 0), "host": dict.fromkeys(COMPONENTS, 0)}
+        self.cands = {"dev": {k: (0, "") for k in _MAX_COMPONENTS}, "host": {k: (0, "") for k in _MAX_COMPONENTS}}
+
+    def add(self, comp: str, nbytes, where: str = "dev") -> None:
+        self.sums[where][comp] += int(round(nbytes))
+
+    def cand(self, comp: str, nbytes, what: str, where: str = "dev") -> None:
+        nbytes = int(round(nbytes))
+        if nbytes > self.cands[where][comp][0]:
+            self.cands[where][comp] = (nbytes, what)
+
+    def persistent(self, where: str) -> int:
+        """Bytes that exist from the plan's construction on (everything after set-up but the max components)."""
+        s = self.sums[where]
+        return s["adjacency"] + s["features"] + s["parameters"] + s["activations"]
+
+    def finish(self, rank: int, device: str, setup: tuple[float, str]) -> RankMemory:
+        """``setup = (bytes, what)``: the set-up transient beyond the runtime and the graph copy (host memory);
+        it counts where it exceeds what exists later (see the module docstring)."""
+        def pick(where_list):
+            out, what = {}, {}
+            for comp in COMPONENTS:
+                if comp in _MAX_COMPONENTS:
+                    best = max((self.cands[w][comp] for w in where_list), key=lambda t: t[0])
+                    out[comp], what[comp] = best
+                else:
+                    out[comp] = sum(self.sums[w][comp] for w in where_list)
+            return out, what
+
+        if device == "cpu":
+            comps, what = pick(("dev", "host"))
+            later = sum(comps[k] for k in ("adjacency", "features", "parameters", "activations", "buffers"))
+            if setup[0] - later > comps["workspace"]:
+                comps["workspace"], what["workspace"] = int(setup[0] - later), setup[1]
+            return RankMemory(rank, comps, {}, what["buffers"], what["workspace"])
+        dev, what = pick(("dev",))
+        host, hwhat = pick(("host",))
+        later = sum(host[k] for k in ("adjacency", "features", "parameters", "activations", "buffers"))
+        if setup[0] - later > host["workspace"]:
+            host["workspace"], hwhat["workspace"] = int(setup[0] - later), setup[1]
+        return RankMemory(rank, dev, host, what["buffers"], what["workspace"] or hwhat["workspace"])
+
+
+# ----------------------------------------------------------------------------------------------- pattern
+class NnzHistogram:
+    r"""Nonzeros of :math:`\hat M` (one matrix version, in the plan's labels) per cell of a grid of row cuts ×
+    column cuts. :meth:`counts` of blocks whose edges are cuts is exact; a block edge inside a cell takes the
+    cell's nonzeros in proportion to the overlap (uniform density within the cell).
+
+    Args:
+        row_cuts, col_cuts: increasing ``int[R+1]`` / ``int[C+1]`` from 0 to ``n``.
+        counts: ``[R, C]`` nonzeros per cell.
+    """
+
+    def __init__(self, row_cuts, col_cuts, counts):
+        self.row_cuts = np.asarray(row_cuts, dtype=np.int64)
+        self.col_cuts = np.asarray(col_cuts, dtype=np.int64)
+        self.cells = np.asarray(counts, dtype=np.float64).reshape(self.row_cuts.size - 1, self.col_cuts.size - 1)
+
+    @property
+    def n(self) -> int:
+        return int(self.row_cuts[-1])
+
+    @property
+    def total(self) -> int:
+        return int(round(self.cells.sum()))
+
+    @classmethod
+    def uniform(cls, n: int, nnz: int) -> "NnzHistogram":
+        """One cell: ``nnz`` nonzeros spread evenly over ``n × n`` (a random permutation's expectation)."""
+        return cls([0, n], [0, n], [[nnz]])
+
+    @classmethod
+    def from_matrix(cls, mat, row_cuts, col_cuts) -> "NnzHistogram":
+        """Exact counts of a SciPy matrix on the given cuts (one ``bincount``, no copy of the matrix)."""
+        mat = sp.csr_matrix(mat)
+        rc, cc = np.asarray(row_cuts, np.int64), np.asarray(col_cuts, np.int64)
+        nr, nc = rc.size - 1, cc.size - 1
+        row_block = np.searchsorted(rc, np.arange(mat.shape[0]), side="right") - 1
+        col_block = np.searchsorted(cc, np.arange(mat.shape[1]), side="right") - 1
+        key = np.repeat(row_block * nc, np.diff(mat.indptr)) + col_block[mat.indices]
+        return cls(rc, cc, np.bincount(key, minlength=nr * nc).reshape(nr, nc))
+
+    @classmethod
+    def from_sharded_meta(cls, meta: dict, version: str = "rc") -> "NnzHistogram":
+        """The per-block counts ``meta.json`` of a sharded dataset stores (``block_nnz[version]``)."""
+        try:
+            return cls(meta["row_bounds"], meta["col_bounds"], meta["block_nnz"][version])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise GridGnnError(f"sharded meta.json has no usable block_nnz[{version!r}]: {exc!r}") from None
+
+    @staticmethod
+    def _overlap(cuts: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+        """``[len(bounds)-1, len(cuts)-1]``: fraction of each cell inside each new block."""
+        if cuts.size == bounds.size and np.array_equal(cuts, bounds):
+            return np.eye(cuts.size - 1)
+        lo = np.maximum(bounds[:-1, None], cuts[None, :-1])
+        hi = np.minimum(bounds[1:, None], cuts[None, 1:])
+        width = np.maximum(np.diff(cuts), 1)[None, :]
+        return np.clip(hi - lo, 0, None) / width
+
+    def counts(self, row_bounds, col_bounds) -> np.ndarray:
+        """``[len(row_bounds)-1, len(col_bounds)-1]`` nonzeros of every block (float; integral when aligned)."""
+        fr = self._overlap(self.row_cuts, np.asarray(row_bounds, np.int64))
+        fc = self._overlap(self.col_cuts, np.asarray(col_bounds, np.int64))
+        return fr @ self.cells @ fc.T
+
+    def transpose(self) -> "NnzHistogram":
+        return NnzHistogram(self.col_cuts, self.row_cuts, self.cells.T)
+
+
+class _Pattern:
+    """One matrix version: exact (a SciPy matrix) or a histogram; block counts and NnzCols."""
+
+    def __init__(self, src, n: int, nnz_hat: int):
+        if src is None:
+            src = NnzHistogram.uniform(n, nnz_hat)
+        if sp.issparse(src):
+            self.mat = sp.csr_matrix(src)
+            if self.mat.shape != (n, n):
+                raise GridGnnError(f"pattern is {self.mat.shape[0]}×{self.mat.shape[1]}, expected {n}×{n}")
+            self.hist, self.total = None, int(self.mat.nnz)
+        elif isinstance(src, NnzHistogram):
+            if src.n != n or int(src.col_cuts[-1]) != n:
+                raise GridGnnError(f"nnz histogram covers {src.n} vertices, expected {n}")
+            self.mat, self.hist, self.total = None, src, src.total
+        else:
+            raise GridGnnError(f"pattern must be a SciPy sparse matrix or an NnzHistogram, got {type(src).__name__}")
+        self._cache: dict = {}
+        self._t = None
+
+    def counts(self, row_bounds, col_bounds) -> np.ndarray:
+        key = ("c", tuple(np.asarray(row_bounds).tolist()), tuple(np.asarray(col_bounds).tolist()))
+        if key not in self._cache:
+            if self.mat is not None:
+                out = NnzHistogram.from_matrix(self.mat, row_bounds, col_bounds).cells
+            else:
+                out = self.hist.counts(row_bounds, col_bounds)
+            self._cache[key] = out
+        return self._cache[key]
+
+    def transposed(self) -> "_Pattern":
+        if self._t is None:
+            t = _Pattern.__new__(_Pattern)
+            t.mat = None if self.mat is None else sp.csr_matrix(self.mat.T)
+            t.hist = None if self.hist is None else self.hist.transpose()
+            t.total, t._cache, t._t = self.total, {}, self
+            self._t = t
+        return self._t
+
+    def nnz_cols(self, bounds) -> np.ndarray:
+        r"""``V[q, p]`` = distinct columns of block ``q`` with a nonzero in block row ``p`` (exact for a matrix,
+        else :math:`n_q(1 - (1 - 1/n_q)^{z_{pq}})`)."""
+        key = ("v", tuple(np.asarray(bounds).tolist()))
+        if key not in self._cache:
+            if self.mat is not None:
+                from .volume import nnz_cols_matrix
+
+                out = nnz_cols_matrix(self.mat, np.asarray(bounds, np.int64)).astype(np.float64)
+            else:
+                z = self.counts(bounds, bounds)  # z[p, q]
+                nq = np.diff(np.asarray(bounds, np.float64))
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    keep = np.where(nq[None, :] > 0, 1.0 - 1.0 / np.maximum(nq[None, :], 1.0), 0.0)
+                    out = (nq[None, :] * (1.0 - np.power(keep, z))).T  # [q, p]
+            self._cache[key] = out
+        return self._cache[key]
+
+
+def _patterns(pattern, n: int, nnz_hat: int) -> dict:
+    """``{"rc": _Pattern, "cr": _Pattern}`` ("cr" = "rc" when not given)."""
+    if isinstance(pattern, dict):
+        rc = _Pattern(pattern.get("rc"), n, nnz_hat)
+        cr = _Pattern(pattern["cr"], n, nnz_hat) if pattern.get("cr") is not None else rc
+        return {"rc": rc, "cr": cr}
+    p = _Pattern(pattern, n, nnz_hat)
+    return {"rc": p, "cr": p}
+
+
+def pattern_of(source, *, layers: int = 2) -> dict | None:
+    r"""The nonzero pattern a rank can read cheaply from its block source, for ``estimate_rank_memory(pattern=)``:
+    an :class:`~gridgnn.parallel.source.InMemorySource` gives its permuted matrices (exact; the plan builds and
+    caches the same ones anyway), a :class:`~gridgnn.graph.sharded.ShardedDataset` its per-block counts from
+    ``meta.json``; anything else ``None`` (nonzeros spread evenly). The ``"cr"`` version is included only for a
+    double permutation and a model of ``layers >= 2`` (the only case where a plan uses it)."""
+    versions = ("rc", "cr") if getattr(source, "double", False) and layers >= 2 else ("rc",)
+    if hasattr(source, "_version"):  # InMemorySource: the cached permuted matrix, no copy
+        return {v: source._version(v) for v in versions}
+    meta = getattr(source, "meta", None)
+    if isinstance(meta, dict) and "block_nnz" in meta:
+        have = meta["block_nnz"]
+        return {v: NnzHistogram.from_sharded_meta(meta, v if v in have else "rc") for v in versions}
+    return None
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+def _index_bytes(n: int, nnz: float) -> int:
+    """SciPy's index dtype: int32 while shape and nnz fit, else int64."""
+    return 4 if max(n, nnz) <= np.iinfo(np.int32).max else 8
+
+
+def _torch_csr(rows: int, nnz: float, e: int) -> float:
+    return 8 * (rows + 1) + (8 + e) * nnz
+
+
+def _gib(nbytes: float) -> str:
+    """Bytes for a message: GiB from 0.1 GiB up (thousands separated), MiB/KiB/B below."""
+    v = nbytes / GIB
+    if v >= 100:
+        return f"{v:,.0f} GiB"
+    if v >= 0.1:
+        return f"{v:.2f} GiB"
+    for unit, size in (("MiB", MIB), ("KiB", 1024)):
+        if nbytes >= size:
+            return f"{nbytes / size:.1f} {unit}"
+    return f"{int(nbytes)} B"
+
+
+def _train_rows(train_rows, rank: int, rows: int) -> int:
+    if train_rows is None:
+        return rows
+    if callable(train_rows):
+        return int(train_rows(rank))
+    if np.ndim(train_rows) == 0:
+        return int(train_rows)
+    return int(train_rows[rank])
+
+
+def graph_copy_bytes(n: int, nnz: int, f0: int, *, source: str = "memory", nnz_hat: int | None = None,
+                     versions: int = 1, feature_bytes: int = 4, weighted: bool = False, labels: bool = True,
+                     orders: int = 1) -> int:
+    r"""Bytes of the whole-graph data a rank's process holds (the ``graph`` component).
+
+    ``source="memory"`` (:class:`~gridgnn.parallel.source.InMemorySource`): the Graph
+    :math:`8(n+1) + 8\,nnz\,[+ 8\,nnz] + n f_0 s_x + [8n + 3n]`, the normalized :math:`\hat M` and ``versions``
+    permuted copies, :math:`(1+\text{versions})(8\hat z + \iota(\hat z + n + 1))`, and ``orders`` vertex orders
+    :math:`8n`; ``"serial"``: the Graph only (:math:`\hat M` lives in the plan as torch tensors);
+    ``"sharded"``: the two orders :math:`16n`; ``"none"``: 0.
+    """
+    nnz_hat = nnz + n if nnz_hat is None else nnz_hat
+    graph = 8 * (n + 1) + 8 * nnz + (8 * nnz if weighted else 0) + n * f0 * feature_bytes + (11 * n if labels else 0)
+    if source == "serial":
+        return int(graph)
+    if source == "sharded":
+        return 16 * n
+    if source == "none":
+        return 0
+    if source != "memory":
+        raise GridGnnError(f"unknown graph source {source!r}; use memory, serial, sharded or none")
+    idx = _index_bytes(n, nnz_hat)
+    mat = 8 * nnz_hat + idx * (nnz_hat + n + 1)
+    return int(graph + (1 + versions) * mat + orders * 8 * n)
+
+
+# ----------------------------------------------------------------------------------------------- estimate
+def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes: int = 4,
+                         directed: bool = False, double: bool = False, row_bounds=None, pattern=None,
+                         dropout: float = 0.5, bias: bool = True, block_rows: int = 0, train_rows=None,
+                         source: str | None = None, feature_bytes: int = 4, weighted: bool = False,
+                         device: str = "cpu", runtime_bytes: int | None = None, ranks=None) -> MemoryEstimate:
+    r"""Peak memory of every rank of one GCN training configuration (see the module docstring for the
+    components and their formulas).
+
+    Args:
+        algo: ``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``, ``2d``, ``3d`` or ``plexus``.
+        shape: the mesh shape (``(P,)``, ``(P/c, c)``, ``(pr, pc)``, ``(x, y, z)``; serial ``(1,)``).
+        n, nnz: vertices and stored edges of the graph (``Graph.nnz``; :math:`\hat M` adds up to ``n``
+            self-loops, counted exactly when ``pattern`` is given).
+        dims: ``[f_0, hidden..., classes]``.
+        elem_bytes: bytes per element of the training dtype (4 float32, 8 float64).
+        directed: the graph is directed (row-block and SUMMA plans keep the transposed blocks).
+        double: the 2D/3D/Plexus layout has two vertex orders (``double-perm``): two matrix versions.
+        row_bounds: block bounds of the 1D/1.5D row partition (``RowPartition.bounds``; default even).
+        pattern: nonzeros of the permuted :math:`\hat M` in the plan's labels: a SciPy matrix (exact), an
+            :class:`NnzHistogram`, or ``{"rc": ..., "cr": ...}`` (see :func:`pattern_of`); default: spread
+            evenly.
+        dropout: drop probability (masks and hashing exist only when it is positive).
+        bias: the model has biases.
+        block_rows: Plexus blocked aggregation (0 = off).
+        train_rows: labelled training rows among each rank's logits rows (an int, a sequence by rank or
+            ``rank -> int``); default all of them (an upper bound).
+        source: ``"memory"`` (default; ``"serial"`` for ``algo="serial"``), ``"sharded"`` or ``"none"``:
+            what the process holds of the whole graph (:func:`graph_copy_bytes`).
+        feature_bytes: bytes per element of the stored features (``Graph.x``, float32 by default).
+        weighted: the Graph stores edge weights.
+        device: ``"cpu"`` or ``"cuda"`` (``per_component`` is then GPU memory; the host part is reported
+            separately).
+        runtime_bytes: the per-process baseline (default :data:`RUNTIME_PRIVATE_BYTES` +
+            :data:`RUNTIME_SHARED_BYTES` on CPU, :data:`CUDA_RUNTIME_BYTES` on the GPU).
+        ranks: which global ranks to estimate (default all).
+
+    Returns:
+        :class:`MemoryEstimate` (``.ranks`` per rank, ``.peak``, ``.total``, ``.per_component``).
+
+    Raises:
+        GridGnnError: an unknown algorithm or a shape that does not fit it.
+    """
+    from ..parallel import ALGOS
+
+    if algo not in ALGOS:
+        raise GridGnnError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGOS)}")
+    dims = [int(d) for d in dims]
+    if len(dims) < 2 or min(dims) < 1:
+        raise GridGnnError(f"dims must hold at least two positive widths, got {dims}")
+    shape = (1,) if algo == "serial" else tuple(int(s) for s in shape)
+    if min(shape) < 1:
+        raise GridGnnError(f"mesh shape {shape} has an empty axis")
+    dev = "cuda" if str(device).startswith("cuda") else "cpu"
+    world = math.prod(shape)
+    nnz_hat_given = nnz + n
+    pats = _patterns(pattern, n, nnz_hat_given)
+    nnz_hat = pats["rc"].total
+    e = int(elem_bytes)
+    src_kind = source or "memory"
+    if algo == "serial" and src_kind == "memory":
+        src_kind = "serial"  # the serial plan converts M̂ to torch tensors and keeps no SciPy copy
+    L = len(dims) - 1
+    double = bool(double) and algo in ("2d", "3d", "plexus")
+    versions = 2 if double and L >= 2 else 1  # the "cr" version is built only when an odd layer uses it
+    graph_bytes = graph_copy_bytes(n, nnz, dims[0], source=src_kind, nnz_hat=nnz_hat, versions=versions,
+                                   feature_bytes=feature_bytes, weighted=weighted, orders=2 if double else 1)
+    ctx = dict(n=n, dims=dims, e=e, directed=bool(directed), double=double, pats=pats, dropout=float(dropout),
+               bias=bool(bias), train_rows=train_rows, idx=_index_bytes(n, nnz_hat), block_rows=int(block_rows),
+               src=src_kind, dev=dev, versions=versions)
+    which = range(world) if ranks is None else [int(r) for r in ranks]
+    for r in which:
+        if not 0 <= r < world:
+            raise GridGnnError(f"rank {r} outside the {world} ranks of mesh {shape}")
+    if algo == "serial":
+        per = _serial(ctx, nnz_hat)
+    elif algo in ("1d", "1d-sa", "1.5d", "1.5d-sa"):
+        per = _rowblock(ctx, algo, shape, row_bounds, which)
+    elif algo in ("2d", "3d"):
+        per = _summa(ctx, algo, shape, which)
+    else:
+        per = _plexus(ctx, shape, which)
+    out = []
+    for r in which:
+        acc, setup = per[r]
+        host_runtime = RUNTIME_PRIVATE_BYTES + RUNTIME_SHARED_BYTES
+        if dev == "cpu":
+            acc.add("runtime", host_runtime if runtime_bytes is None else runtime_bytes, "host")
+        else:
+            acc.add("runtime", CUDA_RUNTIME_BYTES if runtime_bytes is None else runtime_bytes, "dev")
+            acc.add("runtime", host_runtime, "host")
+        acc.add("graph", graph_bytes, "host")
+        out.append(acc.finish(r, dev, setup))
+    return MemoryEstimate(algo, shape, dev, tuple(out), e)
+
+
+def _setup_transient(ctx, read_nnz: float) -> tuple[float, str]:
+    r"""Set-up peak beyond the graph component: normalizing and permuting :math:`\hat M` (in memory), or
+    reading the largest block (sharded)."""
+    n, nnz_hat, idx = ctx["n"], ctx["pats"]["rc"].total, ctx["idx"]
+    mat = 8 * nnz_hat + idx * (nnz_hat + n + 1)
+    norm_peak = NORMALIZE_PEAK_BYTES_PER_NNZ * nnz_hat + NORMALIZE_PEAK_BYTES_PER_NODE * n
+    if ctx["src"] == "serial":
+        return norm_peak, "gcn_normalize at set-up"
+    if ctx["src"] == "memory":
+        versions = ctx["versions"]
+        a = norm_peak - (1 + versions) * mat
+        b = PERMUTE_PEAK_BYTES_PER_NNZ * nnz_hat + PERMUTE_PEAK_BYTES_PER_NODE * n - mat
+        return (a, "gcn_normalize at set-up") if a >= b else (b, "permuting the normalized matrix at set-up")
+    if ctx["src"] == "sharded":
+        return SHARDED_READ_PEAK_BYTES_PER_NNZ * read_nnz, "reading the largest shard at set-up"
+    return 0.0, ""
+
+
+def _dropout_hash(acc: _Acc, ctx, layer: int, elements: float) -> None:
+    if ctx["dropout"] > 0:
+        acc.cand("workspace", DROPOUT_HASH_BYTES_PER_ELEMENT * elements, f"dropout mask hashing, layer {layer}",
+                 "host")
+
+
+def _rowblock_activations(acc: _Acc, ctx, rows: int, rank: int) -> None:
+    """Serial/1D/1.5D: what autograd keeps per layer (see :class:`~gridgnn.parallel.base.RowBlockPlan`)."""
+    dims, e, p = ctx["dims"], ctx["e"], ctx["dropout"]
+    L = len(dims) - 1
+    for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
+        if p > 0 or fo >= fi:  # the dropped input (H W first) or M̂ H (aggregate first) is a new saved tensor
+            acc.add("activations", rows * fi * e)
+        if p > 0 and l > 0:
+            acc.add("activations", rows * fi * e)  # the dropout mask, in the training dtype
+        if l < L - 1:
+            acc.add("activations", rows * fo * e)  # ReLU output
+    m = _train_rows(ctx["train_rows"], rank, rows)
+    acc.add("activations", rows * dims[-1] * e + m * dims[-1] * e + 8 * m)  # logits, log-softmax, targets
+
+
+def _serial(ctx, nnz_hat: int):
+    n, dims, e = ctx["n"], ctx["dims"], ctx["e"]
+    acc = _Acc()
+    acc.add("adjacency", 2 * _torch_csr(n, nnz_hat, e))  # M̂ and its stored transpose
+    acc.add("features", n * dims[0] * e + 11 * n)
+    _params(acc, ctx, sum(fi * fo + (fo if ctx["bias"] else 0) for fi, fo in zip(dims[:-1], dims[1:])),
+            2 * (len(dims) - 1) if ctx["bias"] else len(dims) - 1, grad_allreduce=False)
+    _rowblock_activations(acc, ctx, n, 0)
+    for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
+        acc.cand("workspace", n * (fo + max(fi, fo)) * e, f"layer {l} backward temporaries")
+        _dropout_hash(acc, ctx, l, n * fi)
+    return {0: (acc, _setup_transient(ctx, nnz_hat))}
+
+
+def _params(acc: _Acc, ctx, elements: float, tensors: int, *, grad_allreduce: bool) -> None:
+    """Parameters, gradients and Adam's moments (4e per element) + Adam's float32 step counters."""
+    e = ctx["e"]
+    acc.add("parameters", 4 * e * elements + 4 * tensors)
+    acc.cand("workspace", e * elements, "Adam step temporaries")
+    if grad_allreduce:
+        acc.cand("buffers", e * elements, "flat gradient of the gradient all-reduce")
+
+
+def _rowblock(ctx, algo: str, shape, row_bounds, which):
+    from ..parallel.p15d import chunks
+
+    n, dims, e, idx = ctx["n"], ctx["dims"], ctx["e"], ctx["idx"]
+    world = math.prod(shape)
+    is1d = algo.startswith("1d")
+    if is1d and len(shape) != 1 or not is1d and len(shape) != 2:
+        raise GridGnnError(f"{algo} needs a {'(P,)' if is1d else '(P/c, c)'} mesh, got {tuple(shape)}")
+    c = 1 if is1d else shape[1]
+    nb = world // c
+    bounds = even_bounds(n, nb) if row_bounds is None else np.asarray(row_bounds, dtype=np.int64)
+    if bounds.size != nb + 1 or bounds[0] != 0 or bounds[-1] != n or np.any(np.diff(bounds) < 0):
+        raise GridGnnError(f"{algo} on mesh {tuple(shape)} needs {nb} row blocks covering {n} vertices; "
+                           f"row_bounds has {bounds.size - 1}")
+    sizes = np.diff(bounds)
+    sa = algo.endswith("-sa")
+    pat = ctx["pats"]["rc"]
+    z = pat.counts(bounds, bounds)  # z[p, q]: nonzeros of block (p, q)
+    engines = [("fwd", z, pat.nnz_cols(bounds) if sa else None)]
+    if ctx["directed"]:
+        pt = pat.transposed()
+        engines.append(("bwd", z.T, pt.nnz_cols(bounds) if sa else None))
+    stage_lists = chunks(nb, c)
+    nparams = sum(fi * fo + (fo if ctx["bias"] else 0) for fi, fo in zip(dims[:-1], dims[1:]))
+    ntensors = 2 * (len(dims) - 1) if ctx["bias"] else len(dims) - 1
+    out = {}
+    stage_arrays = [np.asarray(s, dtype=np.int64) for s in stage_lists]
+    for r in which:
+        i, j = divmod(r, c)
+        stages = stage_arrays[j]
+        ni = int(sizes[i])
+        acc = _Acc()
+        mine = bool(np.any(stages == i))
+        remote = stages[stages != i]
+        q_big = int(remote[np.argmax(sizes[remote])]) if remote.size else -1  # largest remote block
+        traffic = {}
+        for name, zz, v in engines:
+            zrow = float(zz[i, stages].sum())
+            # blocks_sp: one SciPy block M_iq per stage, kept by the engine
+            acc.add("adjacency", stages.size * idx * (ni + 1) + (idx + 8) * zrow, "host")
+            if sa:
+                acc.add("adjacency", _torch_csr(ni, zrow, e))  # column-compacted block row
+                send = float(v[i].sum() - v[i, i]) if mine else 0.0
+                recv = float(v[remote, i].sum())
+                acc.add("adjacency", 8 * send)  # send_idx (int64)
+                traffic[name] = (send, recv)
+            else:
+                acc.add("adjacency", stages.size * 8 * (ni + 1) + (8 + e) * zrow)  # one torch CSR per stage
+        acc.add("features", ni * dims[0] * e + 11 * ni)
+        _params(acc, ctx, nparams, ntensors, grad_allreduce=nb > 1)
+        _rowblock_activations(acc, ctx, ni, r)
+        for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
+            w = min(fi, fo)
+            acc.cand("workspace", ni * (fo + max(fi, fo) + w) * e, f"layer {l} backward temporaries")
+            _dropout_hash(acc, ctx, l, ni * fi)
+            phases = ["fwd"] + (["bwd"] if l > 0 or fo < fi else [])
+            for ph in phases:
+                eng = "bwd" if ph == "bwd" and ctx["directed"] else "fwd"
+                if sa:
+                    s, v = traffic[eng]
+                    rows = max(2 * s + v, s + v + (ni if mine else 0) + v)
+                    acc.cand("buffers", rows * w * e, f"{algo} all-to-allv rows, layer {l} {ph}")
+                elif q_big >= 0:
+                    acc.cand("buffers", int(sizes[q_big]) * w * e,
+                             f"{algo} broadcast of block {q_big}, layer {l} {ph}")
+        read = max(float(zz[i, :].sum()) for _, zz, _ in engines)
+        out[r] = (acc, _setup_transient(ctx, read))
+    return out
+
+
+def _summa(ctx, algo: str, shape, which):
+    from ..dist.grid import coords_of
+    from ..parallel.summa import Geometry
+
+    n, dims, e = ctx["n"], ctx["dims"], ctx["e"]
+    if algo == "2d" and len(shape) != 2 or algo == "3d" and len(shape) != 3:
+        raise GridGnnError(f"{algo} needs a {'2' if algo == '2d' else '3'}-axis mesh, got {tuple(shape)}")
+    pr, pc = shape[0], shape[1]
+    zf = shape[2] if len(shape) == 3 else 1
+    geo = Geometry(n, pr, pc, zf)
+    world = pr * pc * zf
+    L = len(dims) - 1
+    cuts = sorted({int(c) for c in geo.fine} | {int(v) for k in range(zf) for p in geo.panels[k] for v in p[:2]})
+    cuts = np.asarray(cuts, dtype=np.int64)
+    pos = {int(c): t for t, c in enumerate(cuts)}
+    used = ["rc"] + (["cr"] if ctx["double"] and L >= 2 else [])
+    grids = {v: ctx["pats"][v].counts(cuts, cuts) for v in used}
+    pre = {v: np.pad(g, ((1, 0), (1, 0))).cumsum(0).cumsum(1) for v, g in grids.items()}
+
+    def count(v, r0, r1, c0, c1):
+        s = pre[v]
+        a, b, c, d = pos[r0], pos[r1], pos[c0], pos[c1]
+        return float(s[b, d] - s[a, d] - s[b, c] + s[a, c])
+
+    separate_t = ctx["directed"] or ctx["double"]
+    nparams = sum(fi * fo + (fo if ctx["bias"] else 0) for fi, fo in zip(dims[:-1], dims[1:]))
+    ntensors = 2 * L if ctx["bias"] else L
+    p = ctx["dropout"]
+    out = {}
+    for r in which:
+        i, j, k = (coords_of(r, shape) + (0,))[:3]
+        r0, r1 = geo.rows(i)
+        nr = r1 - r0
+        b0, b1 = geo.block(i, k)
+        nbk = b1 - b0
+        acc = _Acc()
+        largest = 0.0
+        for v in used:
+            for (v0, v1, io, jo) in geo.panels[k]:
+                if jo != j:
+                    continue
+                z = count(v, r0, r1, v0, v1)
+                acc.add("adjacency", 8 * (nr + 1 + z) + e * z)
+                largest = max(largest, z)
+                if separate_t:
+                    zt = count(v, v0, v1, r0, r1)
+                    acc.add("adjacency", 8 * (nr + 1 + zt) + e * zt)
+                    largest = max(largest, zt)
+
+        def cj(width, q=j):
+            return int(np.diff(block_range(even_bounds(width, pc), q))[0])
+
+        acc.add("features", nbk * cj(dims[0]) * e + 11 * nbk)
+        _params(acc, ctx, nparams, ntensors, grad_allreduce=world > 1)
+        for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
+            if p > 0:
+                acc.add("activations", nbk * cj(fi) * e)  # the dropped input, saved by the layer
+                if l > 0:
+                    acc.add("activations", nbk * cj(fi) * e)  # the dropout mask
+            if l < L - 1:
+                acc.add("activations", nbk * cj(fo) * e)  # ReLU output
+            _dropout_hash(acc, ctx, l, nbk * cj(fi))
+            acc.cand("workspace", e * (2 * nbk * cj(fo) + 2 * nr * cj(fo) + nbk * fo + nbk * cj(fi) + fi * fo),
+                     f"layer {l} backward temporaries")
+            v = "rc" if l % 2 == 0 or not ctx["double"] else "cr"
+            for ph, width, transpose in (("fwd", fi, False), ("bwd", fo, True)):
+                wj = cj(width)
+                best = 0.0
+                for (v0, v1, io, jo) in geo.panels[k]:
+                    z = count(v, v0, v1, r0, r1) if (transpose and separate_t) else count(v, r0, r1, v0, v1)
+                    b = (0 if jo == j else 8 * (nr + 1 + z) + e * z) + (0 if io == i else (v1 - v0) * wj * e)
+                    best = max(best, b)
+                acc.cand("buffers", best, f"{algo} panel broadcast, layer {l} {ph}")
+                if zf > 1:
+                    acc.cand("buffers", (2 * nr + zf * nbk) * wj * e, f"{algo} fiber reduce-scatter, layer {l} {ph}")
+                if pc > 1:
+                    acc.cand("buffers", nbk * (2 * width - wj) * e, f"{algo} row gather, layer {l} {ph}")
+        C = dims[-1]
+        m = _train_rows(ctx["train_rows"], r, nbk)
+        acc.add("activations", nbk * cj(C) * e + m * C * e)  # logits block, saved log-softmax of the full rows
+        if pc > 1:
+            acc.cand("buffers", nbk * (2 * C - cj(C)) * e, f"{algo} logits row gather")
+        out[r] = (acc, _setup_transient(ctx, largest))
+    return out
+
+
+def _plexus(ctx, shape, which):
+    from ..dist.grid import coords_of
+    from ..parallel.plexus import roles
+
+    n, dims, e = ctx["n"], ctx["dims"], ctx["e"]
+    if len(shape) != 3:
+        raise GridGnnError(f"plexus needs a 3-axis mesh, got {tuple(shape)}")
+    names = ("x", "y", "z")
+    g = dict(zip(names, shape))
+    for ax, s in g.items():
+        if s > n:
+            raise GridGnnError(f"grid axis {ax} has {s} processes but the graph only {n} vertices")
+    vb = {ax: even_bounds(n, g[ax]) for ax in names}
+    cuts = np.unique(np.concatenate(list(vb.values())))
+    pos = {int(c): t for t, c in enumerate(cuts)}
+    L = len(dims) - 1
+    used = ["rc"] + (["cr"] if ctx["double"] and L >= 2 else [])
+    pre = {v: np.pad(ctx["pats"][v].counts(cuts, cuts), ((1, 0), (1, 0))).cumsum(0).cumsum(1) for v in used}
+
+    def count(v, rr, cc):
+        s = pre[v]
+        a, b, c, d = pos[rr[0]], pos[rr[1]], pos[cc[0]], pos[cc[1]]
+        return float(s[b, d] - s[a, d] - s[b, c] + s[a, c])
+
+    p = ctx["dropout"]
+    out = {}
+    for r in which:
+        me = dict(zip(names, coords_of(r, shape)))
+        acc = _Acc()
+        seen = set()
+        largest = 0.0
+        nparams = 0
+        for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
+            a, b, c = roles(l)
+            version = "rc" if l % 2 == 0 else "cr"
+            key = (l % 3, version if ctx["double"] else "rc")
+            rows_c = block_range(vb[c], me[c])
+            cols_a = block_range(vb[a], me[a])
+            n_c, n_a = rows_c[1] - rows_c[0], cols_a[1] - cols_a[0]
+            if key not in seen:
+                seen.add(key)
+                z = count(key[1], rows_c, cols_a)
+                acc.add("adjacency", _torch_csr(n_c, z, e) + _torch_csr(n_a, z, e))  # A and its transpose
+                largest = max(largest, z)
+            fb = block_range(even_bounds(fi, g[b]), me[b])
+            w_in = fb[1] - fb[0]
+            ob = block_range(even_bounds(fo, g[a]), me[a])
+            w_out = ob[1] - ob[0]
+            wparts = np.diff(even_bounds(w_in, g[c]))
+            nparams += int(wparts[me[c]]) * w_out + (w_out if ctx["bias"] else 0)
+            # saved for backward: M̂F (after the all-reduce over a) and the gathered weight block
+            acc.add("activations", (n_c * w_in + w_in * w_out) * e)
+            if p > 0 and l > 0:
+                acc.add("activations", n_a * w_in * e)  # dropout mask of the (V^a, C^b) input block
+            if l < L - 1:
+                acc.add("activations", n_c * w_out * e)  # ReLU output
+            if l == 0:
+                fparts = np.diff(even_bounds(n_a, g[c]))
+                in_rows = int(fparts[me[c]])
+                acc.add("features", in_rows * w_in * e)
+                _dropout_hash(acc, ctx, l, in_rows * w_in)
+                mp = int(fparts.max())
+                gather = ((g[c] + 1) * mp * w_in + n_a * w_in) * e if g[c] > 1 else n_a * w_in * e
+                acc.cand("buffers", gather, "plexus all-gather of the layer-0 input")
+            else:
+                _dropout_hash(acc, ctx, l, n_a * w_in)
+            if 0 < ctx["block_rows"] < n_c:  # blocked aggregation: the row blocks of M̂F before their concatenation
+                acc.cand("buffers", n_c * w_in * e, f"plexus blocked aggregation, layer {l}")
+            mw = int(wparts.max())
+            acc.cand("buffers", (g[c] + 1) * mw * w_out * e if g[c] > 1 else 0, f"plexus weight all-gather, layer {l}")
+            acc.cand("buffers", (2 * w_in + g[c] * int(wparts[me[c]])) * w_out * e if g[c] > 1 else 0,
+                     f"plexus weight-gradient reduce-scatter, layer {l}")
+            acc.cand("workspace", e * (2 * n_c * w_out + w_in * w_out + n_c * w_in + n_a * w_in),
+                     f"layer {l} backward temporaries")
+        a_last, _, c_last = roles(L - 1)
+        rows_out = int(np.diff(block_range(vb[c_last], me[c_last]))[0])
+        c_loc = int(np.diff(block_range(even_bounds(dims[-1], g[a_last]), me[a_last]))[0])
+        acc.add("features", 11 * rows_out)
+        m = _train_rows(ctx["train_rows"], r, rows_out)
+        acc.add("activations", rows_out * c_loc * e + m * (c_loc * e + 1 + 8))  # logits, softmax, flags, targets
+        _params(acc, ctx, nparams, 2 * L if ctx["bias"] else L, grad_allreduce=False)
+        out[r] = (acc, _setup_transient(ctx, largest))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- machine
+def _cgroup_available() -> int | None:
+    """Bytes left under this process's cgroup memory limit (v2 ``memory.max``, v1 ``limit_in_bytes``)."""
+    for limit_f, usage_f in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                             ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                              "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit_f) as fh:
+                raw = fh.read().strip()
+            if raw == "max":
+                return None
+            limit = int(raw)
+            with open(usage_f) as fh:
+                usage = int(fh.read().strip())
+        except (OSError, ValueError):
+            continue
+        if limit >= 2 ** 60:  # v1 "unlimited"
+            return None
+        return max(0, limit - usage)
+    return None
+
+
+def available_memory_bytes(device="cpu") -> int:
+    r"""Memory a new allocation can get now, in bytes.
+
+    CPU: ``MemAvailable`` of ``/proc/meminfo`` (free + reclaimable page cache), capped by what the cgroup
+    limit leaves, falling back to ``os.sysconf`` free pages; the whole machine's — the caller divides it among
+    its local processes. CUDA (``"cuda"``, ``"cuda:N"`` or a ``torch.device``): the device's free bytes
+    (``torch.cuda.mem_get_info``).
+    """
+    name = str(device)
+    if name.startswith("cuda"):
+        import torch
+
+        free, _ = torch.cuda.mem_get_info(torch.device(name))
+        return int(free)
+    avail = None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    avail = int(line.split()[1]) * 1024
+                    break
+    except OSError:
+        pass
+    if avail is None:
+        try:
+            avail = int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError, AttributeError):
+            raise GridGnnError("cannot tell how much memory is available (no /proc/meminfo, no sysconf)") from None
+    cg = _cgroup_available()
+    return int(avail if cg is None else min(avail, cg))
+
+
+def measured_peak_bytes(device="cpu") -> int:
+    r"""Peak memory this process has used so far, in bytes: CPU — the peak resident set size of this process's
+    address space (Linux: ``VmHWM`` of ``/proc/self/status``; elsewhere ``getrusage(RUSAGE_SELF).ru_maxrss``,
+    which on Linux would be wrong here: it survives ``execve``, so a spawned rank would start at its parent's
+    peak); CUDA — the torch allocator's ``max_memory_allocated`` of the device."""
+    name = str(device)
+    if name.startswith("cuda"):
+        import torch
+
+        return int(torch.cuda.max_memory_allocated(torch.device(name)))
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+# ----------------------------------------------------------------------------------------------- checks
+def _advice(estimate: "MemoryEstimate", comps: list) -> str:
+    """What to change, from the largest components of the peak rank (at most three, no repeats)."""
+    out = []
+    for k, _ in comps:
+        if k == "graph" or (k == "workspace" and "set-up" in estimate.peak.workspace_what):
+            a = "a sharded dataset (gridgnn shard, then --data sharded:DIR) so that no rank holds the whole graph"
+        elif k == "workspace" and "dropout" in estimate.peak.workspace_what:
+            a = "--dropout 0 (no dropout-mask hashing)"
+        elif k in ("activations", "parameters", "workspace"):
+            a = "a smaller --hidden or fewer --layers"
+        elif k in ("adjacency", "features", "buffers"):
+            a = "more processes (on more machines)"
+        elif k == "runtime":
+            a = "fewer local processes"
+        else:
+            continue
+        if a not in out:
+            out.append(a)
+        if len(out) == 3:
+            break
+    if estimate.elem_bytes == 8:
+        out.append("--dtype float32")
+    if not out:
+        return "a machine with more memory"
+    return ", ".join(out[:-1]) + " or " + out[-1] if len(out) > 1 else out[0]
+
+
+def check_fits(estimate: MemoryEstimate, available: int, *, nproc_local: int = 1) -> None:
+    r"""Raise :class:`~gridgnn.errors.GridGnnError` when the peak rank cannot fit.
+
+    ``available`` is the free memory of the machine (CPU, measured before the ranks started) or of the rank's
+    GPU (CUDA), shared by ``nproc_local`` ranks. The shared-library pages (:data:`RUNTIME_SHARED_BYTES`) are
+    counted once per machine on CPU: the ranks fit when :math:`N (\text{total} - S) + S \le \text{available}`,
+    i.e. when the peak rank's total is at most :math:`(\text{available} - S)/N + S` "per rank". The one-line
+    message prints the peak rank's need and components, the memory per rank and what to change.
+    """
+    if nproc_local < 1:
+        raise GridGnnError(f"nproc_local must be >= 1, got {nproc_local}")
+    peak = estimate.peak
+    need = peak.total
+    shared = RUNTIME_SHARED_BYTES if estimate.device == "cpu" and \
+        peak.per_component.get("runtime", 0) >= RUNTIME_SHARED_BYTES else 0
+    per_rank = (available - shared) / nproc_local + shared
+    if need <= per_rank:
+        return
+    listed = ", ".join(f"{k} {_gib(v)}" for k, v in peak.per_component.items() if v > 0)
+    # advice from the components that matter (a tenth of the need or more), largest first
+    comps = sorted(((k, v) for k, v in peak.per_component.items() if v >= 0.1 * need), key=lambda kv: -kv[1])
+    where = "GPU memory" if estimate.device == "cuda" else "memory"
+    procs = f"{nproc_local} local process{'es' if nproc_local != 1 else ''}"
+    who = f"each rank needs about {_gib(need)} ({listed})" if len(estimate.ranks) == 1 else \
+        f"each rank needs up to about {_gib(need)} (rank {peak.rank} of {estimate.algo}: {listed})"
+    raise GridGnnError(
+        f"{who} but {_gib(max(per_rank, 0))} of {where} are available per rank ({_gib(available)} free "
+        f"for {procs}); use {_advice(estimate, comps)}")
+
+
+def spawn_capacity(available: int, *, per_process: int = RUNTIME_PRIVATE_BYTES,
+                   shared: int = RUNTIME_SHARED_BYTES) -> int:
+    """How many gridgnn processes fit in ``available`` bytes before any data is loaded."""
+    return max(0, int((available - shared) // per_process))
+
+
+def check_spawn(nproc: int, available: int, *, per_process: int = RUNTIME_PRIVATE_BYTES,
+                shared: int = RUNTIME_SHARED_BYTES) -> None:
+    r"""Refuse to start ``nproc`` local processes whose bare runtime alone cannot fit:
+    :math:`\text{nproc} \cdot \text{per\_process} + \text{shared} > \text{available}` (defaults: the measured
+    baseline of a gridgnn rank, see the module docstring). Call it in the launcher, before spawning, with
+    :func:`available_memory_bytes` of the host; add :data:`PYG_IMPORT_BYTES` to ``per_process`` for Planetoid
+    data."""
+    if nproc < 1:
+        raise GridGnnError(f"--nproc must be >= 1, got {nproc}")
+    need = nproc * per_process + shared
+    if need <= available:
+        return
+    cap = spawn_capacity(available, per_process=per_process, shared=shared)
+    raise GridGnnError(
+        f"--nproc {nproc} needs about {_gib(need)} just to start {nproc} processes (about "
+        f"{per_process / MIB:.0f} MiB each for Python, torch and gloo, before any data) but {_gib(available)} "
+        f"are available on this machine; use at most --nproc {cap} here, or launch across machines "
+        f"(torchrun/srun)")

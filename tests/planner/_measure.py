@@ -1,0 +1,177 @@
+r"""Byte counts of the tensors real plans build, for comparison with :mod:`gridgnn.planner.memory`.
+
+Everything is counted from the objects themselves (torch ``nbytes``, SciPy array ``nbytes``), by identity of
+the underlying storage, so shared tensors (the undirected backward engine, replicated shards) count once.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+class Counter:
+    def __init__(self):
+        self.seen: set = set()
+        self.total = 0
+
+    def tensor(self, t) -> None:
+        if t is None:
+            return
+        if t.layout == torch.sparse_csr:
+            for part in (t.crow_indices(), t.col_indices(), t.values()):
+                self.tensor(part)
+            return
+        s = t.untyped_storage()
+        key = ("t", s.data_ptr(), s.nbytes())
+        if key not in self.seen:
+            self.seen.add(key)
+            self.total += s.nbytes()
+
+    def array(self, a) -> None:
+        if a is None:
+            return
+        base = a
+        while isinstance(base, np.ndarray) and base.base is not None and isinstance(base.base, np.ndarray):
+            base = base.base
+        key = ("a", id(base))
+        if key not in self.seen:
+            self.seen.add(key)
+            self.total += base.nbytes
+
+    def scipy(self, m) -> None:
+        for a in (m.data, m.indices, m.indptr):
+            self.array(a)
+
+
+def adjacency_bytes(plan) -> int:
+    """Every sparse block a plan keeps (torch tensors and the SciPy blocks of the block-row engines)."""
+    from gridgnn.parallel.plexus import PlexusPlan
+    from gridgnn.parallel.serial import SerialAggregation
+    from gridgnn.parallel.summa import SummaPlan
+
+    c = Counter()
+    if isinstance(plan, PlexusPlan):
+        for L in plan.layers:
+            c.tensor(L["A"])
+            c.tensor(L["At"])
+    elif isinstance(plan, SummaPlan):
+        for ops in plan.ops:
+            for op in ops:
+                for idx, val in op.local.values():
+                    c.tensor(idx)
+                    c.tensor(val)
+    elif isinstance(plan.aggregate, SerialAggregation):
+        c.tensor(plan.aggregate.mat)
+        c.tensor(plan.aggregate.mat_t)
+    else:
+        for eng in (plan.aggregate.fwd, plan.aggregate.bwd):
+            for m in eng.blocks_sp.values():
+                c.scipy(m)
+            if eng.sparsity_aware:
+                c.tensor(eng.compact)
+                for t in eng.send_idx:
+                    c.tensor(t)
+            else:
+                for t in eng.blocks.values():
+                    c.tensor(t)
+    return c.total
+
+
+def feature_bytes(data) -> int:
+    c = Counter()
+    c.tensor(data.x)
+    c.tensor(data.y)
+    for m in data.masks.values():
+        c.tensor(m)
+    return c.total
+
+
+def parameter_bytes(model, opt=None) -> int:
+    """Parameters, their gradients and the optimizer's state tensors."""
+    c = Counter()
+    for p in model.parameters():
+        c.tensor(p)
+        c.tensor(p.grad)
+        if opt is not None:
+            for v in opt.state.get(p, {}).values():
+                if torch.is_tensor(v):
+                    c.tensor(v)
+    return c.total
+
+
+def graph_bytes(graph, source=None, rows=None) -> int:
+    """The Graph's arrays, and an InMemorySource's normalized matrix, cached versions and vertex orders."""
+    c = Counter()
+    for name in ("indptr", "indices", "values", "x", "y", "train_mask", "val_mask", "test_mask"):
+        c.array(getattr(graph, name))
+    if source is not None:
+        c.scipy(source._mat)
+        for m in source._versions.values():
+            c.scipy(m)
+        c.array(source.perm_r)
+        c.array(source.perm_c)
+    if rows is not None:
+        c.array(rows.perm)
+    return c.total
+
+
+def train_step_saved(model, plan, comm, data, *, epoch: int = 0):
+    """One forward/backward with a saved-tensor hook: ``(activation bytes, loss, logits)``.
+
+    Activation bytes = storages autograd saved that are not parameters or the rank's input data (dedup by
+    storage), plus the logits block; 0-dim scalars are not activations."""
+    from gridgnn.train.step import forward_backward
+
+    exclude = {t.untyped_storage().data_ptr() for t in list(model.parameters()) + [data.x, data.y]
+               + list(data.masks.values())}
+    saved: dict = {}
+
+    def pack(t):
+        if t.dim() > 0 and t.layout == torch.strided:
+            s = t.untyped_storage()
+            if s.data_ptr() not in exclude:
+                saved[s.data_ptr()] = s.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss, logits = forward_backward(model, plan, comm, data, epoch=epoch)
+    ls = logits.untyped_storage()
+    saved.setdefault(ls.data_ptr(), ls.nbytes())
+    return sum(saved.values()), loss, logits
+
+
+def measure_rank(plan, data, comm, dims, *, dropout: float, dtype=torch.float32) -> dict:
+    """Build the model and Adam on this rank's plan, run one training step, and count every component the
+    estimate predicts exactly."""
+    from gridgnn.nn import GCN
+
+    model = GCN(dims, dropout=dropout, seed=0, dtype=dtype, plan=plan)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    opt.zero_grad(set_to_none=True)
+    act, _, _ = train_step_saved(model, plan, comm, data, epoch=1)
+    opt.step()
+    return {"adjacency": adjacency_bytes(plan), "features": feature_bytes(data),
+            "parameters": parameter_bytes(model, opt), "activations": act,
+            "train_rows": int(data.masks["train"].sum())}
+
+
+def distributed_measure(ctx, cases) -> list[dict]:
+    """Worker for :func:`gridgnn.dist.launch.launch`: ``cases`` = ``[(graph, algo, shape, partition, dims,
+    dropout)]``; returns this rank's measurements of every case."""
+    from gridgnn.dist import Comm, ProcessGrid
+    from gridgnn.parallel import GRID_OF
+    from gridgnn.train.setup import build_rank, make_source
+
+    ctx.init()
+    out, grids = [], {}
+    for graph, algo, shape, partition, dims, dropout in cases:
+        kind = GRID_OF[algo]
+        c = shape[1] if kind == "1.5d" else 1
+        key = (kind, tuple(shape))
+        if key not in grids:  # every rank builds the same meshes in the same order
+            grids[key] = ProcessGrid.build(kind, "cpu", replication=c, shape=shape if kind in ("2d", "3d") else None)
+        comm = Comm(grids[key])
+        source, rows = make_source(graph, algo, ctx.world_size, replication=c, shape=shape, method=partition, seed=1)
+        plan, data = build_rank(graph, algo, comm, dims, source=source, rows=rows, dtype=torch.float32)
+        out.append(measure_rank(plan, data, comm, dims, dropout=dropout))
+    return out
