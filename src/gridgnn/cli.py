@@ -12,53 +12,76 @@ def _train_parser(sub) -> None:
     from .train.config import MODELS, TrainConfig
 
     d = TrainConfig()
-    p = sub.add_parser("train", help="train a GNN (serial or distributed)",
+    # argument_default=SUPPRESS: a flag left out is absent from the namespace, so run_train knows which flags
+    # were given (a resumed run overrides its checkpoint's config with exactly those); defaults live in TrainConfig.
+    p = sub.add_parser("train", help="train a GNN (serial or distributed)", argument_default=argparse.SUPPRESS,
                        description="Full-graph GNN training. With no --data the embedded synthetic SBM runs.")
-    p.add_argument("--data", default=None, metavar="SPEC",
+    p.error = _one_line_error  # a bad flag is one `gridgnn: error:` line (exit 2), as every other bad input
+    p.add_argument("--data", metavar="SPEC",
                    help="synthetic:sbm?n=&classes=&avg_degree=&features= | synthetic:rmat?scale=&edge_factor= | "
                         "planetoid:DIR | edgelist:FILE | mtx:FILE | npz:FILE | sharded:DIR")
-    p.add_argument("--model", default=d.model, choices=MODELS)
-    p.add_argument("--layers", type=int, default=d.layers)
-    p.add_argument("--hidden", type=int, default=d.hidden)
-    p.add_argument("--algo", default=d.algo, choices=ALGOS)
-    p.add_argument("--nproc", type=int, default=None, help="processes to spawn (default 1; under torchrun/srun: "
+    p.add_argument("--model", choices=MODELS, help=f"default {d.model}")
+    p.add_argument("--layers", type=int, metavar="L", help=f"default {d.layers}")
+    p.add_argument("--hidden", type=int, metavar="H", help=f"default {d.hidden}")
+    p.add_argument("--algo", choices=ALGOS, help=f"default {d.algo}")
+    p.add_argument("--nproc", type=int, metavar="P", help="processes to spawn (default 1; under torchrun/srun: "
                                                           "the launcher's world size)")
-    p.add_argument("--replication", type=int, default=d.replication, help="c of the 1.5D algorithms (divides P)")
-    p.add_argument("--grid", default=None, metavar="X,Y[,Z]",
+    p.add_argument("--replication", type=int, metavar="C", help="c of the 1.5D algorithms (divides P)")
+    p.add_argument("--grid", metavar="X,Y[,Z]",
                    help="process grid of 2d (PR,PC), 3d (X,Y,Z: rows, columns, fiber) and plexus (X,Y,Z); "
                         "default: the most square / cubic factorization of P")
-    p.add_argument("--blocked-aggregation", type=int, default=d.blocked_aggregation, metavar="ROWS",
+    p.add_argument("--blocked-aggregation", type=int, metavar="ROWS",
                    help="plexus: SpMM and its all-reduce in row blocks of ROWS rows (Plexus §5.2); 0 = off")
-    p.add_argument("--partition", default=d.partition, metavar="METHOD|FILE",
+    p.add_argument("--partition", metavar="METHOD|FILE",
                    help="1d/1.5d: random (default), identity, metis, metis-vol, hypergraph, balanced, or a partition "
                         "FILE; 2d/3d/plexus: random (one permutation), identity, double-perm, balanced-perm")
-    p.add_argument("--epochs", type=int, default=d.epochs)
-    p.add_argument("--lr", type=float, default=d.lr)
-    p.add_argument("--weight-decay", type=float, default=d.weight_decay)
-    p.add_argument("--dropout", type=float, default=d.dropout)
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--out", default=None, metavar="DIR", help="write metrics.jsonl, summary.json, breakdown.png")
+    p.add_argument("--epochs", type=int, metavar="N", help=f"default {d.epochs}")
+    p.add_argument("--lr", type=float, help=f"Adam learning rate (default {d.lr})")
+    p.add_argument("--weight-decay", type=float, help=f"default {d.weight_decay}")
+    p.add_argument("--dropout", type=float, help=f"default {d.dropout}")
+    p.add_argument("--seed", type=int, metavar="S", help=f"0 <= S < 2**63 (default {d.seed})")
+    p.add_argument("--out", metavar="DIR", help="write metrics.jsonl, summary.json, breakdown.png (each written to a "
+                                                "temporary name and renamed); a DIR holding a previous run's "
+                                                "outputs needs --overwrite")
+    p.add_argument("--overwrite", action="store_true",
+                   help="remove the previous run's outputs in --out first (only gridgnn's own files)")
     p.add_argument("--save-logits", action="store_true", help="also write logits.npy in original node order")
-    p.add_argument("--dtype", default=d.dtype, choices=("float32", "float64"))
-    p.add_argument("--device", default=d.device, choices=("auto", "cpu", "cuda"))
+    p.add_argument("--checkpoint-every", type=int, metavar="N",
+                   help="write DIR/checkpoint.pt (full parameters and Adam state) every N epochs and at the end")
+    p.add_argument("--resume", metavar="DIR",
+                   help="continue from DIR/checkpoint.pt with any --algo/--nproc; its config is the base, the flags "
+                        "given override it (--out defaults to DIR)")
+    p.add_argument("--dtype", choices=("float32", "float64"), help=f"default {d.dtype}")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), help=f"default {d.device}")
     p.add_argument("--quiet", action="store_true", help="no progress bar or per-epoch lines")
-    p.add_argument("--log-every", type=int, default=d.log_every, help="print every N-th epoch line")
-    p.add_argument("--timeout", type=float, default=d.timeout_s, dest="timeout_s",
-                   help="seconds a collective may wait before the job is ended")
+    p.add_argument("--log-every", type=int, metavar="N", help="print every N-th epoch line")
+    p.add_argument("--timeout", type=float, dest="timeout_s", metavar="SECONDS",
+                   help=f"seconds a collective may wait before the job is ended (default {d.timeout_s:g})")
+
+
+def _one_line_error(message: str):
+    """``ArgumentParser.error`` of ``gridgnn train``: one line, exit status 2."""
+    print(f"gridgnn: error: {message} (see gridgnn train --help)", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
+def train_config(args):
+    """The validated :class:`~gridgnn.train.config.TrainConfig` of a parsed ``gridgnn train`` command line."""
+    from .dist.launch import env_context
+    from .train.config import config_from_flags
+
+    given = {k: v for k, v in vars(args).items() if k not in ("command", "func")}
+    env = env_context(given.get("device", "auto"))
+    return config_from_flags(given, env_world=env.world_size if env is not None else None)
 
 
 def run_train(args) -> int:
     from .dist.launch import env_context, launch
-    from .train.config import TrainConfig
     from .train.trainer import train_worker
 
-    kw = {k: v for k, v in vars(args).items() if k not in ("command", "func")}
-    env = env_context(kw.get("device", "auto"))
-    if kw["nproc"] is None:
-        kw["nproc"] = env.world_size if env is not None else 1
-    cfg = TrainConfig(**kw)
-    cfg.validate()
+    cfg = train_config(args)
     if cfg.algo == "serial":
+        env = env_context(cfg.device)
         if env is not None and env.world_size > 1:
             raise GridGnnError("--algo serial runs one process, but the launcher started several")
         train_worker(None, cfg)

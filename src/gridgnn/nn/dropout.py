@@ -28,7 +28,7 @@ def keep_mask(node_ids: np.ndarray, features: int, p: float, *, seed: int, epoch
     """``bool[len(node_ids), c1 - c0]``: True where the entry is kept; ``cols = (c0, c1)`` selects global
     feature columns (default: all ``features``)."""
     c0, c1 = cols if cols is not None else (0, features)
-    key = _mix(np.array([seed * 1_000_003 + epoch * 7919 + layer * 104_729 + 1], dtype=np.uint64))
+    key = _mix(np.array([(seed * 1_000_003 + epoch * 7919 + layer * 104_729 + 1) % 2**64], dtype=np.uint64))
     ids = np.asarray(node_ids, dtype=np.uint64).reshape(-1, 1) * np.uint64(features) \
         + np.arange(c0, c1, dtype=np.uint64).reshape(1, -1)
     with np.errstate(over="ignore"):

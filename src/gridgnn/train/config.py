@@ -1,16 +1,35 @@
 """Training configuration: a kw-only dataclass that the CLI maps onto 1:1."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+import os
+from dataclasses import asdict, dataclass, fields
 
 from ..errors import GridGnnError
 
 MODELS = ("gcn",)
 
+# Upper bounds of the integer flags: far above any sensible run, low enough that the values stay plain
+# integers everywhere (NumPy, torch, dropout keys); whether a model of that size fits is the memory guard's call.
+MAX_LAYERS = 1024
+MAX_HIDDEN = 2**20
+MAX_EPOCHS = 10**8
+#: --seed must fit torch.Generator.manual_seed and the int64 seeds of NumPy and SciPy.
+SEED_LIMIT = 2**63
+#: --timeout above 30 days is a typo, and datetime.timedelta overflows near 1e14 s.
+MAX_TIMEOUT_S = 30 * 86400.0
+#: --lr and --weight-decay: Adam's step size lr / (1 - beta1) must stay a float32 (above 3.4e38 torch refuses
+#: it mid-step); 1e6 is already far outside any useful range.
+MAX_LR = 1e6
+MAX_WEIGHT_DECAY = 1e6
+
 
 @dataclass(kw_only=True)
 class TrainConfig:
-    """Every field is a ``gridgnn train`` flag (``--weight-decay`` → ``weight_decay``)."""
+    r"""Every field is a ``gridgnn train`` flag (``--weight-decay`` → ``weight_decay``, ``--timeout`` →
+    ``timeout_s``). ``checkpoint_every``: write ``OUT/checkpoint.pt`` every N epochs and at the end (0 = never);
+    ``resume``: a folder with a checkpoint to continue from (see :mod:`gridgnn.train.checkpoint`);
+    ``overwrite``: replace a previous run's outputs in ``out``."""
 
     data: str | None = None
     model: str = "gcn"
@@ -34,46 +53,45 @@ class TrainConfig:
     quiet: bool = False
     log_every: int = 1
     timeout_s: float = 600.0
+    checkpoint_every: int = 0
+    resume: str | None = None
+    overwrite: bool = False
 
     def validate(self) -> None:
-        """Checks that need no data and no processes (run in the launching process)."""
+        """Checks that need no data and no processes (run in the launching process). Creates nothing: ``--out``
+        is only probed (see :func:`gridgnn.train.outputs.check_out_dir`)."""
         from ..parallel import ALGOS, GRID_OF
 
         if self.model not in MODELS:
             raise GridGnnError(f"--model {self.model!r} is not available; available: {', '.join(MODELS)}")
         if self.algo not in ALGOS:
             raise GridGnnError(f"--algo {self.algo!r} is not available; choose one of {', '.join(ALGOS)}")
-        if self.layers < 1:
-            raise GridGnnError(f"--layers must be >= 1, got {self.layers}")
-        if self.hidden < 1:
-            raise GridGnnError(f"--hidden must be >= 1, got {self.hidden}")
-        if self.epochs < 1:
-            raise GridGnnError(f"--epochs must be >= 1, got {self.epochs}")
-        if not 0.0 <= self.dropout < 1.0:
+        _int_in("--layers", self.layers, 1, MAX_LAYERS)
+        _int_in("--hidden", self.hidden, 1, MAX_HIDDEN)
+        _int_in("--epochs", self.epochs, 1, MAX_EPOCHS)
+        _int_in("--log-every", self.log_every, 0, MAX_EPOCHS)
+        _int_in("--checkpoint-every", self.checkpoint_every, 0, MAX_EPOCHS)
+        _int_in("--seed", self.seed, 0, SEED_LIMIT - 1)
+        _int_in("--nproc", self.nproc, 1, None)
+        if not (math.isfinite(self.dropout) and 0.0 <= self.dropout < 1.0):
             raise GridGnnError(f"--dropout must be in [0, 1), got {self.dropout}")
-        if self.lr <= 0:
-            raise GridGnnError(f"--lr must be positive, got {self.lr}")
-        if self.weight_decay < 0:
-            raise GridGnnError(f"--weight-decay must be >= 0, got {self.weight_decay}")
+        if not (math.isfinite(self.lr) and 0 < self.lr <= MAX_LR):
+            raise GridGnnError(f"--lr must be in (0, {MAX_LR:g}], got {self.lr}")
+        if not (math.isfinite(self.weight_decay) and 0 <= self.weight_decay <= MAX_WEIGHT_DECAY):
+            raise GridGnnError(f"--weight-decay must be in [0, {MAX_WEIGHT_DECAY:g}], got {self.weight_decay}")
+        if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
+            raise GridGnnError(f"--timeout must be in (0, {MAX_TIMEOUT_S:g}] seconds, got {self.timeout_s}")
         if self.dtype not in ("float32", "float64"):
             raise GridGnnError(f"--dtype must be float32 or float64, got {self.dtype!r}")
-        if self.nproc < 1:
-            raise GridGnnError(f"--nproc must be >= 1, got {self.nproc}")
-        if self.seed < 0:
-            raise GridGnnError(f"--seed must be >= 0, got {self.seed}")
-        if self.timeout_s <= 0:
-            raise GridGnnError(f"--timeout must be positive, got {self.timeout_s}")
-        if self.log_every < 0:
-            raise GridGnnError(f"--log-every must be >= 0, got {self.log_every}")
+        if self.checkpoint_every and self.out is None:
+            raise GridGnnError(f"--checkpoint-every {self.checkpoint_every} needs --out DIR (the checkpoint is "
+                               "DIR/checkpoint.pt)")
+        if self.overwrite and self.out is None:
+            raise GridGnnError("--overwrite applies to the outputs in --out; give --out DIR")
         if self.out is not None:
-            import os
+            from .outputs import check_out_dir
 
-            if os.path.exists(self.out) and not os.path.isdir(self.out):
-                raise GridGnnError(f"--out {self.out} exists and is not a directory")
-            try:
-                os.makedirs(self.out, exist_ok=True)
-            except OSError as exc:
-                raise GridGnnError(f"cannot create --out {self.out}: {exc.strerror or exc}") from None
+            check_out_dir(self.out, overwrite=self.overwrite, resuming_here=self.resumes_into_out())
         kind = GRID_OF.get(self.algo)
         if self.replication != 1 and kind != "1.5d":
             raise GridGnnError(f"--replication applies to 1.5D algorithms; {self.algo} needs --replication 1")
@@ -93,6 +111,18 @@ class TrainConfig:
         if self.blocked_aggregation and self.algo != "plexus":
             raise GridGnnError("--blocked-aggregation applies to --algo plexus")
 
+    def resumes_into_out(self) -> bool:
+        """``--resume`` names the folder (or the checkpoint in the folder) that ``--out`` names."""
+        if self.resume is None or self.out is None:
+            return False
+        from .checkpoint import resume_folder
+
+        folder = resume_folder(self.resume)
+        try:
+            return os.path.samefile(folder, self.out)
+        except OSError:
+            return False
+
     def mesh_shape(self, world: int) -> tuple[int, ...]:
         """The process grid for ``world`` processes (``--grid``, or a near-square / near-cubic default)."""
         from ..dist.grid import default_shape, grid_shape
@@ -111,3 +141,43 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def _int_in(name: str, value, lo: int, hi: int | None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise GridGnnError(f"{name} must be an integer, got {value!r}")
+    if value < lo or (hi is not None and value > hi):
+        bound = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise GridGnnError(f"{name} must be {bound}, got {value}")
+
+
+def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConfig:
+    r"""The run's :class:`TrainConfig` from the flags ``given`` on the command line (a flag left out is absent
+    from the dict), validated.
+
+    Without ``--resume`` a flag left out takes its default. With ``--resume DIR`` the checkpoint's config is the
+    base and only the flags given override it (rules: :func:`gridgnn.train.checkpoint.resume_base`); the
+    checkpoint is read and checked here, before anything is spawned. ``--nproc`` left out: the launcher's world
+    size under torchrun/srun (``env_world``), else the base's, else 1.
+    """
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = set(given) - known
+    if unknown:
+        raise GridGnnError(f"unknown training option(s): {', '.join(sorted(unknown))}")
+    base: dict = {}
+    ckpt = None
+    if given.get("resume") is not None:
+        from .checkpoint import read_checkpoint, resume_base
+
+        ckpt = read_checkpoint(given["resume"])
+        base = resume_base(ckpt, given, given["resume"])
+    kw = {**base, **given}
+    if given.get("nproc") is None:
+        kw["nproc"] = env_world if env_world is not None else base.get("nproc", 1)
+    cfg = TrainConfig(**kw)
+    cfg.validate()
+    if ckpt is not None:
+        from .checkpoint import check_epochs, checkpoint_file
+
+        check_epochs(ckpt, checkpoint_file(cfg.resume), cfg.epochs)
+    return cfg

@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import statistics
 
+from .outputs import atomic_write
+
 
 def breakdown_plot(everyone: list[dict], path: str, *, title: str = "") -> None:
-    """Stacked bars, one per rank: compute and the seconds per epoch of every training collective."""
+    """Stacked bars, one per rank: compute and the seconds per epoch of every training collective; written to
+    ``path`` atomically (PNG whatever the name)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -29,5 +32,8 @@ def breakdown_plot(everyone: list[dict], path: str, *, title: str = "") -> None:
     ax.set_title(title or "epoch time breakdown")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        with atomic_write(path) as fh:  # a temporary name, then renamed: never a half-written PNG
+            fig.savefig(fh, format="png", dpi=110)
+    finally:
+        plt.close(fig)

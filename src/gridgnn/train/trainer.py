@@ -1,9 +1,15 @@
-r"""The training loop. Each rank: load and validate the data (before any collective), partition, join the
-process group, build its algorithm plan and rows, then train. Rank 0 prints, and writes ``metrics.jsonl``,
-``summary.json``, ``breakdown.png`` and (``--save-logits``) ``logits.npy`` in original node order."""
+r"""The training loop. Each rank: load and validate the data (and a ``--resume`` checkpoint) before any
+collective, partition, join the process group, build its algorithm plan and rows, then train. Rank 0 prints,
+and writes into ``--out`` (created only once the set-up has succeeded; every file written to a temporary name
+and renamed, see :mod:`gridgnn.train.outputs`): ``metrics.jsonl``, ``checkpoint.pt`` (``--checkpoint-every``,
+see :mod:`gridgnn.train.checkpoint`), ``logits.npy`` (``--save-logits``, original node order),
+``breakdown.png`` and, last, ``summary.json`` (strict JSON: the accuracy of an empty split is ``null``).
+
+A non-finite loss ends the run with an error naming the epoch rather than a summary of ``null`` losses: every
+later epoch would be garbage, and a script must not mistake a diverged run for a finished one."""
 from __future__ import annotations
 
-import json
+import math
 import os
 import statistics
 import time
@@ -18,7 +24,10 @@ from ..graph.spec import load_graph
 from ..nn import GCN
 from ..parallel import GRID_OF
 from ..partition import RowPartition, even_bounds
+from .checkpoint import CHECKPOINT, check_for_run, read_checkpoint, restore, save_checkpoint
 from .config import TrainConfig
+from .outputs import (MetricsLog, atomic_write, clear_outputs, make_out_dir, previous_outputs, remove_empty_dirs,
+                      write_json)
 from .setup import GRAPH_PARTITIONERS, build_rank, make_source, num_blocks
 from .step import evaluate, forward_backward
 
@@ -89,6 +98,11 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
     kind = GRID_OF.get(cfg.algo)
     dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
     dims = [info["f"]] + [cfg.hidden] * (cfg.layers - 1) + [info["classes"]]
+    ckpt = None
+    if cfg.resume is not None:  # read and checked on every rank, before the first collective
+        ckpt = read_checkpoint(cfg.resume)
+        check_for_run(ckpt, cfg.resume, dims=dims, info=info, epochs=cfg.epochs)
+    start = 0 if ckpt is None else ckpt["epoch"]
 
     if ctx is None:
         comm, device = NullComm(), ("cuda" if cfg.device == "cuda" else "cpu")
@@ -110,56 +124,45 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
     comm.log.reset()
     model = GCN(dims, dropout=cfg.dropout, seed=cfg.seed, dtype=dtype, plan=plan).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    history = []  # every epoch's record, those of the checkpoint included
+    if ckpt is not None:
+        restore(model, opt, plan, ckpt, dims)
+        history = [dict(r) for r in ckpt["records"]]
 
     out_dir = cfg.out
-    if lead and out_dir:
-        os.makedirs(out_dir, exist_ok=True)
-        mfile = open(os.path.join(out_dir, "metrics.jsonl"), "w")
-    else:
-        mfile = None
+    files = _RunFiles(cfg, history) if lead and out_dir else None  # --out is created now, after the set-up
     bar = None
     if lead and not cfg.quiet:
         from tqdm import tqdm
 
-        bar = tqdm(total=cfg.epochs, desc=f"{cfg.algo} P={world}", unit="epoch", leave=False)
+        bar = tqdm(total=cfg.epochs, initial=start, desc=f"{cfg.algo} P={world}", unit="epoch", leave=False)
 
-    epochs = []
-    for epoch in range(cfg.epochs):
-        before = comm.log.snapshot()
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss, _ = forward_backward(model, plan, comm, data, epoch=epoch)
-        opt.step()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        t1 = time.perf_counter()
-        _, counts = evaluate(model, plan, comm, data)
-        vec = torch.cat([loss.double().reshape(1).cpu(), counts]).to(device)
-        with comm.phase("metrics"):
-            comm.all_reduce(vec, comm.grid.names)
-        vec = vec.cpu().numpy() / plan.copies
-        t2 = time.perf_counter()
-        delta = _delta(before, comm.log.snapshot())
-        comm_train = sum(v[3] for k, v in delta.items() if k.split(".")[0] in ("fwd", "bwd", "grad"))
-        rec = {
-            "epoch": epoch, "loss": float(vec[0]),
-            "train_acc": _ratio(vec[1], vec[2]), "val_acc": _ratio(vec[3], vec[4]), "test_acc": _ratio(vec[5], vec[6]),
-            "epoch_time_s": t1 - t0, "eval_time_s": t2 - t1,
-            "comm_time_s": comm_train, "compute_time_s": max(0.0, (t1 - t0) - comm_train),
-            "bytes_sent": sum(v[0] for v in delta.values()),
-        }
-        epochs.append((rec, delta))
-        if mfile:
-            mfile.write(json.dumps(rec) + "\n")
-            mfile.flush()
+    epochs = []  # this run's (record, per-phase communication) of each epoch
+    try:
+        for epoch in range(start, cfg.epochs):
+            rec, delta = _train_epoch(model, opt, plan, comm, data, epoch, device)
+            history.append(rec)
+            epochs.append((rec, delta))
+            if files is not None:
+                files.metrics.append(rec)
+            if out_dir and cfg.checkpoint_every and ((epoch + 1) % cfg.checkpoint_every == 0
+                                                     or epoch == cfg.epochs - 1):
+                save_checkpoint(comm, plan, model, opt, path=os.path.join(out_dir, CHECKPOINT), config=cfg.to_dict(),
+                                dims=dims, info=info, epoch=epoch + 1, records=history,
+                                best_epoch=_best_epoch(history))
+            if bar is not None:
+                bar.update(1)
+                if cfg.log_every and (epoch % cfg.log_every == 0 or epoch == cfg.epochs - 1):
+                    bar.write(_line(rec))
+        if files is not None:
+            files.metrics.commit()
+    except BaseException:
+        if files is not None:
+            files.abandon()
+        raise
+    finally:
         if bar is not None:
-            bar.update(1)
-            if cfg.log_every and (epoch % cfg.log_every == 0 or epoch == cfg.epochs - 1):
-                bar.write(_line(rec))
-    if bar is not None:
-        bar.close()
-    if mfile:
-        mfile.close()
+            bar.close()
 
     # ---- gather per-rank records (once, phase io) and the logits
     mine = _rank_record(rank, epochs, setup_log, plan.shard_nnz())
@@ -171,22 +174,87 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
             logits_full = _gather_logits(comm, logits, data.node_ids, plan.out_cols(info["classes"]), info)
     if not lead:
         return None
-    summary = _summary(cfg, info, world, comm.grid, epochs, everyone, time.perf_counter() - t_start)
+    summary = _summary(cfg, info, world, comm.grid, history, epochs, everyone, time.perf_counter() - t_start,
+                       resumed_from=None if ckpt is None else start)
     if out_dir:
-        with open(os.path.join(out_dir, "summary.json"), "w") as fh:
-            json.dump(summary, fh, indent=2)
         if logits_full is not None:
-            np.save(os.path.join(out_dir, "logits.npy"), logits_full)
+            with atomic_write(os.path.join(out_dir, "logits.npy")) as fh:
+                np.save(fh, logits_full)
         from .report import breakdown_plot
 
         breakdown_plot(everyone, os.path.join(out_dir, "breakdown.png"), title=f"{cfg.algo} P={world}")
+        write_json(os.path.join(out_dir, "summary.json"), summary)  # last: a summary.json marks a complete run
     if not cfg.quiet:
-        print(f"final: test_acc={summary['test_acc']:.4f} val_acc={summary['val_acc']:.4f} "
+        print(f"final: test_acc={_fmt(summary['test_acc'], '.4f')} val_acc={_fmt(summary['val_acc'], '.4f')} "
               f"(best epoch {summary['best_epoch']}), epoch {summary['epoch_time_median_s'] * 1e3:.1f} ms median, "
               f"{summary['comm_bytes_per_epoch']['total'] / 1e6:.3f} MB/epoch moved, "
               f"adjacency shards nnz max/mean {summary['nnz_max_over_mean']:.3f}"
               + (f"; outputs in {out_dir}" if out_dir else ""), flush=True)
     return summary
+
+
+class _RunFiles:
+    r"""Rank 0's ``--out`` of this run: the folder is created (after the set-up, so a failed set-up leaves
+    none), a previous run's outputs are removed where allowed (``--overwrite``, or ``--resume`` of this folder:
+    its checkpoint stays until the next one replaces it), and ``metrics.jsonl`` is opened with the inherited
+    records. :meth:`abandon` (a failed loop) removes the temporary files and the folders made if still empty."""
+
+    def __init__(self, cfg: TrainConfig, history: list[dict]):
+        out = cfg.out
+        self.created = make_out_dir(out)
+        try:
+            here = cfg.resumes_into_out()
+            if not (cfg.overwrite or here):
+                old = previous_outputs(out)
+                if old:  # appeared since validation
+                    raise GridGnnError(f"--out {out} already holds a previous run's outputs ({', '.join(old)}); "
+                                       "add --overwrite to replace them, or choose another --out")
+            clear_outputs(out, keep=(CHECKPOINT,) if here else ())
+            self.metrics = MetricsLog(os.path.join(out, "metrics.jsonl"), history)
+        except BaseException:
+            remove_empty_dirs(self.created)
+            raise
+
+    def abandon(self) -> None:
+        self.metrics.discard()
+        remove_empty_dirs(self.created)
+
+
+def _train_epoch(model, opt, plan, comm, data, epoch: int, device: str) -> tuple[dict, dict]:
+    r"""One training step (phases ``fwd``, ``bwd``, ``grad``), the evaluation (``eval``) and the metrics
+    all-reduce (``metrics``); returns the epoch's record and this rank's per-phase communication. A non-finite
+    loss, or non-finite outputs after the update, ends the run on every rank alike (the test is on all-reduced
+    values) with a :class:`GridGnnError` naming the epoch."""
+    before = comm.log.snapshot()
+    t0 = time.perf_counter()
+    opt.zero_grad(set_to_none=True)
+    loss, _ = forward_backward(model, plan, comm, data, epoch=epoch)
+    opt.step()
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    t1 = time.perf_counter()
+    logits, counts = evaluate(model, plan, comm, data)
+    bad = (~torch.isfinite(logits)).sum().double().reshape(1).cpu()
+    vec = torch.cat([loss.double().reshape(1).cpu(), counts, bad]).to(device)
+    with comm.phase("metrics"):
+        comm.all_reduce(vec, comm.grid.names)
+    vec = vec.cpu().numpy() / plan.copies
+    t2 = time.perf_counter()
+    if not math.isfinite(vec[0]):
+        raise GridGnnError(f"training diverged at epoch {epoch}: the loss is {vec[0]} (try a smaller --lr)")
+    if vec[7] > 0:
+        raise GridGnnError(f"training diverged at epoch {epoch}: the model's outputs are not finite after the "
+                           "update (try a smaller --lr)")
+    delta = _delta(before, comm.log.snapshot())
+    comm_train = sum(v[3] for k, v in delta.items() if k.split(".")[0] in ("fwd", "bwd", "grad"))
+    rec = {
+        "epoch": epoch, "loss": float(vec[0]),
+        "train_acc": _ratio(vec[1], vec[2]), "val_acc": _ratio(vec[3], vec[4]), "test_acc": _ratio(vec[5], vec[6]),
+        "epoch_time_s": t1 - t0, "eval_time_s": t2 - t1,
+        "comm_time_s": comm_train, "compute_time_s": max(0.0, (t1 - t0) - comm_train),
+        "bytes_sent": sum(v[0] for v in delta.values()),
+    }
+    return rec, delta
 
 
 def _layout_on_rank0(comm, graph, cfg: TrainConfig, world: int, shape):
@@ -241,14 +309,30 @@ def _max_over_mean(values) -> float:
     return float(max(values) / mean) if mean > 0 else 1.0
 
 
-def _ratio(a, b) -> float:
-    return float(a / b) if b > 0 else float("nan")
+def _ratio(a, b) -> float | None:
+    """An accuracy; ``None`` (JSON ``null``) for an empty split."""
+    return float(a / b) if b > 0 else None
+
+
+def _fmt(v, spec: str) -> str:
+    return "n/a" if v is None else format(v, spec)
 
 
 def _line(r: dict) -> str:
-    return (f"epoch {r['epoch']:4d} | loss {r['loss']:.4f} | train {r['train_acc']:.3f} val {r['val_acc']:.3f} "
-            f"test {r['test_acc']:.3f} | {r['epoch_time_s'] * 1e3:7.1f} ms (compute {r['compute_time_s'] * 1e3:.1f}, "
-            f"comm {r['comm_time_s'] * 1e3:.1f}) | {r['bytes_sent'] / 1e3:.1f} kB sent")
+    return (f"epoch {r['epoch']:4d} | loss {r['loss']:.4f} | train {_fmt(r['train_acc'], '.3f')} "
+            f"val {_fmt(r['val_acc'], '.3f')} test {_fmt(r['test_acc'], '.3f')} | {r['epoch_time_s'] * 1e3:7.1f} ms "
+            f"(compute {r['compute_time_s'] * 1e3:.1f}, comm {r['comm_time_s'] * 1e3:.1f}) | "
+            f"{r['bytes_sent'] / 1e3:.1f} kB sent")
+
+
+def _best_epoch(records: list[dict]) -> int:
+    """The first epoch of the highest validation accuracy (the last epoch when no split is validated)."""
+    best, best_val = len(records) - 1, None
+    for i, r in enumerate(records):
+        v = r.get("val_acc")
+        if v is not None and (best_val is None or v > best_val):
+            best, best_val = i, v
+    return best
 
 
 def _delta(before: dict, after: dict) -> dict:
@@ -280,13 +364,11 @@ def _rank_record(rank: int, epochs: list, setup_log: dict, shard_nnz: list) -> d
     }
 
 
-def _summary(cfg, info, world, grid, epochs, everyone, wall) -> dict:
-    recs = [r for r, _ in epochs]
-    vals = [r["val_acc"] for r in recs]
-    if all(np.isnan(v) for v in vals):
-        best = len(recs) - 1
-    else:
-        best = int(np.nanargmax(vals))
+def _summary(cfg, info, world, grid, history, epochs, everyone, wall, *, resumed_from=None) -> dict:
+    """``history``: every epoch's record (a checkpoint's included) for the accuracies and the best epoch;
+    ``epochs``: this run's (record, comm) pairs for the timings."""
+    recs = history
+    best = _best_epoch(recs)
     by_phase, sent_by_phase = defaultdict(float), defaultdict(float)
     per_rank_send, per_rank_recv = [], []
     for er in everyone:
@@ -304,7 +386,7 @@ def _summary(cfg, info, world, grid, epochs, everyone, wall) -> dict:
         "test_acc": recs[best]["test_acc"], "val_acc": recs[best]["val_acc"], "best_epoch": best,
         "train_acc": recs[best]["train_acc"], "final_loss": recs[-1]["loss"],
         "epoch_time_median_s": statistics.median(per_epoch_max),
-        "eval_time_median_s": statistics.median(r["eval_time_s"] for r in recs),
+        "eval_time_median_s": statistics.median(r["eval_time_s"] for r, _ in epochs),
         # bytes that arrive at the ranks (= link traffic of every collective under the accounting convention;
         # a broadcast's root is counted as sending its message once, so sent totals undercount broadcasts)
         "comm_bytes_per_epoch": {"total": float(sum(by_phase.values())), "by_phase": dict(sorted(by_phase.items()))},
@@ -320,5 +402,5 @@ def _summary(cfg, info, world, grid, epochs, everyone, wall) -> dict:
         "partition": info["partition"], "seed": cfg.seed,
         "model": cfg.model, "layers": cfg.layers, "hidden": cfg.hidden, "epochs": cfg.epochs,
         "dtype": cfg.dtype, "data": cfg.data or "default", "n": info["n"], "nnz": info["nnz"],
-        "wall_time_s": wall,
+        "wall_time_s": wall, "checkpoint_every": cfg.checkpoint_every, "resumed_from_epoch": resumed_from,
     }

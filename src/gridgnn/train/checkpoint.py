@@ -1,0 +1,359 @@
+r"""Checkpoint and resume: ``--checkpoint-every N`` writes ``OUT/checkpoint.pt``; ``--resume DIR`` continues
+from ``DIR/checkpoint.pt`` with any algorithm and any number of processes.
+
+The file (written atomically by rank 0; read on every rank with ``torch.load(weights_only=True)``, so it holds
+only plain containers, numbers, strings and tensors — loading it runs no code):
+
+====================  ======================================================================================
+``format``            ``"gridgnn-checkpoint"``, ``format_version`` :data:`FORMAT_VERSION`
+``gridgnn_version``   the library that wrote it (and ``torch_version``)
+``epoch``             epochs done, i.e. the next epoch to train
+``config``            the run's :class:`~gridgnn.train.config.TrainConfig` as a dict
+``dims``, ``graph``   layer widths ``[f_0, ..., f_L]``; ``n`` and ``nnz`` of the graph
+``params``            ``{"weights": [W_0 ... W_{L-1}], "biases": [b_0 ...]}``: full, *unsharded* tensors
+``adam``              ``{"step": scalar, "exp_avg": {...}, "exp_avg_sq": {...}}``: Adam's moments, unsharded
+``records``           every epoch's metric record so far (the ``metrics.jsonl`` lines), and ``best_epoch``
+====================  ======================================================================================
+
+**Unsharding is exact.** An algorithm may shard the parameters (Plexus: ``plan.param_slice``) or replicate them.
+Every rank marks the elements it holds with its global rank in a buffer of the full size filled with ``P``;
+an all-reduce MIN makes that the *owner map* (lowest holder of each element). Each rank then writes the bit
+patterns of the elements it owns (the float tensor viewed as an integer tensor of the same width) into a zero
+buffer, and an all-reduce SUM over the integers assembles the full tensors: every element has exactly one
+non-zero contribution and integer addition of zeros is exact, so the result is bit-for-bit the owner's value
+(a float sum would turn ``-0.0`` into ``+0.0``). *Communication* per checkpoint (phase ``checkpoint``, outside
+the per-epoch counts): two all-reduces over all ranks, of ``4|θ|`` bytes (int32 owner map) and ``3e|θ|``
+bytes (parameters and both moments; ``|θ|`` = number of parameters, ``e`` = bytes per element).
+
+**Resume.** The trajectory depends only on the parameters, Adam's state and the epoch: initial weights come
+from the seed, dropout masks are keyed by ``(seed, epoch, layer, global ids)``. A resumed run slices the full
+tensors with its own plan's ``param_slice`` and continues at ``epoch``; with the same algorithm and ``P`` it
+reproduces the uninterrupted run bit for bit on CPU, with another algorithm or ``P`` within float tolerance.
+
+Configuration of a resumed run (:func:`resume_base`): the checkpoint's config is the base and the flags given on
+the command line override it, except
+
+* the flags of :data:`TRAJECTORY` must agree with the checkpoint (or be left out), else the run is refused
+  naming the flag;
+* :data:`PER_INVOCATION` flags are never inherited (``--out`` defaults to the folder of the checkpoint);
+* a different ``--algo`` also drops the checkpoint's :data:`ALGO_LAYOUT` (``--nproc``, ``--replication``,
+  ``--grid``, ``--partition``, ``--blocked-aggregation``: they belong to the old algorithm).
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import warnings
+
+import torch
+
+from ..errors import GridGnnError
+from .outputs import atomic_write
+
+CHECKPOINT = "checkpoint.pt"
+FORMAT = "gridgnn-checkpoint"
+FORMAT_VERSION = 1
+
+#: Flags that change the trajectory: a resumed run must keep the checkpoint's values.
+TRAJECTORY = ("data", "model", "layers", "hidden", "dropout", "seed", "lr", "weight_decay", "dtype")
+#: Flags that belong to one invocation and are never taken from the checkpoint.
+PER_INVOCATION = ("out", "resume", "overwrite", "quiet", "device", "timeout_s")
+#: Flags that belong to an algorithm: not inherited when ``--algo`` changes.
+ALGO_LAYOUT = ("nproc", "replication", "grid", "partition", "blocked_aggregation")
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_INT_OF_WIDTH = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def flag(name: str) -> str:
+    """The command-line flag of a config field (``weight_decay`` → ``--weight-decay``)."""
+    return "--timeout" if name == "timeout_s" else "--" + name.replace("_", "-")
+
+
+def _first_line(exc: BaseException, limit: int = 160) -> str:
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ---------------------------------------------------------------------------------------------- reading
+def checkpoint_file(resume: str) -> str:
+    """``DIR/checkpoint.pt`` for a folder ``DIR``, or ``resume`` itself when it names a file."""
+    if not resume:
+        raise GridGnnError("--resume must name a folder holding checkpoint.pt")
+    if os.path.isdir(resume):
+        path = os.path.join(resume, CHECKPOINT)
+        if not os.path.lexists(path):
+            raise GridGnnError(f"--resume {resume} holds no {CHECKPOINT} (a run writes one with "
+                               "--checkpoint-every N --out DIR)")
+        return path
+    if not os.path.lexists(resume):
+        raise GridGnnError(f"--resume {resume}: no such folder or file")
+    return resume
+
+
+def resume_folder(resume: str) -> str:
+    """The folder a resumed run writes into by default: ``DIR``, or the folder of a checkpoint file."""
+    return resume if os.path.isdir(resume) else (os.path.dirname(resume) or ".")
+
+
+def read_checkpoint(resume: str) -> dict:
+    r"""Load and check ``checkpoint_file(resume)`` (no collective). Anything that is not a complete checkpoint
+    of this format — another file, a truncated or damaged one, one with code in it (refused by
+    ``weights_only``), inconsistent shapes — is a :class:`GridGnnError` with one line."""
+    path = checkpoint_file(resume)
+    try:
+        with warnings.catch_warnings():  # torch warns about foreign pickle protocols: the error below says it all
+            warnings.simplefilter("ignore")
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - a foreign file can fail in any way; it is the file's fault
+        raise GridGnnError(f"--resume {path} is not a readable gridgnn checkpoint: {_load_failure(exc, path)}") \
+            from None
+    _check_structure(obj, path)
+    return obj
+
+
+def _load_failure(exc: BaseException, path: str) -> str:
+    """Why ``torch.load(weights_only=True)`` refused ``path``, in a few words."""
+    text = str(exc)
+    m = re.search(r"GLOBAL ([\w.]+)", text)
+    if m:
+        return f"it refers to {m.group(1)}, which no checkpoint holds (not loaded: loading it could run code)"
+    if "Weights only load failed" in text:
+        return "it holds objects other than tensors and plain data (not loaded: loading it could run code)"
+    if isinstance(exc, (IsADirectoryError, FileNotFoundError, PermissionError)):
+        return exc.strerror or _first_line(exc)
+    try:
+        with open(path, "rb") as fh:
+            zipped = fh.read(4) == b"PK\x03\x04"
+    except OSError:
+        zipped = False
+    if zipped:
+        return f"the file is truncated or damaged ({_first_line(exc)})"
+    return "it was not written by torch.save"
+
+
+def _bad(path: str, what: str) -> GridGnnError:
+    return GridGnnError(f"--resume {path} is damaged: {what}")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_tensors(group, dims, path: str, name: str, dtype, bias: bool) -> None:
+    if not isinstance(group, dict):
+        raise _bad(path, f"{name} is not a dict")
+    layers = len(dims) - 1
+    ws, bs = group.get("weights"), group.get("biases")
+    if not isinstance(ws, list) or len(ws) != layers:
+        raise _bad(path, f"{name} does not hold {layers} weight matrices")
+    if not isinstance(bs, list) or len(bs) != (layers if bias else 0):
+        raise _bad(path, f"{name} does not hold {layers if bias else 0} bias vectors")
+    for kind, tensors in (("weights", ws), ("biases", bs)):
+        for layer, t in enumerate(tensors):
+            want = (dims[layer], dims[layer + 1]) if kind == "weights" else (dims[layer + 1],)
+            if not isinstance(t, torch.Tensor):
+                raise _bad(path, f"{name} {kind}[{layer}] is not a tensor")
+            if tuple(t.shape) != want:
+                raise _bad(path, f"{name} {kind}[{layer}] has shape {tuple(t.shape)}, its dims {dims} need {want}")
+            if t.dtype != dtype:
+                raise _bad(path, f"{name} {kind}[{layer}] is {t.dtype}, the checkpoint's --dtype needs {dtype}")
+
+
+def _check_config(cfg, path: str) -> None:
+    from .config import TrainConfig
+
+    if not isinstance(cfg, dict):
+        raise _bad(path, "no config")
+    defaults = TrainConfig().to_dict()
+    for key, value in cfg.items():
+        if key not in defaults:
+            continue  # a field of another version: ignored
+        d = defaults[key]
+        if d is None:
+            ok = value is None or isinstance(value, str)
+        elif isinstance(d, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(d, int):
+            ok = _is_int(value)
+        elif isinstance(d, float):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, type(d))
+        if not ok:
+            raise _bad(path, f"config {key} = {value!r} is not a {type(d).__name__ if d is not None else 'str'}")
+    if cfg.get("dtype", "float32") not in _DTYPES:
+        raise _bad(path, f"config dtype {cfg.get('dtype')!r} is neither float32 nor float64")
+
+
+def _check_structure(obj, path: str) -> None:
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+        raise GridGnnError(f"--resume {path} is not a gridgnn checkpoint")
+    version = obj.get("format_version")
+    if version != FORMAT_VERSION:
+        raise GridGnnError(f"--resume {path} has checkpoint format version {version!r}; this gridgnn "
+                           f"reads version {FORMAT_VERSION}")
+    _check_config(obj.get("config"), path)
+    dims, epoch, records = obj.get("dims"), obj.get("epoch"), obj.get("records")
+    if not isinstance(dims, list) or len(dims) < 2 or not all(_is_int(d) and d >= 1 for d in dims):
+        raise _bad(path, f"dims {dims!r} are not layer widths")
+    if not _is_int(epoch) or epoch < 1:
+        raise _bad(path, f"epoch {epoch!r} is not a positive integer")
+    if not isinstance(records, list) or len(records) != epoch:
+        raise _bad(path, f"it holds {len(records) if isinstance(records, list) else 'no'} epoch records "
+                         f"for {epoch} epochs")
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict) or rec.get("epoch") != i or not all(
+                isinstance(k, str) and (v is None or isinstance(v, str)
+                                        or (isinstance(v, (int, float)) and math.isfinite(v)))
+                for k, v in rec.items()):
+            raise _bad(path, f"epoch record {i} is malformed")
+    graph = obj.get("graph")
+    if not isinstance(graph, dict) or not all(_is_int(graph.get(k)) for k in ("n", "nnz")):
+        raise _bad(path, "no graph size")
+    dtype = _DTYPES[obj["config"].get("dtype", "float32")]
+    params = obj.get("params")
+    bias = isinstance(params, dict) and isinstance(params.get("biases"), list) and len(params["biases"]) > 0
+    _check_tensors(params, dims, path, "params", dtype, bias)
+    adam = obj.get("adam")
+    if not isinstance(adam, dict):
+        raise _bad(path, "no optimizer state")
+    step = adam.get("step")
+    if not isinstance(step, torch.Tensor) or step.numel() != 1 or not step.is_floating_point() \
+            or not math.isfinite(float(step)) or float(step) < 1:
+        raise _bad(path, "the optimizer step is not a positive scalar")
+    for name in ("exp_avg", "exp_avg_sq"):
+        _check_tensors(adam.get(name), dims, path, f"adam {name}", dtype, bias)
+
+
+def check_for_run(ckpt: dict, resume: str, *, dims: list[int], info: dict, epochs: int) -> None:
+    """Does the checkpoint fit the model and the graph this run builds, and is there an epoch left to train?"""
+    path = checkpoint_file(resume)
+    if list(ckpt["dims"]) != list(dims):
+        raise GridGnnError(f"--resume {path} holds a model with layer widths {ckpt['dims']}, but this run builds "
+                           f"{list(dims)} (features {info['f']}, classes {info['classes']} of the data)")
+    g = ckpt["graph"]
+    if (g["n"], g["nnz"]) != (info["n"], info["nnz"]):
+        raise GridGnnError(f"--resume {path} was trained on a graph with n={g['n']}, nnz={g['nnz']}; the data "
+                           f"now have n={info['n']}, nnz={info['nnz']}")
+    check_epochs(ckpt, path, epochs)
+
+
+def check_epochs(ckpt: dict, path: str, epochs: int) -> None:
+    if epochs <= ckpt["epoch"]:
+        raise GridGnnError(f"--resume {path} is at epoch {ckpt['epoch']} and --epochs is {epochs}: nothing is "
+                           f"left to train (give --epochs larger than {ckpt['epoch']})")
+
+
+# ---------------------------------------------------------------------------------------------- config
+def resume_base(ckpt: dict, given: dict, resume: str) -> dict:
+    r"""The config fields a resumed run takes from the checkpoint (see the module docstring), after checking
+    that the flags ``given`` on the command line agree on the trajectory. The caller overlays ``given``."""
+    from .config import TrainConfig
+
+    saved = ckpt["config"]
+    defaults = TrainConfig().to_dict()
+    path = checkpoint_file(resume)
+    for key in TRAJECTORY:
+        if key in given and given[key] != saved.get(key, defaults[key]):
+            raise GridGnnError(f"{flag(key)} {given[key]!r} differs from the checkpoint's "
+                               f"{saved.get(key, defaults[key])!r} ({path}); a resumed run keeps "
+                               f"{', '.join(flag(k) for k in TRAJECTORY)} (leave them out to inherit them)")
+    base = {k: v for k, v in saved.items() if k in defaults and k not in PER_INVOCATION}
+    if "algo" in given and given["algo"] != saved.get("algo"):
+        for key in ALGO_LAYOUT:
+            base.pop(key, None)
+    base["out"] = resume_folder(resume)
+    return base
+
+
+# ---------------------------------------------------------------------------------------------- tensors
+def _entries(model, plan, dims) -> list[tuple]:
+    """``(kind, layer, local parameter, full shape, this rank's slices)`` of every parameter."""
+    out = []
+    for layer in range(model.num_layers):
+        out.append(("weights", layer, model.weights[layer], (dims[layer], dims[layer + 1]),
+                    plan.param_slice(layer, "w")))
+        if len(model.biases):
+            out.append(("biases", layer, model.biases[layer], (dims[layer + 1],), plan.param_slice(layer, "b")))
+    return out
+
+
+def unshard(comm, entries: list[tuple], groups: list[list[torch.Tensor]]) -> list[list[torch.Tensor]]:
+    r"""Full tensors, bit-exact, from every rank's shards: ``groups[g][i]`` is this rank's part
+    ``entries[i][4]`` of tensor ``i`` (full shape ``entries[i][3]``) of group ``g`` (parameters, moments...).
+    Collective over all ranks (phase ``checkpoint``); every rank gets the result. See the module docstring."""
+    dev = comm.wire_device()
+    world, rank, axes = comm.grid.world_size, comm.grid.global_rank, comm.grid.names
+    sizes = [math.prod(e[3]) for e in entries]
+    offs = [sum(sizes[:i]) for i in range(len(sizes))]
+    total = sum(sizes)
+    dtype = groups[0][0].dtype
+    itype = _INT_OF_WIDTH[groups[0][0].element_size()]
+    owner = torch.full((total,), world, dtype=torch.int32, device=dev)
+    for e, off, size in zip(entries, offs, sizes):
+        owner[off:off + size].view(e[3])[e[4]] = rank
+    bits = torch.zeros((len(groups), total), dtype=itype, device=dev)
+    with comm.phase("checkpoint"):
+        comm.all_reduce(owner, axes, op="min")
+        if bool((owner == world).any()):
+            raise RuntimeError("a parameter element is held by no rank (param_slice does not cover it)")
+        for g, tensors in enumerate(groups):
+            for e, off, size, t in zip(entries, offs, sizes, tensors):
+                if t.dtype != dtype:
+                    raise RuntimeError(f"checkpoint tensors of mixed dtypes ({t.dtype} and {dtype})")
+                mine = owner[off:off + size].view(e[3])[e[4]] == rank
+                local = t.detach().to(dev).contiguous().view(itype)
+                bits[g, off:off + size].view(e[3])[e[4]] = torch.where(mine, local, torch.zeros_like(local))
+        comm.all_reduce(bits, axes, op="sum")
+    return [[bits[g, off:off + size].view(e[3]).view(dtype).cpu().clone()
+             for e, off, size in zip(entries, offs, sizes)] for g in range(len(groups))]
+
+
+def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: list[int], info: dict,
+                    epoch: int, records: list[dict], best_epoch: int) -> None:
+    r"""Collective: assemble the full parameters and Adam state (:func:`unshard`); rank 0 writes ``path``
+    atomically. ``epoch`` = epochs done."""
+    import gridgnn
+
+    entries = _entries(model, plan, dims)
+    states = [opt.state.get(e[2]) for e in entries]
+    if any(not s for s in states):
+        raise RuntimeError("a parameter has no optimizer state (checkpoints are written after an update)")
+    params, avg, avg_sq = unshard(comm, entries, [[e[2] for e in entries], [s["exp_avg"] for s in states],
+                                                  [s["exp_avg_sq"] for s in states]])
+    if comm.grid.global_rank != 0:
+        return
+
+    def grouped(tensors):
+        out = {"weights": [], "biases": []}
+        for e, t in zip(entries, tensors):
+            out[e[0]].append(t)
+        return out
+
+    obj = {
+        "format": FORMAT, "format_version": FORMAT_VERSION,
+        "gridgnn_version": gridgnn.__version__, "torch_version": str(torch.__version__),
+        "epoch": int(epoch), "config": dict(config), "dims": [int(d) for d in dims],
+        "graph": {"n": int(info["n"]), "nnz": int(info["nnz"])},
+        "params": grouped(params),
+        "adam": {"step": states[0]["step"].detach().cpu().clone(), "exp_avg": grouped(avg),
+                 "exp_avg_sq": grouped(avg_sq)},
+        "records": [dict(r) for r in records], "best_epoch": int(best_epoch),
+    }
+    with atomic_write(path) as fh:
+        torch.save(obj, fh)
+
+
+def restore(model, opt, plan, ckpt: dict, dims: list[int]) -> None:
+    """Load the checkpoint's full parameters and Adam state, sliced for this rank's plan (no collective)."""
+    with torch.no_grad():
+        for kind, layer, p, _, slc in _entries(model, plan, dims):
+            p.copy_(ckpt["params"][kind][layer][slc])
+            opt.state[p] = {
+                "step": ckpt["adam"]["step"].clone(),
+                "exp_avg": ckpt["adam"]["exp_avg"][kind][layer][slc].to(p.device).contiguous().clone(),
+                "exp_avg_sq": ckpt["adam"]["exp_avg_sq"][kind][layer][slc].to(p.device).contiguous().clone(),
+            }

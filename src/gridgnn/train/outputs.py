@@ -1,0 +1,215 @@
+r"""The ``--out`` folder: which files a run owns, how they are written (crash-safe), and the checks that run
+before anything is created.
+
+* **Atomic writes.** Every output is written to ``OUT/.<name>.tmp`` and renamed onto ``OUT/<name>`` with
+  :func:`os.replace` (atomic on POSIX within one folder), after an ``fsync``: a reader, or a crash at any moment,
+  sees either the previous complete file or the new complete one, never a half-written one.
+* **metrics.jsonl** is appended one line per epoch (flushed) to ``OUT/.metrics.jsonl.tmp`` and renamed when the
+  training loop ends — a ``metrics.jsonl`` therefore always holds every epoch of a finished loop. Rewriting the
+  whole file atomically every epoch would cost :math:`O(E^2)` bytes over ``E`` epochs; the checkpoint (not
+  the metrics file) is what a crashed run resumes from, and it carries the per-epoch records itself.
+* **Order.** ``metrics.jsonl``, ``logits.npy``, ``breakdown.png``, then ``summary.json`` last: a
+  ``summary.json`` marks a complete run.
+* **Nothing before set-up.** Validation only *probes* ``--out`` (a temporary file created and removed in the
+  nearest existing folder: ``os.access`` is meaningless for root); rank 0 creates it once the data are loaded
+  and the plan is built, so a failed validation or set-up leaves no folder behind. A failed training loop
+  removes its temporary files and the folders it created if they are still empty.
+* **Previous outputs.** A folder that already holds one of :data:`OUTPUTS` is refused unless ``--overwrite``
+  (or ``--resume`` of that same folder); then exactly those files, and stale ``.<name>.tmp`` files, are
+  removed before the first new one is written — never anything else in the folder.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+
+from ..errors import GridGnnError
+
+#: The files a training run writes into ``--out`` (and the only ones ``--overwrite`` removes).
+OUTPUTS = ("metrics.jsonl", "summary.json", "logits.npy", "breakdown.png", "checkpoint.pt")
+
+
+def temp_path(path: str) -> str:
+    """``DIR/.NAME.tmp`` for ``DIR/NAME``: same folder (so the rename is atomic), hidden, one per output."""
+    head, tail = os.path.split(path)
+    return os.path.join(head, f".{tail}.tmp")
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+@contextlib.contextmanager
+def atomic_write(path: str, mode: str = "wb"):
+    r"""Open ``temp_path(path)`` for writing; on a clean exit flush, ``fsync`` and :func:`os.replace` it onto
+    ``path``; on any exception remove it and leave ``path`` as it was. An ``OSError`` (disk full, permissions)
+    becomes a :class:`GridGnnError` naming the file.
+
+    Args:
+        path: the final file name.
+        mode: ``"wb"`` (default) or ``"w"`` (UTF-8 text).
+    """
+    tmp = temp_path(path)
+    try:
+        with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise GridGnnError(f"cannot write {path}: {_why(exc)}") from None
+        raise
+
+
+def write_json(path: str, obj) -> None:
+    """Strict JSON (``NaN``/``Infinity`` refused: they are not JSON), written atomically."""
+    text = json.dumps(obj, indent=2, allow_nan=False)
+    with atomic_write(path, "w") as fh:
+        fh.write(text + "\n")
+
+
+class MetricsLog:
+    r"""``metrics.jsonl``: one strict-JSON line per epoch, appended (and flushed) to ``.metrics.jsonl.tmp``,
+    renamed onto ``metrics.jsonl`` by :meth:`commit`, removed by :meth:`discard`.
+
+    Args:
+        path: ``OUT/metrics.jsonl``.
+        records: lines to start with (the epochs a resumed run inherits from its checkpoint).
+    """
+
+    def __init__(self, path: str, records=()):
+        self.path, self.tmp = path, temp_path(path)
+        try:
+            self._fh = open(self.tmp, "w", encoding="utf-8")
+        except OSError as exc:
+            raise GridGnnError(f"cannot write {self.tmp}: {_why(exc)}") from None
+        for rec in records:
+            self.append(rec)
+
+    def append(self, rec: dict) -> None:
+        try:
+            self._fh.write(json.dumps(rec, allow_nan=False) + "\n")
+            self._fh.flush()
+        except OSError as exc:
+            raise GridGnnError(f"cannot write {self.tmp}: {_why(exc)}") from None
+
+    def commit(self) -> None:
+        try:
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+            os.replace(self.tmp, self.path)
+        except OSError as exc:
+            raise GridGnnError(f"cannot write {self.path}: {_why(exc)}") from None
+
+    def discard(self) -> None:
+        with contextlib.suppress(OSError):
+            self._fh.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.tmp)
+
+
+def _nearest_existing(path: str) -> str:
+    p = path
+    while not os.path.lexists(p):
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    return p
+
+
+def _probe(folder: str, what: str) -> None:
+    """Create and remove a temporary file in ``folder`` (the only test of writability that holds for root,
+    read-only mounts and ACLs alike)."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".gridgnn-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        raise GridGnnError(f"cannot write {what}: {folder} refuses new files ({_why(exc)})") from None
+
+
+def previous_outputs(path: str) -> list[str]:
+    """The :data:`OUTPUTS` already present in folder ``path`` (none when it does not exist)."""
+    return [name for name in OUTPUTS if os.path.lexists(os.path.join(path, name))]
+
+
+def check_out_dir(path: str, *, overwrite: bool = False, resuming_here: bool = False) -> None:
+    r"""Can a run write ``--out path``? Creates nothing that outlives the call.
+
+    Refused: an empty path; an existing non-directory; a missing path whose nearest existing ancestor is not a
+    directory or refuses new files; an existing folder that refuses new files, or that holds a previous run's
+    outputs unless ``overwrite`` or ``resuming_here`` (``--resume`` of this same folder).
+    """
+    if not path:
+        raise GridGnnError("--out must not be empty")
+    full = os.path.abspath(path)
+    if os.path.lexists(full):
+        if not os.path.isdir(full):
+            raise GridGnnError(f"--out {path} exists and is not a directory")
+        _probe(full, f"--out {path}")
+        old = previous_outputs(full)
+        if old and not (overwrite or resuming_here):
+            raise GridGnnError(f"--out {path} already holds a previous run's outputs ({', '.join(old)}); "
+                               "add --overwrite to replace them, or choose another --out")
+        return
+    anc = _nearest_existing(full)
+    if not os.path.isdir(anc):
+        raise GridGnnError(f"cannot create --out {path}: {anc} is not a directory")
+    _probe(anc, f"--out {path}")
+
+
+def make_out_dir(path: str) -> list[str]:
+    """Create ``path`` and its missing parents; returns the folders created (outermost first)."""
+    missing = []
+    p = os.path.abspath(path)
+    while not os.path.lexists(p):
+        missing.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    created = []
+    for d in reversed(missing):
+        try:
+            os.mkdir(d)
+        except FileExistsError:
+            continue  # made concurrently by someone else: fine if it is a directory (checked below)
+        except OSError as exc:
+            remove_empty_dirs(created)
+            raise GridGnnError(f"cannot create --out {path}: {_why(exc)}") from None
+        created.append(d)
+    if not os.path.isdir(path):
+        remove_empty_dirs(created)
+        raise GridGnnError(f"--out {path} exists and is not a directory")
+    return created
+
+
+def remove_empty_dirs(created: list[str]) -> None:
+    """Remove the folders of :func:`make_out_dir` that are still empty (innermost first; never a non-empty one)."""
+    for d in reversed(created):
+        with contextlib.suppress(OSError):
+            os.rmdir(d)
+
+
+def clear_outputs(path: str, *, keep: tuple[str, ...] = ()) -> list[str]:
+    """Remove the :data:`OUTPUTS` in ``path`` (except ``keep``) and stale temporary outputs; returns the names
+    removed. Nothing else in the folder is touched."""
+    removed = []
+    for name in OUTPUTS:
+        for target in (os.path.join(path, name), temp_path(os.path.join(path, name))):
+            if os.path.basename(target) in keep or not os.path.lexists(target):
+                continue
+            try:
+                os.unlink(target)
+            except IsADirectoryError:
+                raise GridGnnError(f"cannot replace {target}: it is a directory") from None
+            except OSError as exc:
+                raise GridGnnError(f"cannot remove the previous {target}: {_why(exc)}") from None
+            removed.append(os.path.basename(target))
+    return removed

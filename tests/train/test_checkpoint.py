@@ -1,0 +1,280 @@
+"""--checkpoint-every / --resume: a resumed run equals the uninterrupted one — bit for bit with the same algorithm
+and P (every algorithm), within float tolerance across a change of algorithm and P — and a bad checkpoint is one
+clear error.
+
+Every run trains the same small SBM for 6 epochs, or for 3 with a checkpoint and then resumed to 6. The serial
+runs, a 1d P=2 run and a CLI-launched plexus P=4 resume go through `gridgnn` in two subprocesses; the P=4 runs of
+every algorithm share one spawned group (start-up paid once), each rank parsing the command line with the CLI's
+own parser (tests/train/_runs.py).
+"""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import gridgnn
+from gridgnn.dist.launch import launch
+from gridgnn.graph.loaders import save_npz
+from gridgnn.graph.spec import load_graph
+
+from ._runs import cli_batch, group_worker, run_main
+
+SBM = "synthetic:sbm?n=400&classes=4&avg_degree=8&features=16"
+COMMON = ["--data", SBM, "--quiet", "--save-logits", "--seed", 3]
+TIMING = {"epoch_time_s", "eval_time_s", "comm_time_s", "compute_time_s"}
+P4 = {
+    "1d": [], "1d-sa": [], "1.5d": ["--replication", 2], "1.5d-sa": ["--replication", 2], "2d": ["--grid", "2,2"],
+    "3d": ["--grid", "2,1,2"], "plexus": ["--grid", "1,2,2", "--partition", "double-perm"],
+}
+
+
+def _algo(name):
+    return ["--algo", "serial"] if name == "serial" else ["--algo", name, "--nproc", 4, *P4[name]]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Every run of this module, once: ``{name: folder}``."""
+    root = tmp_path_factory.mktemp("resume")
+    d = {}
+
+    def at(name):
+        d[name] = root / name
+        return d[name]
+
+    f64 = ["--dtype", "float64"]
+    # serial (float32: bit-exact; float64: reference of the cross-algorithm resumes) and 1d at P=2
+    first = []
+    for name, extra in (("serial", []), ("serial64", f64)):
+        first += [["train", *COMMON, *extra, "--epochs", 6, "--checkpoint-every", 3, "--out", at(f"{name}-ref")],
+                  ["train", *COMMON, *extra, "--epochs", 3, "--checkpoint-every", 3, "--out", at(f"{name}-ck")]]
+    first.append(["train", "--resume", d["serial-ck"], "--epochs", 6, "--quiet"])  # --out defaults to the folder
+    first.append(["train", *COMMON, *f64, "--algo", "1d", "--nproc", 2, "--epochs", 3, "--checkpoint-every", 3,
+                  "--out", at("1d-p2-ck")])
+    r, codes = cli_batch(first)
+    assert codes == [0] * len(first), (codes, r.stderr[-3000:])
+    d["serial-res"] = d["serial-ck"]
+
+    group = []
+    for name in P4:
+        group += [[*COMMON, *_algo(name), "--epochs", 6, "--checkpoint-every", 3, "--out", at(f"{name}-ref")],
+                  [*COMMON, *_algo(name), "--epochs", 3, "--checkpoint-every", 3, "--out", at(f"{name}-ck")],
+                  ["--resume", d[f"{name}-ck"], "--epochs", 6, "--quiet", "--out", at(f"{name}-res")]]
+    group += [
+        ["--resume", d["serial64-ck"], "--algo", "2d", "--nproc", 4, "--grid", "2,2", "--epochs", 6, "--quiet",
+         "--out", at("serial-to-2d")],
+        ["--resume", d["1d-p2-ck"], "--algo", "plexus", "--nproc", 4, "--grid", "1,2,2", "--partition",
+         "double-perm", "--epochs", 6, "--quiet", "--out", at("1d-p2-to-plexus")],
+        [*COMMON, *f64, *_algo("plexus"), "--epochs", 3, "--checkpoint-every", 3, "--out", at("plexus64-ck")],
+    ]
+    launch(group_worker, 4, group, device="cpu", collect=True)
+
+    last = [["train", "--resume", d["plexus64-ck"], "--algo", "serial", "--epochs", 6, "--quiet",
+             "--out", at("plexus-to-serial")],
+            ["train", "--resume", d["plexus-ck"], "--epochs", 6, "--quiet", "--out", at("plexus-cli-res")]]
+    r, codes = cli_batch(last)
+    assert codes == [0, 0], (codes, r.stderr[-3000:])
+    return d
+
+
+def _metrics(folder):
+    lines = (folder / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(line, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}")) for line in lines]
+
+
+def _untimed(rec):
+    return {k: v for k, v in rec.items() if k not in TIMING}
+
+
+def _ckpt(folder):
+    return torch.load(folder / "checkpoint.pt", weights_only=True)
+
+
+def _tensors(ck):
+    out = []
+    for group in (ck["params"], ck["adam"]["exp_avg"], ck["adam"]["exp_avg_sq"]):
+        out += group["weights"] + group["biases"]
+    return out
+
+
+def _assert_bit_equal(ref, res):
+    ma, mb = _metrics(ref), _metrics(res)
+    assert [r["epoch"] for r in mb] == list(range(6))
+    assert [_untimed(r) for r in ma] == [_untimed(r) for r in mb]
+    a, b = np.load(ref / "logits.npy"), np.load(res / "logits.npy")
+    assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    ca, cb = _ckpt(ref), _ckpt(res)
+    assert ca["epoch"] == cb["epoch"] == 6 and ca["best_epoch"] == cb["best_epoch"]
+    assert float(ca["adam"]["step"]) == float(cb["adam"]["step"]) == 6.0
+    for x, y in zip(_tensors(ca), _tensors(cb), strict=True):
+        assert x.dtype == y.dtype and x.shape == y.shape and x.numpy().tobytes() == y.numpy().tobytes()
+    sa, sb = (json.loads((f / "summary.json").read_text()) for f in (ref, res))
+    assert sa["resumed_from_epoch"] is None and sb["resumed_from_epoch"] == 3
+    for key in ("best_epoch", "test_acc", "val_acc", "train_acc", "final_loss", "algo", "grid", "nproc", "seed"):
+        assert sa[key] == sb[key], key
+
+
+@pytest.mark.parametrize("algo", ["serial", *P4])
+def test_resume_reproduces_the_uninterrupted_run_bit_for_bit(runs, algo):
+    _assert_bit_equal(runs[f"{algo}-ref"], runs[f"{algo}-res"])
+
+
+def test_resume_launched_by_the_cli_is_bit_exact(runs):
+    """The checkpoint of the group's plexus run, resumed by `gridgnn train --resume` (spawned ranks)."""
+    _assert_bit_equal(runs["plexus-ref"], runs["plexus-cli-res"])
+
+
+@pytest.mark.parametrize("name,source", [("serial-to-2d", "serial64-ck"), ("1d-p2-to-plexus", "1d-p2-ck"),
+                                         ("plexus-to-serial", "plexus64-ck")])
+def test_resume_across_algorithm_and_process_count(runs, name, source):
+    """float64: the resumed run equals the uninterrupted serial run within 1e-6 (logits) and keeps the first 3
+    epochs of its checkpoint verbatim."""
+    ref, res = runs["serial64-ref"], runs[name]
+    a, b = np.load(ref / "logits.npy"), np.load(res / "logits.npy")
+    assert np.abs(a - b).max() <= 1e-6 * np.abs(a).max()
+    ma, mb, mc = _metrics(ref), _metrics(res), _metrics(runs[source])
+    assert mb[:3] == mc[:3]
+    for x, y in zip(ma, mb, strict=True):
+        assert abs(x["loss"] - y["loss"]) <= 1e-9 * abs(x["loss"])
+        assert (x["train_acc"], x["val_acc"], x["test_acc"]) == (y["train_acc"], y["val_acc"], y["test_acc"])
+    s = json.loads((res / "summary.json").read_text())
+    assert s["resumed_from_epoch"] == 3 and s["dtype"] == "float64"
+
+
+def test_checkpoint_holds_full_unsharded_state(runs):
+    """Plexus shards W and b over 4 ranks; its checkpoint holds the full tensors, equal to the serial run's."""
+    ck, ref = _ckpt(runs["plexus64-ck"]), _ckpt(runs["serial64-ck"])
+    assert ck["format"] == "gridgnn-checkpoint" and ck["gridgnn_version"] == gridgnn.__version__
+    assert ck["epoch"] == 3 and len(ck["records"]) == 3 and ck["config"]["algo"] == "plexus"
+    assert ck["dims"] == [16, 16, 4] and [tuple(w.shape) for w in ck["params"]["weights"]] == [(16, 16), (16, 4)]
+    for x, y in zip(_tensors(ck), _tensors(ref), strict=True):
+        assert x.dtype == torch.float64 and x.shape == y.shape
+        assert torch.allclose(x, y, rtol=1e-9, atol=1e-12)
+
+
+def test_resume_into_its_own_folder_inherits_the_config(runs):
+    """`--resume DIR --epochs 6` alone: algo, seed, dtype, --save-logits and --checkpoint-every come from the
+    checkpoint, --out defaults to DIR, and the checkpoint there moves on to epoch 6."""
+    folder = runs["serial-res"]
+    s = json.loads((folder / "summary.json").read_text())
+    assert s["seed"] == 3 and s["algo"] == "serial" and s["epochs"] == 6 and s["checkpoint_every"] == 3
+    assert (folder / "logits.npy").exists() and _ckpt(folder)["epoch"] == 6
+    assert not list(folder.glob(".*.tmp"))
+
+
+# ------------------------------------------------------------------------------------------- bad checkpoints
+@pytest.fixture(scope="module")
+def small_ckpt(tmp_path_factory):
+    """A 2-epoch serial checkpoint, trained in this process."""
+    out = tmp_path_factory.mktemp("small") / "run"
+    assert run_main(["train", "--data", SBM, "--epochs", 2, "--checkpoint-every", 2, "--quiet", "--out", out]) == 0
+    return out
+
+
+def _one_error(capsys, code, *needles):
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("gridgnn: error: "), err
+    for n in needles:
+        assert n in lines[0], (n, err)
+    return lines[0]
+
+
+class _Payload:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        import os
+
+        return os.system, (f"touch {self.path}",)
+
+
+def _make_bad(kind, src, folder, tmp_path):
+    folder.mkdir()
+    target = folder / "checkpoint.pt"
+    if kind == "not-gridgnn":
+        torch.save({"weights": [torch.zeros(2, 2)]}, target)
+    elif kind == "text":
+        target.write_text("epoch 3, params ...\n")
+    elif kind == "truncated":
+        data = (src / "checkpoint.pt").read_bytes()
+        target.write_bytes(data[: len(data) // 2])
+    elif kind == "code":  # a torch.save file whose pickle calls os.system
+        torch.save({"format": "gridgnn-checkpoint", "x": _Payload(tmp_path / "pwned")}, target)
+    elif kind == "future":
+        ck = _ckpt(src)
+        ck["format_version"] = 99
+        torch.save(ck, target)
+    elif kind == "shape":
+        ck = _ckpt(src)
+        ck["params"]["weights"][1] = torch.zeros(16, 5)
+        torch.save(ck, target)
+    elif kind == "moments":
+        ck = _ckpt(src)
+        del ck["adam"]["exp_avg_sq"]
+        torch.save(ck, target)
+    elif kind == "missing":
+        target.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("kind,needle", [
+    ("not-gridgnn", "is not a gridgnn checkpoint"), ("text", "it was not written by torch.save"),
+    ("truncated", "truncated or damaged"), ("code", "system, which no checkpoint holds"),
+    ("future", "format version 99"), ("shape", "weights[1] has shape (16, 5)"), ("moments", "adam exp_avg_sq"),
+    ("missing", "holds no checkpoint.pt"),
+])
+def test_bad_checkpoint_is_one_clear_error(small_ckpt, tmp_path, capsys, kind, needle):
+    folder = tmp_path / "bad"
+    _make_bad(kind, small_ckpt, folder, tmp_path)
+    capsys.readouterr()
+    code = run_main(["train", "--resume", folder, "--epochs", 4, "--quiet"])
+    _one_error(capsys, code, needle)
+    assert not (tmp_path / "pwned").exists()  # weights_only: the pickled os.system did not run
+    assert sorted(p.name for p in folder.iterdir()) == ([] if kind == "missing" else ["checkpoint.pt"])
+
+
+def test_truncated_checkpoint_via_the_cli(small_ckpt, tmp_path):
+    folder = tmp_path / "bad"
+    _make_bad("truncated", small_ckpt, folder, tmp_path)
+    r, codes = cli_batch([["train", "--resume", folder, "--epochs", 4, "--quiet", "--algo", "1d", "--nproc", 2]])
+    assert codes == [2]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gridgnn: error: --resume ") and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("flag,value", [("--lr", 0.02), ("--hidden", 32), ("--seed", 1), ("--dtype", "float64"),
+                                        ("--data", "synthetic:sbm?n=400&classes=4&avg_degree=8&features=8"),
+                                        ("--dropout", 0.1), ("--layers", 3), ("--weight-decay", 0)])
+def test_resume_refuses_a_flag_that_changes_the_trajectory(small_ckpt, tmp_path, capsys, flag, value):
+    out = tmp_path / "o"
+    code = run_main(["train", "--resume", small_ckpt, "--epochs", 4, "--quiet", flag, value, "--out", out])
+    _one_error(capsys, code, f"{flag} ", "differs from the checkpoint's")
+    assert not out.exists()
+
+
+def test_resume_with_nothing_left_to_train(small_ckpt, capsys):
+    code = run_main(["train", "--resume", small_ckpt, "--epochs", 2, "--quiet"])
+    _one_error(capsys, code, "is at epoch 2 and --epochs is 2")
+
+
+def test_checkpoint_of_other_data_is_refused_on_every_rank(tmp_path):
+    """Same --data SPEC, different file content (8 → 12 features): every rank refuses before any collective."""
+    g = load_graph(SBM)
+    path = tmp_path / "g.npz"
+
+    def write(f):
+        save_npz(g.with_(x=np.random.default_rng(f).normal(size=(g.n, f)).astype(np.float32)), path)
+
+    write(8)
+    assert run_main(["train", "--data", f"npz:{path}", "--epochs", 2, "--checkpoint-every", 2, "--quiet",
+                     "--out", tmp_path / "run"]) == 0
+    write(12)
+    r, codes = cli_batch([["train", "--resume", tmp_path / "run", "--epochs", 4, "--quiet", "--algo", "1d",
+                           "--nproc", 2]])
+    assert codes == [2], r.stderr[-2000:]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "layer widths [8, 16, 4]" in lines[0] and "[12, 16, 4]" in lines[0], r.stderr
+    assert _ckpt(tmp_path / "run")["epoch"] == 2  # untouched

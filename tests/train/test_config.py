@@ -1,0 +1,68 @@
+"""Bad `gridgnn train` flags: exit status 2, exactly one `gridgnn: error:` line naming the value, no traceback,
+and nothing created (the checks run before any data is loaded, in this process)."""
+import pytest
+
+from gridgnn.train.config import MAX_HIDDEN, SEED_LIMIT
+
+from ._runs import run_main
+
+SBM = "synthetic:sbm?n=200&classes=4&avg_degree=6&features=8"
+
+BAD = [
+    (["--lr", "nan"], "--lr must be in (0, 1e+06], got nan"),
+    (["--lr", "inf"], "got inf"),
+    (["--lr", "-0.1"], "got -0.1"),
+    (["--lr", "1e38"], "got 1e+38"),
+    (["--weight-decay", "nan"], "--weight-decay must be in [0, 1e+06], got nan"),
+    (["--weight-decay", "-1"], "got -1"),
+    (["--dropout", "nan"], "--dropout must be in [0, 1), got nan"),
+    (["--dropout", "1"], "got 1.0"),
+    (["--timeout", "nan"], "--timeout must be in (0, 2.592e+06] seconds, got nan"),
+    (["--timeout", "inf"], "got inf"),
+    (["--timeout", "0"], "got 0.0"),
+    (["--seed", "99999999999999999999"], f"--seed must be in [0, {SEED_LIMIT - 1}], got 99999999999999999999"),
+    (["--seed", str(SEED_LIMIT)], f"got {SEED_LIMIT}"),
+    (["--seed", "-1"], "got -1"),
+    (["--hidden", "1e11"], "argument --hidden: invalid int value: '1e11'"),
+    (["--hidden", str(MAX_HIDDEN + 1)], f"--hidden must be in [1, {MAX_HIDDEN}], got {MAX_HIDDEN + 1}"),
+    (["--hidden", "0"], "got 0"),
+    (["--layers", "100000"], "--layers must be in [1, 1024], got 100000"),
+    (["--epochs", "0"], "--epochs must be in [1, 100000000], got 0"),
+    (["--epochs", str(10**12)], f"got {10**12}"),
+    (["--log-every", "-1"], "--log-every must be in [0, 100000000], got -1"),
+    (["--checkpoint-every", "-2"], "--checkpoint-every must be in [0, 100000000], got -2"),
+    (["--lr", "abc"], "argument --lr: invalid float value: 'abc'"),
+    (["--algo", "4d"], "argument --algo: invalid choice: '4d'"),
+]
+
+
+@pytest.mark.parametrize("flags,message", BAD, ids=[" ".join(f) for f, _ in BAD])
+def test_bad_flag_is_one_line_and_creates_nothing(tmp_path, capsys, flags, message):
+    out = tmp_path / "new" / "run"
+    code = run_main(["train", "--data", SBM, "--epochs", 2, "--quiet", "--out", out, *flags]
+                    if "--epochs" not in flags else ["train", "--data", SBM, "--quiet", "--out", out, *flags])
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("gridgnn: error: "), err
+    assert message in lines[0], err
+    assert not (tmp_path / "new").exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--checkpoint-every", "2"], "--checkpoint-every 2 needs --out DIR"),
+    (["--overwrite"], "--overwrite applies to the outputs in --out"),
+])
+def test_flags_that_need_out(capsys, flags, message):
+    code = run_main(["train", "--data", SBM, "--epochs", 2, "--quiet", *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and message in err, err
+
+
+def test_largest_seed_trains(tmp_path, capsys):
+    """2**63 - 1 is accepted and usable end to end (initial weights, dropout keys, the synthetic graph)."""
+    code = run_main(["train", "--data", SBM, "--epochs", 2, "--quiet", "--seed", SEED_LIMIT - 1,
+                     "--out", tmp_path / "run"])
+    assert code == 0, capsys.readouterr().err
+    assert (tmp_path / "run" / "summary.json").exists()

@@ -1,0 +1,121 @@
+"""The --out folder: created only after a successful set-up, never half-written, previous outputs replaced only
+with --overwrite, strict JSON, a diverged run is an error naming the epoch."""
+import json
+
+import numpy as np
+import pytest
+
+from gridgnn.graph.loaders import save_npz
+from gridgnn.graph.spec import load_graph
+from gridgnn.train.outputs import MetricsLog, atomic_write
+
+from ._runs import cli_batch, run_main
+
+SBM = "synthetic:sbm?n=200&classes=4&avg_degree=6&features=8"
+
+
+def _strict(text):
+    return json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+
+
+def _one_error(capsys, code, needle):
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("gridgnn: error: ") and needle in lines[0], err
+
+
+def test_out_below_a_file_is_refused_and_nothing_is_created(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    code = run_main(["train", "--data", SBM, "--epochs", 2, "--quiet", "--out", tmp_path / "file" / "a" / "b"])
+    _one_error(capsys, code, f"{tmp_path / 'file'} is not a directory")
+    code = run_main(["train", "--data", SBM, "--epochs", 2, "--quiet", "--out", tmp_path / "file"])
+    _one_error(capsys, code, "exists and is not a directory")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_failed_setup_leaves_no_out_folder(tmp_path, capsys):
+    code = run_main(["train", "--data", f"npz:{tmp_path / 'missing.npz'}", "--epochs", 2, "--quiet",
+                     "--out", tmp_path / "a" / "b"])
+    _one_error(capsys, code, "missing.npz")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_previous_outputs_need_overwrite_which_removes_only_gridgnn_files(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert run_main(["train", "--data", SBM, "--epochs", 2, "--checkpoint-every", 2, "--quiet", "--save-logits",
+                     "--out", out]) == 0
+    (out / "notes.txt").write_text("mine")
+    (out / ".summary.json.tmp").write_text("{")  # left by a crashed writer
+    before = (out / "summary.json").read_text()
+    code = run_main(["train", "--data", SBM, "--epochs", 3, "--quiet", "--out", out])
+    _one_error(capsys, code, "already holds a previous run's outputs (metrics.jsonl, summary.json, logits.npy, "
+                             "breakdown.png, checkpoint.pt); add --overwrite")
+    assert (out / "summary.json").read_text() == before
+    assert run_main(["train", "--data", SBM, "--epochs", 3, "--quiet", "--out", out, "--overwrite"]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["breakdown.png", "metrics.jsonl", "notes.txt", "summary.json"]  # no stale logits/checkpoint
+    assert (out / "notes.txt").read_text() == "mine"
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 3
+    assert _strict((out / "summary.json").read_text())["epochs"] == 3
+
+
+def test_summary_is_strict_json_and_an_empty_split_is_null(tmp_path):
+    g = load_graph(SBM)
+    path = save_npz(g.with_(val_mask=None), tmp_path / "noval.npz")
+    out = tmp_path / "run"
+    assert run_main(["train", "--data", f"npz:{path}", "--epochs", 3, "--quiet", "--out", out]) == 0
+    s = _strict((out / "summary.json").read_text())
+    assert s["val_acc"] is None and s["best_epoch"] == 2 and 0.0 <= s["test_acc"] <= 1.0
+    recs = [_strict(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["val_acc"] for r in recs] == [None] * 3 and all(r["test_acc"] is not None for r in recs)
+
+
+def _huge_features(tmp_path, value):
+    g = load_graph(SBM)
+    return save_npz(g.with_(x=np.full_like(g.x, value)), tmp_path / f"huge{value:g}.npz")
+
+
+def test_diverged_loss_is_an_error_naming_the_epoch(tmp_path, capsys):
+    """float32 overflow in the first forward: no summary with NaN, and the new --out folder is gone again."""
+    path = _huge_features(tmp_path, 3e38)
+    code = run_main(["train", "--data", f"npz:{path}", "--epochs", 3, "--quiet", "--out", tmp_path / "run"])
+    _one_error(capsys, code, "training diverged at epoch 0: the loss is nan")
+    assert not (tmp_path / "run").exists()
+
+
+def test_diverged_outputs_end_every_rank_with_one_line(tmp_path):
+    """After the first update the outputs overflow: both ranks see it in the all-reduced metrics and stop alike;
+    the checkpoint-less --out folder they started is removed."""
+    path = _huge_features(tmp_path, 1e35)
+    r, codes = cli_batch([["train", "--data", f"npz:{path}", "--epochs", 3, "--quiet", "--lr", 100, "--algo", "1d",
+                           "--nproc", 2, "--out", tmp_path / "run"]])
+    assert codes == [2], r.stderr[-2000:]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "training diverged at epoch 0: the model's outputs are not finite" in lines[0], r.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_atomic_write_keeps_the_old_file_on_failure(tmp_path):
+    path = tmp_path / "summary.json"
+    path.write_text("old")
+    with pytest.raises(ZeroDivisionError):
+        with atomic_write(str(path), "w") as fh:
+            fh.write("half")
+            1 / 0
+    assert path.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]
+    with atomic_write(str(path), "w") as fh:
+        fh.write("new")
+    assert path.read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]
+
+
+def test_metrics_log_appears_only_when_committed(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    log = MetricsLog(str(path), [{"epoch": 0, "loss": 1.0}])
+    log.append({"epoch": 1, "loss": 0.5, "val_acc": None})
+    assert not path.exists() and (tmp_path / ".metrics.jsonl.tmp").exists()
+    log.commit()
+    assert [_strict(x)["epoch"] for x in path.read_text().splitlines()] == [0, 1]
+    log = MetricsLog(str(tmp_path / "other.jsonl"))
+    log.append({"epoch": 0})
+    log.discard()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl"]
