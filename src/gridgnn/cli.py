@@ -45,7 +45,8 @@ def _train_parser(sub) -> None:
                                                 "outputs needs --overwrite")
     p.add_argument("--overwrite", action="store_true",
                    help="remove the previous run's outputs in --out first (only gridgnn's own files)")
-    p.add_argument("--save-logits", action="store_true", help="also write logits.npy in original node order")
+    p.add_argument("--save-logits", action="store_true", help="also write logits.npy in original node order (with ?relabel=1 "
+                                                              "also node_ids.npy: the file's id of each row)")
     p.add_argument("--checkpoint-every", type=int, metavar="N",
                    help="write DIR/checkpoint.pt (full parameters and Adam state) every N epochs and at the end")
     p.add_argument("--resume", metavar="DIR",
@@ -86,8 +87,41 @@ def run_train(args) -> int:
             raise GridGnnError("--algo serial runs one process, but the launcher started several")
         train_worker(None, cfg)
         return 0
-    launch(train_worker, cfg.nproc, cfg, device=cfg.device, timeout_s=cfg.timeout_s)
+    host_memory = None
+    if env_context(cfg.device) is None:  # spawned here: refuse what cannot work before starting the ranks
+        from .planner.memory import PYG_IMPORT_BYTES, RUNTIME_PRIVATE_BYTES, available_memory_bytes, check_spawn
+
+        host_memory = available_memory_bytes("cpu")
+        planetoid = (cfg.data or "").strip().lower().startswith("planetoid:")
+        check_spawn(cfg.nproc, host_memory,
+                    per_process=RUNTIME_PRIVATE_BYTES + (PYG_IMPORT_BYTES if planetoid else 0))
+        _check_data_before_spawn(cfg)
+    launch(train_worker, cfg.nproc, cfg, device=cfg.device, timeout_s=cfg.timeout_s, host_memory=host_memory)
     return 0
+
+
+def _check_data_before_spawn(cfg) -> None:
+    """What the data spec tells without loading the graph (synthetic generators; a sharded dataset's checked
+    ``meta.json``): a graph with fewer vertices than the layout has blocks, and ``--nproc`` ranks each
+    generating the whole synthetic graph on this machine beyond its memory."""
+    from .graph.safe_io import check_alloc
+    from .graph.spec import spec_sizes
+    from .train.setup import check_vertex_count
+
+    data = (cfg.data or "").strip()
+    if data.startswith("sharded:"):
+        from .graph.sharded import ShardedDataset
+
+        n = ShardedDataset(data[len("sharded:"):]).n
+    else:
+        sizes = spec_sizes(cfg.data)
+        if sizes is None:
+            return
+        n, gen_bytes = sizes
+        from .graph.spec import DEFAULT_SPEC
+
+        check_alloc(cfg.nproc * gen_bytes, f"{cfg.nproc} ranks each generating {cfg.data or DEFAULT_SPEC}")
+    check_vertex_count(n, cfg.algo, cfg.nproc, cfg.replication, cfg.mesh_shape(cfg.nproc))
 
 
 PERM_METHODS = ("identity", "single-perm", "double-perm", "balanced-perm")
@@ -150,8 +184,8 @@ def _on_sigterm(signum, frame):  # noqa: ARG001 - signal handler signature
 
 
 def main(argv: list[str] | None = None) -> int:
-    r"""Exit status: 0 done; 2 bad input or configuration (one ``gridgnn: error:`` line); 1 a rank died or a
-    collective failed (one line naming the rank); 130 / 143 interrupted by SIGINT / SIGTERM (one line)."""
+    r"""Exit status: 0 done; 2 bad input or configuration (one ``gridgnn: error:`` line); 1 a rank died, a
+    collective failed or an allocation failed (one line naming the rank); 130 / 143 interrupted by SIGINT / SIGTERM (one line)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     import signal
@@ -162,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     except GridGnnError as exc:
         print(f"gridgnn: error: {exc}", file=sys.stderr)
         return 1 if isinstance(exc, CommFailure) else 2
+    except MemoryError as exc:  # what the memory guard did not foresee
+        print(f"gridgnn: error: out of memory: {exc}", file=sys.stderr, flush=True)
+        return 1
     except KeyboardInterrupt:
         print("gridgnn: interrupted (SIGINT)", file=sys.stderr, flush=True)
         return 130

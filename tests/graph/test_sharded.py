@@ -233,19 +233,10 @@ def test_shard_command(tmp_path, capsys):
 
 # ---------------------------------------------------------------------------------------------- peak memory
 _READER = r"""
-import json, resource, sys, tracemalloc
+import json, sys, tracemalloc
 import numpy as np
 from gridgnn.graph.sharded import ShardedDataset
-
-def peak():
-    try:  # VmHWM is per address space, so a fresh process starts from its own peak
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+from gridgnn.planner.memory import measured_peak_bytes as peak  # VmHWM: this process's own peak
 
 before = peak()
 tracemalloc.start()

@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 import traceback
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -56,6 +57,7 @@ class LaunchContext:
     timeout_s: float = 600.0
     initialized: bool = False
     store_file: str | None = None  # local launch: FileStore rendezvous (no listening store socket)
+    host_memory: int | None = None  # local launch: the host memory the caller measured before spawning
 
     @property
     def backend(self) -> str:
@@ -170,9 +172,7 @@ def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str 
     _die_with_parent()
     if os.getppid() == 1:  # the launcher died before we could ask to follow it
         os._exit(1)
-    ctx = LaunchContext(local_rank, ctx_proto.world_size, local_rank, ctx_proto.world_size, ctx_proto.device,
-                        ctx_proto.master_addr, ctx_proto.master_port, ctx_proto.timeout_s,
-                        store_file=ctx_proto.store_file)
+    ctx = dataclasses.replace(ctx_proto, rank=local_rank, local_rank=local_rank)
     _set_threads(ctx.local_world_size)
     code = 0
     try:
@@ -187,6 +187,9 @@ def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str 
     except GridGnnError as exc:
         _write_report(err_dir, local_rank, "input", str(exc))
         code = 2
+    except MemoryError as exc:  # what the memory guard did not foresee: the allocation that failed, no traceback
+        _write_report(err_dir, local_rank, "internal", f"rank {local_rank}: out of memory: {exc}")
+        code = 1
     except Exception as exc:  # noqa: BLE001 - a bug: keep the traceback for the report
         traceback.print_exc()
         _write_report(err_dir, local_rank, "internal", f"rank {local_rank}: {type(exc).__name__}: {exc}")
@@ -320,8 +323,11 @@ def _wait(procs, err_dir: str) -> None:
                 raise SystemExit(code)
 
 
-def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0, collect: bool = False):
+def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0, collect: bool = False,
+           host_memory: int | None = None):
     """Run ``fn(ctx, *args)`` on every rank; returns the list of per-rank results when ``collect``.
+    ``host_memory``: bytes of host memory the caller measured before the launch, handed to the spawned ranks
+    as ``ctx.host_memory`` (their memory check then uses one number for all of them).
 
     Under torchrun/srun this process is one rank (``nproc`` must match or be omitted) and the list holds
     only this rank's result. Otherwise ``nproc`` processes are spawned here (see the module docstring for
@@ -362,7 +368,7 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
         edir = os.path.join(tmp, "errors")
         os.makedirs(edir)
         proto = LaunchContext(0, nproc, 0, nproc, dev, timeout_s=timeout_s,
-                              store_file=os.path.join(tmp, "rendezvous"))
+                              store_file=os.path.join(tmp, "rendezvous"), host_memory=host_memory)
         # Children inherit the blocked mask (SIGINT stays blocked in them) and the loopback-only interfaces.
         os.environ.update(env_keys)
         signal.pthread_sigmask(signal.SIG_BLOCK, set(handled))

@@ -47,7 +47,6 @@ import io
 import pickle
 import pickletools
 import warnings
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np

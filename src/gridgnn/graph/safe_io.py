@@ -113,21 +113,28 @@ def human_bytes(nbytes: float) -> str:
 
 # ---------------------------------------------------------------------------------------------- memory
 def _cgroup_headroom() -> int | None:
-    try:
-        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
-        if limit == "max":
-            return None
-        used = int(Path("/sys/fs/cgroup/memory.current").read_text().strip())
-        return max(0, int(limit) - used)
-    except (OSError, ValueError):
-        return None
+    """Bytes left under this process's cgroup memory limit (v2 ``memory.max``, v1 ``limit_in_bytes``)."""
+    for limit_f, usage_f in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                             ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                              "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            limit = Path(limit_f).read_text().strip()
+            if limit == "max":
+                return None
+            used = int(Path(usage_f).read_text().strip())
+            if int(limit) >= 2 ** 60:  # v1 "unlimited"
+                return None
+            return max(0, int(limit) - used)
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def available_memory() -> int:
     r"""Bytes of memory this process can still allocate, measured now.
 
     ``MemAvailable`` of ``/proc/meminfo`` (Linux), else ``os.sysconf("SC_AVPHYS_PAGES") * SC_PAGE_SIZE``; the
-    smaller of that and the headroom of a cgroup v2 ``memory.max`` limit when one is set. When nothing can be
+    smaller of that and the headroom of a cgroup memory limit (v2 ``memory.max``, v1 ``limit_in_bytes``). When nothing can be
     measured, ``2**63 - 1`` (no ceiling).
     """
     avail = None

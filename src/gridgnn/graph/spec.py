@@ -27,7 +27,7 @@ from .graph import Graph
 from .loaders import load_edgelist, load_mtx, load_npz, load_planetoid
 from .synthetic import rmat_graph, sbm_graph
 
-__all__ = ["DEFAULT_SPEC", "SCHEMES", "load_graph", "parse_spec"]
+__all__ = ["DEFAULT_SPEC", "SCHEMES", "load_graph", "parse_spec", "spec_sizes"]
 
 #: The graph used when no ``--data`` is given: small enough that a 2-layer GCN (hidden 16) trains 100 epochs in
 #: seconds on 2 CPU cores, homophilous enough that it reaches about 0.85 test accuracy (chance 0.125, a
@@ -120,6 +120,48 @@ def parse_spec(spec: str) -> tuple[str, str | None, dict]:
         except ValueError:
             raise GridGnnError(f"parameter {key}={value!r} of {scheme} must be {_TYPE_NAMES[conv]}") from None
     return scheme, path, params
+
+
+def _synthetic_params(spec: str | None) -> tuple[str, dict] | None:
+    """``(scheme, parameters with the generator's defaults filled in)`` of a synthetic SPEC, else ``None``."""
+    import inspect
+
+    if spec is None or (isinstance(spec, str) and not spec.strip()):
+        spec = DEFAULT_SPEC
+    try:
+        scheme, _, params = parse_spec(spec)
+    except GridGnnError:
+        return None
+    gen = {"synthetic:sbm": sbm_graph, "synthetic:rmat": rmat_graph}.get(scheme)
+    if gen is None:
+        return None
+    full = {k: v.default for k, v in inspect.signature(gen).parameters.items() if v.default is not v.empty}
+    return scheme, {**full, **params}
+
+
+def spec_sizes(spec: str | None) -> tuple[int, int] | None:
+    r"""``(vertices, peak bytes of generating the graph)`` that a synthetic SPEC fixes without generating it
+    (``synthetic:sbm``: ``n``; ``synthetic:rmat``: ``2**scale``; the peak from
+    :func:`~gridgnn.graph.synthetic.sbm_generation_bytes` / ``rmat_generation_bytes``); ``None`` for files and
+    for parameters the generator would refuse (:func:`load_graph` reports those)."""
+    from .synthetic import rmat_generation_bytes, sbm_generation_bytes
+
+    got = _synthetic_params(spec)
+    if got is None:
+        return None
+    scheme, p = got
+    try:
+        if scheme == "synthetic:sbm":
+            n, d, f = int(p["n"]), float(p["avg_degree"]), int(p["features"])
+            if n < 1 or f < 1 or not 0 < d < float("inf"):
+                return None
+            return n, sbm_generation_bytes(n, d, f)
+        scale, ef, f = int(p["scale"]), int(p["edge_factor"]), int(p["features"])
+        if not (1 <= scale <= 30 and ef >= 1 and f >= 1):
+            return None
+        return 1 << scale, rmat_generation_bytes(scale, ef, f)
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
 
 
 def load_graph(spec: str | None = None, *, seed: int = 0) -> Graph:

@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from ..errors import GridGnnError
 from .graph import Graph
 from .loaders import default_split
+from .safe_io import check_alloc
 
 __all__ = ["sbm_graph", "rmat_graph", "planetoid_like_split"]
 
@@ -163,6 +164,7 @@ def sbm_graph(n: int = 4000, classes: int = 8, avg_degree: float = 10.0, feature
     if m < 1 or m > 0.5 * max_edges:
         raise GridGnnError(f"avg_degree {d} gives {m} edges for n={n}; need 1 ≤ edges ≤ {max_edges // 2} "
                            "(at most half of all possible pairs)")
+    check_alloc(sbm_generation_bytes(n, d, f), f"synthetic:sbm with n={n}, avg_degree={d:g}, features={f}")
     rng = np.random.default_rng(seed)
 
     # blocks (labels), balanced and in random order
@@ -218,6 +220,33 @@ def sbm_graph(n: int = 4000, classes: int = 8, avg_degree: float = 10.0, feature
                                   name=f"sbm-n{n}-k{k}", meta=meta)
 
 
+# Peak working memory of the generators (bytes), checked before they start so that an absurd size is one error
+# line, not a MemoryError: per drawn edge the int64 endpoint draws (about 1.15 m of them, with their
+# concatenation and the sort of _unique_pairs) and the symmetric CSR of the result; per feature the float64
+# noise, the float64 class means gathered per vertex and the float32 result; per vertex labels, propensities,
+# masks and orders. Set 15-70 % above the tracemalloc peaks of SBM (n = 1e5..2e5, degree 20..50) and R-MAT
+# (scale 16..17) graphs: a ceiling that refuses the impossible, not a prediction.
+SBM_BYTES_PER_EDGE = 160
+SBM_BYTES_PER_FEATURE = 20
+RMAT_BYTES_PER_EDGE = 96
+RMAT_BYTES_PER_FEATURE = 12
+GENERATOR_BYTES_PER_VERTEX = 96
+
+
+
+def sbm_generation_bytes(n: int, avg_degree: float, features: int) -> int:
+    """Peak working memory of :func:`sbm_graph` (an upper estimate, see :data:`SBM_BYTES_PER_EDGE`)."""
+    return int(SBM_BYTES_PER_EDGE * round(n * avg_degree / 2) + n * (SBM_BYTES_PER_FEATURE * features
+                                                                     + GENERATOR_BYTES_PER_VERTEX))
+
+
+def rmat_generation_bytes(scale: int, edge_factor: int, features: int) -> int:
+    """Peak working memory of :func:`rmat_graph` (an upper estimate, see :data:`RMAT_BYTES_PER_EDGE`)."""
+    n = 1 << scale
+    return int(RMAT_BYTES_PER_EDGE * n * edge_factor + n * (RMAT_BYTES_PER_FEATURE * features
+                                                            + GENERATOR_BYTES_PER_VERTEX))
+
+
 # Graph500 R-MAT quadrant probabilities
 _RMAT_A, _RMAT_B, _RMAT_C = 0.57, 0.19, 0.19  # d = 1 - a - b - c = 0.05
 
@@ -253,6 +282,7 @@ def rmat_graph(scale, edge_factor=16, seed=0, features=16, classes=4) -> Graph:
     classes = _check_int("classes", classes, 1)
     n = 1 << scale
     m = n * edge_factor
+    check_alloc(rmat_generation_bytes(scale, edge_factor, features), f"synthetic:rmat with scale={scale}, edge_factor={edge_factor}, features={features}")
     rng = np.random.default_rng(seed)
     idt = np.int32 if scale < 31 else np.int64
     src = np.zeros(m, dtype=idt)

@@ -83,7 +83,6 @@ counts such as a sharded dataset's ``meta.json`` holds); without it the nonzeros
 from __future__ import annotations
 
 import math
-import os
 import sys
 from dataclasses import dataclass, field
 
@@ -846,34 +845,12 @@ def _plexus(ctx, shape, which):
 
 
 # ----------------------------------------------------------------------------------------------- machine
-def _cgroup_available() -> int | None:
-    """Bytes left under this process's cgroup memory limit (v2 ``memory.max``, v1 ``limit_in_bytes``)."""
-    for limit_f, usage_f in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                             ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                              "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
-        try:
-            with open(limit_f) as fh:
-                raw = fh.read().strip()
-            if raw == "max":
-                return None
-            limit = int(raw)
-            with open(usage_f) as fh:
-                usage = int(fh.read().strip())
-        except (OSError, ValueError):
-            continue
-        if limit >= 2 ** 60:  # v1 "unlimited"
-            return None
-        return max(0, limit - usage)
-    return None
-
-
 def available_memory_bytes(device="cpu") -> int:
     r"""Memory a new allocation can get now, in bytes.
 
-    CPU: ``MemAvailable`` of ``/proc/meminfo`` (free + reclaimable page cache), capped by what the cgroup
-    limit leaves, falling back to ``os.sysconf`` free pages; the whole machine's — the caller divides it among
-    its local processes. CUDA (``"cuda"``, ``"cuda:N"`` or a ``torch.device``): the device's free bytes
-    (``torch.cuda.mem_get_info``).
+    CPU: :func:`gridgnn.graph.safe_io.available_memory` (``MemAvailable``, capped by what a cgroup limit
+    leaves): the whole machine's — the caller divides it among its local processes. CUDA (``"cuda"``,
+    ``"cuda:N"`` or a ``torch.device``): the device's free bytes (``torch.cuda.mem_get_info``).
     """
     name = str(device)
     if name.startswith("cuda"):
@@ -881,22 +858,9 @@ def available_memory_bytes(device="cpu") -> int:
 
         free, _ = torch.cuda.mem_get_info(torch.device(name))
         return int(free)
-    avail = None
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    avail = int(line.split()[1]) * 1024
-                    break
-    except OSError:
-        pass
-    if avail is None:
-        try:
-            avail = int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-        except (ValueError, OSError, AttributeError):
-            raise GridGnnError("cannot tell how much memory is available (no /proc/meminfo, no sysconf)") from None
-    cg = _cgroup_available()
-    return int(avail if cg is None else min(avail, cg))
+    from ..graph.safe_io import available_memory
+
+    return available_memory()
 
 
 def measured_peak_bytes(device="cpu") -> int:

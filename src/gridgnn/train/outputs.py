@@ -28,7 +28,7 @@ import tempfile
 from ..errors import GridGnnError
 
 #: The files a training run writes into ``--out`` (and the only ones ``--overwrite`` removes).
-OUTPUTS = ("metrics.jsonl", "summary.json", "logits.npy", "breakdown.png", "checkpoint.pt")
+OUTPUTS = ("metrics.jsonl", "summary.json", "logits.npy", "node_ids.npy", "breakdown.png", "checkpoint.pt")
 
 
 def temp_path(path: str) -> str:

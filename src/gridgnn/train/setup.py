@@ -27,6 +27,26 @@ def num_blocks(algo: str, world: int, replication: int) -> int:
     return world if GRID_OF[algo] == "1d" else world // replication
 
 
+def vertex_blocks(algo: str, world: int, replication: int, shape) -> int:
+    """The most blocks any axis of ``algo``'s layout splits the vertices into: a graph needs at least this many
+    vertices."""
+    kind = GRID_OF.get(algo)
+    if kind in ("1d", "1.5d") or kind is None:
+        return num_blocks(algo, world, replication)
+    if algo == "2d":
+        return shape[0]  # row blocks of the SUMMA grid
+    if algo == "3d":
+        return shape[0] * shape[2]  # B(i, k) blocks of Split-3D
+    return max(shape)  # every Plexus axis splits the vertices
+
+
+def check_vertex_count(n: int, algo: str, world: int, replication: int, shape) -> None:
+    """Refuse a graph of ``n`` vertices that ``algo`` on ``world`` processes cannot split."""
+    blocks = vertex_blocks(algo, world, replication, shape)
+    if n < blocks:
+        raise GridGnnError(f"cannot split {n} vertices into {blocks} row blocks ({algo} on {world} processes)")
+
+
 def make_partition(graph: Graph, parts: int, method: str, seed: int) -> RowPartition:
     r"""Block rows of the 1D/1.5D algorithms: ``random`` (default: random permutation + equal blocks),
     ``identity`` (input order, equal blocks), a graph partitioner (``metis``, ``metis-vol``, ``hypergraph``,
@@ -126,3 +146,25 @@ def _train_count(src) -> int:
     if hasattr(src, "graph"):
         return _train_count(src.graph)
     return int(src.graph_meta()["n_train"])
+
+
+def estimate_memory(graph: Graph | None, source, algo: str, shape, dims, *, rows: RowPartition | None = None,
+                    elem_bytes: int, dropout: float, block_rows: int = 0, device: str = "cpu"):
+    r"""The :class:`~gridgnn.planner.memory.MemoryEstimate` of every rank of this run, from what each rank
+    knows before it builds its plan: the graph (or the sharded dataset's ``meta.json``), the layout (``rows``
+    of a block-row algorithm, the vertex orders of ``source``) and the model widths ``dims``. Every rank
+    computes the same numbers, so a run that cannot fit is refused alike on every rank."""
+    from ..planner.memory import estimate_rank_memory, pattern_of
+
+    in_memory = graph is not None
+    g_or_src = graph if in_memory else source
+    weighted = in_memory and graph.values is not None
+    return estimate_rank_memory(
+        algo, (1,) if algo == "serial" else tuple(shape), g_or_src.n,
+        graph.nnz if in_memory else int(source.meta["nnz"]), dims, elem_bytes=elem_bytes,
+        directed=bool(g_or_src.directed), double=bool(getattr(source, "double", False)),
+        row_bounds=None if rows is None else rows.bounds,
+        pattern=None if source is None else pattern_of(source, layers=len(dims) - 1),
+        dropout=dropout, block_rows=block_rows, source=("memory" if in_memory else "sharded"),
+        weighted=weighted, device=device,
+        feature_bytes=graph.x.dtype.itemsize if in_memory and graph.x is not None else 4)

@@ -2,8 +2,9 @@ r"""The training loop. Each rank: load and validate the data (and a ``--resume``
 collective, partition, join the process group, build its algorithm plan and rows, then train. Rank 0 prints,
 and writes into ``--out`` (created only once the set-up has succeeded; every file written to a temporary name
 and renamed, see :mod:`gridgnn.train.outputs`): ``metrics.jsonl``, ``checkpoint.pt`` (``--checkpoint-every``,
-see :mod:`gridgnn.train.checkpoint`), ``logits.npy`` (``--save-logits``, original node order),
-``breakdown.png`` and, last, ``summary.json`` (strict JSON: the accuracy of an empty split is ``null``).
+see :mod:`gridgnn.train.checkpoint`), ``logits.npy`` (``--save-logits``, original node order; with
+``?relabel=1`` also ``node_ids.npy``, the file's id of each row), ``breakdown.png`` and, last,
+``summary.json`` (strict JSON: the accuracy of an empty split is ``null``).
 
 A non-finite loss ends the run with an error naming the epoch rather than a summary of ``null`` losses: every
 later epoch would be garbage, and a script must not mistake a diverged run for a finished one."""
@@ -24,11 +25,12 @@ from ..graph.spec import load_graph
 from ..nn import GCN
 from ..parallel import GRID_OF
 from ..partition import RowPartition, even_bounds
+from ..planner.memory import available_memory_bytes, check_fits, measured_peak_bytes
 from .checkpoint import CHECKPOINT, check_for_run, read_checkpoint, restore, save_checkpoint
 from .config import TrainConfig
 from .outputs import (MetricsLog, atomic_write, clear_outputs, make_out_dir, previous_outputs, remove_empty_dirs,
                       write_json)
-from .setup import GRAPH_PARTITIONERS, build_rank, make_source, num_blocks
+from .setup import GRAPH_PARTITIONERS, build_rank, estimate_memory, make_source, num_blocks, vertex_blocks
 from .step import evaluate, forward_backward
 
 EPOCH_PHASES = ("fwd", "bwd", "grad", "eval", "metrics")
@@ -49,14 +51,7 @@ def _prepare(cfg: TrainConfig, world: int):
     """Load and validate the data and lay it out (no collective yet): ``(graph, source, rows, shape, info)``."""
     shape = (1,) if cfg.algo == "serial" else cfg.mesh_shape(world)
     kind = GRID_OF.get(cfg.algo)
-    if kind in ("1d", "1.5d") or kind is None:
-        blocks = num_blocks(cfg.algo, world, cfg.replication)
-    elif cfg.algo == "2d":
-        blocks = shape[0]  # row blocks of the SUMMA grid
-    elif cfg.algo == "3d":
-        blocks = shape[0] * shape[2]  # B(i, k) blocks of Split-3D
-    else:
-        blocks = max(shape)  # every Plexus axis splits the vertices
+    blocks = vertex_blocks(cfg.algo, world, cfg.replication, shape)
     if cfg.data and cfg.data.startswith("sharded:"):
         from ..graph.sharded import ShardedDataset
 
@@ -94,6 +89,7 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
     """Run training on this rank (``ctx`` = ``None`` for ``--algo serial``). Returns the summary on rank 0."""
     t_start = time.perf_counter()
     world = 1 if ctx is None else ctx.world_size
+    host_avail = _host_memory_for_ranks(ctx)  # before this rank loads anything
     graph, source, rows, shape, info = _prepare(cfg, world)
     kind = GRID_OF.get(cfg.algo)
     dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
@@ -117,6 +113,7 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
             source, rows = _layout_on_rank0(comm, graph, cfg, world, shape)
     rank = comm.grid.global_rank
     lead = rank == 0
+    memory = _check_memory(cfg, graph, source, rows, shape, dims, device, host_avail, ctx)
 
     plan, data = build_rank(graph, cfg.algo, comm, dims, source=source, rows=rows, dtype=dtype, device=device,
                             block_rows=cfg.blocked_aggregation)
@@ -166,6 +163,8 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
 
     # ---- gather per-rank records (once, phase io) and the logits
     mine = _rank_record(rank, epochs, setup_log, plan.shard_nnz())
+    mine["estimated_peak_memory_bytes"] = memory.ranks[rank].total
+    mine["peak_memory_bytes"] = measured_peak_bytes(device)
     with comm.phase("io"):
         everyone = comm.all_gather_json(mine, comm.grid.names)
         logits_full = None
@@ -180,6 +179,9 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
         if logits_full is not None:
             with atomic_write(os.path.join(out_dir, "logits.npy")) as fh:
                 np.save(fh, logits_full)
+            if graph is not None and graph.original_ids is not None:  # ?relabel=1: row i is the file's id ids[i]
+                with atomic_write(os.path.join(out_dir, "node_ids.npy")) as fh:
+                    np.save(fh, graph.original_ids)
         from .report import breakdown_plot
 
         breakdown_plot(everyone, os.path.join(out_dir, "breakdown.png"), title=f"{cfg.algo} P={world}")
@@ -255,6 +257,40 @@ def _train_epoch(model, opt, plan, comm, data, epoch: int, device: str) -> tuple
         "bytes_sent": sum(v[0] for v in delta.values()),
     }
     return rec, delta
+
+
+def _host_memory_for_ranks(ctx) -> int:
+    r"""Host memory this machine's ranks may use together. A local launch measured it before spawning them
+    (``ctx.host_memory``); otherwise (serial, torchrun/srun) it is measured now, before any data is loaded, plus
+    what the already running local ranks hold (this process's resident set for each: the estimate counts their
+    runtime)."""
+    if ctx is not None and ctx.host_memory is not None:
+        return int(ctx.host_memory)
+    local = 1 if ctx is None else ctx.local_world_size
+    return available_memory_bytes("cpu") + local * _resident_bytes()
+
+
+def _resident_bytes() -> int:
+    try:
+        with open("/proc/self/status") as fh:
+            return next((int(line.split()[1]) * 1024 for line in fh if line.startswith("VmRSS:")), 0)
+    except OSError:
+        return 0
+
+
+def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail: int, ctx):
+    r"""Estimate every rank's peak (:func:`~gridgnn.train.setup.estimate_memory`) and refuse the run with one
+    line of numbers and advice when the peak rank cannot fit: on CPU in ``host_avail`` shared by the local
+    ranks, on CUDA in the free memory of this rank's GPU. Every rank computes the same estimate; a local launch
+    gives every rank the same ``host_avail``, so every rank decides alike."""
+    est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
+                          elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
+                          block_rows=cfg.blocked_aggregation, device=device)
+    if device.startswith("cuda"):
+        check_fits(est, available_memory_bytes(device), nproc_local=1)
+    else:
+        check_fits(est, host_avail, nproc_local=1 if ctx is None else ctx.local_world_size)
+    return est
 
 
 def _layout_on_rank0(comm, graph, cfg: TrainConfig, world: int, shape):
@@ -402,5 +438,8 @@ def _summary(cfg, info, world, grid, history, epochs, everyone, wall, *, resumed
         "partition": info["partition"], "seed": cfg.seed,
         "model": cfg.model, "layers": cfg.layers, "hidden": cfg.hidden, "epochs": cfg.epochs,
         "dtype": cfg.dtype, "data": cfg.data or "default", "n": info["n"], "nnz": info["nnz"],
+        # per rank: the estimate the run was admitted with (gridgnn.planner.memory) and the measured peak
+        "estimated_peak_memory_bytes": [er["estimated_peak_memory_bytes"] for er in everyone],
+        "peak_memory_bytes": [er["peak_memory_bytes"] for er in everyone],
         "wall_time_s": wall, "checkpoint_every": cfg.checkpoint_every, "resumed_from_epoch": resumed_from,
     }
