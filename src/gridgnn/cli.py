@@ -21,6 +21,10 @@ def _train_parser(sub) -> None:
                    help="synthetic:sbm?n=&classes=&avg_degree=&features= | synthetic:rmat?scale=&edge_factor= | "
                         "planetoid:DIR | edgelist:FILE | mtx:FILE | npz:FILE | sharded:DIR")
     p.add_argument("--model", choices=MODELS, help=f"default {d.model}")
+    p.add_argument("--heads", type=int, metavar="K", help="gat: attention heads of the hidden layers (default 8; "
+                                                          "--hidden is per head; the last layer has one head)")
+    p.add_argument("--attn-dropout", type=float, metavar="P",
+                   help="gat: dropout on the attention coefficients (default: --dropout)")
     p.add_argument("--layers", type=int, metavar="L", help=f"default {d.layers}")
     p.add_argument("--hidden", type=int, metavar="H", help=f"default {d.hidden}")
     p.add_argument("--algo", choices=ALGOS, help=f"default {d.algo}")

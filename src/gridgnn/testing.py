@@ -1,4 +1,4 @@
-r"""Fidelity harness: run one forward/backward of a GCN with a distributed algorithm on every rank and
+r"""Fidelity harness: run one forward/backward of a model (GCN or GAT) with a distributed algorithm on every rank and
 return what the serial reference must reproduce (logits in original node order, parameter gradients,
 loss) plus the communication log. Used by the test suite; also handy to check a new machine.
 
@@ -13,7 +13,7 @@ import torch
 
 from .dist import Comm, NullComm, ProcessGrid
 from .graph import Graph
-from .nn import GCN
+from .nn import GAT, GCN
 from .parallel import GRID_OF
 from .partition import RowPartition
 from .parallel.source import InMemorySource
@@ -33,6 +33,10 @@ class Case:
     epoch: int = 0
     grid: tuple | None = None  # 2d/3d/plexus mesh shape
     block_rows: int = 0
+    model: str = "gcn"
+    heads: int = 1  # GAT: heads of the hidden layers and of the last layer
+    out_heads: int = 1
+    attn_dropout: float = 0.0
 
 
 @dataclass
@@ -64,16 +68,27 @@ def run_case(case: Case, comm) -> CaseResult:
                             block_rows=case.block_rows)
     setup = comm.log.snapshot()
     comm.log.reset()
-    model = GCN(case.dims, dropout=case.dropout, seed=case.seed, dtype=dtype, plan=plan)
+    model = build_model(case, plan)
     loss, logits = forward_backward(model, plan, comm, data, epoch=case.epoch)
     stats = {k: (v.sent, v.recv, v.calls) for k, v in comm.log.snapshot().items()}
     stats.update({k: (v.sent, v.recv, v.calls) for k, v in setup.items()})
-    return CaseResult(data.node_ids.copy(), plan.out_cols(case.dims[-1]),
-                      logits.numpy().copy(),
-                      [p.grad.detach().numpy().copy() for l in range(model.num_layers)
-                       for p in (model.weights[l], model.biases[l])], float(loss), stats,
-                      comm.grid.global_rank, getattr(plan, "copies", 1),
-                      [plan.param_slice(l, k) for l in range(len(case.dims) - 1) for k in ("w", "b")])
+    if case.model == "gcn":  # (weight, bias) per layer, each rank's shard of a sharded parameter
+        params = [p for l in range(model.num_layers) for p in (model.weights[l], model.biases[l])]
+        slices = [plan.param_slice(l, k) for l in range(len(case.dims) - 1) for k in ("w", "b")]
+    else:
+        params = list(model.parameters())
+        slices = [(slice(None),) * p.dim() for p in params]
+    return CaseResult(data.node_ids.copy(), plan.out_cols(case.dims[-1]), logits.numpy().copy(),
+                      [p.grad.detach().numpy().copy() for p in params], float(loss), stats,
+                      comm.grid.global_rank, getattr(plan, "copies", 1), slices)
+
+
+def build_model(case: Case, plan):
+    """The case's model, its parameters laid out for ``plan`` (float64)."""
+    if case.model == "gat":
+        return GAT(case.dims, heads=case.heads, out_heads=case.out_heads, dropout=case.dropout,
+                   attn_dropout=case.attn_dropout, seed=case.seed, dtype=torch.float64, plan=plan)
+    return GCN(case.dims, dropout=case.dropout, seed=case.seed, dtype=torch.float64, plan=plan)
 
 
 def serial_case(case: Case) -> CaseResult:

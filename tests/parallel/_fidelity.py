@@ -1,10 +1,10 @@
 """Shared assertions: distributed logits/gradients equal the serial reference; bytes equal the model."""
 import numpy as np
 
-from gridgnn.planner.volume import gcn_step_bytes, plexus_step_bytes, summa_step_bytes
-from gridgnn.parallel import is_symmetric
+from gridgnn.planner.primitives import BlockRowVolume, step_bytes, trace_model
+from gridgnn.planner.volume import plexus_step_bytes, summa_step_bytes
 from gridgnn.graph import gcn_normalize
-from gridgnn.testing import assemble, serial_case
+from gridgnn.testing import assemble, build_model, serial_case
 from gridgnn.train.setup import make_partition, make_source, num_blocks
 from gridgnn.partition import RowPartition
 
@@ -53,7 +53,8 @@ def model_bytes(case, per_rank, P):
         return summa_step_bytes(source, case.grid, case.dims, 8)
     rows = rows_of(case, P)
     mat = rows.permute_matrix(gcn_normalize(case.graph))
-    return gcn_step_bytes(case.algo, mat, rows, P, case.replication, case.dims, 8, symmetric=is_symmetric(mat))
+    calls, nparams = trace_model(lambda plan: build_model(case, plan), case.dims[0])
+    return step_bytes(calls, BlockRowVolume(case.algo, mat, rows, P, case.replication), nparams, 8)
 
 
 def check_bytes(case, per_rank, P):
@@ -92,13 +93,17 @@ def check_each(dist_results, prefix: str, check) -> None:
 
 
 def check_sa_receives_no_more(dist_results, sa_prefix: str, oblivious_prefix: str) -> None:
-    """Every rank of a sparsity-aware case receives at most what its oblivious twin's broadcasts bring
-    (``NnzCols(i, q)`` is a subset of block ``q``)."""
+    """Every rank of a sparsity-aware GCN case receives in the forward fetches at most what its oblivious twin's
+    broadcasts bring (``NnzCols(i, q)`` is a subset of block ``q``), and sends in the backward pushes at most
+    what the twin's reduces send (the adjoint moves the same rows the other way)."""
     _, sa = selected(dist_results, sa_prefix)
     _, ob = selected(dist_results, oblivious_prefix)
+
+    def volume(r, phase, side):
+        return sum(v[side] for k, v in r.comm.items() if k.startswith(phase + "."))
+
     for name, (_, per_rank) in sa.items():
         twin = ob[name.replace(sa_prefix, oblivious_prefix, 1)][1]
         for r_sa, r_ob in zip(per_rank, twin):
-            got = sum(v[1] for k, v in r_sa.comm.items() if k.startswith(("fwd.", "bwd.")))
-            bcast = sum(v[1] for k, v in r_ob.comm.items() if k.startswith(("fwd.", "bwd.")))
-            assert got <= bcast, (name, r_sa.rank)
+            assert volume(r_sa, "fwd", 1) <= volume(r_ob, "fwd", 1), (name, r_sa.rank)
+            assert volume(r_sa, "bwd", 0) <= volume(r_ob, "bwd", 0), (name, r_sa.rank)

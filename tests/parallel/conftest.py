@@ -74,9 +74,21 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
                         out.append((f"{algo}-c{c}-{gname}-{dname}-{pname}",
                                     Case(graph=g, algo=algo, dims=dims, replication=c, partition=part, dropout=0.4,
                                          seed=7, epoch=3)))
+    for gname, g in GRAPHS.items():  # GAT: the primitives on every block-row layout
+        for dname, (dims, heads, out_heads) in GAT_DIMS.items():
+            kw = dict(graph=g, dims=dims, model="gat", heads=heads, out_heads=out_heads, dropout=0.4,
+                      attn_dropout=0.3, seed=7, epoch=3)
+            for algo in ("1d", "1d-sa"):
+                for pname, part in (("random", "random"), ("skewed", skewed_partition(N, P, 5))):
+                    out.append((f"gat-{algo}-{gname}-{dname}-{pname}", Case(algo=algo, partition=part, **kw)))
+            for c in [c for c in PS if P % c == 0]:
+                for algo in ("1.5d", "1.5d-sa"):
+                    out.append((f"gat-{algo}-c{c}-{gname}-{dname}-skewed",
+                                Case(algo=algo, replication=c, partition=skewed_partition(N, P // c, 6), **kw)))
     return out
 
 
+GAT_DIMS = {"2layer": ([7, 3, 3], 2, 2), "3layer": ([7, 2, 3, 3], 3, 1)}  # (dims, heads, last-layer heads)
 _CACHE: dict = {}
 
 

@@ -12,5 +12,5 @@ def test_measured_bytes_equal_volume_model(dist_results):
     check_each(dist_results, PREFIX, check_bytes)
 
 
-def test_sparsity_aware_receives_no_more_than_oblivious(dist_results):
+def test_sparsity_aware_moves_no_more_than_oblivious(dist_results):
     check_sa_receives_no_more(dist_results, "1.5d-sa", "1.5d")

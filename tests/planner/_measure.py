@@ -46,7 +46,6 @@ class Counter:
 def adjacency_bytes(plan) -> int:
     """Every sparse block a plan keeps (torch tensors and the SciPy blocks of the block-row engines)."""
     from gridgnn.parallel.plexus import PlexusPlan
-    from gridgnn.parallel.serial import SerialAggregation
     from gridgnn.parallel.summa import SummaPlan
 
     c = Counter()
@@ -60,20 +59,12 @@ def adjacency_bytes(plan) -> int:
                 for idx, val in op.local.values():
                     c.tensor(idx)
                     c.tensor(val)
-    elif isinstance(plan.aggregate, SerialAggregation):
-        c.tensor(plan.aggregate.mat)
-        c.tensor(plan.aggregate.mat_t)
     else:
-        for eng in (plan.aggregate.fwd, plan.aggregate.bwd):
-            for m in eng.blocks_sp.values():
-                c.scipy(m)
-            if eng.sparsity_aware:
-                c.tensor(eng.compact)
-                for t in eng.send_idx:
-                    c.tensor(t)
-            else:
-                for t in eng.blocks.values():
-                    c.tensor(t)
+        tensors, arrays = plan.dgraph.held()
+        for t in tensors:
+            c.tensor(t)
+        for a in arrays:
+            c.array(a)
     return c.total
 
 
@@ -122,8 +113,9 @@ def train_step_saved(model, plan, comm, data, *, epoch: int = 0):
     storage), plus the logits block; 0-dim scalars are not activations."""
     from gridgnn.train.step import forward_backward
 
+    graph_values = [plan.dgraph.gcn_values] if hasattr(plan, "dgraph") else []  # adjacency, not activations
     exclude = {t.untyped_storage().data_ptr() for t in list(model.parameters()) + [data.x, data.y]
-               + list(data.masks.values())}
+               + list(data.masks.values()) + graph_values}
     saved: dict = {}
 
     def pack(t):

@@ -9,6 +9,7 @@ Accounting convention (per rank, bytes under the standard algorithm of each coll
 bytes, ``g`` = group size; a group of size 1 moves nothing and is not called):
 
 * broadcast — the root sends ``M`` once (pipelined ring), every other member receives ``M``;
+* reduce (the adjoint of a broadcast) — every other member sends ``M``, the root receives ``M`` once;
 * all-to-all(v) and point-to-point — the actual per-peer sizes (data to/from oneself is not counted);
 * all-reduce — ring: ``2(g−1)/g · M`` sent and the same received;
 * all-gather and reduce-scatter — ``(g−1)/g`` of the full (gathered / input) buffer each way; row blocks of
@@ -142,6 +143,20 @@ class Comm:
         me = self.grid.rank(axis)
         m = _nbytes(tensor)
         self._record(tag, m if me == root else 0, 0 if me == root else m, secs)
+        return tensor
+
+    def reduce(self, tensor: torch.Tensor, root: int, axis: str, tag: str = "reduce") -> torch.Tensor:
+        """In-place sum of ``tensor`` over ``axis`` onto axis-rank ``root`` (the adjoint of :meth:`broadcast`;
+        the other members' buffers are left undefined)."""
+        g = self.grid.size(axis)
+        if g == 1:
+            return tensor
+        group = self.grid.group(axis)
+        dst = dist.get_global_rank(group, root)
+        secs = self._run(lambda: dist.reduce(tensor, dst=dst, op=dist.ReduceOp.SUM, group=group), tag, axis)
+        me = self.grid.rank(axis)
+        m = _nbytes(tensor)
+        self._record(tag, 0 if me == root else m, m if me == root else 0, secs)
         return tensor
 
     def all_reduce(self, tensor: torch.Tensor, axis: str | tuple[str, ...], op: str = "sum") -> torch.Tensor:

@@ -51,3 +51,28 @@ def hashed_dropout(x: torch.Tensor, p: float, node_ids: np.ndarray, *, seed: int
     features = x.shape[1] if features is None else features
     mask = torch.from_numpy(keep_mask(node_ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols))
     return x * mask.to(device=x.device, dtype=x.dtype) / (1.0 - p)
+
+
+def edge_keep_mask(dst_ids: np.ndarray, src_ids: np.ndarray, heads: int, p: float, *, seed: int, epoch: int,
+                   layer: int) -> np.ndarray:
+    """``bool[len(dst_ids), heads]``: True where the attention coefficient of edge ``src → dst`` (global,
+    original ids) and head ``h`` is kept; independent of the node-feature masks (another key)."""
+    key = _mix(np.array([(seed * 1_000_003 + epoch * 7919 + layer * 104_729 + 2) % 2**64], dtype=np.uint64)
+               ^ np.uint64(0xA5A5_5A5A_C3C3_3C3C))
+    dst = np.asarray(dst_ids, dtype=np.uint64).reshape(-1, 1)
+    src = np.asarray(src_ids, dtype=np.uint64).reshape(-1, 1)
+    with np.errstate(over="ignore"):
+        edge = _mix(_mix(dst ^ key) + src)
+        h = _mix(edge ^ (np.arange(1, heads + 1, dtype=np.uint64).reshape(1, -1) * _G))
+    threshold = np.uint64(min(int((1.0 - p) * 2.0**64), 2**64 - 1))
+    return h < threshold
+
+
+def hashed_edge_dropout(alpha: torch.Tensor, p: float, dst_ids: np.ndarray, src_ids: np.ndarray, *, seed: int,
+                        epoch: int, layer: int, training: bool) -> torch.Tensor:
+    r"""Inverted dropout on an edge tensor ``alpha`` (``nnz × K``, edges ``src_ids[e] → dst_ids[e]``)."""
+    if not training or p <= 0.0:
+        return alpha
+    mask = torch.from_numpy(edge_keep_mask(dst_ids, src_ids, alpha.shape[1], p, seed=seed, epoch=epoch,
+                                           layer=layer))
+    return alpha * mask.to(device=alpha.device, dtype=alpha.dtype) / (1.0 - p)

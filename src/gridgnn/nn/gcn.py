@@ -1,9 +1,11 @@
 r"""GCN (Kipf & Welling) as a stack of :math:`H^{l} = \sigma(\hat M H^{l-1} W^{l} + b^{l})`, written against a
 *plan* (the distributed algorithm on this rank) so the same model runs serially and on every algorithm.
 
-The plan owns the layouts: ``plan.layer(l, h, W, b)`` computes :math:`\hat M H W + b` on the local block of
-layer ``l``'s input and returns the local block of its output; ``plan.in_rows(l)`` and ``plan.in_cols(l, f)``
-name the global rows and columns of that input block. Dropout (on each layer's input) uses
+On a plan of distributed primitives a layer is ``linear → spmm(Â)`` or ``spmm(Â) → linear`` — whichever
+aggregates the narrower of :math:`H` and :math:`HW` (``min(f_in, f_out)`` columns; both orders give the same
+result) — with the edge values :math:`\hat M` that ``plan.graph(l).gcn_values`` lays out like the pattern.
+SUMMA (2D/3D) and Plexus still provide the fused ``plan.layer(l, h, W, b)``. ``plan.in_rows(l)`` and
+``plan.in_cols(l, f)`` name the global rows and columns of the layer's input block. Dropout (on each layer's input) uses
 :func:`~gridgnn.nn.dropout.hashed_dropout` keyed by global node id and feature, so every layout draws the
 same mask.
 """
@@ -22,6 +24,16 @@ def glorot_(w: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     with torch.no_grad():
         w.copy_(torch.rand(w.shape, generator=gen, dtype=torch.float64) * 2 * a - a)
     return w
+
+
+def gcn_layer(plan, layer: int, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    r""":math:`\hat M H W + b` composed of ``linear`` and ``spmm`` (the narrower side is aggregated)."""
+    g = plan.graph(layer)
+    if w.shape[1] < w.shape[0]:
+        h = g.spmm(g.gcn_values, plan.linear(layer, h, w))
+    else:
+        h = plan.linear(layer, g.spmm(g.gcn_values, h), w)
+    return h if b is None else h + b
 
 
 class GCN(nn.Module):
@@ -65,7 +77,8 @@ class GCN(nn.Module):
             f_in = self.dims[layer]
             h = hashed_dropout(h, self.dropout, plan.in_rows(layer), seed=self.seed, epoch=self.epoch, layer=layer,
                                training=self.training, features=f_in, cols=plan.in_cols(layer, f_in))
-            h = plan.layer(layer, h, w, self.biases[layer] if len(self.biases) else None)
+            b = self.biases[layer] if len(self.biases) else None
+            h = gcn_layer(plan, layer, h, w, b) if plan.primitives else plan.layer(layer, h, w, b)
             if layer < self.num_layers - 1:
                 h = torch.relu(h)
         return h

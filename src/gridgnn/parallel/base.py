@@ -7,9 +7,9 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ..nn import masked_cross_entropy
+from ..ops.loss import masked_cross_entropy
 from ..partition import RowPartition
-from .rowblock import BlockRowSpMM, DistAggregation
+from .blockrow import BlockRowGraph
 from .sharded_loss import sharded_argmax, sharded_cross_entropy
 
 
@@ -24,10 +24,14 @@ class Plan:
         grad_axes: axes over which parameter gradients are summed (each rank holds a unique share).
     Methods every plan provides: ``input(x)`` (layer-0 input block from the full or sharded features),
     ``in_rows(l)``/``in_cols(l, f)`` (global rows / column range of layer ``l``'s input block),
-    ``out_rows()``/``out_cols(c)`` (of the logits block), and ``layer(l, h, w, b)``.
+    ``out_rows()``/``out_cols(c)`` (of the logits block). A plan on distributed primitives
+    (``primitives = True``) also gives ``graph(l)`` — the distributed graph layer ``l`` aggregates over, with
+    ``spmm``/``sddmm_add``/``sddmm_dot``/``edge_softmax`` — and ``linear(l, h, w)``; the others still offer only
+    the fused GCN layer ``layer(l, h, w, b)``.
     """
 
     class_axis = None
+    primitives = False
 
     def shard_nnz(self) -> list[int]:
         """nnz of each adjacency shard this rank holds (for the load-balance report)."""
@@ -66,7 +70,7 @@ class RowBlockPlan(Plan):
     all feature columns local, weights replicated.
 
     Attributes:
-        aggregate: ``x_local ↦ (M x)_local`` with autograd.
+        dgraph: the :class:`~gridgnn.parallel.blockrow.BlockRowGraph` of this rank (every layer uses it).
         rows: the block-row partition (new labels); ``my_block``: the block this rank holds.
         block_axis: the axis along which blocks differ; weight gradients are summed along it (replicas
             along other axes hold identical values and identical gradients).
@@ -74,13 +78,14 @@ class RowBlockPlan(Plan):
     """
 
     name: str
-    aggregate: object
+    dgraph: BlockRowGraph
     rows: RowPartition
     my_block: int
     block_axis: str
     comm: object = None
     copies: int = 1
     source: object = None
+    primitives = True
 
     @property
     def local_slice(self) -> slice:
@@ -108,26 +113,21 @@ class RowBlockPlan(Plan):
         return (0, c)
 
     def shard_nnz(self) -> list[int]:
-        fwd = getattr(self.aggregate, "fwd", None)
-        return [fwd.local_nnz] if fwd is not None else []
+        return [self.dgraph.nnz]
 
-    def layer(self, layer: int, h, w, b):
-        r""":math:`\hat M H W + b`, aggregating the narrower of :math:`H` and :math:`HW` (``min(f_in, f_out)``
-        columns: the wide input layer moves ``f_out``-wide rows); both orders give the same result."""
-        h = self.aggregate(h @ w) if w.shape[1] < w.shape[0] else self.aggregate(h) @ w
-        return h if b is None else h + b
+    def graph(self, layer: int) -> BlockRowGraph:
+        return self.dgraph
+
+    def linear(self, layer: int, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """``H W`` on the local rows: the weight is replicated (its gradient is summed over ``grad_axes``)."""
+        return h @ w
 
 
-def make_aggregation(comm, source, rows: RowPartition, my_block: int, **kw) -> DistAggregation:
-    r"""Forward engine on block row ``my_block`` of :math:`M`, backward engine on the same block row of
-    :math:`M^\mathsf{T}` (read as a block column of :math:`M`, transposed locally; shared when undirected)."""
-    n = rows.n
+def make_graph(comm, source, rows: RowPartition, my_block: int, **kw) -> BlockRowGraph:
+    r"""The distributed graph of block row ``my_block`` of :math:`\hat M` (its transpose is never stored: the
+    backward pushes partial sums to the sources' owners)."""
     r = (int(rows.bounds[my_block]), int(rows.bounds[my_block + 1]))
-    fwd = BlockRowSpMM(comm, source.submatrix("rc", r, (0, n)), rows, **kw)
-    if not source.directed:
-        return DistAggregation(fwd, fwd)
-    bwd = BlockRowSpMM(comm, source.submatrix("rc", (0, n), r).T.tocsr(), rows, **kw)
-    return DistAggregation(fwd, bwd)
+    return BlockRowGraph(comm, source.submatrix("rc", r, (0, rows.n)), rows, my_block, **kw)
 
 
 def is_symmetric(mat: sp.csr_matrix) -> bool:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import GridGnnError
-from .base import RowBlockPlan, make_aggregation
+from .base import RowBlockPlan, make_graph
 
 
 def chunks(blocks: int, c: int) -> list[list[int]]:
@@ -42,8 +42,8 @@ def build_15d(comm, source, rows, *, sparsity_aware: bool, dtype, device) -> Row
     if rows.parts != nb:
         raise GridGnnError(f"1.5D with P/c={nb} needs {nb} row blocks, the partition has {rows.parts}")
     stages = chunks(nb, c)[grid.rank("rep")]
-    agg = make_aggregation(comm, source, rows, grid.rank("row"), fetch_axis="row", stages=stages,
-                           reduce_axis="rep", sparsity_aware=sparsity_aware, dtype=dtype, device=device)
+    agg = make_graph(comm, source, rows, grid.rank("row"), fetch_axis="row", stages=stages,
+                     reduce_axis="rep", sparsity_aware=sparsity_aware, dtype=dtype, device=device)
     return RowBlockPlan("1.5d-sa" if sparsity_aware else "1.5d", agg, rows, grid.rank("row"), "row", comm=comm,
                         source=source,
                         copies=c)

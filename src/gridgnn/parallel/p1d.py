@@ -18,7 +18,7 @@ the weight gradient :math:`(H^{l-1})^\mathsf{T} A G^l` is a small all-reduce ove
 from __future__ import annotations
 
 from ..errors import GridGnnError
-from .base import RowBlockPlan, make_aggregation
+from .base import RowBlockPlan, make_graph
 
 
 def build_1d(comm, source, rows, *, sparsity_aware: bool, dtype, device) -> RowBlockPlan:
@@ -27,6 +27,6 @@ def build_1d(comm, source, rows, *, sparsity_aware: bool, dtype, device) -> RowB
     p = grid.size("p")
     if rows.parts != p:
         raise GridGnnError(f"1D needs {p} row blocks, the partition has {rows.parts}")
-    agg = make_aggregation(comm, source, rows, grid.rank("p"), fetch_axis="p", stages=list(range(p)),
-                           reduce_axis=None, sparsity_aware=sparsity_aware, dtype=dtype, device=device)
+    agg = make_graph(comm, source, rows, grid.rank("p"), fetch_axis="p", stages=list(range(p)),
+                     reduce_axis=None, sparsity_aware=sparsity_aware, dtype=dtype, device=device)
     return RowBlockPlan("1d-sa" if sparsity_aware else "1d", agg, rows, grid.rank("p"), "p", comm=comm, source=source)

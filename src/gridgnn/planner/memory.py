@@ -347,9 +347,9 @@ class _Pattern:
         key = ("v", tuple(np.asarray(bounds).tolist()))
         if key not in self._cache:
             if self.mat is not None:
-                from .volume import nnz_cols_matrix
+                from .primitives import nnz_cols
 
-                out = nnz_cols_matrix(self.mat, np.asarray(bounds, np.int64)).astype(np.float64)
+                out = nnz_cols(self.mat, np.asarray(bounds, np.int64)).astype(np.float64)
             else:
                 z = self.counts(bounds, bounds)  # z[p, q]
                 nq = np.diff(np.asarray(bounds, np.float64))
@@ -583,7 +583,7 @@ def _rowblock_activations(acc: _Acc, ctx, rows: int, rank: int) -> None:
 def _serial(ctx, nnz_hat: int):
     n, dims, e = ctx["n"], ctx["dims"], ctx["e"]
     acc = _Acc()
-    acc.add("adjacency", 2 * _torch_csr(n, nnz_hat, e))  # M̂ and its stored transpose
+    _blockrow_graph(acc, e, rows=n, nnz=nnz_hat, stages=[(n, nnz_hat)], single_block=True)
     acc.add("features", n * dims[0] * e + 11 * n)
     _params(acc, ctx, sum(fi * fo + (fo if ctx["bias"] else 0) for fi, fo in zip(dims[:-1], dims[1:])),
             2 * (len(dims) - 1) if ctx["bias"] else len(dims) - 1, grad_allreduce=False)
@@ -592,6 +592,26 @@ def _serial(ctx, nnz_hat: int):
         acc.cand("workspace", n * (fo + max(fi, fo)) * e, f"layer {l} backward temporaries")
         _dropout_hash(acc, ctx, l, n * fi)
     return {0: (acc, _setup_transient(ctx, nnz_hat))}
+
+
+def _blockrow_graph(acc: _Acc, e: int, *, rows: int, nnz: float, stages, single_block: bool = False,
+                    halo: float | None = None, send: float = 0.0) -> None:
+    """What a :class:`~gridgnn.parallel.blockrow.BlockRowGraph` keeps: the local pattern (row pointer, column
+    and row of each edge), the GCN values, the edge ids (host); then, oblivious, per stage ``(n_q, nnz_q)`` a
+    pattern with its transpose (and the stage's edge positions unless it holds every local edge) — one block
+    reuses the local pattern — or, sparsity-aware, the halo pattern with its transpose and the send lists."""
+    acc.add("adjacency", 8 * (rows + 1) + (16 + e) * nnz)
+    acc.add("adjacency", 16 * nnz, "host")
+    if halo is not None:
+        acc.add("adjacency", 8 * (rows + 1) + 16 * nnz + 8 * (halo + 1) + 16 * nnz + 8 * send)
+        return
+    for size, nnz_q in stages:
+        if single_block:
+            acc.add("adjacency", 8 * (size + 1) + 16 * nnz_q)
+            continue
+        acc.add("adjacency", 8 * (rows + 1) + 16 * nnz_q + 8 * (size + 1) + 16 * nnz_q)
+        if nnz_q != nnz:
+            acc.add("adjacency", 8 * nnz_q)
 
 
 def _params(acc: _Acc, ctx, elements: float, tensors: int, *, grad_allreduce: bool) -> None:
@@ -606,7 +626,7 @@ def _params(acc: _Acc, ctx, elements: float, tensors: int, *, grad_allreduce: bo
 def _rowblock(ctx, algo: str, shape, row_bounds, which):
     from ..parallel.p15d import chunks
 
-    n, dims, e, idx = ctx["n"], ctx["dims"], ctx["e"], ctx["idx"]
+    n, dims, e = ctx["n"], ctx["dims"], ctx["e"]
     world = math.prod(shape)
     is1d = algo.startswith("1d")
     if is1d and len(shape) != 1 or not is1d and len(shape) != 2:
@@ -621,10 +641,7 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
     sa = algo.endswith("-sa")
     pat = ctx["pats"]["rc"]
     z = pat.counts(bounds, bounds)  # z[p, q]: nonzeros of block (p, q)
-    engines = [("fwd", z, pat.nnz_cols(bounds) if sa else None)]
-    if ctx["directed"]:
-        pt = pat.transposed()
-        engines.append(("bwd", z.T, pt.nnz_cols(bounds) if sa else None))
+    engines = [("fwd", z, pat.nnz_cols(bounds) if sa else None)]  # the backward pushes along the same lists
     stage_lists = chunks(nb, c)
     nparams = sum(fi * fo + (fo if ctx["bias"] else 0) for fi, fo in zip(dims[:-1], dims[1:]))
     ntensors = 2 * (len(dims) - 1) if ctx["bias"] else len(dims) - 1
@@ -641,16 +658,14 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
         traffic = {}
         for name, zz, v in engines:
             zrow = float(zz[i, stages].sum())
-            # blocks_sp: one SciPy block M_iq per stage, kept by the engine
-            acc.add("adjacency", stages.size * idx * (ni + 1) + (idx + 8) * zrow, "host")
             if sa:
-                acc.add("adjacency", _torch_csr(ni, zrow, e))  # column-compacted block row
                 send = float(v[i].sum() - v[i, i]) if mine else 0.0
                 recv = float(v[remote, i].sum())
-                acc.add("adjacency", 8 * send)  # send_idx (int64)
+                _blockrow_graph(acc, e, rows=ni, nnz=zrow, stages=(), halo=(ni if mine else 0) + recv, send=send)
                 traffic[name] = (send, recv)
             else:
-                acc.add("adjacency", stages.size * 8 * (ni + 1) + (8 + e) * zrow)  # one torch CSR per stage
+                _blockrow_graph(acc, e, rows=ni, nnz=zrow, single_block=nb == 1,
+                                stages=[(int(sizes[q]), float(zz[i, q])) for q in stages])
         acc.add("features", ni * dims[0] * e + 11 * ni)
         _params(acc, ctx, nparams, ntensors, grad_allreduce=nb > 1)
         _rowblock_activations(acc, ctx, ni, r)
@@ -660,7 +675,7 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
             _dropout_hash(acc, ctx, l, ni * fi)
             phases = ["fwd"] + (["bwd"] if l > 0 or fo < fi else [])
             for ph in phases:
-                eng = "bwd" if ph == "bwd" and ctx["directed"] else "fwd"
+                eng = "fwd"
                 if sa:
                     s, v = traffic[eng]
                     rows = max(2 * s + v, s + v + (ni if mine else 0) + v)

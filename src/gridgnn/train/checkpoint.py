@@ -56,7 +56,8 @@ FORMAT = "gridgnn-checkpoint"
 FORMAT_VERSION = 1
 
 #: Flags that change the trajectory: a resumed run must keep the checkpoint's values.
-TRAJECTORY = ("data", "model", "layers", "hidden", "dropout", "seed", "lr", "weight_decay", "dtype")
+TRAJECTORY = ("data", "model", "heads", "attn_dropout", "layers", "hidden", "dropout", "seed", "lr", "weight_decay",
+              "dtype")
 #: Flags that belong to one invocation and are never taken from the checkpoint.
 PER_INVOCATION = ("out", "resume", "overwrite", "quiet", "device", "timeout_s")
 #: Flags that belong to an algorithm: not inherited when ``--algo`` changes.

@@ -7,7 +7,10 @@ from dataclasses import asdict, dataclass, fields
 
 from ..errors import GridGnnError
 
-MODELS = ("gcn",)
+MODELS = ("gcn", "gat")
+#: algorithms whose layouts offer the distributed primitives (the others still have only the fused GCN layer)
+PRIMITIVE_ALGOS = ("serial", "1d", "1d-sa", "1.5d", "1.5d-sa")
+MAX_HEADS = 1024
 
 # Upper bounds of the integer flags: far above any sensible run, low enough that the values stay plain
 # integers everywhere (NumPy, torch, dropout keys); whether a model of that size fits is the memory guard's call.
@@ -33,6 +36,8 @@ class TrainConfig:
 
     data: str | None = None
     model: str = "gcn"
+    heads: int | None = None  # GAT: heads of the hidden layers (default 8); the last layer has one
+    attn_dropout: float | None = None  # GAT: dropout on the attention coefficients (default: --dropout)
     layers: int = 2
     hidden: int = 16
     algo: str = "serial"
@@ -66,6 +71,17 @@ class TrainConfig:
             raise GridGnnError(f"--model {self.model!r} is not available; available: {', '.join(MODELS)}")
         if self.algo not in ALGOS:
             raise GridGnnError(f"--algo {self.algo!r} is not available; choose one of {', '.join(ALGOS)}")
+        if self.model != "gat" and (self.heads is not None or self.attn_dropout is not None):
+            raise GridGnnError(f"--heads and --attn-dropout apply to --model gat, not {self.model}")
+        if self.model == "gat":
+            if self.algo not in PRIMITIVE_ALGOS:
+                raise GridGnnError(f"--model gat runs on {', '.join(PRIMITIVE_ALGOS)} so far; {self.algo} still has "
+                                   "only the fused GCN layer")
+            _int_in("--heads", self.model_heads, 1, MAX_HEADS)
+            if not (math.isfinite(self.model_attn_dropout) and 0.0 <= self.model_attn_dropout < 1.0):
+                raise GridGnnError(f"--attn-dropout must be in [0, 1), got {self.model_attn_dropout}")
+            if self.checkpoint_every or self.resume is not None:
+                raise GridGnnError("--checkpoint-every and --resume cover --model gcn so far")
         _int_in("--layers", self.layers, 1, MAX_LAYERS)
         _int_in("--hidden", self.hidden, 1, MAX_HIDDEN)
         _int_in("--epochs", self.epochs, 1, MAX_EPOCHS)
@@ -110,6 +126,17 @@ class TrainConfig:
             raise GridGnnError(f"--blocked-aggregation must be >= 0, got {self.blocked_aggregation}")
         if self.blocked_aggregation and self.algo != "plexus":
             raise GridGnnError("--blocked-aggregation applies to --algo plexus")
+
+    @property
+    def model_heads(self) -> int:
+        """Heads of the hidden layers: ``--heads`` for GAT (default 8), 1 for GCN."""
+        if self.model != "gat":
+            return 1
+        return 8 if self.heads is None else self.heads
+
+    @property
+    def model_attn_dropout(self) -> float:
+        return self.dropout if self.attn_dropout is None else self.attn_dropout
 
     def resumes_into_out(self) -> bool:
         """``--resume`` names the folder (or the checkpoint in the folder) that ``--out`` names."""

@@ -22,7 +22,7 @@ import torch
 from ..dist import Comm, NullComm, ProcessGrid
 from ..errors import GridGnnError
 from ..graph.spec import load_graph
-from ..nn import GCN
+from ..nn import MODELS
 from ..parallel import GRID_OF
 from ..partition import RowPartition, even_bounds
 from ..planner.memory import available_memory_bytes, check_fits, measured_peak_bytes
@@ -119,7 +119,7 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
                             block_rows=cfg.blocked_aggregation)
     setup_log = comm.log.snapshot()
     comm.log.reset()
-    model = GCN(dims, dropout=cfg.dropout, seed=cfg.seed, dtype=dtype, plan=plan).to(device)
+    model = build_model(cfg, dims, plan, dtype).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     history = []  # every epoch's record, those of the checkpoint included
     if ckpt is not None:
@@ -163,7 +163,7 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
 
     # ---- gather per-rank records (once, phase io) and the logits
     mine = _rank_record(rank, epochs, setup_log, plan.shard_nnz())
-    mine["estimated_peak_memory_bytes"] = memory.ranks[rank].total
+    mine["estimated_peak_memory_bytes"] = None if memory is None else memory.ranks[rank].total
     mine["peak_memory_bytes"] = measured_peak_bytes(device)
     with comm.phase("io"):
         everyone = comm.all_gather_json(mine, comm.grid.names)
@@ -278,11 +278,22 @@ def _resident_bytes() -> int:
         return 0
 
 
+def build_model(cfg: TrainConfig, dims: list[int], plan, dtype):
+    """The ``--model`` of ``cfg`` from the registry, its parameters laid out for ``plan``."""
+    cls = MODELS[cfg.model]
+    if cfg.model == "gat":
+        return cls(dims, heads=cfg.model_heads, out_heads=1, dropout=cfg.dropout,
+                   attn_dropout=cfg.model_attn_dropout, seed=cfg.seed, dtype=dtype, plan=plan)
+    return cls(dims, dropout=cfg.dropout, seed=cfg.seed, dtype=dtype, plan=plan)
+
+
 def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail: int, ctx):
     r"""Estimate every rank's peak (:func:`~gridgnn.train.setup.estimate_memory`) and refuse the run with one
     line of numbers and advice when the peak rank cannot fit: on CPU in ``host_avail`` shared by the local
     ranks, on CUDA in the free memory of this rank's GPU. Every rank computes the same estimate; a local launch
     gives every rank the same ``host_avail``, so every rank decides alike."""
+    if cfg.model != "gcn":  # the memory model covers GCN's tensors so far
+        return None
     est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
                           elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
                           block_rows=cfg.blocked_aggregation, device=device)
@@ -436,7 +447,8 @@ def _summary(cfg, info, world, grid, history, epochs, everyone, wall, *, resumed
         "grid_axes": list(grid.names), "blocked_aggregation": cfg.blocked_aggregation,
         "replication": cfg.replication if GRID_OF.get(cfg.algo) == "1.5d" else 1,
         "partition": info["partition"], "seed": cfg.seed,
-        "model": cfg.model, "layers": cfg.layers, "hidden": cfg.hidden, "epochs": cfg.epochs,
+        "model": cfg.model, "heads": cfg.model_heads, "layers": cfg.layers, "hidden": cfg.hidden,
+        "epochs": cfg.epochs,
         "dtype": cfg.dtype, "data": cfg.data or "default", "n": info["n"], "nnz": info["nnz"],
         # per rank: the estimate the run was admitted with (gridgnn.planner.memory) and the measured peak
         "estimated_peak_memory_bytes": [er["estimated_peak_memory_bytes"] for er in everyone],

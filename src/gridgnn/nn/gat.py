@@ -1,0 +1,111 @@
+r"""GAT (Veličković et al. 2018) with PyG ``GATConv`` semantics, composed of distributed primitives (SC'23 §4.1,
+Fig. 2: the concatenation :math:`[Wh_i \Vert Wh_j] \cdot a` is split into two per-node scores added per edge).
+
+One layer with ``K`` heads of width ``F`` on the pattern :math:`M + I` (self-loops added, rows = destinations):
+
+.. math::
+    X' = H W, \quad s^{src} = \textstyle\sum_f (X' \odot a^{src}), \quad s^{dst} = \sum_f (X' \odot a^{dst}),
+    \quad e_{uv} = \mathrm{LeakyReLU}_{0.2}(s^{dst}_u + s^{src}_v), \quad
+    \alpha = \mathrm{softmax}_v(e_{uv}), \quad Y_{u,h} = \textstyle\sum_v \alpha_{uv,h} X'_{v,h}
+
+then the heads are concatenated (hidden layers) or averaged (the last layer), the bias is added, and ELU runs
+between layers. As primitives: ``linear → sddmm_add → LeakyReLU → edge_softmax → (dropout) → spmm``.
+Dropout acts on every layer's input (keyed by global node id and feature) and on the attention coefficients
+(keyed by seed, epoch, layer, destination, source and head), so every algorithm and P draw the same masks.
+
+Shapes per rank: input ``n_local × f_in`` → ``n_local × K·F`` (concat) or ``n_local × F`` (mean); edge tensors
+``nnz_local × K``. The model holds no block arithmetic and calls no collective: the plan's distributed graph does.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import GridGnnError
+from .dropout import hashed_dropout, hashed_edge_dropout
+from .gcn import glorot_
+
+NEGATIVE_SLOPE = 0.2
+
+
+class GAT(nn.Module):
+    r"""Args:
+        dims: ``[f_0, F_1, ..., F_L]``: input width, then the per-head width of each layer (the last is the number
+            of classes).
+        heads: heads of every hidden layer (concatenated: the next layer's input is ``heads · F_l`` wide).
+        out_heads: heads of the last layer (averaged).
+        dropout: drop probability on each layer's input; ``attn_dropout``: on the attention coefficients.
+        bias: add a bias after concatenating / averaging the heads.
+        seed: initial parameters come from a CPU generator seeded with ``seed`` (identical on every rank).
+        plan: the plan the model will run on (must run on distributed primitives).
+    Parameters per layer ``l``: ``weights[l]`` (``f_in × K·F``), ``att_src[l]``, ``att_dst[l]`` (``K × F``),
+    ``biases[l]`` (``K·F`` or ``F``), initialized like PyG (Glorot, bias zero).
+    """
+
+    def __init__(self, dims: list[int], *, heads: int = 8, out_heads: int = 1, dropout: float = 0.6,
+                 attn_dropout: float = 0.6, bias: bool = True, seed: int = 0, dtype=torch.float32, plan=None):
+        super().__init__()
+        if plan is not None and not plan.primitives:
+            raise GridGnnError(f"--model gat needs an algorithm on distributed primitives; {plan.name} still "
+                               f"has only the fused GCN layer")
+        self.dims, self.heads, self.out_heads = list(dims), int(heads), int(out_heads)
+        self.dropout, self.attn_dropout, self.seed = dropout, attn_dropout, seed
+        gen = torch.Generator().manual_seed(seed)
+        self.weights, self.att_src, self.att_dst = nn.ParameterList(), nn.ParameterList(), nn.ParameterList()
+        self.biases = nn.ParameterList()
+        L = len(dims) - 1
+        for layer in range(L):
+            k = self.layer_heads(layer)
+            fi = self.in_width(layer)
+            fo = dims[layer + 1]
+            w = glorot_(torch.empty(fi, k * fo, dtype=torch.float64), gen)
+            a = math.sqrt(6.0 / (k + fo))
+            att = [torch.rand((k, fo), generator=gen, dtype=torch.float64) * 2 * a - a for _ in range(2)]
+            self.weights.append(nn.Parameter(w.to(dtype)))
+            self.att_src.append(nn.Parameter(att[0].to(dtype)))
+            self.att_dst.append(nn.Parameter(att[1].to(dtype)))
+            if bias:
+                width = k * fo if layer < L - 1 else fo
+                self.biases.append(nn.Parameter(torch.zeros(width, dtype=dtype)))
+        self.epoch = 0
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.weights)
+
+    def layer_heads(self, layer: int) -> int:
+        return self.heads if layer < len(self.dims) - 2 else self.out_heads
+
+    def in_width(self, layer: int) -> int:
+        """Width of layer ``layer``'s input: ``f_0``, then ``heads · F_l`` of the concatenated hidden layer."""
+        return self.dims[0] if layer == 0 else self.heads * self.dims[layer]
+
+    def forward(self, x: torch.Tensor, plan) -> torch.Tensor:
+        h = x
+        last = self.num_layers - 1
+        for layer in range(self.num_layers):
+            k, fo = self.layer_heads(layer), self.dims[layer + 1]
+            f_in = self.in_width(layer)
+            h = hashed_dropout(h, self.dropout, plan.in_rows(layer), seed=self.seed, epoch=self.epoch, layer=layer,
+                               training=self.training, features=f_in, cols=plan.in_cols(layer, f_in))
+            g = plan.graph(layer)
+            xw = plan.linear(layer, h, self.weights[layer])  # n × K·F
+            xh = xw.reshape(xw.shape[0], k, fo)
+            s_src = (xh * self.att_src[layer]).sum(dim=-1)  # n × K
+            s_dst = (xh * self.att_dst[layer]).sum(dim=-1)
+            e = F.leaky_relu(g.sddmm_add(s_dst, s_src), NEGATIVE_SLOPE)  # nnz × K
+            alpha = g.edge_softmax(e)
+            dst, src = g.edge_ids()
+            alpha = hashed_edge_dropout(alpha, self.attn_dropout, dst, src, seed=self.seed, epoch=self.epoch,
+                                        layer=layer, training=self.training)
+            h = g.spmm(alpha, xw)  # n × K·F
+            if layer == last:
+                h = h.reshape(h.shape[0], k, fo).mean(dim=1)
+            if len(self.biases):
+                h = h + self.biases[layer]
+            if layer < last:
+                h = F.elu(h)
+        return h

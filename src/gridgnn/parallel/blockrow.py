@@ -1,0 +1,377 @@
+r"""The block-row family — ``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa`` — as one distributed graph and
+its primitives (SC'23 §4–§6 on the layouts of CAGNET SC'20 Alg. 1–2 and ICPP'24 Alg. 1–2).
+
+**Layout.** The rows of :math:`M` (destinations) and of every node tensor are split into ``B`` blocks by a
+:class:`~gridgnn.partition.RowPartition`; block ``i`` lives on the members of the *fetch axis* with coordinate
+``i`` (1D: ``"p"``, ``B = P``; 1.5D: ``"row"``, ``B = P/c``, replicated along ``"rep"``; serial: one block, no
+communication). A rank handles the source blocks ``stages`` (1D: all; 1.5D: the chunk of its process column).
+Its **edge tensor** holds the entries of :math:`M[B_i, \cup_{q \in \text{stages}} B_q]` in CSR order (rows =
+local destinations, columns sorted by global source): edges are *sharded*, along ``"rep"`` too, so a row's
+edges are split over the ``c`` replicas of 1.5D and every row reduction (softmax statistics, the gradient of a
+destination vector) ends with an all-reduce along ``"rep"``. Node tensors are *sharded* by block along the
+fetch axis and *replicated* along ``"rep"``; each replica holds the full gradient of its replicated blocks.
+
+**Fetching sources.** *Oblivious* (CAGNET): stage by stage the owner of block ``q`` broadcasts :math:`X_q`
+along the fetch axis — at most one remote block is held at a time. *Sparsity-aware* (ICPP'24): a set-up
+exchange of ``NnzCols(i, q)``; each fetch is one all-to-allv of only those rows, kept as a compact halo.
+The adjoint of a fetch pushes per-source partial sums back to their owners: oblivious — a reduce to the
+stage's owner per stage; sparsity-aware — the reverse all-to-allv, summed into the owner's rows.
+
+**Primitives** (autograd Functions, hand-written backward; never autograd through sparse values):
+
+* ``spmm(values, X)`` — :math:`Y_i = \sum_{q} M_{iq}(e) X_q`; ``dX`` = the pushed :math:`M^\mathsf{T} dY`,
+  ``de`` = SDDMM of ``dY`` with the sources (oblivious: fetched again stage by stage; sparsity-aware: the
+  halo kept from the forward).
+* ``sddmm_add(s_dst, s_src)`` — :math:`e_{uv} = s^{dst}_u + s^{src}_v` per head (GAT's score).
+* ``sddmm_dot(X_dst, X_src, heads)`` — :math:`e_{uv,h} = \langle X^{dst}_{u,h}, X^{src}_{v,h}\rangle`.
+* ``edge_softmax(e)`` — per destination row, max-shifted. Two passes, not a streaming one: the scores are an
+  edge tensor held whole (``nnz_i × K``), so the row max, then the row sum of the exponentials, are computed
+  over the local edges and all-reduced along ``"rep"``; no source block is needed.
+
+*Communication* per primitive and rank (``w`` = bytes of one fetched row, ``n_q`` = block sizes, ``V`` the
+NnzCols counts): a fetch — oblivious ``|stages|`` broadcasts (the root sends ``n_q w``, the others receive
+it), sparsity-aware one all-to-allv (sends :math:`\sum_l V_{il} w`, receives :math:`\sum_q V_{qi} w`); a
+push — the mirror image (reduces, or the reverse all-to-allv); 1.5D adds a ring all-reduce of every row-block
+result along ``"rep"``. :mod:`gridgnn.planner.primitives` computes these without processes.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from ..ops.pattern import Pattern, as_edges, col_sum, row_reduce, sddmm_dot, spmm
+from ..partition import RowPartition
+
+
+class BlockRowGraph:
+    r"""Block row ``my_block`` of :math:`M`, restricted to the source blocks ``stages``, on this rank.
+
+    Args:
+        comm: the instrumented communication layer, or ``None`` for one process without ``torch.distributed``.
+        local: this rank's block row of the permuted matrix (``n_i × n`` SciPy CSR, rows = destinations,
+            columns in the partition's new labels, values = the GCN normalization :math:`\hat M`).
+        rows: the block-row partition (``rows.parts`` = size of ``fetch_axis``).
+        my_block: the block this rank holds.
+        fetch_axis: axis along which block ``q`` is fetched from its owner (axis-rank ``q``).
+        stages: source blocks this rank multiplies (the same list on every member of the fetch-axis group).
+        reduce_axis: axis along which a row's edges are split (1.5D: ``"rep"``), or ``None``.
+        sparsity_aware: fetch only ``NnzCols`` rows with all-to-allv (after a set-up exchange).
+    Attributes:
+        pattern: the local edges (:class:`~gridgnn.ops.pattern.Pattern`, ``n_i × n``).
+        gcn_values: ``nnz_i`` values of :math:`\hat M` in edge order (not trainable).
+    """
+
+    def __init__(self, comm, local: sp.csr_matrix, rows: RowPartition, my_block: int, *, fetch_axis: str = "p",
+                 stages=(0,), reduce_axis: str | None = None, sparsity_aware: bool = False,
+                 dtype=torch.float64, device="cpu"):
+        self.comm, self.rows, self.me = comm, rows, int(my_block)
+        self.fetch_axis, self.reduce_axis = fetch_axis, reduce_axis
+        self.sparsity_aware = sparsity_aware
+        self.stages = [int(q) for q in stages]
+        self.dtype, self.device = dtype, device
+        b = rows.bounds
+        self.n_local = int(b[self.me + 1] - b[self.me])
+        local = sp.csr_matrix(local)
+        local.sum_duplicates()
+        local.sort_indices()
+        col_block = np.searchsorted(b, local.indices, side="right") - 1
+        keep = np.isin(col_block, self.stages)
+        if not keep.all():
+            row = np.repeat(np.arange(local.shape[0]), np.diff(local.indptr))[keep]
+            local = sp.csr_matrix((local.data[keep], (row, local.indices[keep])), shape=local.shape)
+            local.sort_indices()
+            col_block = col_block[keep]
+        self.pattern = Pattern(local, device=device)
+        self.nnz = self.pattern.nnz
+        self.gcn_values = torch.from_numpy(local.data.astype(np.float64)).to(dtype).to(device)
+        row = np.repeat(np.arange(local.shape[0], dtype=np.int64), np.diff(local.indptr))
+        self._edge_ids = (rows.perm[int(b[self.me]) + row], rows.perm[local.indices.astype(np.int64)])
+        if sparsity_aware:
+            self._setup_sparsity_aware(local, col_block)
+        else:  # M_iq of each stage, columns local to block q, and where its edges sit in the edge tensor
+            self.stage_blocks = {}
+            for q in self.stages:
+                eidx = np.flatnonzero(col_block == q)
+                sub = sp.csr_matrix(local[:, int(b[q]):int(b[q + 1])])
+                whole = eidx.size == self.nnz  # all edges, in order: no selection needed
+                if whole and rows.parts == 1:  # one block: the stage is the local pattern itself
+                    self.stage_blocks[q] = (self.pattern, None)
+                    self.pattern.transpose()
+                    continue
+                self.stage_blocks[q] = (Pattern(sub, device=device, transpose=True),
+                                        None if whole else torch.from_numpy(eidx).to(device))
+
+    # ------------------------------------------------------------------ layout queries
+    def held(self) -> tuple[list, list]:
+        """``(tensors, arrays)`` this graph keeps: index and value tensors, and the host edge-id arrays."""
+        pats = [self.pattern]
+        tensors = [self.gcn_values]
+        if self.sparsity_aware:
+            pats.append(self.halo_pattern)
+            tensors += self.send_idx
+        else:
+            for pat, eidx in self.stage_blocks.values():
+                pats.append(pat)
+                tensors.append(eidx)
+        for pat in pats:
+            tensors += pat.index_tensors()
+        return [t for t in tensors if t is not None], list(self._edge_ids)
+
+
+    def edge_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """Original (destination, source) vertex ids of the local edges, in edge order."""
+        return self._edge_ids
+
+    # ------------------------------------------------------------------ sparsity-aware set-up
+    def _setup_sparsity_aware(self, local: sp.csr_matrix, col_block: np.ndarray) -> None:
+        r"""ICPP'24 set-up: ``NnzCols(i, q)`` per stage; each owner learns which of its rows to send."""
+        comm, b, i = self.comm, self.rows.bounds, self.me
+        g = comm.grid.size(self.fetch_axis)
+        cols = local.indices.astype(np.int64)
+        need = {q: np.unique(cols[col_block == q] - b[q]) for q in self.stages if q != i}
+        self.recv_rows = [len(need.get(k, ())) for k in range(g)]
+        dev = self.device
+        with comm.phase("setup"):
+            counts = [torch.tensor([[self.recv_rows[k]]], dtype=torch.int64, device=dev) for k in range(g)]
+            got = comm.all_to_all_v(counts, [1] * g, self.fetch_axis)
+            send_counts = [int(t.reshape(-1)[0].item()) for t in got]
+            lists = [torch.from_numpy(need.get(k, np.zeros(0, np.int64))).reshape(-1, 1).to(dev) for k in range(g)]
+            idx = comm.all_to_all_v(lists, send_counts, self.fetch_axis)
+        self.send_idx = [t.reshape(-1) for t in idx]
+        self.send_rows = [int(t.numel()) for t in self.send_idx]
+        # halo = [X_q if q == i else X_q[NnzCols(i, q)] for q in stages]; columns remapped to halo positions
+        self.halo_parts, offset, compact = [], 0, np.empty_like(cols)
+        for q in self.stages:
+            sel = col_block == q
+            if q == i:
+                compact[sel] = offset + cols[sel] - b[q]
+                size = self.n_local
+            else:
+                compact[sel] = offset + np.searchsorted(need[q], cols[sel] - b[q])
+                size = len(need[q])
+            self.halo_parts.append((q, offset, size))
+            offset += size
+        halo = sp.csr_matrix((local.data, compact, local.indptr), shape=(local.shape[0], offset))
+        self.halo_pattern = Pattern(halo, device=self.device, transpose=True)
+
+    # ------------------------------------------------------------------ fetch and push
+    def _fetch_halo(self, x: torch.Tensor) -> torch.Tensor:
+        """Sparsity-aware fetch: ``[X_q or X_q[NnzCols(i, q)] for q in stages]`` stacked (ICPP Alg. 1 line 3)."""
+        send = [x[idx] for idx in self.send_idx]
+        got = self.comm.all_to_all_v(send, self.recv_rows, self.fetch_axis)
+        parts = [x if q == self.me else got[q] for q in self.stages]
+        return torch.cat(parts) if parts else x.new_zeros((0, x.shape[1]))
+
+    def _push_halo(self, part: torch.Tensor, out: torch.Tensor) -> None:
+        """Adjoint of :meth:`_fetch_halo`: add the halo rows of ``part`` into their owners' rows of ``out``."""
+        g = self.comm.grid.size(self.fetch_axis)
+        send = [part.new_zeros((0, part.shape[1]))] * g
+        for q, off, size in self.halo_parts:
+            if q == self.me:
+                out += part[off:off + size]
+            else:
+                send[q] = part[off:off + size].contiguous()
+        got = self.comm.all_to_all_v(send, self.send_rows, self.fetch_axis)
+        for k, idx in enumerate(self.send_idx):
+            if idx.numel():
+                out.index_add_(0, idx, got[k])
+
+    def sweep(self, fetch: torch.Tensor | None, body, *, push_width: int | None = None,
+              halo: torch.Tensor | None = None) -> torch.Tensor | None:
+        r"""Run ``body(pattern, edge_index, sources)`` over the source blocks and push what it returns.
+
+        ``sources`` are the rows of the node tensor ``fetch`` that the edges of ``pattern`` read (``None`` when
+        nothing is fetched; ``halo`` supplies them for the sparsity-aware twin); ``edge_index`` selects the
+        block's edges in the edge tensor (``None``: all of them). When ``push_width`` is given, ``body`` returns
+        the block's per-source partial sums (``rows of the block × push_width``), which are summed into their
+        owners' rows; the result (``n_i × push_width``) is returned, not yet reduced along ``"rep"``.
+        """
+        out = None if push_width is None else torch.zeros((self.n_local, push_width), dtype=self.dtype,
+                                                            device=self.device)
+        if self.sparsity_aware:
+            if halo is None and fetch is not None:
+                halo = self._fetch_halo(fetch)
+            part = body(self.halo_pattern, None, halo)
+            if out is not None:
+                self._push_halo(part, out)
+            return out
+        sizes = self.rows.sizes()
+        for q in self.stages:  # CAGNET Alg. 1 line 3 / Alg. 2 line 4: one remote block at a time
+            pat, eidx = self.stage_blocks[q]
+            xs = None
+            if fetch is not None:
+                xs = fetch.contiguous() if q == self.me else fetch.new_empty((int(sizes[q]), fetch.shape[1]))
+                if self.comm is not None:
+                    self.comm.broadcast(xs, q, self.fetch_axis)  # BCAST(H_q) along the fetch axis
+            part = body(pat, eidx, xs)
+            if out is not None:
+                part = part.contiguous()
+                if self.comm is not None:
+                    self.comm.reduce(part, q, self.fetch_axis)  # adjoint of the broadcast
+                if q == self.me:
+                    out += part
+        return out
+
+    def rep_sum(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """All-reduce a row-block result along the axis that splits rows (1.5D ``"rep"``; CAGNET Alg. 2
+        line 8)."""
+        if self.reduce_axis is not None:
+            self.comm.all_reduce(t, self.reduce_axis, op=op)
+        return t
+
+    # ------------------------------------------------------------------ primitives
+    def spmm(self, values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        r""":math:`Y = M(e) X` on the local rows. ``values``: ``nnz_i`` or ``nnz_i × K``; ``x``: ``n_i × K·F``."""
+        return _SpMM.apply(values, x, self)
+
+    def sddmm_add(self, s_dst: torch.Tensor, s_src: torch.Tensor) -> torch.Tensor:
+        r""":math:`e_{uv,h} = s^{dst}_{u,h} + s^{src}_{v,h}`; ``s_*``: ``n_i × K`` → ``nnz_i × K``."""
+        return _SddmmAdd.apply(s_dst, s_src, self)
+
+    def sddmm_dot(self, x_dst: torch.Tensor, x_src: torch.Tensor, heads: int = 1) -> torch.Tensor:
+        r""":math:`e_{uv,h} = \langle X^{dst}_{u,h}, X^{src}_{v,h} \rangle`; ``x_*``: ``n_i × K·F`` → ``nnz_i × K``."""
+        return _SddmmDot.apply(x_dst, x_src, self, heads)
+
+    def edge_softmax(self, e: torch.Tensor) -> torch.Tensor:
+        r""":math:`\alpha_{uv} = \exp(e_{uv} - m_u) / \sum_{v'} \exp(e_{uv'} - m_u)` per destination row and head."""
+        return _EdgeSoftmax.apply(e, self)
+
+
+def _select(values: torch.Tensor, eidx):
+    return values if eidx is None else values[eidx]
+
+
+class _SpMM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, values, x, g):
+        x = x.contiguous()
+        y = torch.zeros((g.n_local, x.shape[1]), dtype=x.dtype, device=x.device)
+        keep = [None]
+
+        def body(pat, eidx, xs):
+            if g.sparsity_aware:
+                keep[0] = xs
+            y.add_(spmm(pat, _select(values, eidx), xs))
+
+        g.sweep(x, body)
+        g.rep_sum(y)
+        ctx.g = g
+        need_v, need_x = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        # keep only what the backward reads: values for dX; the sources for de (the halo, or X to fetch again)
+        ctx.save_for_backward(values if need_x else None, x if need_v and not g.sparsity_aware else None,
+                              keep[0] if need_v else None)
+        ctx.shape, ctx.width = values.shape, x.shape[1]
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        values, x, halo = ctx.saved_tensors
+        g = ctx.g
+        need_v, need_x = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        dy = dy.contiguous()
+        heads = 1 if len(ctx.shape) == 1 else ctx.shape[1]
+        dvals = dy.new_zeros(ctx.shape) if need_v else None
+
+        def body(pat, eidx, xs):
+            if need_v:
+                d = sddmm_dot(pat, dy, xs, heads).reshape((-1,) + tuple(ctx.shape[1:]))
+                if eidx is None:
+                    dvals.copy_(d)
+                else:
+                    dvals[eidx] = d
+            if need_x:
+                return spmm(pat, _select(values, eidx), dy, transpose=True)
+            return None
+
+        fetch = x if (need_v and not g.sparsity_aware) else None
+        dx = g.sweep(fetch, body, push_width=ctx.width if need_x else None, halo=halo)
+        if dx is not None:
+            g.rep_sum(dx)
+        return dvals, dx, None
+
+
+class _SddmmAdd(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, s_dst, s_src, g):
+        e = s_dst.new_empty((g.nnz, s_dst.shape[1]))
+
+        def body(pat, eidx, xs):
+            v = s_dst[pat.row] + xs[pat.col]
+            if eidx is None:
+                e.copy_(v)
+            else:
+                e[eidx] = v
+
+        g.sweep(s_src.contiguous(), body)
+        ctx.g, ctx.k = g, s_src.shape[1]
+        return e
+
+    @staticmethod
+    def backward(ctx, de):
+        g = ctx.g
+        de = de.contiguous()
+        ds_dst = g.rep_sum(row_reduce(g.pattern, de, "sum"))
+        ds_src = g.sweep(None, lambda pat, eidx, xs: col_sum(pat, _select(de, eidx)), push_width=ctx.k)
+        return ds_dst, g.rep_sum(ds_src), None
+
+
+class _SddmmDot(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x_dst, x_src, g, heads):
+        e = x_dst.new_empty((g.nnz, heads))
+        x_dst, x_src = x_dst.contiguous(), x_src.contiguous()
+        keep = [None]
+
+        def body(pat, eidx, xs):
+            if g.sparsity_aware:
+                keep[0] = xs
+            v = sddmm_dot(pat, x_dst, xs, heads)
+            if eidx is None:
+                e.copy_(v)
+            else:
+                e[eidx] = v
+
+        g.sweep(x_src, body)
+        ctx.g, ctx.heads = g, heads
+        ctx.save_for_backward(x_dst, x_src, keep[0])
+        return e
+
+    @staticmethod
+    def backward(ctx, de):
+        x_dst, x_src, halo = ctx.saved_tensors
+        g = ctx.g
+        de = de.contiguous()
+        dd = torch.zeros_like(x_dst)
+
+        def body(pat, eidx, xs):
+            d = _select(de, eidx)
+            dd.add_(spmm(pat, d, xs))
+            return spmm(pat, d, x_dst, transpose=True)
+
+        fetch = None if g.sparsity_aware else x_src
+        ds = g.sweep(fetch, body, push_width=x_src.shape[1], halo=halo)
+        return g.rep_sum(dd), g.rep_sum(ds), None, None
+
+
+class _EdgeSoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, e, g):
+        pat = g.pattern
+        m = g.rep_sum(row_reduce(pat, e, "max"), op="max")
+        m = torch.where(torch.isinf(m), torch.zeros_like(m), m)  # rows without edges anywhere
+        ex = torch.exp(as_edges(e) - m[pat.row])
+        s = g.rep_sum(row_reduce(pat, ex, "sum"))
+        a = (ex / s[pat.row]).reshape(e.shape)
+        ctx.g = g
+        ctx.save_for_backward(a)
+        return a
+
+    @staticmethod
+    def backward(ctx, da):
+        (a,) = ctx.saved_tensors
+        g = ctx.g
+        pat = g.pattern
+        a2, da2 = as_edges(a), as_edges(da)
+        r = g.rep_sum(row_reduce(pat, a2 * da2, "sum"))
+        return (a2 * (da2 - r[pat.row])).reshape(a.shape), None
