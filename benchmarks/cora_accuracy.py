@@ -21,6 +21,7 @@ def main():
     ap.add_argument("--nproc", type=int, default=4)
     ap.add_argument("--epochs", type=int, default=200)
     ap.add_argument("--model", choices=("gcn", "gat"), default="gcn")
+    ap.add_argument("--algos", default=None, help="comma-separated subset (serial always runs)")
     args = ap.parse_args()
     if args.model == "gat":
         hyper = dict(model="gat", heads=8, hidden=8, lr=0.005, dropout=0.6, attn_dropout=0.6)
@@ -31,6 +32,9 @@ def main():
                ("1.5d-sa", args.nproc, 2), ("2d", args.nproc, 1), ("3d", args.nproc, 1), ("plexus", args.nproc, 1)]
     if args.model == "gat":
         configs = [c for c in configs if c[0] in PRIMITIVE_ALGOS]
+    if args.algos:
+        keep = {"serial", *args.algos.split(",")}
+        configs = [c for c in configs if c[0] in keep]
     acc = {c[0]: [] for c in configs}
     for seed in range(args.seeds):
         for algo, p, c in configs:

@@ -23,7 +23,7 @@ def random_pattern(m, k, density, seed, empty_rows=2):
 def test_kernels_equal_dense(heads, monkeypatch):
     monkeypatch.setattr(P, "SDDMM_CHUNK_ELEMENTS", 7)  # many chunks
     a = random_pattern(9, 6, 0.4, 0)
-    pat = P.Pattern(a)
+    pat = P.Pattern.from_scipy(a)
     r = np.random.default_rng(1)
     vals = torch.from_numpy(r.normal(size=(pat.nnz, heads)))
     width = 2

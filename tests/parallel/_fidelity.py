@@ -1,8 +1,8 @@
 """Shared assertions: distributed logits/gradients equal the serial reference; bytes equal the model."""
 import numpy as np
 
-from gridgnn.planner.primitives import BlockRowVolume, step_bytes, trace_model
-from gridgnn.planner.volume import plexus_step_bytes, summa_step_bytes
+from gridgnn.planner.primitives import BlockRowVolume, SummaVolume, step_bytes, trace_model
+from gridgnn.planner.volume import plexus_step_bytes
 from gridgnn.graph import gcn_normalize
 from gridgnn.testing import assemble, build_model, serial_case
 from gridgnn.train.setup import make_partition, make_source, num_blocks
@@ -50,11 +50,12 @@ def model_bytes(case, per_rank, P):
         if case.algo == "plexus":
             return plexus_step_bytes(g.n, case.grid, case.dims, 8, counts.__getitem__)
         source, _ = make_source(g, case.algo, P, shape=case.grid, method=case.partition, seed=case.seed)
-        return summa_step_bytes(source, case.grid, case.dims, 8)
-    rows = rows_of(case, P)
-    mat = rows.permute_matrix(gcn_normalize(case.graph))
+        volume = SummaVolume(source, case.grid)
+    else:
+        rows = rows_of(case, P)
+        volume = BlockRowVolume(case.algo, rows.permute_matrix(gcn_normalize(case.graph)), rows, P, case.replication)
     calls, nparams = trace_model(lambda plan: build_model(case, plan), case.dims[0])
-    return step_bytes(calls, BlockRowVolume(case.algo, mat, rows, P, case.replication), nparams, 8)
+    return step_bytes(calls, volume, nparams, 8)
 
 
 def check_bytes(case, per_rank, P):

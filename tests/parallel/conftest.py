@@ -85,6 +85,10 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
                 for algo in ("1.5d", "1.5d-sa"):
                     out.append((f"gat-{algo}-c{c}-{gname}-{dname}-skewed",
                                 Case(algo=algo, replication=c, partition=skewed_partition(N, P // c, 6), **kw)))
+            for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P))):
+                for shape in shapes:  # heads straddle column blocks when pc does not divide heads × width
+                    out.append((f"gat-{algo}-{'x'.join(map(str, shape))}-{gname}-{dname}-random",
+                                Case(algo=algo, grid=shape, partition="random", **kw)))
     return out
 
 

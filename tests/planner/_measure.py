@@ -53,14 +53,13 @@ def adjacency_bytes(plan) -> int:
         for L in plan.layers:
             c.tensor(L["A"])
             c.tensor(L["At"])
-    elif isinstance(plan, SummaPlan):
-        for ops in plan.ops:
-            for op in ops:
-                for idx, val in op.local.values():
-                    c.tensor(idx)
-                    c.tensor(val)
     else:
-        tensors, arrays = plan.dgraph.held()
+        graphs = list(plan.graphs.values()) if isinstance(plan, SummaPlan) else [plan.dgraph]
+        tensors, arrays = [], []
+        for g in graphs:
+            t, a = g.held()
+            tensors += t
+            arrays += a
         for t in tensors:
             c.tensor(t)
         for a in arrays:
@@ -113,7 +112,8 @@ def train_step_saved(model, plan, comm, data, *, epoch: int = 0):
     storage), plus the logits block; 0-dim scalars are not activations."""
     from gridgnn.train.step import forward_backward
 
-    graph_values = [plan.dgraph.gcn_values] if hasattr(plan, "dgraph") else []  # adjacency, not activations
+    graphs = [plan.dgraph] if hasattr(plan, "dgraph") else list(getattr(plan, "graphs", {}).values())
+    graph_values = [g.gcn_values for g in graphs]  # adjacency, not activations
     exclude = {t.untyped_storage().data_ptr() for t in list(model.parameters()) + [data.x, data.y]
                + list(data.masks.values()) + graph_values}
     saved: dict = {}

@@ -26,7 +26,8 @@ def test_gat_trains_and_distributed_equals_serial(tmp_path):
 
 
 @pytest.mark.parametrize("argv,words", [
-    (["--model", "gat", "--algo", "2d", "--nproc", 2], "--model gat runs on"),
+    (["--model", "gat", "--algo", "plexus", "--nproc", 2], "--model gat runs on"),
+    (["--model", "gat", "--algo", "3d", "--nproc", 2, "--partition", "double-perm"], "one vertex order per layer"),
     (["--heads", 4], "apply to --model gat"),
     (["--model", "gat", "--heads", 0], "--heads"),
     (["--model", "gat", "--attn-dropout", 1.0], "--attn-dropout must be in [0, 1)"),

@@ -160,7 +160,12 @@ class Comm:
         return tensor
 
     def all_reduce(self, tensor: torch.Tensor, axis: str | tuple[str, ...], op: str = "sum") -> torch.Tensor:
-        """In-place all-reduce (``sum``/``max``/``min``) over one axis or a flattened tuple of axes."""
+        """In-place all-reduce (``sum``/``max``/``min``) over one axis or a tuple of axes (the whole grid in one
+        call; a sub-grid axis by axis, each recorded as its own ring)."""
+        if not isinstance(axis, str) and len(axis) > 1 and set(axis) != set(self.grid.names):
+            for a in axis:
+                self.all_reduce(tensor, a, op)
+            return tensor
         g = self.grid.size(axis)
         if g == 1:
             return tensor

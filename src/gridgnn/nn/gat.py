@@ -51,6 +51,10 @@ class GAT(nn.Module):
         if plan is not None and not plan.primitives:
             raise GridGnnError(f"--model gat needs an algorithm on distributed primitives; {plan.name} still "
                                f"has only the fused GCN layer")
+        if plan is not None and getattr(getattr(plan, "source", None), "double", False):
+            raise GridGnnError("--model gat needs one vertex order per layer: a double permutation puts a vertex's "
+                               "destination score on another rank than its features (double-perm and balanced-perm "
+                               "do); use --partition random or identity")
         self.dims, self.heads, self.out_heads = list(dims), int(heads), int(out_heads)
         self.dropout, self.attn_dropout, self.seed = dropout, attn_dropout, seed
         gen = torch.Generator().manual_seed(seed)

@@ -13,6 +13,9 @@ Kernels (``X``: ``k × K·F`` sources, ``D``: ``m × K·F`` destinations, head `
     \mathrm{spmm}(e, X)_{u,h} = \sum_{v} e_{uv,h} X_{v,h}, \qquad
     \mathrm{spmm\_t}(e, D)_{v,h} = \sum_{u} e_{uv,h} D_{u,h}, \qquad
     \mathrm{sddmm\_dot}(D, X)_{uv,h} = \langle D_{u,h}, X_{v,h} \rangle
+
+A layout that shards feature columns passes ``col_heads``: the ``(head, c0, c1)`` column ranges of the local
+block (a head may straddle two blocks; the dot product is then a partial sum over the local columns).
 """
 from __future__ import annotations
 
@@ -27,43 +30,46 @@ class Pattern:
     r"""Structure of a local ``m × k`` sparse block: CSR arrays, the row of every edge and the transposed order.
 
     Args:
-        mat: SciPy matrix (its values are ignored; explicit entries are edges, duplicates summed first).
-        device: where the index tensors live.
+        crow, col: CSR row pointer and column of each edge (``int64`` tensors, columns sorted within a row).
+        shape: ``(m, k)``.
         transpose: build the transposed order now (else on first use).
     Attributes:
-        crow, col: CSR row pointer and column of each edge (``int64``); ``row``: destination row of each edge.
-        t_crow, t_col, t_perm: CSR of the transpose; its edge ``t`` is edge ``t_perm[t]`` of this pattern (built
-            on first use: a block row of ``n`` columns would otherwise keep an ``n + 1`` pointer it never needs).
+        row: destination row of each edge. ``transpose()`` gives ``(t_crow, t_col, t_perm)``: the CSR of the
+        transpose, whose edge ``t`` is edge ``t_perm[t]`` of this pattern (built once, on first use, so a block
+        row of ``n`` columns never keeps an ``n + 1`` pointer it does not need).
     """
 
-    def __init__(self, mat: sp.spmatrix, *, device="cpu", transpose: bool = False):
-        mat = sp.csr_matrix(mat)
-        mat.sum_duplicates()
-        mat.sort_indices()
-        self.shape = (int(mat.shape[0]), int(mat.shape[1]))
-        self.nnz = int(mat.nnz)
-        indptr = mat.indptr.astype(np.int64)
-        indices = mat.indices.astype(np.int64)
-        row = np.repeat(np.arange(self.shape[0], dtype=np.int64), np.diff(indptr))
-        self.crow, self.col, self.row = (torch.from_numpy(a).to(device) for a in (indptr, indices, row))
+    def __init__(self, crow: torch.Tensor, col: torch.Tensor, shape: tuple[int, int], *, transpose: bool = False):
+        self.crow, self.col = crow, col
+        self.shape = (int(shape[0]), int(shape[1]))
+        self.nnz = int(col.numel())
+        self.row = torch.repeat_interleave(torch.arange(self.shape[0], device=crow.device), crow[1:] - crow[:-1])
         self._t = None
         if transpose:
             self.transpose()
 
-    def transpose(self):
-        """``(t_crow, t_col, t_perm)``, built once."""
-        if self._t is None:
-            row, col = self.row.cpu().numpy(), self.col.cpu().numpy()
-            t_perm = np.lexsort((row, col)).astype(np.int64)  # by column, then row: CSR order of the transpose
-            t_crow = np.zeros(self.shape[1] + 1, dtype=np.int64)
-            np.cumsum(np.bincount(col, minlength=self.shape[1]), out=t_crow[1:])
-            self._t = tuple(torch.from_numpy(np.ascontiguousarray(a)).to(self.device)
-                            for a in (t_crow, row[t_perm], t_perm))
-        return self._t
+    @classmethod
+    def from_scipy(cls, mat: sp.spmatrix, *, device="cpu", transpose: bool = False) -> "Pattern":
+        """From a SciPy matrix (its values are ignored; duplicates are summed first, indices sorted)."""
+        mat = sp.csr_matrix(mat)
+        mat.sum_duplicates()
+        mat.sort_indices()
+        crow = torch.from_numpy(mat.indptr.astype(np.int64)).to(device)
+        col = torch.from_numpy(mat.indices.astype(np.int64)).to(device)
+        return cls(crow, col, mat.shape, transpose=transpose)
 
     @property
     def device(self):
         return self.crow.device
+
+    def transpose(self):
+        """``(t_crow, t_col, t_perm)``, built once."""
+        if self._t is None:
+            t_perm = torch.sort(self.col, stable=True).indices  # by column, rows ascending within a column
+            t_crow = torch.zeros(self.shape[1] + 1, dtype=torch.int64, device=self.device)
+            t_crow[1:] = torch.cumsum(torch.bincount(self.col, minlength=self.shape[1]), 0)
+            self._t = (t_crow, self.row[t_perm], t_perm)
+        return self._t
 
     def with_values(self, values: torch.Tensor, *, transpose: bool = False) -> torch.Tensor:
         """Torch sparse CSR tensor of this pattern (or its transpose) with ``values`` (``nnz``, no autograd)."""
@@ -86,56 +92,75 @@ def as_edges(values: torch.Tensor) -> torch.Tensor:
     return values.reshape(values.shape[0], _heads(values))
 
 
-def _head(values: torch.Tensor, h: int) -> torch.Tensor:
-    return values if values.dim() == 1 else values[:, h].contiguous()
+def head_columns(heads: int, width: int, c0: int = 0, c1: int | None = None) -> list[tuple[int, int, int]]:
+    """``(head, a, b)``: the local columns ``a:b`` (relative to ``c0``) of the global columns ``c0:c1`` of a
+    ``width``-wide tensor split into ``heads`` equal heads."""
+    c1 = width if c1 is None else c1
+    per = width // heads
+    out = []
+    for h in range(heads):
+        a, b = max(c0, h * per), min(c1, (h + 1) * per)
+        if a < b:
+            out.append((h, a - c0, b - c0))
+    return out
 
 
-def spmm(pat: Pattern, values: torch.Tensor, x: torch.Tensor, *, transpose: bool = False) -> torch.Tensor:
+def spmm(pat: Pattern, values: torch.Tensor, x: torch.Tensor, *, transpose: bool = False,
+         col_heads: list[tuple[int, int, int]] | None = None) -> torch.Tensor:
     r"""``M(values) X`` (or ``M(values)ᵀ X`` with ``transpose``), head by head.
 
     Args:
-        values: ``nnz`` or ``nnz × K``; ``x``: ``k × K·F`` (``m × K·F`` when transposed), ``K·F`` divisible by K.
-    Returns: ``m × K·F`` (``k × K·F``). No autograd: the callers' Functions supply the adjoints.
+        values: ``nnz`` or ``nnz × K``; ``x``: ``k × W`` (``m × W`` when transposed).
+        col_heads: the head of each local column range (default: ``W`` split into ``K`` equal heads).
+    Returns: ``m × W`` (``k × W``). No autograd: the callers' Functions supply the adjoints.
     """
     out_rows = pat.shape[1] if transpose else pat.shape[0]
-    k = _heads(values)
-    width = x.shape[1] // k
     if pat.nnz == 0 or x.shape[1] == 0:
         return x.new_zeros((out_rows, x.shape[1]))
     x = x.contiguous()
-    if k == 1:
-        return torch.sparse.mm(pat.with_values(values.reshape(-1), transpose=transpose), x)
-    outs = [torch.sparse.mm(pat.with_values(_head(values, h), transpose=transpose),
-                            x[:, h * width:(h + 1) * width].contiguous()) for h in range(k)]
-    return torch.cat(outs, dim=1)
+    vals = as_edges(values)
+    heads = col_heads if col_heads is not None else head_columns(vals.shape[1], x.shape[1])
+    if len(heads) == 1 and heads[0][1] == 0 and heads[0][2] == x.shape[1]:
+        return torch.sparse.mm(pat.with_values(vals[:, heads[0][0]].contiguous(), transpose=transpose), x)
+    out = x.new_zeros((out_rows, x.shape[1]))
+    for h, a, b in heads:
+        out[:, a:b] = torch.sparse.mm(pat.with_values(vals[:, h].contiguous(), transpose=transpose),
+                                      x[:, a:b].contiguous())
+    return out
 
 
-def sddmm_dot(pat: Pattern, dst: torch.Tensor, src: torch.Tensor, heads: int = 1) -> torch.Tensor:
-    r"""Per-edge, per-head dot products :math:`\langle D_{u,h}, X_{v,h} \rangle` → ``nnz × heads``.
-
-    Runs over chunks of edges so the gathered rows never exceed :data:`SDDMM_CHUNK_ELEMENTS` elements."""
+def sddmm_dot(pat: Pattern, dst: torch.Tensor, src: torch.Tensor, heads: int = 1, *,
+              col_heads: list[tuple[int, int, int]] | None = None) -> torch.Tensor:
+    r"""Per-edge, per-head dot products :math:`\langle D_{u,h}, X_{v,h} \rangle` over the local columns →
+    ``nnz × heads``. Runs over chunks of edges so the gathered rows never exceed :data:`SDDMM_CHUNK_ELEMENTS`
+    elements."""
     width = dst.shape[1]
-    out = dst.new_empty((pat.nnz, heads))
-    if pat.nnz == 0:
+    col_heads = col_heads if col_heads is not None else head_columns(heads, width)
+    out = dst.new_zeros((pat.nnz, heads))
+    if pat.nnz == 0 or width == 0:
         return out
     step = max(1, SDDMM_CHUNK_ELEMENTS // max(1, width))
     for e0 in range(0, pat.nnz, step):
         e1 = min(pat.nnz, e0 + step)
         prod = dst[pat.row[e0:e1]] * src[pat.col[e0:e1]]
-        out[e0:e1] = prod.reshape(e1 - e0, heads, width // heads).sum(dim=2)
+        for h, a, b in col_heads:
+            out[e0:e1, h] = prod[:, a:b].sum(dim=1)
     return out
 
 
-def row_reduce(pat: Pattern, values: torch.Tensor, op: str) -> torch.Tensor:
-    """Per destination row, ``"sum"`` or ``"max"`` of the edge values (``nnz × K`` → ``m × K``); an empty row
-    gives 0 (sum) or −inf (max)."""
+def reduce_rows(row: torch.Tensor, m: int, values: torch.Tensor, op: str) -> torch.Tensor:
+    """Per destination row (``row[e]`` of each edge, ``m`` rows), ``"sum"`` or ``"max"`` of the edge values
+    (``nnz × K`` → ``m × K``); an empty row gives 0 (sum) or −inf (max)."""
     vals = as_edges(values)
     if op == "sum":
-        out = vals.new_zeros((pat.shape[0], vals.shape[1]))
-        return out.index_add_(0, pat.row, vals)
-    out = vals.new_full((pat.shape[0], vals.shape[1]), float("-inf"))
-    idx = pat.row.unsqueeze(1).expand_as(vals)
-    return out.scatter_reduce(0, idx, vals, reduce="amax", include_self=True)
+        return vals.new_zeros((m, vals.shape[1])).index_add_(0, row, vals)
+    out = vals.new_full((m, vals.shape[1]), float("-inf"))
+    return out.scatter_reduce(0, row.unsqueeze(1).expand_as(vals), vals, reduce="amax", include_self=True)
+
+
+def row_reduce(pat: Pattern, values: torch.Tensor, op: str) -> torch.Tensor:
+    """:func:`reduce_rows` over the rows of ``pat``."""
+    return reduce_rows(pat.row, pat.shape[0], values, op)
 
 
 def col_sum(pat: Pattern, values: torch.Tensor) -> torch.Tensor:

@@ -82,7 +82,7 @@ class BlockRowGraph:
             local = sp.csr_matrix((local.data[keep], (row, local.indices[keep])), shape=local.shape)
             local.sort_indices()
             col_block = col_block[keep]
-        self.pattern = Pattern(local, device=device)
+        self.pattern = Pattern.from_scipy(local, device=device)
         self.nnz = self.pattern.nnz
         self.gcn_values = torch.from_numpy(local.data.astype(np.float64)).to(dtype).to(device)
         row = np.repeat(np.arange(local.shape[0], dtype=np.int64), np.diff(local.indptr))
@@ -99,7 +99,7 @@ class BlockRowGraph:
                     self.stage_blocks[q] = (self.pattern, None)
                     self.pattern.transpose()
                     continue
-                self.stage_blocks[q] = (Pattern(sub, device=device, transpose=True),
+                self.stage_blocks[q] = (Pattern.from_scipy(sub, device=device, transpose=True),
                                         None if whole else torch.from_numpy(eidx).to(device))
 
     # ------------------------------------------------------------------ layout queries
@@ -153,7 +153,7 @@ class BlockRowGraph:
             self.halo_parts.append((q, offset, size))
             offset += size
         halo = sp.csr_matrix((local.data, compact, local.indptr), shape=(local.shape[0], offset))
-        self.halo_pattern = Pattern(halo, device=self.device, transpose=True)
+        self.halo_pattern = Pattern.from_scipy(halo, device=self.device, transpose=True)
 
     # ------------------------------------------------------------------ fetch and push
     def _fetch_halo(self, x: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,5 @@
 r"""Cross-entropy and argmax over logits whose class columns are sharded along one mesh axis (Plexus'
-parallel cross-entropy; 2D/3D follow CAGNET and all-gather the logits rows instead, see ``summa.py``).
+parallel cross-entropy; the other algorithms hold every class column of their logits rows).
 
 .. math:: \ell_i = \log \sum_c e^{z_{ic} - m_i} + m_i - z_{i, y_i}, \qquad m_i = \max_c z_{ic}
 

@@ -1,33 +1,37 @@
-r"""SUMMA machinery shared by ``--algo 2d`` (CAGNET Algorithm 3) and ``--algo 3d`` (CAGNET Split-3D-SpMM).
+r"""The SUMMA family — ``--algo 2d`` (CAGNET Algorithm 3) and ``--algo 3d`` (CAGNET Split-3D-SpMM) — as one
+distributed graph and its primitives (SC'23 §4–§6 on CAGNET's SUMMA layout).
 
 Grid: ``pr × pc`` process rows × columns (axes ``row_axis``, ``col_axis``) times ``z`` fiber layers
 (``fiber_axis``; ``z = 1`` and no axis for 2D). Rank ``(i, j, k)``.
 
-Vertex blocks: ``B(i, k)`` = block ``i·z + k`` of ``pr·z`` equal blocks; process row ``i`` owns the matrix rows
-``R_i = ∪_k B(i, k)`` (contiguous). Dense matrices ``X`` (``H``, ``G``, ``Z``) live as blocks
-``X[B(i, k), C_j]`` with ``C_j`` the ``j``-th of ``pc`` equal column blocks — so 2D holds ``X[R_i, C_j]``.
+**Layout.** Vertex blocks ``B(i, k)`` = block ``i·z + k`` of ``pr·z`` equal blocks; process row ``i`` owns the
+matrix rows ``R_i = ∪_k B(i, k)``. In fiber layer ``k`` the inner index set ``V_k = ∪_i B(i, k)`` is cut into
+*panels* — the common refinement of the ``B(i, k)`` and of ``pc`` equal parts of ``V_k``; panel ``p`` is owned by
+the row ``io(p)`` whose block holds it and by the column ``jo(p)`` whose part holds it. Rank ``(i, j, k)`` keeps
+the sparse panels ``M[R_i, p]`` with ``jo(p) = j``: its **edge tensor** is their edges, panel after panel (CSR
+order within each). **Node tensors** given to and returned by the primitives are ``X[B(i, k), :]`` — all feature
+columns, *replicated* along ``col_axis``; each primitive shards the columns itself (``C_j`` = the ``j``-th of
+``pc`` equal column blocks) and every replica holds the full gradient. **Weights** are replicated; ``linear``
+multiplies the replicated rows locally (each rank's weight gradient is the share of its rows ``B(i, k)``, summed
+over ``row_axis`` and ``fiber_axis``).
 
-One product ``Y = M X`` (``M`` = :math:`\hat M` or its transpose): in fiber layer ``k`` the inner index set
-``V_k = ∪_i B(i, k)`` is cut into *panels* — the common refinement of the ``B(i, k)`` (whose rows of ``X``
-process row ``i`` holds) and of ``pc`` equal parts of ``V_k`` (whose columns of ``M`` process column ``j``
-holds). For each panel ``p`` (Alg. 3 lines 3–11): ``Â ← BCAST(M[R_i, p], P(i, :, k))`` (sparse: index and
-value arrays) ; ``X̂ ← BCAST(X[p, C_j], P(:, j, k))`` ; ``T += SPMM(Â, X̂)``. Then 3D reduce-scatters the
-partial ``T[R_i, C_j]`` over the fiber into ``T[B(i, k), C_j]`` (Split-3D). The *partial SUMMA* with the
-replicated ``W`` (lines 12–18) broadcasts each ``T[B(i,k), C_q]`` along the process row and multiplies
-``T[B(i,k), :] · W[:, C'_j]``.
+**Primitives** (autograd Functions, hand-written backward; never autograd through sparse values):
 
-GCN layer, forward: ``T = SUMMA(M̂, H)`` ; ``Z = partial-SUMMA(T, W) + b``. Backward (CAGNET §IV-C.3–4, reusing
-``M̂ᵀ G``): ``U = SUMMA(M̂ᵀ, ∂Z)`` ; gather ``U[B(i,k), :]`` along the row (partial SUMMA) ;
-``∂H = U Wᵀ[:, C_j]`` ; ``∂W[C_j, :] = H[B(i,k), C_j]ᵀ U[B(i,k), :]`` (each rank's unique share; the gradient
-all-reduce sums them). No transpose communication: each rank reads its blocks of :math:`\hat M^\mathsf{T}`.
-The logits are column-sharded along ``col_axis``; as CAGNET §IV-C.2 describes, each rank all-gathers its
-logits rows along the process row (broadcasts of ``|B(i,k)|·|C_q|·w``) before the log-softmax; its backward
-is local (each rank keeps the gradient of its own columns).
+* ``spmm(e, X)`` — for every panel ``p`` (Alg. 3 lines 3–11): ``Â ← BCAST(M[R_i, p](e), P(i, :, k))`` (index and
+  value arrays, from column ``jo``) ; ``X̂ ← BCAST(X[p, C_j], P(:, j, k))`` (from row ``io``) ;
+  ``T[R_i, C_j] += Â X̂``; 3D: reduce-scatter ``T`` over the fiber into ``T[B(i,k), C_j]``; then all-gather
+  the column blocks along ``col_axis``. Backward: all-gather ``dY[B(i,k), C_j]`` over the fiber into
+  ``dY[R_i, C_j]``; per panel broadcast ``Â`` again, ``Âᵀ dY`` is reduced along the column onto row ``io``
+  (the adjoint of the ``X̂`` broadcast); ``de`` = SDDMM of ``dY`` with ``X̂`` (broadcast again), a partial sum
+  over ``C_j`` reduced along the row onto column ``jo``; ``dX`` column blocks all-gathered along ``col_axis``.
+* ``sddmm_add(s_dst, s_src)`` and ``sddmm_dot(X_dst, X_src, K)`` — 3D: all-gather ``X_dst[R_i]`` over the fiber;
+  the owner column ``jo`` receives ``X_src[p]`` from row ``io`` (all columns); the edges are computed where they
+  live. Backward: row sums over ``col_axis`` (and a fiber reduce-scatter), column sums reduced onto row ``io``,
+  then summed over ``col_axis`` (the adjoint of the replication).
+* ``edge_softmax(e)`` — a row's edges are spread over the columns and fiber layers of its process row: the row
+  max and the row sum of the exponentials are all-reduced along ``col_axis`` and ``fiber_axis`` (two passes).
 
-*Communication* per SUMMA and rank with ``w``-byte values: every panel ``p`` of the rank's fiber layer —
-the owner column sends ``8(|R_i| + 1 + nnz) + w·nnz`` bytes of ``M[R_i, p]`` (others of the row receive it),
-the owner row sends ``|p|·|C_j|·w`` (others of the column receive); 3D adds a reduce-scatter of
-``|R_i|·|C_j|·w`` over ``z``; the partial SUMMA broadcasts ``|B(i,k)|·|C_q|·w`` from each column ``q``.
+*Communication* per primitive and rank: see :class:`gridgnn.planner.primitives.SummaVolume`.
 """
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ import numpy as np
 import torch
 
 from ..errors import GridGnnError
-from ..ops import spmm
+from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
 from .base import Plan
 
@@ -81,135 +85,272 @@ class Geometry:
         return self.fine[i * self.z:(i + 1) * self.z + 1] - self.fine[i * self.z]
 
 
-class SummaSpMM:
-    r"""``Y[B(i,k), C_j] = (M X)[B(i,k), C_j]`` for one matrix version, on this rank.
+class SummaGraph:
+    r"""Matrix version ``version`` (``"rc"``/``"cr"`` of the source: rows in the output order, columns in the
+    input order) laid out on the SUMMA grid, on this rank.
 
-    Args:
-        transpose: use :math:`\hat M^\mathsf{T}` (backward).
-        version: ``"rc"``/``"cr"`` of the source (rows in the output order, columns in the input order).
+    Attributes:
+        owned: ``{panel index: (Pattern of M[R_i, p], first edge, index tensor)}`` of the panels this rank holds;
+            the index tensor is ``[crow, col]`` as broadcast to the process row.
+        nnz: number of local edges; ``gcn_values``: their :math:`\hat M` values.
+        panel_nnz: nnz of every panel of this fiber layer (from the owners, at set-up).
     """
 
-    def __init__(self, plan, version: str, transpose: bool):
+    def __init__(self, plan, version: str):
         self.plan = plan
         geo, comm = plan.geo, plan.comm
-        i, j, k = plan.i, plan.j, plan.k
+        i, k = plan.i, plan.k
         r0, r1 = geo.rows(i)
-        self.local = {}  # panel index -> (index tensor, value tensor) of M[R_i, panel] this rank owns
-        nnz_mine = {}
-        for p, (v0, v1, _, jo) in enumerate(geo.panels[k]):
-            if jo != j:
+        self.nrow = r1 - r0
+        self.b0 = geo.block(i, k)[0]
+        self.panels = geo.panels[k]
+        self.owned, values, rows, cols, off = {}, [], [], [], 0
+        order_out, order_in = plan.orders(version)
+        for p, (v0, v1, _, jo) in enumerate(self.panels):
+            if jo != plan.j:
                 continue
-            if transpose:
-                m = plan.source.submatrix(version, (v0, v1), (r0, r1)).T.tocsr()
-            else:
-                m = plan.source.submatrix(version, (r0, r1), (v0, v1))
+            m = plan.source.submatrix(version, (r0, r1), (v0, v1))
             m.sort_indices()
-            idx = torch.from_numpy(np.concatenate([m.indptr, m.indices]).astype(np.int64)).to(plan.device)
-            val = torch.from_numpy(m.data.astype(np.float64)).to(plan.dtype).to(plan.device)
-            self.local[p] = (idx, val)
-            nnz_mine[p] = int(m.nnz)
+            pat = Pattern.from_scipy(m, device=plan.device, transpose=True)
+            idx = torch.cat([pat.crow, pat.col])
+            self.owned[p] = (pat, off, idx)
+            values.append(m.data.astype(np.float64))
+            rows.append(pat.row.cpu().numpy() + r0)
+            cols.append(pat.col.cpu().numpy() + v0)
+            off += pat.nnz
+        self.nnz = off
+        self.gcn_values = torch.from_numpy(np.concatenate(values) if values else np.zeros(0)).to(plan.dtype)
+        self.gcn_values = self.gcn_values.to(plan.device)
+        self.edge_row = torch.cat([pat.row for pat, _, _ in self.owned.values()]) if self.owned else \
+            torch.zeros(0, dtype=torch.int64, device=plan.device)
+        r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+        c = np.concatenate(cols) if cols else np.zeros(0, np.int64)
+        self._edge_ids = (order_out[r], order_in[c])
         with comm.phase("setup"):
-            allnnz = comm.all_gather_json(nnz_mine, plan.col_axis)
-        self.nnz = {int(p): v for d in allnnz for p, v in d.items()}
+            allnnz = comm.all_gather_json({p: v[0].nnz for p, v in self.owned.items()}, plan.col_axis)
+        self.panel_nnz = {int(p): v for d in allnnz for p, v in d.items()}
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def edge_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """Original (destination, source) vertex ids of the local edges, in edge order."""
+        return self._edge_ids
+
+    def held(self) -> tuple[list, list]:
+        """``(tensors, arrays)`` this graph keeps."""
+        tensors = [self.gcn_values, self.edge_row]
+        for pat, _, idx in self.owned.values():
+            tensors += pat.index_tensors() + [idx]
+        return tensors, list(self._edge_ids)
+
+    # ------------------------------------------------------------------ communication helpers
+    def _panel(self, p: int, values: torch.Tensor | None):
+        """``(pattern, values)`` of ``M[R_i, p]`` on every rank of the process row (Alg. 3 line 9: broadcast from
+        the owner column; the receivers build the pattern from the index array)."""
         plan = self.plan
-        geo, comm, i, j, k = plan.geo, plan.comm, plan.i, plan.j, plan.k
-        r0, r1 = geo.rows(i)
-        nrow = r1 - r0
-        b0, _ = geo.block(i, k)
-        t = x.new_zeros((nrow, x.shape[1]))
-        for p, (v0, v1, io, jo) in enumerate(geo.panels[k]):  # Alg. 3 line 3
-            nnz = self.nnz[p]
-            if jo == j:
-                idx, val = self.local[p]
-            else:
-                idx = torch.empty(nrow + 1 + nnz, dtype=torch.int64, device=x.device)
-                val = torch.empty(nnz, dtype=x.dtype, device=x.device)
-            comm.broadcast(idx, jo, plan.col_axis, tag="bcast_sparse")  # line 9: Â ← BCAST(Aᵀ_ic, P(i,:))
-            comm.broadcast(val, jo, plan.col_axis, tag="bcast_sparse")
-            if io == i:
-                xp = x[v0 - b0:v1 - b0].contiguous()
-            else:
-                xp = x.new_empty((v1 - v0, x.shape[1]))
-            comm.broadcast(xp, io, plan.row_axis)  # line 10: Ĥ ← BCAST(H_rj, P(:,j))
-            if nnz:
-                a = torch.sparse_csr_tensor(idx[:nrow + 1], idx[nrow + 1:], val, size=(nrow, v1 - v0))
-                t += spmm(a, xp)  # line 11
-        if plan.fiber_axis is not None:  # Split-3D: reduce-scatter the partial sums over the fiber
-            t = comm.reduce_scatter_rows(t, geo.fiber_bounds(i), plan.fiber_axis)
+        v0, v1, _, jo = self.panels[p]
+        nnz = self.panel_nnz[p]
+        tail = () if values is None or values.dim() == 1 else (values.shape[1],)
+        if jo == plan.j:
+            pat, off, idx = self.owned[p]
+            val = None if values is None else values[off:off + nnz].contiguous()
+        else:
+            pat = None
+            idx = torch.empty(self.nrow + 1 + nnz, dtype=torch.int64, device=plan.device)
+            val = None if values is None else values.new_empty((nnz,) + tail)
+        plan.comm.broadcast(idx, jo, plan.col_axis, tag="bcast_sparse")
+        if val is not None:
+            plan.comm.broadcast(val, jo, plan.col_axis, tag="bcast_sparse")
+        if pat is None:
+            pat = Pattern(idx[:self.nrow + 1], idx[self.nrow + 1:], (self.nrow, v1 - v0))
+        return pat, val
+
+    def _rows_of(self, x: torch.Tensor, p: int, width_cols=None) -> torch.Tensor:
+        """``x[p]`` (columns ``width_cols`` of it) on every rank of the process column, from row ``io``."""
+        plan = self.plan
+        v0, v1, io, _ = self.panels[p]
+        c0, c1 = width_cols if width_cols is not None else (0, x.shape[1])
+        if io == plan.i:
+            xp = x[v0 - self.b0:v1 - self.b0, c0:c1].contiguous()
+        else:
+            xp = x.new_empty((v1 - v0, c1 - c0))
+        plan.comm.broadcast(xp, io, plan.row_axis)  # Alg. 3 line 10: Ĥ ← BCAST(H_rj, P(:, j))
+        return xp
+
+    def _push_rows(self, part: torch.Tensor, p: int, out: torch.Tensor) -> None:
+        """Adjoint of :meth:`_rows_of`: sum ``part`` (rows of panel ``p``) over the column onto row ``io``."""
+        plan = self.plan
+        v0, v1, io, _ = self.panels[p]
+        part = part.contiguous()
+        plan.comm.reduce(part, io, plan.row_axis)
+        if io == plan.i:
+            out[v0 - self.b0:v1 - self.b0] += part
+
+    def fiber_gather(self, x: torch.Tensor) -> torch.Tensor:
+        """``X[B(i, k)]`` → ``X[R_i]`` (all-gather over the fiber)."""
+        plan = self.plan
+        if plan.fiber_axis is None:
+            return x
+        rows = np.diff(plan.geo.fiber_bounds(plan.i)).tolist()
+        return torch.cat(plan.comm.all_gather_rows(x.contiguous(), plan.fiber_axis, rows=rows))
+
+    def fiber_scatter(self, t: torch.Tensor) -> torch.Tensor:
+        """``T[R_i]`` partial over the fiber → ``T[B(i, k)]`` summed (Split-3D reduce-scatter)."""
+        plan = self.plan
+        if plan.fiber_axis is None:
+            return t
+        return plan.comm.reduce_scatter_rows(t.contiguous(), plan.geo.fiber_bounds(plan.i), plan.fiber_axis)
+
+    def gather_cols(self, t: torch.Tensor, width: int) -> torch.Tensor:
+        """``T[:, C_j]`` → ``T[:, :]`` on every rank of the process row (all-gather of the column blocks)."""
+        plan = self.plan
+        if plan.geo.pc == 1:
+            return t
+        widths = np.diff(even_bounds(width, plan.geo.pc)).tolist()
+        blocks = plan.comm.all_gather_rows(t.t().contiguous(), plan.col_axis, rows=widths)
+        return torch.cat(blocks).t().contiguous()
+
+    def row_all(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """All-reduce per-row statistics of ``R_i`` over the ranks of process row ``i`` (columns and fiber)."""
+        plan = self.plan
+        axes = tuple(a for a in (plan.col_axis, plan.fiber_axis) if a is not None)
+        if plan.comm.grid.world_size > 1:
+            plan.comm.all_reduce(t, axes if len(axes) > 1 else axes[0], op=op)
         return t
 
+    def col_all(self, t: torch.Tensor) -> torch.Tensor:
+        """Sum over ``col_axis`` (the adjoint of a tensor replicated along it)."""
+        if self.plan.geo.pc > 1:
+            self.plan.comm.all_reduce(t, self.plan.col_axis)
+        return t
 
-def _gather_cols(plan, t: torch.Tensor, width: int) -> torch.Tensor:
-    """Partial SUMMA: broadcast every ``T[B(i,k), C_q]`` along the process row; returns ``T[B(i,k), :]``."""
-    comm, j = plan.comm, plan.j
-    cb = even_bounds(width, plan.geo.pc)
-    parts = []
-    for q in range(plan.geo.pc):  # Alg. 3 line 12
-        c0, c1 = block_range(cb, q)
-        buf = t.contiguous() if q == j else t.new_empty((t.shape[0], c1 - c0))
-        comm.broadcast(buf, q, plan.col_axis)  # line 16: T̂ ← BCAST(T_ic, P(i,:))
-        parts.append(buf)
-    return torch.cat(parts, dim=1)
+    def my_panels(self):
+        """The panels owned by this rank's column (the same list on every rank of the process column)."""
+        return [p for p, (_, _, _, jo) in enumerate(self.panels) if jo == self.plan.j]
+
+    # ------------------------------------------------------------------ primitives
+    def spmm(self, values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return _SummaSpMM.apply(values, x, self)
+
+    def sddmm_add(self, s_dst: torch.Tensor, s_src: torch.Tensor) -> torch.Tensor:
+        return _SummaSddmm.apply(s_dst, s_src, self, 0)
+
+    def sddmm_dot(self, x_dst: torch.Tensor, x_src: torch.Tensor, heads: int = 1) -> torch.Tensor:
+        return _SummaSddmm.apply(x_dst, x_src, self, heads)
+
+    def edge_softmax(self, e: torch.Tensor) -> torch.Tensor:
+        return _SummaSoftmax.apply(e, self)
 
 
-class _SummaLayer(torch.autograd.Function):
+class _SummaSpMM(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, h, w, b, plan, layer):
-        fwd, _ = plan.ops[layer]
-        t = fwd(h.contiguous())  # T = Â H  (SUMMA, then 3D fiber reduce-scatter)
-        t_full = _gather_cols(plan, t, w.shape[0])  # partial SUMMA
-        o0, o1 = plan.col_block(w.shape[1])
-        z = t_full @ w[:, o0:o1]  # line 18: H_ij += GEMM(T̂, W(actv, colrange))
-        if b is not None:
-            z = z + b[o0:o1]
-        ctx.save_for_backward(h, w)
-        ctx.plan, ctx.layer, ctx.has_b, ctx.needs_h = plan, layer, b is not None, ctx.needs_input_grad[0]
-        return z
-
-    @staticmethod
-    def backward(ctx, dz):
-        h, w = ctx.saved_tensors
-        plan = ctx.plan
-        _, bwd = plan.ops[ctx.layer]
-        dz = dz.contiguous()
-        u = bwd(dz)  # U = M̂ᵀ ∂Z (SUMMA with the transposed blocks)
-        u_full = _gather_cols(plan, u, w.shape[1])
-        i0, i1 = plan.col_block(w.shape[0])
-        o0, o1 = plan.col_block(w.shape[1])
-        dw = torch.zeros_like(w)
-        dw[i0:i1] = h.t() @ u_full  # Y = Hᵀ (M̂ᵀ G): this rank's rows of ∂W, summed over (i, k) by the grad all-reduce
-        db = None
-        if ctx.has_b:
-            db = dz.new_zeros(w.shape[1])
-            db[o0:o1] = dz.sum(dim=0)
-        dh = u_full @ w[i0:i1].t() if ctx.needs_h else None  # G^{l-1} = (M̂ᵀ G) Wᵀ
-        return dh, dw, db, None, None
-
-
-class _GatheredCE(torch.autograd.Function):
-    """Cross-entropy after the row all-gather of the logits (CAGNET); backward keeps this rank's columns."""
+    def forward(ctx, values, x, g):
+        plan = g.plan
+        width = x.shape[1]
+        c0, c1 = plan.col_block(width)
+        heads = as_edges(values).shape[1]
+        col_heads = head_columns(heads, width, c0, c1)
+        t = x.new_zeros((g.nrow, c1 - c0))
+        for p in range(len(g.panels)):  # Alg. 3 line 3
+            pat, val = g._panel(p, values)
+            xp = g._rows_of(x, p, (c0, c1))
+            if pat.nnz:
+                t += spmm(pat, val, xp, col_heads=col_heads)  # line 11
+        y = g.gather_cols(g.fiber_scatter(t), width)
+        ctx.g, ctx.width, ctx.shape, ctx.col_heads = g, width, values.shape, col_heads
+        need_v, need_x = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        ctx.save_for_backward(values, x if need_v else None)
+        ctx.need = (need_v, need_x)
+        return y
 
     @staticmethod
-    def forward(ctx, logits, y, mask, plan, n_train):
-        full = _gather_cols(plan, logits, plan.dims[-1])
-        z = full[mask]
-        logp = torch.log_softmax(z, dim=1)
-        loss = -logp.gather(1, y[mask].unsqueeze(1)).sum() / n_train
-        ctx.save_for_backward(logp, mask, y)
-        ctx.plan, ctx.n_train, ctx.shape = plan, n_train, logits.shape
-        return loss
+    def backward(ctx, dy):
+        values, x = ctx.saved_tensors
+        g, (need_v, need_x) = ctx.g, ctx.need
+        plan = g.plan
+        c0, c1 = plan.col_block(ctx.width)
+        dy_r = g.fiber_gather(dy[:, c0:c1].contiguous())  # dY[R_i, C_j]
+        heads = 1 if len(ctx.shape) == 1 else ctx.shape[1]
+        dvals = dy.new_zeros(ctx.shape) if need_v else None
+        dx = dy.new_zeros((plan.geo.block(plan.i, plan.k)[1] - g.b0, c1 - c0)) if need_x else None
+        for p in range(len(g.panels)):
+            pat, val = g._panel(p, values)
+            if need_v:
+                xp = g._rows_of(x, p, (c0, c1))
+                part = sddmm_dot(pat, dy_r, xp, heads, col_heads=ctx.col_heads)  # partial over C_j
+                jo = g.panels[p][3]
+                plan.comm.reduce(part, jo, plan.col_axis)
+                if jo == plan.j:
+                    _, off, _ = g.owned[p]
+                    dvals[off:off + pat.nnz] = part.reshape((-1,) + tuple(ctx.shape[1:]))
+            if need_x:
+                g._push_rows(spmm(pat, val, dy_r, transpose=True, col_heads=ctx.col_heads), p, dx)
+        if need_x:
+            dx = g.gather_cols(dx, ctx.width)
+        return dvals, dx, None
+
+
+class _SummaSddmm(torch.autograd.Function):
+    """``heads = 0``: ``e = s_dst[u] + s_src[v]``; else the per-head dot product of the two rows."""
 
     @staticmethod
-    def backward(ctx, grad):
-        logp, mask, y = ctx.saved_tensors
-        g = torch.exp(logp)
-        g[torch.arange(g.shape[0]), y[mask]] -= 1.0
-        c0, c1 = ctx.plan.out_cols(None)
-        out = logp.new_zeros(ctx.shape)
-        out[mask] = g[:, c0:c1] * (grad / ctx.n_train)
-        return out, None, None, None, None
+    def forward(ctx, x_dst, x_src, g, heads):
+        d_r = g.fiber_gather(x_dst)  # X_dst[R_i]
+        k = x_src.shape[1] if heads == 0 else heads
+        e = x_dst.new_empty((g.nnz, k))
+        srcs = {}
+        for p in g.my_panels():
+            xp = g._rows_of(x_src, p)
+            pat, off, _ = g.owned[p]
+            if heads == 0:
+                e[off:off + pat.nnz] = d_r[pat.row] + xp[pat.col]
+            else:
+                e[off:off + pat.nnz] = sddmm_dot(pat, d_r, xp, heads)
+                srcs[p] = xp
+        ctx.g, ctx.heads, ctx.srcs = g, heads, srcs
+        ctx.save_for_backward(d_r if heads else None)
+        ctx.n_src = x_src.shape
+        return e
+
+    @staticmethod
+    def backward(ctx, de):
+        (d_r,) = ctx.saved_tensors
+        g, heads = ctx.g, ctx.heads
+        de = de.contiguous()
+        w = ctx.n_src[1]
+        dd_r = de.new_zeros((g.nrow, w))
+        ds = de.new_zeros(ctx.n_src)
+        for p in g.my_panels():
+            pat, off, _ = g.owned[p]
+            d = de[off:off + pat.nnz]
+            if heads == 0:
+                dd_r += reduce_rows(pat.row, g.nrow, d, "sum")
+                part = col_sum(pat, d)
+            else:
+                dd_r += spmm(pat, d, ctx.srcs[p])
+                part = spmm(pat, d, d_r, transpose=True)
+            g._push_rows(part, p, ds)
+        dd = g.col_all(g.fiber_scatter(dd_r))
+        return dd, g.col_all(ds), None, None
+
+
+class _SummaSoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, e, g):
+        m = g.row_all(reduce_rows(g.edge_row, g.nrow, e, "max"), op="max")
+        m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+        ex = torch.exp(as_edges(e) - m[g.edge_row])
+        s = g.row_all(reduce_rows(g.edge_row, g.nrow, ex, "sum"))
+        a = (ex / s[g.edge_row]).reshape(e.shape)
+        ctx.g = g
+        ctx.save_for_backward(a)
+        return a
+
+    @staticmethod
+    def backward(ctx, da):
+        (a,) = ctx.saved_tensors
+        g = ctx.g
+        a2, da2 = as_edges(a), as_edges(da)
+        r = g.row_all(reduce_rows(g.edge_row, g.nrow, a2 * da2, "sum"))
+        return (a2 * (da2 - r[g.edge_row])).reshape(a.shape), None
 
 
 class SummaPlan(Plan):
@@ -220,8 +361,10 @@ class SummaPlan(Plan):
             ``y`` = process columns, ``z`` = fiber).
         source: block source; layer ``l`` uses version ``"rc"`` for even ``l`` and ``"cr"`` for odd ``l``
             (identical for a single permutation).
-        dims: layer widths.
+        dims: layer widths (only their number matters: a distributed graph per matrix version).
     """
+
+    primitives = True
 
     def __init__(self, name: str, comm, source, dims, *, dtype=torch.float64, device="cpu"):
         self.name, self.comm, self.grid, self.source, self.dims = name, comm, comm.grid, source, list(dims)
@@ -235,27 +378,34 @@ class SummaPlan(Plan):
         self.geo = Geometry(source.n, pr, pc, z)
         self.i, self.j = self.grid.rank(self.row_axis), self.grid.rank(self.col_axis)
         self.k = 0 if self.fiber_axis is None else self.grid.rank(self.fiber_axis)
-        cache = {}
-        self.ops = []
+        self.graphs = {}
         for layer in range(len(dims) - 1):
-            v = "rc" if layer % 2 == 0 or not source.double else "cr"
-            if v not in cache:
-                fwd = SummaSpMM(self, v, transpose=False)
-                # M̂ is symmetric for an undirected graph: with one permutation its transpose blocks are its own
-                bwd = fwd if not (source.directed or source.double) else SummaSpMM(self, v, transpose=True)
-                cache[v] = (fwd, bwd)
-            self.ops.append(cache[v])
-        self.copies = pc  # the logits rows are gathered on every member of the process row
-        self.grad_axes = self.grid.names
+            v = self.version(layer)
+            if v not in self.graphs:
+                self.graphs[v] = SummaGraph(self, v)
+        self.copies = pc  # every rank of a process row holds the same rows (all columns)
+        self.grad_axes = tuple(a for a in (self.row_axis, self.fiber_axis) if a is not None)
+
+    def version(self, layer: int) -> str:
+        return "rc" if layer % 2 == 0 or not self.source.double else "cr"
+
+    def orders(self, version: str) -> tuple[np.ndarray, np.ndarray]:
+        """(row order, column order) of matrix version ``version``."""
+        if version == "rc":
+            return self.source.perm_r, self.source.perm_c
+        return self.source.perm_c, self.source.perm_r
+
+    def graph(self, layer: int) -> SummaGraph:
+        return self.graphs[self.version(layer)]
+
+    def linear(self, layer: int, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """``H W`` on the replicated rows ``B(i, k)``: no communication (each rank's weight gradient is the share
+        of its rows, summed over ``grad_axes``)."""
+        return h @ w
 
     def shard_nnz(self) -> list[int]:
-        """nnz of this rank's block ``M[R_i, part j of V_k]`` in each matrix version it uses."""
-        seen, out = set(), []
-        for fwd, _ in self.ops:
-            if id(fwd) not in seen:
-                seen.add(id(fwd))
-                out.append(sum(fwd.nnz[p] for p in fwd.local))
-        return out
+        """nnz of this rank's panels ``M[R_i, part j of V_k]`` in each matrix version it uses."""
+        return [g.nnz for g in self.graphs.values()]
 
     def col_block(self, width: int) -> tuple[int, int]:
         return block_range(even_bounds(width, self.geo.pc), self.j)
@@ -265,25 +415,15 @@ class SummaPlan(Plan):
         return self._order(layer, "in")[b0:b1]
 
     def in_cols(self, layer: int, f: int) -> tuple[int, int]:
-        return self.col_block(f)
+        return (0, f)
 
     def out_rows(self) -> np.ndarray:
         b0, b1 = self.geo.block(self.i, self.k)
         return self._order(len(self.dims) - 2, "out")[b0:b1]
 
     def out_cols(self, classes) -> tuple[int, int]:
-        return self.col_block(self.dims[-1] if classes is None else classes)
-
-    def loss(self, logits, y, mask, n_train: int) -> torch.Tensor:
-        return _GatheredCE.apply(logits, y, mask, self, n_train)
-
-    def predict(self, logits) -> torch.Tensor:
-        return _gather_cols(self, logits.contiguous(), self.dims[-1]).argmax(dim=1)
+        return (0, self.dims[-1] if classes is None else classes)
 
     def input(self, x=None) -> torch.Tensor:
-        c0, c1 = self.in_cols(0, self.dims[0])
-        block = self.source.node_rows("x", self.in_rows(0))[:, c0:c1]
+        block = self.source.node_rows("x", self.in_rows(0))
         return torch.from_numpy(np.ascontiguousarray(block, dtype=np.float64))
-
-    def layer(self, layer: int, h, w, b):
-        return _SummaLayer.apply(h, w, b, self, layer)

@@ -698,7 +698,6 @@ def _summa(ctx, algo: str, shape, which):
     pr, pc = shape[0], shape[1]
     zf = shape[2] if len(shape) == 3 else 1
     geo = Geometry(n, pr, pc, zf)
-    world = pr * pc * zf
     L = len(dims) - 1
     cuts = sorted({int(c) for c in geo.fine} | {int(v) for k in range(zf) for p in geo.panels[k] for v in p[:2]})
     cuts = np.asarray(cuts, dtype=np.int64)
@@ -712,10 +711,8 @@ def _summa(ctx, algo: str, shape, which):
         a, b, c, d = pos[r0], pos[r1], pos[c0], pos[c1]
         return float(s[b, d] - s[a, d] - s[b, c] + s[a, c])
 
-    separate_t = ctx["directed"] or ctx["double"]
     nparams = sum(fi * fo + (fo if ctx["bias"] else 0) for fi, fo in zip(dims[:-1], dims[1:]))
     ntensors = 2 * L if ctx["bias"] else L
-    p = ctx["dropout"]
     out = {}
     for r in which:
         i, j, k = (coords_of(r, shape) + (0,))[:3]
@@ -725,51 +722,38 @@ def _summa(ctx, algo: str, shape, which):
         nbk = b1 - b0
         acc = _Acc()
         largest = 0.0
-        for v in used:
+        for v in used:  # one SummaGraph per matrix version: the owned panels M[R_i, p], jo(p) = j
+            owned = 0.0
             for (v0, v1, io, jo) in geo.panels[k]:
                 if jo != j:
                     continue
                 z = count(v, r0, r1, v0, v1)
-                acc.add("adjacency", 8 * (nr + 1 + z) + e * z)
+                # pattern (crow, col, row) + its transpose (t_crow, t_col, t_perm) + the broadcast index array
+                acc.add("adjacency", 8 * (nr + 1 + 2 * z) + 8 * (v1 - v0 + 1 + 2 * z) + 8 * (nr + 1 + z))
+                owned += z
                 largest = max(largest, z)
-                if separate_t:
-                    zt = count(v, v0, v1, r0, r1)
-                    acc.add("adjacency", 8 * (nr + 1 + zt) + e * zt)
-                    largest = max(largest, zt)
-
-        def cj(width, q=j):
-            return int(np.diff(block_range(even_bounds(width, pc), q))[0])
-
-        acc.add("features", nbk * cj(dims[0]) * e + 11 * nbk)
-        _params(acc, ctx, nparams, ntensors, grad_allreduce=world > 1)
+            acc.add("adjacency", (e + 8) * owned)  # GCN values and the row of every local edge
+            acc.add("adjacency", 16 * owned, "host")  # edge ids
+        acc.add("features", nbk * dims[0] * e + 11 * nbk)
+        _params(acc, ctx, nparams, ntensors, grad_allreduce=pr * zf > 1)
+        _rowblock_activations(acc, ctx, nbk, r)
         for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
-            if p > 0:
-                acc.add("activations", nbk * cj(fi) * e)  # the dropped input, saved by the layer
-                if l > 0:
-                    acc.add("activations", nbk * cj(fi) * e)  # the dropout mask
-            if l < L - 1:
-                acc.add("activations", nbk * cj(fo) * e)  # ReLU output
-            _dropout_hash(acc, ctx, l, nbk * cj(fi))
-            acc.cand("workspace", e * (2 * nbk * cj(fo) + 2 * nr * cj(fo) + nbk * fo + nbk * cj(fi) + fi * fo),
-                     f"layer {l} backward temporaries")
+            width = min(fi, fo)
+            wj = int(np.diff(block_range(even_bounds(width, pc), j))[0])
+            acc.cand("workspace", nbk * (fo + max(fi, fo) + width) * e, f"layer {l} backward temporaries")
+            _dropout_hash(acc, ctx, l, nbk * fi)
             v = "rc" if l % 2 == 0 or not ctx["double"] else "cr"
-            for ph, width, transpose in (("fwd", fi, False), ("bwd", fo, True)):
-                wj = cj(width)
-                best = 0.0
-                for (v0, v1, io, jo) in geo.panels[k]:
-                    z = count(v, v0, v1, r0, r1) if (transpose and separate_t) else count(v, r0, r1, v0, v1)
-                    b = (0 if jo == j else 8 * (nr + 1 + z) + e * z) + (0 if io == i else (v1 - v0) * wj * e)
-                    best = max(best, b)
-                acc.cand("buffers", best, f"{algo} panel broadcast, layer {l} {ph}")
-                if zf > 1:
-                    acc.cand("buffers", (2 * nr + zf * nbk) * wj * e, f"{algo} fiber reduce-scatter, layer {l} {ph}")
-                if pc > 1:
-                    acc.cand("buffers", nbk * (2 * width - wj) * e, f"{algo} row gather, layer {l} {ph}")
-        C = dims[-1]
-        m = _train_rows(ctx["train_rows"], r, nbk)
-        acc.add("activations", nbk * cj(C) * e + m * C * e)  # logits block, saved log-softmax of the full rows
-        if pc > 1:
-            acc.cand("buffers", nbk * (2 * C - cj(C)) * e, f"{algo} logits row gather")
+            best = 0.0
+            for (v0, v1, io, jo) in geo.panels[k]:
+                z = count(v, r0, r1, v0, v1)
+                b = (0 if jo == j else 8 * (2 * nr + 2 + 3 * z) + e * z) + (v1 - v0) * wj * e
+                best = max(best, b)
+            acc.cand("buffers", best + nr * wj * e, f"{algo} panel broadcast, layer {l}")
+            if zf > 1:
+                acc.cand("buffers", (2 * nr + zf * nbk) * wj * e, f"{algo} fiber reduce-scatter, layer {l}")
+            if pc > 1:
+                acc.cand("buffers", 2 * nbk * pc * int(np.diff(even_bounds(width, pc)).max()) * e,
+                         f"{algo} column all-gather, layer {l}")
         out[r] = (acc, _setup_transient(ctx, largest))
     return out
 

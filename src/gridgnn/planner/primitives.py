@@ -3,7 +3,8 @@ r"""Byte model per distributed primitive, and a model step as the sum of its pri
 A model's *trace* — which primitives a training step calls, on what widths, and which inputs need gradients —
 is recorded once by running the model on a tiny serial plan (:class:`TracePlan`); it does not depend on the
 graph or on the number of processes. :class:`BlockRowVolume` gives each primitive's per-rank bytes for one
-layout of the block-row family (``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``) from the pattern alone,
+layout of the block-row family (``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``) from the pattern alone
+(:class:`SummaVolume` for ``2d``/``3d``),
 in the accounting convention of ``gridgnn.dist.comm``; :func:`step_bytes` adds them up with the gradient
 all-reduce. Tests compare the sum with the bytes every rank measures, per collective and phase.
 
@@ -26,7 +27,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ..partition import RowPartition
+from ..partition import RowPartition, even_bounds
 
 
 @dataclass(frozen=True)
@@ -183,8 +184,137 @@ class BlockRowVolume:
             raise ValueError(f"no byte model for primitive {call.name!r}")
         return fwd, bwd
 
-    def grad_axis_size(self) -> int:
-        return self.nb
+    def grad(self, out: dict, nbytes: float) -> None:
+        """Ring all-reduce of the flat parameter gradient over the block axis (replicas along ``"rep"`` agree)."""
+        if self.nb > 1:
+            v = 2.0 * (self.nb - 1) / self.nb * nbytes
+            for r in range(self.world):
+                self._add(out, "allreduce", r, v, v)
+
+
+class SummaVolume(BlockRowVolume):
+    r"""Per-rank bytes of each SUMMA primitive (``2d``: ``shape = (pr, pc)``; ``3d``: ``(x, y, z)``) from the panel
+    structure of the source's matrix versions (:mod:`gridgnn.parallel.summa`).
+
+    Per primitive and rank ``(i, j, k)`` (``w`` bytes per element, panels ``p`` of fiber layer ``k``):
+    ``spmm`` — per panel a ``bcast_sparse`` of the index and value arrays (``8(|R_i|+1+nnz) + K w·nnz``, the owner
+    column sends) and a ``bcast`` of ``|p|·|C_j|`` from the owner row; 3D reduce-scatter of ``|R_i|·|C_j|``
+    over the fiber; all-gather of the column blocks (padded to the widest, ``(pc−1)·max|C|·|B(i,k)|``).
+    Backward: fiber all-gather of ``dY``, per panel ``bcast_sparse`` again, ``∂X``: a ``reduce`` of ``|p|·|C_j|``
+    onto the owner row and the column all-gather; ``∂e``: the ``bcast`` of ``X[p, C_j]`` again and a ``reduce`` of
+    the ``nnz·K`` partial dot products onto the owner column. ``sddmm_add``/``sddmm_dot`` (width ``W``):
+    fiber all-gather of the destination rows, per panel of the rank's column a ``bcast`` of ``|p|·W``; backward
+    a ``reduce`` of ``|p|·W`` per panel, a fiber reduce-scatter of ``|R_i|·W`` and two all-reduces of
+    ``|B(i,k)|·W`` along the columns. ``edge_softmax``: all-reduces of ``|R_i|·K`` along the columns, then the
+    fiber (max and sum forward, one sum backward).
+    """
+
+    def __init__(self, source, shape: tuple[int, ...]):
+        from ..dist.grid import coords_of
+        from ..parallel.summa import Geometry
+
+        self.shape = tuple(shape)
+        self.pr, self.pc = shape[0], shape[1]
+        self.z = shape[2] if len(shape) == 3 else 1
+        self.world = self.pr * self.pc * self.z
+        self.geo = Geometry(source.n, self.pr, self.pc, self.z)
+        self.source = source
+        self.coords = [(coords_of(r, self.shape) + (0,))[:3] for r in range(self.world)]
+        self._nnz: dict = {}
+
+    def version(self, layer: int) -> str:
+        return "rc" if layer % 2 == 0 or not self.source.double else "cr"
+
+    def panel_nnz(self, version: str, i: int, panel) -> int:
+        key = (version, i, panel[0], panel[1])
+        if key not in self._nnz:
+            r0, r1 = self.geo.rows(i)
+            self._nnz[key] = int(self.source.submatrix(version, (r0, r1), (panel[0], panel[1])).nnz)
+        return self._nnz[key]
+
+    def _ring(self, out, r, g, m, tag="allreduce"):
+        if g > 1:
+            v = 2.0 * (g - 1) / g * m
+            self._add(out, tag, r, v, v)
+
+    def _fiber_gather(self, out, r, i, row_bytes):
+        if self.z > 1:
+            v = (self.z - 1) * int(np.diff(self.geo.fiber_bounds(i)).max()) * row_bytes
+            self._add(out, "allgather", r, v, v)
+
+    def _fiber_scatter(self, out, r, i, k, row_bytes):
+        if self.z > 1:
+            r0, r1 = self.geo.rows(i)
+            b0, b1 = self.geo.block(i, k)
+            self._add(out, "reducescatter", r, ((r1 - r0) - (b1 - b0)) * row_bytes, (self.z - 1) * (b1 - b0) * row_bytes)
+
+    def _gather_cols(self, out, r, i, k, width, eb):
+        if self.pc > 1:
+            b0, b1 = self.geo.block(i, k)
+            v = (self.pc - 1) * int(np.diff(even_bounds(width, self.pc)).max()) * (b1 - b0) * eb
+            self._add(out, "allgather", r, v, v)
+
+    def primitive(self, call: PrimitiveCall, elem_bytes: int) -> tuple[dict, dict]:
+        fwd, bwd = {}, {}
+        eb, version = elem_bytes, self.version(call.layer)
+        for r, (i, j, k) in enumerate(self.coords):
+            r0, r1 = self.geo.rows(i)
+            nrow = r1 - r0
+            b0, b1 = self.geo.block(i, k)
+            n_b = b1 - b0
+            panels = self.geo.panels[k]
+            if call.name == "spmm":
+                need_v, need_x = call.grads
+                cb = even_bounds(call.width, self.pc)
+                wj = int(cb[j + 1] - cb[j])
+                for ph, out in (("fwd", fwd), ("bwd", bwd)):
+                    if ph == "bwd":
+                        self._fiber_gather(out, r, i, wj * eb)
+                    for panel in panels:
+                        v0, v1, io, jo = panel
+                        nnz = self.panel_nnz(version, i, panel)
+                        if self.pc > 1:
+                            for a in (8 * (nrow + 1 + nnz), eb * call.heads * nnz):
+                                self._add(out, "bcast_sparse", r, a if jo == j else 0, 0 if jo == j else a)
+                        dense = (v1 - v0) * wj * eb
+                        if self.pr > 1 and (ph == "fwd" or need_v):
+                            self._add(out, "bcast", r, dense if io == i else 0, 0 if io == i else dense)
+                        if ph == "bwd" and need_v and self.pc > 1:
+                            m = nnz * call.heads * eb
+                            self._add(out, "reduce", r, 0 if jo == j else m, m if jo == j else 0)
+                        if ph == "bwd" and need_x and self.pr > 1:
+                            self._add(out, "reduce", r, 0 if io == i else dense, dense if io == i else 0)
+                    if ph == "fwd":
+                        self._fiber_scatter(out, r, i, k, wj * eb)
+                    if ph == "fwd" or need_x:
+                        self._gather_cols(out, r, i, k, call.width, eb)
+            elif call.name in ("sddmm_add", "sddmm_dot"):
+                w = call.width * eb
+                self._fiber_gather(fwd, r, i, w)
+                for v0, v1, io, jo in panels:
+                    if jo != j or self.pr == 1:
+                        continue
+                    m = (v1 - v0) * w
+                    self._add(fwd, "bcast", r, m if io == i else 0, 0 if io == i else m)
+                    self._add(bwd, "reduce", r, 0 if io == i else m, m if io == i else 0)
+                self._fiber_scatter(bwd, r, i, k, w)
+                self._ring(bwd, r, self.pc, n_b * w)
+                self._ring(bwd, r, self.pc, n_b * w)
+            elif call.name == "edge_softmax":
+                m = nrow * call.heads * eb
+                for out, times in ((fwd, 2), (bwd, 1)):
+                    for _ in range(times):
+                        self._ring(out, r, self.pc, m)
+                        self._ring(out, r, self.z, m)
+            else:
+                raise ValueError(f"no byte model for primitive {call.name!r}")
+        return fwd, bwd
+
+    def grad(self, out: dict, nbytes: float) -> None:
+        """The weight gradients are summed over the process rows, then the fiber (replicas along the columns)."""
+        for r in range(self.world):
+            self._ring(out, r, self.pr, nbytes)
+            self._ring(out, r, self.z, nbytes)
 
 
 def nnz_cols(matp: sp.csr_matrix, bounds: np.ndarray) -> np.ndarray:
@@ -212,10 +342,10 @@ def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams: int,
                     total[k] = (np.zeros(volume.world), np.zeros(volume.world))
                 total[k][0][:] += s
                 total[k][1][:] += r
-    g = volume.grad_axis_size()
-    if g > 1:
-        v = 2.0 * (g - 1) / g * nparams * elem_bytes
-        total["grad.allreduce"] = (np.full(volume.world, v), np.full(volume.world, v))
+    grad: dict = {}
+    volume.grad(grad, nparams * elem_bytes)
+    for key, v in grad.items():
+        total[f"grad.{key}"] = v
     return total
 
 

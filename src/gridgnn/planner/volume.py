@@ -1,8 +1,7 @@
-r"""Exact communication volume of the fused GCN layers of 2D, 3D (CAGNET SUMMA, Split-3D) and Plexus, computed from
-the grid shape, the widths and the blocks alone (no processes needed). Same accounting convention as
-``gridgnn.dist.comm``; the tests compare it with the measured bytes of every rank. The block-row family
-(serial, 1D, 1.5D and their sparsity-aware twins) runs on distributed primitives: its bytes are the sum of the
-primitives' bytes, :mod:`gridgnn.planner.primitives`.
+r"""Exact communication volume of Plexus' fused GCN layer, computed from the grid shape, the widths and the
+blocks alone (no processes needed). Same accounting convention as ``gridgnn.dist.comm``; the tests compare it
+with the measured bytes of every rank. The block-row family and SUMMA (2D/3D) run on distributed primitives:
+their bytes are the sum of the primitives' bytes, :mod:`gridgnn.planner.primitives`.
 """
 from __future__ import annotations
 
@@ -32,71 +31,6 @@ def _ce_bytes(total, world, r, g, m_rows, elem_bytes):
         v = _ring(g, rows * elem_bytes)
         if g > 1:
             _add(total, "fwd.allreduce", world, r, v, v)
-
-
-def summa_step_bytes(source, shape: tuple[int, ...], dims: list[int], elem_bytes: int) -> dict:
-    r"""Per-rank bytes of one GCN training step of ``2d`` (``shape = (pr, pc)``) or ``3d``
-    (``(x, y, z)``) — CAGNET Alg. 3 / Split-3D-SpMM as laid out in :mod:`gridgnn.parallel.summa`.
-
-    Per layer, SUMMA of width ``f_in`` forward and ``f_out`` backward; for every panel ``p`` of the rank's fiber
-    layer: ``bcast_sparse`` of ``8(|R_i|+1+nnz) + w·nnz`` along the row of processes (owner column sends),
-    ``bcast`` of ``|p|·|C_j|·w`` along the column (owner row sends); 3D: reduce-scatter of ``|R_i|·|C_j|·w``
-    over ``z``; partial SUMMA: ``bcast`` of ``|B(i,k)|·|C_q|·w`` from every column ``q``. Plus the row
-    all-gather of the logits before the log-softmax (``|B(i,k)|·|C_q(classes)|·w`` from every column ``q``) and
-    the gradient all-reduce.
-    """
-    from ..parallel.summa import Geometry
-    from ..partition import even_bounds
-
-    pr, pc = shape[0], shape[1]
-    z = shape[2] if len(shape) == 3 else 1
-    world = pr * pc * z
-    geo = Geometry(source.n, pr, pc, z)
-    total: dict = {}
-    nnz_cache: dict = {}
-
-    def panel_nnz(version, transpose, i, p):
-        key = (version, transpose, i, p)
-        if key not in nnz_cache:
-            v0, v1 = p
-            r0, r1 = geo.rows(i)
-            m = source.submatrix(version, (v0, v1), (r0, r1)) if transpose else source.submatrix(version, (r0, r1), (v0, v1))
-            nnz_cache[key] = int(m.nnz)
-        return nnz_cache[key]
-
-    for r in range(world):
-        i, j, k = (coords_of(r, shape) + (0,))[:3]
-        r0, r1 = geo.rows(i)
-        b0, b1 = geo.block(i, k)
-        for layer, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
-            version = "rc" if layer % 2 == 0 or not source.double else "cr"
-            for phase, width, transpose in (("fwd", fi, False), ("bwd", fo, True)):
-                cj = even_bounds(width, pc)
-                wj = int(cj[j + 1] - cj[j])
-                for (v0, v1, io, jo) in geo.panels[k]:
-                    if pc > 1:
-                        nnz = panel_nnz(version, transpose, i, (v0, v1))
-                        a = 8 * (r1 - r0 + 1 + nnz) + elem_bytes * nnz
-                        _add(total, f"{phase}.bcast_sparse", world, r, a if jo == j else 0, 0 if jo == j else a)
-                    if pr > 1:
-                        x = (v1 - v0) * wj * elem_bytes
-                        _add(total, f"{phase}.bcast", world, r, x if io == i else 0, 0 if io == i else x)
-                if z > 1:
-                    fb = geo.fiber_bounds(i)
-                    mine = int(fb[k + 1] - fb[k])
-                    sent = ((r1 - r0) - mine) * wj * elem_bytes
-                    _add(total, f"{phase}.reducescatter", world, r, sent, (z - 1) * mine * wj * elem_bytes)
-                if pc > 1:
-                    for q in range(pc):
-                        x = (b1 - b0) * int(cj[q + 1] - cj[q]) * elem_bytes
-                        _add(total, f"{phase}.bcast", world, r, x if q == j else 0, 0 if q == j else x)
-        if pc > 1:  # row all-gather of the logits (CAGNET §IV-C.2)
-            cc = even_bounds(dims[-1], pc)
-            for q in range(pc):
-                x = (b1 - b0) * int(cc[q + 1] - cc[q]) * elem_bytes
-                _add(total, "fwd.bcast", world, r, x if q == j else 0, 0 if q == j else x)
-    _grad_bytes(total, world, dims, elem_bytes)
-    return total
 
 
 def plexus_step_bytes(n: int, shape: tuple[int, int, int], dims: list[int], elem_bytes: int, train_rows,

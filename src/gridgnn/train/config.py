@@ -9,7 +9,7 @@ from ..errors import GridGnnError
 
 MODELS = ("gcn", "gat")
 #: algorithms whose layouts offer the distributed primitives (the others still have only the fused GCN layer)
-PRIMITIVE_ALGOS = ("serial", "1d", "1d-sa", "1.5d", "1.5d-sa")
+PRIMITIVE_ALGOS = ("serial", "1d", "1d-sa", "1.5d", "1.5d-sa", "2d", "3d")
 MAX_HEADS = 1024
 
 # Upper bounds of the integer flags: far above any sensible run, low enough that the values stay plain
@@ -82,6 +82,9 @@ class TrainConfig:
                 raise GridGnnError(f"--attn-dropout must be in [0, 1), got {self.model_attn_dropout}")
             if self.checkpoint_every or self.resume is not None:
                 raise GridGnnError("--checkpoint-every and --resume cover --model gcn so far")
+            if self.partition in ("double-perm", "balanced-perm"):
+                raise GridGnnError(f"--model gat needs one vertex order per layer; --partition {self.partition} "
+                                   "makes two (use random or identity)")
         _int_in("--layers", self.layers, 1, MAX_LAYERS)
         _int_in("--hidden", self.hidden, 1, MAX_HIDDEN)
         _int_in("--epochs", self.epochs, 1, MAX_EPOCHS)

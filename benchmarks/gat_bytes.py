@@ -1,0 +1,62 @@
+"""GAT bytes per training epoch of every algorithm with primitives at P = 4 and 8, from the exact per-primitive
+byte models (no processes: ``gridgnn.planner.primitives`` summed over the traced GAT step, which the test suite
+checks against the bytes measured on every rank). Per collective the larger of the bytes sent and received
+over all ranks (the receivers' for a broadcast, the senders' for a reduce), float32, training step only
+(forward, backward, gradient all-reduce). Usage: python benchmarks/gat_bytes.py [--data SPEC] [--nprocs 4,8]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+
+import torch  # noqa: E402
+
+from gridgnn.dist.grid import default_shape, grid_shape  # noqa: E402
+from gridgnn.graph import gcn_normalize  # noqa: E402
+from gridgnn.graph.spec import load_graph  # noqa: E402
+from gridgnn.nn import GAT, GCN  # noqa: E402
+from gridgnn.planner.primitives import BlockRowVolume, SummaVolume, step_bytes, trace_model  # noqa: E402
+from gridgnn.train.setup import make_source  # noqa: E402
+
+
+def moved(vol: dict) -> float:
+    return sum(max(s.sum(), r.sum()) for s, r in vol.values())
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    cora = os.path.join(here, "..", "..", "shared", "data", "planetoid", "cora")
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default=f"planetoid:{cora}")
+    ap.add_argument("--nprocs", default="4,8")
+    ap.add_argument("--partition", default="random")
+    args = ap.parse_args()
+    g = load_graph(args.data)
+    f, c = g.num_features, g.num_classes
+    models = {"GAT 8×8, 1 head": (lambda plan: GAT([f, 8, c], heads=8, dropout=0.6, attn_dropout=0.6,
+                                                   dtype=torch.float64, plan=plan)),
+              "GCN 16": (lambda plan: GCN([f, 16, c], dtype=torch.float64, plan=plan))}
+    traces = {name: trace_model(build, f) for name, build in models.items()}
+    mat = gcn_normalize(g)
+    print(f"data: {args.data.split('/')[-1]} (n={g.n}, {g.nnz} edges), partition {args.partition}, float32")
+    print("| algo | P | grid | " + " | ".join(f"{m} MB/epoch" for m in models) + " | GAT / GCN |")
+    print("|---|---|---|" + "---|" * (len(models) + 1))
+    for p in map(int, args.nprocs.split(",")):
+        for algo, c_rep in (("1d", 1), ("1d-sa", 1), ("1.5d", 2), ("1.5d-sa", 2), ("2d", 1), ("3d", 1)):
+            kind = {"2d": "2d", "3d": "3d"}.get(algo, "1.5d" if algo.startswith("1.5d") else "1d")
+            shape = default_shape(kind, p) if kind in ("2d", "3d") else grid_shape(kind, p, replication=c_rep)
+            source, rows = make_source(g, algo, p, replication=c_rep, shape=shape, method=args.partition, seed=0)
+            if rows is not None:
+                vol = BlockRowVolume(algo, rows.permute_matrix(mat), rows, p, c_rep)
+            else:
+                vol = SummaVolume(source, shape)
+            mb = [moved(step_bytes(calls, vol, nparams, 4)) / 1e6 for calls, nparams in traces.values()]
+            print(f"| {algo} | {p} | {'x'.join(map(str, shape))} | " + " | ".join(f"{v:.3f}" for v in mb)
+                  + f" | {mb[0] / mb[1]:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
