@@ -10,7 +10,7 @@ import os
 import statistics
 
 from _common import run
-from gridgnn.train.config import PRIMITIVE_ALGOS
+from gridgnn.parallel import ALGORITHMS
 
 
 def main():
@@ -31,7 +31,7 @@ def main():
     configs = [("serial", 1, 1), ("1d", args.nproc, 1), ("1d-sa", args.nproc, 1), ("1.5d", args.nproc, 2),
                ("1.5d-sa", args.nproc, 2), ("2d", args.nproc, 1), ("3d", args.nproc, 1), ("plexus", args.nproc, 1)]
     if args.model == "gat":
-        configs = [c for c in configs if c[0] in PRIMITIVE_ALGOS]
+        configs = [c for c in configs if ALGORITHMS[c[0]].primitives]
     if args.algos:
         keep = {"serial", *args.algos.split(",")}
         configs = [c for c in configs if c[0] in keep]

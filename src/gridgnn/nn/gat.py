@@ -76,6 +76,13 @@ class GAT(nn.Module):
                 self.biases.append(nn.Parameter(torch.zeros(width, dtype=dtype)))
         self.epoch = 0
 
+    @classmethod
+    def from_options(cls, dims: list[int], *, plan=None, dtype=torch.float32, seed: int = 0, dropout: float = 0.6,
+                     heads: int = 8, attn_dropout: float | None = None, **_unused) -> "GAT":
+        """The registry's constructor from the trainer's options (one output head, as PyG's Cora GAT)."""
+        return cls(dims, heads=heads, out_heads=1, dropout=dropout,
+                   attn_dropout=dropout if attn_dropout is None else attn_dropout, seed=seed, dtype=dtype, plan=plan)
+
     @property
     def num_layers(self) -> int:
         return len(self.weights)

@@ -67,6 +67,12 @@ class GCN(nn.Module):
                 self.biases.append(nn.Parameter(b.contiguous().to(dtype)))
         self.epoch = 0
 
+    @classmethod
+    def from_options(cls, dims: list[int], *, plan=None, dtype=torch.float32, seed: int = 0, dropout: float = 0.5,
+                     **_unused) -> "GCN":
+        """The registry's constructor: the trainer's options, of which GCN reads ``dropout`` and ``seed``."""
+        return cls(dims, dropout=dropout, seed=seed, dtype=dtype, plan=plan)
+
     @property
     def num_layers(self) -> int:
         return len(self.weights)

@@ -2,10 +2,11 @@
 from .base import Plan, RowBlockPlan, is_symmetric
 from .p1d import build_1d
 from .p15d import build_15d
+from .registry import ALGORITHMS, Algorithm, algorithm
 
-ALGOS = ("serial", "1d", "1d-sa", "1.5d", "1.5d-sa", "2d", "3d", "plexus")
-GRID_OF = {"1d": "1d", "1d-sa": "1d", "1.5d": "1.5d", "1.5d-sa": "1.5d", "2d": "2d", "3d": "3d", "plexus": "3d"}
-ROW_BLOCK_ALGOS = ("1d", "1d-sa", "1.5d", "1.5d-sa")
+ALGOS = tuple(ALGORITHMS)
+GRID_OF = {a.name: a.grid for a in ALGORITHMS.values() if a.grid != "single"}
+ROW_BLOCK_ALGOS = tuple(a.name for a in ALGORITHMS.values() if a.row_partitioned and a.grid != "single")
 
 
 def build_plan(algo: str, comm, source, dims, *, rows=None, dtype, device, block_rows: int = 0):
@@ -26,5 +27,5 @@ def build_plan(algo: str, comm, source, dims, *, rows=None, dtype, device, block
     raise ValueError(f"unknown algorithm {algo!r}")
 
 
-__all__ = ["ALGOS", "GRID_OF", "ROW_BLOCK_ALGOS", "Plan", "RowBlockPlan", "build_1d", "build_15d", "build_plan",
+__all__ = ["ALGORITHMS", "ALGOS", "Algorithm", "GRID_OF", "ROW_BLOCK_ALGOS", "Plan", "algorithm", "RowBlockPlan", "build_1d", "build_15d", "build_plan",
            "is_symmetric"]

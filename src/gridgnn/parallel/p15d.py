@@ -24,15 +24,9 @@ sparsity-aware — the NnzCols rows of the chunk; both — ring all-reduce of ``
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import GridGnnError
+from ..partition.layout import stage_chunks
 from .base import RowBlockPlan, make_graph
-
-
-def chunks(blocks: int, c: int) -> list[list[int]]:
-    """Split ``range(blocks)`` into ``c`` contiguous chunks whose sizes differ by at most one."""
-    return [list(map(int, a)) for a in np.array_split(np.arange(blocks), c)]
 
 
 def build_15d(comm, source, rows, *, sparsity_aware: bool, dtype, device) -> RowBlockPlan:
@@ -41,7 +35,7 @@ def build_15d(comm, source, rows, *, sparsity_aware: bool, dtype, device) -> Row
     nb, c = grid.size("row"), grid.size("rep")
     if rows.parts != nb:
         raise GridGnnError(f"1.5D with P/c={nb} needs {nb} row blocks, the partition has {rows.parts}")
-    stages = chunks(nb, c)[grid.rank("rep")]
+    stages = stage_chunks(nb, c)[grid.rank("rep")]
     agg = make_graph(comm, source, rows, grid.rank("row"), fetch_axis="row", stages=stages,
                      reduce_axis="rep", sparsity_aware=sparsity_aware, dtype=dtype, device=device)
     return RowBlockPlan("1.5d-sa" if sparsity_aware else "1.5d", agg, rows, grid.rank("row"), "row", comm=comm,

@@ -42,14 +42,8 @@ import torch
 from ..errors import GridGnnError
 from ..ops import spmm, to_torch_csr
 from ..partition import block_range, even_bounds
+from ..partition.layout import plexus_roles as roles
 from .base import Plan
-
-ROLES = (("x", "y", "z"), ("z", "x", "y"), ("y", "z", "x"))
-
-
-def roles(layer: int) -> tuple[str, str, str]:
-    return ROLES[layer % 3]
-
 
 def _blocked_allreduce_spmm(comm, mat, x, axis, block_rows: int):
     """``all_reduce(mat @ x)`` over ``axis``, in row blocks of ``block_rows`` (0: one block)."""

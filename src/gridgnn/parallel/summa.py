@@ -38,51 +38,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..errors import GridGnnError
 from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
+from ..partition.layout import SummaGeometry
 from .base import Plan
-
-
-class Geometry:
-    r"""Blocks and panels of a ``pr × pc × z`` grid for ``n`` vertices (see the module docstring).
-
-    Attributes:
-        fine: ``even_bounds(n, pr·z)``; ``B(i, k)`` = ``fine[i·z + k] : fine[i·z + k + 1]``.
-        panels[k]: list of ``(v0, v1, i_owner, j_owner)`` for fiber layer ``k``.
-    """
-
-    def __init__(self, n: int, pr: int, pc: int, z: int):
-        if pr * z > n:
-            raise GridGnnError(f"grid needs {pr * z} vertex blocks but the graph has only {n} vertices")
-        self.n, self.pr, self.pc, self.z = n, pr, pc, z
-        self.fine = even_bounds(n, pr * z)
-        self.panels = []
-        for k in range(z):
-            ranges = [self.block(i, k) for i in range(pr)]
-            total = sum(b - a for a, b in ranges)
-            cuts = even_bounds(total, pc)  # positions in the concatenated V_k sequence
-            out, pos = [], 0
-            for i, (a, b) in enumerate(ranges):
-                start = a
-                while start < b:
-                    off = pos + (start - a)
-                    j = int(np.searchsorted(cuts, off, side="right") - 1)
-                    end = min(b, a + (int(cuts[j + 1]) - pos))
-                    out.append((start, end, i, j))
-                    start = end
-                pos += b - a
-            self.panels.append(out)
-
-    def block(self, i: int, k: int) -> tuple[int, int]:
-        return block_range(self.fine, i * self.z + k)
-
-    def rows(self, i: int) -> tuple[int, int]:
-        return int(self.fine[i * self.z]), int(self.fine[(i + 1) * self.z])
-
-    def fiber_bounds(self, i: int) -> np.ndarray:
-        """Boundaries of ``B(i, 0..z-1)`` relative to the start of ``R_i``."""
-        return self.fine[i * self.z:(i + 1) * self.z + 1] - self.fine[i * self.z]
 
 
 class SummaGraph:
@@ -375,7 +334,7 @@ class SummaPlan(Plan):
             self.row_axis, self.col_axis, self.fiber_axis = "x", "y", "z"
         pr, pc = self.grid.size(self.row_axis), self.grid.size(self.col_axis)
         z = 1 if self.fiber_axis is None else self.grid.size(self.fiber_axis)
-        self.geo = Geometry(source.n, pr, pc, z)
+        self.geo = SummaGeometry(source.n, pr, pc, z)
         self.i, self.j = self.grid.rank(self.row_axis), self.grid.rank(self.col_axis)
         self.k = 0 if self.fiber_axis is None else self.grid.rank(self.fiber_axis)
         self.graphs = {}

@@ -5,10 +5,12 @@ A :class:`RowPartition` relabels vertices so that every part is contiguous: ``pe
 empty only where the caller allows it). The permuted matrix is :math:`M' = P M P^\mathsf{T}` with
 :math:`M'_{ab} = M_{\mathrm{perm}[a], \mathrm{perm}[b]}`.
 
-How every dense and sparse matrix is laid out over a grid is written where the algorithm is: each plan in
-``gridgnn.parallel`` documents, per matrix, the rows/columns it holds and the axes it is replicated,
-sharded or partial along (the tables in ``plexus.py`` and ``summa.py``), and exposes ``in_rows``/``in_cols``/
-``out_rows``/``out_cols``/``param_slice``.
+The layout rules the algorithms, the byte and memory models and the trainer share are written here once:
+the 1.5D stage chunks (:func:`stage_chunks`), the SUMMA vertex blocks and panels (:class:`SummaGeometry`) and
+the Plexus layer roles (:func:`plexus_roles`); the block counts per algorithm are in
+:mod:`gridgnn.parallel.registry`. Each plan documents, per tensor, the rows/columns it holds and the axes it is
+sharded, replicated or partial along (module docstrings of ``parallel/blockrow.py``, ``summa.py``,
+``plexus.py``).
 """
 from __future__ import annotations
 
@@ -101,3 +103,58 @@ def even_bounds(n: int, parts: int) -> np.ndarray:
 def block_range(bounds, k: int) -> tuple[int, int]:
     """``(start, stop)`` of block ``k`` of ``bounds``."""
     return int(bounds[k]), int(bounds[k + 1])
+
+
+def stage_chunks(blocks: int, c: int) -> list[list[int]]:
+    """1.5D: the source blocks each process column handles — ``range(blocks)`` split into ``c`` contiguous chunks
+    whose sizes differ by at most one (CAGNET gives the extra stages to the last column; we spread them)."""
+    return [list(map(int, a)) for a in np.array_split(np.arange(blocks), c)]
+
+
+PLEXUS_ROLES = (("x", "y", "z"), ("z", "x", "y"), ("y", "z", "x"))
+
+
+def plexus_roles(layer: int) -> tuple[str, str, str]:
+    """Plexus §3.2: the (a, b, c) axes of layer ``layer`` rotate so that each output is the next input."""
+    return PLEXUS_ROLES[layer % 3]
+
+
+class SummaGeometry:
+    r"""Blocks and panels of a ``pr × pc × z`` grid for ``n`` vertices (see the module docstring).
+
+    Attributes:
+        fine: ``even_bounds(n, pr·z)``; ``B(i, k)`` = ``fine[i·z + k] : fine[i·z + k + 1]``.
+        panels[k]: list of ``(v0, v1, i_owner, j_owner)`` for fiber layer ``k``.
+    """
+
+    def __init__(self, n: int, pr: int, pc: int, z: int):
+        if pr * z > n:
+            raise GridGnnError(f"grid needs {pr * z} vertex blocks but the graph has only {n} vertices")
+        self.n, self.pr, self.pc, self.z = n, pr, pc, z
+        self.fine = even_bounds(n, pr * z)
+        self.panels = []
+        for k in range(z):
+            ranges = [self.block(i, k) for i in range(pr)]
+            total = sum(b - a for a, b in ranges)
+            cuts = even_bounds(total, pc)  # positions in the concatenated V_k sequence
+            out, pos = [], 0
+            for i, (a, b) in enumerate(ranges):
+                start = a
+                while start < b:
+                    off = pos + (start - a)
+                    j = int(np.searchsorted(cuts, off, side="right") - 1)
+                    end = min(b, a + (int(cuts[j + 1]) - pos))
+                    out.append((start, end, i, j))
+                    start = end
+                pos += b - a
+            self.panels.append(out)
+
+    def block(self, i: int, k: int) -> tuple[int, int]:
+        return block_range(self.fine, i * self.z + k)
+
+    def rows(self, i: int) -> tuple[int, int]:
+        return int(self.fine[i * self.z]), int(self.fine[(i + 1) * self.z])
+
+    def fiber_bounds(self, i: int) -> np.ndarray:
+        """Boundaries of ``B(i, 0..z-1)`` relative to the start of ``R_i``."""
+        return self.fine[i * self.z:(i + 1) * self.z + 1] - self.fine[i * self.z]

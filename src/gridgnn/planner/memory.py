@@ -624,7 +624,7 @@ def _params(acc: _Acc, ctx, elements: float, tensors: int, *, grad_allreduce: bo
 
 
 def _rowblock(ctx, algo: str, shape, row_bounds, which):
-    from ..parallel.p15d import chunks
+    from ..partition.layout import stage_chunks as chunks
 
     n, dims, e = ctx["n"], ctx["dims"], ctx["e"]
     world = math.prod(shape)
@@ -690,7 +690,7 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
 
 def _summa(ctx, algo: str, shape, which):
     from ..dist.grid import coords_of
-    from ..parallel.summa import Geometry
+    from ..partition.layout import SummaGeometry as Geometry
 
     n, dims, e = ctx["n"], ctx["dims"], ctx["e"]
     if algo == "2d" and len(shape) != 2 or algo == "3d" and len(shape) != 3:
@@ -760,7 +760,7 @@ def _summa(ctx, algo: str, shape, which):
 
 def _plexus(ctx, shape, which):
     from ..dist.grid import coords_of
-    from ..parallel.plexus import roles
+    from ..partition.layout import plexus_roles as roles
 
     n, dims, e = ctx["n"], ctx["dims"], ctx["e"]
     if len(shape) != 3:

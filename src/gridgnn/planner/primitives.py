@@ -103,7 +103,7 @@ class BlockRowVolume:
     """
 
     def __init__(self, algo: str, matp: sp.csr_matrix, rows: RowPartition, world: int, replication: int = 1):
-        from ..parallel.p15d import chunks
+        from ..partition.layout import stage_chunks as chunks
 
         self.world = world
         self.sa = algo.endswith("-sa")
@@ -211,7 +211,7 @@ class SummaVolume(BlockRowVolume):
 
     def __init__(self, source, shape: tuple[int, ...]):
         from ..dist.grid import coords_of
-        from ..parallel.summa import Geometry
+        from ..partition.layout import SummaGeometry as Geometry
 
         self.shape = tuple(shape)
         self.pr, self.pc = shape[0], shape[1]

@@ -47,7 +47,7 @@ def plexus_step_bytes(n: int, shape: tuple[int, int, int], dims: list[int], elem
     aggregation splits the ``H`` all-reduce into row blocks of the same total size. No trainer gradient
     all-reduce: the layers reduce their own parameter shards.
     """
-    from ..parallel.plexus import roles
+    from ..partition.layout import plexus_roles as roles
     from ..partition import even_bounds
 
     names = ("x", "y", "z")

@@ -7,10 +7,18 @@ from dataclasses import asdict, dataclass, fields
 
 from ..errors import GridGnnError
 
-MODELS = ("gcn", "gat")
-#: algorithms whose layouts offer the distributed primitives (the others still have only the fused GCN layer)
-PRIMITIVE_ALGOS = ("serial", "1d", "1d-sa", "1.5d", "1.5d-sa", "2d", "3d")
+from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
+
+MODELS = tuple(_MODEL_REGISTRY)
 MAX_HEADS = 1024
+
+
+def _primitive_algos() -> tuple[str, ...]:
+    from ..parallel import ALGORITHMS
+
+    return tuple(a.name for a in ALGORITHMS.values() if a.primitives)
+
+
 
 # Upper bounds of the integer flags: far above any sensible run, low enough that the values stay plain
 # integers everywhere (NumPy, torch, dropout keys); whether a model of that size fits is the memory guard's call.
@@ -65,17 +73,16 @@ class TrainConfig:
     def validate(self) -> None:
         """Checks that need no data and no processes (run in the launching process). Creates nothing: ``--out``
         is only probed (see :func:`gridgnn.train.outputs.check_out_dir`)."""
-        from ..parallel import ALGOS, GRID_OF
+        from ..parallel import algorithm
 
         if self.model not in MODELS:
             raise GridGnnError(f"--model {self.model!r} is not available; available: {', '.join(MODELS)}")
-        if self.algo not in ALGOS:
-            raise GridGnnError(f"--algo {self.algo!r} is not available; choose one of {', '.join(ALGOS)}")
+        algo = algorithm(self.algo)
         if self.model != "gat" and (self.heads is not None or self.attn_dropout is not None):
             raise GridGnnError(f"--heads and --attn-dropout apply to --model gat, not {self.model}")
         if self.model == "gat":
-            if self.algo not in PRIMITIVE_ALGOS:
-                raise GridGnnError(f"--model gat runs on {', '.join(PRIMITIVE_ALGOS)} so far; {self.algo} still has "
+            if not algo.primitives:
+                raise GridGnnError(f"--model gat runs on {', '.join(_primitive_algos())} so far; {self.algo} still has "
                                    "only the fused GCN layer")
             _int_in("--heads", self.model_heads, 1, MAX_HEADS)
             if not (math.isfinite(self.model_attn_dropout) and 0.0 <= self.model_attn_dropout < 1.0):
@@ -111,16 +118,15 @@ class TrainConfig:
             from .outputs import check_out_dir
 
             check_out_dir(self.out, overwrite=self.overwrite, resuming_here=self.resumes_into_out())
-        kind = GRID_OF.get(self.algo)
-        if self.replication != 1 and kind != "1.5d":
+        if self.replication != 1 and not algo.takes_replication:
             raise GridGnnError(f"--replication applies to 1.5D algorithms; {self.algo} needs --replication 1")
-        if self.grid is not None and kind not in ("2d", "3d"):
+        if self.grid is not None and not algo.takes_grid_shape:
             raise GridGnnError(f"--grid applies to 2d, 3d and plexus; {self.algo} takes --nproc/--replication")
         sharded = bool(self.data and self.data.startswith("sharded:"))
         if sharded and self.partition != "random":
             raise GridGnnError("a sharded dataset fixes the vertex order it was written with; drop --partition "
                                "(choose it with gridgnn shard --method)")
-        if self.algo == "serial":
+        if algo.grid == "single":
             if self.nproc != 1:
                 raise GridGnnError(f"--algo serial runs one process; got --nproc {self.nproc}")
         else:
@@ -156,9 +162,9 @@ class TrainConfig:
     def mesh_shape(self, world: int) -> tuple[int, ...]:
         """The process grid for ``world`` processes (``--grid``, or a near-square / near-cubic default)."""
         from ..dist.grid import default_shape, grid_shape
-        from ..parallel import GRID_OF
+        from ..parallel import algorithm
 
-        kind = GRID_OF[self.algo]
+        kind = algorithm(self.algo).grid
         if kind in ("1d", "1.5d"):
             return grid_shape(kind, world, replication=self.replication)
         if self.grid is None:

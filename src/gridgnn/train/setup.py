@@ -9,7 +9,7 @@ import torch
 
 from ..errors import GridGnnError
 from ..graph import Graph, gcn_normalize
-from ..parallel import GRID_OF, ROW_BLOCK_ALGOS, build_plan
+from ..parallel import ROW_BLOCK_ALGOS, algorithm, build_plan
 from ..parallel.serial import build_serial
 from ..parallel.source import InMemorySource
 from ..partition import RowPartition, even_bounds
@@ -21,23 +21,14 @@ PERMUTATIONS = ("random", "single-perm", "identity", "double-perm", "balanced-pe
 
 
 def num_blocks(algo: str, world: int, replication: int) -> int:
-    """Row blocks of a block-row ``algo``: P for 1D, P/c for 1.5D, 1 for serial."""
-    if algo == "serial":
-        return 1
-    return world if GRID_OF[algo] == "1d" else world // replication
+    """Row blocks of a block-row ``algo``: P for 1D, P/c for 1.5D, 1 for serial (the registry's rule)."""
+    return algorithm(algo).row_blocks(world, replication)
 
 
 def vertex_blocks(algo: str, world: int, replication: int, shape) -> int:
     """The most blocks any axis of ``algo``'s layout splits the vertices into: a graph needs at least this many
     vertices."""
-    kind = GRID_OF.get(algo)
-    if kind in ("1d", "1.5d") or kind is None:
-        return num_blocks(algo, world, replication)
-    if algo == "2d":
-        return shape[0]  # row blocks of the SUMMA grid
-    if algo == "3d":
-        return shape[0] * shape[2]  # B(i, k) blocks of Split-3D
-    return max(shape)  # every Plexus axis splits the vertices
+    return algorithm(algo).vertex_blocks(world, replication, shape)
 
 
 def check_vertex_count(n: int, algo: str, world: int, replication: int, shape) -> None:
@@ -88,11 +79,7 @@ def make_permutations(graph: Graph, method: str, seed: int, blocks: tuple[int, i
 
 def layout_blocks(algo: str, shape: tuple[int, ...]) -> tuple[int, int]:
     """Row × column blocks of the adjacency shards a layout uses (for balanced-perm and reports)."""
-    if algo == "2d":
-        return shape[0], shape[1]
-    if algo == "3d":
-        return shape[0] * shape[2], shape[1]
-    return max(shape), max(shape)  # plexus: shards are V^c × V^a for rotating roles
+    return algorithm(algo).layout_blocks(shape)
 
 
 def make_source(graph: Graph, algo: str, world: int, *, replication: int = 1, shape=None, method: str = "random",

@@ -23,7 +23,7 @@ from ..dist import Comm, NullComm, ProcessGrid
 from ..errors import GridGnnError
 from ..graph.spec import load_graph
 from ..nn import MODELS
-from ..parallel import GRID_OF
+from ..parallel import algorithm
 from ..partition import RowPartition, even_bounds
 from ..planner.memory import available_memory_bytes, check_fits, measured_peak_bytes
 from .checkpoint import CHECKPOINT, check_for_run, read_checkpoint, restore, save_checkpoint
@@ -49,13 +49,14 @@ def _check_data(n: int, num_features: int, num_classes: int, n_train: int, block
 
 def _prepare(cfg: TrainConfig, world: int):
     """Load and validate the data and lay it out (no collective yet): ``(graph, source, rows, shape, info)``."""
-    shape = (1,) if cfg.algo == "serial" else cfg.mesh_shape(world)
-    kind = GRID_OF.get(cfg.algo)
+    algo = algorithm(cfg.algo)
+    single = algo.grid == "single"
+    shape = (1,) if single else cfg.mesh_shape(world)
     blocks = vertex_blocks(cfg.algo, world, cfg.replication, shape)
     if cfg.data and cfg.data.startswith("sharded:"):
         from ..graph.sharded import ShardedDataset
 
-        if cfg.algo == "serial":
+        if single:
             raise GridGnnError("--algo serial reads the whole graph; give it the original --data SPEC, not sharded:")
         ds = ShardedDataset(cfg.data[len("sharded:"):])
         meta = ds.graph_meta()
@@ -66,7 +67,7 @@ def _prepare(cfg: TrainConfig, world: int):
                 "partition": ds.method}
         _check_data(ds.n, ds.num_features, ds.num_classes, int(meta.get("n_train", 0)), blocks)
         rows = None
-        if kind in ("1d", "1.5d"):
+        if algo.row_partitioned:
             if ds.double:
                 raise GridGnnError(f"{cfg.algo} needs one vertex order; this sharded dataset holds two ({ds.method}): "
                                    "write it with gridgnn shard --method single-perm (or identity)")
@@ -76,12 +77,12 @@ def _prepare(cfg: TrainConfig, world: int):
     n_train = 0 if graph.y is None or graph.train_mask is None else int((graph.train_mask & (graph.y >= 0)).sum())
     _check_data(graph.n, graph.num_features, graph.num_classes, n_train, blocks)
     source = rows = None
-    if cfg.algo != "serial" and not (kind in ("1d", "1.5d") and cfg.partition in GRAPH_PARTITIONERS):
+    if not single and not (algo.row_partitioned and cfg.partition in GRAPH_PARTITIONERS):
         # cheap and deterministic orders are computed by every rank; graph partitioners once, after the rendezvous
         source, rows = make_source(graph, cfg.algo, world, replication=cfg.replication, shape=shape,
                                    method=cfg.partition, seed=cfg.seed)
     info = {"n": graph.n, "nnz": graph.nnz, "f": graph.num_features, "classes": graph.num_classes,
-            "partition": "none" if cfg.algo == "serial" else cfg.partition}
+            "partition": "none" if single else cfg.partition}
     return graph, source, rows, shape, info
 
 
@@ -91,7 +92,7 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
     world = 1 if ctx is None else ctx.world_size
     host_avail = _host_memory_for_ranks(ctx)  # before this rank loads anything
     graph, source, rows, shape, info = _prepare(cfg, world)
-    kind = GRID_OF.get(cfg.algo)
+    kind = algorithm(cfg.algo).grid
     dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
     dims = [info["f"]] + [cfg.hidden] * (cfg.layers - 1) + [info["classes"]]
     ckpt = None
@@ -108,7 +109,7 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
         ctx.init()  # first collective: every rank has validated its input by now
         device = ctx.device
         comm = Comm(ProcessGrid.build(kind, device.split(":")[0], replication=cfg.replication,
-                                      shape=shape if kind in ("2d", "3d") else None))
+                                      shape=shape if algorithm(cfg.algo).takes_grid_shape else None))
         if graph is not None and source is None:
             source, rows = _layout_on_rank0(comm, graph, cfg, world, shape)
     rank = comm.grid.global_rank
@@ -280,11 +281,8 @@ def _resident_bytes() -> int:
 
 def build_model(cfg: TrainConfig, dims: list[int], plan, dtype):
     """The ``--model`` of ``cfg`` from the registry, its parameters laid out for ``plan``."""
-    cls = MODELS[cfg.model]
-    if cfg.model == "gat":
-        return cls(dims, heads=cfg.model_heads, out_heads=1, dropout=cfg.dropout,
-                   attn_dropout=cfg.model_attn_dropout, seed=cfg.seed, dtype=dtype, plan=plan)
-    return cls(dims, dropout=cfg.dropout, seed=cfg.seed, dtype=dtype, plan=plan)
+    return MODELS[cfg.model].from_options(dims, plan=plan, dtype=dtype, seed=cfg.seed, dropout=cfg.dropout,
+                                          heads=cfg.model_heads, attn_dropout=cfg.model_attn_dropout)
 
 
 def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail: int, ctx):
@@ -443,9 +441,9 @@ def _summary(cfg, info, world, grid, history, epochs, everyone, wall, *, resumed
         "max_rank_recv_bytes_per_epoch": float(max(per_rank_recv)),
         "setup_comm_bytes": float(sum(er["setup_bytes"] for er in everyone)),
         "nnz_max_over_mean": _max_over_mean([v for er in everyone for v in er["shard_nnz"]]),
-        "algo": cfg.algo, "grid": list(grid.shape) if cfg.algo != "serial" else [1], "nproc": world,
+        "algo": cfg.algo, "grid": list(grid.shape) if algorithm(cfg.algo).grid != "single" else [1], "nproc": world,
         "grid_axes": list(grid.names), "blocked_aggregation": cfg.blocked_aggregation,
-        "replication": cfg.replication if GRID_OF.get(cfg.algo) == "1.5d" else 1,
+        "replication": cfg.replication if algorithm(cfg.algo).takes_replication else 1,
         "partition": info["partition"], "seed": cfg.seed,
         "model": cfg.model, "heads": cfg.model_heads, "layers": cfg.layers, "hidden": cfg.hidden,
         "epochs": cfg.epochs,
