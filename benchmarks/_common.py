@@ -6,7 +6,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
-from gridgnn.dist.launch import launch  # noqa: E402
+from gridgnn.distributed.launch import launch  # noqa: E402
 from gridgnn.train.config import TrainConfig  # noqa: E402
 from gridgnn.train.trainer import train_worker  # noqa: E402
 

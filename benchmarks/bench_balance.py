@@ -34,7 +34,7 @@ from gridgnn.graph import gcn_normalize  # noqa: E402
 from gridgnn.graph.synthetic import rmat_graph  # noqa: E402
 from gridgnn.graph.synthetic_geo import geometric_graph  # noqa: E402
 from gridgnn.partition.permute import make_permutations, nnz_max_over_mean_used  # noqa: E402
-from gridgnn.partition.shard_cmd import parse_blocks  # noqa: E402
+from gridgnn.commands.shard import parse_blocks  # noqa: E402
 
 METHOD_ROWS = (("original order", "identity"), ("single permutation", "single-perm"),
                ("double permutation (Plexus)", "double-perm"), ("balanced-perm (ours)", "balanced-perm"))

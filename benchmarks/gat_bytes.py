@@ -14,12 +14,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
 import torch  # noqa: E402
 
-from gridgnn.dist.grid import default_shape, grid_shape  # noqa: E402
+from gridgnn.distributed.grid import default_shape, grid_shape  # noqa: E402
 from gridgnn.graph import gcn_normalize  # noqa: E402
 from gridgnn.graph.spec import load_graph  # noqa: E402
 from gridgnn.nn import GAT, GCN  # noqa: E402
 from gridgnn.planner.primitives import BlockRowVolume, SummaVolume, step_bytes, trace_model  # noqa: E402
-from gridgnn.train.setup import make_source  # noqa: E402
+from gridgnn.train.rank_layout import make_source  # noqa: E402
 
 
 def moved(vol: dict) -> float:

@@ -19,7 +19,7 @@ import torch  # noqa: E402
 
 from gridgnn.nn import GCN  # noqa: E402
 from gridgnn.planner.primitives import BlockRowVolume, step_bytes, trace_model  # noqa: E402
-from gridgnn.train.setup import make_partition, num_blocks  # noqa: E402
+from gridgnn.train.rank_layout import make_partition, num_blocks  # noqa: E402
 
 
 def main():

@@ -72,7 +72,7 @@ def _one_line_error(message: str):
 
 def train_config(args):
     """The validated :class:`~gridgnn.train.config.TrainConfig` of a parsed ``gridgnn train`` command line."""
-    from .dist.launch import env_context
+    from .distributed.launch import env_context
     from .train.config import config_from_flags
 
     given = {k: v for k, v in vars(args).items() if k not in ("command", "func")}
@@ -81,7 +81,7 @@ def train_config(args):
 
 
 def run_train(args) -> int:
-    from .dist.launch import env_context, launch
+    from .distributed.launch import env_context, launch
     from .train.trainer import train_worker
 
     cfg = train_config(args)
@@ -110,7 +110,7 @@ def _check_data_before_spawn(cfg) -> None:
     generating the whole synthetic graph on this machine beyond its memory."""
     from .graph.safe_io import check_alloc
     from .graph.spec import spec_sizes
-    from .train.setup import check_vertex_count
+    from .train.rank_layout import check_vertex_count
 
     data = (cfg.data or "").strip()
     if data.startswith("sharded:"):
@@ -153,12 +153,12 @@ def _partition_parser(sub) -> None:
 
 def run_partition(args) -> int:
     if args.method in PERM_METHODS:
-        from .partition.shard_cmd import run_perm_report
+        from .commands.shard import run_perm_report
 
         return run_perm_report(args)
     if args.parts is None:
         raise GridGnnError(f"--method {args.method} needs --parts K (permutation methods: {', '.join(PERM_METHODS)})")
-    from .partition.report import run_partition_command
+    from .commands.partition import run_partition_command
 
     return run_partition_command(args)
 
@@ -169,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     _train_parser(sub)
     sub.choices["train"].set_defaults(func=run_train)
     _partition_parser(sub)
-    from .partition.shard_cmd import add_shard_arguments, run_shard_command
+    from .commands.shard import add_shard_arguments, run_shard_command
 
     ps = sub.add_parser("shard", help="write a sharded dataset (per-block files) that ranks read in parallel",
                         description="Permute, normalize and split the adjacency into RxC block files; "

@@ -11,13 +11,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .dist import Comm, NullComm, ProcessGrid
+from .distributed import Comm, NullComm, ProcessGrid
 from .graph import Graph
 from .nn import GAT, GCN
 from .parallel import GRID_OF
 from .partition import RowPartition
 from .parallel.source import InMemorySource
-from .train.setup import build_rank, make_source
+from .train.rank_layout import build_rank, make_source
 from .train.step import forward_backward
 
 
@@ -96,7 +96,7 @@ def serial_case(case: Case) -> CaseResult:
 
 
 def distributed_worker(ctx, cases: list[Case]) -> list[CaseResult]:
-    """Worker for :func:`gridgnn.dist.launch.launch`: runs every case on this rank."""
+    """Worker for :func:`gridgnn.distributed.launch.launch`: runs every case on this rank."""
     ctx.init()
     out, grids = [], {}
     for case in cases:

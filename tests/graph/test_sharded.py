@@ -16,7 +16,7 @@ from gridgnn.graph.synthetic import sbm_graph
 from gridgnn.partition.layout import even_bounds
 from gridgnn.partition.permute import (balanced_permutation, double_permutation, nnz_max_over_mean_used,
                                        permute_matrix, single_permutation)
-from gridgnn.partition.shard_cmd import add_shard_arguments, run_shard_command
+from gridgnn.commands.shard import add_shard_arguments, run_shard_command
 
 from ._util import random_graph
 

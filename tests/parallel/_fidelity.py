@@ -5,7 +5,7 @@ from gridgnn.planner.primitives import BlockRowVolume, SummaVolume, step_bytes, 
 from gridgnn.planner.volume import plexus_step_bytes
 from gridgnn.graph import gcn_normalize
 from gridgnn.testing import assemble, build_model, serial_case
-from gridgnn.train.setup import make_partition, make_source, num_blocks
+from gridgnn.train.rank_layout import make_partition, make_source, num_blocks
 from gridgnn.partition import RowPartition
 
 RTOL = 1e-5

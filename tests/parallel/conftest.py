@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from gridgnn.dist.launch import launch
+from gridgnn.distributed.launch import launch
 from gridgnn.graph import Graph
 from gridgnn.partition import RowPartition
 from gridgnn.testing import Case, distributed_worker

@@ -16,7 +16,7 @@ from gridgnn.partition.permute import (METHODS, _lpt_assign, balance_report, bal
                                        check_permutation, double_permutation, make_permutations,
                                        nnz_max_over_mean, nnz_max_over_mean_used, permute_matrix,
                                        single_permutation)
-from gridgnn.partition.shard_cmd import parse_blocks, run_perm_report
+from gridgnn.commands.shard import parse_blocks, run_perm_report
 
 
 def small_matrix(n=41, m=150, seed=0, loops=True):

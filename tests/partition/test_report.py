@@ -11,7 +11,7 @@ from gridgnn.errors import GridGnnError
 from gridgnn.graph.spec import load_graph
 from gridgnn.partition.partitioners import load_partition_file
 from gridgnn.partition.quality import REPORT_KEYS, quality_report, volume_matrix
-from gridgnn.partition.report import add_partition_arguments, format_report, run_partition_command
+from gridgnn.commands.partition import add_partition_arguments, format_report, run_partition_command
 
 SPEC = "synthetic:sbm?n=600&classes=4&avg_degree=8&features=4"
 

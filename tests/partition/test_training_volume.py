@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from gridgnn.dist.launch import launch
+from gridgnn.distributed.launch import launch
 from gridgnn.graph.spec import load_graph
 from gridgnn.partition.partitioners import load_partition_file, partition_graph
 from gridgnn.partition.quality import quality_report, volume_matrix

@@ -148,11 +148,11 @@ def measure_rank(plan, data, comm, dims, *, dropout: float, dtype=torch.float32)
 
 
 def distributed_measure(ctx, cases) -> list[dict]:
-    """Worker for :func:`gridgnn.dist.launch.launch`: ``cases`` = ``[(graph, algo, shape, partition, dims,
+    """Worker for :func:`gridgnn.distributed.launch.launch`: ``cases`` = ``[(graph, algo, shape, partition, dims,
     dropout)]``; returns this rank's measurements of every case."""
-    from gridgnn.dist import Comm, ProcessGrid
+    from gridgnn.distributed import Comm, ProcessGrid
     from gridgnn.parallel import GRID_OF
-    from gridgnn.train.setup import build_rank, make_source
+    from gridgnn.train.rank_layout import build_rank, make_source
 
     ctx.init()
     out, grids = [], {}

@@ -16,9 +16,9 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from gridgnn.dist import Comm, NullComm
-from gridgnn.dist.grid import AXES, ProcessGrid
-from gridgnn.dist.launch import launch
+from gridgnn.distributed import Comm, NullComm
+from gridgnn.distributed.grid import AXES, ProcessGrid
+from gridgnn.distributed.launch import launch
 from gridgnn.errors import GridGnnError
 from gridgnn.graph import Graph, gcn_normalize
 from gridgnn.graph.sharded import ShardedDataset, write_sharded
@@ -31,7 +31,7 @@ from gridgnn.planner.memory import (DROPOUT_HASH_BYTES_PER_ELEMENT, GIB, NORMALI
                                     PERMUTE_PEAK_BYTES_PER_NODE, RUNTIME_PRIVATE_BYTES, RUNTIME_SHARED_BYTES,
                                     NnzHistogram, available_memory_bytes, check_fits, check_spawn,
                                     estimate_rank_memory, measured_peak_bytes, pattern_of, spawn_capacity)
-from gridgnn.train.setup import build_rank, make_source
+from gridgnn.train.rank_layout import build_rank, make_source
 
 from ._measure import (adjacency_bytes, distributed_measure, feature_bytes, graph_bytes, parameter_bytes,
                        train_step_saved)

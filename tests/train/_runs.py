@@ -2,7 +2,7 @@
 
 * :func:`cli_batch` runs command lines one after the other through ``gridgnn.cli.main`` in one subprocess (the
   Python and torch import is paid once; distributed ones still spawn their ranks).
-* :func:`group_worker` is a :func:`gridgnn.dist.launch.launch` worker: every rank of one spawned group parses
+* :func:`group_worker` is a :func:`gridgnn.distributed.launch.launch` worker: every rank of one spawned group parses
   each command line with the CLI's own parser and ``train_config`` (as ``run_train`` does) and calls
   ``train_worker`` — many P=4 trainings for the price of one process start-up.
 * :func:`run_main` calls ``main`` in this process and returns its exit status (argparse errors included).
@@ -41,7 +41,7 @@ def cli_batch(argvs, *, timeout=600):
 def group_worker(ctx, argvs):
     """Run every ``gridgnn train`` command line in ``argvs`` on this rank, in order (see the module docstring)."""
     from gridgnn.cli import build_parser, train_config
-    from gridgnn.dist import Comm, ProcessGrid
+    from gridgnn.distributed import Comm, ProcessGrid
     from gridgnn.train.trainer import train_worker
 
     ctx.init()

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import gridgnn
-from gridgnn.dist.launch import launch
+from gridgnn.distributed.launch import launch
 from gridgnn.graph.loaders import save_npz
 from gridgnn.graph.spec import load_graph
 

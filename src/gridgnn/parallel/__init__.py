@@ -1,7 +1,7 @@
 """Distributed algorithms (one module each) behind one interface: a :class:`Plan` on each rank."""
 from .base import Plan, RowBlockPlan, is_symmetric
-from .p1d import build_1d
-from .p15d import build_15d
+from .blockrow_1d import build_1d
+from .blockrow_15d import build_15d
 from .registry import ALGORITHMS, Algorithm, algorithm
 
 ALGOS = tuple(ALGORITHMS)

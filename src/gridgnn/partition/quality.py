@@ -154,7 +154,7 @@ def quality_report(mat, part, parts: int, f: int = 128) -> dict:
         :math:`q \ne p` with :math:`V[q \to p] > 0`), ``parts``, ``f``, the byte versions
         ``total_volume_bytes``, ``max_send_bytes``, ``mean_send_bytes``, ``max_recv_bytes``, and the per-part
         lists ``send_rows``, ``recv_rows``, ``nnz``, ``vertices``. ``seconds`` and ``peak_rss_bytes`` are
-        added by the caller that timed the partitioner (:mod:`gridgnn.partition.report`).
+        added by the caller that timed the partitioner (:mod:`gridgnn.commands.partition`).
     """
     mat = as_csr(mat)
     part = _check_part(part, mat.shape[0], parts)

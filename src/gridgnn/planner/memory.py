@@ -60,7 +60,7 @@ Gloo's all-reduce and broadcast work in place (measured: under 2 MiB of scratch 
 none for a broadcast), so they add no buffer.
 
 **How the runtime baseline was measured** (torch 2.13.0+cpu, NumPy, SciPy 1.17.1, Python 3.11, Linux 6.18),
-from ``/proc/self/status`` of ranks started by :func:`gridgnn.dist.launch.launch`. After
+from ``/proc/self/status`` of ranks started by :func:`gridgnn.distributed.launch.launch`. After
 ``import gridgnn.train.trainer``, ``init_process_group("gloo")`` and one all-reduce (P = 1 … 32; the value does
 not change with P): ``RssAnon`` 155 MiB (private to each process), ``RssFile`` 82 MiB (shared libraries, shared
 by all local processes through the page cache), ``VmRSS`` 237 MiB. After ``train_worker`` trained a 64-vertex
@@ -689,7 +689,7 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
 
 
 def _summa(ctx, algo: str, shape, which):
-    from ..dist.grid import coords_of
+    from ..distributed.grid import coords_of
     from ..partition.layout import SummaGeometry as Geometry
 
     n, dims, e = ctx["n"], ctx["dims"], ctx["e"]
@@ -759,7 +759,7 @@ def _summa(ctx, algo: str, shape, which):
 
 
 def _plexus(ctx, shape, which):
-    from ..dist.grid import coords_of
+    from ..distributed.grid import coords_of
     from ..partition.layout import plexus_roles as roles
 
     n, dims, e = ctx["n"], ctx["dims"], ctx["e"]

@@ -5,7 +5,7 @@ is recorded once by running the model on a tiny serial plan (:class:`TracePlan`)
 graph or on the number of processes. :class:`BlockRowVolume` gives each primitive's per-rank bytes for one
 layout of the block-row family (``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``) from the pattern alone
 (:class:`SummaVolume` for ``2d``/``3d``),
-in the accounting convention of ``gridgnn.dist.comm``; :func:`step_bytes` adds them up with the gradient
+in the accounting convention of ``gridgnn.distributed.comm``; :func:`step_bytes` adds them up with the gradient
 all-reduce. Tests compare the sum with the bytes every rank measures, per collective and phase.
 
 Per primitive (``w`` = bytes per fetched row; *fetch* / *push* / *rep* as in :mod:`gridgnn.parallel.blockrow`):
@@ -210,7 +210,7 @@ class SummaVolume(BlockRowVolume):
     """
 
     def __init__(self, source, shape: tuple[int, ...]):
-        from ..dist.grid import coords_of
+        from ..distributed.grid import coords_of
         from ..partition.layout import SummaGeometry as Geometry
 
         self.shape = tuple(shape)

@@ -1,5 +1,5 @@
 r"""Exact communication volume of Plexus' fused GCN layer, computed from the grid shape, the widths and the
-blocks alone (no processes needed). Same accounting convention as ``gridgnn.dist.comm``; the tests compare it
+blocks alone (no processes needed). Same accounting convention as ``gridgnn.distributed.comm``; the tests compare it
 with the measured bytes of every rank. The block-row family and SUMMA (2D/3D) run on distributed primitives:
 their bytes are the sum of the primitives' bytes, :mod:`gridgnn.planner.primitives`.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dist.grid import coords_of
+from ..distributed.grid import coords_of
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -161,7 +161,7 @@ class TrainConfig:
 
     def mesh_shape(self, world: int) -> tuple[int, ...]:
         """The process grid for ``world`` processes (``--grid``, or a near-square / near-cubic default)."""
-        from ..dist.grid import default_shape, grid_shape
+        from ..distributed.grid import default_shape, grid_shape
         from ..parallel import algorithm
 
         kind = algorithm(self.algo).grid

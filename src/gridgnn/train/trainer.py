@@ -19,7 +19,7 @@ from collections import defaultdict
 import numpy as np
 import torch
 
-from ..dist import Comm, NullComm, ProcessGrid
+from ..distributed import Comm, NullComm, ProcessGrid
 from ..errors import GridGnnError
 from ..graph.spec import load_graph
 from ..nn import MODELS
@@ -30,7 +30,7 @@ from .checkpoint import CHECKPOINT, check_for_run, read_checkpoint, restore, sav
 from .config import TrainConfig
 from .outputs import (MetricsLog, atomic_write, clear_outputs, make_out_dir, previous_outputs, remove_empty_dirs,
                       write_json)
-from .setup import GRAPH_PARTITIONERS, build_rank, estimate_memory, make_source, num_blocks, vertex_blocks
+from .rank_layout import GRAPH_PARTITIONERS, build_rank, estimate_memory, make_source, num_blocks, vertex_blocks
 from .step import evaluate, forward_backward
 
 EPOCH_PHASES = ("fwd", "bwd", "grad", "eval", "metrics")
@@ -286,7 +286,7 @@ def build_model(cfg: TrainConfig, dims: list[int], plan, dtype):
 
 
 def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail: int, ctx):
-    r"""Estimate every rank's peak (:func:`~gridgnn.train.setup.estimate_memory`) and refuse the run with one
+    r"""Estimate every rank's peak (:func:`~gridgnn.train.rank_layout.estimate_memory`) and refuse the run with one
     line of numbers and advice when the peak rank cannot fit: on CPU in ``host_avail`` shared by the local
     ranks, on CUDA in the free memory of this rank's GPU. Every rank computes the same estimate; a local launch
     gives every rank the same ``host_avail``, so every rank decides alike."""

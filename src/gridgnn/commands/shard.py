@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import GridGnnError
-from .layout import even_bounds
-from .permute import METHODS, balance_report, make_permutations
+from ..partition.layout import even_bounds
+from ..partition.permute import METHODS, balance_report, make_permutations
 
 __all__ = ["parse_blocks", "add_shard_arguments", "run_shard_command", "add_perm_report_arguments",
            "run_perm_report", "perm_report"]

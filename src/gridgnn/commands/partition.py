@@ -30,8 +30,8 @@ import tracemalloc
 import numpy as np
 
 from ..errors import GridGnnError
-from .partitioners import METHODS, partition_vector, write_partition_file
-from .quality import as_csr, quality_report, send_recv_volumes
+from ..partition.partitioners import METHODS, partition_vector, write_partition_file
+from ..partition.quality import as_csr, quality_report, send_recv_volumes
 
 __all__ = ["add_partition_arguments", "run_partition_command", "timed_partition", "format_report"]
 

@@ -1,5 +1,5 @@
 r"""The one instrumented communication layer. Nothing else in gridgnn imports ``torch.distributed``
-for data movement (``dist/launch.py`` only initializes and tears down the process group).
+for data movement (``distributed/launch.py`` only initializes and tears down the process group).
 
 Every call names a mesh axis (``"p"``, ``"row"``, ``"rep"``, ...) and a collective tag; the phase prefix
 (``fwd``, ``bwd``, ``grad``, ``eval``, ``metrics``, ``setup``, ``io``) comes from :meth:`Comm.phase`. Each rank
@@ -72,7 +72,7 @@ def _nbytes(t: torch.Tensor) -> int:
 
 
 class Comm:
-    r"""Instrumented collectives over the axes of a :class:`gridgnn.dist.grid.ProcessGrid`.
+    r"""Instrumented collectives over the axes of a :class:`gridgnn.distributed.grid.ProcessGrid`.
 
     Args:
         grid: the process grid (its mesh supplies one process group per axis).
