@@ -1,7 +1,8 @@
 """Bytes per epoch and epoch time of every algorithm and grid shape at P = 4 and P = 8, one graph, one run.
 
 Usage: python benchmarks/bench_algos.py [--data SPEC] [--nprocs 4,8] [--epochs 10] [--hidden 64] [--layers 3]
-Prints a Markdown table: fwd+bwd bytes per epoch received over all ranks (= link traffic), the busiest rank's
+Prints a Markdown table: fwd+bwd bytes per epoch moved over all ranks (per collective the larger of the totals
+sent and received), the busiest rank's
 received and sent bytes, the median epoch time, and bytes and time as a ratio to 1d (the oblivious baseline)
 measured in the same run.
 """
@@ -31,7 +32,7 @@ def main():
 
 
     print(f"data {args.data}, {args.layers}-layer GCN, hidden {args.hidden}, {args.epochs} epochs, float32\n")
-    print("| P | algo | grid | partition | MB/epoch fwd+bwd (received, all ranks) | max rank recv MB | "
+    print("| P | algo | grid | partition | MB/epoch fwd+bwd (moved, all ranks) | max rank recv MB | "
           "max rank send MB | epoch ms | bytes × 1d | time × 1d | test acc |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for p in map(int, args.nprocs.split(",")):

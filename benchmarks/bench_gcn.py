@@ -82,7 +82,7 @@ def main():
     for name, p, t in rows:
         print(f"| {name} | {p} | {t * 1e3:.2f} | {t / t_pyg:.2f} | {t / serial['epoch_time_median_s']:.2f} |")
 
-    print("\n| algo | partition | bytes/epoch fwd+bwd (received, all ranks) | max rank send/epoch | all phases incl. eval | × 1d |")
+    print("\n| algo | partition | bytes/epoch fwd+bwd (moved, all ranks) | max rank send/epoch | all phases incl. eval | × 1d |")
     print("|---|---|---|---|---|---|")
     for (algo, c, part), s in dist_runs.items():
         ph = s["comm_bytes_per_epoch"]["by_phase"]

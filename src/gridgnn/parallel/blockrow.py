@@ -40,8 +40,9 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ..ops.pattern import Pattern, as_edges, col_sum, row_reduce, sddmm_dot, spmm
+from ..ops.pattern import Pattern, col_sum, row_reduce, sddmm_dot, spmm
 from ..partition import RowPartition
+from .edge_softmax import EdgeSoftmax
 
 
 class BlockRowGraph:
@@ -213,6 +214,14 @@ class BlockRowGraph:
                     out += part
         return out
 
+    def edge_rows(self) -> tuple[torch.Tensor, int]:
+        """The local row of every local edge, and the number of local rows (for row reductions)."""
+        return self.pattern.row, self.n_local
+
+    def row_all(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """Reduce per-row statistics over the ranks that share the rows (1.5D ``"rep"``)."""
+        return self.rep_sum(t, op)
+
     def rep_sum(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
         """All-reduce a row-block result along the axis that splits rows (1.5D ``"rep"``; CAGNET Alg. 2
         line 8)."""
@@ -235,7 +244,7 @@ class BlockRowGraph:
 
     def edge_softmax(self, e: torch.Tensor) -> torch.Tensor:
         r""":math:`\alpha_{uv} = \exp(e_{uv} - m_u) / \sum_{v'} \exp(e_{uv'} - m_u)` per destination row and head."""
-        return _EdgeSoftmax.apply(e, self)
+        return EdgeSoftmax.apply(e, self)
 
 
 def _select(values: torch.Tensor, eidx):
@@ -352,26 +361,3 @@ class _SddmmDot(torch.autograd.Function):
         fetch = None if g.sparsity_aware else x_src
         ds = g.sweep(fetch, body, push_width=x_src.shape[1], halo=halo)
         return g.rep_sum(dd), g.rep_sum(ds), None, None
-
-
-class _EdgeSoftmax(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, e, g):
-        pat = g.pattern
-        m = g.rep_sum(row_reduce(pat, e, "max"), op="max")
-        m = torch.where(torch.isinf(m), torch.zeros_like(m), m)  # rows without edges anywhere
-        ex = torch.exp(as_edges(e) - m[pat.row])
-        s = g.rep_sum(row_reduce(pat, ex, "sum"))
-        a = (ex / s[pat.row]).reshape(e.shape)
-        ctx.g = g
-        ctx.save_for_backward(a)
-        return a
-
-    @staticmethod
-    def backward(ctx, da):
-        (a,) = ctx.saved_tensors
-        g = ctx.g
-        pat = g.pattern
-        a2, da2 = as_edges(a), as_edges(da)
-        r = g.rep_sum(row_reduce(pat, a2 * da2, "sum"))
-        return (a2 * (da2 - r[pat.row])).reshape(a.shape), None

@@ -42,6 +42,7 @@ from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows,
 from ..partition import block_range, even_bounds
 from ..partition.layout import SummaGeometry
 from .base import Plan
+from .edge_softmax import EdgeSoftmax
 
 
 class SummaGraph:
@@ -167,6 +168,10 @@ class SummaGraph:
         blocks = plan.comm.all_gather_rows(t.t().contiguous(), plan.col_axis, rows=widths)
         return torch.cat(blocks).t().contiguous()
 
+    def edge_rows(self) -> tuple[torch.Tensor, int]:
+        """The row (within ``R_i``) of every local edge, and ``|R_i|``."""
+        return self.edge_row, self.nrow
+
     def row_all(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
         """All-reduce per-row statistics of ``R_i`` over the ranks of process row ``i`` (columns and fiber)."""
         plan = self.plan
@@ -196,7 +201,7 @@ class SummaGraph:
         return _SummaSddmm.apply(x_dst, x_src, self, heads)
 
     def edge_softmax(self, e: torch.Tensor) -> torch.Tensor:
-        return _SummaSoftmax.apply(e, self)
+        return EdgeSoftmax.apply(e, self)
 
 
 class _SummaSpMM(torch.autograd.Function):
@@ -289,27 +294,6 @@ class _SummaSddmm(torch.autograd.Function):
             g._push_rows(part, p, ds)
         dd = g.col_all(g.fiber_scatter(dd_r))
         return dd, g.col_all(ds), None, None
-
-
-class _SummaSoftmax(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, e, g):
-        m = g.row_all(reduce_rows(g.edge_row, g.nrow, e, "max"), op="max")
-        m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
-        ex = torch.exp(as_edges(e) - m[g.edge_row])
-        s = g.row_all(reduce_rows(g.edge_row, g.nrow, ex, "sum"))
-        a = (ex / s[g.edge_row]).reshape(e.shape)
-        ctx.g = g
-        ctx.save_for_backward(a)
-        return a
-
-    @staticmethod
-    def backward(ctx, da):
-        (a,) = ctx.saved_tensors
-        g = ctx.g
-        a2, da2 = as_edges(a), as_edges(da)
-        r = g.row_all(reduce_rows(g.edge_row, g.nrow, a2 * da2, "sum"))
-        return (a2 * (da2 - r[g.edge_row])).reshape(a.shape), None
 
 
 class SummaPlan(Plan):

@@ -414,18 +414,21 @@ def _summary(cfg, info, world, grid, history, epochs, everyone, wall, *, resumed
     ``epochs``: this run's (record, comm) pairs for the timings."""
     recs = history
     best = _best_epoch(recs)
-    by_phase, sent_by_phase = defaultdict(float), defaultdict(float)
+    recv_by_phase, sent_by_phase = defaultdict(float), defaultdict(float)
     per_rank_send, per_rank_recv = [], []
     for er in everyone:
         sent = recv = 0.0
         for k, v in er["phases"].items():
             if k.split(".")[0] in EPOCH_PHASES:
-                by_phase[k] += v["recv"]
+                recv_by_phase[k] += v["recv"]
                 sent_by_phase[k] += v["sent"]
                 sent += v["sent"]
                 recv += v["recv"]
         per_rank_send.append(sent)
         per_rank_recv.append(recv)
+    # bytes moved per collective: the larger of the totals sent and received over the ranks (the receivers' for a
+    # broadcast, the senders' for its adjoint, the reduce; equal for all-reduce, all-gather, all-to-allv)
+    by_phase = {k: max(recv_by_phase[k], sent_by_phase[k]) for k in recv_by_phase}
     per_epoch_max = [max(ts) for ts in zip(*[er["epoch_times"] for er in everyone])]
     return {
         "test_acc": recs[best]["test_acc"], "val_acc": recs[best]["val_acc"], "best_epoch": best,
