@@ -219,10 +219,6 @@ class BlockRowGraph:
         return self.pattern.row, self.n_local
 
     def row_all(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
-        """Reduce per-row statistics over the ranks that share the rows (1.5D ``"rep"``)."""
-        return self.rep_sum(t, op)
-
-    def rep_sum(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
         """All-reduce a row-block result along the axis that splits rows (1.5D ``"rep"``; CAGNET Alg. 2
         line 8)."""
         if self.reduce_axis is not None:
@@ -264,7 +260,7 @@ class _SpMM(torch.autograd.Function):
             y.add_(spmm(pat, _select(values, eidx), xs))
 
         g.sweep(x, body)
-        g.rep_sum(y)
+        g.row_all(y)
         ctx.g = g
         need_v, need_x = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         # keep only what the backward reads: values for dX; the sources for de (the halo, or X to fetch again)
@@ -296,7 +292,7 @@ class _SpMM(torch.autograd.Function):
         fetch = x if (need_v and not g.sparsity_aware) else None
         dx = g.sweep(fetch, body, push_width=ctx.width if need_x else None, halo=halo)
         if dx is not None:
-            g.rep_sum(dx)
+            g.row_all(dx)
         return dvals, dx, None
 
 
@@ -320,9 +316,9 @@ class _SddmmAdd(torch.autograd.Function):
     def backward(ctx, de):
         g = ctx.g
         de = de.contiguous()
-        ds_dst = g.rep_sum(row_reduce(g.pattern, de, "sum"))
+        ds_dst = g.row_all(row_reduce(g.pattern, de, "sum"))
         ds_src = g.sweep(None, lambda pat, eidx, xs: col_sum(pat, _select(de, eidx)), push_width=ctx.k)
-        return ds_dst, g.rep_sum(ds_src), None
+        return ds_dst, g.row_all(ds_src), None
 
 
 class _SddmmDot(torch.autograd.Function):
@@ -360,4 +356,4 @@ class _SddmmDot(torch.autograd.Function):
 
         fetch = None if g.sparsity_aware else x_src
         ds = g.sweep(fetch, body, push_width=x_src.shape[1], halo=halo)
-        return g.rep_sum(dd), g.rep_sum(ds), None, None
+        return g.row_all(dd), g.row_all(ds), None, None

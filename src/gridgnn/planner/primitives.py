@@ -116,9 +116,6 @@ class BlockRowVolume:
         if self.sa:
             self.v = nnz_cols(sp.csr_matrix(matp), rows.bounds)
 
-    def _new(self) -> dict:
-        return {}
-
     def _add(self, out: dict, key: str, r: int, sent: float, recv: float) -> None:
         if key not in out:
             out[key] = (np.zeros(self.world), np.zeros(self.world))
