@@ -1,6 +1,6 @@
 """Cora, standard split, 200 epochs: test accuracy per seed for serial and every algorithm at P=4, and the largest
 gap to serial. ``--model gcn``: 2 layers, hidden 16, dropout 0.5, lr 0.01. ``--model gat``: 2 layers, 8 heads × 8
-hidden, one output head, dropout 0.6 on inputs and attention, lr 0.005 (on the algorithms with primitives).
+hidden, one output head, dropout 0.6 on inputs and attention, lr 0.005.
 Weight decay 5e-4. Usage: python benchmarks/cora_accuracy.py [CORA_DIR] [--seeds 5] [--model gcn|gat]
 """
 from __future__ import annotations
@@ -10,7 +10,6 @@ import os
 import statistics
 
 from _common import run
-from gridgnn.parallel import ALGORITHMS
 
 
 def main():
@@ -30,8 +29,6 @@ def main():
 
     configs = [("serial", 1, 1), ("1d", args.nproc, 1), ("1d-sa", args.nproc, 1), ("1.5d", args.nproc, 2),
                ("1.5d-sa", args.nproc, 2), ("2d", args.nproc, 1), ("3d", args.nproc, 1), ("plexus", args.nproc, 1)]
-    if args.model == "gat":
-        configs = [c for c in configs if ALGORITHMS[c[0]].primitives]
     if args.algos:
         keep = {"serial", *args.algos.split(",")}
         configs = [c for c in configs if c[0] in keep]

@@ -1,4 +1,4 @@
-"""GAT bytes per training epoch of every algorithm with primitives at P = 4 and 8, from the exact per-primitive
+"""GAT bytes per training epoch of every algorithm at P = 4 and 8, from the exact per-primitive
 byte models (no processes: ``gridgnn.planner.primitives`` summed over the traced GAT step, which the test suite
 checks against the bytes measured on every rank). Per collective the larger of the bytes sent and received
 over all ranks (the receivers' for a broadcast, the senders' for a reduce), float32, training step only
@@ -18,7 +18,7 @@ from gridgnn.distributed.grid import default_shape, grid_shape  # noqa: E402
 from gridgnn.graph import gcn_normalize  # noqa: E402
 from gridgnn.graph.spec import load_graph  # noqa: E402
 from gridgnn.nn import GAT, GCN  # noqa: E402
-from gridgnn.planner.primitives import BlockRowVolume, SummaVolume, step_bytes, trace_model  # noqa: E402
+from gridgnn.planner.primitives import BlockRowVolume, PlexusVolume, SummaVolume, step_bytes, trace_model  # noqa: E402
 from gridgnn.train.rank_layout import make_source  # noqa: E402
 
 
@@ -45,15 +45,20 @@ def main():
     print("| algo | P | grid | " + " | ".join(f"{m} MB/epoch" for m in models) + " | GAT / GCN |")
     print("|---|---|---|" + "---|" * (len(models) + 1))
     for p in map(int, args.nprocs.split(",")):
-        for algo, c_rep in (("1d", 1), ("1d-sa", 1), ("1.5d", 2), ("1.5d-sa", 2), ("2d", 1), ("3d", 1)):
-            kind = {"2d": "2d", "3d": "3d"}.get(algo, "1.5d" if algo.startswith("1.5d") else "1d")
+        for algo, c_rep in (("1d", 1), ("1d-sa", 1), ("1.5d", 2), ("1.5d-sa", 2), ("2d", 1), ("3d", 1), ("plexus", 1)):
+            kind = {"2d": "2d", "3d": "3d", "plexus": "3d"}.get(algo, "1.5d" if algo.startswith("1.5d") else "1d")
             shape = default_shape(kind, p) if kind in ("2d", "3d") else grid_shape(kind, p, replication=c_rep)
             source, rows = make_source(g, algo, p, replication=c_rep, shape=shape, method=args.partition, seed=0)
-            if rows is not None:
-                vol = BlockRowVolume(algo, rows.permute_matrix(mat), rows, p, c_rep)
-            else:
-                vol = SummaVolume(source, shape)
-            mb = [moved(step_bytes(calls, vol, nparams, 4)) / 1e6 for calls, nparams in traces.values()]
+            labelled = g.train_mask & (g.y >= 0)
+            mb = []
+            for calls, nparams in traces.values():
+                if rows is not None:
+                    vol = BlockRowVolume(algo, rows.permute_matrix(mat), rows, p, c_rep)
+                elif algo == "plexus":  # the layouts follow each model's trace
+                    vol = PlexusVolume(source, shape, calls, labelled=labelled)
+                else:
+                    vol = SummaVolume(source, shape)
+                mb.append(moved(step_bytes(calls, vol, nparams, 4)) / 1e6)
             print(f"| {algo} | {p} | {'x'.join(map(str, shape))} | " + " | ".join(f"{v:.3f}" for v in mb)
                   + f" | {mb[0] / mb[1]:.2f} |", flush=True)
 

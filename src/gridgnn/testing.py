@@ -65,7 +65,7 @@ def run_case(case: Case, comm) -> CaseResult:
                                    shape=comm.grid.shape, method=case.partition, seed=case.seed)
     comm.log.reset()
     plan, data = build_rank(case.graph, case.algo, comm, case.dims, source=source, rows=rows, dtype=dtype,
-                            block_rows=case.block_rows)
+                            block_rows=case.block_rows, model=lambda p: build_model(case, p))
     setup = comm.log.snapshot()
     comm.log.reset()
     model = build_model(case, plan)
@@ -75,9 +75,13 @@ def run_case(case: Case, comm) -> CaseResult:
     if case.model == "gcn":  # (weight, bias) per layer, each rank's shard of a sharded parameter
         params = [p for l in range(model.num_layers) for p in (model.weights[l], model.biases[l])]
         slices = [plan.param_slice(l, k) for l in range(len(case.dims) - 1) for k in ("w", "b")]
-    else:
-        params = list(model.parameters())
-        slices = [(slice(None),) * p.dim() for p in params]
+    else:  # GAT: weights, attention vectors (whole), biases
+        L = model.num_layers
+        shapes = [(model.in_width(l), model.layer_heads(l) * case.dims[l + 1]) for l in range(L)]
+        params = list(model.weights) + list(model.att_src) + list(model.att_dst) + list(model.biases)
+        slices = ([plan.param_slice(l, "w", shapes[l]) for l in range(L)]
+                  + [(slice(None),) * 2 for _ in range(2 * L)]
+                  + [plan.param_slice(l, "b", (shapes[l][1] if l < L - 1 else case.dims[-1],)) for l in range(L)])
     return CaseResult(data.node_ids.copy(), plan.out_cols(case.dims[-1]), logits.numpy().copy(),
                       [p.grad.detach().numpy().copy() for p in params], float(loss), stats,
                       comm.grid.global_rank, getattr(plan, "copies", 1), slices)

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch_geometric.nn import GATConv
 
 from gridgnn.graph import gcn_normalize
-from gridgnn.nn import GAT, GCN, hashed_edge_dropout
+from gridgnn.nn import GAT, hashed_edge_dropout
 from gridgnn.nn.dropout import edge_keep_mask
 from gridgnn.parallel.serial import build_serial
 
@@ -73,13 +73,3 @@ def test_attention_dropout_is_keyed_by_edge_and_head():
     a = torch.ones(4, 3, dtype=torch.float64)
     out = hashed_edge_dropout(a, 0.5, dst, src, seed=1, epoch=2, layer=0, training=True)
     assert torch.equal(out, torch.from_numpy(m).double() * 2.0)
-
-
-def test_gat_rejects_a_fused_only_plan():
-    class Fused:
-        primitives = False
-        name = "2d"
-
-    with pytest.raises(Exception, match="needs an algorithm on distributed primitives"):
-        GAT([4, 2, 2], plan=Fused())
-    GCN([4, 2, 2], plan=None)

@@ -1,8 +1,7 @@
 """Shared assertions: distributed logits/gradients equal the serial reference; bytes equal the model."""
 import numpy as np
 
-from gridgnn.planner.primitives import BlockRowVolume, SummaVolume, step_bytes, trace_model
-from gridgnn.planner.volume import plexus_step_bytes
+from gridgnn.planner.primitives import BlockRowVolume, PlexusVolume, SummaVolume, step_bytes, trace_model
 from gridgnn.graph import gcn_normalize
 from gridgnn.testing import assemble, build_model, serial_case
 from gridgnn.train.rank_layout import make_partition, make_source, num_blocks
@@ -42,19 +41,21 @@ def rows_of(case, P):
 
 
 def model_bytes(case, per_rank, P):
-    """The volume model of ``case.algo`` (gridgnn.planner.volume) for this configuration."""
+    """The byte model of ``case.algo`` (gridgnn.planner.primitives) for this configuration: the traced model's
+    primitives summed."""
+    calls, nparams = trace_model(lambda plan: build_model(case, plan), case.dims[0])
     if case.algo in ("2d", "3d", "plexus"):
         g = case.graph
-        train = (g.train_mask & (g.y >= 0))
-        counts = {r.rank: int(train[r.node_ids].sum()) for r in per_rank}
-        if case.algo == "plexus":
-            return plexus_step_bytes(g.n, case.grid, case.dims, 8, counts.__getitem__)
         source, _ = make_source(g, case.algo, P, shape=case.grid, method=case.partition, seed=case.seed)
-        volume = SummaVolume(source, case.grid)
+        if case.algo == "plexus":
+            train = (g.train_mask & (g.y >= 0))
+            counts = {r.rank: int(train[r.node_ids].sum()) for r in per_rank}
+            volume = PlexusVolume(source, case.grid, calls, train_rows=counts.__getitem__)
+        else:
+            volume = SummaVolume(source, case.grid)
     else:
         rows = rows_of(case, P)
         volume = BlockRowVolume(case.algo, rows.permute_matrix(gcn_normalize(case.graph)), rows, P, case.replication)
-    calls, nparams = trace_model(lambda plan: build_model(case, plan), case.dims[0])
     return step_bytes(calls, volume, nparams, 8)
 
 

@@ -89,6 +89,13 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
                 for shape in shapes:  # heads straddle column blocks when pc does not divide heads × width
                     out.append((f"gat-{algo}-{'x'.join(map(str, shape))}-{gname}-{dname}-random",
                                 Case(algo=algo, grid=shape, partition="random", **kw)))
+    for k, shape in enumerate(shapes_3d(P)):  # Plexus: every shape, each GAT depth; the graphs alternate
+        for dname, (dims, heads, out_heads) in GAT_DIMS.items():
+            gname = tuple(GRAPHS)[k % 2]
+            part = "double-perm" if dname == "3layer" else "random"  # the destination gather across two orders
+            out.append((f"gat-plexus-{'x'.join(map(str, shape))}-{gname}-{dname}-{part}",
+                        Case(graph=GRAPHS[gname], algo="plexus", dims=dims, grid=shape, partition=part, model="gat",
+                             heads=heads, out_heads=out_heads, dropout=0.4, attn_dropout=0.3, seed=7, epoch=3)))
     return out
 
 

@@ -45,21 +45,10 @@ class Counter:
 
 def adjacency_bytes(plan) -> int:
     """Every sparse block a plan keeps (torch tensors and the SciPy blocks of the block-row engines)."""
-    from gridgnn.parallel.plexus import PlexusPlan
-    from gridgnn.parallel.summa import SummaPlan
-
     c = Counter()
-    if isinstance(plan, PlexusPlan):
-        for L in plan.layers:
-            c.tensor(L["A"])
-            c.tensor(L["At"])
-    else:
-        graphs = list(plan.graphs.values()) if isinstance(plan, SummaPlan) else [plan.dgraph]
-        tensors, arrays = [], []
-        for g in graphs:
-            t, a = g.held()
-            tensors += t
-            arrays += a
+    graphs = list(plan.graphs.values()) if hasattr(plan, "graphs") else [plan.dgraph]
+    for g in graphs:
+        tensors, arrays = g.held()
         for t in tensors:
             c.tensor(t)
         for a in arrays:

@@ -14,19 +14,22 @@ def test_gat_trains_and_distributed_equals_serial(tmp_path):
               "--dropout", 0.3, "--attn-dropout", 0.2, "--quiet", "--save-logits"]
     r, codes = cli_batch([["train", *common, "--out", tmp_path / "s"],
                           ["train", *common, "--algo", "1.5d-sa", "--nproc", 2, "--replication", 2,
-                           "--out", tmp_path / "d"]])
-    assert codes == [0, 0], r.stderr
+                           "--out", tmp_path / "d"],
+                          ["train", *common, "--algo", "plexus", "--nproc", 4, "--grid", "2,1,2", "--partition",
+                           "double-perm", "--out", tmp_path / "p"]])
+    assert codes == [0, 0, 0], r.stderr
     s = json.loads((tmp_path / "s" / "summary.json").read_text())
     d = json.loads((tmp_path / "d" / "summary.json").read_text())
     assert (s["model"], s["heads"], d["model"], d["heads"]) == ("gat", 3, "gat", 3)
     import numpy as np
 
-    a, b = np.load(tmp_path / "s" / "logits.npy"), np.load(tmp_path / "d" / "logits.npy")
-    assert np.abs(a - b).max() <= 1e-9 * max(1.0, np.abs(a).max())
+    a = np.load(tmp_path / "s" / "logits.npy")
+    for run in ("d", "p"):
+        b = np.load(tmp_path / run / "logits.npy")
+        assert np.abs(a - b).max() <= 1e-9 * max(1.0, np.abs(a).max()), run
 
 
 @pytest.mark.parametrize("argv,words", [
-    (["--model", "gat", "--algo", "plexus", "--nproc", 2], "--model gat runs on"),
     (["--model", "gat", "--algo", "3d", "--nproc", 2, "--partition", "double-perm"], "one vertex order per layer"),
     (["--heads", 4], "apply to --model gat"),
     (["--model", "gat", "--heads", 0], "--heads"),

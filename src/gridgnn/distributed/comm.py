@@ -21,7 +21,7 @@ bytes, ``g`` = group size; a group of size 1 moves nothing and is not called):
 A collective that fails (``--timeout`` passed because a peer stalled, or a peer went away) raises
 :class:`~gridgnn.errors.CommFailure` naming the rank, the collective, the axis and the phase.
 
-Tests and the volume model (``gridgnn.planner.volume``) use the same convention.
+Tests and the volume model (``gridgnn.planner.primitives``) use the same convention.
 """
 from __future__ import annotations
 

@@ -9,7 +9,9 @@ One layer with ``K`` heads of width ``F`` on the pattern :math:`M + I` (self-loo
     \alpha = \mathrm{softmax}_v(e_{uv}), \quad Y_{u,h} = \textstyle\sum_v \alpha_{uv,h} X'_{v,h}
 
 then the heads are concatenated (hidden layers) or averaged (the last layer), the bias is added, and ELU runs
-between layers. As primitives: ``linear → sddmm_add → LeakyReLU → edge_softmax → (dropout) → spmm``.
+between layers. As primitives: ``linear → head_scores → sddmm_add → LeakyReLU → edge_softmax → (dropout) →
+spmm → [head_mean] → add_bias`` (``head_scores``/``head_mean``/``add_bias`` reduce over feature columns, which
+Plexus shards).
 Dropout acts on every layer's input (keyed by global node id and feature) and on the attention coefficients
 (keyed by seed, epoch, layer, destination, source and head), so every algorithm and P draw the same masks.
 
@@ -40,7 +42,7 @@ class GAT(nn.Module):
         dropout: drop probability on each layer's input; ``attn_dropout``: on the attention coefficients.
         bias: add a bias after concatenating / averaging the heads.
         seed: initial parameters come from a CPU generator seeded with ``seed`` (identical on every rank).
-        plan: the plan the model will run on (must run on distributed primitives).
+        plan: the plan the model will run on (its ``param_slice`` gives this rank's part of each parameter).
     Parameters per layer ``l``: ``weights[l]`` (``f_in × K·F``), ``att_src[l]``, ``att_dst[l]`` (``K × F``),
     ``biases[l]`` (``K·F`` or ``F``), initialized like PyG (Glorot, bias zero).
     """
@@ -48,13 +50,11 @@ class GAT(nn.Module):
     def __init__(self, dims: list[int], *, heads: int = 8, out_heads: int = 1, dropout: float = 0.6,
                  attn_dropout: float = 0.6, bias: bool = True, seed: int = 0, dtype=torch.float32, plan=None):
         super().__init__()
-        if plan is not None and not plan.primitives:
-            raise GridGnnError(f"--model gat needs an algorithm on distributed primitives; {plan.name} still "
-                               f"has only the fused GCN layer")
-        if plan is not None and getattr(getattr(plan, "source", None), "double", False):
-            raise GridGnnError("--model gat needs one vertex order per layer: a double permutation puts a vertex's "
-                               "destination score on another rank than its features (double-perm and balanced-perm "
-                               "do); use --partition random or identity")
+        if plan is not None and getattr(getattr(plan, "source", None), "double", False) \
+                and not plan.scores_across_orders:
+            raise GridGnnError(f"--model gat on {plan.name} needs one vertex order per layer: a double permutation "
+                               "puts a vertex's destination score on another rank than its features (double-perm "
+                               "and balanced-perm do); use --partition random or identity, or --algo plexus")
         self.dims, self.heads, self.out_heads = list(dims), int(heads), int(out_heads)
         self.dropout, self.attn_dropout, self.seed = dropout, attn_dropout, seed
         gen = torch.Generator().manual_seed(seed)
@@ -68,12 +68,14 @@ class GAT(nn.Module):
             w = glorot_(torch.empty(fi, k * fo, dtype=torch.float64), gen)
             a = math.sqrt(6.0 / (k + fo))
             att = [torch.rand((k, fo), generator=gen, dtype=torch.float64) * 2 * a - a for _ in range(2)]
-            self.weights.append(nn.Parameter(w.to(dtype)))
+            b = torch.zeros(k * fo if layer < L - 1 else fo, dtype=torch.float64)
+            if plan is not None:  # this rank's part of a sharded parameter (Plexus); the attention vectors whole
+                w, b = w[plan.param_slice(layer, "w", w.shape)], b[plan.param_slice(layer, "b", b.shape)]
+            self.weights.append(nn.Parameter(w.contiguous().to(dtype)))
             self.att_src.append(nn.Parameter(att[0].to(dtype)))
             self.att_dst.append(nn.Parameter(att[1].to(dtype)))
             if bias:
-                width = k * fo if layer < L - 1 else fo
-                self.biases.append(nn.Parameter(torch.zeros(width, dtype=dtype)))
+                self.biases.append(nn.Parameter(b.contiguous().to(dtype)))
         self.epoch = 0
 
     @classmethod
@@ -104,9 +106,8 @@ class GAT(nn.Module):
                                training=self.training, features=f_in, cols=plan.in_cols(layer, f_in))
             g = plan.graph(layer)
             xw = plan.linear(layer, h, self.weights[layer])  # n × K·F
-            xh = xw.reshape(xw.shape[0], k, fo)
-            s_src = (xh * self.att_src[layer]).sum(dim=-1)  # n × K
-            s_dst = (xh * self.att_dst[layer]).sum(dim=-1)
+            s_src = plan.head_scores(layer, xw, self.att_src[layer])  # n × K
+            s_dst = plan.head_scores(layer, xw, self.att_dst[layer])
             e = F.leaky_relu(g.sddmm_add(s_dst, s_src), NEGATIVE_SLOPE)  # nnz × K
             alpha = g.edge_softmax(e)
             dst, src = g.edge_ids()
@@ -114,9 +115,9 @@ class GAT(nn.Module):
                                         layer=layer, training=self.training)
             h = g.spmm(alpha, xw)  # n × K·F
             if layer == last:
-                h = h.reshape(h.shape[0], k, fo).mean(dim=1)
+                h = plan.head_mean(layer, h, k, k * fo)
             if len(self.biases):
-                h = h + self.biases[layer]
+                h = plan.add_bias(layer, h, self.biases[layer])
             if layer < last:
                 h = F.elu(h)
         return h

@@ -1,10 +1,9 @@
 r"""GCN (Kipf & Welling) as a stack of :math:`H^{l} = \sigma(\hat M H^{l-1} W^{l} + b^{l})`, written against a
 *plan* (the distributed algorithm on this rank) so the same model runs serially and on every algorithm.
 
-On a plan of distributed primitives a layer is ``linear → spmm(Â)`` or ``spmm(Â) → linear`` — whichever
-aggregates the narrower of :math:`H` and :math:`HW` (``min(f_in, f_out)`` columns; both orders give the same
-result) — with the edge values :math:`\hat M` that ``plan.graph(l).gcn_values`` lays out like the pattern.
-SUMMA (2D/3D) and Plexus still provide the fused ``plan.layer(l, h, W, b)``. ``plan.in_rows(l)`` and
+A layer is ``linear → spmm(Â)`` or ``spmm(Â) → linear`` — whichever aggregates the narrower of :math:`H` and
+:math:`HW` (``min(f_in, f_out)`` columns; both orders give the same result) — with the edge values
+:math:`\hat M` that ``plan.graph(l).gcn_values`` lays out like the pattern, then ``plan.add_bias``. ``plan.in_rows(l)`` and
 ``plan.in_cols(l, f)`` name the global rows and columns of the layer's input block. Dropout (on each layer's input) uses
 :func:`~gridgnn.nn.dropout.hashed_dropout` keyed by global node id and feature, so every layout draws the
 same mask.
@@ -26,14 +25,16 @@ def glorot_(w: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return w
 
 
-def gcn_layer(plan, layer: int, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-    r""":math:`\hat M H W + b` composed of ``linear`` and ``spmm`` (the narrower side is aggregated)."""
+def gcn_layer(plan, layer: int, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, *, f_in: int,
+              f_out: int) -> torch.Tensor:
+    r""":math:`\hat M H W + b` composed of ``linear`` and ``spmm``: the narrower side (``min(f_in, f_out)``
+    columns) is aggregated."""
     g = plan.graph(layer)
-    if w.shape[1] < w.shape[0]:
+    if f_out < f_in:
         h = g.spmm(g.gcn_values, plan.linear(layer, h, w))
     else:
         h = plan.linear(layer, g.spmm(g.gcn_values, h), w)
-    return h if b is None else h + b
+    return h if b is None else plan.add_bias(layer, h, b)
 
 
 class GCN(nn.Module):
@@ -61,7 +62,7 @@ class GCN(nn.Module):
             b = torch.zeros(fo, dtype=torch.float64)
             if plan is not None:
                 layer = len(self.weights)
-                w, b = w[plan.param_slice(layer, "w")], b[plan.param_slice(layer, "b")]
+                w, b = w[plan.param_slice(layer, "w", w.shape)], b[plan.param_slice(layer, "b", b.shape)]
             self.weights.append(nn.Parameter(w.contiguous().to(dtype)))
             if bias:
                 self.biases.append(nn.Parameter(b.contiguous().to(dtype)))
@@ -84,7 +85,7 @@ class GCN(nn.Module):
             h = hashed_dropout(h, self.dropout, plan.in_rows(layer), seed=self.seed, epoch=self.epoch, layer=layer,
                                training=self.training, features=f_in, cols=plan.in_cols(layer, f_in))
             b = self.biases[layer] if len(self.biases) else None
-            h = gcn_layer(plan, layer, h, w, b) if plan.primitives else plan.layer(layer, h, w, b)
+            h = gcn_layer(plan, layer, h, w, b, f_in=f_in, f_out=self.dims[layer + 1])
             if layer < self.num_layers - 1:
                 h = torch.relu(h)
         return h

@@ -9,9 +9,10 @@ GRID_OF = {a.name: a.grid for a in ALGORITHMS.values() if a.grid != "single"}
 ROW_BLOCK_ALGOS = tuple(a.name for a in ALGORITHMS.values() if a.row_partitioned and a.grid != "single")
 
 
-def build_plan(algo: str, comm, source, dims, *, rows=None, dtype, device, block_rows: int = 0):
+def build_plan(algo: str, comm, source, dims, *, rows=None, dtype, device, block_rows: int = 0, program=None):
     r"""The :class:`Plan` of ``algo`` on this rank. Block-row algorithms take the partition ``rows`` (whose
-    permutation is the source's); 2D/3D/Plexus lay out equal blocks of the source's permutations."""
+    permutation is the source's); 2D/3D/Plexus lay out equal blocks of the source's permutations; Plexus lays
+    out the node tensors after the model's ``program`` (its trace)."""
     if algo in ROW_BLOCK_ALGOS:
         sa = algo.endswith("-sa")
         build = build_1d if GRID_OF[algo] == "1d" else build_15d
@@ -23,7 +24,7 @@ def build_plan(algo: str, comm, source, dims, *, rows=None, dtype, device, block
     if algo == "plexus":
         from .plexus import PlexusPlan
 
-        return PlexusPlan(comm, source, dims, dtype=dtype, device=device, block_rows=block_rows)
+        return PlexusPlan(comm, source, dims, program=program, dtype=dtype, device=device, block_rows=block_rows)
     raise ValueError(f"unknown algorithm {algo!r}")
 
 

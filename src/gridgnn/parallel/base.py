@@ -24,14 +24,16 @@ class Plan:
         grad_axes: axes over which parameter gradients are summed (each rank holds a unique share).
     Methods every plan provides: ``input(x)`` (layer-0 input block from the full or sharded features),
     ``in_rows(l)``/``in_cols(l, f)`` (global rows / column range of layer ``l``'s input block),
-    ``out_rows()``/``out_cols(c)`` (of the logits block). A plan on distributed primitives
-    (``primitives = True``) also gives ``graph(l)`` — the distributed graph layer ``l`` aggregates over, with
-    ``spmm``/``sddmm_add``/``sddmm_dot``/``edge_softmax`` — and ``linear(l, h, w)``; the others still offer only
-    the fused GCN layer ``layer(l, h, w, b)``.
+    ``out_rows()``/``out_cols(c)`` (of the logits block), and the distributed primitives a model is composed of:
+    ``graph(l)`` — the distributed graph layer ``l`` aggregates over, with ``spmm``/``sddmm_add``/``sddmm_dot``/
+    ``edge_softmax`` — ``linear(l, h, w)``, and the column reductions ``add_bias``, ``head_scores``,
+    ``head_mean``.
     """
 
     class_axis = None
-    primitives = False
+    #: whether ``sddmm`` may read per-node values of the destinations when a layer's input and output vertex
+    #: orders differ (a double permutation); only Plexus gathers the destination rows across the two orders
+    scores_across_orders = False
 
     def shard_nnz(self) -> list[int]:
         """nnz of each adjacency shard this rank holds (for the load-balance report)."""
@@ -46,10 +48,25 @@ class Plan:
             return self.source.perm_c if even else self.source.perm_r
         return self.source.perm_r if even else self.source.perm_c
 
-    def param_slice(self, layer: int, kind: str) -> tuple[slice, ...]:
-        """The part of layer ``layer``'s weight (``"w"``) or bias (``"b"``) this rank holds: all of it, unless
-        the algorithm shards parameters (Plexus)."""
-        return (slice(None),) * (2 if kind == "w" else 1)
+    def param_slice(self, layer: int, kind: str, shape=None) -> tuple[slice, ...]:
+        """The part of layer ``layer``'s weight (``"w"``), bias (``"b"``) or other parameter (full shape ``shape``)
+        this rank holds: all of it, unless the algorithm shards parameters (Plexus)."""
+        return (slice(None),) * (len(shape) if shape is not None else 2 if kind == "w" else 1)
+
+    # Column reductions a model needs beyond linear/spmm/sddmm/edge_softmax. Here node tensors hold every
+    # feature column, so they are local; a plan that splits columns (Plexus) overrides them.
+    def add_bias(self, layer: int, h: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """``H + b`` (``b``: this rank's :meth:`param_slice` of the layer's bias)."""
+        return h + b
+
+    def head_scores(self, layer: int, x: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
+        r"""GAT's per-node score of each head, :math:`s_{v,h} = \sum_f X_{v,h,f}\, a_{h,f}` (``att``: ``K × F``,
+        ``x``: the layer's ``linear`` output, ``K·F`` wide) → ``n_local × K``."""
+        return (x.reshape(x.shape[0], att.shape[0], att.shape[1]) * att).sum(dim=-1)
+
+    def head_mean(self, layer: int, h: torch.Tensor, heads: int, width: int) -> torch.Tensor:
+        """The mean of the ``heads`` heads of the layer's ``width``-wide output → ``width / heads`` columns."""
+        return h.reshape(h.shape[0], heads, width // heads).mean(dim=1)
 
     def loss(self, logits, y, mask, n_train: int) -> torch.Tensor:
         if self.class_axis is None:
@@ -85,7 +102,6 @@ class RowBlockPlan(Plan):
     comm: object = None
     copies: int = 1
     source: object = None
-    primitives = True
 
     @property
     def local_slice(self) -> slice:

@@ -1,38 +1,41 @@
-r"""``--algo plexus``: Plexus 3D tensor parallelism (Ranjan et al. 2025, §3, Algorithm 1) on the grid
-``("x", "y", "z")`` of shape ``Gx × Gy × Gz``.
+r"""``--algo plexus``: Plexus 3D tensor parallelism (Ranjan et al. 2025, §3, Algorithm 1) as a distributed graph and
+its primitives, on the grid ``("x", "y", "z")`` of shape ``Gx × Gy × Gz``.
 
-Each layer ``l`` has *roles* ``(a, b, c)``: ``(x, y, z)`` for ``l ≡ 0``, ``(z, x, y)`` for ``l ≡ 1``,
-``(y, z, x)`` for ``l ≡ 2 (mod 3)`` — the rotation of §3.2, so a layer's output is already in the next layer's
-input layout and at most three adjacency shards exist (six with the double permutation of §5.1). With
-``V^a_k`` = the ``k``-th of ``G_a`` equal vertex blocks and ``C^b_k`` the ``k``-th of ``G_b`` column blocks:
+**Layouts** (:class:`~gridgnn.partition.layout.PlexusNodeLayout`). A node tensor of layout ``(r, q)`` holds, on the
+rank with coordinates ``(r_i, q_j, t_k)`` (``t`` the third axis), the rows ``V^r_i`` (the ``i``-th of ``G_r``
+equal vertex blocks, in the tensor's vertex order) and the columns ``C^q_j`` (the ``j``-th of ``G_q`` equal
+column blocks of its width); it is replicated along ``t``. Each primitive's output layout follows from its
+input's alone, so a model's program (the order of ``linear`` and ``spmm`` in each layer, from its trace) fixes
+every layout: :func:`~gridgnn.partition.layout.plexus_layouts`. The layer-0 input ``(x, y)`` is held as the
+``z``-th part of its rows and all-gathered over ``z`` by the first primitive that reads it (Alg. 1 line 2).
+**Edge tensors** of a graph primitive on an ``(r, q)`` tensor are the edges of the adjacency shard
+``A[V^t_k, V^r_i]`` (rows = destinations in the other vertex order under the double permutation of §5.1),
+replicated along ``q``. **Weights**: the block ``W[C^q_j, C^t_k]`` of a linear on an ``(r, q)`` tensor, its rows
+further split in ``G_r`` parts (rank ``r_i`` keeps part ``i``); biases and other per-column parameters are the
+column block of the tensor they are added to, replicated; attention vectors are replicated whole.
 
-==========  ===================================================  =========================================
-matrix      local block on rank with coordinates ``(a_i, b_j, c_k)``  replicated along
-==========  ===================================================  =========================================
-``F``       rows ``V^a_i`` (input order), cols ``C^b_j`` of ``f_in``   ``c`` (layer 0: sharded along ``c``)
-``A``       rows ``V^c_k`` (output order) × cols ``V^a_i``             ``b``
-``W``       rows ``C^b_j`` of ``f_in`` × cols ``C^a_i`` of ``f_out``   sharded along ``c``, gathered per forward
-``H=AF``    rows ``V^c_k`` × ``C^b_j``  (all-reduce over ``a``)        ``a``
-``Q=HW``    rows ``V^c_k`` × ``C^a_i``  (all-reduce over ``b``)        ``b``
-==========  ===================================================  =========================================
+**Primitives** (autograd Functions; every replica of an input receives the full gradient):
 
-The parameters are sharded too: each rank holds the rows ``c_k`` (of ``G_c`` equal parts) of its block
-``W[C^b_j, C^a_i]`` and the bias block ``b[C^a_i]``; the layer-0 input ``F`` is held as the ``c_k``-th row part
-of ``F[V^a_i, C^b_j]``.
+* ``linear(X, W)``: ``(r, q) → (r, t)``. All-gather the weight parts over ``r`` (line 6), ``Y = X W_blk`` (7),
+  all-reduce over ``q`` (8). Backward: ``∂W_blk = Xᵀ ∂Y`` reduce-scattered over ``r`` into the parts (15–16),
+  ``∂X = ∂Y W_blkᵀ`` all-reduced over ``t`` (19–20).
+* ``spmm(e, X)``: ``(r, q) → (t, q)``. ``Y = A[V^t, V^r](e) X`` (line 3) all-reduced over ``r`` (4); blocked
+  aggregation (§5.2, ``block_rows > 0``) all-reduces the rows of ``Y`` in blocks of that many. Backward:
+  ``∂X = Aᵀ ∂Y`` (the local transpose: no transpose communication, 22) all-reduced over ``t`` (23);
+  ``∂e`` = the per-head SDDMM of ``∂Y`` and ``X`` over ``C^q_j``, all-reduced over ``q``.
+* ``sddmm_add(s_dst, s_src)`` (per-node scores, every column) and ``sddmm_dot(X_dst, X_src, K)`` (``(r, q)``
+  tensors): the source side is local; the destination rows ``V^t_k`` are gathered from the ranks along ``r``
+  that hold them (:func:`~gridgnn.partition.layout.plexus_row_gather`: an all-gather of exactly the needed
+  rows); the dot product is all-reduced over ``q``. Backward: the source side is all-reduced over ``t``; the
+  destination side is reduce-scattered back over ``r`` (the gather's adjoint), then all-reduced over ``t``.
+* ``edge_softmax(e)``: a destination row's edges are spread along ``r``: row max and row sum all-reduced over
+  ``r`` (two passes, :mod:`gridgnn.parallel.edge_softmax`).
+* ``add_bias``, ``head_scores`` (GAT's per-node ``Σ_f X_{v,h,f} a_{h,f}`` over column-sharded heads: partial
+  over ``q``, all-reduced), ``head_mean`` (the mean of the heads of a column-sharded tensor): the column
+  reductions of a layout that splits feature columns; their parameter gradients are summed over the ranks
+  holding different rows (and columns), so the trainer reduces no gradient.
 
-Forward (Alg. 1 lines 2–8): [layer 0: all-gather ``F`` over ``c``] ; ``H = SpMM(A, F)`` ; all-reduce ``H``
-over ``a`` ; all-gather ``W`` over ``c`` ; ``Q = H W`` ; all-reduce ``Q`` over ``b``. Backward (lines 14–23):
-``∂W = Hᵀ ∂Q`` ; reduce-scatter ``∂W`` over ``c`` (and all-reduce ``∂b`` over ``c``) ; ``∂H = ∂Q Wᵀ`` ;
-all-reduce over ``a`` ; ``∂F = Aᵀ ∂H`` (the local transpose: no transpose communication) ; all-reduce over
-``c`` (layer 0: reduce-scatter, skipped because the input features are not trainable). No gradient all-reduce
-remains for the trainer. Blocked aggregation (§5.2): with ``block_rows > 0`` the SpMM and its all-reduce run in
-row blocks of that many rows.
-
-*Communication* per layer and rank (``w`` = bytes per element, ``n_c = |V^c_k|``):
-forward — all-reduce of ``n_c |C^b_j| w`` over ``G_a`` and of ``n_c |C^a_i| w`` over ``G_b``
-(``2(g−1)/g`` of each, both ways), all-gather of the ``W`` block over ``G_c`` (layer 0 also of ``F``);
-backward — reduce-scatter of the ``W`` block and all-reduce of the bias block over ``G_c``, all-reduce of
-``n_c |C^b_j| w`` over ``G_a`` and, for ``l > 0``, of ``|V^a_i| |C^b_j| w`` over ``G_c``.
+*Communication* per primitive and rank: :class:`gridgnn.planner.primitives.PlexusVolume`.
 """
 from __future__ import annotations
 
@@ -40,76 +43,293 @@ import numpy as np
 import torch
 
 from ..errors import GridGnnError
-from ..ops import spmm, to_torch_csr
+from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
-from ..partition.layout import plexus_roles as roles
+from ..partition.layout import PLEXUS_AXES, plexus_layouts, plexus_row_gather
 from .base import Plan
+from .edge_softmax import EdgeSoftmax
 
-def _blocked_allreduce_spmm(comm, mat, x, axis, block_rows: int):
-    """``all_reduce(mat @ x)`` over ``axis``, in row blocks of ``block_rows`` (0: one block)."""
-    rows = mat.shape[0]
-    if block_rows <= 0 or block_rows >= rows:
-        y = spmm(mat, x)
-        comm.all_reduce(y, axis)
+
+def _order_of(source, order: str) -> np.ndarray:
+    return source.perm_c if order == "c" else source.perm_r
+
+
+class _Shard:
+    """The adjacency shard ``A[V^t_k, V^r_i]`` of one matrix version: pattern, GCN values, original edge ids."""
+
+    def __init__(self, plan, t: str, r: str, version: str):
+        src = plan.source
+        rows = block_range(plan.vb[t], plan.me[t])
+        cols = block_range(plan.vb[r], plan.me[r])
+        m = src.submatrix(version, rows, cols)
+        m.sort_indices()
+        self.pattern = Pattern.from_scipy(m, device=plan.device, transpose=True)
+        self.nnz = self.pattern.nnz
+        self.gcn_values = torch.from_numpy(m.data.astype(np.float64)).to(plan.dtype).to(plan.device)
+        order_out, order_in = (src.perm_r, src.perm_c) if version == "rc" else (src.perm_c, src.perm_r)
+        p = self.pattern
+        self.edge_ids = (order_out[p.row.cpu().numpy() + rows[0]], order_in[p.col.cpu().numpy() + cols[0]])
+
+
+class PlexusGraph:
+    r"""The graph primitives of one layer on this rank: the shard ``A[V^t, V^r]`` for an input node tensor of layout
+    ``layout`` (``(r, q)``), with the row gather of its destinations (built on first use).
+
+    Attributes: ``gcn_values`` (the :math:`\hat M` values of the local edges), ``nnz``, ``nrow = |V^t_k|``.
+    """
+
+    def __init__(self, plan, layout, shard: _Shard, *, gather_input: bool, width: int, dot_width: int):
+        self.plan, self.layout, self.shard = plan, layout, shard
+        self.r, self.q, self.t = layout.rows, layout.cols, layout.third
+        self.pattern, self.nnz, self.gcn_values = shard.pattern, shard.nnz, shard.gcn_values
+        self.nrow = shard.pattern.shape[0]
+        self.gather_input = gather_input
+        self.width = width  # full width of the node tensor this layer's spmm reads (heads straddle column blocks)
+        self.dot_width = dot_width  # and of the operands of its sddmm_dot
+        self._dst = None
+
+    def edge_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """Original (destination, source) vertex ids of the local edges, in edge order."""
+        return self.shard.edge_ids
+
+    def edge_rows(self) -> tuple[torch.Tensor, int]:
+        return self.pattern.row, self.nrow
+
+    def held(self) -> tuple[list, list]:
+        """``(tensors, arrays)`` this graph keeps (the shard may be shared with other layers)."""
+        tensors = self.pattern.index_tensors() + [self.gcn_values]
+        if self._dst is not None:
+            tensors += [self._dst[0], self._dst[1]]
+        return tensors, list(self.shard.edge_ids)
+
+    def row_all(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """Per-row statistics of ``V^t`` summed (or max-ed) over ``r``, along which a row's edges are spread."""
+        self.plan.comm.all_reduce(t, self.r, op=op)
+        return t
+
+    def col_block(self, width: int) -> tuple[int, int]:
+        return self.plan.block_of(width, self.q)
+
+    def col_heads(self, heads: int, width: int | None = None):
+        width = self.width if width is None else width
+        return head_columns(heads, width, *self.col_block(width))
+
+    # ------------------------------------------------------------------ destination rows
+    def dst_spec(self):
+        """``(take, where, counts, bounds)`` of the destination-row gather along ``r``."""
+        if self._dst is None:
+            plan, lay = self.plan, self.layout
+            t0, t1 = block_range(plan.vb[self.t], plan.me[self.t])
+            order_in = _order_of(plan.source, lay.order)
+            order_out = _order_of(plan.source, "r" if lay.order == "c" else "c")
+            inv = np.empty_like(order_in)
+            inv[order_in] = np.arange(order_in.size)
+            take, where = plexus_row_gather(inv[order_out[t0:t1]], plan.vb[self.r])
+            r0 = int(plan.vb[self.r][plan.me[self.r]])
+            counts = [int(t.size) for t in take]
+            mine = torch.from_numpy(take[plan.me[self.r]] - r0).to(plan.device)
+            self._dst = (mine, torch.from_numpy(where).to(plan.device), counts,
+                         np.concatenate([[0], np.cumsum(counts)]))
+        return self._dst
+
+    def gather_dst(self, x: torch.Tensor) -> torch.Tensor:
+        """Rows ``V^t_k`` (destination order) of a node tensor held as rows ``V^r``: an all-gather over ``r`` of
+        exactly the rows each member holds."""
+        mine, where, counts, _ = self.dst_spec()
+        blocks = self.plan.comm.all_gather_rows(x[mine].contiguous(), self.r, rows=counts)
+        out = x.new_empty((self.nrow,) + tuple(x.shape[1:]))
+        out[where] = torch.cat(blocks)
+        return out
+
+    def scatter_dst(self, d: torch.Tensor, n_rows: int) -> torch.Tensor:
+        """Adjoint of :meth:`gather_dst`: partial gradients of the destination rows summed over ``r`` onto their
+        holders (a reduce-scatter), placed in an ``n_rows``-row gradient."""
+        mine, where, counts, bounds = self.dst_spec()
+        piece = self.plan.comm.reduce_scatter_rows(d[where].contiguous(), bounds, self.r)
+        return d.new_zeros((n_rows,) + tuple(d.shape[1:])).index_add_(0, mine, piece)
+
+    # ------------------------------------------------------------------ primitives
+    def spmm(self, values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        if self.gather_input:
+            x = self.plan.gather_input(x, self.layout)
+        return _PlexusSpMM.apply(values, x, self)
+
+    def sddmm_add(self, s_dst: torch.Tensor, s_src: torch.Tensor) -> torch.Tensor:
+        return _PlexusSddmm.apply(s_dst, s_src, self, 0)
+
+    def sddmm_dot(self, x_dst: torch.Tensor, x_src: torch.Tensor, heads: int = 1) -> torch.Tensor:
+        return _PlexusSddmm.apply(x_dst, x_src, self, heads)
+
+    def edge_softmax(self, e: torch.Tensor) -> torch.Tensor:
+        return EdgeSoftmax.apply(e, self)
+
+
+def _all_reduce(comm, t: torch.Tensor, axis: str | None) -> torch.Tensor:
+    if axis is not None:
+        comm.all_reduce(t, axis)
+    return t
+
+
+class _PlexusSpMM(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, values, x, g):
+        plan = g.plan
+        heads = as_edges(values).shape[1]
+        col_heads = g.col_heads(heads)
+        y = spmm(g.pattern, values, x, col_heads=col_heads)  # Alg. 1 line 3
+        step = plan.block_rows if 0 < plan.block_rows < y.shape[0] else max(1, y.shape[0])
+        for r0 in range(0, max(1, y.shape[0]), step):  # line 4 (blocked aggregation, §5.2: row blocks)
+            plan.comm.all_reduce(y[r0:r0 + step], g.r)
+        ctx.g, ctx.col_heads, ctx.shape = g, col_heads, values.shape
+        ctx.save_for_backward(values, x if ctx.needs_input_grad[0] else None)
         return y
-    outs = []
-    crow = mat.crow_indices()
-    for r0 in range(0, rows, block_rows):
-        r1 = min(rows, r0 + block_rows)
-        sub = _row_slice(mat, crow, r0, r1)
-        y = spmm(sub, x)
-        comm.all_reduce(y, axis)
-        outs.append(y)
-    return torch.cat(outs)
-
-
-def _row_slice(mat, crow, r0: int, r1: int):
-    a, b = int(crow[r0]), int(crow[r1])
-    return torch.sparse_csr_tensor(crow[r0:r1 + 1] - a, mat.col_indices()[a:b], mat.values()[a:b],
-                                   size=(r1 - r0, mat.shape[1]))
-
-
-class _PlexusLayer(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, f, w_shard, b, plan, layer):
-        L = plan.layers[layer]
-        a, bx, c = L["roles"]
-        comm = plan.comm
-        if layer == 0:  # line 2: all-gather F across the c (= Z) group
-            f = torch.cat(comm.all_gather_rows(f.contiguous(), c, rows=L["f_parts"]))
-        h = _blocked_allreduce_spmm(comm, L["A"], f.contiguous(), a, plan.block_rows)  # lines 3–4
-        w_blk = torch.cat(comm.all_gather_rows(w_shard.contiguous(), c, rows=L["w_parts"]))  # line 6
-        q = h @ w_blk  # line 7
-        comm.all_reduce(q, bx)  # line 8
-        if b is not None:
-            q = q + b
-        ctx.save_for_backward(h, w_blk)
-        ctx.plan, ctx.layer, ctx.has_b = plan, layer, b is not None
-        ctx.needs_f = ctx.needs_input_grad[0]
-        return q
 
     @staticmethod
-    def backward(ctx, dq):
-        h, w_blk = ctx.saved_tensors
-        plan, L = ctx.plan, ctx.plan.layers[ctx.layer]
-        a, bx, c = L["roles"]
+    def backward(ctx, dy):
+        values, x = ctx.saved_tensors
+        g = ctx.g
+        comm = g.plan.comm
+        dy = dy.contiguous()
+        dvals = dx = None
+        if ctx.needs_input_grad[0]:
+            heads = 1 if len(ctx.shape) == 1 else ctx.shape[1]
+            dvals = sddmm_dot(g.pattern, dy, x, heads, col_heads=ctx.col_heads)  # partial over C^q
+            dvals = _all_reduce(comm, dvals, g.q).reshape(ctx.shape)
+        if ctx.needs_input_grad[1]:
+            dx = _all_reduce(comm, spmm(g.pattern, values, dy, transpose=True, col_heads=ctx.col_heads), g.t)
+        return dvals, dx, None
+
+
+class _PlexusSddmm(torch.autograd.Function):
+    """``heads = 0``: ``e = s_dst[u] + s_src[v]`` (per-node scores, every column); else the per-head dot product
+    of the rows of two ``(r, q)`` tensors."""
+
+    @staticmethod
+    def forward(ctx, x_dst, x_src, g, heads):
+        comm = g.plan.comm
+        d_g = g.gather_dst(x_dst)  # X_dst[V^t]
+        pat = g.pattern
+        if heads == 0:
+            e = d_g[pat.row] + x_src[pat.col]
+            col_heads = None
+        else:
+            col_heads = g.col_heads(heads, g.dot_width)
+            e = _all_reduce(comm, sddmm_dot(pat, d_g, x_src, heads, col_heads=col_heads), g.q)
+        ctx.g, ctx.heads, ctx.col_heads, ctx.n_dst = g, heads, col_heads, x_dst.shape[0]
+        ctx.save_for_backward(d_g if heads else None, x_src if heads else None)
+        return e
+
+    @staticmethod
+    def backward(ctx, de):
+        d_g, x_src = ctx.saved_tensors
+        g, heads = ctx.g, ctx.heads
+        comm = g.plan.comm
+        de = de.contiguous()
+        pat = g.pattern
+        if heads == 0:
+            dd_g = reduce_rows(pat.row, g.nrow, de, "sum")
+            ds = col_sum(pat, de)
+        else:
+            dd_g = spmm(pat, de, x_src, col_heads=ctx.col_heads)
+            ds = spmm(pat, de, d_g, transpose=True, col_heads=ctx.col_heads)
+        dd = _all_reduce(comm, g.scatter_dst(dd_g, ctx.n_dst), g.t)
+        return dd, _all_reduce(comm, ds, g.t), None, None
+
+
+class _GatherSplit(torch.autograd.Function):
+    """The layer-0 input: the ``z``-th part of the rows ``V^x`` → all of them (all-gather over the third axis,
+    Alg. 1 line 2). Backward: this rank's part of the (replicated, complete) gradient."""
+
+    @staticmethod
+    def forward(ctx, x, plan, axis, parts):
+        ctx.part = block_range(np.concatenate([[0], np.cumsum(parts)]), plan.me[axis])
+        return torch.cat(plan.comm.all_gather_rows(x.contiguous(), axis, rows=parts))
+
+    @staticmethod
+    def backward(ctx, dx):
+        return dx[ctx.part[0]:ctx.part[1]], None, None, None
+
+
+class _PlexusLinear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w_part, plan, lay, parts, bounds):
         comm = plan.comm
-        dq = dq.contiguous()
-        dw = comm.reduce_scatter_rows(h.t() @ dq, L["w_bounds"], c)  # lines 15–16
-        db = None
-        if ctx.has_b:
-            db = dq.sum(dim=0)
-            comm.all_reduce(db, c)  # the bias block is replicated along c; its rows were split along c
-        df = None
-        if ctx.needs_f:
-            dh = dq @ w_blk.t()  # line 19
-            comm.all_reduce(dh, a)  # line 20
-            df = spmm(L["At"], dh)  # line 22
-            if ctx.layer == 0:  # line 23: F is sharded along c
-                df = comm.reduce_scatter_rows(df, L["f_bounds"], c)
-            else:  # later layers: F is replicated along c
-                comm.all_reduce(df, c)
-        return df, dw, db, None, None
+        w_blk = torch.cat(comm.all_gather_rows(w_part.contiguous(), lay.rows, rows=parts))  # line 6
+        y = x @ w_blk  # line 7
+        comm.all_reduce(y, lay.cols)  # line 8
+        ctx.plan, ctx.lay, ctx.bounds = plan, lay, bounds
+        ctx.save_for_backward(x, w_blk)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w_blk = ctx.saved_tensors
+        comm, lay = ctx.plan.comm, ctx.lay
+        dy = dy.contiguous()
+        dw = comm.reduce_scatter_rows(x.t() @ dy, ctx.bounds, lay.rows)  # lines 15–16
+        dx = None
+        if ctx.needs_input_grad[0]:
+            dx = comm.all_reduce(dy @ w_blk.t(), lay.third)  # lines 19–20
+        return dx, dw, None, None, None, None
+
+
+class _AddBias(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h, b, comm, rows_axis):
+        ctx.comm, ctx.axis = comm, rows_axis
+        return h + b
+
+    @staticmethod
+    def backward(ctx, dh):
+        return dh, ctx.comm.all_reduce(dh.sum(dim=0), ctx.axis), None, None
+
+
+class _HeadScores(torch.autograd.Function):
+    r""":math:`s_{v,h} = \sum_f X_{v,h,f}\, a_{h,f}` on a column block of ``X``: partial over ``cols``."""
+
+    @staticmethod
+    def forward(ctx, x, att, comm, lay, c0):
+        flat = att.reshape(-1)[c0:c0 + x.shape[1]]
+        per = att.shape[1]
+        head = torch.arange(c0, c0 + x.shape[1], device=x.device) // per
+        s = x.new_zeros((x.shape[0], att.shape[0])).index_add_(1, head, x * flat)
+        comm.all_reduce(s, lay.cols)
+        ctx.comm, ctx.lay, ctx.c0 = comm, lay, c0
+        ctx.save_for_backward(x, att, head)
+        return s
+
+    @staticmethod
+    def backward(ctx, ds):
+        x, att, head = ctx.saved_tensors
+        flat = att.reshape(-1)[ctx.c0:ctx.c0 + x.shape[1]]
+        dsc = ds[:, head]
+        datt = att.new_zeros(att.numel())
+        datt[ctx.c0:ctx.c0 + x.shape[1]] = (x * dsc).sum(dim=0)
+        ctx.comm.all_reduce(datt, (ctx.lay.rows, ctx.lay.cols))
+        return dsc * flat, datt.reshape(att.shape), None, None, None
+
+
+class _HeadMean(torch.autograd.Function):
+    """The mean of ``heads`` equal heads of a ``width``-wide tensor whose columns are split along ``cols``; the
+    result's ``width / heads`` columns are split the same way."""
+
+    @staticmethod
+    def forward(ctx, h, plan, lay, heads, width):
+        per = width // heads
+        c0, _ = plan.block_of(width, lay.cols)
+        o0, o1 = plan.block_of(per, lay.cols)
+        f = torch.arange(c0, c0 + h.shape[1], device=h.device) % per
+        full = h.new_zeros((h.shape[0], per)).index_add_(1, f, h) / heads
+        plan.comm.all_reduce(full, lay.cols)
+        ctx.plan, ctx.lay, ctx.heads, ctx.per, ctx.o, ctx.f = plan, lay, heads, per, (o0, o1), f
+        return full[:, o0:o1].contiguous()
+
+    @staticmethod
+    def backward(ctx, dy):
+        full = dy.new_zeros((dy.shape[0], ctx.per))
+        full[:, ctx.o[0]:ctx.o[1]] = dy
+        ctx.plan.comm.all_reduce(full, ctx.lay.cols)
+        return full[:, ctx.f] / ctx.heads, None, None, None, None
 
 
 class PlexusPlan(Plan):
@@ -117,101 +337,136 @@ class PlexusPlan(Plan):
 
     Args:
         comm: communication layer on a ``("x", "y", "z")`` grid.
-        source: the block source (:mod:`gridgnn.parallel.source`); its ``perm_r``/``perm_c`` give the vertex
-            orders: layer ``l`` reads its input in ``perm_c`` order and writes its output in ``perm_r`` order
-            for even ``l``, the other way round for odd ``l`` (one order for a single permutation).
-        dims: layer widths ``[f_0, ..., f_L]``.
+        source: the block source; its ``perm_r``/``perm_c`` are the two vertex orders of the double permutation.
+        dims: layer widths ``[f_0, ..., f_L]`` (``f_0`` = input width).
+        program: the model's trace (:func:`gridgnn.planner.primitives.trace_model`): per call ``name``,
+            ``layer``, ``width`` (and ``out_width`` of a linear). Its order of ``linear`` and ``spmm`` per
+            layer fixes the layouts, its widths the column blocks.
         block_rows: blocked aggregation (0 = off).
     """
 
     name = "plexus"
+    scores_across_orders = True  # the destination-row gather maps a vertex's score between the two orders
 
-    def __init__(self, comm, source, dims: list[int], *, dtype=torch.float64, device="cpu", block_rows: int = 0):
+    def __init__(self, comm, source, dims: list[int], *, program, dtype=torch.float64, device="cpu",
+                 block_rows: int = 0):
         self.comm, self.grid, self.source, self.dims = comm, comm.grid, source, list(dims)
+        self.dtype, self.device = dtype, device
         self.block_rows = int(block_rows)
         if block_rows < 0:
             raise GridGnnError(f"--blocked-aggregation must be >= 0, got {block_rows}")
         n = source.n
-        g = {ax: self.grid.size(ax) for ax in ("x", "y", "z")}
-        for ax, s in g.items():
+        self.g = {ax: self.grid.size(ax) for ax in PLEXUS_AXES}
+        for ax, s in self.g.items():
             if s > n:
                 raise GridGnnError(f"grid axis {ax} has {s} processes but the graph only {n} vertices")
-        self.vb = {ax: even_bounds(n, g[ax]) for ax in g}
-        self.me = {ax: self.grid.rank(ax) for ax in g}
-        self.layers = []
-        shards: dict = {}
-        for layer, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
-            a, b, c = roles(layer)
-            version = "rc" if layer % 2 == 0 else "cr"
-            key = (layer % 3, version if source.double else "rc")
-            if key not in shards:
-                rows = block_range(self.vb[c], self.me[c])
-                cols = block_range(self.vb[a], self.me[a])
-                m = source.submatrix(version, rows, cols)
-                shards[key] = (to_torch_csr(m, dtype=dtype, device=device),
-                               to_torch_csr(m.T.tocsr(), dtype=dtype, device=device), int(m.nnz))
-            A, At, nnz = shards[key]
-            fb = block_range(even_bounds(fi, g[b]), self.me[b])
-            wb = even_bounds(fb[1] - fb[0], g[c])  # rows of the W block, split along c
-            self.layers.append({
-                "roles": (a, b, c), "A": A, "At": At, "nnz": nnz,
-                "f_in_block": fb, "f_out_block": block_range(even_bounds(fo, g[a]), self.me[a]),
-                "w_bounds": wb, "w_parts": np.diff(wb).tolist(),
-            })
-        na = block_range(self.vb["x"], self.me["x"])
-        fbounds = even_bounds(na[1] - na[0], g["z"])  # layer-0 input rows, split along z (= c of layer 0)
-        self.layers[0]["f_bounds"], self.layers[0]["f_parts"] = fbounds, np.diff(fbounds).tolist()
-        self._shard_nnz = [v[2] for v in shards.values()]
-        last = roles(len(dims) - 2)
-        self.class_axis = last[0]
-        self.copies = g[last[0]] * g[last[1]]
-        self.grad_axes = ()  # the layers reduce their own parameter gradients (reduce-scatter / all-reduce)
-
-    def param_slice(self, layer: int, kind: str) -> tuple[slice, ...]:
-        """This rank's shard of layer ``layer``'s weight (``kind="w"``) or bias (``"b"``)."""
-        L = self.layers[layer]
-        a0, a1 = L["f_out_block"]
-        if kind == "b":
-            return (slice(a0, a1),)
-        b0, _ = L["f_in_block"]
-        k = self.me[L["roles"][2]]
-        r0, r1 = block_range(L["w_bounds"], k)
-        return (slice(b0 + r0, b0 + r1), slice(a0, a1))
-
-    def shard_nnz(self) -> list[int]:
-        return list(self._shard_nnz)
+        self.vb = {ax: even_bounds(n, self.g[ax]) for ax in PLEXUS_AXES}
+        self.me = {ax: self.grid.rank(ax) for ax in PLEXUS_AXES}
+        L = len(dims) - 1
+        self.program = [[c for c in program if c.layer == l] for l in range(L)]
+        ops = [tuple(dict.fromkeys(c.name for c in calls if c.name in ("linear", "spmm"))) for calls in self.program]
+        self.layouts = plexus_layouts(ops)
+        self.first_op = ops[0][0]
+        self._shards: dict = {}
+        self.graphs = {}
+        for l, lay in enumerate(self.layouts):
+            if lay.graph is None:
+                continue
+            key = (lay.graph.third, lay.graph.rows, lay.graph.version if source.double else "rc")
+            if key not in self._shards:
+                self._shards[key] = _Shard(self, *key)
+            width = {name: next((c.width for c in self.program[l] if c.name == name), 0)
+                     for name in ("spmm", "sddmm_dot")}
+            self.graphs[l] = PlexusGraph(self, lay.graph, self._shards[key], width=width["spmm"],
+                                         dot_width=width["sddmm_dot"], gather_input=l == 0 and self.first_op == "spmm")
+        out = self.layouts[-1].output
+        self.class_axis = out.cols
+        self.copies = self.grid.world_size // self.g[out.rows]
+        self.grad_axes = ()  # every primitive reduces its own parameter gradients
 
     # ------------------------------------------------------------------ layouts
-    def in_rows(self, layer: int) -> np.ndarray:
-        a = roles(layer)[0]
-        r0, r1 = block_range(self.vb[a], self.me[a])
-        rows = self._order(layer, "in")[r0:r1]
-        if layer == 0:  # the layer-0 input is held as the z-th row part of the block
-            k0, k1 = block_range(self.layers[0]["f_bounds"], self.me["z"])
+    def block_of(self, width: int, axis: str | None) -> tuple[int, int]:
+        """Column block of a ``width``-wide tensor split along ``axis`` (``None``: every column)."""
+        if axis is None:
+            return 0, width
+        return block_range(even_bounds(width, self.g[axis]), self.me[axis])
+
+    def _rows(self, lay) -> np.ndarray:
+        r0, r1 = block_range(self.vb[lay.rows], self.me[lay.rows])
+        rows = _order_of(self.source, lay.order)[r0:r1]
+        if lay.split:  # the layer-0 input is held as the third axis' part of the rows
+            k0, k1 = block_range(self.split_bounds(), self.me[lay.third])
             rows = rows[k0:k1]
         return rows
 
+    def split_bounds(self) -> np.ndarray:
+        lay = self.layouts[0].input
+        r0, r1 = block_range(self.vb[lay.rows], self.me[lay.rows])
+        return even_bounds(r1 - r0, self.g[lay.third])
+
+    def in_rows(self, layer: int) -> np.ndarray:
+        return self._rows(self.layouts[layer].input)
+
     def in_cols(self, layer: int, f: int) -> tuple[int, int]:
-        b = roles(layer)[1]
-        return block_range(even_bounds(f, self.grid.size(b)), self.me[b])
+        return self.block_of(f, self.layouts[layer].input.cols)
 
     def out_rows(self) -> np.ndarray:
-        last = len(self.dims) - 2
-        c = roles(last)[2]
-        r0, r1 = block_range(self.vb[c], self.me[c])
-        return self._order(last, "out")[r0:r1]
+        return self._rows(self.layouts[-1].output)
 
     def out_cols(self, classes) -> tuple[int, int]:
-        classes = self.dims[-1] if classes is None else classes
-        a = roles(len(self.dims) - 2)[0]
-        return block_range(even_bounds(classes, self.grid.size(a)), self.me[a])
+        return self.block_of(self.dims[-1] if classes is None else classes, self.layouts[-1].output.cols)
 
     def input(self, x=None) -> torch.Tensor:
-        r"""Layer-0 input shard: the ``z``-th row part of the ``(V^x_i, C^y_j)`` block (all-gathered over ``z``
-        in every forward, Alg. 1 line 2)."""
+        r"""Layer-0 input shard: the ``z``-th row part of the ``(V^x_i, C^y_j)`` block."""
         c0, c1 = self.in_cols(0, self.dims[0])
         mine = self.source.node_rows("x", self.in_rows(0))[:, c0:c1]
         return torch.from_numpy(np.ascontiguousarray(mine, dtype=np.float64))
 
-    def layer(self, layer: int, h, w, b):
-        return _PlexusLayer.apply(h, w, b, self, layer)
+    def param_slice(self, layer: int, kind: str, shape=None) -> tuple[slice, ...]:
+        """This rank's part of layer ``layer``'s weight (``"w"``, full shape ``shape``: the rows of block
+        ``W[C^q, C^t]`` of part ``r``), bias (``"b"``: the output's column block); other parameters whole."""
+        lay = self.layouts[layer]
+        if kind == "w":
+            fi, fo = shape if shape is not None else (self.dims[layer], self.dims[layer + 1])
+            lin = lay.linear
+            b0, b1 = self.block_of(fi, lin.cols)
+            p0, p1 = block_range(even_bounds(b1 - b0, self.g[lin.rows]), self.me[lin.rows])
+            return slice(b0 + p0, b0 + p1), slice(*self.block_of(fo, lin.third))
+        if kind == "b":
+            width = shape[0] if shape is not None else self.dims[layer + 1]
+            return (slice(*self.block_of(width, lay.output.cols)),)
+        return (slice(None),) * (2 if kind == "w" else 1) if shape is None else (slice(None),) * len(shape)
+
+    def shard_nnz(self) -> list[int]:
+        return [s.nnz for s in self._shards.values()]
+
+    # ------------------------------------------------------------------ primitives
+    def graph(self, layer: int) -> PlexusGraph:
+        if layer not in self.graphs:
+            raise GridGnnError(f"layer {layer} of this model calls no spmm: plexus has no graph layout for it")
+        return self.graphs[layer]
+
+    def gather_input(self, x: torch.Tensor, lay) -> torch.Tensor:
+        return _GatherSplit.apply(x, self, lay.third, np.diff(self.split_bounds()).tolist())
+
+    def linear(self, layer: int, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        lin = self.layouts[layer].linear
+        if layer == 0 and self.first_op == "linear":
+            h = self.gather_input(h, lin)
+        fi = next(c.width for c in self.program[layer] if c.name == "linear")
+        b0, b1 = self.block_of(fi, lin.cols)
+        bounds = even_bounds(b1 - b0, self.g[lin.rows])
+        return _PlexusLinear.apply(h, w, self, lin, np.diff(bounds).tolist(), bounds)
+
+    def add_bias(self, layer: int, h: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return _AddBias.apply(h, b, self.comm, self.layouts[layer].output.rows)
+
+    def head_scores(self, layer: int, x: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
+        lay = self.layouts[layer].linear
+        c0, _ = self.block_of(att.numel(), lay.third)
+        return _HeadScores.apply(x, att, self.comm, lay.after_linear(), c0)
+
+    def head_mean(self, layer: int, h: torch.Tensor, heads: int, width: int) -> torch.Tensor:
+        if heads == 1:
+            return h
+        return _HeadMean.apply(h, self, self.layouts[layer].output, heads, width)

@@ -1,5 +1,5 @@
 r"""The algorithms, as data: what the trainer, the CLI, the byte and memory models ask of an ``--algo`` (its grid,
-its family of layouts, how many vertex blocks it cuts, whether it runs the distributed primitives) is written
+its family of layouts, how many vertex blocks it cuts) is written
 here once, instead of as name checks spread over the callers.
 
 ==========  ======  =========  ==========================================================================
@@ -20,13 +20,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Algorithm:
-    """One ``--algo``. ``primitives``: its plan offers ``graph(l)`` with the distributed primitives (every model
-    runs on it); otherwise only the fused GCN layer."""
+    """One ``--algo``: its process grid, its family of layouts (``block-row``, ``summa``, ``plexus``: one file of
+    distributed primitives each under ``parallel/``), the paper it follows."""
 
     name: str
     grid: str
     family: str
-    primitives: bool
     sparsity_aware: bool = False
     paper: str = ""
 
@@ -69,14 +68,14 @@ class Algorithm:
 
 
 ALGORITHMS = {a.name: a for a in (
-    Algorithm("serial", "single", "block-row", True, paper="reference"),
-    Algorithm("1d", "1d", "block-row", True, paper="CAGNET Alg. 1"),
-    Algorithm("1d-sa", "1d", "block-row", True, sparsity_aware=True, paper="ICPP'24 Alg. 1"),
-    Algorithm("1.5d", "1.5d", "block-row", True, paper="CAGNET Alg. 2"),
-    Algorithm("1.5d-sa", "1.5d", "block-row", True, sparsity_aware=True, paper="ICPP'24 Alg. 2"),
-    Algorithm("2d", "2d", "summa", True, paper="CAGNET Alg. 3"),
-    Algorithm("3d", "3d", "summa", True, paper="CAGNET Split-3D"),
-    Algorithm("plexus", "3d", "plexus", False, paper="Plexus Alg. 1"),
+    Algorithm("serial", "single", "block-row", paper="reference"),
+    Algorithm("1d", "1d", "block-row", paper="CAGNET Alg. 1"),
+    Algorithm("1d-sa", "1d", "block-row", sparsity_aware=True, paper="ICPP'24 Alg. 1"),
+    Algorithm("1.5d", "1.5d", "block-row", paper="CAGNET Alg. 2"),
+    Algorithm("1.5d-sa", "1.5d", "block-row", sparsity_aware=True, paper="ICPP'24 Alg. 2"),
+    Algorithm("2d", "2d", "summa", paper="CAGNET Alg. 3"),
+    Algorithm("3d", "3d", "summa", paper="CAGNET Split-3D"),
+    Algorithm("plexus", "3d", "plexus", paper="Plexus Alg. 1"),
 )}
 
 

@@ -7,7 +7,7 @@ empty only where the caller allows it). The permuted matrix is :math:`M' = P M P
 
 The layout rules the algorithms, the byte and memory models and the trainer share are written here once:
 the 1.5D stage chunks (:func:`stage_chunks`), the SUMMA vertex blocks and panels (:class:`SummaGeometry`) and
-the Plexus layer roles (:func:`plexus_roles`); the block counts per algorithm are in
+the Plexus node layouts (:func:`plexus_layouts`); the block counts per algorithm are in
 :mod:`gridgnn.parallel.registry`. Each plan documents, per tensor, the rows/columns it holds and the axes it is
 sharded, replicated or partial along (module docstrings of ``parallel/blockrow.py``, ``summa.py``,
 ``plexus.py``).
@@ -111,12 +111,78 @@ def stage_chunks(blocks: int, c: int) -> list[list[int]]:
     return [list(map(int, a)) for a in np.array_split(np.arange(blocks), c)]
 
 
-PLEXUS_ROLES = (("x", "y", "z"), ("z", "x", "y"), ("y", "z", "x"))
+PLEXUS_AXES = ("x", "y", "z")
 
 
-def plexus_roles(layer: int) -> tuple[str, str, str]:
-    """Plexus §3.2: the (a, b, c) axes of layer ``layer`` rotate so that each output is the next input."""
-    return PLEXUS_ROLES[layer % 3]
+@dataclass(frozen=True)
+class PlexusNodeLayout:
+    r"""Where a node tensor lives on the Plexus grid: its rows are the ``k``-th of ``G_rows`` equal vertex blocks on
+    the ranks with coordinate ``k`` along ``rows``; its columns are the ``j``-th of ``G_cols`` equal column blocks
+    along ``cols`` (``None``: every column); it is replicated along the remaining axis. ``order``: the vertex
+    order of its rows — ``"c"`` (the source's ``perm_c``) or ``"r"`` (``perm_r``); one order under a single
+    permutation. ``split``: the rows are further cut in ``G_third`` parts along the third axis (the layer-0
+    input, all-gathered by the first primitive that reads it, Plexus Alg. 1 line 2)."""
+
+    rows: str
+    cols: str | None
+    order: str = "c"
+    split: bool = False
+
+    @property
+    def third(self) -> str:
+        return next(a for a in PLEXUS_AXES if a not in (self.rows, self.cols))
+
+    def after_linear(self) -> "PlexusNodeLayout":
+        """``X W``: the weight's columns are split along the third axis, the partial sums over ``cols`` are
+        reduced — rows stay, columns move to the third axis (Plexus Alg. 1 lines 6–8)."""
+        return PlexusNodeLayout(self.rows, self.third, self.order)
+
+    def after_spmm(self) -> "PlexusNodeLayout":
+        """``A X`` with the adjacency shard ``V^third × V^rows``: the destinations are split along the third axis,
+        in the other vertex order; the columns stay (Alg. 1 lines 3–4, the double permutation of §5.1)."""
+        return PlexusNodeLayout(self.third, self.cols, "r" if self.order == "c" else "c")
+
+    @property
+    def version(self) -> str:
+        """The matrix version an SpMM reading this tensor multiplies: rows in the other order, columns in ours."""
+        return "rc" if self.order == "c" else "cr"
+
+
+@dataclass(frozen=True)
+class PlexusLayerLayout:
+    """The node-tensor layouts of one layer: its input, the input of its ``linear`` and of its graph primitives
+    (``None`` where the layer has none), its output."""
+
+    input: PlexusNodeLayout
+    linear: PlexusNodeLayout | None
+    graph: PlexusNodeLayout | None
+    output: PlexusNodeLayout
+
+
+def plexus_layouts(program: list[tuple[str, ...]]) -> list[PlexusLayerLayout]:
+    r"""The layouts of every layer of a model on the Plexus grid, from its *program*: per layer, the order in which
+    it calls ``linear`` and ``spmm`` (``("spmm", "linear")``, ``("linear", "spmm")``, or one of them), as its trace
+    records it. The layer-0 input is ``(x, y)`` with order ``"c"``, split along ``z``; each ``linear`` moves the
+    columns to the third axis and each ``spmm`` moves the rows there (§3.2's rotation: a layer's output is already
+    the next layer's input, so no redistribution happens between layers). With Alg. 1's order (aggregate first)
+    the roles ``(a, b, c)`` of layer ``l`` rotate ``(x,y,z) → (z,x,y) → (y,z,x)``; a layer that transforms first
+    (GAT; GCN when it narrows) rotates the other way."""
+    cur = PlexusNodeLayout("x", "y", "c", split=True)
+    out = []
+    for layer, ops in enumerate(program):
+        if len(set(ops)) != len(ops) or not set(ops) <= {"linear", "spmm"}:
+            raise GridGnnError(f"plexus lays out layers of at most one linear and one spmm; layer {layer} calls "
+                               f"{', '.join(ops)}")
+        start, lin, gr = cur, None, None
+        for op in ops:
+            if op == "linear":
+                lin, cur = cur, cur.after_linear()
+            else:
+                gr, cur = cur, cur.after_spmm()
+        if not ops and start.split:
+            raise GridGnnError("plexus: layer 0 must call linear or spmm on its input")
+        out.append(PlexusLayerLayout(start, lin, gr, cur))
+    return out
 
 
 class SummaGeometry:
@@ -158,3 +224,18 @@ class SummaGeometry:
     def fiber_bounds(self, i: int) -> np.ndarray:
         """Boundaries of ``B(i, 0..z-1)`` relative to the start of ``R_i``."""
         return self.fine[i * self.z:(i + 1) * self.z + 1] - self.fine[i * self.z]
+
+
+def plexus_row_gather(positions: np.ndarray, bounds: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    r"""How the ranks along a node tensor's row axis hand one rank the rows ``positions`` (indices in the tensor's
+    vertex order) — the destination rows of an adjacency shard, whose per-node values (GAT's destination
+    score, the destination side of an SDDMM) live on the ranks holding those vertices as *source* rows.
+
+    Returns ``(take, where)``: ``take[k]`` = the positions member ``k`` of the axis holds (block ``k`` of
+    ``bounds``), in ``positions`` order; ``where`` = for the concatenation of the members' rows, the index in
+    ``positions`` each lands at. Every rank of one group along the axis asks for the same ``positions``, so an
+    all-gather delivers them and a reduce-scatter is its adjoint."""
+    owner = np.searchsorted(bounds, positions, side="right") - 1
+    order = np.argsort(owner, kind="stable")
+    take = [positions[order[owner[order] == k]] for k in range(bounds.size - 1)]
+    return take, order

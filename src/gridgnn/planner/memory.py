@@ -18,14 +18,15 @@ A rank's peak is the sum of eight components (bytes; :math:`e` = bytes per eleme
 ``adjacency``   the plan's sparse blocks. Torch CSR: :math:`8(r+1) + (8+e)\,z`; SciPy CSR (kept by the
                 block-row engines): :math:`\iota(r+1) + (\iota+8)\,z`; SUMMA panel:
                 :math:`8(r+1+z) + e\,z`. A directed graph (and any double permutation of 2D/3D) keeps the
-                transposed blocks too; Plexus always keeps :math:`A` and :math:`A^\mathsf{T}`
+                transposed blocks too; a Plexus shard :math:`A[V^t, V^r]` keeps its pattern with the
+                transposed order, :math:`8(n_t+1) + 8(n_r+1) + (32+e)\,z`, and the edge ids (host)
 ``features``    the layer-0 input block :math:`r_0 c_0 e` + labels and masks of the logits rows ``11 r_L``
 ``parameters``  this rank's weights and biases, their gradients and Adam's two moments
                 (``4 e × elements``) + Adam's step counters (4 bytes per tensor)
 ``activations`` tensors autograd keeps for backward: per layer the input side (dropped input, or
                 :math:`\hat M H` when the layer aggregates before the weight), the dropout mask (layers
-                :math:`> 0`), the ReLU output (all but the last layer); Plexus keeps :math:`\hat M F` and the
-                gathered weight block; plus the logits and what the loss keeps (``m`` labelled rows)
+                :math:`> 0`), the ReLU output (all but the last layer); Plexus' ``linear`` keeps its input
+                block and the gathered weight block; plus the logits and what the loss keeps (``m`` rows)
 ``buffers``     the largest communication working set of a step (see the table)
 ``workspace``   the largest local temporary of a step: the gradients and SpMM outputs of one layer's
                 backward (serial :math:`n(f_{out} + \max(f_{in}, f_{out}))e`, block-row
@@ -51,8 +52,8 @@ rank on block ``i`` handling stages ``S``:
                 :math:`(2|R_i| + z|B|)|C_j| e`; the row gather of the partial SUMMA :math:`|B|(2w - |C_j|)e`
 ``plexus``      the all-gathered shards: layer-0 input :math:`(G_c+1)\lceil n_a/G_c\rceil w e + n_a w e`, the
                 weight block :math:`(G_c+1)\lceil w_{in}/G_c\rceil w_{out} e`, the weight-gradient
-                reduce-scatter :math:`(2 w_{in} + G_c\,|\text{own rows}|) w_{out} e`; blocked aggregation
-                adds the row blocks of :math:`\hat M F` before their concatenation, :math:`n_c w_{in} e`
+                reduce-scatter :math:`(2 w_{in} + G_c\,|\text{own rows}|) w_{out} e` (blocked aggregation
+                all-reduces row blocks of the SpMM output in place: no buffer)
 all but plexus  the flat gradient for the gradient all-reduce: parameter bytes
 =============== =======================================================================================
 
@@ -758,23 +759,30 @@ def _summa(ctx, algo: str, shape, which):
     return out
 
 
+def gcn_program(dims) -> list[tuple[str, ...]]:
+    """GCN's order of ``linear`` and ``spmm`` per layer (:func:`gridgnn.nn.gcn.gcn_layer`: the narrower side is
+    aggregated), the program the Plexus layouts follow."""
+    return [("linear", "spmm") if fo < fi else ("spmm", "linear") for fi, fo in zip(dims[:-1], dims[1:])]
+
+
 def _plexus(ctx, shape, which):
     from ..distributed.grid import coords_of
-    from ..partition.layout import plexus_roles as roles
+    from ..partition.layout import PLEXUS_AXES, plexus_layouts
 
     n, dims, e = ctx["n"], ctx["dims"], ctx["e"]
     if len(shape) != 3:
         raise GridGnnError(f"plexus needs a 3-axis mesh, got {tuple(shape)}")
-    names = ("x", "y", "z")
-    g = dict(zip(names, shape))
+    g = dict(zip(PLEXUS_AXES, shape))
     for ax, s in g.items():
         if s > n:
             raise GridGnnError(f"grid axis {ax} has {s} processes but the graph only {n} vertices")
-    vb = {ax: even_bounds(n, g[ax]) for ax in names}
+    vb = {ax: even_bounds(n, g[ax]) for ax in PLEXUS_AXES}
     cuts = np.unique(np.concatenate(list(vb.values())))
     pos = {int(c): t for t, c in enumerate(cuts)}
     L = len(dims) - 1
-    used = ["rc"] + (["cr"] if ctx["double"] and L >= 2 else [])
+    program = gcn_program(dims)
+    layouts = plexus_layouts(program)
+    used = sorted({lay.graph.version if ctx["double"] else "rc" for lay in layouts})
     pre = {v: np.pad(ctx["pats"][v].counts(cuts, cuts), ((1, 0), (1, 0))).cumsum(0).cumsum(1) for v in used}
 
     def count(v, rr, cc):
@@ -785,56 +793,64 @@ def _plexus(ctx, shape, which):
     p = ctx["dropout"]
     out = {}
     for r in which:
-        me = dict(zip(names, coords_of(r, shape)))
+        me = dict(zip(PLEXUS_AXES, coords_of(r, shape)))
+
+        def nrows(axis):
+            return int(np.diff(block_range(vb[axis], me[axis]))[0])
+
+        def ncols(width, axis):
+            return int(np.diff(block_range(even_bounds(width, g[axis]), me[axis]))[0])
+
         acc = _Acc()
         seen = set()
         largest = 0.0
         nparams = 0
         for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
-            a, b, c = roles(l)
-            version = "rc" if l % 2 == 0 else "cr"
-            key = (l % 3, version if ctx["double"] else "rc")
-            rows_c = block_range(vb[c], me[c])
-            cols_a = block_range(vb[a], me[a])
-            n_c, n_a = rows_c[1] - rows_c[0], cols_a[1] - cols_a[0]
-            if key not in seen:
+            lay = layouts[l]
+            gr, lin = lay.graph, lay.linear
+            key = (gr.third, gr.rows, gr.version if ctx["double"] else "rc")
+            rows_t, rows_r = block_range(vb[gr.third], me[gr.third]), block_range(vb[gr.rows], me[gr.rows])
+            if key not in seen:  # pattern (crow, col, row) + its transpose (t_crow, t_col, t_perm), values, edge ids
                 seen.add(key)
-                z = count(key[1], rows_c, cols_a)
-                acc.add("adjacency", _torch_csr(n_c, z, e) + _torch_csr(n_a, z, e))  # A and its transpose
+                z = count(key[2], rows_t, rows_r)
+                acc.add("adjacency", 8 * (rows_t[1] - rows_t[0] + 1) + 8 * (rows_r[1] - rows_r[0] + 1) + (32 + e) * z)
+                acc.add("adjacency", 16 * z, "host")
                 largest = max(largest, z)
-            fb = block_range(even_bounds(fi, g[b]), me[b])
-            w_in = fb[1] - fb[0]
-            ob = block_range(even_bounds(fo, g[a]), me[a])
-            w_out = ob[1] - ob[0]
-            wparts = np.diff(even_bounds(w_in, g[c]))
-            nparams += int(wparts[me[c]]) * w_out + (w_out if ctx["bias"] else 0)
-            # saved for backward: M̂F (after the all-reduce over a) and the gathered weight block
-            acc.add("activations", (n_c * w_in + w_in * w_out) * e)
+            w_in, w_out = ncols(fi, lin.cols), ncols(fo, lin.third)
+            wparts = np.diff(even_bounds(w_in, g[lin.rows]))
+            nparams += int(wparts[me[lin.rows]]) * w_out + (ncols(fo, lay.output.cols) if ctx["bias"] else 0)
+            n_lin = nrows(lin.rows)
+            # saved by linear: its input (the aggregated M̂H, the gathered layer-0 input, or the dropped input;
+            # with no dropout a later layer's input is the previous ReLU output) and the gathered weight block
+            fresh = program[l][0] == "spmm" or l == 0 or p > 0
+            acc.add("activations", ((n_lin * w_in) if fresh else 0) * e + w_in * w_out * e)
+            inp = lay.input
+            n_in, c_in = nrows(inp.rows), ncols(fi, inp.cols)
             if p > 0 and l > 0:
-                acc.add("activations", n_a * w_in * e)  # dropout mask of the (V^a, C^b) input block
+                acc.add("activations", n_in * c_in * e)  # dropout mask of the input block
             if l < L - 1:
-                acc.add("activations", n_c * w_out * e)  # ReLU output
+                acc.add("activations", nrows(lay.output.rows) * ncols(fo, lay.output.cols) * e)  # ReLU output
             if l == 0:
-                fparts = np.diff(even_bounds(n_a, g[c]))
-                in_rows = int(fparts[me[c]])
-                acc.add("features", in_rows * w_in * e)
-                _dropout_hash(acc, ctx, l, in_rows * w_in)
+                fparts = np.diff(even_bounds(n_in, g[inp.third]))
+                in_rows = int(fparts[me[inp.third]])
+                acc.add("features", in_rows * c_in * e)
+                _dropout_hash(acc, ctx, l, in_rows * c_in)
                 mp = int(fparts.max())
-                gather = ((g[c] + 1) * mp * w_in + n_a * w_in) * e if g[c] > 1 else n_a * w_in * e
+                gather = ((g[inp.third] + 1) * mp * c_in + n_in * c_in) * e if g[inp.third] > 1 else n_in * c_in * e
                 acc.cand("buffers", gather, "plexus all-gather of the layer-0 input")
             else:
-                _dropout_hash(acc, ctx, l, n_a * w_in)
-            if 0 < ctx["block_rows"] < n_c:  # blocked aggregation: the row blocks of M̂F before their concatenation
-                acc.cand("buffers", n_c * w_in * e, f"plexus blocked aggregation, layer {l}")
+                _dropout_hash(acc, ctx, l, n_in * c_in)
             mw = int(wparts.max())
-            acc.cand("buffers", (g[c] + 1) * mw * w_out * e if g[c] > 1 else 0, f"plexus weight all-gather, layer {l}")
-            acc.cand("buffers", (2 * w_in + g[c] * int(wparts[me[c]])) * w_out * e if g[c] > 1 else 0,
-                     f"plexus weight-gradient reduce-scatter, layer {l}")
-            acc.cand("workspace", e * (2 * n_c * w_out + w_in * w_out + n_c * w_in + n_a * w_in),
+            acc.cand("buffers", (g[lin.rows] + 1) * mw * w_out * e if g[lin.rows] > 1 else 0,
+                     f"plexus weight all-gather, layer {l}")
+            acc.cand("buffers", (2 * w_in + g[lin.rows] * int(wparts[me[lin.rows]])) * w_out * e
+                     if g[lin.rows] > 1 else 0, f"plexus weight-gradient reduce-scatter, layer {l}")
+            n_t, w_g = nrows(gr.third), ncols(min(fi, fo), gr.cols)
+            acc.cand("workspace", e * (2 * n_t * w_g + w_in * w_out + 2 * n_lin * max(w_in, w_out)),
                      f"layer {l} backward temporaries")
-        a_last, _, c_last = roles(L - 1)
-        rows_out = int(np.diff(block_range(vb[c_last], me[c_last]))[0])
-        c_loc = int(np.diff(block_range(even_bounds(dims[-1], g[a_last]), me[a_last]))[0])
+        last = layouts[-1].output
+        rows_out = nrows(last.rows)
+        c_loc = ncols(dims[-1], last.cols)
         acc.add("features", 11 * rows_out)
         m = _train_rows(ctx["train_rows"], r, rows_out)
         acc.add("activations", rows_out * c_loc * e + m * (c_loc * e + 1 + 8))  # logits, softmax, flags, targets

@@ -27,19 +27,27 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ..partition import RowPartition, even_bounds
+from ..partition import RowPartition, block_range, even_bounds
+
+
+#: Calls that move nothing on a layout whose node tensors hold every feature column (block-row, SUMMA): the
+#: weight is replicated, so ``linear`` is local (its gradient is summed with the others after the step).
+LOCAL_ON_WHOLE_ROWS = ("linear", "add_bias", "head_scores", "head_mean")
 
 
 @dataclass(frozen=True)
 class PrimitiveCall:
     """One primitive of a traced step: ``width`` = columns of the node tensor it fetches (heads for the
-    score primitives), ``heads`` = columns of its edge values, ``grads`` = which inputs need a gradient."""
+    score primitives; the input width of a ``linear``, the full width of a ``head_scores`` / ``head_mean``
+    input), ``heads`` = columns of its edge values (heads of ``head_scores`` / ``head_mean``), ``grads`` = which
+    inputs need a gradient, ``out_width`` = the output width of a ``linear``."""
 
     name: str
     layer: int
     width: int
     heads: int
     grads: tuple[bool, ...]
+    out_width: int = 0
 
 
 class _TraceGraph:
@@ -71,7 +79,8 @@ class _TraceGraph:
 
 
 class TracePlan:
-    """Wraps a serial plan; records every primitive the model calls through ``graph(l)``."""
+    """Wraps a serial plan; records every primitive the model calls through ``graph(l)`` and the plan itself
+    (``linear``, ``add_bias``, ``head_scores``, ``head_mean``), in call order."""
 
     def __init__(self, plan):
         self._plan = plan
@@ -82,6 +91,26 @@ class TracePlan:
 
     def graph(self, layer: int):
         return _TraceGraph(self._plan.graph(layer), layer, self.calls)
+
+    def _log(self, name, layer, width, heads, *inputs, out_width=0):
+        self.calls.append(PrimitiveCall(name, layer, int(width), int(heads),
+                                        tuple(bool(t.requires_grad) for t in inputs), int(out_width)))
+
+    def linear(self, layer: int, h, w):
+        self._log("linear", layer, w.shape[0], 0, h, w, out_width=w.shape[1])
+        return self._plan.linear(layer, h, w)
+
+    def add_bias(self, layer: int, h, b):
+        self._log("add_bias", layer, h.shape[1], 0, h, b)
+        return self._plan.add_bias(layer, h, b)
+
+    def head_scores(self, layer: int, x, att):
+        self._log("head_scores", layer, x.shape[1], att.shape[0], x, att)
+        return self._plan.head_scores(layer, x, att)
+
+    def head_mean(self, layer: int, h, heads: int, width: int):
+        self._log("head_mean", layer, width, heads, h)
+        return self._plan.head_mean(layer, h, heads, width)
 
 
 def trace_graph(f0: int):
@@ -150,6 +179,8 @@ class BlockRowVolume:
     def primitive(self, call: PrimitiveCall, elem_bytes: int) -> tuple[dict, dict]:
         """``(forward, backward)`` bytes of one primitive call: ``{"<collective>": (sent[P], recv[P])}``."""
         fwd, bwd = {}, {}
+        if call.name in LOCAL_ON_WHOLE_ROWS:
+            return fwd, bwd
         w = call.width * elem_bytes
         k = call.heads * elem_bytes
         if call.name == "spmm":
@@ -180,6 +211,9 @@ class BlockRowVolume:
         else:
             raise ValueError(f"no byte model for primitive {call.name!r}")
         return fwd, bwd
+
+    def loss(self, out: dict, elem_bytes: int) -> None:
+        """The loss's own collectives (none: the logits hold every class column)."""
 
     def grad(self, out: dict, nbytes: float) -> None:
         """Ring all-reduce of the flat parameter gradient over the block axis (replicas along ``"rep"`` agree)."""
@@ -253,6 +287,8 @@ class SummaVolume(BlockRowVolume):
 
     def primitive(self, call: PrimitiveCall, elem_bytes: int) -> tuple[dict, dict]:
         fwd, bwd = {}, {}
+        if call.name in LOCAL_ON_WHOLE_ROWS:
+            return fwd, bwd
         eb, version = elem_bytes, self.version(call.layer)
         for r, (i, j, k) in enumerate(self.coords):
             r0, r1 = self.geo.rows(i)
@@ -314,6 +350,181 @@ class SummaVolume(BlockRowVolume):
             self._ring(out, r, self.z, nbytes)
 
 
+class PlexusVolume(BlockRowVolume):
+    r"""Per-rank bytes of each Plexus primitive on the grid ``shape = (Gx, Gy, Gz)`` for a model's traced ``calls``
+    (they fix the layouts, :func:`~gridgnn.partition.layout.plexus_layouts`), from the source's shards alone.
+
+    Per call and rank (``e`` bytes per element; node tensor ``(r, q)``, third axis ``t``; ``n_a = |V^a|``,
+    ``|C^a(f)|`` = the rank's column block of width ``f`` along ``a``; ring all-reduce ``2(g−1)/g`` each way):
+
+    ``linear`` (``f_in → f_out``): all-gather of the weight parts over ``r`` (padded: ``(G_r−1)·max part·|C^t(f_out)|``),
+    all-reduce of ``n_r·|C^t(f_out)|`` over ``q``; backward reduce-scatter of the ``|C^q(f_in)| × |C^t(f_out)|``
+    block over ``r`` (actual parts), [``∂X``] all-reduce of ``n_r·|C^q(f_in)|`` over ``t``.
+    ``spmm`` (width ``W``, ``K`` value heads): all-reduce of ``n_t·|C^q(W)|`` over ``r``; backward [``∂e``]
+    all-reduce of ``nnz·K`` over ``q``, [``∂X``] of ``n_r·|C^q(W)|`` over ``t``. The first primitive of layer 0
+    also all-gathers the input parts over the third axis. ``sddmm_add`` (``K`` columns) / ``sddmm_dot`` (width
+    ``W``, ``K`` heads; columns ``c = K`` or ``|C^q(W)|``): all-gather of the destination rows over ``r`` (the
+    members' counts, padded), [dot: all-reduce of ``nnz·K`` over ``q``]; backward their reduce-scatter over
+    ``r`` and two all-reduces of ``n_r·c`` over ``t``. ``edge_softmax``: two all-reduces of ``n_t·K`` over ``r``,
+    one backward. ``add_bias``: backward all-reduce of the bias block over the output's row axis.
+    ``head_scores``: all-reduce of ``n_r·K`` over the columns' axis; backward of the ``K·F`` attention vector
+    over rows and columns. ``head_mean``: all-reduce of ``n_r·F`` over the columns' axis, both ways. The
+    sharded cross-entropy all-reduces ``m`` and ``2m`` (``m`` labelled rows: ``train_rows(rank)``, or counted from
+    ``labelled``, a mask over the original vertex ids) over the class axis.
+    """
+
+    def __init__(self, source, shape: tuple[int, int, int], calls: list, *, train_rows=None, labelled=None):
+        from ..distributed.grid import coords_of
+        from ..partition.layout import PLEXUS_AXES, plexus_layouts
+
+        self.source, self.shape = source, tuple(shape)
+        self.world = int(np.prod(shape))
+        self.g = dict(zip(PLEXUS_AXES, shape))
+        self.vb = {a: even_bounds(source.n, self.g[a]) for a in PLEXUS_AXES}
+        self.coords = [dict(zip(PLEXUS_AXES, coords_of(r, self.shape))) for r in range(self.world)]
+        L = 1 + max(c.layer for c in calls)
+        ops = [tuple(dict.fromkeys(c.name for c in calls if c.layer == l and c.name in ("linear", "spmm")))
+               for l in range(L)]
+        self.layouts = plexus_layouts(ops)
+        self.first = (ops[0][0] if ops[0] else None)
+        if train_rows is None and labelled is not None:  # labelled training vertices, original ids
+            out = self.layouts[-1].output
+            order = source.perm_c if out.order == "c" else source.perm_r
+            lab = np.asarray(labelled, bool)[order]
+            counts = [int(lab[slice(*block_range(self.vb[out.rows], me[out.rows]))].sum()) for me in self.coords]
+            train_rows = counts.__getitem__
+        self.train_rows = train_rows
+        self._cache: dict = {}
+
+    def _n(self, axis, me) -> int:
+        return int(np.diff(block_range(self.vb[axis], me[axis]))[0])
+
+    def _w(self, width: int, axis, me) -> int:
+        return width if axis is None else int(np.diff(block_range(even_bounds(width, self.g[axis]), me[axis]))[0])
+
+    def _ring(self, out, r, axis, m, tag="allreduce"):
+        g = self.g[axis]
+        if g > 1:
+            v = 2.0 * (g - 1) / g * m
+            self._add(out, tag, r, v, v)
+
+    def _nnz(self, lay, me) -> int:
+        version = lay.version if self.source.double else "rc"
+        key = ("nnz", lay.third, lay.rows, version, me[lay.third], me[lay.rows])
+        if key not in self._cache:
+            rows = block_range(self.vb[lay.third], me[lay.third])
+            cols = block_range(self.vb[lay.rows], me[lay.rows])
+            self._cache[key] = int(self.source.submatrix(version, rows, cols).nnz)
+        return self._cache[key]
+
+    def _dst_counts(self, lay, me) -> list[int]:
+        """Rows each member along ``r`` contributes to this rank's destination gather."""
+        from ..partition.layout import plexus_row_gather
+
+        key = ("dst", lay.order, lay.third, lay.rows, me[lay.third])
+        if key not in self._cache:
+            src = self.source
+            order_in = src.perm_c if lay.order == "c" else src.perm_r
+            order_out = src.perm_r if lay.order == "c" else src.perm_c
+            if ("inv", lay.order) not in self._cache:
+                inv = np.empty_like(order_in)
+                inv[order_in] = np.arange(order_in.size)
+                self._cache[("inv", lay.order)] = inv
+            t0, t1 = block_range(self.vb[lay.third], me[lay.third])
+            take, _ = plexus_row_gather(self._cache[("inv", lay.order)][order_out[t0:t1]], self.vb[lay.rows])
+            self._cache[key] = [int(t.size) for t in take]
+        return self._cache[key]
+
+    def _gather_input(self, out, r, me, width_cols: int, eb: int) -> None:
+        lay = self.layouts[0].input
+        g = self.g[lay.third]
+        if g > 1:
+            parts = np.diff(even_bounds(self._n(lay.rows, me), g))
+            v = (g - 1) * int(parts.max()) * width_cols * eb
+            self._add(out, "allgather", r, v, v)
+
+    def primitive(self, call: PrimitiveCall, elem_bytes: int) -> tuple[dict, dict]:
+        fwd, bwd = {}, {}
+        eb = elem_bytes
+        L = self.layouts[call.layer]
+        for r, me in enumerate(self.coords):
+            if call.name == "linear":
+                lay = L.linear
+                w_in, w_out = self._w(call.width, lay.cols, me), self._w(call.out_width, lay.third, me)
+                n_r = self._n(lay.rows, me)
+                if call.layer == 0 and self.first == "linear":
+                    self._gather_input(fwd, r, me, w_in, eb)
+                parts = np.diff(even_bounds(w_in, self.g[lay.rows]))
+                if self.g[lay.rows] > 1:
+                    v = (self.g[lay.rows] - 1) * int(parts.max()) * w_out * eb
+                    self._add(fwd, "allgather", r, v, v)
+                    mine = int(parts[me[lay.rows]])
+                    self._add(bwd, "reducescatter", r, (w_in - mine) * w_out * eb,
+                              (self.g[lay.rows] - 1) * mine * w_out * eb)
+                self._ring(fwd, r, lay.cols, n_r * w_out * eb)
+                if call.grads[0]:
+                    self._ring(bwd, r, lay.third, n_r * w_in * eb)
+            elif call.name == "spmm":
+                lay = L.graph
+                need_v, need_x = call.grads
+                wq = self._w(call.width, lay.cols, me)
+                if call.layer == 0 and self.first == "spmm":
+                    self._gather_input(fwd, r, me, wq, eb)
+                self._ring(fwd, r, lay.rows, self._n(lay.third, me) * wq * eb)
+                if need_v:
+                    self._ring(bwd, r, lay.cols, self._nnz(lay, me) * call.heads * eb)
+                if need_x:
+                    self._ring(bwd, r, lay.third, self._n(lay.rows, me) * wq * eb)
+            elif call.name in ("sddmm_add", "sddmm_dot"):
+                lay = L.graph
+                c = call.heads if call.name == "sddmm_add" else self._w(call.width, lay.cols, me)
+                counts = self._dst_counts(lay, me)
+                gr = self.g[lay.rows]
+                if gr > 1:
+                    v = (gr - 1) * max(counts) * c * eb
+                    self._add(fwd, "allgather", r, v, v)
+                    mine = counts[me[lay.rows]]
+                    self._add(bwd, "reducescatter", r, (sum(counts) - mine) * c * eb, (gr - 1) * mine * c * eb)
+                if call.name == "sddmm_dot":
+                    self._ring(fwd, r, lay.cols, self._nnz(lay, me) * call.heads * eb)
+                for _ in range(2):
+                    self._ring(bwd, r, lay.third, self._n(lay.rows, me) * c * eb)
+            elif call.name == "edge_softmax":
+                lay = L.graph
+                m = self._n(lay.third, me) * call.heads * eb
+                for out, times in ((fwd, 2), (bwd, 1)):
+                    for _ in range(times):
+                        self._ring(out, r, lay.rows, m)
+            elif call.name == "add_bias":
+                out = L.output
+                self._ring(bwd, r, out.rows, self._w(call.width, out.cols, me) * eb)
+            elif call.name == "head_scores":
+                lay = L.linear.after_linear()
+                self._ring(fwd, r, lay.cols, self._n(lay.rows, me) * call.heads * eb)
+                self._ring(bwd, r, lay.rows, call.width * eb)
+                self._ring(bwd, r, lay.cols, call.width * eb)
+            elif call.name == "head_mean":
+                if call.heads > 1:
+                    out = L.output
+                    m = self._n(out.rows, me) * (call.width // call.heads) * eb
+                    self._ring(fwd, r, out.cols, m)
+                    self._ring(bwd, r, out.cols, m)
+            else:
+                raise ValueError(f"no byte model for primitive {call.name!r}")
+        return fwd, bwd
+
+    def loss(self, out: dict, elem_bytes: int) -> None:
+        """Sharded cross-entropy over the class axis: all-reduces of ``m`` (max) and ``2m`` (sums) per rank."""
+        axis = self.layouts[-1].output.cols
+        for r in range(self.world):
+            m = self.train_rows(r) if self.train_rows is not None else 0
+            for rows in (m, 2 * m):
+                self._ring(out, r, axis, rows * elem_bytes)
+
+    def grad(self, out: dict, nbytes: float) -> None:
+        """No trainer all-reduce: the primitives reduce their own parameter gradients."""
+
+
 def nnz_cols(matp: sp.csr_matrix, bounds: np.ndarray) -> np.ndarray:
     """``V[q, l] = |NnzCols(l, q)|``: distinct columns of block ``q`` with an entry in block row ``l`` (the rows
     the owner of ``q`` sends to ``l``; in 1.5D only within the process column whose chunk holds ``q``)."""
@@ -339,6 +550,13 @@ def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams: int,
                     total[k] = (np.zeros(volume.world), np.zeros(volume.world))
                 total[k][0][:] += s
                 total[k][1][:] += r
+    loss: dict = {}
+    volume.loss(loss, elem_bytes)
+    for key, (s, r) in loss.items():
+        k = f"fwd.{key}"
+        total.setdefault(k, (np.zeros(volume.world), np.zeros(volume.world)))
+        total[k][0][:] += s
+        total[k][1][:] += r
     grad: dict = {}
     volume.grad(grad, nparams * elem_bytes)
     for key, v in grad.items():

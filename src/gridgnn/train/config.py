@@ -13,12 +13,6 @@ MODELS = tuple(_MODEL_REGISTRY)
 MAX_HEADS = 1024
 
 
-def _primitive_algos() -> tuple[str, ...]:
-    from ..parallel import ALGORITHMS
-
-    return tuple(a.name for a in ALGORITHMS.values() if a.primitives)
-
-
 
 # Upper bounds of the integer flags: far above any sensible run, low enough that the values stay plain
 # integers everywhere (NumPy, torch, dropout keys); whether a model of that size fits is the memory guard's call.
@@ -81,17 +75,14 @@ class TrainConfig:
         if self.model != "gat" and (self.heads is not None or self.attn_dropout is not None):
             raise GridGnnError(f"--heads and --attn-dropout apply to --model gat, not {self.model}")
         if self.model == "gat":
-            if not algo.primitives:
-                raise GridGnnError(f"--model gat runs on {', '.join(_primitive_algos())} so far; {self.algo} still has "
-                                   "only the fused GCN layer")
             _int_in("--heads", self.model_heads, 1, MAX_HEADS)
             if not (math.isfinite(self.model_attn_dropout) and 0.0 <= self.model_attn_dropout < 1.0):
                 raise GridGnnError(f"--attn-dropout must be in [0, 1), got {self.model_attn_dropout}")
             if self.checkpoint_every or self.resume is not None:
                 raise GridGnnError("--checkpoint-every and --resume cover --model gcn so far")
-            if self.partition in ("double-perm", "balanced-perm"):
-                raise GridGnnError(f"--model gat needs one vertex order per layer; --partition {self.partition} "
-                                   "makes two (use random or identity)")
+            if self.partition in ("double-perm", "balanced-perm") and algo.family != "plexus":
+                raise GridGnnError(f"--model gat on {self.algo} needs one vertex order per layer; --partition "
+                                   f"{self.partition} makes two (use random or identity, or --algo plexus)")
         _int_in("--layers", self.layers, 1, MAX_LAYERS)
         _int_in("--hidden", self.hidden, 1, MAX_HIDDEN)
         _int_in("--epochs", self.epochs, 1, MAX_EPOCHS)

@@ -93,13 +93,31 @@ def make_source(graph: Graph, algo: str, world: int, *, replication: int = 1, sh
 
 
 def build_rank(graph: Graph, algo: str, comm, dims, *, source=None, rows: RowPartition | None = None,
-               dtype=torch.float32, device="cpu", block_rows: int = 0):
-    """Returns ``(plan, data)`` for this rank: the algorithm and the local blocks it trains on."""
+               dtype=torch.float32, device="cpu", block_rows: int = 0, model=None):
+    """Returns ``(plan, data)`` for this rank: the algorithm and the local blocks it trains on. ``model``: a
+    function ``plan → model`` of the model to be trained (default: GCN on ``dims``); Plexus lays its tensors
+    out after the model's trace."""
     if algo == "serial":
         plan = build_serial(gcn_normalize(graph), dtype=dtype, device=device)
     else:
-        plan = build_plan(algo, comm, source, dims, rows=rows, dtype=dtype, device=device, block_rows=block_rows)
+        program = None
+        if algorithm(algo).family == "plexus":
+            program = model_program(dims, model)
+        plan = build_plan(algo, comm, source, dims, rows=rows, dtype=dtype, device=device, block_rows=block_rows,
+                          program=program)
     return plan, local_data(graph if source is None else source, plan, dtype=dtype, device=device)
+
+
+def model_program(dims, model=None) -> list:
+    """The primitive calls of one training step of ``model`` (``plan → model``; default GCN on ``dims``), traced
+    on a tiny serial plan."""
+    from ..nn import GCN
+    from ..planner.primitives import trace_model
+
+    if model is None:
+        def model(plan):
+            return GCN(dims, dropout=0.5, seed=0, dtype=torch.float64, plan=plan)
+    return trace_model(model, dims[0])[0]
 
 
 def local_data(src, plan, *, dtype, device) -> LocalData:

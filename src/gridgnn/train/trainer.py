@@ -117,7 +117,8 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
     memory = _check_memory(cfg, graph, source, rows, shape, dims, device, host_avail, ctx)
 
     plan, data = build_rank(graph, cfg.algo, comm, dims, source=source, rows=rows, dtype=dtype, device=device,
-                            block_rows=cfg.blocked_aggregation)
+                            block_rows=cfg.blocked_aggregation,
+                            model=lambda p: build_model(cfg, dims, p, torch.float64))
     setup_log = comm.log.snapshot()
     comm.log.reset()
     model = build_model(cfg, dims, plan, dtype).to(device)

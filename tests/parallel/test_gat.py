@@ -1,4 +1,5 @@
-"""GAT on the block-row primitives (1D, 1D-sa, 1.5D, 1.5D-sa, every c dividing P, uneven blocks, directed and
+"""GAT on the primitives of every algorithm (1D, 1D-sa, 1.5D, 1.5D-sa with every c dividing P and uneven blocks;
+2D and 3D on every grid shape; Plexus on every x·y·z factorization, single and double permutation; directed and
 undirected graphs with isolated vertices, input and attention dropout): logits and every parameter gradient
 equal serial GAT in float64; measured bytes equal the sum of the primitives' byte models per rank and
 collective."""
