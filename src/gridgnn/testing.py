@@ -72,16 +72,9 @@ def run_case(case: Case, comm) -> CaseResult:
     loss, logits = forward_backward(model, plan, comm, data, epoch=case.epoch)
     stats = {k: (v.sent, v.recv, v.calls) for k, v in comm.log.snapshot().items()}
     stats.update({k: (v.sent, v.recv, v.calls) for k, v in setup.items()})
-    if case.model == "gcn":  # (weight, bias) per layer, each rank's shard of a sharded parameter
-        params = [p for l in range(model.num_layers) for p in (model.weights[l], model.biases[l])]
-        slices = [plan.param_slice(l, k) for l in range(len(case.dims) - 1) for k in ("w", "b")]
-    else:  # GAT: weights, attention vectors (whole), biases
-        L = model.num_layers
-        shapes = [(model.in_width(l), model.layer_heads(l) * case.dims[l + 1]) for l in range(L)]
-        params = list(model.weights) + list(model.att_src) + list(model.att_dst) + list(model.biases)
-        slices = ([plan.param_slice(l, "w", shapes[l]) for l in range(L)]
-                  + [(slice(None),) * 2 for _ in range(2 * L)]
-                  + [plan.param_slice(l, "b", (shapes[l][1] if l < L - 1 else case.dims[-1],)) for l in range(L)])
+    entries = model.parameter_entries()  # each rank's shard of a sharded parameter
+    params = [e[2] for e in entries]
+    slices = [plan.param_slice(layer, kind, shape) for _, layer, _, shape, kind in entries]
     return CaseResult(data.node_ids.copy(), plan.out_cols(case.dims[-1]), logits.numpy().copy(),
                       [p.grad.detach().numpy().copy() for p in params], float(loss), stats,
                       comm.grid.global_rank, getattr(plan, "copies", 1), slices)

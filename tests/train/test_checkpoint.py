@@ -29,6 +29,9 @@ P4 = {
 }
 
 
+GAT = ["--model", "gat", "--heads", 2, "--hidden", 4, "--attn-dropout", 0.3]
+
+
 def _algo(name):
     return ["--algo", "serial"] if name == "serial" else ["--algo", name, "--nproc", 4, *P4[name]]
 
@@ -68,6 +71,10 @@ def runs(tmp_path_factory):
          "double-perm", "--epochs", 6, "--quiet", "--out", at("1d-p2-to-plexus")],
         [*COMMON, *f64, *_algo("plexus"), "--epochs", 3, "--checkpoint-every", 3, "--out", at("plexus64-ck")],
     ]
+    for k, extra in enumerate((["--epochs", 6], ["--epochs", 3])):  # GAT (sharded weights and biases on Plexus)
+        group.append([*COMMON, *GAT, *_algo("plexus"), *extra, "--checkpoint-every", 3,
+                      "--out", at(("gat-plexus-ref", "gat-plexus-ck")[k])])
+    group.append(["--resume", d["gat-plexus-ck"], "--epochs", 6, "--quiet", "--out", at("gat-plexus-res")])
     launch(group_worker, 4, group, device="cpu", collect=True)
 
     last = [["train", "--resume", d["plexus64-ck"], "--algo", "serial", "--epochs", 6, "--quiet",
@@ -94,7 +101,8 @@ def _ckpt(folder):
 def _tensors(ck):
     out = []
     for group in (ck["params"], ck["adam"]["exp_avg"], ck["adam"]["exp_avg_sq"]):
-        out += group["weights"] + group["biases"]
+        for name in sorted(group):
+            out += group[name]
     return out
 
 
@@ -118,6 +126,12 @@ def _assert_bit_equal(ref, res):
 @pytest.mark.parametrize("algo", ["serial", *P4])
 def test_resume_reproduces_the_uninterrupted_run_bit_for_bit(runs, algo):
     _assert_bit_equal(runs[f"{algo}-ref"], runs[f"{algo}-res"])
+
+
+def test_gat_resume_is_bit_exact(runs):
+    """GAT on Plexus: weights and biases sharded, attention vectors whole — the checkpoint holds them all."""
+    _assert_bit_equal(runs["gat-plexus-ref"], runs["gat-plexus-res"])
+    assert sorted(_ckpt(runs["gat-plexus-ref"])["params"]) == ["att_dst", "att_src", "biases", "weights"]
 
 
 def test_resume_launched_by_the_cli_is_bit_exact(runs):

@@ -89,6 +89,30 @@ class GAT(nn.Module):
     def num_layers(self) -> int:
         return len(self.weights)
 
+    @staticmethod
+    def parameter_shapes(dims: list[int], *, heads: int = 8, out_heads: int = 1, bias: bool = True,
+                         **_unused) -> dict:
+        """``{name: [full shape per layer]}`` of the parameters of a GAT on ``dims``."""
+        L = len(dims) - 1
+        ks = [heads if l < L - 1 else out_heads for l in range(L)]
+        fin = [dims[0]] + [heads * d for d in dims[1:-1]]
+        out = {"weights": [(fin[l], ks[l] * dims[l + 1]) for l in range(L)],
+               "att_src": [(ks[l], dims[l + 1]) for l in range(L)],
+               "att_dst": [(ks[l], dims[l + 1]) for l in range(L)]}
+        if bias:
+            out["biases"] = [(ks[l] * dims[l + 1] if l < L - 1 else dims[-1],) for l in range(L)]
+        return out
+
+    def parameter_entries(self) -> list[tuple]:
+        """``(name, layer, parameter, full shape, kind)`` of every parameter (``kind`` for ``plan.param_slice``:
+        ``"w"``, ``"b"``, or ``"att"`` — the attention vectors, never sharded)."""
+        shapes = self.parameter_shapes(self.dims, heads=self.heads, out_heads=self.out_heads,
+                                       bias=len(self.biases) > 0)
+        kinds = {"weights": "w", "att_src": "att", "att_dst": "att", "biases": "b"}
+        params = {"weights": self.weights, "att_src": self.att_src, "att_dst": self.att_dst, "biases": self.biases}
+        return [(name, l, params[name][l], shapes[name][l], kinds[name])
+                for l in range(self.num_layers) for name in shapes]
+
     def layer_heads(self, layer: int) -> int:
         return self.heads if layer < len(self.dims) - 2 else self.out_heads
 

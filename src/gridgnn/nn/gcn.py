@@ -78,6 +78,25 @@ class GCN(nn.Module):
     def num_layers(self) -> int:
         return len(self.weights)
 
+    @staticmethod
+    def parameter_shapes(dims: list[int], *, bias: bool = True, **_unused) -> dict:
+        """``{name: [full shape per layer]}`` of the parameters of a GCN on ``dims``."""
+        out = {"weights": [(fi, fo) for fi, fo in zip(dims[:-1], dims[1:])]}
+        if bias:
+            out["biases"] = [(fo,) for fo in dims[1:]]
+        return out
+
+    def parameter_entries(self) -> list[tuple]:
+        """``(name, layer, parameter, full shape, kind)`` of every parameter; ``kind`` (``"w"``, ``"b"``) is what
+        ``plan.param_slice`` shards by (checkpoints assemble the full tensors from it)."""
+        shapes = self.parameter_shapes(self.dims, bias=len(self.biases) > 0)
+        out = []
+        for l in range(self.num_layers):
+            out.append(("weights", l, self.weights[l], shapes["weights"][l], "w"))
+            if len(self.biases):
+                out.append(("biases", l, self.biases[l], shapes["biases"][l], "b"))
+        return out
+
     def forward(self, x: torch.Tensor, plan) -> torch.Tensor:
         h = x
         for layer, w in enumerate(self.weights):

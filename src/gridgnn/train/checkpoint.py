@@ -143,24 +143,38 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _check_tensors(group, dims, path: str, name: str, dtype, bias: bool) -> None:
+def _check_tensors(group, shapes: dict, dims, path: str, name: str, dtype) -> None:
+    """``group`` holds, per parameter name of the model, one tensor of the full shape per layer."""
     if not isinstance(group, dict):
         raise _bad(path, f"{name} is not a dict")
-    layers = len(dims) - 1
-    ws, bs = group.get("weights"), group.get("biases")
-    if not isinstance(ws, list) or len(ws) != layers:
-        raise _bad(path, f"{name} does not hold {layers} weight matrices")
-    if not isinstance(bs, list) or len(bs) != (layers if bias else 0):
-        raise _bad(path, f"{name} does not hold {layers if bias else 0} bias vectors")
-    for kind, tensors in (("weights", ws), ("biases", bs)):
-        for layer, t in enumerate(tensors):
-            want = (dims[layer], dims[layer + 1]) if kind == "weights" else (dims[layer + 1],)
+    if sorted(group) != sorted(shapes):
+        raise _bad(path, f"{name} holds {', '.join(sorted(map(str, group))) or 'nothing'}; the model has "
+                         f"{', '.join(sorted(shapes))}")
+    for kind, wants in shapes.items():
+        tensors = group[kind]
+        if not isinstance(tensors, list) or len(tensors) != len(wants):
+            raise _bad(path, f"{name} does not hold {len(wants)} {kind} tensors")
+        for layer, (t, want) in enumerate(zip(tensors, wants)):
+            want = tuple(want)
             if not isinstance(t, torch.Tensor):
                 raise _bad(path, f"{name} {kind}[{layer}] is not a tensor")
             if tuple(t.shape) != want:
                 raise _bad(path, f"{name} {kind}[{layer}] has shape {tuple(t.shape)}, its dims {dims} need {want}")
             if t.dtype != dtype:
                 raise _bad(path, f"{name} {kind}[{layer}] is {t.dtype}, the checkpoint's --dtype needs {dtype}")
+
+
+def _model_shapes(cfg: dict, dims, bias: bool, path: str) -> dict:
+    """The full parameter shapes of the checkpoint's ``--model`` on ``dims`` (from the model registry)."""
+    from ..nn import MODELS
+    from .config import TrainConfig
+
+    model = cfg.get("model", "gcn")
+    if model not in MODELS:
+        raise _bad(path, f"its model {model!r} is not one this gridgnn has")
+    heads = cfg.get("heads")
+    conf = TrainConfig(model=model, heads=heads if _is_int(heads) else None)
+    return MODELS[model].parameter_shapes(dims, heads=conf.model_heads, bias=bias)
 
 
 def _check_config(cfg, path: str) -> None:
@@ -173,8 +187,9 @@ def _check_config(cfg, path: str) -> None:
         if key not in defaults:
             continue  # a field of another version: ignored
         d = defaults[key]
-        if d is None:
-            ok = value is None or isinstance(value, str)
+        if d is None:  # optional: a path, or a number where a flag has no fixed default (--heads ...)
+            ok = value is None or isinstance(value, str) or (isinstance(value, (int, float))
+                                                             and not isinstance(value, bool))
         elif isinstance(d, bool):
             ok = isinstance(value, bool)
         elif isinstance(d, int):
@@ -217,7 +232,8 @@ def _check_structure(obj, path: str) -> None:
     dtype = _DTYPES[obj["config"].get("dtype", "float32")]
     params = obj.get("params")
     bias = isinstance(params, dict) and isinstance(params.get("biases"), list) and len(params["biases"]) > 0
-    _check_tensors(params, dims, path, "params", dtype, bias)
+    shapes = _model_shapes(obj["config"], dims, bias, path)
+    _check_tensors(params, shapes, dims, path, "params", dtype)
     adam = obj.get("adam")
     if not isinstance(adam, dict):
         raise _bad(path, "no optimizer state")
@@ -226,7 +242,7 @@ def _check_structure(obj, path: str) -> None:
             or not math.isfinite(float(step)) or float(step) < 1:
         raise _bad(path, "the optimizer step is not a positive scalar")
     for name in ("exp_avg", "exp_avg_sq"):
-        _check_tensors(adam.get(name), dims, path, f"adam {name}", dtype, bias)
+        _check_tensors(adam.get(name), shapes, dims, path, f"adam {name}", dtype)
 
 
 def check_for_run(ckpt: dict, resume: str, *, dims: list[int], info: dict, epochs: int) -> None:
@@ -272,14 +288,10 @@ def resume_base(ckpt: dict, given: dict, resume: str) -> dict:
 
 # ---------------------------------------------------------------------------------------------- tensors
 def _entries(model, plan, dims) -> list[tuple]:
-    """``(kind, layer, local parameter, full shape, this rank's slices)`` of every parameter."""
-    out = []
-    for layer in range(model.num_layers):
-        out.append(("weights", layer, model.weights[layer], (dims[layer], dims[layer + 1]),
-                    plan.param_slice(layer, "w")))
-        if len(model.biases):
-            out.append(("biases", layer, model.biases[layer], (dims[layer + 1],), plan.param_slice(layer, "b")))
-    return out
+    """``(name, layer, local parameter, full shape, this rank's slices)`` of every parameter of the model
+    (its ``parameter_entries()``, sliced by the plan)."""
+    return [(name, layer, p, tuple(shape), plan.param_slice(layer, kind, shape))
+            for name, layer, p, shape, kind in model.parameter_entries()]
 
 
 def unshard(comm, entries: list[tuple], groups: list[list[torch.Tensor]]) -> list[list[torch.Tensor]]:
@@ -329,9 +341,9 @@ def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: li
         return
 
     def grouped(tensors):
-        out = {"weights": [], "biases": []}
+        out = {}
         for e, t in zip(entries, tensors):
-            out[e[0]].append(t)
+            out.setdefault(e[0], []).append(t)
         return out
 
     obj = {

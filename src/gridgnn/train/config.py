@@ -78,8 +78,6 @@ class TrainConfig:
             _int_in("--heads", self.model_heads, 1, MAX_HEADS)
             if not (math.isfinite(self.model_attn_dropout) and 0.0 <= self.model_attn_dropout < 1.0):
                 raise GridGnnError(f"--attn-dropout must be in [0, 1), got {self.model_attn_dropout}")
-            if self.checkpoint_every or self.resume is not None:
-                raise GridGnnError("--checkpoint-every and --resume cover --model gcn so far")
             if self.partition in ("double-perm", "balanced-perm") and algo.family != "plexus":
                 raise GridGnnError(f"--model gat on {self.algo} needs one vertex order per layer; --partition "
                                    f"{self.partition} makes two (use random or identity, or --algo plexus)")
