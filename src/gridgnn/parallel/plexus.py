@@ -367,6 +367,13 @@ class PlexusPlan(Plan):
         ops = [tuple(dict.fromkeys(c.name for c in calls if c.name in ("linear", "spmm"))) for calls in self.program]
         self.layouts = plexus_layouts(ops)
         self.first_op = ops[0][0]
+        self._weight_parts = {}  # layer → (parts, bounds) of the rows of its weight block along the linear's row axis
+        for l, lay in enumerate(self.layouts):
+            if lay.linear is not None:
+                fi = next(c.width for c in self.program[l] if c.name == "linear")
+                b0, b1 = self.block_of(fi, lay.linear.cols)
+                bounds = even_bounds(b1 - b0, self.g[lay.linear.rows])
+                self._weight_parts[l] = (np.diff(bounds).tolist(), bounds)
         self._shards: dict = {}
         self.graphs = {}
         for l, lay in enumerate(self.layouts):
@@ -435,7 +442,7 @@ class PlexusPlan(Plan):
         if kind == "b":
             width = shape[0] if shape is not None else self.dims[layer + 1]
             return (slice(*self.block_of(width, lay.output.cols)),)
-        return (slice(None),) * (2 if kind == "w" else 1) if shape is None else (slice(None),) * len(shape)
+        return (slice(None),) * (1 if shape is None else len(shape))
 
     def shard_nnz(self) -> list[int]:
         return [s.nnz for s in self._shards.values()]
@@ -453,10 +460,8 @@ class PlexusPlan(Plan):
         lin = self.layouts[layer].linear
         if layer == 0 and self.first_op == "linear":
             h = self.gather_input(h, lin)
-        fi = next(c.width for c in self.program[layer] if c.name == "linear")
-        b0, b1 = self.block_of(fi, lin.cols)
-        bounds = even_bounds(b1 - b0, self.g[lin.rows])
-        return _PlexusLinear.apply(h, w, self, lin, np.diff(bounds).tolist(), bounds)
+        parts, bounds = self._weight_parts[layer]
+        return _PlexusLinear.apply(h, w, self, lin, parts, bounds)
 
     def add_bias(self, layer: int, h: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return _AddBias.apply(h, b, self.comm, self.layouts[layer].output.rows)
