@@ -1,7 +1,8 @@
 """Cora, standard split, 200 epochs: test accuracy per seed for serial and every algorithm at P=4, and the largest
 gap to serial. ``--model gcn``: 2 layers, hidden 16, dropout 0.5, lr 0.01. ``--model gat``: 2 layers, 8 heads × 8
-hidden, one output head, dropout 0.6 on inputs and attention, lr 0.005.
-Weight decay 5e-4. Usage: python benchmarks/cora_accuracy.py [CORA_DIR] [--seeds 5] [--model gcn|gat]
+hidden, one output head, dropout 0.6 on inputs and attention, lr 0.005. ``--model agnn``: PyG's example (Linear 16
+→ ReLU → AGNN β fixed → AGNN β trained → Linear: ``--layers 4``), dropout 0.5, lr 0.01.
+Weight decay 5e-4. Usage: python benchmarks/cora_accuracy.py [CORA_DIR] [--seeds 5] [--model gcn|gat|agnn]
 """
 from __future__ import annotations
 
@@ -19,13 +20,15 @@ def main():
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--nproc", type=int, default=4)
     ap.add_argument("--epochs", type=int, default=200)
-    ap.add_argument("--model", choices=("gcn", "gat"), default="gcn")
+    ap.add_argument("--model", choices=("gcn", "gat", "agnn"), default="gcn")
     ap.add_argument("--algos", default=None, help="comma-separated subset (serial always runs)")
     args = ap.parse_args()
     if args.model == "gat":
-        hyper = dict(model="gat", heads=8, hidden=8, lr=0.005, dropout=0.6, attn_dropout=0.6)
+        hyper = dict(model="gat", layers=2, heads=8, hidden=8, lr=0.005, dropout=0.6, attn_dropout=0.6)
+    elif args.model == "agnn":
+        hyper = dict(model="agnn", layers=4, hidden=16, lr=0.01, dropout=0.5)
     else:
-        hyper = dict(hidden=16, lr=0.01, dropout=0.5)
+        hyper = dict(layers=2, hidden=16, lr=0.01, dropout=0.5)
 
     configs = [("serial", 1, 1), ("1d", args.nproc, 1), ("1d-sa", args.nproc, 1), ("1.5d", args.nproc, 2),
                ("1.5d-sa", args.nproc, 2), ("2d", args.nproc, 1), ("3d", args.nproc, 1), ("plexus", args.nproc, 1)]
@@ -36,7 +39,7 @@ def main():
     for seed in range(args.seeds):
         for algo, p, c in configs:
             s = run(data=f"planetoid:{args.cora}", algo=algo, nproc=p, replication=c, epochs=args.epochs, seed=seed,
-                    layers=2, weight_decay=5e-4, **hyper,
+                    weight_decay=5e-4, **hyper,
                     partition="double-perm" if algo == "plexus" else "random")
             acc[algo].append(s["test_acc"])
         print(f"seed {seed}: " + "  ".join(f"{a}={acc[a][-1]:.3f}" for a, _, _ in configs), flush=True)

@@ -25,6 +25,8 @@ def _train_parser(sub) -> None:
                                                           "--hidden is per head; the last layer has one head)")
     p.add_argument("--attn-dropout", type=float, metavar="P",
                    help="gat: dropout on the attention coefficients (default: --dropout)")
+    p.add_argument("--aggr", choices=("mean", "sum", "max", "min"),
+                   help="sage: neighbour aggregation (default mean; max/min: block-row algorithms)")
     p.add_argument("--layers", type=int, metavar="L", help=f"default {d.layers}")
     p.add_argument("--hidden", type=int, metavar="H", help=f"default {d.hidden}")
     p.add_argument("--algo", choices=ALGOS, help=f"default {d.algo}")

@@ -1,4 +1,4 @@
-r"""Fidelity harness: run one forward/backward of a model (GCN or GAT) with a distributed algorithm on every rank and
+r"""Fidelity harness: run one forward/backward of a model (any of the registry) with a distributed algorithm on every rank and
 return what the serial reference must reproduce (logits in original node order, parameter gradients,
 loss) plus the communication log. Used by the test suite; also handy to check a new machine.
 
@@ -13,7 +13,7 @@ import torch
 
 from .distributed import Comm, NullComm, ProcessGrid
 from .graph import Graph
-from .nn import GAT, GCN
+from .nn import GAT, MODELS
 from .parallel import GRID_OF
 from .partition import RowPartition
 from .parallel.source import InMemorySource
@@ -37,6 +37,7 @@ class Case:
     heads: int = 1  # GAT: heads of the hidden layers and of the last layer
     out_heads: int = 1
     attn_dropout: float = 0.0
+    options: dict = field(default_factory=dict)  # other keyword options of the model's from_options
 
 
 @dataclass
@@ -85,7 +86,8 @@ def build_model(case: Case, plan):
     if case.model == "gat":
         return GAT(case.dims, heads=case.heads, out_heads=case.out_heads, dropout=case.dropout,
                    attn_dropout=case.attn_dropout, seed=case.seed, dtype=torch.float64, plan=plan)
-    return GCN(case.dims, dropout=case.dropout, seed=case.seed, dtype=torch.float64, plan=plan)
+    return MODELS[case.model].from_options(case.dims, dropout=case.dropout, seed=case.seed, dtype=torch.float64,
+                                           plan=plan, **case.options)
 
 
 def serial_case(case: Case) -> CaseResult:

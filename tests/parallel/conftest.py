@@ -96,6 +96,74 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
             out.append((f"gat-plexus-{'x'.join(map(str, shape))}-{gname}-{dname}-{part}",
                         Case(graph=GRAPHS[gname], algo="plexus", dims=dims, grid=shape, partition=part, model="gat",
                              heads=heads, out_heads=out_heads, dropout=0.4, attn_dropout=0.3, seed=7, epoch=3)))
+    out += attention_cases(P)
+    return out
+
+
+def attention_cases(P: int) -> list[tuple[str, Case]]:
+    """AGNN and vanilla attention on every algorithm: block rows (every c, uneven blocks), every 2D/3D shape,
+    every Plexus shape (double permutation on every other); the two graphs and two depths alternate."""
+    out = []
+    models = {"agnn": [([7, 4, 4, 4, 3], {"train_first_beta": True}), ([7, 5, 5, 3], {})],
+              "va": [([7, 5, 3], {}), ([7, 4, 6, 3], {})]}
+    for model, variants in models.items():
+        k = 0
+
+        def add(tag, **kw):
+            nonlocal k
+            gname = tuple(GRAPHS)[k % 2]
+            dims, options = variants[k % 2]
+            k += 1
+            out.append((f"{model}-{tag}-{gname}", Case(graph=GRAPHS[gname], dims=dims, model=model, options=options,
+                                                      dropout=0.4, seed=7, epoch=3, **kw)))
+
+        for algo in ("1d", "1d-sa"):
+            add(f"{algo}-skewed", algo=algo, partition=skewed_partition(N, P, 5))
+        for c in [c for c in PS if P % c == 0]:
+            for algo in ("1.5d", "1.5d-sa"):
+                add(f"{algo}-c{c}-skewed", algo=algo, replication=c, partition=skewed_partition(N, P // c, 6))
+        for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P))):
+            for shape in shapes:
+                add(f"{algo}-{'x'.join(map(str, shape))}-random", algo=algo, grid=shape, partition="random")
+        for j, shape in enumerate(shapes_3d(P)):
+            part = "double-perm" if j % 2 == 0 else "random"
+            add(f"plexus-{'x'.join(map(str, shape))}-{part}", algo="plexus", grid=shape, partition=part)
+    return out + sage_cases(P)
+
+
+def tie_graph() -> Graph:
+    """Integer features in {-1, 0, 1}: max/min aggregation meets ties everywhere (the smallest original id wins)."""
+    g = random_graph(N, 80, directed=True, seed=3)
+    g.x = np.random.default_rng(4).integers(-1, 2, g.x.shape).astype(np.float64)
+    return g
+
+
+def sage_cases(P: int) -> list[tuple[str, Case]]:
+    """GraphSAGE: every --aggr on every block-row layout (every c, uneven blocks; max/min also on a graph full of
+    ties), mean and sum on every 2D/3D shape."""
+    out = []
+    graphs = {**GRAPHS, "ties": tie_graph()}
+    dims = {"2layer": [7, 5, 3], "3layer": [7, 6, 4, 3]}
+    k = 0
+    for aggr in ("mean", "sum", "max", "min"):
+        names = list(graphs) if aggr in ("max", "min") else list(GRAPHS)
+        for gname in names:
+            dname = tuple(dims)[k % 2]
+            k += 1
+            kw = dict(graph=graphs[gname], dims=dims[dname], model="sage", options={"aggr": aggr}, dropout=0.3,
+                      seed=7, epoch=3)
+            for algo in ("1d", "1d-sa"):
+                out.append((f"sage-{aggr}-{algo}-{gname}-{dname}-skewed",
+                            Case(algo=algo, partition=skewed_partition(N, P, 5), **kw)))
+            for c in [c for c in PS if P % c == 0]:
+                for algo in ("1.5d", "1.5d-sa"):
+                    out.append((f"sage-{aggr}-{algo}-c{c}-{gname}-{dname}-skewed",
+                                Case(algo=algo, replication=c, partition=skewed_partition(N, P // c, 6), **kw)))
+            if aggr in ("mean", "sum"):
+                for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P))):
+                    for shape in shapes:
+                        out.append((f"sage-{aggr}-{algo}-{'x'.join(map(str, shape))}-{gname}-{dname}-random",
+                                    Case(algo=algo, grid=shape, partition="random", **kw)))
     return out
 
 

@@ -30,6 +30,7 @@ P4 = {
 
 
 GAT = ["--model", "gat", "--heads", 2, "--hidden", 4, "--attn-dropout", 0.3]
+AGNN = ["--model", "agnn", "--layers", 4, "--hidden", 6]  # linear layers 0 and 3, a trained β in layer 2
 
 
 def _algo(name):
@@ -75,6 +76,10 @@ def runs(tmp_path_factory):
         group.append([*COMMON, *GAT, *_algo("plexus"), *extra, "--checkpoint-every", 3,
                       "--out", at(("gat-plexus-ref", "gat-plexus-ck")[k])])
     group.append(["--resume", d["gat-plexus-ck"], "--epochs", 6, "--quiet", "--out", at("gat-plexus-res")])
+    for k, extra in enumerate((["--epochs", 6], ["--epochs", 3])):  # AGNN: parameters in some layers only
+        group.append([*COMMON, *AGNN, *_algo("plexus"), *extra, "--checkpoint-every", 3,
+                      "--out", at(("agnn-plexus-ref", "agnn-plexus-ck")[k])])
+    group.append(["--resume", d["agnn-plexus-ck"], "--epochs", 6, "--quiet", "--out", at("agnn-plexus-res")])
     launch(group_worker, 4, group, device="cpu", collect=True)
 
     last = [["train", "--resume", d["plexus64-ck"], "--algo", "serial", "--epochs", 6, "--quiet",
@@ -132,6 +137,10 @@ def test_gat_resume_is_bit_exact(runs):
     """GAT on Plexus: weights and biases sharded, attention vectors whole — the checkpoint holds them all."""
     _assert_bit_equal(runs["gat-plexus-ref"], runs["gat-plexus-res"])
     assert sorted(_ckpt(runs["gat-plexus-ref"])["params"]) == ["att_dst", "att_src", "biases", "weights"]
+    _assert_bit_equal(runs["agnn-plexus-ref"], runs["agnn-plexus-res"])
+    params = _ckpt(runs["agnn-plexus-ref"])["params"]
+    assert sorted(params) == ["betas", "biases", "weights"] and len(params["betas"]) == 1
+    assert [tuple(w.shape) for w in params["weights"]] == [(16, 6), (6, 4)]
 
 
 def test_resume_launched_by_the_cli_is_bit_exact(runs):

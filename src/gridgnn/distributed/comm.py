@@ -105,7 +105,9 @@ class Comm:
 
     def _describe(self, exc: BaseException, tag: str, axis) -> str:
         text = str(exc)
-        where = (f"rank {self.grid.global_rank}: collective {tag} on axis {axis!r} in phase "
+        names = (axis,) if isinstance(axis, str) else tuple(axis)
+        axes = f"axis {names[0]!r}" if len(names) == 1 else f"axes {', '.join(map(repr, names))}"
+        where = (f"rank {self.grid.global_rank}: collective {tag} on {axes} in phase "
                  f"{self._phase!r}")
         m = re.search(r"[Tt]imed out[^0-9]*(\d+)\s*ms", text)
         if m or "timed out" in text.lower() or "timeout" in text.lower():

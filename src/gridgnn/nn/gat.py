@@ -26,9 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import GridGnnError
 from .dropout import hashed_dropout, hashed_edge_dropout
 from .gcn import glorot_
+from .orders import require_destination_scores
 
 NEGATIVE_SLOPE = 0.2
 
@@ -47,14 +47,12 @@ class GAT(nn.Module):
     ``biases[l]`` (``K·F`` or ``F``), initialized like PyG (Glorot, bias zero).
     """
 
+    reads_destinations = True  # its sddmm reads per-node values of the destinations
+
     def __init__(self, dims: list[int], *, heads: int = 8, out_heads: int = 1, dropout: float = 0.6,
                  attn_dropout: float = 0.6, bias: bool = True, seed: int = 0, dtype=torch.float32, plan=None):
         super().__init__()
-        if plan is not None and getattr(getattr(plan, "source", None), "double", False) \
-                and not plan.scores_across_orders:
-            raise GridGnnError(f"--model gat on {plan.name} needs one vertex order per layer: a double permutation "
-                               "puts a vertex's destination score on another rank than its features (double-perm "
-                               "and balanced-perm do); use --partition random or identity, or --algo plexus")
+        require_destination_scores(plan, "gat")
         self.dims, self.heads, self.out_heads = list(dims), int(heads), int(out_heads)
         self.dropout, self.attn_dropout, self.seed = dropout, attn_dropout, seed
         gen = torch.Generator().manual_seed(seed)

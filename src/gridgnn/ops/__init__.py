@@ -1,4 +1,4 @@
-"""Local single-device kernels."""
-from .spmm import SEMIRINGS, spmm, to_torch_csr
+"""Local single-device kernels: products on one sparsity pattern (edge values as tensors) and semiring SpMM."""
+from .semiring import SEMIRINGS, semiring_backward, semiring_spmm
 
-__all__ = ["SEMIRINGS", "spmm", "to_torch_csr"]
+__all__ = ["SEMIRINGS", "semiring_backward", "semiring_spmm"]

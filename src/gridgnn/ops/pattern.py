@@ -19,9 +19,14 @@ block (a head may straddle two blocks; the dot product is then a partial sum ove
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 import torch
+
+warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta.*")
+warnings.filterwarnings("ignore", message=".*Sparse invariant checks are implicitly disabled.*")
 
 SDDMM_CHUNK_ELEMENTS = 1 << 22  # elements of the gathered rows per chunk of the dot-product SDDMM
 

@@ -27,10 +27,12 @@ class Plan:
     ``out_rows()``/``out_cols(c)`` (of the logits block), and the distributed primitives a model is composed of:
     ``graph(l)`` — the distributed graph layer ``l`` aggregates over, with ``spmm``/``sddmm_add``/``sddmm_dot``/
     ``edge_softmax`` — ``linear(l, h, w)``, and the column reductions ``add_bias``, ``head_scores``,
-    ``head_mean``.
+    ``head_mean``, ``normalize_rows``, ``scale``.
     """
 
     class_axis = None
+    #: whether a layer's input and its aggregation (``spmm``'s output) share one layout (a root term can be added)
+    root_in_aggregate_layout = True
     #: whether ``sddmm`` may read per-node values of the destinations when a layer's input and output vertex
     #: orders differ (a double permutation); only Plexus gathers the destination rows across the two orders
     scores_across_orders = False
@@ -67,6 +69,16 @@ class Plan:
     def head_mean(self, layer: int, h: torch.Tensor, heads: int, width: int) -> torch.Tensor:
         """The mean of the ``heads`` heads of the layer's ``width``-wide output → ``width / heads`` columns."""
         return h.reshape(h.shape[0], heads, width // heads).mean(dim=1)
+
+    def normalize_rows(self, layer: int, h: torch.Tensor) -> torch.Tensor:
+        r"""Each row divided by its L2 norm, :math:`\hat h_v = h_v / \max(\lVert h_v \rVert_2, 10^{-12})` (PyG
+        ``F.normalize``), for the tensor layer ``layer``'s graph primitives read."""
+        return torch.nn.functional.normalize(h, p=2.0, dim=1)
+
+    def scale(self, layer: int, h: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        """``s · H`` for a replicated scalar parameter ``s`` (shape ``(1,)``), on the tensor layer ``layer``'s
+        graph primitives read; its gradient is this rank's share, like a weight's."""
+        return h * s
 
     def loss(self, logits, y, mask, n_train: int) -> torch.Tensor:
         if self.class_axis is None:

@@ -40,8 +40,10 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ..ops.pattern import Pattern, col_sum, row_reduce, sddmm_dot, spmm
+from ..ops import semiring as sr
+from ..ops.pattern import Pattern, col_sum, reduce_rows, row_reduce, sddmm_dot, spmm
 from ..partition import RowPartition
+from .aggregate import aggregate
 from .edge_softmax import EdgeSoftmax
 
 
@@ -71,6 +73,7 @@ class BlockRowGraph:
         self.sparsity_aware = sparsity_aware
         self.stages = [int(q) for q in stages]
         self.dtype, self.device = dtype, device
+        self._keys = None
         b = rows.bounds
         self.n_local = int(b[self.me + 1] - b[self.me])
         local = sp.csr_matrix(local)
@@ -225,10 +228,32 @@ class BlockRowGraph:
             self.comm.all_reduce(t, self.reduce_axis, op=op)
         return t
 
+    def source_keys(self) -> torch.Tensor:
+        """Original vertex id of every local edge's source (the tie-break key of the selecting semirings)."""
+        if self._keys is None:
+            self._keys = torch.from_numpy(np.ascontiguousarray(self._edge_ids[1], dtype=np.int64)).to(self.device)
+        return self._keys
+
     # ------------------------------------------------------------------ primitives
-    def spmm(self, values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        r""":math:`Y = M(e) X` on the local rows. ``values``: ``nnz_i`` or ``nnz_i × K``; ``x``: ``n_i × K·F``."""
+    def spmm(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "sum",
+             mask: torch.Tensor | None = None) -> torch.Tensor:
+        r""":math:`Y = M(e) X` on the local rows. ``values``: ``nnz_i`` or ``nnz_i × K``; ``x``: ``n_i × K·F``.
+        Another ``semiring``, a ``mask`` of kept edges or ``values=None``: :func:`~gridgnn.parallel.aggregate.aggregate`."""
+        if semiring != "sum" or mask is not None or values is None:
+            return aggregate(self, values, x, semiring, mask)
         return _SpMM.apply(values, x, self)
+
+    def spmm_select(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str,
+                    mask: torch.Tensor | None = None) -> torch.Tensor:
+        r""":math:`Y_u = \bigoplus_v \alpha_{uv} \otimes X_v` for a selecting semiring (``max``, ``min``, ``max-plus``,
+        ``min-plus``): partials stage by stage, folded with ⊕; 1.5D settles them along ``"rep"`` (a ⊕ all-reduce
+        of ``n_i × W`` values and a ``min`` all-reduce of the winners' int64 keys)."""
+        return _SpMMSelect.apply(values, x, self, semiring, mask)
+
+    def row_sum(self, e: torch.Tensor) -> torch.Tensor:
+        """Per local destination row, the sum of the edge tensor ``e`` (``nnz_i``) over every rank holding part of
+        the row (no gradient)."""
+        return self.row_all(reduce_rows(self.pattern.row, self.n_local, e.detach(), "sum")).reshape(-1)
 
     def sddmm_add(self, s_dst: torch.Tensor, s_src: torch.Tensor) -> torch.Tensor:
         r""":math:`e_{uv,h} = s^{dst}_{u,h} + s^{src}_{v,h}`; ``s_*``: ``n_i × K`` → ``nnz_i × K``."""
@@ -357,3 +382,69 @@ class _SddmmDot(torch.autograd.Function):
         fetch = None if g.sparsity_aware else x_src
         ds = g.sweep(fetch, body, push_width=x_src.shape[1], halo=halo)
         return g.row_all(dd), g.row_all(ds), None, None
+
+
+def _stage_positions(edge: torch.Tensor, eidx) -> torch.Tensor:
+    """The chosen local edges that lie in a stage (``eidx``: its local edges, ascending; ``None``: all), as the
+    stage's own edge indices; −1 elsewhere."""
+    if eidx is None:
+        return edge
+    if eidx.numel() == 0:
+        return torch.full_like(edge, -1)
+    t = torch.searchsorted(eidx, edge.clamp(min=0)).clamp(max=eidx.numel() - 1)
+    return torch.where((edge >= 0) & (eidx[t] == edge), t, torch.full_like(edge, -1))
+
+
+class _SpMMSelect(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, values, x, g, semiring, mask):
+        x = x.contiguous()
+        keys = g.source_keys()
+        fill = float("-inf") if sr.is_max(semiring) else float("inf")
+        best = x.new_full((g.n_local, x.shape[1]), fill)
+        edge = torch.full(best.shape, -1, dtype=torch.int64, device=x.device)
+        keep = [None]
+
+        def body(pat, eidx, xs):
+            if g.sparsity_aware:
+                keep[0] = xs
+            v = None if values is None else _select(values, eidx)
+            m = None if mask is None else _select(mask, eidx)
+            b, e = sr.partial(pat, v, xs, semiring, m, key=_select(keys, eidx))
+            if eidx is not None:  # stage edges → local edges
+                e = torch.where(e >= 0, eidx[e.clamp(min=0)] if eidx.numel() else e, e)
+            sr.combine(semiring, keys, best, edge, b, e)
+
+        g.sweep(x, body)
+        if g.reduce_axis is not None:
+            sr.settle(semiring, keys, best, edge, lambda t, op: g.row_all(t, op=op))
+        ctx.g, ctx.semiring, ctx.width = g, semiring, x.shape[1]
+        need_v = ctx.needs_input_grad[0]
+        ctx.save_for_backward(values, x if need_v and not g.sparsity_aware else None,
+                              keep[0] if need_v else None, edge)
+        return sr.finish(semiring, best, edge)
+
+    @staticmethod
+    def backward(ctx, dy):
+        values, x, halo, edge = ctx.saved_tensors
+        g, semiring = ctx.g, ctx.semiring
+        need_v, need_x = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        dy = dy.contiguous()
+        dvals = values.new_zeros(values.shape) if need_v else None
+
+        def body(pat, eidx, xs):
+            state = _stage_positions(edge, eidx)
+            v = None if values is None else _select(values, eidx)
+            dv, dx = sr.semiring_backward(pat, v, xs, semiring, dy, state, need_values=need_v, need_x=need_x)
+            if need_v:
+                if eidx is None:
+                    dvals.add_(dv)
+                else:
+                    dvals.index_add_(0, eidx, dv)
+            return dx
+
+        fetch = x if (need_v and not g.sparsity_aware) else None
+        dx = g.sweep(fetch, body, push_width=ctx.width if need_x else None, halo=halo)
+        if dx is not None:
+            g.row_all(dx)
+        return dvals, dx, None, None, None

@@ -47,6 +47,7 @@ from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows,
 from ..partition import block_range, even_bounds
 from ..partition.layout import PLEXUS_AXES, plexus_layouts, plexus_row_gather
 from .base import Plan
+from .aggregate import aggregate
 from .edge_softmax import EdgeSoftmax
 
 
@@ -87,6 +88,7 @@ class PlexusGraph:
         self.width = width  # full width of the node tensor this layer's spmm reads (heads straddle column blocks)
         self.dot_width = dot_width  # and of the operands of its sddmm_dot
         self._dst = None
+        self._gathered = None  # (layer-0 input, its all-gather) between the primitives that read it
 
     def edge_ids(self) -> tuple[np.ndarray, np.ndarray]:
         """Original (destination, source) vertex ids of the local edges, in edge order."""
@@ -148,17 +150,37 @@ class PlexusGraph:
         piece = self.plan.comm.reduce_scatter_rows(d[where].contiguous(), bounds, self.r)
         return d.new_zeros((n_rows,) + tuple(d.shape[1:])).index_add_(0, mine, piece)
 
+    def _input(self, x: torch.Tensor, *, last: bool) -> torch.Tensor:
+        """The layer-0 input whole (Alg. 1 line 2) when this layer's graph primitives read it first: all-gathered
+        over the third axis once, however many primitives read it (vanilla attention: ``sddmm_dot``, then
+        ``spmm``). The gathered tensor is kept for the next reader until the ``spmm`` (``last``) takes it."""
+        if not self.gather_input:
+            return x
+        held, self._gathered = self._gathered, None
+        if held is not None and held[0] is x:
+            out = held[1]
+        else:
+            out = self.plan.gather_input(x, self.layout)
+        if not last:
+            self._gathered = (x, out)
+        return out
+
     # ------------------------------------------------------------------ primitives
-    def spmm(self, values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        if self.gather_input:
-            x = self.plan.gather_input(x, self.layout)
-        return _PlexusSpMM.apply(values, x, self)
+    def spmm(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "sum",
+             mask: torch.Tensor | None = None) -> torch.Tensor:
+        if semiring != "sum" or mask is not None or values is None:
+            return aggregate(self, values, x, semiring, mask)
+        return _PlexusSpMM.apply(values, self._input(x, last=True), self)
+
+    def row_sum(self, e: torch.Tensor) -> torch.Tensor:
+        """Per destination row ``V^t``, the sum of the edge tensor ``e`` over ``r`` (no gradient)."""
+        return self.row_all(reduce_rows(self.pattern.row, self.nrow, e.detach(), "sum")).reshape(-1)
 
     def sddmm_add(self, s_dst: torch.Tensor, s_src: torch.Tensor) -> torch.Tensor:
         return _PlexusSddmm.apply(s_dst, s_src, self, 0)
 
     def sddmm_dot(self, x_dst: torch.Tensor, x_src: torch.Tensor, heads: int = 1) -> torch.Tensor:
-        return _PlexusSddmm.apply(x_dst, x_src, self, heads)
+        return _PlexusSddmm.apply(self._input(x_dst, last=False), self._input(x_src, last=False), self, heads)
 
     def edge_softmax(self, e: torch.Tensor) -> torch.Tensor:
         return EdgeSoftmax.apply(e, self)
@@ -332,6 +354,49 @@ class _HeadMean(torch.autograd.Function):
         return full[:, ctx.f] / ctx.heads, None, None, None, None
 
 
+class _NormalizeRows(torch.autograd.Function):
+    r"""Rows divided by their L2 norm over every column of a tensor whose columns are split along ``cols``: the
+    squared norms are partial over the local columns, all-reduced. Backward
+    :math:`\partial h = (\partial y - y \sum_f \partial y_f\, y_f) / n` (the sum all-reduced too; rows whose norm
+    is below ``eps`` are divided by ``eps``, as ``F.normalize`` does)."""
+
+    EPS = 1e-12
+
+    @staticmethod
+    def forward(ctx, h, comm, axis):
+        norm = comm.all_reduce((h * h).sum(dim=1, keepdim=True), axis).sqrt()
+        n = norm.clamp_min(_NormalizeRows.EPS)
+        y = h / n
+        ctx.comm, ctx.axis = comm, axis
+        ctx.save_for_backward(y, n, norm > _NormalizeRows.EPS)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        y, n, on = ctx.saved_tensors
+        t = ctx.comm.all_reduce((dy * y).sum(dim=1, keepdim=True), ctx.axis)
+        return (dy - y * t * on) / n, None, None
+
+
+class _Scale(torch.autograd.Function):
+    """``s · H`` for a replicated scalar ``s`` on an ``(r, q)`` tensor: ``∂s`` summed over the local block, then
+    all-reduced over rows and columns (the replicas along the third axis agree)."""
+
+    @staticmethod
+    def forward(ctx, h, s, comm, lay):
+        ctx.comm, ctx.lay = comm, lay
+        ctx.save_for_backward(h, s)
+        return h * s
+
+    @staticmethod
+    def backward(ctx, dy):
+        h, s = ctx.saved_tensors
+        ds = None
+        if ctx.needs_input_grad[1]:
+            ds = ctx.comm.all_reduce((dy * h).sum().reshape(s.shape), (ctx.lay.rows, ctx.lay.cols))
+        return dy * s if ctx.needs_input_grad[0] else None, ds, None, None
+
+
 class PlexusPlan(Plan):
     r"""Plexus on this rank.
 
@@ -346,6 +411,7 @@ class PlexusPlan(Plan):
     """
 
     name = "plexus"
+    root_in_aggregate_layout = False  # spmm moves the rows to the third axis: its output is not laid out as its input
     scores_across_orders = True  # the destination-row gather maps a vertex's score between the two orders
 
     def __init__(self, comm, source, dims: list[int], *, program, dtype=torch.float64, device="cpu",
@@ -475,3 +541,9 @@ class PlexusPlan(Plan):
         if heads == 1:
             return h
         return _HeadMean.apply(h, self, self.layouts[layer].output, heads, width)
+
+    def normalize_rows(self, layer: int, h: torch.Tensor) -> torch.Tensor:
+        return _NormalizeRows.apply(h, self.comm, self.graph(layer).layout.cols)
+
+    def scale(self, layer: int, h: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        return _Scale.apply(h, s, self.comm, self.graph(layer).layout)

@@ -42,6 +42,7 @@ from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows,
 from ..partition import block_range, even_bounds
 from ..partition.layout import SummaGeometry
 from .base import Plan
+from .aggregate import aggregate
 from .edge_softmax import EdgeSoftmax
 
 
@@ -191,8 +192,15 @@ class SummaGraph:
         return [p for p, (_, _, _, jo) in enumerate(self.panels) if jo == self.plan.j]
 
     # ------------------------------------------------------------------ primitives
-    def spmm(self, values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    def spmm(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "sum",
+             mask: torch.Tensor | None = None) -> torch.Tensor:
+        if semiring != "sum" or mask is not None or values is None:
+            return aggregate(self, values, x, semiring, mask)
         return _SummaSpMM.apply(values, x, self)
+
+    def row_sum(self, e: torch.Tensor) -> torch.Tensor:
+        """Per row of ``R_i``, the sum of the edge tensor ``e`` over the process row (no gradient)."""
+        return self.row_all(reduce_rows(self.edge_row, self.nrow, e.detach(), "sum")).reshape(-1)
 
     def sddmm_add(self, s_dst: torch.Tensor, s_src: torch.Tensor) -> torch.Tensor:
         return _SummaSddmm.apply(s_dst, s_src, self, 0)

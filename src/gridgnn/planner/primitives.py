@@ -17,6 +17,8 @@ primitive          forward                                      backward
 ``sddmm_add``      fetch(K)                                     rep(K) + push(K) + rep(K)
 ``sddmm_dot``      fetch(W)                                     [oblivious: fetch(W)] + push(W) + rep(W) + rep(W)
 ``edge_softmax``   rep(K) (max) + rep(K) (sum)                  rep(K)
+``row_sum``        rep(1)                                       —
+``spmm_select``    fetch(W) + rep(W) + rep(W int64 keys)        [oblivious, ∂e: fetch(W)] + [∂X: push(W) + rep(W)]
 =================  ===========================================  =============================================
 """
 from __future__ import annotations
@@ -32,7 +34,7 @@ from ..partition import RowPartition, block_range, even_bounds
 
 #: Calls that move nothing on a layout whose node tensors hold every feature column (block-row, SUMMA): the
 #: weight is replicated, so ``linear`` is local (its gradient is summed with the others after the step).
-LOCAL_ON_WHOLE_ROWS = ("linear", "add_bias", "head_scores", "head_mean")
+LOCAL_ON_WHOLE_ROWS = ("linear", "add_bias", "head_scores", "head_mean", "normalize_rows", "scale")
 
 
 @dataclass(frozen=True)
@@ -61,9 +63,24 @@ class _TraceGraph:
         self._calls.append(PrimitiveCall(name, self._layer, int(width), int(heads),
                                          tuple(bool(t.requires_grad) for t in inputs)))
 
-    def spmm(self, values, x):
+    def spmm(self, values, x, semiring: str = "sum", mask=None):
+        if semiring != "sum" or mask is not None or values is None:  # composed: its primitives are logged
+            from ..parallel.aggregate import aggregate
+
+            return aggregate(self, values, x, semiring, mask)
         self._log("spmm", x.shape[1], 1 if values.dim() == 1 else values.shape[1], values, x)
         return self._inner.spmm(values, x)
+
+    def spmm_select(self, values, x, semiring: str, mask=None):
+        self._log("spmm_select", x.shape[1], 1, *(t for t in (values, x) if t is not None))
+        if values is None:
+            self._calls[-1] = PrimitiveCall("spmm_select", self._layer, int(x.shape[1]), 1,
+                                            (False, bool(x.requires_grad)))
+        return self._inner.spmm_select(values, x, semiring, mask)
+
+    def row_sum(self, e):
+        self._log("row_sum", 1, 1, e)
+        return self._inner.row_sum(e)
 
     def sddmm_add(self, s_dst, s_src):
         self._log("sddmm_add", s_src.shape[1], s_src.shape[1], s_dst, s_src)
@@ -80,7 +97,7 @@ class _TraceGraph:
 
 class TracePlan:
     """Wraps a serial plan; records every primitive the model calls through ``graph(l)`` and the plan itself
-    (``linear``, ``add_bias``, ``head_scores``, ``head_mean``), in call order."""
+    (``linear``, ``add_bias``, ``head_scores``, ``head_mean``, ``normalize_rows``, ``scale``), in call order."""
 
     def __init__(self, plan):
         self._plan = plan
@@ -111,6 +128,14 @@ class TracePlan:
     def head_mean(self, layer: int, h, heads: int, width: int):
         self._log("head_mean", layer, width, heads, h)
         return self._plan.head_mean(layer, h, heads, width)
+
+    def normalize_rows(self, layer: int, h):
+        self._log("normalize_rows", layer, h.shape[1], 0, h)
+        return self._plan.normalize_rows(layer, h)
+
+    def scale(self, layer: int, h, s):
+        self._log("scale", layer, h.shape[1], 0, h, s)
+        return self._plan.scale(layer, h, s)
 
 
 def trace_graph(f0: int):
@@ -208,6 +233,18 @@ class BlockRowVolume:
             self.rep(fwd, k)
             self.rep(fwd, k)
             self.rep(bwd, k)
+        elif call.name == "row_sum":
+            self.rep(fwd, elem_bytes)
+        elif call.name == "spmm_select":
+            need_v, need_x = call.grads
+            self.fetch(fwd, w)
+            self.rep(fwd, w)  # the ⊕ all-reduce of the partials
+            self.rep(fwd, call.width * 8)  # the min all-reduce of the winners' int64 keys
+            if need_v and not self.sa:
+                self.fetch(bwd, w)
+            if need_x:
+                self.fetch(bwd, w, push=True)
+                self.rep(bwd, w)
         else:
             raise ValueError(f"no byte model for primitive {call.name!r}")
         return fwd, bwd
@@ -339,6 +376,9 @@ class SummaVolume(BlockRowVolume):
                     for _ in range(times):
                         self._ring(out, r, self.pc, m)
                         self._ring(out, r, self.z, m)
+            elif call.name == "row_sum":
+                self._ring(fwd, r, self.pc, nrow * eb)
+                self._ring(fwd, r, self.z, nrow * eb)
             else:
                 raise ValueError(f"no byte model for primitive {call.name!r}")
         return fwd, bwd
@@ -368,7 +408,9 @@ class PlexusVolume(BlockRowVolume):
     ``r`` and two all-reduces of ``n_r·c`` over ``t``. ``edge_softmax``: two all-reduces of ``n_t·K`` over ``r``,
     one backward. ``add_bias``: backward all-reduce of the bias block over the output's row axis.
     ``head_scores``: all-reduce of ``n_r·K`` over the columns' axis; backward of the ``K·F`` attention vector
-    over rows and columns. ``head_mean``: all-reduce of ``n_r·F`` over the columns' axis, both ways. The
+    over rows and columns. ``head_mean``: all-reduce of ``n_r·F`` over the columns' axis, both ways.
+    ``normalize_rows`` (on the graph's ``(r, q)`` tensor): all-reduce of ``n_r`` squared norms over ``q``, and
+    of ``n_r`` row sums backward. ``scale``: backward all-reduce of the scalar's gradient over ``r``, then ``q``. The
     sharded cross-entropy all-reduces ``m`` and ``2m`` (``m`` labelled rows: ``train_rows(rank)``, or counted from
     ``labelled``, a mask over the original vertex ids) over the class axis.
     """
@@ -489,6 +531,9 @@ class PlexusVolume(BlockRowVolume):
                     self._ring(fwd, r, lay.cols, self._nnz(lay, me) * call.heads * eb)
                 for _ in range(2):
                     self._ring(bwd, r, lay.third, self._n(lay.rows, me) * c * eb)
+            elif call.name == "row_sum":
+                lay = L.graph
+                self._ring(fwd, r, lay.rows, self._n(lay.third, me) * eb)
             elif call.name == "edge_softmax":
                 lay = L.graph
                 m = self._n(lay.third, me) * call.heads * eb
@@ -503,6 +548,16 @@ class PlexusVolume(BlockRowVolume):
                 self._ring(fwd, r, lay.cols, self._n(lay.rows, me) * call.heads * eb)
                 self._ring(bwd, r, lay.rows, call.width * eb)
                 self._ring(bwd, r, lay.cols, call.width * eb)
+            elif call.name == "normalize_rows":  # the squared row norms, and the backward's row sums
+                lay = L.graph
+                self._ring(fwd, r, lay.cols, self._n(lay.rows, me) * eb)
+                if call.grads[0]:
+                    self._ring(bwd, r, lay.cols, self._n(lay.rows, me) * eb)
+            elif call.name == "scale":  # the scalar's gradient
+                if call.grads[1]:
+                    lay = L.graph
+                    self._ring(bwd, r, lay.rows, eb)
+                    self._ring(bwd, r, lay.cols, eb)
             elif call.name == "head_mean":
                 if call.heads > 1:
                     out = L.output
@@ -543,7 +598,10 @@ def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams: int,
     gradients over the block axis."""
     total: dict = {}
     for call in calls:
-        for phase, vols in zip(("fwd", "bwd"), volume.primitive(call, elem_bytes)):
+        fwd, bwd = volume.primitive(call, elem_bytes)
+        if not any(call.grads):  # autograd runs no backward of a primitive whose inputs need no gradient
+            bwd = {}
+        for phase, vols in (("fwd", fwd), ("bwd", bwd)):
             for key, (s, r) in vols.items():
                 k = f"{phase}.{key}"
                 if k not in total:

@@ -56,8 +56,8 @@ FORMAT = "gridgnn-checkpoint"
 FORMAT_VERSION = 1
 
 #: Flags that change the trajectory: a resumed run must keep the checkpoint's values.
-TRAJECTORY = ("data", "model", "heads", "attn_dropout", "layers", "hidden", "dropout", "seed", "lr", "weight_decay",
-              "dtype")
+TRAJECTORY = ("data", "model", "heads", "attn_dropout", "aggr", "layers", "hidden", "dropout", "seed", "lr",
+              "weight_decay", "dtype")
 #: Flags that belong to one invocation and are never taken from the checkpoint.
 PER_INVOCATION = ("out", "resume", "overwrite", "quiet", "device", "timeout_s")
 #: Flags that belong to an algorithm: not inherited when ``--algo`` changes.
@@ -362,11 +362,13 @@ def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: li
 
 def restore(model, opt, plan, ckpt: dict, dims: list[int]) -> None:
     """Load the checkpoint's full parameters and Adam state, sliced for this rank's plan (no collective)."""
+    seen: dict = {}
     with torch.no_grad():
-        for kind, layer, p, _, slc in _entries(model, plan, dims):
-            p.copy_(ckpt["params"][kind][layer][slc])
+        for kind, _, p, _, slc in _entries(model, plan, dims):
+            i = seen[kind] = seen.get(kind, -1) + 1  # the i-th parameter of this name, as the checkpoint lists them
+            p.copy_(ckpt["params"][kind][i][slc])
             opt.state[p] = {
                 "step": ckpt["adam"]["step"].clone(),
-                "exp_avg": ckpt["adam"]["exp_avg"][kind][layer][slc].to(p.device).contiguous().clone(),
-                "exp_avg_sq": ckpt["adam"]["exp_avg_sq"][kind][layer][slc].to(p.device).contiguous().clone(),
+                "exp_avg": ckpt["adam"]["exp_avg"][kind][i][slc].to(p.device).contiguous().clone(),
+                "exp_avg_sq": ckpt["adam"]["exp_avg_sq"][kind][i][slc].to(p.device).contiguous().clone(),
             }

@@ -40,6 +40,7 @@ class TrainConfig:
     model: str = "gcn"
     heads: int | None = None  # GAT: heads of the hidden layers (default 8); the last layer has one
     attn_dropout: float | None = None  # GAT: dropout on the attention coefficients (default: --dropout)
+    aggr: str | None = None  # SAGE: neighbour aggregation mean | sum | max | min (default mean)
     layers: int = 2
     hidden: int = 16
     algo: str = "serial"
@@ -78,10 +79,30 @@ class TrainConfig:
             _int_in("--heads", self.model_heads, 1, MAX_HEADS)
             if not (math.isfinite(self.model_attn_dropout) and 0.0 <= self.model_attn_dropout < 1.0):
                 raise GridGnnError(f"--attn-dropout must be in [0, 1), got {self.model_attn_dropout}")
-            if self.partition in ("double-perm", "balanced-perm") and algo.family != "plexus":
-                raise GridGnnError(f"--model gat on {self.algo} needs one vertex order per layer; --partition "
-                                   f"{self.partition} makes two (use random or identity, or --algo plexus)")
+        model = _MODEL_REGISTRY[self.model]
+        if getattr(model, "reads_destinations", False) and self.partition in ("double-perm", "balanced-perm") \
+                and algo.family != "plexus":
+            raise GridGnnError(f"--model {self.model} on {self.algo} needs one vertex order per layer; --partition "
+                               f"{self.partition} makes two (use random or identity, or --algo plexus)")
+        if self.model != "sage" and self.aggr is not None:
+            raise GridGnnError(f"--aggr applies to --model sage, not {self.model}")
+        if self.model == "sage":
+            from ..nn.sage import AGGREGATIONS
+
+            if self.model_aggr not in AGGREGATIONS:
+                raise GridGnnError(f"--aggr {self.model_aggr!r} is not available; choose one of "
+                                   f"{', '.join(AGGREGATIONS)}")
+            if algo.family == "plexus":
+                raise GridGnnError("--model sage on plexus is not available yet (its spmm output and input lie on "
+                                   "different axes, so the root term cannot be added); use a block-row algorithm, "
+                                   "2d or 3d")
+            if algo.family != "block-row" and self.model_aggr in ("max", "min"):
+                raise GridGnnError(f"--aggr {self.model_aggr} on {self.algo} is not available yet (max/min "
+                                   "aggregation runs on serial, 1d, 1d-sa, 1.5d and 1.5d-sa; mean and sum "
+                                   "everywhere)")
         _int_in("--layers", self.layers, 1, MAX_LAYERS)
+        if hasattr(model, "check_dims"):  # a model with a structure of its own (AGNN: linear, propagations, linear)
+            model.check_dims([1] + [self.hidden] * (self.layers - 1) + [1])
         _int_in("--hidden", self.hidden, 1, MAX_HIDDEN)
         _int_in("--epochs", self.epochs, 1, MAX_EPOCHS)
         _int_in("--log-every", self.log_every, 0, MAX_EPOCHS)
@@ -131,6 +152,11 @@ class TrainConfig:
         if self.model != "gat":
             return 1
         return 8 if self.heads is None else self.heads
+
+    @property
+    def model_aggr(self) -> str:
+        """SAGE's neighbour aggregation: ``--aggr`` (default ``mean``)."""
+        return "mean" if self.aggr is None else self.aggr
 
     @property
     def model_attn_dropout(self) -> float:

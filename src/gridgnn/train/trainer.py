@@ -283,7 +283,8 @@ def _resident_bytes() -> int:
 def build_model(cfg: TrainConfig, dims: list[int], plan, dtype):
     """The ``--model`` of ``cfg`` from the registry, its parameters laid out for ``plan``."""
     return MODELS[cfg.model].from_options(dims, plan=plan, dtype=dtype, seed=cfg.seed, dropout=cfg.dropout,
-                                          heads=cfg.model_heads, attn_dropout=cfg.model_attn_dropout)
+                                          heads=cfg.model_heads, attn_dropout=cfg.model_attn_dropout,
+                                          aggr=cfg.model_aggr)
 
 
 def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail: int, ctx):

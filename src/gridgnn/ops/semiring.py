@@ -1,0 +1,192 @@
+r"""Sparse × dense products over semirings (SC'23 §4.3), local to one block: the reference composition of torch ops.
+
+.. math:: Y_{u,f} = \bigoplus_{v : (u,v) \in E} \alpha_{uv} \otimes X_{v,f}
+
+=============  ==================  ===============================  ===========================================
+semiring       ⊗ (message)         ⊕                                a row without a message
+=============  ==================  ===============================  ===========================================
+``sum``        ``α · x``           sum                              0
+``mean``       ``α · x``           sum / number of messages         0
+``max``        ``α · x``           max                              0 (PyG's empty aggregation)
+``min``        ``α · x``           min                              0
+``max-plus``   ``α + x``           max (tropical, SC'23 §4.3)       0
+``min-plus``   ``α + x``           min (tropical)                   0
+=============  ==================  ===============================  ===========================================
+
+``values`` may be ``None``: α = 1 for the ``·`` semirings, α = 0 for the ``+`` ones (plain neighbourhood
+aggregation). ``mask`` (a boolean per edge) removes edges from the product (a message that does not exist;
+GraphSAGE aggregates over the neighbours without the vertex itself). Gradients (:func:`semiring_backward`):
+``sum``/``mean`` are linear; the selecting semirings route ``∂Y_{u,f}`` to the edge that attains the optimum —
+ties go to the **smallest source column** (the first edge of the row in CSR order) — i.e. ``∂X_{v,f} += α ∂Y_{u,f}``
+(``·``) or ``∂Y_{u,f}`` (``+``), and ``∂α`` of that edge gets ``∂Y_{u,f} X_{v,f}`` (``·``) or ``∂Y_{u,f}`` (``+``).
+
+A distributed layout combines *partials*: ``(sum, count)`` for ``sum``/``mean`` (added across ranks), ``(best,
+edge)`` for the selecting semirings (best: −∞/+∞ where a row has no message; edge: the chosen edge, −1 for none),
+combined with the semiring's ⊕ (an all-reduce ``max``/``min``) before :func:`finish` turns them into ``Y``.
+Messages are formed for bounded runs of whole rows, never for every edge × feature at once.
+"""
+from __future__ import annotations
+
+import torch
+
+from .pattern import Pattern, SDDMM_CHUNK_ELEMENTS, sddmm_dot, spmm
+
+SEMIRINGS = ("sum", "mean", "max", "min", "max-plus", "min-plus")
+SELECTING = ("max", "min", "max-plus", "min-plus")
+_BIG = torch.iinfo(torch.int64).max
+
+
+def check_semiring(semiring: str) -> None:
+    if semiring not in SEMIRINGS:
+        raise ValueError(f"unknown semiring {semiring!r}; choose one of {', '.join(SEMIRINGS)}")
+
+
+def is_max(semiring: str) -> bool:
+    return semiring in ("max", "max-plus")
+
+
+def is_plus(semiring: str) -> bool:
+    return semiring.endswith("-plus")
+
+
+def _row_runs(pat: Pattern, width: int):
+    """``(r0, r1, e0, e1)``: runs of whole rows whose edges × ``width`` stay near the chunk bound."""
+    step = max(1, SDDMM_CHUNK_ELEMENTS // max(1, width))
+    crow = pat.crow
+    m = pat.shape[0]
+    r0 = 0
+    while r0 < m:
+        e0 = int(crow[r0])
+        r1 = int(torch.searchsorted(crow, torch.tensor(e0 + step, dtype=crow.dtype), right=True)) - 1
+        r1 = min(m, max(r1, r0 + 1))
+        yield r0, r1, e0, int(crow[r1])
+        r0 = r1
+
+
+def _messages(semiring, values, x, col, e0, e1):
+    xs = x[col[e0:e1]]
+    if values is None:
+        return xs
+    a = values[e0:e1].unsqueeze(1)
+    return xs + a if is_plus(semiring) else xs * a
+
+
+def partial(pat: Pattern, values: torch.Tensor | None, x: torch.Tensor, semiring: str,
+            mask: torch.Tensor | None = None, key: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""This block's partial product: ``(sum, count)`` (``m × W``, ``m × 1``) for ``sum``/``mean``, ``(best,
+    edge)`` (``m × W`` each) for the selecting semirings (see the module docstring). ``key``: the tie-break key of
+    every edge (int64, distinct within a row; default its column) — distributed layouts pass the source's
+    original vertex id, so ties resolve as in the serial run whatever the permutation."""
+    check_semiring(semiring)
+    m, width = pat.shape[0], x.shape[1]
+    if semiring in ("sum", "mean"):
+        vals = values if values is not None else x.new_ones(pat.nnz)
+        if mask is not None:
+            vals = vals * mask.to(vals.dtype)
+        total = spmm(pat, vals, x) if pat.nnz else x.new_zeros((m, width))
+        ones = mask.to(x.dtype) if mask is not None else x.new_ones(pat.nnz)
+        count = x.new_zeros((m, 1)).index_add_(0, pat.row, ones.unsqueeze(1))
+        return total, count
+    fill = float("-inf") if is_max(semiring) else float("inf")
+    best = x.new_full((m, width), fill)
+    edge = torch.full((m, width), -1, dtype=torch.int64, device=x.device)
+    if pat.nnz == 0 or width == 0:
+        return best, edge
+    red = "amax" if is_max(semiring) else "amin"
+    for r0, r1, e0, e1 in _row_runs(pat, width):
+        if e1 == e0:
+            continue
+        msg = _messages(semiring, values, x, pat.col, e0, e1)
+        local = (pat.row[e0:e1] - r0).unsqueeze(1).expand_as(msg)
+        if mask is not None:
+            msg = msg.masked_fill(~mask[e0:e1].unsqueeze(1), fill)
+        b = best[r0:r1].scatter_reduce(0, local, msg, reduce=red, include_self=True)
+        best[r0:r1] = b
+        hit = (msg == b.gather(0, local)) & torch.isfinite(msg)
+        keys = (pat.col if key is None else key)[e0:e1].unsqueeze(1).expand_as(msg)
+        cand = torch.where(hit, keys, torch.full_like(keys, _BIG))
+        low = torch.full((r1 - r0, width), _BIG, dtype=torch.int64, device=x.device)
+        low = low.scatter_reduce(0, local, cand, reduce="amin", include_self=True)  # the smallest key attaining it
+        ids = torch.arange(e0, e1, device=x.device).unsqueeze(1).expand_as(msg)
+        cand = torch.where(hit & (keys == low.gather(0, local)), ids, torch.full_like(ids, _BIG))
+        first = torch.full((r1 - r0, width), _BIG, dtype=torch.int64, device=x.device)
+        first = first.scatter_reduce(0, local, cand, reduce="amin", include_self=True)
+        edge[r0:r1] = torch.where(first == _BIG, torch.full_like(first, -1), first)
+    return best, edge
+
+
+def combine(semiring: str, keys: torch.Tensor, best: torch.Tensor, edge: torch.Tensor, b: torch.Tensor,
+            e: torch.Tensor) -> None:
+    """Fold the partial ``(b, e)`` of more edges of the same rows into ``(best, edge)`` (in place); equal values
+    go to the smaller key. ``keys``: the key of every edge that ``edge``/``e`` index."""
+    better = b > best if is_max(semiring) else b < best
+    tie = (b == best) & (e >= 0) & (edge >= 0)
+    tie &= _key_of(keys, e) < _key_of(keys, edge)
+    take = better | tie
+    best.copy_(torch.where(take, b, best))
+    edge.copy_(torch.where(take, e, edge))
+
+
+def settle(semiring: str, keys: torch.Tensor, best: torch.Tensor, edge: torch.Tensor, all_reduce) -> None:
+    r"""Combine the partials of the ranks that share the rows (in place): ``all_reduce(t, op)`` reduces ``best``
+    with the semiring's ⊕, then the smallest key among the ranks attaining it (an int64 ``min``); a rank keeps
+    its edge only where it holds that key (−1 elsewhere, so the backward routes each gradient once)."""
+    local = best.clone()
+    all_reduce(best, "max" if is_max(semiring) else "min")
+    mine = (edge >= 0) & (local == best)
+    k = torch.where(mine, _key_of(keys, edge), torch.full_like(edge, _BIG))
+    all_reduce(k, "min")
+    edge.copy_(torch.where(mine & (_key_of(keys, edge) == k), edge, torch.full_like(edge, -1)))
+
+
+def _key_of(keys: torch.Tensor, edge: torch.Tensor) -> torch.Tensor:
+    """The key of each indexed edge (−1 entries: the largest key)."""
+    if keys.numel() == 0:
+        return torch.full_like(edge, _BIG)
+    return torch.where(edge >= 0, keys[edge.clamp(min=0)], torch.full_like(edge, _BIG))
+
+
+def finish(semiring: str, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """``Y`` from the combined partials (the mean divides by the count; a row without a message gives 0)."""
+    if semiring == "sum":
+        return first
+    if semiring == "mean":
+        return first / second.clamp(min=1)
+    return torch.where(torch.isfinite(first), first, torch.zeros_like(first))
+
+
+def semiring_spmm(pat: Pattern, values, x, semiring: str = "sum", mask=None):
+    r"""``Y`` and the state its backward needs (the count, or the chosen edges) on one block."""
+    a, b = partial(pat, values, x, semiring, mask)
+    return finish(semiring, a, b), b
+
+
+def semiring_backward(pat: Pattern, values, x, semiring: str, dy: torch.Tensor, state: torch.Tensor, mask=None,
+                      *, need_values: bool = True, need_x: bool = True):
+    r"""``(∂values, ∂X)`` of :func:`semiring_spmm` (``state``: the count for ``sum``/``mean``, the chosen edge per
+    ``(row, column)`` for the selecting semirings, −1 where none — after any distributed combination, so a
+    column chosen on another rank routes nothing here). ``x`` (the sources) is read only for ``∂values``."""
+    dvals = dx = None
+    if semiring in ("sum", "mean"):
+        g = dy / state.clamp(min=1) if semiring == "mean" else dy
+        if need_x:
+            vals = values if values is not None else dy.new_ones(pat.nnz)
+            if mask is not None:
+                vals = vals * mask.to(vals.dtype)
+            dx = spmm(pat, vals, g.contiguous(), transpose=True)
+        if need_values and values is not None:
+            dvals = sddmm_dot(pat, g.contiguous(), x, 1).reshape(-1)
+            if mask is not None:
+                dvals = dvals * mask.to(dvals.dtype)
+        return dvals, dx
+    u, f = torch.nonzero(state >= 0, as_tuple=True)
+    e = state[u, f]
+    src = pat.col[e]
+    g = dy[u, f]
+    if need_x:
+        w = g if (values is None or is_plus(semiring)) else g * values[e]
+        dx = dy.new_zeros((pat.shape[1], dy.shape[1])).index_put_((src, f), w, accumulate=True)
+    if need_values and values is not None:
+        contrib = g if is_plus(semiring) else g * x[src, f]
+        dvals = values.new_zeros(pat.nnz).index_add_(0, e, contrib)
+    return dvals, dx

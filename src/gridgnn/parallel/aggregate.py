@@ -1,0 +1,40 @@
+r"""Aggregation over a semiring (SC'23 §4.3) on any distributed graph, as a composition of its primitives.
+
+``aggregate(g, values, X, semiring, mask)`` computes :math:`Y_u = \bigoplus_{v} \alpha_{uv} \otimes X_v` over the
+local edges of ``g`` that ``mask`` keeps (all when ``None``), with the semantics of
+:mod:`gridgnn.ops.semiring` (PyG's message semantics: ⊕ over the messages :math:`\alpha_{uv} \cdot x_v`):
+
+* ``sum`` / ``mean`` are linear: one ordinary ``spmm`` with the effective edge values
+  :math:`\alpha_{uv} m_{uv}` (divided by the destination's number of kept edges for ``mean``, a per-row count
+  that ``g.row_sum`` reduces over the ranks a row's edges are spread over) — on every algorithm;
+* the selecting semirings (``max``, ``min``, ``max-plus``, ``min-plus``) need the sources of every edge and a
+  ⊕-combination of the partial results: the graph's ``spmm_select`` (the block-row family so far).
+"""
+from __future__ import annotations
+
+import torch
+
+from ..errors import GridGnnError
+from ..ops.semiring import SELECTING, check_semiring
+
+
+def aggregate(g, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "sum",
+              mask: torch.Tensor | None = None) -> torch.Tensor:
+    """See the module docstring. ``values``: ``nnz_local`` or ``None`` (α = 1, or 0 for the ``+`` semirings);
+    ``mask``: bool per local edge or ``None``."""
+    check_semiring(semiring)
+    if semiring in SELECTING:
+        if not hasattr(g, "spmm_select"):
+            raise GridGnnError(f"aggregation {semiring!r} is not available on this algorithm yet (the block-row "
+                               "family has it: serial, 1d, 1d-sa, 1.5d, 1.5d-sa)")
+        return g.spmm_select(values, x, semiring, mask)
+    row, _ = g.edge_rows()
+    if values is None:
+        eff = torch.ones(g.nnz, dtype=x.dtype, device=x.device) if mask is None else mask.to(x.dtype)
+    else:
+        eff = values if mask is None else values * mask.to(values.dtype)
+    if semiring == "mean":
+        kept = torch.ones(g.nnz, dtype=x.dtype, device=x.device) if mask is None else mask.to(x.dtype)
+        count = g.row_sum(kept)  # kept edges per destination row, over every rank holding some
+        eff = eff / count.clamp(min=1)[row]
+    return g.spmm(eff, x)
