@@ -97,6 +97,10 @@ class GCN(nn.Module):
                 out.append(("biases", l, self.biases[l], shapes["biases"][l], "b"))
         return out
 
+    def layer(self, plan, layer: int, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        """One layer before its activation (a subclass with the same parameters changes only this)."""
+        return gcn_layer(plan, layer, h, w, b, f_in=self.dims[layer], f_out=self.dims[layer + 1])
+
     def forward(self, x: torch.Tensor, plan) -> torch.Tensor:
         h = x
         for layer, w in enumerate(self.weights):
@@ -104,7 +108,7 @@ class GCN(nn.Module):
             h = hashed_dropout(h, self.dropout, plan.in_rows(layer), seed=self.seed, epoch=self.epoch, layer=layer,
                                training=self.training, features=f_in, cols=plan.in_cols(layer, f_in))
             b = self.biases[layer] if len(self.biases) else None
-            h = gcn_layer(plan, layer, h, w, b, f_in=f_in, f_out=self.dims[layer + 1])
+            h = self.layer(plan, layer, h, w, b)
             if layer < self.num_layers - 1:
                 h = torch.relu(h)
         return h
