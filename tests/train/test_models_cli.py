@@ -37,7 +37,6 @@ def test_models_train_and_distributed_equals_serial(tmp_path):
     (["--model", "agnn", "--layers", 2], "--layers >= 3"),
     (["--aggr", "max"], "applies to --model sage"),
     (["--model", "sage", "--algo", "plexus", "--nproc", 2], "sage on plexus"),
-    (["--model", "sage", "--aggr", "min", "--algo", "2d", "--nproc", 2], "--aggr min on 2d"),
     (["--model", "va", "--algo", "2d", "--nproc", 2, "--partition", "double-perm"], "one vertex order per layer"),
 ])
 def test_model_flags_are_checked(argv, words):

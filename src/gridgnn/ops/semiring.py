@@ -115,28 +115,44 @@ def partial(pat: Pattern, values: torch.Tensor | None, x: torch.Tensor, semiring
     return best, edge
 
 
-def combine(semiring: str, keys: torch.Tensor, best: torch.Tensor, edge: torch.Tensor, b: torch.Tensor,
-            e: torch.Tensor) -> None:
-    """Fold the partial ``(b, e)`` of more edges of the same rows into ``(best, edge)`` (in place); equal values
-    go to the smaller key. ``keys``: the key of every edge that ``edge``/``e`` index."""
-    better = b > best if is_max(semiring) else b < best
-    tie = (b == best) & (e >= 0) & (edge >= 0)
-    tie &= _key_of(keys, e) < _key_of(keys, edge)
-    take = better | tie
-    best.copy_(torch.where(take, b, best))
-    edge.copy_(torch.where(take, e, edge))
+class Selection:
+    r"""The running winners of a selecting semiring on ``rows × columns``: the value ``best`` (±∞: none yet), the
+    edge that attains it (``edge``, in the caller's numbering; −1: none) and that edge's tie-break ``key``."""
 
+    def __init__(self, semiring: str, shape: tuple[int, int], like: torch.Tensor):
+        self.semiring = semiring
+        self.best = like.new_full(shape, float("-inf") if is_max(semiring) else float("inf"))
+        self.edge = torch.full(shape, -1, dtype=torch.int64, device=like.device)
+        self.key = torch.full(shape, _BIG, dtype=torch.int64, device=like.device)
 
-def settle(semiring: str, keys: torch.Tensor, best: torch.Tensor, edge: torch.Tensor, all_reduce) -> None:
-    r"""Combine the partials of the ranks that share the rows (in place): ``all_reduce(t, op)`` reduces ``best``
-    with the semiring's ⊕, then the smallest key among the ranks attaining it (an int64 ``min``); a rank keeps
-    its edge only where it holds that key (−1 elsewhere, so the backward routes each gradient once)."""
-    local = best.clone()
-    all_reduce(best, "max" if is_max(semiring) else "min")
-    mine = (edge >= 0) & (local == best)
-    k = torch.where(mine, _key_of(keys, edge), torch.full_like(edge, _BIG))
-    all_reduce(k, "min")
-    edge.copy_(torch.where(mine & (_key_of(keys, edge) == k), edge, torch.full_like(edge, -1)))
+    def fold(self, b: torch.Tensor, e: torch.Tensor, keys: torch.Tensor, store: torch.Tensor | None = None) -> None:
+        """Fold the partial ``(b, e)`` of more edges of the same rows (``e`` indexes ``keys``; ``store`` maps it
+        to the numbering kept in ``edge``, default ``e`` itself); equal values go to the smaller key."""
+        k = _key_of(keys, e)
+        better = b > self.best if is_max(self.semiring) else b < self.best
+        take = better | ((b == self.best) & (k < self.key))
+        self.best = torch.where(take, b, self.best)
+        mapped = e if store is None else torch.where(e >= 0, store[e.clamp(min=0)] if store.numel() else e, e)
+        self.edge = torch.where(take, mapped, self.edge)
+        self.key = torch.where(take, k, self.key)
+
+    def settle(self, all_reduce) -> None:
+        r"""Combine with the ranks that share the rows: ``all_reduce(t, op)`` reduces ``best`` with the semiring's
+        ⊕, then the smallest key among the ranks attaining it (an int64 ``min``); a rank keeps its edge only where
+        it holds that key (−1 elsewhere, so the backward routes each gradient once)."""
+        local = self.best.clone()
+        all_reduce(self.best, "max" if is_max(self.semiring) else "min")
+        mine = (self.edge >= 0) & (local == self.best)
+        k = torch.where(mine, self.key, torch.full_like(self.key, _BIG))
+        all_reduce(k, "min")
+        self.edge = torch.where(mine & (self.key == k), self.edge, torch.full_like(self.edge, -1))
+
+    def rows(self, r0: int, r1: int) -> "Selection":
+        """The winners of rows ``r0:r1`` (views)."""
+        out = Selection.__new__(Selection)
+        out.semiring, out.best, out.edge, out.key = self.semiring, self.best[r0:r1], self.edge[r0:r1], \
+            self.key[r0:r1]
+        return out
 
 
 def _key_of(keys: torch.Tensor, edge: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,8 @@ local edges of ``g`` that ``mask`` keeps (all when ``None``), with the semantics
   :math:`\alpha_{uv} m_{uv}` (divided by the destination's number of kept edges for ``mean``, a per-row count
   that ``g.row_sum`` reduces over the ranks a row's edges are spread over) — on every algorithm;
 * the selecting semirings (``max``, ``min``, ``max-plus``, ``min-plus``) need the sources of every edge and a
-  ⊕-combination of the partial results: the graph's ``spmm_select`` (the block-row family so far).
+  ⊕-combination of the partial results: the graph's ``spmm_select`` (the block-row family, 2d and 3d; not Plexus
+  yet).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def aggregate(g, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "
     if semiring in SELECTING:
         if not hasattr(g, "spmm_select"):
             raise GridGnnError(f"aggregation {semiring!r} is not available on this algorithm yet (the block-row "
-                               "family has it: serial, 1d, 1d-sa, 1.5d, 1.5d-sa)")
+                               "family and 2d/3d have it)")
         return g.spmm_select(values, x, semiring, mask)
     row, _ = g.edge_rows()
     if values is None:

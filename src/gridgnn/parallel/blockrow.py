@@ -400,9 +400,7 @@ class _SpMMSelect(torch.autograd.Function):
     def forward(ctx, values, x, g, semiring, mask):
         x = x.contiguous()
         keys = g.source_keys()
-        fill = float("-inf") if sr.is_max(semiring) else float("inf")
-        best = x.new_full((g.n_local, x.shape[1]), fill)
-        edge = torch.full(best.shape, -1, dtype=torch.int64, device=x.device)
+        sel = sr.Selection(semiring, (g.n_local, x.shape[1]), x)
         keep = [None]
 
         def body(pat, eidx, xs):
@@ -410,14 +408,14 @@ class _SpMMSelect(torch.autograd.Function):
                 keep[0] = xs
             v = None if values is None else _select(values, eidx)
             m = None if mask is None else _select(mask, eidx)
-            b, e = sr.partial(pat, v, xs, semiring, m, key=_select(keys, eidx))
-            if eidx is not None:  # stage edges → local edges
-                e = torch.where(e >= 0, eidx[e.clamp(min=0)] if eidx.numel() else e, e)
-            sr.combine(semiring, keys, best, edge, b, e)
+            k = _select(keys, eidx)
+            b, e = sr.partial(pat, v, xs, semiring, m, key=k)
+            sel.fold(b, e, k, store=eidx)  # stage edges → local edges
 
         g.sweep(x, body)
         if g.reduce_axis is not None:
-            sr.settle(semiring, keys, best, edge, lambda t, op: g.row_all(t, op=op))
+            sel.settle(lambda t, op: g.row_all(t, op=op))
+        best, edge = sel.best, sel.edge
         ctx.g, ctx.semiring, ctx.width = g, semiring, x.shape[1]
         need_v = ctx.needs_input_grad[0]
         ctx.save_for_backward(values, x if need_v and not g.sparsity_aware else None,

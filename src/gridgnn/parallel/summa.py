@@ -38,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..ops import semiring as sr
 from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
 from ..partition.layout import SummaGeometry
@@ -87,6 +88,7 @@ class SummaGraph:
         r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
         c = np.concatenate(cols) if cols else np.zeros(0, np.int64)
         self._edge_ids = (order_out[r], order_in[c])
+        self._order_in = order_in
         with comm.phase("setup"):
             allnnz = comm.all_gather_json({p: v[0].nnz for p, v in self.owned.items()}, plan.col_axis)
         self.panel_nnz = {int(p): v for d in allnnz for p, v in d.items()}
@@ -103,26 +105,49 @@ class SummaGraph:
         return tensors, list(self._edge_ids)
 
     # ------------------------------------------------------------------ communication helpers
-    def _panel(self, p: int, values: torch.Tensor | None):
-        """``(pattern, values)`` of ``M[R_i, p]`` on every rank of the process row (Alg. 3 line 9: broadcast from
-        the owner column; the receivers build the pattern from the index array)."""
+    def _panel(self, p: int, values: torch.Tensor | None, *more: torch.Tensor | None):
+        """``(pattern, values, *more)`` of ``M[R_i, p]`` on every rank of the process row (Alg. 3 line 9: broadcast
+        from the owner column; the receivers build the pattern from the index array). ``more``: other edge tensors
+        laid out like the values (a mask travels as one byte per edge)."""
         plan = self.plan
         v0, v1, _, jo = self.panels[p]
         nnz = self.panel_nnz[p]
-        tail = () if values is None or values.dim() == 1 else (values.shape[1],)
         if jo == plan.j:
             pat, off, idx = self.owned[p]
-            val = None if values is None else values[off:off + nnz].contiguous()
         else:
-            pat = None
+            pat, off = None, 0
             idx = torch.empty(self.nrow + 1 + nnz, dtype=torch.int64, device=plan.device)
-            val = None if values is None else values.new_empty((nnz,) + tail)
         plan.comm.broadcast(idx, jo, plan.col_axis, tag="bcast_sparse")
-        if val is not None:
-            plan.comm.broadcast(val, jo, plan.col_axis, tag="bcast_sparse")
+        out = []
+        for t in (values, *more):
+            if t is None:
+                out.append(None)
+                continue
+            wire = t.to(torch.uint8) if t.dtype == torch.bool else t
+            if jo == plan.j:
+                piece = wire[off:off + nnz].contiguous()
+            else:
+                piece = wire.new_empty((nnz,) + tuple(t.shape[1:]))
+            plan.comm.broadcast(piece, jo, plan.col_axis, tag="bcast_sparse")
+            out.append(piece.bool() if t.dtype == torch.bool else piece)
         if pat is None:
             pat = Pattern(idx[:self.nrow + 1], idx[self.nrow + 1:], (self.nrow, v1 - v0))
-        return pat, val
+        return (pat, *out)
+
+    def panel_keys(self, p: int, pat: Pattern) -> torch.Tensor:
+        """Original vertex id of the source of every edge of panel ``p`` (the selecting semirings' tie-break)."""
+        v0 = self.panels[p][0]
+        return torch.from_numpy(np.ascontiguousarray(self._order_in[v0 + pat.col.cpu().numpy()])).to(pat.device)
+
+    def panel_offsets(self) -> list[int]:
+        """First edge of every panel of this fiber layer in one numbering of all of them."""
+        return np.concatenate([[0], np.cumsum([self.panel_nnz[p] for p in range(len(self.panels))])]).tolist()
+
+    def block_in_rows(self) -> tuple[int, int]:
+        """Rows of ``B(i, k)`` within ``R_i``."""
+        if self.plan.fiber_axis is None:
+            return 0, self.nrow
+        return block_range(self.plan.geo.fiber_bounds(self.plan.i), self.plan.k)
 
     def _rows_of(self, x: torch.Tensor, p: int, width_cols=None) -> torch.Tensor:
         """``x[p]`` (columns ``width_cols`` of it) on every rank of the process column, from row ``io``."""
@@ -198,6 +223,13 @@ class SummaGraph:
             return aggregate(self, values, x, semiring, mask)
         return _SummaSpMM.apply(values, x, self)
 
+    def spmm_select(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str,
+                    mask: torch.Tensor | None = None) -> torch.Tensor:
+        r"""A selecting semiring (``max``, ``min``, ``max-plus``, ``min-plus``): the panels of Alg. 3 folded with ⊕
+        into ``T[R_i, C_j]``; 3D settles the fiber layers with a ⊕ all-reduce and a ``min`` all-reduce of the
+        winners' keys (not a reduce-scatter: ⊕ is no sum), keeps ``B(i, k)`` and all-gathers the columns."""
+        return _SummaSpMMSelect.apply(values, x, self, semiring, mask)
+
     def row_sum(self, e: torch.Tensor) -> torch.Tensor:
         """Per row of ``R_i``, the sum of the edge tensor ``e`` over the process row (no gradient)."""
         return self.row_all(reduce_rows(self.edge_row, self.nrow, e.detach(), "sum")).reshape(-1)
@@ -258,6 +290,59 @@ class _SummaSpMM(torch.autograd.Function):
         if need_x:
             dx = g.gather_cols(dx, ctx.width)
         return dvals, dx, None
+
+
+class _SummaSpMMSelect(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, values, x, g, semiring, mask):
+        plan = g.plan
+        width = x.shape[1]
+        c0, c1 = plan.col_block(width)
+        sel = sr.Selection(semiring, (g.nrow, c1 - c0), x)
+        offs = g.panel_offsets()
+        for p in range(len(g.panels)):
+            pat, val, msk = g._panel(p, values, mask)
+            xp = g._rows_of(x, p, (c0, c1))
+            keys = g.panel_keys(p, pat)
+            b, e = sr.partial(pat, val, xp, semiring, msk, key=keys)
+            sel.fold(b, e, keys, store=torch.arange(offs[p], offs[p + 1], device=x.device))
+        if plan.fiber_axis is not None:
+            sel.settle(lambda t, op: plan.comm.all_reduce(t, plan.fiber_axis, op=op))
+        f0, f1 = g.block_in_rows()
+        y = g.gather_cols(sr.finish(semiring, sel.best[f0:f1], sel.edge[f0:f1]).contiguous(), width)
+        ctx.g, ctx.semiring, ctx.width = g, semiring, width
+        ctx.save_for_backward(values, x if ctx.needs_input_grad[0] else None, sel.edge)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        values, x, edge = ctx.saved_tensors
+        g, semiring = ctx.g, ctx.semiring
+        need_v, need_x = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        plan = g.plan
+        c0, c1 = plan.col_block(ctx.width)
+        dy_r = g.fiber_gather(dy[:, c0:c1].contiguous())  # dY[R_i, C_j]
+        dvals = values.new_zeros(values.shape) if need_v else None
+        dx = dy.new_zeros((plan.geo.block(plan.i, plan.k)[1] - g.b0, c1 - c0)) if need_x else None
+        offs = g.panel_offsets()
+        for p in range(len(g.panels)):
+            pat, val = g._panel(p, values)  # the winners are known: the mask is not needed again
+            inside = (edge >= offs[p]) & (edge < offs[p + 1])
+            state = torch.where(inside, edge - offs[p], torch.full_like(edge, -1))
+            xp = g._rows_of(x, p, (c0, c1)) if need_v else None
+            dv, dxp = sr.semiring_backward(pat, val, xp, semiring, dy_r, state, need_values=need_v,
+                                           need_x=need_x)
+            if need_v:  # partial over C_j, summed onto the owner column
+                jo = g.panels[p][3]
+                plan.comm.reduce(dv, jo, plan.col_axis)
+                if jo == plan.j:
+                    _, off, _ = g.owned[p]
+                    dvals[off:off + pat.nnz] = dv
+            if need_x:
+                g._push_rows(dxp, p, dx)
+        if need_x:
+            dx = g.gather_cols(dx, ctx.width)
+        return dvals, dx, None, None, None
 
 
 class _SummaSddmm(torch.autograd.Function):

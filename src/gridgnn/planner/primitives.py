@@ -50,6 +50,7 @@ class PrimitiveCall:
     heads: int
     grads: tuple[bool, ...]
     out_width: int = 0
+    masked: bool = False  # spmm_select: an edge mask travels with the pattern (heads: 1 with edge values, else 0)
 
 
 class _TraceGraph:
@@ -72,10 +73,9 @@ class _TraceGraph:
         return self._inner.spmm(values, x)
 
     def spmm_select(self, values, x, semiring: str, mask=None):
-        self._log("spmm_select", x.shape[1], 1, *(t for t in (values, x) if t is not None))
-        if values is None:
-            self._calls[-1] = PrimitiveCall("spmm_select", self._layer, int(x.shape[1]), 1,
-                                            (False, bool(x.requires_grad)))
+        grads = (values is not None and bool(values.requires_grad), bool(x.requires_grad))
+        self._calls.append(PrimitiveCall("spmm_select", self._layer, int(x.shape[1]), int(values is not None),
+                                         grads, masked=mask is not None))
         return self._inner.spmm_select(values, x, semiring, mask)
 
     def row_sum(self, e):
@@ -358,6 +358,8 @@ class SummaVolume(BlockRowVolume):
                         self._fiber_scatter(out, r, i, k, wj * eb)
                     if ph == "fwd" or need_x:
                         self._gather_cols(out, r, i, k, call.width, eb)
+            elif call.name == "spmm_select":
+                self._select(fwd, bwd, r, i, j, k, call, eb, version)
             elif call.name in ("sddmm_add", "sddmm_dot"):
                 w = call.width * eb
                 self._fiber_gather(fwd, r, i, w)
@@ -382,6 +384,41 @@ class SummaVolume(BlockRowVolume):
             else:
                 raise ValueError(f"no byte model for primitive {call.name!r}")
         return fwd, bwd
+
+    def _select(self, fwd, bwd, r, i, j, k, call, eb, version) -> None:
+        """``spmm_select``: per panel the pattern (and values, mask: one byte per edge) from the owner column and
+        ``X[p, C_j]`` from the owner row; the fiber settles with a ⊕ all-reduce of ``|R_i|·|C_j|`` values and a
+        ``min`` of as many int64 keys; the column all-gather. Backward: the fiber all-gather of ``dY``, per panel
+        the pattern and values again, [∂e] ``X[p, C_j]`` again and the partial ``∂e`` reduced onto the owner
+        column, [∂X] the routed rows reduced onto the owner row, and the column all-gather."""
+        need_v, need_x = call.grads
+        r0, r1 = self.geo.rows(i)
+        nrow = r1 - r0
+        cb = even_bounds(call.width, self.pc)
+        wj = int(cb[j + 1] - cb[j])
+        for ph, out in (("fwd", fwd), ("bwd", bwd)):
+            if ph == "bwd":
+                self._fiber_gather(out, r, i, wj * eb)
+            for panel in self.geo.panels[k]:
+                v0, v1, io, jo = panel
+                nnz = self.panel_nnz(version, i, panel)
+                if self.pc > 1:
+                    sizes = [8 * (nrow + 1 + nnz)] + ([eb * nnz] if call.heads else [])
+                    sizes += [nnz] if call.masked and ph == "fwd" else []
+                    for a in sizes:
+                        self._add(out, "bcast_sparse", r, a if jo == j else 0, 0 if jo == j else a)
+                dense = (v1 - v0) * wj * eb
+                if self.pr > 1 and (ph == "fwd" or need_v):
+                    self._add(out, "bcast", r, dense if io == i else 0, 0 if io == i else dense)
+                if ph == "bwd" and need_v and self.pc > 1:
+                    self._add(out, "reduce", r, 0 if jo == j else nnz * eb, nnz * eb if jo == j else 0)
+                if ph == "bwd" and need_x and self.pr > 1:
+                    self._add(out, "reduce", r, 0 if io == i else dense, dense if io == i else 0)
+            if ph == "fwd":
+                self._ring(out, r, self.z, nrow * wj * eb)
+                self._ring(out, r, self.z, nrow * wj * 8)
+            if ph == "fwd" or need_x:
+                self._gather_cols(out, r, i, k, call.width, eb)
 
     def grad(self, out: dict, nbytes: float) -> None:
         """The weight gradients are summed over the process rows, then the fiber (replicas along the columns)."""

@@ -96,10 +96,6 @@ class TrainConfig:
                 raise GridGnnError("--model sage on plexus is not available yet (its spmm output and input lie on "
                                    "different axes, so the root term cannot be added); use a block-row algorithm, "
                                    "2d or 3d")
-            if algo.family != "block-row" and self.model_aggr in ("max", "min"):
-                raise GridGnnError(f"--aggr {self.model_aggr} on {self.algo} is not available yet (max/min "
-                                   "aggregation runs on serial, 1d, 1d-sa, 1.5d and 1.5d-sa; mean and sum "
-                                   "everywhere)")
         _int_in("--layers", self.layers, 1, MAX_LAYERS)
         if hasattr(model, "check_dims"):  # a model with a structure of its own (AGNN: linear, propagations, linear)
             model.check_dims([1] + [self.hidden] * (self.layers - 1) + [1])
