@@ -20,6 +20,7 @@ from gridgnn.distributed.grid import default_shape, grid_shape  # noqa: E402
 from gridgnn.graph import gcn_normalize  # noqa: E402
 from gridgnn.graph.spec import load_graph  # noqa: E402
 from gridgnn.nn import AGNN, GAT, GCN, SAGE, VA  # noqa: E402
+from gridgnn.parallel.registry import algorithm  # noqa: E402
 from gridgnn.planner.primitives import BlockRowVolume, PlexusVolume, SummaVolume, step_bytes, trace_model  # noqa: E402
 from gridgnn.train.rank_layout import make_source  # noqa: E402
 
@@ -48,7 +49,9 @@ def main():
         "sage": ("SAGE-mean 16", lambda plan: SAGE([f, 16, c], dtype=torch.float64, plan=plan)),
     }
     models = dict(builders[m] for m in args.models.split(","))
-    traces = {name: trace_model(build, f) for name, build in models.items()}
+    families = {a: algorithm(a) for a in ("1d", "2d", "plexus")}  # a trace per family: their plans' traits differ
+    traces = {fam.family: {name: trace_model(build, f, fam.traits) for name, build in models.items()}
+              for fam in families.values()}
     mat = gcn_normalize(g)
     print(f"data: {args.data.split('/')[-1]} (n={g.n}, {g.nnz} edges), partition {args.partition}, float32")
     print("| algo | P | grid | " + " | ".join(f"{m} MB/epoch" for m in models) + " |")
@@ -60,10 +63,7 @@ def main():
             source, rows = make_source(g, algo, p, replication=c_rep, shape=shape, method=args.partition, seed=0)
             labelled = g.train_mask & (g.y >= 0)
             mb = []
-            for name, (calls, nparams) in traces.items():
-                if name.startswith("SAGE") and algo == "plexus":  # not on Plexus yet
-                    mb.append(float("nan"))
-                    continue
+            for name, (calls, nparams) in traces[algorithm(algo).family].items():
                 if rows is not None:
                     vol = BlockRowVolume(algo, rows.permute_matrix(mat), rows, p, c_rep)
                 elif algo == "plexus":  # the layouts follow each model's trace

@@ -5,6 +5,7 @@ from gridgnn.planner.primitives import BlockRowVolume, PlexusVolume, SummaVolume
 from gridgnn.graph import gcn_normalize
 from gridgnn.testing import assemble, build_model, serial_case
 from gridgnn.train.rank_layout import make_partition, make_source, num_blocks
+from gridgnn.parallel.registry import algorithm
 from gridgnn.partition import RowPartition
 
 RTOL = 1e-5
@@ -43,7 +44,7 @@ def rows_of(case, P):
 def model_bytes(case, per_rank, P):
     """The byte model of ``case.algo`` (gridgnn.planner.primitives) for this configuration: the traced model's
     primitives summed."""
-    calls, nparams = trace_model(lambda plan: build_model(case, plan), case.dims[0])
+    calls, nparams = trace_model(lambda plan: build_model(case, plan), case.dims[0], algorithm(case.algo).traits)
     if case.algo in ("2d", "3d", "plexus"):
         g = case.graph
         source, _ = make_source(g, case.algo, P, shape=case.grid, method=case.partition, seed=case.seed)

@@ -140,7 +140,7 @@ def tie_graph() -> Graph:
 
 def sage_cases(P: int) -> list[tuple[str, Case]]:
     """GraphSAGE: every --aggr on every block-row layout (every c, uneven blocks; max/min also on a graph full of
-    ties), mean, max and min on every 2D/3D shape."""
+    ties), mean, max and min on every 2D/3D/Plexus shape (Plexus alternating the double permutation)."""
     out = []
     graphs = {**GRAPHS, "ties": tie_graph()}
     dims = {"2layer": [7, 5, 3], "3layer": [7, 6, 4, 3]}
@@ -160,10 +160,11 @@ def sage_cases(P: int) -> list[tuple[str, Case]]:
                     out.append((f"sage-{aggr}-{algo}-c{c}-{gname}-{dname}-skewed",
                                 Case(algo=algo, replication=c, partition=skewed_partition(N, P // c, 6), **kw)))
             if aggr != "sum":  # sum and mean share the generic path (row_sum + spmm); mean exercises both
-                for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P))):
-                    for shape in shapes:
-                        out.append((f"sage-{aggr}-{algo}-{'x'.join(map(str, shape))}-{gname}-{dname}-random",
-                                    Case(algo=algo, grid=shape, partition="random", **kw)))
+                for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P)), ("plexus", shapes_3d(P))):
+                    for j, shape in enumerate(shapes):
+                        part = "double-perm" if algo == "plexus" and (j + k) % 2 else "random"
+                        out.append((f"sage-{aggr}-{algo}-{'x'.join(map(str, shape))}-{gname}-{dname}-{part}",
+                                    Case(algo=algo, grid=shape, partition=part, **kw)))
     return out
 
 

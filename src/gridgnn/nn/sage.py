@@ -9,8 +9,9 @@ self-loops, which a mask of ``dst ≠ src`` removes (so a self-loop of the data 
 aggregates one — the two agree on graphs without self-loops, as Planetoid's). A vertex without neighbours
 aggregates 0; ``max``/``min`` route each gradient to the neighbour that attains it (ties: the smallest original
 vertex id). ReLU between layers, dropout on every layer's input (keyed by global node id and feature).
-The root term needs the layer's input and its aggregation in one layout (block rows, SUMMA; not Plexus, whose
-``spmm`` moves the rows to another axis).
+The root term needs the layer's input in the aggregation's layout: block rows and SUMMA have it; on Plexus, whose
+``spmm`` moves the rows to another axis, the root is itself an ``spmm`` over the self-loop edges (each vertex's
+loop lies in exactly one shard of its row, in either vertex order of the double permutation).
 """
 from __future__ import annotations
 
@@ -50,19 +51,21 @@ class SAGE(nn.Module):
         super().__init__()
         if aggr not in AGGREGATIONS:
             raise GridGnnError(f"--aggr {aggr!r} is not available; choose one of {', '.join(AGGREGATIONS)}")
-        if plan is not None and not getattr(plan, "root_in_aggregate_layout", True):
-            raise GridGnnError(f"--model sage on {plan.name} is not available yet: its spmm output and input are laid "
-                               "out on different axes, so the root term cannot be added (use a block-row algorithm, "
-                               "2d or 3d)")
         require_destination_scores(plan, "sage")
         self.dims, self.aggr, self.dropout, self.seed = list(dims), aggr, dropout, seed
         gen = torch.Generator().manual_seed(seed)
         self.weights, self.root_weights, self.biases = nn.ParameterList(), nn.ParameterList(), nn.ParameterList()
-        for fi, fo in zip(dims[:-1], dims[1:]):
+        for layer, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
             for plist in (self.weights, self.root_weights):
-                plist.append(nn.Parameter(glorot_(torch.empty(fi, fo, dtype=torch.float64), gen).to(dtype)))
+                w = glorot_(torch.empty(fi, fo, dtype=torch.float64), gen)
+                if plan is not None:  # this rank's part of a sharded weight (Plexus)
+                    w = w[plan.param_slice(layer, "w", w.shape)]
+                plist.append(nn.Parameter(w.contiguous().to(dtype)))
             if bias:
-                self.biases.append(nn.Parameter(torch.zeros(fo, dtype=dtype)))
+                b = torch.zeros(fo, dtype=torch.float64)
+                if plan is not None:
+                    b = b[plan.param_slice(layer, "b", b.shape)]
+                self.biases.append(nn.Parameter(b.contiguous().to(dtype)))
         self.epoch = 0
 
     @classmethod
@@ -102,8 +105,10 @@ class SAGE(nn.Module):
             h = hashed_dropout(h, self.dropout, plan.in_rows(layer), seed=self.seed, epoch=self.epoch, layer=layer,
                                training=self.training, features=f_in, cols=plan.in_cols(layer, f_in))
             g = plan.graph(layer)
-            agg = g.spmm(None, h, semiring=self.aggr, mask=neighbour_mask(g).to(h.device))
-            h = plan.linear(layer, agg, self.weights[layer]) + plan.linear(layer, h, self.root_weights[layer])
+            loops = neighbour_mask(g).to(h.device)  # True: a neighbour, False: the vertex itself
+            agg = g.spmm(None, h, semiring=self.aggr, mask=loops)
+            root = h if plan.root_in_aggregate_layout else g.spmm(None, h, mask=~loops)  # h_u, laid out as agg
+            h = plan.linear(layer, agg, self.weights[layer]) + plan.linear(layer, root, self.root_weights[layer])
             if len(self.biases):
                 h = plan.add_bias(layer, h, self.biases[layer])
             if layer < self.num_layers - 1:

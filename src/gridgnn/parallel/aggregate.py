@@ -8,14 +8,12 @@ local edges of ``g`` that ``mask`` keeps (all when ``None``), with the semantics
   :math:`\alpha_{uv} m_{uv}` (divided by the destination's number of kept edges for ``mean``, a per-row count
   that ``g.row_sum`` reduces over the ranks a row's edges are spread over) — on every algorithm;
 * the selecting semirings (``max``, ``min``, ``max-plus``, ``min-plus``) need the sources of every edge and a
-  ⊕-combination of the partial results: the graph's ``spmm_select`` (the block-row family, 2d and 3d; not Plexus
-  yet).
+  ⊕-combination of the partial results: the graph's ``spmm_select`` (every family has one).
 """
 from __future__ import annotations
 
 import torch
 
-from ..errors import GridGnnError
 from ..ops.semiring import SELECTING, check_semiring
 
 
@@ -25,11 +23,8 @@ def aggregate(g, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "
     ``mask``: bool per local edge or ``None``."""
     check_semiring(semiring)
     if semiring in SELECTING:
-        if not hasattr(g, "spmm_select"):
-            raise GridGnnError(f"aggregation {semiring!r} is not available on this algorithm yet (the block-row "
-                               "family and 2d/3d have it)")
         return g.spmm_select(values, x, semiring, mask)
-    row, _ = g.edge_rows()
+    row = g.edge_rows()[0]
     if values is None:
         eff = torch.ones(g.nnz, dtype=x.dtype, device=x.device) if mask is None else mask.to(x.dtype)
     else:

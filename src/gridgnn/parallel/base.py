@@ -31,6 +31,9 @@ class Plan:
     """
 
     class_axis = None
+    #: the class attributes below change which primitives a model calls: a trace (byte models, Plexus layouts)
+    #: must see the values of the plan it models (:attr:`~gridgnn.parallel.registry.Algorithm.traits`)
+    TRAITS = ("root_in_aggregate_layout", "scores_across_orders")
     #: whether a layer's input and its aggregation (``spmm``'s output) share one layout (a root term can be added)
     root_in_aggregate_layout = True
     #: whether ``sddmm`` may read per-node values of the destinations when a layer's input and output vertex

@@ -23,6 +23,10 @@ column block of the tensor they are added to, replicated; attention vectors are 
   aggregation (§5.2, ``block_rows > 0``) all-reduces the rows of ``Y`` in blocks of that many. Backward:
   ``∂X = Aᵀ ∂Y`` (the local transpose: no transpose communication, 22) all-reduced over ``t`` (23);
   ``∂e`` = the per-head SDDMM of ``∂Y`` and ``X`` over ``C^q_j``, all-reduced over ``q``.
+* ``spmm_select(e, X, ⊕)`` (``max``, ``min``, ``max-plus``, ``min-plus``; SC'23 §4.3): the shard's partial
+  ``(best, edge)``, settled over ``r`` by a ⊕ all-reduce of the values and a ``min`` all-reduce of the winners'
+  original source ids (ties: the smallest id, whatever the permutation). Backward: the gradient goes to the
+  winning edge of the rank that holds it; ``∂e`` all-reduced over ``q``, ``∂X`` over ``t``.
 * ``sddmm_add(s_dst, s_src)`` (per-node scores, every column) and ``sddmm_dot(X_dst, X_src, K)`` (``(r, q)``
   tensors): the source side is local; the destination rows ``V^t_k`` are gathered from the ranks along ``r``
   that hold them (:func:`~gridgnn.partition.layout.plexus_row_gather`: an all-gather of exactly the needed
@@ -43,9 +47,10 @@ import numpy as np
 import torch
 
 from ..errors import GridGnnError
+from ..ops import semiring as sr
 from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
-from ..partition.layout import PLEXUS_AXES, plexus_layouts, plexus_row_gather
+from ..partition.layout import PLEXUS_AXES, plexus_layouts, plexus_program, plexus_row_gather
 from .base import Plan
 from .aggregate import aggregate
 from .edge_softmax import EdgeSoftmax
@@ -89,6 +94,7 @@ class PlexusGraph:
         self.dot_width = dot_width  # and of the operands of its sddmm_dot
         self._dst = None
         self._gathered = None  # (layer-0 input, its all-gather) between the primitives that read it
+        self._keys = None
 
     def edge_ids(self) -> tuple[np.ndarray, np.ndarray]:
         """Original (destination, source) vertex ids of the local edges, in edge order."""
@@ -172,6 +178,19 @@ class PlexusGraph:
             return aggregate(self, values, x, semiring, mask)
         return _PlexusSpMM.apply(values, self._input(x, last=True), self)
 
+    def spmm_select(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str,
+                    mask: torch.Tensor | None = None) -> torch.Tensor:
+        r"""A selecting semiring on the shard (``(r, q) → (t, q)``): the local partial, settled over ``r`` by a ⊕
+        all-reduce and a ``min`` all-reduce of the winners' keys (whole, not in blocks)."""
+        return _PlexusSpMMSelect.apply(values, self._input(x, last=True), self, semiring, mask)
+
+    def source_keys(self) -> torch.Tensor:
+        """Original vertex id of every local edge's source (the selecting semirings' tie-break)."""
+        if self._keys is None:
+            self._keys = torch.from_numpy(np.ascontiguousarray(self.shard.edge_ids[1], dtype=np.int64))
+            self._keys = self._keys.to(self.plan.device)
+        return self._keys
+
     def row_sum(self, e: torch.Tensor) -> torch.Tensor:
         """Per destination row ``V^t``, the sum of the edge tensor ``e`` over ``r`` (no gradient)."""
         return self.row_all(reduce_rows(self.pattern.row, self.nrow, e.detach(), "sum")).reshape(-1)
@@ -220,6 +239,33 @@ class _PlexusSpMM(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             dx = _all_reduce(comm, spmm(g.pattern, values, dy, transpose=True, col_heads=ctx.col_heads), g.t)
         return dvals, dx, None
+
+
+class _PlexusSpMMSelect(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, values, x, g, semiring, mask):
+        comm = g.plan.comm
+        keys = g.source_keys()
+        b, e = sr.partial(g.pattern, values, x, semiring, mask, key=keys)
+        sel = sr.Selection(semiring, tuple(b.shape), x)
+        sel.fold(b, e, keys)
+        sel.settle(lambda t, op: comm.all_reduce(t, g.r, op=op))
+        ctx.g, ctx.semiring = g, semiring
+        ctx.save_for_backward(values, x if ctx.needs_input_grad[0] else None, sel.edge)
+        return sr.finish(semiring, sel.best, sel.edge)
+
+    @staticmethod
+    def backward(ctx, dy):
+        values, x, edge = ctx.saved_tensors
+        g, comm = ctx.g, ctx.g.plan.comm
+        need_v, need_x = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        dv, dx = sr.semiring_backward(g.pattern, values, x, ctx.semiring, dy.contiguous(), edge, need_values=need_v,
+                                      need_x=need_x)
+        if need_v:
+            dv = _all_reduce(comm, dv, g.q)  # partial over the columns C^q
+        if need_x:
+            dx = _all_reduce(comm, dx, g.t)
+        return dv, dx, None, None, None
 
 
 class _PlexusSddmm(torch.autograd.Function):
@@ -430,7 +476,7 @@ class PlexusPlan(Plan):
         self.me = {ax: self.grid.rank(ax) for ax in PLEXUS_AXES}
         L = len(dims) - 1
         self.program = [[c for c in program if c.layer == l] for l in range(L)]
-        ops = [tuple(dict.fromkeys(c.name for c in calls if c.name in ("linear", "spmm"))) for calls in self.program]
+        ops = [plexus_program([c.name for c in calls]) for calls in self.program]
         self.layouts = plexus_layouts(ops)
         self.first_op = ops[0][0]
         self._weight_parts = {}  # layer → (parts, bounds) of the rows of its weight block along the linear's row axis
@@ -448,7 +494,7 @@ class PlexusPlan(Plan):
             key = (lay.graph.third, lay.graph.rows, lay.graph.version if source.double else "rc")
             if key not in self._shards:
                 self._shards[key] = _Shard(self, *key)
-            width = {name: next((c.width for c in self.program[l] if c.name == name), 0)
+            width = {name: next((c.width for c in self.program[l] if c.name in (name, name + "_select")), 0)
                      for name in ("spmm", "sddmm_dot")}
             self.graphs[l] = PlexusGraph(self, lay.graph, self._shards[key], width=width["spmm"],
                                          dot_width=width["sddmm_dot"], gather_input=l == 0 and self.first_op == "spmm")

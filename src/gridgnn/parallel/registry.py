@@ -42,6 +42,16 @@ class Algorithm:
         """Laid out by a block-row partition (graph partitioners apply) rather than vertex permutations."""
         return self.family == "block-row"
 
+    @property
+    def traits(self) -> dict:
+        """The :attr:`~gridgnn.parallel.base.Plan.TRAITS` of this family's plan (what a model asks of it)."""
+        from .base import Plan, RowBlockPlan
+        from .plexus import PlexusPlan
+        from .summa import SummaPlan
+
+        cls = {"block-row": RowBlockPlan, "summa": SummaPlan, "plexus": PlexusPlan}[self.family]
+        return {name: getattr(cls, name) for name in Plan.TRAITS}
+
     def row_blocks(self, world: int, replication: int = 1) -> int:
         """Row blocks of a block-row algorithm: 1 (serial), ``P`` (1D), ``P/c`` (1.5D)."""
         if self.grid == "single":

@@ -159,6 +159,22 @@ class PlexusLayerLayout:
     output: PlexusNodeLayout
 
 
+#: primitives that move a node tensor's rows or columns on Plexus, and the move each makes
+PLEXUS_MOVES = {"linear": "linear", "spmm": "spmm", "spmm_select": "spmm"}
+
+
+def plexus_program(names: list[str]) -> tuple[str, ...]:
+    """A layer's layout program from the names of the primitives it calls, in order: the moves of
+    :data:`PLEXUS_MOVES`, consecutive repeats merged (SAGE's two aggregations read one input, its two ``linear``
+    calls another)."""
+    out: list[str] = []
+    for name in names:
+        move = PLEXUS_MOVES.get(name)
+        if move is not None and (not out or out[-1] != move):
+            out.append(move)
+    return tuple(out)
+
+
 def plexus_layouts(program: list[tuple[str, ...]]) -> list[PlexusLayerLayout]:
     r"""The layouts of every layer of a model on the Plexus grid, from its *program*: per layer, the order in which
     it calls ``linear`` and ``spmm`` (``("spmm", "linear")``, ``("linear", "spmm")``, or one of them), as its trace
@@ -171,8 +187,8 @@ def plexus_layouts(program: list[tuple[str, ...]]) -> list[PlexusLayerLayout]:
     out = []
     for layer, ops in enumerate(program):
         if len(set(ops)) != len(ops) or not set(ops) <= {"linear", "spmm"}:
-            raise GridGnnError(f"plexus lays out layers of at most one linear and one spmm; layer {layer} calls "
-                               f"{', '.join(ops)}")
+            raise GridGnnError(f"plexus lays out layers whose linear calls read one layout and whose spmm calls "
+                               f"another; layer {layer} calls {' → '.join(ops)}")
         start, lin, gr = cur, None, None
         for op in ops:
             if op == "linear":

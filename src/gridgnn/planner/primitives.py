@@ -97,13 +97,19 @@ class _TraceGraph:
 
 class TracePlan:
     """Wraps a serial plan; records every primitive the model calls through ``graph(l)`` and the plan itself
-    (``linear``, ``add_bias``, ``head_scores``, ``head_mean``, ``normalize_rows``, ``scale``), in call order."""
+    (``linear``, ``add_bias``, ``head_scores``, ``head_mean``, ``normalize_rows``, ``scale``), in call order.
+    ``traits``: the modelled plan's :attr:`~gridgnn.parallel.base.Plan.TRAITS`, shown to the model instead of
+    the serial plan's (SAGE aggregates its root term on Plexus)."""
 
-    def __init__(self, plan):
+    def __init__(self, plan, traits: dict | None = None):
         self._plan = plan
+        self._traits = dict(traits or {})
         self.calls: list[PrimitiveCall] = []
 
     def __getattr__(self, name):
+        traits = self.__dict__.get("_traits", {})
+        if name in traits:
+            return traits[name]
         return getattr(self._plan, name)
 
     def graph(self, layer: int):
@@ -454,7 +460,7 @@ class PlexusVolume(BlockRowVolume):
 
     def __init__(self, source, shape: tuple[int, int, int], calls: list, *, train_rows=None, labelled=None):
         from ..distributed.grid import coords_of
-        from ..partition.layout import PLEXUS_AXES, plexus_layouts
+        from ..partition.layout import PLEXUS_AXES, plexus_layouts, plexus_program
 
         self.source, self.shape = source, tuple(shape)
         self.world = int(np.prod(shape))
@@ -462,8 +468,7 @@ class PlexusVolume(BlockRowVolume):
         self.vb = {a: even_bounds(source.n, self.g[a]) for a in PLEXUS_AXES}
         self.coords = [dict(zip(PLEXUS_AXES, coords_of(r, self.shape))) for r in range(self.world)]
         L = 1 + max(c.layer for c in calls)
-        ops = [tuple(dict.fromkeys(c.name for c in calls if c.layer == l and c.name in ("linear", "spmm")))
-               for l in range(L)]
+        ops = [plexus_program([c.name for c in calls if c.layer == l]) for l in range(L)]
         self.layouts = plexus_layouts(ops)
         self.first = (ops[0][0] if ops[0] else None)
         if train_rows is None and labelled is not None:  # labelled training vertices, original ids
@@ -543,6 +548,19 @@ class PlexusVolume(BlockRowVolume):
                 self._ring(fwd, r, lay.cols, n_r * w_out * eb)
                 if call.grads[0]:
                     self._ring(bwd, r, lay.third, n_r * w_in * eb)
+            elif call.name == "spmm_select":  # ⊕ and key all-reduces over r; ∂e over q, ∂X over t
+                lay = L.graph
+                need_v, need_x = call.grads
+                wq = self._w(call.width, lay.cols, me)
+                if call.layer == 0 and self.first == "spmm":
+                    self._gather_input(fwd, r, me, wq, eb)
+                n_t = self._n(lay.third, me)
+                self._ring(fwd, r, lay.rows, n_t * wq * eb)
+                self._ring(fwd, r, lay.rows, n_t * wq * 8)
+                if need_v:
+                    self._ring(bwd, r, lay.cols, self._nnz(lay, me) * eb)
+                if need_x:
+                    self._ring(bwd, r, lay.third, self._n(lay.rows, me) * wq * eb)
             elif call.name == "spmm":
                 lay = L.graph
                 need_v, need_x = call.grads
@@ -659,15 +677,16 @@ def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams: int,
     return total
 
 
-def trace_model(build_model, f0: int) -> tuple[list[PrimitiveCall], int]:
+def trace_model(build_model, f0: int, traits: dict | None = None) -> tuple[list[PrimitiveCall], int]:
     """Run ``build_model(plan)`` once (forward, loss, backward) on a tiny serial plan in float64; returns the
-    primitive calls and the number of parameters. ``build_model`` gets the plan (for parameter slices)."""
+    primitive calls and the number of parameters. ``build_model`` gets the plan (for parameter slices);
+    ``traits``: those of the algorithm modelled (``Algorithm.traits``; default the serial plan's)."""
     from ..graph import gcn_normalize
     from ..ops.loss import masked_cross_entropy
     from ..parallel.serial import build_serial
 
     g = trace_graph(f0)
-    plan = TracePlan(build_serial(gcn_normalize(g)))
+    plan = TracePlan(build_serial(gcn_normalize(g)), traits)
     model = build_model(plan)
     model.train()
     out = model(torch.from_numpy(g.x), plan)

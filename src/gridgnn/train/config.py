@@ -92,10 +92,6 @@ class TrainConfig:
             if self.model_aggr not in AGGREGATIONS:
                 raise GridGnnError(f"--aggr {self.model_aggr!r} is not available; choose one of "
                                    f"{', '.join(AGGREGATIONS)}")
-            if algo.family == "plexus":
-                raise GridGnnError("--model sage on plexus is not available yet (its spmm output and input lie on "
-                                   "different axes, so the root term cannot be added); use a block-row algorithm, "
-                                   "2d or 3d")
         _int_in("--layers", self.layers, 1, MAX_LAYERS)
         if hasattr(model, "check_dims"):  # a model with a structure of its own (AGNN: linear, propagations, linear)
             model.check_dims([1] + [self.hidden] * (self.layers - 1) + [1])

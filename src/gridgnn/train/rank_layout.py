@@ -102,22 +102,22 @@ def build_rank(graph: Graph, algo: str, comm, dims, *, source=None, rows: RowPar
     else:
         program = None
         if algorithm(algo).family == "plexus":
-            program = model_program(dims, model)
+            program = model_program(dims, model, algorithm(algo).traits)
         plan = build_plan(algo, comm, source, dims, rows=rows, dtype=dtype, device=device, block_rows=block_rows,
                           program=program)
     return plan, local_data(graph if source is None else source, plan, dtype=dtype, device=device)
 
 
-def model_program(dims, model=None) -> list:
+def model_program(dims, model=None, traits: dict | None = None) -> list:
     """The primitive calls of one training step of ``model`` (``plan → model``; default GCN on ``dims``), traced
-    on a tiny serial plan."""
+    on a tiny serial plan that shows the model the ``traits`` of the algorithm's plan."""
     from ..nn import GCN
     from ..planner.primitives import trace_model
 
     if model is None:
         def model(plan):
             return GCN(dims, dropout=0.5, seed=0, dtype=torch.float64, plan=plan)
-    return trace_model(model, dims[0])[0]
+    return trace_model(model, dims[0], traits)[0]
 
 
 def local_data(src, plan, *, dtype, device) -> LocalData:
