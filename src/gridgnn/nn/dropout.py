@@ -3,12 +3,17 @@ rank, for every P and every algorithm, so distributed training reproduces serial
 
 The keep decision is a SplitMix64 hash of the key and of ``node_id · f + feature`` (``f`` = full width of
 the layer input, ``feature`` = global column id, so column-sharded layouts draw the same mask), compared with
-``(1 − p) · 2⁶⁴``; computed on the host in ``uint64`` (well-defined wrap-around) and copied to the device.
+``(1 − p) · 2⁶⁴``; computed on the host in ``uint64`` (well-defined wrap-around) and copied to the device. The
+hash runs in one parallel numba pass (:func:`gridgnn.ops.kernels.keyed_mask`, 1 byte per element) when numba is
+present, else in NumPy (:func:`keep_mask_reference`, the same bits, three ``uint64`` temporaries per element).
+Autograd keeps the boolean mask (1 byte per element), not a mask in the training dtype.
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
+
+from ..ops import kernels
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -23,18 +28,62 @@ def _mix(z: np.ndarray) -> np.ndarray:
         return z ^ (z >> np.uint64(31))
 
 
+def _threshold(p: float) -> np.uint64:
+    return np.uint64(min(int((1.0 - p) * 2.0**64), 2**64 - 1))
+
+
+def _node_key(seed: int, epoch: int, layer: int) -> np.uint64:
+    return _mix(np.array([(seed * 1_000_003 + epoch * 7919 + layer * 104_729 + 1) % 2**64], dtype=np.uint64))[0]
+
+
+def _edge_key(seed: int, epoch: int, layer: int) -> np.uint64:
+    return _mix(np.array([(seed * 1_000_003 + epoch * 7919 + layer * 104_729 + 2) % 2**64], dtype=np.uint64)
+                ^ np.uint64(0xA5A5_5A5A_C3C3_3C3C))[0]
+
+
 def keep_mask(node_ids: np.ndarray, features: int, p: float, *, seed: int, epoch: int, layer: int,
               cols: tuple[int, int] | None = None) -> np.ndarray:
     """``bool[len(node_ids), c1 - c0]``: True where the entry is kept; ``cols = (c0, c1)`` selects global
     feature columns (default: all ``features``)."""
+    if not kernels.enabled():
+        return keep_mask_reference(node_ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols)
     c0, c1 = cols if cols is not None else (0, features)
-    key = _mix(np.array([(seed * 1_000_003 + epoch * 7919 + layer * 104_729 + 1) % 2**64], dtype=np.uint64))
+    return kernels.keyed_mask(np.asarray(node_ids).reshape(-1), features, c0, c1, _node_key(seed, epoch, layer),
+                              _threshold(p))
+
+
+def keep_mask_reference(node_ids: np.ndarray, features: int, p: float, *, seed: int, epoch: int, layer: int,
+                        cols: tuple[int, int] | None = None) -> np.ndarray:
+    """:func:`keep_mask` in NumPy ``uint64`` arithmetic."""
+    c0, c1 = cols if cols is not None else (0, features)
+    key = _node_key(seed, epoch, layer)
     ids = np.asarray(node_ids, dtype=np.uint64).reshape(-1, 1) * np.uint64(features) \
         + np.arange(c0, c1, dtype=np.uint64).reshape(1, -1)
     with np.errstate(over="ignore"):
         h = _mix(ids ^ key)
-    threshold = np.uint64(min(int((1.0 - p) * 2.0**64), 2**64 - 1))
-    return h < threshold
+    return h < _threshold(p)
+
+
+class _MaskedScale(torch.autograd.Function):
+    """``x ⊙ mask / (1 − p)`` keeping only the boolean mask for the backward (the same bits as
+    ``x * mask.to(x.dtype) / (1 − p)``: a kept entry is ``x / (1 − p)``)."""
+
+    @staticmethod
+    def forward(ctx, x, mask, q):
+        ctx.q = q
+        ctx.save_for_backward(mask)
+        return _scale(x, mask, q)
+
+    @staticmethod
+    def backward(ctx, dy):
+        (mask,) = ctx.saved_tensors
+        return _scale(dy, mask, ctx.q), None, None
+
+
+def _scale(x: torch.Tensor, mask: torch.Tensor, q: float) -> torch.Tensor:
+    if kernels.fused(x):
+        return kernels.masked_scale(x, mask, q)  # one pass
+    return x.div(q).mul_(mask)
 
 
 def hashed_dropout(x: torch.Tensor, p: float, node_ids: np.ndarray, *, seed: int, epoch: int, layer: int,
@@ -50,22 +99,29 @@ def hashed_dropout(x: torch.Tensor, p: float, node_ids: np.ndarray, *, seed: int
         return x
     features = x.shape[1] if features is None else features
     mask = torch.from_numpy(keep_mask(node_ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols))
-    return x * mask.to(device=x.device, dtype=x.dtype) / (1.0 - p)
+    return _MaskedScale.apply(x, mask.to(device=x.device), 1.0 - p)
 
 
 def edge_keep_mask(dst_ids: np.ndarray, src_ids: np.ndarray, heads: int, p: float, *, seed: int, epoch: int,
                    layer: int) -> np.ndarray:
     """``bool[len(dst_ids), heads]``: True where the attention coefficient of edge ``src → dst`` (global,
     original ids) and head ``h`` is kept; independent of the node-feature masks (another key)."""
-    key = _mix(np.array([(seed * 1_000_003 + epoch * 7919 + layer * 104_729 + 2) % 2**64], dtype=np.uint64)
-               ^ np.uint64(0xA5A5_5A5A_C3C3_3C3C))
+    if kernels.enabled():
+        return kernels.edge_mask(np.asarray(dst_ids).reshape(-1), np.asarray(src_ids).reshape(-1), heads,
+                                 _edge_key(seed, epoch, layer), _threshold(p))
+    return edge_keep_mask_reference(dst_ids, src_ids, heads, p, seed=seed, epoch=epoch, layer=layer)
+
+
+def edge_keep_mask_reference(dst_ids: np.ndarray, src_ids: np.ndarray, heads: int, p: float, *, seed: int,
+                             epoch: int, layer: int) -> np.ndarray:
+    """:func:`edge_keep_mask` in NumPy ``uint64`` arithmetic."""
+    key = _edge_key(seed, epoch, layer)
     dst = np.asarray(dst_ids, dtype=np.uint64).reshape(-1, 1)
     src = np.asarray(src_ids, dtype=np.uint64).reshape(-1, 1)
     with np.errstate(over="ignore"):
         edge = _mix(_mix(dst ^ key) + src)
         h = _mix(edge ^ (np.arange(1, heads + 1, dtype=np.uint64).reshape(1, -1) * _G))
-    threshold = np.uint64(min(int((1.0 - p) * 2.0**64), 2**64 - 1))
-    return h < threshold
+    return h < _threshold(p)
 
 
 def hashed_edge_dropout(alpha: torch.Tensor, p: float, dst_ids: np.ndarray, src_ids: np.ndarray, *, seed: int,
@@ -75,4 +131,4 @@ def hashed_edge_dropout(alpha: torch.Tensor, p: float, dst_ids: np.ndarray, src_
         return alpha
     mask = torch.from_numpy(edge_keep_mask(dst_ids, src_ids, alpha.shape[1], p, seed=seed, epoch=epoch,
                                            layer=layer))
-    return alpha * mask.to(device=alpha.device, dtype=alpha.dtype) / (1.0 - p)
+    return _MaskedScale.apply(alpha, mask.to(device=alpha.device), 1.0 - p)

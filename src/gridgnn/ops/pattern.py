@@ -25,6 +25,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from . import kernels
+
 warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta.*")
 warnings.filterwarnings("ignore", message=".*Sparse invariant checks are implicitly disabled.*")
 
@@ -124,6 +126,16 @@ def spmm(pat: Pattern, values: torch.Tensor, x: torch.Tensor, *, transpose: bool
         return x.new_zeros((out_rows, x.shape[1]))
     x = x.contiguous()
     vals = as_edges(values)
+    if kernels.fused(x, vals):
+        crow, col, perm = pat.transpose() if transpose else (pat.crow, pat.col, None)
+        return kernels.spmm_csr(crow, col, perm, vals, x, out_rows, col_heads)
+    return spmm_reference(pat, vals, x, transpose=transpose, col_heads=col_heads)
+
+
+def spmm_reference(pat: Pattern, vals: torch.Tensor, x: torch.Tensor, *, transpose: bool = False,
+                   col_heads: list[tuple[int, int, int]] | None = None) -> torch.Tensor:
+    """:func:`spmm` as ``torch.sparse.mm`` per head (``vals``: ``nnz × K``, ``x`` contiguous, both non-empty)."""
+    out_rows = pat.shape[1] if transpose else pat.shape[0]
     heads = col_heads if col_heads is not None else head_columns(vals.shape[1], x.shape[1])
     if len(heads) == 1 and heads[0][1] == 0 and heads[0][2] == x.shape[1]:
         return torch.sparse.mm(pat.with_values(vals[:, heads[0][0]].contiguous(), transpose=transpose), x)
@@ -141,9 +153,19 @@ def sddmm_dot(pat: Pattern, dst: torch.Tensor, src: torch.Tensor, heads: int = 1
     elements."""
     width = dst.shape[1]
     col_heads = col_heads if col_heads is not None else head_columns(heads, width)
-    out = dst.new_zeros((pat.nnz, heads))
     if pat.nnz == 0 or width == 0:
-        return out
+        return dst.new_zeros((pat.nnz, heads))
+    if kernels.fused(dst, src):
+        return kernels.sddmm_dot_csr(pat.crow, pat.col, dst, src, heads, col_heads)
+    return sddmm_dot_reference(pat, dst, src, heads, col_heads=col_heads)
+
+
+def sddmm_dot_reference(pat: Pattern, dst: torch.Tensor, src: torch.Tensor, heads: int = 1, *,
+                        col_heads: list[tuple[int, int, int]] | None = None) -> torch.Tensor:
+    """:func:`sddmm_dot` over gathered chunks of edges (torch ops only)."""
+    width = dst.shape[1]
+    col_heads = col_heads if col_heads is not None else head_columns(heads, width)
+    out = dst.new_zeros((pat.nnz, heads))
     step = max(1, SDDMM_CHUNK_ELEMENTS // max(1, width))
     for e0 in range(0, pat.nnz, step):
         e1 = min(pat.nnz, e0 + step)
@@ -153,10 +175,21 @@ def sddmm_dot(pat: Pattern, dst: torch.Tensor, src: torch.Tensor, heads: int = 1
     return out
 
 
-def reduce_rows(row: torch.Tensor, m: int, values: torch.Tensor, op: str) -> torch.Tensor:
+def sddmm_add(pat: Pattern, s_dst: torch.Tensor, s_src: torch.Tensor) -> torch.Tensor:
+    r"""Per edge and head, :math:`s^{dst}_{u,h} + s^{src}_{v,h}` (``m × K`` and ``k × K`` → ``nnz × K``)."""
+    if pat.nnz and kernels.fused(s_dst, s_src):
+        return kernels.sddmm_add_csr(pat.crow, pat.col, s_dst, s_src)
+    return s_dst[pat.row] + s_src[pat.col]
+
+
+def reduce_rows(row: torch.Tensor, m: int, values: torch.Tensor, op: str,
+                crow: torch.Tensor | None = None) -> torch.Tensor:
     """Per destination row (``row[e]`` of each edge, ``m`` rows), ``"sum"`` or ``"max"`` of the edge values
-    (``nnz × K`` → ``m × K``); an empty row gives 0 (sum) or −inf (max)."""
+    (``nnz × K`` → ``m × K``); an empty row gives 0 (sum) or −inf (max). ``crow``: the CSR pointer when the edges
+    are in row order (a segmented reduction then replaces the scatter)."""
     vals = as_edges(values)
+    if crow is not None and kernels.fused(vals):
+        return kernels.segment_reduce(crow, vals, op)
     if op == "sum":
         return vals.new_zeros((m, vals.shape[1])).index_add_(0, row, vals)
     out = vals.new_full((m, vals.shape[1]), float("-inf"))
@@ -165,7 +198,7 @@ def reduce_rows(row: torch.Tensor, m: int, values: torch.Tensor, op: str) -> tor
 
 def row_reduce(pat: Pattern, values: torch.Tensor, op: str) -> torch.Tensor:
     """:func:`reduce_rows` over the rows of ``pat``."""
-    return reduce_rows(pat.row, pat.shape[0], values, op)
+    return reduce_rows(pat.row, pat.shape[0], values, op, crow=pat.crow)
 
 
 def col_sum(pat: Pattern, values: torch.Tensor) -> torch.Tensor:

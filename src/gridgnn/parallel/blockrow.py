@@ -41,7 +41,7 @@ import scipy.sparse as sp
 import torch
 
 from ..ops import semiring as sr
-from ..ops.pattern import Pattern, col_sum, reduce_rows, row_reduce, sddmm_dot, spmm
+from ..ops.pattern import Pattern, col_sum, reduce_rows, row_reduce, sddmm_add, sddmm_dot, spmm
 from ..partition import RowPartition
 from .aggregate import aggregate
 from .edge_softmax import EdgeSoftmax
@@ -217,9 +217,10 @@ class BlockRowGraph:
                     out += part
         return out
 
-    def edge_rows(self) -> tuple[torch.Tensor, int]:
-        """The local row of every local edge, and the number of local rows (for row reductions)."""
-        return self.pattern.row, self.n_local
+    def edge_rows(self) -> tuple[torch.Tensor, int, torch.Tensor | None]:
+        """The local row of every local edge, the number of local rows and the CSR pointer (edges are in row
+        order), for row reductions."""
+        return self.pattern.row, self.n_local, self.pattern.crow
 
     def row_all(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
         """All-reduce a row-block result along the axis that splits rows (1.5D ``"rep"``; CAGNET Alg. 2
@@ -327,7 +328,7 @@ class _SddmmAdd(torch.autograd.Function):
         e = s_dst.new_empty((g.nnz, s_dst.shape[1]))
 
         def body(pat, eidx, xs):
-            v = s_dst[pat.row] + xs[pat.col]
+            v = sddmm_add(pat, s_dst, xs)
             if eidx is None:
                 e.copy_(v)
             else:

@@ -6,7 +6,8 @@ The scores are an edge tensor held whole (``nnz_local × K``), so no source bloc
 the row sum of the exponentials, are reduced over the local edges and then over the ranks that share a row
 (``graph.row_all``: 1.5D ``rep``; SUMMA columns and fiber; nothing for 1D). Backward:
 :math:`\partial e = \alpha \odot (\partial\alpha - \sum_{v'} \alpha_{uv'} \partial\alpha_{uv'})` with the same
-row reduction. A graph provides ``edge_rows()`` → ``(row of each local edge, local rows)`` and ``row_all(t, op)``.
+row reduction. A graph provides ``edge_rows()`` → ``(row of each local edge, local rows, CSR pointer or None)`` and
+``row_all(t, op)``; with a pointer the row reductions are segmented (:func:`~gridgnn.ops.kernels.segment_reduce`).
 """
 from __future__ import annotations
 
@@ -18,11 +19,11 @@ from ..ops.pattern import as_edges, reduce_rows
 class EdgeSoftmax(torch.autograd.Function):
     @staticmethod
     def forward(ctx, e, g):
-        row, m_rows = g.edge_rows()
-        m = g.row_all(reduce_rows(row, m_rows, e, "max"), op="max")
+        row, m_rows, crow = g.edge_rows()
+        m = g.row_all(reduce_rows(row, m_rows, e, "max", crow), op="max")
         m = torch.where(torch.isinf(m), torch.zeros_like(m), m)  # rows without edges anywhere
         ex = torch.exp(as_edges(e) - m[row])
-        s = g.row_all(reduce_rows(row, m_rows, ex, "sum"))
+        s = g.row_all(reduce_rows(row, m_rows, ex, "sum", crow))
         a = (ex / s[row]).reshape(e.shape)
         ctx.g = g
         ctx.save_for_backward(a)
@@ -32,7 +33,7 @@ class EdgeSoftmax(torch.autograd.Function):
     def backward(ctx, da):
         (a,) = ctx.saved_tensors
         g = ctx.g
-        row, m_rows = g.edge_rows()
+        row, m_rows, crow = g.edge_rows()
         a2, da2 = as_edges(a), as_edges(da)
-        r = g.row_all(reduce_rows(row, m_rows, a2 * da2, "sum"))
+        r = g.row_all(reduce_rows(row, m_rows, a2 * da2, "sum", crow))
         return (a2 * (da2 - r[row])).reshape(a.shape), None

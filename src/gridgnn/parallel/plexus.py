@@ -48,7 +48,7 @@ import torch
 
 from ..errors import GridGnnError
 from ..ops import semiring as sr
-from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_dot, spmm
+from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
 from ..partition.layout import PLEXUS_AXES, plexus_layouts, plexus_program, plexus_row_gather
 from .base import Plan
@@ -100,8 +100,8 @@ class PlexusGraph:
         """Original (destination, source) vertex ids of the local edges, in edge order."""
         return self.shard.edge_ids
 
-    def edge_rows(self) -> tuple[torch.Tensor, int]:
-        return self.pattern.row, self.nrow
+    def edge_rows(self) -> tuple[torch.Tensor, int, torch.Tensor | None]:
+        return self.pattern.row, self.nrow, self.pattern.crow
 
     def held(self) -> tuple[list, list]:
         """``(tensors, arrays)`` this graph keeps (the shard may be shared with other layers)."""
@@ -278,7 +278,7 @@ class _PlexusSddmm(torch.autograd.Function):
         d_g = g.gather_dst(x_dst)  # X_dst[V^t]
         pat = g.pattern
         if heads == 0:
-            e = d_g[pat.row] + x_src[pat.col]
+            e = sddmm_add(pat, d_g, x_src)
             col_heads = None
         else:
             col_heads = g.col_heads(heads, g.dot_width)

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from ..ops import semiring as sr
-from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_dot, spmm
+from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
 from ..partition.layout import SummaGeometry
 from .base import Plan
@@ -194,9 +194,14 @@ class SummaGraph:
         blocks = plan.comm.all_gather_rows(t.t().contiguous(), plan.col_axis, rows=widths)
         return torch.cat(blocks).t().contiguous()
 
-    def edge_rows(self) -> tuple[torch.Tensor, int]:
-        """The row (within ``R_i``) of every local edge, and ``|R_i|``."""
-        return self.edge_row, self.nrow
+    def edge_rows(self) -> tuple[torch.Tensor, int, torch.Tensor | None]:
+        """The row (within ``R_i``) of every local edge, ``|R_i|``, and the CSR pointer when the edges are in row
+        order (one owned panel), else ``None``."""
+        if len(self.owned) == 1:
+            pat = next(iter(self.owned.values()))[0]
+            if pat.shape[0] == self.nrow:
+                return self.edge_row, self.nrow, pat.crow
+        return self.edge_row, self.nrow, None
 
     def row_all(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
         """All-reduce per-row statistics of ``R_i`` over the ranks of process row ``i`` (columns and fiber)."""
@@ -358,7 +363,7 @@ class _SummaSddmm(torch.autograd.Function):
             xp = g._rows_of(x_src, p)
             pat, off, _ = g.owned[p]
             if heads == 0:
-                e[off:off + pat.nnz] = d_r[pat.row] + xp[pat.col]
+                e[off:off + pat.nnz] = sddmm_add(pat, d_r, xp)
             else:
                 e[off:off + pat.nnz] = sddmm_dot(pat, d_r, xp, heads)
                 srcs[p] = xp

@@ -24,15 +24,15 @@ A rank's peak is the sum of eight components (bytes; :math:`e` = bytes per eleme
 ``parameters``  this rank's weights and biases, their gradients and Adam's two moments
                 (``4 e × elements``) + Adam's step counters (4 bytes per tensor)
 ``activations`` tensors autograd keeps for backward: per layer the input side (dropped input, or
-                :math:`\hat M H` when the layer aggregates before the weight), the dropout mask (layers
-                :math:`> 0`), the ReLU output (all but the last layer); Plexus' ``linear`` keeps its input
+                :math:`\hat M H` when the layer aggregates before the weight), the boolean dropout mask
+                (layers :math:`> 0`, 1 byte per element), the ReLU output (all but the last layer); Plexus' ``linear`` keeps its input
                 block and the gathered weight block; plus the logits and what the loss keeps (``m`` rows)
 ``buffers``     the largest communication working set of a step (see the table)
 ``workspace``   the largest local temporary of a step: the gradients and SpMM outputs of one layer's
                 backward (serial :math:`n(f_{out} + \max(f_{in}, f_{out}))e`, block-row
                 :math:`n_i(f_{out} + \max(f_{in}, f_{out}) + w)e`, SUMMA and Plexus likewise on their
                 blocks), Adam's temporaries (parameter bytes), the dropout hash
-                (:data:`DROPOUT_HASH_BYTES_PER_ELEMENT` per input element, NumPy ``uint64``), or the set-up
+                (:func:`dropout_hash_bytes_per_element` per input element), or the set-up
                 transient (normalizing / permuting :math:`\hat M`, reading shards) where it exceeds
                 everything allocated after it
 =============== =======================================================================================
@@ -66,7 +66,11 @@ from ``/proc/self/status`` of ranks started by :func:`gridgnn.distributed.launch
 not change with P): ``RssAnon`` 155 MiB (private to each process), ``RssFile`` 82 MiB (shared libraries, shared
 by all local processes through the page cache), ``VmRSS`` 237 MiB. After ``train_worker`` trained a 64-vertex
 SBM graph for 2 epochs (serial, and 1d/1d-sa/2d/plexus at P = 4; the lazily loaded optimizer and autograd code,
-tqdm): ``RssAnon`` 222 MiB, ``RssFile`` 100 MiB, ``VmRSS`` 323 MiB — the constants below use these.
+tqdm): ``RssAnon`` 222 MiB, ``RssFile`` 100 MiB, ``VmRSS`` 323 MiB. The numba kernels
+(:mod:`gridgnn.ops.kernels`, loaded from numba's cache by every rank that trains on CPU) add 34 MiB of
+``RssAnon`` and 105 MiB of ``RssFile`` (LLVM's shared library), measured as the difference of the peaks of the
+same 1d-sa run at P = 2 with and without them (``GRIDGNN_KERNELS=torch``) — the constants below use these sums
+(without the kernels the runtime is overestimated by 139 MiB).
 ``import torch_geometric`` (only the Planetoid loader does) adds 100 MiB of ``RssAnon``
 (:data:`PYG_IMPORT_BYTES`). Against ``ru_maxrss`` of real runs (SBM, n = 200 000, 4 M edges, 64 features,
 hidden 128/256, 2 epochs: serial, 1d, 1d-sa, 1.5d, 2d, 3d, plexus at P ≤ 4) the total was within −12 % … +12 %
@@ -96,10 +100,10 @@ from ..partition import block_range, even_bounds
 MIB = 2 ** 20
 GIB = 2 ** 30
 
-#: Private (anonymous) resident memory of a gridgnn rank that has trained (measured 222 MiB, see above).
-RUNTIME_PRIVATE_BYTES = 224 * MIB
-#: File-backed resident memory of the shared libraries (measured 100 MiB); counted once per machine.
-RUNTIME_SHARED_BYTES = 100 * MIB
+#: Private (anonymous) resident memory of a gridgnn rank that has trained (measured 222 + 34 MiB, see above).
+RUNTIME_PRIVATE_BYTES = 258 * MIB
+#: File-backed resident memory of the shared libraries (measured 100 + 105 MiB); counted once per machine.
+RUNTIME_SHARED_BYTES = 205 * MIB
 #: Extra private memory of ``import torch_geometric`` (measured 100 MiB; only the Planetoid loader imports it).
 PYG_IMPORT_BYTES = 100 * MIB
 #: Allowance on a CUDA device for cuBLAS/cuSPARSE workspaces (not measured here: no GPU on the build machine;
@@ -112,8 +116,19 @@ NORMALIZE_PEAK_BYTES_PER_NNZ, NORMALIZE_PEAK_BYTES_PER_NODE = 45, 56
 PERMUTE_PEAK_BYTES_PER_NNZ, PERMUTE_PEAK_BYTES_PER_NODE = 25, 21
 #: Peak of reading a submatrix from a sharded dataset (the returned block included), per nonzero read.
 SHARDED_READ_PEAK_BYTES_PER_NNZ = 48
-#: Peak of :func:`~gridgnn.nn.dropout.keep_mask` per element of the masked block (three ``uint64`` arrays).
+#: Peak of :func:`~gridgnn.nn.dropout.keep_mask_reference` per element of the masked block (three ``uint64``
+#: arrays); the numba kernel (:func:`~gridgnn.ops.kernels.keyed_mask`) allocates only the 1-byte mask.
 DROPOUT_HASH_BYTES_PER_ELEMENT = 24
+DROPOUT_FUSED_HASH_BYTES_PER_ELEMENT = 1
+#: What autograd keeps of a dropout: the boolean mask.
+DROPOUT_MASK_BYTES_PER_ELEMENT = 1
+
+
+def dropout_hash_bytes_per_element() -> int:
+    """Host bytes per masked element while the dropout mask is hashed (the kernel in use)."""
+    from ..ops import kernels
+
+    return DROPOUT_FUSED_HASH_BYTES_PER_ELEMENT if kernels.enabled() else DROPOUT_HASH_BYTES_PER_ELEMENT
 
 COMPONENTS = ("runtime", "graph", "adjacency", "features", "parameters", "activations", "buffers", "workspace")
 _MAX_COMPONENTS = ("buffers", "workspace")  # peaks of one moment (the largest candidate), not sums
@@ -562,7 +577,7 @@ def _setup_transient(ctx, read_nnz: float) -> tuple[float, str]:
 
 def _dropout_hash(acc: _Acc, ctx, layer: int, elements: float) -> None:
     if ctx["dropout"] > 0:
-        acc.cand("workspace", DROPOUT_HASH_BYTES_PER_ELEMENT * elements, f"dropout mask hashing, layer {layer}",
+        acc.cand("workspace", dropout_hash_bytes_per_element() * elements, f"dropout mask hashing, layer {layer}",
                  "host")
 
 
@@ -574,7 +589,7 @@ def _rowblock_activations(acc: _Acc, ctx, rows: int, rank: int) -> None:
         if p > 0 or fo >= fi:  # the dropped input (H W first) or M̂ H (aggregate first) is a new saved tensor
             acc.add("activations", rows * fi * e)
         if p > 0 and l > 0:
-            acc.add("activations", rows * fi * e)  # the dropout mask, in the training dtype
+            acc.add("activations", rows * fi * DROPOUT_MASK_BYTES_PER_ELEMENT)  # the boolean dropout mask
         if l < L - 1:
             acc.add("activations", rows * fo * e)  # ReLU output
     m = _train_rows(ctx["train_rows"], rank, rows)
@@ -827,7 +842,7 @@ def _plexus(ctx, shape, which):
             inp = lay.input
             n_in, c_in = nrows(inp.rows), ncols(fi, inp.cols)
             if p > 0 and l > 0:
-                acc.add("activations", n_in * c_in * e)  # dropout mask of the input block
+                acc.add("activations", n_in * c_in * DROPOUT_MASK_BYTES_PER_ELEMENT)  # dropout mask of the input
             if l < L - 1:
                 acc.add("activations", nrows(lay.output.rows) * ncols(fo, lay.output.cols) * e)  # ReLU output
             if l == 0:

@@ -1,0 +1,195 @@
+"""The numba kernels behind :mod:`gridgnn.ops.kernels` (imported only when numba is installed). Module-level
+functions, so numba's on-disk cache serves every later process (spawned ranks load them instead of compiling).
+
+Row kernels take ``runs``: row bounds of chunks with about equal edge counts, one ``prange`` iteration each; a
+row is written by one iteration only (no atomics; each row sums its edges in CSR order, whatever the threads).
+"""
+import types
+
+import numpy as np
+from llvmlite import binding as _llvm
+from llvmlite import ir
+from numba import njit, prange
+from numba import types as nbtypes
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+_PAR = dict(parallel=True, cache=True, nogil=True)
+#: edges ahead whose source row is prefetched (a gather is latency-bound: measured best at 8 on the 2-core box)
+PREFETCH_EDGES = 8
+#: the prefetch covers at most this many 64-byte lines of a row (1 KiB)
+_PREFETCH_LINES = 16
+_PREFETCH = "llvm.prefetch.p0" if _llvm.llvm_version_info[0] >= 17 else "llvm.prefetch.p0i8"
+
+
+@intrinsic
+def prefetch_row(typingctx, arr, i):
+    """Hint the cache lines of row ``i`` of a C-contiguous 2D array (``llvm.prefetch``: read, high locality)."""
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        zero = context.get_constant(nbtypes.intp, 0)
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1], zero], wraparound=False)
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                            _PREFETCH)
+        base = builder.bitcast(ptr, i8p)
+        itemsize = context.get_abi_sizeof(context.get_data_type(aryty.dtype))
+        nbytes = builder.mul(builder.extract_value(ary.shape, 1), context.get_constant(nbtypes.intp, itemsize))
+        for k in range(_PREFETCH_LINES):
+            off = context.get_constant(nbtypes.intp, 64 * k)
+            with builder.if_then(builder.icmp_signed("<", off, nbytes)):
+                builder.call(fn, [builder.gep(base, [off]), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return nbtypes.void(arr, i), codegen
+
+
+def serial_twin(kernel):
+    """The same kernel compiled without ``parallel`` (``prange`` runs as ``range``): no thread pool is woken, for
+    small inputs and one-thread ranks. A copy of the function under another name, so numba's cache (whose key
+    ignores the ``parallel`` flag) keeps the two apart."""
+    fn = kernel.py_func
+    code = fn.__code__.replace(co_name=fn.__name__ + "_serial", co_qualname=fn.__qualname__ + "_serial")
+    return njit(cache=True, nogil=True)(types.FunctionType(code, fn.__globals__, code.co_name))
+
+
+@njit(**_PAR)
+def spmm_kernel(crow, col, perm, vals, x, ranges, runs, out):
+    """``out[i, a:b] = Σ_j vals[e, h] · x[col[j], a:b]`` over the edges ``j`` of row ``i`` (``e = perm[j]`` when a
+    permutation is given, else ``j``), for every ``(h, a, b)`` of ``ranges``; columns outside the ranges are 0.
+    Each row accumulates in a private buffer (no aliasing with ``x``: the feature loop vectorizes)."""
+    width = out.shape[1]
+    nr = ranges.shape[0]
+    heads, lo, hi = ranges[:, 0].copy(), ranges[:, 1].copy(), ranges[:, 2].copy()
+    has_perm = perm.shape[0] > 0
+    ahead = col.shape[0] - PREFETCH_EDGES
+    for r in prange(runs.shape[0] - 1):
+        acc = np.empty(width, dtype=out.dtype)
+        for i in range(runs[r], runs[r + 1]):
+            for f in range(width):
+                acc[f] = 0
+            for j in range(crow[i], crow[i + 1]):
+                if j < ahead:
+                    prefetch_row(x, col[j + PREFETCH_EDGES])
+                e = perm[j] if has_perm else j
+                xr = x[col[j]]
+                ve = vals[e]
+                for k in range(nr):
+                    v = ve[heads[k]]
+                    for f in range(lo[k], hi[k]):
+                        acc[f] += v * xr[f]
+            for f in range(width):
+                out[i, f] = acc[f]
+
+
+@njit(**_PAR)
+def spmm_one_kernel(crow, col, perm, vals, x, runs, out):
+    """:func:`spmm_kernel` with one value per edge (``vals``: ``nnz``) over every column."""
+    width = out.shape[1]
+    has_perm = perm.shape[0] > 0
+    ahead = col.shape[0] - PREFETCH_EDGES
+    for r in prange(runs.shape[0] - 1):
+        acc = np.empty(width, dtype=out.dtype)
+        for i in range(runs[r], runs[r + 1]):
+            for f in range(width):
+                acc[f] = 0
+            for j in range(crow[i], crow[i + 1]):
+                if j < ahead:
+                    prefetch_row(x, col[j + PREFETCH_EDGES])
+                v = vals[perm[j]] if has_perm else vals[j]
+                xr = x[col[j]]
+                for f in range(width):
+                    acc[f] += v * xr[f]
+            for f in range(width):
+                out[i, f] = acc[f]
+
+
+@njit(fastmath=True, **_PAR)
+def sddmm_dot_kernel(crow, col, dst, src, ranges, runs, out):
+    """``out[j, h] += ⟨dst[i, a:b], src[col[j], a:b]⟩`` for every edge ``j`` of row ``i`` and ``(h, a, b)``
+    (``fastmath``: each dot product is summed in a vectorized order, the same whatever the threads)."""
+    nr = ranges.shape[0]
+    heads, lo, hi = ranges[:, 0].copy(), ranges[:, 1].copy(), ranges[:, 2].copy()
+    ahead = col.shape[0] - PREFETCH_EDGES
+    for r in prange(runs.shape[0] - 1):
+        for i in range(runs[r], runs[r + 1]):
+            d = dst[i]
+            for j in range(crow[i], crow[i + 1]):
+                if j < ahead:
+                    prefetch_row(src, col[j + PREFETCH_EDGES])
+                s = src[col[j]]
+                for k in range(nr):
+                    acc = d[lo[k]] * s[lo[k]]  # ranges are never empty; acc has the arrays' dtype
+                    for f in range(lo[k] + 1, hi[k]):
+                        acc += d[f] * s[f]
+                    out[j, heads[k]] += acc
+
+
+@njit(**_PAR)
+def sddmm_add_kernel(crow, col, s_dst, s_src, runs, out):
+    """``out[j, h] = s_dst[i, h] + s_src[col[j], h]``."""
+    for r in prange(runs.shape[0] - 1):
+        for i in range(runs[r], runs[r + 1]):
+            for j in range(crow[i], crow[i + 1]):
+                c = col[j]
+                for h in range(out.shape[1]):
+                    out[j, h] = s_dst[i, h] + s_src[c, h]
+
+
+@njit(**_PAR)
+def segment_kernel(crow, vals, is_max, runs, out):
+    """Per row, the sum (``out`` starts at 0) or the max (``out`` starts at −inf) of its edges' values."""
+    for r in prange(runs.shape[0] - 1):
+        for i in range(runs[r], runs[r + 1]):
+            for j in range(crow[i], crow[i + 1]):
+                for h in range(vals.shape[1]):
+                    if is_max:
+                        if vals[j, h] > out[i, h]:
+                            out[i, h] = vals[j, h]
+                    else:
+                        out[i, h] += vals[j, h]
+
+
+# SplitMix64 finalizer in uint64 arithmetic (every constant typed, so nothing is promoted to float64)
+_G = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _mix(z):
+    z = z + _G
+    z = (z ^ (z >> _S30)) * _M1
+    z = (z ^ (z >> _S27)) * _M2
+    return z ^ (z >> _S31)
+
+
+@njit(**_PAR)
+def keyed_mask_kernel(ids, features, c0, key, threshold, out):
+    """``out[i, f] = mix((ids[i] · features + c0 + f) ^ key) < threshold``."""
+    for i in prange(ids.shape[0]):
+        base = ids[i] * features + c0
+        for f in range(out.shape[1]):
+            out[i, f] = _mix((base + np.uint64(f)) ^ key) < threshold
+
+
+@njit(**_PAR)
+def edge_mask_kernel(dst, src, key, threshold, out):
+    """``out[e, h] = mix(mix(mix(dst[e] ^ key) + src[e]) ^ (h + 1)·G) < threshold``."""
+    for e in prange(dst.shape[0]):
+        edge = _mix(_mix(dst[e] ^ key) + src[e])
+        for h in range(out.shape[1]):
+            out[e, h] = _mix(edge ^ (np.uint64(h + 1) * _G)) < threshold
+
+
+@njit(**_PAR)
+def masked_scale_kernel(x, mask, q, out):
+    """``out = x / q`` where ``mask``, else 0 (flat arrays): inverted dropout, the bits of ``x * mask / q``."""
+    n = x.shape[0]
+    step = 1 << 16
+    for c in prange((n + step - 1) // step):
+        for i in range(c * step, min(n, (c + 1) * step)):
+            out[i] = x[i] / q if mask[i] else x[i] * 0

@@ -1,0 +1,202 @@
+r"""Fused local CPU kernels, compiled with numba (``parallel=True``, cached on disk), and the rule that picks them.
+
+Each kernel replaces a composition of torch ops that stays in the package as its tested reference
+(:mod:`gridgnn.ops.pattern`, :mod:`gridgnn.nn.dropout`); ``tests/ops/test_kernels.py`` checks every kernel
+against its reference on random patterns with empty rows, isolated vertices, unsorted input and one huge row.
+
+=======================  ===============================================  ======================================
+kernel                   computes                                         replaces
+=======================  ===============================================  ======================================
+:func:`spmm_csr`         :math:`Y_{u,h} = \sum_v e_{uv,h} X_{v,h}`        ``torch.sparse.mm`` per head, and the
+                         (or the transpose, via the CSR of the             transposed values' gather
+                         transpose and its edge permutation)
+:func:`sddmm_dot_csr`    :math:`e_{uv,h} = \langle D_{u,h}, X_{v,h}\rangle`  gathered ``nnz × F`` chunks
+:func:`sddmm_add_csr`    :math:`e_{uv,h} = s_{u,h} + t_{v,h}`              two ``nnz × K`` gathers and a sum
+:func:`segment_reduce`   per row ``sum`` / ``max`` of an edge tensor        ``index_add_`` / ``scatter_reduce``
+                         in CSR order
+:func:`keyed_mask`,      the keep masks of :mod:`gridgnn.nn.dropout`,      ``uint64`` NumPy passes with
+:func:`edge_mask`        bit for bit                                       ``n × f`` temporaries
+:func:`masked_scale`     ``x / (1 − p)`` where kept, else 0                 a bool → float cast, a division and
+                         (the bits of ``x * mask / (1 − p)``)              a product
+=======================  ===============================================  ======================================
+
+**Selection.** :func:`fused` is true for CPU tensors of ``float32``/``float64`` when numba imports and the
+environment variable ``GRIDGNN_KERNELS`` is not ``torch`` (set it to compare with the references, as the
+benchmarks do). Every other case — CUDA tensors above all — runs the torch reference.
+
+**Parallelism.** Row kernels split the rows into runs of about equal *edge* counts (``8 ×`` the thread count)
+and run them in a ``prange``; a row is written by one thread only, so there are no atomics and the result does
+not depend on the thread count (each row sums its edges in CSR order). The number of threads follows
+``torch.get_num_threads()`` at every call (the launcher sets it per rank); with one thread, or below
+:data:`SERIAL_BELOW` operations, the kernel's serial twin runs and no pool is woken. numba's ``workqueue``
+threading layer is chosen unless ``NUMBA_THREADING_LAYER`` says otherwise: its idle workers sleep, where
+OpenMP's spin and slowed ranks sharing cores by 2× in the test suite.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import numpy as np
+import torch
+
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+_FLOATS = (torch.float32, torch.float64)
+
+
+def enabled() -> bool:
+    """numba is present and the kernels are not disabled (``GRIDGNN_KERNELS=torch``)."""
+    return HAVE_NUMBA and os.environ.get("GRIDGNN_KERNELS", "auto") != "torch"
+
+
+def fused(*tensors: torch.Tensor) -> bool:
+    """True when the numba kernels serve these tensors (CPU, float32/float64, numba present, not disabled)."""
+    if not enabled():
+        return False
+    return all(t.device.type == "cpu" and (t.dtype in _FLOATS or not t.is_floating_point()) for t in tensors)
+
+
+_JIT: dict = {}
+#: below this many inner-loop operations a kernel runs its serial twin (waking a thread pool costs more)
+SERIAL_BELOW = 1 << 16
+_NAMES = ("spmm", "spmm_one", "sddmm_dot", "sddmm_add", "segment", "keyed_mask", "edge_mask", "masked_scale")
+
+
+def _kernel(name: str, work: float):
+    """Kernel ``name`` (:mod:`gridgnn.ops._numba_kernels`, compiled or loaded from numba's on-disk cache on first
+    use): the parallel one on as many threads as torch (which the launcher sets per rank), or its serial twin for
+    one thread or less than :data:`SERIAL_BELOW` operations of ``work``."""
+    if not _JIT:
+        import numba
+
+        if "NUMBA_THREADING_LAYER" not in os.environ:
+            # workqueue: idle workers sleep; OpenMP's spin, which halves the speed of ranks sharing cores
+            numba.config.THREADING_LAYER = "workqueue"
+        from . import _numba_kernels as nk
+
+        for n in _NAMES:
+            par = getattr(nk, f"{n}_kernel")
+            _JIT[n] = (par, nk.serial_twin(par))
+    threads = torch.get_num_threads()
+    if threads <= 1 or work < SERIAL_BELOW:
+        return _JIT[name][1]
+    set_threads(threads)
+    return _JIT[name][0]
+
+
+def set_threads(n: int) -> None:
+    """Use ``n`` threads in the kernels (bounded by the threads numba started with)."""
+    if HAVE_NUMBA:
+        import numba
+
+        n = max(1, min(int(n), numba.config.NUMBA_NUM_THREADS))
+        if numba.get_num_threads() != n:
+            numba.set_num_threads(n)
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().numpy()
+
+
+def _runs(crow: np.ndarray) -> np.ndarray:
+    """Row bounds of runs with about equal edge counts (8 per thread; a row is never split)."""
+    m = crow.shape[0] - 1
+    parts = max(1, min(m, 8 * torch.get_num_threads()))
+    if parts <= 1:
+        return np.array([0, m], dtype=np.int64)
+    targets = np.linspace(0, crow[-1], parts + 1)[1:-1]
+    cut = np.searchsorted(crow, targets, side="left")
+    return np.unique(np.concatenate([[0], np.clip(cut, 0, m), [m]])).astype(np.int64)
+
+
+def _ranges(col_heads, width: int, heads: int) -> np.ndarray:
+    from .pattern import head_columns
+
+    spans = col_heads if col_heads is not None else head_columns(heads, width)
+    return np.asarray(spans, dtype=np.int64).reshape(-1, 3)
+
+
+_NO_PERM = np.zeros(0, dtype=np.int64)
+
+
+def spmm_csr(crow: torch.Tensor, col: torch.Tensor, perm: torch.Tensor | None, values: torch.Tensor,
+             x: torch.Tensor, out_rows: int, col_heads=None) -> torch.Tensor:
+    r""":math:`Y_{u,c} = \sum_{j \in \mathrm{row}(u)} e_{\pi(j), h(c)} X_{\mathrm{col}(j), c}` over a CSR.
+
+    Args:
+        crow, col: the CSR (``out_rows + 1`` pointers) whose rows are the output rows.
+        perm: edge ``j`` of this CSR reads value ``perm[j]`` (the transposed order), or ``None``.
+        values: ``nnz × K`` edge values; ``x``: ``k × W``.
+        col_heads: ``(head, a, b)`` column ranges (default ``W`` split into ``K`` equal heads).
+    """
+    vals = values.reshape(values.shape[0], -1).to(x.dtype)
+    x = x.contiguous()
+    out = x.new_empty((out_rows, x.shape[1]))
+    c, p = _np(crow), _NO_PERM if perm is None else _np(perm)
+    ranges = _ranges(col_heads, x.shape[1], vals.shape[1])
+    work = col.shape[0] * x.shape[1]
+    if ranges.shape[0] == 1 and ranges[0, 1] == 0 and ranges[0, 2] == x.shape[1]:
+        v = vals[:, int(ranges[0, 0])]
+        v = v.contiguous() if perm is None else v[perm]  # one gather, not a random value load per edge
+        _kernel("spmm_one", work)(c, _np(col), _NO_PERM, _np(v), _np(x), _runs(c), _np(out))
+    else:
+        _kernel("spmm", work)(c, _np(col), p, _np(vals.contiguous()), _np(x), ranges, _runs(c), _np(out))
+    return out
+
+
+def sddmm_dot_csr(crow: torch.Tensor, col: torch.Tensor, dst: torch.Tensor, src: torch.Tensor, heads: int,
+                  col_heads=None) -> torch.Tensor:
+    r"""Per edge and head, :math:`\langle D_{u,h}, X_{v,h}\rangle` over the local columns → ``nnz × heads``."""
+    out = dst.new_zeros((int(col.shape[0]), heads))
+    c = _np(crow)
+    _kernel("sddmm_dot", col.shape[0] * dst.shape[1])(c, _np(col), _np(dst.contiguous()), _np(src.contiguous()),
+                                                       _ranges(col_heads, dst.shape[1], heads), _runs(c), _np(out))
+    return out
+
+
+def sddmm_add_csr(crow: torch.Tensor, col: torch.Tensor, s_dst: torch.Tensor, s_src: torch.Tensor) -> torch.Tensor:
+    r""":math:`e_{uv,h} = s^{dst}_{u,h} + s^{src}_{v,h}` → ``nnz × K``."""
+    out = s_dst.new_empty((int(col.shape[0]), s_dst.shape[1]))
+    c = _np(crow)
+    _kernel("sddmm_add", out.numel())(c, _np(col), _np(s_dst.contiguous()), _np(s_src.contiguous()), _runs(c),
+                                      _np(out))
+    return out
+
+
+def segment_reduce(crow: torch.Tensor, values: torch.Tensor, op: str) -> torch.Tensor:
+    """Per CSR row, ``"sum"`` or ``"max"`` of the ``nnz × K`` edge values (empty rows: 0 or −inf)."""
+    vals = values.contiguous()
+    m = int(crow.shape[0]) - 1
+    out = (vals.new_full((m, vals.shape[1]), float("-inf")) if op == "max" else vals.new_zeros((m, vals.shape[1])))
+    c = _np(crow)
+    _kernel("segment", vals.numel())(c, _np(vals), op == "max", _runs(c), _np(out))
+    return out
+
+
+def keyed_mask(ids: np.ndarray, features: int, c0: int, c1: int, key: np.uint64, threshold: np.uint64) -> np.ndarray:
+    """``bool[len(ids), c1 − c0]``: ``mix((id · features + col) ^ key) < threshold`` — the node-feature dropout
+    hash of :func:`gridgnn.nn.dropout.keep_mask`."""
+    out = np.empty((len(ids), c1 - c0), dtype=np.bool_)
+    _kernel("keyed_mask", out.size)(np.ascontiguousarray(ids, dtype=np.uint64), np.uint64(features), np.uint64(c0),
+                                    np.uint64(key), np.uint64(threshold), out)
+    return out
+
+
+def edge_mask(dst: np.ndarray, src: np.ndarray, heads: int, key: np.uint64, threshold: np.uint64) -> np.ndarray:
+    """``bool[len(dst), heads]``: ``mix(mix(mix(dst ^ key) + src) ^ (h + 1)·G) < threshold`` — the attention
+    dropout hash of :func:`gridgnn.nn.dropout.edge_keep_mask`."""
+    out = np.empty((len(dst), heads), dtype=np.bool_)
+    _kernel("edge_mask", out.size)(np.ascontiguousarray(dst, dtype=np.uint64),
+                                   np.ascontiguousarray(src, dtype=np.uint64), np.uint64(key), np.uint64(threshold),
+                                   out)
+    return out
+
+
+def masked_scale(x: torch.Tensor, mask: torch.Tensor, q: float) -> torch.Tensor:
+    """``x / q`` where ``mask`` (bool, same shape), else 0: the bits of ``x * mask / q`` in one pass."""
+    x = x.contiguous()
+    out = torch.empty_like(x)
+    xs = _np(x).reshape(-1)
+    _kernel("masked_scale", x.numel())(xs, _np(mask.contiguous()).reshape(-1), xs.dtype.type(q),
+                                       _np(out).reshape(-1))
+    return out

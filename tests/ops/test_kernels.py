@@ -1,0 +1,149 @@
+"""The numba kernels of gridgnn.ops.kernels against the torch / NumPy references they replace, on patterns with
+empty rows, isolated vertices, one huge row, unsorted duplicate-free input and non-square shapes; float64 to
+rounding, float32 to a stated tolerance; the dropout hashes bit for bit."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from gridgnn.nn import dropout as D
+from gridgnn.ops import kernels as K
+from gridgnn.ops import pattern as P
+
+pytestmark = pytest.mark.skipif(not K.HAVE_NUMBA, reason="numba is not installed: the torch references run")
+
+#: float32: each output sums at most a few hundred products of O(1) numbers in another order than torch
+TOL = {torch.float64: dict(rtol=1e-12, atol=1e-12), torch.float32: dict(rtol=2e-5, atol=2e-5)}
+
+
+def awkward_pattern(m: int, k: int, seed: int) -> P.Pattern:
+    """``m × k``: random edges given in shuffled order (no duplicates), rows ``≥ m − 3`` empty, columns
+    ``≥ k − 4`` never used (isolated sources), row 1 connected to every used column (one huge row)."""
+    r = np.random.default_rng(seed)
+    rows = r.integers(0, m - 3, 6 * m)
+    cols = r.integers(0, k - 4, 6 * m)
+    rows = np.concatenate([rows, np.full(k - 4, 1)])
+    cols = np.concatenate([cols, np.arange(k - 4)])
+    pairs = np.unique(np.stack([rows, cols], 1), axis=0)
+    pairs = pairs[r.permutation(len(pairs))]  # unsorted input
+    a = sp.coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(m, k))
+    return P.Pattern.from_scipy(a)
+
+
+def reference(monkeypatch, fn, *args, **kw):
+    monkeypatch.setenv("GRIDGNN_KERNELS", "torch")
+    try:
+        return fn(*args, **kw)
+    finally:
+        monkeypatch.delenv("GRIDGNN_KERNELS")
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("heads,col_heads", [(1, None), (3, None), (2, [(0, 0, 3), (1, 3, 4)])])
+def test_spmm_and_sddmm_equal_the_torch_references(dtype, heads, col_heads, monkeypatch):
+    m, k, width = 57, 43, 12 if col_heads is None else 4
+    pat = awkward_pattern(m, k, seed=heads)
+    assert (np.diff(pat.crow.numpy())[-3:] == 0).all() and np.diff(pat.crow.numpy()).max() == k - 4
+    r = np.random.default_rng(5)
+    vals = torch.from_numpy(r.normal(size=(pat.nnz, heads))).to(dtype)
+    x = torch.from_numpy(r.normal(size=(k, width))).to(dtype)
+    d = torch.from_numpy(r.normal(size=(m, width))).to(dtype)
+    s_dst, s_src = (torch.from_numpy(r.normal(size=(n, heads))).to(dtype) for n in (m, k))
+    assert K.fused(x, vals)
+    cases = [
+        (P.spmm, (pat, vals, x), dict(col_heads=col_heads)),
+        (P.spmm, (pat, vals, d), dict(transpose=True, col_heads=col_heads)),
+        (P.sddmm_dot, (pat, d, x, heads), dict(col_heads=col_heads)),
+        (P.sddmm_add, (pat, s_dst, s_src), {}),
+        (P.row_reduce, (pat, vals, "sum"), {}),
+        (P.row_reduce, (pat, vals, "max"), {}),
+    ]
+    for fn, args, kw in cases:
+        got, want = fn(*args, **kw), reference(monkeypatch, fn, *args, **kw)
+        assert got.dtype == want.dtype == dtype and got.shape == want.shape
+        torch.testing.assert_close(got, want, **TOL[dtype], msg=lambda s: f"{fn.__name__} {kw}: {s}")
+
+
+def test_results_do_not_depend_on_the_thread_count():
+    pat = awkward_pattern(300, 200, seed=9)
+    r = np.random.default_rng(0)
+    vals = torch.from_numpy(r.normal(size=(pat.nnz, 2)))
+    x = torch.from_numpy(r.normal(size=(200, 8)))
+    d = torch.from_numpy(r.normal(size=(300, 8)))
+    before = torch.get_num_threads()
+    outs = []
+    try:
+        for t in (1, 2):
+            torch.set_num_threads(t)
+            outs.append((P.spmm(pat, vals, x), P.spmm(pat, vals, d, transpose=True), P.sddmm_dot(pat, d, x, 2)))
+    finally:
+        torch.set_num_threads(before)
+    for a, b in zip(*outs):
+        assert torch.equal(a, b)
+
+
+def test_edge_cases_without_edges_or_columns():
+    empty = P.Pattern.from_scipy(sp.csr_matrix((5, 4)))
+    x = torch.ones(4, 3)
+    assert torch.equal(P.spmm(empty, torch.zeros(0), x), torch.zeros(5, 3))
+    assert torch.equal(P.sddmm_dot(empty, torch.ones(5, 3), x), torch.zeros(0, 1))
+    assert torch.equal(P.row_reduce(empty, torch.zeros(0, 2), "max"), torch.full((5, 2), float("-inf")))
+    pat = awkward_pattern(10, 9, seed=1)
+    assert P.spmm(pat, torch.ones(pat.nnz), torch.ones(9, 0)).shape == (10, 0)
+
+
+def test_selection_follows_device_dtype_and_switch(monkeypatch):
+    assert K.fused(torch.ones(2, dtype=torch.float32), torch.arange(3))
+    assert not K.fused(torch.ones(2, dtype=torch.float16))
+    monkeypatch.setenv("GRIDGNN_KERNELS", "torch")
+    assert not K.fused(torch.ones(2)) and not K.enabled()
+
+
+@pytest.mark.parametrize("cols", [None, (3, 11), (0, 1)])
+def test_dropout_masks_equal_the_numpy_hash_bit_for_bit(cols):
+    r = np.random.default_rng(2)
+    ids = np.concatenate([r.permutation(5000), [2**40 + 7, 0]])  # large ids wrap in uint64 the same way
+    for p in (0.1, 0.5, 0.9):
+        got = D.keep_mask(ids, 16, p, seed=3, epoch=4, layer=1, cols=cols)
+        want = D.keep_mask_reference(ids, 16, p, seed=3, epoch=4, layer=1, cols=cols)
+        assert got.dtype == np.bool_ and np.array_equal(got, want)
+        assert abs(got.mean() - (1 - p)) < 0.02
+    dst, src = r.integers(0, 10**6, 4000), r.integers(0, 10**6, 4000)
+    for heads in (1, 8):
+        got = D.edge_keep_mask(dst, src, heads, 0.3, seed=1, epoch=2, layer=0)
+        assert np.array_equal(got, D.edge_keep_mask_reference(dst, src, heads, 0.3, seed=1, epoch=2, layer=0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_dropout_forward_and_backward_equal_the_float_mask_product(dtype):
+    """The kept boolean mask gives the very bits of ``x * mask / (1 - p)`` and of its gradient."""
+    ids = np.arange(300)[::-1].copy()
+    x = torch.randn(300, 7, dtype=dtype, requires_grad=True)
+    y = D.hashed_dropout(x, 0.4, ids, seed=1, epoch=0, layer=2, training=True)
+    m = torch.from_numpy(D.keep_mask_reference(ids, 7, 0.4, seed=1, epoch=0, layer=2)).to(dtype)
+    y_ref = x * m / 0.6
+    g = torch.randn_like(y)
+    assert torch.equal(y, y_ref)
+    assert torch.equal(torch.autograd.grad(y, x, g)[0], torch.autograd.grad(y_ref, x, g)[0])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_tensors_run_the_torch_references_and_agree_with_the_cpu_kernels():
+    pat = awkward_pattern(57, 43, seed=1)
+    gpu = P.Pattern(pat.crow.cuda(), pat.col.cuda(), pat.shape)
+    r = np.random.default_rng(3)
+    vals = torch.from_numpy(r.normal(size=(pat.nnz, 2)))
+    x = torch.from_numpy(r.normal(size=(43, 6)))
+    d = torch.from_numpy(r.normal(size=(57, 6)))
+    assert not K.fused(x.cuda())
+    for fn, cpu_args, gpu_args, kw in [
+        (P.spmm, (pat, vals, x), (gpu, vals.cuda(), x.cuda()), {}),
+        (P.spmm, (pat, vals, d), (gpu, vals.cuda(), d.cuda()), dict(transpose=True)),
+        (P.sddmm_dot, (pat, d, x, 2), (gpu, d.cuda(), x.cuda(), 2), {}),
+        (P.row_reduce, (pat, vals, "max"), (gpu, vals.cuda(), "max"), {}),
+    ]:
+        torch.testing.assert_close(fn(*gpu_args, **kw).cpu(), fn(*cpu_args, **kw), **TOL[torch.float64])
+    ids = np.arange(57)
+    y = D.hashed_dropout(d.cuda(), 0.3, ids, seed=1, epoch=0, layer=1, training=True)
+    assert torch.equal(y.cpu(), D.hashed_dropout(d, 0.3, ids, seed=1, epoch=0, layer=1, training=True))
