@@ -56,14 +56,13 @@ def serial_twin(kernel):
 
 
 @njit(**_PAR)
-def spmm_kernel(crow, col, perm, vals, x, ranges, runs, out):
-    """``out[i, a:b] = Σ_j vals[e, h] · x[col[j], a:b]`` over the edges ``j`` of row ``i`` (``e = perm[j]`` when a
-    permutation is given, else ``j``), for every ``(h, a, b)`` of ``ranges``; columns outside the ranges are 0.
-    Each row accumulates in a private buffer (no aliasing with ``x``: the feature loop vectorizes)."""
+def spmm_kernel(crow, col, vals, x, ranges, runs, out):
+    """``out[i, a:b] = Σ_j vals[j, h] · x[col[j], a:b]`` over the edges ``j`` of row ``i``, for every ``(h, a, b)``
+    of ``ranges``; columns outside the ranges are 0. Each row accumulates in a private buffer (no aliasing with
+    ``x``: the feature loop vectorizes); the source row ``PREFETCH_EDGES`` edges ahead is prefetched."""
     width = out.shape[1]
     nr = ranges.shape[0]
     heads, lo, hi = ranges[:, 0].copy(), ranges[:, 1].copy(), ranges[:, 2].copy()
-    has_perm = perm.shape[0] > 0
     ahead = col.shape[0] - PREFETCH_EDGES
     for r in prange(runs.shape[0] - 1):
         acc = np.empty(width, dtype=out.dtype)
@@ -73,9 +72,8 @@ def spmm_kernel(crow, col, perm, vals, x, ranges, runs, out):
             for j in range(crow[i], crow[i + 1]):
                 if j < ahead:
                     prefetch_row(x, col[j + PREFETCH_EDGES])
-                e = perm[j] if has_perm else j
                 xr = x[col[j]]
-                ve = vals[e]
+                ve = vals[j]
                 for k in range(nr):
                     v = ve[heads[k]]
                     for f in range(lo[k], hi[k]):
@@ -85,10 +83,9 @@ def spmm_kernel(crow, col, perm, vals, x, ranges, runs, out):
 
 
 @njit(**_PAR)
-def spmm_one_kernel(crow, col, perm, vals, x, runs, out):
+def spmm_one_kernel(crow, col, vals, x, runs, out):
     """:func:`spmm_kernel` with one value per edge (``vals``: ``nnz``) over every column."""
     width = out.shape[1]
-    has_perm = perm.shape[0] > 0
     ahead = col.shape[0] - PREFETCH_EDGES
     for r in prange(runs.shape[0] - 1):
         acc = np.empty(width, dtype=out.dtype)
@@ -98,7 +95,7 @@ def spmm_one_kernel(crow, col, perm, vals, x, runs, out):
             for j in range(crow[i], crow[i + 1]):
                 if j < ahead:
                     prefetch_row(x, col[j + PREFETCH_EDGES])
-                v = vals[perm[j]] if has_perm else vals[j]
+                v = vals[j]
                 xr = x[col[j]]
                 for f in range(width):
                     acc[f] += v * xr[f]
@@ -192,4 +189,40 @@ def masked_scale_kernel(x, mask, q, out):
     step = 1 << 16
     for c in prange((n + step - 1) // step):
         for i in range(c * step, min(n, (c + 1) * step)):
-            out[i] = x[i] / q if mask[i] else x[i] * 0
+            out[i] = (x[i] / q) * mask[i]  # branch-free; a dropped entry is ±0 (NaN for x = ±inf or NaN)
+
+
+@njit(**_PAR)
+def row_exp_kernel(crow, e, m, runs, ex, s):
+    """``ex[j, h] = exp(e[j, h] − m[i, h])`` and ``s[i, h] = Σ_j ex[j, h]`` (``s`` starts at 0)."""
+    for r in prange(runs.shape[0] - 1):
+        for i in range(runs[r], runs[r + 1]):
+            for j in range(crow[i], crow[i + 1]):
+                for h in range(e.shape[1]):
+                    v = np.exp(e[j, h] - m[i, h])
+                    ex[j, h] = v
+                    s[i, h] += v
+
+
+@njit(**_PAR)
+def row_dot_kernel(crow, a, b, runs, out):
+    """``out[i, h] = Σ_j a[j, h] · b[j, h]`` (``out`` starts at 0)."""
+    for r in prange(runs.shape[0] - 1):
+        for i in range(runs[r], runs[r + 1]):
+            for j in range(crow[i], crow[i + 1]):
+                for h in range(a.shape[1]):
+                    out[i, h] += a[j, h] * b[j, h]
+
+
+@njit(**_PAR)
+def row_apply_kernel(crow, a, b, t, softmax_grad, runs, out):
+    """Per edge ``j`` of row ``i``: ``a[j, h] / t[i, h]`` (normalize), or ``a[j, h] · (b[j, h] − t[i, h])`` (the
+    softmax backward) when ``softmax_grad``."""
+    for r in prange(runs.shape[0] - 1):
+        for i in range(runs[r], runs[r + 1]):
+            for j in range(crow[i], crow[i + 1]):
+                for h in range(a.shape[1]):
+                    if softmax_grad:
+                        out[j, h] = a[j, h] * (b[j, h] - t[i, h])
+                    else:
+                        out[j, h] = a[j, h] / t[i, h]

@@ -59,7 +59,8 @@ def fused(*tensors: torch.Tensor) -> bool:
 _JIT: dict = {}
 #: below this many inner-loop operations a kernel runs its serial twin (waking a thread pool costs more)
 SERIAL_BELOW = 1 << 16
-_NAMES = ("spmm", "spmm_one", "sddmm_dot", "sddmm_add", "segment", "keyed_mask", "edge_mask", "masked_scale")
+_NAMES = ("spmm", "spmm_one", "sddmm_dot", "sddmm_add", "segment", "keyed_mask", "edge_mask", "masked_scale",
+          "row_exp", "row_dot", "row_apply")
 
 
 def _kernel(name: str, work: float):
@@ -116,9 +117,6 @@ def _ranges(col_heads, width: int, heads: int) -> np.ndarray:
     return np.asarray(spans, dtype=np.int64).reshape(-1, 3)
 
 
-_NO_PERM = np.zeros(0, dtype=np.int64)
-
-
 def spmm_csr(crow: torch.Tensor, col: torch.Tensor, perm: torch.Tensor | None, values: torch.Tensor,
              x: torch.Tensor, out_rows: int, col_heads=None) -> torch.Tensor:
     r""":math:`Y_{u,c} = \sum_{j \in \mathrm{row}(u)} e_{\pi(j), h(c)} X_{\mathrm{col}(j), c}` over a CSR.
@@ -132,15 +130,17 @@ def spmm_csr(crow: torch.Tensor, col: torch.Tensor, perm: torch.Tensor | None, v
     vals = values.reshape(values.shape[0], -1).to(x.dtype)
     x = x.contiguous()
     out = x.new_empty((out_rows, x.shape[1]))
-    c, p = _np(crow), _NO_PERM if perm is None else _np(perm)
+    c = _np(crow)
     ranges = _ranges(col_heads, x.shape[1], vals.shape[1])
     work = col.shape[0] * x.shape[1]
-    if ranges.shape[0] == 1 and ranges[0, 1] == 0 and ranges[0, 2] == x.shape[1]:
-        v = vals[:, int(ranges[0, 0])]
-        v = v.contiguous() if perm is None else v[perm]  # one gather, not a random value load per edge
-        _kernel("spmm_one", work)(c, _np(col), _NO_PERM, _np(v), _np(x), _runs(c), _np(out))
+    one = ranges.shape[0] == 1 and ranges[0, 1] == 0 and ranges[0, 2] == x.shape[1]
+    if one:
+        vals = vals[:, int(ranges[0, 0])]
+    vals = vals.contiguous() if perm is None else vals[perm]  # one gather, not a random value load per edge
+    if one:
+        _kernel("spmm_one", work)(c, _np(col), _np(vals), _np(x), _runs(c), _np(out))
     else:
-        _kernel("spmm", work)(c, _np(col), p, _np(vals.contiguous()), _np(x), ranges, _runs(c), _np(out))
+        _kernel("spmm", work)(c, _np(col), _np(vals), _np(x), ranges, _runs(c), _np(out))
     return out
 
 
@@ -170,6 +170,34 @@ def segment_reduce(crow: torch.Tensor, values: torch.Tensor, op: str) -> torch.T
     out = (vals.new_full((m, vals.shape[1]), float("-inf")) if op == "max" else vals.new_zeros((m, vals.shape[1])))
     c = _np(crow)
     _kernel("segment", vals.numel())(c, _np(vals), op == "max", _runs(c), _np(out))
+    return out
+
+
+def row_exp(crow: torch.Tensor, e: torch.Tensor, m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(exp(e − m[row]), its row sums)`` for ``nnz × K`` edge values in CSR order and ``m × K`` row shifts."""
+    e = e.contiguous()
+    ex = torch.empty_like(e)
+    s = e.new_zeros((int(crow.shape[0]) - 1, e.shape[1]))
+    c = _np(crow)
+    _kernel("row_exp", e.numel())(c, _np(e), _np(m.contiguous()), _runs(c), _np(ex), _np(s))
+    return ex, s
+
+
+def row_dot(crow: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Per CSR row, ``Σ_j a[j] ⊙ b[j]`` of two ``nnz × K`` edge tensors → ``m × K``."""
+    out = a.new_zeros((int(crow.shape[0]) - 1, a.shape[1]))
+    c = _np(crow)
+    _kernel("row_dot", a.numel())(c, _np(a.contiguous()), _np(b.contiguous()), _runs(c), _np(out))
+    return out
+
+
+def row_apply(crow: torch.Tensor, a: torch.Tensor, b: torch.Tensor | None, t: torch.Tensor) -> torch.Tensor:
+    """Per edge of row ``i``: ``a / t[i]`` (``b`` is ``None``), or ``a ⊙ (b − t[i])``."""
+    a = a.contiguous()
+    out = torch.empty_like(a)
+    c = _np(crow)
+    _kernel("row_apply", a.numel())(c, _np(a), _np(a if b is None else b.contiguous()), _np(t.contiguous()),
+                                    b is not None, _runs(c), _np(out))
     return out
 
 

@@ -196,12 +196,52 @@ def reduce_rows(row: torch.Tensor, m: int, values: torch.Tensor, op: str,
     return out.scatter_reduce(0, row.unsqueeze(1).expand_as(vals), vals, reduce="amax", include_self=True)
 
 
+def exp_shifted(row: torch.Tensor, m: torch.Tensor, e: torch.Tensor,
+                crow: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The numerator and the local denominator of a softmax per destination row: :math:`x_{uv} = \exp(e_{uv} -
+    m_u)` (``nnz × K``, ``m``: ``rows × K`` shifts) and :math:`\sum_v x_{uv}` (``rows × K``); one pass with
+    ``crow``."""
+    e = as_edges(e)
+    if crow is not None and kernels.fused(e, m):
+        return kernels.row_exp(crow, e, m)
+    ex = torch.exp(e - m[row])
+    return ex, reduce_rows(row, m.shape[0], ex, "sum")
+
+
+def divide_rows(row: torch.Tensor, ex: torch.Tensor, s: torch.Tensor, crow: torch.Tensor | None = None) -> torch.Tensor:
+    """``ex[e] / s[row[e]]`` per edge and head."""
+    if crow is not None and kernels.fused(ex, s):
+        return kernels.row_apply(crow, ex, None, s)
+    return ex / s[row]
+
+
+def dot_rows(row: torch.Tensor, rows: int, a: torch.Tensor, b: torch.Tensor,
+             crow: torch.Tensor | None = None) -> torch.Tensor:
+    """Per destination row and head, ``Σ_v a_uv b_uv`` of two ``nnz × K`` edge tensors."""
+    if crow is not None and kernels.fused(a, b):
+        return kernels.row_dot(crow, a, b)
+    return reduce_rows(row, rows, a * b, "sum")
+
+
+def softmax_grad_rows(row: torch.Tensor, a: torch.Tensor, da: torch.Tensor, r: torch.Tensor,
+                      crow: torch.Tensor | None = None) -> torch.Tensor:
+    r""":math:`\alpha_{uv} (\partial\alpha_{uv} - r_u)` per edge and head (``r``: the row sums of
+    :math:`\alpha \odot \partial\alpha`)."""
+    if crow is not None and kernels.fused(a, da, r):
+        return kernels.row_apply(crow, a, da, r)
+    return a * (da - r[row])
+
+
 def row_reduce(pat: Pattern, values: torch.Tensor, op: str) -> torch.Tensor:
     """:func:`reduce_rows` over the rows of ``pat``."""
     return reduce_rows(pat.row, pat.shape[0], values, op, crow=pat.crow)
 
 
 def col_sum(pat: Pattern, values: torch.Tensor) -> torch.Tensor:
-    """Per source column, the sum of the edge values (``nnz × K`` → ``k × K``)."""
+    """Per source column, the sum of the edge values (``nnz × K`` → ``k × K``); fused: a segmented sum over the
+    transposed order."""
     vals = as_edges(values)
+    if pat.nnz and kernels.fused(vals):
+        t_crow, _, t_perm = pat.transpose()
+        return kernels.segment_reduce(t_crow, vals[t_perm], "sum")
     return vals.new_zeros((pat.shape[1], vals.shape[1])).index_add_(0, pat.col, vals)

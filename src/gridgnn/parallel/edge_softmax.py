@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ..ops.pattern import as_edges, reduce_rows
+from ..ops.pattern import as_edges, divide_rows, dot_rows, exp_shifted, reduce_rows, softmax_grad_rows
 
 
 class EdgeSoftmax(torch.autograd.Function):
@@ -22,9 +22,8 @@ class EdgeSoftmax(torch.autograd.Function):
         row, m_rows, crow = g.edge_rows()
         m = g.row_all(reduce_rows(row, m_rows, e, "max", crow), op="max")
         m = torch.where(torch.isinf(m), torch.zeros_like(m), m)  # rows without edges anywhere
-        ex = torch.exp(as_edges(e) - m[row])
-        s = g.row_all(reduce_rows(row, m_rows, ex, "sum", crow))
-        a = (ex / s[row]).reshape(e.shape)
+        ex, s = exp_shifted(row, m, e, crow)
+        a = divide_rows(row, ex, g.row_all(s), crow).reshape(e.shape)
         ctx.g = g
         ctx.save_for_backward(a)
         return a
@@ -35,5 +34,5 @@ class EdgeSoftmax(torch.autograd.Function):
         g = ctx.g
         row, m_rows, crow = g.edge_rows()
         a2, da2 = as_edges(a), as_edges(da)
-        r = g.row_all(reduce_rows(row, m_rows, a2 * da2, "sum", crow))
-        return (a2 * (da2 - r[row])).reshape(a.shape), None
+        r = g.row_all(dot_rows(row, m_rows, a2, da2, crow))
+        return softmax_grad_rows(row, a2, da2, r, crow).reshape(a.shape), None
