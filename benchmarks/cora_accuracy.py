@@ -1,8 +1,9 @@
 """Cora, standard split, 200 epochs: test accuracy per seed for serial and every algorithm at P=4, and the largest
 gap to serial. ``--model gcn``: 2 layers, hidden 16, dropout 0.5, lr 0.01. ``--model gat``: 2 layers, 8 heads × 8
 hidden, one output head, dropout 0.6 on inputs and attention, lr 0.005. ``--model agnn``: PyG's example (Linear 16
-→ ReLU → AGNN β fixed → AGNN β trained → Linear: ``--layers 4``), dropout 0.5, lr 0.01.
-Weight decay 5e-4. Usage: python benchmarks/cora_accuracy.py [CORA_DIR] [--seeds 5] [--model gcn|gat|agnn]
+→ ReLU → AGNN β fixed → AGNN β trained → Linear: ``--layers 4``), dropout 0.5, lr 0.01. ``--model sage``:
+GraphSAGE (root weight) with ``--aggr`` (default mean), 2 layers, hidden 16, dropout 0.5, lr 0.01.
+Weight decay 5e-4. Usage: python benchmarks/cora_accuracy.py [CORA_DIR] [--seeds 5] [--model gcn|gat|agnn|sage]
 """
 from __future__ import annotations
 
@@ -20,13 +21,16 @@ def main():
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--nproc", type=int, default=4)
     ap.add_argument("--epochs", type=int, default=200)
-    ap.add_argument("--model", choices=("gcn", "gat", "agnn"), default="gcn")
+    ap.add_argument("--model", choices=("gcn", "gat", "agnn", "sage"), default="gcn")
+    ap.add_argument("--aggr", default="mean", help="--model sage: mean, sum, max or min")
     ap.add_argument("--algos", default=None, help="comma-separated subset (serial always runs)")
     args = ap.parse_args()
     if args.model == "gat":
         hyper = dict(model="gat", layers=2, heads=8, hidden=8, lr=0.005, dropout=0.6, attn_dropout=0.6)
     elif args.model == "agnn":
         hyper = dict(model="agnn", layers=4, hidden=16, lr=0.01, dropout=0.5)
+    elif args.model == "sage":
+        hyper = dict(model="sage", aggr=args.aggr, layers=2, hidden=16, lr=0.01, dropout=0.5)
     else:
         hyper = dict(layers=2, hidden=16, lr=0.01, dropout=0.5)
 

@@ -1,0 +1,267 @@
+"""One process, one graph: local kernels and model epochs next to their references, measured in one invocation.
+
+On one synthetic graph (default: SBM, 100,000 vertices, average degree 20, 128 features, 8 classes):
+
+1. **Kernels** (float32): STREAM copy bandwidth of this machine (a parallel numba copy and torch's ``copy_``, the
+   faster counts), then SpMM (``f`` = 128) with the numba kernel and with ``torch.sparse.mm`` (the reference), as
+   GB/s under the gather model (bytes = nnz·f·4 + n·f·4 + nnz·12) and as a fraction of STREAM copy; SDDMM
+   (dot, 8 heads), the edge-softmax row reductions and the keyed dropout mask, numba next to the torch / NumPy
+   reference. ``--spmm-n/--spmm-nnz`` add the SpMM on a second, uniform random graph.
+2. **Epochs** (each in its own subprocess, so each peak memory is its own; median of ``--epochs`` after
+   ``--warmup``; forward + loss + backward + Adam): GCN (3 layers, hidden 128) — PyG ``GCNConv`` on
+   ``edge_index`` and on a CSR ``adj_t`` (cached normalization), gridgnn serial with the numba kernels and with
+   the torch references (``GRIDGNN_KERNELS=torch``); GAT (8 heads × 8, one output head, 2 layers, dropout 0.6 on
+   inputs and attention) — PyG ``GATConv`` and gridgnn likewise; AGNN (PyG's example: linear → 2 propagations →
+   linear, hidden 64) and VA (hidden 64) — PyG ``AGNNConv`` and gridgnn.
+3. **Bytes per epoch at P = 4** of every algorithm and model, from the byte models (``model_bytes.py``), which
+   the test suite checks against measured bytes.
+
+Usage: python benchmarks/bench_local.py [--data SPEC] [--epochs 5] [--warmup 1] [--skip kernels,epochs,bytes]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
+
+DEFAULT = "synthetic:sbm?n=100000&classes=8&avg_degree=20&features=128"
+
+
+def best_of(fn, repeat: int = 5) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def stream_copy_gbs(elements: int = 1 << 26) -> float:
+    """STREAM copy (bytes read + written per second) of a float32 array, the better of numba and torch."""
+    import numpy as np
+    import torch
+    from numba import njit, prange
+
+    @njit(parallel=True)
+    def copy(a, b):
+        for i in prange(a.shape[0]):
+            b[i] = a[i]
+
+    a = np.ones(elements, dtype=np.float32)
+    b = np.empty_like(a)
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    t = min(best_of(lambda: copy(a, b)), best_of(lambda: tb.copy_(ta)))
+    return 2 * a.nbytes / t / 1e9
+
+
+def kernels_section(spec: str, extra: tuple[int, int] | None) -> None:
+    import numpy as np
+    import scipy.sparse as sp
+    import torch
+
+    from gridgnn.graph import gcn_normalize
+    from gridgnn.graph.spec import load_graph
+    from gridgnn.nn import dropout as D
+    from gridgnn.ops import kernels as K
+    from gridgnn.ops import pattern as P
+
+    stream = stream_copy_gbs()
+    print(f"\nthreads: torch {torch.get_num_threads()}; STREAM copy: {stream:.2f} GB/s")
+    g = load_graph(spec)
+    mats = {f"{spec.split(':')[-1]} (Â, n={g.n})": gcn_normalize(g)}
+    if extra:
+        n, nnz = extra
+        r = np.random.default_rng(0)
+        a = sp.csr_matrix((np.ones(nnz, np.float32), (r.integers(0, n, nnz), r.integers(0, n, nnz))), shape=(n, n))
+        mats[f"uniform random n={n}, nnz={nnz}"] = a
+    print("\n| graph | kernel | nnz | f | numba (ms) | torch reference (ms) | numba GB/s | × STREAM | reference × STREAM |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    f = 128
+    for name, mat in mats.items():
+        pat = P.Pattern.from_scipy(mat, transpose=True)
+        n, nnz = mat.shape[0], pat.nnz
+        vals = torch.from_numpy(np.asarray(mat.data, dtype=np.float32))
+        x = torch.randn(mat.shape[1], f)
+        gather = (nnz * f * 4 + n * f * 4 + nnz * 12) / 1e9
+
+        def both(fn):
+            fused = best_of(fn)
+            os.environ["GRIDGNN_KERNELS"] = "torch"
+            try:
+                ref = best_of(fn)
+            finally:
+                del os.environ["GRIDGNN_KERNELS"]
+            return fused, ref
+
+        for kname, fn in (("spmm", lambda: P.spmm(pat, vals, x)),
+                          ("spmm (transposed)", lambda: P.spmm(pat, vals, x, transpose=True))):
+            t, tr = both(fn)
+            print(f"| {name} | {kname} | {nnz} | {f} | {t * 1e3:.1f} | {tr * 1e3:.1f} | {gather / t:.2f} | "
+                  f"{gather / t / stream:.2f} | {gather / tr / stream:.2f} |")
+        if not name.startswith("uniform"):
+            e8 = torch.randn(nnz, 8)
+            d = torch.randn(n, 64)
+            t, tr = both(lambda: P.sddmm_dot(pat, d, d, 8))
+            print(f"| {name} | sddmm_dot, 8 heads × 8 | {nnz} | 64 | {t * 1e3:.1f} | {tr * 1e3:.1f} | | | |")
+            t, tr = both(lambda: (P.row_reduce(pat, e8, "max"), P.row_reduce(pat, e8, "sum")))
+            print(f"| {name} | row max + row sum, 8 heads | {nnz} | | {t * 1e3:.1f} | {tr * 1e3:.1f} | | | |")
+            ids = np.arange(n)
+            t = best_of(lambda: D.keep_mask(ids, f, 0.5, seed=0, epoch=0, layer=1))
+            tr = best_of(lambda: D.keep_mask_reference(ids, f, 0.5, seed=0, epoch=0, layer=1), repeat=2)
+            gbs = n * f / t / 1e9
+            print(f"| {name} | keyed dropout mask | | {f} | {t * 1e3:.1f} | {tr * 1e3:.1f} (NumPy) | "
+                  f"{gbs:.2f} G masks/s | | |")
+    assert K.enabled()
+
+
+# ------------------------------------------------------------------------------------------------ epochs
+def worker(impl: str, model: str, spec: str, epochs: int, warmup: int) -> dict:
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    from gridgnn.graph import gcn_normalize
+    from gridgnn.graph.spec import load_graph
+    from gridgnn.planner.memory import measured_peak_bytes
+
+    torch.manual_seed(0)
+    g = load_graph(spec)
+    x = torch.from_numpy(np.asarray(g.x, dtype=np.float32))
+    y = torch.from_numpy(g.y)
+    train = torch.from_numpy(g.train_mask & (g.y >= 0))
+    f, c = g.num_features, g.num_classes
+    dims = {"gcn": [f, 128, 128, c], "gat": [f, 8, c], "agnn": [f, 64, 64, 64, c], "va": [f, 64, c]}[model]
+    if impl.startswith("pyg"):
+        import torch_geometric.nn as pygnn
+
+        ei = torch.from_numpy(g.edge_index())
+        adj = ei
+        if impl == "pyg-csr":  # rows = targets, as PyG expects of a sparse adjacency
+            adj = torch.sparse_coo_tensor(ei.flip(0), torch.ones(ei.shape[1]), (g.n, g.n)).coalesce().to_sparse_csr()
+        if model == "gcn":
+            convs = torch.nn.ModuleList([pygnn.GCNConv(a, b, cached=True) for a, b in zip(dims[:-1], dims[1:])])
+
+            def forward():
+                h = x
+                for i, conv in enumerate(convs):
+                    h = conv(F.dropout(h, 0.5, training=True), adj)
+                    h = torch.relu(h) if i < len(convs) - 1 else h
+                return h
+        elif model == "gat":
+            convs = torch.nn.ModuleList([pygnn.GATConv(f, 8, heads=8, dropout=0.6),
+                                         pygnn.GATConv(64, c, heads=1, concat=False, dropout=0.6)])
+
+            def forward():
+                h = F.elu(convs[0](F.dropout(x, 0.6, training=True), adj))
+                return convs[1](F.dropout(h, 0.6, training=True), adj)
+        else:  # AGNN, PyG's Cora example
+            convs = torch.nn.ModuleList([torch.nn.Linear(f, 64), pygnn.AGNNConv(requires_grad=False),
+                                         pygnn.AGNNConv(requires_grad=True), torch.nn.Linear(64, c)])
+
+            def forward():
+                h = torch.relu(convs[0](F.dropout(x, 0.5, training=True)))
+                h = convs[2](convs[1](h, adj), adj)
+                return convs[3](F.dropout(h, 0.5, training=True))
+        params = convs.parameters()
+    else:
+        if impl == "gridgnn-torch":
+            os.environ["GRIDGNN_KERNELS"] = "torch"
+        from gridgnn.nn import MODELS
+        from gridgnn.parallel.serial import build_serial
+
+        plan = build_serial(gcn_normalize(g), dtype=torch.float32)
+        opts = {"gcn": dict(dropout=0.5), "gat": dict(dropout=0.6, heads=8), "agnn": dict(dropout=0.5),
+                "va": dict(dropout=0.5)}[model]
+        net = MODELS[model].from_options(dims, plan=None, dtype=torch.float32, seed=0, **opts)
+        net.train()
+
+        def forward():
+            net.epoch += 1
+            return net(x, plan)
+
+        params = net.parameters()
+    opt = torch.optim.Adam(params, lr=0.005, weight_decay=5e-4)
+    times = []
+    for epoch in range(warmup + epochs):
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        out = forward()
+        F.cross_entropy(out[train], y[train]).backward()
+        opt.step()
+        if epoch >= warmup:
+            times.append(time.perf_counter() - t0)
+    return {"epoch_ms": 1e3 * statistics.median(times), "peak_bytes": measured_peak_bytes(), "n": g.n, "nnz": g.nnz}
+
+
+RUNS = {  # model → implementations, the first PyG one is the reference of the ratios
+    "gcn": ("pyg", "pyg-csr", "gridgnn", "gridgnn-torch"),
+    "gat": ("pyg", "gridgnn", "gridgnn-torch"),
+    "agnn": ("pyg", "gridgnn", "gridgnn-torch"),
+    "va": ("gridgnn", "gridgnn-torch"),
+}
+NAMES = {"pyg": "PyG (edge_index)", "pyg-csr": "PyG (CSR adj_t)", "gridgnn": "gridgnn serial (numba kernels)",
+         "gridgnn-torch": "gridgnn serial (torch references)"}
+
+
+def epochs_section(spec: str, epochs: int, warmup: int, models: list[str]) -> None:
+    print(f"\nepochs: median of {epochs} after {warmup} warm-up, float32; peak = VmHWM of the worker process")
+    print("\n| model | run | epoch time (ms) | × PyG best | peak memory (MiB) | × PyG best |")
+    print("|---|---|---|---|---|---|")
+    for model in models:
+        res = {}
+        for impl in RUNS[model]:
+            r = subprocess.run([sys.executable, __file__, "--worker", impl, "--model", model, "--data", spec,
+                                "--epochs", str(epochs), "--warmup", str(warmup)], capture_output=True, text=True)
+            line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
+            if not line:
+                print(f"| {model} | {NAMES[impl]} | failed: {r.stderr.strip().splitlines()[-1:]} | | | |")
+                continue
+            res[impl] = json.loads(line[0][7:])
+        pyg = [res[i] for i in res if i.startswith("pyg")]
+        best_t = min((r["epoch_ms"] for r in pyg), default=None)
+        best_m = min((r["peak_bytes"] for r in pyg), default=None)
+        for impl, r in res.items():
+            rt = f"{r['epoch_ms'] / best_t:.2f}" if best_t else "–"
+            rm = f"{r['peak_bytes'] / best_m:.2f}" if best_m else "–"
+            print(f"| {model} | {NAMES[impl]} | {r['epoch_ms']:.0f} | {rt} | {r['peak_bytes'] / 2**20:.0f} | {rm} |",
+                  flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default=DEFAULT)
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--models", default="gcn,gat,agnn,va")
+    ap.add_argument("--skip", default="", help="comma-separated sections to skip: kernels, epochs, bytes")
+    ap.add_argument("--spmm-n", type=int, default=200_000)
+    ap.add_argument("--spmm-nnz", type=int, default=4_000_000)
+    ap.add_argument("--worker")
+    ap.add_argument("--model")
+    args = ap.parse_args()
+    if args.worker:
+        print("RESULT " + json.dumps(worker(args.worker, args.model, args.data, args.epochs, args.warmup)))
+        return
+    skip = set(filter(None, args.skip.split(",")))
+    print(f"data: {args.data}")
+    if "kernels" not in skip:
+        kernels_section(args.data, (args.spmm_n, args.spmm_nnz) if args.spmm_n else None)
+    if "epochs" not in skip:
+        epochs_section(args.data, args.epochs, args.warmup, args.models.split(","))
+    if "bytes" not in skip:
+        print("\nbytes per training epoch at P = 4 (byte models, float32, random partition / permutation):\n",
+              flush=True)
+        here = os.path.dirname(os.path.abspath(__file__))
+        subprocess.run([sys.executable, os.path.join(here, "model_bytes.py"), "--data", args.data, "--nprocs", "4",
+                        "--models", "gcn,gat,agnn,va,sage"], check=True)
+
+
+if __name__ == "__main__":
+    main()
