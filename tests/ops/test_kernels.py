@@ -139,9 +139,12 @@ def test_dropout_masks_equal_the_numpy_hash_bit_for_bit(cols):
         assert np.array_equal(got, D.edge_keep_mask_reference(dst, src, heads, 0.3, seed=1, epoch=2, layer=0))
 
 
+@pytest.mark.parametrize("kernel", ["auto", "torch"])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_dropout_forward_and_backward_equal_the_float_mask_product(dtype):
-    """The kept boolean mask gives the very bits of ``x * mask / (1 - p)`` and of its gradient."""
+def test_dropout_forward_and_backward_equal_the_float_mask_product(dtype, kernel, monkeypatch):
+    """The kept boolean mask gives the very bits of ``x * mask / (1 - p)`` and of its gradient (the one-pass
+    kernel and the torch path alike)."""
+    monkeypatch.setenv("GRIDGNN_KERNELS", kernel)
     ids = np.arange(300)[::-1].copy()
     x = torch.randn(300, 7, dtype=dtype, requires_grad=True)
     y = D.hashed_dropout(x, 0.4, ids, seed=1, epoch=0, layer=2, training=True)

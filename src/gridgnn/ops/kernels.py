@@ -14,6 +14,9 @@ kernel                   computes                                         replac
 :func:`sddmm_add_csr`    :math:`e_{uv,h} = s_{u,h} + t_{v,h}`              two ``nnz × K`` gathers and a sum
 :func:`segment_reduce`   per row ``sum`` / ``max`` of an edge tensor        ``index_add_`` / ``scatter_reduce``
                          in CSR order
+:func:`row_exp`,         the edge softmax's local passes: ``exp(e − m)``   gathers of the row statistics per
+:func:`row_dot`,         with its row sums; ``Σ α ∂α`` per row; the        edge, scatters of the sums
+:func:`row_apply`        division and the backward's update
 :func:`keyed_mask`,      the keep masks of :mod:`gridgnn.nn.dropout`,      ``uint64`` NumPy passes with
 :func:`edge_mask`        bit for bit                                       ``n × f`` temporaries
 :func:`masked_scale`     ``x / (1 − p)`` where kept, else 0                 a bool → float cast, a division and
