@@ -12,9 +12,24 @@ local edges of ``g`` that ``mask`` keeps (all when ``None``), with the semantics
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..ops.semiring import SELECTING, check_semiring
+
+
+class SourceKeys:
+    """For a distributed graph whose local edges lie in one pattern (``self.pattern``) and that knows their
+    original ids (``edge_ids()``): the original id of every local edge's source, the selecting semirings'
+    tie-break key (ties resolve as in the serial run whatever the permutation), built once on first use."""
+
+    _source_keys = None
+
+    def source_keys(self) -> torch.Tensor:
+        if self._source_keys is None:
+            ids = np.ascontiguousarray(self.edge_ids()[1], dtype=np.int64)
+            self._source_keys = torch.from_numpy(ids).to(self.pattern.device)
+        return self._source_keys
 
 
 def aggregate(g, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "sum",

@@ -43,11 +43,11 @@ import torch
 from ..ops import semiring as sr
 from ..ops.pattern import Pattern, col_sum, reduce_rows, row_reduce, sddmm_add, sddmm_dot, spmm
 from ..partition import RowPartition
-from .aggregate import aggregate
+from .aggregate import SourceKeys, aggregate
 from .edge_softmax import EdgeSoftmax
 
 
-class BlockRowGraph:
+class BlockRowGraph(SourceKeys):
     r"""Block row ``my_block`` of :math:`M`, restricted to the source blocks ``stages``, on this rank.
 
     Args:
@@ -73,7 +73,6 @@ class BlockRowGraph:
         self.sparsity_aware = sparsity_aware
         self.stages = [int(q) for q in stages]
         self.dtype, self.device = dtype, device
-        self._keys = None
         b = rows.bounds
         self.n_local = int(b[self.me + 1] - b[self.me])
         local = sp.csr_matrix(local)
@@ -228,12 +227,6 @@ class BlockRowGraph:
         if self.reduce_axis is not None:
             self.comm.all_reduce(t, self.reduce_axis, op=op)
         return t
-
-    def source_keys(self) -> torch.Tensor:
-        """Original vertex id of every local edge's source (the tie-break key of the selecting semirings)."""
-        if self._keys is None:
-            self._keys = torch.from_numpy(np.ascontiguousarray(self._edge_ids[1], dtype=np.int64)).to(self.device)
-        return self._keys
 
     # ------------------------------------------------------------------ primitives
     def spmm(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "sum",

@@ -52,7 +52,7 @@ from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows,
 from ..partition import block_range, even_bounds
 from ..partition.layout import PLEXUS_AXES, plexus_layouts, plexus_program, plexus_row_gather
 from .base import Plan
-from .aggregate import aggregate
+from .aggregate import SourceKeys, aggregate
 from .edge_softmax import EdgeSoftmax
 
 
@@ -77,7 +77,7 @@ class _Shard:
         self.edge_ids = (order_out[p.row.cpu().numpy() + rows[0]], order_in[p.col.cpu().numpy() + cols[0]])
 
 
-class PlexusGraph:
+class PlexusGraph(SourceKeys):
     r"""The graph primitives of one layer on this rank: the shard ``A[V^t, V^r]`` for an input node tensor of layout
     ``layout`` (``(r, q)``), with the row gather of its destinations (built on first use).
 
@@ -94,7 +94,6 @@ class PlexusGraph:
         self.dot_width = dot_width  # and of the operands of its sddmm_dot
         self._dst = None
         self._gathered = None  # (layer-0 input, its all-gather) between the primitives that read it
-        self._keys = None
 
     def edge_ids(self) -> tuple[np.ndarray, np.ndarray]:
         """Original (destination, source) vertex ids of the local edges, in edge order."""
@@ -183,13 +182,6 @@ class PlexusGraph:
         r"""A selecting semiring on the shard (``(r, q) → (t, q)``): the local partial, settled over ``r`` by a ⊕
         all-reduce and a ``min`` all-reduce of the winners' keys (whole, not in blocks)."""
         return _PlexusSpMMSelect.apply(values, self._input(x, last=True), self, semiring, mask)
-
-    def source_keys(self) -> torch.Tensor:
-        """Original vertex id of every local edge's source (the selecting semirings' tie-break)."""
-        if self._keys is None:
-            self._keys = torch.from_numpy(np.ascontiguousarray(self.shard.edge_ids[1], dtype=np.int64))
-            self._keys = self._keys.to(self.plan.device)
-        return self._keys
 
     def row_sum(self, e: torch.Tensor) -> torch.Tensor:
         """Per destination row ``V^t``, the sum of the edge tensor ``e`` over ``r`` (no gradient)."""
