@@ -10,7 +10,8 @@ On one synthetic graph (default: SBM, 100,000 vertices, average degree 20, 128 f
 2. **Epochs** (each in its own subprocess, so each peak memory is its own; median of ``--epochs`` after
    ``--warmup``; forward + loss + backward + Adam): GCN (3 layers, hidden 128) — PyG ``GCNConv`` on
    ``edge_index`` and on a CSR ``adj_t`` (cached normalization), gridgnn serial with the numba kernels and with
-   the torch references (``GRIDGNN_KERNELS=torch``); GAT (8 heads × 8, one output head, 2 layers, dropout 0.6 on
+   the torch references (``GRIDGNN_KERNELS=torch``); GAT and AGNN also with the attention composed of the
+   numba primitives instead of its fused kernels; GAT (8 heads × 8, one output head, 2 layers, dropout 0.6 on
    inputs and attention) — PyG ``GATConv`` and gridgnn likewise; AGNN (PyG's example: linear → 2 propagations →
    linear, hidden 64) and VA (hidden 64) — PyG ``AGNNConv`` and gridgnn.
 3. **Bytes per epoch at P = 4** of every algorithm and model, from the byte models (``model_bytes.py``), which
@@ -173,6 +174,10 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int) -> dict:
     else:
         if impl == "gridgnn-torch":
             os.environ["GRIDGNN_KERNELS"] = "torch"
+        if impl == "gridgnn-composed":  # the numba kernels, attention as its composition of primitives
+            from gridgnn.parallel.blockrow import BlockRowGraph
+
+            BlockRowGraph.fused_attention = lambda self, *a, **k: None
         from gridgnn.nn import MODELS
         from gridgnn.parallel.serial import build_serial
 
@@ -202,11 +207,12 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int) -> dict:
 
 RUNS = {  # model → implementations, the first PyG one is the reference of the ratios
     "gcn": ("pyg", "pyg-csr", "gridgnn", "gridgnn-torch"),
-    "gat": ("pyg", "gridgnn", "gridgnn-torch"),
-    "agnn": ("pyg", "gridgnn", "gridgnn-torch"),
+    "gat": ("pyg", "gridgnn", "gridgnn-composed", "gridgnn-torch"),
+    "agnn": ("pyg", "gridgnn", "gridgnn-composed", "gridgnn-torch"),
     "va": ("gridgnn", "gridgnn-torch"),
 }
 NAMES = {"pyg": "PyG (edge_index)", "pyg-csr": "PyG (CSR adj_t)", "gridgnn": "gridgnn serial (numba kernels)",
+         "gridgnn-composed": "gridgnn serial (numba kernels, attention unfused)",
          "gridgnn-torch": "gridgnn serial (torch references)"}
 
 

@@ -9,7 +9,8 @@ One propagation on the pattern :math:`M + I` (self-loops, rows = destinations):
     e_{uv} = \beta \langle \hat h_u, \hat h_v \rangle, \quad
     \alpha_{uv} = \mathrm{softmax}_{v}(e_{uv}), \quad h'_u = \textstyle\sum_v \alpha_{uv} h_v
 
-As primitives: ``normalize_rows → scale(β) → sddmm_dot → edge_softmax → spmm``. The cosine matrix
+As primitives: ``normalize_rows → scale(β) → sddmm_dot → edge_softmax → spmm`` (the last three are
+:func:`~gridgnn.parallel.attention.attend`, one fused kernel each way on the layouts with whole rows). The cosine matrix
 :math:`\hat H \hat H^\mathsf{T}` is *virtual* (SC'23 §6.1): only its values on the edges exist, as one scalar
 per edge; :math:`\hat H` is computed once per propagation and read as both the destination and the source side
 (the destination side scaled by β, a node tensor, so β's gradient is summed like a weight's on every layout).
@@ -26,6 +27,7 @@ import torch
 from torch import nn
 
 from ..errors import GridGnnError
+from ..parallel.attention import attend
 from .dropout import hashed_dropout
 from .gcn import glorot_
 from .orders import require_destination_scores
@@ -141,5 +143,4 @@ def agnn_propagate(plan, layer: int, h: torch.Tensor, beta: torch.Tensor) -> tor
     (a ``(1,)`` tensor), softmax per destination, weighted sum of the sources' ``h``."""
     g = plan.graph(layer)
     hn = plan.normalize_rows(layer, h)
-    e = g.sddmm_dot(plan.scale(layer, hn, beta), hn, 1)  # nnz × 1
-    return g.spmm(g.edge_softmax(e), h)
+    return attend(g, plan.scale(layer, hn, beta), hn, h, score="dot", heads=1)

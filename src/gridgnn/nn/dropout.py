@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ..ops import kernels
+from ..ops.masked import MaskedScale
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -64,28 +65,6 @@ def keep_mask_reference(node_ids: np.ndarray, features: int, p: float, *, seed: 
     return h < _threshold(p)
 
 
-class _MaskedScale(torch.autograd.Function):
-    """``x ⊙ mask / (1 − p)`` keeping only the boolean mask for the backward (the same bits as
-    ``x * mask.to(x.dtype) / (1 − p)``: a kept entry is ``x / (1 − p)``)."""
-
-    @staticmethod
-    def forward(ctx, x, mask, q):
-        ctx.q = q
-        ctx.save_for_backward(mask)
-        return _scale(x, mask, q)
-
-    @staticmethod
-    def backward(ctx, dy):
-        (mask,) = ctx.saved_tensors
-        return _scale(dy, mask, ctx.q), None, None
-
-
-def _scale(x: torch.Tensor, mask: torch.Tensor, q: float) -> torch.Tensor:
-    if kernels.fused(x):
-        return kernels.masked_scale(x, mask, q)  # one pass
-    return x.div(q).mul_(mask)
-
-
 def hashed_dropout(x: torch.Tensor, p: float, node_ids: np.ndarray, *, seed: int, epoch: int, layer: int,
                    training: bool, features: int | None = None, cols: tuple[int, int] | None = None) -> torch.Tensor:
     r"""Inverted dropout: kept entries scaled by :math:`1/(1-p)`.
@@ -99,7 +78,7 @@ def hashed_dropout(x: torch.Tensor, p: float, node_ids: np.ndarray, *, seed: int
         return x
     features = x.shape[1] if features is None else features
     mask = torch.from_numpy(keep_mask(node_ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols))
-    return _MaskedScale.apply(x, mask.to(device=x.device), 1.0 - p)
+    return MaskedScale.apply(x, mask.to(device=x.device), 1.0 - p)
 
 
 def edge_keep_mask(dst_ids: np.ndarray, src_ids: np.ndarray, heads: int, p: float, *, seed: int, epoch: int,
@@ -131,4 +110,4 @@ def hashed_edge_dropout(alpha: torch.Tensor, p: float, dst_ids: np.ndarray, src_
         return alpha
     mask = torch.from_numpy(edge_keep_mask(dst_ids, src_ids, alpha.shape[1], p, seed=seed, epoch=epoch,
                                            layer=layer))
-    return _MaskedScale.apply(alpha, mask.to(device=alpha.device), 1.0 - p)
+    return MaskedScale.apply(alpha, mask.to(device=alpha.device), 1.0 - p)

@@ -10,7 +10,8 @@ One layer with ``K`` heads of width ``F`` on the pattern :math:`M + I` (self-loo
 
 then the heads are concatenated (hidden layers) or averaged (the last layer), the bias is added, and ELU runs
 between layers. As primitives: ``linear → head_scores → sddmm_add → LeakyReLU → edge_softmax → (dropout) →
-spmm → [head_mean] → add_bias`` (``head_scores``/``head_mean``/``add_bias`` reduce over feature columns, which
+spmm → [head_mean] → add_bias``; the middle part is :func:`~gridgnn.parallel.attention.attend`, fused into one
+kernel forward and one backward on the layouts with whole rows (``head_scores``/``head_mean``/``add_bias`` reduce over feature columns, which
 Plexus shards).
 Dropout acts on every layer's input (keyed by global node id and feature) and on the attention coefficients
 (keyed by seed, epoch, layer, destination, source and head), so every algorithm and P draw the same masks.
@@ -26,7 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .dropout import hashed_dropout, hashed_edge_dropout
+from ..parallel.attention import attend
+from .dropout import edge_keep_mask, hashed_dropout
 from .gcn import glorot_
 from .orders import require_destination_scores
 
@@ -130,12 +132,13 @@ class GAT(nn.Module):
             xw = plan.linear(layer, h, self.weights[layer])  # n × K·F
             s_src = plan.head_scores(layer, xw, self.att_src[layer])  # n × K
             s_dst = plan.head_scores(layer, xw, self.att_dst[layer])
-            e = F.leaky_relu(g.sddmm_add(s_dst, s_src), NEGATIVE_SLOPE)  # nnz × K
-            alpha = g.edge_softmax(e)
-            dst, src = g.edge_ids()
-            alpha = hashed_edge_dropout(alpha, self.attn_dropout, dst, src, seed=self.seed, epoch=self.epoch,
-                                        layer=layer, training=self.training)
-            h = g.spmm(alpha, xw)  # n × K·F
+            keep = None
+            if self.training and self.attn_dropout > 0:
+                dst, src = g.edge_ids()
+                keep = torch.from_numpy(edge_keep_mask(dst, src, k, self.attn_dropout, seed=self.seed,
+                                                       epoch=self.epoch, layer=layer)).to(xw.device)
+            h = attend(g, s_dst, s_src, xw, score="add", heads=k, slope=NEGATIVE_SLOPE, keep=keep,
+                       p=self.attn_dropout)  # n × K·F
             if layer == last:
                 h = plan.head_mean(layer, h, k, k * fo)
             if len(self.biases):

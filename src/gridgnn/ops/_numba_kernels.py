@@ -227,3 +227,125 @@ def row_apply_kernel(crow, a, b, t, softmax_grad, runs, out):
                         out[j, h] = a[j, h] * (b[j, h] - t[i, h])
                     else:
                         out[j, h] = a[j, h] / t[i, h]
+
+
+# The attention kernels reassociate only (each dot product is summed in a vectorized order); ±inf and NaN keep
+# their meaning, which the row max needs.
+_ATTEND = dict(fastmath={"reassoc"}, **_PAR)
+
+
+@njit(**_ATTEND)
+def attend_fwd_kernel(crow, col, a_dst, a_src, x, dot, slope, dranges, xranges, keep, use_keep, q, runs, alpha,
+                      out):
+    """Per destination row ``i``, in three passes over its edges and nothing wider than ``K`` per edge:
+    scores ``e[j, h]`` (``dot``: ``⟨a_dst[i, a:b], a_src[c, a:b]⟩`` over ``dranges``; else
+    ``LeakyReLU_slope(a_dst[i, h] + a_src[c, h])``) → softmax over the row (``alpha``, before dropout) →
+    ``out[i, a:b] = Σ_j (α[j, h] / q · keep[j, h]) x[c, a:b]`` over ``xranges``."""
+    heads = alpha.shape[1]
+    width = out.shape[1]
+    nd, nx = dranges.shape[0], xranges.shape[0]
+    dh, dlo, dhi = dranges[:, 0].copy(), dranges[:, 1].copy(), dranges[:, 2].copy()
+    xh, xlo, xhi = xranges[:, 0].copy(), xranges[:, 1].copy(), xranges[:, 2].copy()
+    ahead = col.shape[0] - PREFETCH_EDGES
+    for r in prange(runs.shape[0] - 1):
+        m = np.empty(heads, dtype=out.dtype)
+        s = np.empty(heads, dtype=out.dtype)
+        w = np.empty(heads, dtype=out.dtype)
+        acc = np.empty(width, dtype=out.dtype)
+        for i in range(runs[r], runs[r + 1]):
+            for h in range(heads):
+                m[h] = -np.inf
+                s[h] = 0
+            d = a_dst[i]
+            for j in range(crow[i], crow[i + 1]):
+                c = col[j]
+                if dot:
+                    if j < ahead:
+                        prefetch_row(a_src, col[j + PREFETCH_EDGES])
+                    sr = a_src[c]
+                    for h in range(heads):
+                        alpha[j, h] = 0
+                    for k in range(nd):
+                        t = d[dlo[k]] * sr[dlo[k]]
+                        for f in range(dlo[k] + 1, dhi[k]):
+                            t += d[f] * sr[f]
+                        alpha[j, dh[k]] += t
+                else:
+                    for h in range(heads):
+                        v = d[h] + a_src[c, h]
+                        alpha[j, h] = v if v > 0 else v * slope
+                for h in range(heads):
+                    if alpha[j, h] > m[h]:
+                        m[h] = alpha[j, h]
+            for j in range(crow[i], crow[i + 1]):
+                for h in range(heads):
+                    v = np.exp(alpha[j, h] - m[h])
+                    alpha[j, h] = v
+                    s[h] += v
+            for f in range(width):
+                acc[f] = 0
+            for j in range(crow[i], crow[i + 1]):
+                if j < ahead:
+                    prefetch_row(x, col[j + PREFETCH_EDGES])
+                for h in range(heads):
+                    a = alpha[j, h] / s[h]
+                    alpha[j, h] = a
+                    w[h] = (a / q) * keep[j, h] if use_keep else a
+                xr = x[col[j]]
+                for k in range(nx):
+                    v = w[xh[k]]
+                    for f in range(xlo[k], xhi[k]):
+                        acc[f] += v * xr[f]
+            for f in range(width):
+                out[i, f] = acc[f]
+
+
+@njit(**_ATTEND)
+def attend_bwd_kernel(crow, col, a_dst, a_src, x, dy, alpha, dot, slope, dranges, xranges, keep, use_keep, q,
+                      runs, g_edge, g_dst):
+    """The backward of :func:`attend_fwd_kernel` per destination row, in two passes over its edges:
+    ``∂α[j, h] = ⟨dy[i, a:b], x[c, a:b]⟩ / q · keep`` and the row sums ``r = Σ_j α ∂α``; then the score gradient
+    ``g_edge[j, h] = α (∂α − r)`` (through the LeakyReLU: ``× slope`` where ``a_dst + a_src ≤ 0``) and the
+    destination gradient ``g_dst`` (``+= g_edge`` per head; ``dot``: ``+= g_edge · a_src[c, a:b]``), which
+    starts at 0. The sources' gradients are transposed products over ``g_edge`` and α, left to the caller."""
+    heads = alpha.shape[1]
+    nd, nx = dranges.shape[0], xranges.shape[0]
+    dh, dlo, dhi = dranges[:, 0].copy(), dranges[:, 1].copy(), dranges[:, 2].copy()
+    xh, xlo, xhi = xranges[:, 0].copy(), xranges[:, 1].copy(), xranges[:, 2].copy()
+    ahead = col.shape[0] - PREFETCH_EDGES
+    for r in prange(runs.shape[0] - 1):
+        rs = np.empty(heads, dtype=g_edge.dtype)
+        for i in range(runs[r], runs[r + 1]):
+            for h in range(heads):
+                rs[h] = 0
+            dyr = dy[i]
+            for j in range(crow[i], crow[i + 1]):
+                if j < ahead:
+                    prefetch_row(x, col[j + PREFETCH_EDGES])
+                xr = x[col[j]]
+                for h in range(heads):
+                    g_edge[j, h] = 0
+                for k in range(nx):
+                    t = dyr[xlo[k]] * xr[xlo[k]]
+                    for f in range(xlo[k] + 1, xhi[k]):
+                        t += dyr[f] * xr[f]
+                    g_edge[j, xh[k]] += t
+                for h in range(heads):
+                    da = (g_edge[j, h] / q) * keep[j, h] if use_keep else g_edge[j, h]
+                    g_edge[j, h] = da
+                    rs[h] += alpha[j, h] * da
+            for j in range(crow[i], crow[i + 1]):
+                c = col[j]
+                for h in range(heads):
+                    de = alpha[j, h] * (g_edge[j, h] - rs[h])
+                    if not dot:
+                        if not (a_dst[i, h] + a_src[c, h] > 0):
+                            de = de * slope
+                        g_dst[i, h] += de
+                    g_edge[j, h] = de
+                if dot:
+                    sr = a_src[c]
+                    for k in range(nd):
+                        v = g_edge[j, dh[k]]
+                        for f in range(dlo[k], dhi[k]):
+                            g_dst[i, f] += v * sr[f]

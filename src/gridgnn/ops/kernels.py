@@ -21,6 +21,9 @@ kernel                   computes                                         replac
 :func:`edge_mask`        bit for bit                                       ``n × f`` temporaries
 :func:`masked_scale`     ``x / (1 − p)`` where kept, else 0                 a bool → float cast, a division and
                          (the bits of ``x * mask / (1 − p)``)              a product
+:func:`attend_forward`,  GAT / AGNN attention on whole rows: score →       ``sddmm → LeakyReLU → edge_softmax →
+:func:`attend_backward`  softmax → (dropout) → aggregate, and back,        dropout → spmm`` and their backwards
+                         keeping only ``K`` scalars per edge               (:mod:`gridgnn.parallel.attention`)
 =======================  ===============================================  ======================================
 
 **Selection.** :func:`fused` is true for CPU tensors of ``float32``/``float64`` when numba imports and the
@@ -63,7 +66,7 @@ _JIT: dict = {}
 #: below this many inner-loop operations a kernel runs its serial twin (waking a thread pool costs more)
 SERIAL_BELOW = 1 << 16
 _NAMES = ("spmm", "spmm_one", "sddmm_dot", "sddmm_add", "segment", "keyed_mask", "edge_mask", "masked_scale",
-          "row_exp", "row_dot", "row_apply")
+          "row_exp", "row_dot", "row_apply", "attend_fwd", "attend_bwd")
 
 
 def _kernel(name: str, work: float):
@@ -231,3 +234,50 @@ def masked_scale(x: torch.Tensor, mask: torch.Tensor, q: float) -> torch.Tensor:
     _kernel("masked_scale", x.numel())(xs, _np(mask.contiguous()).reshape(-1), xs.dtype.type(q),
                                        _np(out).reshape(-1))
     return out
+
+
+def _scalar(like: torch.Tensor, v: float):
+    """``v`` in the dtype of ``like`` (so a float32 kernel multiplies by the float32 constant, as torch does)."""
+    return _np(like).dtype.type(v)
+
+
+def _keep_array(keep: torch.Tensor | None) -> np.ndarray:
+    return np.zeros((0, 0), dtype=np.bool_) if keep is None else _np(keep.contiguous())
+
+
+def attend_forward(crow: torch.Tensor, col: torch.Tensor, a_dst: torch.Tensor, a_src: torch.Tensor,
+                   x: torch.Tensor, *, dot: bool, heads: int, slope: float, keep: torch.Tensor | None,
+                   q: float) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Attention on whole rows of a CSR (rows = destinations): scores (``dot``: per-head
+    :math:`\langle a^{dst}_u, a^{src}_v\rangle`; else :math:`\mathrm{LeakyReLU}(a^{dst}_{u,h} + a^{src}_{v,h})`),
+    their softmax per row and head, inverted dropout by ``keep`` (``nnz × K`` bool, or ``None``) and the weighted
+    sum of the sources' ``x`` rows. Returns ``(α before dropout: nnz × K, out: m × W)``."""
+    x, a_dst, a_src = x.contiguous(), a_dst.contiguous(), a_src.contiguous()
+    nnz, m = int(col.shape[0]), int(crow.shape[0]) - 1
+    alpha = x.new_empty((nnz, heads))
+    out = x.new_empty((m, x.shape[1]))
+    c = _np(crow)
+    dr = _ranges(None, a_dst.shape[1], heads)
+    _kernel("attend_fwd", nnz * (x.shape[1] + (a_dst.shape[1] if dot else heads)))(
+        c, _np(col), _np(a_dst), _np(a_src), _np(x), dot, _scalar(x, slope), dr,
+        _ranges(None, x.shape[1], heads), _keep_array(keep), keep is not None, _scalar(x, q), _runs(c), _np(alpha),
+        _np(out))
+    return alpha, out
+
+
+def attend_backward(crow: torch.Tensor, col: torch.Tensor, a_dst: torch.Tensor, a_src: torch.Tensor,
+                    x: torch.Tensor, dy: torch.Tensor, alpha: torch.Tensor, *, dot: bool, slope: float,
+                    keep: torch.Tensor | None, q: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The row-local part of the backward of :func:`attend_forward`: ``(score gradient: nnz × K, gradient of
+    a_dst)``. The sources' gradients (``αᵀ dy``, and the column sums or ``g_edgeᵀ a_dst`` of the score
+    gradient) are transposed products over the returned edge tensors."""
+    heads = alpha.shape[1]
+    g_edge = alpha.new_empty(alpha.shape)
+    g_dst = a_dst.new_zeros(a_dst.shape)
+    c = _np(crow)
+    _kernel("attend_bwd", int(col.shape[0]) * (x.shape[1] + (a_dst.shape[1] if dot else heads)))(
+        c, _np(col), _np(a_dst.contiguous()), _np(a_src.contiguous()), _np(x.contiguous()), _np(dy.contiguous()),
+        _np(alpha.contiguous()), dot, _scalar(x, slope), _ranges(None, a_dst.shape[1], heads),
+        _ranges(None, x.shape[1], heads), _keep_array(keep), keep is not None, _scalar(x, q), _runs(c), _np(g_edge),
+        _np(g_dst))
+    return g_edge, g_dst

@@ -44,6 +44,7 @@ from ..ops import semiring as sr
 from ..ops.pattern import Pattern, col_sum, reduce_rows, row_reduce, sddmm_add, sddmm_dot, spmm
 from ..partition import RowPartition
 from .aggregate import SourceKeys, aggregate
+from .attention import FusedAttention, fusable
 from .edge_softmax import EdgeSoftmax
 
 
@@ -260,6 +261,26 @@ class BlockRowGraph(SourceKeys):
     def edge_softmax(self, e: torch.Tensor) -> torch.Tensor:
         r""":math:`\alpha_{uv} = \exp(e_{uv} - m_u) / \sum_{v'} \exp(e_{uv'} - m_u)` per destination row and head."""
         return EdgeSoftmax.apply(e, self)
+
+
+    def fused_attention(self, a_dst, a_src, x, *, score, heads, slope, keep, p):
+        r""":func:`~gridgnn.parallel.attention.attend` as fused kernels when this rank's rows are whole and their
+        sources at hand — ``serial`` and ``1d-sa`` (the halo) — else ``None`` (the caller composes). The
+        oblivious layouts stream source blocks and 1.5D splits rows over ``"rep"``: no fusion there."""
+        whole = self.reduce_axis is None and (self.sparsity_aware or self.rows.parts == 1)
+        if not whole or not fusable(a_dst, a_src, x):
+            return None
+        if self.sparsity_aware:
+            pat = self.halo_pattern
+
+            def push(part, width):
+                out = torch.zeros((self.n_local, width), dtype=part.dtype, device=part.device)
+                self._push_halo(part, out)
+                return out
+
+            return FusedAttention.apply(a_dst, a_src, x, pat, self._fetch_halo, push, score, heads, slope, keep, p)
+        return FusedAttention.apply(a_dst, a_src, x, self.pattern, lambda t: t.contiguous(), lambda part, w: part,
+                                    score, heads, slope, keep, p)
 
 
 def _select(values: torch.Tensor, eidx):

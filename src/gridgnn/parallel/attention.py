@@ -1,0 +1,99 @@
+r"""Attention and aggregation in one call (GAT, AGNN; SC'23 §4.1–4.2 and the fusion of §6.2), on any distributed
+graph.
+
+.. math::
+    e_{uv,h} = \begin{cases} \mathrm{LeakyReLU}(a^{dst}_{u,h} + a^{src}_{v,h}) & \text{score = "add" (GAT)} \\
+    \langle a^{dst}_{u,h}, a^{src}_{v,h} \rangle & \text{score = "dot" (AGNN, per head)} \end{cases}, \quad
+    \alpha = \mathrm{softmax}_v(e), \quad Y_{u,h} = \textstyle\sum_v \mathrm{drop}(\alpha_{uv,h}) X_{v,h}
+
+:func:`attend` is, by definition, the composition of the graph's primitives
+``sddmm_add → LeakyReLU | sddmm_dot → edge_softmax → masked scale → spmm`` (:func:`attend_composed`), which
+runs on every layout and is what a trace records. A graph whose rows are whole on one rank with every source
+it reads at hand (``serial``, ``1d-sa``) may offer ``fused_attention``: the same function as one row-parallel
+kernel forward (scores, softmax and the weighted sum, with only ``K`` scalars per edge in memory) and one
+backward kernel (the score gradient through the softmax and the LeakyReLU, and the destination side's gradient)
+plus two transposed products for the sources — with the same communication, byte for byte, as the composition
+(the same fetches forward, the same pushes backward).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..ops import kernels
+from ..ops.masked import MaskedScale, scale_masked
+from ..ops.pattern import col_sum, head_columns, spmm
+
+SCORES = ("add", "dot")
+
+
+def attend(g, a_dst: torch.Tensor, a_src: torch.Tensor, x: torch.Tensor, *, score: str, heads: int,
+           slope: float = 0.2, keep: torch.Tensor | None = None, p: float = 0.0) -> torch.Tensor:
+    r"""Attention-weighted aggregation of ``x`` over the local edges of ``g`` (see the module docstring).
+
+    Args:
+        a_dst, a_src: per-node score inputs of the destinations and the sources (``"add"``: ``n × K`` scores;
+            ``"dot"``: ``n × K·F'`` features whose per-head dot products are the scores).
+        x: ``n × K·F`` node tensor aggregated (head ``h`` = columns ``h·F:(h+1)·F``).
+        score: ``"add"`` (GAT) or ``"dot"`` (AGNN); ``heads``: ``K``; ``slope``: LeakyReLU's (``"add"`` only).
+        keep: ``nnz_local × K`` bool dropout mask of the attention coefficients, drop probability ``p``.
+    Returns: ``n × K·F``.
+    """
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {SCORES}, got {score!r}")
+    fused = getattr(g, "fused_attention", None)
+    if fused is not None:
+        y = fused(a_dst, a_src, x, score=score, heads=heads, slope=slope, keep=keep, p=p)
+        if y is not None:
+            return y
+    return attend_composed(g, a_dst, a_src, x, score=score, heads=heads, slope=slope, keep=keep, p=p)
+
+
+def attend_composed(g, a_dst, a_src, x, *, score: str, heads: int, slope: float = 0.2, keep=None,
+                    p: float = 0.0) -> torch.Tensor:
+    """:func:`attend` as the graph's primitives (every layout; the reference of the fused kernels)."""
+    if score == "add":
+        e = F.leaky_relu(g.sddmm_add(a_dst, a_src), slope)
+    else:
+        e = g.sddmm_dot(a_dst, a_src, heads)
+    alpha = g.edge_softmax(e)
+    if keep is not None:
+        alpha = MaskedScale.apply(alpha, keep, 1.0 - p)
+    return g.spmm(alpha, x)
+
+
+def fusable(*tensors: torch.Tensor) -> bool:
+    """The fused kernels serve these tensors (CPU floats with numba; see :func:`gridgnn.ops.kernels.fused`)."""
+    return kernels.fused(*tensors)
+
+
+class FusedAttention(torch.autograd.Function):
+    """:func:`attend` on a graph with whole rows: ``sources(t)`` returns the source rows the local pattern reads
+    (fetching them if need be), ``push(part, width)`` sums per-source partials into their owners' rows."""
+
+    @staticmethod
+    def forward(ctx, a_dst, a_src, x, pat, sources, push, score, heads, slope, keep, p):
+        q = 1.0 - p
+        src, xs = sources(a_src), sources(x)  # the composition's two fetches, in its order
+        alpha, y = kernels.attend_forward(pat.crow, pat.col, a_dst, src, xs, dot=score == "dot", heads=heads,
+                                          slope=slope, keep=keep, q=q)
+        ctx.pat, ctx.push, ctx.score, ctx.heads, ctx.slope, ctx.q = pat, push, score, heads, slope, q
+        ctx.save_for_backward(a_dst, src, xs, alpha, keep)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        a_dst, src, xs, alpha, keep = ctx.saved_tensors
+        pat, dot = ctx.pat, ctx.score == "dot"
+        g_edge, g_dst = kernels.attend_backward(pat.crow, pat.col, a_dst, src, xs, dy, alpha, dot=dot,
+                                                slope=ctx.slope, keep=keep, q=ctx.q)
+        # the composition's backward runs spmm's (push ∂X) before the score's (push ∂a_src)
+        dropped = alpha if keep is None else scale_masked(alpha, keep, ctx.q)
+        dx = ctx.push(spmm(pat, dropped, dy.contiguous(), transpose=True), xs.shape[1]) \
+            if ctx.needs_input_grad[2] else None
+        d_src = None
+        if ctx.needs_input_grad[1]:
+            part = (spmm(pat, g_edge, a_dst, transpose=True, col_heads=head_columns(ctx.heads, a_dst.shape[1]))
+                    if dot else col_sum(pat, g_edge))
+            d_src = ctx.push(part, src.shape[1])
+        return g_dst, d_src, dx, None, None, None, None, None, None, None, None
