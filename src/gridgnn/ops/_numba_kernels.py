@@ -246,6 +246,9 @@ def attend_fwd_kernel(crow, col, a_dst, a_src, x, dot, slope, dranges, xranges, 
     nd, nx = dranges.shape[0], xranges.shape[0]
     dh, dlo, dhi = dranges[:, 0].copy(), dranges[:, 1].copy(), dranges[:, 2].copy()
     xh, xlo, xhi = xranges[:, 0].copy(), xranges[:, 1].copy(), xranges[:, 2].copy()
+    dwidth = a_dst.shape[1]
+    one_d = nd == 1 and dlo[0] == 0 and dhi[0] == dwidth
+    one_x = nx == 1 and xlo[0] == 0 and xhi[0] == width
     ahead = col.shape[0] - PREFETCH_EDGES
     for r in prange(runs.shape[0] - 1):
         m = np.empty(heads, dtype=out.dtype)
@@ -263,13 +266,19 @@ def attend_fwd_kernel(crow, col, a_dst, a_src, x, dot, slope, dranges, xranges, 
                     if j < ahead:
                         prefetch_row(a_src, col[j + PREFETCH_EDGES])
                     sr = a_src[c]
-                    for h in range(heads):
-                        alpha[j, h] = 0
-                    for k in range(nd):
-                        t = d[dlo[k]] * sr[dlo[k]]
-                        for f in range(dlo[k] + 1, dhi[k]):
+                    if one_d:  # one head over every column: a fixed-span loop (vectorizes best)
+                        t = d[0] * sr[0]
+                        for f in range(1, dwidth):
                             t += d[f] * sr[f]
-                        alpha[j, dh[k]] += t
+                        alpha[j, 0] = t
+                    else:
+                        for h in range(heads):
+                            alpha[j, h] = 0
+                        for k in range(nd):
+                            t = d[dlo[k]] * sr[dlo[k]]
+                            for f in range(dlo[k] + 1, dhi[k]):
+                                t += d[f] * sr[f]
+                            alpha[j, dh[k]] += t
                 else:
                     for h in range(heads):
                         v = d[h] + a_src[c, h]
@@ -292,10 +301,15 @@ def attend_fwd_kernel(crow, col, a_dst, a_src, x, dot, slope, dranges, xranges, 
                     alpha[j, h] = a
                     w[h] = (a / q) * keep[j, h] if use_keep else a
                 xr = x[col[j]]
-                for k in range(nx):
-                    v = w[xh[k]]
-                    for f in range(xlo[k], xhi[k]):
+                if one_x:
+                    v = w[0]
+                    for f in range(width):
                         acc[f] += v * xr[f]
+                else:
+                    for k in range(nx):
+                        v = w[xh[k]]
+                        for f in range(xlo[k], xhi[k]):
+                            acc[f] += v * xr[f]
             for f in range(width):
                 out[i, f] = acc[f]
 
@@ -306,15 +320,18 @@ def attend_bwd_kernel(crow, col, a_dst, a_src, x, dy, alpha, dot, slope, dranges
     """The backward of :func:`attend_fwd_kernel` per destination row, in two passes over its edges:
     ``∂α[j, h] = ⟨dy[i, a:b], x[c, a:b]⟩ / q · keep`` and the row sums ``r = Σ_j α ∂α``; then the score gradient
     ``g_edge[j, h] = α (∂α − r)`` (through the LeakyReLU: ``× slope`` where ``a_dst + a_src ≤ 0``) and the
-    destination gradient ``g_dst`` (``+= g_edge`` per head; ``dot``: ``+= g_edge · a_src[c, a:b]``), which
-    starts at 0. The sources' gradients are transposed products over ``g_edge`` and α, left to the caller."""
+    destination gradient ``g_dst`` (``Σ_j g_edge`` per head; ``dot``: ``Σ_j g_edge · a_src[c, a:b]``). The sources' gradients are transposed products over ``g_edge`` and α, left to the caller."""
     heads = alpha.shape[1]
     nd, nx = dranges.shape[0], xranges.shape[0]
     dh, dlo, dhi = dranges[:, 0].copy(), dranges[:, 1].copy(), dranges[:, 2].copy()
     xh, xlo, xhi = xranges[:, 0].copy(), xranges[:, 1].copy(), xranges[:, 2].copy()
+    width, dwidth = x.shape[1], a_dst.shape[1]
+    one_d = nd == 1 and dlo[0] == 0 and dhi[0] == dwidth
+    one_x = nx == 1 and xlo[0] == 0 and xhi[0] == width
     ahead = col.shape[0] - PREFETCH_EDGES
     for r in prange(runs.shape[0] - 1):
         rs = np.empty(heads, dtype=g_edge.dtype)
+        acc = np.empty(dwidth, dtype=g_dst.dtype)
         for i in range(runs[r], runs[r + 1]):
             for h in range(heads):
                 rs[h] = 0
@@ -323,17 +340,25 @@ def attend_bwd_kernel(crow, col, a_dst, a_src, x, dy, alpha, dot, slope, dranges
                 if j < ahead:
                     prefetch_row(x, col[j + PREFETCH_EDGES])
                 xr = x[col[j]]
-                for h in range(heads):
-                    g_edge[j, h] = 0
-                for k in range(nx):
-                    t = dyr[xlo[k]] * xr[xlo[k]]
-                    for f in range(xlo[k] + 1, xhi[k]):
+                if one_x:
+                    t = dyr[0] * xr[0]
+                    for f in range(1, width):
                         t += dyr[f] * xr[f]
-                    g_edge[j, xh[k]] += t
+                    g_edge[j, 0] = t
+                else:
+                    for h in range(heads):
+                        g_edge[j, h] = 0
+                    for k in range(nx):
+                        t = dyr[xlo[k]] * xr[xlo[k]]
+                        for f in range(xlo[k] + 1, xhi[k]):
+                            t += dyr[f] * xr[f]
+                        g_edge[j, xh[k]] += t
                 for h in range(heads):
                     da = (g_edge[j, h] / q) * keep[j, h] if use_keep else g_edge[j, h]
                     g_edge[j, h] = da
                     rs[h] += alpha[j, h] * da
+            for f in range(dwidth):
+                acc[f] = 0
             for j in range(crow[i], crow[i + 1]):
                 c = col[j]
                 for h in range(heads):
@@ -341,11 +366,20 @@ def attend_bwd_kernel(crow, col, a_dst, a_src, x, dy, alpha, dot, slope, dranges
                     if not dot:
                         if not (a_dst[i, h] + a_src[c, h] > 0):
                             de = de * slope
-                        g_dst[i, h] += de
+                        acc[h] += de
                     g_edge[j, h] = de
                 if dot:
+                    if j < ahead:
+                        prefetch_row(a_src, col[j + PREFETCH_EDGES])
                     sr = a_src[c]
-                    for k in range(nd):
-                        v = g_edge[j, dh[k]]
-                        for f in range(dlo[k], dhi[k]):
-                            g_dst[i, f] += v * sr[f]
+                    if one_d:
+                        v = g_edge[j, 0]
+                        for f in range(dwidth):
+                            acc[f] += v * sr[f]
+                    else:
+                        for k in range(nd):
+                            v = g_edge[j, dh[k]]
+                            for f in range(dlo[k], dhi[k]):
+                                acc[f] += v * sr[f]
+            for f in range(dwidth):
+                g_dst[i, f] = acc[f]

@@ -273,7 +273,7 @@ def attend_backward(crow: torch.Tensor, col: torch.Tensor, a_dst: torch.Tensor, 
     gradient) are transposed products over the returned edge tensors."""
     heads = alpha.shape[1]
     g_edge = alpha.new_empty(alpha.shape)
-    g_dst = a_dst.new_zeros(a_dst.shape)
+    g_dst = a_dst.new_empty(a_dst.shape)
     c = _np(crow)
     _kernel("attend_bwd", int(col.shape[0]) * (x.shape[1] + (a_dst.shape[1] if dot else heads)))(
         c, _np(col), _np(a_dst.contiguous()), _np(a_src.contiguous()), _np(x.contiguous()), _np(dy.contiguous()),
