@@ -14,31 +14,19 @@ import numpy as np
 import torch
 
 from ..ops import kernels
+from ..ops.hashing import G, mix
 from ..ops.masked import MaskedScale
-
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
-_G = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _mix(z: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        z = z + _G
-        z = (z ^ (z >> np.uint64(30))) * _M1
-        z = (z ^ (z >> np.uint64(27))) * _M2
-        return z ^ (z >> np.uint64(31))
-
 
 def _threshold(p: float) -> np.uint64:
     return np.uint64(min(int((1.0 - p) * 2.0**64), 2**64 - 1))
 
 
 def _node_key(seed: int, epoch: int, layer: int) -> np.uint64:
-    return _mix(np.array([(seed * 1_000_003 + epoch * 7919 + layer * 104_729 + 1) % 2**64], dtype=np.uint64))[0]
+    return mix(np.array([(seed * 1_000_003 + epoch * 7919 + layer * 104_729 + 1) % 2**64], dtype=np.uint64))[0]
 
 
 def _edge_key(seed: int, epoch: int, layer: int) -> np.uint64:
-    return _mix(np.array([(seed * 1_000_003 + epoch * 7919 + layer * 104_729 + 2) % 2**64], dtype=np.uint64)
+    return mix(np.array([(seed * 1_000_003 + epoch * 7919 + layer * 104_729 + 2) % 2**64], dtype=np.uint64)
                 ^ np.uint64(0xA5A5_5A5A_C3C3_3C3C))[0]
 
 
@@ -61,7 +49,7 @@ def keep_mask_reference(node_ids: np.ndarray, features: int, p: float, *, seed: 
     ids = np.asarray(node_ids, dtype=np.uint64).reshape(-1, 1) * np.uint64(features) \
         + np.arange(c0, c1, dtype=np.uint64).reshape(1, -1)
     with np.errstate(over="ignore"):
-        h = _mix(ids ^ key)
+        h = mix(ids ^ key)
     return h < _threshold(p)
 
 
@@ -98,8 +86,8 @@ def edge_keep_mask_reference(dst_ids: np.ndarray, src_ids: np.ndarray, heads: in
     dst = np.asarray(dst_ids, dtype=np.uint64).reshape(-1, 1)
     src = np.asarray(src_ids, dtype=np.uint64).reshape(-1, 1)
     with np.errstate(over="ignore"):
-        edge = _mix(_mix(dst ^ key) + src)
-        h = _mix(edge ^ (np.arange(1, heads + 1, dtype=np.uint64).reshape(1, -1) * _G))
+        edge = mix(mix(dst ^ key) + src)
+        h = mix(edge ^ (np.arange(1, heads + 1, dtype=np.uint64).reshape(1, -1) * G))
     return h < _threshold(p)
 
 

@@ -1,0 +1,238 @@
+r"""Minibatch sampling as sparse matrix products (MLSys'24 §4, Algorithm 1), for ``k`` minibatches at once (§4.1.4,
+§4.2.4).
+
+For each hop from the batch outwards (Algorithm 1, ``l = L … 1``):
+
+1. ``P ← Q A`` (SciPy CSR SpGEMM; ``A`` is the graph's pattern with rows = destinations, so row ``v`` of ``A``
+   lists the vertices ``v`` aggregates from). GraphSAGE: ``Q`` has one row per frontier vertex (a 1 in its
+   column), so row ``r`` of ``P`` is the neighbourhood of frontier vertex ``r``. LADIES: ``Q`` has one row per
+   minibatch (1s at its frontier), so :math:`P_{iv} = e_v`, the number of the frontier's edges from ``v``.
+2. ``NORM(P)``: GraphSAGE divides each row by its sum (:math:`1/\deg`); LADIES squares first,
+   :math:`p_v = e_v^2 / \sum_u e_u^2` (the paper's Figure 1 example: ``[1/7, 0, 1/7, 1/7, 4/7, 0]``).
+3. ``SAMPLE``: ``s`` distinct columns per row drawn without replacement from the row's distribution — exactly,
+   as successive draws with redraw-until-distinct would (the paper's inverse-transform procedure), by the
+   equivalent one-pass rule of Efraimidis and Spirakis: each candidate ``v`` gets the key
+   :math:`\log(u_v) / p_v` and the ``s`` largest keys win. A row with at most ``s`` candidates keeps them all
+   (``min(s, deg)`` neighbours); ``s = -1`` keeps every neighbour.
+4. ``EXTRACT``: the layer's block, ``rows`` = the frontier, ``columns`` = the next frontier: the frontier itself
+   first (so a layer with a root term reads its targets' own rows, as PyG's samplers order them), then the newly
+   sampled vertices by id. GraphSAGE: the sampled entries, weight ``1 / (sampled count of the row)`` (the mean
+   over the sample). LADIES: :math:`Q_R A Q_C` — the frontier's edges to the sampled vertices — weighted by
+   :math:`1 / p_v` and row-normalized (LADIES' debiasing; the paper is silent on it).
+
+**Randomness.** The uniform :math:`u_v` of a candidate is a keyed hash of (seed, epoch, hop, minibatch index,
+row vertex, ``v``) (:mod:`gridgnn.ops.hashing`), so the sample of a minibatch is the same whether it is drawn
+alone or in a bulk of ``k``, on whichever rank, for any number of processes.
+
+**Bulk.** ``k`` minibatches are stacked: ``Q`` has the rows of all of them and one SpGEMM serves all. The
+blocks are block diagonal over minibatches; LADIES' column extraction (the paper's block-diagonal
+``diag(A_R1 … A_Rk) · [Q_C1; …; Q_Ck]``) is done without the ``kn``-row selection matrix: each entry's
+(minibatch, column) key is looked up in the sorted keys of the sampled set — the same product in
+``O(nnz log nnz)`` and no ``k·n`` array, which is what lets LADIES run more than one layer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import GridGnnError
+from ..ops.hashing import chain, open_uniform
+
+SAMPLERS = ("sage", "ladies")
+
+
+@dataclass
+class BulkSample:
+    r"""The samples of ``k`` minibatches, stacked.
+
+    Attributes:
+        sampler: ``"sage"`` or ``"ladies"``.
+        batch_ids: ``int64[k]``: the index of each stacked minibatch in its epoch.
+        nodes: ``L + 1`` arrays of global vertex ids: ``nodes[L]`` the minibatches' target vertices,
+            ``nodes[0]`` the input frontier whose features a forward pass reads; minibatch ``i`` holds
+            ``nodes[l][ptr[l][i]:ptr[l][i + 1]]``, its targets first.
+        ptr: ``L + 1`` arrays of ``k + 1`` offsets into ``nodes[l]``.
+        blocks: ``L`` CSR matrices; ``blocks[l]`` is ``len(nodes[l + 1]) × len(nodes[l])`` (rows = destinations,
+            the weights of the aggregation from layer ``l`` to ``l + 1``), block diagonal over minibatches.
+    """
+
+    sampler: str
+    batch_ids: np.ndarray
+    nodes: list
+    ptr: list
+    blocks: list
+
+    @property
+    def k(self) -> int:
+        return int(len(self.batch_ids))
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.blocks)
+
+    def batch(self, i: int) -> "BulkSample":
+        """Minibatch ``i`` of the stack as a sample of its own (``k = 1``)."""
+        nodes = [v[p[i]:p[i + 1]] for v, p in zip(self.nodes, self.ptr)]
+        ptr = [np.array([0, len(v)], dtype=np.int64) for v in nodes]
+        blocks = [sp.csr_matrix(b[self.ptr[l + 1][i]:self.ptr[l + 1][i + 1], self.ptr[l][i]:self.ptr[l][i + 1]])
+                  for l, b in enumerate(self.blocks)]
+        return BulkSample(self.sampler, self.batch_ids[i:i + 1].copy(), nodes, ptr, blocks)
+
+
+def minibatches(vertices: np.ndarray, batch_size: int, *, seed: int = 0, epoch: int = 0) -> list[np.ndarray]:
+    """``vertices`` in a keyed random order of ``(seed, epoch)``, cut into minibatches of ``batch_size`` (the last
+    one may be smaller; none is dropped)."""
+    if batch_size < 1:
+        raise GridGnnError(f"--batch-size must be at least 1 (got {batch_size})")
+    v = np.asarray(vertices, dtype=np.int64)
+    order = np.argsort(chain(int(seed), int(epoch), 0x5A3D, v), kind="stable")
+    v = v[order]
+    return [v[i:i + batch_size] for i in range(0, len(v), batch_size)]
+
+
+def _pattern(adj: sp.spmatrix) -> sp.csr_matrix:
+    a = sp.csr_matrix(adj, dtype=np.float64, copy=True)
+    a.sum_duplicates()
+    a.data[:] = 1.0
+    a.sort_indices()
+    return a
+
+
+def _selection(rows: np.ndarray, cols: np.ndarray, shape) -> sp.csr_matrix:
+    return sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=shape)
+
+
+def _stack(batches) -> tuple[np.ndarray, np.ndarray]:
+    sizes = [len(b) for b in batches]
+    ptr = np.zeros(len(sizes) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum(sizes)
+    nodes = np.concatenate([np.asarray(b, dtype=np.int64) for b in batches]) if batches else np.zeros(0, np.int64)
+    return nodes, ptr
+
+
+def layer_probabilities(adj: sp.spmatrix, frontiers: list[np.ndarray], sampler: str) -> sp.csr_matrix:
+    """Steps 1–2 of Algorithm 1 for stacked frontiers: ``NORM(Q A)`` (GraphSAGE: one row per frontier vertex;
+    LADIES: one row per frontier)."""
+    a = _pattern(adj)
+    nodes, ptr = _stack(frontiers)
+    return _probabilities(a, nodes, ptr, sampler)[0]
+
+
+def _probabilities(a: sp.csr_matrix, nodes: np.ndarray, ptr: np.ndarray, sampler: str):
+    n, k = a.shape[0], len(ptr) - 1
+    owner = np.repeat(np.arange(k, dtype=np.int64), np.diff(ptr))
+    if sampler == "sage":
+        q = _selection(np.arange(len(nodes)), nodes, (len(nodes), n))
+    else:
+        q = _selection(owner, nodes, (k, n))
+    p = sp.csr_matrix(q @ a)  # SpGEMM: P = Q A
+    p.sort_indices()
+    rows = np.repeat(np.arange(p.shape[0], dtype=np.int64), np.diff(p.indptr))
+    if sampler == "ladies":
+        p.data = p.data ** 2
+    sums = np.asarray(p.sum(axis=1)).reshape(-1)
+    p.data = p.data / sums[rows]
+    return p, rows, owner
+
+
+def sample_bulk(adj: sp.spmatrix, batches: list[np.ndarray], fanouts: list[int], *, sampler: str = "sage",
+                seed: int = 0, epoch: int = 0, batch_ids=None) -> BulkSample:
+    """Sample ``len(fanouts)`` layers for each minibatch of ``batches`` (lists of distinct global vertex ids),
+    all at once.
+
+    Args:
+        adj: ``n × n`` graph, rows = destinations (its values are ignored: the pattern is sampled).
+        fanouts: per hop from the batch outwards (PyG's order: ``[15, 10, 5]`` samples 15 neighbours of each
+            batch vertex first): GraphSAGE — neighbours per frontier vertex; LADIES — vertices per minibatch and
+            layer. ``-1``: all.
+        batch_ids: index of each minibatch in the epoch (keys its randomness; default ``0 … k−1``).
+    """
+    if sampler not in SAMPLERS:
+        raise GridGnnError(f"--sampler must be one of {', '.join(SAMPLERS)} (got {sampler!r})")
+    if not fanouts or any(int(s) == 0 or int(s) < -1 for s in fanouts):
+        raise GridGnnError(f"--fanout needs positive sizes or -1 (all) for every layer (got {list(fanouts)})")
+    a = _pattern(adj)
+    n = a.shape[0]
+    k = len(batches)
+    ids = np.arange(k, dtype=np.int64) if batch_ids is None else np.asarray(batch_ids, dtype=np.int64)
+    nodes, ptr = _stack(batches)
+    if nodes.size and (nodes.min() < 0 or nodes.max() >= n):
+        raise GridGnnError(f"minibatch vertices must lie in [0, {n})")
+    out_nodes, out_ptr, out_blocks = [nodes], [ptr], []
+    for hop, s in enumerate(fanouts):
+        p, rows, owner = _probabilities(a, nodes, ptr, sampler)
+        row_batch = owner if sampler == "sage" else np.arange(k, dtype=np.int64)
+        row_vertex = nodes if sampler == "sage" else np.zeros(k, dtype=np.int64)
+        keep = _top_per_row(p, rows, int(s), chain(int(seed), int(epoch), hop + 1, ids[row_batch][rows],
+                                                   row_vertex[rows], p.indices))
+        nxt, nptr = _next_frontier(nodes, ptr, owner, row_batch[rows[keep]], p.indices[keep], n)
+        if sampler == "sage":
+            r, c = rows[keep], p.indices[keep]
+            counts = np.bincount(r, minlength=len(nodes)).astype(np.float64)
+            vals = 1.0 / counts[r]
+        else:
+            r, c, vals = _ladies_block(a, nodes, owner, p, rows, keep, n)
+        cols = _positions(owner[r], c, nxt, nptr, n)
+        block = sp.csr_matrix((vals, (r, cols)), shape=(len(nodes), len(nxt)))
+        block.sort_indices()
+        out_blocks.append(block)
+        nodes, ptr = nxt, nptr
+        out_nodes.append(nodes)
+        out_ptr.append(ptr)
+    return BulkSample(sampler, ids, out_nodes[::-1], out_ptr[::-1], out_blocks[::-1])
+
+
+def _top_per_row(p: sp.csr_matrix, rows: np.ndarray, s: int, hashes: np.ndarray) -> np.ndarray:
+    """Positions (in ``p``'s CSR order) of the ``s`` winners of each row: the largest ``log(u) / p`` (all of a row
+    with at most ``s`` entries; every entry for ``s = -1``)."""
+    if s < 0:
+        return np.arange(p.nnz)
+    key = np.log(open_uniform(hashes)) / p.data
+    order = np.lexsort((-key, rows))
+    rank = np.arange(p.nnz) - p.indptr[rows[order]]
+    return np.sort(order[rank < s])
+
+
+def _next_frontier(nodes, ptr, owner, sample_batch, sample_col, n):
+    """Per minibatch: its frontier, then the sampled vertices not in it, by id."""
+    k = len(ptr) - 1
+    frontier_keys = owner * n + nodes
+    new = np.setdiff1d(np.unique(sample_batch * n + sample_col), frontier_keys)
+    new_batch = new // n
+    batch = np.concatenate([owner, new_batch])
+    group = np.concatenate([np.zeros(len(nodes), np.int64), np.ones(len(new), np.int64)])
+    pos = np.concatenate([np.arange(len(nodes)), np.arange(len(new))])
+    order = np.lexsort((pos, group, batch))
+    nxt = np.concatenate([nodes, new % n])[order]
+    nptr = np.zeros(k + 1, dtype=np.int64)
+    nptr[1:] = np.cumsum(np.bincount(batch, minlength=k))
+    return nxt, nptr
+
+
+def _positions(batch, col, nxt, nptr, n):
+    """Column of ``(batch, col)`` in the stacked next frontier (every pair must be there)."""
+    owner = np.repeat(np.arange(len(nptr) - 1, dtype=np.int64), np.diff(nptr))
+    keys = owner * n + nxt
+    order = np.argsort(keys, kind="stable")
+    at = np.searchsorted(keys[order], batch * n + col)
+    return order[at]
+
+
+def _ladies_block(a, nodes, owner, p, rows, keep, n):
+    r"""``Q_R A Q_C`` for stacked minibatches: the frontier's edges to its minibatch's sampled vertices, weighted
+    :math:`1/p_v` and row-normalized."""
+    sampled = np.sort(rows[keep] * n + p.indices[keep])  # (minibatch, vertex) keys, unique
+    q_r = _selection(np.arange(len(nodes)), nodes, (len(nodes), n))
+    ar = sp.csr_matrix(q_r @ a)  # A_R = Q_R A
+    ar.sort_indices()
+    r = np.repeat(np.arange(len(nodes), dtype=np.int64), np.diff(ar.indptr))
+    key = owner[r] * n + ar.indices
+    at = np.minimum(np.searchsorted(sampled, key), max(len(sampled) - 1, 0))
+    inside = sampled[at] == key if len(sampled) else np.zeros(len(key), dtype=bool)
+    r, c, key = r[inside], ar.indices[inside], key[inside]
+    pkeys = rows * n + p.indices  # sorted: rows ascending, columns sorted within a row
+    w = 1.0 / p.data[np.searchsorted(pkeys, key)]
+    sums = np.bincount(r, weights=w, minlength=len(nodes))
+    return r, c, w / sums[r]
