@@ -1,0 +1,119 @@
+r"""A sampled minibatch as a plan the models run on: each layer's block is a local distributed graph.
+
+Layer ``l`` of a :class:`~gridgnn.sampling.matrix.BulkSample` aggregates from ``nodes[l]`` (the sources, the
+layer's input rows) into ``nodes[l + 1]`` (the destinations, the first rows of ``nodes[l]``). Its
+:class:`SampledBlockGraph` is the block-row graph of one block over that rectangular matrix: the primitives of
+:mod:`gridgnn.parallel.blockrow` run on it unchanged (one local block, nothing fetched, the backward's partial
+sums are the sources' gradient). Two things are particular to a sample:
+
+* every destination also has an edge to itself (its row among the sources), which :func:`gridgnn.nn.sage`'s
+  neighbour mask removes from the aggregation and its root term selects — the plan declares
+  ``root_in_aggregate_layout = False`` (the layer's input has more rows than its output), exactly as Plexus does;
+* ``mean`` is the sampler's estimator of the neighbourhood mean: the block's weights over the kept edges,
+  renormalized per row (GraphSAGE: the sample mean; LADIES: the importance-weighted mean of its ``1/p``
+  weights). With every neighbour sampled this is the full-graph ``mean``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from ..ops.pattern import Pattern
+from ..parallel.base import Plan
+from ..parallel.blockrow import BlockRowGraph, _SpMM
+
+
+class SampledBlockGraph(BlockRowGraph):
+    """Layer ``block`` (``m × k`` CSR, rows = destinations ``dst_ids``, columns = sources ``src_ids``, global
+    ids) of a sample, with a self-loop edge per destination. Stacked minibatches (block diagonal): minibatch ``i``
+    holds rows ``dst_ptr[i]:dst_ptr[i+1]`` and columns ``src_ptr[i]:src_ptr[i+1]``, its destinations first
+    among its sources (default: one minibatch)."""
+
+    def __init__(self, block: sp.csr_matrix, dst_ids: np.ndarray, src_ids: np.ndarray, *, dst_ptr=None,
+                 src_ptr=None, dtype=torch.float64, device="cpu"):
+        m, k = block.shape
+        block = sp.csr_matrix(block, dtype=np.float64)
+        dst_ptr = np.array([0, m]) if dst_ptr is None else np.asarray(dst_ptr, dtype=np.int64)
+        src_ptr = np.array([0, k]) if src_ptr is None else np.asarray(src_ptr, dtype=np.int64)
+        owner = np.repeat(np.arange(len(dst_ptr) - 1, dtype=np.int64), np.diff(dst_ptr))
+        own = src_ptr[owner] + np.arange(m, dtype=np.int64) - dst_ptr[owner]  # each destination among the sources
+        rows = np.concatenate([np.repeat(np.arange(m, dtype=np.int64), np.diff(block.indptr)),
+                               np.arange(m, dtype=np.int64)])
+        cols = np.concatenate([block.indices.astype(np.int64), own])
+        weights = np.concatenate([block.data, np.zeros(m)])  # the self-loops weigh nothing in a mean
+        order = np.lexsort((cols, rows))
+        rows, cols, weights = rows[order], cols[order], weights[order]
+        if ((rows[1:] == rows[:-1]) & (cols[1:] == cols[:-1])).any():
+            raise ValueError("a sampled block must not hold a destination's own vertex as its neighbour")
+        crow = np.zeros(m + 1, dtype=np.int64)
+        crow[1:] = np.cumsum(np.bincount(rows, minlength=m))
+        self.comm, self.rows, self.me = None, None, 0
+        self.fetch_axis, self.reduce_axis, self.sparsity_aware = "p", None, False
+        self.stages, self.dtype, self.device = [0], dtype, device
+        self.n_local = m
+        self.pattern = Pattern(torch.from_numpy(crow).to(device), torch.from_numpy(cols).to(device), (m, k),
+                               transpose=True)
+        self.nnz = self.pattern.nnz
+        self.gcn_values = torch.zeros(self.nnz, dtype=dtype, device=device)  # no GCN normalization on a sample
+        self.mean_weights = torch.from_numpy(weights).to(dtype).to(device)
+        dst_ids, src_ids = np.asarray(dst_ids, dtype=np.int64), np.asarray(src_ids, dtype=np.int64)
+        self._edge_ids = (dst_ids[rows], src_ids[cols])
+        self.stage_blocks = {0: (self.pattern, None)}
+
+    def sweep(self, fetch, body, *, push_width=None, halo=None):
+        """One local block: ``body`` reads the sources themselves; what it returns is already their gradient."""
+        part = body(self.pattern, None, fetch)
+        return part if push_width is not None else None
+
+    def fused_attention(self, *args, **kw):
+        return None  # the attention models need square layers; the composition would serve them
+
+    def spmm(self, values, x, semiring: str = "sum", mask=None):
+        r"""As the block-row ``spmm``, except that ``mean`` (``values=None``) is the sampler's estimator: the block's
+        weights over the kept edges, each row renormalized to sum 1."""
+        if semiring == "mean" and values is None:
+            w = self.mean_weights if mask is None else self.mean_weights * mask.to(self.mean_weights.dtype)
+            sums = self.row_sum(w)
+            w = w / torch.where(sums > 0, sums, torch.ones_like(sums))[self.pattern.row]
+            return _SpMM.apply(w.to(x.dtype), x, self)
+        return super().spmm(values, x, semiring, mask)
+
+
+class MinibatchPlan(Plan):
+    """One sampled minibatch (a :class:`~gridgnn.sampling.matrix.BulkSample` with ``k = 1``, or a bulk whose
+    minibatches are trained together) on this rank: its layers' graphs, with replicated weights and every
+    feature column local."""
+
+    name = "minibatch"
+    comm = None
+    copies = 1
+    grad_axes = ()
+    root_in_aggregate_layout = False
+
+    def __init__(self, sample, *, dtype=torch.float64, device="cpu"):
+        self.sample = sample
+        self.graphs = [SampledBlockGraph(b, sample.nodes[l + 1], sample.nodes[l], dst_ptr=sample.ptr[l + 1],
+                                         src_ptr=sample.ptr[l], dtype=dtype, device=device)
+                       for l, b in enumerate(sample.blocks)]
+
+    def input(self, x: np.ndarray) -> np.ndarray:
+        return x[self.sample.nodes[0]]
+
+    def out_rows(self) -> np.ndarray:
+        return self.sample.nodes[-1]
+
+    def in_rows(self, layer: int) -> np.ndarray:
+        return self.sample.nodes[layer]
+
+    def in_cols(self, layer: int, f: int) -> tuple[int, int]:
+        return (0, f)
+
+    def out_cols(self, c) -> tuple[int, int]:
+        return (0, c)
+
+    def graph(self, layer: int) -> SampledBlockGraph:
+        return self.graphs[layer]
+
+    def linear(self, layer: int, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return h @ w

@@ -1,0 +1,65 @@
+"""A sampled minibatch as a plan: with one minibatch holding every vertex and every neighbour sampled, GraphSAGE
+on the sample equals full-graph GraphSAGE (logits and every parameter gradient, float64, every aggregation); a
+stacked bulk of minibatches equals each minibatch alone; LADIES' weighted mean uses its 1/p weights."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from gridgnn.graph import gcn_normalize
+from gridgnn.graph.spec import load_graph
+from gridgnn.nn.sage import SAGE
+from gridgnn.parallel.serial import build_serial
+from gridgnn.sampling import minibatches, sample_bulk
+from gridgnn.sampling.plan import MinibatchPlan
+
+
+def neighbours(g) -> sp.csr_matrix:
+    """The graph without self-loops (rows = destinations), what the minibatch pipeline samples from."""
+    a = sp.csr_matrix((np.ones(len(g.indices)), g.indices, g.indptr), shape=(g.n, g.n))
+    a.setdiag(0)
+    a.eliminate_zeros()
+    return a
+
+
+def run(model, x, plan):
+    model.zero_grad()
+    out = model(torch.from_numpy(x[plan.in_rows(0)]).double(), plan)
+    (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).reshape(out.shape)).sum().backward()
+    return out.detach(), [p.grad.clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("aggr", ["mean", "sum", "max", "min"])
+def test_full_fanout_on_all_vertices_equals_full_graph_sage(aggr):
+    g = load_graph("synthetic:sbm?n=300&classes=4&avg_degree=6&features=8", seed=1)
+    model = SAGE([8, 16, 4], aggr=aggr, dropout=0.3, seed=2, dtype=torch.float64)
+    model.train()
+    full = run(model, g.x, build_serial(gcn_normalize(g), dtype=torch.float64))
+    sample = sample_bulk(neighbours(g), [np.arange(g.n)], [-1, -1])
+    mini = run(model, g.x, MinibatchPlan(sample))
+    torch.testing.assert_close(mini[0], full[0], rtol=1e-10, atol=1e-12)
+    for a, b in zip(mini[1], full[1]):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_a_bulk_equals_its_minibatches_alone():
+    g = load_graph("synthetic:sbm?n=400&classes=4&avg_degree=8&features=8", seed=1)
+    batches = minibatches(np.arange(0, 400, 3), 30, seed=4)
+    bulk = sample_bulk(neighbours(g), batches, [5, 3], seed=4)
+    model = SAGE([8, 16, 4], dropout=0.0, seed=2, dtype=torch.float64)
+    stacked = model(torch.from_numpy(g.x[bulk.nodes[0]]).double(), MinibatchPlan(bulk)).detach()
+    for i in range(bulk.k):
+        one = bulk.batch(i)
+        alone = model(torch.from_numpy(g.x[one.nodes[0]]).double(), MinibatchPlan(one)).detach()
+        torch.testing.assert_close(stacked[bulk.ptr[-1][i]:bulk.ptr[-1][i + 1]], alone, rtol=1e-12, atol=1e-12)
+
+
+def test_ladies_mean_is_the_weighted_mean_of_its_block():
+    g = load_graph("synthetic:sbm?n=200&classes=4&avg_degree=8&features=5", seed=3)
+    bulk = sample_bulk(neighbours(g), [np.arange(20)], [15], sampler="ladies", seed=1)
+    plan = MinibatchPlan(bulk)
+    x = torch.from_numpy(g.x[bulk.nodes[0]]).double()
+    got = plan.graph(0).spmm(None, x, semiring="mean", mask=torch.from_numpy(
+        plan.graph(0).edge_ids()[0] != plan.graph(0).edge_ids()[1]))
+    want = torch.from_numpy(bulk.blocks[0] @ x.numpy())
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
