@@ -113,3 +113,45 @@ def assemble(results: list[CaseResult], n: int, classes: int) -> np.ndarray:
     for r in results:
         full[r.node_ids, r.cols[0]:r.cols[1]] = r.logits
     return full
+
+
+@dataclass
+class SampleCase:
+    """Distributed sampling of every bulk of one epoch on the 1.5D grid ``P/c × c``, in both modes."""
+
+    adj: object  # scipy CSR, rows = destinations
+    batches: list
+    fanouts: list
+    sampler: str = "sage"
+    replication: int = 1
+    k: int = 2
+    seed: int = 0
+    epoch: int = 0
+
+
+def _sample_arrays(s) -> tuple:
+    return (s.batch_ids, s.nodes, s.ptr, [(b.indptr, b.indices, b.data) for b in s.blocks])
+
+
+def sampling_worker(ctx, cases: list[SampleCase]) -> list[dict]:
+    """Worker for :func:`gridgnn.distributed.launch.launch`: per case, this rank's samples of every bulk in the
+    ``partitioned`` and ``replicated`` modes and the bytes the partitioned one moved."""
+    from .sampling.distributed import PartitionedPattern, num_bulks, sample_rank
+
+    ctx.init()
+    out, grids = [], {}
+    for case in cases:
+        if case.replication not in grids:
+            grids[case.replication] = ProcessGrid.build("1.5d", "cpu", replication=case.replication)
+        comm = Comm(grids[case.replication])
+        pattern = PartitionedPattern(comm, case.adj)
+        comm.log.reset()
+        res = {"rank": comm.grid.global_rank, "partitioned": [], "replicated": []}
+        for bulk in range(num_bulks(len(case.batches), comm.grid.world_size, case.k)):
+            for mode in ("partitioned", "replicated"):
+                s = sample_rank(comm, case.adj, case.batches, case.fanouts, k=case.k, bulk=bulk,
+                                sampler=case.sampler, mode=mode, seed=case.seed, epoch=case.epoch, pattern=pattern)
+                res[mode].append(_sample_arrays(s))
+        res["comm"] = {key: (v.sent, v.recv) for key, v in comm.log.snapshot().items()}
+        out.append(res)
+    return out

@@ -74,11 +74,15 @@ class BulkSample:
 
     def batch(self, i: int) -> "BulkSample":
         """Minibatch ``i`` of the stack as a sample of its own (``k = 1``)."""
-        nodes = [v[p[i]:p[i + 1]] for v, p in zip(self.nodes, self.ptr)]
-        ptr = [np.array([0, len(v)], dtype=np.int64) for v in nodes]
-        blocks = [sp.csr_matrix(b[self.ptr[l + 1][i]:self.ptr[l + 1][i + 1], self.ptr[l][i]:self.ptr[l][i + 1]])
+        return self.subset(i, i + 1)
+
+    def subset(self, i0: int, i1: int) -> "BulkSample":
+        """Minibatches ``i0 … i1 − 1`` of the stack, stacked."""
+        nodes = [v[p[i0]:p[i1]] for v, p in zip(self.nodes, self.ptr)]
+        ptr = [p[i0:i1 + 1] - p[i0] for p in self.ptr]
+        blocks = [sp.csr_matrix(b[self.ptr[l + 1][i0]:self.ptr[l + 1][i1], self.ptr[l][i0]:self.ptr[l][i1]])
                   for l, b in enumerate(self.blocks)]
-        return BulkSample(self.sampler, self.batch_ids[i:i + 1].copy(), nodes, ptr, blocks)
+        return BulkSample(self.sampler, self.batch_ids[i0:i1].copy(), nodes, ptr, blocks)
 
 
 def minibatches(vertices: np.ndarray, batch_size: int, *, seed: int = 0, epoch: int = 0) -> list[np.ndarray]:
@@ -117,17 +121,29 @@ def layer_probabilities(adj: sp.spmatrix, frontiers: list[np.ndarray], sampler: 
     LADIES: one row per frontier)."""
     a = _pattern(adj)
     nodes, ptr = _stack(frontiers)
-    return _probabilities(a, nodes, ptr, sampler)[0]
+    return _probabilities(local_product(a), a.shape[0], nodes, ptr, sampler)[0]
 
 
-def _probabilities(a: sp.csr_matrix, nodes: np.ndarray, ptr: np.ndarray, sampler: str):
-    n, k = a.shape[0], len(ptr) - 1
-    owner = np.repeat(np.arange(k, dtype=np.int64), np.diff(ptr))
+def local_product(a: sp.csr_matrix):
+    """``Q ↦ Q A`` with the whole pattern ``a`` at hand (SciPy's SpGEMM)."""
+    def product(q: sp.csr_matrix) -> sp.csr_matrix:
+        return sp.csr_matrix(q @ a)
+    return product
+
+
+def frontier_rows(nodes: np.ndarray, ptr: np.ndarray, n: int, sampler: str) -> sp.csr_matrix:
+    """``Q``: GraphSAGE — one row per frontier vertex (a 1 in its column); LADIES — one row per minibatch
+    (1s at its frontier)."""
     if sampler == "sage":
-        q = _selection(np.arange(len(nodes)), nodes, (len(nodes), n))
-    else:
-        q = _selection(owner, nodes, (k, n))
-    p = sp.csr_matrix(q @ a)  # SpGEMM: P = Q A
+        return _selection(np.arange(len(nodes)), nodes, (len(nodes), n))
+    owner = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
+    return _selection(owner, nodes, (len(ptr) - 1, n))
+
+
+def _probabilities(product, n: int, nodes: np.ndarray, ptr: np.ndarray, sampler: str):
+    k = len(ptr) - 1
+    owner = np.repeat(np.arange(k, dtype=np.int64), np.diff(ptr))
+    p = product(frontier_rows(nodes, ptr, n, sampler))  # SpGEMM: P = Q A
     p.sort_indices()
     rows = np.repeat(np.arange(p.shape[0], dtype=np.int64), np.diff(p.indptr))
     if sampler == "ladies":
@@ -137,8 +153,8 @@ def _probabilities(a: sp.csr_matrix, nodes: np.ndarray, ptr: np.ndarray, sampler
     return p, rows, owner
 
 
-def sample_bulk(adj: sp.spmatrix, batches: list[np.ndarray], fanouts: list[int], *, sampler: str = "sage",
-                seed: int = 0, epoch: int = 0, batch_ids=None) -> BulkSample:
+def sample_bulk(adj: sp.spmatrix | None, batches: list[np.ndarray], fanouts: list[int], *, sampler: str = "sage",
+                seed: int = 0, epoch: int = 0, batch_ids=None, product=None, n: int | None = None) -> BulkSample:
     """Sample ``len(fanouts)`` layers for each minibatch of ``batches`` (lists of distinct global vertex ids),
     all at once.
 
@@ -148,13 +164,17 @@ def sample_bulk(adj: sp.spmatrix, batches: list[np.ndarray], fanouts: list[int],
             batch vertex first): GraphSAGE — neighbours per frontier vertex; LADIES — vertices per minibatch and
             layer. ``-1``: all.
         batch_ids: index of each minibatch in the epoch (keys its randomness; default ``0 … k−1``).
+        product: ``Q ↦ Q A`` (binary ``A``, CSR): a distributed SpGEMM (:mod:`gridgnn.sampling.distributed`)
+            in place of ``adj``, with ``n`` its order. Every rank of such a product calls it the same number of
+            times (once per hop, once more per LADIES hop for the row extraction), whatever its minibatches.
     """
     if sampler not in SAMPLERS:
         raise GridGnnError(f"--sampler must be one of {', '.join(SAMPLERS)} (got {sampler!r})")
     if not fanouts or any(int(s) == 0 or int(s) < -1 for s in fanouts):
         raise GridGnnError(f"--fanout needs positive sizes or -1 (all) for every layer (got {list(fanouts)})")
-    a = _pattern(adj)
-    n = a.shape[0]
+    if product is None:
+        a = _pattern(adj)
+        n, product = a.shape[0], local_product(a)
     k = len(batches)
     ids = np.arange(k, dtype=np.int64) if batch_ids is None else np.asarray(batch_ids, dtype=np.int64)
     nodes, ptr = _stack(batches)
@@ -162,7 +182,7 @@ def sample_bulk(adj: sp.spmatrix, batches: list[np.ndarray], fanouts: list[int],
         raise GridGnnError(f"minibatch vertices must lie in [0, {n})")
     out_nodes, out_ptr, out_blocks = [nodes], [ptr], []
     for hop, s in enumerate(fanouts):
-        p, rows, owner = _probabilities(a, nodes, ptr, sampler)
+        p, rows, owner = _probabilities(product, n, nodes, ptr, sampler)
         row_batch = owner if sampler == "sage" else np.arange(k, dtype=np.int64)
         row_vertex = nodes if sampler == "sage" else np.zeros(k, dtype=np.int64)
         keep = _top_per_row(p, rows, int(s), chain(int(seed), int(epoch), hop + 1, ids[row_batch][rows],
@@ -173,7 +193,7 @@ def sample_bulk(adj: sp.spmatrix, batches: list[np.ndarray], fanouts: list[int],
             counts = np.bincount(r, minlength=len(nodes)).astype(np.float64)
             vals = 1.0 / counts[r]
         else:
-            r, c, vals = _ladies_block(a, nodes, owner, p, rows, keep, n)
+            r, c, vals = _ladies_block(product, nodes, owner, p, rows, keep, n)
         cols = _positions(owner[r], c, nxt, nptr, n)
         block = sp.csr_matrix((vals, (r, cols)), shape=(len(nodes), len(nxt)))
         block.sort_indices()
@@ -220,12 +240,12 @@ def _positions(batch, col, nxt, nptr, n):
     return order[at]
 
 
-def _ladies_block(a, nodes, owner, p, rows, keep, n):
+def _ladies_block(product, nodes, owner, p, rows, keep, n):
     r"""``Q_R A Q_C`` for stacked minibatches: the frontier's edges to its minibatch's sampled vertices, weighted
     :math:`1/p_v` and row-normalized."""
     sampled = np.sort(rows[keep] * n + p.indices[keep])  # (minibatch, vertex) keys, unique
     q_r = _selection(np.arange(len(nodes)), nodes, (len(nodes), n))
-    ar = sp.csr_matrix(q_r @ a)  # A_R = Q_R A
+    ar = product(q_r)  # A_R = Q_R A
     ar.sort_indices()
     r = np.repeat(np.arange(len(nodes), dtype=np.int64), np.diff(ar.indptr))
     key = owner[r] * n + ar.indices

@@ -1,0 +1,210 @@
+r"""Sampling on many processes (MLSys'24 §5): graph replicated, or graph 1.5D-partitioned with Algorithm 2.
+
+**Who samples what.** Minibatches are handed out in bulks of ``P·k``: bulk ``t`` holds minibatches
+``t·P·k … (t+1)·P·k − 1`` of the epoch; rank ``r`` (process ``P(i, j)``, ``r = i·c + j``) trains the ``k`` of
+them at ``t·P·k + r·k`` (fewer, or none, at the end of an epoch). The samples do not depend on where they are
+drawn (:mod:`gridgnn.sampling.matrix`: keyed randomness), so the two modes below give the same minibatches.
+
+* ``replicated`` (§5.1): every rank holds the whole pattern ``A`` and samples its own ``k`` minibatches — no
+  communication.
+* ``partitioned`` (§5.2, Algorithm 2): the grid is ``P/c × c`` (axes ``"row"``, ``"rep"``, as 1.5D); ``A`` is split
+  into ``P/c`` block rows by vertex id, block ``i`` held by the ``c`` members of process row ``i``. Process row
+  ``i`` samples the ``c·k`` minibatches of its members together: every SpGEMM ``Q_i A`` (one per hop, and LADIES'
+  row extraction ``Q_R A``) is computed as in Algorithm 2 — member ``j`` handles the column blocks ``k`` of its
+  stage chunk: it sends the owner ``P(k, j)`` the ids of the rows it needs (``NnzCols(Q_ik)``), receives those
+  rows of ``A_k`` (degrees, then column ids), multiplies, and the partial products are summed over the process
+  row (each member's partial ``(row, column, value)`` triples to the others, then a local sum). Every member
+  then holds ``P_i`` and samples the group's rows itself (sampling and extraction need no communication).
+
+*Communication* (phase ``"sample"``, per product call and rank ``P(i, j)``; ``R = P/c``; ``V_{ik}`` = distinct
+frontier vertices of process row ``i`` in block ``k``; ``d_v`` = degrees): along ``"row"``, an all-to-allv of
+request counts (8 bytes to each other member), one of the requested ids (``8 V_{ik}`` to owner ``k``), one of
+the degrees of the requested rows (``8 V_{lk}`` back) and one of their column ids (``8 Σ d_v``); along
+``"rep"``, an all-gather of the partial sizes (8 bytes) and an all-to-allv of the partial products (``24`` bytes
+per nonzero to each other member). :func:`sampling_bytes` computes all of it without processes.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from ..errors import GridGnnError
+from ..partition import even_bounds
+from ..partition.layout import stage_chunks
+from .matrix import BulkSample, _pattern, local_product, minibatches, sample_bulk
+
+MODES = ("replicated", "partitioned")
+PHASE = "sample"
+
+
+def rank_batches(num_batches: int, world: int, k: int, bulk: int, rank: int) -> np.ndarray:
+    """Indices of the (at most ``k``) minibatches rank ``rank`` trains in bulk ``bulk``."""
+    first = bulk * world * k + rank * k
+    return np.arange(first, min(first + k, num_batches), dtype=np.int64)
+
+
+def num_bulks(num_batches: int, world: int, k: int) -> int:
+    return max(1, -(-num_batches // (world * k)))
+
+
+class PartitionedPattern:
+    """Block row ``i`` of the pattern on every member of process row ``i`` (``comm``: the 1.5D grid)."""
+
+    def __init__(self, comm, adj: sp.spmatrix):
+        self.comm = comm
+        a = _pattern(adj)
+        self.n = a.shape[0]
+        self.blocks = comm.grid.size("row")
+        self.c = comm.grid.size("rep")
+        self.i, self.j = comm.grid.rank("row"), comm.grid.rank("rep")
+        self.bounds = even_bounds(self.n, self.blocks)
+        lo, hi = int(self.bounds[self.i]), int(self.bounds[self.i + 1])
+        self.local = sp.csr_matrix(a[lo:hi])  # A_i: rows lo … hi − 1, every column
+        self.chunk = stage_chunks(self.blocks, self.c)[self.j]
+
+    def product(self, q: sp.csr_matrix) -> sp.csr_matrix:
+        """``Q A`` for this process row's ``Q`` (the same on its ``c`` members), by Algorithm 2."""
+        comm, dev = self.comm, "cpu"
+        q = sp.csr_matrix(q)
+        need = needs(q, self.bounds, self.chunk)
+        with comm.phase(PHASE):
+            counts = [torch.tensor([[len(need.get(k, ()))]], dtype=torch.int64) for k in range(self.blocks)]
+            got = comm.all_to_all_v(counts, [1] * self.blocks, "row")
+            asked = [int(t.reshape(-1)[0]) for t in got]
+            ids = [torch.from_numpy(need.get(k, np.zeros(0, np.int64))).reshape(-1, 1) for k in range(self.blocks)]
+            wanted = comm.all_to_all_v(ids, asked, "row")  # the rows of A_i each member of column j needs
+            lo = int(self.bounds[self.i])
+            rows = [self.local[t.reshape(-1).numpy() - lo] for t in wanted]
+            degs = comm.all_to_all_v([torch.from_numpy(np.diff(r.indptr).astype(np.int64)).reshape(-1, 1)
+                                      for r in rows], [len(need.get(k, ())) for k in range(self.blocks)], "row")
+            deg_in = [t.reshape(-1).numpy() for t in degs]
+            cols = comm.all_to_all_v([torch.from_numpy(r.indices.astype(np.int64)).reshape(-1, 1) for r in rows],
+                                     [int(d.sum()) for d in deg_in], "row")
+            order = [k for k in range(self.blocks) if k in need]
+            fetched_ids = np.concatenate([need[k] for k in order]) if order else np.zeros(0, np.int64)
+            indptr = np.zeros(len(fetched_ids) + 1, dtype=np.int64)
+            indptr[1:] = np.cumsum(np.concatenate([deg_in[k] for k in order])) if order else []
+            indices = (np.concatenate([cols[k].reshape(-1).numpy() for k in order]) if order
+                       else np.zeros(0, np.int64))
+            a_hat = sp.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(len(fetched_ids), self.n))
+            partial = sp.coo_matrix(_restrict_columns(q, fetched_ids) @ a_hat)
+            return self._sum_over_row(partial, q.shape[0])
+
+    def _sum_over_row(self, partial: sp.coo_matrix, m: int) -> sp.csr_matrix:
+        """The partial products summed over the process row (``"rep"``)."""
+        trip = torch.from_numpy(np.stack([partial.row.astype(np.float64), partial.col.astype(np.float64),
+                                          partial.data.astype(np.float64)], axis=1).reshape(-1, 3))
+        if self.c > 1:
+            sizes = self.comm.all_gather(torch.tensor([trip.shape[0]], dtype=torch.int64), "rep")
+            got = self.comm.all_to_all_v([trip] * self.c, [int(s.item()) for s in sizes], "rep")
+            trip = torch.cat(got)
+        t = trip.numpy()
+        out = sp.csr_matrix((t[:, 2], (t[:, 0].astype(np.int64), t[:, 1].astype(np.int64))), shape=(m, self.n))
+        out.sum_duplicates()
+        return out
+
+
+def needs(q: sp.csr_matrix, bounds: np.ndarray, chunk) -> dict:
+    """``{k: sorted distinct columns of Q in block k}`` for the blocks ``k`` of ``chunk`` (NnzCols(Q_ik))."""
+    cols = np.unique(q.indices.astype(np.int64))
+    blk = np.searchsorted(bounds, cols, side="right") - 1
+    return {int(k): cols[blk == k] for k in chunk}
+
+
+def _restrict_columns(q: sp.csr_matrix, keep: np.ndarray) -> sp.csr_matrix:
+    """``Q`` restricted to the columns ``keep`` (sorted), renumbered ``0 … len(keep) − 1``."""
+    coo = sp.coo_matrix(q)
+    at = np.searchsorted(keep, coo.col)
+    ok = at < len(keep)
+    ok[ok] = keep[at[ok]] == coo.col[ok]
+    return sp.csr_matrix((coo.data[ok], (coo.row[ok], at[ok])), shape=(q.shape[0], len(keep)))
+
+
+def check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise GridGnnError(f"--sample-graph must be one of {', '.join(MODES)} (got {mode!r})")
+
+
+def sample_rank(comm, adj: sp.spmatrix, batches: list[np.ndarray], fanouts, *, k: int, bulk: int, sampler: str,
+                mode: str, seed: int, epoch: int, pattern: PartitionedPattern | None = None) -> BulkSample:
+    """This rank's minibatches of bulk ``bulk`` (at most ``k``), sampled as ``mode`` says. ``comm``: the 1.5D
+    grid (``partitioned``), or anything with ``grid.world_size`` / ``grid.global_rank`` (``replicated``);
+    ``pattern``: the :class:`PartitionedPattern` built once."""
+    check_mode(mode)
+    world, rank = comm.grid.world_size, comm.grid.global_rank
+    if mode == "replicated":
+        ids = rank_batches(len(batches), world, k, bulk, rank)
+        return sample_bulk(adj, [batches[t] for t in ids], fanouts, sampler=sampler, seed=seed, epoch=epoch,
+                           batch_ids=ids)
+    pattern = pattern or PartitionedPattern(comm, adj)
+    c = pattern.c
+    group = [rank_batches(len(batches), world, k, bulk, pattern.i * c + m) for m in range(c)]
+    ids = np.concatenate(group)
+    both = sample_bulk(None, [batches[t] for t in ids], fanouts, sampler=sampler, seed=seed, epoch=epoch,
+                       batch_ids=ids, product=pattern.product, n=pattern.n)
+    start = sum(len(g) for g in group[:pattern.j])
+    return both.subset(start, start + len(group[pattern.j]))
+
+
+def sampling_bytes(adj: sp.spmatrix, batches: list[np.ndarray], fanouts, *, world: int, c: int, k: int,
+                   sampler: str, seed: int, epoch: int, bulks=None) -> dict:
+    """Bytes every rank sends and receives while sampling the bulks ``bulks`` (default: all of the epoch) in the
+    ``partitioned`` mode: ``{"sample.<collective>": (sent[P], received[P])}``, computed without processes."""
+    a = _pattern(adj)
+    n = a.shape[0]
+    R = world // c
+    bounds = even_bounds(n, R)
+    chunks = stage_chunks(R, c)
+    out: dict = {}
+
+    def add(key, r, s, v):
+        sent, recv = out.setdefault(f"{PHASE}.{key}", (np.zeros(world), np.zeros(world)))
+        sent[r] += s
+        recv[r] += v
+
+    deg = np.diff(a.indptr)
+    base = local_product(a)
+    for bulk in (range(num_bulks(len(batches), world, k)) if bulks is None else bulks):
+        calls = []
+        for i in range(R):
+            recorded = []
+
+            def product(q, recorded=recorded):
+                recorded.append(sp.csr_matrix(q))
+                return base(q)
+
+            ids = np.concatenate([rank_batches(len(batches), world, k, bulk, i * c + m) for m in range(c)])
+            sample_bulk(None, [batches[t] for t in ids], fanouts, sampler=sampler, seed=seed, epoch=epoch,
+                        batch_ids=ids, product=product, n=n)
+            calls.append(recorded)
+        for t in range(len(calls[0])):
+            for j in range(c):
+                need = [needs(calls[i][t], bounds, chunks[j]) for i in range(R)]
+                for i in range(R):
+                    r = i * c + j
+                    if R > 1:
+                        add("alltoallv", r, 8 * (R - 1), 8 * (R - 1))  # request counts
+                        mine = sum(len(v) for kk, v in need[i].items() if kk != i)
+                        theirs = sum(len(need[l].get(i, ())) for l in range(R) if l != i)
+                        add("alltoallv", r, 8 * mine, 8 * theirs)  # requested ids
+                        add("alltoallv", r, 8 * theirs, 8 * mine)  # degrees of the requested rows
+                        d_out = sum(int(deg[need[l][i]].sum()) for l in range(R) if l != i and i in need[l])
+                        d_in = sum(int(deg[v].sum()) for kk, v in need[i].items() if kk != i)
+                        add("alltoallv", r, 8 * d_out, 8 * d_in)  # their column ids
+            if c > 1:
+                for i in range(R):
+                    q = calls[i][t]
+                    sizes = []
+                    for j in range(c):
+                        have = np.concatenate(list(needs(q, bounds, chunks[j]).values()) or [np.zeros(0, np.int64)])
+                        sizes.append((_restrict_columns(q, np.sort(have)) @ a[np.sort(have)]).nnz)
+                    for j in range(c):
+                        r = i * c + j
+                        add("allgather", r, 8 * (c - 1), 8 * (c - 1))
+                        add("alltoallv", r, 24 * sizes[j] * (c - 1), 24 * (sum(sizes) - sizes[j]))
+    return out
+
+
+__all__ = ["MODES", "PartitionedPattern", "minibatches", "num_bulks", "rank_batches", "sample_rank",
+           "sampling_bytes"]
