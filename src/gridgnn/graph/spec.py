@@ -5,6 +5,8 @@ r"""The data SPEC grammar of the command line: one string names a graph source.
     synthetic:sbm?n=4000&classes=8&avg_degree=10&features=32   (also p_in_ratio=, noise=, degree_exponent=)
     synthetic:rmat?scale=12&edge_factor=16                     (also features=, classes=)
     planetoid:DIR          directory with ind.<name>.* raw files (Cora, CiteSeer, PubMed)
+    ogb:DIR                OGB node-property dataset, raw layout (raw/*.csv.gz, split/NAME/); parameters
+                           split=NAME, directed=0|1 (default 0: reverse edges added), see :mod:`~gridgnn.graph.ogb`
     edgelist:FILE          text edge list; parameters directed=0|1, num_nodes=N, relabel=0|1
     mtx:FILE               Matrix Market file; parameters num_nodes=N, relabel=0|1
     npz:FILE               .npz CSR archive (rows = destinations), see :func:`~gridgnn.graph.loaders.load_npz`
@@ -25,6 +27,7 @@ from typing import Callable
 from ..errors import GridGnnError
 from .graph import Graph
 from .loaders import load_edgelist, load_mtx, load_npz, load_planetoid
+from .ogb import load_ogb
 from .synthetic import rmat_graph, sbm_graph
 
 __all__ = ["DEFAULT_SPEC", "SCHEMES", "load_graph", "parse_spec", "spec_sizes"]
@@ -34,7 +37,7 @@ __all__ = ["DEFAULT_SPEC", "SCHEMES", "load_graph", "parse_spec", "spec_sizes"]
 #: feature-only MLP about 0.35).
 DEFAULT_SPEC = "synthetic:sbm?n=4000&classes=8&avg_degree=10&features=32"
 
-SCHEMES = ("synthetic:sbm", "synthetic:rmat", "planetoid", "edgelist", "mtx", "npz")
+SCHEMES = ("synthetic:sbm", "synthetic:rmat", "planetoid", "ogb", "edgelist", "mtx", "npz")
 
 
 def _int(v: str) -> int:
@@ -45,6 +48,10 @@ def _float(v: str) -> float:
     return float(v)
 
 
+def _str(v: str) -> str:
+    return v
+
+
 def _bool01(v: str) -> bool:
     if v.lower() in ("1", "true", "yes"):
         return True
@@ -53,7 +60,7 @@ def _bool01(v: str) -> bool:
     raise ValueError(v)
 
 
-_TYPE_NAMES = {_int: "an integer", _float: "a number", _bool01: "0 or 1"}
+_TYPE_NAMES = {_int: "an integer", _float: "a number", _bool01: "0 or 1", _str: "a name"}
 
 # parameters accepted by each scheme: name -> converter
 _PARAMS: dict[str, dict[str, Callable[[str], object]]] = {
@@ -61,6 +68,7 @@ _PARAMS: dict[str, dict[str, Callable[[str], object]]] = {
                           noise=_float, degree_exponent=_float),
     "synthetic:rmat": dict(scale=_int, edge_factor=_int, features=_int, classes=_int),
     "planetoid": {},
+    "ogb": dict(split=_str, directed=_bool01),
     "edgelist": dict(directed=_bool01, num_nodes=_int, relabel=_bool01),
     "mtx": dict(num_nodes=_int, relabel=_bool01),
     "npz": {},
@@ -191,6 +199,8 @@ def load_graph(spec: str | None = None, *, seed: int = 0) -> Graph:
         p = Path(path).expanduser()
         if scheme == "planetoid":
             g = load_planetoid(p, seed=seed)
+        elif scheme == "ogb":
+            g = load_ogb(p, split=params.get("split"), directed=params.get("directed", False), seed=seed)
         elif scheme == "edgelist":
             g = load_edgelist(p, params.get("directed"), num_nodes=params.get("num_nodes"),
                               relabel=params.get("relabel", False), seed=seed)
