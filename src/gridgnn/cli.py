@@ -15,11 +15,12 @@ def _train_parser(sub) -> None:
     # argument_default=SUPPRESS: a flag left out is absent from the namespace, so run_train knows which flags
     # were given (a resumed run overrides its checkpoint's config with exactly those); defaults live in TrainConfig.
     p = sub.add_parser("train", help="train a GNN (serial or distributed)", argument_default=argparse.SUPPRESS,
-                       description="Full-graph GNN training. With no --data the embedded synthetic SBM runs.")
+                       description="Full-graph GNN training, or minibatch training with --sampler. With no --data the "
+                                   "embedded synthetic SBM runs.")
     p.error = _one_line_error  # a bad flag is one `gridgnn: error:` line (exit 2), as every other bad input
     p.add_argument("--data", metavar="SPEC",
                    help="synthetic:sbm?n=&classes=&avg_degree=&features= | synthetic:rmat?scale=&edge_factor= | "
-                        "planetoid:DIR | edgelist:FILE | mtx:FILE | npz:FILE | sharded:DIR")
+                        "planetoid:DIR | ogb:DIR | edgelist:FILE | mtx:FILE | npz:FILE | sharded:DIR")
     p.add_argument("--model", choices=MODELS, help=f"default {d.model}")
     p.add_argument("--heads", type=int, metavar="K", help="gat: attention heads of the hidden layers (default 8; "
                                                           "--hidden is per head; the last layer has one head)")
@@ -41,6 +42,18 @@ def _train_parser(sub) -> None:
     p.add_argument("--partition", metavar="METHOD|FILE",
                    help="1d/1.5d: random (default), identity, metis, metis-vol, hypergraph, balanced, or a partition "
                         "FILE; 2d/3d/plexus: random (one permutation), identity, double-perm, balanced-perm")
+    p.add_argument("--sampler", choices=("sage", "ladies"),
+                   help="minibatch training of --model sage with bulk matrix sampling (MLSys'24) on a P/c x c grid "
+                        "(--nproc, --replication); without it: full-graph training")
+    p.add_argument("--fanout", metavar="S1,S2,..",
+                   help="per layer from the batch outwards: neighbours per vertex (sage, default 10) or vertices "
+                        "per layer (ladies, default --batch-size); -1: all")
+    p.add_argument("--batch-size", type=int, metavar="B", help="training vertices per minibatch (default 1024)")
+    p.add_argument("--bulk", type=int, metavar="K", help="minibatches each rank samples at once (default 1)")
+    p.add_argument("--sample-graph", choices=("replicated", "partitioned"),
+                   help="sampling with the graph on every rank, or 1.5D-partitioned (Algorithm 2); default replicated")
+    p.add_argument("--eval-fanout", metavar="S1,S2,..",
+                   help="fanout of the evaluation minibatches (default -1: every neighbour, exact inference)")
     p.add_argument("--epochs", type=int, metavar="N", help=f"default {d.epochs}")
     p.add_argument("--lr", type=float, help=f"Adam learning rate (default {d.lr})")
     p.add_argument("--weight-decay", type=float, help=f"default {d.weight_decay}")
@@ -87,6 +100,14 @@ def run_train(args) -> int:
     from .train.trainer import train_worker
 
     cfg = train_config(args)
+    if cfg.sampler is not None:
+        from .train.minibatch import minibatch_worker
+
+        if cfg.nproc == 1 and env_context(cfg.device) is None:
+            minibatch_worker(None, cfg)
+        else:
+            launch(minibatch_worker, cfg.nproc, cfg, device=cfg.device, timeout_s=cfg.timeout_s)
+        return 0
     if cfg.algo == "serial":
         env = env_context(cfg.device)
         if env is not None and env.world_size > 1:

@@ -155,3 +155,11 @@ def sampling_worker(ctx, cases: list[SampleCase]) -> list[dict]:
         res["comm"] = {key: (v.sent, v.recv) for key, v in comm.log.snapshot().items()}
         out.append(res)
     return out
+
+
+def minibatch_state_worker(ctx, cfg) -> dict:
+    """Worker for :func:`gridgnn.distributed.launch.launch`: minibatch training of ``cfg`` returning every rank's
+    trained parameters (:func:`gridgnn.train.minibatch.minibatch_worker`)."""
+    from .train.minibatch import minibatch_worker
+
+    return minibatch_worker(ctx, cfg, return_state=True)

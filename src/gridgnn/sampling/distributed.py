@@ -65,44 +65,72 @@ class PartitionedPattern:
 
     def product(self, q: sp.csr_matrix) -> sp.csr_matrix:
         """``Q A`` for this process row's ``Q`` (the same on its ``c`` members), by Algorithm 2."""
-        comm, dev = self.comm, "cpu"
+        comm = self.comm
         q = sp.csr_matrix(q)
         need = needs(q, self.bounds, self.chunk)
         with comm.phase(PHASE):
-            counts = [torch.tensor([[len(need.get(k, ()))]], dtype=torch.int64) for k in range(self.blocks)]
-            got = comm.all_to_all_v(counts, [1] * self.blocks, "row")
-            asked = [int(t.reshape(-1)[0]) for t in got]
-            ids = [torch.from_numpy(need.get(k, np.zeros(0, np.int64))).reshape(-1, 1) for k in range(self.blocks)]
-            wanted = comm.all_to_all_v(ids, asked, "row")  # the rows of A_i each member of column j needs
+            wanted = request(comm, [need.get(k, np.zeros(0, np.int64)) for k in range(self.blocks)], "row")
             lo = int(self.bounds[self.i])
-            rows = [self.local[t.reshape(-1).numpy() - lo] for t in wanted]
-            degs = comm.all_to_all_v([torch.from_numpy(np.diff(r.indptr).astype(np.int64)).reshape(-1, 1)
-                                      for r in rows], [len(need.get(k, ())) for k in range(self.blocks)], "row")
-            deg_in = [t.reshape(-1).numpy() for t in degs]
-            cols = comm.all_to_all_v([torch.from_numpy(r.indices.astype(np.int64)).reshape(-1, 1) for r in rows],
-                                     [int(d.sum()) for d in deg_in], "row")
+            rows = [self.local[t - lo] for t in wanted]  # the rows of A_i each member of column j needs
+            degs = _exchange(comm, [np.diff(r.indptr).astype(np.int64) for r in rows],
+                             [len(need.get(k, ())) for k in range(self.blocks)], "row")
+            deg_in = degs
+            cols = _exchange(comm, [r.indices.astype(np.int64) for r in rows], [int(d.sum()) for d in deg_in], "row")
             order = [k for k in range(self.blocks) if k in need]
             fetched_ids = np.concatenate([need[k] for k in order]) if order else np.zeros(0, np.int64)
             indptr = np.zeros(len(fetched_ids) + 1, dtype=np.int64)
             indptr[1:] = np.cumsum(np.concatenate([deg_in[k] for k in order])) if order else []
-            indices = (np.concatenate([cols[k].reshape(-1).numpy() for k in order]) if order
-                       else np.zeros(0, np.int64))
+            indices = np.concatenate([cols[k] for k in order]) if order else np.zeros(0, np.int64)
             a_hat = sp.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(len(fetched_ids), self.n))
             partial = sp.coo_matrix(_restrict_columns(q, fetched_ids) @ a_hat)
             return self._sum_over_row(partial, q.shape[0])
 
     def _sum_over_row(self, partial: sp.coo_matrix, m: int) -> sp.csr_matrix:
         """The partial products summed over the process row (``"rep"``)."""
+        dev = self.comm.wire_device()
         trip = torch.from_numpy(np.stack([partial.row.astype(np.float64), partial.col.astype(np.float64),
-                                          partial.data.astype(np.float64)], axis=1).reshape(-1, 3))
+                                          partial.data.astype(np.float64)], axis=1).reshape(-1, 3)).to(dev)
         if self.c > 1:
-            sizes = self.comm.all_gather(torch.tensor([trip.shape[0]], dtype=torch.int64), "rep")
+            sizes = self.comm.all_gather(torch.tensor([trip.shape[0]], dtype=torch.int64, device=dev), "rep")
             got = self.comm.all_to_all_v([trip] * self.c, [int(s.item()) for s in sizes], "rep")
             trip = torch.cat(got)
-        t = trip.numpy()
+        t = trip.cpu().numpy()
         out = sp.csr_matrix((t[:, 2], (t[:, 0].astype(np.int64), t[:, 1].astype(np.int64))), shape=(m, self.n))
         out.sum_duplicates()
         return out
+
+
+def _exchange(comm, send: list[np.ndarray], recv_rows: list[int], axis: str) -> list[np.ndarray]:
+    """All-to-allv of ``int64`` vectors (``send[k]`` to axis-rank ``k``) on the backend's wire device."""
+    dev = comm.wire_device()
+    got = comm.all_to_all_v([torch.from_numpy(np.ascontiguousarray(v, dtype=np.int64)).reshape(-1, 1).to(dev)
+                             for v in send], recv_rows, axis)
+    return [t.reshape(-1).cpu().numpy() for t in got]
+
+
+def request(comm, need: list[np.ndarray], axis: str) -> list[np.ndarray]:
+    """Send ``need[k]`` (ids) to axis-rank ``k``; returns the ids each member asked of this rank (request counts
+    first, then the ids: two all-to-allv)."""
+    g = comm.grid.size(axis)
+    asked = _exchange(comm, [np.array([len(v)]) for v in need], [1] * g, axis)
+    return _exchange(comm, need, [int(a[0]) for a in asked], axis)
+
+
+def fetch_rows(comm, x_local: torch.Tensor, bounds: np.ndarray, ids: np.ndarray, axis: str = "row") -> torch.Tensor:
+    r"""Rows ``ids`` (global vertex ids) of a node tensor held as block rows along ``axis`` (block ``k`` =
+    vertices ``bounds[k] … bounds[k+1] − 1`` on axis-rank ``k``; this rank holds ``x_local``), in the order of
+    ``ids`` (§6: the all-to-allv along the process column). Requests, then one all-to-allv of the rows."""
+    g, me = comm.grid.size(axis), comm.grid.rank(axis)
+    uniq, inv = np.unique(np.asarray(ids, dtype=np.int64), return_inverse=True)
+    blk = np.searchsorted(bounds, uniq, side="right") - 1
+    need = [uniq[blk == k] for k in range(g)]
+    wanted = request(comm, need, axis)
+    lo = int(bounds[me])
+    dev = x_local.device
+    send = [x_local[torch.from_numpy(w - lo).to(dev)] for w in wanted]
+    got = comm.all_to_all_v(send, [len(v) for v in need], axis)
+    rows = torch.cat(got) if got else x_local[:0]
+    return rows[torch.from_numpy(inv.reshape(-1)).to(rows.device)]
 
 
 def needs(q: sp.csr_matrix, bounds: np.ndarray, chunk) -> dict:

@@ -64,6 +64,12 @@ class TrainConfig:
     checkpoint_every: int = 0
     resume: str | None = None
     overwrite: bool = False
+    sampler: str | None = None  # minibatch training: sage | ladies (None: full-graph training)
+    fanout: str | None = None  # per layer from the batch outwards, e.g. "15,10,5" (-1: all neighbours)
+    batch_size: int | None = None  # default 1024
+    bulk: int | None = None  # minibatches each rank samples at once (default 1)
+    sample_graph: str | None = None  # replicated (default) | partitioned
+    eval_fanout: str | None = None  # default: every neighbour (full-neighbourhood inference)
 
     def validate(self) -> None:
         """Checks that need no data and no processes (run in the launching process). Creates nothing: ``--out``
@@ -120,6 +126,13 @@ class TrainConfig:
             from .outputs import check_out_dir
 
             check_out_dir(self.out, overwrite=self.overwrite, resuming_here=self.resumes_into_out())
+        if self.sampler is not None:
+            self._validate_minibatch()
+            return
+        for flag, v in (("--fanout", self.fanout), ("--batch-size", self.batch_size), ("--bulk", self.bulk),
+                        ("--sample-graph", self.sample_graph), ("--eval-fanout", self.eval_fanout)):
+            if v is not None:
+                raise GridGnnError(f"{flag} applies to minibatch training; add --sampler sage|ladies")
         if self.replication != 1 and not algo.takes_replication:
             raise GridGnnError(f"--replication applies to 1.5D algorithms; {self.algo} needs --replication 1")
         if self.grid is not None and not algo.takes_grid_shape:
@@ -137,6 +150,69 @@ class TrainConfig:
             raise GridGnnError(f"--blocked-aggregation must be >= 0, got {self.blocked_aggregation}")
         if self.blocked_aggregation and self.algo != "plexus":
             raise GridGnnError("--blocked-aggregation applies to --algo plexus")
+
+    def _validate_minibatch(self) -> None:
+        from ..sampling import SAMPLERS
+        from ..sampling.distributed import MODES
+
+        if self.sampler not in SAMPLERS:
+            raise GridGnnError(f"--sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
+        if self.model != "sage":
+            raise GridGnnError(f"--sampler trains --model sage on minibatches; got --model {self.model}")
+        if self.algo != "serial":
+            raise GridGnnError(f"--sampler trains on minibatches over a P/c x c grid (--nproc P --replication c); "
+                               f"--algo {self.algo} selects a full-graph algorithm: leave it out")
+        for flag, bad in (("--grid", self.grid is not None), ("--blocked-aggregation", self.blocked_aggregation),
+                          ("--checkpoint-every", self.checkpoint_every), ("--resume", self.resume is not None),
+                          ("--save-logits", self.save_logits),
+                          ("sharded: data", bool(self.data and self.data.startswith("sharded:")))):
+            if bad:
+                raise GridGnnError(f"{flag} is not available with --sampler (minibatch training) yet")
+        _int_in("--replication", self.replication, 1, None)
+        if self.nproc % self.replication:
+            raise GridGnnError(f"replication c={self.replication} must divide the number of processes "
+                               f"P={self.nproc}")
+        _int_in("--batch-size", self.model_batch_size, 1, None)
+        _int_in("--bulk", self.model_bulk, 1, None)
+        if self.model_sample_graph not in MODES:
+            raise GridGnnError(f"--sample-graph must be one of {', '.join(MODES)}, got {self.model_sample_graph!r}")
+        self.model_fanouts, self.model_eval_fanouts  # parsed and checked  # noqa: B018
+
+    def _fanouts(self, flag: str, text: str | None, default: int) -> list[int]:
+        if text is None:
+            return [default] * self.layers
+        try:
+            vals = [int(v) for v in str(text).replace(" ", "").split(",") if v != ""]
+        except ValueError:
+            raise GridGnnError(f"{flag} {text!r} must be integers separated by commas, e.g. 15,10,5") from None
+        if len(vals) == 1:
+            vals = vals * self.layers
+        if len(vals) != self.layers or any(v == 0 or v < -1 for v in vals):
+            raise GridGnnError(f"{flag} {text!r} needs one positive size (or -1: every neighbour) per layer "
+                               f"(--layers {self.layers})")
+        return vals
+
+    @property
+    def model_fanouts(self) -> list[int]:
+        """``--fanout`` per hop from the batch outwards (default: 10 per layer for sage, ``--batch-size`` for
+        ladies)."""
+        return self._fanouts("--fanout", self.fanout, self.model_batch_size if self.sampler == "ladies" else 10)
+
+    @property
+    def model_eval_fanouts(self) -> list[int]:
+        return self._fanouts("--eval-fanout", self.eval_fanout, -1)
+
+    @property
+    def model_batch_size(self) -> int:
+        return 1024 if self.batch_size is None else self.batch_size
+
+    @property
+    def model_bulk(self) -> int:
+        return 1 if self.bulk is None else self.bulk
+
+    @property
+    def model_sample_graph(self) -> str:
+        return "replicated" if self.sample_graph is None else self.sample_graph
 
     @property
     def model_heads(self) -> int:

@@ -1,0 +1,330 @@
+r"""Minibatch training with bulk matrix sampling (MLSys'24 §6): ``gridgnn train --sampler sage|ladies``.
+
+On a ``P/c × c`` grid (``--nproc P --replication c``; axes ``"row"``, ``"rep"`` as 1.5D):
+
+* **features** are 1.5D-partitioned: vertex block ``i`` (even bounds over the vertex ids) on the ``c`` members of
+  process row ``i``, so every process column holds all of them;
+* **sampling**: minibatches of ``--batch-size`` training vertices (a keyed shuffle per epoch; the last one may be
+  smaller) go out in bulks of ``P·k`` (``--bulk k``); each rank samples its ``k`` —
+  :mod:`gridgnn.sampling.distributed`, graph ``replicated`` or ``partitioned`` (``--sample-graph``);
+* **steps**: in step ``s`` of a bulk every rank trains its ``s``-th minibatch: an all-to-allv along its process
+  column fetches the feature rows of the minibatch's input frontier (phase ``fetch``), forward and backward run
+  locally on the sampled blocks (:class:`~gridgnn.sampling.plan.MinibatchPlan`), and the gradients are summed
+  over all ranks (``grad``). The loss is the cross-entropy summed over the step's targets on every rank and
+  divided by their total, so a step is one optimizer update on the union of the ``P`` minibatches. A rank with
+  no minibatch left in a step still takes part in every collective with an empty one (zero gradient): ranks
+  stay in lockstep whatever the number of minibatches, and no partial minibatch is dropped;
+* **evaluation** after every epoch, on the validation and test vertices in minibatches of ``--batch-size``
+  through the same pipeline with ``--eval-fanout`` (default: every neighbour, i.e. exact full-neighbourhood
+  inference), phase ``eval``.
+
+Dropout masks are keyed by (seed, global step, layer, vertex, feature), so a step's masks do not depend on P.
+"""
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from collections import defaultdict
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+import torch.nn.functional as F
+
+from ..distributed import Comm, ProcessGrid
+from ..distributed.grid import AXES
+from ..errors import GridGnnError
+from ..graph.spec import load_graph
+from ..partition import even_bounds
+from ..planner.memory import measured_peak_bytes
+from ..sampling import minibatches
+from ..sampling.distributed import PartitionedPattern, fetch_rows, num_bulks, sample_rank
+from ..sampling.plan import MinibatchPlan
+from .config import TrainConfig
+from .outputs import write_json
+from .step import allreduce_grads
+
+PHASES = ("sample", "fetch", "fwd", "bwd", "grad", "eval", "metrics")
+
+
+def neighbours(graph) -> sp.csr_matrix:
+    """The graph's pattern without self-loops (rows = destinations): what SAGE aggregates, what is sampled."""
+    a = sp.csr_matrix((np.ones(len(graph.indices)), graph.indices, graph.indptr), shape=(graph.n, graph.n))
+    a.setdiag(0)
+    a.eliminate_zeros()
+    return a
+
+
+def schedule(num_batches: int, world: int, k: int) -> list[tuple[int, int, list[int]]]:
+    """The steps of an epoch: ``(bulk, s, [minibatch of each rank or −1])`` — rank ``r`` trains minibatch
+    ``bulk·P·k + r·k + s`` in step ``s`` of bulk ``bulk``, if it exists; steps where no rank has one are skipped."""
+    out = []
+    for bulk in range(num_bulks(num_batches, world, k)):
+        for s in range(k):
+            ids = [t if t < num_batches else -1 for t in (bulk * world * k + r * k + s for r in range(world))]
+            if any(t >= 0 for t in ids):
+                out.append((bulk, s, ids))
+    return out
+
+
+def _grid(ctx, cfg: TrainConfig):
+    if ctx is None:
+        return ProcessGrid("1.5d", (1, 1), AXES["1.5d"], 0, None), "cpu"
+    ctx.init()
+    device = ctx.device
+    return ProcessGrid.build("1.5d", device.split(":")[0], replication=cfg.replication), device
+
+
+class _Pipeline:
+    """This rank's data and the loop over the minibatches of one pass (training or evaluation)."""
+
+    def __init__(self, cfg: TrainConfig, graph, comm, device, dtype):
+        self.cfg, self.comm, self.device, self.dtype = cfg, comm, device, dtype
+        self.world = comm.grid.world_size
+        self.adj = neighbours(graph)
+        blocks = comm.grid.size("row")
+        self.bounds = even_bounds(graph.n, blocks)
+        i = comm.grid.rank("row")
+        lo, hi = int(self.bounds[i]), int(self.bounds[i + 1])
+        self.x_local = torch.from_numpy(np.asarray(graph.x[lo:hi])).to(dtype).to(device)  # vertex block i only
+        self.y = torch.from_numpy(np.asarray(graph.y, dtype=np.int64)).to(device)
+        self.pattern = PartitionedPattern(comm, self.adj) if cfg.model_sample_graph == "partitioned" else None
+        self.fanouts = cfg.model_fanouts
+        self.eval_fanouts = cfg.model_eval_fanouts
+
+    def run(self, batches, *, fanouts, epoch: int, step0: int, step_fn, stats, fetch_phase: str) -> int:
+        """Every step of ``batches`` (the same list on every rank); ``step_fn(plan_or_None, x, targets, n_step,
+        step)`` trains or evaluates this rank's minibatch of the step (``None``: it has none, but the step's
+        collectives still run). Returns the number of steps."""
+        cfg, comm, k = self.cfg, self.comm, self.cfg.model_bulk
+        steps = schedule(len(batches), self.world, k)
+        sample, current = None, -1
+        rank = comm.grid.global_rank
+        for n, (bulk, s, ids) in enumerate(steps):
+            if bulk != current:
+                t0 = time.perf_counter()
+                sample = sample_rank(comm, self.adj, batches, fanouts, k=k, bulk=bulk, sampler=cfg.sampler,
+                                     mode=cfg.model_sample_graph, seed=cfg.seed, epoch=epoch, pattern=self.pattern)
+                stats["sampling_s"] += time.perf_counter() - t0
+                current = bulk
+            mine = sample.batch(s) if ids[rank] >= 0 else None
+            t0 = time.perf_counter()
+            with comm.phase(fetch_phase):
+                x = fetch_rows(comm, self.x_local, self.bounds, mine.nodes[0] if mine else np.zeros(0, np.int64))
+            t1 = time.perf_counter()
+            stats["fetch_s"] += t1 - t0
+            n_step = sum(len(batches[t]) for t in ids if t >= 0)
+            plan = MinibatchPlan(mine, dtype=self.dtype, device=self.device) if mine is not None else None
+            step_fn(plan, x, None if mine is None else self.y[torch.from_numpy(mine.nodes[-1]).to(self.device)],
+                    n_step, step0 + n)
+            stats["compute_s"] += time.perf_counter() - t1
+            stats["minibatches"] += sum(t >= 0 for t in ids)
+        return len(steps)
+
+
+def minibatch_worker(ctx, cfg: TrainConfig, *, return_state: bool = False) -> dict | None:
+    """Train with sampled minibatches on this rank (``ctx`` = ``None``: one process). Returns the summary on
+    rank 0 (``return_state``: on every rank ``{"summary", "state", "history"}``, the trained parameters in
+    ``state``, for tests)."""
+    from .trainer import _best_epoch, _check_data, _fmt, _RunFiles, build_model
+
+    t_start = time.perf_counter()
+    graph = load_graph(cfg.data, seed=cfg.seed)
+    labelled = graph.y is not None and graph.train_mask is not None
+    train_ids = np.flatnonzero(graph.train_mask & (graph.y >= 0)) if labelled else np.zeros(0, np.int64)
+    world = 1 if ctx is None else ctx.world_size
+    _check_data(graph.n, graph.num_features, graph.num_classes, len(train_ids), world // cfg.replication)
+    grid, device = _grid(ctx, cfg)
+    comm = Comm(grid, sync_cuda=ctx is not None)
+    dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
+    dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
+    pipe = _Pipeline(cfg, graph, comm, device, dtype)
+    split = {name: np.flatnonzero(m & (graph.y >= 0)) if m is not None else np.zeros(0, np.int64)
+             for name, m in (("val", graph.val_mask), ("test", graph.test_mask))}
+    graph.x = None  # every rank keeps only its block of the features
+    model = build_model(cfg, dims, None, dtype).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    lead = grid.global_rank == 0
+    files = _RunFiles(cfg, []) if lead and cfg.out else None
+    steps_per_epoch = len(schedule(len(minibatches(train_ids, cfg.model_batch_size)), world, cfg.model_bulk))
+    bar = None
+    if lead and not cfg.quiet:
+        from tqdm import tqdm
+
+        bar = tqdm(total=cfg.epochs * steps_per_epoch, desc=f"{cfg.sampler} P={world}", unit="minibatch",
+                   leave=False)
+    history, logs = [], []
+    try:
+        for epoch in range(cfg.epochs):
+            rec, delta = _epoch(pipe, model, opt, comm, train_ids, split, epoch, epoch * steps_per_epoch, bar)
+            history.append(rec)
+            logs.append(delta)
+            if files is not None:
+                files.metrics.append(rec)
+            if bar is not None and cfg.log_every and (epoch % cfg.log_every == 0 or epoch == cfg.epochs - 1):
+                bar.write(_line(rec))
+        if files is not None:
+            files.metrics.commit()
+    except BaseException:
+        if files is not None:
+            files.abandon()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    mine = {"rank": grid.global_rank, "peak_memory_bytes": measured_peak_bytes(device),
+            "phases": _mean_phases(logs)}
+    with comm.phase("io"):
+        everyone = comm.all_gather_json(mine, grid.names) if world > 1 else [mine]
+    state = {"state": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}, "history": history}
+    if not lead:
+        return {"summary": None, **state} if return_state else None
+    summary = _summary(cfg, graph, grid, history, everyone, time.perf_counter() - t_start, _best_epoch(history))
+    if cfg.out:
+        write_json(os.path.join(cfg.out, "summary.json"), summary)
+    if not cfg.quiet:
+        print(f"final: test_acc={_fmt(summary['test_acc'], '.4f')} val_acc={_fmt(summary['val_acc'], '.4f')} "
+              f"(best epoch {summary['best_epoch']}), {summary['minibatches_per_s']:.1f} minibatches/s, epoch "
+              f"{summary['epoch_time_median_s'] * 1e3:.1f} ms median (sampling {summary['sampling_s'] * 1e3:.1f}, "
+              f"fetch {summary['fetch_s'] * 1e3:.1f}, compute {summary['compute_s'] * 1e3:.1f})"
+              + (f"; outputs in {cfg.out}" if cfg.out else ""), flush=True)
+    return {"summary": summary, **state} if return_state else summary
+
+
+def _epoch(pipe: _Pipeline, model, opt, comm, train_ids, split, epoch: int, step0: int, bar):
+    cfg = pipe.cfg
+    before = comm.log.snapshot()
+    stats = defaultdict(float)
+    totals = torch.zeros(8, dtype=torch.float64)  # loss sum, correct, targets (train); correct, n (val, test)
+
+    def train_step(plan, x, y, n_step, step):
+        model.train()
+        model.epoch = step  # dropout keyed by the global step
+        opt.zero_grad(set_to_none=False)
+        if plan is not None:
+            with comm.phase("fwd"):
+                logits = model(x, plan)
+                loss = F.cross_entropy(logits, y, reduction="sum") / n_step
+            with comm.phase("bwd"):
+                loss.backward()
+            totals[0] += float(loss.detach()) * n_step
+            totals[1] += int((logits.detach().argmax(1) == y).sum())
+            totals[2] += len(y)
+        for p in model.parameters():  # a rank without a minibatch contributes zeros
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        allreduce_grads(model, comm, comm.grid.names)
+        opt.step()
+        if bar is not None:
+            bar.update(1)
+
+    t0 = time.perf_counter()
+    batches = minibatches(train_ids, cfg.model_batch_size, seed=cfg.seed, epoch=epoch)
+    pipe.run(batches, fanouts=pipe.fanouts, epoch=epoch, step0=step0, step_fn=train_step, stats=stats,
+             fetch_phase="fetch")
+    t1 = time.perf_counter()
+    train_stats = dict(stats)
+
+    for slot, name in ((3, "val"), (5, "test")):
+        def eval_step(plan, x, y, n_step, step, slot=slot):
+            if plan is None:
+                return
+            model.eval()
+            with torch.no_grad():
+                pred = model(x, plan).argmax(1)
+            totals[slot] += int((pred == y).sum())
+            totals[slot + 1] += len(y)
+
+        ids = split[name]
+        batches = [ids[i:i + cfg.model_batch_size] for i in range(0, len(ids), cfg.model_batch_size)]
+        pipe.run(batches, fanouts=pipe.eval_fanouts, epoch=epoch, step0=0, step_fn=eval_step,
+                 stats=defaultdict(float), fetch_phase="eval")
+    t2 = time.perf_counter()
+    vec = totals.to(comm.wire_device())
+    with comm.phase("metrics"):
+        comm.all_reduce(vec, comm.grid.names)
+    vec = vec.cpu().numpy()
+    if not math.isfinite(vec[0]):
+        raise GridGnnError(f"training diverged at epoch {epoch}: the loss is {vec[0]} (try a smaller --lr)")
+    delta = _delta(before, comm.log.snapshot())
+    elapsed = t1 - t0
+    rec = {
+        "epoch": epoch, "loss": float(vec[0] / max(vec[2], 1)),
+        "train_acc": _ratio(vec[1], vec[2]), "val_acc": _ratio(vec[3], vec[4]), "test_acc": _ratio(vec[5], vec[6]),
+        "epoch_time_s": elapsed, "eval_time_s": t2 - t1,
+        "minibatches": int(train_stats.get("minibatches", 0)),
+        "minibatches_per_s": train_stats.get("minibatches", 0) / elapsed if elapsed > 0 else 0.0,
+        "sampling_s": train_stats.get("sampling_s", 0.0), "fetch_s": train_stats.get("fetch_s", 0.0),
+        "compute_s": train_stats.get("compute_s", 0.0),
+        "sampling_bytes": sum(v[0] for k, v in delta.items() if k.startswith("sample.")),
+        "fetch_bytes": sum(v[0] for k, v in delta.items() if k.startswith("fetch.")),
+        "bytes_sent": sum(v[0] for v in delta.values()),
+    }
+    return rec, delta
+
+
+def _delta(before: dict, after: dict) -> dict:
+    out = {}
+    for k, v in after.items():
+        b = before.get(k)
+        d = (v.sent - (b.sent if b else 0), v.recv - (b.recv if b else 0), v.calls - (b.calls if b else 0))
+        if d[2]:
+            out[k] = d
+    return out
+
+
+def _mean_phases(logs: list[dict]) -> dict:
+    per = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for delta in logs:
+        for k, v in delta.items():
+            for i in range(3):
+                per[k][i] += v[i] / max(len(logs), 1)
+    return {k: {"sent": v[0], "recv": v[1], "calls": v[2]} for k, v in per.items()}
+
+
+def _ratio(a, b):
+    return float(a / b) if b > 0 else None
+
+
+def _line(r: dict) -> str:
+    from .trainer import _fmt
+
+    return (f"epoch {r['epoch']:4d} | loss {r['loss']:.4f} | train {_fmt(r['train_acc'], '.3f')} "
+            f"val {_fmt(r['val_acc'], '.3f')} test {_fmt(r['test_acc'], '.3f')} | {r['minibatches']} minibatches, "
+            f"{r['minibatches_per_s']:.1f}/s | sampling {r['sampling_s'] * 1e3:.0f} ms, fetch {r['fetch_s'] * 1e3:.0f} "
+            f"ms, compute {r['compute_s'] * 1e3:.0f} ms")
+
+
+def _summary(cfg: TrainConfig, graph, grid, history, everyone, wall: float, best: int) -> dict:
+    by_phase_sent, by_phase_recv = defaultdict(float), defaultdict(float)
+    for er in everyone:
+        for k, v in er["phases"].items():
+            by_phase_sent[k] += v["sent"]
+            by_phase_recv[k] += v["recv"]
+    by_phase = {k: max(by_phase_sent[k], by_phase_recv[k]) for k in by_phase_sent}
+
+    def med(key):
+        return statistics.median(r[key] for r in history)
+
+    def phase_bytes(prefix):
+        return float(sum(v for k, v in by_phase.items() if k.startswith(prefix + ".")))
+
+    return {
+        "test_acc": history[best]["test_acc"], "val_acc": history[best]["val_acc"], "best_epoch": best,
+        "train_acc": history[best]["train_acc"], "final_loss": history[-1]["loss"],
+        "epoch_time_median_s": med("epoch_time_s"), "eval_time_median_s": med("eval_time_s"),
+        "minibatches_per_epoch": history[-1]["minibatches"], "minibatches_per_s": med("minibatches_per_s"),
+        "sampling_s": med("sampling_s"), "fetch_s": med("fetch_s"), "compute_s": med("compute_s"),
+        "sampling_bytes_per_epoch": phase_bytes("sample"), "fetch_bytes_per_epoch": phase_bytes("fetch"),
+        "comm_bytes_per_epoch": {"total": float(sum(by_phase.values())), "by_phase": dict(sorted(by_phase.items()))},
+        "sampler": cfg.sampler, "fanout": cfg.model_fanouts, "eval_fanout": cfg.model_eval_fanouts,
+        "batch_size": cfg.model_batch_size, "bulk": cfg.model_bulk, "sample_graph": cfg.model_sample_graph,
+        "nproc": grid.world_size, "grid": list(grid.shape), "grid_axes": list(grid.names),
+        "replication": cfg.replication, "seed": cfg.seed, "model": cfg.model, "aggr": cfg.model_aggr,
+        "layers": cfg.layers, "hidden": cfg.hidden, "epochs": cfg.epochs, "dtype": cfg.dtype,
+        "data": cfg.data or "default", "n": graph.n, "nnz": graph.nnz,
+        "peak_memory_bytes": [er["peak_memory_bytes"] for er in everyone], "wall_time_s": wall,
+        "config": cfg.to_dict(),
+    }
