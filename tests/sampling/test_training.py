@@ -10,7 +10,9 @@ from gridgnn.distributed.launch import launch
 from gridgnn.errors import GridGnnError
 from gridgnn.graph.spec import load_graph
 from gridgnn.nn.sage import SAGE
+from gridgnn.partition import even_bounds
 from gridgnn.sampling import minibatches, sample_bulk
+from gridgnn.sampling.distributed import fetch_bytes
 from gridgnn.sampling.plan import MinibatchPlan
 from gridgnn.testing import minibatch_state_worker
 from gridgnn.train.config import TrainConfig
@@ -83,7 +85,27 @@ def test_four_ranks_in_lockstep_equal_the_reference():
         assert_same(r["state"], ref)
     summary = next(r["summary"] for r in ranks if r["summary"] is not None)
     assert summary["minibatches_per_epoch"] == n_batches
-    assert summary["sampling_bytes_per_epoch"] > 0 and summary["fetch_bytes_per_epoch"] > 0
+    assert summary["sampling_bytes_per_epoch"] > 0
+    assert summary["fetch_bytes_per_epoch"] == pytest.approx(fetch_model(cfg, 4), rel=1e-12)
+
+
+def fetch_model(cfg: TrainConfig, world: int) -> float:
+    """Bytes of the training fetches per epoch (all ranks), from the samples and the byte model."""
+    g = load_graph(cfg.data, seed=cfg.seed)
+    adj = neighbours(g)
+    bounds = even_bounds(g.n, world // cfg.replication)
+    train = np.flatnonzero(g.train_mask & (g.y >= 0))
+    total = 0.0
+    for epoch in range(cfg.epochs):
+        batches = minibatches(train, cfg.model_batch_size, seed=cfg.seed, epoch=epoch)
+        for _, _, ids in schedule(len(batches), world, cfg.model_bulk):
+            fronts = [sample_bulk(adj, [batches[t]], cfg.model_fanouts, sampler=cfg.sampler, seed=cfg.seed,
+                                  epoch=epoch, batch_ids=[t]).nodes[0] if t >= 0 else np.zeros(0, np.int64)
+                      for t in ids]
+            sent, recv = fetch_bytes(fronts, bounds, cfg.replication, 8 * g.num_features)
+            assert sent.sum() == recv.sum()
+            total += sent.sum()
+    return total / cfg.epochs
 
 
 def test_minibatch_flags_are_checked():

@@ -234,5 +234,27 @@ def sampling_bytes(adj: sp.spmatrix, batches: list[np.ndarray], fanouts, *, worl
     return out
 
 
-__all__ = ["MODES", "PartitionedPattern", "minibatches", "num_bulks", "rank_batches", "sample_rank",
+def fetch_bytes(frontiers: list, bounds: np.ndarray, c: int, row_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes each rank sends and receives in one :func:`fetch_rows` along ``"row"`` when rank ``r`` fetches the
+    vertices ``frontiers[r]`` (``row_bytes`` per feature row): request counts, ids, rows."""
+    world = len(frontiers)
+    R = world // c
+    sent, recv = np.zeros(world), np.zeros(world)
+    if R == 1:
+        return sent, recv
+    need = []
+    for ids in frontiers:
+        uniq = np.unique(np.asarray(ids, dtype=np.int64))
+        blk = np.searchsorted(bounds, uniq, side="right") - 1
+        need.append(np.bincount(blk, minlength=R))
+    for r in range(world):
+        i, j = divmod(r, c)
+        mine = need[r].sum() - need[r][i]  # rows it asks of the others
+        asked = sum(need[l * c + j][i] for l in range(R) if l != i)  # rows the others ask of it
+        sent[r] += 8 * (R - 1) + 8 * mine + row_bytes * asked
+        recv[r] += 8 * (R - 1) + 8 * asked + row_bytes * mine
+    return sent, recv
+
+
+__all__ = ["MODES", "fetch_bytes", "fetch_rows", "PartitionedPattern", "minibatches", "num_bulks", "rank_batches", "sample_rank",
            "sampling_bytes"]
