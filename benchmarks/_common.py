@@ -15,6 +15,12 @@ def run(**kw) -> dict:
     """Train with ``TrainConfig(**kw)`` (quiet) and return rank 0's summary."""
     cfg = TrainConfig(quiet=True, **kw)
     cfg.validate()
+    if cfg.sampler is not None:
+        from gridgnn.train.minibatch import minibatch_worker
+
+        if cfg.nproc == 1:
+            return minibatch_worker(None, cfg)
+        return [s for s in launch(minibatch_worker, cfg.nproc, cfg, device=cfg.device, collect=True) if s][0]
     if cfg.algo == "serial":
         return train_worker(None, cfg)
     return launch(train_worker, cfg.nproc, cfg, device=cfg.device, collect=True)[0]

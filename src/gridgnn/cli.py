@@ -54,6 +54,8 @@ def _train_parser(sub) -> None:
                    help="sampling with the graph on every rank, or 1.5D-partitioned (Algorithm 2); default replicated")
     p.add_argument("--eval-fanout", metavar="S1,S2,..",
                    help="fanout of the evaluation minibatches (default -1: every neighbour, exact inference)")
+    p.add_argument("--eval-batch-size", type=int, metavar="B", help="vertices per evaluation minibatch (default "
+                                                                     "--batch-size)")
     p.add_argument("--epochs", type=int, metavar="N", help=f"default {d.epochs}")
     p.add_argument("--lr", type=float, help=f"Adam learning rate (default {d.lr})")
     p.add_argument("--weight-decay", type=float, help=f"default {d.weight_decay}")

@@ -107,7 +107,8 @@ def planetoid_like_split(y: np.ndarray, seed: int = 0, *, per_class: int = 20, n
 
 
 def sbm_graph(n: int = 4000, classes: int = 8, avg_degree: float = 10.0, features: int = 32, seed: int = 0,
-              p_in_ratio: float = 0.6, noise: float = 4.0, degree_exponent: float = 2.5) -> Graph:
+              p_in_ratio: float = 0.6, noise: float = 4.0, degree_exponent: float = 2.5,
+              train_per_class: int = 20) -> Graph:
     r"""A degree-corrected stochastic block model with class-correlated noisy features.
 
     **Blocks and labels.** Vertex ``v`` gets label ``y_v = b_v``; the ``classes`` blocks are as equal as possible
@@ -131,8 +132,9 @@ def sbm_graph(n: int = 4000, classes: int = 8, avg_degree: float = 10.0, feature
     GCN (hidden 16, 100 epochs) reaches about 0.8 (chance is 1/8), because neighbourhood averaging shrinks the
     noise.
 
-    **Split.** :func:`planetoid_like_split`: 20 training vertices per class, 500 validation and 1000 test
-    vertices (fewer for small graphs: at most a fifth of each class for training and of ``n`` for val/test).
+    **Split.** :func:`planetoid_like_split`: ``train_per_class`` (default 20) training vertices per class, 500
+    validation and 1000 test vertices (fewer for small graphs: at most a fifth of each class for training and of
+    ``n`` for val/test); minibatch benchmarks raise ``train_per_class`` to have many minibatches.
 
     Args:
         n: number of vertices (default 4000).
@@ -213,9 +215,11 @@ def sbm_graph(n: int = 4000, classes: int = 8, avg_degree: float = 10.0, feature
 
     means = rng.standard_normal((k, f))
     x = (means[y] + noise * rng.standard_normal((n, f))).astype(np.float32)
-    train, val, test = planetoid_like_split(y, seed=seed + 1)
+    if train_per_class < 1:
+        raise GridGnnError(f"train_per_class must be at least 1 (got {train_per_class})")
+    train, val, test = planetoid_like_split(y, seed=seed + 1, per_class=int(train_per_class))
     meta = dict(generator="sbm", n=n, classes=k, avg_degree=d, features=f, seed=seed, p_in_ratio=h,
-                noise=noise, degree_exponent=gamma)
+                noise=noise, degree_exponent=gamma, train_per_class=int(train_per_class))
     return _from_undirected_pairs(us, vs, n, x=x, y=y, train_mask=train, val_mask=val, test_mask=test,
                                   name=f"sbm-n{n}-k{k}", meta=meta)
 

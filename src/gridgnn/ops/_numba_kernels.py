@@ -383,3 +383,30 @@ def attend_bwd_kernel(crow, col, a_dst, a_src, x, dy, alpha, dot, slope, dranges
                                 acc[f] += v * sr[f]
             for f in range(dwidth):
                 g_dst[i, f] = acc[f]
+
+
+_S11 = np.uint64(11)
+
+
+@njit(**_PAR)
+def top_rows_kernel(indptr, indices, probs, row_keys, s, runs, keep):
+    """Per CSR row ``i`` of a probability matrix: mark (``keep``) the ``s`` entries with the largest
+    ``log(u_j) / p_j`` (all of a row with at most ``s`` entries), ``u_j`` the open uniform of
+    ``mix(row_keys[i] + indices[j])`` — weighted sampling without replacement (Efraimidis–Spirakis); ties keep the
+    CSR order."""
+    for r in prange(runs.shape[0] - 1):
+        for i in range(runs[r], runs[r + 1]):
+            a, b = indptr[i], indptr[i + 1]
+            d = b - a
+            if d <= s:
+                for j in range(a, b):
+                    keep[j] = True
+                continue
+            keys = np.empty(d, dtype=np.float64)
+            for t in range(d):
+                h = _mix(row_keys[i] + np.uint64(indices[a + t]))
+                u = (np.float64(h >> _S11) + 0.5) * 2.0 ** -53
+                keys[t] = -np.log(u) / probs[a + t]
+            order = np.argsort(keys, kind="mergesort")
+            for t in range(s):
+                keep[a + order[t]] = True

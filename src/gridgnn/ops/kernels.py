@@ -21,6 +21,8 @@ kernel                   computes                                         replac
 :func:`edge_mask`        bit for bit                                       ``n × f`` temporaries
 :func:`masked_scale`     ``x / (1 − p)`` where kept, else 0                 a bool → float cast, a division and
                          (the bits of ``x * mask / (1 − p)``)              a product
+:func:`top_per_row`     the winners of keyed weighted sampling without   a ``lexsort`` of every candidate
+                         replacement, per row of a CSR                     (:mod:`gridgnn.sampling.matrix`)
 :func:`attend_forward`,  GAT / AGNN attention on whole rows: score →       ``sddmm → LeakyReLU → edge_softmax →
 :func:`attend_backward`  softmax → (dropout) → aggregate, and back,        dropout → spmm`` and their backwards
                          keeping only ``K`` scalars per edge               (:mod:`gridgnn.parallel.attention`)
@@ -66,7 +68,7 @@ _JIT: dict = {}
 #: below this many inner-loop operations a kernel runs its serial twin (waking a thread pool costs more)
 SERIAL_BELOW = 1 << 16
 _NAMES = ("spmm", "spmm_one", "sddmm_dot", "sddmm_add", "segment", "keyed_mask", "edge_mask", "masked_scale",
-          "row_exp", "row_dot", "row_apply", "attend_fwd", "attend_bwd")
+          "row_exp", "row_dot", "row_apply", "attend_fwd", "attend_bwd", "top_rows")
 
 
 def _kernel(name: str, work: float):
@@ -281,3 +283,15 @@ def attend_backward(crow: torch.Tensor, col: torch.Tensor, a_dst: torch.Tensor, 
         _ranges(None, x.shape[1], heads), _keep_array(keep), keep is not None, _scalar(x, q), _runs(c), _np(g_edge),
         _np(g_dst))
     return g_edge, g_dst
+
+
+def top_per_row(indptr: np.ndarray, indices: np.ndarray, probs: np.ndarray, row_keys: np.ndarray, s: int) -> np.ndarray:
+    """``bool[nnz]``: per CSR row, the ``s`` entries with the largest ``log(u) / p`` where ``u`` is the open uniform
+    of ``mix(row_keys[row] + column)`` (every entry of a row with at most ``s``); see
+    :func:`gridgnn.sampling.matrix.top_per_row_reference`, whose choice it equals."""
+    keep = np.zeros(len(indices), dtype=np.bool_)
+    indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    _kernel("top_rows", len(indices))(indptr, np.ascontiguousarray(indices, dtype=np.int64),
+                                      np.ascontiguousarray(probs, dtype=np.float64),
+                                      np.ascontiguousarray(row_keys, dtype=np.uint64), int(s), _runs(indptr), keep)
+    return keep

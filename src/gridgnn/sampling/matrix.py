@@ -21,7 +21,8 @@ For each hop from the batch outwards (Algorithm 1, ``l = L … 1``):
    :math:`1 / p_v` and row-normalized (LADIES' debiasing; the paper is silent on it).
 
 **Randomness.** The uniform :math:`u_v` of a candidate is a keyed hash of (seed, epoch, hop, minibatch index,
-row vertex, ``v``) (:mod:`gridgnn.ops.hashing`), so the sample of a minibatch is the same whether it is drawn
+row vertex, ``v``) (:mod:`gridgnn.ops.hashing`; the selection runs as a row-parallel numba kernel,
+:func:`gridgnn.ops.kernels.top_per_row`, with :func:`top_per_row_reference` its NumPy reference), so the sample of a minibatch is the same whether it is drawn
 alone or in a bulk of ``k``, on whichever rank, for any number of processes.
 
 **Bulk.** ``k`` minibatches are stacked: ``Q`` has the rows of all of them and one SpGEMM serves all. The
@@ -38,7 +39,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import GridGnnError
-from ..ops.hashing import chain, open_uniform
+from ..ops import kernels
+from ..ops.hashing import chain, mix, open_uniform
 
 SAMPLERS = ("sage", "ladies")
 
@@ -185,8 +187,8 @@ def sample_bulk(adj: sp.spmatrix | None, batches: list[np.ndarray], fanouts: lis
         p, rows, owner = _probabilities(product, n, nodes, ptr, sampler)
         row_batch = owner if sampler == "sage" else np.arange(k, dtype=np.int64)
         row_vertex = nodes if sampler == "sage" else np.zeros(k, dtype=np.int64)
-        keep = _top_per_row(p, rows, int(s), chain(int(seed), int(epoch), hop + 1, ids[row_batch][rows],
-                                                   row_vertex[rows], p.indices))
+        row_keys = chain(int(seed), int(epoch), hop + 1, ids[row_batch], row_vertex)  # one key per row of P
+        keep = top_per_row(p, rows, int(s), row_keys)
         nxt, nptr = _next_frontier(nodes, ptr, owner, row_batch[rows[keep]], p.indices[keep], n)
         if sampler == "sage":
             r, c = rows[keep], p.indices[keep]
@@ -204,11 +206,21 @@ def sample_bulk(adj: sp.spmatrix | None, batches: list[np.ndarray], fanouts: lis
     return BulkSample(sampler, ids, out_nodes[::-1], out_ptr[::-1], out_blocks[::-1])
 
 
-def _top_per_row(p: sp.csr_matrix, rows: np.ndarray, s: int, hashes: np.ndarray) -> np.ndarray:
-    """Positions (in ``p``'s CSR order) of the ``s`` winners of each row: the largest ``log(u) / p`` (all of a row
-    with at most ``s`` entries; every entry for ``s = -1``)."""
+def top_per_row(p: sp.csr_matrix, rows: np.ndarray, s: int, row_keys: np.ndarray) -> np.ndarray:
+    """Positions (in ``p``'s CSR order) of the ``s`` winners of each row: the largest ``log(u) / p`` with ``u`` the
+    open uniform of ``mix(row_keys[row] + column)`` (all of a row with at most ``s`` entries; every entry for
+    ``s = -1``). The numba kernel :func:`gridgnn.ops.kernels.top_per_row` when available."""
     if s < 0:
         return np.arange(p.nnz)
+    if kernels.enabled():
+        return np.flatnonzero(kernels.top_per_row(p.indptr, p.indices, p.data, row_keys, s))
+    return top_per_row_reference(p, rows, s, row_keys)
+
+
+def top_per_row_reference(p: sp.csr_matrix, rows: np.ndarray, s: int, row_keys: np.ndarray) -> np.ndarray:
+    """:func:`top_per_row` in NumPy: one ``lexsort`` of every candidate by (row, key)."""
+    with np.errstate(over="ignore"):
+        hashes = mix(np.asarray(row_keys, dtype=np.uint64)[rows] + p.indices.astype(np.uint64))
     key = np.log(open_uniform(hashes)) / p.data
     order = np.lexsort((-key, rows))
     rank = np.arange(p.nnz) - p.indptr[rows[order]]
@@ -219,7 +231,7 @@ def _next_frontier(nodes, ptr, owner, sample_batch, sample_col, n):
     """Per minibatch: its frontier, then the sampled vertices not in it, by id."""
     k = len(ptr) - 1
     frontier_keys = owner * n + nodes
-    new = np.setdiff1d(np.unique(sample_batch * n + sample_col), frontier_keys)
+    new = np.setdiff1d(np.unique(sample_batch * n + sample_col), frontier_keys, assume_unique=True)
     new_batch = new // n
     batch = np.concatenate([owner, new_batch])
     group = np.concatenate([np.zeros(len(nodes), np.int64), np.ones(len(new), np.int64)])

@@ -70,6 +70,7 @@ class TrainConfig:
     bulk: int | None = None  # minibatches each rank samples at once (default 1)
     sample_graph: str | None = None  # replicated (default) | partitioned
     eval_fanout: str | None = None  # default: every neighbour (full-neighbourhood inference)
+    eval_batch_size: int | None = None  # default: --batch-size
 
     def validate(self) -> None:
         """Checks that need no data and no processes (run in the launching process). Creates nothing: ``--out``
@@ -130,7 +131,8 @@ class TrainConfig:
             self._validate_minibatch()
             return
         for flag, v in (("--fanout", self.fanout), ("--batch-size", self.batch_size), ("--bulk", self.bulk),
-                        ("--sample-graph", self.sample_graph), ("--eval-fanout", self.eval_fanout)):
+                        ("--sample-graph", self.sample_graph), ("--eval-fanout", self.eval_fanout),
+                        ("--eval-batch-size", self.eval_batch_size)):
             if v is not None:
                 raise GridGnnError(f"{flag} applies to minibatch training; add --sampler sage|ladies")
         if self.replication != 1 and not algo.takes_replication:
@@ -174,6 +176,7 @@ class TrainConfig:
                                f"P={self.nproc}")
         _int_in("--batch-size", self.model_batch_size, 1, None)
         _int_in("--bulk", self.model_bulk, 1, None)
+        _int_in("--eval-batch-size", self.model_eval_batch_size, 1, None)
         if self.model_sample_graph not in MODES:
             raise GridGnnError(f"--sample-graph must be one of {', '.join(MODES)}, got {self.model_sample_graph!r}")
         self.model_fanouts, self.model_eval_fanouts  # parsed and checked  # noqa: B018
@@ -205,6 +208,10 @@ class TrainConfig:
     @property
     def model_batch_size(self) -> int:
         return 1024 if self.batch_size is None else self.batch_size
+
+    @property
+    def model_eval_batch_size(self) -> int:
+        return self.model_batch_size if self.eval_batch_size is None else self.eval_batch_size
 
     @property
     def model_bulk(self) -> int:

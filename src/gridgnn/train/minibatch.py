@@ -14,8 +14,8 @@ On a ``P/c × c`` grid (``--nproc P --replication c``; axes ``"row"``, ``"rep"``
   divided by their total, so a step is one optimizer update on the union of the ``P`` minibatches. A rank with
   no minibatch left in a step still takes part in every collective with an empty one (zero gradient): ranks
   stay in lockstep whatever the number of minibatches, and no partial minibatch is dropped;
-* **evaluation** after every epoch, on the validation and test vertices in minibatches of ``--batch-size``
-  through the same pipeline with ``--eval-fanout`` (default: every neighbour, i.e. exact full-neighbourhood
+* **evaluation** after every epoch, on the validation and test vertices in minibatches of ``--eval-batch-size``
+  (default ``--batch-size``) through the same pipeline with ``--eval-fanout`` (default: every neighbour, i.e. exact full-neighbourhood
   inference), phase ``eval``.
 
 Dropout masks are keyed by (seed, global step, layer, vertex, feature), so a step's masks do not depend on P.
@@ -238,7 +238,8 @@ def _epoch(pipe: _Pipeline, model, opt, comm, train_ids, split, epoch: int, step
             totals[slot + 1] += len(y)
 
         ids = split[name]
-        batches = [ids[i:i + cfg.model_batch_size] for i in range(0, len(ids), cfg.model_batch_size)]
+        size = cfg.model_eval_batch_size
+        batches = [ids[i:i + size] for i in range(0, len(ids), size)]
         pipe.run(batches, fanouts=pipe.eval_fanouts, epoch=epoch, step0=0, step_fn=eval_step,
                  stats=defaultdict(float), fetch_phase="eval")
     t2 = time.perf_counter()
@@ -320,7 +321,7 @@ def _summary(cfg: TrainConfig, graph, grid, history, everyone, wall: float, best
         "sampling_bytes_per_epoch": phase_bytes("sample"), "fetch_bytes_per_epoch": phase_bytes("fetch"),
         "comm_bytes_per_epoch": {"total": float(sum(by_phase.values())), "by_phase": dict(sorted(by_phase.items()))},
         "sampler": cfg.sampler, "fanout": cfg.model_fanouts, "eval_fanout": cfg.model_eval_fanouts,
-        "batch_size": cfg.model_batch_size, "bulk": cfg.model_bulk, "sample_graph": cfg.model_sample_graph,
+        "batch_size": cfg.model_batch_size, "eval_batch_size": cfg.model_eval_batch_size, "bulk": cfg.model_bulk, "sample_graph": cfg.model_sample_graph,
         "nproc": grid.world_size, "grid": list(grid.shape), "grid_axes": list(grid.names),
         "replication": cfg.replication, "seed": cfg.seed, "model": cfg.model, "aggr": cfg.model_aggr,
         "layers": cfg.layers, "hidden": cfg.hidden, "epochs": cfg.epochs, "dtype": cfg.dtype,
