@@ -392,21 +392,70 @@ _S11 = np.uint64(11)
 def top_rows_kernel(indptr, indices, probs, row_keys, s, runs, keep):
     """Per CSR row ``i`` of a probability matrix: mark (``keep``) the ``s`` entries with the largest
     ``log(u_j) / p_j`` (all of a row with at most ``s`` entries), ``u_j`` the open uniform of
-    ``mix(row_keys[i] + indices[j])`` — weighted sampling without replacement (Efraimidis–Spirakis); ties keep the
-    CSR order."""
+    ``mix(row_keys[i] + indices[j])`` — weighted sampling without replacement (Efraimidis–Spirakis); ties go to
+    the earlier entry. The ``s`` best so far are kept in a sorted buffer (a candidate that is not better than the
+    worst of them is dropped at once), so no row is sorted."""
     for r in prange(runs.shape[0] - 1):
+        best = np.empty(s, dtype=np.float64)
+        at = np.empty(s, dtype=np.int64)
         for i in range(runs[r], runs[r + 1]):
             a, b = indptr[i], indptr[i + 1]
-            d = b - a
-            if d <= s:
+            if b - a <= s:
                 for j in range(a, b):
                     keep[j] = True
                 continue
-            keys = np.empty(d, dtype=np.float64)
-            for t in range(d):
-                h = _mix(row_keys[i] + np.uint64(indices[a + t]))
+            m = 0
+            for j in range(a, b):
+                h = _mix(row_keys[i] + np.uint64(indices[j]))
                 u = (np.float64(h >> _S11) + 0.5) * 2.0 ** -53
-                keys[t] = -np.log(u) / probs[a + t]
-            order = np.argsort(keys, kind="mergesort")
+                key = -np.log(u) / probs[j]  # smaller is better
+                if m == s and key >= best[s - 1]:
+                    continue
+                t = m if m < s else s - 1
+                while t > 0 and best[t - 1] > key:
+                    best[t] = best[t - 1]
+                    at[t] = at[t - 1]
+                    t -= 1
+                best[t] = key
+                at[t] = j
+                if m < s:
+                    m += 1
             for t in range(s):
-                keep[a + order[t]] = True
+                keep[at[t]] = True
+
+
+@njit(**_PAR)
+def relabel_kernel(n, nodes, ptr, add_cols, add_vals, add_ptr, q_cols, q_ptr, new_buf, new_count, q_rel, q_vals):
+    """Per minibatch ``i`` (one ``prange`` iteration each): its next frontier is its frontier
+    ``nodes[ptr[i]:ptr[i+1]]`` followed by the vertices of ``add_cols[add_ptr[i]:add_ptr[i+1]]`` not in it, by
+    id (written to ``new_buf`` from ``add_ptr[i]``, ``new_count[i]`` of them); each query column of the minibatch
+    gets its position in that next frontier (``q_rel``, relative to the minibatch; −1 when it is not among the
+    added vertices) and the ``add_vals`` of its added entry (``q_vals``). Two ``n``-long position maps per
+    minibatch, so only the new vertices are sorted."""
+    for i in prange(ptr.shape[0] - 1):
+        pos = np.full(n, -1, dtype=np.int64)
+        added = np.full(n, -1, dtype=np.int64)
+        p0, p1 = ptr[i], ptr[i + 1]
+        for t in range(p0, p1):
+            pos[nodes[t]] = t - p0
+        a0, a1 = add_ptr[i], add_ptr[i + 1]
+        fresh = 0
+        for t in range(a0, a1):
+            v = add_cols[t]
+            if added[v] < 0:
+                added[v] = t
+                if pos[v] < 0:
+                    new_buf[a0 + fresh] = v
+                    fresh += 1
+        new = np.sort(new_buf[a0:a0 + fresh])
+        for t in range(fresh):
+            new_buf[a0 + t] = new[t]
+            pos[new[t]] = p1 - p0 + t
+        new_count[i] = fresh
+        for t in range(q_ptr[i], q_ptr[i + 1]):
+            j = added[q_cols[t]]
+            if j >= 0:
+                q_rel[t] = pos[q_cols[t]]
+                q_vals[t] = add_vals[j]
+            else:
+                q_rel[t] = -1

@@ -23,6 +23,8 @@ kernel                   computes                                         replac
                          (the bits of ``x * mask / (1 − p)``)              a product
 :func:`top_per_row`     the winners of keyed weighted sampling without   a ``lexsort`` of every candidate
                          replacement, per row of a CSR                     (:mod:`gridgnn.sampling.matrix`)
+:func:`relabel`         per minibatch: next frontier and the columns of    global sorts of (minibatch, vertex)
+                         the sampled entries in it                         keys (:mod:`gridgnn.sampling.matrix`)
 :func:`attend_forward`,  GAT / AGNN attention on whole rows: score →       ``sddmm → LeakyReLU → edge_softmax →
 :func:`attend_backward`  softmax → (dropout) → aggregate, and back,        dropout → spmm`` and their backwards
                          keeping only ``K`` scalars per edge               (:mod:`gridgnn.parallel.attention`)
@@ -68,7 +70,7 @@ _JIT: dict = {}
 #: below this many inner-loop operations a kernel runs its serial twin (waking a thread pool costs more)
 SERIAL_BELOW = 1 << 16
 _NAMES = ("spmm", "spmm_one", "sddmm_dot", "sddmm_add", "segment", "keyed_mask", "edge_mask", "masked_scale",
-          "row_exp", "row_dot", "row_apply", "attend_fwd", "attend_bwd", "top_rows")
+          "row_exp", "row_dot", "row_apply", "attend_fwd", "attend_bwd", "top_rows", "relabel")
 
 
 def _kernel(name: str, work: float):
@@ -295,3 +297,32 @@ def top_per_row(indptr: np.ndarray, indices: np.ndarray, probs: np.ndarray, row_
                                       np.ascontiguousarray(probs, dtype=np.float64),
                                       np.ascontiguousarray(row_keys, dtype=np.uint64), int(s), _runs(indptr), keep)
     return keep
+
+
+def relabel(nodes: np.ndarray, ptr: np.ndarray, add_cols: np.ndarray, add_vals: np.ndarray, add_ptr: np.ndarray,
+            q_cols: np.ndarray, q_ptr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per minibatch (stacked frontiers ``nodes``/``ptr``): the next frontier — the frontier, then the added
+    vertices ``add_cols`` (grouped by ``add_ptr``) not in it, by id — and for every query column (grouped by
+    ``q_ptr``) its column in the stacked next frontier (−1 if it was not added) and the value of its added entry.
+    Returns ``(next nodes, next ptr, query columns, query values)``; minibatches run in parallel."""
+    k = len(ptr) - 1
+    add_cols = np.ascontiguousarray(add_cols, dtype=np.int64)
+    new_buf = np.empty(len(add_cols), dtype=np.int64)
+    new_count = np.zeros(k, dtype=np.int64)
+    q_rel = np.empty(len(q_cols), dtype=np.int64)
+    q_vals = np.zeros(len(q_cols), dtype=np.float64)
+    args = [np.ascontiguousarray(a, dtype=np.int64) for a in (nodes, ptr)]
+    n = int(max(add_cols.max(initial=-1), args[0].max(initial=-1), np.max(q_cols, initial=-1))) + 1
+    _kernel("relabel", 16 * (len(add_cols) + len(q_cols)) if k > 1 else 0)(
+        n, args[0], args[1], add_cols, np.ascontiguousarray(add_vals, dtype=np.float64),
+        np.ascontiguousarray(add_ptr, dtype=np.int64), np.ascontiguousarray(q_cols, dtype=np.int64),
+        np.ascontiguousarray(q_ptr, dtype=np.int64), new_buf, new_count, q_rel, q_vals)
+    sizes = np.diff(args[1]) + new_count
+    nptr = np.zeros(k + 1, dtype=np.int64)
+    nptr[1:] = np.cumsum(sizes)
+    nxt = np.concatenate([part for i in range(k) for part in (args[0][args[1][i]:args[1][i + 1]],
+                                                              new_buf[add_ptr[i]:add_ptr[i] + new_count[i]])]
+                         or [np.zeros(0, np.int64)])
+    owner = np.repeat(np.arange(k, dtype=np.int64), np.diff(q_ptr))
+    cols = np.where(q_rel >= 0, q_rel + nptr[owner], -1)
+    return nxt, nptr, cols, q_vals

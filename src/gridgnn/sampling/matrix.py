@@ -189,14 +189,8 @@ def sample_bulk(adj: sp.spmatrix | None, batches: list[np.ndarray], fanouts: lis
         row_vertex = nodes if sampler == "sage" else np.zeros(k, dtype=np.int64)
         row_keys = chain(int(seed), int(epoch), hop + 1, ids[row_batch], row_vertex)  # one key per row of P
         keep = top_per_row(p, rows, int(s), row_keys)
-        nxt, nptr = _next_frontier(nodes, ptr, owner, row_batch[rows[keep]], p.indices[keep], n)
-        if sampler == "sage":
-            r, c = rows[keep], p.indices[keep]
-            counts = np.bincount(r, minlength=len(nodes)).astype(np.float64)
-            vals = 1.0 / counts[r]
-        else:
-            r, c, vals = _ladies_block(product, nodes, owner, p, rows, keep, n)
-        cols = _positions(owner[r], c, nxt, nptr, n)
+        extract = _extract if kernels.enabled() else _extract_reference
+        r, cols, vals, nxt, nptr = extract(sampler, product, nodes, ptr, owner, p, rows, keep, n)
         block = sp.csr_matrix((vals, (r, cols)), shape=(len(nodes), len(nxt)))
         block.sort_indices()
         out_blocks.append(block)
@@ -225,6 +219,52 @@ def top_per_row_reference(p: sp.csr_matrix, rows: np.ndarray, s: int, row_keys: 
     order = np.lexsort((-key, rows))
     rank = np.arange(p.nnz) - p.indptr[rows[order]]
     return np.sort(order[rank < s])
+
+
+def _extract(sampler, product, nodes, ptr, owner, p, rows, keep, n):
+    """EXTRACT with the per-minibatch numba kernel :func:`gridgnn.ops.kernels.relabel` (minibatches in
+    parallel, no global sort): ``(block rows, block columns, weights, next nodes, next ptr)``."""
+    k = len(ptr) - 1
+    r, c = rows[keep], p.indices[keep]
+    row_batch = owner if sampler == "sage" else np.arange(k, dtype=np.int64)
+    add_ptr = np.zeros(k + 1, dtype=np.int64)
+    add_ptr[1:] = np.cumsum(np.bincount(row_batch[r], minlength=k))
+    if sampler == "sage":
+        nxt, nptr, cols, _ = kernels.relabel(nodes, ptr, c, np.zeros(len(c)), add_ptr, c, add_ptr)
+        counts = np.bincount(r, minlength=len(nodes)).astype(np.float64)
+        return r, cols, 1.0 / counts[r], nxt, nptr
+    ar = _row_extraction(product, nodes, n)
+    nxt, nptr, cols, pv = kernels.relabel(nodes, ptr, c, p.data[keep], add_ptr, ar.indices, ar.indptr[ptr])
+    inside = cols >= 0
+    rr = np.repeat(np.arange(len(nodes), dtype=np.int64), np.diff(ar.indptr))[inside]
+    return rr, cols[inside], _ladies_weights(rr, 1.0 / pv[inside], len(nodes)), nxt, nptr
+
+
+def _extract_reference(sampler, product, nodes, ptr, owner, p, rows, keep, n):
+    """:func:`_extract` with NumPy sorts of (minibatch, vertex) keys over the whole bulk."""
+    row_batch = owner if sampler == "sage" else np.arange(len(ptr) - 1, dtype=np.int64)
+    nxt, nptr = _next_frontier(nodes, ptr, owner, row_batch[rows[keep]], p.indices[keep], n)
+    if sampler == "sage":
+        r, c = rows[keep], p.indices[keep]
+        counts = np.bincount(r, minlength=len(nodes)).astype(np.float64)
+        vals = 1.0 / counts[r]
+    else:
+        r, c, vals = _ladies_block(product, nodes, owner, p, rows, keep, n)
+    return r, _positions(owner[r], c, nxt, nptr, n), vals, nxt, nptr
+
+
+def _row_extraction(product, nodes, n) -> sp.csr_matrix:
+    """``A_R = Q_R A``: the rows of the stacked frontier (one per frontier vertex)."""
+    q_r = _selection(np.arange(len(nodes)), nodes, (len(nodes), n))
+    ar = product(q_r)
+    ar.sort_indices()
+    return ar
+
+
+def _ladies_weights(r: np.ndarray, w: np.ndarray, m: int) -> np.ndarray:
+    """LADIES' debiased weights ``1/p_v`` of the block's entries, row-normalized."""
+    sums = np.bincount(r, weights=w, minlength=m)
+    return w / sums[r]
 
 
 def _next_frontier(nodes, ptr, owner, sample_batch, sample_col, n):
@@ -256,15 +296,11 @@ def _ladies_block(product, nodes, owner, p, rows, keep, n):
     r"""``Q_R A Q_C`` for stacked minibatches: the frontier's edges to its minibatch's sampled vertices, weighted
     :math:`1/p_v` and row-normalized."""
     sampled = np.sort(rows[keep] * n + p.indices[keep])  # (minibatch, vertex) keys, unique
-    q_r = _selection(np.arange(len(nodes)), nodes, (len(nodes), n))
-    ar = product(q_r)  # A_R = Q_R A
-    ar.sort_indices()
+    ar = _row_extraction(product, nodes, n)
     r = np.repeat(np.arange(len(nodes), dtype=np.int64), np.diff(ar.indptr))
     key = owner[r] * n + ar.indices
     at = np.minimum(np.searchsorted(sampled, key), max(len(sampled) - 1, 0))
     inside = sampled[at] == key if len(sampled) else np.zeros(len(key), dtype=bool)
     r, c, key = r[inside], ar.indices[inside], key[inside]
     pkeys = rows * n + p.indices  # sorted: rows ascending, columns sorted within a row
-    w = 1.0 / p.data[np.searchsorted(pkeys, key)]
-    sums = np.bincount(r, weights=w, minlength=len(nodes))
-    return r, c, w / sums[r]
+    return r, c, _ladies_weights(r, 1.0 / p.data[np.searchsorted(pkeys, key)], len(nodes))
