@@ -55,13 +55,27 @@ def serial_twin(kernel):
     return njit(cache=True, nogil=True)(types.FunctionType(code, fn.__globals__, code.co_name))
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _head_axpy(acc, w, xr, one, hh, lo, hi):
+    """``acc[lo[k]:hi[k]] += w[hh[k]] · xr[lo[k]:hi[k]]`` per range ``k``; ``one``: ``acc += w[0] · xr`` over every
+    column (a fixed-span loop)."""
+    if one:
+        v = w[0]
+        for f in range(acc.shape[0]):
+            acc[f] += v * xr[f]
+    else:
+        for k in range(hh.shape[0]):
+            v = w[hh[k]]
+            for f in range(lo[k], hi[k]):
+                acc[f] += v * xr[f]
+
+
 @njit(**_PAR)
 def spmm_kernel(crow, col, vals, x, ranges, runs, out):
     """``out[i, a:b] = Σ_j vals[j, h] · x[col[j], a:b]`` over the edges ``j`` of row ``i``, for every ``(h, a, b)``
     of ``ranges``; columns outside the ranges are 0. Each row accumulates in a private buffer (no aliasing with
     ``x``: the feature loop vectorizes); the source row ``PREFETCH_EDGES`` edges ahead is prefetched."""
     width = out.shape[1]
-    nr = ranges.shape[0]
     heads, lo, hi = ranges[:, 0].copy(), ranges[:, 1].copy(), ranges[:, 2].copy()
     ahead = col.shape[0] - PREFETCH_EDGES
     for r in prange(runs.shape[0] - 1):
@@ -72,12 +86,7 @@ def spmm_kernel(crow, col, vals, x, ranges, runs, out):
             for j in range(crow[i], crow[i + 1]):
                 if j < ahead:
                     prefetch_row(x, col[j + PREFETCH_EDGES])
-                xr = x[col[j]]
-                ve = vals[j]
-                for k in range(nr):
-                    v = ve[heads[k]]
-                    for f in range(lo[k], hi[k]):
-                        acc[f] += v * xr[f]
+                _head_axpy(acc, vals[j], x[col[j]], False, heads, lo, hi)
             for f in range(width):
                 out[i, f] = acc[f]
 
@@ -229,6 +238,25 @@ def row_apply_kernel(crow, a, b, t, softmax_grad, runs, out):
                         out[j, h] = a[j, h] / t[i, h]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _head_dots(a, b, one, hh, lo, hi, out, j):
+    """``out[j, hh[k]] = Σ_{lo[k] ≤ f < hi[k]} a[f] · b[f]`` per range ``k``; ``one``: a single head over every
+    column, a fixed-span loop (vectorizes best)."""
+    if one:
+        t = a[0] * b[0]
+        for f in range(1, a.shape[0]):
+            t += a[f] * b[f]
+        out[j, 0] = t
+    else:
+        for h in range(out.shape[1]):
+            out[j, h] = 0
+        for k in range(hh.shape[0]):
+            t = a[lo[k]] * b[lo[k]]
+            for f in range(lo[k] + 1, hi[k]):
+                t += a[f] * b[f]
+            out[j, hh[k]] += t
+
+
 # The attention kernels reassociate only (each dot product is summed in a vectorized order); ±inf and NaN keep
 # their meaning, which the row max needs.
 _ATTEND = dict(fastmath={"reassoc"}, **_PAR)
@@ -265,20 +293,7 @@ def attend_fwd_kernel(crow, col, a_dst, a_src, x, dot, slope, dranges, xranges, 
                 if dot:
                     if j < ahead:
                         prefetch_row(a_src, col[j + PREFETCH_EDGES])
-                    sr = a_src[c]
-                    if one_d:  # one head over every column: a fixed-span loop (vectorizes best)
-                        t = d[0] * sr[0]
-                        for f in range(1, dwidth):
-                            t += d[f] * sr[f]
-                        alpha[j, 0] = t
-                    else:
-                        for h in range(heads):
-                            alpha[j, h] = 0
-                        for k in range(nd):
-                            t = d[dlo[k]] * sr[dlo[k]]
-                            for f in range(dlo[k] + 1, dhi[k]):
-                                t += d[f] * sr[f]
-                            alpha[j, dh[k]] += t
+                    _head_dots(d, a_src[c], one_d, dh, dlo, dhi, alpha, j)
                 else:
                     for h in range(heads):
                         v = d[h] + a_src[c, h]
@@ -301,15 +316,7 @@ def attend_fwd_kernel(crow, col, a_dst, a_src, x, dot, slope, dranges, xranges, 
                     alpha[j, h] = a
                     w[h] = (a / q) * keep[j, h] if use_keep else a
                 xr = x[col[j]]
-                if one_x:
-                    v = w[0]
-                    for f in range(width):
-                        acc[f] += v * xr[f]
-                else:
-                    for k in range(nx):
-                        v = w[xh[k]]
-                        for f in range(xlo[k], xhi[k]):
-                            acc[f] += v * xr[f]
+                _head_axpy(acc, w, xr, one_x, xh, xlo, xhi)
             for f in range(width):
                 out[i, f] = acc[f]
 
@@ -339,20 +346,7 @@ def attend_bwd_kernel(crow, col, a_dst, a_src, x, dy, alpha, dot, slope, dranges
             for j in range(crow[i], crow[i + 1]):
                 if j < ahead:
                     prefetch_row(x, col[j + PREFETCH_EDGES])
-                xr = x[col[j]]
-                if one_x:
-                    t = dyr[0] * xr[0]
-                    for f in range(1, width):
-                        t += dyr[f] * xr[f]
-                    g_edge[j, 0] = t
-                else:
-                    for h in range(heads):
-                        g_edge[j, h] = 0
-                    for k in range(nx):
-                        t = dyr[xlo[k]] * xr[xlo[k]]
-                        for f in range(xlo[k] + 1, xhi[k]):
-                            t += dyr[f] * xr[f]
-                        g_edge[j, xh[k]] += t
+                _head_dots(dyr, x[col[j]], one_x, xh, xlo, xhi, g_edge, j)
                 for h in range(heads):
                     da = (g_edge[j, h] / q) * keep[j, h] if use_keep else g_edge[j, h]
                     g_edge[j, h] = da

@@ -128,7 +128,7 @@ def minibatch_worker(ctx, cfg: TrainConfig, *, return_state: bool = False) -> di
     """Train with sampled minibatches on this rank (``ctx`` = ``None``: one process). Returns the summary on
     rank 0 (``return_state``: on every rank ``{"summary", "state", "history"}``, the trained parameters in
     ``state``, for tests)."""
-    from .trainer import _best_epoch, _check_data, _fmt, _RunFiles, build_model
+    from .trainer import _best_epoch, _check_data, _fmt, _RunFiles, build_model, recording
 
     t_start = time.perf_counter()
     graph = load_graph(cfg.data, seed=cfg.seed)
@@ -156,7 +156,7 @@ def minibatch_worker(ctx, cfg: TrainConfig, *, return_state: bool = False) -> di
         bar = tqdm(total=cfg.epochs * steps_per_epoch, desc=f"{cfg.sampler} P={world}", unit="minibatch",
                    leave=False)
     history, logs = [], []
-    try:
+    with recording(files, bar):
         for epoch in range(cfg.epochs):
             rec, delta = _epoch(pipe, model, opt, comm, train_ids, split, epoch, epoch * steps_per_epoch, bar)
             history.append(rec)
@@ -165,15 +165,6 @@ def minibatch_worker(ctx, cfg: TrainConfig, *, return_state: bool = False) -> di
                 files.metrics.append(rec)
             if bar is not None and cfg.log_every and (epoch % cfg.log_every == 0 or epoch == cfg.epochs - 1):
                 bar.write(_line(rec))
-        if files is not None:
-            files.metrics.commit()
-    except BaseException:
-        if files is not None:
-            files.abandon()
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
     mine = {"rank": grid.global_rank, "peak_memory_bytes": measured_peak_bytes(device),
             "phases": _mean_phases(logs)}
     with comm.phase("io"):

@@ -10,6 +10,7 @@ A non-finite loss ends the run with an error naming the epoch rather than a summ
 later epoch would be garbage, and a script must not mistake a diverged run for a finished one."""
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import statistics
@@ -137,7 +138,7 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
         bar = tqdm(total=cfg.epochs, initial=start, desc=f"{cfg.algo} P={world}", unit="epoch", leave=False)
 
     epochs = []  # this run's (record, per-phase communication) of each epoch
-    try:
+    with recording(files, bar):
         for epoch in range(start, cfg.epochs):
             rec, delta = _train_epoch(model, opt, plan, comm, data, epoch, device)
             history.append(rec)
@@ -153,15 +154,6 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
                 bar.update(1)
                 if cfg.log_every and (epoch % cfg.log_every == 0 or epoch == cfg.epochs - 1):
                     bar.write(_line(rec))
-        if files is not None:
-            files.metrics.commit()
-    except BaseException:
-        if files is not None:
-            files.abandon()
-        raise
-    finally:
-        if bar is not None:
-            bar.close()
 
     # ---- gather per-rank records (once, phase io) and the logits
     mine = _rank_record(rank, epochs, setup_log, plan.shard_nnz())
@@ -195,6 +187,23 @@ def train_worker(ctx, cfg: TrainConfig) -> dict | None:
               f"adjacency shards nnz max/mean {summary['nnz_max_over_mean']:.3f}"
               + (f"; outputs in {out_dir}" if out_dir else ""), flush=True)
     return summary
+
+
+@contextlib.contextmanager
+def recording(files, bar):
+    """The epochs of a run: on success ``metrics.jsonl`` is committed; on any failure the run's files are
+    abandoned (see :class:`_RunFiles`); the progress bar is closed either way (``files``/``bar`` may be ``None``)."""
+    try:
+        yield
+        if files is not None:
+            files.metrics.commit()
+    except BaseException:
+        if files is not None:
+            files.abandon()
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 class _RunFiles:
