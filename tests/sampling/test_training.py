@@ -119,3 +119,26 @@ def test_minibatch_flags_are_checked():
         config(nproc=4, replication=3)
     with pytest.raises(GridGnnError, match="add --sampler"):
         TrainConfig(fanout="3,3").validate()
+
+
+def test_cli_minibatch_run_writes_its_summary(tmp_path, capsys):
+    """``gridgnn train --sampler ladies`` end to end in one process: metrics per epoch and the summary's minibatch
+    fields; a bad minibatch flag is one error line."""
+    import json
+
+    from tests.train._runs import run_main
+
+    out = tmp_path / "run"
+    code = run_main(["train", "--data", DATA, "--model", "sage", "--sampler", "ladies", "--fanout", "40",
+                     "--batch-size", "8", "--bulk", "3", "--epochs", "2", "--quiet", "--out", str(out)])
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("minibatches_per_s", "sampling_s", "fetch_s", "compute_s", "sampling_bytes_per_epoch",
+                "fetch_bytes_per_epoch"):
+        assert key in summary
+    assert summary["sampler"] == "ladies" and summary["fanout"] == [40, 40]
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 2
+    capsys.readouterr()
+    assert run_main(["train", "--sampler", "sage", "--model", "sage", "--fanout", "0,3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--fanout" in err[0]

@@ -453,3 +453,43 @@ def relabel_kernel(n, nodes, ptr, add_cols, add_vals, add_ptr, q_cols, q_ptr, ne
                 q_vals[t] = add_vals[j]
             else:
                 q_rel[t] = -1
+
+
+@njit(**_PAR)
+def sage_rows_kernel(indptr, indices, nodes, row_keys, s, offsets, runs, out):
+    """GraphSAGE's ``SAMPLE(NORM(Q A))`` for a one-nonzero-per-row ``Q`` without forming ``Q A``: row ``i`` of
+    ``Q A`` is row ``nodes[i]`` of ``A`` with probabilities ``1/deg``; its ``s`` winners (as in
+    :func:`top_rows_kernel`, every entry when ``s < 0`` or ``deg ≤ s``) go to ``out[offsets[i]:offsets[i+1]]`` in
+    column order."""
+    for r in prange(runs.shape[0] - 1):
+        cap = max(s, 1)
+        best = np.empty(cap, dtype=np.float64)
+        at = np.empty(cap, dtype=np.int64)
+        for i in range(runs[r], runs[r + 1]):
+            v = nodes[i]
+            a, b = indptr[v], indptr[v + 1]
+            o = offsets[i]
+            if s < 0 or b - a <= s:
+                for j in range(a, b):
+                    out[o + j - a] = indices[j]
+                continue
+            p = 1.0 / np.float64(b - a)
+            m = 0
+            for j in range(a, b):
+                h = _mix(row_keys[i] + np.uint64(indices[j]))
+                u = (np.float64(h >> _S11) + 0.5) * 2.0 ** -53
+                key = -np.log(u) / p
+                if m == s and key >= best[s - 1]:
+                    continue
+                t = m if m < s else s - 1
+                while t > 0 and best[t - 1] > key:
+                    best[t] = best[t - 1]
+                    at[t] = at[t - 1]
+                    t -= 1
+                best[t] = key
+                at[t] = j
+                if m < s:
+                    m += 1
+            chosen = np.sort(at[:s])
+            for t in range(s):
+                out[o + t] = indices[chosen[t]]

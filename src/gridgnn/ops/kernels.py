@@ -23,6 +23,8 @@ kernel                   computes                                         replac
                          (the bits of ``x * mask / (1 − p)``)              a product
 :func:`top_per_row`     the winners of keyed weighted sampling without   a ``lexsort`` of every candidate
                          replacement, per row of a CSR                     (:mod:`gridgnn.sampling.matrix`)
+:func:`sage_rows`       GraphSAGE's selection straight from the rows of   ``Q A`` formed by SpGEMM, normalized,
+                         ``A`` (``Q`` selects one vertex per row)          then :func:`top_per_row`
 :func:`relabel`         per minibatch: next frontier and the columns of    global sorts of (minibatch, vertex)
                          the sampled entries in it                         keys (:mod:`gridgnn.sampling.matrix`)
 :func:`attend_forward`,  GAT / AGNN attention on whole rows: score →       ``sddmm → LeakyReLU → edge_softmax →
@@ -70,7 +72,7 @@ _JIT: dict = {}
 #: below this many inner-loop operations a kernel runs its serial twin (waking a thread pool costs more)
 SERIAL_BELOW = 1 << 16
 _NAMES = ("spmm", "spmm_one", "sddmm_dot", "sddmm_add", "segment", "keyed_mask", "edge_mask", "masked_scale",
-          "row_exp", "row_dot", "row_apply", "attend_fwd", "attend_bwd", "top_rows", "relabel")
+          "row_exp", "row_dot", "row_apply", "attend_fwd", "attend_bwd", "top_rows", "relabel", "sage_rows")
 
 
 def _kernel(name: str, work: float):
@@ -326,3 +328,21 @@ def relabel(nodes: np.ndarray, ptr: np.ndarray, add_cols: np.ndarray, add_vals: 
     owner = np.repeat(np.arange(k, dtype=np.int64), np.diff(q_ptr))
     cols = np.where(q_rel >= 0, q_rel + nptr[owner], -1)
     return nxt, nptr, cols, q_vals
+
+
+def sage_rows(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray, row_keys: np.ndarray,
+              s: int) -> tuple[np.ndarray, np.ndarray]:
+    """GraphSAGE's sample of the rows ``nodes`` of the CSR ``(indptr, indices)`` (probabilities ``1/deg``):
+    ``(row, column)`` of the kept entries in row, then column order — the entries :func:`top_per_row` keeps in
+    ``Q A`` for the one-nonzero-per-row ``Q`` of ``nodes``, without forming ``Q A``."""
+    nodes = np.ascontiguousarray(nodes, dtype=np.int64)
+    deg = (indptr[nodes + 1] - indptr[nodes]).astype(np.int64)
+    counts = deg if s < 0 else np.minimum(deg, s)
+    offsets = np.zeros(len(nodes) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum(counts)
+    out = np.empty(int(offsets[-1]), dtype=np.int64)
+    _kernel("sage_rows", int(deg.sum()))(np.ascontiguousarray(indptr, dtype=np.int64),
+                                         np.ascontiguousarray(indices, dtype=np.int64), nodes,
+                                         np.ascontiguousarray(row_keys, dtype=np.uint64), int(s), offsets,
+                                         _runs(offsets), out)
+    return np.repeat(np.arange(len(nodes), dtype=np.int64), counts), out

@@ -143,6 +143,7 @@ def frontier_rows(nodes: np.ndarray, ptr: np.ndarray, n: int, sampler: str) -> s
 
 
 def _probabilities(product, n: int, nodes: np.ndarray, ptr: np.ndarray, sampler: str):
+    """``(NORM(Q A), the row of each of its entries, the minibatch of each frontier vertex)``."""
     k = len(ptr) - 1
     owner = np.repeat(np.arange(k, dtype=np.int64), np.diff(ptr))
     p = product(frontier_rows(nodes, ptr, n, sampler))  # SpGEMM: P = Q A
@@ -174,9 +175,12 @@ def sample_bulk(adj: sp.spmatrix | None, batches: list[np.ndarray], fanouts: lis
         raise GridGnnError(f"--sampler must be one of {', '.join(SAMPLERS)} (got {sampler!r})")
     if not fanouts or any(int(s) == 0 or int(s) < -1 for s in fanouts):
         raise GridGnnError(f"--fanout needs positive sizes or -1 (all) for every layer (got {list(fanouts)})")
+    direct = None  # the pattern itself when GraphSAGE's rows of Q A can be read from it (no SpGEMM needed)
     if product is None:
         a = _pattern(adj)
         n, product = a.shape[0], local_product(a)
+        if sampler == "sage" and kernels.enabled():
+            direct = a
     k = len(batches)
     ids = np.arange(k, dtype=np.int64) if batch_ids is None else np.asarray(batch_ids, dtype=np.int64)
     nodes, ptr = _stack(batches)
@@ -184,13 +188,18 @@ def sample_bulk(adj: sp.spmatrix | None, batches: list[np.ndarray], fanouts: lis
         raise GridGnnError(f"minibatch vertices must lie in [0, {n})")
     out_nodes, out_ptr, out_blocks = [nodes], [ptr], []
     for hop, s in enumerate(fanouts):
-        p, rows, owner = _probabilities(product, n, nodes, ptr, sampler)
+        owner = np.repeat(np.arange(k, dtype=np.int64), np.diff(ptr))
         row_batch = owner if sampler == "sage" else np.arange(k, dtype=np.int64)
         row_vertex = nodes if sampler == "sage" else np.zeros(k, dtype=np.int64)
         row_keys = chain(int(seed), int(epoch), hop + 1, ids[row_batch], row_vertex)  # one key per row of P
-        keep = top_per_row(p, rows, int(s), row_keys)
-        extract = _extract if kernels.enabled() else _extract_reference
-        r, cols, vals, nxt, nptr = extract(sampler, product, nodes, ptr, owner, p, rows, keep, n)
+        if direct is not None:  # Q selects one vertex per row: Q A is those rows of A, read in place
+            r, c = kernels.sage_rows(direct.indptr, direct.indices, nodes, row_keys, int(s))
+            r, cols, vals, nxt, nptr = _extract_sage(nodes, ptr, owner, r, c)
+        else:
+            p, rows, _ = _probabilities(product, n, nodes, ptr, sampler)
+            keep = top_per_row(p, rows, int(s), row_keys)
+            extract = _extract if kernels.enabled() else _extract_reference
+            r, cols, vals, nxt, nptr = extract(sampler, product, nodes, ptr, owner, p, rows, keep, n)
         block = sp.csr_matrix((vals, (r, cols)), shape=(len(nodes), len(nxt)))
         block.sort_indices()
         out_blocks.append(block)
@@ -226,18 +235,25 @@ def _extract(sampler, product, nodes, ptr, owner, p, rows, keep, n):
     parallel, no global sort): ``(block rows, block columns, weights, next nodes, next ptr)``."""
     k = len(ptr) - 1
     r, c = rows[keep], p.indices[keep]
-    row_batch = owner if sampler == "sage" else np.arange(k, dtype=np.int64)
-    add_ptr = np.zeros(k + 1, dtype=np.int64)
-    add_ptr[1:] = np.cumsum(np.bincount(row_batch[r], minlength=k))
     if sampler == "sage":
-        nxt, nptr, cols, _ = kernels.relabel(nodes, ptr, c, np.zeros(len(c)), add_ptr, c, add_ptr)
-        counts = np.bincount(r, minlength=len(nodes)).astype(np.float64)
-        return r, cols, 1.0 / counts[r], nxt, nptr
+        return _extract_sage(nodes, ptr, owner, r, c)
+    add_ptr = np.zeros(k + 1, dtype=np.int64)
+    add_ptr[1:] = np.cumsum(np.bincount(r, minlength=k))
     ar = _row_extraction(product, nodes, n)
     nxt, nptr, cols, pv = kernels.relabel(nodes, ptr, c, p.data[keep], add_ptr, ar.indices, ar.indptr[ptr])
     inside = cols >= 0
     rr = np.repeat(np.arange(len(nodes), dtype=np.int64), np.diff(ar.indptr))[inside]
     return rr, cols[inside], _ladies_weights(rr, 1.0 / pv[inside], len(nodes)), nxt, nptr
+
+
+def _extract_sage(nodes, ptr, owner, r, c):
+    """GraphSAGE's EXTRACT of the kept entries ``(r, c)`` (frontier row, vertex) with :func:`kernels.relabel`."""
+    k = len(ptr) - 1
+    add_ptr = np.zeros(k + 1, dtype=np.int64)
+    add_ptr[1:] = np.cumsum(np.bincount(owner[r], minlength=k))
+    nxt, nptr, cols, _ = kernels.relabel(nodes, ptr, c, np.zeros(len(c)), add_ptr, c, add_ptr)
+    counts = np.bincount(r, minlength=len(nodes)).astype(np.float64)
+    return r, cols, 1.0 / counts[r], nxt, nptr
 
 
 def _extract_reference(sampler, product, nodes, ptr, owner, p, rows, keep, n):
