@@ -86,7 +86,7 @@ def bytes_section(spec: str, batch_size: int, fanouts: list[int]) -> None:
 
     from gridgnn.graph.spec import load_graph
     from gridgnn.sampling import minibatches
-    from gridgnn.sampling.distributed import fetch_bytes, num_bulks, rank_batches, sampling_bytes
+    from gridgnn.sampling.distributed import sampling_bytes
     from gridgnn.train.minibatch import neighbours
 
     g = load_graph(spec)
