@@ -382,6 +382,30 @@ def attend_bwd_kernel(crow, col, a_dst, a_src, x, dy, alpha, dot, slope, dranges
 _S11 = np.uint64(11)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _sampling_key(row_key, column, prob):
+    """``−log(u) / p`` (smaller is better) with ``u`` the open uniform of ``mix(row_key + column)``."""
+    h = _mix(row_key + np.uint64(column))
+    u = (np.float64(h >> _S11) + 0.5) * 2.0 ** -53
+    return -np.log(u) / prob
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _keep_best(best, at, m, s, key, j):
+    """Insert candidate ``j`` with ``key`` into the ``m`` best so far (``best`` ascending, ``at`` their positions;
+    at most ``s``; a tie keeps the earlier candidate first); returns the new count."""
+    if m == s and key >= best[s - 1]:
+        return m
+    t = m if m < s else s - 1
+    while t > 0 and best[t - 1] > key:
+        best[t] = best[t - 1]
+        at[t] = at[t - 1]
+        t -= 1
+    best[t] = key
+    at[t] = j
+    return m + 1 if m < s else m
+
+
 @njit(**_PAR)
 def top_rows_kernel(indptr, indices, probs, row_keys, s, runs, keep):
     """Per CSR row ``i`` of a probability matrix: mark (``keep``) the ``s`` entries with the largest
@@ -400,20 +424,7 @@ def top_rows_kernel(indptr, indices, probs, row_keys, s, runs, keep):
                 continue
             m = 0
             for j in range(a, b):
-                h = _mix(row_keys[i] + np.uint64(indices[j]))
-                u = (np.float64(h >> _S11) + 0.5) * 2.0 ** -53
-                key = -np.log(u) / probs[j]  # smaller is better
-                if m == s and key >= best[s - 1]:
-                    continue
-                t = m if m < s else s - 1
-                while t > 0 and best[t - 1] > key:
-                    best[t] = best[t - 1]
-                    at[t] = at[t - 1]
-                    t -= 1
-                best[t] = key
-                at[t] = j
-                if m < s:
-                    m += 1
+                m = _keep_best(best, at, m, s, _sampling_key(row_keys[i], indices[j], probs[j]), j)
             for t in range(s):
                 keep[at[t]] = True
 
@@ -476,20 +487,7 @@ def sage_rows_kernel(indptr, indices, nodes, row_keys, s, offsets, runs, out):
             p = 1.0 / np.float64(b - a)
             m = 0
             for j in range(a, b):
-                h = _mix(row_keys[i] + np.uint64(indices[j]))
-                u = (np.float64(h >> _S11) + 0.5) * 2.0 ** -53
-                key = -np.log(u) / p
-                if m == s and key >= best[s - 1]:
-                    continue
-                t = m if m < s else s - 1
-                while t > 0 and best[t - 1] > key:
-                    best[t] = best[t - 1]
-                    at[t] = at[t - 1]
-                    t -= 1
-                best[t] = key
-                at[t] = j
-                if m < s:
-                    m += 1
+                m = _keep_best(best, at, m, s, _sampling_key(row_keys[i], indices[j], p), j)
             chosen = np.sort(at[:s])
             for t in range(s):
                 out[o + t] = indices[chosen[t]]
