@@ -32,7 +32,7 @@ import torch
 from ..errors import GridGnnError
 from ..partition import even_bounds
 from ..partition.layout import stage_chunks
-from .matrix import BulkSample, _pattern, local_product, minibatches, sample_bulk
+from .matrix import BulkSample, _pattern, local_product, sample_bulk
 
 MODES = ("replicated", "partitioned")
 PHASE = "sample"
@@ -256,5 +256,5 @@ def fetch_bytes(frontiers: list, bounds: np.ndarray, c: int, row_bytes: int) -> 
     return sent, recv
 
 
-__all__ = ["MODES", "fetch_bytes", "fetch_rows", "PartitionedPattern", "minibatches", "num_bulks", "rank_batches", "sample_rank",
+__all__ = ["MODES", "PartitionedPattern", "fetch_bytes", "fetch_rows", "num_bulks", "rank_batches", "sample_rank",
            "sampling_bytes"]

@@ -143,9 +143,7 @@ def frontier_rows(nodes: np.ndarray, ptr: np.ndarray, n: int, sampler: str) -> s
 
 
 def _probabilities(product, n: int, nodes: np.ndarray, ptr: np.ndarray, sampler: str):
-    """``(NORM(Q A), the row of each of its entries, the minibatch of each frontier vertex)``."""
-    k = len(ptr) - 1
-    owner = np.repeat(np.arange(k, dtype=np.int64), np.diff(ptr))
+    """``(NORM(Q A), the row of each of its entries)``."""
     p = product(frontier_rows(nodes, ptr, n, sampler))  # SpGEMM: P = Q A
     p.sort_indices()
     rows = np.repeat(np.arange(p.shape[0], dtype=np.int64), np.diff(p.indptr))
@@ -153,7 +151,7 @@ def _probabilities(product, n: int, nodes: np.ndarray, ptr: np.ndarray, sampler:
         p.data = p.data ** 2
     sums = np.asarray(p.sum(axis=1)).reshape(-1)
     p.data = p.data / sums[rows]
-    return p, rows, owner
+    return p, rows
 
 
 def sample_bulk(adj: sp.spmatrix | None, batches: list[np.ndarray], fanouts: list[int], *, sampler: str = "sage",
@@ -196,7 +194,7 @@ def sample_bulk(adj: sp.spmatrix | None, batches: list[np.ndarray], fanouts: lis
             r, c = kernels.sage_rows(direct.indptr, direct.indices, nodes, row_keys, int(s))
             r, cols, vals, nxt, nptr = _extract_sage(nodes, ptr, owner, r, c)
         else:
-            p, rows, _ = _probabilities(product, n, nodes, ptr, sampler)
+            p, rows = _probabilities(product, n, nodes, ptr, sampler)
             keep = top_per_row(p, rows, int(s), row_keys)
             extract = _extract if kernels.enabled() else _extract_reference
             r, cols, vals, nxt, nptr = extract(sampler, product, nodes, ptr, owner, p, rows, keep, n)

@@ -185,6 +185,8 @@ def minibatch_worker(ctx, cfg: TrainConfig, *, return_state: bool = False) -> di
 
 
 def _epoch(pipe: _Pipeline, model, opt, comm, train_ids, split, epoch: int, step0: int, bar):
+    from .trainer import _delta, _ratio
+
     cfg = pipe.cfg
     before = comm.log.snapshot()
     stats = defaultdict(float)
@@ -257,16 +259,6 @@ def _epoch(pipe: _Pipeline, model, opt, comm, train_ids, split, epoch: int, step
     return rec, delta
 
 
-def _delta(before: dict, after: dict) -> dict:
-    out = {}
-    for k, v in after.items():
-        b = before.get(k)
-        d = (v.sent - (b.sent if b else 0), v.recv - (b.recv if b else 0), v.calls - (b.calls if b else 0))
-        if d[2]:
-            out[k] = d
-    return out
-
-
 def _mean_phases(logs: list[dict]) -> dict:
     per = defaultdict(lambda: [0.0, 0.0, 0.0])
     for delta in logs:
@@ -274,10 +266,6 @@ def _mean_phases(logs: list[dict]) -> dict:
             for i in range(3):
                 per[k][i] += v[i] / max(len(logs), 1)
     return {k: {"sent": v[0], "recv": v[1], "calls": v[2]} for k, v in per.items()}
-
-
-def _ratio(a, b):
-    return float(a / b) if b > 0 else None
 
 
 def _line(r: dict) -> str:
