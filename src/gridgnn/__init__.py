@@ -1,9 +1,43 @@
 r"""gridgnn: communication-avoiding distributed GNN training on ``torch.distributed``.
 
-Rooms (dependencies point downward): ``cli``/``train`` → ``nn`` → ``parallel`` → ``partition``/``planner``
-→ ``ops`` → ``graph`` → ``dist``. See ``DESIGN`` notes in the README.
+The public surface (everything else is internal and may change between versions):
+
+* training: :class:`TrainConfig`, :class:`Trainer`, ``gridgnn.train(config)`` (``gridgnn.train.api``);
+* data: :func:`load_graph` (a data SPEC, a PyG ``Data`` or a :class:`Graph` in, a :class:`Graph` out), :class:`Graph`;
+* models: :class:`Model`, :func:`register_model` and the built-in models in :mod:`gridgnn.nn`; the primitives a
+  model composes are the methods of the *plan* it receives (see :mod:`gridgnn.nn.base`);
+* partitioning: :func:`partition_graph` (``gridgnn.partition``);
+* errors: :class:`GridGnnError` (bad input or configuration), :class:`TrainingFailed` (a spawned job failed).
+
+Rooms (dependencies point downward): ``cli``/``train`` → ``nn`` → ``sampling``/``planner`` → ``parallel`` →
+``partition`` → ``ops``/``graph`` → ``distributed``.
 """
 from .errors import GridGnnError
 
-__version__ = "0.1.0"
-__all__ = ["GridGnnError", "__version__"]
+__version__ = "0.2.0"
+
+_LAZY = {
+    "TrainConfig": ("gridgnn.train.config", "TrainConfig"),
+    "Trainer": ("gridgnn.train.api", "Trainer"),
+    "TrainingFailed": ("gridgnn.train.api", "TrainingFailed"),
+    "load_graph": ("gridgnn.graph.spec", "load_graph"),
+    "Graph": ("gridgnn.graph.graph", "Graph"),
+    "Model": ("gridgnn.nn.base", "Model"),
+    "register_model": ("gridgnn.nn.base", "register_model"),
+    "partition_graph": ("gridgnn.partition.partitioners", "partition_graph"),
+}
+
+__all__ = ["GridGnnError", "__version__", "train", *_LAZY]
+
+from . import train  # noqa: E402 - the package is callable: gridgnn.train(config) trains (gridgnn.train.api)
+
+
+def __getattr__(name: str):  # imported on first use: ``import gridgnn`` and ``gridgnn --version`` stay light
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'gridgnn' has no attribute {name!r}")

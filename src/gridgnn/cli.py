@@ -18,10 +18,14 @@ def _train_parser(sub) -> None:
                        description="Full-graph GNN training, or minibatch training with --sampler. With no --data the "
                                    "embedded synthetic SBM runs.")
     p.error = _one_line_error  # a bad flag is one `gridgnn: error:` line (exit 2), as every other bad input
+    p.add_argument("--config", metavar="FILE",
+                   help="options from a TOML file (keys = these flags), or a previous run's summary.json (or its "
+                        "folder) to rerun it; flags given here override the file")
     p.add_argument("--data", metavar="SPEC",
                    help="synthetic:sbm?n=&classes=&avg_degree=&features= | synthetic:rmat?scale=&edge_factor= | "
                         "planetoid:DIR | ogb:DIR | edgelist:FILE | mtx:FILE | npz:FILE | sharded:DIR")
-    p.add_argument("--model", choices=MODELS, help=f"default {d.model}")
+    p.add_argument("--model", metavar="NAME", help=f"{' | '.join(MODELS)} (default {d.model}), a registered name, "
+                                                   "or a model of your own by import path, package.module:Class")
     p.add_argument("--heads", type=int, metavar="K", help="gat: attention heads of the hidden layers (default 8; "
                                                           "--hidden is per head; the last layer has one head)")
     p.add_argument("--attn-dropout", type=float, metavar="P",
@@ -92,65 +96,20 @@ def train_config(args):
     from .distributed.launch import env_context
     from .train.config import config_from_flags
 
-    given = {k: v for k, v in vars(args).items() if k not in ("command", "func")}
+    given = {k: v for k, v in vars(args).items() if k not in ("command", "func", "config")}
+    if getattr(args, "config", None) is not None:  # the file's options, the flags on the command line over them
+        from .train.config import read_config_file
+
+        given = {**read_config_file(args.config), **given}
     env = env_context(given.get("device", "auto"))
     return config_from_flags(given, env_world=env.world_size if env is not None else None)
 
 
 def run_train(args) -> int:
-    from .distributed.launch import env_context, launch
-    from .train.trainer import train_worker
+    from .train.api import run
 
-    cfg = train_config(args)
-    if cfg.sampler is not None:
-        from .train.minibatch import minibatch_worker
-
-        if cfg.nproc == 1 and env_context(cfg.device) is None:
-            minibatch_worker(None, cfg)
-        else:
-            launch(minibatch_worker, cfg.nproc, cfg, device=cfg.device, timeout_s=cfg.timeout_s)
-        return 0
-    if cfg.algo == "serial":
-        env = env_context(cfg.device)
-        if env is not None and env.world_size > 1:
-            raise GridGnnError("--algo serial runs one process, but the launcher started several")
-        train_worker(None, cfg)
-        return 0
-    host_memory = None
-    if env_context(cfg.device) is None:  # spawned here: refuse what cannot work before starting the ranks
-        from .planner.memory import PYG_IMPORT_BYTES, RUNTIME_PRIVATE_BYTES, available_memory_bytes, check_spawn
-
-        host_memory = available_memory_bytes("cpu")
-        planetoid = (cfg.data or "").strip().lower().startswith("planetoid:")
-        check_spawn(cfg.nproc, host_memory,
-                    per_process=RUNTIME_PRIVATE_BYTES + (PYG_IMPORT_BYTES if planetoid else 0))
-        _check_data_before_spawn(cfg)
-    launch(train_worker, cfg.nproc, cfg, device=cfg.device, timeout_s=cfg.timeout_s, host_memory=host_memory)
+    run(train_config(args))
     return 0
-
-
-def _check_data_before_spawn(cfg) -> None:
-    """What the data spec tells without loading the graph (synthetic generators; a sharded dataset's checked
-    ``meta.json``): a graph with fewer vertices than the layout has blocks, and ``--nproc`` ranks each
-    generating the whole synthetic graph on this machine beyond its memory."""
-    from .graph.safe_io import check_alloc
-    from .graph.spec import spec_sizes
-    from .train.rank_layout import check_vertex_count
-
-    data = (cfg.data or "").strip()
-    if data.startswith("sharded:"):
-        from .graph.sharded import ShardedDataset
-
-        n = ShardedDataset(data[len("sharded:"):]).n
-    else:
-        sizes = spec_sizes(cfg.data)
-        if sizes is None:
-            return
-        n, gen_bytes = sizes
-        from .graph.spec import DEFAULT_SPEC
-
-        check_alloc(cfg.nproc * gen_bytes, f"{cfg.nproc} ranks each generating {cfg.data or DEFAULT_SPEC}")
-    check_vertex_count(n, cfg.algo, cfg.nproc, cfg.replication, cfg.mesh_shape(cfg.nproc))
 
 
 PERM_METHODS = ("identity", "single-perm", "double-perm", "balanced-perm")
@@ -189,7 +148,10 @@ def run_partition(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="gridgnn", description="Communication-avoiding distributed GNN training.")
+    parser.add_argument("--version", action="version", version=f"gridgnn {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _train_parser(sub)
     sub.choices["train"].set_defaults(func=run_train)

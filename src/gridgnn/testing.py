@@ -13,7 +13,7 @@ import torch
 
 from .distributed import Comm, NullComm, ProcessGrid
 from .graph import Graph
-from .nn import GAT, MODELS
+from .nn import GAT, resolve_model
 from .parallel import GRID_OF
 from .partition import RowPartition
 from .parallel.source import InMemorySource
@@ -86,7 +86,7 @@ def build_model(case: Case, plan):
     if case.model == "gat":
         return GAT(case.dims, heads=case.heads, out_heads=case.out_heads, dropout=case.dropout,
                    attn_dropout=case.attn_dropout, seed=case.seed, dtype=torch.float64, plan=plan)
-    return MODELS[case.model].from_options(case.dims, dropout=case.dropout, seed=case.seed, dtype=torch.float64,
+    return resolve_model(case.model).from_options(case.dims, dropout=case.dropout, seed=case.seed, dtype=torch.float64,
                                            plan=plan, **case.options)
 
 

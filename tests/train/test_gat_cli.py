@@ -31,7 +31,7 @@ def test_gat_trains_and_distributed_equals_serial(tmp_path):
 
 @pytest.mark.parametrize("argv,words", [
     (["--model", "gat", "--algo", "3d", "--nproc", 2, "--partition", "double-perm"], "one vertex order per layer"),
-    (["--heads", 4], "apply to --model gat"),
+    (["--heads", 4], "applies to --model gat"),
     (["--model", "gat", "--heads", 0], "--heads"),
     (["--model", "gat", "--attn-dropout", 1.0], "--attn-dropout must be in [0, 1)"),
 ])

@@ -27,7 +27,7 @@ from typing import Callable
 
 from ..errors import GridGnnError
 from .graph import Graph
-from .loaders import load_edgelist, load_mtx, load_npz, load_planetoid
+from .loaders import from_pyg, load_edgelist, load_mtx, load_npz, load_planetoid
 from .ogb import load_ogb
 from .synthetic import rmat_graph, sbm_graph
 
@@ -173,19 +173,28 @@ def spec_sizes(spec: str | None) -> tuple[int, int] | None:
         return None
 
 
-def load_graph(spec: str | None = None, *, seed: int = 0) -> Graph:
-    r"""Load or generate the graph named by a data SPEC (see the module docstring).
+def load_graph(spec=None, *, seed: int = 0) -> Graph:
+    r"""Load or generate the graph named by a data SPEC (see the module docstring), or convert one in memory.
 
     Args:
-        spec: the SPEC string; ``None`` or ``""`` means :data:`DEFAULT_SPEC`.
-        seed: seed of synthetic generators and of default random splits.
+        spec (str | torch_geometric.data.Data | Graph, optional): the SPEC string (``None`` or ``""``:
+            :data:`DEFAULT_SPEC`); a PyG ``Data`` (``edge_index``, optional ``x``, ``y``, masks,
+            ``edge_weight``; see :func:`~gridgnn.graph.loaders.from_pyg`); or a :class:`Graph`, returned as is.
+        seed (int, optional): seed of synthetic generators and of default random splits. (default: ``0``)
 
     Returns:
-        The :class:`Graph`, with ``meta["spec"]`` set to the spec string.
+        The :class:`Graph` (``n`` vertices, CSR adjacency with rows = destinations, ``x`` ``n × f``, ``y``,
+        masks), with ``meta["spec"]`` set to the spec string.
 
     Raises:
         GridGnnError: a bad spec (message lists the valid choices) or bad input data.
     """
+    if isinstance(spec, Graph):
+        return spec
+    if spec is not None and not isinstance(spec, str):
+        if hasattr(spec, "edge_index"):
+            return from_pyg(spec, seed=seed)
+        raise GridGnnError(f"load_graph takes a data SPEC string, a PyG Data or a Graph, got {type(spec).__name__}")
     if spec is None or (isinstance(spec, str) and not spec.strip()):
         spec = DEFAULT_SPEC
     scheme, path, params = parse_spec(spec)

@@ -1,4 +1,6 @@
-"""Models composed of distributed primitives (no torch.distributed here), and the registry the trainer reads."""
+r"""Models composed of distributed primitives (no torch.distributed here), the :class:`Model` base class a user's
+own layer derives from, and the registry ``--model`` reads (:func:`register_model`, :func:`resolve_model`)."""
+from .base import MODELS, Model, register_model, resolve_model
 from .dropout import hashed_dropout, hashed_edge_dropout, keep_mask
 from .agnn import AGNN
 from .gat import GAT
@@ -7,6 +9,8 @@ from .loss import masked_cross_entropy
 from .sage import SAGE
 from .va import VA
 
-MODELS = {"gcn": GCN, "gat": GAT, "agnn": AGNN, "va": VA, "sage": SAGE}
+for _name, _cls in {"gcn": GCN, "gat": GAT, "agnn": AGNN, "va": VA, "sage": SAGE}.items():
+    register_model(_name)(_cls)
 
-__all__ = ["AGNN", "GAT", "SAGE", "VA", "GCN", "MODELS", "hashed_dropout", "hashed_edge_dropout", "keep_mask", "masked_cross_entropy"]
+__all__ = ["AGNN", "GAT", "SAGE", "VA", "GCN", "MODELS", "Model", "register_model", "resolve_model",
+           "hashed_dropout", "hashed_edge_dropout", "keep_mask", "masked_cross_entropy"]

@@ -49,6 +49,8 @@ class GAT(nn.Module):
     ``biases[l]`` (``K·F`` or ``F``), initialized like PyG (Glorot, bias zero).
     """
 
+    OPTIONS = ("heads", "attn_dropout")  # the trainer options it takes (gridgnn.nn.base.TRAINER_OPTIONS)
+
     reads_destinations = True  # its sddmm reads per-node values of the destinations
 
     def __init__(self, dims: list[int], *, heads: int = 8, out_heads: int = 1, dropout: float = 0.6,

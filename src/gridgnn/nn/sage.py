@@ -44,6 +44,8 @@ class SAGE(nn.Module):
     (:math:`W_r`, the vertex itself), ``biases[l]``.
     """
 
+    OPTIONS = ("aggr",)  # the trainer options it takes (gridgnn.nn.base.TRAINER_OPTIONS)
+
     reads_destinations = True  # the root term adds the input's rows to the aggregation's: one vertex order
 
     def __init__(self, dims: list[int], *, aggr: str = "mean", dropout: float = 0.5, bias: bool = True,

@@ -170,8 +170,9 @@ def _model_shapes(cfg: dict, dims, bias: bool, path: str) -> dict:
     from .config import TrainConfig
 
     model = cfg.get("model", "gcn")
-    if model not in MODELS:
-        raise _bad(path, f"its model {model!r} is not one this gridgnn has")
+    if model not in MODELS:  # a plugin (package.module:Class) was resolved from the command line by now
+        raise _bad(path, f"its model {model!r} is not one this gridgnn has (a model of your own: give --model "
+                         f"{model} on the command line, which imports it)")
     heads = cfg.get("heads")
     conf = TrainConfig(model=model, heads=heads if _is_int(heads) else None)
     return MODELS[model].parameter_shapes(dims, heads=conf.model_heads, bias=bias)

@@ -8,7 +8,9 @@ from dataclasses import asdict, dataclass, fields
 from ..errors import GridGnnError
 
 from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
+from ..nn.base import is_import_path, model_options, resolve_model  # noqa: E402
 
+#: the built-in models (``--model`` also takes any registered name or ``package.module:Class``)
 MODELS = tuple(_MODEL_REGISTRY)
 MAX_HEADS = 1024
 
@@ -77,22 +79,24 @@ class TrainConfig:
         is only probed (see :func:`gridgnn.train.outputs.check_out_dir`)."""
         from ..parallel import algorithm
 
-        if self.model not in MODELS:
-            raise GridGnnError(f"--model {self.model!r} is not available; available: {', '.join(MODELS)}")
+        model = resolve_model(self.model)
+        options = model_options(model)
         algo = algorithm(self.algo)
-        if self.model != "gat" and (self.heads is not None or self.attn_dropout is not None):
-            raise GridGnnError(f"--heads and --attn-dropout apply to --model gat, not {self.model}")
-        if self.model == "gat":
+        for flag, value, option in (("--heads", self.heads, "heads"), ("--attn-dropout", self.attn_dropout,
+                                                                       "attn_dropout"), ("--aggr", self.aggr, "aggr")):
+            if value is not None and option not in options:
+                takers = [n for n, c in _MODEL_REGISTRY.items() if option in model_options(c)]
+                raise GridGnnError(f"{flag} applies to --model {' or '.join(takers)} (and models that take "
+                                   f"{option!r}), not {self.model}")
+        if "heads" in options and self.heads is not None or self.model == "gat":
             _int_in("--heads", self.model_heads, 1, MAX_HEADS)
-            if not (math.isfinite(self.model_attn_dropout) and 0.0 <= self.model_attn_dropout < 1.0):
-                raise GridGnnError(f"--attn-dropout must be in [0, 1), got {self.model_attn_dropout}")
-        model = _MODEL_REGISTRY[self.model]
+        if "attn_dropout" in options and not (math.isfinite(self.model_attn_dropout)
+                                              and 0.0 <= self.model_attn_dropout < 1.0):
+            raise GridGnnError(f"--attn-dropout must be in [0, 1), got {self.model_attn_dropout}")
         if getattr(model, "reads_destinations", False) and self.partition in ("double-perm", "balanced-perm") \
                 and algo.family != "plexus":
             raise GridGnnError(f"--model {self.model} on {self.algo} needs one vertex order per layer; --partition "
                                f"{self.partition} makes two (use random or identity, or --algo plexus)")
-        if self.model != "sage" and self.aggr is not None:
-            raise GridGnnError(f"--aggr applies to --model sage, not {self.model}")
         if self.model == "sage":
             from ..nn.sage import AGGREGATIONS
 
@@ -223,10 +227,11 @@ class TrainConfig:
 
     @property
     def model_heads(self) -> int:
-        """Heads of the hidden layers: ``--heads`` for GAT (default 8), 1 for GCN."""
-        if self.model != "gat":
-            return 1
-        return 8 if self.heads is None else self.heads
+        """Heads of the hidden layers: ``--heads`` for GAT (default 8); for another model that takes ``heads``
+        the flag (``None``: the model's default); 1 for the others."""
+        if self.model == "gat":
+            return 8 if self.heads is None else self.heads
+        return self.heads if "heads" in model_options(resolve_model(self.model)) else 1
 
     @property
     def model_aggr(self) -> str:
@@ -292,6 +297,8 @@ def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConf
         raise GridGnnError(f"unknown training option(s): {', '.join(sorted(unknown))}")
     base: dict = {}
     ckpt = None
+    if given.get("model") is not None:  # a model of the user's own is imported now, on the user's word
+        resolve_model(given["model"])
     if given.get("resume") is not None:
         from .checkpoint import read_checkpoint, resume_base
 
@@ -307,3 +314,65 @@ def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConf
 
         check_epochs(ckpt, checkpoint_file(cfg.resume), cfg.epochs)
     return cfg
+
+
+#: Largest config file read (a config is a few hundred bytes; a summary.json a few kB per rank).
+MAX_CONFIG_BYTES = 16 * 2**20
+#: Fields of a previous run's config that a rerun from its ``summary.json`` does not take: where it wrote, what
+#: it resumed and how it was shown belong to that invocation (give them again on the command line).
+RERUN_DROPS = ("out", "resume", "overwrite")
+
+
+def read_config_file(path) -> dict:
+    r"""The training options of a config file, as ``{field: value}`` (the flags ``--config`` stands for).
+
+    * ``*.toml``: top-level keys, or those of a ``[train]`` table; a key is a field name or its flag without
+      the dashes (``weight-decay`` or ``weight_decay``, ``timeout``); lists become comma-separated strings
+      (``grid = [2, 2]``, ``fanout = [15, 10, 5]``).
+    * ``summary.json`` of a previous run, or the folder holding it: its ``config`` (the resolved config of that
+      run) without ``out``, ``resume`` and ``overwrite``.
+
+    Values are checked by :meth:`TrainConfig.validate` like flags; unknown keys are refused, naming them."""
+    import json
+    import tomllib
+
+    p = os.path.expanduser(os.fspath(path))
+    if os.path.isdir(p):
+        p = os.path.join(p, "summary.json")
+    try:
+        size = os.path.getsize(p)
+        if size > MAX_CONFIG_BYTES:
+            raise GridGnnError(f"--config {p} is {size} bytes; a config file is at most {MAX_CONFIG_BYTES}")
+        with open(p, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise GridGnnError(f"--config {p}: cannot read it ({exc.strerror or exc})") from None
+    is_json = p.endswith(".json")
+    try:
+        doc = json.loads(raw.decode("utf-8")) if is_json else tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:  # tomllib.TOMLDecodeError and JSONDecodeError are ValueErrors
+        kind = "JSON" if is_json else "TOML"
+        raise GridGnnError(f"--config {p} is not valid {kind}: {str(exc).splitlines()[0]}") from None
+    if not isinstance(doc, dict):
+        raise GridGnnError(f"--config {p} must hold a table of options")
+    if is_json:
+        doc = doc.get("config")
+        if not isinstance(doc, dict):
+            raise GridGnnError(f"--config {p} holds no 'config' (a summary.json of gridgnn 0.2 or later has it)")
+        doc = {k: v for k, v in doc.items() if k not in RERUN_DROPS}
+    elif isinstance(doc.get("train"), dict):
+        doc = doc["train"]
+    known = {f.name for f in fields(TrainConfig)}
+    out, unknown = {}, []
+    for key, value in doc.items():
+        name = "timeout_s" if key == "timeout" else str(key).replace("-", "_")
+        if name not in known or name == "config":
+            unknown.append(str(key))
+            continue
+        if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            value = ",".join(str(v) for v in value)
+        out[name] = value
+    if unknown:
+        raise GridGnnError(f"--config {p}: unknown option(s) {', '.join(sorted(unknown))} (the options are the "
+                           "flags of gridgnn train)")
+    return out

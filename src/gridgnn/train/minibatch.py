@@ -124,14 +124,14 @@ class _Pipeline:
         return len(steps)
 
 
-def minibatch_worker(ctx, cfg: TrainConfig, *, return_state: bool = False) -> dict | None:
+def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = False) -> dict | None:
     """Train with sampled minibatches on this rank (``ctx`` = ``None``: one process). Returns the summary on
     rank 0 (``return_state``: on every rank ``{"summary", "state", "history"}``, the trained parameters in
     ``state``, for tests)."""
     from .trainer import _best_epoch, _check_data, _fmt, _RunFiles, build_model, recording
 
     t_start = time.perf_counter()
-    graph = load_graph(cfg.data, seed=cfg.seed)
+    graph = load_graph(cfg.data if graph is None else graph, seed=cfg.seed)
     labelled = graph.y is not None and graph.train_mask is not None
     train_ids = np.flatnonzero(graph.train_mask & (graph.y >= 0)) if labelled else np.zeros(0, np.int64)
     world = 1 if ctx is None else ctx.world_size

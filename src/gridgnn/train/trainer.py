@@ -23,7 +23,7 @@ import torch
 from ..distributed import Comm, NullComm, ProcessGrid
 from ..errors import GridGnnError
 from ..graph.spec import load_graph
-from ..nn import MODELS
+from ..nn import resolve_model
 from ..parallel import algorithm
 from ..partition import RowPartition, even_bounds
 from ..planner.memory import available_memory_bytes, check_fits, measured_peak_bytes
@@ -48,13 +48,14 @@ def _check_data(n: int, num_features: int, num_classes: int, n_train: int, block
         raise GridGnnError(f"cannot split {n} vertices into {blocks} row blocks")
 
 
-def _prepare(cfg: TrainConfig, world: int):
-    """Load and validate the data and lay it out (no collective yet): ``(graph, source, rows, shape, info)``."""
+def _prepare(cfg: TrainConfig, world: int, given=None):
+    """Load and validate the data (``given``: a graph in memory instead of ``cfg.data``) and lay it out (no
+    collective yet): ``(graph, source, rows, shape, info)``."""
     algo = algorithm(cfg.algo)
     single = algo.grid == "single"
     shape = (1,) if single else cfg.mesh_shape(world)
     blocks = vertex_blocks(cfg.algo, world, cfg.replication, shape)
-    if cfg.data and cfg.data.startswith("sharded:"):
+    if given is None and cfg.data and cfg.data.startswith("sharded:"):
         from ..graph.sharded import ShardedDataset
 
         if single:
@@ -74,7 +75,7 @@ def _prepare(cfg: TrainConfig, world: int):
                                    "write it with gridgnn shard --method single-perm (or identity)")
             rows = RowPartition(ds.perm_r, even_bounds(ds.n, blocks), ds.method)
         return None, ds, rows, shape, info
-    graph = load_graph(cfg.data, seed=cfg.seed)
+    graph = load_graph(cfg.data if given is None else given, seed=cfg.seed)
     n_train = 0 if graph.y is None or graph.train_mask is None else int((graph.train_mask & (graph.y >= 0)).sum())
     _check_data(graph.n, graph.num_features, graph.num_classes, n_train, blocks)
     source = rows = None
@@ -84,15 +85,19 @@ def _prepare(cfg: TrainConfig, world: int):
                                    method=cfg.partition, seed=cfg.seed)
     info = {"n": graph.n, "nnz": graph.nnz, "f": graph.num_features, "classes": graph.num_classes,
             "partition": "none" if single else cfg.partition}
+    if given is not None:  # a graph handed over from Python
+        info["data"] = f"in-memory:{getattr(graph, 'name', None) or 'graph'}"
     return graph, source, rows, shape, info
 
 
-def train_worker(ctx, cfg: TrainConfig) -> dict | None:
-    """Run training on this rank (``ctx`` = ``None`` for ``--algo serial``). Returns the summary on rank 0."""
+def train_worker(ctx, cfg: TrainConfig, graph=None) -> dict | None:
+    """Run training on this rank (``ctx`` = ``None`` for ``--algo serial``; ``graph``: a graph in memory
+    instead of ``cfg.data``). Returns the summary on rank 0."""
     t_start = time.perf_counter()
+    resolve_model(cfg.model)  # a model of the user's own (package.module:Class) is imported on this rank too
     world = 1 if ctx is None else ctx.world_size
     host_avail = _host_memory_for_ranks(ctx)  # before this rank loads anything
-    graph, source, rows, shape, info = _prepare(cfg, world)
+    graph, source, rows, shape, info = _prepare(cfg, world, graph)
     kind = algorithm(cfg.algo).grid
     dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
     dims = [info["f"]] + [cfg.hidden] * (cfg.layers - 1) + [info["classes"]]
@@ -291,7 +296,7 @@ def _resident_bytes() -> int:
 
 def build_model(cfg: TrainConfig, dims: list[int], plan, dtype):
     """The ``--model`` of ``cfg`` from the registry, its parameters laid out for ``plan``."""
-    return MODELS[cfg.model].from_options(dims, plan=plan, dtype=dtype, seed=cfg.seed, dropout=cfg.dropout,
+    return resolve_model(cfg.model).from_options(dims, plan=plan, dtype=dtype, seed=cfg.seed, dropout=cfg.dropout,
                                           heads=cfg.model_heads, attn_dropout=cfg.model_attn_dropout,
                                           aggr=cfg.model_aggr)
 
@@ -461,9 +466,10 @@ def _summary(cfg, info, world, grid, history, epochs, everyone, wall, *, resumed
         "partition": info["partition"], "seed": cfg.seed,
         "model": cfg.model, "heads": cfg.model_heads, "layers": cfg.layers, "hidden": cfg.hidden,
         "epochs": cfg.epochs,
-        "dtype": cfg.dtype, "data": cfg.data or "default", "n": info["n"], "nnz": info["nnz"],
+        "dtype": cfg.dtype, "data": info.get("data", cfg.data or "default"), "n": info["n"], "nnz": info["nnz"],
         # per rank: the estimate the run was admitted with (gridgnn.planner.memory) and the measured peak
         "estimated_peak_memory_bytes": [er["estimated_peak_memory_bytes"] for er in everyone],
         "peak_memory_bytes": [er["peak_memory_bytes"] for er in everyone],
         "wall_time_s": wall, "checkpoint_every": cfg.checkpoint_every, "resumed_from_epoch": resumed_from,
+        "config": cfg.to_dict(),  # the resolved config: gridgnn train --config DIR/summary.json reruns the run
     }

@@ -1,0 +1,240 @@
+r"""The public way to write a model: subclass :class:`Model`, create parameters with :meth:`Model.add_parameter`,
+compose the forward pass from the plan's primitives, and register it with :func:`register_model` (or name it
+by import path, ``--model package.module:Class``).
+
+A model written this way runs on every algorithm (``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``, ``2d``,
+``3d``, ``plexus``) with no distributed code of its own: the *plan* it receives in ``forward(x, plan)`` is the
+algorithm on this rank, and every primitive it offers moves what its layout needs. The primitives, per layer
+``l`` (``g = plan.graph(l)``):
+
+=========================================  ================================================================
+call                                        what it computes (global view; each rank holds its local block)
+=========================================  ================================================================
+``plan.linear(l, H, W)``                    :math:`HW` (``W`` this rank's :meth:`~Model.add_parameter` slice)
+``plan.add_bias(l, H, b)``                  :math:`H + b`
+``plan.head_scores(l, X, a)``               :math:`s_{v,h} = \sum_f X_{v,h,f}\, a_{h,f}` (``a``: ``K × F``)
+``plan.head_mean(l, H, K, width)``          the mean of ``K`` heads
+``plan.normalize_rows(l, H)``               rows divided by their L2 norm
+``plan.scale(l, H, s)``                     :math:`sH` for a scalar parameter ``s``
+``g.sddmm_add(s_dst, s_src)``               :math:`e_{uv,h} = s^{dst}_{u,h} + s^{src}_{v,h}` (an edge tensor)
+``g.sddmm_dot(X_dst, X_src, K)``            :math:`e_{uv,h} = \langle X^{dst}_{u,h}, X^{src}_{v,h}\rangle`
+``g.edge_softmax(e)``                       softmax of ``e`` over each destination's edges
+``g.spmm(e, X, semiring="sum")``            :math:`Y_u = \bigoplus_v e_{uv} \otimes X_v` (``sum``, ``mean``,
+                                            ``max``, ``min``; ``e``: ``nnz``, ``nnz × K`` or ``None``)
+``g.gcn_values``                            the edge values of :math:`\hat M = D^{-1/2}(A+I)D^{-1/2}`
+=========================================  ================================================================
+
+Edge tensors (``nnz_local`` or ``nnz_local × K``) are laid out like ``g.gcn_values`` on every algorithm, so
+elementwise torch operations on them (``sigmoid``, ``leaky_relu``, products) are local and need no care; so are
+elementwise operations on node tensors (``relu``, ``elu``). What is *not* local on every layout: anything that
+mixes the rows or the feature columns of a node tensor (``sum(dim=1)``, ``reshape`` across heads, ``X.T @ Y``)
+— Plexus shards feature columns and the 2D/3D algorithms rows — so use the plan's column reductions above.
+Dropout on a layer's input: :meth:`Model.input_dropout` (keyed by global ids, so every algorithm and P drop the
+same entries). The byte models of :mod:`gridgnn.planner.primitives` trace a model's primitives, so a new model
+gets exact communication accounting for free.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+import os
+import sys
+
+import torch
+from torch import nn
+
+from ..errors import GridGnnError
+from .dropout import hashed_dropout
+from .orders import require_destination_scores
+
+#: The registry ``--model`` reads: ``{name: model class}`` (the built-in models register in ``gridgnn.nn``).
+MODELS: dict[str, type] = {}
+
+#: The trainer's model options a model may accept as keyword arguments (``--heads``, ``--attn-dropout``,
+#: ``--aggr``); the built-in models take the ones that apply to them.
+TRAINER_OPTIONS = ("heads", "attn_dropout", "aggr")
+
+
+def register_model(name: str):
+    r"""Class decorator: make a model available as ``--model name`` and ``TrainConfig(model=name)``.
+
+    Args:
+        name (str): lower-case letters, digits, ``-`` and ``_``; must not be taken by another class.
+    """
+    if not isinstance(name, str) or not name or not all(c.isalnum() or c in "-_" for c in name) \
+            or name != name.lower():
+        raise ValueError(f"a model name is lower-case letters, digits, '-' and '_', got {name!r}")
+
+    def deco(cls):
+        old = MODELS.get(name)
+        if old is not None and old.__qualname__ != cls.__qualname__:  # the same class re-imported is fine
+            raise ValueError(f"--model {name} is already registered by {old.__module__}.{old.__qualname__}")
+        MODELS[name] = cls
+        cls.model_name = name
+        return cls
+
+    return deco
+
+
+def is_import_path(name: str) -> bool:
+    """Whether ``--model`` names a class by import path (``package.module:Class``)."""
+    return isinstance(name, str) and ":" in name
+
+
+def resolve_model(name: str) -> type:
+    r"""The model class ``--model name`` means: a registered name, or ``package.module:Class`` (the module is
+    imported, with the working directory on ``sys.path`` as for ``python -m``; the class must derive from
+    :class:`Model` or provide the same protocol: ``from_options``, ``parameter_shapes``, ``parameter_entries``).
+    Only names the user gave (command line, ``TrainConfig``, a ``--config`` file) are resolved: a checkpoint
+    naming an import path is understood only once the command line has named it too (no code runs from data).
+
+    Raises:
+        GridGnnError: an unknown name, a module that cannot be imported, or an attribute that is not a model.
+    """
+    if not isinstance(name, str):
+        raise GridGnnError(f"--model must be a name, got {name!r}")
+    if name in MODELS:
+        return MODELS[name]
+    if not is_import_path(name):
+        raise GridGnnError(f"--model {name!r} is not available; available: {', '.join(MODELS)} "
+                           "(or a class by import path, package.module:Class)")
+    mod_name, _, attr = name.partition(":")
+    if not mod_name or not attr or not all(p.isidentifier() for p in mod_name.split(".") + attr.split(".")):
+        raise GridGnnError(f"--model {name!r}: an import path is package.module:Class")
+    try:
+        module = _import(mod_name)
+    except ImportError as exc:
+        raise GridGnnError(f"--model {name}: cannot import {mod_name} ({exc})") from None
+    obj = module
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise GridGnnError(f"--model {name}: {mod_name} has no {attr}")
+    if not (inspect.isclass(obj) and issubclass(obj, nn.Module)
+            and all(hasattr(obj, a) for a in ("from_options", "parameter_shapes", "parameter_entries"))):
+        raise GridGnnError(f"--model {name}: {attr} is not a gridgnn model (subclass gridgnn.nn.Model)")
+    MODELS[name] = obj  # imported once on the user's word; a checkpoint naming it is then understood
+    return obj
+
+
+def _import(mod_name: str):
+    try:
+        return importlib.import_module(mod_name)
+    except ModuleNotFoundError as exc:
+        cwd = os.getcwd()
+        if exc.name is None or not mod_name.startswith(exc.name) or cwd in sys.path or "" in sys.path:
+            raise
+        sys.path.insert(0, cwd)  # console scripts do not put the working directory on sys.path; `-m` does
+        return importlib.import_module(mod_name)
+
+
+def model_options(cls) -> tuple[str, ...]:
+    """Which of :data:`TRAINER_OPTIONS` the model class accepts (its ``OPTIONS``)."""
+    return tuple(getattr(cls, "OPTIONS", ()))
+
+
+class Model(nn.Module):
+    r"""Base class of a GNN composed of the distributed primitives (see the module docstring).
+
+    A subclass creates its parameters in ``__init__`` with :meth:`add_parameter` (full-size initial values from
+    :attr:`generator`, so every rank and every algorithm starts from the same weights; each rank keeps its
+    slice) and implements ``forward(x, plan)``. Everything the trainer, the checkpoints and the byte models ask
+    of a model (:meth:`from_options`, :meth:`parameter_shapes`, :meth:`parameter_entries`, ``epoch``) is here.
+
+    Args:
+        dims (list[int]): ``[f_0, f_1, ..., f_L]``: the input width, the hidden widths (``--hidden``), the number
+            of classes. ``L = len(dims) - 1`` is ``--layers``.
+        dropout (float, optional): drop probability of :meth:`input_dropout`. (default: ``0.5``)
+        seed (int, optional): seeds :attr:`generator` and the dropout keys. (default: ``0``)
+        dtype (torch.dtype, optional): parameter dtype. (default: ``torch.float32``)
+        plan (optional): the plan the model will run on; ``None`` gives the full parameters (serial).
+
+    Class attributes:
+        OPTIONS: which trainer options (``"heads"``, ``"attn_dropout"``, ``"aggr"``) ``__init__`` accepts.
+        reads_destinations: ``True`` when an ``sddmm`` reads per-node values of the destinations (attention):
+            such a model is refused on a double permutation outside Plexus, with a clear message.
+    """
+
+    OPTIONS: tuple[str, ...] = ()
+    reads_destinations = False
+    model_name = None
+
+    def __init__(self, dims: list[int], *, dropout: float = 0.5, seed: int = 0, dtype=torch.float32, plan=None):
+        super().__init__()
+        if len(dims) < 2:
+            raise GridGnnError(f"a model needs at least one layer, got dims {list(dims)}")
+        if self.reads_destinations:
+            require_destination_scores(plan, self.model_name or type(self).__name__)
+        self.dims, self.dropout, self.seed, self.epoch = list(dims), float(dropout), int(seed), 0
+        self.generator = torch.Generator().manual_seed(int(seed))
+        self._dtype, self._slice = dtype, (plan.param_slice if plan is not None else None)
+        self._entries: list[tuple] = []
+
+    # ------------------------------------------------------------------ parameters
+    def add_parameter(self, name: str, layer: int, full: torch.Tensor, kind: str = "w") -> nn.Parameter:
+        r"""Register this rank's part of a parameter and return it.
+
+        Args:
+            name (str): the parameter's name (the same name on several layers is one checkpoint group).
+            layer (int): the layer that uses it (on Plexus the layer decides the shard).
+            full (torch.Tensor): the full initial value (every rank computes the same one).
+            kind (str, optional): ``"w"`` a weight used by ``plan.linear`` (``f_in × f_out``), ``"b"`` a bias used
+                by ``plan.add_bias``, anything else (e.g. ``"att"`` for ``head_scores`` vectors, ``"scalar"`` for
+                ``plan.scale``): held whole by every rank. (default: ``"w"``)
+        """
+        if not name.isidentifier():
+            raise ValueError(f"a parameter name is an identifier, got {name!r}")
+        shape = tuple(full.shape)
+        part = full[self._slice(layer, kind, shape)] if self._slice is not None else full
+        p = nn.Parameter(part.detach().contiguous().to(self._dtype))
+        self.register_parameter(f"{name}_{layer}", p)
+        self._entries.append((name, layer, p, shape, kind))
+        return p
+
+    def param(self, name: str, layer: int) -> nn.Parameter:
+        """This rank's part of the parameter :meth:`add_parameter` registered as ``name`` for ``layer``."""
+        return getattr(self, f"{name}_{layer}")
+
+    def glorot(self, rows: int, cols: int) -> torch.Tensor:
+        r"""Glorot-uniform values, :math:`U(-a, a)`, :math:`a = \sqrt{6 / (\text{rows} + \text{cols})}`, drawn
+        from :attr:`generator` in float64 (PyG's ``glorot``)."""
+        a = math.sqrt(6.0 / (rows + cols))
+        return torch.rand((rows, cols), generator=self.generator, dtype=torch.float64) * 2 * a - a
+
+    @staticmethod
+    def zeros(*shape: int) -> torch.Tensor:
+        return torch.zeros(shape, dtype=torch.float64)
+
+    def parameter_entries(self) -> list[tuple]:
+        """``(name, layer, parameter, full shape, kind)`` of every parameter, in creation order."""
+        return list(self._entries)
+
+    @classmethod
+    def parameter_shapes(cls, dims: list[int], **options) -> dict:
+        """``{name: [full shape of each such parameter, in creation order]}`` of the model on ``dims`` (what a
+        checkpoint must hold)."""
+        model = cls.from_options(dims, dtype=torch.float64, **options)
+        out: dict = {}
+        for name, _, _, shape, _ in model.parameter_entries():
+            out.setdefault(name, []).append(shape)
+        return out
+
+    @classmethod
+    def from_options(cls, dims: list[int], *, plan=None, dtype=torch.float32, seed: int = 0, dropout: float = 0.5,
+                     **options) -> "Model":
+        """The trainer's constructor: ``options`` holds every trainer option; those in :attr:`OPTIONS` and not
+        ``None`` are passed on (the model's own defaults apply otherwise)."""
+        kw = {k: v for k, v in options.items() if k in cls.OPTIONS and v is not None}
+        return cls(dims, plan=plan, dtype=dtype, seed=seed, dropout=dropout, **kw)
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.dims) - 1
+
+    # ------------------------------------------------------------------ helpers for forward
+    def input_dropout(self, h: torch.Tensor, plan, layer: int, width: int) -> torch.Tensor:
+        r"""Dropout on layer ``layer``'s input (``width`` global columns), keyed by (seed, epoch, layer, global
+        node id, feature): the same mask on every algorithm and P; the identity in eval mode."""
+        return hashed_dropout(h, self.dropout, plan.in_rows(layer), seed=self.seed, epoch=self.epoch, layer=layer,
+                              training=self.training, features=width, cols=plan.in_cols(layer, width))

@@ -1,0 +1,139 @@
+r"""Training from Python: :class:`Trainer` and :func:`train`, the same runs as ``gridgnn train``.
+
+.. code-block:: python
+
+    import gridgnn
+
+    summary = gridgnn.train(gridgnn.TrainConfig(model="gat", heads=8, hidden=8, algo="1d-sa", nproc=4))
+    print(summary["test_acc"], summary["comm_bytes_per_epoch"]["total"])
+
+Where the ranks come from:
+
+* ``nproc=1`` (and ``algo="serial"``, the default): the run happens in this process (a notebook works);
+* ``nproc=P`` in a plain script: ``P`` processes are spawned on this machine (loopback only, as the CLI does);
+  the script must guard its entry point with ``if __name__ == "__main__":``, as every ``multiprocessing`` program;
+* under ``torchrun`` or ``srun`` (``RANK``/``WORLD_SIZE`` or ``SLURM_PROCID``/``SLURM_NTASKS`` set): this process
+  is one rank of the launcher's job; ``nproc`` defaults to the launcher's world size.
+
+The summary (the dict written as ``summary.json``) is returned on rank 0 and ``None`` on the other ranks of a
+torchrun/srun job. Bad input raises :class:`~gridgnn.errors.GridGnnError` before anything starts; a spawned job
+whose ranks fail raises :class:`TrainingFailed` (their messages are printed, one ``gridgnn: error:`` line each).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import GridGnnError
+from .config import TrainConfig, config_from_flags
+
+
+class TrainingFailed(GridGnnError):
+    """A spawned training job ended with an error on some rank (``exit_status``: what ``gridgnn train`` exits with)."""
+
+    def __init__(self, message: str, exit_status: int):
+        super().__init__(message)
+        self.exit_status = exit_status
+
+
+class Trainer:
+    r"""One training run.
+
+    Args:
+        config (TrainConfig, optional): the run (every field is a ``gridgnn train`` flag). (default: the defaults)
+        graph (str | torch_geometric.data.Data | Graph, optional): a graph in memory instead of ``config.data``
+            (see :func:`gridgnn.load_graph`); spawned ranks receive a copy. (default: ``None``)
+        **options: fields of :class:`TrainConfig` that override ``config``.
+
+    Like the command line, ``config.resume`` continues from a checkpoint whose config is the base, the fields set
+    here (those that differ from the defaults) overriding it.
+    """
+
+    def __init__(self, config: TrainConfig | None = None, *, graph=None, **options):
+        config = TrainConfig() if config is None else config
+        if not isinstance(config, TrainConfig):
+            raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+        self.config = dataclasses.replace(config, **options) if options else config
+        self.graph = graph
+
+    def resolved_config(self) -> TrainConfig:
+        """The validated config the run will use (a checkpoint's config as the base with ``resume``; ``nproc`` of
+        the launcher under torchrun/srun)."""
+        from ..distributed.launch import env_context
+
+        defaults = TrainConfig().to_dict()
+        given = {k: v for k, v in self.config.to_dict().items() if v != defaults[k]}
+        env = env_context(self.config.device)
+        return config_from_flags(given, env_world=env.world_size if env is not None else None)
+
+    def fit(self) -> dict | None:
+        """Train; returns the summary on rank 0 (``None`` on the other ranks of a torchrun/srun job)."""
+        cfg = self.resolved_config()
+        if self.graph is not None and cfg.data is not None and cfg.data.startswith("sharded:"):
+            raise GridGnnError("give either a graph in memory or --data sharded:DIR, not both")
+        try:
+            return run(cfg, self.graph)
+        except SystemExit as exc:  # the launcher has printed every rank's message
+            code = exc.code if isinstance(exc.code, int) else 1
+            raise TrainingFailed(f"training failed (exit status {code}); the ranks' messages are above", code) \
+                from None
+
+
+def train(config: TrainConfig | None = None, *, graph=None, **options) -> dict | None:
+    """``Trainer(config, graph=graph, **options).fit()``."""
+    return Trainer(config, graph=graph, **options).fit()
+
+
+def run(cfg: TrainConfig, graph=None) -> dict | None:
+    """Run a validated config: in this process (one rank), spawned here, or as this rank of a torchrun/srun job;
+    the summary on rank 0. ``graph``: a graph in memory instead of ``cfg.data``."""
+    from ..distributed.launch import env_context, launch
+
+    env = env_context(cfg.device)
+    if cfg.sampler is not None:
+        from .minibatch import minibatch_worker
+
+        if cfg.nproc == 1 and env is None:
+            return minibatch_worker(None, cfg, graph)
+        return launch(minibatch_worker, cfg.nproc, cfg, graph, device=cfg.device, timeout_s=cfg.timeout_s,
+                      collect=True)[0]
+    from .trainer import train_worker
+
+    if cfg.algo == "serial":
+        if env is not None and env.world_size > 1:
+            raise GridGnnError("--algo serial runs one process, but the launcher started several")
+        return train_worker(None, cfg, graph)
+    host_memory = None
+    if env is None:  # spawned here: refuse what cannot work before starting the ranks
+        from ..planner.memory import PYG_IMPORT_BYTES, RUNTIME_PRIVATE_BYTES, available_memory_bytes, check_spawn
+
+        host_memory = available_memory_bytes("cpu")
+        planetoid = graph is None and (cfg.data or "").strip().lower().startswith("planetoid:")
+        check_spawn(cfg.nproc, host_memory,
+                    per_process=RUNTIME_PRIVATE_BYTES + (PYG_IMPORT_BYTES if planetoid else 0))
+        if graph is None:
+            _check_data_before_spawn(cfg)
+    out = launch(train_worker, cfg.nproc, cfg, graph, device=cfg.device, timeout_s=cfg.timeout_s,
+                 host_memory=host_memory, collect=True)
+    return out[0]
+
+
+def _check_data_before_spawn(cfg: TrainConfig) -> None:
+    """What the data spec tells without loading the graph (synthetic generators; a sharded dataset's checked
+    ``meta.json``): a graph with fewer vertices than the layout has blocks, and ``--nproc`` ranks each
+    generating the whole synthetic graph on this machine beyond its memory."""
+    from ..graph.safe_io import check_alloc
+    from ..graph.spec import DEFAULT_SPEC, spec_sizes
+    from .rank_layout import check_vertex_count
+
+    data = (cfg.data or "").strip()
+    if data.startswith("sharded:"):
+        from ..graph.sharded import ShardedDataset
+
+        n = ShardedDataset(data[len("sharded:"):]).n
+    else:
+        sizes = spec_sizes(cfg.data)
+        if sizes is None:
+            return
+        n, gen_bytes = sizes
+        check_alloc(cfg.nproc * gen_bytes, f"{cfg.nproc} ranks each generating {cfg.data or DEFAULT_SPEC}")
+    check_vertex_count(n, cfg.algo, cfg.nproc, cfg.replication, cfg.mesh_shape(cfg.nproc))

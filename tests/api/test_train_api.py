@@ -1,0 +1,134 @@
+"""Training from Python (gridgnn.train, Trainer) in this process, spawned, and under torchrun; a graph handed
+over in memory (a Graph or a PyG Data); config files (TOML, a previous run's summary.json) with flags over them;
+--version."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import gridgnn
+from gridgnn import TrainConfig, Trainer
+from gridgnn.errors import GridGnnError
+
+from ..train._runs import run_main
+
+SBM = "synthetic:sbm?n=300&classes=3&avg_degree=6&features=8"
+BASE = dict(data=SBM, epochs=3, dtype="float64", seed=4, quiet=True, hidden=8)
+
+
+@pytest.fixture(scope="module")
+def serial_summary():
+    return gridgnn.train(TrainConfig(**BASE))
+
+
+def test_python_serial_equals_the_cli(serial_summary, tmp_path):
+    assert run_main(["train", "--data", SBM, "--epochs", 3, "--dtype", "float64", "--seed", 4, "--quiet",
+                     "--hidden", 8, "--out", tmp_path / "cli"]) == 0
+    cli = json.loads((tmp_path / "cli" / "summary.json").read_text())
+    assert serial_summary["final_loss"] == cli["final_loss"]
+    assert serial_summary["test_acc"] == cli["test_acc"]
+    assert serial_summary["config"] == {**cli["config"], "out": None}
+    assert serial_summary["data"] == SBM
+
+
+def test_spawned_and_in_memory_graphs_equal_serial(serial_summary):
+    """Trainer(...).fit() spawns P = 2 ranks and returns rank 0's summary; a Graph or a PyG Data handed over
+    from Python trains exactly like the spec it came from."""
+    spawned = Trainer(TrainConfig(**BASE), algo="1d", nproc=2).fit()
+    assert spawned["nproc"] == 2 and spawned["algo"] == "1d"
+    assert abs(spawned["final_loss"] - serial_summary["final_loss"]) <= 1e-9 * abs(serial_summary["final_loss"])
+
+    graph = gridgnn.load_graph(SBM, seed=4)
+    assert gridgnn.load_graph(graph) is graph
+    from torch_geometric.data import Data
+    import torch
+
+    dst = np.repeat(np.arange(graph.n), np.diff(graph.indptr))  # CSR rows are destinations
+    data = Data(edge_index=torch.from_numpy(np.stack([graph.indices, dst]).astype(np.int64)),
+                x=torch.from_numpy(graph.x), y=torch.from_numpy(graph.y),
+                train_mask=torch.from_numpy(graph.train_mask), val_mask=torch.from_numpy(graph.val_mask),
+                test_mask=torch.from_numpy(graph.test_mask), num_nodes=graph.n)
+    converted = gridgnn.load_graph(data)
+    assert np.array_equal(converted.indptr, graph.indptr) and np.array_equal(converted.indices, graph.indices)
+    assert np.array_equal(converted.x, graph.x) and np.array_equal(converted.y, graph.y)
+    cfg = TrainConfig(**{**BASE, "data": None})
+    for g in (graph, data):
+        s = gridgnn.train(cfg, graph=g)
+        assert s["final_loss"] == serial_summary["final_loss"], type(g)
+        assert s["data"].startswith("in-memory:")
+    s = gridgnn.train(cfg, graph=data, algo="1d-sa", nproc=2)  # spawned ranks receive the graph
+    assert abs(s["final_loss"] - serial_summary["final_loss"]) <= 1e-9 * abs(serial_summary["final_loss"])
+
+
+def test_python_errors_are_exceptions():
+    with pytest.raises(GridGnnError, match="--hidden must be"):
+        gridgnn.train(TrainConfig(**{**BASE, "hidden": 0}))
+    with pytest.raises(GridGnnError, match="load_graph takes"):
+        gridgnn.load_graph(42)
+    with pytest.raises(gridgnn.TrainingFailed) as info:  # a rank fails after the spawn: the job's exit status
+        gridgnn.train(TrainConfig(**{**BASE, "data": "npz:/nonexistent/graph.npz"}), algo="1d", nproc=2)
+    assert info.value.exit_status == 2
+
+
+_TORCHRUN_SCRIPT = """
+import json, sys
+import gridgnn
+
+if __name__ == "__main__":
+    s = gridgnn.train(gridgnn.TrainConfig(data=sys.argv[1], algo="1d", epochs=3, dtype="float64", seed=4,
+                                          quiet=True, hidden=8))
+    if s is not None:
+        print("SUMMARY " + json.dumps({"loss": s["final_loss"], "nproc": s["nproc"]}))
+"""
+
+
+def test_a_script_under_torchrun(tmp_path, serial_summary):
+    script = tmp_path / "job.py"
+    script.write_text(_TORCHRUN_SCRIPT)
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    r = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", str(script), SBM], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = [json.loads(ln[8:]) for ln in r.stdout.splitlines() if ln.startswith("SUMMARY ")]
+    assert len(lines) == 1 and lines[0]["nproc"] == 2  # rank 0 only
+    assert abs(lines[0]["loss"] - serial_summary["final_loss"]) <= 1e-9 * abs(serial_summary["final_loss"])
+
+
+def test_toml_config_flags_override_and_summary_reruns(tmp_path):
+    toml = tmp_path / "run.toml"
+    toml.write_text(f'[train]\ndata = "{SBM}"\nepochs = 5\nhidden = 8\nweight-decay = 0.001\ndtype = "float64"\n'
+                    f'algo = "2d"\nnproc = 4\ngrid = [2, 2]\nseed = 4\n')
+    first = tmp_path / "first"
+    assert run_main(["train", "--config", toml, "--epochs", 3, "--quiet", "--out", first]) == 0
+    s1 = json.loads((first / "summary.json").read_text())
+    assert s1["epochs"] == 3 and s1["hidden"] == 8 and s1["grid"] == [2, 2] and s1["config"]["weight_decay"] == 1e-3
+    again = tmp_path / "again"
+    assert run_main(["train", "--config", first, "--quiet", "--out", again]) == 0  # the folder: its summary.json
+    s2 = json.loads((again / "summary.json").read_text())
+    assert s2["final_loss"] == s1["final_loss"] and s2["test_acc"] == s1["test_acc"]
+    assert {**s2["config"], "out": None} == {**s1["config"], "out": None}
+
+
+@pytest.mark.parametrize("text, words", [
+    ("epochs = 3\nlearning_rate = 0.1\n", "unknown option(s) learning_rate"),
+    ("epochs = [3\n", "not valid TOML"),
+    ('epochs = "many"\n', "--epochs must be an integer"),
+])
+def test_bad_config_files_are_one_line_errors(tmp_path, capsys, text, words):
+    f = tmp_path / "bad.toml"
+    f.write_text(text)
+    assert run_main(["train", "--config", f, "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gridgnn: error:") and words in err[0], err
+
+
+def test_version():
+    r = subprocess.run([sys.executable, "-m", "gridgnn", "--version"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.strip() == f"gridgnn {gridgnn.__version__}"
+    from importlib.metadata import version
+
+    assert version("gridgnn") == gridgnn.__version__
