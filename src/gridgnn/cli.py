@@ -80,7 +80,8 @@ def _train_parser(sub) -> None:
     p.add_argument("--dtype", choices=("float32", "float64"), help=f"default {d.dtype}")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), help=f"default {d.device}")
     p.add_argument("--quiet", action="store_true", help="no progress bar or per-epoch lines")
-    p.add_argument("--log-every", type=int, metavar="N", help="print every N-th epoch line")
+    p.add_argument("--log-every", type=int, metavar="N", help="an epoch line every N epochs (default: about 10 "
+                                                              "lines per run; 0: none)")
     p.add_argument("--timeout", type=float, dest="timeout_s", metavar="SECONDS",
                    help=f"seconds a collective may wait before the job is ended (default {d.timeout_s:g})")
 

@@ -61,7 +61,7 @@ class TrainConfig:
     dtype: str = "float32"
     device: str = "auto"
     quiet: bool = False
-    log_every: int = 1
+    log_every: int | None = None  # epochs between two epoch lines (None: about 10 lines per run; 0: none)
     timeout_s: float = 600.0
     checkpoint_every: int = 0
     resume: str | None = None
@@ -108,7 +108,8 @@ class TrainConfig:
             model.check_dims([1] + [self.hidden] * (self.layers - 1) + [1])
         _int_in("--hidden", self.hidden, 1, MAX_HIDDEN)
         _int_in("--epochs", self.epochs, 1, MAX_EPOCHS)
-        _int_in("--log-every", self.log_every, 0, MAX_EPOCHS)
+        if self.log_every is not None:
+            _int_in("--log-every", self.log_every, 0, MAX_EPOCHS)
         _int_in("--checkpoint-every", self.checkpoint_every, 0, MAX_EPOCHS)
         _int_in("--seed", self.seed, 0, SEED_LIMIT - 1)
         _int_in("--nproc", self.nproc, 1, None)

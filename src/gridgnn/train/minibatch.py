@@ -43,6 +43,7 @@ from ..sampling import minibatches
 from ..sampling.distributed import PartitionedPattern, fetch_rows, num_bulks, sample_rank
 from ..sampling.plan import MinibatchPlan
 from .config import TrainConfig
+from .console import Console
 from .outputs import write_json
 from .step import allreduce_grads
 
@@ -149,22 +150,17 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = 
     lead = grid.global_rank == 0
     files = _RunFiles(cfg, []) if lead and cfg.out else None
     steps_per_epoch = len(schedule(len(minibatches(train_ids, cfg.model_batch_size)), world, cfg.model_bulk))
-    bar = None
-    if lead and not cfg.quiet:
-        from tqdm import tqdm
-
-        bar = tqdm(total=cfg.epochs * steps_per_epoch, desc=f"{cfg.sampler} P={world}", unit="minibatch",
-                   leave=False)
+    console = Console(show=lead and not cfg.quiet, epochs=cfg.epochs, log_every=cfg.log_every,
+                      total=cfg.epochs * steps_per_epoch, desc=f"{cfg.sampler} P={world}", unit="minibatch")
     history, logs = [], []
-    with recording(files, bar):
+    with recording(files, console):
         for epoch in range(cfg.epochs):
-            rec, delta = _epoch(pipe, model, opt, comm, train_ids, split, epoch, epoch * steps_per_epoch, bar)
+            rec, delta = _epoch(pipe, model, opt, comm, train_ids, split, epoch, epoch * steps_per_epoch, console)
             history.append(rec)
             logs.append(delta)
             if files is not None:
                 files.metrics.append(rec)
-            if bar is not None and cfg.log_every and (epoch % cfg.log_every == 0 or epoch == cfg.epochs - 1):
-                bar.write(_line(rec))
+            console.epoch_done(epoch, rec, _line(rec))
     mine = {"rank": grid.global_rank, "peak_memory_bytes": measured_peak_bytes(device),
             "phases": _mean_phases(logs)}
     with comm.phase("io"):
@@ -184,7 +180,7 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = 
     return {"summary": summary, **state} if return_state else summary
 
 
-def _epoch(pipe: _Pipeline, model, opt, comm, train_ids, split, epoch: int, step0: int, bar):
+def _epoch(pipe: _Pipeline, model, opt, comm, train_ids, split, epoch: int, step0: int, console):
     from .trainer import _delta, _ratio
 
     cfg = pipe.cfg
@@ -210,8 +206,7 @@ def _epoch(pipe: _Pipeline, model, opt, comm, train_ids, split, epoch: int, step
                 p.grad = torch.zeros_like(p)
         allreduce_grads(model, comm, comm.grid.names)
         opt.step()
-        if bar is not None:
-            bar.update(1)
+        console.advance()
 
     t0 = time.perf_counter()
     batches = minibatches(train_ids, cfg.model_batch_size, seed=cfg.seed, epoch=epoch)

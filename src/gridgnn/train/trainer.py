@@ -29,6 +29,7 @@ from ..partition import RowPartition, even_bounds
 from ..planner.memory import available_memory_bytes, check_fits, measured_peak_bytes
 from .checkpoint import CHECKPOINT, check_for_run, read_checkpoint, restore, save_checkpoint
 from .config import TrainConfig
+from .console import Console
 from .outputs import (MetricsLog, atomic_write, clear_outputs, make_out_dir, previous_outputs, remove_empty_dirs,
                       write_json)
 from .rank_layout import GRAPH_PARTITIONERS, build_rank, estimate_memory, make_source, num_blocks, vertex_blocks
@@ -136,14 +137,11 @@ def train_worker(ctx, cfg: TrainConfig, graph=None) -> dict | None:
 
     out_dir = cfg.out
     files = _RunFiles(cfg, history) if lead and out_dir else None  # --out is created now, after the set-up
-    bar = None
-    if lead and not cfg.quiet:
-        from tqdm import tqdm
-
-        bar = tqdm(total=cfg.epochs, initial=start, desc=f"{cfg.algo} P={world}", unit="epoch", leave=False)
+    console = Console(show=lead and not cfg.quiet, epochs=cfg.epochs, log_every=cfg.log_every, total=cfg.epochs,
+                      initial=start, desc=f"{cfg.algo} P={world}")
 
     epochs = []  # this run's (record, per-phase communication) of each epoch
-    with recording(files, bar):
+    with recording(files, console):
         for epoch in range(start, cfg.epochs):
             rec, delta = _train_epoch(model, opt, plan, comm, data, epoch, device)
             history.append(rec)
@@ -155,10 +153,8 @@ def train_worker(ctx, cfg: TrainConfig, graph=None) -> dict | None:
                 save_checkpoint(comm, plan, model, opt, path=os.path.join(out_dir, CHECKPOINT), config=cfg.to_dict(),
                                 dims=dims, info=info, epoch=epoch + 1, records=history,
                                 best_epoch=_best_epoch(history))
-            if bar is not None:
-                bar.update(1)
-                if cfg.log_every and (epoch % cfg.log_every == 0 or epoch == cfg.epochs - 1):
-                    bar.write(_line(rec))
+            console.advance()
+            console.epoch_done(epoch, rec, _line(rec))
 
     # ---- gather per-rank records (once, phase io) and the logits
     mine = _rank_record(rank, epochs, setup_log, plan.shard_nnz())
@@ -195,9 +191,9 @@ def train_worker(ctx, cfg: TrainConfig, graph=None) -> dict | None:
 
 
 @contextlib.contextmanager
-def recording(files, bar):
+def recording(files, console):
     """The epochs of a run: on success ``metrics.jsonl`` is committed; on any failure the run's files are
-    abandoned (see :class:`_RunFiles`); the progress bar is closed either way (``files``/``bar`` may be ``None``)."""
+    abandoned (see :class:`_RunFiles`); the console's bar is closed either way (``files`` may be ``None``)."""
     try:
         yield
         if files is not None:
@@ -207,8 +203,7 @@ def recording(files, bar):
             files.abandon()
         raise
     finally:
-        if bar is not None:
-            bar.close()
+        console.close()
 
 
 class _RunFiles:
