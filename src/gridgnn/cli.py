@@ -92,6 +92,13 @@ def _one_line_error(message: str):
     raise SystemExit(2)
 
 
+def _top_level_error(message: str):
+    """``ArgumentParser.error`` of ``gridgnn``: one line (naming the command's help when one was given), exit 2."""
+    cmd = next((a for a in sys.argv[1:2] if a in ("train", "partition", "shard")), None)
+    print(f"gridgnn: error: {message} (see gridgnn {cmd + ' ' if cmd else ''}--help)", file=sys.stderr, flush=True)
+    raise SystemExit(2)
+
+
 def train_config(args):
     """The validated :class:`~gridgnn.train.config.TrainConfig` of a parsed ``gridgnn train`` command line."""
     from .distributed.launch import env_context
@@ -152,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
     parser = argparse.ArgumentParser(prog="gridgnn", description="Communication-avoiding distributed GNN training.")
+    parser.error = _top_level_error  # e.g. unrecognized arguments: one line too
     parser.add_argument("--version", action="version", version=f"gridgnn {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _train_parser(sub)
