@@ -1,4 +1,4 @@
-r"""``gridgnn`` command line: ``train``, ``partition`` and ``shard`` (see ``gridgnn <command> --help``)."""
+r"""``gridgnn`` command line: ``train``, ``simulate``, ``partition`` and ``shard`` (see ``gridgnn <command> --help``)."""
 from __future__ import annotations
 
 import argparse
@@ -86,15 +86,20 @@ def _train_parser(sub) -> None:
                    help=f"seconds a collective may wait before the job is ended (default {d.timeout_s:g})")
 
 
-def _one_line_error(message: str):
-    """``ArgumentParser.error`` of ``gridgnn train``: one line, exit status 2."""
-    print(f"gridgnn: error: {message} (see gridgnn train --help)", file=sys.stderr, flush=True)
+def _one_line_error(message: str, command: str = "train"):
+    """``ArgumentParser.error`` of ``gridgnn COMMAND``: one line, exit status 2."""
+    print(f"gridgnn: error: {message} (see gridgnn {command} --help)", file=sys.stderr, flush=True)
     raise SystemExit(2)
+
+
+def _one_line_errors(parser, command: str) -> None:
+    """Make a bad flag of ``gridgnn COMMAND`` one ``gridgnn: error:`` line, as every other bad input."""
+    parser.error = lambda message: _one_line_error(message, command)
 
 
 def _top_level_error(message: str):
     """``ArgumentParser.error`` of ``gridgnn``: one line (naming the command's help when one was given), exit 2."""
-    cmd = next((a for a in sys.argv[1:2] if a in ("train", "partition", "shard")), None)
+    cmd = next((a for a in sys.argv[1:2] if a in ("train", "partition", "shard", "simulate")), None)
     print(f"gridgnn: error: {message} (see gridgnn {cmd + ' ' if cmd else ''}--help)", file=sys.stderr, flush=True)
     raise SystemExit(2)
 
@@ -172,6 +177,16 @@ def build_parser() -> argparse.ArgumentParser:
                                     "train with --data sharded:DIR (each rank reads only its blocks).")
     add_shard_arguments(ps)
     ps.set_defaults(func=run_shard_command)
+    from .commands.simulate import add_simulate_arguments, run_simulate_command
+
+    pm = sub.add_parser("simulate", help="bytes every rank moves in one training step, without starting processes",
+                        description="The per-rank bytes of one training step of a configuration (the same flags as "
+                                    "gridgnn train), from the graph and the layout alone: the byte models of the "
+                                    "primitives the model calls, which the test suite checks against measurement.")
+    add_simulate_arguments(pm)
+    pm.set_defaults(func=run_simulate_command)
+    for name in ("partition", "shard", "simulate"):
+        _one_line_errors(sub.choices[name], name)
     return parser
 
 

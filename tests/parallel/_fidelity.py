@@ -1,8 +1,7 @@
 """Shared assertions: distributed logits/gradients equal the serial reference; bytes equal the model."""
 import numpy as np
 
-from gridgnn.planner.primitives import BlockRowVolume, PlexusVolume, SummaVolume, step_bytes, trace_model
-from gridgnn.graph import gcn_normalize
+from gridgnn.planner.simulate import step_volume
 from gridgnn.testing import assemble, build_model, serial_case
 from gridgnn.train.rank_layout import make_partition, make_source, num_blocks
 from gridgnn.parallel.registry import algorithm
@@ -42,22 +41,16 @@ def rows_of(case, P):
 
 
 def model_bytes(case, per_rank, P):
-    """The byte model of ``case.algo`` (gridgnn.planner.primitives) for this configuration: the traced model's
-    primitives summed."""
-    calls, nparams = trace_model(lambda plan: build_model(case, plan), case.dims[0], algorithm(case.algo).traits)
+    """The simulator's bytes of ``case.algo`` for this configuration (:func:`gridgnn.planner.simulate.step_volume`:
+    the traced model's primitives summed over the layout), ``{key: (sent[P], recv[P])}``."""
     if case.algo in ("2d", "3d", "plexus"):
-        g = case.graph
-        source, _ = make_source(g, case.algo, P, shape=case.grid, method=case.partition, seed=case.seed)
-        if case.algo == "plexus":
-            train = (g.train_mask & (g.y >= 0))
-            counts = {r.rank: int(train[r.node_ids].sum()) for r in per_rank}
-            volume = PlexusVolume(source, case.grid, calls, train_rows=counts.__getitem__)
-        else:
-            volume = SummaVolume(source, case.grid)
+        source, _ = make_source(case.graph, case.algo, P, shape=case.grid, method=case.partition, seed=case.seed)
+        rows = None
     else:
-        rows = rows_of(case, P)
-        volume = BlockRowVolume(case.algo, rows.permute_matrix(gcn_normalize(case.graph)), rows, P, case.replication)
-    return step_bytes(calls, volume, nparams, 8)
+        source, rows = None, rows_of(case, P)
+    return step_volume(case.graph, case.algo, P, source=source, rows=rows, shape=case.grid,
+                       replication=case.replication, build_model=lambda plan: build_model(case, plan),
+                       traits=algorithm(case.algo).traits, elem_bytes=8).bytes
 
 
 def check_bytes(case, per_rank, P):

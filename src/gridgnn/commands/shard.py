@@ -43,7 +43,7 @@ __all__ = ["parse_blocks", "add_shard_arguments", "run_shard_command", "add_perm
            "run_perm_report", "perm_report"]
 
 _DATA_HELP = ("synthetic:sbm?n=&classes=&avg_degree=&features= | synthetic:rmat?scale=&edge_factor= | "
-              "planetoid:DIR | edgelist:FILE | mtx:FILE | npz:FILE")
+              "planetoid:DIR | ogb:DIR | edgelist:FILE | mtx:FILE | npz:FILE")
 
 
 def parse_blocks(text) -> tuple[int, int]:

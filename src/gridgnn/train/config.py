@@ -33,10 +33,37 @@ MAX_WEIGHT_DECAY = 1e6
 
 @dataclass(kw_only=True)
 class TrainConfig:
-    r"""Every field is a ``gridgnn train`` flag (``--weight-decay`` → ``weight_decay``, ``--timeout`` →
-    ``timeout_s``). ``checkpoint_every``: write ``OUT/checkpoint.pt`` every N epochs and at the end (0 = never);
-    ``resume``: a folder with a checkpoint to continue from (see :mod:`gridgnn.train.checkpoint`);
-    ``overwrite``: replace a previous run's outputs in ``out``."""
+    r"""One training run. Every field is a ``gridgnn train`` flag (``--weight-decay`` → ``weight_decay``,
+    ``--timeout`` → ``timeout_s``); pass it to :func:`gridgnn.train` or :class:`gridgnn.Trainer`.
+
+    Args:
+        data (str, optional): the data SPEC (``synthetic:sbm?...``, ``planetoid:DIR``, ``ogb:DIR``, ``npz:FILE``,
+            ``sharded:DIR`` ...; see ``docs/data.md``). (default: ``None``, the embedded synthetic SBM)
+        model (str, optional): ``gcn``, ``gat``, ``agnn``, ``va``, ``sage``, a registered name, or
+            ``package.module:Class``. (default: ``"gcn"``)
+        heads (int, optional): attention heads of the hidden layers (models that take them; GAT: 8).
+        attn_dropout (float, optional): dropout on attention coefficients (default: ``dropout``).
+        aggr (str, optional): SAGE's aggregation ``mean | sum | max | min`` (default: ``"mean"``).
+        layers (int, optional): layers ``L``; ``hidden`` (int): width of the hidden layers. (default: ``2``, ``16``)
+        algo (str, optional): ``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``, ``2d``, ``3d``, ``plexus``.
+            (default: ``"serial"``)
+        nproc (int, optional): processes ``P`` (under torchrun/srun: the launcher's). (default: ``1``)
+        replication (int, optional): ``c`` of 1.5D. ``grid`` (str): ``"X,Y[,Z]"`` of 2d/3d/plexus.
+        blocked_aggregation (int, optional): Plexus row blocks of the SpMM (0: off). (default: ``0``)
+        partition (str, optional): partitioner, permutation or partition file. (default: ``"random"``)
+        epochs, lr, weight_decay, dropout, seed: Adam training. (default: ``200``, ``0.01``, ``5e-4``, ``0.5``, ``0``)
+        out (str, optional): output folder (``metrics.jsonl``, ``summary.json``, ``breakdown.png``).
+        save_logits (bool): also ``logits.npy`` in original node order. ``overwrite`` (bool): replace a
+            previous run's outputs in ``out``.
+        dtype (str, optional): ``float32`` or ``float64``. ``device`` (str): ``auto``, ``cpu``, ``cuda``.
+        quiet (bool): print nothing. ``log_every`` (int, optional): an epoch line every N epochs (``None``: about
+            10 per run; 0: none).
+        timeout_s (float, optional): seconds a collective may wait before the job ends. (default: ``600``)
+        checkpoint_every (int, optional): write ``out/checkpoint.pt`` every N epochs and at the end (0: never).
+        resume (str, optional): a folder with a checkpoint to continue from (its config is the base).
+        sampler (str, optional): ``sage`` or ``ladies``: minibatch training (``fanout``, ``batch_size``,
+            ``bulk``, ``sample_graph``, ``eval_fanout``, ``eval_batch_size``; see the README).
+    """
 
     data: str | None = None
     model: str = "gcn"

@@ -1,0 +1,106 @@
+r"""``gridgnn simulate``: the bytes every rank of a configuration sends and receives in one training step,
+without starting its processes (:mod:`gridgnn.planner.simulate`), as a table and as JSON."""
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import torch
+
+SIMULATE_FLAGS = ("data", "model", "heads", "aggr", "layers", "hidden", "algo", "nproc", "replication", "grid",
+                  "partition", "seed", "dtype")
+
+
+def add_simulate_arguments(p) -> None:
+    p.add_argument("--data", metavar="SPEC", help="data SPEC (default: the embedded synthetic SBM)")
+    p.add_argument("--model", metavar="NAME", help="gcn (default), gat, agnn, va, sage, or package.module:Class")
+    p.add_argument("--heads", type=int, metavar="K")
+    p.add_argument("--aggr", choices=("mean", "sum", "max", "min"))
+    p.add_argument("--layers", type=int, metavar="L")
+    p.add_argument("--hidden", type=int, metavar="H")
+    p.add_argument("--algo", metavar="A", help="1d, 1d-sa, 1.5d, 1.5d-sa, 2d, 3d, plexus (or serial)")
+    p.add_argument("--nproc", type=int, metavar="P", help="processes simulated (none are started)")
+    p.add_argument("--replication", type=int, metavar="C")
+    p.add_argument("--grid", metavar="X,Y[,Z]")
+    p.add_argument("--partition", metavar="METHOD|FILE")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--dtype", choices=("float32", "float64"))
+    p.add_argument("--out", metavar="FILE", help="write the per-rank volumes as JSON")
+    p.add_argument("--per-rank", action="store_true", help="also print one line per rank")
+
+
+def simulate_config(cfg):
+    r"""The :class:`~gridgnn.planner.simulate.StepVolume` of a validated
+    :class:`~gridgnn.train.config.TrainConfig` (full-graph training) and the graph it loads."""
+    from ..graph.spec import load_graph
+    from ..parallel import algorithm
+    from ..planner.simulate import step_volume
+    from ..train.rank_layout import check_vertex_count, make_source
+    from ..train.trainer import build_model
+
+    algo = algorithm(cfg.algo)
+    world = cfg.nproc
+    shape = (1,) if algo.grid == "single" else cfg.mesh_shape(world)
+    graph = load_graph(cfg.data, seed=cfg.seed)
+    check_vertex_count(graph.n, cfg.algo, world, cfg.replication, shape)
+    dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
+    if algo.grid == "single":
+        from ..partition import RowPartition
+
+        source, rows = None, RowPartition(np.arange(graph.n), np.array([0, graph.n]), "none")
+    else:
+        source, rows = make_source(graph, cfg.algo, world, replication=cfg.replication, shape=shape,
+                                   method=cfg.partition, seed=cfg.seed)
+    vol = step_volume(graph, cfg.algo, world, source=source, rows=rows, shape=shape, replication=cfg.replication,
+                      build_model=lambda plan: build_model(cfg, dims, plan, torch.float64),
+                      traits=algo.traits, elem_bytes=8 if cfg.dtype == "float64" else 4)
+    return vol, graph, shape
+
+
+def run_simulate_command(args) -> int:
+    from ..errors import GridGnnError
+    from ..train.config import config_from_flags
+    from ..train.outputs import write_json
+
+    given = {k: getattr(args, k) for k in SIMULATE_FLAGS if getattr(args, k) is not None}
+    if given.get("nproc") is None:
+        given["nproc"] = 1
+    cfg = config_from_flags(given)
+    if cfg.sampler is not None:
+        raise GridGnnError("gridgnn simulate models full-graph training (no --sampler)")
+    t0 = time.perf_counter()
+    vol, graph, shape = simulate_config(cfg)
+    wall = time.perf_counter() - t0
+    ranks = vol.per_rank()
+    moved = vol.moved_by_phase()
+    report = {
+        "algo": cfg.algo, "nproc": cfg.nproc, "grid": list(shape), "replication": cfg.replication,
+        "partition": cfg.partition, "model": cfg.model, "layers": cfg.layers, "hidden": cfg.hidden,
+        "dtype": cfg.dtype, "data": cfg.data or "default", "n": graph.n, "nnz": graph.nnz,
+        "nparams": vol.nparams, "primitives": [c.name for c in vol.calls],
+        "step_bytes_moved": {"total": float(sum(moved.values())), "by_phase": moved},
+        "max_rank_send_bytes": max(r["sent_total"] for r in ranks),
+        "max_rank_recv_bytes": max(r["recv_total"] for r in ranks),
+        "ranks": ranks, "simulate_time_s": wall,
+    }
+    if args.out:
+        write_json(args.out, report)
+    print(f"{cfg.algo} P={cfg.nproc} grid {'x'.join(map(str, shape))} on n={graph.n} nnz={graph.nnz}, "
+          f"{cfg.model} {cfg.layers} layers hidden {cfg.hidden}, {cfg.dtype}: one training step")
+    print(f"{'phase.collective':<22} {'moved MB':>12} {'max rank sent MB':>17} {'max rank recv MB':>17}")
+    for key, v in moved.items():
+        s, r = vol.bytes[key]
+        print(f"{key:<22} {v / 1e6:12.4f} {s.max() / 1e6:17.4f} {r.max() / 1e6:17.4f}")
+    print(f"{'total':<22} {report['step_bytes_moved']['total'] / 1e6:12.4f} "
+          f"{report['max_rank_send_bytes'] / 1e6:17.4f} {report['max_rank_recv_bytes'] / 1e6:17.4f}")
+    if args.per_rank:
+        for r in ranks:
+            print(f"rank {r['rank']:5d}: sent {r['sent_total'] / 1e6:.4f} MB, received {r['recv_total'] / 1e6:.4f} MB")
+    print(f"simulated in {wall:.2f} s" + (f"; per-rank volumes in {args.out}" if args.out else ""))
+    return 0
+
+
+def load_report(path) -> dict:
+    with open(path) as fh:
+        return json.load(fh)

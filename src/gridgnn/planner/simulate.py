@@ -1,0 +1,73 @@
+r"""The simulator: what every rank of a configuration sends and receives in one training step, computed from the
+graph and the layout alone — no processes, no collectives.
+
+A step's bytes are the sum of the byte models of the primitives the model calls (its *trace*,
+:func:`~gridgnn.planner.primitives.trace_model`), for the algorithm's layout of this graph
+(:class:`~gridgnn.planner.primitives.BlockRowVolume`, :class:`~gridgnn.planner.primitives.SummaVolume`,
+:class:`~gridgnn.planner.primitives.PlexusVolume`), plus the loss's collectives and the gradient all-reduce, keyed
+``"<phase>.<collective>"`` (phases ``fwd``, ``bwd``, ``grad``) in the accounting convention of
+:mod:`gridgnn.distributed.comm`. The test suite checks these numbers against the bytes every rank measures, for
+every model and algorithm and P ∈ {1, 2, 4, 8}.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..graph import gcn_normalize
+from .primitives import BlockRowVolume, PlexusVolume, SummaVolume, step_bytes, trace_model
+
+
+@dataclass
+class StepVolume:
+    r"""One training step of one configuration, per rank.
+
+    Attributes:
+        bytes (dict): ``{"<phase>.<collective>": (sent[P], recv[P])}`` in bytes.
+        world (int): ``P``. ``nparams`` (int): the model's parameters. ``calls`` (list): the traced primitives.
+    """
+
+    bytes: dict
+    world: int
+    nparams: int
+    calls: list
+
+    def per_rank(self) -> list[dict]:
+        """``[{"sent": {key: bytes}, "recv": {key: bytes}, "sent_total", "recv_total"}]`` of every rank."""
+        out = []
+        for r in range(self.world):
+            sent = {k: float(v[0][r]) for k, v in sorted(self.bytes.items()) if v[0][r] or v[1][r]}
+            recv = {k: float(v[1][r]) for k, v in sorted(self.bytes.items()) if v[0][r] or v[1][r]}
+            out.append({"rank": r, "sent": sent, "recv": recv, "sent_total": sum(sent.values()),
+                        "recv_total": sum(recv.values())})
+        return out
+
+    def moved_by_phase(self) -> dict:
+        """Per key, the bytes *moved*: the larger of the totals sent and received over the ranks (what
+        ``summary.json``'s ``comm_bytes_per_epoch.by_phase`` reports for a run)."""
+        return {k: float(max(v[0].sum(), v[1].sum())) for k, v in sorted(self.bytes.items())
+                if v[0].sum() or v[1].sum()}
+
+
+def step_volume(graph, algo: str, world: int, *, source, rows, shape, replication: int, build_model, traits: dict,
+                elem_bytes: int = 4) -> StepVolume:
+    r"""The per-rank bytes of one training step.
+
+    Args:
+        graph: the :class:`~gridgnn.graph.Graph` (its features' width and its labelled training vertices count).
+        algo (str): the ``--algo``; ``world`` (int): ``P``; ``shape``: the process grid (2d/3d/plexus).
+        source, rows: the layout (``rows``: the block-row partition, ``None`` for 2d/3d/plexus).
+        replication (int): ``c`` of 1.5D.
+        build_model: ``plan → model`` (traced once on a tiny serial plan, in float64).
+        traits (dict): the algorithm's plan traits (:attr:`~gridgnn.parallel.registry.Algorithm.traits`).
+        elem_bytes (int, optional): bytes per element (4 for float32, 8 for float64). (default: ``4``)
+    """
+    calls, nparams = trace_model(build_model, graph.num_features, traits)
+    if algo in ("2d", "3d", "plexus"):
+        if algo == "plexus":
+            labelled = graph.train_mask & (graph.y >= 0)
+            volume = PlexusVolume(source, tuple(shape), calls, labelled=labelled)
+        else:
+            volume = SummaVolume(source, tuple(shape))
+    else:
+        volume = BlockRowVolume(algo, rows.permute_matrix(gcn_normalize(graph)), rows, world, replication)
+    return StepVolume(step_bytes(calls, volume, nparams, elem_bytes), world, nparams, calls)
