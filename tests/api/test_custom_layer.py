@@ -102,3 +102,25 @@ def test_import_path_registers_and_bad_paths_are_one_line_errors():
                        ("nomodel", "not available")):
         with pytest.raises(GridGnnError, match=words):
             resolve_model(bad)
+
+
+def test_checkpoint_of_a_plugin_model_resumes_only_when_the_command_line_names_it(tmp_path, capsys):
+    """A checkpoint naming a model by import path is understood once --model names it again; on the word of the
+    checkpoint alone nothing is imported (one error line saying what to give)."""
+    import json
+
+    from ..train._runs import run_main
+
+    common = ["--data", "synthetic:sbm?n=200&classes=3&avg_degree=6&features=8", "--dtype", "float64", "--quiet"]
+    run = tmp_path / "run"
+    assert run_main(["train", *common, "--model", MODEL, "--heads", 2, "--epochs", 2, "--checkpoint-every", 2,
+                     "--out", run]) == 0
+    import gridgnn.nn.base as base
+
+    base.MODELS.pop(MODEL, None)  # as in a fresh process that has not imported it
+    assert run_main(["train", "--resume", run, "--epochs", 4, "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"give --model {MODEL}" in err[0], err
+    assert run_main(["train", "--resume", run, "--model", MODEL, "--epochs", 4, "--quiet"]) == 0
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["resumed_from_epoch"] == 2 and summary["model"] == MODEL
