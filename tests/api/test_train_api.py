@@ -101,11 +101,11 @@ def test_a_script_under_torchrun(tmp_path, serial_summary):
 def test_toml_config_flags_override_and_summary_reruns(tmp_path):
     toml = tmp_path / "run.toml"
     toml.write_text(f'[train]\ndata = "{SBM}"\nepochs = 5\nhidden = 8\nweight-decay = 0.001\ndtype = "float64"\n'
-                    f'algo = "2d"\nnproc = 4\ngrid = [2, 2]\nseed = 4\n')
+                    f'algo = "2d"\nnproc = 2\ngrid = [1, 2]\nseed = 4\n')
     first = tmp_path / "first"
     assert run_main(["train", "--config", toml, "--epochs", 3, "--quiet", "--out", first]) == 0
     s1 = json.loads((first / "summary.json").read_text())
-    assert s1["epochs"] == 3 and s1["hidden"] == 8 and s1["grid"] == [2, 2] and s1["config"]["weight_decay"] == 1e-3
+    assert s1["epochs"] == 3 and s1["hidden"] == 8 and s1["grid"] == [1, 2] and s1["config"]["weight_decay"] == 1e-3
     again = tmp_path / "again"
     assert run_main(["train", "--config", first, "--quiet", "--out", again]) == 0  # the folder: its summary.json
     s2 = json.loads((again / "summary.json").read_text())

@@ -57,6 +57,39 @@ def commands(body: str) -> list[tuple[list[str], int]]:
     return out
 
 
+_BATCH = """
+import contextlib, io, json, sys
+from gridgnn.cli import main
+out = []
+for argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+    out.append([code, err.getvalue()])
+print("RESULTS " + json.dumps(out))
+"""
+
+
+def _run_gridgnn_batch(batch: list[tuple[list[str], int]], cwd: Path, env: dict) -> None:
+    """Consecutive ``gridgnn`` commands in one interpreter (``gridgnn.cli.main``, what the console script calls):
+    the start-up of Python and torch is paid once per batch."""
+    import json
+
+    r = subprocess.run([sys.executable, "-c", _BATCH, json.dumps([argv[1:] for argv, _ in batch])], cwd=cwd,
+                       capture_output=True, text=True, timeout=1800, env=env)
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("RESULTS ")), None)
+    assert line is not None, f"the batch did not finish:\n{r.stdout[-1500:]}\n{r.stderr[-3000:]}"
+    for (argv, expect), (code, err) in zip(batch, json.loads(line[8:])):
+        shown = " ".join(argv)
+        assert code == expect, f"{shown}: exit {code}\n{err[-3000:]}\n{r.stderr[-3000:]}"
+        if expect:
+            errors = [ln for ln in err.splitlines() if ln.strip()]
+            assert len(errors) == 1 and errors[0].startswith("gridgnn: error:"), (shown, err)
+
+
 def run_page(text: str, tmp_path: Path) -> None:
     if "../shared/" in text and not SHARED.is_dir():
         pytest.skip(f"needs {SHARED} (the workplace's shared data)")
@@ -64,10 +97,13 @@ def run_page(text: str, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     env.pop("RANK", None)
     env.pop("WORLD_SIZE", None)
-    python = []
+    python, batch = [], []
     for lang, body, file in blocks(text):
         body = body.replace("../shared/", f"{SHARED}/")
         if file is not None:
+            if batch:
+                _run_gridgnn_batch(batch, tmp_path, env)
+                batch = []
             (tmp_path / file).write_text(body)
         elif lang == "python":
             python.append(body)
@@ -76,6 +112,12 @@ def run_page(text: str, tmp_path: Path) -> None:
                 tool = argv[0]
                 assert tool in ("gridgnn", "python", "torchrun"), f"a bash block runs gridgnn, python or torchrun, " \
                                                                   f"not {tool!r}"
+                if tool == "gridgnn" and argv[1:2] != ["--version"]:
+                    batch.append((argv, expect))
+                    continue
+                if batch:
+                    _run_gridgnn_batch(batch, tmp_path, env)
+                    batch = []
                 exe = {"gridgnn": [sys.executable, "-m", "gridgnn"], "python": [sys.executable],
                        "torchrun": [os.path.join(os.path.dirname(sys.executable), "torchrun")]}[tool]
                 r = subprocess.run(exe + argv[1:], cwd=tmp_path, capture_output=True, text=True, timeout=900,
@@ -85,6 +127,8 @@ def run_page(text: str, tmp_path: Path) -> None:
                 if expect:
                     errors = [ln for ln in r.stderr.splitlines() if ln.strip()]
                     assert len(errors) == 1 and errors[0].startswith("gridgnn: error:"), (shown, r.stderr)
+    if batch:
+        _run_gridgnn_batch(batch, tmp_path, env)
     if python:
         script = tmp_path / "page_code.py"
         script.write_text("\n\n".join(python).replace("../shared/", f"{SHARED}/"))
