@@ -111,9 +111,15 @@ def train_config(args):
 
     given = {k: v for k, v in vars(args).items() if k not in ("command", "func", "config")}
     if getattr(args, "config", None) is not None:  # the file's options, the flags on the command line over them
+        from .nn.base import is_import_path
         from .train.config import read_config_file
 
-        given = {**read_config_file(args.config), **given}
+        from_file = read_config_file(args.config)
+        named = from_file.get("model")
+        if is_import_path(named) and given.get("model") != named:  # no code is imported on a file's word
+            raise GridGnnError(f"--config {args.config} names the model {named} by import path; gridgnn imports "
+                               f"code only when the command line names it: add --model {named}")
+        given = {**from_file, **given}
     env = env_context(given.get("device", "auto"))
     return config_from_flags(given, env_world=env.world_size if env is not None else None)
 

@@ -132,3 +132,55 @@ def test_version():
     from importlib.metadata import version
 
     assert version("gridgnn") == gridgnn.__version__
+
+
+def test_config_files_are_data(tmp_path, monkeypatch, capsys):
+    """A summary.json or TOML file naming a model by import path imports nothing unless the command line names
+    the same model; a wrong value type is one error line, from a file and from Python; a run on a graph from
+    Python is not rerun on another graph."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "payload.py").write_text("open('IMPORTED', 'w').write('ran')\nX = 1\n")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "summary.json").write_text(json.dumps({"config": {"model": "payload:X", "epochs": 2}}))
+    (tmp_path / "run.toml").write_text('model = "payload:X"\nepochs = 2\n')
+    for source in ("run", "run.toml"):
+        assert run_main(["train", "--config", tmp_path / source, "--quiet"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "add --model payload:X" in err[0], err
+    assert not (tmp_path / "IMPORTED").exists()
+    (tmp_path / "mem").mkdir()
+    (tmp_path / "mem" / "summary.json").write_text(json.dumps({"data": "in-memory:pyg", "config": {"data": None}}))
+    assert run_main(["train", "--config", tmp_path / "mem", "--quiet"]) == 2
+    assert "give --data" in capsys.readouterr().err
+    for text, words in (('lr = "x"', "--lr must be a number"), ("grid = [2.0, 2]\nalgo = \"2d\"", "--grid must be"),
+                        ("data = 5", "--data must be a string"), ('quiet = "no"', "--quiet must be true or false"),
+                        ("out = 5", "--out must be a string")):
+        (tmp_path / "bad.toml").write_text(text + "\nepochs = 2\n")
+        assert run_main(["train", "--config", tmp_path / "bad.toml"]) == 2, text
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0], (text, err)
+    with pytest.raises(GridGnnError, match="--lr must be a number"):
+        gridgnn.train(lr="x")
+    with pytest.raises(GridGnnError, match="not both"):
+        gridgnn.train(graph=gridgnn.load_graph(SBM), data=SBM)
+    with pytest.raises(GridGnnError, match="unknown training option"):
+        gridgnn.train(learning_rate=0.1)
+
+
+def test_python_resume_follows_the_command_line_rules(tmp_path):
+    run = tmp_path / "run"
+    assert run_main(["train", "--data", SBM, "--epochs", 2, "--lr", 0.05, "--checkpoint-every", 2, "--quiet",
+                     "--out", run]) == 0
+    assert Trainer(TrainConfig(resume=str(run), epochs=4)).resolved_config().lr == 0.05  # inherited
+    with pytest.raises(GridGnnError, match="differs from the checkpoint"):  # a keyword insists, as a flag does
+        Trainer(TrainConfig(resume=str(run), epochs=4), lr=0.01).resolved_config()
+
+
+def test_bad_models_of_your_own_are_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "broken_layer.py").write_text("raise RuntimeError('boom at import')\n")
+    for model, words in (("broken_layer:X", "importing broken_layer failed: RuntimeError: boom"),
+                         ("gridgnn.nn.base:Model", "has no parameters")):
+        assert run_main(["train", "--model", model, "--epochs", 2, "--quiet"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and words in err[0], err

@@ -68,13 +68,18 @@ def register_model(name: str):
 
     def deco(cls):
         old = MODELS.get(name)
-        if old is not None and old.__qualname__ != cls.__qualname__:  # the same class re-imported is fine
+        if old is not None and (_module(old), old.__qualname__) != (_module(cls), cls.__qualname__):
             raise ValueError(f"--model {name} is already registered by {old.__module__}.{old.__qualname__}")
         MODELS[name] = cls
         cls.model_name = name
         return cls
 
     return deco
+
+
+def _module(cls) -> str:
+    """A class's module, a script's ``__main__`` and its spawned ranks' ``__mp_main__`` being the same."""
+    return "__main__" if cls.__module__ == "__mp_main__" else cls.__module__
 
 
 def is_import_path(name: str) -> bool:
@@ -106,6 +111,8 @@ def resolve_model(name: str) -> type:
         module = _import(mod_name)
     except ImportError as exc:
         raise GridGnnError(f"--model {name}: cannot import {mod_name} ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - the user's module failed while importing: one line, no traceback
+        raise GridGnnError(f"--model {name}: importing {mod_name} failed: {type(exc).__name__}: {exc}") from None
     obj = module
     for part in attr.split("."):
         obj = getattr(obj, part, None)

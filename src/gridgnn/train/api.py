@@ -44,15 +44,21 @@ class Trainer:
             (see :func:`gridgnn.load_graph`); spawned ranks receive a copy. (default: ``None``)
         **options: fields of :class:`TrainConfig` that override ``config``.
 
-    Like the command line, ``config.resume`` continues from a checkpoint whose config is the base, the fields set
-    here (those that differ from the defaults) overriding it.
+    Like the command line, ``config.resume`` continues from a checkpoint whose config is the base, overridden by
+    the keyword ``options`` and by the fields of ``config`` that differ from their defaults (a field of ``config``
+    left at its default counts as not given: pass it as a keyword option to insist on it).
     """
 
     def __init__(self, config: TrainConfig | None = None, *, graph=None, **options):
         config = TrainConfig() if config is None else config
         if not isinstance(config, TrainConfig):
             raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+        known = {f.name for f in dataclasses.fields(TrainConfig)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise GridGnnError(f"unknown training option(s): {', '.join(unknown)}")
         self.config = dataclasses.replace(config, **options) if options else config
+        self.options = set(options)  # given explicitly, whatever their values
         self.graph = graph
 
     def resolved_config(self) -> TrainConfig:
@@ -61,15 +67,15 @@ class Trainer:
         from ..distributed.launch import env_context
 
         defaults = TrainConfig().to_dict()
-        given = {k: v for k, v in self.config.to_dict().items() if v != defaults[k]}
+        given = {k: v for k, v in self.config.to_dict().items() if v != defaults[k] or k in self.options}
         env = env_context(self.config.device)
         return config_from_flags(given, env_world=env.world_size if env is not None else None)
 
     def fit(self) -> dict | None:
         """Train; returns the summary on rank 0 (``None`` on the other ranks of a torchrun/srun job)."""
+        if self.graph is not None and self.config.data is not None:
+            raise GridGnnError(f"give either a graph in memory or data={self.config.data!r}, not both")
         cfg = self.resolved_config()
-        if self.graph is not None and cfg.data is not None and cfg.data.startswith("sharded:"):
-            raise GridGnnError("give either a graph in memory or --data sharded:DIR, not both")
         try:
             return run(cfg, self.graph)
         except SystemExit as exc:  # the launcher has printed every rank's message

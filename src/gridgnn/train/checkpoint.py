@@ -171,8 +171,12 @@ def _model_shapes(cfg: dict, dims, bias: bool, path: str) -> dict:
 
     model = cfg.get("model", "gcn")
     if model not in MODELS:  # a plugin (package.module:Class) was resolved from the command line by now
-        raise _bad(path, f"its model {model!r} is not one this gridgnn has (a model of your own: give --model "
-                         f"{model} on the command line, which imports it)")
+        from ..nn.base import is_import_path
+
+        if is_import_path(model):
+            raise GridGnnError(f"--resume {path} holds the model {model}, a model of your own: give --model {model} "
+                               "on the command line (gridgnn imports code only on the command line's word)")
+        raise _bad(path, f"its model {model!r} is not one this gridgnn has")
     heads = cfg.get("heads")
     conf = TrainConfig(model=model, heads=heads if _is_int(heads) else None)
     return MODELS[model].parameter_shapes(dims, heads=conf.model_heads, bias=bias)

@@ -11,7 +11,7 @@ from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
 from ..nn.base import is_import_path, model_options, resolve_model  # noqa: E402
 
 #: the built-in models (``--model`` also takes any registered name or ``package.module:Class``)
-MODELS = tuple(_MODEL_REGISTRY)
+MODELS = BUILTIN_MODELS = tuple(_MODEL_REGISTRY)
 MAX_HEADS = 1024
 
 
@@ -106,6 +106,7 @@ class TrainConfig:
         is only probed (see :func:`gridgnn.train.outputs.check_out_dir`)."""
         from ..parallel import algorithm
 
+        self._check_types()
         model = resolve_model(self.model)
         options = model_options(model)
         algo = algorithm(self.algo)
@@ -134,6 +135,8 @@ class TrainConfig:
         if hasattr(model, "check_dims"):  # a model with a structure of its own (AGNN: linear, propagations, linear)
             model.check_dims([1] + [self.hidden] * (self.layers - 1) + [1])
         _int_in("--hidden", self.hidden, 1, MAX_HIDDEN)
+        if self.model not in BUILTIN_MODELS:
+            _check_plugin(model, self)
         _int_in("--epochs", self.epochs, 1, MAX_EPOCHS)
         if self.log_every is not None:
             _int_in("--log-every", self.log_every, 0, MAX_EPOCHS)
@@ -301,6 +304,49 @@ class TrainConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def _check_types(self) -> None:
+        """Every field holds a value of its kind (what argparse would have produced): a ``TrainConfig`` built in
+        Python or read from a config file gets one clear error instead of a failure deep inside."""
+        for f in fields(self):
+            value, kinds = getattr(self, f.name), str(f.type).replace(" ", "").split("|")
+            if value is None and "None" in kinds:
+                continue
+            name = _flag(f.name)
+            if "bool" in kinds:
+                ok, want = isinstance(value, bool), "true or false"
+            elif "int" in kinds:
+                ok, want = isinstance(value, int) and not isinstance(value, bool), "an integer"
+            elif "float" in kinds:
+                ok, want = isinstance(value, (int, float)) and not isinstance(value, bool), "a number"
+            else:
+                ok, want = isinstance(value, str), "a string"
+            if not ok:
+                raise GridGnnError(f"{name} must be {want}, got {value!r}")
+
+
+def _check_plugin(model, cfg: "TrainConfig") -> None:
+    """A model of the user's own builds on small widths and has parameters (one error line otherwise)."""
+    try:
+        shapes = model.parameter_shapes([2] * (cfg.layers + 1), **plugin_options(cfg))
+    except GridGnnError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's code: its failure is one line, not a traceback
+        raise GridGnnError(f"--model {cfg.model} cannot be built with --layers {cfg.layers}: "
+                           f"{type(exc).__name__}: {exc}") from None
+    if not any(shapes.values()):
+        raise GridGnnError(f"--model {cfg.model} has no parameters to train")
+
+
+def plugin_options(cfg: "TrainConfig") -> dict:
+    """The trainer options a model outside the package receives: exactly the flags given (its own defaults
+    apply otherwise)."""
+    return {"heads": cfg.heads, "attn_dropout": cfg.attn_dropout, "aggr": cfg.aggr}
+
+
+def _flag(name: str) -> str:
+    """The command-line flag of a config field (``weight_decay`` → ``--weight-decay``)."""
+    return "--timeout" if name == "timeout_s" else "--" + name.replace("_", "-")
+
 
 def _int_in(name: str, value, lo: int, hi: int | None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
@@ -344,11 +390,13 @@ def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConf
     return cfg
 
 
+#: Fields a config file may give as a list of integers (the comma-separated flag)
+LIST_FIELDS = ("grid", "fanout", "eval_fanout")
 #: Largest config file read (a config is a few hundred bytes; a summary.json a few kB per rank).
 MAX_CONFIG_BYTES = 16 * 2**20
 #: Fields of a previous run's config that a rerun from its ``summary.json`` does not take: where it wrote, what
-#: it resumed and how it was shown belong to that invocation (give them again on the command line).
-RERUN_DROPS = ("out", "resume", "overwrite")
+#: it resumed, how it was shown, the device and the timeout belong to that invocation (give them again).
+RERUN_DROPS = ("out", "resume", "overwrite", "quiet", "log_every", "device", "timeout_s")
 
 
 def read_config_file(path) -> dict:
@@ -368,11 +416,12 @@ def read_config_file(path) -> dict:
     if os.path.isdir(p):
         p = os.path.join(p, "summary.json")
     try:
-        size = os.path.getsize(p)
-        if size > MAX_CONFIG_BYTES:
-            raise GridGnnError(f"--config {p} is {size} bytes; a config file is at most {MAX_CONFIG_BYTES}")
+        if not os.path.isfile(p):
+            raise GridGnnError(f"--config {p} is not a regular file")
         with open(p, "rb") as fh:
-            raw = fh.read()
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise GridGnnError(f"--config {p} is larger than {MAX_CONFIG_BYTES} bytes; it is not a config file")
     except OSError as exc:
         raise GridGnnError(f"--config {p}: cannot read it ({exc.strerror or exc})") from None
     is_json = p.endswith(".json")
@@ -384,10 +433,14 @@ def read_config_file(path) -> dict:
     if not isinstance(doc, dict):
         raise GridGnnError(f"--config {p} must hold a table of options")
     if is_json:
+        summary_data = doc.get("data")
         doc = doc.get("config")
         if not isinstance(doc, dict):
             raise GridGnnError(f"--config {p} holds no 'config' (a summary.json of gridgnn 0.2 or later has it)")
         doc = {k: v for k, v in doc.items() if k not in RERUN_DROPS}
+        if doc.get("data") is None and str(summary_data).startswith("in-memory:"):
+            raise GridGnnError(f"--config {p}: that run trained on a graph handed over from Python "
+                               f"({summary_data}); give --data to rerun it on a file")
     elif isinstance(doc.get("train"), dict):
         doc = doc["train"]
     known = {f.name for f in fields(TrainConfig)}
@@ -397,7 +450,8 @@ def read_config_file(path) -> dict:
         if name not in known or name == "config":
             unknown.append(str(key))
             continue
-        if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        if name in LIST_FIELDS and isinstance(value, list) \
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             value = ",".join(str(v) for v in value)
         out[name] = value
     if unknown:

@@ -290,10 +290,14 @@ def _resident_bytes() -> int:
 
 
 def build_model(cfg: TrainConfig, dims: list[int], plan, dtype):
-    """The ``--model`` of ``cfg`` from the registry, its parameters laid out for ``plan``."""
+    """The ``--model`` of ``cfg`` from the registry, its parameters laid out for ``plan`` (a built-in model gets the
+    trainer's defaults of its options, a model of the user's own exactly the flags given)."""
+    from .config import BUILTIN_MODELS, plugin_options
+
+    options = (dict(heads=cfg.model_heads, attn_dropout=cfg.model_attn_dropout, aggr=cfg.model_aggr)
+               if cfg.model in BUILTIN_MODELS else plugin_options(cfg))
     return resolve_model(cfg.model).from_options(dims, plan=plan, dtype=dtype, seed=cfg.seed, dropout=cfg.dropout,
-                                          heads=cfg.model_heads, attn_dropout=cfg.model_attn_dropout,
-                                          aggr=cfg.model_aggr)
+                                                 **options)
 
 
 def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail: int, ctx):
