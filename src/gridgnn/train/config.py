@@ -6,6 +6,7 @@ import os
 from dataclasses import asdict, dataclass, fields
 
 from ..errors import GridGnnError
+from .checkpoint import flag
 
 from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
 from ..nn.base import is_import_path, model_options, resolve_model  # noqa: E402
@@ -311,7 +312,7 @@ class TrainConfig:
             value, kinds = getattr(self, f.name), str(f.type).replace(" ", "").split("|")
             if value is None and "None" in kinds:
                 continue
-            name = _flag(f.name)
+            name = flag(f.name)
             if "bool" in kinds:
                 ok, want = isinstance(value, bool), "true or false"
             elif "int" in kinds:
@@ -341,11 +342,6 @@ def plugin_options(cfg: "TrainConfig") -> dict:
     """The trainer options a model outside the package receives: exactly the flags given (its own defaults
     apply otherwise)."""
     return {"heads": cfg.heads, "attn_dropout": cfg.attn_dropout, "aggr": cfg.aggr}
-
-
-def _flag(name: str) -> str:
-    """The command-line flag of a config field (``weight_decay`` → ``--weight-decay``)."""
-    return "--timeout" if name == "timeout_s" else "--" + name.replace("_", "-")
 
 
 def _int_in(name: str, value, lo: int, hi: int | None) -> None:
