@@ -90,8 +90,14 @@ def test_a_script_under_torchrun(tmp_path, serial_summary):
     script.write_text(_TORCHRUN_SCRIPT)
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-    r = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", str(script), SBM], capture_output=True,
-                       text=True, timeout=300, env=env)
+    import socket
+
+    with socket.socket() as sock:  # a free loopback port for torchrun's static rendezvous
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    r = subprocess.run([torchrun, "--nnodes", "1", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+                        "--master-port", str(port), str(script), SBM], capture_output=True, text=True, timeout=300,
+                       env=env)
     assert r.returncode == 0, r.stderr[-2000:]
     lines = [json.loads(ln[8:]) for ln in r.stdout.splitlines() if ln.startswith("SUMMARY ")]
     assert len(lines) == 1 and lines[0]["nproc"] == 2  # rank 0 only
