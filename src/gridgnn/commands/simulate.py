@@ -2,7 +2,6 @@ r"""``gridgnn simulate``: the bytes every rank of a configuration sends and rece
 without starting its processes (:mod:`gridgnn.planner.simulate`), as a table and as JSON."""
 from __future__ import annotations
 
-import json
 import time
 
 import numpy as np
@@ -100,7 +99,3 @@ def run_simulate_command(args) -> int:
     print(f"simulated in {wall:.2f} s" + (f"; per-rank volumes in {args.out}" if args.out else ""))
     return 0
 
-
-def load_report(path) -> dict:
-    with open(path) as fh:
-        return json.load(fh)

@@ -9,7 +9,7 @@ from ..errors import GridGnnError
 from .checkpoint import flag
 
 from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
-from ..nn.base import is_import_path, model_options, resolve_model  # noqa: E402
+from ..nn.base import model_options, resolve_model  # noqa: E402
 
 #: the built-in models (``--model`` also takes any registered name or ``package.module:Class``)
 MODELS = BUILTIN_MODELS = tuple(_MODEL_REGISTRY)
@@ -111,11 +111,11 @@ class TrainConfig:
         model = resolve_model(self.model)
         options = model_options(model)
         algo = algorithm(self.algo)
-        for flag, value, option in (("--heads", self.heads, "heads"), ("--attn-dropout", self.attn_dropout,
+        for name, value, option in (("--heads", self.heads, "heads"), ("--attn-dropout", self.attn_dropout,
                                                                        "attn_dropout"), ("--aggr", self.aggr, "aggr")):
             if value is not None and option not in options:
                 takers = [n for n, c in _MODEL_REGISTRY.items() if option in model_options(c)]
-                raise GridGnnError(f"{flag} applies to --model {' or '.join(takers)} (and models that take "
+                raise GridGnnError(f"{name} applies to --model {' or '.join(takers)} (and models that take "
                                    f"{option!r}), not {self.model}")
         if "heads" in options and self.heads is not None or self.model == "gat":
             _int_in("--heads", self.model_heads, 1, MAX_HEADS)
@@ -166,11 +166,11 @@ class TrainConfig:
         if self.sampler is not None:
             self._validate_minibatch()
             return
-        for flag, v in (("--fanout", self.fanout), ("--batch-size", self.batch_size), ("--bulk", self.bulk),
+        for name, v in (("--fanout", self.fanout), ("--batch-size", self.batch_size), ("--bulk", self.bulk),
                         ("--sample-graph", self.sample_graph), ("--eval-fanout", self.eval_fanout),
                         ("--eval-batch-size", self.eval_batch_size)):
             if v is not None:
-                raise GridGnnError(f"{flag} applies to minibatch training; add --sampler sage|ladies")
+                raise GridGnnError(f"{name} applies to minibatch training; add --sampler sage|ladies")
         if self.replication != 1 and not algo.takes_replication:
             raise GridGnnError(f"--replication applies to 1.5D algorithms; {self.algo} needs --replication 1")
         if self.grid is not None and not algo.takes_grid_shape:
@@ -200,12 +200,12 @@ class TrainConfig:
         if self.algo != "serial":
             raise GridGnnError(f"--sampler trains on minibatches over a P/c x c grid (--nproc P --replication c); "
                                f"--algo {self.algo} selects a full-graph algorithm: leave it out")
-        for flag, bad in (("--grid", self.grid is not None), ("--blocked-aggregation", self.blocked_aggregation),
+        for name, bad in (("--grid", self.grid is not None), ("--blocked-aggregation", self.blocked_aggregation),
                           ("--checkpoint-every", self.checkpoint_every), ("--resume", self.resume is not None),
                           ("--save-logits", self.save_logits),
                           ("sharded: data", bool(self.data and self.data.startswith("sharded:")))):
             if bad:
-                raise GridGnnError(f"{flag} is not available with --sampler (minibatch training) yet")
+                raise GridGnnError(f"{name} is not available with --sampler (minibatch training) yet")
         _int_in("--replication", self.replication, 1, None)
         if self.nproc % self.replication:
             raise GridGnnError(f"replication c={self.replication} must divide the number of processes "
