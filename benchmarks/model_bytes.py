@@ -26,7 +26,7 @@ from gridgnn.train.rank_layout import make_source  # noqa: E402
 
 
 def moved(vol: dict) -> float:
-    return sum(max(s.sum(), r.sum()) for s, r in vol.values())
+    return sum(max(s.sum(), r.sum()) for s, r, _ in vol.values())
 
 
 def main():

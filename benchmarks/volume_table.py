@@ -46,7 +46,7 @@ def main():
                     rows = make_partition(g, num_blocks(algo, p, c), part, 0)
                     matp = rows.permute_matrix(mat)
                     vol = step_bytes(calls, BlockRowVolume(algo, matp, rows, p, c), nparams, 4)
-                    vals[algo] = sum(max(s.sum(), r.sum()) for k, (s, r) in vol.items()
+                    vals[algo] = sum(max(s.sum(), r.sum()) for k, (s, r, _) in vol.items()
                                      if k.split(".")[0] in ("fwd", "bwd")) / 1e6
                 print(f"| {name} | {p} | {part} | {vals['1d']:.3f} | {vals['1d-sa']:.3f} | {vals['1d-sa'] / vals['1d']:.2f} "
                       f"| {vals['1.5d']:.3f} | {vals['1.5d-sa']:.3f} | {vals['1.5d-sa'] / vals['1.5d']:.2f} |", flush=True)

@@ -1,4 +1,5 @@
-r"""``gridgnn`` command line: ``train``, ``simulate``, ``partition`` and ``shard`` (see ``gridgnn <command> --help``)."""
+r"""``gridgnn`` command line: ``train``, ``simulate``, ``calibrate``, ``plan``, ``partition`` and ``shard`` (see
+``gridgnn <command> --help``)."""
 from __future__ import annotations
 
 import argparse
@@ -34,7 +35,12 @@ def _train_parser(sub) -> None:
                    help="sage: neighbour aggregation (default mean; max/min: block-row algorithms)")
     p.add_argument("--layers", type=int, metavar="L", help=f"default {d.layers}")
     p.add_argument("--hidden", type=int, metavar="H", help=f"default {d.hidden}")
-    p.add_argument("--algo", choices=ALGOS, help=f"default {d.algo}")
+    p.add_argument("--algo", choices=ALGOS + ("auto",),
+                   help=f"default {d.algo}; auto: the fastest configuration gridgnn plan predicts (it also picks "
+                        "--grid, --replication and --partition)")
+    p.add_argument("--profile", metavar="FILE|PRESET",
+                   help="--algo auto: the machine profile it plans with (gridgnn calibrate --out FILE, or "
+                        "local-cpu, perlmutter-a100, frontier-mi250x; default local-cpu)")
     p.add_argument("--nproc", type=int, metavar="P", help="processes to spawn (default 1; under torchrun/srun: "
                                                           "the launcher's world size)")
     p.add_argument("--replication", type=int, metavar="C", help="c of the 1.5D algorithms (divides P)")
@@ -99,7 +105,8 @@ def _one_line_errors(parser, command: str) -> None:
 
 def _top_level_error(message: str):
     """``ArgumentParser.error`` of ``gridgnn``: one line (naming the command's help when one was given), exit 2."""
-    cmd = next((a for a in sys.argv[1:2] if a in ("train", "partition", "shard", "simulate")), None)
+    cmd = next((a for a in sys.argv[1:2] if a in ("train", "partition", "shard", "simulate", "calibrate", "plan")),
+               None)
     print(f"gridgnn: error: {message} (see gridgnn {cmd + ' ' if cmd else ''}--help)", file=sys.stderr, flush=True)
     raise SystemExit(2)
 
@@ -191,7 +198,23 @@ def build_parser() -> argparse.ArgumentParser:
                                     "primitives the model calls, which the test suite checks against measurement.")
     add_simulate_arguments(pm)
     pm.set_defaults(func=run_simulate_command)
-    for name in ("partition", "shard", "simulate"):
+    from .commands.calibrate import add_calibrate_arguments, run_calibrate_command
+
+    pc = sub.add_parser("calibrate", help="measure this machine's kernels and collectives (a profile for plan)",
+                        description="Measure the local kernels' throughput and the alpha and beta of every "
+                                    "collective per group size into a profile; --fit RUN_DIR... fits the time "
+                                    "model's coefficients to measured runs.")
+    add_calibrate_arguments(pc)
+    pc.set_defaults(func=run_calibrate_command)
+    from .commands.plan import add_plan_arguments, run_plan_command
+
+    pp = sub.add_parser("plan", help="rank every valid configuration by predicted step time and memory",
+                        description="Simulate every valid configuration (algorithm, grid shape, replication, "
+                                    "partition or permutation) of --nproc processes, predict its step time with "
+                                    "a profile and its per-rank peak memory, and print them ranked.")
+    add_plan_arguments(pp)
+    pp.set_defaults(func=run_plan_command)
+    for name in ("partition", "shard", "simulate", "calibrate", "plan"):
         _one_line_errors(sub.choices[name], name)
     return parser
 

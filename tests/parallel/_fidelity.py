@@ -41,8 +41,9 @@ def rows_of(case, P):
 
 
 def model_bytes(case, per_rank, P):
-    """The simulator's bytes of ``case.algo`` for this configuration (:func:`gridgnn.planner.simulate.step_volume`:
-    the traced model's primitives summed over the layout), ``{key: (sent[P], recv[P])}``."""
+    """The simulator's bytes and messages of ``case.algo`` for this configuration
+    (:func:`gridgnn.planner.simulate.step_volume`: the traced model's primitives summed over the layout),
+    ``{key: (sent[P], recv[P], calls[P])}``."""
     if case.algo in ("2d", "3d", "plexus"):
         source, _ = make_source(case.graph, case.algo, P, shape=case.grid, method=case.partition, seed=case.seed)
         rows = None
@@ -50,24 +51,27 @@ def model_bytes(case, per_rank, P):
         source, rows = None, rows_of(case, P)
     return step_volume(case.graph, case.algo, P, source=source, rows=rows, shape=case.grid,
                        replication=case.replication, build_model=lambda plan: build_model(case, plan),
-                       traits=algorithm(case.algo).traits, elem_bytes=8).bytes
+                       traits=algorithm(case.algo).traits, elem_bytes=8,
+                       block_rows=getattr(case, "block_rows", 0)).bytes
 
 
 def check_bytes(case, per_rank, P):
     model = model_bytes(case, per_rank, P)
     measured = {}
     for r in per_rank:
-        for key, (s, rv, _) in r.comm.items():
+        for key, stats in r.comm.items():
             if key.split(".")[0] in ("fwd", "bwd", "grad"):
-                measured.setdefault(key, (np.zeros(P), np.zeros(P)))
-                measured[key][0][r.rank] = s
-                measured[key][1][r.rank] = rv
+                measured.setdefault(key, tuple(np.zeros(P) for _ in range(3)))
+                for acc, v in zip(measured[key], stats):
+                    acc[r.rank] = v
     keys = set(model) | set(measured)
+    zero = tuple(np.zeros(P) for _ in range(3))
     for key in keys:
-        ms, mr = model.get(key, (np.zeros(P), np.zeros(P)))
-        es, er = measured.get(key, (np.zeros(P), np.zeros(P)))
+        ms, mr, mc = model.get(key, zero)
+        es, er, ec = measured.get(key, zero)
         np.testing.assert_allclose(es, ms, rtol=0, atol=1e-6, err_msg=f"sent bytes of {key}")
         np.testing.assert_allclose(er, mr, rtol=0, atol=1e-6, err_msg=f"received bytes of {key}")
+        np.testing.assert_array_equal(ec, mc, err_msg=f"messages (calls) of {key}")
 
 
 def selected(dist_results, prefix: str):

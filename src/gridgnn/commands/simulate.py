@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-import torch
-
 SIMULATE_FLAGS = ("data", "model", "heads", "aggr", "layers", "hidden", "algo", "nproc", "replication", "grid",
                   "partition", "seed", "dtype")
 
@@ -29,34 +26,6 @@ def add_simulate_arguments(p) -> None:
     p.add_argument("--per-rank", action="store_true", help="also print one line per rank")
 
 
-def simulate_config(cfg):
-    r"""The :class:`~gridgnn.planner.simulate.StepVolume` of a validated
-    :class:`~gridgnn.train.config.TrainConfig` (full-graph training) and the graph it loads."""
-    from ..graph.spec import load_graph
-    from ..parallel import algorithm
-    from ..planner.simulate import step_volume
-    from ..train.rank_layout import check_vertex_count, make_source
-    from ..train.trainer import build_model
-
-    algo = algorithm(cfg.algo)
-    world = cfg.nproc
-    shape = (1,) if algo.grid == "single" else cfg.mesh_shape(world)
-    graph = load_graph(cfg.data, seed=cfg.seed)
-    check_vertex_count(graph.n, cfg.algo, world, cfg.replication, shape)
-    dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
-    if algo.grid == "single":
-        from ..partition import RowPartition
-
-        source, rows = None, RowPartition(np.arange(graph.n), np.array([0, graph.n]), "none")
-    else:
-        source, rows = make_source(graph, cfg.algo, world, replication=cfg.replication, shape=shape,
-                                   method=cfg.partition, seed=cfg.seed)
-    vol = step_volume(graph, cfg.algo, world, source=source, rows=rows, shape=shape, replication=cfg.replication,
-                      build_model=lambda plan: build_model(cfg, dims, plan, torch.float64),
-                      traits=algo.traits, elem_bytes=8 if cfg.dtype == "float64" else 4)
-    return vol, graph, shape
-
-
 def run_simulate_command(args) -> int:
     from ..errors import GridGnnError
     from ..train.config import config_from_flags
@@ -68,8 +37,12 @@ def run_simulate_command(args) -> int:
     cfg = config_from_flags(given)
     if cfg.sampler is not None:
         raise GridGnnError("gridgnn simulate models full-graph training (no --sampler)")
+    from ..graph.spec import load_graph
+    from ..train.planning import simulate_config
+
     t0 = time.perf_counter()
-    vol, graph, shape = simulate_config(cfg)
+    graph = load_graph(cfg.data, seed=cfg.seed)
+    vol, shape, _, _ = simulate_config(cfg, graph)
     wall = time.perf_counter() - t0
     ranks = vol.per_rank()
     moved = vol.moved_by_phase()
@@ -81,21 +54,25 @@ def run_simulate_command(args) -> int:
         "step_bytes_moved": {"total": float(sum(moved.values())), "by_phase": moved},
         "max_rank_send_bytes": max(r["sent_total"] for r in ranks),
         "max_rank_recv_bytes": max(r["recv_total"] for r in ranks),
+        "max_rank_messages": max(r["calls_total"] for r in ranks),
         "ranks": ranks, "simulate_time_s": wall,
     }
     if args.out:
         write_json(args.out, report)
     print(f"{cfg.algo} P={cfg.nproc} grid {'x'.join(map(str, shape))} on n={graph.n} nnz={graph.nnz}, "
           f"{cfg.model} {cfg.layers} layers hidden {cfg.hidden}, {cfg.dtype}: one training step")
-    print(f"{'phase.collective':<22} {'moved MB':>12} {'max rank sent MB':>17} {'max rank recv MB':>17}")
+    print(f"{'phase.collective':<22} {'moved MB':>12} {'max rank sent MB':>17} {'max rank recv MB':>17} "
+          f"{'max rank msgs':>14}")
     for key, v in moved.items():
-        s, r = vol.bytes[key]
-        print(f"{key:<22} {v / 1e6:12.4f} {s.max() / 1e6:17.4f} {r.max() / 1e6:17.4f}")
+        s, r, c = vol.bytes[key]
+        print(f"{key:<22} {v / 1e6:12.4f} {s.max() / 1e6:17.4f} {r.max() / 1e6:17.4f} {int(c.max()):14d}")
     print(f"{'total':<22} {report['step_bytes_moved']['total'] / 1e6:12.4f} "
-          f"{report['max_rank_send_bytes'] / 1e6:17.4f} {report['max_rank_recv_bytes'] / 1e6:17.4f}")
+          f"{report['max_rank_send_bytes'] / 1e6:17.4f} {report['max_rank_recv_bytes'] / 1e6:17.4f} "
+          f"{report['max_rank_messages']:14d}")
     if args.per_rank:
         for r in ranks:
-            print(f"rank {r['rank']:5d}: sent {r['sent_total'] / 1e6:.4f} MB, received {r['recv_total'] / 1e6:.4f} MB")
+            print(f"rank {r['rank']:5d}: sent {r['sent_total'] / 1e6:.4f} MB, received {r['recv_total'] / 1e6:.4f} MB "
+                  f"in {r['calls_total']} messages")
     print(f"simulated in {wall:.2f} s" + (f"; per-rank volumes in {args.out}" if args.out else ""))
     return 0
 

@@ -157,6 +157,57 @@ def trace_graph(f0: int):
                             train_mask=np.ones(3, bool), val_mask=np.ones(3, bool), test_mask=np.ones(3, bool))
 
 
+#: local work per rank of one training step, in the units the time model prices (:mod:`gridgnn.planner.timing`)
+WORK_UNITS = ("edge", "nnz", "flop", "elem", "launch")
+
+
+def call_work(call: PrimitiveCall, *, nnz, rows, width, out_width=None, launches=1) -> dict:
+    r"""Local work of one primitive call (forward and backward) on one rank, from its local sizes.
+
+    ``edge``: edge × column products (a sparse product touches ``nnz·W``; ``sddmm_add``, ``edge_softmax`` and
+    ``row_sum`` ``nnz·K``), ``nnz``: edges visited, whatever the width (the index reads that make a narrow product
+    cost more per column), ``flop``: dense multiply-adds (``linear``: ``rows·in·out``, once more per gradient),
+    ``elem``: node elements written (``rows·width`` per node-wise primitive, and per ``linear`` output for the
+    activation and dropout that follow it), ``launch``: local kernel calls (a blocked product calls one per
+    block). Args: ``nnz`` local edges, ``rows`` local rows, ``width`` local columns of the node tensor (the
+    heads ``K`` for the score primitives), ``out_width`` a ``linear``'s local output columns, ``launches``
+    local kernel calls per product.
+    """
+    grads = sum(call.grads)
+    w = {u: 0.0 for u in WORK_UNITS}
+    name = call.name
+    if name in ("spmm", "spmm_select", "sddmm_dot"):
+        per = 2.0 if name == "spmm_select" else 1.0  # the selecting semirings also carry the winners' keys
+        passes = per * (1 + grads + (name == "sddmm_dot"))
+        w["edge"] = passes * nnz * width
+        w["nnz"] = passes * nnz
+        w["launch"] = launches * (1 + grads)
+        w["elem"] = rows * width
+    elif name in ("sddmm_add", "edge_softmax", "row_sum"):
+        passes = {"sddmm_add": 3, "edge_softmax": 5, "row_sum": 1}[name]
+        w["edge"] = passes * nnz * width
+        w["nnz"] = passes * nnz
+        w["launch"] = launches * (1 + (grads > 0))
+    elif name == "linear":
+        w["flop"] = rows * width * out_width * (1 + grads)
+        w["elem"] = 2 * rows * out_width
+        w["launch"] = 1 + grads
+    else:  # add_bias, head_scores, head_mean, normalize_rows, scale: node-wise
+        w["elem"] = rows * width * (1 + (grads > 0))
+        w["launch"] = 1 + (grads > 0)
+    return w
+
+
+def step_work(calls: list[PrimitiveCall], volume) -> dict:
+    """Per-rank local work of one training step: ``{unit: array[P]}`` (:data:`WORK_UNITS`), the sum over the
+    traced calls of :meth:`BlockRowVolume.work`."""
+    total = {u: np.zeros(volume.world) for u in WORK_UNITS}
+    for call in calls:
+        for u, v in volume.work(call).items():
+            total[u] += v
+    return total
+
+
 class BlockRowVolume:
     r"""Per-rank bytes of each block-row primitive for ``algo`` on ``world`` processes.
 
@@ -175,16 +226,43 @@ class BlockRowVolume:
         self.nb = world // self.c
         self.sizes = rows.sizes().astype(np.float64)
         self.chunks = chunks(self.nb, self.c)
+        self.axes = {"fetch": (self.nb, self.c), "rep": (self.c, 1)}
         self.block = [r // self.c for r in range(world)]
         self.column = [r % self.c for r in range(world)]
         if self.sa:
             self.v = nnz_cols(sp.csr_matrix(matp), rows.bounds)
+        self.block_nnz = block_nnz(sp.csr_matrix(matp), rows.bounds)
 
-    def _add(self, out: dict, key: str, r: int, sent: float, recv: float) -> None:
-        if key not in out:
-            out[key] = (np.zeros(self.world), np.zeros(self.world))
-        out[key][0][r] += sent
-        out[key][1][r] += recv
+    def work(self, call: PrimitiveCall) -> dict:
+        """Local work of ``call`` on every rank (:func:`call_work`): block row ``B_i`` against the source blocks of
+        its stages (1.5D: its chunk), whole feature rows; an oblivious product runs one kernel per stage."""
+        out = {u: np.zeros(self.world) for u in WORK_UNITS}
+        for r in range(self.world):
+            i, stages = self.block[r], self.chunks[self.column[r]]
+            nnz = float(self.block_nnz[i, list(stages)].sum())
+            width = call.heads if call.name in ("sddmm_add", "edge_softmax", "row_sum") else call.width
+            if call.name == "row_sum":
+                width = 1
+            w = call_work(call, nnz=nnz, rows=float(self.sizes[i]), width=width, out_width=call.out_width,
+                          launches=1 if self.sa or self.nb == 1 else len(stages))
+            for u, v in w.items():
+                out[u][r] = v
+        return out
+
+    def _add(self, out: dict, key: str, r: int, sent: float, recv: float, calls: int = 1, *, axis: str) -> None:
+        """Rank ``r`` sends ``sent`` and receives ``recv`` bytes over ``calls`` calls of collective ``key`` along
+        grid axis ``axis`` (``out`` is keyed ``(collective, axis)``)."""
+        k = (key, axis)
+        if k not in out:
+            out[k] = (np.zeros(self.world), np.zeros(self.world), np.zeros(self.world))
+        out[k][0][r] += sent
+        out[k][1][r] += recv
+        out[k][2][r] += calls
+
+    def axis_group(self, axis: str) -> tuple[int, int]:
+        """``(members, stride)`` of a grid axis: its size, and the global-rank distance between neighbours along it
+        (row-major ranks, as DeviceMesh lays them out)."""
+        return self.axes[axis]
 
     def fetch(self, out: dict, row_bytes: float, *, push: bool = False) -> None:
         """A fetch of ``row_bytes``-byte rows (``push``: its adjoint)."""
@@ -197,11 +275,12 @@ class BlockRowVolume:
                 v = self.v
                 give = sum(v[i, l] for l in range(self.nb) if l != i) * row_bytes if i in stages else 0.0
                 take = sum(v[q, i] for q in stages if q != i) * row_bytes
-                self._add(out, "alltoallv", r, take if push else give, give if push else take)
-            else:
+                self._add(out, "alltoallv", r, take if push else give, give if push else take, axis="fetch")
+            else:  # one broadcast (its adjoint: one reduce) per stage
                 own = self.sizes[i] * row_bytes if i in stages else 0.0
                 other = sum(self.sizes[q] for q in stages if q != i) * row_bytes
-                self._add(out, "reduce" if push else "bcast", r, other if push else own, own if push else other)
+                self._add(out, "reduce" if push else "bcast", r, other if push else own, own if push else other,
+                          calls=len(stages), axis="fetch")
 
     def rep(self, out: dict, row_bytes: float) -> None:
         """Ring all-reduce of a row-block result along ``"rep"``."""
@@ -209,10 +288,11 @@ class BlockRowVolume:
             return
         for r in range(self.world):
             v = 2.0 * (self.c - 1) / self.c * self.sizes[self.block[r]] * row_bytes
-            self._add(out, "allreduce", r, v, v)
+            self._add(out, "allreduce", r, v, v, axis="rep")
 
     def primitive(self, call: PrimitiveCall, elem_bytes: int) -> tuple[dict, dict]:
-        """``(forward, backward)`` bytes of one primitive call: ``{"<collective>": (sent[P], recv[P])}``."""
+        """``(forward, backward)`` volumes of one primitive call: ``{(collective, axis): (sent[P], recv[P],
+        calls[P])}``."""
         fwd, bwd = {}, {}
         if call.name in LOCAL_ON_WHOLE_ROWS:
             return fwd, bwd
@@ -267,7 +347,7 @@ class BlockRowVolume:
         if self.nb > 1:
             v = 2.0 * (self.nb - 1) / self.nb * nbytes
             for r in range(self.world):
-                self._add(out, "allreduce", r, v, v)
+                self._add(out, "allreduce", r, v, v, axis="fetch")
 
 
 class SummaVolume(BlockRowVolume):
@@ -298,6 +378,7 @@ class SummaVolume(BlockRowVolume):
         self.geo = Geometry(source.n, self.pr, self.pc, self.z)
         self.source = source
         self.coords = [(coords_of(r, self.shape) + (0,))[:3] for r in range(self.world)]
+        self.axes = {"row": (self.pr, self.pc * self.z), "col": (self.pc, self.z), "fiber": (self.z, 1)}
         self._nnz: dict = {}
 
     def version(self, layer: int) -> str:
@@ -310,27 +391,29 @@ class SummaVolume(BlockRowVolume):
             self._nnz[key] = int(self.source.submatrix(version, (r0, r1), (panel[0], panel[1])).nnz)
         return self._nnz[key]
 
-    def _ring(self, out, r, g, m, tag="allreduce"):
+    def _ring(self, out, r, axis, m, tag="allreduce"):
+        g = self.axes[axis][0]
         if g > 1:
             v = 2.0 * (g - 1) / g * m
-            self._add(out, tag, r, v, v)
+            self._add(out, tag, r, v, v, axis=axis)
 
     def _fiber_gather(self, out, r, i, row_bytes):
         if self.z > 1:
             v = (self.z - 1) * int(np.diff(self.geo.fiber_bounds(i)).max()) * row_bytes
-            self._add(out, "allgather", r, v, v)
+            self._add(out, "allgather", r, v, v, axis="fiber")
 
     def _fiber_scatter(self, out, r, i, k, row_bytes):
         if self.z > 1:
             r0, r1 = self.geo.rows(i)
             b0, b1 = self.geo.block(i, k)
-            self._add(out, "reducescatter", r, ((r1 - r0) - (b1 - b0)) * row_bytes, (self.z - 1) * (b1 - b0) * row_bytes)
+            self._add(out, "reducescatter", r, ((r1 - r0) - (b1 - b0)) * row_bytes,
+                      (self.z - 1) * (b1 - b0) * row_bytes, axis="fiber")
 
     def _gather_cols(self, out, r, i, k, width, eb):
         if self.pc > 1:
             b0, b1 = self.geo.block(i, k)
             v = (self.pc - 1) * int(np.diff(even_bounds(width, self.pc)).max()) * (b1 - b0) * eb
-            self._add(out, "allgather", r, v, v)
+            self._add(out, "allgather", r, v, v, axis="col")
 
     def primitive(self, call: PrimitiveCall, elem_bytes: int) -> tuple[dict, dict]:
         fwd, bwd = {}, {}
@@ -355,15 +438,15 @@ class SummaVolume(BlockRowVolume):
                         nnz = self.panel_nnz(version, i, panel)
                         if self.pc > 1:
                             for a in (8 * (nrow + 1 + nnz), eb * call.heads * nnz):
-                                self._add(out, "bcast_sparse", r, a if jo == j else 0, 0 if jo == j else a)
+                                self._add(out, "bcast_sparse", r, a if jo == j else 0, 0 if jo == j else a, axis="col")
                         dense = (v1 - v0) * wj * eb
                         if self.pr > 1 and (ph == "fwd" or need_v):
-                            self._add(out, "bcast", r, dense if io == i else 0, 0 if io == i else dense)
+                            self._add(out, "bcast", r, dense if io == i else 0, 0 if io == i else dense, axis="row")
                         if ph == "bwd" and need_v and self.pc > 1:
                             m = nnz * call.heads * eb
-                            self._add(out, "reduce", r, 0 if jo == j else m, m if jo == j else 0)
+                            self._add(out, "reduce", r, 0 if jo == j else m, m if jo == j else 0, axis="col")
                         if ph == "bwd" and need_x and self.pr > 1:
-                            self._add(out, "reduce", r, 0 if io == i else dense, dense if io == i else 0)
+                            self._add(out, "reduce", r, 0 if io == i else dense, dense if io == i else 0, axis="row")
                     if ph == "fwd":
                         self._fiber_scatter(out, r, i, k, wj * eb)
                     if ph == "fwd" or need_x:
@@ -377,23 +460,53 @@ class SummaVolume(BlockRowVolume):
                     if jo != j or self.pr == 1:
                         continue
                     m = (v1 - v0) * w
-                    self._add(fwd, "bcast", r, m if io == i else 0, 0 if io == i else m)
-                    self._add(bwd, "reduce", r, 0 if io == i else m, m if io == i else 0)
+                    self._add(fwd, "bcast", r, m if io == i else 0, 0 if io == i else m, axis="row")
+                    self._add(bwd, "reduce", r, 0 if io == i else m, m if io == i else 0, axis="row")
                 self._fiber_scatter(bwd, r, i, k, w)
-                self._ring(bwd, r, self.pc, n_b * w)
-                self._ring(bwd, r, self.pc, n_b * w)
+                self._ring(bwd, r, "col", n_b * w)
+                self._ring(bwd, r, "col", n_b * w)
             elif call.name == "edge_softmax":
                 m = nrow * call.heads * eb
                 for out, times in ((fwd, 2), (bwd, 1)):
                     for _ in range(times):
-                        self._ring(out, r, self.pc, m)
-                        self._ring(out, r, self.z, m)
+                        self._ring(out, r, "col", m)
+                        self._ring(out, r, "fiber", m)
             elif call.name == "row_sum":
-                self._ring(fwd, r, self.pc, nrow * eb)
-                self._ring(fwd, r, self.z, nrow * eb)
+                self._ring(fwd, r, "col", nrow * eb)
+                self._ring(fwd, r, "fiber", nrow * eb)
             else:
                 raise ValueError(f"no byte model for primitive {call.name!r}")
         return fwd, bwd
+
+    def work(self, call: PrimitiveCall) -> dict:
+        """Local work of ``call`` on every rank ``(i, j, k)`` (:func:`call_work`): a product runs over the panels of
+        fiber layer ``k`` in row block ``R_i`` (``spmm``: on the column block ``C_j``; the scores: the panels column
+        ``j`` owns, on whole rows), one kernel per panel, and a pattern built from every panel received (forward,
+        and again backward); node-wise work on the rows ``B(i, k)``, whole rows."""
+        out = {u: np.zeros(self.world) for u in WORK_UNITS}
+        version = self.version(call.layer)
+        for r, (i, j, k) in enumerate(self.coords):
+            b0, b1 = self.geo.block(i, k)
+            panels = self.geo.panels[k]
+            own = [p for p in panels if p[3] == j]
+            if call.name in ("spmm", "spmm_select"):
+                nnz = sum(self.panel_nnz(version, i, p) for p in panels)
+                cb = even_bounds(call.width, self.pc)
+                width, launches = int(cb[j + 1] - cb[j]), len(panels)
+            elif call.name in ("sddmm_add", "sddmm_dot", "edge_softmax", "row_sum"):
+                nnz = sum(self.panel_nnz(version, i, p) for p in own)
+                width = call.width if call.name == "sddmm_dot" else (1 if call.name == "row_sum" else call.heads)
+                launches = max(1, len(own))
+            else:
+                nnz, width, launches = 0, call.width, 1
+            w = call_work(call, nnz=float(nnz), rows=float(b1 - b0), width=width, out_width=call.out_width,
+                          launches=launches)
+            if call.name in ("spmm", "spmm_select") and self.pc > 1:  # received panels: patterns built per call
+                got = sum(self.panel_nnz(version, i, p) for p in panels if p[3] != j)
+                w["nnz"] += got * (1 + any(call.grads))
+            for u, v in w.items():
+                out[u][r] = v
+        return out
 
     def _select(self, fwd, bwd, r, i, j, k, call, eb, version) -> None:
         """``spmm_select``: per panel the pattern (and values, mask: one byte per edge) from the owner column and
@@ -416,25 +529,25 @@ class SummaVolume(BlockRowVolume):
                     sizes = [8 * (nrow + 1 + nnz)] + ([eb * nnz] if call.heads else [])
                     sizes += [nnz] if call.masked and ph == "fwd" else []
                     for a in sizes:
-                        self._add(out, "bcast_sparse", r, a if jo == j else 0, 0 if jo == j else a)
+                        self._add(out, "bcast_sparse", r, a if jo == j else 0, 0 if jo == j else a, axis="col")
                 dense = (v1 - v0) * wj * eb
                 if self.pr > 1 and (ph == "fwd" or need_v):
-                    self._add(out, "bcast", r, dense if io == i else 0, 0 if io == i else dense)
+                    self._add(out, "bcast", r, dense if io == i else 0, 0 if io == i else dense, axis="row")
                 if ph == "bwd" and need_v and self.pc > 1:
-                    self._add(out, "reduce", r, 0 if jo == j else nnz * eb, nnz * eb if jo == j else 0)
+                    self._add(out, "reduce", r, 0 if jo == j else nnz * eb, nnz * eb if jo == j else 0, axis="col")
                 if ph == "bwd" and need_x and self.pr > 1:
-                    self._add(out, "reduce", r, 0 if io == i else dense, dense if io == i else 0)
+                    self._add(out, "reduce", r, 0 if io == i else dense, dense if io == i else 0, axis="row")
             if ph == "fwd":
-                self._ring(out, r, self.z, nrow * wj * eb)
-                self._ring(out, r, self.z, nrow * wj * 8)
+                self._ring(out, r, "fiber", nrow * wj * eb)
+                self._ring(out, r, "fiber", nrow * wj * 8)
             if ph == "fwd" or need_x:
                 self._gather_cols(out, r, i, k, call.width, eb)
 
     def grad(self, out: dict, nbytes: float) -> None:
         """The weight gradients are summed over the process rows, then the fiber (replicas along the columns)."""
         for r in range(self.world):
-            self._ring(out, r, self.pr, nbytes)
-            self._ring(out, r, self.z, nbytes)
+            self._ring(out, r, "row", nbytes)
+            self._ring(out, r, "fiber", nbytes)
 
 
 class PlexusVolume(BlockRowVolume):
@@ -462,7 +575,8 @@ class PlexusVolume(BlockRowVolume):
     ``labelled``, a mask over the original vertex ids) over the class axis.
     """
 
-    def __init__(self, source, shape: tuple[int, int, int], calls: list, *, train_rows=None, labelled=None):
+    def __init__(self, source, shape: tuple[int, int, int], calls: list, *, train_rows=None, labelled=None,
+                 block_rows: int = 0):
         from ..distributed.grid import coords_of
         from ..partition.layout import PLEXUS_AXES, plexus_layouts, plexus_program
 
@@ -471,6 +585,7 @@ class PlexusVolume(BlockRowVolume):
         self.g = dict(zip(PLEXUS_AXES, shape))
         self.vb = {a: even_bounds(source.n, self.g[a]) for a in PLEXUS_AXES}
         self.coords = [dict(zip(PLEXUS_AXES, coords_of(r, self.shape))) for r in range(self.world)]
+        self.axes = {a: (self.g[a], int(np.prod(self.shape[t + 1:]))) for t, a in enumerate(PLEXUS_AXES)}
         L = 1 + max(c.layer for c in calls)
         ops = [plexus_program([c.name for c in calls if c.layer == l]) for l in range(L)]
         self.layouts = plexus_layouts(ops)
@@ -482,6 +597,7 @@ class PlexusVolume(BlockRowVolume):
             counts = [int(lab[slice(*block_range(self.vb[out.rows], me[out.rows]))].sum()) for me in self.coords]
             train_rows = counts.__getitem__
         self.train_rows = train_rows
+        self.block_rows = int(block_rows)
         self._cache: dict = {}
 
     def _n(self, axis, me) -> int:
@@ -490,11 +606,15 @@ class PlexusVolume(BlockRowVolume):
     def _w(self, width: int, axis, me) -> int:
         return width if axis is None else int(np.diff(block_range(even_bounds(width, self.g[axis]), me[axis]))[0])
 
-    def _ring(self, out, r, axis, m, tag="allreduce"):
+    def _ring(self, out, r, axis, m, tag="allreduce", calls: int = 1):
         g = self.g[axis]
         if g > 1:
             v = 2.0 * (g - 1) / g * m
-            self._add(out, tag, r, v, v)
+            self._add(out, tag, r, v, v, calls, axis=axis)
+
+    def _blocks(self, rows: int) -> int:
+        """All-reduces of a ``rows``-row aggregation result (blocked aggregation: ``block_rows`` rows each)."""
+        return -(-rows // self.block_rows) if 0 < self.block_rows < rows else 1
 
     def _nnz(self, lay, me) -> int:
         version = lay.version if self.source.double else "rc"
@@ -529,7 +649,7 @@ class PlexusVolume(BlockRowVolume):
         if g > 1:
             parts = np.diff(even_bounds(self._n(lay.rows, me), g))
             v = (g - 1) * int(parts.max()) * width_cols * eb
-            self._add(out, "allgather", r, v, v)
+            self._add(out, "allgather", r, v, v, axis=lay.third)
 
     def primitive(self, call: PrimitiveCall, elem_bytes: int) -> tuple[dict, dict]:
         fwd, bwd = {}, {}
@@ -545,10 +665,10 @@ class PlexusVolume(BlockRowVolume):
                 parts = np.diff(even_bounds(w_in, self.g[lay.rows]))
                 if self.g[lay.rows] > 1:
                     v = (self.g[lay.rows] - 1) * int(parts.max()) * w_out * eb
-                    self._add(fwd, "allgather", r, v, v)
+                    self._add(fwd, "allgather", r, v, v, axis=lay.rows)
                     mine = int(parts[me[lay.rows]])
                     self._add(bwd, "reducescatter", r, (w_in - mine) * w_out * eb,
-                              (self.g[lay.rows] - 1) * mine * w_out * eb)
+                              (self.g[lay.rows] - 1) * mine * w_out * eb, axis=lay.rows)
                 self._ring(fwd, r, lay.cols, n_r * w_out * eb)
                 if call.grads[0]:
                     self._ring(bwd, r, lay.third, n_r * w_in * eb)
@@ -571,7 +691,8 @@ class PlexusVolume(BlockRowVolume):
                 wq = self._w(call.width, lay.cols, me)
                 if call.layer == 0 and self.first == "spmm":
                     self._gather_input(fwd, r, me, wq, eb)
-                self._ring(fwd, r, lay.rows, self._n(lay.third, me) * wq * eb)
+                n_t = self._n(lay.third, me)
+                self._ring(fwd, r, lay.rows, n_t * wq * eb, calls=self._blocks(n_t))
                 if need_v:
                     self._ring(bwd, r, lay.cols, self._nnz(lay, me) * call.heads * eb)
                 if need_x:
@@ -583,9 +704,10 @@ class PlexusVolume(BlockRowVolume):
                 gr = self.g[lay.rows]
                 if gr > 1:
                     v = (gr - 1) * max(counts) * c * eb
-                    self._add(fwd, "allgather", r, v, v)
+                    self._add(fwd, "allgather", r, v, v, axis=lay.rows)
                     mine = counts[me[lay.rows]]
-                    self._add(bwd, "reducescatter", r, (sum(counts) - mine) * c * eb, (gr - 1) * mine * c * eb)
+                    self._add(bwd, "reducescatter", r, (sum(counts) - mine) * c * eb, (gr - 1) * mine * c * eb,
+                              axis=lay.rows)
                 if call.name == "sddmm_dot":
                     self._ring(fwd, r, lay.cols, self._nnz(lay, me) * call.heads * eb)
                 for _ in range(2):
@@ -627,6 +749,35 @@ class PlexusVolume(BlockRowVolume):
                 raise ValueError(f"no byte model for primitive {call.name!r}")
         return fwd, bwd
 
+    def work(self, call: PrimitiveCall) -> dict:
+        """Local work of ``call`` on every rank (:func:`call_work`): the rank's shard of the layer's adjacency
+        (``V^t × V^r`` of the graph layout) on its column block ``C^q``; a ``linear`` multiplies its ``n_r ×
+        |C^q(in)|`` block by the ``|C^q(in)| × |C^t(out)|`` weight block; node-wise work on the ``(r, q)`` block."""
+        out = {u: np.zeros(self.world) for u in WORK_UNITS}
+        L = self.layouts[call.layer]
+        for r, me in enumerate(self.coords):
+            lay = L.graph
+            nnz, launches = 0, 1
+            if call.name == "linear":
+                lay = L.linear
+                rows, width = self._n(lay.rows, me), self._w(call.width, lay.cols, me)
+                w = call_work(call, nnz=0.0, rows=float(rows), width=width,
+                              out_width=self._w(call.out_width, lay.third, me))
+            else:
+                rows = self._n(lay.rows, me)
+                if call.name in ("spmm", "spmm_select", "sddmm_dot"):
+                    nnz, width = self._nnz(lay, me), self._w(call.width, lay.cols, me)
+                    if call.name != "sddmm_dot":
+                        launches = self._blocks(self._n(lay.third, me))
+                elif call.name in ("sddmm_add", "edge_softmax", "row_sum"):
+                    nnz, width = self._nnz(lay, me), (1 if call.name == "row_sum" else call.heads)
+                else:
+                    width = self._w(call.width, lay.cols, me)
+                w = call_work(call, nnz=float(nnz), rows=float(rows), width=width, launches=launches)
+            for u, v in w.items():
+                out[u][r] = v
+        return out
+
     def loss(self, out: dict, elem_bytes: int) -> None:
         """Sharded cross-entropy over the class axis: all-reduces of ``m`` (max) and ``2m`` (sums) per rank."""
         axis = self.layouts[-1].output.cols
@@ -651,33 +802,45 @@ def nnz_cols(matp: sp.csr_matrix, bounds: np.ndarray) -> np.ndarray:
     return v
 
 
-def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams: int, elem_bytes: int) -> dict:
-    r"""Per-rank bytes of one training step, keyed ``"<phase>.<collective>"`` → ``(sent[P], recv[P])``: the sum
-    of the traced primitives' forward and backward bytes plus the ring all-reduce of the ``nparams`` parameter
-    gradients over the block axis."""
+def block_nnz(matp: sp.csr_matrix, bounds: np.ndarray) -> np.ndarray:
+    """``N[i, q]``: stored entries of block row ``i`` in the columns of block ``q``."""
+    k = bounds.size - 1
+    col_block = np.searchsorted(bounds, matp.indices, side="right") - 1
+    row_block = np.repeat(np.searchsorted(bounds, np.arange(matp.shape[0]), side="right") - 1, np.diff(matp.indptr))
+    return np.bincount(row_block * k + col_block, minlength=k * k).reshape(k, k)
+
+
+def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams: int, elem_bytes: int,
+               detail: dict | None = None) -> dict:
+    r"""Per-rank bytes and messages of one training step, keyed ``"<phase>.<collective>"`` →
+    ``(sent[P], recv[P], calls[P])``: the sum of the traced primitives' forward and backward volumes plus the
+    ring all-reduce of the ``nparams`` parameter gradients over the block axis. ``detail``, when given, is filled
+    with the same volumes split by grid axis, keyed ``(phase, collective, axis)`` (the time model prices each
+    axis by its group size and placement, :meth:`BlockRowVolume.axis_group`)."""
     total: dict = {}
+
+    def add(phase: str, vols: dict) -> None:
+        for (key, axis), v in vols.items():
+            for k, acc_dict in ((f"{phase}.{key}", total), ((phase, key, axis), detail)):
+                if acc_dict is None:
+                    continue
+                if k not in acc_dict:
+                    acc_dict[k] = tuple(np.zeros(volume.world) for _ in range(3))
+                for acc, part in zip(acc_dict[k], v):
+                    acc += part
+
     for call in calls:
         fwd, bwd = volume.primitive(call, elem_bytes)
         if not any(call.grads):  # autograd runs no backward of a primitive whose inputs need no gradient
             bwd = {}
-        for phase, vols in (("fwd", fwd), ("bwd", bwd)):
-            for key, (s, r) in vols.items():
-                k = f"{phase}.{key}"
-                if k not in total:
-                    total[k] = (np.zeros(volume.world), np.zeros(volume.world))
-                total[k][0][:] += s
-                total[k][1][:] += r
+        add("fwd", fwd)
+        add("bwd", bwd)
     loss: dict = {}
     volume.loss(loss, elem_bytes)
-    for key, (s, r) in loss.items():
-        k = f"fwd.{key}"
-        total.setdefault(k, (np.zeros(volume.world), np.zeros(volume.world)))
-        total[k][0][:] += s
-        total[k][1][:] += r
+    add("fwd", loss)
     grad: dict = {}
     volume.grad(grad, nparams * elem_bytes)
-    for key, v in grad.items():
-        total[f"grad.{key}"] = v
+    add("grad", grad)
     return total
 
 

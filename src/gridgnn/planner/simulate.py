@@ -11,10 +11,10 @@ every model and algorithm and P ∈ {1, 2, 4, 8}.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..graph import gcn_normalize
-from .primitives import BlockRowVolume, PlexusVolume, SummaVolume, step_bytes, trace_model
+from .primitives import BlockRowVolume, PlexusVolume, SummaVolume, step_bytes, step_work, trace_model
 
 
 @dataclass
@@ -22,23 +22,32 @@ class StepVolume:
     r"""One training step of one configuration, per rank.
 
     Attributes:
-        bytes (dict): ``{"<phase>.<collective>": (sent[P], recv[P])}`` in bytes.
+        bytes (dict): ``{"<phase>.<collective>": (sent[P], recv[P], calls[P])}``: bytes sent and received and
+            collective calls (messages) per rank.
         world (int): ``P``. ``nparams`` (int): the model's parameters. ``calls`` (list): the traced primitives.
+        detail (dict): the same volumes by grid axis, ``{(phase, collective, axis): (sent, recv, calls)}``.
+        axes (dict): ``{axis: (members, stride)}`` of the layout's grid axes.
+        work (dict): per-rank local work ``{unit: array[P]}`` (:func:`~gridgnn.planner.primitives.step_work`).
     """
 
     bytes: dict
     world: int
     nparams: int
     calls: list
+    detail: dict = field(default_factory=dict)
+    axes: dict = field(default_factory=dict)
+    work: dict = field(default_factory=dict)
 
     def per_rank(self) -> list[dict]:
         """``[{"sent": {key: bytes}, "recv": {key: bytes}, "sent_total", "recv_total"}]`` of every rank."""
         out = []
         for r in range(self.world):
-            sent = {k: float(v[0][r]) for k, v in sorted(self.bytes.items()) if v[0][r] or v[1][r]}
-            recv = {k: float(v[1][r]) for k, v in sorted(self.bytes.items()) if v[0][r] or v[1][r]}
-            out.append({"rank": r, "sent": sent, "recv": recv, "sent_total": sum(sent.values()),
-                        "recv_total": sum(recv.values())})
+            keys = [k for k, v in sorted(self.bytes.items()) if v[0][r] or v[1][r] or v[2][r]]
+            sent = {k: float(self.bytes[k][0][r]) for k in keys}
+            recv = {k: float(self.bytes[k][1][r]) for k in keys}
+            calls = {k: int(self.bytes[k][2][r]) for k in keys}
+            out.append({"rank": r, "sent": sent, "recv": recv, "calls": calls, "sent_total": sum(sent.values()),
+                        "recv_total": sum(recv.values()), "calls_total": sum(calls.values())})
         return out
 
     def moved_by_phase(self) -> dict:
@@ -49,7 +58,7 @@ class StepVolume:
 
 
 def step_volume(graph, algo: str, world: int, *, source, rows, shape, replication: int, build_model, traits: dict,
-                elem_bytes: int = 4) -> StepVolume:
+                elem_bytes: int = 4, block_rows: int = 0) -> StepVolume:
     r"""The per-rank bytes of one training step.
 
     Args:
@@ -60,14 +69,17 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
         build_model: ``plan → model`` (traced once on a tiny serial plan, in float64).
         traits (dict): the algorithm's plan traits (:attr:`~gridgnn.parallel.registry.Algorithm.traits`).
         elem_bytes (int, optional): bytes per element (4 for float32, 8 for float64). (default: ``4``)
+        block_rows (int, optional): Plexus blocked aggregation (``--blocked-aggregation``; 0 = off). (default: ``0``)
     """
     calls, nparams = trace_model(build_model, graph.num_features, traits)
     if algo in ("2d", "3d", "plexus"):
         if algo == "plexus":
             labelled = graph.train_mask & (graph.y >= 0)
-            volume = PlexusVolume(source, tuple(shape), calls, labelled=labelled)
+            volume = PlexusVolume(source, tuple(shape), calls, labelled=labelled, block_rows=block_rows)
         else:
             volume = SummaVolume(source, tuple(shape))
     else:
         volume = BlockRowVolume(algo, rows.permute_matrix(gcn_normalize(graph)), rows, world, replication)
-    return StepVolume(step_bytes(calls, volume, nparams, elem_bytes), world, nparams, calls)
+    detail: dict = {}
+    total = step_bytes(calls, volume, nparams, elem_bytes, detail)
+    return StepVolume(total, world, nparams, calls, detail, dict(volume.axes), step_work(calls, volume))

@@ -22,6 +22,7 @@ whose ranks fail raises :class:`TrainingFailed` (their messages are printed, one
 from __future__ import annotations
 
 import dataclasses
+import os
 
 from ..errors import GridGnnError
 from .config import TrainConfig, config_from_flags
@@ -94,6 +95,8 @@ def run(cfg: TrainConfig, graph=None) -> dict | None:
     the summary on rank 0. ``graph``: a graph in memory instead of ``cfg.data``."""
     from ..distributed.launch import env_context, launch
 
+    if cfg.algo == "auto":
+        return _run_auto(cfg, graph)
     env = env_context(cfg.device)
     if cfg.sampler is not None:
         from .minibatch import minibatch_worker
@@ -121,6 +124,34 @@ def run(cfg: TrainConfig, graph=None) -> dict | None:
     out = launch(train_worker, cfg.nproc, cfg, graph, device=cfg.device, timeout_s=cfg.timeout_s,
                  host_memory=host_memory, collect=True)
     return out[0]
+
+
+def _run_auto(cfg: TrainConfig, graph=None) -> dict | None:
+    r"""``--algo auto``: plan the run (:func:`~gridgnn.train.planning.resolve_auto`), train the pick, and record the
+    prediction next to the measurement in ``summary.json`` (``plan``: the pick, its predicted step time and
+    rank among the candidates, the profile). Every rank of a torchrun/srun job plans alike (deterministic)."""
+    from ..graph.spec import load_graph
+    from ..planner.timing import load_profile
+    from .outputs import write_json
+    from .planning import resolve_auto
+
+    profile = load_profile(cfg.profile)
+    picked, row, count = resolve_auto(cfg, graph if graph is not None else load_graph(cfg.data, seed=cfg.seed),
+                                      profile=profile)
+    if not cfg.quiet:
+        print(f"--algo auto: {row['name']} on {cfg.nproc} processes (predicted {row['predicted_step_s'] * 1e3:.1f} ms "
+              f"per step, the fastest of {count} configurations; profile {profile.name})", flush=True)
+    summary = run(picked, graph)
+    if summary is None:
+        return None
+    summary["plan"] = {"algo": "auto", "picked": row["config"], "name": row["name"],
+                       "predicted_step_s": row["predicted_step_s"], "measured_step_s": summary["epoch_time_median_s"],
+                       "candidates": count, "profile": profile.name, "fit": profile.fit}
+    summary["config"] = dict(summary.get("config", {}), algo="auto", grid=None, replication=1, partition="random",
+                             profile=cfg.profile)
+    if cfg.out is not None:
+        write_json(os.path.join(cfg.out, "summary.json"), summary)
+    return summary
 
 
 def _check_data_before_spawn(cfg: TrainConfig) -> None:

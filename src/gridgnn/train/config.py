@@ -46,8 +46,11 @@ class TrainConfig:
         attn_dropout (float, optional): dropout on attention coefficients (default: ``dropout``).
         aggr (str, optional): SAGE's aggregation ``mean | sum | max | min`` (default: ``"mean"``).
         layers (int, optional): layers ``L``; ``hidden`` (int): width of the hidden layers. (default: ``2``, ``16``)
-        algo (str, optional): ``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``, ``2d``, ``3d``, ``plexus``.
+        algo (str, optional): ``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``, ``2d``, ``3d``, ``plexus``, or
+            ``auto`` (the planner's pick: algorithm, grid, replication and partition; ``gridgnn plan``).
             (default: ``"serial"``)
+        profile (str, optional): the machine profile ``--algo auto`` plans with (a ``gridgnn calibrate`` file or
+            a preset; default the built-in ``local-cpu``).
         nproc (int, optional): processes ``P`` (under torchrun/srun: the launcher's). (default: ``1``)
         replication (int, optional): ``c`` of 1.5D. ``grid`` (str): ``"X,Y[,Z]"`` of 2d/3d/plexus.
         blocked_aggregation (int, optional): Plexus row blocks of the SpMM (0: off). (default: ``0``)
@@ -79,6 +82,7 @@ class TrainConfig:
     grid: str | None = None
     blocked_aggregation: int = 0
     partition: str = "random"
+    profile: str | None = None  # --algo auto: the machine profile it plans with (file or preset)
     epochs: int = 200
     lr: float = 0.01
     weight_decay: float = 5e-4
@@ -108,6 +112,11 @@ class TrainConfig:
         from ..parallel import algorithm
 
         self._check_types()
+        if self.algo == "auto":
+            self._validate_auto()
+            return
+        if self.profile is not None:
+            raise GridGnnError("--profile applies to --algo auto (the profile it plans with)")
         model = resolve_model(self.model)
         options = model_options(model)
         algo = algorithm(self.algo)
@@ -188,6 +197,27 @@ class TrainConfig:
             raise GridGnnError(f"--blocked-aggregation must be >= 0, got {self.blocked_aggregation}")
         if self.blocked_aggregation and self.algo != "plexus":
             raise GridGnnError("--blocked-aggregation applies to --algo plexus")
+
+    def _validate_auto(self) -> None:
+        """``--algo auto`` chooses the algorithm, grid, replication and partition itself: refuse them given, then
+        check the rest as for any full-graph run of ``--nproc`` processes."""
+        import dataclasses
+
+        for name, bad in (("--grid", self.grid is not None), ("--replication", self.replication != 1),
+                          ("--partition", self.partition != "random"),
+                          ("--blocked-aggregation", self.blocked_aggregation != 0),
+                          ("--sampler", self.sampler is not None), ("--resume", self.resume is not None),
+                          ("sharded: data", bool(self.data and self.data.startswith("sharded:")))):
+            if bad:
+                raise GridGnnError(f"--algo auto chooses the algorithm, grid, replication and partition itself; "
+                                   f"{name} cannot be combined with it")
+        if self.profile is not None:
+            from ..planner.timing import PRESETS
+
+            if self.profile not in PRESETS and not os.path.isfile(self.profile):
+                raise GridGnnError(f"--profile {self.profile!r} is neither a file nor a preset "
+                                   f"({', '.join(PRESETS)})")
+        dataclasses.replace(self, algo="serial" if self.nproc == 1 else "1d", profile=None).validate()
 
     def _validate_minibatch(self) -> None:
         from ..sampling import SAMPLERS

@@ -1,0 +1,88 @@
+r"""``gridgnn plan``: every valid configuration of a run ranked by predicted step time and per-rank memory
+(:mod:`gridgnn.planner.plan`, :mod:`gridgnn.planner.timing`), as a table and as ``plan.json``."""
+from __future__ import annotations
+
+import time
+
+from .simulate import SIMULATE_FLAGS
+
+PLAN_FLAGS = tuple(f for f in SIMULATE_FLAGS if f not in ("algo", "replication", "grid", "partition"))
+
+
+def add_plan_arguments(p) -> None:
+    p.add_argument("--data", metavar="SPEC", help="data SPEC (default: the embedded synthetic SBM)")
+    p.add_argument("--model", metavar="NAME", help="gcn (default), gat, agnn, va, sage, or package.module:Class")
+    p.add_argument("--heads", type=int, metavar="K")
+    p.add_argument("--aggr", choices=("mean", "sum", "max", "min"))
+    p.add_argument("--layers", type=int, metavar="L")
+    p.add_argument("--hidden", type=int, metavar="H")
+    p.add_argument("--nproc", type=int, metavar="P", help="processes planned for (none are started)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--dtype", choices=("float32", "float64"))
+    p.add_argument("--profile", metavar="FILE|PRESET",
+                   help="machine profile (gridgnn calibrate --out FILE, or local-cpu, perlmutter-a100, "
+                        "frontier-mi250x; default local-cpu)")
+    p.add_argument("--algos", metavar="A,B", help="only these algorithms (default: all)")
+    p.add_argument("--partitions", metavar="M,N",
+                   help="row partitions of the 1D/1.5D candidates (default random,metis)")
+    p.add_argument("--memory", metavar="GiB", type=float,
+                   help="memory the ranks of a node may use (default: this machine's available memory)")
+    p.add_argument("--top", type=int, default=20, metavar="N", help="rows printed (default 20; plan.json has all)")
+    p.add_argument("--out", metavar="FILE", help="write the ranked plan as JSON (e.g. plan.json)")
+
+
+def run_plan_command(args) -> int:
+    from ..errors import GridGnnError
+    from ..graph.spec import load_graph
+    from ..planner.memory import available_memory_bytes
+    from ..planner.timing import load_profile
+    from ..train.config import config_from_flags
+    from ..train.outputs import write_json
+    from ..train.planning import plan_configs
+
+    given = {k: getattr(args, k) for k in PLAN_FLAGS if getattr(args, k) is not None}
+    given.setdefault("nproc", 1)
+    given["algo"] = "serial" if given["nproc"] == 1 else "1d"
+    cfg = config_from_flags(given)
+    profile = load_profile(args.profile)
+    listing = {}
+    if args.algos:
+        listing["algos"] = [a.strip() for a in args.algos.split(",") if a.strip()]
+    if args.partitions:
+        listing["row_partitions"] = tuple(p.strip() for p in args.partitions.split(",") if p.strip())
+    if args.top < 1:
+        raise GridGnnError(f"--top must be >= 1, got {args.top}")
+    if args.memory is not None and not args.memory > 0:
+        raise GridGnnError(f"--memory must be a positive number of GiB, got {args.memory}")
+    avail = int(args.memory * 2 ** 30) if args.memory is not None else available_memory_bytes("cpu")
+    t0 = time.perf_counter()
+    graph = load_graph(cfg.data, seed=cfg.seed)
+    rows = plan_configs(cfg, graph, profile, available_bytes=avail, **listing)
+    wall = time.perf_counter() - t0
+    print(f"{len(rows)} configurations of {cfg.nproc} processes for {cfg.model} ({cfg.layers} layers, hidden "
+          f"{cfg.hidden}) on n={graph.n} nnz={graph.nnz}; profile: {profile.name}")
+    print(f"{'rank':>4}  {'configuration':<30} {'step ms':>9} {'comp ms':>9} {'comm ms':>9} {'MB moved':>10} "
+          f"{'msgs':>6} {'GiB/rank':>9}")
+    for r in rows[:args.top]:
+        mem = "-" if r["peak_memory_bytes"] is None else f"{r['peak_memory_bytes'] / 2 ** 30:.3f}"
+        print(f"{r['rank']:4d}  {r['name']:<30} {r['predicted_step_s'] * 1e3:9.2f} {r['comp_s'] * 1e3:9.2f} "
+              f"{r['comm_s'] * 1e3:9.2f} {r['step_bytes_moved'] / 1e6:10.3f} {r['max_rank_messages']:6d} "
+              f"{mem:>9}" + ("" if r["fits"] else "  does not fit"))
+    if len(rows) > args.top:
+        print(f"… {len(rows) - args.top} more" + (f" in {args.out}" if args.out else " (--out FILE writes them all)"))
+    best = rows[0]
+    print(f"pick: gridgnn train {' '.join(_flags(best['config']))}  (planned in {wall:.1f} s)")
+    if args.out:
+        write_json(args.out, {"nproc": cfg.nproc, "model": cfg.model, "layers": cfg.layers, "hidden": cfg.hidden,
+                              "data": cfg.data or "default", "n": graph.n, "nnz": graph.nnz,
+                              "profile": profile.name, "fit": profile.fit, "plan_s": wall, "configs": rows})
+    return 0
+
+
+def _flags(config: dict) -> list[str]:
+    out = ["--algo", config["algo"], "--partition", config["partition"]]
+    if config["algo"].startswith("1.5d"):
+        out += ["--replication", str(config["replication"])]
+    if config["grid"]:
+        out += ["--grid", config["grid"]]
+    return out

@@ -1,0 +1,135 @@
+r"""The planner: every valid configuration of a graph, model and ``P``, ranked by predicted step time.
+
+A *configuration* is an algorithm with its grid shape, replication and vertex order (:class:`Candidate`).
+:func:`candidates` lists them all for ``P`` processes:
+
+* ``P = 1``: ``serial``.
+* ``1d``, ``1d-sa``: one per row partition (``row_partitions``, default ``random`` and ``metis``).
+* ``1.5d``, ``1.5d-sa``: every replication ``c ≥ 2`` dividing ``P`` (``c = 1`` is the 1D algorithm), per row
+  partition. (``c > P/c`` leaves process columns without stages: valid, and ranked by what it costs.)
+* ``2d``: every ordered factorization ``PR × PC = P``; ``3d``: every ordered ``X × Y × Z = P``; one per
+  permutation of ``summa_orders`` (default ``random``).
+* ``plexus``: every ordered ``X × Y × Z = P``, per vertex order of ``plexus_orders`` (default ``random`` and
+  ``double-perm``).
+
+Configurations a model cannot run are left out (a model that reads destination features on two vertex orders
+outside Plexus, :attr:`~gridgnn.nn.base.Model.reads_destinations`), as are those with more vertex blocks than
+the graph has vertices. Each is simulated (:mod:`gridgnn.planner.simulate`), priced with the time model
+(:mod:`gridgnn.planner.timing`) and checked against memory (:func:`price`); :func:`rank_rows` sorts by predicted
+time, those that fit in memory first; ties keep the listing order, so a plan is deterministic.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import GridGnnError
+
+ROW_PARTITIONS = ("random", "metis")
+SUMMA_ORDERS = ("random",)
+PLEXUS_ORDERS = ("random", "double-perm")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One configuration: ``--algo``, ``--grid`` (a tuple, ``None`` for block-row), ``--replication``,
+    ``--partition``."""
+
+    algo: str
+    grid: tuple | None
+    replication: int
+    partition: str
+
+    @property
+    def name(self) -> str:
+        parts = [self.algo]
+        if self.algo.startswith("1.5d"):
+            parts.append(f"c{self.replication}")
+        if self.grid:
+            parts.append("x".join(map(str, self.grid)))
+        parts.append(self.partition)
+        return " ".join(parts)
+
+    def options(self) -> dict:
+        """The :class:`~gridgnn.train.config.TrainConfig` fields of this configuration."""
+        return {"algo": self.algo, "grid": ",".join(map(str, self.grid)) if self.grid else None,
+                "replication": self.replication, "partition": self.partition}
+
+    def flags(self) -> list[str]:
+        out = ["--algo", self.algo, "--partition", self.partition]
+        if self.algo.startswith("1.5d"):
+            out += ["--replication", str(self.replication)]
+        if self.grid:
+            out += ["--grid", ",".join(map(str, self.grid))]
+        return out
+
+
+def ordered_factorizations(world: int, parts: int) -> list[tuple[int, ...]]:
+    """Every ordered tuple of ``parts`` positive integers whose product is ``world``."""
+    if parts == 1:
+        return [(world,)]
+    return [(d,) + rest for d in range(1, world + 1) if world % d == 0
+            for rest in ordered_factorizations(world // d, parts - 1)]
+
+
+def candidates(world: int, *, n: int | None = None, reads_destinations: bool = False,
+               row_partitions=ROW_PARTITIONS, summa_orders=SUMMA_ORDERS, plexus_orders=PLEXUS_ORDERS,
+               algos=None) -> list[Candidate]:
+    """Every valid configuration for ``world`` processes (module docstring), in a fixed order. ``n``: the
+    graph's vertices (configurations with more vertex blocks are left out); ``algos``: only these."""
+    from ..parallel.registry import algorithm
+
+    if world < 1:
+        raise GridGnnError(f"need at least one process, got {world}")
+    out: list[Candidate] = []
+    if world == 1:
+        out.append(Candidate("serial", None, 1, "random"))
+    else:
+        for algo in ("1d", "1d-sa"):
+            out += [Candidate(algo, None, 1, p) for p in row_partitions]
+        for algo in ("1.5d", "1.5d-sa"):
+            out += [Candidate(algo, None, c, p) for c in range(2, world + 1) if world % c == 0
+                    for p in row_partitions]
+        summa = [o for o in summa_orders if not (reads_destinations and o in ("double-perm", "balanced-perm"))]
+        out += [Candidate("2d", s, 1, o) for s in ordered_factorizations(world, 2) for o in summa]
+        out += [Candidate("3d", s, 1, o) for s in ordered_factorizations(world, 3) for o in summa]
+        out += [Candidate("plexus", s, 1, o) for s in ordered_factorizations(world, 3) for o in plexus_orders]
+    if algos is not None:
+        out = [c for c in out if c.algo in algos]
+    if n is not None:
+        out = [c for c in out if algorithm(c.algo).vertex_blocks(world, c.replication, c.grid or (world,)) <= n]
+    return out
+
+
+def price(cand: Candidate, vol, profile, *, nproc: int, memory: list | None = None,
+          available_bytes: int | None = None) -> dict:
+    r"""One row of a plan: the candidate's simulated step (``vol``, a
+    :class:`~gridgnn.planner.simulate.StepVolume`) priced by ``profile``, and its per-rank peak memory estimate
+    (``memory``, ``None`` where the memory model does not cover the model) against ``available_bytes`` (all the
+    ranks of a CPU node share it; a device per rank: per rank). Keys: ``name``, ``config`` (the options),
+    ``predicted_step_s``, ``comp_s``, ``comm_s`` (the unfitted terms), ``comm_by_phase_s``, ``step_bytes_moved``,
+    ``max_rank_messages``, ``peak_memory_bytes``, ``fits``."""
+    import numpy as np
+
+    from .timing import predict_step
+
+    threads = max(1, profile.cores // max(1, nproc)) if profile.cores else 1
+    pred = predict_step(profile, vol.detail, vol.axes, vol.work, vol.world, threads)
+    fits = True
+    if memory is not None and available_bytes is not None:
+        fits = (sum(memory) if profile.cores else max(memory)) <= available_bytes
+    msgs = np.zeros(vol.world)
+    for v in vol.bytes.values():
+        msgs += v[2]
+    return {"name": cand.name, "config": cand.options(), "predicted_step_s": pred["time_s"],
+            "comp_s": pred["comp_s"], "comm_s": pred["comm_s"], "comm_by_phase_s": pred["comm_by_phase_s"],
+            "step_bytes_moved": float(sum(vol.moved_by_phase().values())),
+            "max_rank_messages": int(msgs.max()) if vol.world else 0,
+            "peak_memory_bytes": None if memory is None else int(max(memory)), "fits": bool(fits)}
+
+
+def rank_rows(rows: list[dict]) -> list[dict]:
+    """Sort priced rows: those that fit in memory first, then by predicted time; ties keep the listing order.
+    Adds ``rank`` (1 = the pick)."""
+    order = sorted(range(len(rows)), key=lambda i: (not rows[i]["fits"], rows[i]["predicted_step_s"], i))
+    out = [dict(rows[i], rank=k + 1) for k, i in enumerate(order)]
+    return out

@@ -1,0 +1,283 @@
+r"""The time model: a training step's time from the simulator's per-rank volumes and local work and a machine
+profile (:class:`Profile`, from ``gridgnn calibrate`` or a documented preset).
+
+Per rank :math:`r` (the CAGNET §IV α–β costs, priced per collective and grid axis as Plexus §4.2 places axes):
+
+.. math::
+
+    T^{comp}_r = \sum_u \kappa_u\, W_{u,r} \qquad
+    T^{comm}_r = \sum_{(c,\,a)} \alpha_{c}(g_a)\, m_{c,a,r} + \beta_{c}(g_a, s_a)\, \max(\text{sent}, \text{recv})_{c,a,r}
+
+with the local work :math:`W_{u,r}` in the units of :data:`~gridgnn.planner.primitives.WORK_UNITS` (edge ×
+column products, dense multiply-adds, node elements written, kernel calls) priced by the profile's kernel
+coefficients :math:`\kappa_u` for the threads a rank gets; :math:`m` the messages (collective calls) and the bytes of
+collective :math:`c` along axis :math:`a` of :math:`g_a` members and rank stride :math:`s_a`. An axis whose
+members sit on several nodes (``ranks_per_node``: :math:`s_a g_a >` ranks per node) is priced with the
+inter-node link, its bandwidth shared by the :math:`\min(\text{ranks per node}, s_a)` groups that cross the
+node's links at once (Plexus' :math:`\beta_Z`). Ranks that share CPU cores (``cores > 0``) cannot compute faster
+than the cores allow, and a collective measured on :math:`g` processes runs
+:math:`\max(1, Pt/C) / \max(1, g t/C)` times slower among :math:`P` ranks on :math:`C` cores (the other groups
+run on the same cores, :meth:`Profile.core_sharing`):
+
+.. math::
+
+    T = \theta_{comp} \max\Big(\max_r T^{comp}_r,\; \frac{t}{C}\sum_r T^{comp}_r\Big)
+        + \theta_{comm} \max_r T^{comm}_r + \theta_0
+
+(:math:`t` threads per rank, :math:`C` cores; one device per rank: the first term alone). The coefficients
+:math:`\theta` are 1, 1, 0 until :func:`fit_profile` fits them by least squares to measured runs
+(``gridgnn calibrate --fit``), which absorbs what the microbenchmarks miss (overlap, the optimizer, Python).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..errors import GridGnnError
+from .primitives import WORK_UNITS
+
+COLLECTIVES = ("allreduce", "bcast", "bcast_sparse", "reduce", "allgather", "reducescatter", "alltoallv")
+PROFILE_VERSION = 1
+
+
+@dataclass
+class Profile:
+    r"""A machine's costs.
+
+    Attributes:
+        name (str): what it describes (``measured on …`` or a preset's name).
+        device (str): ``cpu`` or ``cuda``.
+        cores (int): CPU cores the ranks of one node share (0: every rank has its own device).
+        ranks_per_node (int): ranks per node (0: every rank on one node).
+        kernels (dict): ``{threads: {unit: seconds per unit}}`` (units :data:`WORK_UNITS`; ``threads`` as a string).
+        collectives (dict): measured ``{collective: {members: [alpha_s, beta_s_per_byte]}}`` (members as a
+            string); a collective or group size not listed falls back to ``links``.
+        links (dict): ``{"intra": {"alpha_s", "bandwidth_Bps"}, "inter": {...}}``: per-hop latency and per-rank
+            bandwidth of a link (``inter``: of the node's network injection, shared by the groups crossing it).
+        fit (dict): ``{"comp": θ, "comm": θ, "const_s": θ₀}`` and what the fit measured (:func:`fit_profile`).
+        sources (dict): where each number comes from.
+    """
+
+    name: str
+    device: str = "cpu"
+    cores: int = 0
+    ranks_per_node: int = 0
+    kernels: dict = field(default_factory=dict)
+    collectives: dict = field(default_factory=dict)
+    links: dict = field(default_factory=dict)
+    fit: dict = field(default_factory=lambda: {"comp": 1.0, "comm": 1.0, "const_s": 0.0})
+    sources: dict = field(default_factory=dict)
+    version: int = PROFILE_VERSION
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: dict, where: str = "profile") -> "Profile":
+        if not isinstance(obj, dict) or "name" not in obj or "kernels" not in obj:
+            raise GridGnnError(f"{where} is not a gridgnn profile (write one with gridgnn calibrate)")
+        if obj.get("version") != PROFILE_VERSION:
+            raise GridGnnError(f"{where} is a profile of version {obj.get('version')}; this gridgnn reads version "
+                               f"{PROFILE_VERSION} (run gridgnn calibrate again)")
+        known = {f for f in cls.__dataclass_fields__}
+        try:
+            prof = cls(**{k: v for k, v in obj.items() if k in known})
+        except TypeError as exc:
+            raise GridGnnError(f"{where}: {exc}") from None
+        if not prof.kernels:
+            raise GridGnnError(f"{where} has no kernel coefficients")
+        return prof
+
+    # ------------------------------------------------------------------ prices
+    def kernel(self, threads: int) -> dict:
+        """The kernel coefficients measured with the nearest thread count."""
+        avail = sorted(int(t) for t in self.kernels)
+        best = min(avail, key=lambda t: (abs(math.log2(t) - math.log2(max(1, threads))), t))
+        return self.kernels[str(best)]
+
+    def core_sharing(self, world: int, members: int, threads: int = 1) -> float:
+        """How much slower a collective of ``members`` ranks runs inside a job of ``world`` ranks than it was
+        measured (alone, ``members`` processes): on CPU cores shared by more ranks than cores, the concurrent
+        groups of the other ranks share the cores too. 1 when every rank has its own device."""
+        if self.cores <= 0:
+            return 1.0
+        return max(1.0, world * threads / self.cores) / max(1.0, members * threads / self.cores)
+
+    def spans_nodes(self, members: int, stride: int) -> bool:
+        return self.ranks_per_node > 0 and stride * members > self.ranks_per_node
+
+    def collective_time(self, coll: str, members: int, stride: int, nbytes: np.ndarray,
+                        calls: np.ndarray) -> np.ndarray:
+        """Seconds of ``calls`` calls moving ``nbytes`` (per rank, the larger of sent and received) of
+        collective ``coll`` on an axis of ``members`` ranks, ``stride`` apart."""
+        table = self.collectives.get(coll) or self.collectives.get("bcast" if coll == "bcast_sparse" else "")
+        if table and not self.spans_nodes(members, stride):
+            sizes = sorted(int(g) for g in table)
+            ref = min(sizes, key=lambda g: (abs(math.log2(g) - math.log2(members)), g))
+            alpha, beta = table[str(ref)]
+            alpha = alpha * (members - 1) / max(1, ref - 1)  # latency grows with the ring's steps
+            return alpha * calls + beta * nbytes
+        kind = "inter" if self.spans_nodes(members, stride) else "intra"
+        link = self.links.get(kind) or self.links.get("intra")
+        if not link:
+            raise GridGnnError(f"profile {self.name!r} has no cost for {coll} on {members} ranks")
+        bw = link["bandwidth_Bps"]
+        if kind == "inter":
+            bw /= min(self.ranks_per_node, stride)
+        return link["alpha_s"] * (members - 1) * calls + nbytes / bw
+
+
+def load_profile(path: str | None) -> Profile:
+    """A profile file (``gridgnn calibrate --out``), a preset's name (:data:`PRESETS`), or ``None``: the
+    built-in profile of this machine class (:data:`PRESETS` ``"local-cpu"``)."""
+    if path is None:
+        return preset("local-cpu")
+    if path in PRESETS:
+        return preset(path)
+    if not os.path.isfile(path):
+        raise GridGnnError(f"--profile {path!r} is neither a file nor a preset ({', '.join(PRESETS)})")
+    try:
+        with open(path, encoding="utf-8") as f:
+            obj = json.loads(f.read(1 << 22))
+    except (OSError, ValueError) as exc:
+        raise GridGnnError(f"cannot read profile {path}: {exc}") from None
+    return Profile.from_json(obj, path)
+
+
+def predict_step(profile: Profile, detail: dict, axes: dict, work: dict, world: int, threads: int) -> dict:
+    r"""The predicted time of one training step.
+
+    Args:
+        detail: the simulator's volumes by axis, ``{(phase, collective, axis): (sent[P], recv[P], calls[P])}``.
+        axes: ``{axis: (members, stride)}`` of the layout
+            (:meth:`~gridgnn.planner.primitives.BlockRowVolume.axis_group`).
+        work: per-rank local work ``{unit: array[P]}`` (:func:`~gridgnn.planner.primitives.step_work`).
+        world: ``P``; threads: torch threads per rank.
+
+    Returns ``{"time_s", "comp_s", "comm_s", "comp_rank_s": [P], "comm_rank_s": [P], "comm_by_phase_s": {..}}``
+    (``comp_s`` and ``comm_s`` before the fitted coefficients).
+    """
+    kappa = profile.kernel(threads)
+    comp = sum(kappa.get(u, 0.0) * np.asarray(work[u], dtype=np.float64) for u in WORK_UNITS)
+    comm = np.zeros(world)
+    by_phase: dict = {}
+    for (phase, coll, axis), (sent, recv, calls) in sorted(detail.items()):
+        members, stride = axes[axis]
+        t = profile.collective_time(coll, members, stride, np.maximum(sent, recv), calls)
+        t = t * profile.core_sharing(world, members, threads)
+        comm += t
+        key = f"{phase}.{coll}"
+        by_phase[key] = by_phase.get(key, 0.0) + float(t.max())
+    comp_s = float(comp.max()) if world else 0.0
+    if profile.cores > 0:
+        comp_s = max(comp_s, float(comp.sum()) * threads / profile.cores)
+    comm_s = float(comm.max()) if world else 0.0
+    fit = profile.fit
+    time_s = fit.get("comp", 1.0) * comp_s + fit.get("comm", 1.0) * comm_s + fit.get("const_s", 0.0)
+    return {"time_s": time_s, "comp_s": comp_s, "comm_s": comm_s, "comp_rank_s": comp.tolist(),
+            "comm_rank_s": comm.tolist(), "comm_by_phase_s": by_phase}
+
+
+def fit_profile(profile: Profile, rows: list[tuple[float, float, float]]) -> dict:
+    r"""Fit :math:`\theta` by non-negative least squares to ``rows`` of ``(comp_s, comm_s, measured_s)`` (the
+    unfitted model terms of measured runs); relative residuals are what is minimized (each row divided by its
+    measured time, so a fast configuration counts as much as a slow one). Sets ``profile.fit`` and returns it
+    with the fit's median and largest relative error and the number of runs."""
+    from scipy.optimize import nnls
+
+    if len(rows) < 3:
+        raise GridGnnError(f"need at least 3 measured runs to fit the time model, got {len(rows)}")
+    a = np.array([[c, m, 1.0] for c, m, _ in rows], dtype=np.float64)
+    y = np.array([t for _, _, t in rows], dtype=np.float64)
+    if (y <= 0).any():
+        raise GridGnnError("a measured epoch time is not positive")
+    theta, _ = nnls(a / y[:, None], np.ones_like(y))
+    pred = a @ theta
+    rel = np.abs(pred - y) / y
+    profile.fit = {"comp": float(theta[0]), "comm": float(theta[1]), "const_s": float(theta[2]), "runs": len(rows),
+                   "median_rel_err": float(np.median(rel)), "max_rel_err": float(rel.max())}
+    return profile.fit
+
+
+# ---------------------------------------------------------------------------------------------------- presets
+def preset(name: str) -> Profile:
+    """A documented profile (:data:`PRESETS`)."""
+    if name not in PRESETS:
+        raise GridGnnError(f"unknown profile preset {name!r}; choose one of {', '.join(PRESETS)}")
+    return Profile.from_json(json.loads(json.dumps(PRESETS[name])), name)
+
+
+_A100_HBM = 1.555e12  # B/s, A100 40 GB (NVIDIA A100 datasheet)
+_A100_FP32 = 19.5e12  # flop/s peak (Plexus §5, NVIDIA datasheet)
+_MI250X_GCD_HBM = 1.6e12  # B/s per GCD: 3.2 TB/s per MI250X, two GCDs (AMD MI250X datasheet)
+_MI250X_GCD_FP32 = 47.9e12 / 2  # flop/s per GCD (Plexus §5: 47.9 TFLOPS per MI250X)
+
+
+def _gpu_kernels(hbm: float, fp32: float, launch: float) -> dict:
+    # a sparse product reads an index, a value and a gathered element per edge and column and writes ~1: ≈ 16 B
+    return {"1": {"edge": 16.0 / hbm, "flop": 2.0 / fp32, "elem": 12.0 / hbm, "launch": launch}}
+
+
+#: Documented profiles. Numbers are vendors' and centres' published peaks, not measurements: a prediction with
+#: them ranks configurations; absolute times are optimistic (the kernels reach a fraction of peak).
+PRESETS = {
+    "local-cpu": {  # this project's 2-core development machine class: gridgnn calibrate, then --fit to 66 runs
+        "name": "local-cpu (2 cores, gloo on loopback; measured with gridgnn calibrate)", "device": "cpu",
+        "cores": 2, "ranks_per_node": 0, "version": PROFILE_VERSION,
+        "kernels": {
+            "1": {"edge": 1.09e-10, "nnz": 3.8e-09, "flop": 2.88e-11, "elem": 1.45e-09, "launch": 0.000126},
+            "2": {"edge": 5.4e-11, "nnz": 2.06e-09, "flop": 1.58e-11, "elem": 8.89e-10, "launch": 0.000125}
+        },
+        "collectives": {
+            "allreduce": {"2": [0.000614, 6.18e-10], "4": [0.00535, 9e-10], "8": [0.023, 0.0]},
+            "bcast": {"2": [0.000203, 2.29e-10], "4": [0.000734, 6.09e-10], "8": [0.00251, 1.4e-09]},
+            "reduce": {"2": [0.000375, 3.89e-10], "4": [0.00387, 1.13e-09], "8": [0.0123, 1.14e-09]},
+            "allgather": {"2": [0.00046, 1.62e-09], "4": [0.00456, 1.51e-09], "8": [0.0135, 1.29e-09]},
+            "reducescatter": {"2": [0.000347, 1.82e-09], "4": [0.00198, 2.36e-09], "8": [0.00461, 3.16e-09]},
+            "alltoallv": {"2": [0.000304, 1.44e-09], "4": [0.00156, 1.86e-09], "8": [0.00599, 1.56e-09]}
+        },
+        "links": {"intra": {"alpha_s": 0.000203, "bandwidth_Bps": 4370000000.0}},
+        "fit": {"comp": 2.36, "comm": 1.02, "const_s": 0.024,
+                "runs": 66, "median_rel_err": 0.0909, "max_rel_err": 0.402},
+        "sources": {"kernels": "gridgnn calibrate on the 2-core development machine (docs/planner.md)",
+                    "collectives": "gridgnn calibrate: gloo on loopback, groups of 2, 4, 8 processes",
+                    "fit": "gridgnn calibrate --fit on the 66 runs of benchmarks/bench_planner.py (docs/planner.md)"},
+    },
+    "perlmutter-a100": {
+        "name": "Perlmutter-like GPU node: 4x A100 40 GB, NVLink 3, 4x Slingshot 11", "device": "cuda", "cores": 0,
+        "ranks_per_node": 4, "version": PROFILE_VERSION,
+        "kernels": _gpu_kernels(_A100_HBM, _A100_FP32, 1.0e-5),
+        "collectives": {},
+        "links": {"intra": {"alpha_s": 1.0e-5, "bandwidth_Bps": 100e9},
+                  "inter": {"alpha_s": 2.0e-5, "bandwidth_Bps": 100e9}},
+        "fit": {"comp": 1.0, "comm": 1.0, "const_s": 0.0},
+        "sources": {
+            "kernels": "A100 40 GB: 1,555 GB/s HBM2 and 19.5 TFLOPS FP32 (NVIDIA A100 datasheet; Plexus §5); "
+                       "launch 10 µs: PyTorch eager per-op overhead, an order of magnitude",
+            "intra": "NVLink 3: 4 links of 25 GB/s per direction between each pair of A100s of a node "
+                     "(NERSC Perlmutter architecture documentation)",
+            "inter": "4 Slingshot 11 NICs of 25 GB/s injection per node (Plexus §5), shared by the ranks that "
+                     "cross nodes at once (Plexus §4.2)",
+            "latency": "α: order-of-magnitude NCCL ring step latencies, not measured"},
+    },
+    "frontier-mi250x": {
+        "name": "Frontier-like node: 4x MI250X (8 GCDs), Infinity Fabric, 4x Slingshot 11", "device": "cuda",
+        "cores": 0, "ranks_per_node": 8, "version": PROFILE_VERSION,
+        "kernels": _gpu_kernels(_MI250X_GCD_HBM, _MI250X_GCD_FP32, 1.5e-5),
+        "collectives": {},
+        "links": {"intra": {"alpha_s": 1.5e-5, "bandwidth_Bps": 50e9},
+                  "inter": {"alpha_s": 2.5e-5, "bandwidth_Bps": 100e9}},
+        "fit": {"comp": 1.0, "comm": 1.0, "const_s": 0.0},
+        "sources": {
+            "kernels": "MI250X: 47.9 TFLOPS FP32 (Plexus §5) and 3.2 TB/s HBM2E per GPU, two GCDs per GPU "
+                       "(AMD MI250X datasheet)",
+            "intra": "Infinity Fabric between GCDs of different MI250X: 50 GB/s per direction (OLCF Frontier user "
+                     "guide; 200 GB/s between the two GCDs of one MI250X, not modelled)",
+            "inter": "4 Slingshot 11 NICs of 25 GB/s per node (Plexus §5; OLCF Frontier user guide)",
+            "latency": "α: order-of-magnitude RCCL ring step latencies, not measured"},
+    },
+}

@@ -1,0 +1,107 @@
+r"""Configurations of a run as the planner sees them: the simulated step of a :class:`TrainConfig` on a graph
+(:func:`simulate_config`), every candidate configuration priced and ranked (:func:`plan_configs`), and the pick
+of ``--algo auto`` (:func:`resolve_auto`)."""
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+import torch
+
+from ..errors import GridGnnError
+
+
+def simulate_config(cfg, graph, layouts: dict | None = None):
+    r"""``(StepVolume, shape, source, rows)`` of a validated full-graph :class:`~gridgnn.train.config.TrainConfig`
+    on ``graph`` (no processes started). ``layouts`` caches the partitions and permutations across calls."""
+    from ..parallel import algorithm
+    from ..partition import RowPartition
+    from ..planner.simulate import step_volume
+    from .rank_layout import check_vertex_count, make_source
+    from .trainer import build_model
+
+    algo = algorithm(cfg.algo)
+    world = cfg.nproc
+    shape = (1,) if algo.grid == "single" else cfg.mesh_shape(world)
+    check_vertex_count(graph.n, cfg.algo, world, cfg.replication, shape)
+    dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
+    if algo.grid == "single":
+        source, rows = None, RowPartition(np.arange(graph.n), np.array([0, graph.n]), "none")
+    else:
+        key = (algo.family, algo.row_blocks(world, cfg.replication) if algo.row_partitioned else shape,
+               cfg.partition, cfg.seed)
+        if layouts is not None and key in layouts:
+            source, rows = layouts[key]
+        else:
+            source, rows = make_source(graph, cfg.algo, world, replication=cfg.replication, shape=shape,
+                                       method=cfg.partition, seed=cfg.seed)
+            if layouts is not None:
+                layouts[key] = (source, rows)
+    vol = step_volume(graph, cfg.algo, world, source=source, rows=rows, shape=shape, replication=cfg.replication,
+                      build_model=lambda plan: build_model(cfg, dims, plan, torch.float64),
+                      traits=algo.traits, elem_bytes=8 if cfg.dtype == "float64" else 4,
+                      block_rows=cfg.blocked_aggregation)
+    return vol, shape, source, rows
+
+
+def memory_per_rank(cfg, graph, source, rows, shape) -> list[int] | None:
+    """Every rank's estimated peak bytes (:mod:`gridgnn.planner.memory`; GCN only, else ``None``)."""
+    if cfg.model != "gcn":
+        return None
+    from .rank_layout import estimate_memory
+
+    dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
+    est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
+                          elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
+                          block_rows=cfg.blocked_aggregation, device="cpu")
+    return [int(r.total) for r in est.ranks]
+
+
+def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None = None, progress=None,
+                 **listing) -> list[dict]:
+    r"""Every candidate configuration (:func:`~gridgnn.planner.plan.candidates`, ``listing`` passed on) for the
+    model, widths and ``--nproc`` of ``cfg``, simulated, priced with ``profile`` and ranked
+    (:func:`~gridgnn.planner.plan.rank_rows`); each row also has ``simulate_s``. ``progress(row)`` is called after
+    each."""
+    from ..nn import resolve_model
+    from ..planner.plan import candidates, price, rank_rows
+
+    if cands is None:
+        reads = bool(getattr(resolve_model(cfg.model), "reads_destinations", False))
+        cands = candidates(cfg.nproc, n=graph.n, reads_destinations=reads, **listing)
+    if not cands:
+        raise GridGnnError(f"no configuration of {cfg.nproc} processes fits a graph of {graph.n} vertices")
+    layouts: dict = {}
+    rows = []
+    for cand in cands:
+        c = dataclasses.replace(cfg, **cand.options())
+        t0 = time.perf_counter()
+        vol, shape, source, part = simulate_config(c, graph, layouts)
+        mem = memory_per_rank(c, graph, source, part, shape)
+        row = price(cand, vol, profile, nproc=cfg.nproc, memory=mem, available_bytes=available_bytes)
+        row["simulate_s"] = time.perf_counter() - t0
+        rows.append(row)
+        if progress is not None:
+            progress(row)
+    return rank_rows(rows)
+
+
+def resolve_auto(cfg, graph, *, profile=None):
+    r"""``--algo auto``: plan ``cfg``'s run (:func:`plan_configs` with the profile ``cfg`` names, or the built-in
+    one) and return ``(config of the pick, its plan row, the number of candidates)``. The pick is the fastest
+    predicted configuration that fits in memory."""
+    from ..planner.memory import available_memory_bytes
+    from ..planner.timing import load_profile
+
+    profile = profile if profile is not None else load_profile(getattr(cfg, "profile", None))
+    base = dataclasses.replace(cfg, algo="serial" if cfg.nproc == 1 else "1d", grid=None, replication=1,
+                               partition="random")
+    rows = plan_configs(base, graph, profile, available_bytes=available_memory_bytes("cpu"))
+    best = rows[0]
+    if not best["fits"]:
+        raise GridGnnError(f"--algo auto: no configuration of {cfg.nproc} processes fits in memory (the smallest "
+                           "needs more; see gridgnn plan)")
+    picked = dataclasses.replace(cfg, profile=None, **best["config"])
+    picked.validate()
+    return picked, best, len(rows)

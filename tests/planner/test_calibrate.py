@@ -1,0 +1,72 @@
+"""`gridgnn calibrate`: a quick profile of this machine that the planner reads (kernel coefficients, α and β of every
+collective the library uses), and `--fit` fitting the time model's coefficients to measured runs."""
+import json
+
+import pytest
+
+from gridgnn.planner.calibrate import CALIBRATED
+from gridgnn.planner.timing import WORK_UNITS, load_profile
+
+from ..train._runs import cli_batch, run_main
+
+SBM = "synthetic:sbm?n=300&classes=3&avg_degree=6&features=8"
+RUNS = {"serial": ["--algo", "serial"], "1d": ["--algo", "1d", "--nproc", 2],
+        "1d-sa": ["--algo", "1d-sa", "--nproc", 2], "2d": ["--algo", "2d", "--nproc", 2]}
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    d = tmp_path_factory.mktemp("cal")
+    argvs = [["train", "--data", SBM, "--hidden", 8, "--epochs", 3, "--quiet", "--out", d / name, *flags]
+             for name, flags in RUNS.items()]
+    argvs.append(["calibrate", "--quick", "--max-nproc", 2, "--out", d / "profile.json"])
+    argvs.append(["calibrate", "--profile", d / "profile.json", "--fit", *[d / n for n in RUNS],
+                  "--out", d / "fitted.json"])
+    r, codes = cli_batch(argvs)
+    assert codes == [0] * len(argvs), r.stderr[-3000:]
+    return d, r.stdout
+
+
+def test_quick_profile_has_every_price(calibrated):
+    d, _ = calibrated
+    prof = load_profile(str(d / "profile.json"))
+    assert prof.device == "cpu" and prof.cores >= 1
+    assert "1" in prof.kernels
+    for k in prof.kernels.values():
+        assert set(k) == set(WORK_UNITS) and all(v >= 0 for v in k.values())
+        assert k["edge"] + k["nnz"] > 0 and k["flop"] > 0 and k["launch"] > 0  # work costs time
+    assert set(prof.collectives) == set(CALIBRATED)
+    for coll, table in prof.collectives.items():
+        alpha, beta = table["2"]
+        assert alpha >= 0 and beta >= 0 and alpha + beta > 0, coll
+
+
+def test_fit_to_runs(calibrated):
+    d, out = calibrated
+    fitted = json.loads((d / "fitted.json").read_text())
+    fit = fitted["fit"]
+    assert fit["runs"] == len(RUNS) and min(fit["comp"], fit["comm"], fit["const_s"]) >= 0
+    base = json.loads((d / "profile.json").read_text())
+    assert fitted["kernels"] == base["kernels"] and fitted["collectives"] == base["collectives"]
+    assert f"time model fitted to {len(RUNS)} runs" in out
+    # every printed prediction is θ·(compute, communication) + θ₀ of its run: the largest error printed is theirs
+    errs = []
+    for line in out.splitlines():
+        if "measured" in line and "predicted" in line:
+            meas = float(line.split("measured")[1].split("ms")[0])
+            pred = float(line.split("predicted")[1].split("ms")[0])
+            errs.append(abs(pred - meas) / meas)
+    assert len(errs) == len(RUNS)
+    assert max(errs) == pytest.approx(fit["max_rel_err"], abs=0.01)
+
+
+def test_calibrate_refuses_bad_input(capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"hello": 1}')
+    assert run_main(["calibrate", "--profile", str(bad), "--out", str(tmp_path / "o.json")]) == 2
+    assert run_main(["calibrate", "--profile", "local-cpu", "--fit", str(tmp_path), "--out",
+                     str(tmp_path / "o.json")]) == 2
+    assert run_main(["plan", "--nproc", 4, "--profile", "nosuch"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 3 and all(ln.startswith("gridgnn: error:") for ln in err), err
+    assert "not a gridgnn profile" in err[0] and "no summary.json" in err[1] and "neither a file nor a preset" in err[2]

@@ -1,0 +1,179 @@
+"""`gridgnn plan`: exactly the valid configurations for P (brute force with the library's own grid checks, over
+P ≤ 64), deterministic and ranked; the time model's arithmetic; `--algo auto` trains the plan's pick and records
+the prediction next to the measurement."""
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from gridgnn.distributed.grid import grid_shape
+from gridgnn.errors import GridGnnError
+from gridgnn.graph.spec import load_graph
+from gridgnn.planner.plan import PLEXUS_ORDERS, ROW_PARTITIONS, SUMMA_ORDERS, candidates
+from gridgnn.planner.timing import Profile, fit_profile, predict_step
+from gridgnn.train.config import config_from_flags
+from gridgnn.train.planning import plan_configs
+
+from ..train._runs import cli_batch, run_main
+
+SBM = "synthetic:sbm?n=400&classes=3&avg_degree=6&features=8"
+
+
+def _accepts(kind, world, **kw) -> bool:
+    try:
+        grid_shape(kind, world, **kw)
+        return True
+    except GridGnnError:
+        return False
+
+
+def brute_force(world: int) -> set:
+    """Every configuration the library's grid checks accept, by trying every shape and replication."""
+    if world == 1:
+        return {("serial", None, 1, "random")}
+    out = {(a, None, 1, p) for a in ("1d", "1d-sa") for p in ROW_PARTITIONS}
+    out |= {(a, None, c, p) for a in ("1.5d", "1.5d-sa") for c in range(2, world + 1)
+            if _accepts("1.5d", world, replication=c) for p in ROW_PARTITIONS}
+    pairs = [(x, y) for x in range(1, world + 1) for y in range(1, world + 1) if _accepts("2d", world, shape=(x, y))]
+    out |= {("2d", s, 1, o) for s in pairs for o in SUMMA_ORDERS}
+    triples = [(x, y, world // (x * y)) for x in range(1, world + 1) for y in range(1, world + 1)
+               if world % (x * y) == 0]
+    assert all(_accepts("3d", world, shape=t) for t in triples)
+    # no other triple is accepted: z is forced by x·y·z = P
+    assert not any(_accepts("3d", world, shape=(x, y, z)) for x in range(1, world + 1)
+                   for y in range(1, world + 1) for z in (1, 2, world) if x * y * z != world)
+    out |= {("3d", t, 1, o) for t in triples for o in SUMMA_ORDERS}
+    out |= {("plexus", t, 1, o) for t in triples for o in PLEXUS_ORDERS}
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(min_value=1, max_value=64))
+def test_candidates_are_exactly_the_valid_configurations(world):
+    listed = [(c.algo, c.grid, c.replication, c.partition) for c in candidates(world)]
+    assert len(listed) == len(set(listed)), "a configuration is listed twice"
+    assert set(listed) == brute_force(world)
+
+
+def test_every_candidate_is_a_config_the_trainer_accepts():
+    for world in (1, 4, 6, 8, 12):
+        for cand in candidates(world):
+            cfg = config_from_flags({"nproc": world, **cand.options()})
+            assert cfg.mesh_shape(world) if world > 1 else True
+
+
+def test_candidates_leave_out_what_the_model_or_graph_cannot_run():
+    assert all(c.partition == "random" for c in candidates(8, reads_destinations=True, summa_orders=("random",
+                                                                                                      "double-perm"))
+               if c.algo in ("2d", "3d"))
+    def blocks(c):  # vertex blocks of each layout (docs/algorithms.md)
+        if c.algo in ("1d", "1d-sa"):
+            return 8
+        if c.algo.startswith("1.5d"):
+            return 8 // c.replication
+        return {"2d": c.grid[0], "3d": c.grid[0] * c.grid[-1]}.get(c.algo, max(c.grid))
+
+    small = candidates(8, n=3)  # 3 vertices: no layout may cut them into more than 3 blocks
+    assert small == [c for c in candidates(8) if blocks(c) <= 3]
+    assert len(small) < len(candidates(8)) and not any(c.algo in ("1d", "1d-sa") for c in small)
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return load_graph(SBM, seed=0)
+
+
+def test_plan_is_deterministic_and_ranked(graph):
+    cfg = config_from_flags({"data": SBM, "nproc": 4, "algo": "1d", "hidden": 8})
+    prof = Profile.from_json(json.loads(json.dumps(PROFILE)))
+    a = plan_configs(cfg, graph, prof)
+    b = plan_configs(cfg, graph, prof)
+    strip = [[{k: v for k, v in r.items() if k != "simulate_s"} for r in rows] for rows in (a, b)]
+    assert strip[0] == strip[1]
+    assert len(a) == len(candidates(4, n=graph.n))
+    times = [r["predicted_step_s"] for r in a]
+    assert times == sorted(times) and [r["rank"] for r in a] == list(range(1, len(a) + 1))
+    # the priced terms are the model's: comp + comm with θ = 1, 1, 0
+    assert all(r["predicted_step_s"] == pytest.approx(r["comp_s"] + r["comm_s"]) for r in a)
+    # less memory than the smallest configuration needs: nothing fits, and that is said
+    tight = plan_configs(cfg, graph, prof, available_bytes=1)
+    assert not any(r["fits"] for r in tight)
+
+
+PROFILE = {"name": "test", "device": "cpu", "cores": 2, "ranks_per_node": 0, "version": 1,
+           "kernels": {"1": {"edge": 1e-9, "flop": 1e-10, "elem": 1e-9, "launch": 1e-5},
+                       "2": {"edge": 5e-10, "flop": 5e-11, "elem": 5e-10, "launch": 1e-5}},
+           "collectives": {"allreduce": {"2": [1e-4, 1e-9], "4": [3e-4, 2e-9]}},
+           "links": {"intra": {"alpha_s": 1e-4, "bandwidth_Bps": 1e9},
+                     "inter": {"alpha_s": 1e-3, "bandwidth_Bps": 8e9}}}
+
+
+def test_collective_prices():
+    p = Profile.from_json(dict(PROFILE))
+    nb, calls = np.array([1e6, 2e6]), np.array([3.0, 1.0])
+    np.testing.assert_allclose(p.collective_time("allreduce", 4, 1, nb, calls), 3e-4 * calls + 2e-9 * nb)
+    # a group size not measured: the nearest one's β, α scaled by the ring's steps (8-1)/(4-1)
+    np.testing.assert_allclose(p.collective_time("allreduce", 8, 1, nb, calls), 3e-4 * 7 / 3 * calls + 2e-9 * nb)
+    # a collective not measured: the link's α per step and bandwidth
+    np.testing.assert_allclose(p.collective_time("bcast", 4, 1, nb, calls), 1e-4 * 3 * calls + nb / 1e9)
+    # across nodes (4 ranks per node, stride 2: groups span nodes), the node's bandwidth shared by min(4, 2) groups
+    p.ranks_per_node = 4
+    np.testing.assert_allclose(p.collective_time("allreduce", 4, 2, nb, calls), 1e-3 * 3 * calls + nb / (8e9 / 2))
+    assert not p.spans_nodes(4, 1) and p.spans_nodes(4, 2)
+
+
+def test_compute_of_ranks_sharing_cores():
+    p = Profile.from_json(dict(PROFILE))
+    work = {"edge": np.array([1e6, 2e6, 2e6, 2e6]), "nnz": np.zeros(4), "flop": np.zeros(4), "elem": np.zeros(4),
+            "launch": np.zeros(4)}
+    # 4 one-thread ranks on 2 cores: the sum over ranks / 2 (3.5 ms), more than the slowest rank alone (2 ms)
+    assert predict_step(p, {}, {}, work, 4, threads=1)["comp_s"] == pytest.approx(3.5e-3)
+    skewed = dict(work, edge=np.array([8e6, 1e6, 1e6, 1e6]))  # the slowest rank (8 ms) bounds it
+    assert predict_step(p, {}, {}, skewed, 4, threads=1)["comp_s"] == pytest.approx(8e-3)
+    p.cores = 0  # a device per rank: the slowest rank
+    assert predict_step(p, {}, {}, work, 4, threads=1)["comp_s"] == pytest.approx(2e-3)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.floats(0.2, 5.0), st.floats(0.2, 5.0), st.floats(0.0, 0.05), st.integers(0, 2 ** 31))
+def test_fit_recovers_the_coefficients(tc, tm, t0, seed):
+    rng = np.random.default_rng(seed)
+    rows = [(c, m, tc * c + tm * m + t0) for c, m in rng.uniform(0.01, 1.0, size=(8, 2))]
+    p = Profile.from_json(dict(PROFILE))
+    fit = fit_profile(p, rows)
+    assert fit["comp"] == pytest.approx(tc, rel=1e-6, abs=1e-8)
+    assert fit["comm"] == pytest.approx(tm, rel=1e-6, abs=1e-8)
+    assert fit["const_s"] == pytest.approx(t0, abs=1e-8)
+    assert fit["median_rel_err"] < 1e-8
+
+
+def test_plan_cli_and_algo_auto(tmp_path):
+    common = ["--data", SBM, "--hidden", 8, "--nproc", 2]
+    r, codes = cli_batch([
+        ["plan", *common, "--profile", "perlmutter-a100", "--out", tmp_path / "plan.json"],
+        ["train", *common, "--algo", "auto", "--profile", "perlmutter-a100", "--epochs", 2, "--quiet",
+         "--out", tmp_path / "auto"],
+    ])
+    assert codes == [0, 0], r.stderr[-3000:]
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    summary = json.loads((tmp_path / "auto" / "summary.json").read_text())
+    pick = plan["configs"][0]
+    assert summary["plan"]["picked"] == pick["config"]
+    assert summary["plan"]["predicted_step_s"] == pytest.approx(pick["predicted_step_s"])
+    assert summary["algo"] == pick["config"]["algo"] and summary["partition"] == pick["config"]["partition"]
+    assert summary["plan"]["measured_step_s"] == summary["epoch_time_median_s"]
+    assert summary["config"]["algo"] == "auto"  # a rerun from this summary plans again
+    assert f"pick: gridgnn train --algo {pick['config']['algo']}" in r.stdout
+
+
+@pytest.mark.parametrize("flags, words", [
+    (["--algo", "auto", "--nproc", "4", "--grid", "2,2"], "--grid cannot be combined"),
+    (["--algo", "auto", "--nproc", "4", "--replication", "2"], "--replication cannot be combined"),
+    (["--algo", "1d", "--nproc", "2", "--profile", "local-cpu"], "--profile applies to --algo auto"),
+    (["--algo", "auto", "--nproc", "2", "--profile", "nosuch"], "neither a file nor a preset"),
+])
+def test_algo_auto_refuses_what_it_chooses(capsys, flags, words):
+    assert run_main(["train", "--data", SBM, *flags]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and err[0].startswith("gridgnn: error:") and words in err[0], err
