@@ -3,10 +3,13 @@
 1. ``breakdown``: predicted vs measured time per configuration, split into compute and communication (as CAGNET
    Fig. 1), for one graph and P: the measured split is rank 0's median ``compute_time_s`` / ``comm_time_s`` of
    its ``metrics.jsonl``; the predicted one the time model's fitted terms.
-2. ``scaling``: predicted strong scaling of every algorithm (its best grid, replication and order at each P)
+2. ``heatmap``: the P×P matrix of bytes rank ``b`` receives from rank ``a`` in one training step of one
+   configuration, from the simulator (:meth:`gridgnn.planner.simulate.StepVolume.pair_matrix`).
+3. ``scaling``: predicted strong scaling of every algorithm (its best grid, replication and order at each P)
    to P = 2048 on one graph with a profile (default the ``perlmutter-a100`` preset), from the simulator alone.
 
 Usage: python benchmarks/plot_planner.py breakdown --runs DIR --data SPEC --nproc P [--profile FILE] --out FILE.png
+       python benchmarks/plot_planner.py heatmap --data SPEC --nproc P --algo A [--grid X,Y,Z] --out FILE.png
        python benchmarks/plot_planner.py scaling --data SPEC [--max-nproc 2048] [--profile PRESET] --out FILE.png
 """
 from __future__ import annotations
@@ -108,6 +111,36 @@ def scaling(args) -> None:
         print(f"| {algo} | " + " | ".join(f"{pts[q] * 1e3:.2f}" for q in sorted(pts)) + " |")
 
 
+def heatmap(args) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from gridgnn.graph.spec import load_graph
+    from gridgnn.train.config import config_from_flags
+    from gridgnn.train.planning import simulate_config
+
+    flags = {"data": args.data, "nproc": args.nproc, "algo": args.algo, "hidden": args.hidden,
+             "partition": args.partition}
+    if args.grid:
+        flags["grid"] = args.grid
+    if args.replication:
+        flags["replication"] = args.replication
+    cfg = config_from_flags(flags)
+    vol, shape, _, _ = simulate_config(cfg, load_graph(args.data, seed=0))
+    m = vol.pair_matrix() / 1e6
+    fig, ax = plt.subplots(figsize=(5.5, 4.6))
+    im = ax.imshow(m, cmap="viridis")
+    ax.set_xlabel("receiving rank")
+    ax.set_ylabel("sending rank")
+    ax.set_title(f"{args.algo} {'x'.join(map(str, shape))} {args.partition}: MB per training step", fontsize=9)
+    fig.colorbar(im, ax=ax)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=110)
+    print(f"wrote {args.out}: {m.sum():.2f} MB in all, busiest pair {m.max():.3f} MB")
+
+
 def balanced(cand, p: int) -> bool:
     """The configurations the scaling plot considers at large P: grids whose factors are within 4x of each other
     (2D, 3D) or whose largest factor is at least a quarter of the cube root (Plexus), 1.5D with c² ≤ P."""
@@ -129,6 +162,15 @@ def main() -> None:
     b.add_argument("--nproc", type=int, required=True)
     b.add_argument("--profile", default=None)
     b.add_argument("--out", required=True)
+    h = sub.add_parser("heatmap")
+    h.add_argument("--data", required=True)
+    h.add_argument("--nproc", type=int, required=True)
+    h.add_argument("--algo", required=True)
+    h.add_argument("--grid", default=None)
+    h.add_argument("--replication", type=int, default=None)
+    h.add_argument("--partition", default="random")
+    h.add_argument("--hidden", type=int, default=64)
+    h.add_argument("--out", required=True)
     s = sub.add_parser("scaling")
     s.add_argument("--data", required=True)
     s.add_argument("--hidden", type=int, default=128)
@@ -136,7 +178,7 @@ def main() -> None:
     s.add_argument("--profile", default="perlmutter-a100")
     s.add_argument("--out", required=True)
     args = ap.parse_args()
-    (breakdown if args.what == "breakdown" else scaling)(args)
+    {"breakdown": breakdown, "heatmap": heatmap, "scaling": scaling}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -67,6 +67,8 @@ def test_calibrate_refuses_bad_input(capsys, tmp_path):
     assert run_main(["calibrate", "--profile", "local-cpu", "--fit", str(tmp_path), "--out",
                      str(tmp_path / "o.json")]) == 2
     assert run_main(["plan", "--nproc", 4, "--profile", "nosuch"]) == 2
+    assert run_main(["plan", "--nproc", 4, "--algos", "1d,nosuch"]) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert len(err) == 3 and all(ln.startswith("gridgnn: error:") for ln in err), err
+    assert len(err) == 4 and all(ln.startswith("gridgnn: error:") for ln in err), err
     assert "not a gridgnn profile" in err[0] and "no summary.json" in err[1] and "neither a file nor a preset" in err[2]
+    assert "unknown algorithm 'nosuch'" in err[3]

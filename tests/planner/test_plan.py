@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from gridgnn.distributed.grid import grid_shape
 from gridgnn.errors import GridGnnError
 from gridgnn.graph.spec import load_graph
-from gridgnn.planner.plan import PLEXUS_ORDERS, ROW_PARTITIONS, SUMMA_ORDERS, candidates
+from gridgnn.planner.plan import PLEXUS_ORDERS, ROW_PARTITIONS, SUMMA_ORDERS, Candidate, candidates
 from gridgnn.planner.timing import Profile, fit_profile, predict_step
 from gridgnn.train.config import config_from_flags
 from gridgnn.train.planning import plan_configs
@@ -59,6 +59,7 @@ def test_candidates_are_exactly_the_valid_configurations(world):
 def test_every_candidate_is_a_config_the_trainer_accepts():
     for world in (1, 4, 6, 8, 12):
         for cand in candidates(world):
+            assert Candidate.from_options(cand.options()) == cand
             cfg = config_from_flags({"nproc": world, **cand.options()})
             assert cfg.mesh_shape(world) if world > 1 else True
 
@@ -115,8 +116,9 @@ def test_collective_prices():
     np.testing.assert_allclose(p.collective_time("allreduce", 4, 1, nb, calls), 3e-4 * calls + 2e-9 * nb)
     # a group size not measured: the nearest one's β, α scaled by the ring's steps (8-1)/(4-1)
     np.testing.assert_allclose(p.collective_time("allreduce", 8, 1, nb, calls), 3e-4 * 7 / 3 * calls + 2e-9 * nb)
-    # a collective not measured: the link's α per step and bandwidth
-    np.testing.assert_allclose(p.collective_time("bcast", 4, 1, nb, calls), 1e-4 * 3 * calls + nb / 1e9)
+    # a collective not measured: the link's α per step (a broadcast's tree: log2 g steps) and bandwidth
+    np.testing.assert_allclose(p.collective_time("bcast", 4, 1, nb, calls), 1e-4 * 2 * calls + nb / 1e9)
+    np.testing.assert_allclose(p.collective_time("alltoallv", 4, 1, nb, calls), 1e-4 * 3 * calls + nb / 1e9)
     # across nodes (4 ranks per node, stride 2: groups span nodes), the node's bandwidth shared by min(4, 2) groups
     p.ranks_per_node = 4
     np.testing.assert_allclose(p.collective_time("allreduce", 4, 2, nb, calls), 1e-3 * 3 * calls + nb / (8e9 / 2))

@@ -52,3 +52,28 @@ def test_simulate_refuses_bad_configurations(capsys):
     assert run_main(["simulate", "--algo", "nosuch", "--nproc", 4]) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(err) == 2 and all(ln.startswith("gridgnn: error:") for ln in err), err
+
+
+@pytest.mark.parametrize("flags", [{"algo": "1d", "nproc": 4}, {"algo": "1.5d-sa", "nproc": 4, "replication": 2},
+                                   {"algo": "plexus", "nproc": 8, "grid": "2,2,2"},
+                                   {"algo": "3d", "nproc": 8, "grid": "2,2,2"}])
+def test_pair_matrix_attributes_every_received_byte_to_a_group_peer(flags):
+    import numpy as np
+
+    from gridgnn.distributed.grid import coords_of
+    from gridgnn.graph.spec import load_graph
+    from gridgnn.train.config import config_from_flags
+    from gridgnn.train.planning import simulate_config
+
+    cfg = config_from_flags({"data": SBM, "hidden": 6, **flags})
+    vol, shape, _, _ = simulate_config(cfg, load_graph(SBM, seed=0))
+    m = vol.pair_matrix()
+    recv = np.array([r["recv_total"] for r in vol.per_rank()])
+    np.testing.assert_allclose(m.sum(axis=0), recv, rtol=1e-12)  # every byte received comes from someone
+    assert np.all(np.diag(m) == 0)
+    grid_shape = (cfg.nproc,) if flags["algo"] == "1d" else tuple(shape)
+    coords = [coords_of(r, grid_shape) for r in range(cfg.nproc)]
+    for a in range(cfg.nproc):  # only ranks that share an axis group (differ in one coordinate) exchange bytes
+        for b in range(cfg.nproc):
+            if sum(x != y for x, y in zip(coords[a], coords[b])) > 1:
+                assert m[a, b] == 0, (a, b)

@@ -54,7 +54,7 @@ def fit_rows(profile, run_dirs: list[str]) -> list[dict]:
 def run_calibrate_command(args) -> int:
     from ..errors import GridGnnError
     from ..planner.timing import fit_profile, load_profile
-    from ..train.outputs import write_json
+    from ..train.outputs import write_report
 
     if args.max_nproc < 1:
         raise GridGnnError(f"--max-nproc must be >= 1, got {args.max_nproc}")
@@ -82,6 +82,6 @@ def run_calibrate_command(args) -> int:
             pred = fit["comp"] * r["comp_s"] + fit["comm"] * r["comm_s"] + fit["const_s"]
             print(f"  {r['name']:<28} P={r['config']} measured {r['measured_step_s'] * 1e3:8.2f} ms, "
                   f"predicted {pred * 1e3:8.2f} ms")
-    write_json(args.out, profile.to_json())
+    write_report(args.out, profile.to_json())
     print(f"profile written to {args.out}")
     return 0

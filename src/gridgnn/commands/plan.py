@@ -4,18 +4,13 @@ from __future__ import annotations
 
 import time
 
-from .simulate import SIMULATE_FLAGS
+from .simulate import SIMULATE_FLAGS, add_model_arguments
 
 PLAN_FLAGS = tuple(f for f in SIMULATE_FLAGS if f not in ("algo", "replication", "grid", "partition"))
 
 
 def add_plan_arguments(p) -> None:
-    p.add_argument("--data", metavar="SPEC", help="data SPEC (default: the embedded synthetic SBM)")
-    p.add_argument("--model", metavar="NAME", help="gcn (default), gat, agnn, va, sage, or package.module:Class")
-    p.add_argument("--heads", type=int, metavar="K")
-    p.add_argument("--aggr", choices=("mean", "sum", "max", "min"))
-    p.add_argument("--layers", type=int, metavar="L")
-    p.add_argument("--hidden", type=int, metavar="H")
+    add_model_arguments(p)
     p.add_argument("--nproc", type=int, metavar="P", help="processes planned for (none are started)")
     p.add_argument("--seed", type=int)
     p.add_argument("--dtype", choices=("float32", "float64"))
@@ -34,10 +29,12 @@ def add_plan_arguments(p) -> None:
 def run_plan_command(args) -> int:
     from ..errors import GridGnnError
     from ..graph.spec import load_graph
+    from ..parallel import ALGOS
     from ..planner.memory import available_memory_bytes
+    from ..planner.plan import Candidate
     from ..planner.timing import load_profile
     from ..train.config import config_from_flags
-    from ..train.outputs import write_json
+    from ..train.outputs import write_report
     from ..train.planning import plan_configs
 
     given = {k: getattr(args, k) for k in PLAN_FLAGS if getattr(args, k) is not None}
@@ -48,6 +45,9 @@ def run_plan_command(args) -> int:
     listing = {}
     if args.algos:
         listing["algos"] = [a.strip() for a in args.algos.split(",") if a.strip()]
+        unknown = [a for a in listing["algos"] if a not in ALGOS]
+        if unknown:
+            raise GridGnnError(f"--algos: unknown algorithm {unknown[0]!r}; choose from {', '.join(ALGOS)}")
     if args.partitions:
         listing["row_partitions"] = tuple(p.strip() for p in args.partitions.split(",") if p.strip())
     if args.top < 1:
@@ -71,18 +71,9 @@ def run_plan_command(args) -> int:
     if len(rows) > args.top:
         print(f"… {len(rows) - args.top} more" + (f" in {args.out}" if args.out else " (--out FILE writes them all)"))
     best = rows[0]
-    print(f"pick: gridgnn train {' '.join(_flags(best['config']))}  (planned in {wall:.1f} s)")
+    print(f"pick: gridgnn train {' '.join(Candidate.from_options(best['config']).flags())}  (planned in {wall:.1f} s)")
     if args.out:
-        write_json(args.out, {"nproc": cfg.nproc, "model": cfg.model, "layers": cfg.layers, "hidden": cfg.hidden,
+        write_report(args.out, {"nproc": cfg.nproc, "model": cfg.model, "layers": cfg.layers, "hidden": cfg.hidden,
                               "data": cfg.data or "default", "n": graph.n, "nnz": graph.nnz,
                               "profile": profile.name, "fit": profile.fit, "plan_s": wall, "configs": rows})
     return 0
-
-
-def _flags(config: dict) -> list[str]:
-    out = ["--algo", config["algo"], "--partition", config["partition"]]
-    if config["algo"].startswith("1.5d"):
-        out += ["--replication", str(config["replication"])]
-    if config["grid"]:
-        out += ["--grid", config["grid"]]
-    return out

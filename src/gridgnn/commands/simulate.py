@@ -1,5 +1,6 @@
-r"""``gridgnn simulate``: the bytes every rank of a configuration sends and receives in one training step,
-without starting its processes (:mod:`gridgnn.planner.simulate`), as a table and as JSON."""
+r"""``gridgnn simulate``: the bytes and messages every rank of a configuration sends and receives in one training
+step, its local work and its estimated peak memory, without starting its processes
+(:mod:`gridgnn.planner.simulate`), as a table and as JSON."""
 from __future__ import annotations
 
 import time
@@ -8,13 +9,18 @@ SIMULATE_FLAGS = ("data", "model", "heads", "aggr", "layers", "hidden", "algo", 
                   "partition", "seed", "dtype")
 
 
-def add_simulate_arguments(p) -> None:
+def add_model_arguments(p) -> None:
+    """The data and model flags that ``simulate`` and ``plan`` share with ``train``."""
     p.add_argument("--data", metavar="SPEC", help="data SPEC (default: the embedded synthetic SBM)")
     p.add_argument("--model", metavar="NAME", help="gcn (default), gat, agnn, va, sage, or package.module:Class")
     p.add_argument("--heads", type=int, metavar="K")
     p.add_argument("--aggr", choices=("mean", "sum", "max", "min"))
     p.add_argument("--layers", type=int, metavar="L")
     p.add_argument("--hidden", type=int, metavar="H")
+
+
+def add_simulate_arguments(p) -> None:
+    add_model_arguments(p)
     p.add_argument("--algo", metavar="A", help="1d, 1d-sa, 1.5d, 1.5d-sa, 2d, 3d, plexus (or serial)")
     p.add_argument("--nproc", type=int, metavar="P", help="processes simulated (none are started)")
     p.add_argument("--replication", type=int, metavar="C")
@@ -29,7 +35,7 @@ def add_simulate_arguments(p) -> None:
 def run_simulate_command(args) -> int:
     from ..errors import GridGnnError
     from ..train.config import config_from_flags
-    from ..train.outputs import write_json
+    from ..train.outputs import write_report
 
     given = {k: getattr(args, k) for k in SIMULATE_FLAGS if getattr(args, k) is not None}
     if given.get("nproc") is None:
@@ -38,13 +44,17 @@ def run_simulate_command(args) -> int:
     if cfg.sampler is not None:
         raise GridGnnError("gridgnn simulate models full-graph training (no --sampler)")
     from ..graph.spec import load_graph
-    from ..train.planning import simulate_config
+    from ..train.planning import memory_per_rank, simulate_config
 
     t0 = time.perf_counter()
     graph = load_graph(cfg.data, seed=cfg.seed)
-    vol, shape, _, _ = simulate_config(cfg, graph)
+    vol, shape, source, rows = simulate_config(cfg, graph)
+    memory = memory_per_rank(cfg, graph, source, rows, shape)
     wall = time.perf_counter() - t0
     ranks = vol.per_rank()
+    for r in ranks:  # local work of the step (gridgnn.planner.primitives.call_work) and the memory estimate
+        r["work"] = {u: float(v[r["rank"]]) for u, v in vol.work.items()}
+        r["peak_memory_bytes"] = None if memory is None else memory[r["rank"]]
     moved = vol.moved_by_phase()
     report = {
         "algo": cfg.algo, "nproc": cfg.nproc, "grid": list(shape), "replication": cfg.replication,
@@ -55,10 +65,12 @@ def run_simulate_command(args) -> int:
         "max_rank_send_bytes": max(r["sent_total"] for r in ranks),
         "max_rank_recv_bytes": max(r["recv_total"] for r in ranks),
         "max_rank_messages": max(r["calls_total"] for r in ranks),
+        "max_rank_work": {u: float(v.max()) for u, v in vol.work.items()},
+        "max_rank_peak_memory_bytes": None if memory is None else max(memory),
         "ranks": ranks, "simulate_time_s": wall,
     }
     if args.out:
-        write_json(args.out, report)
+        write_report(args.out, report)
     print(f"{cfg.algo} P={cfg.nproc} grid {'x'.join(map(str, shape))} on n={graph.n} nnz={graph.nnz}, "
           f"{cfg.model} {cfg.layers} layers hidden {cfg.hidden}, {cfg.dtype}: one training step")
     print(f"{'phase.collective':<22} {'moved MB':>12} {'max rank sent MB':>17} {'max rank recv MB':>17} "
@@ -69,10 +81,14 @@ def run_simulate_command(args) -> int:
     print(f"{'total':<22} {report['step_bytes_moved']['total'] / 1e6:12.4f} "
           f"{report['max_rank_send_bytes'] / 1e6:17.4f} {report['max_rank_recv_bytes'] / 1e6:17.4f} "
           f"{report['max_rank_messages']:14d}")
+    work = report["max_rank_work"]
+    mem = report["max_rank_peak_memory_bytes"]
+    print(f"busiest rank: {work['nnz']:.4g} edges visited, {work['edge']:.4g} edge x column products, "
+          f"{work['flop']:.4g} dense multiply-adds" + ("" if mem is None else f"; peak memory {mem / 2 ** 30:.3f} GiB"))
     if args.per_rank:
         for r in ranks:
             print(f"rank {r['rank']:5d}: sent {r['sent_total'] / 1e6:.4f} MB, received {r['recv_total'] / 1e6:.4f} MB "
-                  f"in {r['calls_total']} messages")
+                  f"in {r['calls_total']} messages; {r['work']['nnz']:.4g} edges visited")
     print(f"simulated in {wall:.2f} s" + (f"; per-rank volumes in {args.out}" if args.out else ""))
     return 0
 

@@ -49,6 +49,13 @@ class Candidate:
         parts.append(self.partition)
         return " ".join(parts)
 
+    @classmethod
+    def from_options(cls, options: dict) -> "Candidate":
+        """The inverse of :meth:`options`."""
+        grid = options.get("grid")
+        return cls(options["algo"], tuple(int(v) for v in grid.split(",")) if grid else None,
+                   int(options.get("replication", 1)), options.get("partition", "random"))
+
     def options(self) -> dict:
         """The :class:`~gridgnn.train.config.TrainConfig` fields of this configuration."""
         return {"algo": self.algo, "grid": ",".join(map(str, self.grid)) if self.grid else None,

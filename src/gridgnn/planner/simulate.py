@@ -50,6 +50,30 @@ class StepVolume:
                         "recv_total": sum(recv.values()), "calls_total": sum(calls.values())})
         return out
 
+    def pair_matrix(self) -> "np.ndarray":
+        r"""``M[a, b]``: bytes rank ``b`` receives from rank ``a`` in one step, attributed from the per-axis volumes:
+        what ``b`` receives in a collective along an axis is split over the other members of its group in
+        proportion to what each of them sends in that collective (exact for broadcasts and reduces, whose one
+        sender is the root; for the ring collectives and all-to-allv it spreads a member's bytes over its group
+        rather than naming the ring neighbour or the actual pieces)."""
+        import numpy as np
+
+        out = np.zeros((self.world, self.world))
+        for (_, _, axis), (sent, recv, _) in self.detail.items():
+            g, stride = self.axes[axis]
+            if g <= 1:
+                continue
+            for b in range(self.world):
+                if not recv[b]:
+                    continue
+                k = (b // stride) % g
+                peers = [b + (m - k) * stride for m in range(g) if m != k]
+                weights = np.array([sent[a] for a in peers], dtype=np.float64)
+                if weights.sum() <= 0:
+                    weights = np.ones(len(peers))
+                out[peers, b] += recv[b] * weights / weights.sum()
+        return out
+
     def moved_by_phase(self) -> dict:
         """Per key, the bytes *moved*: the larger of the totals sent and received over the ranks (what
         ``summary.json``'s ``comm_bytes_per_epoch.by_phase`` reports for a run)."""

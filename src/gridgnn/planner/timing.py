@@ -55,8 +55,9 @@ class Profile:
         ranks_per_node (int): ranks per node (0: every rank on one node).
         kernels (dict): ``{threads: {unit: seconds per unit}}`` (units :data:`WORK_UNITS`; ``threads`` as a string).
         collectives (dict): measured ``{collective: {members: [alpha_s, beta_s_per_byte]}}`` (members as a
-            string); a collective or group size not listed falls back to ``links``.
-        links (dict): ``{"intra": {"alpha_s", "bandwidth_Bps"}, "inter": {...}}``: per-hop latency and per-rank
+            string); a group size not listed takes the nearest one's β and scales α by :func:`latency_steps`; a
+            collective not listed falls back to ``links``.
+        links (dict): ``{"intra": {"alpha_s", "bandwidth_Bps"}, "inter": {...}}``: per-step latency and per-rank
             bandwidth of a link (``inter``: of the node's network injection, shared by the groups crossing it).
         fit (dict): ``{"comp": θ, "comm": θ, "const_s": θ₀}`` and what the fit measured (:func:`fit_profile`).
         sources (dict): where each number comes from.
@@ -119,7 +120,7 @@ class Profile:
             sizes = sorted(int(g) for g in table)
             ref = min(sizes, key=lambda g: (abs(math.log2(g) - math.log2(members)), g))
             alpha, beta = table[str(ref)]
-            alpha = alpha * (members - 1) / max(1, ref - 1)  # latency grows with the ring's steps
+            alpha = alpha * latency_steps(coll, members) / latency_steps(coll, ref)
             return alpha * calls + beta * nbytes
         kind = "inter" if self.spans_nodes(members, stride) else "intra"
         link = self.links.get(kind) or self.links.get("intra")
@@ -128,7 +129,17 @@ class Profile:
         bw = link["bandwidth_Bps"]
         if kind == "inter":
             bw /= min(self.ranks_per_node, stride)
-        return link["alpha_s"] * (members - 1) * calls + nbytes / bw
+        return link["alpha_s"] * latency_steps(coll, members) * calls + nbytes / bw
+
+
+def latency_steps(coll: str, members: int) -> int:
+    """Message steps of one collective on ``members`` ranks: a tree's ``⌈log₂ g⌉`` for a broadcast or reduce, the
+    ring's or the pairwise exchange's ``g − 1`` for the others (Thakur and Gropp's algorithms)."""
+    if members <= 1:
+        return 0
+    if coll in ("bcast", "bcast_sparse", "reduce"):
+        return max(1, math.ceil(math.log2(members)))
+    return members - 1
 
 
 def load_profile(path: str | None) -> Profile:

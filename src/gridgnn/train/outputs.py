@@ -73,6 +73,17 @@ def write_json(path: str, obj) -> None:
         fh.write(text + "\n")
 
 
+def write_report(path: str, obj) -> None:
+    """:func:`write_json` of a command's ``--out FILE`` (``simulate``, ``plan``, ``calibrate``), creating its
+    folder first as ``train --out`` does."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise GridGnnError(f"cannot write {path}: {_why(exc)}") from None
+    write_json(path, obj)
+
+
 class MetricsLog:
     r"""``metrics.jsonl``: one strict-JSON line per epoch, appended (and flushed) to ``.metrics.jsonl.tmp``,
     renamed onto ``metrics.jsonl`` by :meth:`commit`, removed by :meth:`discard`.
