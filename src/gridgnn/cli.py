@@ -126,6 +126,8 @@ def train_config(args):
         if is_import_path(named) and given.get("model") != named:  # no code is imported on a file's word
             raise GridGnnError(f"--config {args.config} names the model {named} by import path; gridgnn imports "
                                f"code only when the command line names it: add --model {named}")
+        if given.get("algo", from_file.get("algo")) != "auto":  # a rerun of an --algo auto run on a chosen one
+            from_file.pop("profile", None)
         given = {**from_file, **given}
     env = env_context(given.get("device", "auto"))
     return config_from_flags(given, env_world=env.world_size if env is not None else None)

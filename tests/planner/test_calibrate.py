@@ -11,7 +11,7 @@ from ..train._runs import cli_batch, run_main
 
 SBM = "synthetic:sbm?n=300&classes=3&avg_degree=6&features=8"
 RUNS = {"serial": ["--algo", "serial"], "1d": ["--algo", "1d", "--nproc", 2],
-        "1d-sa": ["--algo", "1d-sa", "--nproc", 2], "2d": ["--algo", "2d", "--nproc", 2]}
+        "1d-sa": ["--algo", "1d-sa", "--nproc", 2], "auto": ["--algo", "auto", "--nproc", 2]}
 
 
 @pytest.fixture(scope="module")
@@ -60,15 +60,35 @@ def test_fit_to_runs(calibrated):
     assert max(errs) == pytest.approx(fit["max_rel_err"], abs=0.01)
 
 
-def test_calibrate_refuses_bad_input(capsys, tmp_path):
-    bad = tmp_path / "bad.json"
-    bad.write_text('{"hello": 1}')
-    assert run_main(["calibrate", "--profile", str(bad), "--out", str(tmp_path / "o.json")]) == 2
-    assert run_main(["calibrate", "--profile", "local-cpu", "--fit", str(tmp_path), "--out",
-                     str(tmp_path / "o.json")]) == 2
-    assert run_main(["plan", "--nproc", 4, "--profile", "nosuch"]) == 2
-    assert run_main(["plan", "--nproc", 4, "--algos", "1d,nosuch"]) == 2
+def test_calibrate_refuses_bad_input(capsys, tmp_path, calibrated):
+    d, _ = calibrated
+    good = json.loads((d / "profile.json").read_text())
+    bad = {"not-a-profile.json": {"hello": 1},
+           "kernels-list.json": dict(good, kernels=[1, 2]),
+           "zero-threads.json": dict(good, kernels={"0": good["kernels"]["1"]}),
+           "bad-collective.json": dict(good, collectives={"allreduce": {"2": [1e-4]}}),
+           "bad-link.json": dict(good, links={"intra": {"alpha_s": 1e-4, "bandwidth_Bps": 0}})}
+    for name, obj in bad.items():
+        (tmp_path / name).write_text(json.dumps(obj))
+    no_time = tmp_path / "run"
+    no_time.mkdir()
+    summary = json.loads((d / "1d" / "summary.json").read_text())
+    del summary["epoch_time_median_s"]
+    (no_time / "summary.json").write_text(json.dumps(summary))
+    calls = [["calibrate", "--profile", str(tmp_path / name), "--out", str(tmp_path / "o.json")] for name in bad]
+    calls += [["calibrate", "--profile", "local-cpu", "--fit", str(tmp_path), "--out", str(tmp_path / "o.json")],
+              ["calibrate", "--profile", "local-cpu", "--fit", str(no_time), "--out", str(tmp_path / "o.json")],
+              ["plan", "--nproc", 4, "--profile", "nosuch"],
+              ["plan", "--nproc", 4, "--algos", "1d,nosuch"],
+              ["plan", "--nproc", 4, "--algos", "serial"],
+              ["plan", "--nproc", 4, "--memory", "inf"],
+              ["simulate", "--algo", "auto", "--nproc", 4]]
+    for argv in calls:
+        assert run_main(argv) == 2, argv
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert len(err) == 4 and all(ln.startswith("gridgnn: error:") for ln in err), err
-    assert "not a gridgnn profile" in err[0] and "no summary.json" in err[1] and "neither a file nor a preset" in err[2]
-    assert "unknown algorithm 'nosuch'" in err[3]
+    assert len(err) == len(calls) and all(ln.startswith("gridgnn: error:") for ln in err), err
+    words = ["not a gridgnn profile", "kernels must map", "kernels['0']", "collectives['allreduce']",
+             "links['intra']", "no summary.json", "no measured epoch_time_median_s", "neither a file nor a preset",
+             "unknown algorithm 'nosuch'", "serial runs on one process", "--memory must be", "gridgnn plan ranks"]
+    for line, word in zip(err, words):
+        assert word in line, (word, line)

@@ -51,7 +51,7 @@ def brute_force(world: int) -> set:
 @settings(max_examples=25, deadline=None)
 @given(st.integers(min_value=1, max_value=64))
 def test_candidates_are_exactly_the_valid_configurations(world):
-    listed = [(c.algo, c.grid, c.replication, c.partition) for c in candidates(world)]
+    listed = [(c.algo, c.grid, c.replication, c.partition) for c in candidates(world, row_partitions=ROW_PARTITIONS)]
     assert len(listed) == len(set(listed)), "a configuration is listed twice"
     assert set(listed) == brute_force(world)
 
@@ -61,7 +61,11 @@ def test_every_candidate_is_a_config_the_trainer_accepts():
         for cand in candidates(world):
             assert Candidate.from_options(cand.options()) == cand
             cfg = config_from_flags({"nproc": world, **cand.options()})
-            assert cfg.mesh_shape(world) if world > 1 else True
+            if cand.grid is not None:
+                assert tuple(cfg.mesh_shape(world)) == cand.grid
+            elif world > 1:
+                assert tuple(cfg.mesh_shape(world)) == ((world,) if cand.algo in ("1d", "1d-sa")
+                                                        else (world // cand.replication, cand.replication))
 
 
 def test_candidates_leave_out_what_the_model_or_graph_cannot_run():
@@ -156,8 +160,11 @@ def test_plan_cli_and_algo_auto(tmp_path):
         ["plan", *common, "--profile", "perlmutter-a100", "--out", tmp_path / "plan.json"],
         ["train", *common, "--algo", "auto", "--profile", "perlmutter-a100", "--epochs", 2, "--quiet",
          "--out", tmp_path / "auto"],
+        # a rerun of it on an algorithm of one's choosing (the file's profile no longer applies)
+        ["train", "--config", tmp_path / "auto", "--algo", "2d", "--epochs", 1, "--quiet", "--out", tmp_path / "re"],
     ])
-    assert codes == [0, 0], r.stderr[-3000:]
+    assert codes == [0, 0, 0], r.stderr[-3000:]
+    assert json.loads((tmp_path / "re" / "summary.json").read_text())["algo"] == "2d"
     plan = json.loads((tmp_path / "plan.json").read_text())
     summary = json.loads((tmp_path / "auto" / "summary.json").read_text())
     pick = plan["configs"][0]
@@ -179,3 +186,11 @@ def test_algo_auto_refuses_what_it_chooses(capsys, flags, words):
     assert run_main(["train", "--data", SBM, *flags]) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(err) == 1 and err[0].startswith("gridgnn: error:") and words in err[0], err
+
+
+def test_algo_auto_from_python_with_a_graph_in_memory(graph):
+    import gridgnn
+
+    summary = gridgnn.train(gridgnn.TrainConfig(algo="auto", epochs=1, hidden=8, quiet=True), graph=graph)
+    assert summary["plan"]["picked"]["algo"] == "serial" and summary["plan"]["candidates"] == 1
+    assert summary["algo"] == "serial" and summary["plan"]["measured_step_s"] == summary["epoch_time_median_s"]

@@ -32,11 +32,17 @@ def fit_rows(profile, run_dirs: list[str]) -> list[dict]:
         path = os.path.join(d, "summary.json")
         if not os.path.isfile(path):
             raise GridGnnError(f"--fit {d}: no summary.json (a gridgnn train --out directory)")
+        flags = read_config_file(path)  # checks the file (bounded, strict JSON, a run's config)
         with open(path, encoding="utf-8") as f:
             summary = json.loads(f.read(1 << 24))
-        flags = read_config_file(path)
+        measured = summary.get("epoch_time_median_s")
+        if not isinstance(measured, (int, float)) or not measured > 0:
+            raise GridGnnError(f"--fit {d}: summary.json has no measured epoch_time_median_s")
         if str(flags.get("data", "")).startswith("in-memory:") or flags.get("sampler"):
             raise GridGnnError(f"--fit {d}: only full-graph runs of a data SPEC can be simulated")
+        if flags.get("algo") == "auto":  # an --algo auto run: the configuration it picked
+            flags.update((summary.get("plan") or {}).get("picked") or {})
+            flags.pop("profile", None)
         flags.pop("out", None)
         cfg = config_from_flags(flags)
         key = (cfg.data, cfg.seed)
@@ -46,7 +52,7 @@ def fit_rows(profile, run_dirs: list[str]) -> list[dict]:
         cand = Candidate(cfg.algo, tuple(cfg.mesh_shape(cfg.nproc)) if cfg.grid else None, cfg.replication,
                          cfg.partition)
         row = price(cand, vol, profile, nproc=cfg.nproc)
-        row.update(run=d, measured_step_s=float(summary["epoch_time_median_s"]))
+        row.update(run=d, measured_step_s=float(measured))
         rows.append(row)
     return rows
 

@@ -2,6 +2,7 @@ r"""``gridgnn plan``: every valid configuration of a run ranked by predicted ste
 (:mod:`gridgnn.planner.plan`, :mod:`gridgnn.planner.timing`), as a table and as ``plan.json``."""
 from __future__ import annotations
 
+import math
 import time
 
 from .simulate import SIMULATE_FLAGS, add_model_arguments
@@ -52,7 +53,7 @@ def run_plan_command(args) -> int:
         listing["row_partitions"] = tuple(p.strip() for p in args.partitions.split(",") if p.strip())
     if args.top < 1:
         raise GridGnnError(f"--top must be >= 1, got {args.top}")
-    if args.memory is not None and not args.memory > 0:
+    if args.memory is not None and not (math.isfinite(args.memory) and args.memory > 0):
         raise GridGnnError(f"--memory must be a positive number of GiB, got {args.memory}")
     avail = int(args.memory * 2 ** 30) if args.memory is not None else available_memory_bytes("cpu")
     t0 = time.perf_counter()

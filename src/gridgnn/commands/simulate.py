@@ -40,6 +40,9 @@ def run_simulate_command(args) -> int:
     given = {k: getattr(args, k) for k in SIMULATE_FLAGS if getattr(args, k) is not None}
     if given.get("nproc") is None:
         given["nproc"] = 1
+    if given.get("algo") == "auto":
+        raise GridGnnError("gridgnn simulate models one configuration; gridgnn plan ranks them all (what --algo "
+                           "auto picks)")
     cfg = config_from_flags(given)
     if cfg.sampler is not None:
         raise GridGnnError("gridgnn simulate models full-graph training (no --sampler)")

@@ -26,12 +26,19 @@ SIZES_BYTES = (1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22)
 CALIBRATED = ("allreduce", "bcast", "reduce", "allgather", "reducescatter", "alltoallv")
 
 
-def _median_time(fn, reps: int) -> float:
+def _median_time(fn, reps: int, device: str = "cpu") -> float:
+    """Median seconds of ``fn()`` after one warm-up call (a CUDA device is synchronized around each call)."""
+    def sync():
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
     fn()
     ts = []
     for _ in range(reps):
+        sync()
         t0 = time.perf_counter()
         fn()
+        sync()
         ts.append(time.perf_counter() - t0)
     return statistics.median(ts)
 
@@ -52,8 +59,8 @@ def _line_fit(units: list[float], secs: list[float]) -> tuple[float, float]:
     return a, b
 
 
-def measure_kernels(threads: int, *, quick: bool = False, seed: int = 0) -> dict:
-    """``{unit: seconds per unit}`` of the local kernels with ``threads`` threads."""
+def measure_kernels(threads: int, *, quick: bool = False, seed: int = 0, device: str = "cpu") -> dict:
+    """``{unit: seconds per unit}`` of the local kernels with ``threads`` threads on ``device``."""
     import scipy.sparse as sp
 
     from ..ops import kernels
@@ -67,32 +74,32 @@ def measure_kernels(threads: int, *, quick: bool = False, seed: int = 0) -> dict
     rows, secs = [], []
     for nnz in ((50_000, 200_000) if quick else (50_000, 200_000, 800_000)):
         mat = sp.random(n, n, density=nnz / n / n, format="csr", random_state=rng)
-        pat = Pattern.from_scipy(mat)
-        vals = torch.rand(pat.nnz, dtype=torch.float32)
+        pat = Pattern.from_scipy(mat, device=device)
+        vals = torch.rand(pat.nnz, dtype=torch.float32, device=device)
         for w in (4, 16, 64):
-            x = torch.rand(n, w, dtype=torch.float32)
+            x = torch.rand(n, w, dtype=torch.float32, device=device)
             for fn in (lambda: spmm(pat, vals, x), lambda: sddmm_dot(pat, x, x)):
-                secs.append(_median_time(fn, reps))
+                secs.append(_median_time(fn, reps, device))
                 rows.append([1.0, pat.nnz, pat.nnz * w])
     (_, per_nnz, edge), _ = _nnls(rows, secs)
     units, secs = [], []
     for m in ((5000, 20000) if quick else (5000, 20000, 50000)):
         for k, w in ((32, 32), (64, 128), (128, 64)):
-            a, b = torch.rand(m, k), torch.rand(k, w)
-            secs.append(_median_time(lambda: torch.mm(a, b), reps))
+            a, b = torch.rand(m, k, device=device), torch.rand(k, w, device=device)
+            secs.append(_median_time(lambda: torch.mm(a, b), reps, device))
             units.append(m * k * w)
     _, flop = _line_fit(units, secs)
     units, secs = [], []
     for m in (5000, 50000):
         for w in (16, 128):
-            x = torch.rand(m, w)
-            keep = torch.rand(m, w) > 0.5
-            secs.append(_median_time(lambda: torch.relu(x) * keep * 2.0, reps))
+            x = torch.rand(m, w, device=device)
+            keep = torch.rand(m, w, device=device) > 0.5
+            secs.append(_median_time(lambda: torch.relu(x) * keep * 2.0, reps, device))
             units.append(m * w)
     _, elem = _line_fit(units, secs)
-    tiny = Pattern.from_scipy(sp.random(8, 8, density=0.3, format="csr", random_state=rng))
-    tv, tx = torch.rand(tiny.nnz), torch.rand(8, 4)
-    launch = _median_time(lambda: spmm(tiny, tv, tx), 20)
+    tiny = Pattern.from_scipy(sp.random(8, 8, density=0.3, format="csr", random_state=rng), device=device)
+    tv, tx = torch.rand(tiny.nnz, device=device), torch.rand(8, 4, device=device)
+    launch = _median_time(lambda: spmm(tiny, tv, tx), 20, device)
     return {"edge": edge, "nnz": per_nnz, "flop": flop, "elem": elem, "launch": launch}
 
 
@@ -168,8 +175,12 @@ def measure_collectives(max_nproc: int, *, device: str = "cpu", quick: bool = Fa
 def calibrate(*, max_nproc: int = 8, device: str = "cpu", quick: bool = False) -> Profile:
     """Measure the kernels and collectives of this machine into a :class:`Profile` (unfitted: θ = 1, 1, 0)."""
     cores = os.cpu_count() or 1
-    threads = sorted({1, cores})
-    kernels = {str(t): measure_kernels(t, quick=quick) for t in threads}
+    threads = sorted({1, cores}) if device == "cpu" else [cores]  # a GPU rank's kernels do not use its threads
+    if device == "cuda" and not torch.cuda.is_available():
+        from ..errors import GridGnnError
+
+        raise GridGnnError("--device cuda: no CUDA device is visible")
+    kernels = {str(t): measure_kernels(t, quick=quick, device=device) for t in threads}
     torch.set_num_threads(cores)
     coll = measure_collectives(max_nproc, device=device, quick=quick) if max_nproc >= 2 else {}
     intra = {}

@@ -4,7 +4,8 @@ A *configuration* is an algorithm with its grid shape, replication and vertex or
 :func:`candidates` lists them all for ``P`` processes:
 
 * ``P = 1``: ``serial``.
-* ``1d``, ``1d-sa``: one per row partition (``row_partitions``, default ``random`` and ``metis``).
+* ``1d``, ``1d-sa``: one per row partition (``row_partitions``, default ``random`` and ``metis``; ``metis`` where
+  ``pymetis`` is installed).
 * ``1.5d``, ``1.5d-sa``: every replication ``c ≥ 2`` dividing ``P`` (``c = 1`` is the 1D algorithm), per row
   partition. (``c > P/c`` leaves process columns without stages: valid, and ranked by what it costs.)
 * ``2d``: every ordered factorization ``PR × PC = P``; ``3d``: every ordered ``X × Y × Z = P``; one per
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 
 from ..errors import GridGnnError
 
-ROW_PARTITIONS = ("random", "metis")
+ROW_PARTITIONS = ("random", "metis")  # metis where pymetis is installed (default_row_partitions)
 SUMMA_ORDERS = ("random",)
 PLEXUS_ORDERS = ("random", "double-perm")
 
@@ -78,8 +79,16 @@ def ordered_factorizations(world: int, parts: int) -> list[tuple[int, ...]]:
             for rest in ordered_factorizations(world // d, parts - 1)]
 
 
+def default_row_partitions() -> tuple[str, ...]:
+    """:data:`ROW_PARTITIONS` that can run here: ``metis`` only where ``pymetis`` is installed (the ``partition``
+    extra)."""
+    import importlib.util
+
+    return tuple(p for p in ROW_PARTITIONS if p != "metis" or importlib.util.find_spec("pymetis") is not None)
+
+
 def candidates(world: int, *, n: int | None = None, reads_destinations: bool = False,
-               row_partitions=ROW_PARTITIONS, summa_orders=SUMMA_ORDERS, plexus_orders=PLEXUS_ORDERS,
+               row_partitions=None, summa_orders=SUMMA_ORDERS, plexus_orders=PLEXUS_ORDERS,
                algos=None) -> list[Candidate]:
     """Every valid configuration for ``world`` processes (module docstring), in a fixed order. ``n``: the
     graph's vertices (configurations with more vertex blocks are left out); ``algos``: only these."""
@@ -87,6 +96,8 @@ def candidates(world: int, *, n: int | None = None, reads_destinations: bool = F
 
     if world < 1:
         raise GridGnnError(f"need at least one process, got {world}")
+    if row_partitions is None:
+        row_partitions = default_row_partitions()
     out: list[Candidate] = []
     if world == 1:
         out.append(Candidate("serial", None, 1, "random"))

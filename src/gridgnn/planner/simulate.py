@@ -53,9 +53,9 @@ class StepVolume:
     def pair_matrix(self) -> "np.ndarray":
         r"""``M[a, b]``: bytes rank ``b`` receives from rank ``a`` in one step, attributed from the per-axis volumes:
         what ``b`` receives in a collective along an axis is split over the other members of its group in
-        proportion to what each of them sends in that collective (exact for broadcasts and reduces, whose one
-        sender is the root; for the ring collectives and all-to-allv it spreads a member's bytes over its group
-        rather than naming the ring neighbour or the actual pieces)."""
+        proportion to what each of them sends in that collective (exact for broadcasts, whose one sender is the
+        root; for reduces with different roots, the ring collectives and all-to-allv it spreads a member's bytes
+        over its group rather than naming the actual partner)."""
         import numpy as np
 
         out = np.zeros((self.world, self.world))

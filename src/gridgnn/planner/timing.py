@@ -89,9 +89,47 @@ class Profile:
             prof = cls(**{k: v for k, v in obj.items() if k in known})
         except TypeError as exc:
             raise GridGnnError(f"{where}: {exc}") from None
-        if not prof.kernels:
-            raise GridGnnError(f"{where} has no kernel coefficients")
+        prof._check(where)
         return prof
+
+    def _check(self, where: str) -> None:
+        """Every number where the model reads one: a profile from a file is checked before it is used."""
+        def bad(what: str):
+            raise GridGnnError(f"{where}: {what} (write the profile with gridgnn calibrate)")
+
+        def number(v, positive=False) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and \
+                (v > 0 if positive else v >= 0)
+
+        def size_key(k) -> bool:
+            return isinstance(k, str) and k.isdigit() and int(k) >= 1
+
+        if not isinstance(self.name, str) or self.device not in ("cpu", "cuda"):
+            bad("name must be a string and device cpu or cuda")
+        if not (isinstance(self.cores, int) and self.cores >= 0 and isinstance(self.ranks_per_node, int)
+                and self.ranks_per_node >= 0):
+            bad("cores and ranks_per_node must be integers >= 0")
+        if not isinstance(self.kernels, dict) or not self.kernels:
+            bad("kernels must map thread counts to coefficients")
+        for t, k in self.kernels.items():
+            if not size_key(t) or not isinstance(k, dict) or not all(u in WORK_UNITS and number(v)
+                                                                     for u, v in k.items()):
+                bad(f"kernels[{t!r}] must map the units {', '.join(WORK_UNITS)} to seconds >= 0")
+        if not isinstance(self.collectives, dict):
+            bad("collectives must map collectives to group sizes")
+        for c, table in self.collectives.items():
+            if c not in COLLECTIVES or not isinstance(table, dict) or not table or not all(
+                    size_key(g) and isinstance(ab, list) and len(ab) == 2 and all(number(x) for x in ab)
+                    for g, ab in table.items()):
+                bad(f"collectives[{c!r}] must map group sizes to [alpha_s, beta_s_per_byte] >= 0")
+        if not isinstance(self.links, dict):
+            bad("links must map intra/inter to their latency and bandwidth")
+        for kind, link in self.links.items():
+            if kind not in ("intra", "inter") or not isinstance(link, dict) or not number(link.get("alpha_s")) \
+                    or not number(link.get("bandwidth_Bps"), positive=True):
+                bad(f"links[{kind!r}] needs alpha_s >= 0 and bandwidth_Bps > 0")
+        if not isinstance(self.fit, dict) or not all(number(self.fit.get(k, 0.0)) for k in ("comp", "comm", "const_s")):
+            bad("fit must hold comp, comm and const_s >= 0")
 
     # ------------------------------------------------------------------ prices
     def kernel(self, threads: int) -> dict:

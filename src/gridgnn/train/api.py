@@ -128,17 +128,23 @@ def run(cfg: TrainConfig, graph=None) -> dict | None:
 
 def _run_auto(cfg: TrainConfig, graph=None) -> dict | None:
     r"""``--algo auto``: plan the run (:func:`~gridgnn.train.planning.resolve_auto`), train the pick, and record the
-    prediction next to the measurement in ``summary.json`` (``plan``: the pick, its predicted step time and
-    rank among the candidates, the profile). Every rank of a torchrun/srun job plans alike (deterministic)."""
+    prediction next to the measurement in ``summary.json`` (``plan``: the pick, its predicted step time, the
+    number of candidates, the profile). Every rank of a torchrun/srun job plans alike (deterministic: the memory
+    check that depends on each node's free memory is left to the trainer's guard there)."""
     from ..graph.spec import load_graph
     from ..planner.timing import load_profile
     from .outputs import write_json
     from .planning import resolve_auto
 
+    from ..distributed.launch import env_context
+
     profile = load_profile(cfg.profile)
-    picked, row, count = resolve_auto(cfg, graph if graph is not None else load_graph(cfg.data, seed=cfg.seed),
-                                      profile=profile)
-    if not cfg.quiet:
+    env = env_context(cfg.device)
+    # under torchrun/srun every rank plans alike: the same graph, profile and arithmetic, and no memory measured
+    # on its own node (the trainer's memory guard still refuses a pick that cannot fit)
+    picked, row, count = resolve_auto(cfg, load_graph(graph if graph is not None else cfg.data, seed=cfg.seed),
+                                      profile=profile, check_memory=env is None)
+    if not cfg.quiet and (env is None or env.rank == 0):
         print(f"--algo auto: {row['name']} on {cfg.nproc} processes (predicted {row['predicted_step_s'] * 1e3:.1f} ms "
               f"per step, the fastest of {count} configurations; profile {profile.name})", flush=True)
     summary = run(picked, graph)

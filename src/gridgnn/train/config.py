@@ -82,7 +82,6 @@ class TrainConfig:
     grid: str | None = None
     blocked_aggregation: int = 0
     partition: str = "random"
-    profile: str | None = None  # --algo auto: the machine profile it plans with (file or preset)
     epochs: int = 200
     lr: float = 0.01
     weight_decay: float = 5e-4
@@ -105,6 +104,7 @@ class TrainConfig:
     sample_graph: str | None = None  # replicated (default) | partitioned
     eval_fanout: str | None = None  # default: every neighbour (full-neighbourhood inference)
     eval_batch_size: int | None = None  # default: --batch-size
+    profile: str | None = None  # --algo auto: the machine profile it plans with (file or preset)
 
     def validate(self) -> None:
         """Checks that need no data and no processes (run in the launching process). Creates nothing: ``--out``

@@ -71,7 +71,10 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
         reads = bool(getattr(resolve_model(cfg.model), "reads_destinations", False))
         cands = candidates(cfg.nproc, n=graph.n, reads_destinations=reads, **listing)
     if not cands:
-        raise GridGnnError(f"no configuration of {cfg.nproc} processes fits a graph of {graph.n} vertices")
+        only = listing.get("algos")
+        raise GridGnnError(f"no configuration of {cfg.nproc} processes" + (f" among {', '.join(only)}" if only else "")
+                           + f" runs on a graph of {graph.n} vertices" + (" (serial runs on one process)"
+                                                                           if only and "serial" in only else ""))
     layouts: dict = {}
     rows = []
     for cand in cands:
@@ -87,17 +90,19 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
     return rank_rows(rows)
 
 
-def resolve_auto(cfg, graph, *, profile=None):
+def resolve_auto(cfg, graph, *, profile=None, check_memory: bool = True):
     r"""``--algo auto``: plan ``cfg``'s run (:func:`plan_configs` with the profile ``cfg`` names, or the built-in
     one) and return ``(config of the pick, its plan row, the number of candidates)``. The pick is the fastest
-    predicted configuration that fits in memory."""
+    predicted configuration that fits in this machine's available memory (``check_memory``; else the fastest).
+    ``graph``: a loaded :class:`~gridgnn.graph.Graph`."""
     from ..planner.memory import available_memory_bytes
     from ..planner.timing import load_profile
 
     profile = profile if profile is not None else load_profile(getattr(cfg, "profile", None))
     base = dataclasses.replace(cfg, algo="serial" if cfg.nproc == 1 else "1d", grid=None, replication=1,
                                partition="random")
-    rows = plan_configs(base, graph, profile, available_bytes=available_memory_bytes("cpu"))
+    rows = plan_configs(base, graph, profile,
+                        available_bytes=available_memory_bytes("cpu") if check_memory else None)
     best = rows[0]
     if not best["fits"]:
         raise GridGnnError(f"--algo auto: no configuration of {cfg.nproc} processes fits in memory (the smallest "
