@@ -752,11 +752,14 @@ class PlexusVolume(BlockRowVolume):
     def work(self, call: PrimitiveCall) -> dict:
         """Local work of ``call`` on every rank (:func:`call_work`): the rank's shard of the layer's adjacency
         (``V^t × V^r`` of the graph layout) on its column block ``C^q``; a ``linear`` multiplies its ``n_r ×
-        |C^q(in)|`` block by the ``|C^q(in)| × |C^t(out)|`` weight block; node-wise work on the ``(r, q)`` block."""
+        |C^q(in)|`` block by the ``|C^q(in)| × |C^t(out)|`` weight block; node-wise work on the ``(r, q)`` block of
+        the tensor it reads (``add_bias``, ``head_mean``: the layer's output; ``head_scores``: the ``linear``'s)."""
         out = {u: np.zeros(self.world) for u in WORK_UNITS}
         L = self.layouts[call.layer]
+        node_wise = {"add_bias": L.output, "head_mean": L.output,
+                     "head_scores": L.linear.after_linear() if L.linear is not None else L.output}
         for r, me in enumerate(self.coords):
-            lay = L.graph
+            lay = node_wise.get(call.name, L.graph if L.graph is not None else L.output)
             nnz, launches = 0, 1
             if call.name == "linear":
                 lay = L.linear
