@@ -185,37 +185,30 @@ def build_parser() -> argparse.ArgumentParser:
     _train_parser(sub)
     sub.choices["train"].set_defaults(func=run_train)
     _partition_parser(sub)
-    from .commands.shard import add_shard_arguments, run_shard_command
+    from .commands import calibrate, plan, shard, simulate
 
-    ps = sub.add_parser("shard", help="write a sharded dataset (per-block files) that ranks read in parallel",
-                        description="Permute, normalize and split the adjacency into RxC block files; "
-                                    "train with --data sharded:DIR (each rank reads only its blocks).")
-    add_shard_arguments(ps)
-    ps.set_defaults(func=run_shard_command)
-    from .commands.simulate import add_simulate_arguments, run_simulate_command
-
-    pm = sub.add_parser("simulate", help="bytes every rank moves in one training step, without starting processes",
-                        description="The per-rank bytes of one training step of a configuration (the same flags as "
-                                    "gridgnn train), from the graph and the layout alone: the byte models of the "
-                                    "primitives the model calls, which the test suite checks against measurement.")
-    add_simulate_arguments(pm)
-    pm.set_defaults(func=run_simulate_command)
-    from .commands.calibrate import add_calibrate_arguments, run_calibrate_command
-
-    pc = sub.add_parser("calibrate", help="measure this machine's kernels and collectives (a profile for plan)",
-                        description="Measure the local kernels' throughput and the alpha and beta of every "
-                                    "collective per group size into a profile; --fit RUN_DIR... fits the time "
-                                    "model's coefficients to measured runs.")
-    add_calibrate_arguments(pc)
-    pc.set_defaults(func=run_calibrate_command)
-    from .commands.plan import add_plan_arguments, run_plan_command
-
-    pp = sub.add_parser("plan", help="rank every valid configuration by predicted step time and memory",
-                        description="Simulate every valid configuration (algorithm, grid shape, replication, "
-                                    "partition or permutation) of --nproc processes, predict its step time with "
-                                    "a profile and its per-rank peak memory, and print them ranked.")
-    add_plan_arguments(pp)
-    pp.set_defaults(func=run_plan_command)
+    for name, module, add, run, short, long in (
+        ("shard", shard, "add_shard_arguments", "run_shard_command",
+         "write a sharded dataset (per-block files) that ranks read in parallel",
+         "Permute, normalize and split the adjacency into RxC block files; train with --data sharded:DIR (each "
+         "rank reads only its blocks)."),
+        ("simulate", simulate, "add_simulate_arguments", "run_simulate_command",
+         "bytes every rank moves in one training step, without starting processes",
+         "The per-rank bytes and messages of one training step of a configuration (the same flags as gridgnn "
+         "train), from the graph and the layout alone: the byte models of the primitives the model calls, which "
+         "the test suite checks against measurement; and every rank's local work and memory estimate."),
+        ("calibrate", calibrate, "add_calibrate_arguments", "run_calibrate_command",
+         "measure this machine's kernels and collectives (a profile for plan)",
+         "Measure the local kernels' throughput and the alpha and beta of every collective per group size into a "
+         "profile; --fit RUN_DIR... fits the time model's coefficients to measured runs."),
+        ("plan", plan, "add_plan_arguments", "run_plan_command",
+         "rank every valid configuration by predicted step time and memory",
+         "Simulate every valid configuration (algorithm, grid shape, replication, partition or permutation) of "
+         "--nproc processes, predict its step time with a profile and its per-rank peak memory, and print them "
+         "ranked.")):
+        p = sub.add_parser(name, help=short, description=long)
+        getattr(module, add)(p)
+        p.set_defaults(func=getattr(module, run))
     for name in ("partition", "shard", "simulate", "calibrate", "plan"):
         _one_line_errors(sub.choices[name], name)
     return parser
