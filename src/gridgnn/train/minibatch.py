@@ -44,7 +44,7 @@ from ..sampling.distributed import PartitionedPattern, fetch_rows, num_bulks, sa
 from ..sampling.plan import MinibatchPlan
 from .config import TrainConfig
 from .console import Console
-from .outputs import write_json
+from .outputs import write_json, write_logits
 from .step import allreduce_grads
 
 PHASES = ("sample", "fetch", "fwd", "bwd", "grad", "eval", "metrics")
@@ -161,6 +161,7 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = 
             if files is not None:
                 files.metrics.append(rec)
             console.epoch_done(epoch, rec, _line(rec))
+    logits_full = _infer_all(pipe, model, comm, graph.n, dims[-1]) if cfg.save_logits and cfg.out else None
     mine = {"rank": grid.global_rank, "peak_memory_bytes": measured_peak_bytes(device),
             "phases": _mean_phases(logs)}
     with comm.phase("io"):
@@ -170,7 +171,9 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = 
         return {"summary": None, **state} if return_state else None
     summary = _summary(cfg, graph, grid, history, everyone, time.perf_counter() - t_start, _best_epoch(history))
     if cfg.out:
-        write_json(os.path.join(cfg.out, "summary.json"), summary)
+        if logits_full is not None:
+            write_logits(cfg.out, logits_full, graph.original_ids)
+        write_json(os.path.join(cfg.out, "summary.json"), summary)  # last: a summary.json marks a complete run
     if not cfg.quiet:
         print(f"final: test_acc={_fmt(summary['test_acc'], '.4f')} val_acc={_fmt(summary['val_acc'], '.4f')} "
               f"(best epoch {summary['best_epoch']}), {summary['minibatches_per_s']:.1f} minibatches/s, epoch "
@@ -178,6 +181,39 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = 
               f"fetch {summary['fetch_s'] * 1e3:.1f}, compute {summary['compute_s'] * 1e3:.1f})"
               + (f"; outputs in {cfg.out}" if cfg.out else ""), flush=True)
     return {"summary": summary, **state} if return_state else summary
+
+
+def _infer_all(pipe: _Pipeline, model, comm, n: int, classes: int) -> np.ndarray | None:
+    r"""``--save-logits``: the trained model's logits of every vertex (``n × classes``, original order) on rank 0,
+    ``None`` elsewhere. Every vertex is an output in minibatches of ``--eval-batch-size`` sampled with
+    ``--eval-fanout`` (default every neighbour: exact full-neighbourhood inference), spread over the ranks as
+    training steps are; the rows go to rank 0 in one gather (phase ``io``)."""
+    ids, outs = [], []
+
+    def infer(plan, x, y, n_step, step):
+        if plan is None:
+            return
+        model.eval()
+        with torch.no_grad():
+            outs.append(model(x, plan).detach().to("cpu", torch.float64))
+        ids.append(np.asarray(plan.out_rows(), dtype=np.int64))
+
+    size = pipe.cfg.model_eval_batch_size
+    order = np.arange(n, dtype=np.int64)
+    pipe.run([order[i:i + size] for i in range(0, n, size)], fanouts=pipe.eval_fanouts, epoch=pipe.cfg.epochs,
+             step0=0, step_fn=infer, stats=defaultdict(float), fetch_phase="io")
+    rows = torch.from_numpy(np.concatenate(ids) if ids else np.zeros(0, np.int64)).reshape(-1, 1)
+    vals = torch.cat(outs) if outs else torch.zeros((0, classes), dtype=torch.float64)
+    wire = comm.wire_device()
+    with comm.phase("io"):
+        all_rows = comm.gather_rows(rows.to(wire), comm.grid.names)
+        all_vals = comm.gather_rows(vals.to(wire), comm.grid.names)
+    if all_rows is None:
+        return None
+    full = np.full((n, classes), np.nan)
+    for r, v in zip(all_rows, all_vals):
+        full[r.cpu().numpy().reshape(-1)] = v.cpu().numpy()
+    return full
 
 
 def _epoch(pipe: _Pipeline, model, opt, comm, train_ids, split, epoch: int, step0: int, console):

@@ -73,6 +73,18 @@ def write_json(path: str, obj) -> None:
         fh.write(text + "\n")
 
 
+def write_logits(out_dir: str, logits, original_ids=None) -> None:
+    """``logits.npy`` (row ``i`` = vertex ``i`` of the loaded graph) and, for a relabelled graph (``?relabel=1``),
+    ``node_ids.npy``: the file's id of each row."""
+    import numpy as np
+
+    with atomic_write(os.path.join(out_dir, "logits.npy")) as fh:
+        np.save(fh, logits)
+    if original_ids is not None:
+        with atomic_write(os.path.join(out_dir, "node_ids.npy")) as fh:
+            np.save(fh, original_ids)
+
+
 def write_report(path: str, obj) -> None:
     """:func:`write_json` of a command's ``--out FILE`` (``simulate``, ``plan``, ``calibrate``), creating its
     folder first as ``train --out`` does."""

@@ -30,8 +30,8 @@ from ..planner.memory import available_memory_bytes, check_fits, measured_peak_b
 from .checkpoint import CHECKPOINT, check_for_run, read_checkpoint, restore, save_checkpoint
 from .config import TrainConfig
 from .console import Console
-from .outputs import (MetricsLog, atomic_write, clear_outputs, make_out_dir, previous_outputs, remove_empty_dirs,
-                      write_json)
+from .outputs import (MetricsLog, clear_outputs, make_out_dir, previous_outputs, remove_empty_dirs, write_json,
+                      write_logits)
 from .rank_layout import GRAPH_PARTITIONERS, build_rank, estimate_memory, make_source, num_blocks, vertex_blocks
 from .step import evaluate, forward_backward
 
@@ -172,11 +172,7 @@ def train_worker(ctx, cfg: TrainConfig, graph=None) -> dict | None:
                        resumed_from=None if ckpt is None else start)
     if out_dir:
         if logits_full is not None:
-            with atomic_write(os.path.join(out_dir, "logits.npy")) as fh:
-                np.save(fh, logits_full)
-            if graph is not None and graph.original_ids is not None:  # ?relabel=1: row i is the file's id ids[i]
-                with atomic_write(os.path.join(out_dir, "node_ids.npy")) as fh:
-                    np.save(fh, graph.original_ids)
+            write_logits(out_dir, logits_full, None if graph is None else graph.original_ids)
         from .report import breakdown_plot
 
         breakdown_plot(everyone, os.path.join(out_dir, "breakdown.png"), title=f"{cfg.algo} P={world}")
