@@ -172,3 +172,41 @@ def test_saved_logits_are_exact_inference_of_the_trained_model(tmp_path, world):
     expected = full_graph_logits(cfg, state)
     assert logits.shape == expected.shape and not np.isnan(logits).any()
     np.testing.assert_allclose(logits, expected, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("world", [1, 2])
+def test_resume_reproduces_the_uninterrupted_minibatch_run(tmp_path, world):
+    """``--checkpoint-every`` / ``--resume`` with minibatches: 4 epochs in one go, or 2 then 2 more from the
+    checkpoint, give the same parameters bit for bit, the same metrics lines and the same saved logits (the
+    sampling and the dropout are keyed by the epoch and the step, Adam's state is in the checkpoint)."""
+    import json
+
+    from tests.train._runs import cli_batch
+
+    common = ["--data", DATA, "--model", "sage", "--sampler", "sage", "--fanout", "4,3", "--batch-size", 9,
+              "--bulk", 2, "--hidden", 8, "--dropout", 0.3, "--seed", 3, "--quiet", "--save-logits",
+              "--nproc", world] + (["--replication", 2, "--sample-graph", "partitioned"] if world > 1 else [])
+    r, codes = cli_batch([
+        ["train", *common, "--epochs", 4, "--checkpoint-every", 4, "--out", tmp_path / "whole"],
+        ["train", *common, "--epochs", 2, "--checkpoint-every", 1, "--out", tmp_path / "part"],
+        ["train", "--resume", tmp_path / "part", "--epochs", 4, "--quiet", "--save-logits"],
+    ])
+    assert codes == [0, 0, 0], r.stderr[-3000:]
+    whole = torch.load(tmp_path / "whole" / "checkpoint.pt", weights_only=True)
+    resumed = torch.load(tmp_path / "part" / "checkpoint.pt", weights_only=True)
+    assert resumed["epoch"] == whole["epoch"] == 4
+    for name, tensors in whole["params"].items():
+        for a, b in zip(tensors, resumed["params"][name]):
+            assert torch.equal(a, b), name
+    drop = ("epoch_time_s", "eval_time_s", "minibatches_per_s", "sampling_s", "fetch_s", "compute_s")
+
+    def lines(d):
+        return [{k: v for k, v in json.loads(ln).items() if k not in drop}
+                for ln in (d / "metrics.jsonl").read_text().splitlines()]
+
+    assert lines(tmp_path / "part") == lines(tmp_path / "whole")
+    np.testing.assert_array_equal(np.load(tmp_path / "part" / "logits.npy"),
+                                  np.load(tmp_path / "whole" / "logits.npy"))
+    summary = json.loads((tmp_path / "part" / "summary.json").read_text())
+    assert summary["resumed_from_epoch"] == 2 and summary["epochs"] == 4
+    assert json.loads((tmp_path / "whole" / "summary.json").read_text())["resumed_from_epoch"] is None

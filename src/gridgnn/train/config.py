@@ -231,7 +231,6 @@ class TrainConfig:
             raise GridGnnError(f"--sampler trains on minibatches over a P/c x c grid (--nproc P --replication c); "
                                f"--algo {self.algo} selects a full-graph algorithm: leave it out")
         for name, bad in (("--grid", self.grid is not None), ("--blocked-aggregation", self.blocked_aggregation),
-                          ("--checkpoint-every", self.checkpoint_every), ("--resume", self.resume is not None),
                           ("sharded: data", bool(self.data and self.data.startswith("sharded:")))):
             if bad:
                 raise GridGnnError(f"{name} is not available with --sampler (minibatch training) yet")

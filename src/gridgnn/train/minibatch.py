@@ -129,6 +129,7 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = 
     """Train with sampled minibatches on this rank (``ctx`` = ``None``: one process). Returns the summary on
     rank 0 (``return_state``: on every rank ``{"summary", "state", "history"}``, the trained parameters in
     ``state``, for tests)."""
+    from .checkpoint import CHECKPOINT, check_for_run, read_checkpoint, restore, save_checkpoint
     from .trainer import _best_epoch, _check_data, _fmt, _RunFiles, build_model, recording
 
     t_start = time.perf_counter()
@@ -137,29 +138,44 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = 
     train_ids = np.flatnonzero(graph.train_mask & (graph.y >= 0)) if labelled else np.zeros(0, np.int64)
     world = 1 if ctx is None else ctx.world_size
     _check_data(graph.n, graph.num_features, graph.num_classes, len(train_ids), world // cfg.replication)
+    dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
+    info = {"n": graph.n, "nnz": graph.nnz, "f": graph.num_features, "classes": graph.num_classes}
+    ckpt = None
+    if cfg.resume is not None:  # read and checked on every rank, before the first collective
+        ckpt = read_checkpoint(cfg.resume)
+        check_for_run(ckpt, cfg.resume, dims=dims, info=info, epochs=cfg.epochs)
+    start = 0 if ckpt is None else ckpt["epoch"]
     grid, device = _grid(ctx, cfg)
     comm = Comm(grid, sync_cuda=ctx is not None)
     dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
-    dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
     pipe = _Pipeline(cfg, graph, comm, device, dtype)
     split = {name: np.flatnonzero(m & (graph.y >= 0)) if m is not None else np.zeros(0, np.int64)
              for name, m in (("val", graph.val_mask), ("test", graph.test_mask))}
     graph.x = None  # every rank keeps only its block of the features
     model = build_model(cfg, dims, None, dtype).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    history, logs = [], []  # every epoch's record (a checkpoint's included); this run's communication
+    if ckpt is not None:
+        restore(model, opt, _WHOLE, ckpt, dims)
+        history = [dict(r) for r in ckpt["records"]]
     lead = grid.global_rank == 0
-    files = _RunFiles(cfg, []) if lead and cfg.out else None
+    files = _RunFiles(cfg, history) if lead and cfg.out else None
     steps_per_epoch = len(schedule(len(minibatches(train_ids, cfg.model_batch_size)), world, cfg.model_bulk))
     console = Console(show=lead and not cfg.quiet, epochs=cfg.epochs, log_every=cfg.log_every,
-                      total=cfg.epochs * steps_per_epoch, desc=f"{cfg.sampler} P={world}", unit="minibatch")
-    history, logs = [], []
+                      total=cfg.epochs * steps_per_epoch, initial=start * steps_per_epoch,
+                      desc=f"{cfg.sampler} P={world}", unit="minibatch")
     with recording(files, console):
-        for epoch in range(cfg.epochs):
+        for epoch in range(start, cfg.epochs):
             rec, delta = _epoch(pipe, model, opt, comm, train_ids, split, epoch, epoch * steps_per_epoch, console)
             history.append(rec)
             logs.append(delta)
             if files is not None:
                 files.metrics.append(rec)
+            if cfg.out and cfg.checkpoint_every and ((epoch + 1) % cfg.checkpoint_every == 0
+                                                     or epoch == cfg.epochs - 1):
+                save_checkpoint(comm, _WHOLE, model, opt, path=os.path.join(cfg.out, CHECKPOINT),
+                                config=cfg.to_dict(), dims=dims, info=info, epoch=epoch + 1, records=history,
+                                best_epoch=_best_epoch(history))
             console.epoch_done(epoch, rec, _line(rec))
     logits_full = _infer_all(pipe, model, comm, graph.n, dims[-1]) if cfg.save_logits and cfg.out else None
     mine = {"rank": grid.global_rank, "peak_memory_bytes": measured_peak_bytes(device),
@@ -169,7 +185,8 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = 
     state = {"state": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}, "history": history}
     if not lead:
         return {"summary": None, **state} if return_state else None
-    summary = _summary(cfg, graph, grid, history, everyone, time.perf_counter() - t_start, _best_epoch(history))
+    summary = _summary(cfg, graph, grid, history, everyone, time.perf_counter() - t_start, _best_epoch(history),
+                       resumed_from=None if ckpt is None else start)
     if cfg.out:
         if logits_full is not None:
             write_logits(cfg.out, logits_full, graph.original_ids)
@@ -181,6 +198,18 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = 
               f"fetch {summary['fetch_s'] * 1e3:.1f}, compute {summary['compute_s'] * 1e3:.1f})"
               + (f"; outputs in {cfg.out}" if cfg.out else ""), flush=True)
     return {"summary": summary, **state} if return_state else summary
+
+
+class _WholeParameters:
+    """The parameters' layout of minibatch training: every rank holds every parameter whole (a checkpoint's
+    ``param_slice``)."""
+
+    @staticmethod
+    def param_slice(layer: int, kind: str, shape) -> tuple:
+        return tuple(slice(None) for _ in shape)
+
+
+_WHOLE = _WholeParameters()
 
 
 def _infer_all(pipe: _Pipeline, model, comm, n: int, classes: int) -> np.ndarray | None:
@@ -308,7 +337,8 @@ def _line(r: dict) -> str:
             f"ms, compute {r['compute_s'] * 1e3:.0f} ms")
 
 
-def _summary(cfg: TrainConfig, graph, grid, history, everyone, wall: float, best: int) -> dict:
+def _summary(cfg: TrainConfig, graph, grid, history, everyone, wall: float, best: int,
+             resumed_from: int | None = None) -> dict:
     by_phase_sent, by_phase_recv = defaultdict(float), defaultdict(float)
     for er in everyone:
         for k, v in er["phases"].items():
@@ -331,11 +361,12 @@ def _summary(cfg: TrainConfig, graph, grid, history, everyone, wall: float, best
         "sampling_bytes_per_epoch": phase_bytes("sample"), "fetch_bytes_per_epoch": phase_bytes("fetch"),
         "comm_bytes_per_epoch": {"total": float(sum(by_phase.values())), "by_phase": dict(sorted(by_phase.items()))},
         "sampler": cfg.sampler, "fanout": cfg.model_fanouts, "eval_fanout": cfg.model_eval_fanouts,
-        "batch_size": cfg.model_batch_size, "eval_batch_size": cfg.model_eval_batch_size, "bulk": cfg.model_bulk, "sample_graph": cfg.model_sample_graph,
+        "batch_size": cfg.model_batch_size, "eval_batch_size": cfg.model_eval_batch_size, "bulk": cfg.model_bulk,
+        "sample_graph": cfg.model_sample_graph,
         "nproc": grid.world_size, "grid": list(grid.shape), "grid_axes": list(grid.names),
         "replication": cfg.replication, "seed": cfg.seed, "model": cfg.model, "aggr": cfg.model_aggr,
         "layers": cfg.layers, "hidden": cfg.hidden, "epochs": cfg.epochs, "dtype": cfg.dtype,
         "data": cfg.data or "default", "n": graph.n, "nnz": graph.nnz,
         "peak_memory_bytes": [er["peak_memory_bytes"] for er in everyone], "wall_time_s": wall,
-        "config": cfg.to_dict(),
+        "checkpoint_every": cfg.checkpoint_every, "resumed_from_epoch": resumed_from, "config": cfg.to_dict(),
     }
