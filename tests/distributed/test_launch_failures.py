@@ -15,6 +15,10 @@ import pytest
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and Linux signals")
 
+#: seconds a signalled run has to end: the property is that it ends (no hang), not how fast. Under the whole
+#: suite on 2 shared cores a serial run once took longer than 10 s to leave after SIGINT (not reproduced alone)
+SIGNAL_EXIT_S = 30
+
 LONG_RUN = ["train", "--data", "synthetic:sbm?n=600&classes=4&features=8", "--epochs", "1000000", "--log-every", 1,
             "--hidden", 8]
 
@@ -79,7 +83,11 @@ class Run:
             for r in self.ranks:
                 if _alive(r):
                     os.kill(r, signal.SIGKILL)
-            raise AssertionError(f"the launcher did not end within {within} s") from None
+            out = self.out
+            out.seek(0)
+            last = out.read().splitlines()[-2:]
+            raise AssertionError(f"the launcher did not end within {within} s (last output {last}; stderr: "
+                                 f"{self.stderr()[-600:]!r})") from None
         while any(_alive(r) for r in self.ranks) and time.monotonic() - t0 < within:
             time.sleep(0.1)
         assert not [r for r in self.ranks if _alive(r)], "ranks outlived the launcher"
@@ -153,7 +161,7 @@ def test_local_launch_listens_on_loopback_only_and_sigint_cleans_up(tmp_path):
                 s.settimeout(2)
                 assert s.connect_ex((ext, port)) != 0, f"port {port} reachable on {ext}"
     os.kill(run.proc.pid, signal.SIGINT)
-    assert run.finish(within=10) == 130
+    assert run.finish(within=SIGNAL_EXIT_S) == 130
     assert run.errors() == []
     assert "gridgnn: interrupted (SIGINT)" in run.stderr()
     assert run.left_behind() == []
@@ -163,7 +171,7 @@ def test_sigterm_to_launcher_ends_every_rank_with_143(tmp_path):
     run = Run(tmp_path, "--nproc", 2, "--algo", "1d-sa")
     run.wait_training(2)
     os.kill(run.proc.pid, signal.SIGTERM)
-    assert run.finish(within=10) == 143
+    assert run.finish(within=SIGNAL_EXIT_S) == 143
     assert "gridgnn: interrupted (SIGTERM)" in run.stderr() and "Traceback" not in run.stderr()
     assert run.left_behind() == []
 
@@ -174,7 +182,7 @@ def test_ctrl_c_to_the_whole_group_gives_one_line(tmp_path):
     run.wait_training(2)
     for pid in [run.proc.pid, *run.ranks]:
         os.kill(pid, signal.SIGINT)
-    assert run.finish(within=10) == 130
+    assert run.finish(within=SIGNAL_EXIT_S) == 130
     assert run.stderr().count("gridgnn:") == 1 and "Traceback" not in run.stderr()
     assert run.left_behind() == []
 
@@ -207,6 +215,6 @@ def test_serial_run_sigint_is_one_line(tmp_path):
     run = Run(tmp_path, "--algo", "serial")
     run.wait_training(0)
     os.kill(run.proc.pid, signal.SIGINT)
-    assert run.finish(within=10) == 130
+    assert run.finish(within=SIGNAL_EXIT_S) == 130
     assert run.stderr().count("gridgnn:") == 1 and "gridgnn: interrupted (SIGINT)" in run.stderr()
     assert "Traceback" not in run.stderr()
