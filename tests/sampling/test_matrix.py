@@ -240,3 +240,28 @@ def test_fused_extraction_equals_the_reference(sampler, fanouts, monkeypatch):
         assert (x == y).all()
     for x, y in zip(fused.blocks, ref.blocks):
         assert (x.indptr == y.indptr).all() and (x.indices == y.indices).all() and np.array_equal(x.data, y.data)
+
+
+@pytest.mark.parametrize("s", [1, 3, -1])
+def test_sample_rows_kernel_equals_the_reference(s, monkeypatch):
+    """GraphSAGE's row sampler (numba, and the NumPy path the partitioned sampler takes without numba) keeps the
+    entries the selection keeps in NORM(Q A), for repeated and isolated frontier vertices."""
+    from gridgnn.ops import kernels
+    from gridgnn.ops.hashing import chain
+    from gridgnn.sampling.matrix import _pattern, sample_rows, top_per_row_reference
+
+    a = random_graph(120, 900, seed=s + 5)
+    a = _pattern(sp.diags((np.arange(120) < 118).astype(float)) @ a + sp.csr_matrix((120, 120)))  # 118, 119 isolated
+    assert a.indptr[118] == a.indptr[120]
+    nodes = np.array([3, 3, 119, 0, 57, 118, 4, 90, 11], dtype=np.int64)
+    keys = chain(9, 2, 1, np.arange(len(nodes)), nodes)
+    p = sp.csr_matrix(a[nodes])
+    rows = np.repeat(np.arange(len(nodes)), np.diff(p.indptr))
+    p.data = 1.0 / np.diff(p.indptr)[rows]
+    keep = np.arange(p.nnz) if s < 0 else top_per_row_reference(p, rows, s, keys)
+    got = [sample_rows(a.indptr, a.indices, nodes, keys, s)]
+    if kernels.enabled():
+        monkeypatch.setenv("GRIDGNN_KERNELS", "torch")
+        got.append(sample_rows(a.indptr, a.indices, nodes, keys, s))
+    for r, c in got:
+        assert (r == rows[keep]).all() and (c == p.indices[keep]).all()

@@ -391,6 +391,12 @@ def _sampling_key(row_key, column, prob):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _uniform_rank(row_key, column):
+    """``−(the 53 bits of u)`` for the open uniform ``u`` of ``mix(row_key + column)`` (smaller is a larger ``u``)."""
+    return -np.int64(_mix(row_key + np.uint64(column)) >> _S11)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _keep_best(best, at, m, s, key, j):
     """Insert candidate ``j`` with ``key`` into the ``m`` best so far (``best`` ascending, ``at`` their positions;
     at most ``s``; a tie keeps the earlier candidate first); returns the new count."""
@@ -430,40 +436,50 @@ def top_rows_kernel(indptr, indices, probs, row_keys, s, runs, keep):
 
 
 @njit(**_PAR)
-def relabel_kernel(n, nodes, ptr, add_cols, add_vals, add_ptr, q_cols, q_ptr, new_buf, new_count, q_rel, q_vals):
-    """Per minibatch ``i`` (one ``prange`` iteration each): its next frontier is its frontier
-    ``nodes[ptr[i]:ptr[i+1]]`` followed by the vertices of ``add_cols[add_ptr[i]:add_ptr[i+1]]`` not in it, by
-    id (written to ``new_buf`` from ``add_ptr[i]``, ``new_count[i]`` of them); each query column of the minibatch
-    gets its position in that next frontier (``q_rel``, relative to the minibatch; −1 when it is not among the
-    added vertices) and the ``add_vals`` of its added entry (``q_vals``). Two ``n``-long position maps per
-    minibatch, so only the new vertices are sorted."""
-    for i in prange(ptr.shape[0] - 1):
+def relabel_kernel(n, nodes, ptr, add_cols, add_vals, add_ptr, q_cols, q_ptr, chunks, new_buf, new_count, q_rel,
+                   q_vals):
+    """Per minibatch ``i``: its next frontier is its frontier ``nodes[ptr[i]:ptr[i+1]]`` followed by the vertices
+    of ``add_cols[add_ptr[i]:add_ptr[i+1]]`` not in it, by id (written to ``new_buf`` from ``add_ptr[i]``,
+    ``new_count[i]`` of them); each query column of the minibatch gets its position in that next frontier
+    (``q_rel``, relative to the minibatch; −1 when it is not among the added vertices) and the ``add_vals`` of its
+    added entry (``q_vals``). ``chunks`` parallel workers take minibatches ``c, c + chunks, …``, each with two
+    ``n``-long position maps it resets entry by entry after a minibatch, so only the new vertices are sorted and
+    no map is refilled whole."""
+    k = ptr.shape[0] - 1
+    for c in prange(chunks):
         pos = np.full(n, -1, dtype=np.int64)
         added = np.full(n, -1, dtype=np.int64)
-        p0, p1 = ptr[i], ptr[i + 1]
-        for t in range(p0, p1):
-            pos[nodes[t]] = t - p0
-        a0, a1 = add_ptr[i], add_ptr[i + 1]
-        fresh = 0
-        for t in range(a0, a1):
-            v = add_cols[t]
-            if added[v] < 0:
-                added[v] = t
-                if pos[v] < 0:
-                    new_buf[a0 + fresh] = v
-                    fresh += 1
-        new = np.sort(new_buf[a0:a0 + fresh])
-        for t in range(fresh):
-            new_buf[a0 + t] = new[t]
-            pos[new[t]] = p1 - p0 + t
-        new_count[i] = fresh
-        for t in range(q_ptr[i], q_ptr[i + 1]):
-            j = added[q_cols[t]]
-            if j >= 0:
-                q_rel[t] = pos[q_cols[t]]
-                q_vals[t] = add_vals[j]
-            else:
-                q_rel[t] = -1
+        for i in range(c, k, chunks):
+            p0, p1 = ptr[i], ptr[i + 1]
+            for t in range(p0, p1):
+                pos[nodes[t]] = t - p0
+            a0, a1 = add_ptr[i], add_ptr[i + 1]
+            fresh = 0
+            for t in range(a0, a1):
+                v = add_cols[t]
+                if added[v] < 0:
+                    added[v] = t
+                    if pos[v] < 0:
+                        new_buf[a0 + fresh] = v
+                        fresh += 1
+            new = np.sort(new_buf[a0:a0 + fresh])
+            for t in range(fresh):
+                new_buf[a0 + t] = new[t]
+                pos[new[t]] = p1 - p0 + t
+            new_count[i] = fresh
+            for t in range(q_ptr[i], q_ptr[i + 1]):
+                j = added[q_cols[t]]
+                if j >= 0:
+                    q_rel[t] = pos[q_cols[t]]
+                    q_vals[t] = add_vals[j]
+                else:
+                    q_rel[t] = -1
+            for t in range(p0, p1):
+                pos[nodes[t]] = -1
+            for t in range(fresh):
+                pos[new[t]] = -1
+            for t in range(a0, a1):
+                added[add_cols[t]] = -1
 
 
 @njit(**_PAR)
@@ -471,10 +487,11 @@ def sage_rows_kernel(indptr, indices, nodes, row_keys, s, offsets, runs, out):
     """GraphSAGE's ``SAMPLE(NORM(Q A))`` for a one-nonzero-per-row ``Q`` without forming ``Q A``: row ``i`` of
     ``Q A`` is row ``nodes[i]`` of ``A`` with probabilities ``1/deg``; its ``s`` winners (as in
     :func:`top_rows_kernel`, every entry when ``s < 0`` or ``deg ≤ s``) go to ``out[offsets[i]:offsets[i+1]]`` in
-    column order."""
+    column order. With one probability for the whole row, ``−log(u)/p`` orders as ``−u``: the ``s`` largest
+    uniforms win (ties to the earlier entry), compared as the integers they are made of — no logarithm."""
     for r in prange(runs.shape[0] - 1):
         cap = max(s, 1)
-        best = np.empty(cap, dtype=np.float64)
+        best = np.empty(cap, dtype=np.int64)
         at = np.empty(cap, dtype=np.int64)
         for i in range(runs[r], runs[r + 1]):
             v = nodes[i]
@@ -484,10 +501,9 @@ def sage_rows_kernel(indptr, indices, nodes, row_keys, s, offsets, runs, out):
                 for j in range(a, b):
                     out[o + j - a] = indices[j]
                 continue
-            p = 1.0 / np.float64(b - a)
             m = 0
             for j in range(a, b):
-                m = _keep_best(best, at, m, s, _sampling_key(row_keys[i], indices[j], p), j)
+                m = _keep_best(best, at, m, s, _uniform_rank(row_keys[i], indices[j]), j)
             chosen = np.sort(at[:s])
             for t in range(s):
                 out[o + t] = indices[chosen[t]]

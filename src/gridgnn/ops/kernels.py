@@ -318,7 +318,8 @@ def relabel(nodes: np.ndarray, ptr: np.ndarray, add_cols: np.ndarray, add_vals: 
     _kernel("relabel", 16 * (len(add_cols) + len(q_cols)) if k > 1 else 0)(
         n, args[0], args[1], add_cols, np.ascontiguousarray(add_vals, dtype=np.float64),
         np.ascontiguousarray(add_ptr, dtype=np.int64), np.ascontiguousarray(q_cols, dtype=np.int64),
-        np.ascontiguousarray(q_ptr, dtype=np.int64), new_buf, new_count, q_rel, q_vals)
+        np.ascontiguousarray(q_ptr, dtype=np.int64), max(1, min(k, torch.get_num_threads())), new_buf, new_count,
+        q_rel, q_vals)
     sizes = np.diff(args[1]) + new_count
     nptr = np.zeros(k + 1, dtype=np.int64)
     nptr[1:] = np.cumsum(sizes)

@@ -14,14 +14,20 @@ drawn (:mod:`gridgnn.sampling.matrix`: keyed randomness), so the two modes below
   stage chunk: it sends the owner ``P(k, j)`` the ids of the rows it needs (``NnzCols(Q_ik)``), receives those
   rows of ``A_k`` (degrees, then column ids), multiplies, and the partial products are summed over the process
   row (each member's partial ``(row, column, value)`` triples to the others, then a local sum). Every member
-  then holds ``P_i`` and samples the group's rows itself (sampling and extraction need no communication).
+  then holds ``P_i`` and samples the group's rows itself.
+  GraphSAGE needs no sum: its ``Q`` has one nonzero per row, so each row of ``Q A`` is one row of ``A``, fetched
+  whole by the one member whose chunk holds its block. That member samples it (the selection is per row and
+  keyed, so where it runs does not matter) and the members exchange only what they kept — per produced row its
+  count, then the kept columns — in place of the partial products (``PartitionedPattern.sage_rows``).
+  Extraction needs no communication.
 
-*Communication* (phase ``"sample"``, per product call and rank ``P(i, j)``; ``R = P/c``; ``V_{ik}`` = distinct
+*Communication* (phase ``"sample"``, per call and rank ``P(i, j)``; ``R = P/c``; ``V_{ik}`` = distinct
 frontier vertices of process row ``i`` in block ``k``; ``d_v`` = degrees): along ``"row"``, an all-to-allv of
 request counts (8 bytes to each other member), one of the requested ids (``8 V_{ik}`` to owner ``k``), one of
 the degrees of the requested rows (``8 V_{lk}`` back) and one of their column ids (``8 Σ d_v``); along
-``"rep"``, an all-gather of the partial sizes (8 bytes) and an all-to-allv of the partial products (``24`` bytes
-per nonzero to each other member). :func:`sampling_bytes` computes all of it without processes.
+``"rep"`` (``c > 1``), an all-gather of the payload sizes (8 bytes) and an all-to-allv of the payload to each
+other member: GraphSAGE ``8`` bytes per produced row and per kept column (``min(s, d_v)`` of them), a product
+``24`` bytes per nonzero of the partial product. :func:`sampling_bytes` computes all of it without processes.
 """
 from __future__ import annotations
 
@@ -32,7 +38,7 @@ import torch
 from ..errors import GridGnnError
 from ..partition import even_bounds
 from ..partition.layout import stage_chunks
-from .matrix import BulkSample, _pattern, local_product, sample_bulk
+from .matrix import BulkSample, _pattern, local_product, local_sage_rows, sample_bulk, sample_rows
 
 MODES = ("replicated", "partitioned")
 PHASE = "sample"
@@ -63,27 +69,68 @@ class PartitionedPattern:
         self.local = sp.csr_matrix(a[lo:hi])  # A_i: rows lo … hi − 1, every column
         self.chunk = stage_chunks(self.blocks, self.c)[self.j]
 
+    def _fetch(self, need: dict) -> tuple[np.ndarray, sp.csr_matrix]:
+        """The rows ``need[k]`` of every block ``k`` of this member's chunk, from their owners ``P(k, j)``
+        (Algorithm 2's exchange along ``"row"``): ``(their ids, sorted; those rows of A)``."""
+        comm = self.comm
+        wanted = request(comm, [need.get(k, np.zeros(0, np.int64)) for k in range(self.blocks)], "row")
+        lo = int(self.bounds[self.i])
+        rows = [self.local[t - lo] for t in wanted]  # the rows of A_i each member of column j needs
+        deg_in = _exchange(comm, [np.diff(r.indptr).astype(np.int64) for r in rows],
+                           [len(need.get(k, ())) for k in range(self.blocks)], "row")
+        cols = _exchange(comm, [r.indices.astype(np.int64) for r in rows], [int(d.sum()) for d in deg_in], "row")
+        order = [k for k in range(self.blocks) if k in need]
+        fetched_ids = np.concatenate([need[k] for k in order]) if order else np.zeros(0, np.int64)
+        indptr = np.zeros(len(fetched_ids) + 1, dtype=np.int64)
+        indptr[1:] = np.cumsum(np.concatenate([deg_in[k] for k in order])) if order else []
+        indices = np.concatenate([cols[k] for k in order]) if order else np.zeros(0, np.int64)
+        return fetched_ids, sp.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(len(fetched_ids), self.n))
+
     def product(self, q: sp.csr_matrix) -> sp.csr_matrix:
         """``Q A`` for this process row's ``Q`` (the same on its ``c`` members), by Algorithm 2."""
-        comm = self.comm
         q = sp.csr_matrix(q)
-        need = needs(q, self.bounds, self.chunk)
-        with comm.phase(PHASE):
-            wanted = request(comm, [need.get(k, np.zeros(0, np.int64)) for k in range(self.blocks)], "row")
-            lo = int(self.bounds[self.i])
-            rows = [self.local[t - lo] for t in wanted]  # the rows of A_i each member of column j needs
-            degs = _exchange(comm, [np.diff(r.indptr).astype(np.int64) for r in rows],
-                             [len(need.get(k, ())) for k in range(self.blocks)], "row")
-            deg_in = degs
-            cols = _exchange(comm, [r.indices.astype(np.int64) for r in rows], [int(d.sum()) for d in deg_in], "row")
-            order = [k for k in range(self.blocks) if k in need]
-            fetched_ids = np.concatenate([need[k] for k in order]) if order else np.zeros(0, np.int64)
-            indptr = np.zeros(len(fetched_ids) + 1, dtype=np.int64)
-            indptr[1:] = np.cumsum(np.concatenate([deg_in[k] for k in order])) if order else []
-            indices = np.concatenate([cols[k] for k in order]) if order else np.zeros(0, np.int64)
-            a_hat = sp.csr_matrix((np.ones(len(indices)), indices, indptr), shape=(len(fetched_ids), self.n))
+        with self.comm.phase(PHASE):
+            fetched_ids, a_hat = self._fetch(needs(q, self.bounds, self.chunk))
             partial = sp.coo_matrix(_restrict_columns(q, fetched_ids) @ a_hat)
             return self._sum_over_row(partial, q.shape[0])
+
+    def sage_rows(self, nodes: np.ndarray, row_keys: np.ndarray, s: int) -> tuple[np.ndarray, np.ndarray]:
+        """GraphSAGE's sample of the rows ``nodes`` of ``A`` (this process row's stacked frontier), as
+        :func:`gridgnn.sampling.matrix.sample_rows` returns it for the whole pattern. Row ``r`` of ``Q A`` is
+        row ``nodes[r]`` of ``A``, which one member alone produces (the one whose chunk holds its block): it
+        fetches the row as Algorithm 2 does, samples it there, and the members exchange what they kept —
+        per produced row its count, then the kept columns — instead of summing partial products."""
+        nodes = np.asarray(nodes, dtype=np.int64)
+        with self.comm.phase(PHASE):
+            fetched_ids, a_hat = self._fetch(needs_of(nodes, self.bounds, self.chunk))
+            mine = produced_rows(nodes, self.bounds, self.chunk)
+            r, cols = sample_rows(a_hat.indptr, a_hat.indices, np.searchsorted(fetched_ids, nodes[mine]),
+                                  np.asarray(row_keys)[mine], s)
+            counts = np.bincount(r, minlength=len(mine)).astype(np.int64)
+            if self.c == 1:
+                return mine[r], cols
+            got = self._gather_over_row(np.concatenate([counts, cols]))
+        chunks = stage_chunks(self.blocks, self.c)
+        counts = np.zeros(len(nodes), dtype=np.int64)
+        parts = []
+        for m, payload in enumerate(got):
+            rows_m = produced_rows(nodes, self.bounds, chunks[m])
+            counts[rows_m] = payload[:len(rows_m)]
+            parts.append((rows_m, payload[:len(rows_m)], payload[len(rows_m):]))
+        start = np.zeros(len(nodes) + 1, dtype=np.int64)
+        start[1:] = np.cumsum(counts)
+        out = np.empty(int(start[-1]), dtype=np.int64)
+        for rows_m, counts_m, cols_m in parts:
+            first = np.repeat(start[rows_m], counts_m)
+            within = np.arange(len(cols_m)) - np.repeat(np.cumsum(counts_m) - counts_m, counts_m)
+            out[first + within] = cols_m
+        return np.repeat(np.arange(len(nodes), dtype=np.int64), counts), out
+
+    def _gather_over_row(self, payload: np.ndarray) -> list[np.ndarray]:
+        """Every member's ``int64`` vector along ``"rep"`` (sizes all-gathered, then one all-to-allv)."""
+        dev = self.comm.wire_device()
+        sizes = self.comm.all_gather(torch.tensor([len(payload)], dtype=torch.int64, device=dev), "rep")
+        return _exchange(self.comm, [payload] * self.c, [int(v.item()) for v in sizes], "rep")
 
     def _sum_over_row(self, partial: sp.coo_matrix, m: int) -> sp.csr_matrix:
         """The partial products summed over the process row (``"rep"``)."""
@@ -135,9 +182,21 @@ def fetch_rows(comm, x_local: torch.Tensor, bounds: np.ndarray, ids: np.ndarray,
 
 def needs(q: sp.csr_matrix, bounds: np.ndarray, chunk) -> dict:
     """``{k: sorted distinct columns of Q in block k}`` for the blocks ``k`` of ``chunk`` (NnzCols(Q_ik))."""
-    cols = np.unique(q.indices.astype(np.int64))
+    return needs_of(q.indices, bounds, chunk)
+
+
+def needs_of(ids: np.ndarray, bounds: np.ndarray, chunk) -> dict:
+    """``{k: sorted distinct ids in block k}`` for the blocks ``k`` of ``chunk``."""
+    cols = np.unique(np.asarray(ids, dtype=np.int64))
     blk = np.searchsorted(bounds, cols, side="right") - 1
     return {int(k): cols[blk == k] for k in chunk}
+
+
+def produced_rows(nodes: np.ndarray, bounds: np.ndarray, chunk) -> np.ndarray:
+    """Positions of the frontier rows whose vertex lies in a block of ``chunk`` (the rows of GraphSAGE's ``Q A``
+    the member with that chunk produces), ascending."""
+    blk = np.searchsorted(bounds, nodes, side="right") - 1
+    return np.flatnonzero(np.isin(blk, np.fromiter(chunk, dtype=np.int64)))
 
 
 def _restrict_columns(q: sp.csr_matrix, keep: np.ndarray) -> sp.csr_matrix:
@@ -170,7 +229,7 @@ def sample_rank(comm, adj: sp.spmatrix, batches: list[np.ndarray], fanouts, *, k
     group = [rank_batches(len(batches), world, k, bulk, pattern.i * c + m) for m in range(c)]
     ids = np.concatenate(group)
     both = sample_bulk(None, [batches[t] for t in ids], fanouts, sampler=sampler, seed=seed, epoch=epoch,
-                       batch_ids=ids, product=pattern.product, n=pattern.n)
+                       batch_ids=ids, product=pattern.product, n=pattern.n, sage_rows=pattern.sage_rows)
     start = sum(len(g) for g in group[:pattern.j])
     return both.subset(start, start + len(group[pattern.j]))
 
@@ -192,23 +251,28 @@ def sampling_bytes(adj: sp.spmatrix, batches: list[np.ndarray], fanouts, *, worl
         recv[r] += v
 
     deg = np.diff(a.indptr)
-    base = local_product(a)
+    base, base_rows = local_product(a), local_sage_rows(a)
     for bulk in (range(num_bulks(len(batches), world, k)) if bulks is None else bulks):
-        calls = []
+        calls = []  # per process row, its calls in order: ("product", Q) or ("rows", frontier, s)
         for i in range(R):
             recorded = []
 
             def product(q, recorded=recorded):
-                recorded.append(sp.csr_matrix(q))
+                recorded.append(("product", sp.csr_matrix(q)))
                 return base(q)
+
+            def rows(nodes, row_keys, s, recorded=recorded):
+                recorded.append(("rows", np.asarray(nodes, dtype=np.int64), s))
+                return base_rows(nodes, row_keys, s)
 
             ids = np.concatenate([rank_batches(len(batches), world, k, bulk, i * c + m) for m in range(c)])
             sample_bulk(None, [batches[t] for t in ids], fanouts, sampler=sampler, seed=seed, epoch=epoch,
-                        batch_ids=ids, product=product, n=n)
+                        batch_ids=ids, product=product, n=n, sage_rows=rows)
             calls.append(recorded)
         for t in range(len(calls[0])):
             for j in range(c):
-                need = [needs(calls[i][t], bounds, chunks[j]) for i in range(R)]
+                need = [needs_of(calls[i][t][1].indices if calls[i][t][0] == "product" else calls[i][t][1],
+                                 bounds, chunks[j]) for i in range(R)]
                 for i in range(R):
                     r = i * c + j
                     if R > 1:
@@ -222,16 +286,25 @@ def sampling_bytes(adj: sp.spmatrix, batches: list[np.ndarray], fanouts, *, worl
                         add("alltoallv", r, 8 * d_out, 8 * d_in)  # their column ids
             if c > 1:
                 for i in range(R):
-                    q = calls[i][t]
-                    sizes = []
-                    for j in range(c):
-                        have = np.concatenate(list(needs(q, bounds, chunks[j]).values()) or [np.zeros(0, np.int64)])
-                        sizes.append((_restrict_columns(q, np.sort(have)) @ a[np.sort(have)]).nnz)
+                    sizes = [_row_payload(calls[i][t], a, deg, bounds, chunks[j]) for j in range(c)]
                     for j in range(c):
                         r = i * c + j
                         add("allgather", r, 8 * (c - 1), 8 * (c - 1))
-                        add("alltoallv", r, 24 * sizes[j] * (c - 1), 24 * (sum(sizes) - sizes[j]))
+                        add("alltoallv", r, sizes[j] * (c - 1), sum(sizes) - sizes[j])
     return out
+
+
+def _row_payload(call, a: sp.csr_matrix, deg: np.ndarray, bounds: np.ndarray, chunk) -> int:
+    """Bytes the member with ``chunk`` sends each other member of its process row after one call: GraphSAGE
+    (``rows``) — per row it produced, its kept count and the kept columns (8 bytes each); a product — its partial
+    ``(row, column, value)`` triples (24 bytes per nonzero)."""
+    if call[0] == "rows":
+        nodes, s = call[1], call[2]
+        d = deg[nodes[produced_rows(nodes, bounds, chunk)]]
+        return 8 * (len(d) + int((d if s < 0 else np.minimum(d, s)).sum()))
+    q = call[1]
+    have = np.concatenate(list(needs(q, bounds, chunk).values()) or [np.zeros(0, np.int64)])
+    return 24 * (_restrict_columns(q, np.sort(have)) @ a[np.sort(have)]).nnz
 
 
 def fetch_bytes(frontiers: list, bounds: np.ndarray, c: int, row_bytes: int) -> tuple[np.ndarray, np.ndarray]:

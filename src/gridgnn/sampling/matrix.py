@@ -12,7 +12,8 @@ For each hop from the batch outwards (Algorithm 1, ``l = L … 1``):
 3. ``SAMPLE``: ``s`` distinct columns per row drawn without replacement from the row's distribution — exactly,
    as successive draws with redraw-until-distinct would (the paper's inverse-transform procedure), by the
    equivalent one-pass rule of Efraimidis and Spirakis: each candidate ``v`` gets the key
-   :math:`\log(u_v) / p_v` and the ``s`` largest keys win. A row with at most ``s`` candidates keeps them all
+   :math:`\log(u_v) / p_v` and the ``s`` largest keys win (GraphSAGE's candidates of a row weigh the same, so
+   there the ``s`` largest ``u_v`` win: no logarithm). A row with at most ``s`` candidates keeps them all
    (``min(s, deg)`` neighbours); ``s = -1`` keeps every neighbour.
 4. ``EXTRACT``: the layer's block, ``rows`` = the frontier, ``columns`` = the next frontier: the frontier itself
    first (so a layer with a root term reads its targets' own rows, as PyG's samplers order them), then the newly
@@ -155,7 +156,8 @@ def _probabilities(product, n: int, nodes: np.ndarray, ptr: np.ndarray, sampler:
 
 
 def sample_bulk(adj: sp.spmatrix | None, batches: list[np.ndarray], fanouts: list[int], *, sampler: str = "sage",
-                seed: int = 0, epoch: int = 0, batch_ids=None, product=None, n: int | None = None) -> BulkSample:
+                seed: int = 0, epoch: int = 0, batch_ids=None, product=None, n: int | None = None,
+                sage_rows=None) -> BulkSample:
     """Sample ``len(fanouts)`` layers for each minibatch of ``batches`` (lists of distinct global vertex ids),
     all at once.
 
@@ -168,17 +170,23 @@ def sample_bulk(adj: sp.spmatrix | None, batches: list[np.ndarray], fanouts: lis
         product: ``Q ↦ Q A`` (binary ``A``, CSR): a distributed SpGEMM (:mod:`gridgnn.sampling.distributed`)
             in place of ``adj``, with ``n`` its order. Every rank of such a product calls it the same number of
             times (once per hop, once more per LADIES hop for the row extraction), whatever its minibatches.
+        sage_rows: GraphSAGE only — ``(frontier, row keys, s) ↦ (rows, columns)`` of the kept entries of ``Q A``
+            in row, then column order (what :func:`sample_rows` returns for the whole pattern), used instead
+            of ``product``: each row of ``Q A`` is one row of ``A``, sampled where it is read (a distributed one:
+            :meth:`gridgnn.sampling.distributed.PartitionedPattern.sage_rows`). Default with ``adj`` and the
+            numba kernels: the rows of ``A`` read in place.
     """
     if sampler not in SAMPLERS:
         raise GridGnnError(f"--sampler must be one of {', '.join(SAMPLERS)} (got {sampler!r})")
     if not fanouts or any(int(s) == 0 or int(s) < -1 for s in fanouts):
         raise GridGnnError(f"--fanout needs positive sizes or -1 (all) for every layer (got {list(fanouts)})")
-    direct = None  # the pattern itself when GraphSAGE's rows of Q A can be read from it (no SpGEMM needed)
     if product is None:
         a = _pattern(adj)
         n, product = a.shape[0], local_product(a)
-        if sampler == "sage" and kernels.enabled():
-            direct = a
+        if sampler == "sage" and sage_rows is None:
+            sage_rows = local_sage_rows(a)  # GraphSAGE's rows of Q A read in place (no SpGEMM needed)
+    if sampler == "sage" and sage_rows is None:
+        raise ValueError("GraphSAGE sampling needs the graph or a row sampler (sage_rows)")
     k = len(batches)
     ids = np.arange(k, dtype=np.int64) if batch_ids is None else np.asarray(batch_ids, dtype=np.int64)
     nodes, ptr = _stack(batches)
@@ -190,21 +198,55 @@ def sample_bulk(adj: sp.spmatrix | None, batches: list[np.ndarray], fanouts: lis
         row_batch = owner if sampler == "sage" else np.arange(k, dtype=np.int64)
         row_vertex = nodes if sampler == "sage" else np.zeros(k, dtype=np.int64)
         row_keys = chain(int(seed), int(epoch), hop + 1, ids[row_batch], row_vertex)  # one key per row of P
-        if direct is not None:  # Q selects one vertex per row: Q A is those rows of A, read in place
-            r, c = kernels.sage_rows(direct.indptr, direct.indices, nodes, row_keys, int(s))
-            r, cols, vals, nxt, nptr = _extract_sage(nodes, ptr, owner, r, c)
+        if sampler == "sage":  # Q selects one vertex per row: Q A is those rows of A
+            r, c = sage_rows(nodes, row_keys, int(s))
+            r, cols, vals, nxt, nptr = _extract_sage(nodes, ptr, owner, r, c, n)
         else:
             p, rows = _probabilities(product, n, nodes, ptr, sampler)
             keep = top_per_row(p, rows, int(s), row_keys)
-            extract = _extract if kernels.enabled() else _extract_reference
-            r, cols, vals, nxt, nptr = extract(sampler, product, nodes, ptr, owner, p, rows, keep, n)
-        block = sp.csr_matrix((vals, (r, cols)), shape=(len(nodes), len(nxt)))
+            extract = _extract_ladies if kernels.enabled() else _extract_ladies_reference
+            r, cols, vals, nxt, nptr = extract(product, nodes, ptr, owner, p, rows, keep, n)
+        indptr = np.zeros(len(nodes) + 1, dtype=np.int64)
+        indptr[1:] = np.cumsum(np.bincount(r, minlength=len(nodes)))  # r is in row order, no entry twice
+        block = sp.csr_matrix((vals, cols, indptr), shape=(len(nodes), len(nxt)))
         block.sort_indices()
         out_blocks.append(block)
         nodes, ptr = nxt, nptr
         out_nodes.append(nodes)
         out_ptr.append(ptr)
     return BulkSample(sampler, ids, out_nodes[::-1], out_ptr[::-1], out_blocks[::-1])
+
+
+def local_sage_rows(a: sp.csr_matrix):
+    """``(frontier, row keys, s) ↦`` :func:`sample_rows` of the pattern ``a`` at hand."""
+    def rows(nodes: np.ndarray, row_keys: np.ndarray, s: int):
+        return sample_rows(a.indptr, a.indices, nodes, row_keys, s)
+    return rows
+
+
+def sample_rows(indptr: np.ndarray, indices: np.ndarray, nodes: np.ndarray, row_keys: np.ndarray,
+                s: int) -> tuple[np.ndarray, np.ndarray]:
+    """GraphSAGE's SAMPLE of the CSR rows ``nodes`` (probabilities ``1/deg``, one key per row): ``(row, column)``
+    of the kept entries in row, then column order. A row's candidates weigh the same, so the Efraimidis–Spirakis
+    keys ``log(u)/p`` of :func:`top_per_row` order as the uniforms ``u``: the ``min(s, deg)`` largest ``u`` win
+    (ties, of probability 2⁻⁵³, to the earlier entry), compared as the 53-bit integers they are made of. The numba
+    kernel :func:`gridgnn.ops.kernels.sage_rows` when available, else NumPy sorts."""
+    nodes = np.asarray(nodes, dtype=np.int64)
+    if kernels.enabled():
+        return kernels.sage_rows(indptr, indices, nodes, row_keys, s)
+    deg = (indptr[nodes + 1] - indptr[nodes]).astype(np.int64)
+    sel = np.zeros(len(nodes) + 1, dtype=np.int64)
+    sel[1:] = np.cumsum(deg)
+    rows = np.repeat(np.arange(len(nodes), dtype=np.int64), deg)
+    at = np.arange(sel[-1], dtype=np.int64) - sel[rows] + np.asarray(indptr, dtype=np.int64)[nodes][rows]
+    cols = np.asarray(indices, dtype=np.int64)[at]
+    if s < 0:
+        return rows, cols
+    with np.errstate(over="ignore"):
+        bits = (mix(np.asarray(row_keys, dtype=np.uint64)[rows] + cols.astype(np.uint64)) >> np.uint64(11))
+    order = np.lexsort((-bits.astype(np.int64), rows))  # per row, the largest uniforms first (stable: ties by position)
+    keep = np.sort(order[np.arange(len(rows)) - sel[rows[order]] < s])
+    return rows[keep], cols[keep]
 
 
 def top_per_row(p: sp.csr_matrix, rows: np.ndarray, s: int, row_keys: np.ndarray) -> np.ndarray:
@@ -228,13 +270,11 @@ def top_per_row_reference(p: sp.csr_matrix, rows: np.ndarray, s: int, row_keys: 
     return np.sort(order[rank < s])
 
 
-def _extract(sampler, product, nodes, ptr, owner, p, rows, keep, n):
-    """EXTRACT with the per-minibatch numba kernel :func:`gridgnn.ops.kernels.relabel` (minibatches in
+def _extract_ladies(product, nodes, ptr, owner, p, rows, keep, n):
+    """LADIES' EXTRACT with the per-minibatch numba kernel :func:`gridgnn.ops.kernels.relabel` (minibatches in
     parallel, no global sort): ``(block rows, block columns, weights, next nodes, next ptr)``."""
     k = len(ptr) - 1
     r, c = rows[keep], p.indices[keep]
-    if sampler == "sage":
-        return _extract_sage(nodes, ptr, owner, r, c)
     add_ptr = np.zeros(k + 1, dtype=np.int64)
     add_ptr[1:] = np.cumsum(np.bincount(r, minlength=k))
     ar = _row_extraction(product, nodes, n)
@@ -244,26 +284,24 @@ def _extract(sampler, product, nodes, ptr, owner, p, rows, keep, n):
     return rr, cols[inside], _ladies_weights(rr, 1.0 / pv[inside], len(nodes)), nxt, nptr
 
 
-def _extract_sage(nodes, ptr, owner, r, c):
-    """GraphSAGE's EXTRACT of the kept entries ``(r, c)`` (frontier row, vertex) with :func:`kernels.relabel`."""
+def _extract_sage(nodes, ptr, owner, r, c, n):
+    """GraphSAGE's EXTRACT of the kept entries ``(r, c)`` (frontier row, vertex; row order): with
+    :func:`kernels.relabel` when available, else by sorts of (minibatch, vertex) keys."""
     k = len(ptr) - 1
+    counts = np.bincount(r, minlength=len(nodes)).astype(np.float64)
+    if not kernels.enabled():
+        nxt, nptr = _next_frontier(nodes, ptr, owner, owner[r], c, n)
+        return r, _positions(owner[r], c, nxt, nptr, n), 1.0 / counts[r], nxt, nptr
     add_ptr = np.zeros(k + 1, dtype=np.int64)
     add_ptr[1:] = np.cumsum(np.bincount(owner[r], minlength=k))
     nxt, nptr, cols, _ = kernels.relabel(nodes, ptr, c, np.zeros(len(c)), add_ptr, c, add_ptr)
-    counts = np.bincount(r, minlength=len(nodes)).astype(np.float64)
     return r, cols, 1.0 / counts[r], nxt, nptr
 
 
-def _extract_reference(sampler, product, nodes, ptr, owner, p, rows, keep, n):
-    """:func:`_extract` with NumPy sorts of (minibatch, vertex) keys over the whole bulk."""
-    row_batch = owner if sampler == "sage" else np.arange(len(ptr) - 1, dtype=np.int64)
-    nxt, nptr = _next_frontier(nodes, ptr, owner, row_batch[rows[keep]], p.indices[keep], n)
-    if sampler == "sage":
-        r, c = rows[keep], p.indices[keep]
-        counts = np.bincount(r, minlength=len(nodes)).astype(np.float64)
-        vals = 1.0 / counts[r]
-    else:
-        r, c, vals = _ladies_block(product, nodes, owner, p, rows, keep, n)
+def _extract_ladies_reference(product, nodes, ptr, owner, p, rows, keep, n):
+    """:func:`_extract_ladies` with NumPy sorts of (minibatch, vertex) keys over the whole bulk."""
+    nxt, nptr = _next_frontier(nodes, ptr, owner, rows[keep], p.indices[keep], n)
+    r, c, vals = _ladies_block(product, nodes, owner, p, rows, keep, n)
     return r, _positions(owner[r], c, nxt, nptr, n), vals, nxt, nptr
 
 
