@@ -9,11 +9,12 @@ import torch.nn.functional as F
 from gridgnn.distributed.launch import launch
 from gridgnn.errors import GridGnnError
 from gridgnn.graph.spec import load_graph
+from gridgnn.nn.gcn import GCN
 from gridgnn.nn.sage import SAGE
 from gridgnn.partition import even_bounds
 from gridgnn.sampling import minibatches, sample_bulk
 from gridgnn.sampling.distributed import fetch_bytes
-from gridgnn.sampling.plan import MinibatchPlan
+from gridgnn.sampling.plan import GcnNormalization, MinibatchPlan
 from gridgnn.testing import minibatch_state_worker
 from gridgnn.train.config import TrainConfig
 from gridgnn.train.minibatch import minibatch_worker, neighbours, schedule
@@ -35,7 +36,9 @@ def reference(cfg: TrainConfig, world: int) -> dict:
     g = load_graph(cfg.data, seed=cfg.seed)
     adj = neighbours(g)
     dims = [g.num_features] + [cfg.hidden] * (cfg.layers - 1) + [g.num_classes]
-    model = SAGE.from_options(dims, dtype=torch.float64, seed=cfg.seed, dropout=cfg.dropout, aggr=cfg.model_aggr)
+    model = {"sage": SAGE, "gcn": GCN}[cfg.model].from_options(dims, dtype=torch.float64, seed=cfg.seed,
+                                                               dropout=cfg.dropout, aggr=cfg.model_aggr)
+    gcn = GcnNormalization(g, adj)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     train = np.flatnonzero(g.train_mask & (g.y >= 0))
     y = torch.from_numpy(g.y)
@@ -49,7 +52,7 @@ def reference(cfg: TrainConfig, world: int) -> dict:
             model.train()
             model.epoch = epoch * len(steps) + n
             opt.zero_grad()
-            out = model(torch.from_numpy(g.x[s.nodes[0]]).double(), MinibatchPlan(s))
+            out = model(torch.from_numpy(g.x[s.nodes[0]]).double(), MinibatchPlan(s, gcn=gcn))
             (F.cross_entropy(out, y[s.nodes[-1]], reduction="sum") / len(s.nodes[-1])).backward()
             opt.step()
     return model.state_dict()
@@ -60,9 +63,9 @@ def assert_same(state, ref):
         torch.testing.assert_close(state[k], v, rtol=1e-9, atol=1e-11, msg=k)
 
 
-@pytest.mark.parametrize("sampler", ["sage", "ladies"])
-def test_one_process_equals_the_reference(sampler):
-    cfg = config(sampler=sampler, fanout="4,3" if sampler == "sage" else "12,10")
+@pytest.mark.parametrize("sampler,model", [("sage", "sage"), ("ladies", "sage"), ("sage", "gcn"), ("ladies", "gcn")])
+def test_one_process_equals_the_reference(sampler, model):
+    cfg = config(sampler=sampler, model=model, fanout="4,3" if sampler == "sage" else "12,10")
     out = minibatch_worker(None, cfg, return_state=True)
     assert_same(out["state"], reference(cfg, 1))
     assert out["summary"]["minibatches_per_epoch"] == len(minibatches(np.zeros(out_train(cfg)), 9))
@@ -109,8 +112,8 @@ def fetch_model(cfg: TrainConfig, world: int) -> float:
 
 
 def test_minibatch_flags_are_checked():
-    with pytest.raises(GridGnnError, match="--model sage"):
-        config(model="gcn")
+    with pytest.raises(GridGnnError, match="--model sage or gcn"):
+        config(model="gat")
     with pytest.raises(GridGnnError, match="--algo"):
         config(algo="1d", nproc=2)
     with pytest.raises(GridGnnError, match="one positive size"):
@@ -151,18 +154,19 @@ def full_graph_logits(cfg: TrainConfig, state) -> np.ndarray:
 
     g = load_graph(cfg.data, seed=cfg.seed)
     dims = [g.num_features] + [cfg.hidden] * (cfg.layers - 1) + [g.num_classes]
-    model = SAGE.from_options(dims, dtype=torch.float64, seed=cfg.seed, dropout=cfg.dropout, aggr=cfg.model_aggr)
+    model = {"sage": SAGE, "gcn": GCN}[cfg.model].from_options(dims, dtype=torch.float64, seed=cfg.seed,
+                                                               dropout=cfg.dropout, aggr=cfg.model_aggr)
     model.load_state_dict(state)
     model.eval()
     with torch.no_grad():
         return model(torch.from_numpy(g.x).double(), build_serial(gcn_normalize(g), dtype=torch.float64)).numpy()
 
 
-@pytest.mark.parametrize("world", [1, 4])
-def test_saved_logits_are_exact_inference_of_the_trained_model(tmp_path, world):
+@pytest.mark.parametrize("world,model", [(1, "sage"), (4, "sage"), (1, "gcn")])
+def test_saved_logits_are_exact_inference_of_the_trained_model(tmp_path, world, model):
     """``--save-logits`` with minibatches: every vertex's logits, in original order, from full-neighbourhood
     minibatches spread over the ranks, equal the trained parameters applied to the whole graph."""
-    cfg = config(save_logits=True, out=str(tmp_path / f"p{world}"), eval_batch_size=50,
+    cfg = config(save_logits=True, out=str(tmp_path / f"p{world}"), eval_batch_size=50, model=model,
                  **({"nproc": 4, "replication": 2, "sample_graph": "partitioned"} if world > 1 else {}))
     if world == 1:
         state = minibatch_worker(None, cfg, return_state=True)["state"]

@@ -12,6 +12,12 @@ sums are the sources' gradient). Two things are particular to a sample:
 * ``mean`` is the sampler's estimator of the neighbourhood mean: the block's weights over the kept edges,
   renormalized per row (GraphSAGE: the sample mean; LADIES: the importance-weighted mean of its ``1/p``
   weights). With every neighbour sampled this is the full-graph ``mean``.
+* ``gcn_values`` (GCN on samples, given a :class:`GcnNormalization`) estimate the full graph's
+  :math:`(\hat M H)_u = \hat M_{uu} h_u + \sum_{v \in N(u)} \hat M_{uv} h_v` the same way: the self term exactly,
+  the neighbour sum as :math:`|N(u)|` times the sampler's mean of :math:`\hat M_{uv} h_v` — weight
+  :math:`|N(u)| \, w_{uv} \hat M_{uv}` on a kept edge, ``w`` the block's weight. GraphSAGE keeps each neighbour
+  with probability :math:`\min(s, |N(u)|)/|N(u)|` and weighs it :math:`1/\min(s, |N(u)|)`, so the estimate is
+  unbiased; with every neighbour sampled it is the full-graph GCN layer exactly.
 """
 from __future__ import annotations
 
@@ -19,9 +25,41 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from ..errors import GridGnnError
+from ..graph.graph import gcn_normalize
 from ..ops.pattern import Pattern
 from ..parallel.base import Plan
 from ..parallel.blockrow import BlockRowGraph, _SpMM
+
+
+class GcnNormalization:
+    r"""The full graph's GCN matrix :math:`\hat M` (:func:`~gridgnn.graph.graph.gcn_normalize`) looked up by
+    (destination, source), and each vertex's neighbour count :math:`|N(u)|` in the sampled pattern ``adj`` (rows =
+    destinations, no self-loops). Built on first use, so a run whose model does not read ``gcn_values`` pays
+    nothing."""
+
+    def __init__(self, graph, adj: sp.spmatrix):
+        self._graph, self._adj, self._keys = graph, adj, None
+
+    def _build(self) -> None:
+        m = gcn_normalize(self._graph)
+        self.n = m.shape[0]
+        self._keys = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(m.indptr)) * self.n + m.indices
+        self._values = m.data
+        a = sp.csr_matrix(self._adj)
+        a.sum_duplicates()
+        self.neighbour_count = np.diff(a.indptr).astype(np.float64)
+        self._graph = self._adj = None
+
+    def edge_weights(self, dst: np.ndarray, src: np.ndarray, mean_weights: np.ndarray) -> np.ndarray:
+        """``gcn_values`` of a sample's edges (global ids; ``dst == src``: the self-loop, else a kept neighbour with
+        the sampler's mean weight)."""
+        if self._keys is None:
+            self._build()
+        query = dst * self.n + src
+        at = np.minimum(np.searchsorted(self._keys, query), len(self._keys) - 1)
+        m_hat = np.where(self._keys[at] == query, self._values[at], 0.0)
+        return np.where(dst == src, m_hat, self.neighbour_count[dst] * mean_weights * m_hat)
 
 
 class SampledBlockGraph(BlockRowGraph):
@@ -31,7 +69,7 @@ class SampledBlockGraph(BlockRowGraph):
     among its sources (default: one minibatch)."""
 
     def __init__(self, block: sp.csr_matrix, dst_ids: np.ndarray, src_ids: np.ndarray, *, dst_ptr=None,
-                 src_ptr=None, dtype=torch.float64, device="cpu"):
+                 src_ptr=None, dtype=torch.float64, device="cpu", gcn: GcnNormalization | None = None):
         m, k = block.shape
         block = sp.csr_matrix(block, dtype=np.float64)
         dst_ptr = np.array([0, m]) if dst_ptr is None else np.asarray(dst_ptr, dtype=np.int64)
@@ -55,11 +93,21 @@ class SampledBlockGraph(BlockRowGraph):
         self.pattern = Pattern(torch.from_numpy(crow).to(device), torch.from_numpy(cols).to(device), (m, k),
                                transpose=True)
         self.nnz = self.pattern.nnz
-        self.gcn_values = torch.zeros(self.nnz, dtype=dtype, device=device)  # no GCN normalization on a sample
         self.mean_weights = torch.from_numpy(weights).to(dtype).to(device)
         dst_ids, src_ids = np.asarray(dst_ids, dtype=np.int64), np.asarray(src_ids, dtype=np.int64)
         self._edge_ids = (dst_ids[rows], src_ids[cols])
+        self._gcn, self._gcn_values, self._weights = gcn, None, weights
         self.stage_blocks = {0: (self.pattern, None)}
+
+    @property
+    def gcn_values(self) -> torch.Tensor:
+        """The GCN layer's edge values on this sample (see the module): needs the plan's :class:`GcnNormalization`."""
+        if self._gcn_values is None:
+            if self._gcn is None:
+                raise GridGnnError("this sample has no GCN normalization: build its MinibatchPlan with gcn=")
+            w = self._gcn.edge_weights(*self._edge_ids, self._weights)
+            self._gcn_values = torch.from_numpy(w).to(self.dtype).to(self.device)
+        return self._gcn_values
 
     def sweep(self, fetch, body, *, push_width=None, halo=None):
         """One local block: ``body`` reads the sources themselves; what it returns is already their gradient."""
@@ -91,10 +139,10 @@ class MinibatchPlan(Plan):
     grad_axes = ()
     root_in_aggregate_layout = False
 
-    def __init__(self, sample, *, dtype=torch.float64, device="cpu"):
+    def __init__(self, sample, *, dtype=torch.float64, device="cpu", gcn: GcnNormalization | None = None):
         self.sample = sample
         self.graphs = [SampledBlockGraph(b, sample.nodes[l + 1], sample.nodes[l], dst_ptr=sample.ptr[l + 1],
-                                         src_ptr=sample.ptr[l], dtype=dtype, device=device)
+                                         src_ptr=sample.ptr[l], dtype=dtype, device=device, gcn=gcn)
                        for l, b in enumerate(sample.blocks)]
 
     def input(self, x: np.ndarray) -> np.ndarray:

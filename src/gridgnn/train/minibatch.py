@@ -41,7 +41,7 @@ from ..partition import even_bounds
 from ..planner.memory import measured_peak_bytes
 from ..sampling import minibatches
 from ..sampling.distributed import PartitionedPattern, fetch_rows, num_bulks, sample_rank
-from ..sampling.plan import MinibatchPlan
+from ..sampling.plan import GcnNormalization, MinibatchPlan
 from .config import TrainConfig
 from .console import Console
 from .outputs import write_json, write_logits
@@ -92,6 +92,7 @@ class _Pipeline:
         self.x_local = torch.from_numpy(np.asarray(graph.x[lo:hi])).to(dtype).to(device)  # vertex block i only
         self.y = torch.from_numpy(np.asarray(graph.y, dtype=np.int64)).to(device)
         self.pattern = PartitionedPattern(comm, self.adj) if cfg.model_sample_graph == "partitioned" else None
+        self.gcn = GcnNormalization(graph, self.adj)  # built when a model first reads gcn_values
         self.fanouts = cfg.model_fanouts
         self.eval_fanouts = cfg.model_eval_fanouts
 
@@ -117,7 +118,7 @@ class _Pipeline:
             t1 = time.perf_counter()
             stats["fetch_s"] += t1 - t0
             n_step = sum(len(batches[t]) for t in ids if t >= 0)
-            plan = MinibatchPlan(mine, dtype=self.dtype, device=self.device) if mine is not None else None
+            plan = MinibatchPlan(mine, dtype=self.dtype, device=self.device, gcn=self.gcn) if mine is not None else None
             step_fn(plan, x, None if mine is None else self.y[torch.from_numpy(mine.nodes[-1]).to(self.device)],
                     n_step, step0 + n)
             stats["compute_s"] += time.perf_counter() - t1
