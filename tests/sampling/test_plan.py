@@ -9,8 +9,10 @@ import torch
 from gridgnn.graph import gcn_normalize
 from gridgnn.graph.graph import Graph
 from gridgnn.graph.spec import load_graph
+from gridgnn.nn.gat import GAT
 from gridgnn.nn.gcn import GCN
 from gridgnn.nn.sage import SAGE
+from gridgnn.nn.va import VA
 from gridgnn.parallel.serial import build_serial
 from gridgnn.sampling import minibatches, sample_bulk
 from gridgnn.sampling.plan import GcnNormalization, MinibatchPlan
@@ -44,15 +46,23 @@ def test_full_fanout_on_all_vertices_equals_full_graph_sage(aggr):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
-def test_a_bulk_equals_its_minibatches_alone():
+@pytest.mark.parametrize("name", ["sage", "gcn", "gat", "va"])
+def test_a_bulk_equals_its_minibatches_alone(name):
+    """Stacked minibatches (block diagonal; a destination's own row is not its row number among the sources)
+    give each minibatch's logits alone, for every model that trains on samples."""
     g = load_graph("synthetic:sbm?n=400&classes=4&avg_degree=8&features=8", seed=1)
     batches = minibatches(np.arange(0, 400, 3), 30, seed=4)
-    bulk = sample_bulk(neighbours(g), batches, [5, 3], seed=4)
-    model = SAGE([8, 16, 4], dropout=0.0, seed=2, dtype=torch.float64)
-    stacked = model(torch.from_numpy(g.x[bulk.nodes[0]]).double(), MinibatchPlan(bulk)).detach()
+    adj = neighbours(g)
+    gcn = GcnNormalization(g, adj)
+    bulk = sample_bulk(adj, batches, [5, 3], seed=4)
+    model = {"sage": lambda: SAGE([8, 16, 4], dropout=0.0, seed=2, dtype=torch.float64),
+             "gcn": lambda: GCN([8, 16, 4], dropout=0.0, seed=2, dtype=torch.float64),
+             "gat": lambda: GAT([8, 6, 4], heads=3, dropout=0.0, attn_dropout=0.0, seed=2, dtype=torch.float64),
+             "va": lambda: VA([8, 16, 4], dropout=0.0, seed=2, dtype=torch.float64)}[name]()
+    stacked = model(torch.from_numpy(g.x[bulk.nodes[0]]).double(), MinibatchPlan(bulk, gcn=gcn)).detach()
     for i in range(bulk.k):
         one = bulk.batch(i)
-        alone = model(torch.from_numpy(g.x[one.nodes[0]]).double(), MinibatchPlan(one)).detach()
+        alone = model(torch.from_numpy(g.x[one.nodes[0]]).double(), MinibatchPlan(one, gcn=gcn)).detach()
         torch.testing.assert_close(stacked[bulk.ptr[-1][i]:bulk.ptr[-1][i + 1]], alone, rtol=1e-12, atol=1e-12)
 
 
@@ -67,16 +77,20 @@ def test_ladies_mean_is_the_weighted_mean_of_its_block():
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
 
 
-def test_full_fanout_on_all_vertices_equals_full_graph_gcn():
-    """GCN on a sample of every vertex with every neighbour: the full graph's GCN (logits and gradients, float64),
-    on a directed graph with some self-loops of its own (their weights kept, as gcn_normalize keeps them)."""
+@pytest.mark.parametrize("name", ["gcn", "gat", "va"])
+def test_full_fanout_on_all_vertices_equals_the_full_graph_model(name):
+    """GCN, GAT and VA on a sample of every vertex with every neighbour: the full-graph model (logits and gradients,
+    float64, dropout on inputs and attention), on a directed graph with some self-loops of its own (their weights
+    kept, as gcn_normalize keeps them)."""
     g = load_graph("synthetic:sbm?n=300&classes=4&avg_degree=6&features=8", seed=1)
     m = sp.csr_matrix((np.ones(len(g.indices)), g.indices, g.indptr), shape=(g.n, g.n)).tolil()
     for v in range(0, g.n, 7):
         m[v, v] = 2.0  # a weighted self-loop of the data
     m[5, 9] = 0.0  # and one direction of an edge removed: directed
     g = Graph.from_scipy(m.tocsr(), x=g.x, y=g.y, train_mask=g.train_mask, val_mask=g.val_mask, test_mask=g.test_mask)
-    model = GCN([8, 16, 4], dropout=0.3, seed=2, dtype=torch.float64)
+    model = {"gcn": lambda: GCN([8, 16, 4], dropout=0.3, seed=2, dtype=torch.float64),
+             "gat": lambda: GAT([8, 6, 4], heads=3, dropout=0.3, attn_dropout=0.2, seed=2, dtype=torch.float64),
+             "va": lambda: VA([8, 16, 4], dropout=0.3, seed=2, dtype=torch.float64)}[name]()
     model.train()
     full = run(model, g.x, build_serial(gcn_normalize(g), dtype=torch.float64))
     adj = neighbours(g)

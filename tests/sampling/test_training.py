@@ -9,8 +9,6 @@ import torch.nn.functional as F
 from gridgnn.distributed.launch import launch
 from gridgnn.errors import GridGnnError
 from gridgnn.graph.spec import load_graph
-from gridgnn.nn.gcn import GCN
-from gridgnn.nn.sage import SAGE
 from gridgnn.partition import even_bounds
 from gridgnn.sampling import minibatches, sample_bulk
 from gridgnn.sampling.distributed import fetch_bytes
@@ -18,6 +16,7 @@ from gridgnn.sampling.plan import GcnNormalization, MinibatchPlan
 from gridgnn.testing import minibatch_state_worker
 from gridgnn.train.config import TrainConfig
 from gridgnn.train.minibatch import minibatch_worker, neighbours, schedule
+from gridgnn.train.trainer import build_model
 
 DATA = "synthetic:sbm?n=240&classes=4&avg_degree=6&features=6"
 
@@ -36,8 +35,7 @@ def reference(cfg: TrainConfig, world: int) -> dict:
     g = load_graph(cfg.data, seed=cfg.seed)
     adj = neighbours(g)
     dims = [g.num_features] + [cfg.hidden] * (cfg.layers - 1) + [g.num_classes]
-    model = {"sage": SAGE, "gcn": GCN}[cfg.model].from_options(dims, dtype=torch.float64, seed=cfg.seed,
-                                                               dropout=cfg.dropout, aggr=cfg.model_aggr)
+    model = build_model(cfg, dims, None, torch.float64)
     gcn = GcnNormalization(g, adj)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     train = np.flatnonzero(g.train_mask & (g.y >= 0))
@@ -63,7 +61,8 @@ def assert_same(state, ref):
         torch.testing.assert_close(state[k], v, rtol=1e-9, atol=1e-11, msg=k)
 
 
-@pytest.mark.parametrize("sampler,model", [("sage", "sage"), ("ladies", "sage"), ("sage", "gcn"), ("ladies", "gcn")])
+@pytest.mark.parametrize("sampler,model", [("sage", "sage"), ("ladies", "sage"), ("sage", "gcn"), ("ladies", "gcn"),
+                                           ("sage", "gat"), ("ladies", "va")])
 def test_one_process_equals_the_reference(sampler, model):
     cfg = config(sampler=sampler, model=model, fanout="4,3" if sampler == "sage" else "12,10")
     out = minibatch_worker(None, cfg, return_state=True)
@@ -112,8 +111,8 @@ def fetch_model(cfg: TrainConfig, world: int) -> float:
 
 
 def test_minibatch_flags_are_checked():
-    with pytest.raises(GridGnnError, match="--model sage or gcn"):
-        config(model="gat")
+    with pytest.raises(GridGnnError, match="--model sage, gcn, gat or va"):
+        config(model="agnn", layers=3)
     with pytest.raises(GridGnnError, match="--algo"):
         config(algo="1d", nproc=2)
     with pytest.raises(GridGnnError, match="one positive size"):
@@ -154,15 +153,14 @@ def full_graph_logits(cfg: TrainConfig, state) -> np.ndarray:
 
     g = load_graph(cfg.data, seed=cfg.seed)
     dims = [g.num_features] + [cfg.hidden] * (cfg.layers - 1) + [g.num_classes]
-    model = {"sage": SAGE, "gcn": GCN}[cfg.model].from_options(dims, dtype=torch.float64, seed=cfg.seed,
-                                                               dropout=cfg.dropout, aggr=cfg.model_aggr)
+    model = build_model(cfg, dims, None, torch.float64)
     model.load_state_dict(state)
     model.eval()
     with torch.no_grad():
         return model(torch.from_numpy(g.x).double(), build_serial(gcn_normalize(g), dtype=torch.float64)).numpy()
 
 
-@pytest.mark.parametrize("world,model", [(1, "sage"), (4, "sage"), (1, "gcn")])
+@pytest.mark.parametrize("world,model", [(1, "sage"), (4, "sage"), (1, "gcn"), (1, "gat")])
 def test_saved_logits_are_exact_inference_of_the_trained_model(tmp_path, world, model):
     """``--save-logits`` with minibatches: every vertex's logits, in original order, from full-neighbourhood
     minibatches spread over the ranks, equal the trained parameters applied to the whole graph."""

@@ -12,7 +12,11 @@ sums are the sources' gradient). Two things are particular to a sample:
 * ``mean`` is the sampler's estimator of the neighbourhood mean: the block's weights over the kept edges,
   renormalized per row (GraphSAGE: the sample mean; LADIES: the importance-weighted mean of its ``1/p``
   weights). With every neighbour sampled this is the full-graph ``mean``.
-* ``gcn_values`` (GCN on samples, given a :class:`GcnNormalization`) estimate the full graph's
+* the attention models (GAT, VA) compute their destination scores from the layer's input, laid out as the
+  sources; the block's ``sddmm`` reads the destinations' own rows from them. Attention is a softmax over the kept
+  neighbours and the self-loop (as PyG's GAT on a sampled subgraph); with every neighbour sampled it is the
+  full-graph layer.
+* ``gcn_values`` (GCN and VA on samples, given a :class:`GcnNormalization`) estimate the full graph's
   :math:`(\hat M H)_u = \hat M_{uu} h_u + \sum_{v \in N(u)} \hat M_{uv} h_v` the same way: the self term exactly,
   the neighbour sum as :math:`|N(u)|` times the sampler's mean of :math:`\hat M_{uv} h_v` — weight
   :math:`|N(u)| \, w_{uv} \hat M_{uv}` on a kept edge, ``w`` the block's weight. GraphSAGE keeps each neighbour
@@ -97,6 +101,7 @@ class SampledBlockGraph(BlockRowGraph):
         dst_ids, src_ids = np.asarray(dst_ids, dtype=np.int64), np.asarray(src_ids, dtype=np.int64)
         self._edge_ids = (dst_ids[rows], src_ids[cols])
         self._gcn, self._gcn_values, self._weights = gcn, None, weights
+        self._own = torch.from_numpy(own).to(device)  # each destination's row among the sources
         self.stage_blocks = {0: (self.pattern, None)}
 
     @property
@@ -115,7 +120,20 @@ class SampledBlockGraph(BlockRowGraph):
         return part if push_width is not None else None
 
     def fused_attention(self, *args, **kw):
-        return None  # the attention models need square layers; the composition would serve them
+        return None  # the fused kernels read destination values by row: the composition serves a sample
+
+    def at_destinations(self, t: torch.Tensor) -> torch.Tensor:
+        """The destinations' rows of ``t``, a tensor laid out as the layer's input (the sources)."""
+        return t.index_select(0, self._own)
+
+    def sddmm_add(self, s_dst: torch.Tensor, s_src: torch.Tensor) -> torch.Tensor:
+        """As the block-row ``sddmm_add``, with ``s_dst`` given for the layer's input rows (as on a square graph):
+        the destinations' own rows are read from it."""
+        return super().sddmm_add(self.at_destinations(s_dst), s_src)
+
+    def sddmm_dot(self, x_dst: torch.Tensor, x_src: torch.Tensor, heads: int = 1) -> torch.Tensor:
+        """As the block-row ``sddmm_dot``, with ``x_dst`` given for the layer's input rows (see :meth:`sddmm_add`)."""
+        return super().sddmm_dot(self.at_destinations(x_dst), x_src, heads)
 
     def spmm(self, values, x, semiring: str = "sum", mask=None):
         r"""As the block-row ``spmm``, except that ``mean`` (``values=None``) is the sampler's estimator: the block's

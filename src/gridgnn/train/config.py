@@ -13,7 +13,7 @@ from ..nn.base import model_options, resolve_model  # noqa: E402
 
 #: the built-in models (``--model`` also takes any registered name or ``package.module:Class``)
 MODELS = BUILTIN_MODELS = tuple(_MODEL_REGISTRY)
-MINIBATCH_MODELS = ("sage", "gcn")  # the models that run on sampled blocks (gridgnn.sampling.plan)
+MINIBATCH_MODELS = ("sage", "gcn", "gat", "va")  # the models that run on sampled blocks (gridgnn.sampling.plan)
 MAX_HEADS = 1024
 
 
@@ -227,8 +227,8 @@ class TrainConfig:
         if self.sampler not in SAMPLERS:
             raise GridGnnError(f"--sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
         if self.model not in MINIBATCH_MODELS:
-            raise GridGnnError(f"--sampler trains --model {' or '.join(MINIBATCH_MODELS)} on minibatches; got "
-                               f"--model {self.model}")
+            raise GridGnnError(f"--sampler trains --model {', '.join(MINIBATCH_MODELS[:-1])} or "
+                               f"{MINIBATCH_MODELS[-1]} on minibatches; got --model {self.model}")
         if self.algo != "serial":
             raise GridGnnError(f"--sampler trains on minibatches over a P/c x c grid (--nproc P --replication c); "
                                f"--algo {self.algo} selects a full-graph algorithm: leave it out")
