@@ -265,3 +265,18 @@ def test_sample_rows_kernel_equals_the_reference(s, monkeypatch):
         got.append(sample_rows(a.indptr, a.indices, nodes, keys, s))
     for r, c in got:
         assert (r == rows[keep]).all() and (c == p.indices[keep]).all()
+
+
+@pytest.mark.parametrize("sampler,fanouts", [("sage", [4, 3]), ("ladies", [20, 15])])
+def test_a_product_alone_samples_what_the_graph_does(sampler, fanouts):
+    """sample_bulk given only ``Q ↦ Q A`` (as a distributed product is) draws the samples it draws from the graph."""
+    from gridgnn.sampling.matrix import _pattern, local_product
+
+    a = random_graph(200, 1500, seed=11)
+    batches = minibatches(np.arange(200), 16, seed=5)
+    want = sample_bulk(a, batches, fanouts, sampler=sampler, seed=2)
+    got = sample_bulk(None, batches, fanouts, sampler=sampler, seed=2, product=local_product(_pattern(a)), n=200)
+    for x, y in zip(want.nodes + want.ptr, got.nodes + got.ptr):
+        assert (x == y).all()
+    for x, y in zip(want.blocks, got.blocks):
+        assert (x.indptr == y.indptr).all() and (x.indices == y.indices).all() and np.array_equal(x.data, y.data)

@@ -173,8 +173,8 @@ def sample_bulk(adj: sp.spmatrix | None, batches: list[np.ndarray], fanouts: lis
         sage_rows: GraphSAGE only — ``(frontier, row keys, s) ↦ (rows, columns)`` of the kept entries of ``Q A``
             in row, then column order (what :func:`sample_rows` returns for the whole pattern), used instead
             of ``product``: each row of ``Q A`` is one row of ``A``, sampled where it is read (a distributed one:
-            :meth:`gridgnn.sampling.distributed.PartitionedPattern.sage_rows`). Default with ``adj`` and the
-            numba kernels: the rows of ``A`` read in place.
+            :meth:`gridgnn.sampling.distributed.PartitionedPattern.sage_rows`). Default: with ``adj``, the rows of
+            ``A`` read in place; with ``product`` only, the rows of ``Q A`` it forms.
     """
     if sampler not in SAMPLERS:
         raise GridGnnError(f"--sampler must be one of {', '.join(SAMPLERS)} (got {sampler!r})")
@@ -186,7 +186,7 @@ def sample_bulk(adj: sp.spmatrix | None, batches: list[np.ndarray], fanouts: lis
         if sampler == "sage" and sage_rows is None:
             sage_rows = local_sage_rows(a)  # GraphSAGE's rows of Q A read in place (no SpGEMM needed)
     if sampler == "sage" and sage_rows is None:
-        raise ValueError("GraphSAGE sampling needs the graph or a row sampler (sage_rows)")
+        sage_rows = product_sage_rows(product, n)
     k = len(batches)
     ids = np.arange(k, dtype=np.int64) if batch_ids is None else np.asarray(batch_ids, dtype=np.int64)
     nodes, ptr = _stack(batches)
@@ -221,6 +221,16 @@ def local_sage_rows(a: sp.csr_matrix):
     """``(frontier, row keys, s) ↦`` :func:`sample_rows` of the pattern ``a`` at hand."""
     def rows(nodes: np.ndarray, row_keys: np.ndarray, s: int):
         return sample_rows(a.indptr, a.indices, nodes, row_keys, s)
+    return rows
+
+
+def product_sage_rows(product, n: int):
+    """``(frontier, row keys, s) ↦`` :func:`sample_rows` of ``Q A`` formed by ``product`` (``Q``: one row per frontier
+    vertex) — for a product without a row sampler of its own."""
+    def rows(nodes: np.ndarray, row_keys: np.ndarray, s: int):
+        p = product(frontier_rows(nodes, None, n, "sage"))
+        p.sort_indices()
+        return sample_rows(p.indptr, p.indices, np.arange(len(nodes), dtype=np.int64), row_keys, s)
     return rows
 
 
