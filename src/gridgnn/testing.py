@@ -15,6 +15,7 @@ from .distributed import Comm, NullComm, ProcessGrid
 from .graph import Graph
 from .nn import GAT, resolve_model
 from .parallel import GRID_OF
+from .parallel.checks import LayoutError
 from .partition import RowPartition
 from .parallel.source import InMemorySource
 from .train.rank_layout import build_rank, make_source
@@ -90,6 +91,14 @@ def build_model(case: Case, plan):
                                            plan=plan, **case.options)
 
 
+@dataclass
+class Refusal:
+    """A case its algorithm refused before training (:class:`~gridgnn.parallel.checks.LayoutError`), on every
+    rank alike."""
+
+    message: str
+
+
 def serial_case(case: Case) -> CaseResult:
     return run_case(Case(**{**case.__dict__, "algo": "serial"}), NullComm())
 
@@ -103,7 +112,10 @@ def distributed_worker(ctx, cases: list[Case]) -> list[CaseResult]:
         key = (kind, case.replication, case.grid)
         if key not in grids:  # every rank builds the same meshes in the same order
             grids[key] = ProcessGrid.build(kind, "cpu", replication=case.replication, shape=case.grid)
-        out.append(run_case(case, Comm(grids[key])))
+        try:
+            out.append(run_case(case, Comm(grids[key])))
+        except LayoutError as e:  # raised by the model's trace, before any collective of the case
+            out.append(Refusal(str(e)))
     return out
 
 

@@ -176,6 +176,7 @@ class Model(nn.Module):
         self.dims, self.dropout, self.seed, self.epoch = list(dims), float(dropout), int(seed), 0
         self.generator = torch.Generator().manual_seed(int(seed))
         self._dtype, self._slice = dtype, (plan.param_slice if plan is not None else None)
+        self._view = getattr(plan, "param_view", None)
         self._entries: list[tuple] = []
 
     # ------------------------------------------------------------------ parameters
@@ -199,9 +200,13 @@ class Model(nn.Module):
         self._entries.append((name, layer, p, shape, kind))
         return p
 
-    def param(self, name: str, layer: int) -> nn.Parameter:
-        """This rank's part of the parameter :meth:`add_parameter` registered as ``name`` for ``layer``."""
-        return getattr(self, f"{name}_{layer}")
+    def param(self, name: str, layer: int) -> torch.Tensor:
+        """This rank's part of the parameter :meth:`add_parameter` registered as ``name`` for ``layer``. Read
+        parameters through it: a parameter that enters raw torch operations on edge tensors (or, on Plexus, on
+        node tensors) gets a gradient that is partial over some mesh axes, which the tensor it returns sums
+        (:attr:`gridgnn.parallel.base.Plan.raw_grad_axes`); the model's trace refuses a bare read there."""
+        p = getattr(self, f"{name}_{layer}")
+        return self._view(name, layer, p) if self._view is not None else p
 
     def glorot(self, rows: int, cols: int) -> torch.Tensor:
         r"""Glorot-uniform values, :math:`U(-a, a)`, :math:`a = \sqrt{6 / (\text{rows} + \text{cols})}`, drawn

@@ -40,9 +40,20 @@ class Plan:
     #: orders differ (a double permutation); only Plexus gathers the destination rows across the two orders
     scores_across_orders = False
 
+    #: ``{(parameter name, layer): mesh axes}``: parameters that enter raw torch operations on tensors split over
+    #: more axes than ``grad_axes``, whose gradients are summed there too (the model's trace finds them,
+    #: :attr:`gridgnn.parallel.trace.Trace.raw_grad_axes`)
+    raw_grad_axes: dict = {}
+
     def shard_nnz(self) -> list[int]:
         """nnz of each adjacency shard this rank holds (for the load-balance report)."""
         return []
+
+    def param_view(self, name: str, layer: int, p: torch.Tensor) -> torch.Tensor:
+        """What :meth:`gridgnn.nn.Model.param` hands the model: ``p``, or — for a parameter of
+        :attr:`raw_grad_axes` — ``p`` whose gradient is summed over those axes in the backward."""
+        axes = self.raw_grad_axes.get((name, layer))
+        return _SumGrad.apply(p, self.comm, tuple(axes)) if axes else p
 
     def _order(self, layer: int, side: str) -> np.ndarray:
         """Vertex order of layer ``layer``'s input (``side="in"``) or output: the source's column permutation
@@ -152,6 +163,22 @@ class RowBlockPlan(Plan):
     def linear(self, layer: int, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """``H W`` on the local rows: the weight is replicated (its gradient is summed over ``grad_axes``)."""
         return h @ w
+
+
+class _SumGrad(torch.autograd.Function):
+    """The identity forward; backward, the gradient summed over ``axes`` (one ring all-reduce per axis)."""
+
+    @staticmethod
+    def forward(ctx, p, comm, axes):
+        ctx.comm, ctx.axes = comm, axes
+        return p.view_as(p)
+
+    @staticmethod
+    def backward(ctx, dp):
+        dp = dp.contiguous().clone()
+        for axis in ctx.axes:
+            ctx.comm.all_reduce(dp, axis)
+        return dp, None, None
 
 
 def make_graph(comm, source, rows: RowPartition, my_block: int, **kw) -> BlockRowGraph:

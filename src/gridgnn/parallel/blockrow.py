@@ -262,6 +262,10 @@ class BlockRowGraph(SourceKeys):
         r""":math:`\alpha_{uv} = \exp(e_{uv} - m_u) / \sum_{v'} \exp(e_{uv'} - m_u)` per destination row and head."""
         return EdgeSoftmax.apply(e, self)
 
+    def at_destinations(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` laid out like :meth:`spmm`'s output: here sources and destinations share the rows (no move)."""
+        return x
+
 
     def fused_attention(self, a_dst, a_src, x, *, score, heads, slope, keep, p):
         r""":func:`~gridgnn.parallel.attention.attend` as fused kernels when this rank's rows are whole and their

@@ -196,11 +196,36 @@ class PlexusGraph(SourceKeys):
     def edge_softmax(self, e: torch.Tensor) -> torch.Tensor:
         return EdgeSoftmax.apply(e, self)
 
+    def at_destinations(self, x: torch.Tensor) -> torch.Tensor:
+        r"""``x`` (laid out ``(r, q)`` as :meth:`spmm` reads it) laid out like :meth:`spmm`'s output ``(t, q)``: the
+        rows ``V^t_k`` in the destinations' vertex order, all-gathered over ``r`` from their holders (the gather of
+        ``sddmm``'s destination side). Backward: each rank keeps the gradient rows it handed out and the pieces
+        are summed over ``t``. A skip term ``spmm(h) + at_destinations(h)`` (GIN, residuals) is then local."""
+        if self.gather_input:  # the split layer-0 input: gathered for this call alone (spmm keeps its own)
+            x = self.plan.gather_input(x, self.layout)
+        return _ToDestinations.apply(x, self)
+
 
 def _all_reduce(comm, t: torch.Tensor, axis: str | None) -> torch.Tensor:
     if axis is not None:
         comm.all_reduce(t, axis)
     return t
+
+
+class _ToDestinations(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, g):
+        ctx.g, ctx.n = g, x.shape[0]
+        return g.gather_dst(x)
+
+    @staticmethod
+    def backward(ctx, dy):
+        g = ctx.g
+        mine, where, _, bounds = g.dst_spec()
+        me = g.plan.me[g.r]
+        dx = dy.new_zeros((ctx.n,) + tuple(dy.shape[1:]))
+        dx.index_add_(0, mine, dy[where[int(bounds[me]):int(bounds[me + 1])]])  # the rows this rank handed out
+        return _all_reduce(g.plan.comm, dx, g.t), None
 
 
 class _PlexusSpMM(torch.autograd.Function):

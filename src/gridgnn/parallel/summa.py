@@ -248,6 +248,11 @@ class SummaGraph:
     def edge_softmax(self, e: torch.Tensor) -> torch.Tensor:
         return EdgeSoftmax.apply(e, self)
 
+    def at_destinations(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` laid out like :meth:`spmm`'s output: the same rows ``B(i, k)`` in one vertex order (no move); a
+        double permutation is refused by the model's trace (:class:`~gridgnn.parallel.checks.SummaRules`)."""
+        return x
+
 
 class _SummaSpMM(torch.autograd.Function):
     @staticmethod

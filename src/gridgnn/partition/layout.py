@@ -14,7 +14,7 @@ sharded, replicated or partial along (module docstrings of ``parallel/blockrow.p
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -111,6 +111,40 @@ def stage_chunks(blocks: int, c: int) -> list[list[int]]:
     return [list(map(int, a)) for a in np.array_split(np.arange(blocks), c)]
 
 
+@dataclass(frozen=True)
+class RowLayout:
+    r"""A node tensor of the block-row and SUMMA families: its rows are split over the mesh axes ``rows`` (the
+    blocks of a :class:`RowPartition`, or SUMMA's ``B(i, k)``), every feature column is local, and it is
+    replicated over ``replicas`` (1.5D ``"rep"``, SUMMA's process columns). ``order``: the vertex order of its rows
+    (``"c"`` or ``"r"``: a double permutation alternates them by layer; one order otherwise)."""
+
+    rows: tuple[str, ...]
+    replicas: tuple[str, ...] = ()
+    order: str = "c"
+    cols = None  # every feature column on every rank
+
+    def __str__(self) -> str:
+        where = f"rows split over {'×'.join(self.rows)}" if self.rows else "every row"
+        rep = f", replicated over {'×'.join(self.replicas)}" if self.replicas else ""
+        return f"{where}, every column{rep}, vertex order {self.order}"
+
+
+@dataclass(frozen=True)
+class EdgeLayout:
+    r"""An edge tensor (a value, or ``K`` values, per local edge): the edges of ``graph`` (a key naming the
+    distributed graph they belong to: one per matrix version or, on Plexus, per layer) split over the mesh axes
+    ``axes`` (each edge on one rank of them) and replicated over the others. Every column of an edge tensor is
+    local on every layout."""
+
+    graph: str
+    axes: tuple[str, ...]
+    layer: int = field(default=-1, compare=False)  # a layer whose graph it is (the rules resolve its axes late)
+
+    def __str__(self) -> str:
+        split = f", split over {'×'.join(self.axes)}" if self.axes else ""
+        return f"edges of {self.graph}{split}"
+
+
 PLEXUS_AXES = ("x", "y", "z")
 
 
@@ -131,6 +165,11 @@ class PlexusNodeLayout:
     @property
     def third(self) -> str:
         return next(a for a in PLEXUS_AXES if a not in (self.rows, self.cols))
+
+    def __str__(self) -> str:
+        cols = f"columns split over {self.cols}" if self.cols else "every column"
+        split = f", rows further cut over {self.third}" if self.split else ""
+        return f"({self.rows}, {self.cols or '-'}): rows split over {self.rows}, {cols}{split}, vertex order {self.order}"
 
     def after_linear(self) -> "PlexusNodeLayout":
         """``X W``: the weight's columns are split along the third axis, the partial sums over ``cols`` are

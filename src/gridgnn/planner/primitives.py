@@ -23,138 +23,17 @@ primitive          forward                                      backward
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import scipy.sparse as sp
-import torch
 
+from ..parallel.trace import PrimitiveCall, TracePlan, trace_graph, trace_model  # noqa: F401  (the trace lives
+# beside the primitives; its names stay importable from here)
 from ..partition import RowPartition, block_range, even_bounds
 
 
 #: Calls that move nothing on a layout whose node tensors hold every feature column (block-row, SUMMA): the
 #: weight is replicated, so ``linear`` is local (its gradient is summed with the others after the step).
-LOCAL_ON_WHOLE_ROWS = ("linear", "add_bias", "head_scores", "head_mean", "normalize_rows", "scale")
-
-
-@dataclass(frozen=True)
-class PrimitiveCall:
-    """One primitive of a traced step: ``width`` = columns of the node tensor it fetches (heads for the
-    score primitives; the input width of a ``linear``, the full width of a ``head_scores`` / ``head_mean``
-    input), ``heads`` = columns of its edge values (heads of ``head_scores`` / ``head_mean``), ``grads`` = which
-    inputs need a gradient, ``out_width`` = the output width of a ``linear``."""
-
-    name: str
-    layer: int
-    width: int
-    heads: int
-    grads: tuple[bool, ...]
-    out_width: int = 0
-    masked: bool = False  # spmm_select: an edge mask travels with the pattern (heads: 1 with edge values, else 0)
-
-
-class _TraceGraph:
-    #: a trace records :func:`~gridgnn.parallel.attention.attend` as its composition, whose bytes the fused
-    #: kernels equal (tested), so the byte models need no entry of their own for it
-    fused_attention = None
-
-    def __init__(self, inner, layer: int, calls: list):
-        self._inner, self._layer, self._calls = inner, layer, calls
-
-    def __getattr__(self, name):
-        return getattr(self._inner, name)
-
-    def _log(self, name, width, heads, *inputs):
-        self._calls.append(PrimitiveCall(name, self._layer, int(width), int(heads),
-                                         tuple(bool(t.requires_grad) for t in inputs)))
-
-    def spmm(self, values, x, semiring: str = "sum", mask=None):
-        if semiring != "sum" or mask is not None or values is None:  # composed: its primitives are logged
-            from ..parallel.aggregate import aggregate
-
-            return aggregate(self, values, x, semiring, mask)
-        self._log("spmm", x.shape[1], 1 if values.dim() == 1 else values.shape[1], values, x)
-        return self._inner.spmm(values, x)
-
-    def spmm_select(self, values, x, semiring: str, mask=None):
-        grads = (values is not None and bool(values.requires_grad), bool(x.requires_grad))
-        self._calls.append(PrimitiveCall("spmm_select", self._layer, int(x.shape[1]), int(values is not None),
-                                         grads, masked=mask is not None))
-        return self._inner.spmm_select(values, x, semiring, mask)
-
-    def row_sum(self, e):
-        self._log("row_sum", 1, 1, e)
-        return self._inner.row_sum(e)
-
-    def sddmm_add(self, s_dst, s_src):
-        self._log("sddmm_add", s_src.shape[1], s_src.shape[1], s_dst, s_src)
-        return self._inner.sddmm_add(s_dst, s_src)
-
-    def sddmm_dot(self, x_dst, x_src, heads: int = 1):
-        self._log("sddmm_dot", x_src.shape[1], heads, x_dst, x_src)
-        return self._inner.sddmm_dot(x_dst, x_src, heads)
-
-    def edge_softmax(self, e):
-        self._log("edge_softmax", e.shape[1] if e.dim() > 1 else 1, e.shape[1] if e.dim() > 1 else 1, e)
-        return self._inner.edge_softmax(e)
-
-
-class TracePlan:
-    """Wraps a serial plan; records every primitive the model calls through ``graph(l)`` and the plan itself
-    (``linear``, ``add_bias``, ``head_scores``, ``head_mean``, ``normalize_rows``, ``scale``), in call order.
-    ``traits``: the modelled plan's :attr:`~gridgnn.parallel.base.Plan.TRAITS`, shown to the model instead of
-    the serial plan's (SAGE aggregates its root term on Plexus)."""
-
-    def __init__(self, plan, traits: dict | None = None):
-        self._plan = plan
-        self._traits = dict(traits or {})
-        self.calls: list[PrimitiveCall] = []
-
-    def __getattr__(self, name):
-        traits = self.__dict__.get("_traits", {})
-        if name in traits:
-            return traits[name]
-        return getattr(self._plan, name)
-
-    def graph(self, layer: int):
-        return _TraceGraph(self._plan.graph(layer), layer, self.calls)
-
-    def _log(self, name, layer, width, heads, *inputs, out_width=0):
-        self.calls.append(PrimitiveCall(name, layer, int(width), int(heads),
-                                        tuple(bool(t.requires_grad) for t in inputs), int(out_width)))
-
-    def linear(self, layer: int, h, w):
-        self._log("linear", layer, w.shape[0], 0, h, w, out_width=w.shape[1])
-        return self._plan.linear(layer, h, w)
-
-    def add_bias(self, layer: int, h, b):
-        self._log("add_bias", layer, h.shape[1], 0, h, b)
-        return self._plan.add_bias(layer, h, b)
-
-    def head_scores(self, layer: int, x, att):
-        self._log("head_scores", layer, x.shape[1], att.shape[0], x, att)
-        return self._plan.head_scores(layer, x, att)
-
-    def head_mean(self, layer: int, h, heads: int, width: int):
-        self._log("head_mean", layer, width, heads, h)
-        return self._plan.head_mean(layer, h, heads, width)
-
-    def normalize_rows(self, layer: int, h):
-        self._log("normalize_rows", layer, h.shape[1], 0, h)
-        return self._plan.normalize_rows(layer, h)
-
-    def scale(self, layer: int, h, s):
-        self._log("scale", layer, h.shape[1], 0, h, s)
-        return self._plan.scale(layer, h, s)
-
-
-def trace_graph(f0: int):
-    """A 3-vertex path with ``f0`` features: enough to run any model once."""
-    from ..graph import Graph
-
-    x = np.arange(3 * f0, dtype=np.float64).reshape(3, f0) / (3 * f0)
-    return Graph.from_edges([0, 1], [1, 2], 3, directed=False, x=x, y=np.array([0, 1, 0]),
-                            train_mask=np.ones(3, bool), val_mask=np.ones(3, bool), test_mask=np.ones(3, bool))
+LOCAL_ON_WHOLE_ROWS = ("linear", "add_bias", "head_scores", "head_mean", "normalize_rows", "scale", "at_destinations")
 
 
 #: local work per rank of one training step, in the units the time model prices (:mod:`gridgnn.planner.timing`)
@@ -176,6 +55,8 @@ def call_work(call: PrimitiveCall, *, nnz, rows, width, out_width=None, launches
     grads = sum(call.grads)
     w = {u: 0.0 for u in WORK_UNITS}
     name = call.name
+    if name == "param_grad":  # communication only
+        return w
     if name in ("spmm", "spmm_select", "sddmm_dot"):
         per = 2.0 if name == "spmm_select" else 1.0  # the selecting semirings also carry the winners' keys
         passes = per * (1 + grads + (name == "sddmm_dot"))
@@ -290,10 +171,27 @@ class BlockRowVolume:
             v = 2.0 * (self.c - 1) / self.c * self.sizes[self.block[r]] * row_bytes
             self._add(out, "allreduce", r, v, v, axis="rep")
 
+    #: the grid's axis names → this model's axis keys
+    AXIS_KEYS = {"p": "fetch", "row": "fetch", "rep": "rep"}
+
+    def param_grad(self, out: dict, call: PrimitiveCall, elem_bytes: int) -> None:
+        """The backward all-reduce, one ring per axis of ``call.axes``, of a parameter's gradient that is partial over
+        them (:attr:`gridgnn.parallel.trace.Trace.raw_grad_axes`; ``call.width`` elements)."""
+        for axis in call.axes:
+            key = self.AXIS_KEYS.get(axis, axis)
+            g = self.axes[key][0]
+            if g > 1:
+                v = 2.0 * (g - 1) / g * call.width * elem_bytes
+                for r in range(self.world):
+                    self._add(out, "allreduce", r, v, v, axis=key)
+
     def primitive(self, call: PrimitiveCall, elem_bytes: int) -> tuple[dict, dict]:
         """``(forward, backward)`` volumes of one primitive call: ``{(collective, axis): (sent[P], recv[P],
         calls[P])}``."""
         fwd, bwd = {}, {}
+        if call.name == "param_grad":
+            self.param_grad(bwd, call, elem_bytes)
+            return fwd, bwd
         if call.name in LOCAL_ON_WHOLE_ROWS:
             return fwd, bwd
         w = call.width * elem_bytes
@@ -415,8 +313,13 @@ class SummaVolume(BlockRowVolume):
             v = (self.pc - 1) * int(np.diff(even_bounds(width, self.pc)).max()) * (b1 - b0) * eb
             self._add(out, "allgather", r, v, v, axis="col")
 
+    AXIS_KEYS = {"row": "row", "col": "col", "x": "row", "y": "col", "z": "fiber"}
+
     def primitive(self, call: PrimitiveCall, elem_bytes: int) -> tuple[dict, dict]:
         fwd, bwd = {}, {}
+        if call.name == "param_grad":
+            self.param_grad(bwd, call, elem_bytes)
+            return fwd, bwd
         if call.name in LOCAL_ON_WHOLE_ROWS:
             return fwd, bwd
         eb, version = elem_bytes, self.version(call.layer)
@@ -651,9 +554,14 @@ class PlexusVolume(BlockRowVolume):
             v = (g - 1) * int(parts.max()) * width_cols * eb
             self._add(out, "allgather", r, v, v, axis=lay.third)
 
+    AXIS_KEYS: dict = {}  # the grid's own axis names
+
     def primitive(self, call: PrimitiveCall, elem_bytes: int) -> tuple[dict, dict]:
         fwd, bwd = {}, {}
         eb = elem_bytes
+        if call.name == "param_grad":
+            self.param_grad(bwd, call, elem_bytes)
+            return fwd, bwd
         L = self.layouts[call.layer]
         for r, me in enumerate(self.coords):
             if call.name == "linear":
@@ -712,6 +620,18 @@ class PlexusVolume(BlockRowVolume):
                     self._ring(fwd, r, lay.cols, self._nnz(lay, me) * call.heads * eb)
                 for _ in range(2):
                     self._ring(bwd, r, lay.third, self._n(lay.rows, me) * c * eb)
+            elif call.name == "at_destinations":  # the destination rows all-gathered over r; backward over t
+                lay = L.graph
+                wq = self._w(call.width, lay.cols, me)
+                if call.layer == 0 and self.first == "spmm":  # the split layer-0 input, gathered for it alone
+                    self._gather_input(fwd, r, me, wq, eb)
+                counts = self._dst_counts(lay, me)
+                gr = self.g[lay.rows]
+                if gr > 1:
+                    v = (gr - 1) * max(counts) * wq * eb
+                    self._add(fwd, "allgather", r, v, v, axis=lay.rows)
+                if call.grads[0]:
+                    self._ring(bwd, r, lay.third, self._n(lay.rows, me) * wq * eb)
             elif call.name == "row_sum":
                 lay = L.graph
                 self._ring(fwd, r, lay.rows, self._n(lay.third, me) * eb)
@@ -845,20 +765,3 @@ def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams: int,
     volume.grad(grad, nparams * elem_bytes)
     add("grad", grad)
     return total
-
-
-def trace_model(build_model, f0: int, traits: dict | None = None) -> tuple[list[PrimitiveCall], int]:
-    """Run ``build_model(plan)`` once (forward, loss, backward) on a tiny serial plan in float64; returns the
-    primitive calls and the number of parameters. ``build_model`` gets the plan (for parameter slices);
-    ``traits``: those of the algorithm modelled (``Algorithm.traits``; default the serial plan's)."""
-    from ..graph import gcn_normalize
-    from ..ops.loss import masked_cross_entropy
-    from ..parallel.serial import build_serial
-
-    g = trace_graph(f0)
-    plan = TracePlan(build_serial(gcn_normalize(g)), traits)
-    model = build_model(plan)
-    model.train()
-    out = model(torch.from_numpy(g.x), plan)
-    masked_cross_entropy(out, torch.from_numpy(g.y), torch.ones(3, dtype=torch.bool), 3).backward()
-    return plan.calls, sum(p.numel() for p in model.parameters())

@@ -95,7 +95,10 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
         elem_bytes (int, optional): bytes per element (4 for float32, 8 for float64). (default: ``4``)
         block_rows (int, optional): Plexus blocked aggregation (``--blocked-aggregation``; 0 = off). (default: ``0``)
     """
-    calls, nparams = trace_model(build_model, graph.num_features, traits)
+    from ..parallel.checks import layout_rules
+
+    rules = layout_rules(algo, double=bool(getattr(source, "double", False)))
+    calls, nparams = trace_model(build_model, graph.num_features, traits, rules)
     if algo in ("2d", "3d", "plexus"):
         if algo == "plexus":
             labelled = graph.train_mask & (graph.y >= 0)

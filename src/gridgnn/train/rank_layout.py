@@ -95,29 +95,30 @@ def make_source(graph: Graph, algo: str, world: int, *, replication: int = 1, sh
 def build_rank(graph: Graph, algo: str, comm, dims, *, source=None, rows: RowPartition | None = None,
                dtype=torch.float32, device="cpu", block_rows: int = 0, model=None):
     """Returns ``(plan, data)`` for this rank: the algorithm and the local blocks it trains on. ``model``: a
-    function ``plan → model`` of the model to be trained (default: GCN on ``dims``); Plexus lays its tensors
-    out after the model's trace."""
+    function ``plan → model`` of the model to be trained (default: GCN on ``dims``). The model is traced first
+    (:func:`model_trace`), on every rank alike: a model the layout cannot run equal to serial is refused here,
+    before any collective; Plexus lays its tensors out after the trace."""
+    trace = model_trace(dims, model, algo, double=bool(getattr(source, "double", False)))
     if algo == "serial":
         plan = build_serial(gcn_normalize(graph), dtype=dtype, device=device)
     else:
-        program = None
-        if algorithm(algo).family == "plexus":
-            program = model_program(dims, model, algorithm(algo).traits)
         plan = build_plan(algo, comm, source, dims, rows=rows, dtype=dtype, device=device, block_rows=block_rows,
-                          program=program)
+                          program=trace.calls)
+    plan.raw_grad_axes = trace.raw_grad_axes
     return plan, local_data(graph if source is None else source, plan, dtype=dtype, device=device)
 
 
-def model_program(dims, model=None, traits: dict | None = None) -> list:
-    """The primitive calls of one training step of ``model`` (``plan → model``; default GCN on ``dims``), traced
-    on a tiny serial plan that shows the model the ``traits`` of the algorithm's plan."""
+def model_trace(dims, model=None, algo: str = "serial", *, double: bool = False):
+    """The :class:`~gridgnn.parallel.trace.Trace` of one training step of ``model`` (``plan → model``; default GCN
+    on ``dims``) on a tiny serial plan, checked against the layouts of ``algo`` (``double``: two vertex orders)."""
     from ..nn import GCN
-    from ..planner.primitives import trace_model
+    from ..parallel.checks import layout_rules
+    from ..parallel.trace import trace
 
     if model is None:
         def model(plan):
             return GCN(dims, dropout=0.5, seed=0, dtype=torch.float64, plan=plan)
-    return trace_model(model, dims[0], traits)[0]
+    return trace(model, dims[0], algorithm(algo).traits, layout_rules(algo, double=double))
 
 
 def local_data(src, plan, *, dtype, device) -> LocalData:
