@@ -24,6 +24,7 @@ run: $(STAMP)
 	$(VENV)/bin/gridgnn train $(RUN_ARGS)
 
 test: $(STAMP)
+	$(PY) -m ruff check src tests benchmarks examples
 	$(PY) -m pytest tests
 
 bench: $(STAMP)

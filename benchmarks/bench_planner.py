@@ -125,7 +125,7 @@ def compare(spec: str, p: int, profile, runs: str, epochs: int) -> dict:
     by_cand = {as_cand(r["config"]): r for r in rows}
     table = sorted(((c, by_cand[c]["predicted_step_s"], t) for c, t in measured.items()), key=lambda x: x[2])
     pred_rank = {c: i + 1 for i, (c, _, _) in enumerate(sorted(table, key=lambda x: x[1]))}
-    print(f"| configuration | predicted ms | measured ms | error | predicted rank | measured rank |")
+    print("| configuration | predicted ms | measured ms | error | predicted rank | measured rank |")
     print("|---|---:|---:|---:|---:|---:|")
     errs = []
     for i, (c, pred, meas) in enumerate(table):

@@ -18,7 +18,7 @@ from ..parallel.conftest import GRAPHS, N, shapes_2d, skewed_partition
 
 P = 4
 ZOO = ("tests.api.zoo:GATv2", "tests.api.zoo:GIN", "tests.api.zoo:GINMoved", "tests.api.zoo:ResidualGCN", "tests.api.zoo:ResidualGCNMoved", "tests.api.zoo:TwoLinear", "tests.api.zoo:EdgeMLP",
-       "tests.api.zoo:EdgeMLPBare")
+       "tests.api.zoo:EdgeMLPBare", "tests.api.zoo:ScaledInput")
 #: (model, algorithm family) → the words its refusal must contain; absent: it must equal serial
 REFUSED = {
     ("tests.api.zoo:GATv2", "plexus"): ("sddmm_add", "per-node scores", "columns split over"),

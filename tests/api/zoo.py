@@ -156,3 +156,17 @@ class EdgeMLPBare(EdgeMLP):
 
     def score(self, layer, s):
         return torch.tanh(s @ getattr(self, f"m1_{layer}")) @ getattr(self, f"m2_{layer}")
+
+
+class ScaledInput(_Zoo):
+    """A learned scalar on each layer's input (``plan.scale``), then aggregate and transform: on Plexus the layer-0
+    input is held split over the third axis, so the scalar's gradient is partial over it too."""
+
+    def build(self, layer, f_in, f_out, k):
+        self.add_parameter("s", layer, self.zeros(1) + 0.5, kind="scalar")
+        self.add_parameter("w", layer, self.glorot(f_in, k * f_out))
+
+    def layer(self, plan, layer, h, k, f):
+        g = plan.graph(layer)
+        return plan.linear(layer, g.spmm(g.gcn_values, plan.scale(layer, h, self.param("s", layer))),
+                           self.param("w", layer))

@@ -21,17 +21,21 @@ call                                        what it computes (global view; each 
 ``g.edge_softmax(e)``                       softmax of ``e`` over each destination's edges
 ``g.spmm(e, X, semiring="sum")``            :math:`Y_u = \bigoplus_v e_{uv} \otimes X_v` (``sum``, ``mean``,
                                             ``max``, ``min``; ``e``: ``nnz``, ``nnz × K`` or ``None``)
+``g.at_destinations(X)``                    ``X`` laid out like ``g.spmm``'s output (a skip term ``spmm(h) + h``)
 ``g.gcn_values``                            the edge values of :math:`\hat M = D^{-1/2}(A+I)D^{-1/2}`
 =========================================  ================================================================
 
-Edge tensors (``nnz_local`` or ``nnz_local × K``) are laid out like ``g.gcn_values`` on every algorithm, so
-elementwise torch operations on them (``sigmoid``, ``leaky_relu``, products) are local and need no care; so are
-elementwise operations on node tensors (``relu``, ``elu``). What is *not* local on every layout: anything that
-mixes the rows or the feature columns of a node tensor (``sum(dim=1)``, ``reshape`` across heads, ``X.T @ Y``)
-— Plexus shards feature columns and the 2D/3D algorithms rows — so use the plan's column reductions above.
+Edge tensors (``nnz_local`` or ``nnz_local × K``) are laid out like ``g.gcn_values`` on every algorithm, and all
+their columns are local: elementwise operations, ``reshape`` across heads, ``e @ W`` need no care. Node tensors
+change layout with the algorithm (Plexus splits their feature columns and moves them with every ``linear`` and
+``spmm``), so what mixes a node tensor's columns goes through the plan's column reductions above, and a skip term
+added to an aggregation through ``g.at_destinations``. Parameters are read with :meth:`Model.param` (it sums the
+gradient of a parameter used in raw operations on edge tensors where the edges are split). Before training, the
+model's trace (:mod:`gridgnn.parallel.trace`) checks all of this on the layouts of the chosen algorithm and refuses,
+with one line, what would not equal serial (docs/custom-layer.md, "The rules").
 Dropout on a layer's input: :meth:`Model.input_dropout` (keyed by global ids, so every algorithm and P drop the
-same entries). The byte models of :mod:`gridgnn.planner.primitives` trace a model's primitives, so a new model
-gets exact communication accounting for free.
+same entries). The byte models of :mod:`gridgnn.planner.primitives` read the same trace, so a new model gets exact
+communication accounting for free.
 """
 from __future__ import annotations
 

@@ -122,9 +122,20 @@ def _runs(crow: np.ndarray) -> np.ndarray:
     return np.unique(np.concatenate([[0], np.clip(cut, 0, m), [m]])).astype(np.int64)
 
 
-def _ranges(col_heads, width: int, heads: int) -> np.ndarray:
-    from .pattern import head_columns
+def head_columns(heads: int, width: int, c0: int = 0, c1: int | None = None) -> list[tuple[int, int, int]]:
+    """``(head, a, b)``: the local columns ``a:b`` (relative to ``c0``) of the global columns ``c0:c1`` of a
+    ``width``-wide tensor split into ``heads`` equal heads."""
+    c1 = width if c1 is None else c1
+    per = width // heads
+    out = []
+    for h in range(heads):
+        a, b = max(c0, h * per), min(c1, (h + 1) * per)
+        if a < b:
+            out.append((h, a - c0, b - c0))
+    return out
 
+
+def _ranges(col_heads, width: int, heads: int) -> np.ndarray:
     spans = col_heads if col_heads is not None else head_columns(heads, width)
     return np.asarray(spans, dtype=np.int64).reshape(-1, 3)
 

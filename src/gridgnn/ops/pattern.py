@@ -26,6 +26,7 @@ import scipy.sparse as sp
 import torch
 
 from . import kernels
+from .kernels import head_columns  # noqa: F401  (the column spans of heads; defined with the kernels)
 
 warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta.*")
 warnings.filterwarnings("ignore", message=".*Sparse invariant checks are implicitly disabled.*")
@@ -97,19 +98,6 @@ def _heads(values: torch.Tensor) -> int:
 def as_edges(values: torch.Tensor) -> torch.Tensor:
     """``nnz`` or ``nnz × K`` values as ``nnz × K`` (works for zero edges)."""
     return values.reshape(values.shape[0], _heads(values))
-
-
-def head_columns(heads: int, width: int, c0: int = 0, c1: int | None = None) -> list[tuple[int, int, int]]:
-    """``(head, a, b)``: the local columns ``a:b`` (relative to ``c0``) of the global columns ``c0:c1`` of a
-    ``width``-wide tensor split into ``heads`` equal heads."""
-    c1 = width if c1 is None else c1
-    per = width // heads
-    out = []
-    for h in range(heads):
-        a, b = max(c0, h * per), min(c1, (h + 1) * per)
-        if a < b:
-            out.append((h, a - c0, b - c0))
-    return out
 
 
 def spmm(pat: Pattern, values: torch.Tensor, x: torch.Tensor, *, transpose: bool = False,

@@ -171,7 +171,8 @@ class PlexusRules(LayoutRules):
     def split_axes(self, layout):
         if isinstance(layout, EdgeLayout):  # the layer's shard is known once the program is (check_calls)
             return self.edges(layout.layer).axes if self.layouts is not None else layout.axes
-        return tuple(a for a in (layout.rows, layout.cols) if a)
+        split = (layout.third,) if layout.split else ()  # the layer-0 input's rows are cut over the third axis too
+        return tuple(a for a in (layout.rows, layout.cols) if a) + split
 
     def same(self, a, b):
         if self.double or not (isinstance(a, PlexusNodeLayout) and isinstance(b, PlexusNodeLayout)):

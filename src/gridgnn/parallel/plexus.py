@@ -441,9 +441,16 @@ class _NormalizeRows(torch.autograd.Function):
         return (dy - y * t * on) / n, None, None
 
 
+def _split_axes(lay) -> tuple[str, ...]:
+    """The axes along which ranks hold different parts of a node tensor of layout ``lay``: rows and columns, and the
+    third axis for the layer-0 input held split over it."""
+    return (lay.rows, lay.cols) + ((lay.third,) if lay.split else ())
+
+
 class _Scale(torch.autograd.Function):
     """``s · H`` for a replicated scalar ``s`` on an ``(r, q)`` tensor: ``∂s`` summed over the local block, then
-    all-reduced over rows and columns (the replicas along the third axis agree)."""
+    all-reduced over rows and columns (the replicas along the third axis agree; the layer-0 input, held split over
+    the third axis, is summed over it too)."""
 
     @staticmethod
     def forward(ctx, h, s, comm, lay):
@@ -456,7 +463,9 @@ class _Scale(torch.autograd.Function):
         h, s = ctx.saved_tensors
         ds = None
         if ctx.needs_input_grad[1]:
-            ds = ctx.comm.all_reduce((dy * h).sum().reshape(s.shape), (ctx.lay.rows, ctx.lay.cols))
+            ds = (dy * h).sum().reshape(s.shape)
+            for axis in _split_axes(ctx.lay):  # axis by axis (the byte model's rings), even over the whole grid
+                ctx.comm.all_reduce(ds, axis)
         return dy * s if ctx.needs_input_grad[0] else None, ds, None, None
 
 

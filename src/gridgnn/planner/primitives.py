@@ -654,11 +654,11 @@ class PlexusVolume(BlockRowVolume):
                 self._ring(fwd, r, lay.cols, self._n(lay.rows, me) * eb)
                 if call.grads[0]:
                     self._ring(bwd, r, lay.cols, self._n(lay.rows, me) * eb)
-            elif call.name == "scale":  # the scalar's gradient
+            elif call.name == "scale":  # the scalar's gradient (the split layer-0 input: over the third axis too)
                 if call.grads[1]:
                     lay = L.graph
-                    self._ring(bwd, r, lay.rows, eb)
-                    self._ring(bwd, r, lay.cols, eb)
+                    for axis in (lay.rows, lay.cols) + ((lay.third,) if lay.split else ()):
+                        self._ring(bwd, r, axis, eb)
             elif call.name == "head_mean":
                 if call.heads > 1:
                     out = L.output

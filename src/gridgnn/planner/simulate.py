@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..graph import gcn_normalize
 from .primitives import BlockRowVolume, PlexusVolume, SummaVolume, step_bytes, step_work, trace_model
 
@@ -50,14 +52,12 @@ class StepVolume:
                         "recv_total": sum(recv.values()), "calls_total": sum(calls.values())})
         return out
 
-    def pair_matrix(self) -> "np.ndarray":
+    def pair_matrix(self) -> np.ndarray:
         r"""``M[a, b]``: bytes rank ``b`` receives from rank ``a`` in one step, attributed from the per-axis volumes:
         what ``b`` receives in a collective along an axis is split over the other members of its group in
         proportion to what each of them sends in that collective (exact for broadcasts, whose one sender is the
         root; for reduces with different roots, the ring collectives and all-to-allv it spreads a member's bytes
         over its group rather than naming the actual partner)."""
-        import numpy as np
-
         out = np.zeros((self.world, self.world))
         for (_, _, axis), (sent, recv, _) in self.detail.items():
             g, stride = self.axes[axis]

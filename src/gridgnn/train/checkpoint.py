@@ -67,11 +67,6 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _INT_OF_WIDTH = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 
 
-def flag(name: str) -> str:
-    """The command-line flag of a config field (``weight_decay`` → ``--weight-decay``)."""
-    return "--timeout" if name == "timeout_s" else "--" + name.replace("_", "-")
-
-
 def _first_line(exc: BaseException, limit: int = 160) -> str:
     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
     text = lines[0] if lines else type(exc).__name__
@@ -273,7 +268,7 @@ def check_epochs(ckpt: dict, path: str, epochs: int) -> None:
 def resume_base(ckpt: dict, given: dict, resume: str) -> dict:
     r"""The config fields a resumed run takes from the checkpoint (see the module docstring), after checking
     that the flags ``given`` on the command line agree on the trajectory. The caller overlays ``given``."""
-    from .config import TrainConfig
+    from .config import TrainConfig, flag
 
     saved = ckpt["config"]
     defaults = TrainConfig().to_dict()

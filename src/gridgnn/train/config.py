@@ -6,8 +6,6 @@ import os
 from dataclasses import asdict, dataclass, fields
 
 from ..errors import GridGnnError
-from .checkpoint import flag
-
 from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
 from ..nn.base import model_options, resolve_model  # noqa: E402
 
@@ -16,6 +14,10 @@ MODELS = BUILTIN_MODELS = tuple(_MODEL_REGISTRY)
 MINIBATCH_MODELS = ("sage", "gcn", "gat", "va")  # the models that run on sampled blocks (gridgnn.sampling.plan)
 MAX_HEADS = 1024
 
+
+def flag(name: str) -> str:
+    """The command-line flag of a config field (``weight_decay`` → ``--weight-decay``)."""
+    return "--timeout" if name == "timeout_s" else "--" + name.replace("_", "-")
 
 
 # Upper bounds of the integer flags: far above any sensible run, low enough that the values stay plain
