@@ -51,17 +51,19 @@ GRID_DIMS = {"2layer": [7, 5, 3], "3layer": [7, 9, 4, 3], "4layer": [7, 4, 6, 5,
 
 def cases_for(P: int) -> list[tuple[str, Case]]:
     out = []
-    for gname, g in GRAPHS.items():
-        for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P)), ("plexus", shapes_3d(P))):
-            for shape in shapes:
-                for dname, dims in GRID_DIMS.items():
-                    if dname == "3layer" and algo != "plexus":
-                        continue
-                    parts = ("random", "double-perm") if algo == "plexus" else ("random",)
-                    for part in parts:
-                        out.append((f"{algo}-{'x'.join(map(str, shape))}-{gname}-{dname}-{part}",
-                                    Case(graph=g, algo=algo, dims=dims, grid=shape, partition=part, dropout=0.4,
-                                         seed=7, epoch=3, block_rows=5 if (algo == "plexus" and dname == "3layer") else 0)))
+    # 2D/3D/Plexus: every shape and depth, each on one of the two graphs (alternating with the shape and the depth,
+    # so both graphs meet every depth and every axis split): a shape on the second graph ran the same code path
+    for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P)), ("plexus", shapes_3d(P))):
+        for j, shape in enumerate(shapes):
+            for d, (dname, dims) in enumerate(GRID_DIMS.items()):
+                if dname == "3layer" and algo != "plexus":
+                    continue
+                gname = tuple(GRAPHS)[(j + d) % 2]
+                parts = ("random", "double-perm") if algo == "plexus" else ("random",)
+                for part in parts:
+                    out.append((f"{algo}-{'x'.join(map(str, shape))}-{gname}-{dname}-{part}",
+                                Case(graph=GRAPHS[gname], algo=algo, dims=dims, grid=shape, partition=part, dropout=0.4,
+                                     seed=7, epoch=3, block_rows=5 if (algo == "plexus" and dname == "3layer") else 0)))
     for gname, g in GRAPHS.items():
         for dname, dims in DIMS.items():
             for algo in ("1d", "1d-sa"):
@@ -86,7 +88,9 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
                     out.append((f"gat-{algo}-c{c}-{gname}-{dname}-skewed",
                                 Case(algo=algo, replication=c, partition=skewed_partition(N, P // c, 6), **kw)))
             for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P))):
-                for shape in shapes:  # heads straddle column blocks when pc does not divide heads × width
+                for j, shape in enumerate(shapes):  # heads straddle column blocks when pc does not divide heads × width
+                    if (j + tuple(GRAPHS).index(gname) + tuple(GAT_DIMS).index(dname)) % 2 and len(shapes) > 2:
+                        continue  # each shape on one graph per depth (alternating): the same path on the other
                     out.append((f"gat-{algo}-{'x'.join(map(str, shape))}-{gname}-{dname}-random",
                                 Case(algo=algo, grid=shape, partition="random", **kw)))
     for k, shape in enumerate(shapes_3d(P)):  # Plexus: every shape, each GAT depth; the graphs alternate
@@ -162,6 +166,8 @@ def sage_cases(P: int) -> list[tuple[str, Case]]:
             if aggr != "sum":  # sum and mean share the generic path (row_sum + spmm); mean exercises both
                 for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P)), ("plexus", shapes_3d(P))):
                     for j, shape in enumerate(shapes):
+                        if (j + names.index(gname)) % len(names) and len(shapes) > 2:
+                            continue  # each shape on one of the graphs (rotating): the other graphs ran its path
                         part = "double-perm" if algo == "plexus" and (j + k) % 2 else "random"
                         out.append((f"sage-{aggr}-{algo}-{'x'.join(map(str, shape))}-{gname}-{dname}-{part}",
                                     Case(algo=algo, grid=shape, partition=part, **kw)))

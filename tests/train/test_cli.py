@@ -43,27 +43,39 @@ def test_default_data_trains_and_writes_outputs(tmp_path):
     assert "final: test_acc=" in r.stdout
 
 
-@pytest.mark.parametrize("algo,extra", [
-    ("1d", []), ("1d-sa", []), ("1.5d", ["--replication", 2]), ("1.5d-sa", ["--replication", 2]),
-    ("2d", ["--grid", "2,2"]), ("3d", ["--grid", "2,1,2"]), ("plexus", ["--grid", "1,2,2", "--partition", "double-perm"]),
-    ("plexus", ["--grid", "2,2,1", "--partition", "balanced-perm", "--blocked-aggregation", 300]),
-])
-def test_cora_training_equals_serial(tmp_path_factory, cora_dir, algo, extra):
-    """20 epochs of Adam with dropout in float64 at P=4: logits equal serial training (same seed)."""
-    tmp_path = tmp_path_factory.getbasetemp() / "cora"
+CORA_P4 = {"1d": [], "1d-sa": [], "1.5d": ["--replication", 2], "1.5d-sa": ["--replication", 2],
+           "2d": ["--grid", "2,2"], "3d": ["--grid", "2,1,2"],
+           "plexus": ["--grid", "1,2,2", "--partition", "double-perm"],
+           "plexus-balanced": ["--grid", "2,2,1", "--partition", "balanced-perm", "--blocked-aggregation", 300]}
+
+
+@pytest.fixture(scope="module")
+def cora_runs(tmp_path_factory, cora_dir):
+    """20 epochs of Adam with dropout in float64 on Cora: serially, and at P = 4 on every algorithm in one spawned
+    group (each rank parsing the command line with the CLI's parser, tests/train/_runs.py)."""
+    from gridgnn.distributed.launch import launch
+
+    from ._runs import group_worker
+
+    root = tmp_path_factory.mktemp("cora")
     common = ["--data", f"planetoid:{cora_dir}", "--epochs", 20, "--dtype", "float64", "--quiet", "--save-logits",
               "--seed", 3]
-    ref = tmp_path / "serial"
-    if not (ref / "logits.npy").exists():
-        r = gridgnn("train", *common, "--algo", "serial", "--out", ref)
-        assert r.returncode == 0, r.stderr
-    out = tmp_path / f"{algo}-{'-'.join(map(str, extra))}"
-    r = gridgnn("train", *common, "--algo", algo, "--nproc", 4, *extra, "--out", out)
+    r = gridgnn("train", *common, "--algo", "serial", "--out", root / "serial")
     assert r.returncode == 0, r.stderr
+    launch(group_worker, 4, [[*common, "--algo", name.partition("-balanced")[0], "--nproc", 4, *extra,
+                              "--out", root / name] for name, extra in CORA_P4.items()], device="cpu", collect=True)
+    return root
+
+
+@pytest.mark.parametrize("name", list(CORA_P4))
+def test_cora_training_equals_serial(cora_runs, name):
+    """Logits after 20 epochs equal serial training (same seed), and so do the best epoch and the accuracy."""
+    out, ref = cora_runs / name, cora_runs / "serial"
     a, b = np.load(out / "logits.npy"), np.load(ref / "logits.npy")
     assert np.abs(a - b).max() <= 1e-5 * np.abs(b).max()
     sa, sb = json.loads((out / "summary.json").read_text()), json.loads((ref / "summary.json").read_text())
     assert sa["best_epoch"] == sb["best_epoch"] and sa["test_acc"] == sb["test_acc"]
+    assert sa["algo"] == name.partition("-balanced")[0] and sa["nproc"] == 4
 
 
 def _bad_npz(tmp_path):

@@ -41,14 +41,14 @@ import scipy.sparse as sp
 import torch
 
 from ..ops import semiring as sr
-from ..ops.pattern import Pattern, col_sum, reduce_rows, row_reduce, sddmm_add, sddmm_dot, spmm
+from ..ops.pattern import Pattern, col_sum, row_reduce, sddmm_add, sddmm_dot, spmm
 from ..partition import RowPartition
-from .aggregate import SourceKeys, aggregate
+from .aggregate import SourceKeys
 from .attention import FusedAttention, fusable
-from .edge_softmax import EdgeSoftmax
+from .graph import DistGraph
 
 
-class BlockRowGraph(SourceKeys):
+class BlockRowGraph(SourceKeys, DistGraph):
     r"""Block row ``my_block`` of :math:`M`, restricted to the source blocks ``stages``, on this rank.
 
     Args:
@@ -230,12 +230,8 @@ class BlockRowGraph(SourceKeys):
         return t
 
     # ------------------------------------------------------------------ primitives
-    def spmm(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "sum",
-             mask: torch.Tensor | None = None) -> torch.Tensor:
-        r""":math:`Y = M(e) X` on the local rows. ``values``: ``nnz_i`` or ``nnz_i × K``; ``x``: ``n_i × K·F``.
-        Another ``semiring``, a ``mask`` of kept edges or ``values=None``: :func:`~gridgnn.parallel.aggregate.aggregate`."""
-        if semiring != "sum" or mask is not None or values is None:
-            return aggregate(self, values, x, semiring, mask)
+    def spmm_sum(self, values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        r""":math:`Y = M(e) X` on the local rows. ``values``: ``nnz_i`` or ``nnz_i × K``; ``x``: ``n_i × K·F``."""
         return _SpMM.apply(values, x, self)
 
     def spmm_select(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str,
@@ -245,11 +241,6 @@ class BlockRowGraph(SourceKeys):
         of ``n_i × W`` values and a ``min`` all-reduce of the winners' int64 keys)."""
         return _SpMMSelect.apply(values, x, self, semiring, mask)
 
-    def row_sum(self, e: torch.Tensor) -> torch.Tensor:
-        """Per local destination row, the sum of the edge tensor ``e`` (``nnz_i``) over every rank holding part of
-        the row (no gradient)."""
-        return self.row_all(reduce_rows(self.pattern.row, self.n_local, e.detach(), "sum")).reshape(-1)
-
     def sddmm_add(self, s_dst: torch.Tensor, s_src: torch.Tensor) -> torch.Tensor:
         r""":math:`e_{uv,h} = s^{dst}_{u,h} + s^{src}_{v,h}`; ``s_*``: ``n_i × K`` → ``nnz_i × K``."""
         return _SddmmAdd.apply(s_dst, s_src, self)
@@ -257,10 +248,6 @@ class BlockRowGraph(SourceKeys):
     def sddmm_dot(self, x_dst: torch.Tensor, x_src: torch.Tensor, heads: int = 1) -> torch.Tensor:
         r""":math:`e_{uv,h} = \langle X^{dst}_{u,h}, X^{src}_{v,h} \rangle`; ``x_*``: ``n_i × K·F`` → ``nnz_i × K``."""
         return _SddmmDot.apply(x_dst, x_src, self, heads)
-
-    def edge_softmax(self, e: torch.Tensor) -> torch.Tensor:
-        r""":math:`\alpha_{uv} = \exp(e_{uv} - m_u) / \sum_{v'} \exp(e_{uv'} - m_u)` per destination row and head."""
-        return EdgeSoftmax.apply(e, self)
 
     def at_destinations(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` laid out like :meth:`spmm`'s output: here sources and destinations share the rows (no move)."""

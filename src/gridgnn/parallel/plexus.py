@@ -52,8 +52,8 @@ from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows,
 from ..partition import block_range, even_bounds
 from ..partition.layout import PLEXUS_AXES, plexus_layouts, plexus_program, plexus_row_gather
 from .base import Plan
-from .aggregate import SourceKeys, aggregate
-from .edge_softmax import EdgeSoftmax
+from .aggregate import SourceKeys
+from .graph import DistGraph
 
 
 def _order_of(source, order: str) -> np.ndarray:
@@ -77,7 +77,7 @@ class _Shard:
         self.edge_ids = (order_out[p.row.cpu().numpy() + rows[0]], order_in[p.col.cpu().numpy() + cols[0]])
 
 
-class PlexusGraph(SourceKeys):
+class PlexusGraph(SourceKeys, DistGraph):
     r"""The graph primitives of one layer on this rank: the shard ``A[V^t, V^r]`` for an input node tensor of layout
     ``layout`` (``(r, q)``), with the row gather of its destinations (built on first use).
 
@@ -171,10 +171,7 @@ class PlexusGraph(SourceKeys):
         return out
 
     # ------------------------------------------------------------------ primitives
-    def spmm(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "sum",
-             mask: torch.Tensor | None = None) -> torch.Tensor:
-        if semiring != "sum" or mask is not None or values is None:
-            return aggregate(self, values, x, semiring, mask)
+    def spmm_sum(self, values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         return _PlexusSpMM.apply(values, self._input(x, last=True), self)
 
     def spmm_select(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str,
@@ -183,18 +180,11 @@ class PlexusGraph(SourceKeys):
         all-reduce and a ``min`` all-reduce of the winners' keys (whole, not in blocks)."""
         return _PlexusSpMMSelect.apply(values, self._input(x, last=True), self, semiring, mask)
 
-    def row_sum(self, e: torch.Tensor) -> torch.Tensor:
-        """Per destination row ``V^t``, the sum of the edge tensor ``e`` over ``r`` (no gradient)."""
-        return self.row_all(reduce_rows(self.pattern.row, self.nrow, e.detach(), "sum")).reshape(-1)
-
     def sddmm_add(self, s_dst: torch.Tensor, s_src: torch.Tensor) -> torch.Tensor:
         return _PlexusSddmm.apply(s_dst, s_src, self, 0)
 
     def sddmm_dot(self, x_dst: torch.Tensor, x_src: torch.Tensor, heads: int = 1) -> torch.Tensor:
         return _PlexusSddmm.apply(self._input(x_dst, last=False), self._input(x_src, last=False), self, heads)
-
-    def edge_softmax(self, e: torch.Tensor) -> torch.Tensor:
-        return EdgeSoftmax.apply(e, self)
 
     def at_destinations(self, x: torch.Tensor) -> torch.Tensor:
         r"""``x`` (laid out ``(r, q)`` as :meth:`spmm` reads it) laid out like :meth:`spmm`'s output ``(t, q)``: the

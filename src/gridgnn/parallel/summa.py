@@ -43,11 +43,10 @@ from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows,
 from ..partition import block_range, even_bounds
 from ..partition.layout import SummaGeometry
 from .base import Plan
-from .aggregate import aggregate
-from .edge_softmax import EdgeSoftmax
+from .graph import DistGraph
 
 
-class SummaGraph:
+class SummaGraph(DistGraph):
     r"""Matrix version ``version`` (``"rc"``/``"cr"`` of the source: rows in the output order, columns in the
     input order) laid out on the SUMMA grid, on this rank.
 
@@ -222,10 +221,7 @@ class SummaGraph:
         return [p for p, (_, _, _, jo) in enumerate(self.panels) if jo == self.plan.j]
 
     # ------------------------------------------------------------------ primitives
-    def spmm(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "sum",
-             mask: torch.Tensor | None = None) -> torch.Tensor:
-        if semiring != "sum" or mask is not None or values is None:
-            return aggregate(self, values, x, semiring, mask)
+    def spmm_sum(self, values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         return _SummaSpMM.apply(values, x, self)
 
     def spmm_select(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str,
@@ -235,18 +231,11 @@ class SummaGraph:
         winners' keys (not a reduce-scatter: ⊕ is no sum), keeps ``B(i, k)`` and all-gathers the columns."""
         return _SummaSpMMSelect.apply(values, x, self, semiring, mask)
 
-    def row_sum(self, e: torch.Tensor) -> torch.Tensor:
-        """Per row of ``R_i``, the sum of the edge tensor ``e`` over the process row (no gradient)."""
-        return self.row_all(reduce_rows(self.edge_row, self.nrow, e.detach(), "sum")).reshape(-1)
-
     def sddmm_add(self, s_dst: torch.Tensor, s_src: torch.Tensor) -> torch.Tensor:
         return _SummaSddmm.apply(s_dst, s_src, self, 0)
 
     def sddmm_dot(self, x_dst: torch.Tensor, x_src: torch.Tensor, heads: int = 1) -> torch.Tensor:
         return _SummaSddmm.apply(x_dst, x_src, self, heads)
-
-    def edge_softmax(self, e: torch.Tensor) -> torch.Tensor:
-        return EdgeSoftmax.apply(e, self)
 
     def at_destinations(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` laid out like :meth:`spmm`'s output: the same rows ``B(i, k)`` in one vertex order (no move); a

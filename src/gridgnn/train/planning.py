@@ -75,18 +75,26 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
         raise GridGnnError(f"no configuration of {cfg.nproc} processes" + (f" among {', '.join(only)}" if only else "")
                            + f" runs on a graph of {graph.n} vertices" + (" (serial runs on one process)"
                                                                            if only and "serial" in only else ""))
+    from ..parallel.checks import LayoutError
+
     layouts: dict = {}
-    rows = []
+    rows, refused = [], []
     for cand in cands:
         c = dataclasses.replace(cfg, **cand.options())
         t0 = time.perf_counter()
-        vol, shape, source, part = simulate_config(c, graph, layouts)
+        try:
+            vol, shape, source, part = simulate_config(c, graph, layouts)
+        except LayoutError as exc:  # the model's trace refuses this layout: not a configuration it can run
+            refused.append(str(exc))
+            continue
         mem = memory_per_rank(c, graph, source, part, shape)
         row = price(cand, vol, profile, nproc=cfg.nproc, memory=mem, available_bytes=available_bytes)
         row["simulate_s"] = time.perf_counter() - t0
         rows.append(row)
         if progress is not None:
             progress(row)
+    if not rows:
+        raise GridGnnError(f"no configuration of {cfg.nproc} processes can run this model; e.g. {refused[0]}")
     return rank_rows(rows)
 
 

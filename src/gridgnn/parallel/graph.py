@@ -1,0 +1,89 @@
+r"""The contract of a distributed graph: what every family (``blockrow.py``, ``summa.py``, ``plexus.py``) provides
+to the models for one layer on one rank, and the methods written once on top of it.
+
+A family implements the data movement — the sum SpMM (:meth:`DistGraph.spmm_sum`), the selecting semirings
+(:meth:`DistGraph.spmm_select`), the two SDDMMs, :meth:`DistGraph.at_destinations`, the reduction of per-row
+statistics over the ranks that share a row (:meth:`DistGraph.row_all`) — and describes its local edges
+(:meth:`DistGraph.edge_rows`, :meth:`DistGraph.edge_ids`, ``gcn_values``, ``nnz``). The aggregation over any
+semiring, the edge softmax and the row sums follow from those, here; fused attention is optional
+(:meth:`DistGraph.fused_attention` returns ``None``: the caller composes the primitives).
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+import torch
+
+from ..ops.pattern import reduce_rows
+from .aggregate import aggregate
+from .edge_softmax import EdgeSoftmax
+
+
+class DistGraph(ABC):
+    """One layer's distributed graph on this rank (see the module docstring).
+
+    Attributes every family sets: ``gcn_values`` (the :math:`\\hat M` values of the local edges, in edge order) and
+    ``nnz`` (the number of local edges)."""
+
+    gcn_values: torch.Tensor
+    nnz: int
+
+    # ------------------------------------------------------------------ what a family provides
+    @abstractmethod
+    def edge_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """Original (destination, source) vertex ids of the local edges, in edge order."""
+
+    @abstractmethod
+    def edge_rows(self) -> tuple[torch.Tensor, int, torch.Tensor | None]:
+        """The local row of every local edge, the number of local rows and the CSR pointer (``None`` when the edges
+        are not in row order)."""
+
+    @abstractmethod
+    def row_all(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """Reduce per-row statistics over the ranks that hold part of a row's edges (in place; returns ``t``)."""
+
+    @abstractmethod
+    def spmm_sum(self, values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        r""":math:`Y = M(e) X` over the sum semiring; ``values``: ``nnz`` or ``nnz × K`` (heads of ``x``)."""
+
+    @abstractmethod
+    def spmm_select(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str,
+                    mask: torch.Tensor | None = None) -> torch.Tensor:
+        r""":math:`Y_u = \bigoplus_v \alpha_{uv} \otimes X_v` for a selecting semiring (``max``, ``min``, ``max-plus``,
+        ``min-plus``)."""
+
+    @abstractmethod
+    def sddmm_add(self, s_dst: torch.Tensor, s_src: torch.Tensor) -> torch.Tensor:
+        r""":math:`e_{uv,h} = s^{dst}_{u,h} + s^{src}_{v,h}`."""
+
+    @abstractmethod
+    def sddmm_dot(self, x_dst: torch.Tensor, x_src: torch.Tensor, heads: int = 1) -> torch.Tensor:
+        r""":math:`e_{uv,h} = \langle X^{dst}_{u,h}, X^{src}_{v,h} \rangle`."""
+
+    @abstractmethod
+    def at_destinations(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` (laid out as :meth:`spmm` reads it) laid out like :meth:`spmm`'s output."""
+
+    def fused_attention(self, a_dst, a_src, x, *, score, heads, slope, keep, p):
+        """:func:`~gridgnn.parallel.attention.attend` as fused kernels, where a family can; ``None``: compose."""
+        return None
+
+    # ------------------------------------------------------------------ written once
+    def spmm(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "sum",
+             mask: torch.Tensor | None = None) -> torch.Tensor:
+        r""":math:`Y_u = \bigoplus_v e_{uv} \otimes X_v`: the sum SpMM, or for another ``semiring``, a ``mask`` of kept
+        edges or ``values=None`` the composition of :func:`~gridgnn.parallel.aggregate.aggregate`."""
+        if semiring != "sum" or mask is not None or values is None:
+            return aggregate(self, values, x, semiring, mask)
+        return self.spmm_sum(values, x)
+
+    def row_sum(self, e: torch.Tensor) -> torch.Tensor:
+        """Per local destination row, the sum of the edge tensor ``e`` (``nnz``) over every rank holding part of the
+        row (no gradient)."""
+        row, rows, _ = self.edge_rows()
+        return self.row_all(reduce_rows(row, rows, e.detach(), "sum")).reshape(-1)
+
+    def edge_softmax(self, e: torch.Tensor) -> torch.Tensor:
+        r""":math:`\alpha_{uv} = \exp(e_{uv} - m_u) / \sum_{v'} \exp(e_{uv'} - m_u)` per destination row and head."""
+        return EdgeSoftmax.apply(e, self)
