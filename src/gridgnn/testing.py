@@ -14,7 +14,7 @@ import torch
 from .distributed import Comm, NullComm, ProcessGrid
 from .graph import Graph
 from .nn import GAT, resolve_model
-from .parallel import GRID_OF
+from .parallel import algorithm
 from .parallel.checks import LayoutError
 from .partition import RowPartition
 from .parallel.source import InMemorySource
@@ -108,7 +108,7 @@ def distributed_worker(ctx, cases: list[Case]) -> list[CaseResult]:
     ctx.init()
     out, grids = [], {}
     for case in cases:
-        kind = GRID_OF[case.algo]
+        kind = algorithm(case.algo).grid
         key = (kind, case.replication, case.grid)
         if key not in grids:  # every rank builds the same meshes in the same order
             grids[key] = ProcessGrid.build(kind, "cpu", replication=case.replication, shape=case.grid)

@@ -44,7 +44,7 @@ def model_bytes(case, per_rank, P):
     """The simulator's bytes and messages of ``case.algo`` for this configuration
     (:func:`gridgnn.planner.simulate.step_volume`: the traced model's primitives summed over the layout),
     ``{key: (sent[P], recv[P], calls[P])}``."""
-    if case.algo in ("2d", "3d", "plexus"):
+    if not algorithm(case.algo).row_partitioned:
         source, _ = make_source(case.graph, case.algo, P, shape=case.grid, method=case.partition, seed=case.seed)
         rows = None
     else:

@@ -140,13 +140,13 @@ def distributed_measure(ctx, cases) -> list[dict]:
     """Worker for :func:`gridgnn.distributed.launch.launch`: ``cases`` = ``[(graph, algo, shape, partition, dims,
     dropout)]``; returns this rank's measurements of every case."""
     from gridgnn.distributed import Comm, ProcessGrid
-    from gridgnn.parallel import GRID_OF
+    from gridgnn.parallel import algorithm
     from gridgnn.train.rank_layout import build_rank, make_source
 
     ctx.init()
     out, grids = [], {}
     for graph, algo, shape, partition, dims, dropout in cases:
-        kind = GRID_OF[algo]
+        kind = algorithm(algo).grid
         c = shape[1] if kind == "1.5d" else 1
         key = (kind, tuple(shape))
         if key not in grids:  # every rank builds the same meshes in the same order

@@ -24,7 +24,7 @@ from gridgnn.graph import Graph, gcn_normalize
 from gridgnn.graph.sharded import ShardedDataset, write_sharded
 from gridgnn.nn import GCN, keep_mask
 from gridgnn.ops import kernels
-from gridgnn.parallel import GRID_OF
+from gridgnn.parallel import algorithm
 from gridgnn.partition import RowPartition, even_bounds
 from gridgnn.partition.permute import single_permutation
 from gridgnn.planner.memory import (DROPOUT_FUSED_HASH_BYTES_PER_ELEMENT, DROPOUT_HASH_BYTES_PER_ELEMENT, GIB, NORMALIZE_PEAK_BYTES_PER_NNZ,
@@ -55,7 +55,7 @@ GD = random_graph(41, 150, directed=True, seed=4)
 
 
 def layout(graph, algo, shape, partition="random"):
-    c = shape[1] if GRID_OF.get(algo) == "1.5d" else 1
+    c = shape[1] if algorithm(algo).grid == "1.5d" else 1
     return make_source(graph, algo, int(np.prod(shape)), replication=c, shape=shape, method=partition, seed=1)
 
 
@@ -71,7 +71,7 @@ def estimate(graph, algo, shape, source, rows, dims, *, dropout, train_rows=None
 def local_plan(graph, algo, shape, rank, source, rows, dims):
     """The plan of ``rank`` built in this process (a mesh-less grid: construction of these plans needs no
     collective)."""
-    kind = GRID_OF[algo]
+    kind = algorithm(algo).grid
     comm = Comm(ProcessGrid(kind, tuple(shape), AXES[kind], rank, None))
     return build_rank(graph, algo, comm, dims, source=source, rows=rows, dtype=torch.float32)
 
@@ -171,7 +171,7 @@ def test_sharded_dataset_counts_give_the_exact_adjacency(tmp_path):
                                    if rows is None else rows.bounds, pattern=pattern_of(ds), source="sharded")
         assert est.per_component["graph"] == ds.perm_r.nbytes + ds.perm_c.nbytes
         for r in range(P):
-            kind = GRID_OF[algo]
+            kind = algorithm(algo).grid
             comm = Comm(ProcessGrid(kind, shape, AXES[kind], r, None))
             plan, data = build_rank(None, algo, comm, dims, source=ds, rows=rows, dtype=torch.float32)
             assert est.ranks[r].per_component["adjacency"] == adjacency_bytes(plan), (algo, shape, r)

@@ -16,18 +16,22 @@ plexus      3d      Plexus     every axis cuts the vertices (``max(shape)``); sh
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 
 @dataclass(frozen=True)
 class Algorithm:
     """One ``--algo``: its process grid, its family of layouts (``block-row``, ``summa``, ``plexus``: one file of
-    distributed primitives each under ``parallel/``), the paper it follows."""
+    distributed primitives each under ``parallel/``), the paper it follows. ``build``: the plan's builder on this
+    rank, ``build(spec, comm, source, dims, *, rows, dtype, device, block_rows, program)`` (default: the family's
+    own, :func:`gridgnn.parallel.build_plan`); an algorithm of another file registers with :func:`register`."""
 
     name: str
     grid: str
     family: str
     sparsity_aware: bool = False
     paper: str = ""
+    build: Callable | None = None
 
     @property
     def takes_replication(self) -> bool:
@@ -51,6 +55,14 @@ class Algorithm:
 
         cls = {"block-row": RowBlockPlan, "summa": SummaPlan, "plexus": PlexusPlan}[self.family]
         return {name: getattr(cls, name) for name in Plan.TRAITS}
+
+    @property
+    def builtin_like(self) -> str:
+        """The built-in algorithm with this one's grid, family and fetch (what the GCN memory model reads)."""
+        if self.family == "block-row":
+            return {"single": "serial", "1d": "1d", "1.5d": "1.5d"}[self.grid] + ("-sa" if self.sparsity_aware
+                                                                                 and self.grid != "single" else "")
+        return "plexus" if self.family == "plexus" else self.grid
 
     def row_blocks(self, world: int, replication: int = 1) -> int:
         """Row blocks of a block-row algorithm: 1 (serial), ``P`` (1D), ``P/c`` (1.5D)."""
@@ -87,6 +99,16 @@ ALGORITHMS = {a.name: a for a in (
     Algorithm("3d", "3d", "summa", paper="CAGNET Split-3D"),
     Algorithm("plexus", "3d", "plexus", paper="Plexus Alg. 1"),
 )}
+
+
+def register(spec: Algorithm) -> Algorithm:
+    """Make ``spec`` an ``--algo`` (its family's layouts, byte model and planner rules apply): an algorithm is one
+    file that registers itself. Re-registering the same spec is allowed; another spec under a taken name is not."""
+    old = ALGORITHMS.get(spec.name)
+    if old is not None and old != spec:
+        raise ValueError(f"--algo {spec.name} is already registered")
+    ALGORITHMS[spec.name] = spec
+    return spec
 
 
 def algorithm(name: str) -> Algorithm:

@@ -93,7 +93,7 @@ class BlockRowVolume:
     r"""Per-rank bytes of each block-row primitive for ``algo`` on ``world`` processes.
 
     Args:
-        algo: ``serial``, ``1d``, ``1d-sa``, ``1.5d`` or ``1.5d-sa``.
+        algo: ``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa`` (or another registered block-row algorithm).
         matp: the permuted matrix (``n × n`` CSR, rows = destinations, the partition's labels).
         rows: the block-row partition; ``replication``: ``c`` of 1.5D.
     """
@@ -102,8 +102,11 @@ class BlockRowVolume:
         from ..partition.layout import stage_chunks as chunks
 
         self.world = world
-        self.sa = algo.endswith("-sa")
-        self.c = replication if algo.startswith("1.5d") else 1
+        from ..parallel.registry import algorithm
+
+        spec = algorithm(algo)
+        self.sa = spec.sparsity_aware
+        self.c = replication if spec.grid == "1.5d" else 1
         self.nb = world // self.c
         self.sizes = rows.sizes().astype(np.float64)
         self.chunks = chunks(self.nb, self.c)

@@ -96,11 +96,13 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
         block_rows (int, optional): Plexus blocked aggregation (``--blocked-aggregation``; 0 = off). (default: ``0``)
     """
     from ..parallel.checks import layout_rules
+    from ..parallel.registry import algorithm
 
     rules = layout_rules(algo, double=bool(getattr(source, "double", False)))
     calls, nparams = trace_model(build_model, graph.num_features, traits, rules)
-    if algo in ("2d", "3d", "plexus"):
-        if algo == "plexus":
+    family = algorithm(algo).family
+    if family != "block-row":
+        if family == "plexus":
             labelled = graph.train_mask & (graph.y >= 0)
             volume = PlexusVolume(source, tuple(shape), calls, labelled=labelled, block_rows=block_rows)
         else:

@@ -9,7 +9,7 @@ import torch
 
 from ..errors import GridGnnError
 from ..graph import Graph, gcn_normalize
-from ..parallel import ROW_BLOCK_ALGOS, algorithm, build_plan
+from ..parallel import algorithm, build_plan
 from ..parallel.serial import build_serial
 from ..parallel.source import InMemorySource
 from ..partition import RowPartition, even_bounds
@@ -85,7 +85,7 @@ def layout_blocks(algo: str, shape: tuple[int, ...]) -> tuple[int, int]:
 def make_source(graph: Graph, algo: str, world: int, *, replication: int = 1, shape=None, method: str = "random",
                 seed: int = 0):
     """``(source, rows)``: the in-memory block source and, for block-row algorithms, the partition."""
-    if algo in ROW_BLOCK_ALGOS:
+    if algorithm(algo).row_partitioned:
         rows = make_partition(graph, num_blocks(algo, world, replication), method, seed)
         return InMemorySource(graph, rows.perm, method=method), rows
     perm_r, perm_c = make_permutations(graph, method, seed, layout_blocks(algo, tuple(shape)))
