@@ -8,7 +8,7 @@ from gridgnn.parallel import Algorithm, algorithm, register
 from gridgnn.parallel.base import RowBlockPlan, make_graph
 from gridgnn.testing import Case, distributed_worker
 
-from ._fidelity import check_against_serial, check_bytes
+from ._fidelity import check_against_serial, check_bytes, check_each
 from .conftest import GRAPHS, N, skewed_partition
 
 P = 4
@@ -47,12 +47,8 @@ def results():
 
 def test_a_registered_algorithm_equals_serial_with_modelled_bytes(results):
     assert algorithm("1d-reversed") is REVERSED
-    for name, (case, per_rank) in results.items():
-        try:
-            check_against_serial(case, per_rank, P)
-            check_bytes(case, per_rank, P)
-        except AssertionError as e:
-            raise AssertionError(f"{name}: {e}") from e
+    check_each((P, results), "", check_against_serial)
+    check_each((P, results), "", check_bytes)
 
 
 def test_a_name_is_registered_once():
