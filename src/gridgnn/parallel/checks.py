@@ -37,6 +37,11 @@ PLAN_PRIMITIVES = ("linear", "add_bias", "head_scores", "head_mean", "normalize_
 GRAPH_PRIMITIVES = ("spmm", "spmm_select", "sddmm_add", "sddmm_dot", "edge_softmax", "row_sum", "at_destinations")
 
 
+def qualified(name: str) -> str:
+    """A primitive as a layer calls it: ``plan.linear``, ``g.spmm``."""
+    return f"{'plan' if name in PLAN_PRIMITIVES else 'g'}.{name}"
+
+
 class LayoutError(GridGnnError):
     """A model asks for something its algorithm's layouts cannot give equal to serial."""
 
@@ -241,8 +246,8 @@ class PlexusRules(LayoutRules):
                 elif want is None:
                     hint = f"; layer {layer} calls no primitive that lays it out"
                 lay = "no layout" if want is None else f"({want})"
-                self.refuse(f"layer {layer}: {'plan' if name in PLAN_PRIMITIVES else 'g'}.{name} reads a node "
-                            f"tensor laid out as ({got}), but plexus runs layer {layer}'s {name} on {lay}{hint}")
+                self.refuse(f"layer {layer}: {qualified(name)} reads a node tensor laid out as ({got}), but plexus "
+                            f"runs layer {layer}'s {name} on {lay}{hint}")
 
 
 def layout_rules(algo: str, *, double: bool = False) -> LayoutRules:

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from .checks import LayoutError, LayoutRules, layout_rules
+from .checks import LayoutRules, layout_rules, qualified
 from ..partition.layout import EdgeLayout
 
 
@@ -204,12 +204,10 @@ class _Tracer:
         for t in node_operands:
             lay = self.layout_of(t)
             if lay is None:
-                raise LayoutError(f"{self.rules.algo}: layer {layer}: {self._where(name)}.{name} got a tensor that no "
-                                  "primitive produced (node tensors come from the layer's input and the plan's "
-                                  "primitives)")
+                self.rules.refuse(f"layer {layer}: {qualified(name)} got a tensor that no primitive produced (node "
+                                  "tensors come from the layer's input and the plan's primitives)")
             if isinstance(lay, EdgeLayout):
-                self.rules.refuse(f"layer {layer}: {self._where(name)}.{name} takes node tensors, got an edge tensor "
-                                  f"({lay})")
+                self.rules.refuse(f"layer {layer}: {qualified(name)} takes node tensors, got an edge tensor ({lay})")
             lays.append(lay)
         for t in edge_operands:
             lay = self.layout_of(t)
@@ -224,12 +222,6 @@ class _Tracer:
             self._use(self.param_reads(t), "primitive", name)
         self.calls.append((name, layer, lays))
         return self.rules.after(name, layer, *lays) if lays else self.rules.edges(layer)
-
-    @staticmethod
-    def _where(name):
-        from .checks import PLAN_PRIMITIVES
-
-        return "plan" if name in PLAN_PRIMITIVES else "g"
 
     # ------------------------------------------------------------------ raw operations
     def raw(self, name, args, kwargs, out):
@@ -262,7 +254,8 @@ class _Tracer:
         harmless = False
         if name == "dropout":  # F.dropout(input, p, training): the identity when p = 0 or not training
             p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
-            harmless = p == 0 or kwargs.get("train", kwargs.get("training", args[2] if len(args) > 2 else True)) is False
+            training = kwargs.get("train", kwargs.get("training", args[2] if len(args) > 2 else True))
+            harmless = p == 0 or training is False
         if name in _RANDOM and not harmless:
             rules.refuse(f"layer {layer}: torch {name} draws random numbers on {what}: each rank would draw its own; "
                          "use Model.input_dropout (node features) or a keyed mask (gridgnn.nn.dropout.edge_keep_mask)")
@@ -311,8 +304,6 @@ class _Tracer:
         if name in _DIM_OPS:
             default = 0 if name in _DIM_DEFAULT0 else None
             pos = 2 if name in ("split", "chunk", "roll", "repeat_interleave", "tensor_split") else 1
-            if name in ("cat", "concat", "concatenate", "stack"):
-                pos = 1
             d = kwargs.get("dim", kwargs.get("dims", args[pos] if len(args) > pos and
                                              not isinstance(args[pos], torch.Tensor) else default))
             return "rows" if _touches_rows(d, nd) else "cols"

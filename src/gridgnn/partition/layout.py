@@ -169,7 +169,8 @@ class PlexusNodeLayout:
     def __str__(self) -> str:
         cols = f"columns split over {self.cols}" if self.cols else "every column"
         split = f", rows further cut over {self.third}" if self.split else ""
-        return f"({self.rows}, {self.cols or '-'}): rows split over {self.rows}, {cols}{split}, vertex order {self.order}"
+        return (f"({self.rows}, {self.cols or '-'}): rows split over {self.rows}, {cols}{split}, "
+                f"vertex order {self.order}")
 
     def after_linear(self) -> "PlexusNodeLayout":
         """``X W``: the weight's columns are split along the third axis, the partial sums over ``cols`` are
