@@ -121,12 +121,19 @@ def train_step_saved(model, plan, comm, data, *, epoch: int = 0):
     return sum(saved.values()), loss, logits
 
 
-def measure_rank(plan, data, comm, dims, *, dropout: float, dtype=torch.float32) -> dict:
-    """Build the model and Adam on this rank's plan, run one training step, and count every component the
-    estimate predicts exactly."""
-    from gridgnn.nn import GCN
+def model_builder(name: str, dims, dropout: float, dtype=torch.float32):
+    """``plan → model`` of the built-in model ``name`` with its default options."""
+    from gridgnn.nn import resolve_model
 
-    model = GCN(dims, dropout=dropout, seed=0, dtype=dtype, plan=plan)
+    def build(plan):
+        return resolve_model(name).from_options(dims, plan=plan, dtype=dtype, seed=0, dropout=dropout)
+    return build
+
+
+def measure_rank(plan, data, comm, dims, *, dropout: float, dtype=torch.float32, model: str = "gcn") -> dict:
+    """Build the model and Adam on this rank's plan, run one training step, and count every component the
+    estimate predicts (exactly for GCN)."""
+    model = model_builder(model, dims, dropout, dtype)(plan)
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     opt.zero_grad(set_to_none=True)
     act, _, _ = train_step_saved(model, plan, comm, data, epoch=1)
@@ -138,14 +145,15 @@ def measure_rank(plan, data, comm, dims, *, dropout: float, dtype=torch.float32)
 
 def distributed_measure(ctx, cases) -> list[dict]:
     """Worker for :func:`gridgnn.distributed.launch.launch`: ``cases`` = ``[(graph, algo, shape, partition, dims,
-    dropout)]``; returns this rank's measurements of every case."""
+    dropout[, model])]``; returns this rank's measurements of every case."""
     from gridgnn.distributed import Comm, ProcessGrid
     from gridgnn.parallel import algorithm
     from gridgnn.train.rank_layout import build_rank, make_source
 
     ctx.init()
     out, grids = [], {}
-    for graph, algo, shape, partition, dims, dropout in cases:
+    for graph, algo, shape, partition, dims, dropout, *model in cases:
+        name = model[0] if model else "gcn"
         kind = algorithm(algo).grid
         c = shape[1] if kind == "1.5d" else 1
         key = (kind, tuple(shape))
@@ -153,6 +161,7 @@ def distributed_measure(ctx, cases) -> list[dict]:
             grids[key] = ProcessGrid.build(kind, "cpu", replication=c, shape=shape if kind in ("2d", "3d") else None)
         comm = Comm(grids[key])
         source, rows = make_source(graph, algo, ctx.world_size, replication=c, shape=shape, method=partition, seed=1)
-        plan, data = build_rank(graph, algo, comm, dims, source=source, rows=rows, dtype=torch.float32)
-        out.append(measure_rank(plan, data, comm, dims, dropout=dropout))
+        plan, data = build_rank(graph, algo, comm, dims, source=source, rows=rows, dtype=torch.float32,
+                                model=model_builder(name, dims, dropout, torch.float64))
+        out.append(measure_rank(plan, data, comm, dims, dropout=dropout, model=name))
     return out

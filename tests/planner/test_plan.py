@@ -106,6 +106,22 @@ def test_plan_is_deterministic_and_ranked(graph):
     assert not any(r["fits"] for r in tight)
 
 
+def test_plan_estimates_memory_for_every_model(graph):
+    """GAT, SAGE and a model of the user's own get a per-rank memory estimate on every configuration (from their
+    traces); GAT's attention tensors (8 heads, one value per edge and head) make it exceed GCN's on each."""
+    prof = Profile.from_json(json.loads(json.dumps(PROFILE)))
+    algos = ["1d-sa", "1.5d", "2d", "plexus"]
+    peaks = {}
+    for model in ("gcn", "gat", "sage", "tests.api.zoo:GINMoved"):
+        cfg = config_from_flags({"data": SBM, "nproc": 4, "algo": "1d", "hidden": 8, "model": model})
+        rows = plan_configs(cfg, graph, prof, algos=algos)
+        assert {r["config"]["algo"] for r in rows} == set(algos)
+        peaks[model] = {json.dumps(r["config"], sort_keys=True): r["peak_memory_bytes"] for r in rows}
+        assert all(isinstance(p, int) and p > 0 for p in peaks[model].values()), model
+    for key, gat in peaks["gat"].items():
+        assert gat > peaks["gcn"][key], key
+
+
 PROFILE = {"name": "test", "device": "cpu", "cores": 2, "ranks_per_node": 0, "version": 1,
            "kernels": {"1": {"edge": 1e-9, "flop": 1e-10, "elem": 1e-9, "launch": 1e-5},
                        "2": {"edge": 5e-10, "flop": 5e-11, "elem": 5e-10, "launch": 1e-5}},

@@ -58,14 +58,31 @@ class PrimitiveCall:
     axes: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class SavedTensor:
+    """A tensor autograd keeps for the backward of the traced step (what the memory model scales to a rank's
+    block): a node tensor (``kind="node"``, laid out as ``layout``), an edge tensor (``"edge"``, of layer
+    ``layer``'s graph) or a tensor of neither (``"other"``, ``cols`` = its elements); ``cols`` = elements per row;
+    ``itemsize`` = 0 for the training dtype (floating point), else the bytes of its elements (a boolean mask: 1)."""
+
+    layer: int
+    kind: str
+    cols: int
+    itemsize: int = 0
+    layout: object = None
+
+
 @dataclass
 class Trace:
     """What a trace found: the primitive calls (with a ``param_grad`` call per entry of ``raw_grad_axes``), the
-    number of parameters, and ``raw_grad_axes`` ``{(name, layer): axes}``."""
+    number of parameters and of parameter tensors, ``raw_grad_axes`` ``{(name, layer): axes}`` and the tensors
+    autograd saved (:class:`SavedTensor`, one per storage)."""
 
     calls: list
     nparams: int
     raw_grad_axes: dict = field(default_factory=dict)
+    saved: list = field(default_factory=list)
+    ntensors: int = 0
 
 
 # ---------------------------------------------------------------------------------------------------- raw ops
@@ -564,11 +581,57 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
     tracer = plan.tracer
     tracer.params = {id(p): (name, layer, kind) for name, layer, p, _, kind in model.parameter_entries()}
     x = tracer.tag(torch.from_numpy(g.x), tracer.rules.input())
-    with _Checker(tracer):
-        out = model(x, plan)
-    masked_cross_entropy(out, torch.from_numpy(g.y), torch.ones(3, dtype=torch.bool), 3).backward()
+    held, _ = plan._plan.dgraph.held()
+    kept = _SavedLog(tracer, [x, *model.parameters(), *held], n=g.n, nnz=plan._plan.dgraph.nnz)
+    with torch.autograd.graph.saved_tensors_hooks(kept.pack, lambda t: t):
+        with _Checker(tracer):
+            out = model(x, plan)
+        tracer.layer = len(plan.calls) and plan.calls[-1].layer
+        loss = masked_cross_entropy(out, torch.from_numpy(g.y), torch.ones(3, dtype=torch.bool), 3)
+    saved = kept.records()  # after the forward: the outputs of raw operations are tagged once they return
+    loss.backward()
     axes, grad_calls = tracer.finish(model)
-    return Trace(plan.calls + grad_calls, sum(p.numel() for p in model.parameters()), axes)
+    params = list(model.parameters())
+    return Trace(plan.calls + grad_calls, sum(p.numel() for p in params), axes, saved, len(params))
+
+
+class _SavedLog:
+    """What autograd saves during the traced forward (a saved-tensor hook): one :class:`SavedTensor` per storage
+    that is not the input, a parameter or the graph's own; a node tensor with no layout of its own (a dropout
+    mask) takes that of the node tensor saved before it."""
+
+    def __init__(self, tracer: _Tracer, constants, *, n: int, nnz: int):
+        self.t, self.n, self.nnz = tracer, n, nnz
+        self.seen = {c.untyped_storage().data_ptr() for c in constants}
+        self.kept: list = []
+
+    def pack(self, t):
+        if t.dim() == 0 or t.layout != torch.strided or not (t.is_floating_point() or t.dtype == torch.bool):
+            return t  # scalars, sparse index structures and integer indices are the graph's, not activations
+        ptr = t.untyped_storage().data_ptr()
+        if ptr not in self.seen:
+            self.seen.add(ptr)
+            self.kept.append((t, self.t.layer))
+        return t
+
+    def records(self) -> list[SavedTensor]:
+        by_storage = {}
+        for u, lay in self.t.layout.values():
+            by_storage.setdefault(u.untyped_storage().data_ptr(), lay)
+        out, last = [], None
+        for t, layer in self.kept:
+            store = t.untyped_storage()
+            elements = store.nbytes() // t.element_size()
+            itemsize = 0 if t.is_floating_point() else t.element_size()
+            lay = by_storage.get(store.data_ptr())
+            if isinstance(lay, EdgeLayout) or lay is None and t.shape[0] == self.nnz:
+                out.append(SavedTensor(layer, "edge", elements // self.nnz, itemsize, lay))
+            elif lay is not None or t.shape[0] == self.n or t.dim() == 2 and t.shape[1] == self.n:
+                last = lay or last
+                out.append(SavedTensor(layer, "node", elements // self.n, itemsize, lay or last))
+            else:
+                out.append(SavedTensor(layer, "other", elements, itemsize))
+        return out
 
 
 def trace_model(build_model, f0: int, traits: dict | None = None, rules: LayoutRules | None = None

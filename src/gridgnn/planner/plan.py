@@ -122,7 +122,7 @@ def price(cand: Candidate, vol, profile, *, nproc: int, memory: list | None = No
           available_bytes: int | None = None) -> dict:
     r"""One row of a plan: the candidate's simulated step (``vol``, a
     :class:`~gridgnn.planner.simulate.StepVolume`) priced by ``profile``, and its per-rank peak memory estimate
-    (``memory``, ``None`` where the memory model does not cover the model) against ``available_bytes`` (all the
+    (``memory``, ``None`` where it is not known) against ``available_bytes`` (all the
     ranks of a CPU node share it; a device per rank: per rank). Keys: ``name``, ``config`` (the options),
     ``predicted_step_s``, ``comp_s``, ``comm_s`` (the unfitted terms), ``comm_by_phase_s``, ``step_bytes_moved``,
     ``max_rank_messages``, ``peak_memory_bytes``, ``fits``."""

@@ -155,22 +155,24 @@ def _train_count(src) -> int:
 
 
 def estimate_memory(graph: Graph | None, source, algo: str, shape, dims, *, rows: RowPartition | None = None,
-                    elem_bytes: int, dropout: float, block_rows: int = 0, device: str = "cpu"):
+                    elem_bytes: int, dropout: float, block_rows: int = 0, device: str = "cpu", model=None):
     r"""The :class:`~gridgnn.planner.memory.MemoryEstimate` of every rank of this run, from what each rank
     knows before it builds its plan: the graph (or the sharded dataset's ``meta.json``), the layout (``rows``
-    of a block-row algorithm, the vertex orders of ``source``) and the model widths ``dims``. Every rank
-    computes the same numbers, so a run that cannot fit is refused alike on every rank."""
+    of a block-row algorithm, the vertex orders of ``source``) and the model: GCN on the widths ``dims``
+    (``model=None``, exact per component) or the model ``model`` builds (``plan → model``), from its trace.
+    Every rank computes the same numbers, so a run that cannot fit is refused alike on every rank."""
     from ..planner.memory import estimate_rank_memory, pattern_of
 
+    double = bool(getattr(source, "double", False))
+    trace = None if model is None else model_trace(dims, model, algo, double=double)
     in_memory = graph is not None
     g_or_src = graph if in_memory else source
     weighted = in_memory and graph.values is not None
     return estimate_rank_memory(
         algo, (1,) if algo == "serial" else tuple(shape), g_or_src.n,
         graph.nnz if in_memory else int(source.meta["nnz"]), dims, elem_bytes=elem_bytes,
-        directed=bool(g_or_src.directed), double=bool(getattr(source, "double", False)),
-        row_bounds=None if rows is None else rows.bounds,
+        directed=bool(g_or_src.directed), double=double, row_bounds=None if rows is None else rows.bounds,
         pattern=None if source is None else pattern_of(source, layers=len(dims) - 1),
         dropout=dropout, block_rows=block_rows, source=("memory" if in_memory else "sharded"),
-        weighted=weighted, device=device,
+        weighted=weighted, device=device, trace=trace,
         feature_bytes=graph.x.dtype.itemsize if in_memory and graph.x is not None else 4)

@@ -285,6 +285,16 @@ def _resident_bytes() -> int:
         return 0
 
 
+def memory_model(cfg: TrainConfig, dims: list[int]):
+    """What the memory model reads of ``--model``: ``None`` for GCN (its components are modelled exactly), else
+    ``plan → model`` (estimated from the model's trace)."""
+    from ..nn import GCN
+
+    if resolve_model(cfg.model) is GCN:
+        return None
+    return lambda plan: build_model(cfg, dims, plan, torch.float64)
+
+
 def build_model(cfg: TrainConfig, dims: list[int], plan, dtype):
     """The ``--model`` of ``cfg`` from the registry, its parameters laid out for ``plan`` (a built-in model gets the
     trainer's defaults of its options, a model of the user's own exactly the flags given)."""
@@ -301,11 +311,9 @@ def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail
     line of numbers and advice when the peak rank cannot fit: on CPU in ``host_avail`` shared by the local
     ranks, on CUDA in the free memory of this rank's GPU. Every rank computes the same estimate; a local launch
     gives every rank the same ``host_avail``, so every rank decides alike."""
-    if cfg.model != "gcn":  # the memory model covers GCN's tensors so far
-        return None
     est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
                           elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
-                          block_rows=cfg.blocked_aggregation, device=device)
+                          block_rows=cfg.blocked_aggregation, device=device, model=memory_model(cfg, dims))
     if device.startswith("cuda"):
         check_fits(est, available_memory_bytes(device), nproc_local=1)
     else:
