@@ -35,7 +35,8 @@ def _children(pid: int) -> list[int]:
 
 
 def _ranks(launcher: int) -> list[int]:
-    """The spawned ranks of ``launcher`` in start order (rank 0 first), without multiprocessing's tracker."""
+    """The ranks of ``launcher`` in start order (rank 0 first): its spawned children, or the children of the fork
+    server it started (without multiprocessing's resource tracker)."""
     out = []
     for c in sorted(_children(launcher)):
         try:
@@ -43,7 +44,9 @@ def _ranks(launcher: int) -> list[int]:
                 cmd = fh.read()
         except OSError:
             continue
-        if b"spawn_main" in cmd and b"resource_tracker" not in cmd:
+        if b"forkserver" in cmd:
+            out += sorted(_children(c))
+        elif b"spawn_main" in cmd and b"resource_tracker" not in cmd:
             out.append(c)
     return out
 

@@ -20,7 +20,11 @@ and prints one ``gridgnn: error: ...`` line per distinct cause, in this order of
 **Signals.** SIGINT and SIGTERM to the launcher stop every rank, remove the temporary folder and end with
 ``gridgnn: interrupted (SIGINT)`` and status 130 (SIGTERM: 143). The ranks start with SIGINT blocked, so a
 Ctrl-C in the terminal (which signals the whole foreground group) reaches only the launcher; each rank also dies
-with its parent (``PR_SET_PDEATHSIG`` on Linux), so a launcher killed outright leaves no orphan.
+with its parent (``PR_SET_PDEATHSIG`` on Linux; the parent of a rank forked by the fork server is that server,
+which ends with the launcher), so a launcher killed outright leaves no orphan.
+
+**Start-up.** Ranks fork from a fork server that the launching process starts once and reuses for every later
+launch (:func:`_start_context`; ``GRIDGNN_START_METHOD=spawn`` for fresh interpreters instead).
 
 Results of ``collect=True`` travel through the private temporary folder as pickles written by the ranks this
 launcher started (trusted: nobody else can write there); nothing a user supplies is unpickled.
@@ -145,8 +149,45 @@ def _set_threads(local_world: int) -> None:
     torch.set_num_threads(max(1, cores // max(1, local_world)))
 
 
+#: what a fork server imports once, before it forks the ranks: the training code, and torch's compiler front end
+#: (every torch optimizer imports it on first use, about 2 s per process on a small CPU)
+FORKSERVER_PRELOAD = ("__main__", "gridgnn.train.trainer", "torch._dynamo")
+
+
+def _start_context():
+    """How ranks start: by default, where the platform has it, forked from a *fork server* that this process starts
+    once (Python's ``forkserver``: a fresh interpreter that imports :data:`FORKSERVER_PRELOAD` and forks every rank
+    of this and later launches, so a rank starts in a tenth of a second instead of re-importing torch); else, or
+    with ``GRIDGNN_START_METHOD=spawn``, each rank is a fresh interpreter. A rank gets the launcher's environment
+    of the moment either way, and the main module, ``sys.path`` and working folder as ``spawn`` gives them."""
+    import multiprocessing as mp
+
+    method = os.environ.get("GRIDGNN_START_METHOD", "").strip() or (
+        "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
+    if method not in ("forkserver", "spawn"):
+        raise GridGnnError(f"GRIDGNN_START_METHOD must be forkserver or spawn, got {method!r}")
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
+    return ctx
+
+
+def _leave_fork_server() -> None:
+    """A rank forked by the fork server holds the write end of the pipe whose closing tells the server that its
+    clients are gone, which keeps the server alive as long as any rank; let go of it, so that the server ends
+    with the launcher and the rank with the server (:func:`_die_with_parent`)."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None:
+        os.close(fd)
+        server._forkserver_alive_fd = None
+
+
 def _die_with_parent() -> None:
-    """Ask the kernel to SIGKILL this process when its parent (the launcher) dies (Linux only)."""
+    """Ask the kernel to SIGKILL this process when its parent (the launcher, or the fork server, which ends when
+    the launcher does) dies (Linux only)."""
     if not sys.platform.startswith("linux"):
         return
     try:
@@ -165,10 +206,17 @@ def _write_report(err_dir: str, rank: int, kind: str, message: str) -> None:
     os.replace(path + ".tmp", path)
 
 
-def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str | None, err_dir: str) -> None:
-    # SIGINT stays blocked (inherited from the launcher): Ctrl-C is the launcher's to handle. SIGTERM (the
-    # launcher stopping this rank) ends the process quietly with the default action.
+def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str | None, err_dir: str,
+           environ: dict | None = None) -> None:
+    # SIGINT stays blocked (inherited from the launcher, or from the fork server it started with the mask in
+    # place): Ctrl-C is the launcher's to handle. SIGTERM (the launcher stopping this rank) ends the process
+    # quietly with the default action.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    _leave_fork_server()
+    if environ is not None:  # a fork server's child has the server's environment: take the launcher's of now
+        os.environ.clear()
+        os.environ.update(environ)
     _die_with_parent()
     if os.getppid() == 1:  # the launcher died before we could ask to follow it
         os._exit(1)
@@ -351,9 +399,7 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
     dev = resolve_device(device)
     if dev == "cuda" and nproc > torch.cuda.device_count():
         raise GridGnnError(f"--nproc {nproc} exceeds the {torch.cuda.device_count()} visible CUDA devices")
-    import torch.multiprocessing as mp
-
-    mpctx = mp.get_context("spawn")
+    mpctx = _start_context()
     handled = (signal.SIGINT, signal.SIGTERM)
     old_handlers = {s: signal.getsignal(s) for s in handled}
     lo = loopback_interface()
@@ -374,7 +420,8 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
         signal.pthread_sigmask(signal.SIG_BLOCK, set(handled))
         try:
             for r in range(nproc):
-                p = mpctx.Process(target=_child, args=(r, fn, args, proto, rdir, edir), daemon=False)
+                p = mpctx.Process(target=_child, args=(r, fn, args, proto, rdir, edir, dict(os.environ)),
+                                  daemon=False)
                 p.start()
                 procs.append(p)
         finally:
