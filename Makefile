@@ -6,6 +6,8 @@ TORCH_SPEC ?= torch==2.13.0
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.gridgnn-installed
 RUN_ARGS ?= --epochs 100 --nproc 2 --algo 1d-sa --out runs/default
+# pytest workers: two keep a 2-core machine busy while one waits on its spawned ranks
+TEST_WORKERS ?= 2
 
 .PHONY: run test install clean bench
 
@@ -25,7 +27,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check src tests benchmarks examples
-	$(PY) -m pytest tests
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup tests
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_gcn.py

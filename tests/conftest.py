@@ -17,3 +17,12 @@ def cora_dir():
 
 def pytest_configure(config):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def pytest_itemcollected(item):
+    """Under ``pytest -n N --dist loadgroup`` (``make test``): the tests of one module run on one worker (their
+    module fixtures start one spawned group), and so do all of ``tests/parallel`` (one spawned group per P, shared
+    by its modules through ``tests/parallel/conftest.py``)."""
+    path = Path(str(item.fspath)).resolve().relative_to(REPO)
+    group = "tests/parallel" if path.parts[:2] == ("tests", "parallel") else str(path)
+    item.add_marker(pytest.mark.xdist_group(group))
