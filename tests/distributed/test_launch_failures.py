@@ -185,6 +185,20 @@ def test_sigterm_to_launcher_ends_every_rank_with_143(tmp_path):
     assert run.left_behind() == []
 
 
+def test_launcher_killed_outright_leaves_no_rank(tmp_path):
+    """SIGKILL to the launcher (no handler runs): its ranks, forked by its fork server, end with it (the server ends
+    when its launcher does, each rank when its parent does)."""
+    run = Run(tmp_path, "--nproc", 2, "--algo", "1d")
+    run.wait_training(2)
+    server = [c for c in _children(run.proc.pid) if b"forkserver" in open(f"/proc/{c}/cmdline", "rb").read()]
+    os.kill(run.proc.pid, signal.SIGKILL)
+    assert run.finish(within=SIGNAL_EXIT_S) == -signal.SIGKILL
+    t0 = time.monotonic()
+    while any(_alive(p) for p in server) and time.monotonic() - t0 < SIGNAL_EXIT_S:
+        time.sleep(0.1)
+    assert not [p for p in server if _alive(p)], "the fork server outlived its launcher"
+
+
 def test_ctrl_c_to_the_whole_group_gives_one_line(tmp_path):
     """A terminal's Ctrl-C signals every process of the foreground group: the ranks must stay quiet."""
     run = Run(tmp_path, "--nproc", 2, "--algo", "1d")

@@ -855,30 +855,22 @@ def _summa(ctx, algo: str, shape, which):
     return out
 
 
-def gcn_program(dims) -> list[tuple[str, ...]]:
-    """GCN's order of ``linear`` and ``spmm`` per layer (:func:`gridgnn.nn.gcn.gcn_layer`: the narrower side is
-    aggregated), the program the Plexus layouts follow."""
-    return [("linear", "spmm") if fo < fi else ("spmm", "linear") for fi, fo in zip(dims[:-1], dims[1:])]
+def _plexus_grid(ctx, shape, layouts):
+    r"""``(axis sizes, vertex bounds per axis, count)`` of a Plexus grid: ``count(version, rows, cols)`` = nonzeros
+    of :math:`\hat M` in a block (from the pattern's prefix sums on every axis's cuts)."""
+    from ..partition.layout import PLEXUS_AXES
 
-
-def _plexus(ctx, shape, which):
-    from ..distributed.grid import coords_of
-    from ..partition.layout import PLEXUS_AXES, plexus_layouts
-
-    n, dims, e = ctx["n"], ctx["dims"], ctx["e"]
+    n = ctx["n"]
     if len(shape) != 3:
         raise GridGnnError(f"plexus needs a 3-axis mesh, got {tuple(shape)}")
     g = dict(zip(PLEXUS_AXES, shape))
-    for ax, s in g.items():
-        if s > n:
-            raise GridGnnError(f"grid axis {ax} has {s} processes but the graph only {n} vertices")
+    for ax, size in g.items():
+        if size > n:
+            raise GridGnnError(f"grid axis {ax} has {size} processes but the graph only {n} vertices")
     vb = {ax: even_bounds(n, g[ax]) for ax in PLEXUS_AXES}
     cuts = np.unique(np.concatenate(list(vb.values())))
     pos = {int(c): t for t, c in enumerate(cuts)}
-    L = len(dims) - 1
-    program = gcn_program(dims)
-    layouts = plexus_layouts(program)
-    used = sorted({lay.graph.version if ctx["double"] else "rc" for lay in layouts})
+    used = sorted({lay.graph.version if ctx["double"] else "rc" for lay in layouts if lay.graph is not None})
     pre = {v: np.pad(ctx["pats"][v].counts(cuts, cuts), ((1, 0), (1, 0))).cumsum(0).cumsum(1) for v in used}
 
     def count(v, rr, cc):
@@ -886,17 +878,47 @@ def _plexus(ctx, shape, which):
         a, b, c, d = pos[rr[0]], pos[rr[1]], pos[cc[0]], pos[cc[1]]
         return float(s[b, d] - s[a, d] - s[b, c] + s[a, c])
 
+    return g, vb, count
+
+
+def _plexus_rank(g, vb, rank: int, shape):
+    """``(coordinates, nrows(axis), ncols(width, axis))`` of one Plexus rank: its vertex rows along an axis and its
+    columns of a ``width``-column tensor split along an axis (``None``: every column)."""
+    from ..distributed.grid import coords_of
+    from ..partition.layout import PLEXUS_AXES
+
+    me = dict(zip(PLEXUS_AXES, coords_of(rank, shape)))
+
+    def nrows(axis):
+        return int(np.diff(block_range(vb[axis], me[axis]))[0])
+
+    def ncols(width, axis):
+        if axis is None:
+            return width
+        return int(np.diff(block_range(even_bounds(width, g[axis]), me[axis]))[0])
+
+    return me, nrows, ncols
+
+
+def gcn_program(dims) -> list[tuple[str, ...]]:
+    """GCN's order of ``linear`` and ``spmm`` per layer (:func:`gridgnn.nn.gcn.gcn_layer`: the narrower side is
+    aggregated), the program the Plexus layouts follow."""
+    return [("linear", "spmm") if fo < fi else ("spmm", "linear") for fi, fo in zip(dims[:-1], dims[1:])]
+
+
+def _plexus(ctx, shape, which):
+    from ..partition.layout import plexus_layouts
+
+    dims, e = ctx["dims"], ctx["e"]
+    L = len(dims) - 1
+    program = gcn_program(dims)
+    layouts = plexus_layouts(program)
+    g, vb, count = _plexus_grid(ctx, shape, layouts)
+
     p = ctx["dropout"]
     out = {}
     for r in which:
-        me = dict(zip(PLEXUS_AXES, coords_of(r, shape)))
-
-        def nrows(axis):
-            return int(np.diff(block_range(vb[axis], me[axis]))[0])
-
-        def ncols(width, axis):
-            return int(np.diff(block_range(even_bounds(width, g[axis]), me[axis]))[0])
-
+        me, nrows, ncols = _plexus_rank(g, vb, r, shape)
         acc = _Acc()
         seen = set()
         largest = 0.0
@@ -963,41 +985,15 @@ def _plexus_traced(ctx, shape, which):
     """Plexus for a traced model: the layouts of its program (as the engine fixes them), its adjacency shards and
     layer-0 input as for GCN, the linear weights sharded as :class:`~gridgnn.parallel.plexus.PlexusPlan` shards
     them (other parameters counted whole), the saved tensors on their layouts."""
-    from ..distributed.grid import coords_of
-    from ..partition.layout import PLEXUS_AXES, plexus_layouts, plexus_program
+    from ..partition.layout import plexus_layouts, plexus_program
 
     n, dims, e, tr = ctx["n"], ctx["dims"], ctx["e"], ctx["trace"]
-    if len(shape) != 3:
-        raise GridGnnError(f"plexus needs a 3-axis mesh, got {tuple(shape)}")
-    g = dict(zip(PLEXUS_AXES, shape))
-    for ax, s in g.items():
-        if s > n:
-            raise GridGnnError(f"grid axis {ax} has {s} processes but the graph only {n} vertices")
     L = len(dims) - 1
     layouts = plexus_layouts([plexus_program([c.name for c in tr.calls if c.layer == l]) for l in range(L)])
-    vb = {ax: even_bounds(n, g[ax]) for ax in PLEXUS_AXES}
-    cuts = np.unique(np.concatenate(list(vb.values())))
-    pos = {int(c): t for t, c in enumerate(cuts)}
-    used = sorted({lay.graph.version if ctx["double"] else "rc" for lay in layouts if lay.graph is not None})
-    pre = {v: np.pad(ctx["pats"][v].counts(cuts, cuts), ((1, 0), (1, 0))).cumsum(0).cumsum(1) for v in used}
-
-    def count(v, rr, cc):
-        s = pre[v]
-        a, b, c, d = pos[rr[0]], pos[rr[1]], pos[cc[0]], pos[cc[1]]
-        return float(s[b, d] - s[a, d] - s[b, c] + s[a, c])
-
+    g, vb, count = _plexus_grid(ctx, shape, layouts)
     out = {}
     for r in which:
-        me = dict(zip(PLEXUS_AXES, coords_of(r, shape)))
-
-        def nrows(axis):
-            return int(np.diff(block_range(vb[axis], me[axis]))[0])
-
-        def ncols(width, axis):
-            if axis is None:
-                return width
-            return int(np.diff(block_range(even_bounds(width, g[axis]), me[axis]))[0])
-
+        me, nrows, ncols = _plexus_rank(g, vb, r, shape)
         acc = _Acc()
         shards, gathers, largest = {}, set(), 0.0
         for l, lay in enumerate(layouts):
