@@ -586,7 +586,7 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
     with torch.autograd.graph.saved_tensors_hooks(kept.pack, lambda t: t):
         with _Checker(tracer):
             out = model(x, plan)
-        tracer.layer = len(plan.calls) and plan.calls[-1].layer
+        tracer.layer = plan.calls[-1].layer if plan.calls else 0  # the loss belongs to the last layer
         loss = masked_cross_entropy(out, torch.from_numpy(g.y), torch.ones(3, dtype=torch.bool), 3)
     saved = kept.records()  # after the forward: the outputs of raw operations are tagged once they return
     loss.backward()

@@ -48,12 +48,13 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
 def memory_per_rank(cfg, graph, source, rows, shape) -> list[int]:
     """Every rank's estimated peak bytes (:mod:`gridgnn.planner.memory`)."""
     from .rank_layout import estimate_memory
-    from .trainer import memory_model
+    from .trainer import memory_trace
 
     dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
     est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
                           elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
-                          block_rows=cfg.blocked_aggregation, device="cpu", model=memory_model(cfg, dims))
+                          block_rows=cfg.blocked_aggregation, device="cpu",
+                          trace=memory_trace(cfg, dims, double=bool(getattr(source, "double", False))))
     return [int(r.total) for r in est.ranks]
 
 

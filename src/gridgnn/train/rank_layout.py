@@ -93,12 +93,14 @@ def make_source(graph: Graph, algo: str, world: int, *, replication: int = 1, sh
 
 
 def build_rank(graph: Graph, algo: str, comm, dims, *, source=None, rows: RowPartition | None = None,
-               dtype=torch.float32, device="cpu", block_rows: int = 0, model=None):
+               dtype=torch.float32, device="cpu", block_rows: int = 0, model=None, trace=None):
     """Returns ``(plan, data)`` for this rank: the algorithm and the local blocks it trains on. ``model``: a
     function ``plan → model`` of the model to be trained (default: GCN on ``dims``). The model is traced first
     (:func:`model_trace`), on every rank alike: a model the layout cannot run equal to serial is refused here,
-    before any collective; Plexus lays its tensors out after the trace."""
-    trace = model_trace(dims, model, algo, double=bool(getattr(source, "double", False)))
+    before any collective; Plexus lays its tensors out after the trace (``trace``: that trace, when the caller has
+    it already)."""
+    if trace is None:
+        trace = model_trace(dims, model, algo, double=bool(getattr(source, "double", False)))
     if algo == "serial":
         plan = build_serial(gcn_normalize(graph), dtype=dtype, device=device)
     else:
@@ -155,16 +157,15 @@ def _train_count(src) -> int:
 
 
 def estimate_memory(graph: Graph | None, source, algo: str, shape, dims, *, rows: RowPartition | None = None,
-                    elem_bytes: int, dropout: float, block_rows: int = 0, device: str = "cpu", model=None):
+                    elem_bytes: int, dropout: float, block_rows: int = 0, device: str = "cpu", trace=None):
     r"""The :class:`~gridgnn.planner.memory.MemoryEstimate` of every rank of this run, from what each rank
     knows before it builds its plan: the graph (or the sharded dataset's ``meta.json``), the layout (``rows``
     of a block-row algorithm, the vertex orders of ``source``) and the model: GCN on the widths ``dims``
-    (``model=None``, exact per component) or the model ``model`` builds (``plan → model``), from its trace.
+    (``trace=None``, exact per component) or the model whose :func:`model_trace` on ``algo`` is ``trace``.
     Every rank computes the same numbers, so a run that cannot fit is refused alike on every rank."""
     from ..planner.memory import estimate_rank_memory, pattern_of
 
     double = bool(getattr(source, "double", False))
-    trace = None if model is None else model_trace(dims, model, algo, double=double)
     in_memory = graph is not None
     g_or_src = graph if in_memory else source
     weighted = in_memory and graph.values is not None

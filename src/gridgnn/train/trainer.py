@@ -32,7 +32,8 @@ from .config import TrainConfig
 from .console import Console
 from .outputs import (MetricsLog, clear_outputs, make_out_dir, previous_outputs, remove_empty_dirs, write_json,
                       write_logits)
-from .rank_layout import GRAPH_PARTITIONERS, build_rank, estimate_memory, make_source, num_blocks, vertex_blocks
+from .rank_layout import (GRAPH_PARTITIONERS, build_rank, estimate_memory, make_source, model_trace, num_blocks,
+                          vertex_blocks)
 from .step import evaluate, forward_backward
 
 EPOCH_PHASES = ("fwd", "bwd", "grad", "eval", "metrics")
@@ -121,11 +122,14 @@ def train_worker(ctx, cfg: TrainConfig, graph=None) -> dict | None:
             source, rows = _layout_on_rank0(comm, graph, cfg, world, shape)
     rank = comm.grid.global_rank
     lead = rank == 0
-    memory = _check_memory(cfg, graph, source, rows, shape, dims, device, host_avail, ctx)
+    # the memory guard reads a model's trace (GCN: none, and GCN is traced by build_rank after the guard), which
+    # build_rank then reuses
+    trace = memory_trace(cfg, dims, double=bool(getattr(source, "double", False)))
+    memory = _check_memory(cfg, graph, source, rows, shape, dims, device, host_avail, ctx, trace)
 
     plan, data = build_rank(graph, cfg.algo, comm, dims, source=source, rows=rows, dtype=dtype, device=device,
                             block_rows=cfg.blocked_aggregation,
-                            model=lambda p: build_model(cfg, dims, p, torch.float64))
+                            model=lambda p: build_model(cfg, dims, p, torch.float64), trace=trace)
     setup_log = comm.log.snapshot()
     comm.log.reset()
     model = build_model(cfg, dims, plan, dtype).to(device)
@@ -285,14 +289,15 @@ def _resident_bytes() -> int:
         return 0
 
 
-def memory_model(cfg: TrainConfig, dims: list[int]):
-    """What the memory model reads of ``--model``: ``None`` for GCN (its components are modelled exactly), else
-    ``plan → model`` (estimated from the model's trace)."""
+def memory_trace(cfg: TrainConfig, dims: list[int], *, double: bool = False):
+    """What the memory model reads of ``--model``: ``None`` for GCN (its components are modelled exactly), else the
+    model's trace on ``cfg.algo`` (:func:`~gridgnn.train.rank_layout.model_trace`; ``double``: the layout has two
+    vertex orders)."""
     from ..nn import GCN
 
     if resolve_model(cfg.model) is GCN:
         return None
-    return lambda plan: build_model(cfg, dims, plan, torch.float64)
+    return model_trace(dims, lambda p: build_model(cfg, dims, p, torch.float64), cfg.algo, double=double)
 
 
 def build_model(cfg: TrainConfig, dims: list[int], plan, dtype):
@@ -306,14 +311,14 @@ def build_model(cfg: TrainConfig, dims: list[int], plan, dtype):
                                                  **options)
 
 
-def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail: int, ctx):
-    r"""Estimate every rank's peak (:func:`~gridgnn.train.rank_layout.estimate_memory`) and refuse the run with one
-    line of numbers and advice when the peak rank cannot fit: on CPU in ``host_avail`` shared by the local
-    ranks, on CUDA in the free memory of this rank's GPU. Every rank computes the same estimate; a local launch
+def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail: int, ctx, trace):
+    r"""Estimate every rank's peak (:func:`~gridgnn.train.rank_layout.estimate_memory`; ``trace``: that of
+    :func:`memory_trace`) and refuse the run with one line of numbers and advice when the peak rank cannot fit:
+    on CPU in ``host_avail`` shared by the local ranks, on CUDA in the free memory of this rank's GPU. Every rank computes the same estimate; a local launch
     gives every rank the same ``host_avail``, so every rank decides alike."""
     est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
                           elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
-                          block_rows=cfg.blocked_aggregation, device=device, model=memory_model(cfg, dims))
+                          block_rows=cfg.blocked_aggregation, device=device, trace=trace)
     if device.startswith("cuda"):
         check_fits(est, available_memory_bytes(device), nproc_local=1)
     else:
