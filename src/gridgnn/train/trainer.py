@@ -314,8 +314,9 @@ def build_model(cfg: TrainConfig, dims: list[int], plan, dtype):
 def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail: int, ctx, trace):
     r"""Estimate every rank's peak (:func:`~gridgnn.train.rank_layout.estimate_memory`; ``trace``: that of
     :func:`memory_trace`) and refuse the run with one line of numbers and advice when the peak rank cannot fit:
-    on CPU in ``host_avail`` shared by the local ranks, on CUDA in the free memory of this rank's GPU. Every rank computes the same estimate; a local launch
-    gives every rank the same ``host_avail``, so every rank decides alike."""
+    on CPU in ``host_avail`` shared by the local ranks, on CUDA in the free memory of this rank's GPU. Every rank
+    computes the same estimate; a local launch gives every rank the same ``host_avail``, so every rank decides
+    alike."""
     est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
                           elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
                           block_rows=cfg.blocked_aggregation, device=device, trace=trace)
