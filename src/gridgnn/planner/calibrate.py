@@ -54,8 +54,12 @@ def _nnls(rows, secs):
 
 
 def _line_fit(units: list[float], secs: list[float]) -> tuple[float, float]:
-    """Least squares ``t = a + b·u`` with ``a, b ≥ 0`` (relative residuals)."""
+    """Least squares ``t = a + b·u`` with ``a, b ≥ 0`` (relative residuals). Work costs time: where noise (a busy
+    machine) lets the intercept absorb every measurement, the slope is the smallest observed seconds per unit
+    (an upper bound, never 0)."""
     (a, b), _ = _nnls([[1.0, u] for u in units], secs)
+    if b <= 0:
+        b = min(t / u for t, u in zip(secs, units))
     return a, b
 
 
