@@ -52,7 +52,7 @@ def run_simulate_command(args) -> int:
     t0 = time.perf_counter()
     graph = load_graph(cfg.data, seed=cfg.seed)
     vol, shape, source, rows = simulate_config(cfg, graph)
-    memory = memory_per_rank(cfg, graph, source, rows, shape)
+    memory = memory_per_rank(cfg, graph, source, rows, shape, vol.trace)
     wall = time.perf_counter() - t0
     ranks = vol.per_rank()
     for r in ranks:  # local work of the step (gridgnn.planner.primitives.call_work) and the memory estimate

@@ -2,7 +2,7 @@ r"""The simulator: what every rank of a configuration sends and receives in one 
 graph and the layout alone — no processes, no collectives.
 
 A step's bytes are the sum of the byte models of the primitives the model calls (its *trace*,
-:func:`~gridgnn.planner.primitives.trace_model`), for the algorithm's layout of this graph
+:func:`~gridgnn.parallel.trace.trace`), for the algorithm's layout of this graph
 (:class:`~gridgnn.planner.primitives.BlockRowVolume`, :class:`~gridgnn.planner.primitives.SummaVolume`,
 :class:`~gridgnn.planner.primitives.PlexusVolume`), plus the loss's collectives and the gradient all-reduce, keyed
 ``"<phase>.<collective>"`` (phases ``fwd``, ``bwd``, ``grad``) in the accounting convention of
@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..graph import gcn_normalize
-from .primitives import BlockRowVolume, PlexusVolume, SummaVolume, step_bytes, step_work, trace_model
+from ..parallel.trace import trace
+from .primitives import BlockRowVolume, PlexusVolume, SummaVolume, step_bytes, step_work
 
 
 @dataclass
@@ -30,6 +31,7 @@ class StepVolume:
         detail (dict): the same volumes by grid axis, ``{(phase, collective, axis): (sent, recv, calls)}``.
         axes (dict): ``{axis: (members, stride)}`` of the layout's grid axes.
         work (dict): per-rank local work ``{unit: array[P]}`` (:func:`~gridgnn.planner.primitives.step_work`).
+        trace: the model's :class:`~gridgnn.parallel.trace.Trace` on this layout (the memory model reads it too).
     """
 
     bytes: dict
@@ -39,6 +41,7 @@ class StepVolume:
     detail: dict = field(default_factory=dict)
     axes: dict = field(default_factory=dict)
     work: dict = field(default_factory=dict)
+    trace: object = None
 
     def per_rank(self) -> list[dict]:
         """``[{"sent": {key: bytes}, "recv": {key: bytes}, "sent_total", "recv_total"}]`` of every rank."""
@@ -99,7 +102,8 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
     from ..parallel.registry import algorithm
 
     rules = layout_rules(algo, double=bool(getattr(source, "double", False)))
-    calls, nparams = trace_model(build_model, graph.num_features, traits, rules)
+    traced = trace(build_model, graph.num_features, traits, rules)
+    calls, nparams = traced.calls, traced.nparams
     family = algorithm(algo).family
     if family != "block-row":
         if family == "plexus":
@@ -111,4 +115,4 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
         volume = BlockRowVolume(algo, rows.permute_matrix(gcn_normalize(graph)), rows, world, replication)
     detail: dict = {}
     total = step_bytes(calls, volume, nparams, elem_bytes, detail)
-    return StepVolume(total, world, nparams, calls, detail, dict(volume.axes), step_work(calls, volume))
+    return StepVolume(total, world, nparams, calls, detail, dict(volume.axes), step_work(calls, volume), traced)

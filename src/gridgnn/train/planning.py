@@ -45,16 +45,22 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
     return vol, shape, source, rows
 
 
-def memory_per_rank(cfg, graph, source, rows, shape) -> list[int]:
-    """Every rank's estimated peak bytes (:mod:`gridgnn.planner.memory`)."""
+def memory_per_rank(cfg, graph, source, rows, shape, traced=None) -> list[int]:
+    """Every rank's estimated peak bytes (:mod:`gridgnn.planner.memory`). ``traced``: the model's trace on this
+    layout when the caller has it (the simulator's, :attr:`~gridgnn.planner.simulate.StepVolume.trace`); GCN's
+    exact model reads none."""
+    from ..nn import GCN, resolve_model
     from .rank_layout import estimate_memory
     from .trainer import memory_trace
 
     dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
+    if resolve_model(cfg.model) is GCN:
+        traced = None
+    elif traced is None:
+        traced = memory_trace(cfg, dims, double=bool(getattr(source, "double", False)))
     est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
                           elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
-                          block_rows=cfg.blocked_aggregation, device="cpu",
-                          trace=memory_trace(cfg, dims, double=bool(getattr(source, "double", False))))
+                          block_rows=cfg.blocked_aggregation, device="cpu", trace=traced)
     return [int(r.total) for r in est.ranks]
 
 
@@ -87,7 +93,7 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
         except LayoutError as exc:  # the model's trace refuses this layout: not a configuration it can run
             refused.append(str(exc))
             continue
-        mem = memory_per_rank(c, graph, source, part, shape)
+        mem = memory_per_rank(c, graph, source, part, shape, vol.trace)  # one trace per configuration
         row = price(cand, vol, profile, nproc=cfg.nproc, memory=mem, available_bytes=available_bytes)
         row["simulate_s"] = time.perf_counter() - t0
         rows.append(row)
