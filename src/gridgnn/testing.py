@@ -52,6 +52,7 @@ class CaseResult:
     rank: int = 0
     copies: int = 1
     grad_slices: list = field(default_factory=list)
+    schedule: object = None  # the block-row family's schedule this rank ran (BlockRowSchedule), else None
 
 
 def run_case(case: Case, comm) -> CaseResult:
@@ -79,7 +80,8 @@ def run_case(case: Case, comm) -> CaseResult:
     slices = [plan.param_slice(layer, kind, shape) for _, layer, _, shape, kind in entries]
     return CaseResult(data.node_ids.copy(), plan.out_cols(case.dims[-1]), logits.numpy().copy(),
                       [p.grad.detach().numpy().copy() for p in params], float(loss), stats,
-                      comm.grid.global_rank, getattr(plan, "copies", 1), slices)
+                      comm.grid.global_rank, getattr(plan, "copies", 1), slices,
+                      getattr(getattr(plan, "dgraph", None), "schedule", None))
 
 
 def build_model(case: Case, plan):

@@ -74,6 +74,18 @@ def check_bytes(case, per_rank, P):
         np.testing.assert_array_equal(ec, mc, err_msg=f"messages (calls) of {key}")
 
 
+def check_schedule(case, per_rank, P):
+    """Block-row: the schedule each rank's engine ran (its fetch, push and row reduction records, the
+    sparsity-aware counts from its set-up exchange) is the one the byte model builds from the matrix alone."""
+    from gridgnn.graph import gcn_normalize
+    from gridgnn.planner.primitives import BlockRowVolume
+
+    rows = rows_of(case, P)
+    vol = BlockRowVolume(case.algo, rows.permute_matrix(gcn_normalize(case.graph)), rows, P, case.replication)
+    for r in per_rank:
+        assert r.schedule == vol.schedules[r.rank], (r.rank, r.schedule, vol.schedules[r.rank])
+
+
 def selected(dist_results, prefix: str):
     """``(P, {name: (case, per_rank)})`` of the cases whose name starts with ``prefix``."""
     P, res = dist_results

@@ -21,7 +21,8 @@ bytes, ``g`` = group size; a group of size 1 moves nothing and is not called):
 A collective that fails (``--timeout`` passed because a peer stalled, or a peer went away) raises
 :class:`~gridgnn.errors.CommFailure` naming the rank, the collective, the axis and the phase.
 
-Tests and the volume model (``gridgnn.planner.primitives``) use the same convention.
+The bytes of each call come from :mod:`gridgnn.distributed.accounting`, the functions the byte models
+(``gridgnn.planner.primitives``) sum over a layout's schedule: one convention, written once.
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ import torch
 import torch.distributed as dist
 
 from ..errors import CommFailure
+from . import accounting
 
 
 @dataclass
@@ -142,9 +144,7 @@ class Comm:
         group = self.grid.group(axis)
         src = dist.get_global_rank(group, root)
         secs = self._run(lambda: dist.broadcast(tensor, src=src, group=group), tag, axis)
-        me = self.grid.rank(axis)
-        m = _nbytes(tensor)
-        self._record(tag, m if me == root else 0, 0 if me == root else m, secs)
+        self._record(tag, *accounting.bcast(self.grid.rank(axis), root, _nbytes(tensor)), secs)
         return tensor
 
     def reduce(self, tensor: torch.Tensor, root: int, axis: str, tag: str = "reduce") -> torch.Tensor:
@@ -156,9 +156,7 @@ class Comm:
         group = self.grid.group(axis)
         dst = dist.get_global_rank(group, root)
         secs = self._run(lambda: dist.reduce(tensor, dst=dst, op=dist.ReduceOp.SUM, group=group), tag, axis)
-        me = self.grid.rank(axis)
-        m = _nbytes(tensor)
-        self._record(tag, 0 if me == root else m, m if me == root else 0, secs)
+        self._record(tag, *accounting.reduce(self.grid.rank(axis), root, _nbytes(tensor)), secs)
         return tensor
 
     def all_reduce(self, tensor: torch.Tensor, axis: str | tuple[str, ...], op: str = "sum") -> torch.Tensor:
@@ -174,8 +172,7 @@ class Comm:
         red = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[op]
         group = self.grid.group(axis)
         secs = self._run(lambda: dist.all_reduce(tensor, op=red, group=group), "allreduce", axis)
-        v = 2.0 * (g - 1) / g * _nbytes(tensor)
-        self._record("allreduce", v, v, secs)
+        self._record("allreduce", *accounting.allreduce(g, _nbytes(tensor)), secs)
         return tensor
 
     def all_to_all_v(self, send: list[torch.Tensor], recv_rows: list[int], axis: str) -> list[torch.Tensor]:
@@ -197,9 +194,8 @@ class Comm:
         secs = self._run(lambda: dist.all_to_all_single(flat_recv, flat_send, out_splits, in_splits, group=group),
                          "alltoallv", axis)
         es = ref.element_size()
-        sent = sum(in_splits[k] for k in range(g) if k != me) * es
-        recv = sum(out_splits[k] for k in range(g) if k != me) * es
-        self._record("alltoallv", sent, recv, secs)
+        self._record("alltoallv", *accounting.alltoallv(me, [s * es for s in in_splits], [s * es for s in out_splits]),
+                     secs)
         return [b.reshape((r,) + tail) for b, r in zip(flat_recv.split(out_splits), recv_rows)]
 
     def reduce_scatter_rows(self, tensor: torch.Tensor, bounds, axis: str) -> torch.Tensor:
@@ -222,8 +218,7 @@ class Comm:
         secs = self._run(lambda: dist.all_to_all_single(flat_recv, flat_send, out_splits, in_splits, group=group),
                          "reducescatter", axis)
         es = tensor.element_size()
-        sent = sum(in_splits[k] for k in range(g) if k != me) * es
-        self._record("reducescatter", sent, (g - 1) * rows * width * es, secs)
+        self._record("reducescatter", *accounting.reducescatter(me, [s * es for s in in_splits]), secs)
         return flat_recv.reshape((g, rows) + tail).sum(dim=0)
 
     def all_gather(self, tensor: torch.Tensor, axis: str) -> list[torch.Tensor]:
@@ -234,8 +229,7 @@ class Comm:
         out = [torch.empty_like(tensor) for _ in range(g)]
         group = self.grid.group(axis)
         secs = self._run(lambda: dist.all_gather(out, tensor.contiguous(), group=group), "allgather", axis)
-        v = (g - 1) / g * _nbytes(tensor) * g
-        self._record("allgather", v, v, secs)
+        self._record("allgather", *accounting.allgather(g, _nbytes(tensor)), secs)
         return out
 
     def all_gather_rows(self, tensor: torch.Tensor, axis: str, rows: list[int] | None = None) -> list[torch.Tensor]:

@@ -32,7 +32,9 @@ stage's owner per stage; sparsity-aware — the reverse all-to-allv, summed into
 NnzCols counts): a fetch — oblivious ``|stages|`` broadcasts (the root sends ``n_q w``, the others receive
 it), sparsity-aware one all-to-allv (sends :math:`\sum_l V_{il} w`, receives :math:`\sum_q V_{qi} w`); a
 push — the mirror image (reduces, or the reverse all-to-allv); 1.5D adds a ring all-reduce of every row-block
-result along ``"rep"``. :mod:`gridgnn.planner.primitives` computes these without processes.
+result along ``"rep"``. These transfers are the rank's :class:`~gridgnn.partition.layout.BlockRowSchedule`:
+the graph runs its records, and :class:`~gridgnn.planner.primitives.BlockRowVolume` sums the same records
+without processes.
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ import torch
 from ..ops import semiring as sr
 from ..ops.pattern import Pattern, col_sum, row_reduce, sddmm_add, sddmm_dot, spmm
 from ..partition import RowPartition
+from ..partition.layout import BlockRowSchedule
 from .aggregate import SourceKeys
 from .attention import FusedAttention, fusable
 from .graph import DistGraph
@@ -93,7 +96,11 @@ class BlockRowGraph(SourceKeys, DistGraph):
         self._edge_ids = (rows.perm[int(b[self.me]) + row], rows.perm[local.indices.astype(np.int64)])
         if sparsity_aware:
             self._setup_sparsity_aware(local, col_block)
-        else:  # M_iq of each stage, columns local to block q, and where its edges sit in the edge tensor
+        replicas = 1 if reduce_axis is None or comm is None else comm.grid.size(reduce_axis)
+        self.schedule = BlockRowSchedule(tuple(int(s) for s in rows.sizes()), self.me, tuple(self.stages), fetch_axis,
+                                         reduce_axis, replicas,
+                                         *((tuple(self.send_rows), tuple(self.recv_rows)) if sparsity_aware else ()))
+        if not sparsity_aware:  # M_iq of each stage, columns local to block q, and where its edges sit in the edge tensor
             self.stage_blocks = {}
             for q in self.stages:
                 eidx = np.flatnonzero(col_block == q)
@@ -163,7 +170,8 @@ class BlockRowGraph(SourceKeys, DistGraph):
     def _fetch_halo(self, x: torch.Tensor) -> torch.Tensor:
         """Sparsity-aware fetch: ``[X_q or X_q[NnzCols(i, q)] for q in stages]`` stacked (ICPP Alg. 1 line 3)."""
         send = [x[idx] for idx in self.send_idx]
-        got = self.comm.all_to_all_v(send, self.recv_rows, self.fetch_axis)
+        t = self.schedule.halo_transfer()
+        got = self.comm.all_to_all_v(send, list(t.recv), t.axis)
         parts = [x if q == self.me else got[q] for q in self.stages]
         return torch.cat(parts) if parts else x.new_zeros((0, x.shape[1]))
 
@@ -176,7 +184,8 @@ class BlockRowGraph(SourceKeys, DistGraph):
                 out += part[off:off + size]
             else:
                 send[q] = part[off:off + size].contiguous()
-        got = self.comm.all_to_all_v(send, self.send_rows, self.fetch_axis)
+        t = self.schedule.halo_transfer(push=True)
+        got = self.comm.all_to_all_v(send, list(t.recv), t.axis)
         for k, idx in enumerate(self.send_idx):
             if idx.numel():
                 out.index_add_(0, idx, got[k])
@@ -200,19 +209,20 @@ class BlockRowGraph(SourceKeys, DistGraph):
             if out is not None:
                 self._push_halo(part, out)
             return out
-        sizes = self.rows.sizes()
-        for q in self.stages:  # CAGNET Alg. 1 line 3 / Alg. 2 line 4: one remote block at a time
+        # CAGNET Alg. 1 line 3 / Alg. 2 line 4: one remote block at a time, as the schedule's stage records say
+        for get, put in zip(self.schedule.stage_transfers(), self.schedule.stage_transfers(push=True)):
+            q = get.root
             pat, eidx = self.stage_blocks[q]
             xs = None
             if fetch is not None:
-                xs = fetch.contiguous() if q == self.me else fetch.new_empty((int(sizes[q]), fetch.shape[1]))
+                xs = fetch.contiguous() if q == self.me else fetch.new_empty((get.rows, fetch.shape[1]))
                 if self.comm is not None:
-                    self.comm.broadcast(xs, q, self.fetch_axis)  # BCAST(H_q) along the fetch axis
+                    self.comm.broadcast(xs, get.root, get.axis)  # BCAST(H_q) along the fetch axis
             part = body(pat, eidx, xs)
             if out is not None:
                 part = part.contiguous()
                 if self.comm is not None:
-                    self.comm.reduce(part, q, self.fetch_axis)  # adjoint of the broadcast
+                    self.comm.reduce(part, put.root, put.axis)  # adjoint of the broadcast
                 if q == self.me:
                     out += part
         return out
@@ -225,8 +235,8 @@ class BlockRowGraph(SourceKeys, DistGraph):
     def row_all(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
         """All-reduce a row-block result along the axis that splits rows (1.5D ``"rep"``; CAGNET Alg. 2
         line 8)."""
-        if self.reduce_axis is not None:
-            self.comm.all_reduce(t, self.reduce_axis, op=op)
+        for rec in self.schedule.row_all():
+            self.comm.all_reduce(t, rec.axis, op=op)
         return t
 
     # ------------------------------------------------------------------ primitives

@@ -112,6 +112,73 @@ def stage_chunks(blocks: int, c: int) -> list[list[int]]:
 
 
 @dataclass(frozen=True)
+class BlockRowSchedule:
+    r"""What one rank of the block-row family moves, as :class:`~gridgnn.distributed.accounting.Transfer` records:
+    the engine (:class:`~gridgnn.parallel.blockrow.BlockRowGraph`) runs them, the byte model
+    (:class:`~gridgnn.planner.primitives.BlockRowVolume`) sums them and the memory model sizes its receive buffers
+    from them — the one statement of the family's fetch, push and row reduction.
+
+    Args:
+        sizes: rows of each vertex block (``B`` blocks). ``me``: this rank's block, its coordinate on the fetch axis.
+        stages: the source blocks this rank multiplies (1D: all; 1.5D: its process column's chunk).
+        fetch_axis: the axis block ``q`` is fetched along from its owner (axis-rank ``q``; ``B`` members).
+        rep_axis, replicas: the axis that splits a row's edges (1.5D ``"rep"``, ``c`` members), or ``None``.
+        send, recv: sparsity-aware only — rows sent to and received from each member of the fetch axis
+            (``|NnzCols|`` counts, :meth:`sparsity_aware_counts`); ``None``: oblivious.
+    """
+
+    sizes: tuple
+    me: int
+    stages: tuple
+    fetch_axis: str
+    rep_axis: str | None = None
+    replicas: int = 1
+    send: tuple | None = None
+    recv: tuple | None = None
+
+    @property
+    def blocks(self) -> int:
+        return len(self.sizes)
+
+    def stage_transfers(self, push: bool = False) -> list:
+        """Oblivious: one broadcast per stage from the stage's owner (CAGNET Alg. 1 line 3, Alg. 2 line 4: one
+        remote block at a time); ``push``: its adjoint, a reduce onto the owner."""
+        from ..distributed.accounting import Transfer
+
+        return [Transfer("reduce" if push else "bcast", self.fetch_axis, self.blocks, self.me,
+                         rows=int(self.sizes[q]), root=q) for q in self.stages]
+
+    def halo_transfer(self, push: bool = False):
+        """Sparsity-aware: one all-to-allv of the ``NnzCols`` rows (ICPP'24 Alg. 1 line 3); ``push``: the reverse."""
+        from ..distributed.accounting import Transfer
+
+        send, recv = (self.recv, self.send) if push else (self.send, self.recv)
+        return Transfer("alltoallv", self.fetch_axis, self.blocks, self.me, send=send, recv=recv)
+
+    def fetch(self, push: bool = False) -> list:
+        """Every transfer of one fetch of source rows (``push``: of its adjoint)."""
+        return [self.halo_transfer(push)] if self.send is not None else self.stage_transfers(push)
+
+    def row_all(self) -> list:
+        """The all-reduce of a row-block result along the axis that splits rows (CAGNET Alg. 2 line 8)."""
+        from ..distributed.accounting import Transfer
+
+        if self.rep_axis is None:
+            return []
+        return [Transfer("allreduce", self.rep_axis, self.replicas, 0, rows=int(self.sizes[self.me]))]
+
+    @staticmethod
+    def sparsity_aware_counts(nnz_cols: np.ndarray, me: int, stages) -> tuple[tuple, tuple]:
+        """``(send, recv)`` rows per member from ``nnz_cols[q, l] = |NnzCols(l, q)|``: block ``me`` sends member
+        ``l`` the rows ``l`` reads when ``me`` is among the stages, and receives from each stage ``q``."""
+        blocks = nnz_cols.shape[0]
+        mine = me in stages
+        send = tuple(int(nnz_cols[me, l]) if mine and l != me else 0 for l in range(blocks))
+        recv = tuple(int(nnz_cols[q, me]) if q in stages and q != me else 0 for q in range(blocks))
+        return send, recv
+
+
+@dataclass(frozen=True)
 class RowLayout:
     r"""A node tensor of the block-row and SUMMA families: its rows are split over the mesh axes ``rows`` (the
     blocks of a :class:`RowPartition`, or SUMMA's ``B(i, k)``), every feature column is local, and it is

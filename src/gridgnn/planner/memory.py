@@ -711,6 +711,9 @@ def _params(acc: _Acc, ctx, elements: float, tensors: int, *, grad_allreduce: bo
 
 
 def _rowblock(ctx, algo: str, shape, row_bounds, which):
+    """Serial excepted, the block-row family: each rank's block, its stages' edges and the buffers its schedule
+    (:class:`~gridgnn.partition.layout.BlockRowSchedule`, the one the engine runs) receives into."""
+    from ..partition.layout import BlockRowSchedule
     from ..partition.layout import stage_chunks as chunks
 
     n, dims, e = ctx["n"], ctx["dims"], ctx["e"]
@@ -728,53 +731,46 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
     sa = algo.endswith("-sa")
     pat = ctx["pats"]["rc"]
     z = pat.counts(bounds, bounds)  # z[p, q]: nonzeros of block (p, q)
-    engines = [("fwd", z, pat.nnz_cols(bounds) if sa else None)]  # the backward pushes along the same lists
+    v = pat.nnz_cols(bounds) if sa else None
     stage_lists = chunks(nb, c)
     out = {}
-    stage_arrays = [np.asarray(s, dtype=np.int64) for s in stage_lists]
     for r in which:
         i, j = divmod(r, c)
-        stages = stage_arrays[j]
+        stages = tuple(stage_lists[j])
+        counts = BlockRowSchedule.sparsity_aware_counts(v, i, stages) if sa else ()
+        fetch = BlockRowSchedule(tuple(int(s) for s in sizes), i, stages, "row", "rep", c, *counts).fetch()
         ni = int(sizes[i])
         acc = _Acc()
-        mine = bool(np.any(stages == i))
-        remote = stages[stages != i]
-        q_big = int(remote[np.argmax(sizes[remote])]) if remote.size else -1  # largest remote block
-        traffic = {}
-        for name, zz, v in engines:
-            zrow = float(zz[i, stages].sum())
-            if sa:
-                send = float(v[i].sum() - v[i, i]) if mine else 0.0
-                recv = float(v[remote, i].sum())
-                _blockrow_graph(acc, e, rows=ni, nnz=zrow, stages=(), halo=(ni if mine else 0) + recv, send=send)
-                traffic[name] = (send, recv)
-            else:
-                _blockrow_graph(acc, e, rows=ni, nnz=zrow, single_block=nb == 1,
-                                stages=[(int(sizes[q]), float(zz[i, q])) for q in stages])
+        mine = i in stages
+        zrow = float(z[i, list(stages)].sum())
+        if sa:  # the halo: the block's own rows (when it is a stage) and the rows received
+            send, recv = float(sum(fetch[0].send)), float(sum(fetch[0].recv))
+            _blockrow_graph(acc, e, rows=ni, nnz=zrow, stages=(), halo=(ni if mine else 0) + recv, send=send)
+        else:
+            _blockrow_graph(acc, e, rows=ni, nnz=zrow, single_block=nb == 1,
+                            stages=[(int(sizes[q]), float(z[i, q])) for q in stages])
         acc.add("features", ni * dims[0] * e + 11 * ni)
         _model_params(acc, ctx, dims, grad_allreduce=nb > 1)
-        zrow = float(z[i, stages].sum())
         if ctx["trace"] is not None:
             _traced(acc, ctx, r, lambda lay, l, cols: ni * cols, lambda l: zrow, ni, dims[-1])
             if sa:  # a sparsity-aware primitive whose edge values need a gradient keeps the received rows
-                recv = traffic["fwd"][1]
                 acc.add("activations", sum(recv * c.width * e for c in ctx["trace"].calls
                                            if c.name in ("sddmm_add", "sddmm_dot") or
                                            c.name in ("spmm", "spmm_select") and c.grads[0] and c.width))
         else:
             _rowblock_activations(acc, ctx, ni, r)
+        remote = [t for t in fetch if t.root != i and t.moves] if not sa else []
+        big = max(remote, key=lambda t: t.rows, default=None)  # the largest block broadcast to this rank
         for l, (cols, w, heads, fi) in enumerate(ctx["layers"]):
             if ctx["trace"] is None:
                 acc.cand("workspace", ni * (cols + dims[l + 1] + w) * e, f"layer {l} backward temporaries")
                 _dropout_hash(acc, ctx, l, ni * fi)
             if sa:
-                s, v = traffic["fwd"]
-                rows = max(2 * s + v, s + v + (ni if mine else 0) + v)
+                rows = max(2 * send + recv, send + recv + (ni if mine else 0) + recv)
                 acc.cand("buffers", rows * w * e, f"{algo} all-to-allv rows, layer {l} fwd")
-            elif q_big >= 0:
-                acc.cand("buffers", int(sizes[q_big]) * w * e, f"{algo} broadcast of block {q_big}, layer {l} fwd")
-        read = max(float(zz[i, :].sum()) for _, zz, _ in engines)
-        out[r] = (acc, _setup_transient(ctx, read))
+            elif big is not None:
+                acc.cand("buffers", big.rows * w * e, f"{algo} broadcast of block {big.root}, layer {l} fwd")
+        out[r] = (acc, _setup_transient(ctx, float(z[i, :].sum())))
     return out
 
 

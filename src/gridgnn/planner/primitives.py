@@ -3,10 +3,11 @@ r"""Byte model per distributed primitive, and a model step as the sum of its pri
 A model's *trace* — which primitives a training step calls, on what widths, and which inputs need gradients —
 is recorded once by running the model on a tiny serial plan (:class:`TracePlan`); it does not depend on the
 graph or on the number of processes. :class:`BlockRowVolume` gives each primitive's per-rank bytes for one
-layout of the block-row family (``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``) from the pattern alone
-(:class:`SummaVolume` for ``2d``/``3d``),
-in the accounting convention of ``gridgnn.distributed.comm``; :func:`step_bytes` adds them up with the gradient
-all-reduce. Tests compare the sum with the bytes every rank measures, per collective and phase.
+layout of the block-row family (``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``) from the pattern alone —
+the records of each rank's :class:`~gridgnn.partition.layout.BlockRowSchedule`, the schedule its engine runs —
+(:class:`SummaVolume` for ``2d``/``3d``, :class:`PlexusVolume`: their engines' loops restated), with the
+accounting functions the communication layer records by (:mod:`gridgnn.distributed.accounting`);
+:func:`step_bytes` adds them up with the gradient all-reduce. Tests compare the sum with the bytes every rank measures, per collective and phase.
 
 Per primitive (``w`` = bytes per fetched row; *fetch* / *push* / *rep* as in :mod:`gridgnn.parallel.blockrow`):
 
@@ -28,6 +29,7 @@ import scipy.sparse as sp
 
 from ..parallel.trace import PrimitiveCall, TracePlan, trace_graph, trace_model  # noqa: F401  (the trace lives
 # beside the primitives; its names stay importable from here)
+from ..distributed import accounting as acct
 from ..partition import RowPartition, block_range, even_bounds
 
 
@@ -99,11 +101,12 @@ class BlockRowVolume:
     """
 
     def __init__(self, algo: str, matp: sp.csr_matrix, rows: RowPartition, world: int, replication: int = 1):
+        from ..distributed.grid import AXES
+        from ..parallel.registry import algorithm
+        from ..partition.layout import BlockRowSchedule
         from ..partition.layout import stage_chunks as chunks
 
         self.world = world
-        from ..parallel.registry import algorithm
-
         spec = algorithm(algo)
         self.sa = spec.sparsity_aware
         self.c = replication if spec.grid == "1.5d" else 1
@@ -113,8 +116,15 @@ class BlockRowVolume:
         self.axes = {"fetch": (self.nb, self.c), "rep": (self.c, 1)}
         self.block = [r // self.c for r in range(world)]
         self.column = [r % self.c for r in range(world)]
-        if self.sa:
-            self.v = nnz_cols(sp.csr_matrix(matp), rows.bounds)
+        v = nnz_cols(sp.csr_matrix(matp), rows.bounds) if self.sa else None
+        sizes = tuple(int(s) for s in rows.sizes())
+        names = AXES.get(spec.grid, ("p",))
+        self.schedules = []  # each rank's schedule: the one its engine runs, on the grid's own axis names
+        for r in range(world):
+            stages = tuple(self.chunks[self.column[r]])
+            counts = BlockRowSchedule.sparsity_aware_counts(v, self.block[r], stages) if self.sa else ()
+            self.schedules.append(BlockRowSchedule(sizes, self.block[r], stages, names[0], names[1:][0] if
+                                                   names[1:] else None, self.c, *counts))
         self.block_nnz = block_nnz(sp.csr_matrix(matp), rows.bounds)
 
     def work(self, call: PrimitiveCall) -> dict:
@@ -148,31 +158,21 @@ class BlockRowVolume:
         (row-major ranks, as DeviceMesh lays them out)."""
         return self.axes[axis]
 
+    def _run(self, out: dict, r: int, transfers, row_bytes: float) -> None:
+        """Rank ``r``'s bytes of ``transfers`` (its schedule's records), one call each."""
+        for t in transfers:
+            if t.moves:
+                self._add(out, t.kind, r, *t.bytes(row_bytes), axis=self.AXIS_KEYS[t.axis])
+
     def fetch(self, out: dict, row_bytes: float, *, push: bool = False) -> None:
-        """A fetch of ``row_bytes``-byte rows (``push``: its adjoint)."""
-        if self.nb == 1:
-            return
-        for r in range(self.world):
-            i, j = self.block[r], self.column[r]
-            stages = self.chunks[j]
-            if self.sa:
-                v = self.v
-                give = sum(v[i, l] for l in range(self.nb) if l != i) * row_bytes if i in stages else 0.0
-                take = sum(v[q, i] for q in stages if q != i) * row_bytes
-                self._add(out, "alltoallv", r, take if push else give, give if push else take, axis="fetch")
-            else:  # one broadcast (its adjoint: one reduce) per stage
-                own = self.sizes[i] * row_bytes if i in stages else 0.0
-                other = sum(self.sizes[q] for q in stages if q != i) * row_bytes
-                self._add(out, "reduce" if push else "bcast", r, other if push else own, own if push else other,
-                          calls=len(stages), axis="fetch")
+        """A fetch of ``row_bytes``-byte rows (``push``: its adjoint), as each rank's schedule runs it."""
+        for r, sched in enumerate(self.schedules):
+            self._run(out, r, sched.fetch(push), row_bytes)
 
     def rep(self, out: dict, row_bytes: float) -> None:
-        """Ring all-reduce of a row-block result along ``"rep"``."""
-        if self.c == 1:
-            return
-        for r in range(self.world):
-            v = 2.0 * (self.c - 1) / self.c * self.sizes[self.block[r]] * row_bytes
-            self._add(out, "allreduce", r, v, v, axis="rep")
+        """The all-reduce of a row-block result along ``"rep"``, as each rank's schedule runs it."""
+        for r, sched in enumerate(self.schedules):
+            self._run(out, r, sched.row_all(), row_bytes)
 
     #: the grid's axis names → this model's axis keys
     AXIS_KEYS = {"p": "fetch", "row": "fetch", "rep": "rep"}
@@ -184,9 +184,8 @@ class BlockRowVolume:
             key = self.AXIS_KEYS.get(axis, axis)
             g = self.axes[key][0]
             if g > 1:
-                v = 2.0 * (g - 1) / g * call.width * elem_bytes
                 for r in range(self.world):
-                    self._add(out, "allreduce", r, v, v, axis=key)
+                    self._add(out, "allreduce", r, *acct.allreduce(g, call.width * elem_bytes), axis=key)
 
     def primitive(self, call: PrimitiveCall, elem_bytes: int) -> tuple[dict, dict]:
         """``(forward, backward)`` volumes of one primitive call: ``{(collective, axis): (sent[P], recv[P],
@@ -246,9 +245,8 @@ class BlockRowVolume:
     def grad(self, out: dict, nbytes: float) -> None:
         """Ring all-reduce of the flat parameter gradient over the block axis (replicas along ``"rep"`` agree)."""
         if self.nb > 1:
-            v = 2.0 * (self.nb - 1) / self.nb * nbytes
             for r in range(self.world):
-                self._add(out, "allreduce", r, v, v, axis="fetch")
+                self._add(out, "allreduce", r, *acct.allreduce(self.nb, nbytes), axis="fetch")
 
 
 class SummaVolume(BlockRowVolume):
@@ -295,26 +293,23 @@ class SummaVolume(BlockRowVolume):
     def _ring(self, out, r, axis, m, tag="allreduce"):
         g = self.axes[axis][0]
         if g > 1:
-            v = 2.0 * (g - 1) / g * m
-            self._add(out, tag, r, v, v, axis=axis)
+            self._add(out, tag, r, *acct.allreduce(g, m), axis=axis)
 
     def _fiber_gather(self, out, r, i, row_bytes):
         if self.z > 1:
-            v = (self.z - 1) * int(np.diff(self.geo.fiber_bounds(i)).max()) * row_bytes
-            self._add(out, "allgather", r, v, v, axis="fiber")
+            piece = int(np.diff(self.geo.fiber_bounds(i)).max()) * row_bytes
+            self._add(out, "allgather", r, *acct.allgather(self.z, piece), axis="fiber")
 
     def _fiber_scatter(self, out, r, i, k, row_bytes):
         if self.z > 1:
-            r0, r1 = self.geo.rows(i)
-            b0, b1 = self.geo.block(i, k)
-            self._add(out, "reducescatter", r, ((r1 - r0) - (b1 - b0)) * row_bytes,
-                      (self.z - 1) * (b1 - b0) * row_bytes, axis="fiber")
+            pieces = np.diff(self.geo.fiber_bounds(i)) * row_bytes
+            self._add(out, "reducescatter", r, *acct.reducescatter(k, pieces), axis="fiber")
 
     def _gather_cols(self, out, r, i, k, width, eb):
         if self.pc > 1:
             b0, b1 = self.geo.block(i, k)
-            v = (self.pc - 1) * int(np.diff(even_bounds(width, self.pc)).max()) * (b1 - b0) * eb
-            self._add(out, "allgather", r, v, v, axis="col")
+            piece = int(np.diff(even_bounds(width, self.pc)).max()) * (b1 - b0) * eb
+            self._add(out, "allgather", r, *acct.allgather(self.pc, piece), axis="col")
 
     AXIS_KEYS = {"row": "row", "col": "col", "x": "row", "y": "col", "z": "fiber"}
 
@@ -344,15 +339,15 @@ class SummaVolume(BlockRowVolume):
                         nnz = self.panel_nnz(version, i, panel)
                         if self.pc > 1:
                             for a in (8 * (nrow + 1 + nnz), eb * call.heads * nnz):
-                                self._add(out, "bcast_sparse", r, a if jo == j else 0, 0 if jo == j else a, axis="col")
+                                self._add(out, "bcast_sparse", r, *acct.bcast(j, jo, a), axis="col")
                         dense = (v1 - v0) * wj * eb
                         if self.pr > 1 and (ph == "fwd" or need_v):
-                            self._add(out, "bcast", r, dense if io == i else 0, 0 if io == i else dense, axis="row")
+                            self._add(out, "bcast", r, *acct.bcast(i, io, dense), axis="row")
                         if ph == "bwd" and need_v and self.pc > 1:
                             m = nnz * call.heads * eb
-                            self._add(out, "reduce", r, 0 if jo == j else m, m if jo == j else 0, axis="col")
+                            self._add(out, "reduce", r, *acct.reduce(j, jo, m), axis="col")
                         if ph == "bwd" and need_x and self.pr > 1:
-                            self._add(out, "reduce", r, 0 if io == i else dense, dense if io == i else 0, axis="row")
+                            self._add(out, "reduce", r, *acct.reduce(i, io, dense), axis="row")
                     if ph == "fwd":
                         self._fiber_scatter(out, r, i, k, wj * eb)
                     if ph == "fwd" or need_x:
@@ -366,8 +361,8 @@ class SummaVolume(BlockRowVolume):
                     if jo != j or self.pr == 1:
                         continue
                     m = (v1 - v0) * w
-                    self._add(fwd, "bcast", r, m if io == i else 0, 0 if io == i else m, axis="row")
-                    self._add(bwd, "reduce", r, 0 if io == i else m, m if io == i else 0, axis="row")
+                    self._add(fwd, "bcast", r, *acct.bcast(i, io, m), axis="row")
+                    self._add(bwd, "reduce", r, *acct.reduce(i, io, m), axis="row")
                 self._fiber_scatter(bwd, r, i, k, w)
                 self._ring(bwd, r, "col", n_b * w)
                 self._ring(bwd, r, "col", n_b * w)
@@ -435,14 +430,14 @@ class SummaVolume(BlockRowVolume):
                     sizes = [8 * (nrow + 1 + nnz)] + ([eb * nnz] if call.heads else [])
                     sizes += [nnz] if call.masked and ph == "fwd" else []
                     for a in sizes:
-                        self._add(out, "bcast_sparse", r, a if jo == j else 0, 0 if jo == j else a, axis="col")
+                        self._add(out, "bcast_sparse", r, *acct.bcast(j, jo, a), axis="col")
                 dense = (v1 - v0) * wj * eb
                 if self.pr > 1 and (ph == "fwd" or need_v):
-                    self._add(out, "bcast", r, dense if io == i else 0, 0 if io == i else dense, axis="row")
+                    self._add(out, "bcast", r, *acct.bcast(i, io, dense), axis="row")
                 if ph == "bwd" and need_v and self.pc > 1:
-                    self._add(out, "reduce", r, 0 if jo == j else nnz * eb, nnz * eb if jo == j else 0, axis="col")
+                    self._add(out, "reduce", r, *acct.reduce(j, jo, nnz * eb), axis="col")
                 if ph == "bwd" and need_x and self.pr > 1:
-                    self._add(out, "reduce", r, 0 if io == i else dense, dense if io == i else 0, axis="row")
+                    self._add(out, "reduce", r, *acct.reduce(i, io, dense), axis="row")
             if ph == "fwd":
                 self._ring(out, r, "fiber", nrow * wj * eb)
                 self._ring(out, r, "fiber", nrow * wj * 8)
@@ -515,8 +510,7 @@ class PlexusVolume(BlockRowVolume):
     def _ring(self, out, r, axis, m, tag="allreduce", calls: int = 1):
         g = self.g[axis]
         if g > 1:
-            v = 2.0 * (g - 1) / g * m
-            self._add(out, tag, r, v, v, calls, axis=axis)
+            self._add(out, tag, r, *acct.allreduce(g, m), calls, axis=axis)
 
     def _blocks(self, rows: int) -> int:
         """All-reduces of a ``rows``-row aggregation result (blocked aggregation: ``block_rows`` rows each)."""
@@ -554,8 +548,7 @@ class PlexusVolume(BlockRowVolume):
         g = self.g[lay.third]
         if g > 1:
             parts = np.diff(even_bounds(self._n(lay.rows, me), g))
-            v = (g - 1) * int(parts.max()) * width_cols * eb
-            self._add(out, "allgather", r, v, v, axis=lay.third)
+            self._add(out, "allgather", r, *acct.allgather(g, int(parts.max()) * width_cols * eb), axis=lay.third)
 
     AXIS_KEYS: dict = {}  # the grid's own axis names
 
@@ -575,11 +568,10 @@ class PlexusVolume(BlockRowVolume):
                     self._gather_input(fwd, r, me, w_in, eb)
                 parts = np.diff(even_bounds(w_in, self.g[lay.rows]))
                 if self.g[lay.rows] > 1:
-                    v = (self.g[lay.rows] - 1) * int(parts.max()) * w_out * eb
-                    self._add(fwd, "allgather", r, v, v, axis=lay.rows)
-                    mine = int(parts[me[lay.rows]])
-                    self._add(bwd, "reducescatter", r, (w_in - mine) * w_out * eb,
-                              (self.g[lay.rows] - 1) * mine * w_out * eb, axis=lay.rows)
+                    gr = self.g[lay.rows]
+                    self._add(fwd, "allgather", r, *acct.allgather(gr, int(parts.max()) * w_out * eb), axis=lay.rows)
+                    self._add(bwd, "reducescatter", r, *acct.reducescatter(me[lay.rows], parts * w_out * eb),
+                              axis=lay.rows)
                 self._ring(fwd, r, lay.cols, n_r * w_out * eb)
                 if call.grads[0]:
                     self._ring(bwd, r, lay.third, n_r * w_in * eb)
@@ -614,10 +606,8 @@ class PlexusVolume(BlockRowVolume):
                 counts = self._dst_counts(lay, me)
                 gr = self.g[lay.rows]
                 if gr > 1:
-                    v = (gr - 1) * max(counts) * c * eb
-                    self._add(fwd, "allgather", r, v, v, axis=lay.rows)
-                    mine = counts[me[lay.rows]]
-                    self._add(bwd, "reducescatter", r, (sum(counts) - mine) * c * eb, (gr - 1) * mine * c * eb,
+                    self._add(fwd, "allgather", r, *acct.allgather(gr, max(counts) * c * eb), axis=lay.rows)
+                    self._add(bwd, "reducescatter", r, *acct.reducescatter(me[lay.rows], [k * c * eb for k in counts]),
                               axis=lay.rows)
                 if call.name == "sddmm_dot":
                     self._ring(fwd, r, lay.cols, self._nnz(lay, me) * call.heads * eb)
@@ -631,8 +621,7 @@ class PlexusVolume(BlockRowVolume):
                 counts = self._dst_counts(lay, me)
                 gr = self.g[lay.rows]
                 if gr > 1:
-                    v = (gr - 1) * max(counts) * wq * eb
-                    self._add(fwd, "allgather", r, v, v, axis=lay.rows)
+                    self._add(fwd, "allgather", r, *acct.allgather(gr, max(counts) * wq * eb), axis=lay.rows)
                 if call.grads[0]:
                     self._ring(bwd, r, lay.third, self._n(lay.rows, me) * wq * eb)
             elif call.name == "row_sum":

@@ -34,6 +34,7 @@ from ..graph.graph import gcn_normalize
 from ..ops.pattern import Pattern
 from ..parallel.base import Plan
 from ..parallel.blockrow import BlockRowGraph, _SpMM
+from ..partition.layout import BlockRowSchedule
 
 
 class GcnNormalization:
@@ -103,6 +104,7 @@ class SampledBlockGraph(BlockRowGraph):
         self._gcn, self._gcn_values, self._weights = gcn, None, weights
         self._own = torch.from_numpy(own).to(device)  # each destination's row among the sources
         self.stage_blocks = {0: (self.pattern, None)}
+        self.schedule = BlockRowSchedule((k,), 0, (0,), "p")  # one block, its own sources: nothing moves
 
     @property
     def gcn_values(self) -> torch.Tensor:

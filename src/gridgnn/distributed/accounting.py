@@ -1,0 +1,92 @@
+r"""The accounting convention, written once: the bytes one rank sends and receives in each collective.
+
+:class:`~gridgnn.distributed.comm.Comm` records every call it runs through these functions, and the byte models
+(:mod:`gridgnn.planner.primitives`) sum the same functions over a layout's schedule — a :class:`Transfer` per
+collective — so a measured byte and a modelled one come from one formula. Per rank (``M`` = message bytes,
+``g`` = group size; a group of one moves nothing):
+
+* broadcast — the root sends ``M`` once (pipelined ring), every other member receives ``M``;
+* reduce (the adjoint of a broadcast) — every other member sends ``M``, the root receives ``M`` once;
+* all-to-all(v) — the actual per-peer sizes, data to and from oneself not counted;
+* all-reduce — ring: ``2(g−1)/g · M`` each way;
+* all-gather — ``(g−1)`` pieces each way (pieces of different heights are padded to the largest);
+* reduce-scatter — the pieces sent to the others, and ``(g−1)`` copies of one's own piece received.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+def bcast(me: int, root: int, m: float) -> tuple[float, float]:
+    """``(sent, recv)`` of axis-rank ``me`` in a broadcast of ``m`` bytes from axis-rank ``root``."""
+    return (m, 0.0) if me == root else (0.0, m)
+
+
+def reduce(me: int, root: int, m: float) -> tuple[float, float]:
+    """``(sent, recv)`` of axis-rank ``me`` in a sum of ``m`` bytes onto axis-rank ``root``."""
+    return (0.0, m) if me == root else (m, 0.0)
+
+
+def allreduce(g: int, m: float) -> tuple[float, float]:
+    """``(sent, recv)`` of a member of a ring all-reduce of ``m`` bytes over ``g`` members."""
+    v = 2.0 * (g - 1) / g * m if g > 1 else 0.0
+    return v, v
+
+
+def allgather(g: int, piece: float) -> tuple[float, float]:
+    """``(sent, recv)`` of a member of an all-gather of ``piece`` bytes per member (the padded piece)."""
+    v = (g - 1) * piece
+    return v, v
+
+
+def reducescatter(me: int, pieces) -> tuple[float, float]:
+    """``(sent, recv)`` of axis-rank ``me`` in a reduce-scatter whose member ``k`` keeps ``pieces[k]`` bytes."""
+    return float(sum(p for k, p in enumerate(pieces) if k != me)), float((len(pieces) - 1) * pieces[me])
+
+
+def alltoallv(me: int, send, recv) -> tuple[float, float]:
+    """``(sent, recv)`` of axis-rank ``me`` sending ``send[k]`` bytes to and receiving ``recv[k]`` bytes from each
+    member ``k``."""
+    return (float(sum(s for k, s in enumerate(send) if k != me)),
+            float(sum(r for k, r in enumerate(recv) if k != me)))
+
+
+@dataclass(frozen=True)
+class Transfer:
+    r"""One collective of a layout's schedule, seen from one rank: what an engine runs and a byte model sums.
+
+    Args:
+        kind: ``"bcast"``, ``"reduce"``, ``"allreduce"`` or ``"alltoallv"`` (the record's collective tag).
+        axis: the mesh axis it runs along; ``group``: that axis' size; ``me``: this rank's coordinate on it.
+        rows: rows of the message (``bcast``/``reduce``: the root's block; ``allreduce``: the local block).
+        root: the axis-rank of the root (``bcast``, ``reduce``).
+        send, recv: rows sent to and received from each member (``alltoallv``).
+    """
+
+    kind: str
+    axis: str
+    group: int
+    me: int
+    rows: int = 0
+    root: int | None = None
+    send: tuple = ()
+    recv: tuple = ()
+
+    @property
+    def moves(self) -> bool:
+        """Whether anything is called (a group of one is not)."""
+        return self.group > 1
+
+    def bytes(self, row_bytes: float) -> tuple[float, float]:
+        """``(sent, recv)`` of this rank for rows of ``row_bytes`` bytes."""
+        if not self.moves:
+            return 0.0, 0.0
+        if self.kind == "bcast":
+            return bcast(self.me, self.root, self.rows * row_bytes)
+        if self.kind == "reduce":
+            return reduce(self.me, self.root, self.rows * row_bytes)
+        if self.kind == "allreduce":
+            return allreduce(self.group, self.rows * row_bytes)
+        if self.kind == "alltoallv":
+            return alltoallv(self.me, [s * row_bytes for s in self.send], [r * row_bytes for r in self.recv])
+        raise ValueError(f"no accounting for collective {self.kind!r}")
