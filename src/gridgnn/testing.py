@@ -52,7 +52,7 @@ class CaseResult:
     rank: int = 0
     copies: int = 1
     grad_slices: list = field(default_factory=list)
-    schedule: object = None  # the block-row family's schedule this rank ran (BlockRowSchedule), else None
+    schedule: object = None  # the schedule records this rank's engine ran (block-row, SUMMA), else None
 
 
 def run_case(case: Case, comm) -> CaseResult:
@@ -81,7 +81,16 @@ def run_case(case: Case, comm) -> CaseResult:
     return CaseResult(data.node_ids.copy(), plan.out_cols(case.dims[-1]), logits.numpy().copy(),
                       [p.grad.detach().numpy().copy() for p in params], float(loss), stats,
                       comm.grid.global_rank, getattr(plan, "copies", 1), slices,
-                      getattr(getattr(plan, "dgraph", None), "schedule", None))
+                      _schedules(plan))
+
+
+def _schedules(plan):
+    """The schedules this rank's engine ran: block-row — its :class:`~gridgnn.partition.layout.BlockRowSchedule`;
+    SUMMA — ``{matrix version: SummaSchedule}``; ``None`` for a family without schedule records."""
+    graphs = getattr(plan, "graphs", None)
+    if isinstance(graphs, dict) and all(hasattr(g, "schedule") for g in graphs.values()):
+        return {v: g.schedule for v, g in graphs.items()}
+    return getattr(getattr(plan, "dgraph", None), "schedule", None)
 
 
 def build_model(case: Case, plan):

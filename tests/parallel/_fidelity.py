@@ -75,11 +75,18 @@ def check_bytes(case, per_rank, P):
 
 
 def check_schedule(case, per_rank, P):
-    """Block-row: the schedule each rank's engine ran (its fetch, push and row reduction records, the
-    sparsity-aware counts from its set-up exchange) is the one the byte model builds from the matrix alone."""
+    """The schedule each rank's engine ran is the one the byte model builds without processes: block-row — its
+    fetch, push and row-reduction records, the sparsity-aware counts from its set-up exchange; SUMMA — per matrix
+    version its panels' roots and sizes (the nonzeros the owners announced at set-up), fiber and column pieces."""
     from gridgnn.graph import gcn_normalize
-    from gridgnn.planner.primitives import BlockRowVolume
+    from gridgnn.planner.primitives import BlockRowVolume, SummaVolume
 
+    if algorithm(case.algo).family == "summa":
+        source, _ = make_source(case.graph, case.algo, P, shape=case.grid, method=case.partition, seed=case.seed)
+        vol = SummaVolume(source, case.grid)
+        for r in per_rank:
+            assert r.schedule and all(s == vol.schedule(r.rank, v) for v, s in r.schedule.items()), r.rank
+        return
     rows = rows_of(case, P)
     vol = BlockRowVolume(case.algo, rows.permute_matrix(gcn_normalize(case.graph)), rows, P, case.replication)
     for r in per_rank:

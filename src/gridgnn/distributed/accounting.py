@@ -56,11 +56,13 @@ class Transfer:
     r"""One collective of a layout's schedule, seen from one rank: what an engine runs and a byte model sums.
 
     Args:
-        kind: ``"bcast"``, ``"reduce"``, ``"allreduce"`` or ``"alltoallv"`` (the record's collective tag).
+        kind: ``"bcast"``, ``"reduce"``, ``"allreduce"``, ``"alltoallv"``, ``"allgather"`` or ``"reducescatter"``.
         axis: the mesh axis it runs along; ``group``: that axis' size; ``me``: this rank's coordinate on it.
         rows: rows of the message (``bcast``/``reduce``: the root's block; ``allreduce``: the local block).
         root: the axis-rank of the root (``bcast``, ``reduce``).
         send, recv: rows sent to and received from each member (``alltoallv``).
+        pieces: rows of each member's piece (``allgather``: padded to the largest; ``reducescatter``).
+        tag: the name it is recorded under when not ``kind`` (``"bcast_sparse"``: a sparse panel's arrays).
     """
 
     kind: str
@@ -71,6 +73,13 @@ class Transfer:
     root: int | None = None
     send: tuple = ()
     recv: tuple = ()
+    pieces: tuple = ()
+    tag: str = ""
+
+    @property
+    def key(self) -> str:
+        """The collective's name in the communication log."""
+        return self.tag or self.kind
 
     @property
     def moves(self) -> bool:
@@ -89,4 +98,8 @@ class Transfer:
             return allreduce(self.group, self.rows * row_bytes)
         if self.kind == "alltoallv":
             return alltoallv(self.me, [s * row_bytes for s in self.send], [r * row_bytes for r in self.recv])
+        if self.kind == "allgather":
+            return allgather(self.group, max(self.pieces) * row_bytes)
+        if self.kind == "reducescatter":
+            return reducescatter(self.me, [p * row_bytes for p in self.pieces])
         raise ValueError(f"no accounting for collective {self.kind!r}")

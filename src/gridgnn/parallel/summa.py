@@ -41,7 +41,7 @@ import torch
 from ..ops import semiring as sr
 from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
-from ..partition.layout import SummaGeometry
+from ..partition.layout import SummaGeometry, SummaSchedule
 from .base import Plan
 from .graph import DistGraph
 
@@ -91,6 +91,8 @@ class SummaGraph(DistGraph):
         with comm.phase("setup"):
             allnnz = comm.all_gather_json({p: v[0].nnz for p, v in self.owned.items()}, plan.col_axis)
         self.panel_nnz = {int(p): v for d in allnnz for p, v in d.items()}
+        self.schedule = SummaSchedule.of(geo, i, plan.j, k, (plan.row_axis, plan.col_axis, plan.fiber_axis),
+                                         [self.panel_nnz[p] for p in range(len(self.panels))])
 
     def edge_ids(self) -> tuple[np.ndarray, np.ndarray]:
         """Original (destination, source) vertex ids of the local edges, in edge order."""
@@ -109,25 +111,26 @@ class SummaGraph(DistGraph):
         from the owner column; the receivers build the pattern from the index array). ``more``: other edge tensors
         laid out like the values (a mask travels as one byte per edge)."""
         plan = self.plan
-        v0, v1, _, jo = self.panels[p]
-        nnz = self.panel_nnz[p]
-        if jo == plan.j:
+        v0, v1 = self.panels[p][:2]
+        get = self.schedule.pattern(p)
+        if get.root == get.me:
             pat, off, idx = self.owned[p]
         else:
             pat, off = None, 0
-            idx = torch.empty(self.nrow + 1 + nnz, dtype=torch.int64, device=plan.device)
-        plan.comm.broadcast(idx, jo, plan.col_axis, tag="bcast_sparse")
+            idx = torch.empty(get.rows, dtype=torch.int64, device=plan.device)
+        plan.comm.broadcast(idx, get.root, get.axis, tag=get.key)
         out = []
         for t in (values, *more):
             if t is None:
                 out.append(None)
                 continue
             wire = t.to(torch.uint8) if t.dtype == torch.bool else t
-            if jo == plan.j:
-                piece = wire[off:off + nnz].contiguous()
+            e = self.schedule.edges(p)
+            if e.root == e.me:
+                piece = wire[off:off + e.rows].contiguous()
             else:
-                piece = wire.new_empty((nnz,) + tuple(t.shape[1:]))
-            plan.comm.broadcast(piece, jo, plan.col_axis, tag="bcast_sparse")
+                piece = wire.new_empty((e.rows,) + tuple(t.shape[1:]))
+            plan.comm.broadcast(piece, e.root, e.axis, tag=e.key)
             out.append(piece.bool() if t.dtype == torch.bool else piece)
         if pat is None:
             pat = Pattern(idx[:self.nrow + 1], idx[self.nrow + 1:], (self.nrow, v1 - v0))
@@ -150,47 +153,45 @@ class SummaGraph(DistGraph):
 
     def _rows_of(self, x: torch.Tensor, p: int, width_cols=None) -> torch.Tensor:
         """``x[p]`` (columns ``width_cols`` of it) on every rank of the process column, from row ``io``."""
-        plan = self.plan
-        v0, v1, io, _ = self.panels[p]
+        v0, v1 = self.panels[p][:2]
         c0, c1 = width_cols if width_cols is not None else (0, x.shape[1])
-        if io == plan.i:
+        get = self.schedule.rows_of(p)
+        if get.root == get.me:
             xp = x[v0 - self.b0:v1 - self.b0, c0:c1].contiguous()
         else:
-            xp = x.new_empty((v1 - v0, c1 - c0))
-        plan.comm.broadcast(xp, io, plan.row_axis)  # Alg. 3 line 10: Ĥ ← BCAST(H_rj, P(:, j))
+            xp = x.new_empty((get.rows, c1 - c0))
+        self.plan.comm.broadcast(xp, get.root, get.axis)  # Alg. 3 line 10: Ĥ ← BCAST(H_rj, P(:, j))
         return xp
 
     def _push_rows(self, part: torch.Tensor, p: int, out: torch.Tensor) -> None:
         """Adjoint of :meth:`_rows_of`: sum ``part`` (rows of panel ``p``) over the column onto row ``io``."""
-        plan = self.plan
-        v0, v1, io, _ = self.panels[p]
+        v0, v1 = self.panels[p][:2]
+        put = self.schedule.rows_of(p, push=True)
         part = part.contiguous()
-        plan.comm.reduce(part, io, plan.row_axis)
-        if io == plan.i:
+        self.plan.comm.reduce(part, put.root, put.axis)
+        if put.root == put.me:
             out[v0 - self.b0:v1 - self.b0] += part
 
     def fiber_gather(self, x: torch.Tensor) -> torch.Tensor:
         """``X[B(i, k)]`` → ``X[R_i]`` (all-gather over the fiber)."""
-        plan = self.plan
-        if plan.fiber_axis is None:
+        rec = self.schedule.fiber_gather()
+        if not rec.moves:
             return x
-        rows = np.diff(plan.geo.fiber_bounds(plan.i)).tolist()
-        return torch.cat(plan.comm.all_gather_rows(x.contiguous(), plan.fiber_axis, rows=rows))
+        return torch.cat(self.plan.comm.all_gather_rows(x.contiguous(), rec.axis, rows=list(rec.pieces)))
 
     def fiber_scatter(self, t: torch.Tensor) -> torch.Tensor:
         """``T[R_i]`` partial over the fiber → ``T[B(i, k)]`` summed (Split-3D reduce-scatter)."""
-        plan = self.plan
-        if plan.fiber_axis is None:
+        rec = self.schedule.fiber_scatter()
+        if not rec.moves:
             return t
-        return plan.comm.reduce_scatter_rows(t.contiguous(), plan.geo.fiber_bounds(plan.i), plan.fiber_axis)
+        return self.plan.comm.reduce_scatter_rows(t.contiguous(), np.cumsum((0,) + rec.pieces), rec.axis)
 
     def gather_cols(self, t: torch.Tensor, width: int) -> torch.Tensor:
         """``T[:, C_j]`` → ``T[:, :]`` on every rank of the process row (all-gather of the column blocks)."""
-        plan = self.plan
-        if plan.geo.pc == 1:
+        rec = self.schedule.gather_cols(width)
+        if not rec.moves:
             return t
-        widths = np.diff(even_bounds(width, plan.geo.pc)).tolist()
-        blocks = plan.comm.all_gather_rows(t.t().contiguous(), plan.col_axis, rows=widths)
+        blocks = self.plan.comm.all_gather_rows(t.t().contiguous(), rec.axis, rows=list(rec.pieces))
         return torch.cat(blocks).t().contiguous()
 
     def edge_rows(self) -> tuple[torch.Tensor, int, torch.Tensor | None]:
@@ -204,21 +205,21 @@ class SummaGraph(DistGraph):
 
     def row_all(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
         """All-reduce per-row statistics of ``R_i`` over the ranks of process row ``i`` (columns and fiber)."""
-        plan = self.plan
-        axes = tuple(a for a in (plan.col_axis, plan.fiber_axis) if a is not None)
-        if plan.comm.grid.world_size > 1:
-            plan.comm.all_reduce(t, axes if len(axes) > 1 else axes[0], op=op)
+        for rec in self.schedule.row_all():
+            if rec.moves:
+                self.plan.comm.all_reduce(t, rec.axis, op=op)
         return t
 
     def col_all(self, t: torch.Tensor) -> torch.Tensor:
         """Sum over ``col_axis`` (the adjoint of a tensor replicated along it)."""
-        if self.plan.geo.pc > 1:
-            self.plan.comm.all_reduce(t, self.plan.col_axis)
+        rec = self.schedule.col_all(t.shape[0])
+        if rec.moves:
+            self.plan.comm.all_reduce(t, rec.axis)
         return t
 
     def my_panels(self):
         """The panels owned by this rank's column (the same list on every rank of the process column)."""
-        return [p for p, (_, _, _, jo) in enumerate(self.panels) if jo == self.plan.j]
+        return self.schedule.own_panels()
 
     # ------------------------------------------------------------------ primitives
     def spmm_sum(self, values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -279,9 +280,9 @@ class _SummaSpMM(torch.autograd.Function):
             if need_v:
                 xp = g._rows_of(x, p, (c0, c1))
                 part = sddmm_dot(pat, dy_r, xp, heads, col_heads=ctx.col_heads)  # partial over C_j
-                jo = g.panels[p][3]
-                plan.comm.reduce(part, jo, plan.col_axis)
-                if jo == plan.j:
+                put = g.schedule.edges(p, push=True)
+                plan.comm.reduce(part, put.root, put.axis)
+                if put.root == put.me:
                     _, off, _ = g.owned[p]
                     dvals[off:off + pat.nnz] = part.reshape((-1,) + tuple(ctx.shape[1:]))
             if need_x:
@@ -305,8 +306,9 @@ class _SummaSpMMSelect(torch.autograd.Function):
             keys = g.panel_keys(p, pat)
             b, e = sr.partial(pat, val, xp, semiring, msk, key=keys)
             sel.fold(b, e, keys, store=torch.arange(offs[p], offs[p + 1], device=x.device))
-        if plan.fiber_axis is not None:
-            sel.settle(lambda t, op: plan.comm.all_reduce(t, plan.fiber_axis, op=op))
+        if plan.fiber_axis is not None:  # 3D: the winners over the fiber's layers
+            settle = g.schedule.fiber_all(g.nrow)
+            sel.settle(lambda t, op: plan.comm.all_reduce(t, settle.axis, op=op))
         f0, f1 = g.block_in_rows()
         y = g.gather_cols(sr.finish(semiring, sel.best[f0:f1], sel.edge[f0:f1]).contiguous(), width)
         ctx.g, ctx.semiring, ctx.width = g, semiring, width
@@ -332,9 +334,9 @@ class _SummaSpMMSelect(torch.autograd.Function):
             dv, dxp = sr.semiring_backward(pat, val, xp, semiring, dy_r, state, need_values=need_v,
                                            need_x=need_x)
             if need_v:  # partial over C_j, summed onto the owner column
-                jo = g.panels[p][3]
-                plan.comm.reduce(dv, jo, plan.col_axis)
-                if jo == plan.j:
+                put = g.schedule.edges(p, push=True)
+                plan.comm.reduce(dv, put.root, put.axis)
+                if put.root == put.me:
                     _, off, _ = g.owned[p]
                     dvals[off:off + pat.nnz] = dv
             if need_x:

@@ -349,6 +349,101 @@ class SummaGeometry:
         return self.fine[i * self.z:(i + 1) * self.z + 1] - self.fine[i * self.z]
 
 
+@dataclass(frozen=True)
+class SummaSchedule:
+    r"""What rank ``(i, j, k)`` of the SUMMA family moves for one matrix version, as
+    :class:`~gridgnn.distributed.accounting.Transfer` records: the engine
+    (:class:`~gridgnn.parallel.summa.SummaGraph`) runs them, the byte model
+    (:class:`~gridgnn.planner.primitives.SummaVolume`) sums them. Rows are counted in the unit the caller prices
+    (a sparse panel's index array in int64 entries, its edge tensors per edge, node tensors per row).
+
+    Args:
+        shape: ``(n, pr, pc, z)`` of the :class:`SummaGeometry` ``geo``; ``i, j, k``: this rank.
+        axes: ``(row axis, column axis, fiber axis or None)`` of the grid.
+        panel_nnz: nonzeros of every panel of fiber layer ``k`` in the rows ``R_i`` of this version.
+    """
+
+    shape: tuple
+    i: int
+    j: int
+    k: int
+    axes: tuple
+    panel_nnz: tuple
+    geo: SummaGeometry = field(compare=False, repr=False, default=None)
+
+    @classmethod
+    def of(cls, geo: SummaGeometry, i: int, j: int, k: int, axes, panel_nnz) -> "SummaSchedule":
+        return cls((geo.n, geo.pr, geo.pc, geo.z), int(i), int(j), int(k), tuple(axes),
+                   tuple(int(v) for v in panel_nnz), geo)
+
+    def _t(self, kind, which: int, **kw):
+        from ..distributed.accounting import Transfer
+
+        group = (self.geo.pr, self.geo.pc, self.geo.z)[which]
+        me = (self.i, self.j, self.k)[which]
+        return Transfer(kind, self.axes[which] or "", group, me, **kw)
+
+    @property
+    def nrow(self) -> int:
+        r0, r1 = self.geo.rows(self.i)
+        return r1 - r0
+
+    def panels(self) -> range:
+        """The panels of fiber layer ``k`` (CAGNET Alg. 3 line 3: every rank of the layer visits them all)."""
+        return range(len(self.panel_nnz))
+
+    def own_panels(self) -> list[int]:
+        """The panels this rank's column owns (their edges live here)."""
+        return [p for p, pan in enumerate(self.geo.panels[self.k]) if pan[3] == self.j]
+
+    def pattern(self, p: int):
+        """The index array of ``M[R_i, p]`` (``|R_i| + 1 + nnz`` int64 entries) broadcast along the process row
+        from the owner column (Alg. 3 line 9)."""
+        return self._t("bcast", 1, rows=self.nrow + 1 + self.panel_nnz[p], root=self.geo.panels[self.k][p][3],
+                       tag="bcast_sparse")
+
+    def edges(self, p: int, push: bool = False):
+        """An edge tensor of panel ``p`` (``nnz`` edges) from the owner column; ``push``: a partial one summed
+        onto it."""
+        if push:
+            return self._t("reduce", 1, rows=self.panel_nnz[p], root=self.geo.panels[self.k][p][3])
+        return self._t("bcast", 1, rows=self.panel_nnz[p], root=self.geo.panels[self.k][p][3], tag="bcast_sparse")
+
+    def rows_of(self, p: int, push: bool = False):
+        """Node rows of panel ``p`` along the process column from the owner row (Alg. 3 line 10); ``push``: the
+        adjoint, summed onto it."""
+        v0, v1, io, _ = self.geo.panels[self.k][p]
+        return self._t("reduce" if push else "bcast", 0, rows=v1 - v0, root=io)
+
+    def fiber_pieces(self) -> tuple:
+        return tuple(int(d) for d in np.diff(self.geo.fiber_bounds(self.i)))
+
+    def fiber_gather(self):
+        """``X[B(i, k)] → X[R_i]``: an all-gather over the fiber (rows of every layer's block)."""
+        return self._t("allgather", 2, pieces=self.fiber_pieces())
+
+    def fiber_scatter(self):
+        """``T[R_i]`` partial over the fiber → ``T[B(i, k)]``: Split-3D's reduce-scatter."""
+        return self._t("reducescatter", 2, pieces=self.fiber_pieces())
+
+    def fiber_all(self, rows: int):
+        """An all-reduce of ``rows`` rows over the fiber."""
+        return self._t("allreduce", 2, rows=rows)
+
+    def gather_cols(self, width: int):
+        """``T[:, C_j] → T``: an all-gather of the column blocks of ``width`` along the process row (pieces of
+        transposed rows: one per column, ``|B(i, k)|`` long)."""
+        return self._t("allgather", 1, pieces=tuple(int(d) for d in np.diff(even_bounds(width, self.geo.pc))))
+
+    def col_all(self, rows: int):
+        """The sum of ``rows`` rows over the process row's columns (the adjoint of their replication)."""
+        return self._t("allreduce", 1, rows=rows)
+
+    def row_all(self) -> list:
+        """Per-row statistics of ``R_i`` summed over the process row's columns, then the fiber."""
+        return [self.col_all(self.nrow), self.fiber_all(self.nrow)]
+
+
 def plexus_row_gather(positions: np.ndarray, bounds: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     r"""How the ranks along a node tensor's row axis hand one rank the rows ``positions`` (indices in the tensor's
     vertex order) — the destination rows of an adjacency shard, whose per-node values (GAT's destination

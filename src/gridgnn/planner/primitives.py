@@ -162,7 +162,7 @@ class BlockRowVolume:
         """Rank ``r``'s bytes of ``transfers`` (its schedule's records), one call each."""
         for t in transfers:
             if t.moves:
-                self._add(out, t.kind, r, *t.bytes(row_bytes), axis=self.AXIS_KEYS[t.axis])
+                self._add(out, t.key, r, *t.bytes(row_bytes), axis=self.AXIS_KEYS[t.axis])
 
     def fetch(self, out: dict, row_bytes: float, *, push: bool = False) -> None:
         """A fetch of ``row_bytes``-byte rows (``push``: its adjoint), as each rank's schedule runs it."""
@@ -278,6 +278,7 @@ class SummaVolume(BlockRowVolume):
         self.source = source
         self.coords = [(coords_of(r, self.shape) + (0,))[:3] for r in range(self.world)]
         self.axes = {"row": (self.pr, self.pc * self.z), "col": (self.pc, self.z), "fiber": (self.z, 1)}
+        self.names = ("row", "col", None) if len(self.shape) == 2 else ("x", "y", "z")  # the engine's mesh axes
         self._nnz: dict = {}
 
     def version(self, layer: int) -> str:
@@ -295,21 +296,17 @@ class SummaVolume(BlockRowVolume):
         if g > 1:
             self._add(out, tag, r, *acct.allreduce(g, m), axis=axis)
 
-    def _fiber_gather(self, out, r, i, row_bytes):
-        if self.z > 1:
-            piece = int(np.diff(self.geo.fiber_bounds(i)).max()) * row_bytes
-            self._add(out, "allgather", r, *acct.allgather(self.z, piece), axis="fiber")
+    def schedule(self, r: int, version: str):
+        """Rank ``r``'s :class:`~gridgnn.partition.layout.SummaSchedule` of matrix ``version`` — the one its engine
+        runs, built here from the source's panels alone."""
+        from ..partition.layout import SummaSchedule
 
-    def _fiber_scatter(self, out, r, i, k, row_bytes):
-        if self.z > 1:
-            pieces = np.diff(self.geo.fiber_bounds(i)) * row_bytes
-            self._add(out, "reducescatter", r, *acct.reducescatter(k, pieces), axis="fiber")
-
-    def _gather_cols(self, out, r, i, k, width, eb):
-        if self.pc > 1:
-            b0, b1 = self.geo.block(i, k)
-            piece = int(np.diff(even_bounds(width, self.pc)).max()) * (b1 - b0) * eb
-            self._add(out, "allgather", r, *acct.allgather(self.pc, piece), axis="col")
+        key = ("schedule", r, version)
+        if key not in self._nnz:
+            i, j, k = self.coords[r]
+            nnz = [self.panel_nnz(version, i, pan) for pan in self.geo.panels[k]]
+            self._nnz[key] = SummaSchedule.of(self.geo, i, j, k, self.names, nnz)
+        return self._nnz[key]
 
     AXIS_KEYS = {"row": "row", "col": "col", "x": "row", "y": "col", "z": "fiber"}
 
@@ -322,62 +319,63 @@ class SummaVolume(BlockRowVolume):
             return fwd, bwd
         eb, version = elem_bytes, self.version(call.layer)
         for r, (i, j, k) in enumerate(self.coords):
-            r0, r1 = self.geo.rows(i)
-            nrow = r1 - r0
+            s = self.schedule(r, version)
             b0, b1 = self.geo.block(i, k)
             n_b = b1 - b0
-            panels = self.geo.panels[k]
-            if call.name == "spmm":
-                need_v, need_x = call.grads
-                cb = even_bounds(call.width, self.pc)
-                wj = int(cb[j + 1] - cb[j])
-                for ph, out in (("fwd", fwd), ("bwd", bwd)):
-                    if ph == "bwd":
-                        self._fiber_gather(out, r, i, wj * eb)
-                    for panel in panels:
-                        v0, v1, io, jo = panel
-                        nnz = self.panel_nnz(version, i, panel)
-                        if self.pc > 1:
-                            for a in (8 * (nrow + 1 + nnz), eb * call.heads * nnz):
-                                self._add(out, "bcast_sparse", r, *acct.bcast(j, jo, a), axis="col")
-                        dense = (v1 - v0) * wj * eb
-                        if self.pr > 1 and (ph == "fwd" or need_v):
-                            self._add(out, "bcast", r, *acct.bcast(i, io, dense), axis="row")
-                        if ph == "bwd" and need_v and self.pc > 1:
-                            m = nnz * call.heads * eb
-                            self._add(out, "reduce", r, *acct.reduce(j, jo, m), axis="col")
-                        if ph == "bwd" and need_x and self.pr > 1:
-                            self._add(out, "reduce", r, *acct.reduce(i, io, dense), axis="row")
-                    if ph == "fwd":
-                        self._fiber_scatter(out, r, i, k, wj * eb)
-                    if ph == "fwd" or need_x:
-                        self._gather_cols(out, r, i, k, call.width, eb)
-            elif call.name == "spmm_select":
-                self._select(fwd, bwd, r, i, j, k, call, eb, version)
+            if call.name in ("spmm", "spmm_select"):
+                self._product(fwd, bwd, r, s, call, eb, n_b)
             elif call.name in ("sddmm_add", "sddmm_dot"):
                 w = call.width * eb
-                self._fiber_gather(fwd, r, i, w)
-                for v0, v1, io, jo in panels:
-                    if jo != j or self.pr == 1:
-                        continue
-                    m = (v1 - v0) * w
-                    self._add(fwd, "bcast", r, *acct.bcast(i, io, m), axis="row")
-                    self._add(bwd, "reduce", r, *acct.reduce(i, io, m), axis="row")
-                self._fiber_scatter(bwd, r, i, k, w)
-                self._ring(bwd, r, "col", n_b * w)
-                self._ring(bwd, r, "col", n_b * w)
-            elif call.name == "edge_softmax":
-                m = nrow * call.heads * eb
-                for out, times in ((fwd, 2), (bwd, 1)):
-                    for _ in range(times):
-                        self._ring(out, r, "col", m)
-                        self._ring(out, r, "fiber", m)
+                self._run(fwd, r, [s.fiber_gather()], w)
+                for p in s.own_panels():  # the owner column receives the source rows of its panels
+                    self._run(fwd, r, [s.rows_of(p)], w)
+                    self._run(bwd, r, [s.rows_of(p, push=True)], w)
+                self._run(bwd, r, [s.fiber_scatter(), s.col_all(n_b), s.col_all(n_b)], w)
+            elif call.name == "edge_softmax":  # max and sum forward, one sum backward
+                self._run(fwd, r, s.row_all() + s.row_all(), call.heads * eb)
+                self._run(bwd, r, s.row_all(), call.heads * eb)
             elif call.name == "row_sum":
-                self._ring(fwd, r, "col", nrow * eb)
-                self._ring(fwd, r, "fiber", nrow * eb)
+                self._run(fwd, r, s.row_all(), eb)
             else:
                 raise ValueError(f"no byte model for primitive {call.name!r}")
         return fwd, bwd
+
+    def _product(self, fwd, bwd, r, s, call, eb, n_b) -> None:
+        """``spmm`` / ``spmm_select`` on rank ``r`` (schedule ``s``): per panel the pattern and the edge tensors
+        (values; a selection's mask forward, one byte per edge) from the owner column and ``X[p, C_j]`` from the
+        owner row; 3D: the fiber's reduce-scatter (a selection: a ⊕ all-reduce of the values and a ``min`` of as
+        many int64 keys); the column all-gather. Backward: the fiber all-gather of ``dY``, per panel the pattern
+        and values again, [∂e] ``X[p, C_j]`` again and the partial ``∂e`` reduced onto the owner column, [∂X] the
+        routed rows reduced onto the owner row, and the column all-gather."""
+        need_v, need_x = call.grads
+        select = call.name == "spmm_select"
+        j = self.coords[r][1]
+        cb = even_bounds(call.width, self.pc)
+        wj = int(cb[j + 1] - cb[j]) * eb  # bytes of one row of X[:, C_j]
+        value_bytes = (eb if call.heads else 0) if select else eb * call.heads
+        for ph, out in (("fwd", fwd), ("bwd", bwd)):
+            if ph == "bwd":
+                self._run(out, r, [s.fiber_gather()], wj)
+            for p in s.panels():
+                self._run(out, r, [s.pattern(p)], 8)
+                if value_bytes:
+                    self._run(out, r, [s.edges(p)], value_bytes)
+                if select and call.masked and ph == "fwd":
+                    self._run(out, r, [s.edges(p)], 1)
+                if ph == "fwd" or need_v:
+                    self._run(out, r, [s.rows_of(p)], wj)
+                if ph == "bwd" and need_v:
+                    self._run(out, r, [s.edges(p, push=True)], eb if select else call.heads * eb)
+                if ph == "bwd" and need_x:
+                    self._run(out, r, [s.rows_of(p, push=True)], wj)
+            if ph == "fwd":
+                if select:
+                    self._run(out, r, [s.fiber_all(s.nrow)], wj)
+                    self._run(out, r, [s.fiber_all(s.nrow)], wj // eb * 8)
+                else:
+                    self._run(out, r, [s.fiber_scatter()], wj)
+            if ph == "fwd" or need_x:
+                self._run(out, r, [s.gather_cols(call.width)], n_b * eb)
 
     def work(self, call: PrimitiveCall) -> dict:
         """Local work of ``call`` on every rank ``(i, j, k)`` (:func:`call_work`): a product runs over the panels of
@@ -408,41 +406,6 @@ class SummaVolume(BlockRowVolume):
             for u, v in w.items():
                 out[u][r] = v
         return out
-
-    def _select(self, fwd, bwd, r, i, j, k, call, eb, version) -> None:
-        """``spmm_select``: per panel the pattern (and values, mask: one byte per edge) from the owner column and
-        ``X[p, C_j]`` from the owner row; the fiber settles with a ⊕ all-reduce of ``|R_i|·|C_j|`` values and a
-        ``min`` of as many int64 keys; the column all-gather. Backward: the fiber all-gather of ``dY``, per panel
-        the pattern and values again, [∂e] ``X[p, C_j]`` again and the partial ``∂e`` reduced onto the owner
-        column, [∂X] the routed rows reduced onto the owner row, and the column all-gather."""
-        need_v, need_x = call.grads
-        r0, r1 = self.geo.rows(i)
-        nrow = r1 - r0
-        cb = even_bounds(call.width, self.pc)
-        wj = int(cb[j + 1] - cb[j])
-        for ph, out in (("fwd", fwd), ("bwd", bwd)):
-            if ph == "bwd":
-                self._fiber_gather(out, r, i, wj * eb)
-            for panel in self.geo.panels[k]:
-                v0, v1, io, jo = panel
-                nnz = self.panel_nnz(version, i, panel)
-                if self.pc > 1:
-                    sizes = [8 * (nrow + 1 + nnz)] + ([eb * nnz] if call.heads else [])
-                    sizes += [nnz] if call.masked and ph == "fwd" else []
-                    for a in sizes:
-                        self._add(out, "bcast_sparse", r, *acct.bcast(j, jo, a), axis="col")
-                dense = (v1 - v0) * wj * eb
-                if self.pr > 1 and (ph == "fwd" or need_v):
-                    self._add(out, "bcast", r, *acct.bcast(i, io, dense), axis="row")
-                if ph == "bwd" and need_v and self.pc > 1:
-                    self._add(out, "reduce", r, *acct.reduce(j, jo, nnz * eb), axis="col")
-                if ph == "bwd" and need_x and self.pr > 1:
-                    self._add(out, "reduce", r, *acct.reduce(i, io, dense), axis="row")
-            if ph == "fwd":
-                self._ring(out, r, "fiber", nrow * wj * eb)
-                self._ring(out, r, "fiber", nrow * wj * 8)
-            if ph == "fwd" or need_x:
-                self._gather_cols(out, r, i, k, call.width, eb)
 
     def grad(self, out: dict, nbytes: float) -> None:
         """The weight gradients are summed over the process rows, then the fiber (replicas along the columns)."""
