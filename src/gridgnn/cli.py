@@ -35,9 +35,10 @@ def _train_parser(sub) -> None:
                    help="sage: neighbour aggregation (default mean; max/min: block-row algorithms)")
     p.add_argument("--layers", type=int, metavar="L", help=f"default {d.layers}")
     p.add_argument("--hidden", type=int, metavar="H", help=f"default {d.hidden}")
-    p.add_argument("--algo", choices=ALGOS + ("auto",),
-                   help=f"default {d.algo}; auto: the fastest configuration gridgnn plan predicts (it also picks "
-                        "--grid, --replication and --partition)")
+    p.add_argument("--algo", metavar="NAME",
+                   help=f"{', '.join(ALGOS)}, auto (the fastest configuration gridgnn plan predicts; it also picks "
+                        "--grid, --replication and --partition), or an algorithm of your own by import path, "
+                        f"package.module:NAME (docs/algorithms.md); default {d.algo}")
     p.add_argument("--profile", metavar="FILE|PRESET",
                    help="--algo auto: the machine profile it plans with (gridgnn calibrate --out FILE, or "
                         "local-cpu, perlmutter-a100, frontier-mi250x; default local-cpu)")
@@ -122,10 +123,11 @@ def train_config(args):
         from .train.config import read_config_file
 
         from_file = read_config_file(args.config)
-        named = from_file.get("model")
-        if is_import_path(named) and given.get("model") != named:  # no code is imported on a file's word
-            raise GridGnnError(f"--config {args.config} names the model {named} by import path; gridgnn imports "
-                               f"code only when the command line names it: add --model {named}")
+        for key, what in (("model", "model"), ("algo", "algorithm")):
+            named = from_file.get(key)
+            if is_import_path(named) and given.get(key) != named:  # no code is imported on a file's word
+                raise GridGnnError(f"--config {args.config} names the {what} {named} by import path; gridgnn "
+                                   f"imports code only when the command line names it: add --{key} {named}")
         if given.get("algo", from_file.get("algo")) != "auto":  # a rerun of an --algo auto run on a chosen one
             from_file.pop("profile", None)
         given = {**from_file, **given}

@@ -1,34 +1,25 @@
-"""An algorithm is one file plus its registration: a 1D variant registered here — its plan built by this file's
-function, nothing edited elsewhere — trains every built-in model equal to serial (logits and gradients, float64) and
-moves exactly the bytes its family's byte model says, on four processes."""
+"""An algorithm is one file plus its registration: a 1D variant registered by a file outside the package
+(examples/reversed_1d.py: its plan built by that file's function, nothing in gridgnn edited for it) trains every
+built-in model equal to serial (logits and gradients, float64) and moves exactly the bytes its family's byte model
+says, on four processes; from the command line it is named by import path."""
+import json
+
 import pytest
 
+from examples.reversed_1d import REVERSED_1D as REVERSED
 from gridgnn.distributed.launch import launch
 from gridgnn.parallel import Algorithm, algorithm, register
-from gridgnn.parallel.base import RowBlockPlan, make_graph
 from gridgnn.testing import Case, distributed_worker
 
 from ._fidelity import check_against_serial, check_bytes, check_each
 from .conftest import GRAPHS, N, skewed_partition
 
 P = 4
-
-
-def build_reversed_1d(spec, comm, source, dims, *, rows, dtype, device, **_):
-    """CAGNET's 1D with the stage loop run backwards: every rank fetches the source blocks from the last to the
-    first (another summation order, the same data movement)."""
-    grid = comm.grid
-    p = grid.size("p")
-    graph = make_graph(comm, source, rows, grid.rank("p"), fetch_axis="p", stages=list(range(p))[::-1],
-                       reduce_axis=None, sparsity_aware=False, dtype=dtype, device=device)
-    return RowBlockPlan(spec.name, graph, rows, grid.rank("p"), "p", comm=comm, source=source)
-
-
-REVERSED = register(Algorithm("1d-reversed", "1d", "block-row", paper="a test's own", build=build_reversed_1d))
+PATH = "examples.reversed_1d:REVERSED_1D"
 
 
 def worker(ctx, cases):
-    """Importing this module (as the spawned ranks do to find this function) registers the algorithm."""
+    """Importing this module (as the ranks do to find this function) imports the example, which registers it."""
     return distributed_worker(ctx, cases)
 
 
@@ -66,3 +57,31 @@ def test_the_plan_is_the_registered_builders():
     source, rows = make_source(g, "1d-reversed", 1)
     plan, data = build_rank(g, "1d-reversed", NullComm(), [7, 3], source=source, rows=rows)
     assert plan.name == "1d-reversed" and plan.dgraph.stages == [0] and data.x.shape == (N, 7)
+
+
+def test_the_command_line_names_it_by_import_path_and_data_never_does(tmp_path):
+    """``--algo package.module:NAME`` trains as the built-in 1D does (float64: the reversed summation order
+    changes only rounding) and its summary names it; a checkpoint or a ``--config`` file naming it imports nothing
+    until the command line names it too (one error line saying what to give)."""
+    from ..train._runs import cli_batch
+
+    common = ["--data", "synthetic:sbm?n=120&classes=3&avg_degree=6&features=8", "--dtype", "float64", "--quiet",
+              "--nproc", 2, "--seed", 3]
+    mine, ref = tmp_path / "mine", tmp_path / "ref"
+    argvs = [["train", *common, "--algo", PATH, "--epochs", 4, "--checkpoint-every", 2, "--out", mine],
+             ["train", *common, "--algo", "1d", "--epochs", 4, "--out", ref],
+             ["train", "--resume", mine, "--epochs", 6, "--out", tmp_path / "data-word"],
+             ["train", "--config", mine / "summary.json", "--out", tmp_path / "file-word"],
+             ["train", "--resume", mine, "--algo", PATH, "--epochs", 6, "--out", tmp_path / "resumed"],
+             ["train", "--algo", "examples.reversed_1d:build_reversed_1d", "--epochs", 1, "--out", tmp_path / "x"]]
+    r, codes = cli_batch(argvs)
+    assert codes == [0, 0, 2, 2, 0, 2], (codes, r.stderr[-3000:])
+    a, b = (json.loads((d / "summary.json").read_text()) for d in (mine, ref))
+    assert a["algo"] == PATH and b["algo"] == "1d"
+    assert a["final_loss"] == pytest.approx(b["final_loss"], rel=1e-9) and a["test_acc"] == b["test_acc"]
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("gridgnn: error:")]
+    assert len(errors) == 3, r.stderr[-3000:]
+    assert f"give --algo {PATH}" in errors[0] and f"add --algo {PATH}" in errors[1]
+    assert "build_reversed_1d is not a gridgnn.parallel.Algorithm" in errors[2]
+    assert json.loads((tmp_path / "resumed" / "summary.json").read_text())["resumed_from_epoch"] == 4
+    assert not any((tmp_path / d).exists() for d in ("data-word", "file-word", "x"))

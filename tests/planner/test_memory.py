@@ -394,7 +394,7 @@ def test_setup_constants_bound_the_measured_set_up_peaks(spec):
 
 
 def test_bad_inputs_are_clear_errors():
-    with pytest.raises(GridGnnError, match="unknown algorithm"):
+    with pytest.raises(GridGnnError, match="--algo .4d. is not available"):
         estimate_rank_memory("4d", (2,), 10, 20, [3, 2])
     with pytest.raises(GridGnnError, match="row blocks"):
         estimate_rank_memory("1d", (4,), 100, 200, [3, 2], row_bounds=[0, 50, 100])

@@ -32,7 +32,7 @@ BAD = [
     (["--log-every", "-1"], "--log-every must be in [0, 100000000], got -1"),
     (["--checkpoint-every", "-2"], "--checkpoint-every must be in [0, 100000000], got -2"),
     (["--lr", "abc"], "argument --lr: invalid float value: 'abc'"),
-    (["--algo", "4d"], "argument --algo: invalid choice: '4d'"),
+    (["--algo", "4d"], "--algo '4d' is not available; choose one of serial, 1d"),
 ]
 
 

@@ -39,16 +39,14 @@ communication accounting for free.
 """
 from __future__ import annotations
 
-import importlib
 import inspect
 import math
-import os
-import sys
 
 import torch
 from torch import nn
 
 from ..errors import GridGnnError
+from ..plugins import import_object, is_import_path  # noqa: F401  (is_import_path: importable from here too)
 from .dropout import hashed_dropout
 from .orders import require_destination_scores
 
@@ -86,11 +84,6 @@ def _module(cls) -> str:
     return "__main__" if cls.__module__ == "__mp_main__" else cls.__module__
 
 
-def is_import_path(name: str) -> bool:
-    """Whether ``--model`` names a class by import path (``package.module:Class``)."""
-    return isinstance(name, str) and ":" in name
-
-
 def resolve_model(name: str) -> type:
     r"""The model class ``--model name`` means: a registered name, or ``package.module:Class`` (the module is
     imported, with the working directory on ``sys.path`` as for ``python -m``; the class must derive from
@@ -108,36 +101,13 @@ def resolve_model(name: str) -> type:
     if not is_import_path(name):
         raise GridGnnError(f"--model {name!r} is not available; available: {', '.join(MODELS)} "
                            "(or a class by import path, package.module:Class)")
-    mod_name, _, attr = name.partition(":")
-    if not mod_name or not attr or not all(p.isidentifier() for p in mod_name.split(".") + attr.split(".")):
-        raise GridGnnError(f"--model {name!r}: an import path is package.module:Class")
-    try:
-        module = _import(mod_name)
-    except ImportError as exc:
-        raise GridGnnError(f"--model {name}: cannot import {mod_name} ({exc})") from None
-    except Exception as exc:  # noqa: BLE001 - the user's module failed while importing: one line, no traceback
-        raise GridGnnError(f"--model {name}: importing {mod_name} failed: {type(exc).__name__}: {exc}") from None
-    obj = module
-    for part in attr.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            raise GridGnnError(f"--model {name}: {mod_name} has no {attr}")
+    obj = import_object("--model", name)
+    attr = name.partition(":")[2]
     if not (inspect.isclass(obj) and issubclass(obj, nn.Module)
             and all(hasattr(obj, a) for a in ("from_options", "parameter_shapes", "parameter_entries"))):
         raise GridGnnError(f"--model {name}: {attr} is not a gridgnn model (subclass gridgnn.nn.Model)")
     MODELS[name] = obj  # imported once on the user's word; a checkpoint naming it is then understood
     return obj
-
-
-def _import(mod_name: str):
-    try:
-        return importlib.import_module(mod_name)
-    except ModuleNotFoundError as exc:
-        cwd = os.getcwd()
-        if exc.name is None or not mod_name.startswith(exc.name) or cwd in sys.path or "" in sys.path:
-            raise
-        sys.path.insert(0, cwd)  # console scripts do not put the working directory on sys.path; `-m` does
-        return importlib.import_module(mod_name)
 
 
 def model_options(cls) -> tuple[str, ...]:

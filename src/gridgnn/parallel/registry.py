@@ -111,10 +111,32 @@ def register(spec: Algorithm) -> Algorithm:
     return spec
 
 
-def algorithm(name: str) -> Algorithm:
-    """The registered algorithm ``name`` (a clear error for an unknown one)."""
-    from ..errors import GridGnnError
+#: algorithms resolved by import path (``--algo package.module:NAME``), keyed by that path
+BY_IMPORT_PATH: dict = {}
 
-    if name not in ALGORITHMS:
-        raise GridGnnError(f"--algo {name!r} is not available; choose one of {', '.join(ALGORITHMS)}")
-    return ALGORITHMS[name]
+
+def algorithm(name: str) -> Algorithm:
+    """The algorithm ``name`` means: a registered name, or ``package.module:NAME`` — an :class:`Algorithm` in a
+    module of your own, imported (and registered) on first use, on every rank alike. Only names the user gave are
+    resolved: a ``--config`` file or a checkpoint naming an import path is refused unless the command line names it
+    too (no code runs from data). Raises :class:`~gridgnn.errors.GridGnnError` with one line for an unknown name or
+    a path that does not lead to an :class:`Algorithm`."""
+    from ..errors import GridGnnError
+    from ..plugins import import_object, is_import_path
+
+    if name in ALGORITHMS:
+        return ALGORITHMS[name]
+    if name in BY_IMPORT_PATH:
+        return BY_IMPORT_PATH[name]
+    if not is_import_path(name):
+        raise GridGnnError(f"--algo {name!r} is not available; choose one of {', '.join(ALGORITHMS)} (or an "
+                           f"algorithm of your own by import path, package.module:NAME)")
+    spec = import_object("--algo", name)
+    if not isinstance(spec, Algorithm):
+        raise GridGnnError(f"--algo {name}: {name.partition(':')[2]} is not a gridgnn.parallel.Algorithm")
+    try:
+        register(spec)  # its module may have registered it already
+    except ValueError as exc:
+        raise GridGnnError(f"--algo {name}: {exc} (by another algorithm)") from None
+    BY_IMPORT_PATH[name] = spec
+    return spec

@@ -521,11 +521,9 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
     Raises:
         GridGnnError: an unknown algorithm or a shape that does not fit it.
     """
-    from ..parallel import ALGORITHMS
+    from ..parallel import algorithm
 
-    if algo not in ALGORITHMS:
-        raise GridGnnError(f"unknown algorithm {algo!r}; choose one of {', '.join(ALGORITHMS)}")
-    algo = ALGORITHMS[algo].builtin_like  # a registered algorithm counts as the built-in of its family and grid
+    algo = algorithm(algo).builtin_like  # a registered algorithm counts as the built-in of its family and grid
     dims = [int(d) for d in dims]
     if len(dims) < 2 or min(dims) < 1:
         raise GridGnnError(f"dims must hold at least two positive widths, got {dims}")

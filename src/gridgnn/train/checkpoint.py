@@ -279,6 +279,12 @@ def resume_base(ckpt: dict, given: dict, resume: str) -> dict:
                                f"{saved.get(key, defaults[key])!r} ({path}); a resumed run keeps "
                                f"{', '.join(flag(k) for k in TRAJECTORY)} (leave them out to inherit them)")
     base = {k: v for k, v in saved.items() if k in defaults and k not in PER_INVOCATION}
+    from ..plugins import is_import_path
+
+    if is_import_path(saved.get("algo")) and "algo" not in given:  # no code is imported on a file's word
+        raise GridGnnError(f"--resume {path} was trained with {saved['algo']}, an algorithm of your own: give --algo "
+                           f"{saved['algo']} (or another --algo) on the command line (gridgnn imports code only on "
+                           "the command line's word)")
     if "algo" in given and given["algo"] != saved.get("algo"):
         for key in ALGO_LAYOUT:
             base.pop(key, None)
