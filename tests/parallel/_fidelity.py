@@ -91,6 +91,14 @@ def check_schedule(case, per_rank, P):
     vol = BlockRowVolume(case.algo, rows.permute_matrix(gcn_normalize(case.graph)), rows, P, case.replication)
     for r in per_rank:
         assert r.schedule == vol.schedules[r.rank], (r.rank, r.schedule, vol.schedules[r.rank])
+        for push in (False, True):  # the sum the model prices is the records' own
+            recs = [t for t in r.schedule.fetch(push) if t.moves]
+            summed = r.schedule.fetch_bytes(push)
+            if not recs:
+                assert summed is None or summed[2:4] == (0.0, 0.0), summed
+                continue
+            assert summed[:2] == (recs[0].key, recs[0].axis) and summed[4] == len(recs)
+            assert np.allclose(summed[2:4], np.sum([t.bytes(1.0) for t in recs], axis=0), rtol=0, atol=1e-9)
 
 
 def selected(dist_results, prefix: str):

@@ -7,6 +7,7 @@ collective — so a measured byte and a modelled one come from one formula. Per 
 
 * broadcast — the root sends ``M`` once (pipelined ring), every other member receives ``M``;
 * reduce (the adjoint of a broadcast) — every other member sends ``M``, the root receives ``M`` once;
+* gather — every other member sends its ``M`` (the padded block), the root receives ``(g−1)·M``;
 * all-to-all(v) — the actual per-peer sizes, data to and from oneself not counted;
 * all-reduce — ring: ``2(g−1)/g · M`` each way;
 * all-gather — ``(g−1)`` pieces each way (pieces of different heights are padded to the largest);
@@ -14,7 +15,7 @@ collective — so a measured byte and a modelled one come from one formula. Per 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
 def bcast(me: int, root: int, m: float) -> tuple[float, float]:
@@ -25,6 +26,11 @@ def bcast(me: int, root: int, m: float) -> tuple[float, float]:
 def reduce(me: int, root: int, m: float) -> tuple[float, float]:
     """``(sent, recv)`` of axis-rank ``me`` in a sum of ``m`` bytes onto axis-rank ``root``."""
     return (0.0, m) if me == root else (m, 0.0)
+
+
+def gather(me: int, root: int, g: int, m: float) -> tuple[float, float]:
+    """``(sent, recv)`` of axis-rank ``me`` in a gather of ``m`` bytes per member onto axis-rank ``root``."""
+    return (0.0, (g - 1) * m) if me == root else (m, 0.0)
 
 
 def allreduce(g: int, m: float) -> tuple[float, float]:
@@ -51,15 +57,15 @@ def alltoallv(me: int, send, recv) -> tuple[float, float]:
             float(sum(r for k, r in enumerate(recv) if k != me)))
 
 
-@dataclass(frozen=True)
-class Transfer:
-    r"""One collective of a layout's schedule, seen from one rank: what an engine runs and a byte model sums.
+class Transfer(NamedTuple):
+    r"""One collective of a layout's schedule, seen from one rank: what an engine runs and a byte model sums (a
+    named tuple: a schedule of P ranks holds up to P² of them).
 
     Args:
         kind: ``"bcast"``, ``"reduce"``, ``"allreduce"``, ``"alltoallv"``, ``"allgather"`` or ``"reducescatter"``.
         axis: the mesh axis it runs along; ``group``: that axis' size; ``me``: this rank's coordinate on it.
         rows: rows of the message (``bcast``/``reduce``: the root's block; ``allreduce``: the local block).
-        root: the axis-rank of the root (``bcast``, ``reduce``).
+        root: the axis-rank of the root (``bcast``, ``reduce``; −1 otherwise).
         send, recv: rows sent to and received from each member (``alltoallv``).
         pieces: rows of each member's piece (``allgather``: padded to the largest; ``reducescatter``).
         tag: the name it is recorded under when not ``kind`` (``"bcast_sparse"``: a sparse panel's arrays).
@@ -70,7 +76,7 @@ class Transfer:
     group: int
     me: int
     rows: int = 0
-    root: int | None = None
+    root: int = -1
     send: tuple = ()
     recv: tuple = ()
     pieces: tuple = ()

@@ -290,8 +290,7 @@ class Comm:
         out = [torch.empty_like(pad) for _ in range(g)] if me == root else None
         dst = dist.get_global_rank(group, root)
         secs = self._run(lambda: dist.gather(pad, out, dst=dst, group=group), "gather", axis)
-        m = _nbytes(pad)
-        self._record("gather", 0 if me == root else m, (g - 1) * m if me == root else 0, secs)
+        self._record("gather", *accounting.gather(me, root, g, _nbytes(pad)), secs)
         return None if out is None else [b[:h] for b, h in zip(out, heights)]
 
     def wire_device(self):

@@ -466,7 +466,7 @@ class PlexusPlan(Plan):
         comm: communication layer on a ``("x", "y", "z")`` grid.
         source: the block source; its ``perm_r``/``perm_c`` are the two vertex orders of the double permutation.
         dims: layer widths ``[f_0, ..., f_L]`` (``f_0`` = input width).
-        program: the model's trace (:func:`gridgnn.planner.primitives.trace_model`): per call ``name``,
+        program: the model's trace (:func:`gridgnn.parallel.trace.trace`): per call ``name``,
             ``layer``, ``width`` (and ``out_width`` of a linear). Its order of ``linear`` and ``spmm`` per
             layer fixes the layouts, its widths the column blocks.
         block_rows: blocked aggregation (0 = off).

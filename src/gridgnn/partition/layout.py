@@ -159,6 +159,27 @@ class BlockRowSchedule:
         """Every transfer of one fetch of source rows (``push``: of its adjoint)."""
         return [self.halo_transfer(push)] if self.send is not None else self.stage_transfers(push)
 
+    def fetch_bytes(self, push: bool = False):
+        """``(collective, axis, sent, recv, calls)`` of :meth:`fetch`'s records summed for one-byte rows (``None``
+        when nothing moves), without building them: a schedule of ``P`` ranks has ``P²`` stage records, and the
+        byte model prices this sum (the tests check it equals the records' own)."""
+        from ..distributed import accounting
+
+        if self.blocks == 1:
+            return None
+        if self.send is not None:  # one all-to-allv, whatever the stages (every member of the axis takes part)
+            t = self.halo_transfer(push)
+            return (t.key, t.axis, *t.bytes(1.0), 1)
+        if not self.stages:
+            return None
+        one = accounting.reduce if push else accounting.bcast
+        sent = recv = 0.0
+        for q in self.stages:
+            s, r = one(self.me, q, self.sizes[q])
+            sent += s
+            recv += r
+        return ("reduce" if push else "bcast", self.fetch_axis, sent, recv, len(self.stages))
+
     def row_all(self) -> list:
         """The all-reduce of a row-block result along the axis that splits rows (CAGNET Alg. 2 line 8)."""
         from ..distributed.accounting import Transfer
@@ -172,10 +193,12 @@ class BlockRowSchedule:
         """``(send, recv)`` rows per member from ``nnz_cols[q, l] = |NnzCols(l, q)|``: block ``me`` sends member
         ``l`` the rows ``l`` reads when ``me`` is among the stages, and receives from each stage ``q``."""
         blocks = nnz_cols.shape[0]
-        mine = me in stages
-        send = tuple(int(nnz_cols[me, l]) if mine and l != me else 0 for l in range(blocks))
-        recv = tuple(int(nnz_cols[q, me]) if q in stages and q != me else 0 for q in range(blocks))
-        return send, recv
+        staged = np.zeros(blocks, dtype=bool)
+        staged[list(stages)] = True
+        others = np.arange(blocks) != me
+        send = np.where(others & staged[me], nnz_cols[me], 0)
+        recv = np.where(others & staged, nnz_cols[:, me], 0)
+        return tuple(int(v) for v in send), tuple(int(v) for v in recv)
 
 
 @dataclass(frozen=True)
@@ -369,7 +392,7 @@ class SummaSchedule:
     k: int
     axes: tuple
     panel_nnz: tuple
-    geo: SummaGeometry = field(compare=False, repr=False, default=None)
+    geo: SummaGeometry = field(compare=False, repr=False)
 
     @classmethod
     def of(cls, geo: SummaGeometry, i: int, j: int, k: int, axes, panel_nnz) -> "SummaSchedule":

@@ -5,7 +5,9 @@ is recorded once by running the model on a tiny serial plan (:class:`TracePlan`)
 graph or on the number of processes. :class:`BlockRowVolume` gives each primitive's per-rank bytes for one
 layout of the block-row family (``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``) from the pattern alone —
 the records of each rank's :class:`~gridgnn.partition.layout.BlockRowSchedule`, the schedule its engine runs —
-(:class:`SummaVolume` for ``2d``/``3d``, :class:`PlexusVolume`: their engines' loops restated), with the
+(:class:`SummaVolume` for ``2d``/``3d``: the records of each rank's
+:class:`~gridgnn.partition.layout.SummaSchedule`; :class:`PlexusVolume`: its engine's collectives restated on the
+shared :class:`~gridgnn.partition.layout.PlexusNodeLayout` s), with the
 accounting functions the communication layer records by (:mod:`gridgnn.distributed.accounting`);
 :func:`step_bytes` adds them up with the gradient all-reduce. Tests compare the sum with the bytes every rank measures, per collective and phase.
 
@@ -126,6 +128,7 @@ class BlockRowVolume:
             self.schedules.append(BlockRowSchedule(sizes, self.block[r], stages, names[0], names[1:][0] if
                                                    names[1:] else None, self.c, *counts))
         self.block_nnz = block_nnz(sp.csr_matrix(matp), rows.bounds)
+        self._unit: dict = {}
 
     def work(self, call: PrimitiveCall) -> dict:
         """Local work of ``call`` on every rank (:func:`call_work`): block row ``B_i`` against the source blocks of
@@ -164,15 +167,38 @@ class BlockRowVolume:
             if t.moves:
                 self._add(out, t.key, r, *t.bytes(row_bytes), axis=self.AXIS_KEYS[t.axis])
 
+    def _per_row_byte(self, which: str) -> list[dict]:
+        """Per rank, ``{(collective, axis): [sent, recv, calls]}`` of its schedule's ``which`` records (``fetch``,
+        ``push``, ``rep``) for one-byte rows, summed once: every byte is linear in the row's bytes."""
+        if which not in self._unit:
+            per = []
+            for sched in self.schedules:
+                acc: dict = {}
+                if which == "rep":
+                    for t in sched.row_all():
+                        if t.moves:
+                            acc[(t.key, self.AXIS_KEYS[t.axis])] = [*t.bytes(1.0), 1]
+                else:
+                    summed = sched.fetch_bytes(which == "push")
+                    if summed is not None:
+                        key, axis, sent, recv, calls = summed
+                        acc[(key, self.AXIS_KEYS[axis])] = [sent, recv, calls]
+                per.append(acc)
+            self._unit[which] = per
+        return self._unit[which]
+
+    def _scaled(self, out: dict, which: str, row_bytes: float) -> None:
+        for r, acc in enumerate(self._per_row_byte(which)):
+            for (key, axis), (sent, recv, calls) in acc.items():
+                self._add(out, key, r, sent * row_bytes, recv * row_bytes, calls, axis=axis)
+
     def fetch(self, out: dict, row_bytes: float, *, push: bool = False) -> None:
         """A fetch of ``row_bytes``-byte rows (``push``: its adjoint), as each rank's schedule runs it."""
-        for r, sched in enumerate(self.schedules):
-            self._run(out, r, sched.fetch(push), row_bytes)
+        self._scaled(out, "push" if push else "fetch", row_bytes)
 
     def rep(self, out: dict, row_bytes: float) -> None:
         """The all-reduce of a row-block result along ``"rep"``, as each rank's schedule runs it."""
-        for r, sched in enumerate(self.schedules):
-            self._run(out, r, sched.row_all(), row_bytes)
+        self._scaled(out, "rep", row_bytes)
 
     #: the grid's axis names → this model's axis keys
     AXIS_KEYS = {"p": "fetch", "row": "fetch", "rep": "rep"}
