@@ -49,9 +49,10 @@ class TrainConfig:
         attn_dropout (float, optional): dropout on attention coefficients (default: ``dropout``).
         aggr (str, optional): SAGE's aggregation ``mean | sum | max | min`` (default: ``"mean"``).
         layers (int, optional): layers ``L``; ``hidden`` (int): width of the hidden layers. (default: ``2``, ``16``)
-        algo (str, optional): ``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``, ``2d``, ``3d``, ``plexus``, or
-            ``auto`` (the planner's pick: algorithm, grid, replication and partition; ``gridgnn plan``).
-            (default: ``"serial"``)
+        algo (str, optional): ``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``, ``2d``, ``3d``, ``plexus``,
+            ``auto`` (the planner's pick: algorithm, grid, replication and partition; ``gridgnn plan``), a
+            registered algorithm's name, or ``package.module:NAME`` (an algorithm of your own, imported on every
+            rank; :func:`gridgnn.parallel.registry.algorithm`). (default: ``"serial"``)
         profile (str, optional): the machine profile ``--algo auto`` plans with (a ``gridgnn calibrate`` file or
             a preset; default the built-in ``local-cpu``).
         nproc (int, optional): processes ``P`` (under torchrun/srun: the launcher's). (default: ``1``)
