@@ -58,6 +58,8 @@ def _hostile_files(tmp_path) -> list[tuple[list, str]]:
     cases.append((["--data", "synthetic:sbm?n=1000000000000"], "n=1000000000000"))
     # the memory guard: 2**40 weights of the middle layer (16 TiB with Adam's state) before anything is built
     cases.append((["--data", f"npz:{good}", "--hidden", 2**20, "--layers", 3], "smaller --hidden"))
+    # a model the guard reads from its trace: its parameters are refused before the trace builds them
+    cases.append((["--data", f"npz:{good}", "--model", "gat", "--hidden", 2**20, "--layers", 3], "smaller --hidden"))
     return cases
 
 

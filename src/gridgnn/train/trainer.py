@@ -124,7 +124,8 @@ def train_worker(ctx, cfg: TrainConfig, graph=None) -> dict | None:
     lead = rank == 0
     # the memory guard reads a model's trace (GCN: none, and GCN is traced by build_rank after the guard), which
     # build_rank then reuses
-    trace = memory_trace(cfg, dims, double=bool(getattr(source, "double", False)))
+    trace = memory_trace(cfg, dims, double=bool(getattr(source, "double", False)), available=host_avail,
+                         ranks=1 if ctx is None else ctx.local_world_size, trains_on_host=device == "cpu")
     memory = _check_memory(cfg, graph, source, rows, shape, dims, device, host_avail, ctx, trace)
 
     plan, data = build_rank(graph, cfg.algo, comm, dims, source=source, rows=rows, dtype=dtype, device=device,
@@ -289,15 +290,42 @@ def _resident_bytes() -> int:
         return 0
 
 
-def memory_trace(cfg: TrainConfig, dims: list[int], *, double: bool = False):
+def memory_trace(cfg: TrainConfig, dims: list[int], *, double: bool = False, available: int | None = None,
+                 ranks: int = 1, trains_on_host: bool = True):
     """What the memory model reads of ``--model``: ``None`` for GCN (its components are modelled exactly), else the
     model's trace on ``cfg.algo`` (:func:`~gridgnn.train.rank_layout.model_trace`; ``double``: the layout has two
-    vertex orders)."""
+    vertex orders). The trace builds the whole model in float64 on each of the ``ranks`` local ranks: given the
+    bytes ``available`` to them, a model whose parameter shapes are known without building it (every built-in one)
+    is refused first when those copies, or (``trains_on_host``) training's own parameters, gradients and Adam
+    moments, cannot fit."""
     from ..nn import GCN
 
-    if resolve_model(cfg.model) is GCN:
+    cls = resolve_model(cfg.model)
+    if cls is GCN:
         return None
+    if available is not None:
+        _check_parameters(cfg, cls, dims, available, ranks, trains_on_host)
     return model_trace(dims, lambda p: build_model(cfg, dims, p, torch.float64), cfg.algo, double=double)
+
+
+def _check_parameters(cfg: TrainConfig, cls, dims: list[int], available: int, ranks: int,
+                      trains_on_host: bool) -> None:
+    """Refuse, with the memory guard's kind of line, parameters that cannot fit before any of them is allocated
+    (a model whose ``parameter_shapes`` is a static shape rule; another is built to learn its shapes)."""
+    import inspect
+
+    from ..planner.memory import _gib
+
+    if not isinstance(inspect.getattr_static(cls, "parameter_shapes", None), staticmethod):
+        return
+    shapes = cls.parameter_shapes(dims, heads=cfg.model_heads, bias=True)
+    elements = sum(math.prod(s) for group in shapes.values() for s in group)
+    per_rank = max(8 * elements, 4 * (8 if cfg.dtype == "float64" else 4) * elements * trains_on_host)
+    if ranks * per_rank > available:
+        raise GridGnnError(f"--model {cfg.model} with --hidden {cfg.hidden} and --layers {cfg.layers} has "
+                           f"{elements:.3g} parameters: {_gib(per_rank)} per rank (a float64 copy to check its "
+                           f"layout; parameters, gradients and Adam's moments to train) on {ranks} local rank(s), "
+                           f"{_gib(available)} available; try a smaller --hidden or fewer --layers")
 
 
 def build_model(cfg: TrainConfig, dims: list[int], plan, dtype):
