@@ -212,8 +212,8 @@ class MemoryEstimate:
 
     def describe(self) -> str:
         """``"1.23 GiB (adjacency 0.5 GiB, ...)"`` of the peak rank."""
-        parts = ", ".join(f"{k} {_gib(v)}" for k, v in self.per_component.items() if v > 0)
-        return f"{_gib(self.total)} ({parts})"
+        parts = ", ".join(f"{k} {format_gib(v)}" for k, v in self.per_component.items() if v > 0)
+        return f"{format_gib(self.total)} ({parts})"
 
 
 class _Acc:
@@ -425,7 +425,7 @@ def _torch_csr(rows: int, nnz: float, e: int) -> float:
     return 8 * (rows + 1) + (8 + e) * nnz
 
 
-def _gib(nbytes: float) -> str:
+def format_gib(nbytes: float) -> str:
     """Bytes for a message: GiB from 0.1 GiB up (thousands separated), MiB/KiB/B below."""
     v = nbytes / GIB
     if v >= 100:
@@ -1132,15 +1132,15 @@ def check_fits(estimate: MemoryEstimate, available: int, *, nproc_local: int = 1
     per_rank = (available - shared) / nproc_local + shared
     if need <= per_rank:
         return
-    listed = ", ".join(f"{k} {_gib(v)}" for k, v in peak.per_component.items() if v > 0)
+    listed = ", ".join(f"{k} {format_gib(v)}" for k, v in peak.per_component.items() if v > 0)
     # advice from the components that matter (a tenth of the need or more), largest first
     comps = sorted(((k, v) for k, v in peak.per_component.items() if v >= 0.1 * need), key=lambda kv: -kv[1])
     where = "GPU memory" if estimate.device == "cuda" else "memory"
     procs = f"{nproc_local} local process{'es' if nproc_local != 1 else ''}"
-    who = f"each rank needs about {_gib(need)} ({listed})" if len(estimate.ranks) == 1 else \
-        f"each rank needs up to about {_gib(need)} (rank {peak.rank} of {estimate.algo}: {listed})"
+    who = f"each rank needs about {format_gib(need)} ({listed})" if len(estimate.ranks) == 1 else \
+        f"each rank needs up to about {format_gib(need)} (rank {peak.rank} of {estimate.algo}: {listed})"
     raise GridGnnError(
-        f"{who} but {_gib(max(per_rank, 0))} of {where} are available per rank ({_gib(available)} free "
+        f"{who} but {format_gib(max(per_rank, 0))} of {where} are available per rank ({format_gib(available)} free "
         f"for {procs}); use {_advice(estimate, comps)}")
 
 
@@ -1164,7 +1164,7 @@ def check_spawn(nproc: int, available: int, *, per_process: int = RUNTIME_PRIVAT
         return
     cap = spawn_capacity(available, per_process=per_process, shared=shared)
     raise GridGnnError(
-        f"--nproc {nproc} needs about {_gib(need)} just to start {nproc} processes (about "
-        f"{per_process / MIB:.0f} MiB each for Python, torch and gloo, before any data) but {_gib(available)} "
+        f"--nproc {nproc} needs about {format_gib(need)} just to start {nproc} processes (about "
+        f"{per_process / MIB:.0f} MiB each for Python, torch and gloo, before any data) but {format_gib(available)} "
         f"are available on this machine; use at most --nproc {cap} here, or launch across machines "
         f"(torchrun/srun)")

@@ -49,15 +49,11 @@ def memory_per_rank(cfg, graph, source, rows, shape, traced=None) -> list[int]:
     """Every rank's estimated peak bytes (:mod:`gridgnn.planner.memory`). ``traced``: the model's trace on this
     layout when the caller has it (the simulator's, :attr:`~gridgnn.planner.simulate.StepVolume.trace`); GCN's
     exact model reads none."""
-    from ..nn import GCN, resolve_model
     from .rank_layout import estimate_memory
     from .trainer import memory_trace
 
     dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
-    if resolve_model(cfg.model) is GCN:
-        traced = None
-    elif traced is None:
-        traced = memory_trace(cfg, dims, double=bool(getattr(source, "double", False)))
+    traced = memory_trace(cfg, dims, double=bool(getattr(source, "double", False)), traced=traced)
     est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
                           elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
                           block_rows=cfg.blocked_aggregation, device="cpu", trace=traced)

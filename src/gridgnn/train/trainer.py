@@ -291,18 +291,20 @@ def _resident_bytes() -> int:
 
 
 def memory_trace(cfg: TrainConfig, dims: list[int], *, double: bool = False, available: int | None = None,
-                 ranks: int = 1, trains_on_host: bool = True):
+                 ranks: int = 1, trains_on_host: bool = True, traced=None):
     """What the memory model reads of ``--model``: ``None`` for GCN (its components are modelled exactly), else the
     model's trace on ``cfg.algo`` (:func:`~gridgnn.train.rank_layout.model_trace`; ``double``: the layout has two
     vertex orders). The trace builds the whole model in float64 on each of the ``ranks`` local ranks: given the
     bytes ``available`` to them, a model whose parameter shapes are known without building it (every built-in one)
     is refused first when those copies, or (``trains_on_host``) training's own parameters, gradients and Adam
-    moments, cannot fit."""
+    moments, cannot fit. ``traced``: the model's trace on this layout when the caller has one (reused)."""
     from ..nn import GCN
 
     cls = resolve_model(cfg.model)
     if cls is GCN:
         return None
+    if traced is not None:
+        return traced
     if available is not None:
         _check_parameters(cfg, cls, dims, available, ranks, trains_on_host)
     return model_trace(dims, lambda p: build_model(cfg, dims, p, torch.float64), cfg.algo, double=double)
@@ -314,7 +316,7 @@ def _check_parameters(cfg: TrainConfig, cls, dims: list[int], available: int, ra
     (a model whose ``parameter_shapes`` is a static shape rule; another is built to learn its shapes)."""
     import inspect
 
-    from ..planner.memory import _gib
+    from ..planner.memory import format_gib
 
     if not isinstance(inspect.getattr_static(cls, "parameter_shapes", None), staticmethod):
         return
@@ -323,9 +325,9 @@ def _check_parameters(cfg: TrainConfig, cls, dims: list[int], available: int, ra
     per_rank = max(8 * elements, 4 * (8 if cfg.dtype == "float64" else 4) * elements * trains_on_host)
     if ranks * per_rank > available:
         raise GridGnnError(f"--model {cfg.model} with --hidden {cfg.hidden} and --layers {cfg.layers} has "
-                           f"{elements:.3g} parameters: {_gib(per_rank)} per rank (a float64 copy to check its "
+                           f"{elements:.3g} parameters: {format_gib(per_rank)} per rank (a float64 copy to check its "
                            f"layout; parameters, gradients and Adam's moments to train) on {ranks} local rank(s), "
-                           f"{_gib(available)} available; try a smaller --hidden or fewer --layers")
+                           f"{format_gib(available)} available; try a smaller --hidden or fewer --layers")
 
 
 def build_model(cfg: TrainConfig, dims: list[int], plan, dtype):
