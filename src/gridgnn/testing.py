@@ -52,7 +52,7 @@ class CaseResult:
     rank: int = 0
     copies: int = 1
     grad_slices: list = field(default_factory=list)
-    schedule: object = None  # the schedule records this rank's engine ran (block-row, SUMMA), else None
+    schedule: object = None  # the schedule records this rank's engine ran (block-row, SUMMA, Plexus), else None
 
 
 def run_case(case: Case, comm) -> CaseResult:
@@ -86,7 +86,10 @@ def run_case(case: Case, comm) -> CaseResult:
 
 def _schedules(plan):
     """The schedules this rank's engine ran: block-row — its :class:`~gridgnn.partition.layout.BlockRowSchedule`;
-    SUMMA — ``{matrix version: SummaSchedule}``; ``None`` for a family without schedule records."""
+    SUMMA — ``{matrix version: SummaSchedule}``; Plexus — a ``PlexusSchedule`` per layer; ``None`` for a family
+    without schedule records."""
+    if isinstance(getattr(plan, "schedules", None), list):
+        return list(plan.schedules)
     graphs = getattr(plan, "graphs", None)
     if isinstance(graphs, dict) and all(hasattr(g, "schedule") for g in graphs.values()):
         return {v: g.schedule for v, g in graphs.items()}

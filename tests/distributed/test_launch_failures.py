@@ -234,6 +234,20 @@ def test_stalled_rank_times_out_naming_the_collective(tmp_path):
     assert run.left_behind() == []
 
 
+@pytest.mark.parametrize("algo", [["1.5d", "--replication", 2], ["2d"], ["plexus"]], ids=lambda a: a[0])
+def test_stalled_rank_on_a_sub_axis_times_out(tmp_path, algo):
+    """The process groups of the mesh's axes (a process row of 1.5D and 2D, Plexus' three axes: none of them the
+    whole world at P = 4) honour --timeout as the world group does; with torch's default they waited 30 minutes."""
+    run = Run(tmp_path, "--nproc", 4, "--algo", *algo, "--timeout", 3)
+    run.wait_training(4)
+    os.kill(run.ranks[1], signal.SIGSTOP)
+    code = run.finish(within=30)
+    assert code == 1
+    errors = run.errors()
+    assert errors[0].startswith("gridgnn: error: rank ") and "timed out after 3 s" in errors[0], errors
+    assert run.left_behind() == []
+
+
 def test_serial_run_sigint_is_one_line(tmp_path):
     run = Run(tmp_path, "--algo", "serial")
     run.wait_training(0)

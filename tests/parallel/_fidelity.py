@@ -44,6 +44,11 @@ def model_bytes(case, per_rank, P):
     """The simulator's bytes and messages of ``case.algo`` for this configuration
     (:func:`gridgnn.planner.simulate.step_volume`: the traced model's primitives summed over the layout),
     ``{key: (sent[P], recv[P], calls[P])}``."""
+    return model_volume(case, P).bytes
+
+
+def model_volume(case, P):
+    """The simulator's :class:`~gridgnn.planner.simulate.StepVolume` of this configuration."""
     if not algorithm(case.algo).row_partitioned:
         source, _ = make_source(case.graph, case.algo, P, shape=case.grid, method=case.partition, seed=case.seed)
         rows = None
@@ -52,7 +57,7 @@ def model_bytes(case, per_rank, P):
     return step_volume(case.graph, case.algo, P, source=source, rows=rows, shape=case.grid,
                        replication=case.replication, build_model=lambda plan: build_model(case, plan),
                        traits=algorithm(case.algo).traits, elem_bytes=8,
-                       block_rows=getattr(case, "block_rows", 0)).bytes
+                       block_rows=getattr(case, "block_rows", 0))
 
 
 def check_bytes(case, per_rank, P):
@@ -79,8 +84,15 @@ def check_schedule(case, per_rank, P):
     fetch, push and row-reduction records, the sparsity-aware counts from its set-up exchange; SUMMA — per matrix
     version its panels' roots and sizes (the nonzeros the owners announced at set-up), fiber and column pieces."""
     from gridgnn.graph import gcn_normalize
-    from gridgnn.planner.primitives import BlockRowVolume, SummaVolume
+    from gridgnn.planner.primitives import BlockRowVolume, PlexusVolume, SummaVolume
 
+    if algorithm(case.algo).family == "plexus":  # per layer: its layouts, the shard's nonzeros, blocked rows
+        source, _ = make_source(case.graph, case.algo, P, shape=case.grid, method=case.partition, seed=case.seed)
+        calls = model_volume(case, P).calls
+        vol = PlexusVolume(source, case.grid, calls, block_rows=case.block_rows)
+        for r in per_rank:
+            assert r.schedule == [vol.schedule(r.rank, layer) for layer in range(len(r.schedule))], r.rank
+        return
     if algorithm(case.algo).family == "summa":
         source, _ = make_source(case.graph, case.algo, P, shape=case.grid, method=case.partition, seed=case.seed)
         vol = SummaVolume(source, case.grid)

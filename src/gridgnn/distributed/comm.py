@@ -293,6 +293,36 @@ class Comm:
         self._record("gather", *accounting.gather(me, root, g, _nbytes(pad)), secs)
         return None if out is None else [b[:h] for b, h in zip(out, heights)]
 
+    def execute(self, rec, tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        r"""Run one record of a layout's schedule (:class:`~gridgnn.distributed.accounting.Transfer`) with
+        ``tensor`` as this rank's part: ``allreduce`` (in place, ``op``), ``allgather`` (returns the members'
+        pieces concatenated), ``reducescatter`` (returns this rank's summed piece), ``bcast`` / ``reduce`` (in
+        place, from / onto ``rec.root``). The tensor must have the record's rows (its first dimension; one for a
+        scalar) and the record the grid's axis size: the byte model priced exactly that, so a mismatch is an
+        engine defect and stops here rather than moving other bytes."""
+        rows = {"allreduce": rec.rows, "bcast": rec.rows, "reduce": rec.rows,
+                "allgather": rec.pieces[rec.me] if rec.pieces else 0,
+                "reducescatter": sum(rec.pieces)}.get(rec.kind)
+        if rows is None:
+            raise ValueError(f"Comm.execute runs no {rec.kind!r} record")
+        have = tensor.shape[0] if tensor.dim() else 1
+        if have != rows or self.grid.size(rec.axis) != rec.group:
+            raise RuntimeError(f"schedule record {rec.kind} on axis {rec.axis!r} (group {rec.group}) expects "
+                               f"{rows} rows, the engine passed {have} (group {self.grid.size(rec.axis)})")
+        if not rec.moves:
+            return tensor
+        if rec.kind == "allreduce":
+            return self.all_reduce(tensor, rec.axis, op=op)
+        if rec.kind == "allgather":
+            return torch.cat(self.all_gather_rows(tensor.contiguous(), rec.axis, rows=list(rec.pieces)))
+        if rec.kind == "reducescatter":
+            bounds = [0]
+            for p in rec.pieces:
+                bounds.append(bounds[-1] + p)
+            return self.reduce_scatter_rows(tensor.contiguous(), bounds, rec.axis)
+        run = self.broadcast if rec.kind == "bcast" else self.reduce
+        return run(tensor, rec.root, rec.axis, tag=rec.key)
+
     def wire_device(self):
         """Where metadata tensors live for the backend: CUDA for NCCL, CPU for gloo."""
         mesh_device = getattr(self.grid.mesh, "device_type", "cpu")

@@ -39,7 +39,8 @@ column block of the tensor they are added to, replicated; attention vectors are 
   reductions of a layout that splits feature columns; their parameter gradients are summed over the ranks
   holding different rows (and columns), so the trainer reduces no gradient.
 
-*Communication* per primitive and rank: :class:`gridgnn.planner.primitives.PlexusVolume`.
+Every collective runs a record of the layer's :class:`~gridgnn.partition.layout.PlexusSchedule`
+(``Comm.execute``), the records :class:`gridgnn.planner.primitives.PlexusVolume` sums per primitive and rank.
 """
 from __future__ import annotations
 
@@ -50,14 +51,11 @@ from ..errors import GridGnnError
 from ..ops import semiring as sr
 from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
-from ..partition.layout import PLEXUS_AXES, plexus_layouts, plexus_program, plexus_row_gather
+from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, plexus_destinations, plexus_layouts, plexus_program,
+                                vertex_order)
 from .base import Plan
 from .aggregate import SourceKeys
 from .graph import DistGraph
-
-
-def _order_of(source, order: str) -> np.ndarray:
-    return source.perm_c if order == "c" else source.perm_r
 
 
 class _Shard:
@@ -79,13 +77,16 @@ class _Shard:
 
 class PlexusGraph(SourceKeys, DistGraph):
     r"""The graph primitives of one layer on this rank: the shard ``A[V^t, V^r]`` for an input node tensor of layout
-    ``layout`` (``(r, q)``), with the row gather of its destinations (built on first use).
+    ``layout`` (``(r, q)``), with the row gather of its destinations (built on first use); ``schedule``: the
+    layer's :class:`~gridgnn.partition.layout.PlexusSchedule`, whose records every collective here runs.
 
     Attributes: ``gcn_values`` (the :math:`\hat M` values of the local edges), ``nnz``, ``nrow = |V^t_k|``.
     """
 
-    def __init__(self, plan, layout, shard: _Shard, *, gather_input: bool, width: int, dot_width: int):
-        self.plan, self.layout, self.shard = plan, layout, shard
+    def __init__(self, plan, schedule: PlexusSchedule, shard: _Shard, *, gather_input: bool, width: int,
+                 dot_width: int):
+        self.plan, self.schedule, self.layout, self.shard = plan, schedule, schedule.layer.graph, shard
+        layout = self.layout
         self.r, self.q, self.t = layout.rows, layout.cols, layout.third
         self.pattern, self.nnz, self.gcn_values = shard.pattern, shard.nnz, shard.gcn_values
         self.nrow = shard.pattern.shape[0]
@@ -111,8 +112,7 @@ class PlexusGraph(SourceKeys, DistGraph):
 
     def row_all(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
         """Per-row statistics of ``V^t`` summed (or max-ed) over ``r``, along which a row's edges are spread."""
-        self.plan.comm.all_reduce(t, self.r, op=op)
-        return t
+        return self.plan.comm.execute(self.schedule.row_all(), t, op=op)
 
     def col_block(self, width: int) -> tuple[int, int]:
         return self.plan.block_of(width, self.q)
@@ -125,13 +125,9 @@ class PlexusGraph(SourceKeys, DistGraph):
     def dst_spec(self):
         """``(take, where, counts, bounds)`` of the destination-row gather along ``r``."""
         if self._dst is None:
-            plan, lay = self.plan, self.layout
-            t0, t1 = block_range(plan.vb[self.t], plan.me[self.t])
-            order_in = _order_of(plan.source, lay.order)
-            order_out = _order_of(plan.source, "r" if lay.order == "c" else "c")
-            inv = np.empty_like(order_in)
-            inv[order_in] = np.arange(order_in.size)
-            take, where = plexus_row_gather(inv[order_out[t0:t1]], plan.vb[self.r])
+            plan = self.plan
+            take, where = plexus_destinations(plan.source, self.layout, block_range(plan.vb[self.t], plan.me[self.t]),
+                                              plan.vb[self.r])
             r0 = int(plan.vb[self.r][plan.me[self.r]])
             counts = [int(t.size) for t in take]
             mine = torch.from_numpy(take[plan.me[self.r]] - r0).to(plan.device)
@@ -143,16 +139,15 @@ class PlexusGraph(SourceKeys, DistGraph):
         """Rows ``V^t_k`` (destination order) of a node tensor held as rows ``V^r``: an all-gather over ``r`` of
         exactly the rows each member holds."""
         mine, where, counts, _ = self.dst_spec()
-        blocks = self.plan.comm.all_gather_rows(x[mine].contiguous(), self.r, rows=counts)
         out = x.new_empty((self.nrow,) + tuple(x.shape[1:]))
-        out[where] = torch.cat(blocks)
+        out[where] = self.plan.comm.execute(self.schedule.dst_gather(counts), x[mine])
         return out
 
     def scatter_dst(self, d: torch.Tensor, n_rows: int) -> torch.Tensor:
         """Adjoint of :meth:`gather_dst`: partial gradients of the destination rows summed over ``r`` onto their
         holders (a reduce-scatter), placed in an ``n_rows``-row gradient."""
-        mine, where, counts, bounds = self.dst_spec()
-        piece = self.plan.comm.reduce_scatter_rows(d[where].contiguous(), bounds, self.r)
+        mine, where, counts, _ = self.dst_spec()
+        piece = self.plan.comm.execute(self.schedule.dst_scatter(counts), d[where])
         return d.new_zeros((n_rows,) + tuple(d.shape[1:])).index_add_(0, mine, piece)
 
     def _input(self, x: torch.Tensor, *, last: bool) -> torch.Tensor:
@@ -165,7 +160,7 @@ class PlexusGraph(SourceKeys, DistGraph):
         if held is not None and held[0] is x:
             out = held[1]
         else:
-            out = self.plan.gather_input(x, self.layout)
+            out = self.plan.gather_input(x)
         if not last:
             self._gathered = (x, out)
         return out
@@ -192,14 +187,8 @@ class PlexusGraph(SourceKeys, DistGraph):
         ``sddmm``'s destination side). Backward: each rank keeps the gradient rows it handed out and the pieces
         are summed over ``t``. A skip term ``spmm(h) + at_destinations(h)`` (GIN, residuals) is then local."""
         if self.gather_input:  # the split layer-0 input: gathered for this call alone (spmm keeps its own)
-            x = self.plan.gather_input(x, self.layout)
+            x = self.plan.gather_input(x)
         return _ToDestinations.apply(x, self)
-
-
-def _all_reduce(comm, t: torch.Tensor, axis: str | None) -> torch.Tensor:
-    if axis is not None:
-        comm.all_reduce(t, axis)
-    return t
 
 
 class _ToDestinations(torch.autograd.Function):
@@ -215,7 +204,7 @@ class _ToDestinations(torch.autograd.Function):
         me = g.plan.me[g.r]
         dx = dy.new_zeros((ctx.n,) + tuple(dy.shape[1:]))
         dx.index_add_(0, mine, dy[where[int(bounds[me]):int(bounds[me + 1])]])  # the rows this rank handed out
-        return _all_reduce(g.plan.comm, dx, g.t), None
+        return g.plan.comm.execute(g.schedule.source_sum(), dx), None
 
 
 class _PlexusSpMM(torch.autograd.Function):
@@ -225,9 +214,10 @@ class _PlexusSpMM(torch.autograd.Function):
         heads = as_edges(values).shape[1]
         col_heads = g.col_heads(heads)
         y = spmm(g.pattern, values, x, col_heads=col_heads)  # Alg. 1 line 3
-        step = plan.block_rows if 0 < plan.block_rows < y.shape[0] else max(1, y.shape[0])
-        for r0 in range(0, max(1, y.shape[0]), step):  # line 4 (blocked aggregation, §5.2: row blocks)
-            plan.comm.all_reduce(y[r0:r0 + step], g.r)
+        r0 = 0
+        for rec in g.schedule.aggregate():  # line 4 (blocked aggregation, §5.2: row blocks)
+            plan.comm.execute(rec, y[r0:r0 + rec.rows])
+            r0 += rec.rows
         ctx.g, ctx.col_heads, ctx.shape = g, col_heads, values.shape
         ctx.save_for_backward(values, x if ctx.needs_input_grad[0] else None)
         return y
@@ -242,9 +232,10 @@ class _PlexusSpMM(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             heads = 1 if len(ctx.shape) == 1 else ctx.shape[1]
             dvals = sddmm_dot(g.pattern, dy, x, heads, col_heads=ctx.col_heads)  # partial over C^q
-            dvals = _all_reduce(comm, dvals, g.q).reshape(ctx.shape)
+            dvals = comm.execute(g.schedule.edge_sum(), dvals).reshape(ctx.shape)
         if ctx.needs_input_grad[1]:
-            dx = _all_reduce(comm, spmm(g.pattern, values, dy, transpose=True, col_heads=ctx.col_heads), g.t)
+            dx = comm.execute(g.schedule.source_sum(),
+                              spmm(g.pattern, values, dy, transpose=True, col_heads=ctx.col_heads))
         return dvals, dx, None
 
 
@@ -256,7 +247,7 @@ class _PlexusSpMMSelect(torch.autograd.Function):
         b, e = sr.partial(g.pattern, values, x, semiring, mask, key=keys)
         sel = sr.Selection(semiring, tuple(b.shape), x)
         sel.fold(b, e, keys)
-        sel.settle(lambda t, op: comm.all_reduce(t, g.r, op=op))
+        sel.settle(lambda t, op: comm.execute(g.schedule.row_all(), t, op=op))
         ctx.g, ctx.semiring = g, semiring
         ctx.save_for_backward(values, x if ctx.needs_input_grad[0] else None, sel.edge)
         return sr.finish(semiring, sel.best, sel.edge)
@@ -269,9 +260,9 @@ class _PlexusSpMMSelect(torch.autograd.Function):
         dv, dx = sr.semiring_backward(g.pattern, values, x, ctx.semiring, dy.contiguous(), edge, need_values=need_v,
                                       need_x=need_x)
         if need_v:
-            dv = _all_reduce(comm, dv, g.q)  # partial over the columns C^q
+            dv = comm.execute(g.schedule.edge_sum(), dv)  # partial over the columns C^q
         if need_x:
-            dx = _all_reduce(comm, dx, g.t)
+            dx = comm.execute(g.schedule.source_sum(), dx)
         return dv, dx, None, None, None
 
 
@@ -289,7 +280,7 @@ class _PlexusSddmm(torch.autograd.Function):
             col_heads = None
         else:
             col_heads = g.col_heads(heads, g.dot_width)
-            e = _all_reduce(comm, sddmm_dot(pat, d_g, x_src, heads, col_heads=col_heads), g.q)
+            e = comm.execute(g.schedule.edge_sum(), sddmm_dot(pat, d_g, x_src, heads, col_heads=col_heads))
         ctx.g, ctx.heads, ctx.col_heads, ctx.n_dst = g, heads, col_heads, x_dst.shape[0]
         ctx.save_for_backward(d_g if heads else None, x_src if heads else None)
         return e
@@ -307,8 +298,8 @@ class _PlexusSddmm(torch.autograd.Function):
         else:
             dd_g = spmm(pat, de, x_src, col_heads=ctx.col_heads)
             ds = spmm(pat, de, d_g, transpose=True, col_heads=ctx.col_heads)
-        dd = _all_reduce(comm, g.scatter_dst(dd_g, ctx.n_dst), g.t)
-        return dd, _all_reduce(comm, ds, g.t), None, None
+        dd = comm.execute(g.schedule.source_sum(), g.scatter_dst(dd_g, ctx.n_dst))
+        return dd, comm.execute(g.schedule.source_sum(), ds), None, None
 
 
 class _GatherSplit(torch.autograd.Function):
@@ -316,60 +307,57 @@ class _GatherSplit(torch.autograd.Function):
     Alg. 1 line 2). Backward: this rank's part of the (replicated, complete) gradient."""
 
     @staticmethod
-    def forward(ctx, x, plan, axis, parts):
-        ctx.part = block_range(np.concatenate([[0], np.cumsum(parts)]), plan.me[axis])
-        return torch.cat(plan.comm.all_gather_rows(x.contiguous(), axis, rows=parts))
+    def forward(ctx, x, comm, rec):
+        ctx.part = (sum(rec.pieces[:rec.me]), sum(rec.pieces[:rec.me + 1]))
+        return comm.execute(rec, x)
 
     @staticmethod
     def backward(ctx, dx):
-        return dx[ctx.part[0]:ctx.part[1]], None, None, None
+        return dx[ctx.part[0]:ctx.part[1]], None, None
 
 
 class _PlexusLinear(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, w_part, plan, lay, parts, bounds):
-        comm = plan.comm
-        w_blk = torch.cat(comm.all_gather_rows(w_part.contiguous(), lay.rows, rows=parts))  # line 6
-        y = x @ w_blk  # line 7
-        comm.all_reduce(y, lay.cols)  # line 8
-        ctx.plan, ctx.lay, ctx.bounds = plan, lay, bounds
+    def forward(ctx, x, w_part, comm, sched, width):
+        w_blk = comm.execute(sched.weight_gather(width), w_part)  # line 6
+        y = comm.execute(sched.linear_sum(), x @ w_blk)  # lines 7–8
+        ctx.comm, ctx.sched, ctx.width = comm, sched, width
         ctx.save_for_backward(x, w_blk)
         return y
 
     @staticmethod
     def backward(ctx, dy):
         x, w_blk = ctx.saved_tensors
-        comm, lay = ctx.plan.comm, ctx.lay
+        comm, sched = ctx.comm, ctx.sched
         dy = dy.contiguous()
-        dw = comm.reduce_scatter_rows(x.t() @ dy, ctx.bounds, lay.rows)  # lines 15–16
+        dw = comm.execute(sched.weight_scatter(ctx.width), x.t() @ dy)  # lines 15–16
         dx = None
         if ctx.needs_input_grad[0]:
-            dx = comm.all_reduce(dy @ w_blk.t(), lay.third)  # lines 19–20
-        return dx, dw, None, None, None, None
+            dx = comm.execute(sched.linear_back(), dy @ w_blk.t())  # lines 19–20
+        return dx, dw, None, None, None
 
 
 class _AddBias(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, h, b, comm, rows_axis):
-        ctx.comm, ctx.axis = comm, rows_axis
+    def forward(ctx, h, b, comm, sched):
+        ctx.comm, ctx.sched = comm, sched
         return h + b
 
     @staticmethod
     def backward(ctx, dh):
-        return dh, ctx.comm.all_reduce(dh.sum(dim=0), ctx.axis), None, None
+        return dh, ctx.comm.execute(ctx.sched.bias_sum(dh.shape[1]), dh.sum(dim=0)), None, None
 
 
 class _HeadScores(torch.autograd.Function):
     r""":math:`s_{v,h} = \sum_f X_{v,h,f}\, a_{h,f}` on a column block of ``X``: partial over ``cols``."""
 
     @staticmethod
-    def forward(ctx, x, att, comm, lay, c0):
+    def forward(ctx, x, att, comm, sched, lay, c0):
         flat = att.reshape(-1)[c0:c0 + x.shape[1]]
         per = att.shape[1]
         head = torch.arange(c0, c0 + x.shape[1], device=x.device) // per
-        s = x.new_zeros((x.shape[0], att.shape[0])).index_add_(1, head, x * flat)
-        comm.all_reduce(s, lay.cols)
-        ctx.comm, ctx.lay, ctx.c0 = comm, lay, c0
+        s = comm.execute(sched.col_all(lay), x.new_zeros((x.shape[0], att.shape[0])).index_add_(1, head, x * flat))
+        ctx.comm, ctx.sched, ctx.lay, ctx.c0 = comm, sched, lay, c0
         ctx.save_for_backward(x, att, head)
         return s
 
@@ -380,8 +368,9 @@ class _HeadScores(torch.autograd.Function):
         dsc = ds[:, head]
         datt = att.new_zeros(att.numel())
         datt[ctx.c0:ctx.c0 + x.shape[1]] = (x * dsc).sum(dim=0)
-        ctx.comm.all_reduce(datt, (ctx.lay.rows, ctx.lay.cols))
-        return dsc * flat, datt.reshape(att.shape), None, None, None
+        for rec in ctx.sched.param_sums(ctx.lay, datt.numel()):
+            ctx.comm.execute(rec, datt)
+        return dsc * flat, datt.reshape(att.shape), None, None, None, None
 
 
 class _HeadMean(torch.autograd.Function):
@@ -389,21 +378,21 @@ class _HeadMean(torch.autograd.Function):
     result's ``width / heads`` columns are split the same way."""
 
     @staticmethod
-    def forward(ctx, h, plan, lay, heads, width):
+    def forward(ctx, h, plan, sched, heads, width):
         per = width // heads
-        c0, _ = plan.block_of(width, lay.cols)
-        o0, o1 = plan.block_of(per, lay.cols)
+        lay = sched.layer.output
+        c0, _ = sched.cols(width, lay.cols)
+        o0, o1 = sched.cols(per, lay.cols)
         f = torch.arange(c0, c0 + h.shape[1], device=h.device) % per
-        full = h.new_zeros((h.shape[0], per)).index_add_(1, f, h) / heads
-        plan.comm.all_reduce(full, lay.cols)
-        ctx.plan, ctx.lay, ctx.heads, ctx.per, ctx.o, ctx.f = plan, lay, heads, per, (o0, o1), f
+        full = plan.comm.execute(sched.col_all(lay), h.new_zeros((h.shape[0], per)).index_add_(1, f, h) / heads)
+        ctx.plan, ctx.sched, ctx.heads, ctx.per, ctx.o, ctx.f = plan, sched, heads, per, (o0, o1), f
         return full[:, o0:o1].contiguous()
 
     @staticmethod
     def backward(ctx, dy):
         full = dy.new_zeros((dy.shape[0], ctx.per))
         full[:, ctx.o[0]:ctx.o[1]] = dy
-        ctx.plan.comm.all_reduce(full, ctx.lay.cols)
+        ctx.plan.comm.execute(ctx.sched.col_all(ctx.sched.layer.output), full)
         return full[:, ctx.f] / ctx.heads, None, None, None, None
 
 
@@ -416,25 +405,19 @@ class _NormalizeRows(torch.autograd.Function):
     EPS = 1e-12
 
     @staticmethod
-    def forward(ctx, h, comm, axis):
-        norm = comm.all_reduce((h * h).sum(dim=1, keepdim=True), axis).sqrt()
+    def forward(ctx, h, comm, rec):
+        norm = comm.execute(rec, (h * h).sum(dim=1, keepdim=True)).sqrt()
         n = norm.clamp_min(_NormalizeRows.EPS)
         y = h / n
-        ctx.comm, ctx.axis = comm, axis
+        ctx.comm, ctx.rec = comm, rec
         ctx.save_for_backward(y, n, norm > _NormalizeRows.EPS)
         return y
 
     @staticmethod
     def backward(ctx, dy):
         y, n, on = ctx.saved_tensors
-        t = ctx.comm.all_reduce((dy * y).sum(dim=1, keepdim=True), ctx.axis)
+        t = ctx.comm.execute(ctx.rec, (dy * y).sum(dim=1, keepdim=True))
         return (dy - y * t * on) / n, None, None
-
-
-def _split_axes(lay) -> tuple[str, ...]:
-    """The axes along which ranks hold different parts of a node tensor of layout ``lay``: rows and columns, and the
-    third axis for the layer-0 input held split over it."""
-    return (lay.rows, lay.cols) + ((lay.third,) if lay.split else ())
 
 
 class _Scale(torch.autograd.Function):
@@ -443,8 +426,8 @@ class _Scale(torch.autograd.Function):
     the third axis, is summed over it too)."""
 
     @staticmethod
-    def forward(ctx, h, s, comm, lay):
-        ctx.comm, ctx.lay = comm, lay
+    def forward(ctx, h, s, comm, sched):
+        ctx.comm, ctx.sched = comm, sched
         ctx.save_for_backward(h, s)
         return h * s
 
@@ -454,8 +437,8 @@ class _Scale(torch.autograd.Function):
         ds = None
         if ctx.needs_input_grad[1]:
             ds = (dy * h).sum().reshape(s.shape)
-            for axis in _split_axes(ctx.lay):  # axis by axis (the byte model's rings), even over the whole grid
-                ctx.comm.all_reduce(ds, axis)
+            for rec in ctx.sched.param_sums(ctx.sched.layer.graph, ds.numel()):  # axis by axis, even over all
+                ctx.comm.execute(rec, ds)
         return dy * s if ctx.needs_input_grad[0] else None, ds, None, None
 
 
@@ -495,24 +478,24 @@ class PlexusPlan(Plan):
         ops = [plexus_program([c.name for c in calls]) for calls in self.program]
         self.layouts = plexus_layouts(ops)
         self.first_op = ops[0][0]
-        self._weight_parts = {}  # layer → (parts, bounds) of the rows of its weight block along the linear's row axis
-        for l, lay in enumerate(self.layouts):
-            if lay.linear is not None:
-                fi = next(c.width for c in self.program[l] if c.name == "linear")
-                b0, b1 = self.block_of(fi, lay.linear.cols)
-                bounds = even_bounds(b1 - b0, self.g[lay.linear.rows])
-                self._weight_parts[l] = (np.diff(bounds).tolist(), bounds)
+        # the width of each layer's linear input (its weight block's rows, split in parts along the linear's rows)
+        self._linear_width = {l: next(c.width for c in calls if c.name == "linear")
+                              for l, calls in enumerate(self.program) if self.layouts[l].linear is not None}
+        shape, me = tuple(self.g[a] for a in PLEXUS_AXES), tuple(self.me[a] for a in PLEXUS_AXES)
         self._shards: dict = {}
+        self.schedules: list[PlexusSchedule] = []  # per layer: the records of every collective it runs
         self.graphs = {}
         for l, lay in enumerate(self.layouts):
             if lay.graph is None:
+                self.schedules.append(PlexusSchedule(n, shape, me, lay, 0, self.block_rows))
                 continue
             key = (lay.graph.third, lay.graph.rows, lay.graph.version if source.double else "rc")
             if key not in self._shards:
                 self._shards[key] = _Shard(self, *key)
+            self.schedules.append(PlexusSchedule(n, shape, me, lay, self._shards[key].nnz, self.block_rows))
             width = {name: next((c.width for c in self.program[l] if c.name in (name, name + "_select")), 0)
                      for name in ("spmm", "sddmm_dot")}
-            self.graphs[l] = PlexusGraph(self, lay.graph, self._shards[key], width=width["spmm"],
+            self.graphs[l] = PlexusGraph(self, self.schedules[l], self._shards[key], width=width["spmm"],
                                          dot_width=width["sddmm_dot"], gather_input=l == 0 and self.first_op == "spmm")
         out = self.layouts[-1].output
         self.class_axis = out.cols
@@ -522,22 +505,15 @@ class PlexusPlan(Plan):
     # ------------------------------------------------------------------ layouts
     def block_of(self, width: int, axis: str | None) -> tuple[int, int]:
         """Column block of a ``width``-wide tensor split along ``axis`` (``None``: every column)."""
-        if axis is None:
-            return 0, width
-        return block_range(even_bounds(width, self.g[axis]), self.me[axis])
+        return self.schedules[0].cols(width, axis)
 
     def _rows(self, lay) -> np.ndarray:
         r0, r1 = block_range(self.vb[lay.rows], self.me[lay.rows])
-        rows = _order_of(self.source, lay.order)[r0:r1]
+        rows = vertex_order(self.source, lay.order)[r0:r1]
         if lay.split:  # the layer-0 input is held as the third axis' part of the rows
-            k0, k1 = block_range(self.split_bounds(), self.me[lay.third])
-            rows = rows[k0:k1]
+            parts = np.concatenate([[0], np.cumsum(self.schedules[0].input_parts())])
+            rows = rows[slice(*block_range(parts, self.me[lay.third]))]
         return rows
-
-    def split_bounds(self) -> np.ndarray:
-        lay = self.layouts[0].input
-        r0, r1 = block_range(self.vb[lay.rows], self.me[lay.rows])
-        return even_bounds(r1 - r0, self.g[lay.third])
 
     def in_rows(self, layer: int) -> np.ndarray:
         return self._rows(self.layouts[layer].input)
@@ -564,8 +540,9 @@ class PlexusPlan(Plan):
         if kind == "w":
             fi, fo = shape if shape is not None else (self.dims[layer], self.dims[layer + 1])
             lin = lay.linear
-            b0, b1 = self.block_of(fi, lin.cols)
-            p0, p1 = block_range(even_bounds(b1 - b0, self.g[lin.rows]), self.me[lin.rows])
+            b0, _ = self.block_of(fi, lin.cols)
+            parts = np.concatenate([[0], np.cumsum(self.schedules[layer].weight_parts(fi))])
+            p0, p1 = block_range(parts, self.me[lin.rows])
             return slice(b0 + p0, b0 + p1), slice(*self.block_of(fo, lin.third))
         if kind == "b":
             width = shape[0] if shape is not None else self.dims[layer + 1]
@@ -581,31 +558,31 @@ class PlexusPlan(Plan):
             raise GridGnnError(f"layer {layer} of this model calls no spmm: plexus has no graph layout for it")
         return self.graphs[layer]
 
-    def gather_input(self, x: torch.Tensor, lay) -> torch.Tensor:
-        return _GatherSplit.apply(x, self, lay.third, np.diff(self.split_bounds()).tolist())
+    def gather_input(self, x: torch.Tensor) -> torch.Tensor:
+        """The split layer-0 input's parts all-gathered over its third axis (Alg. 1 line 2)."""
+        return _GatherSplit.apply(x, self.comm, self.schedules[0].input_gather())
 
     def linear(self, layer: int, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        lin = self.layouts[layer].linear
         if layer == 0 and self.first_op == "linear":
-            h = self.gather_input(h, lin)
-        parts, bounds = self._weight_parts[layer]
-        return _PlexusLinear.apply(h, w, self, lin, parts, bounds)
+            h = self.gather_input(h)
+        return _PlexusLinear.apply(h, w, self.comm, self.schedules[layer], self._linear_width[layer])
 
     def add_bias(self, layer: int, h: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return _AddBias.apply(h, b, self.comm, self.layouts[layer].output.rows)
+        return _AddBias.apply(h, b, self.comm, self.schedules[layer])
 
     def head_scores(self, layer: int, x: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
         lay = self.layouts[layer].linear
         c0, _ = self.block_of(att.numel(), lay.third)
-        return _HeadScores.apply(x, att, self.comm, lay.after_linear(), c0)
+        return _HeadScores.apply(x, att, self.comm, self.schedules[layer], lay.after_linear(), c0)
 
     def head_mean(self, layer: int, h: torch.Tensor, heads: int, width: int) -> torch.Tensor:
         if heads == 1:
             return h
-        return _HeadMean.apply(h, self, self.layouts[layer].output, heads, width)
+        return _HeadMean.apply(h, self, self.schedules[layer], heads, width)
 
     def normalize_rows(self, layer: int, h: torch.Tensor) -> torch.Tensor:
-        return _NormalizeRows.apply(h, self.comm, self.graph(layer).layout.cols)
+        g = self.graph(layer)
+        return _NormalizeRows.apply(h, self.comm, g.schedule.col_all(g.layout))
 
     def scale(self, layer: int, h: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-        return _Scale.apply(h, s, self.comm, self.graph(layer).layout)
+        return _Scale.apply(h, s, self.comm, self.graph(layer).schedule)

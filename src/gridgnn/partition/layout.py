@@ -331,6 +331,152 @@ def plexus_layouts(program: list[tuple[str, ...]]) -> list[PlexusLayerLayout]:
     return out
 
 
+def vertex_order(source, order: str) -> np.ndarray:
+    """The vertex order ``"c"`` (``source.perm_c``) or ``"r"`` (``perm_r``) of a double-permutation source:
+    ``order[position] = original id``."""
+    return source.perm_c if order == "c" else source.perm_r
+
+
+def plexus_destinations(source, lay: PlexusNodeLayout, t_rows: tuple[int, int], bounds: np.ndarray):
+    r"""The destination-row gather of a graph layout ``lay`` (the ``(r, q)`` tensor its primitives read): the
+    destinations ``t_rows`` of an adjacency shard (positions in the other vertex order) looked up among ``lay``'s
+    rows, split by the blocks ``bounds`` of its row axis — :func:`plexus_row_gather`'s ``(take, where)``."""
+    order_in = vertex_order(source, lay.order)
+    order_out = vertex_order(source, "r" if lay.order == "c" else "c")
+    inv = np.empty_like(order_in)
+    inv[order_in] = np.arange(order_in.size)
+    return plexus_row_gather(inv[order_out[t_rows[0]:t_rows[1]]], bounds)
+
+
+@dataclass(frozen=True)
+class PlexusSchedule:
+    r"""What one rank of the Plexus grid moves in one layer, as :class:`~gridgnn.distributed.accounting.Transfer`
+    records: the engine (:mod:`gridgnn.parallel.plexus`) runs them (``Comm.execute``), the byte model
+    (:class:`~gridgnn.planner.primitives.PlexusVolume`) sums them and the memory model sizes its gather buffers
+    from them. Rows are counted in the unit the caller prices (a node row of the tensor's local columns, a row
+    of the weight block, an edge's values, one element of a parameter).
+
+    Args:
+        n: vertices; ``shape``: ``(Gx, Gy, Gz)``; ``me``: this rank's coordinates.
+        layer: the layer's :class:`PlexusLayerLayout` (its linear and graph layouts, ``None`` where it has none).
+        nnz: edges of the layer's adjacency shard ``A[V^t, V^r]``; ``block_rows``: blocked aggregation (§5.2).
+    """
+
+    n: int
+    shape: tuple
+    me: tuple
+    layer: PlexusLayerLayout
+    nnz: int = 0
+    block_rows: int = 0
+
+    def size(self, axis: str) -> int:
+        return int(self.shape[PLEXUS_AXES.index(axis)])
+
+    def coord(self, axis: str) -> int:
+        return int(self.me[PLEXUS_AXES.index(axis)])
+
+    def nrows(self, axis: str) -> int:
+        """Rows of this rank's vertex block along ``axis`` (``|V^axis|``)."""
+        r0, r1 = block_range(even_bounds(self.n, self.size(axis)), self.coord(axis))
+        return r1 - r0
+
+    def cols(self, width: int, axis: str | None) -> tuple[int, int]:
+        """This rank's column block of a ``width``-column tensor split along ``axis`` (``None``: every column)."""
+        if axis is None:
+            return 0, width
+        return block_range(even_bounds(width, self.size(axis)), self.coord(axis))
+
+    def ncols(self, width: int, axis: str | None) -> int:
+        c0, c1 = self.cols(width, axis)
+        return c1 - c0
+
+    def _t(self, kind: str, axis: str, **kw):
+        from ..distributed.accounting import Transfer
+
+        return Transfer(kind, axis, self.size(axis), self.coord(axis), **kw)
+
+    # ------------------------------------------------------------------ the layer-0 input (Alg. 1 line 2)
+    def input_parts(self) -> tuple:
+        """Rows of each part of the layer-0 input's row block, held split over its third axis."""
+        lay = self.layer.input
+        return tuple(int(d) for d in np.diff(even_bounds(self.nrows(lay.rows), self.size(lay.third))))
+
+    def input_gather(self):
+        """The split layer-0 input's parts all-gathered over its third axis (rows of its local columns)."""
+        return self._t("allgather", self.layer.input.third, pieces=self.input_parts())
+
+    # ------------------------------------------------------------------ linear (Alg. 1 lines 6–8, 15–20)
+    def weight_parts(self, width: int) -> tuple:
+        """Rows of each part of the weight block ``W[C^q, C^t]`` of a ``width → ·`` linear along the row axis."""
+        lin = self.layer.linear
+        return tuple(int(d) for d in np.diff(even_bounds(self.ncols(width, lin.cols), self.size(lin.rows))))
+
+    def weight_gather(self, width: int):
+        """The weight block's parts all-gathered over ``r`` (line 6; rows of ``|C^t(out)|`` elements)."""
+        return self._t("allgather", self.layer.linear.rows, pieces=self.weight_parts(width))
+
+    def weight_scatter(self, width: int):
+        """``∂W_blk`` reduce-scattered over ``r`` into the parts (lines 15–16)."""
+        return self._t("reducescatter", self.layer.linear.rows, pieces=self.weight_parts(width))
+
+    def linear_sum(self):
+        """``X W_blk``, partial over the input's column blocks, all-reduced over ``q`` (line 8)."""
+        lin = self.layer.linear
+        return self._t("allreduce", lin.cols, rows=self.nrows(lin.rows))
+
+    def linear_back(self):
+        """``∂X = ∂Y W_blkᵀ``, partial over the output's column blocks, all-reduced over ``t`` (lines 19–20)."""
+        lin = self.layer.linear
+        return self._t("allreduce", lin.third, rows=self.nrows(lin.rows))
+
+    # ------------------------------------------------------------------ graph primitives (lines 3–4, 22–23)
+    def aggregate(self) -> list:
+        """``A[V^t, V^r] X`` partial over ``r``: all-reduced in blocks of ``block_rows`` rows (§5.2), else whole."""
+        gr = self.layer.graph
+        rows = self.nrows(gr.third)
+        step = self.block_rows if 0 < self.block_rows < rows else max(1, rows)
+        return [self._t("allreduce", gr.rows, rows=min(step, rows - r0)) for r0 in range(0, max(1, rows), step)]
+
+    def row_all(self):
+        """Per-row statistics of ``V^t`` (a row's edges are spread along ``r``) reduced over ``r``."""
+        gr = self.layer.graph
+        return self._t("allreduce", gr.rows, rows=self.nrows(gr.third))
+
+    def edge_sum(self):
+        """An edge tensor partial over the column blocks ``C^q`` (``∂e`` of an SpMM, an SDDMM's dot) reduced."""
+        return self._t("allreduce", self.layer.graph.cols, rows=self.nnz)
+
+    def source_sum(self):
+        """A gradient of the ``(r, q)`` tensor partial over ``t`` (each rank's shard saw ``V^t`` alone) reduced."""
+        gr = self.layer.graph
+        return self._t("allreduce", gr.third, rows=self.nrows(gr.rows))
+
+    def dst_gather(self, counts):
+        """The destination rows ``V^t`` gathered over ``r`` from their holders, ``counts[k]`` from member ``k``
+        (:func:`plexus_destinations`)."""
+        return self._t("allgather", self.layer.graph.rows, pieces=tuple(int(c) for c in counts))
+
+    def dst_scatter(self, counts):
+        """The adjoint of :meth:`dst_gather`: partial gradients of the destination rows summed onto their holders."""
+        return self._t("reducescatter", self.layer.graph.rows, pieces=tuple(int(c) for c in counts))
+
+    # ------------------------------------------------------------------ column reductions and parameters
+    def col_all(self, lay: PlexusNodeLayout):
+        """A per-row statistic of a tensor of layout ``lay`` partial over its column blocks, reduced over them."""
+        return self._t("allreduce", lay.cols, rows=self.nrows(lay.rows))
+
+    def bias_sum(self, elements: int):
+        """A bias' gradient (this rank's column block of it: ``elements``) summed over the output's row blocks."""
+        return self._t("allreduce", self.layer.output.rows, rows=int(elements))
+
+    def param_sums(self, lay: PlexusNodeLayout, elements: int) -> list:
+        """A replicated parameter's gradient (``elements``) partial over the ranks holding different blocks of a
+        tensor of layout ``lay``: summed over its rows, its columns and, for the split layer-0 input, the third
+        axis — axis by axis."""
+        axes = (lay.rows, lay.cols) + ((lay.third,) if lay.split else ())
+        return [self._t("allreduce", a, rows=int(elements)) for a in axes]
+
+
 class SummaGeometry:
     r"""Blocks and panels of a ``pr × pc × z`` grid for ``n`` vertices (see the module docstring).
 

@@ -26,7 +26,8 @@ A rank's peak is the sum of eight components (bytes; :math:`e` = bytes per eleme
 ``activations`` tensors autograd keeps for backward: per layer the input side (dropped input, or
                 :math:`\hat M H` when the layer aggregates before the weight), the boolean dropout mask
                 (layers :math:`> 0`, 1 byte per element), the ReLU output (all but the last layer); Plexus' ``linear`` keeps its input
-                block and the gathered weight block; plus the logits and what the loss keeps (``m`` rows)
+                block and the gathered weight block (none where its row axis has one member: the weight is
+                its own parameter); plus the logits and what the loss keeps (``m`` rows)
 ``buffers``     the largest communication working set of a step (see the table)
 ``workspace``   the largest local temporary of a step: the gradients and SpMM outputs of one layer's
                 backward (serial :math:`n(f_{out} + \max(f_{in}, f_{out}))e`, block-row
@@ -56,6 +57,11 @@ rank on block ``i`` handling stages ``S``:
                 all-reduces row blocks of the SpMM output in place: no buffer)
 all but plexus  the flat gradient for the gradient all-reduce: parameter bytes
 =============== =======================================================================================
+
+The SUMMA and Plexus branches size these from the records of each rank's schedule
+(:class:`~gridgnn.partition.layout.SummaSchedule`, :class:`~gridgnn.partition.layout.PlexusSchedule`: the
+panels' roots and sizes, the fiber and column pieces, the weight and input parts), the block-row branch from its
+:class:`~gridgnn.partition.layout.BlockRowSchedule` — the records the engines run.
 
 Gloo's all-reduce and broadcast work in place (measured: under 2 MiB of scratch for a 200 MiB all-reduce and
 none for a broadcast), so they add no buffer.
@@ -775,6 +781,7 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
 def _summa(ctx, algo: str, shape, which):
     from ..distributed.grid import coords_of
     from ..partition.layout import SummaGeometry as Geometry
+    from ..partition.layout import SummaSchedule
 
     n, dims, e = ctx["n"], ctx["dims"], ctx["e"]
     if algo == "2d" and len(shape) != 2 or algo == "3d" and len(shape) != 3:
@@ -805,14 +812,17 @@ def _summa(ctx, algo: str, shape, which):
         acc = _Acc()
         largest = 0.0
         owned_by = {}
+        # the engine's schedule per matrix version (the panels' nonzeros from the pattern's counts)
+        sched = {v: SummaSchedule.of(geo, i, j, k, ("row", "col", "fiber" if zf > 1 else None),
+                                     [round(count(v, r0, r1, v0, v1)) for (v0, v1, _, _) in geo.panels[k]])
+                 for v in used}
         for v in used:  # one SummaGraph per matrix version: the owned panels M[R_i, p], jo(p) = j
             owned = 0.0
-            for (v0, v1, io, jo) in geo.panels[k]:
-                if jo != j:
-                    continue
-                z = count(v, r0, r1, v0, v1)
+            for p in sched[v].own_panels():
+                v0, v1 = geo.panels[k][p][:2]
+                z = sched[v].panel_nnz[p]
                 # pattern (crow, col, row) + its transpose (t_crow, t_col, t_perm) + the broadcast index array
-                acc.add("adjacency", 8 * (nr + 1 + 2 * z) + 8 * (v1 - v0 + 1 + 2 * z) + 8 * (nr + 1 + z))
+                acc.add("adjacency", 8 * (nr + 1 + 2 * z) + 8 * (v1 - v0 + 1 + 2 * z) + 8 * sched[v].pattern(p).rows)
                 owned += z
                 largest = max(largest, z)
             acc.add("adjacency", (e + 8) * owned)  # GCN values and the row of every local edge
@@ -829,21 +839,25 @@ def _summa(ctx, algo: str, shape, which):
         else:
             _rowblock_activations(acc, ctx, nbk, r)
         for l, (cols, width, heads, fi) in enumerate(ctx["layers"]):
-            wj = int(np.diff(block_range(even_bounds(width, pc), j))[0])
             if ctx["trace"] is None:
                 acc.cand("workspace", nbk * (cols + dims[l + 1] + width) * e, f"layer {l} backward temporaries")
                 _dropout_hash(acc, ctx, l, nbk * fi)
-            v = version(l)
+            sv = sched[version(l)]
+            gather = sv.gather_cols(width)  # the column blocks C_j of the layer's width
+            wj = gather.pieces[j]
             best = 0.0
-            for (v0, v1, io, jo) in geo.panels[k]:
-                z = count(v, r0, r1, v0, v1)
-                b = (0 if jo == j else 8 * (2 * nr + 2 + 3 * z) + e * z) + (v1 - v0) * wj * e
-                best = max(best, b)
+            for p in sv.panels():  # a received panel: its index array, the pattern built from it, its values
+                get = sv.pattern(p)
+                z = sv.panel_nnz[p]
+                b = (0 if get.root == get.me else 8 * (get.rows + nr + 1 + 2 * z) + e * sv.edges(p).rows)
+                best = max(best, b + sv.rows_of(p).rows * wj * e)
             acc.cand("buffers", best + nr * wj * e, f"{algo} panel broadcast, layer {l}")
-            if zf > 1:
-                acc.cand("buffers", (2 * nr + zf * nbk) * wj * e, f"{algo} fiber reduce-scatter, layer {l}")
-            if pc > 1:
-                acc.cand("buffers", 2 * nbk * pc * int(np.diff(even_bounds(width, pc)).max()) * e,
+            fiber = sv.fiber_scatter()
+            if fiber.moves:
+                acc.cand("buffers", (2 * sum(fiber.pieces) + fiber.group * fiber.pieces[fiber.me]) * wj * e,
+                         f"{algo} fiber reduce-scatter, layer {l}")
+            if gather.moves:
+                acc.cand("buffers", 2 * nbk * gather.group * max(gather.pieces) * e,
                          f"{algo} column all-gather, layer {l}")
         out[r] = (acc, _setup_transient(ctx, largest))
     return out
@@ -875,23 +889,32 @@ def _plexus_grid(ctx, shape, layouts):
     return g, vb, count
 
 
-def _plexus_rank(g, vb, rank: int, shape):
-    """``(coordinates, nrows(axis), ncols(width, axis))`` of one Plexus rank: its vertex rows along an axis and its
-    columns of a ``width``-column tensor split along an axis (``None``: every column)."""
+def _plexus_rank(ctx, shape, layouts, rank: int):
+    """``(coordinates, schedules)`` of one Plexus rank: its :class:`~gridgnn.partition.layout.PlexusSchedule` per
+    layer (the engine's: vertex rows and column blocks, the parts and gathers whose buffers it sizes)."""
     from ..distributed.grid import coords_of
-    from ..partition.layout import PLEXUS_AXES
+    from ..partition.layout import PLEXUS_AXES, PlexusSchedule
 
-    me = dict(zip(PLEXUS_AXES, coords_of(rank, shape)))
+    coords = tuple(coords_of(rank, shape))
+    return dict(zip(PLEXUS_AXES, coords)), [PlexusSchedule(ctx["n"], tuple(shape), coords, lay) for lay in layouts]
 
-    def nrows(axis):
-        return int(np.diff(block_range(vb[axis], me[axis]))[0])
 
-    def ncols(width, axis):
-        if axis is None:
-            return width
-        return int(np.diff(block_range(even_bounds(width, g[axis]), me[axis]))[0])
+def _weight_buffers(acc: "_Acc", s, fi: int, w_out: int, e: int, layer: int) -> None:
+    """The buffers of a Plexus ``linear``'s weight all-gather and its gradient's reduce-scatter (schedule ``s``)."""
+    get = s.weight_gather(fi)
+    if get.moves:
+        mine = get.pieces[get.me]
+        acc.cand("buffers", (get.group + 1) * max(get.pieces) * w_out * e, f"plexus weight all-gather, layer {layer}")
+        acc.cand("buffers", (2 * sum(get.pieces) + get.group * mine) * w_out * e,
+                 f"plexus weight-gradient reduce-scatter, layer {layer}")
 
-    return me, nrows, ncols
+
+def _input_gather_buffer(acc: "_Acc", s, c_in: int, e: int) -> None:
+    """The all-gather of the split layer-0 input over its third axis (schedule ``s`` of layer 0)."""
+    get = s.input_gather()
+    n_in = sum(get.pieces)
+    acc.cand("buffers", ((get.group + 1) * max(get.pieces) * c_in + n_in * c_in) * e if get.moves else n_in * c_in * e,
+             "plexus all-gather of the layer-0 input")
 
 
 def gcn_program(dims) -> list[tuple[str, ...]]:
@@ -912,7 +935,8 @@ def _plexus(ctx, shape, which):
     p = ctx["dropout"]
     out = {}
     for r in which:
-        me, nrows, ncols = _plexus_rank(g, vb, r, shape)
+        me, scheds = _plexus_rank(ctx, shape, layouts, r)
+        nrows, ncols = scheds[0].nrows, scheds[0].ncols
         acc = _Acc()
         seen = set()
         largest = 0.0
@@ -929,13 +953,14 @@ def _plexus(ctx, shape, which):
                 acc.add("adjacency", 16 * z, "host")
                 largest = max(largest, z)
             w_in, w_out = ncols(fi, lin.cols), ncols(fo, lin.third)
-            wparts = np.diff(even_bounds(w_in, g[lin.rows]))
-            nparams += int(wparts[me[lin.rows]]) * w_out + (ncols(fo, lay.output.cols) if ctx["bias"] else 0)
+            get = scheds[l].weight_gather(fi)
+            nparams += get.pieces[get.me] * w_out + (ncols(fo, lay.output.cols) if ctx["bias"] else 0)
             n_lin = nrows(lin.rows)
             # saved by linear: its input (the aggregated M̂H, the gathered layer-0 input, or the dropped input;
-            # with no dropout a later layer's input is the previous ReLU output) and the gathered weight block
+            # with no dropout a later layer's input is the previous ReLU output) and the gathered weight block (the
+            # parameter itself where nothing is gathered)
             fresh = program[l][0] == "spmm" or l == 0 or p > 0
-            acc.add("activations", ((n_lin * w_in) if fresh else 0) * e + w_in * w_out * e)
+            acc.add("activations", ((n_lin * w_in) if fresh else 0) * e + (w_in * w_out * e if get.moves else 0))
             inp = lay.input
             n_in, c_in = nrows(inp.rows), ncols(fi, inp.cols)
             if p > 0 and l > 0:
@@ -943,20 +968,13 @@ def _plexus(ctx, shape, which):
             if l < L - 1:
                 acc.add("activations", nrows(lay.output.rows) * ncols(fo, lay.output.cols) * e)  # ReLU output
             if l == 0:
-                fparts = np.diff(even_bounds(n_in, g[inp.third]))
-                in_rows = int(fparts[me[inp.third]])
+                in_rows = scheds[0].input_parts()[me[inp.third]]
                 acc.add("features", in_rows * c_in * e)
                 _dropout_hash(acc, ctx, l, in_rows * c_in)
-                mp = int(fparts.max())
-                gather = ((g[inp.third] + 1) * mp * c_in + n_in * c_in) * e if g[inp.third] > 1 else n_in * c_in * e
-                acc.cand("buffers", gather, "plexus all-gather of the layer-0 input")
+                _input_gather_buffer(acc, scheds[0], c_in, e)
             else:
                 _dropout_hash(acc, ctx, l, n_in * c_in)
-            mw = int(wparts.max())
-            acc.cand("buffers", (g[lin.rows] + 1) * mw * w_out * e if g[lin.rows] > 1 else 0,
-                     f"plexus weight all-gather, layer {l}")
-            acc.cand("buffers", (2 * w_in + g[lin.rows] * int(wparts[me[lin.rows]])) * w_out * e
-                     if g[lin.rows] > 1 else 0, f"plexus weight-gradient reduce-scatter, layer {l}")
+            _weight_buffers(acc, scheds[l], fi, w_out, e, l)
             n_t, w_g = nrows(gr.third), ncols(min(fi, fo), gr.cols)
             acc.cand("workspace", e * (2 * n_t * w_g + w_in * w_out + 2 * n_lin * max(w_in, w_out)),
                      f"layer {l} backward temporaries")
@@ -987,7 +1005,8 @@ def _plexus_traced(ctx, shape, which):
     g, vb, count = _plexus_grid(ctx, shape, layouts)
     out = {}
     for r in which:
-        me, nrows, ncols = _plexus_rank(g, vb, r, shape)
+        me, scheds = _plexus_rank(ctx, shape, layouts, r)
+        nrows, ncols = scheds[0].nrows, scheds[0].ncols
         acc = _Acc()
         shards, gathers, largest = {}, set(), 0.0
         for l, lay in enumerate(layouts):
@@ -1010,26 +1029,20 @@ def _plexus_traced(ctx, shape, which):
                 held = n_t * n_r / n if ctx["double"] else max(0, min(rows_t[1], rows_r[1]) - max(rows_t[0], rows_r[0]))
                 acc.add("adjacency", 8 * (n_t + held))
         inp = layouts[0].input
-        n_in, c_in = nrows(inp.rows), ncols(dims[0], inp.cols)
-        fparts = np.diff(even_bounds(n_in, g[inp.third]))
-        acc.add("features", int(fparts[me[inp.third]]) * c_in * e)
-        if g[inp.third] > 1:
-            acc.cand("buffers", ((g[inp.third] + 1) * int(fparts.max()) * c_in + n_in * c_in) * e,
-                     "plexus all-gather of the layer-0 input")
+        c_in = ncols(dims[0], inp.cols)
+        acc.add("features", scheds[0].input_parts()[me[inp.third]] * c_in * e)
+        if scheds[0].input_gather().moves:
+            _input_gather_buffer(acc, scheds[0], c_in, e)
         local, whole = 0, 0
         for c in tr.calls:
             if c.name != "linear":
                 continue
-            lin = layouts[c.layer].linear
-            w_in, w_out = ncols(c.width, lin.cols), ncols(c.out_width, lin.third)
-            wparts = np.diff(even_bounds(w_in, g[lin.rows]))
-            local += int(wparts[me[lin.rows]]) * w_out
+            s = scheds[c.layer]
+            w_out = s.ncols(c.out_width, layouts[c.layer].linear.third)
+            get = s.weight_gather(c.width)
+            local += get.pieces[get.me] * w_out
             whole += c.width * c.out_width
-            if g[lin.rows] > 1:
-                acc.cand("buffers", (g[lin.rows] + 1) * int(wparts.max()) * w_out * e,
-                         f"plexus weight all-gather, layer {c.layer}")
-                acc.cand("buffers", (2 * w_in + g[lin.rows] * int(wparts[me[lin.rows]])) * w_out * e,
-                         f"plexus weight-gradient reduce-scatter, layer {c.layer}")
+            _weight_buffers(acc, s, c.width, w_out, e, c.layer)
         _params(acc, ctx, local + max(tr.nparams - whole, 0), tr.ntensors, grad_allreduce=False)
         last = layouts[-1].output
         rows_out = nrows(last.rows)

@@ -6,8 +6,8 @@ graph or on the number of processes. :class:`BlockRowVolume` gives each primitiv
 layout of the block-row family (``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``) from the pattern alone —
 the records of each rank's :class:`~gridgnn.partition.layout.BlockRowSchedule`, the schedule its engine runs —
 (:class:`SummaVolume` for ``2d``/``3d``: the records of each rank's
-:class:`~gridgnn.partition.layout.SummaSchedule`; :class:`PlexusVolume`: its engine's collectives restated on the
-shared :class:`~gridgnn.partition.layout.PlexusNodeLayout` s), with the
+:class:`~gridgnn.partition.layout.SummaSchedule`; :class:`PlexusVolume`: the records of each rank's
+:class:`~gridgnn.partition.layout.PlexusSchedule` per layer), with the
 accounting functions the communication layer records by (:mod:`gridgnn.distributed.accounting`);
 :func:`step_bytes` adds them up with the gradient all-reduce. Tests compare the sum with the bytes every rank measures, per collective and phase.
 
@@ -442,7 +442,8 @@ class SummaVolume(BlockRowVolume):
 
 class PlexusVolume(BlockRowVolume):
     r"""Per-rank bytes of each Plexus primitive on the grid ``shape = (Gx, Gy, Gz)`` for a model's traced ``calls``
-    (they fix the layouts, :func:`~gridgnn.partition.layout.plexus_layouts`), from the source's shards alone.
+    (they fix the layouts, :func:`~gridgnn.partition.layout.plexus_layouts`), from the source's shards alone: the
+    records of each rank's :class:`~gridgnn.partition.layout.PlexusSchedule` that its engine runs, summed.
 
     Per call and rank (``e`` bytes per element; node tensor ``(r, q)``, third axis ``t``; ``n_a = |V^a|``,
     ``|C^a(f)|`` = the rank's column block of width ``f`` along ``a``; ring all-reduce ``2(g−1)/g`` each way):
@@ -515,137 +516,104 @@ class PlexusVolume(BlockRowVolume):
         return self._cache[key]
 
     def _dst_counts(self, lay, me) -> list[int]:
-        """Rows each member along ``r`` contributes to this rank's destination gather."""
-        from ..partition.layout import plexus_row_gather
+        """Rows each member along ``r`` contributes to this rank's destination gather (the engine's
+        :func:`~gridgnn.partition.layout.plexus_destinations`)."""
+        from ..partition.layout import plexus_destinations
 
         key = ("dst", lay.order, lay.third, lay.rows, me[lay.third])
         if key not in self._cache:
-            src = self.source
-            order_in = src.perm_c if lay.order == "c" else src.perm_r
-            order_out = src.perm_r if lay.order == "c" else src.perm_c
-            if ("inv", lay.order) not in self._cache:
-                inv = np.empty_like(order_in)
-                inv[order_in] = np.arange(order_in.size)
-                self._cache[("inv", lay.order)] = inv
-            t0, t1 = block_range(self.vb[lay.third], me[lay.third])
-            take, _ = plexus_row_gather(self._cache[("inv", lay.order)][order_out[t0:t1]], self.vb[lay.rows])
+            take, _ = plexus_destinations(self.source, lay, block_range(self.vb[lay.third], me[lay.third]),
+                                          self.vb[lay.rows])
             self._cache[key] = [int(t.size) for t in take]
         return self._cache[key]
 
-    def _gather_input(self, out, r, me, width_cols: int, eb: int) -> None:
-        lay = self.layouts[0].input
-        g = self.g[lay.third]
-        if g > 1:
-            parts = np.diff(even_bounds(self._n(lay.rows, me), g))
-            self._add(out, "allgather", r, *acct.allgather(g, int(parts.max()) * width_cols * eb), axis=lay.third)
+    def schedule(self, r: int, layer: int):
+        """Rank ``r``'s :class:`~gridgnn.partition.layout.PlexusSchedule` of layer ``layer`` — the one its engine
+        runs, built here from the source's shards alone."""
+        from ..partition.layout import PLEXUS_AXES, PlexusSchedule
 
-    AXIS_KEYS: dict = {}  # the grid's own axis names
+        key = ("schedule", r, layer)
+        if key not in self._cache:
+            lay, me = self.layouts[layer], self.coords[r]
+            nnz = self._nnz(lay.graph, me) if lay.graph is not None else 0
+            self._cache[key] = PlexusSchedule(self.source.n, self.shape, tuple(me[a] for a in PLEXUS_AXES), lay,
+                                              nnz, self.block_rows)
+        return self._cache[key]
+
+    AXIS_KEYS = {"x": "x", "y": "y", "z": "z"}  # the grid's own axis names
 
     def primitive(self, call: PrimitiveCall, elem_bytes: int) -> tuple[dict, dict]:
+        """The records of each rank's :class:`~gridgnn.partition.layout.PlexusSchedule` that the engine runs for
+        ``call``, priced per row (``eb`` bytes per element)."""
         fwd, bwd = {}, {}
         eb = elem_bytes
         if call.name == "param_grad":
             self.param_grad(bwd, call, elem_bytes)
             return fwd, bwd
         L = self.layouts[call.layer]
+        gathers_input = call.layer == 0 and L.input.split
         for r, me in enumerate(self.coords):
+            s = self.schedule(r, call.layer)
+            run = self._run
             if call.name == "linear":
                 lay = L.linear
-                w_in, w_out = self._w(call.width, lay.cols, me), self._w(call.out_width, lay.third, me)
-                n_r = self._n(lay.rows, me)
-                if call.layer == 0 and self.first == "linear":
-                    self._gather_input(fwd, r, me, w_in, eb)
-                parts = np.diff(even_bounds(w_in, self.g[lay.rows]))
-                if self.g[lay.rows] > 1:
-                    gr = self.g[lay.rows]
-                    self._add(fwd, "allgather", r, *acct.allgather(gr, int(parts.max()) * w_out * eb), axis=lay.rows)
-                    self._add(bwd, "reducescatter", r, *acct.reducescatter(me[lay.rows], parts * w_out * eb),
-                              axis=lay.rows)
-                self._ring(fwd, r, lay.cols, n_r * w_out * eb)
+                w_in, w_out = s.ncols(call.width, lay.cols) * eb, s.ncols(call.out_width, lay.third) * eb
+                if gathers_input and self.first == "linear":
+                    run(fwd, r, [s.input_gather()], w_in)
+                run(fwd, r, [s.weight_gather(call.width), s.linear_sum()], w_out)
+                run(bwd, r, [s.weight_scatter(call.width)], w_out)
                 if call.grads[0]:
-                    self._ring(bwd, r, lay.third, n_r * w_in * eb)
-            elif call.name == "spmm_select":  # ⊕ and key all-reduces over r; ∂e over q, ∂X over t
-                lay = L.graph
+                    run(bwd, r, [s.linear_back()], w_in)
+                continue
+            lay = L.graph
+            wq = s.ncols(call.width, lay.cols) * eb if lay is not None else 0
+            if call.name in ("spmm", "spmm_select", "at_destinations") and gathers_input and self.first == "spmm":
+                run(fwd, r, [s.input_gather()], wq)  # (at_destinations: gathered for it alone)
+            if call.name in ("spmm", "spmm_select"):  # ∂e over q, ∂X over t
                 need_v, need_x = call.grads
-                wq = self._w(call.width, lay.cols, me)
-                if call.layer == 0 and self.first == "spmm":
-                    self._gather_input(fwd, r, me, wq, eb)
-                n_t = self._n(lay.third, me)
-                self._ring(fwd, r, lay.rows, n_t * wq * eb)
-                self._ring(fwd, r, lay.rows, n_t * wq * 8)
+                if call.name == "spmm":
+                    run(fwd, r, s.aggregate(), wq)
+                else:  # the ⊕ all-reduce and the winners' int64 keys
+                    run(fwd, r, [s.row_all()], wq)
+                    run(fwd, r, [s.row_all()], wq // eb * 8)
                 if need_v:
-                    self._ring(bwd, r, lay.cols, self._nnz(lay, me) * eb)
+                    run(bwd, r, [s.edge_sum()], (call.heads if call.name == "spmm" else 1) * eb)
                 if need_x:
-                    self._ring(bwd, r, lay.third, self._n(lay.rows, me) * wq * eb)
-            elif call.name == "spmm":
-                lay = L.graph
-                need_v, need_x = call.grads
-                wq = self._w(call.width, lay.cols, me)
-                if call.layer == 0 and self.first == "spmm":
-                    self._gather_input(fwd, r, me, wq, eb)
-                n_t = self._n(lay.third, me)
-                self._ring(fwd, r, lay.rows, n_t * wq * eb, calls=self._blocks(n_t))
-                if need_v:
-                    self._ring(bwd, r, lay.cols, self._nnz(lay, me) * call.heads * eb)
-                if need_x:
-                    self._ring(bwd, r, lay.third, self._n(lay.rows, me) * wq * eb)
+                    run(bwd, r, [s.source_sum()], wq)
             elif call.name in ("sddmm_add", "sddmm_dot"):
-                lay = L.graph
-                c = call.heads if call.name == "sddmm_add" else self._w(call.width, lay.cols, me)
+                c = call.heads * eb if call.name == "sddmm_add" else wq
                 counts = self._dst_counts(lay, me)
-                gr = self.g[lay.rows]
-                if gr > 1:
-                    self._add(fwd, "allgather", r, *acct.allgather(gr, max(counts) * c * eb), axis=lay.rows)
-                    self._add(bwd, "reducescatter", r, *acct.reducescatter(me[lay.rows], [k * c * eb for k in counts]),
-                              axis=lay.rows)
+                run(fwd, r, [s.dst_gather(counts)], c)
+                run(bwd, r, [s.dst_scatter(counts), s.source_sum(), s.source_sum()], c)
                 if call.name == "sddmm_dot":
-                    self._ring(fwd, r, lay.cols, self._nnz(lay, me) * call.heads * eb)
-                for _ in range(2):
-                    self._ring(bwd, r, lay.third, self._n(lay.rows, me) * c * eb)
+                    run(fwd, r, [s.edge_sum()], call.heads * eb)
             elif call.name == "at_destinations":  # the destination rows all-gathered over r; backward over t
-                lay = L.graph
-                wq = self._w(call.width, lay.cols, me)
-                if call.layer == 0 and self.first == "spmm":  # the split layer-0 input, gathered for it alone
-                    self._gather_input(fwd, r, me, wq, eb)
-                counts = self._dst_counts(lay, me)
-                gr = self.g[lay.rows]
-                if gr > 1:
-                    self._add(fwd, "allgather", r, *acct.allgather(gr, max(counts) * wq * eb), axis=lay.rows)
+                run(fwd, r, [s.dst_gather(self._dst_counts(lay, me))], wq)
                 if call.grads[0]:
-                    self._ring(bwd, r, lay.third, self._n(lay.rows, me) * wq * eb)
+                    run(bwd, r, [s.source_sum()], wq)
             elif call.name == "row_sum":
-                lay = L.graph
-                self._ring(fwd, r, lay.rows, self._n(lay.third, me) * eb)
-            elif call.name == "edge_softmax":
-                lay = L.graph
-                m = self._n(lay.third, me) * call.heads * eb
-                for out, times in ((fwd, 2), (bwd, 1)):
-                    for _ in range(times):
-                        self._ring(out, r, lay.rows, m)
+                run(fwd, r, [s.row_all()], eb)
+            elif call.name == "edge_softmax":  # max and sum forward, one sum backward
+                run(fwd, r, [s.row_all(), s.row_all()], call.heads * eb)
+                run(bwd, r, [s.row_all()], call.heads * eb)
             elif call.name == "add_bias":
-                out = L.output
-                self._ring(bwd, r, out.rows, self._w(call.width, out.cols, me) * eb)
+                run(bwd, r, [s.bias_sum(s.ncols(call.width, L.output.cols))], eb)
             elif call.name == "head_scores":
-                lay = L.linear.after_linear()
-                self._ring(fwd, r, lay.cols, self._n(lay.rows, me) * call.heads * eb)
-                self._ring(bwd, r, lay.rows, call.width * eb)
-                self._ring(bwd, r, lay.cols, call.width * eb)
+                after = L.linear.after_linear()
+                run(fwd, r, [s.col_all(after)], call.heads * eb)
+                run(bwd, r, s.param_sums(after, call.width), eb)
             elif call.name == "normalize_rows":  # the squared row norms, and the backward's row sums
-                lay = L.graph
-                self._ring(fwd, r, lay.cols, self._n(lay.rows, me) * eb)
+                run(fwd, r, [s.col_all(lay)], eb)
                 if call.grads[0]:
-                    self._ring(bwd, r, lay.cols, self._n(lay.rows, me) * eb)
+                    run(bwd, r, [s.col_all(lay)], eb)
             elif call.name == "scale":  # the scalar's gradient (the split layer-0 input: over the third axis too)
                 if call.grads[1]:
-                    lay = L.graph
-                    for axis in (lay.rows, lay.cols) + ((lay.third,) if lay.split else ()):
-                        self._ring(bwd, r, axis, eb)
+                    run(bwd, r, s.param_sums(lay, 1), eb)
             elif call.name == "head_mean":
                 if call.heads > 1:
-                    out = L.output
-                    m = self._n(out.rows, me) * (call.width // call.heads) * eb
-                    self._ring(fwd, r, out.cols, m)
-                    self._ring(bwd, r, out.cols, m)
+                    per = call.width // call.heads
+                    run(fwd, r, [s.col_all(L.output)], per * eb)
+                    run(bwd, r, [s.col_all(L.output)], per * eb)
             else:
                 raise ValueError(f"no byte model for primitive {call.name!r}")
         return fwd, bwd
