@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import CommFailure, GridGnnError
+from .errors import CommFailure, GridGnnError, out_of_memory
 
 
 def _train_parser(sub) -> None:
@@ -58,9 +58,9 @@ def _train_parser(sub) -> None:
                         "(--nproc, --replication); without it: full-graph training")
     p.add_argument("--fanout", metavar="S1,S2,..",
                    help="per layer from the batch outwards: neighbours per vertex (sage, default 10) or vertices "
-                        "per layer (ladies, default --batch-size); -1: all")
+                        "per layer (ladies, default --batch-size), at most 2^20; -1: all")
     p.add_argument("--batch-size", type=int, metavar="B", help="training vertices per minibatch (default 1024)")
-    p.add_argument("--bulk", type=int, metavar="K", help="minibatches each rank samples at once (default 1)")
+    p.add_argument("--bulk", type=int, metavar="K", help="minibatches each rank samples at once, 1..4096 (default 1)")
     p.add_argument("--sample-graph", choices=("replicated", "partitioned"),
                    help="sampling with the graph on every rank, or 1.5D-partitioned (Algorithm 2); default replicated")
     p.add_argument("--eval-fanout", metavar="S1,S2,..",
@@ -77,14 +77,18 @@ def _train_parser(sub) -> None:
                                                 "outputs needs --overwrite")
     p.add_argument("--overwrite", action="store_true",
                    help="remove the previous run's outputs in --out first (only gridgnn's own files)")
-    p.add_argument("--save-logits", action="store_true", help="also write logits.npy in original node order (with ?relabel=1 "
-                                                              "also node_ids.npy: the file's id of each row)")
+    p.add_argument("--save-logits", action="store_true", help="also write logits.npy in original node order, in the "
+                                                              "run's --dtype (with ?relabel=1 also node_ids.npy: the "
+                                                              "file's id of each row)")
     p.add_argument("--checkpoint-every", type=int, metavar="N",
                    help="write DIR/checkpoint.pt (full parameters and Adam state) every N epochs and at the end")
     p.add_argument("--resume", metavar="DIR",
                    help="continue from DIR/checkpoint.pt with any --algo/--nproc; its config is the base, the flags "
                         "given override it (--out defaults to DIR)")
     p.add_argument("--dtype", choices=("float32", "float64"), help=f"default {d.dtype}")
+    p.add_argument("--feature-norm", choices=("auto", "none", "l2"),
+                   help="input features as loaded (none) or each row scaled to unit L2 norm (l2); default auto: "
+                        "the model's choice (va: l2, the others: none)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), help=f"default {d.device}")
     p.add_argument("--quiet", action="store_true", help="no progress bar or per-epoch lines")
     p.add_argument("--log-every", type=int, metavar="N", help="an epoch line every N epochs (default: about 10 "
@@ -162,10 +166,16 @@ def _partition_parser(sub) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--feature-size", type=int, default=128, metavar="F", help="f for the byte volumes (4-byte values)")
     p.add_argument("--imbalance", type=float, default=0.05, help="allowed nnz imbalance of the partitioners")
+    p.add_argument("--overwrite", action="store_true", help="replace the files of a previous --out FILE")
     p.set_defaults(func=run_partition)
 
 
 def run_partition(args) -> int:
+    if args.out:  # before any work: the files this writes must be new, or --overwrite given
+        from .train.outputs import check_new_files
+
+        suffixes = ("", ".json", ".perm_r.npy", ".perm_c.npy") if args.method in PERM_METHODS else ("", ".json")
+        check_new_files([f"{args.out}{s}" for s in suffixes], overwrite=args.overwrite)
     if args.method in PERM_METHODS:
         from .commands.shard import run_perm_report
 
@@ -237,8 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     except GridGnnError as exc:
         print(f"gridgnn: error: {exc}", file=sys.stderr)
         return 1 if isinstance(exc, CommFailure) else 2
-    except MemoryError as exc:  # what the memory guard did not foresee
-        print(f"gridgnn: error: out of memory: {exc}", file=sys.stderr, flush=True)
+    except (MemoryError, RuntimeError) as exc:  # an allocation the memory guard did not foresee: one line
+        line = out_of_memory(exc)
+        if line is None:
+            raise  # a bug: keep its traceback for the report
+        print(f"gridgnn: error: {line}", file=sys.stderr, flush=True)
         return 1
     except KeyboardInterrupt:
         print("gridgnn: interrupted (SIGINT)", file=sys.stderr, flush=True)

@@ -177,12 +177,16 @@ def test_local_launch_listens_on_loopback_only_and_sigint_cleans_up(tmp_path):
 
 
 def test_sigterm_to_launcher_ends_every_rank_with_143(tmp_path):
-    run = Run(tmp_path, "--nproc", 2, "--algo", "1d-sa")
+    """... and leaves nothing in --out: rank 0, stopped by SIGTERM, cleans nothing itself; the launcher removes its
+    temporary metrics file and lock, and the folder it created (it was left holding ``.metrics.jsonl.tmp``)."""
+    run = Run(tmp_path, "--nproc", 2, "--algo", "1d-sa", "--out", tmp_path / "new" / "out")
     run.wait_training(2)
+    assert (tmp_path / "new" / "out" / ".metrics.jsonl.tmp").exists()
     os.kill(run.proc.pid, signal.SIGTERM)
     assert run.finish(within=SIGNAL_EXIT_S) == 143
     assert "gridgnn: interrupted (SIGTERM)" in run.stderr() and "Traceback" not in run.stderr()
     assert run.left_behind() == []
+    assert not (tmp_path / "new").exists()
 
 
 def test_launcher_killed_outright_leaves_no_rank(tmp_path):
@@ -211,13 +215,16 @@ def test_ctrl_c_to_the_whole_group_gives_one_line(tmp_path):
 
 
 def test_killed_rank_is_named(tmp_path):
-    run = Run(tmp_path, "--nproc", 4, "--algo", "1d")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    run = Run(tmp_path, "--nproc", 4, "--algo", "1d", "--out", tmp_path / "out")
     run.wait_training(4)
     os.kill(run.ranks[2], signal.SIGKILL)
     code = run.finish(within=30)
     assert code not in (0, None)
     assert run.errors() == ["gridgnn: error: rank 2 was killed by signal 9 (SIGKILL)"]
     assert run.left_behind() == []
+    assert os.listdir(tmp_path / "out") == ["notes.txt"]  # the run's temporary files and lock are gone, not more
 
 
 def test_stalled_rank_times_out_naming_the_collective(tmp_path):
@@ -244,7 +251,7 @@ def test_stalled_rank_on_a_sub_axis_times_out(tmp_path, algo):
     code = run.finish(within=30)
     assert code == 1
     errors = run.errors()
-    assert errors[0].startswith("gridgnn: error: rank ") and "timed out after 3 s" in errors[0], errors
+    assert errors[0].startswith("gridgnn: error: rank") and "timed out after 3 s" in errors[0], errors
     assert run.left_behind() == []
 
 

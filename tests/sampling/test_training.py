@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from gridgnn.distributed.launch import launch
 from gridgnn.errors import GridGnnError
 from gridgnn.graph.spec import load_graph
+from gridgnn.train.trainer import with_feature_norm
 from gridgnn.partition import even_bounds
 from gridgnn.sampling import minibatches, sample_bulk
 from gridgnn.sampling.distributed import fetch_bytes
@@ -31,8 +32,9 @@ def config(**kw) -> TrainConfig:
 
 
 def reference(cfg: TrainConfig, world: int) -> dict:
-    """One process: every step's minibatches (of all ranks) stacked, the summed loss over their targets."""
-    g = load_graph(cfg.data, seed=cfg.seed)
+    """One process: every step's minibatches (of all ranks) stacked, the summed loss over their targets (the
+    features normalized as the run's ``--feature-norm`` says: VA's unit-L2 rows)."""
+    g = with_feature_norm(load_graph(cfg.data, seed=cfg.seed), cfg)
     adj = neighbours(g)
     dims = [g.num_features] + [cfg.hidden] * (cfg.layers - 1) + [g.num_classes]
     model = build_model(cfg, dims, None, torch.float64)
@@ -115,7 +117,7 @@ def test_minibatch_flags_are_checked():
         config(model="agnn", layers=3)
     with pytest.raises(GridGnnError, match="--algo"):
         config(algo="1d", nproc=2)
-    with pytest.raises(GridGnnError, match="one positive size"):
+    with pytest.raises(GridGnnError, match=r"needs one size in \[1, 1048576\]"):
         config(fanout="4,3,2")
     with pytest.raises(GridGnnError, match="divide"):
         config(nproc=4, replication=3)
@@ -151,7 +153,7 @@ def full_graph_logits(cfg: TrainConfig, state) -> np.ndarray:
     from gridgnn.graph import gcn_normalize
     from gridgnn.parallel.serial import build_serial
 
-    g = load_graph(cfg.data, seed=cfg.seed)
+    g = with_feature_norm(load_graph(cfg.data, seed=cfg.seed), cfg)
     dims = [g.num_features] + [cfg.hidden] * (cfg.layers - 1) + [g.num_classes]
     model = build_model(cfg, dims, None, torch.float64)
     model.load_state_dict(state)
@@ -173,6 +175,7 @@ def test_saved_logits_are_exact_inference_of_the_trained_model(tmp_path, world, 
     logits = np.load(tmp_path / f"p{world}" / "logits.npy")
     expected = full_graph_logits(cfg, state)
     assert logits.shape == expected.shape and not np.isnan(logits).any()
+    assert logits.dtype == np.float64  # the run's dtype (a float32 run saves float32)
     np.testing.assert_allclose(logits, expected, rtol=1e-9, atol=1e-11)
 
 

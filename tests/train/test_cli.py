@@ -35,7 +35,7 @@ def test_default_data_trains_and_writes_outputs(tmp_path):
     assert len(lines) == 60 and json.loads(lines[-1])["epoch"] == 59
     assert (out / "breakdown.png").stat().st_size > 1000
     logits = np.load(out / "logits.npy")
-    assert logits.shape == (g.n, g.num_classes)
+    assert logits.shape == (g.n, g.num_classes) and logits.dtype == np.float32  # the run's dtype
     # per-phase bytes add up to the total, and 1d-sa moved data in both passes
     cb = s["comm_bytes_per_epoch"]
     assert abs(sum(cb["by_phase"].values()) - cb["total"]) < 1e-6 * max(1.0, cb["total"])
@@ -127,8 +127,10 @@ SMALL = "synthetic:sbm?n=600&classes=4&avg_degree=8&features=16"
 
 def test_sharded_dataset_trains_like_in_memory(tmp_path):
     """gridgnn shard + --data sharded:DIR: each rank reads its blocks; logits equal in-memory training with the
-    same permutations (plexus, double-perm) and serial training (1d from a single-perm shard)."""
-    common = ["--epochs", 8, "--dtype", "float64", "--quiet", "--save-logits", "--seed", 5]
+    same permutations (plexus, double-perm) and serial training (1d from a single-perm shard). The model is VA,
+    whose features are read with unit-L2 rows (``--feature-norm auto``): from the shards' chunks, from the
+    in-memory graph and on Plexus' column blocks alike — and it matters (``none`` gives other logits)."""
+    common = ["--model", "va", "--epochs", 8, "--dtype", "float64", "--quiet", "--save-logits", "--seed", 5]
     for method in ("double-perm", "single-perm"):
         r = gridgnn("shard", "--data", SMALL, "--blocks", "3x3", "--method", method, "--seed", 5,
                     "--out", tmp_path / method)
@@ -142,6 +144,7 @@ def test_sharded_dataset_trains_like_in_memory(tmp_path):
                           "--grid", "2,1,2"],
         "sharded-1d": ["--data", f"sharded:{tmp_path / 'single-perm'}", "--algo", "1d-sa", "--nproc", 2],
         "serial": ["--data", SMALL, "--algo", "serial"],
+        "serial-none": ["--data", SMALL, "--algo", "serial", "--feature-norm", "none"],
     }
     logits = {}
     for name, args in runs.items():
@@ -149,11 +152,12 @@ def test_sharded_dataset_trains_like_in_memory(tmp_path):
         assert r.returncode == 0, r.stderr
         logits[name] = np.load(tmp_path / name / "logits.npy")
     ref = logits["serial"]
+    assert np.abs(logits["serial-none"] - ref).max() > 1e-3 * np.abs(ref).max()
     assert np.array_equal(logits["sharded-plexus"], logits["memory-plexus"])
     for name in ("sharded-plexus", "sharded-1d"):
         assert np.abs(logits[name] - ref).max() <= 1e-5 * np.abs(ref).max(), name
     s = json.loads((tmp_path / "sharded-plexus" / "summary.json").read_text())
-    assert s["partition"] == "double-perm" and s["nnz_max_over_mean"] >= 1.0
+    assert s["partition"] == "double-perm" and s["nnz_max_over_mean"] >= 1.0 and s["feature_norm"] == "l2"
 
 
 def test_partition_command_reports_permutation_balance(tmp_path):
@@ -180,4 +184,5 @@ def test_ranks_agree_on_a_partition_that_is_not_reproducible(tmp_path):
     r = gridgnn("train", *common, "--algo", "1d-sa", "--nproc", 2, "--partition", "hypergraph", "--out", tmp_path / "h")
     assert r.returncode == 0, r.stderr
     a, b = np.load(tmp_path / "h" / "logits.npy"), np.load(tmp_path / "s" / "logits.npy")
+    assert a.dtype == b.dtype == np.float64  # --dtype float64 logits are saved unrounded, distributed or not
     assert np.abs(a - b).max() <= 1e-5 * np.abs(b).max()

@@ -33,6 +33,11 @@ BAD = [
     (["--checkpoint-every", "-2"], "--checkpoint-every must be in [0, 100000000], got -2"),
     (["--lr", "abc"], "argument --lr: invalid float value: 'abc'"),
     (["--algo", "4d"], "--algo '4d' is not available; choose one of serial, 1d"),
+    # bounds of the sampling options (an unbounded --bulk looped for ever; a huge fanout overflowed the sampler)
+    (["--model", "sage", "--sampler", "sage", "--bulk", "100000000"], "--bulk must be in [1, 4096], got 100000000"),
+    (["--model", "sage", "--sampler", "sage", "--fanout", "1e20"], "--fanout '1e20' must be integers"),
+    (["--model", "sage", "--sampler", "sage", "--fanout", str(2**62)], "needs one size in [1, 1048576]"),
+    (["--model", "sage", "--sampler", "ladies", "--eval-fanout", f"5,{10**20}"], "--eval-fanout"),
 ]
 
 

@@ -30,7 +30,7 @@ import tracemalloc
 import numpy as np
 
 from ..errors import GridGnnError
-from ..partition.partitioners import METHODS, partition_vector, write_partition_file
+from ..partition.partitioners import METHODS, partition_text, partition_vector
 from ..partition.quality import as_csr, quality_report, send_recv_volumes
 
 __all__ = ["add_partition_arguments", "run_partition_command", "timed_partition", "format_report"]
@@ -128,15 +128,18 @@ def run_partition_command(args: argparse.Namespace) -> int:
                                max_recv_rows=int(recv_b.max()))
     print(format_report(rep))
     if args.out:
+        from ..train.outputs import atomic_write
+
         try:
             parent = os.path.dirname(os.path.abspath(args.out))
             os.makedirs(parent, exist_ok=True)
-            write_partition_file(args.out, part)
-            with open(f"{args.out}.json", "w", encoding="utf-8") as fh:
-                json.dump(rep, fh, indent=1, default=_json_default)
-                fh.write("\n")
         except OSError as exc:
             raise GridGnnError(f"cannot write {args.out}: {exc.strerror or exc}") from exc
+        with atomic_write(args.out, "w") as fh:  # each file complete or absent, whatever stops the command
+            fh.write(partition_text(part))
+        with atomic_write(f"{args.out}.json", "w") as fh:
+            json.dump(rep, fh, indent=1, default=_json_default)
+            fh.write("\n")
         print(f"wrote {args.out} and {args.out}.json")
     return 0
 

@@ -91,7 +91,49 @@ def add_shard_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
                         help="chunks of the node arrays (default min(R*C, ceil(n/1024)))")
     parser.add_argument("--no-normalize", action="store_true",
                         help="store M as given instead of the GCN matrix D^-1/2 (M+I) D^-1/2")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the sharded dataset already in --out (once the new one is complete)")
     return parser
+
+
+def _check_shard_out(out: str, overwrite: bool) -> None:
+    """``gridgnn shard --out DIR``: a new folder, an empty one, or (with ``--overwrite``) a sharded dataset —
+    never a folder of other files, which the replacement would delete."""
+    p = Path(out)
+    if p.exists() and not p.is_dir():
+        raise GridGnnError(f"--out {out} exists and is not a directory")
+    if not p.is_dir() or not any(p.iterdir()):
+        return
+    if not (p / "meta.json").is_file():
+        raise GridGnnError(f"--out {out} holds files and no sharded dataset (no meta.json); choose an empty or "
+                           "new folder")
+    if not overwrite:
+        raise GridGnnError(f"--out {out} already holds a sharded dataset; add --overwrite to replace it, or choose "
+                           "another --out")
+
+
+def _write_replacing(out: str, write) -> dict:
+    """``write(folder)`` into a new hidden folder beside ``out``, then put it in ``out``'s place (the previous
+    dataset is removed only once the new one is complete; a failure leaves ``out`` as it was)."""
+    import os
+    import shutil
+
+    target = Path(out).absolute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
+    old = target.parent / f".{target.name}.old-{os.getpid()}"
+    try:
+        meta = write(tmp)
+        if target.exists():
+            os.replace(target, old)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old.exists() and not target.exists():
+            os.replace(old, target)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+    return meta
 
 
 def add_perm_report_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -151,22 +193,26 @@ def run_perm_report(args) -> int:
     R, C = report["blocks"]
     out = getattr(args, "out", None)
     if out:
+        from ..partition.partitioners import partition_text
+        from ..train.outputs import atomic_write
+
         out = Path(out)
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
-            names = dict(perm_r=out.name + ".perm_r.npy", perm_c=out.name + ".perm_c.npy", partition=out.name)
-            np.save(out.parent / names["perm_r"], perm_r)
-            np.save(out.parent / names["perm_c"], perm_c)
-            # row block of every vertex under perm_r, original order
-            part = np.empty(graph.n, dtype=np.int64)
-            part[perm_r] = np.repeat(np.arange(R, dtype=np.int64), np.diff(even_bounds(graph.n, R)))
-            with open(out, "w", encoding="ascii") as fh:
-                fh.write("\n".join(map(str, part.tolist())) + "\n")
-            report["files"] = names
-            with open(str(out) + ".json", "w", encoding="utf-8") as fh:
-                json.dump(report, fh, indent=1)
         except OSError as exc:
             raise GridGnnError(f"cannot write permutation report {out}: {exc.strerror or exc}") from exc
+        names = dict(perm_r=out.name + ".perm_r.npy", perm_c=out.name + ".perm_c.npy", partition=out.name)
+        for key, perm in (("perm_r", perm_r), ("perm_c", perm_c)):  # each file complete or absent
+            with atomic_write(str(out.parent / names[key])) as fh:
+                np.save(fh, perm)
+        # row block of every vertex under perm_r, original order
+        part = np.empty(graph.n, dtype=np.int64)
+        part[perm_r] = np.repeat(np.arange(R, dtype=np.int64), np.diff(even_bounds(graph.n, R)))
+        with atomic_write(str(out), "w") as fh:
+            fh.write(partition_text(part))
+        report["files"] = names
+        with atomic_write(str(out) + ".json", "w") as fh:
+            json.dump(report, fh, indent=1)
     print(f"{method} on {graph.name} (n={graph.n}, nnz of M̂={report['nnz']}), {R}x{C} blocks: "
           f"nnz max/mean {report['nnz_max_over_mean']:.4f} (rc {report['nnz_max_over_mean_rc']:.4f}, "
           f"cr {report['nnz_max_over_mean_cr']:.4f}; original order {report['nnz_max_over_mean_original']:.4f}), "
@@ -189,6 +235,7 @@ def run_shard_command(args) -> int:
 
     if not getattr(args, "out", None):
         raise GridGnnError("gridgnn shard needs --out DIR")
+    _check_shard_out(args.out, bool(getattr(args, "overwrite", False)))
     R, C = parse_blocks(getattr(args, "blocks", "8x8"))
     method = getattr(args, "method", "double-perm")
     if method not in METHODS:
@@ -202,8 +249,9 @@ def run_shard_command(args) -> int:
     mat = gcn_normalize(graph) if normalize else graph.csr()
     perm_r, perm_c = make_permutations(method, mat, R, C, seed)
     del mat
-    meta = write_sharded(graph, args.out, perm_r=perm_r, perm_c=perm_c, blocks=(R, C), partition_name=method,
-                         normalize=normalize, seed=seed, node_chunks=getattr(args, "node_chunks", None))
+    meta = _write_replacing(args.out, lambda folder: write_sharded(
+        graph, folder, perm_r=perm_r, perm_c=perm_c, blocks=(R, C), partition_name=method, normalize=normalize,
+        seed=seed, node_chunks=getattr(args, "node_chunks", None)))
     seconds = time.perf_counter() - t0
     size = sum(f.stat().st_size for f in Path(args.out).rglob("*") if f.is_file())
     by = meta["nnz_max_over_mean_by_version"]

@@ -101,14 +101,29 @@ class ProcessGrid:
         return cls("single", (1,), ("p",), 0, None)
 
     @classmethod
-    def build(cls, kind: str, device_type: str, *, replication: int = 1, shape=None) -> "ProcessGrid":
-        """Create the mesh for the current process group (every rank calls this in the same order)."""
+    def build(cls, kind: str, device_type: str, *, replication: int = 1, shape=None,
+              timeout_s: float | None = None) -> "ProcessGrid":
+        """Create the mesh for the current process group (every rank calls this in the same order).
+
+        ``timeout_s`` (``--timeout``): the process group of every axis that is not the whole world is created
+        with it, as the world group was (:class:`~gridgnn.distributed.launch.LaunchContext`); DeviceMesh
+        otherwise gives them torch's default (30 minutes), and a stalled rank on a process row or fiber would
+        hold its peers that long."""
+        import datetime
+
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
 
         world = dist.get_world_size()
         shp = grid_shape(kind, world, replication=replication, shape=shape)
-        mesh = init_device_mesh(device_type, shp, mesh_dim_names=AXES[kind])
+        override = None
+        if timeout_s is not None:
+            from torch._C._distributed_c10d import Backend
+
+            backend = dist.get_backend()
+            options = Backend.Options(backend, timeout=datetime.timedelta(seconds=float(timeout_s)))
+            override = {name: (backend, options) for name, size in zip(AXES[kind], shp) if size < world} or None
+        mesh = init_device_mesh(device_type, shp, mesh_dim_names=AXES[kind], backend_override=override)
         return cls(kind, shp, AXES[kind], dist.get_rank(), mesh)
 
     @property

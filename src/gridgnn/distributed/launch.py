@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import CommFailure, GridGnnError
+from ..errors import CommFailure, GridGnnError, out_of_memory
 
 
 @dataclass
@@ -235,12 +235,12 @@ def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str 
     except GridGnnError as exc:
         _write_report(err_dir, local_rank, "input", str(exc))
         code = 2
-    except MemoryError as exc:  # what the memory guard did not foresee: the allocation that failed, no traceback
-        _write_report(err_dir, local_rank, "internal", f"rank {local_rank}: out of memory: {exc}")
-        code = 1
-    except Exception as exc:  # noqa: BLE001 - a bug: keep the traceback for the report
-        traceback.print_exc()
-        _write_report(err_dir, local_rank, "internal", f"rank {local_rank}: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - an allocation that failed (one line), or a bug (its traceback)
+        oom = out_of_memory(exc)  # what the memory guard did not foresee: the allocation that failed, no traceback
+        if oom is None:
+            traceback.print_exc()
+        _write_report(err_dir, local_rank, "internal",
+                      f"rank {local_rank}: {oom or f'{type(exc).__name__}: {exc}'}")
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
@@ -391,7 +391,7 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
         except GridGnnError as exc:
             msg = str(exc) if isinstance(exc, CommFailure) else f"(rank {ctx.rank}) {exc}"
             print(f"gridgnn: error: {msg}", file=sys.stderr, flush=True)
-            os._exit(2)  # peers blocked in a collective are ended by the launcher
+            os._exit(1 if isinstance(exc, CommFailure) else 2)  # peers blocked in a collective: ended by torchrun
         ctx.shutdown()
         return [out]
     if nproc is None or nproc < 1:

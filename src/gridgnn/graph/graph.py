@@ -204,6 +204,21 @@ def _check_ids(ids: np.ndarray, n: int, what: str) -> None:
         raise GridGnnError(f"{what} id {int(bad)} out of range for a graph with {n} vertices (valid 0..{n - 1})")
 
 
+def require_nonnegative_weights(graph: Graph) -> None:
+    """The GCN normalization divides by weighted degrees, which signed weights can make zero or negative (a row
+    would be zeroed without a word): refuse them, naming the first negative edge. A graph may hold signed weights;
+    training on one is what is refused."""
+    if graph.values is None:
+        return
+    negative = np.flatnonzero(graph.values < 0)
+    if negative.size:
+        k = int(negative[0])
+        dst = int(np.searchsorted(graph.indptr, k, side="right") - 1)
+        raise GridGnnError(f"edge weights must be non-negative to train (the normalization divides by weighted "
+                           f"degrees): edge {int(graph.indices[k])} -> {dst} has weight {float(graph.values[k]):g}, "
+                           f"and {negative.size - 1} more are negative")
+
+
 def gcn_normalize(graph: Graph) -> sp.csr_matrix:
     r"""The GCN propagation matrix :math:`\hat M = D^{-1/2}(M + I)D^{-1/2}`, rows = destinations.
 
@@ -214,6 +229,7 @@ def gcn_normalize(graph: Graph) -> sp.csr_matrix:
     Returns:
         ``float64`` CSR matrix (n × n) with sorted indices.
     """
+    require_nonnegative_weights(graph)
     mat = graph.csr()
     rows = np.repeat(np.arange(graph.n), np.diff(mat.indptr))
     has_loop = np.zeros(graph.n, dtype=bool)

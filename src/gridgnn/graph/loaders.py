@@ -143,6 +143,25 @@ def row_normalize(x: np.ndarray) -> np.ndarray:
     return (x * inv).astype(np.float32)
 
 
+#: ``--feature-norm`` values (``auto``: the model's :attr:`~gridgnn.nn.base.Model.FEATURE_NORM`)
+FEATURE_NORMS = ("auto", "none", "l2")
+
+
+def normalize_features(x: np.ndarray | None, how: str) -> np.ndarray | None:
+    r"""``--feature-norm``: ``"none"`` gives ``x``; ``"l2"`` each row divided by its L2 norm (computed in float64;
+    all-zero rows stay zero), in ``x``'s dtype. A row's result depends on that row alone, so any subset of rows
+    (a rank's block, a sharded chunk) is normalized alike."""
+    if x is None or how == "none":
+        return x
+    if how != "l2":
+        raise GridGnnError(f"--feature-norm must be none or l2 here, got {how!r}")
+    x64 = np.asarray(x, dtype=np.float64)
+    norm = np.sqrt(np.einsum("ij,ij->i", x64, x64))[:, None] if x64.ndim == 2 else np.abs(x64)
+    inv = np.zeros_like(norm)
+    np.divide(1.0, norm, out=inv, where=norm > 0)
+    return (x64 * inv).astype(np.asarray(x).dtype if np.issubdtype(np.asarray(x).dtype, np.floating) else np.float32)
+
+
 # ---------------------------------------------------------------------------------------------- helpers
 def _check_file(path) -> Path:
     """An existing, readable regular file (a FIFO or device could block or never end)."""
@@ -394,8 +413,9 @@ def load_edgelist(path, directed: bool | None = None, *, num_nodes: int | None =
     r"""Load a text edge list: one edge ``src dst`` or ``src dst weight`` per line.
 
     Columns are separated by whitespace or commas; lines starting with ``#`` or ``%`` and blank lines are
-    ignored, and a first line made only of non-numbers (a CSV header such as ``src,dst``) is skipped. Vertex ids
-    are 0-based integers that fit ``int64``; ``n = max id + 1`` unless ``num_nodes`` is given. Duplicate edges
+    ignored, and lines made only of non-numbers before the first edge (a CSV header such as ``src,dst``) are
+    skipped. Vertex ids are 0-based integers that fit ``int64``; ``n = max id + 1`` unless ``num_nodes`` is
+    given. Duplicate edges
     are merged (weights summed). The file holds no node data, so :func:`apply_defaults` gives degree features
     and ``y = None``.
 

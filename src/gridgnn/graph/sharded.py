@@ -290,6 +290,8 @@ class ShardedDataset:
 
     Args:
         path: the dataset directory.
+        feature_norm: ``"none"`` or ``"l2"``: how :meth:`node_rows` hands out the rows of ``x``
+            (:func:`~gridgnn.graph.loaders.normalize_features`; row by row, so any subset reads alike).
 
     Raises:
         GridGnnError: missing directory or ``meta.json`` (naming the path), unreadable or inconsistent
@@ -297,8 +299,9 @@ class ShardedDataset:
             outside the folder, stored arrays that contradict ``meta.json``.
     """
 
-    def __init__(self, path) -> None:
+    def __init__(self, path, *, feature_norm: str = "none") -> None:
         self.path = Path(path)
+        self.feature_norm = feature_norm
         if not self.path.is_dir():
             raise GridGnnError(f"sharded dataset directory {self.path} does not exist")
         try:
@@ -582,6 +585,8 @@ class ShardedDataset:
             bad = f"column index out of range 0..{cols - 1}"
         elif not np.all(np.isfinite(data)):
             bad = "values are not finite"
+        elif np.any(data < 0):
+            bad = "negative values (a normalized adjacency has none)"
         if bad:
             raise GridGnnError(f"block file {f} is corrupt: {bad}")
         return sp.csr_matrix((data.astype(np.float64), indices.astype(np.int64), indptr.astype(np.int64)),
@@ -708,6 +713,10 @@ class ShardedDataset:
                 raise GridGnnError(f"node chunk {self._files['nodes'][name][k]} is corrupt: labels outside "
                                    f"-1..{self.num_classes - 1}")
             out[order[s:e]] = part
+        if name == "x" and self.feature_norm != "none":
+            from .loaders import normalize_features
+
+            out = normalize_features(out, self.feature_norm)
         return out
 
     def node_array(self, name: str) -> np.ndarray:

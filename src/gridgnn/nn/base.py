@@ -135,9 +135,13 @@ class Model(nn.Module):
         OPTIONS: which trainer options (``"heads"``, ``"attn_dropout"``, ``"aggr"``) ``__init__`` accepts.
         reads_destinations: ``True`` when an ``sddmm`` reads per-node values of the destinations (attention):
             such a model is refused on a double permutation outside Plexus, with a clear message.
+        FEATURE_NORM: the input-feature normalization ``--feature-norm auto`` gives this model: ``"none"`` (the
+            features as loaded) or ``"l2"`` (each vertex's row scaled to unit L2 norm; a model whose scores are
+            quadratic in its input, as VA's, needs features of unit scale).
     """
 
     OPTIONS: tuple[str, ...] = ()
+    FEATURE_NORM = "none"
     reads_destinations = False
     model_name = None
 

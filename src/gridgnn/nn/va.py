@@ -43,6 +43,10 @@ class VA(GCN):
     """
 
     reads_destinations = True  # its sddmm reads the destinations' rows of H
+    #: Ψ is quadratic in H: with Planetoid's rows summing to one (entries ~1e-3) the logits start near 5e-7 and
+    #: Adam's weight decay drives every weight to zero before the data can (Cora: test accuracy 0.29, the
+    #: majority class); rows of unit L2 norm give scores of order one (measured in docs/benchmarks.md)
+    FEATURE_NORM = "l2"
 
     def __init__(self, dims: list[int], *, plan=None, **kw):
         require_destination_scores(plan, "va")

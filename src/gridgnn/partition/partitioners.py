@@ -376,13 +376,16 @@ def write_partition_file(path, part) -> None:
         path: output file.
         part: ``int[n]`` vertex → part map, or a :class:`~gridgnn.partition.layout.RowPartition`.
     """
+    with open(path, "w", encoding="ascii") as fh:
+        fh.write(partition_text(part))
+
+
+def partition_text(part) -> str:
+    """The partition file's text: the part of every vertex in original order, one integer per line."""
     if isinstance(part, RowPartition):
         part = part.part_of_old()
     part = np.asarray(part).reshape(-1).astype(np.int64)
-    with open(path, "w", encoding="ascii") as fh:
-        if part.size:
-            fh.write("\n".join(map(str, part.tolist())))
-            fh.write("\n")
+    return "\n".join(map(str, part.tolist())) + "\n" if part.size else ""
 
 
 def load_partition_file(path, n: int, parts: int) -> RowPartition:

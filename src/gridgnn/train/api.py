@@ -93,7 +93,7 @@ def train(config: TrainConfig | None = None, *, graph=None, **options) -> dict |
 def run(cfg: TrainConfig, graph=None) -> dict | None:
     """Run a validated config: in this process (one rank), spawned here, or as this rank of a torchrun/srun job;
     the summary on rank 0. ``graph``: a graph in memory instead of ``cfg.data``."""
-    from ..distributed.launch import env_context, launch
+    from ..distributed.launch import env_context
 
     if cfg.algo == "auto":
         return _run_auto(cfg, graph)
@@ -103,8 +103,7 @@ def run(cfg: TrainConfig, graph=None) -> dict | None:
 
         if cfg.nproc == 1 and env is None:
             return minibatch_worker(None, cfg, graph)
-        return launch(minibatch_worker, cfg.nproc, cfg, graph, device=cfg.device, timeout_s=cfg.timeout_s,
-                      collect=True)[0]
+        return _launch(minibatch_worker, cfg, graph)[0]
     from .trainer import train_worker
 
     if cfg.algo == "serial":
@@ -121,9 +120,22 @@ def run(cfg: TrainConfig, graph=None) -> dict | None:
                     per_process=RUNTIME_PRIVATE_BYTES + (PYG_IMPORT_BYTES if planetoid else 0))
         if graph is None:
             _check_data_before_spawn(cfg)
-    out = launch(train_worker, cfg.nproc, cfg, graph, device=cfg.device, timeout_s=cfg.timeout_s,
-                 host_memory=host_memory, collect=True)
-    return out[0]
+    return _launch(train_worker, cfg, graph, host_memory=host_memory)[0]
+
+
+def _launch(worker, cfg: TrainConfig, graph, **kw) -> list:
+    """:func:`~gridgnn.distributed.launch.launch` of ``worker`` on ``cfg.nproc`` ranks; when it fails or is
+    interrupted, the ranks' leftovers in ``--out`` are removed once they are gone
+    (:func:`~gridgnn.train.outputs.clean_after_ranks`)."""
+    from ..distributed.launch import launch
+    from .outputs import clean_after_ranks, out_dir_state
+
+    existing = out_dir_state(cfg.out)
+    try:
+        return launch(worker, cfg.nproc, cfg, graph, device=cfg.device, timeout_s=cfg.timeout_s, collect=True, **kw)
+    except BaseException:
+        clean_after_ranks(cfg.out, existing)
+        raise
 
 
 def _run_auto(cfg: TrainConfig, graph=None) -> dict | None:

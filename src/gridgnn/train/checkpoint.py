@@ -56,7 +56,8 @@ FORMAT = "gridgnn-checkpoint"
 FORMAT_VERSION = 1
 
 #: Flags that change the trajectory: a resumed run must keep the checkpoint's values.
-TRAJECTORY = ("data", "model", "heads", "attn_dropout", "aggr", "layers", "hidden", "dropout", "seed", "lr",
+TRAJECTORY = ("data", "feature_norm", "model", "heads", "attn_dropout", "aggr", "layers", "hidden", "dropout", "seed",
+              "lr",
               "weight_decay", "dtype")
 #: Flags that belong to one invocation and are never taken from the checkpoint.
 PER_INVOCATION = ("out", "resume", "overwrite", "quiet", "device", "timeout_s")
@@ -75,18 +76,25 @@ def _first_line(exc: BaseException, limit: int = 160) -> str:
 
 # ---------------------------------------------------------------------------------------------- reading
 def checkpoint_file(resume: str) -> str:
-    """``DIR/checkpoint.pt`` for a folder ``DIR``, or ``resume`` itself when it names a file."""
+    """``DIR/checkpoint.pt`` for a folder ``DIR``, or ``resume`` itself when it names a file — a regular file
+    (a FIFO or a device would block the read or never end)."""
+    from ..graph.safe_io import DataFileError, regular_file
+
     if not resume:
         raise GridGnnError("--resume must name a folder holding checkpoint.pt")
+    path = resume
     if os.path.isdir(resume):
         path = os.path.join(resume, CHECKPOINT)
         if not os.path.lexists(path):
             raise GridGnnError(f"--resume {resume} holds no {CHECKPOINT} (a run writes one with "
                                "--checkpoint-every N --out DIR)")
-        return path
-    if not os.path.lexists(resume):
+    elif not os.path.lexists(resume):
         raise GridGnnError(f"--resume {resume}: no such folder or file")
-    return resume
+    try:
+        regular_file(path, "a checkpoint")
+    except DataFileError as exc:
+        raise GridGnnError(f"--resume {exc}") from None
+    return path
 
 
 def resume_folder(resume: str) -> str:

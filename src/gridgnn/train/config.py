@@ -64,6 +64,8 @@ class TrainConfig:
         save_logits (bool): also ``logits.npy`` in original node order. ``overwrite`` (bool): replace a
             previous run's outputs in ``out``.
         dtype (str, optional): ``float32`` or ``float64``. ``device`` (str): ``auto``, ``cpu``, ``cuda``.
+        feature_norm (str, optional): the input features' rows as loaded (``none``) or scaled to unit L2 norm
+            (``l2``); ``auto`` takes the model's choice (VA: ``l2``; the others: ``none``). (default: ``"auto"``)
         quiet (bool): print nothing. ``log_every`` (int, optional): an epoch line every N epochs (``None``: about
             10 per run; 0: none).
         timeout_s (float, optional): seconds a collective may wait before the job ends. (default: ``600``)
@@ -94,6 +96,7 @@ class TrainConfig:
     out: str | None = None
     save_logits: bool = False
     dtype: str = "float32"
+    feature_norm: str = "auto"
     device: str = "auto"
     quiet: bool = False
     log_every: int | None = None  # epochs between two epoch lines (None: about 10 lines per run; 0: none)
@@ -167,6 +170,10 @@ class TrainConfig:
             raise GridGnnError(f"--timeout must be in (0, {MAX_TIMEOUT_S:g}] seconds, got {self.timeout_s}")
         if self.dtype not in ("float32", "float64"):
             raise GridGnnError(f"--dtype must be float32 or float64, got {self.dtype!r}")
+        from ..graph.loaders import FEATURE_NORMS
+
+        if self.feature_norm not in FEATURE_NORMS:
+            raise GridGnnError(f"--feature-norm must be one of {', '.join(FEATURE_NORMS)}, got {self.feature_norm!r}")
         if self.checkpoint_every and self.out is None:
             raise GridGnnError(f"--checkpoint-every {self.checkpoint_every} needs --out DIR (the checkpoint is "
                                "DIR/checkpoint.pt)")
@@ -244,7 +251,7 @@ class TrainConfig:
             raise GridGnnError(f"replication c={self.replication} must divide the number of processes "
                                f"P={self.nproc}")
         _int_in("--batch-size", self.model_batch_size, 1, None)
-        _int_in("--bulk", self.model_bulk, 1, None)
+        _int_in("--bulk", self.model_bulk, 1, MAX_BULK)
         _int_in("--eval-batch-size", self.model_eval_batch_size, 1, None)
         if self.model_sample_graph not in MODES:
             raise GridGnnError(f"--sample-graph must be one of {', '.join(MODES)}, got {self.model_sample_graph!r}")
@@ -259,9 +266,9 @@ class TrainConfig:
             raise GridGnnError(f"{flag} {text!r} must be integers separated by commas, e.g. 15,10,5") from None
         if len(vals) == 1:
             vals = vals * self.layers
-        if len(vals) != self.layers or any(v == 0 or v < -1 for v in vals):
-            raise GridGnnError(f"{flag} {text!r} needs one positive size (or -1: every neighbour) per layer "
-                               f"(--layers {self.layers})")
+        if len(vals) != self.layers or any(v == 0 or v < -1 or v > MAX_FANOUT for v in vals):
+            raise GridGnnError(f"{flag} {text!r} needs one size in [1, {MAX_FANOUT}] (or -1: every neighbour) per "
+                               f"layer (--layers {self.layers})")
         return vals
 
     @property
@@ -281,6 +288,15 @@ class TrainConfig:
     @property
     def model_eval_batch_size(self) -> int:
         return self.model_batch_size if self.eval_batch_size is None else self.eval_batch_size
+
+    @property
+    def model_feature_norm(self) -> str:
+        """``--feature-norm`` resolved: ``auto`` is the model's :attr:`~gridgnn.nn.base.Model.FEATURE_NORM`."""
+        if self.feature_norm != "auto":
+            return self.feature_norm
+        from ..nn.base import resolve_model
+
+        return getattr(resolve_model(self.model), "FEATURE_NORM", "none")
 
     @property
     def model_bulk(self) -> int:
@@ -377,6 +393,12 @@ def plugin_options(cfg: "TrainConfig") -> dict:
     return {"heads": cfg.heads, "attn_dropout": cfg.attn_dropout, "aggr": cfg.aggr}
 
 
+#: ``--bulk``: minibatches a rank samples in one go (MLSys'24 samples tens to hundreds; the schedule loops over them)
+MAX_BULK = 4096
+#: ``--fanout`` / ``--eval-fanout``: neighbours sampled per vertex (or per layer, LADIES); larger: use -1 (every one)
+MAX_FANOUT = 1 << 20
+
+
 def _int_in(name: str, value, lo: int, hi: int | None) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         raise GridGnnError(f"{name} must be an integer, got {value!r}")
@@ -431,9 +453,9 @@ RERUN_DROPS = ("out", "resume", "overwrite", "quiet", "log_every", "device", "ti
 def read_config_file(path) -> dict:
     r"""The training options of a config file, as ``{field: value}`` (the flags ``--config`` stands for).
 
-    * ``*.toml``: top-level keys, or those of a ``[train]`` table; a key is a field name or its flag without
-      the dashes (``weight-decay`` or ``weight_decay``, ``timeout``); lists become comma-separated strings
-      (``grid = [2, 2]``, ``fanout = [15, 10, 5]``).
+    * ``*.toml``: top-level keys and those of a ``[train]`` table (a key in both is refused); a key is a field
+      name or its flag without the dashes (``weight-decay`` or ``weight_decay``, ``timeout``); lists become
+      comma-separated strings (``grid = [2, 2]``, ``fanout = [15, 10, 5]``).
     * ``summary.json`` of a previous run, or the folder holding it: its ``config`` (the resolved config of that
       run) without ``out``, ``resume`` and ``overwrite``.
 
@@ -470,8 +492,13 @@ def read_config_file(path) -> dict:
         if doc.get("data") is None and str(summary_data).startswith("in-memory:"):
             raise GridGnnError(f"--config {p}: that run trained on a graph handed over from Python "
                                f"({summary_data}); give --data to rerun it on a file")
-    elif isinstance(doc.get("train"), dict):
-        doc = doc["train"]
+    elif isinstance(doc.get("train"), dict):  # a [train] table and the top-level keys beside it: all of them
+        table = doc["train"]
+        top = {k: v for k, v in doc.items() if k != "train"}
+        twice = sorted(set(top) & set(table))
+        if twice:
+            raise GridGnnError(f"--config {p}: {', '.join(twice)} given both at the top level and in [train]")
+        doc = {**top, **table}
     known = {f.name for f in fields(TrainConfig)}
     out, unknown = {}, []
     for key, value in doc.items():

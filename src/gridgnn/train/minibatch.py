@@ -75,7 +75,7 @@ def _grid(ctx, cfg: TrainConfig):
         return ProcessGrid("1.5d", (1, 1), AXES["1.5d"], 0, None), "cpu"
     ctx.init()
     device = ctx.device
-    return ProcessGrid.build("1.5d", device.split(":")[0], replication=cfg.replication), device
+    return ProcessGrid.build("1.5d", device.split(":")[0], replication=cfg.replication, timeout_s=ctx.timeout_s), device
 
 
 class _Pipeline:
@@ -131,10 +131,10 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = 
     rank 0 (``return_state``: on every rank ``{"summary", "state", "history"}``, the trained parameters in
     ``state``, for tests)."""
     from .checkpoint import CHECKPOINT, check_for_run, read_checkpoint, restore, save_checkpoint
-    from .trainer import _best_epoch, _check_data, _fmt, _RunFiles, build_model, recording
+    from .trainer import _best_epoch, _check_data, _fmt, _RunFiles, build_model, recording, with_feature_norm
 
     t_start = time.perf_counter()
-    graph = load_graph(cfg.data if graph is None else graph, seed=cfg.seed)
+    graph = with_feature_norm(load_graph(cfg.data if graph is None else graph, seed=cfg.seed), cfg)
     labelled = graph.y is not None and graph.train_mask is not None
     train_ids = np.flatnonzero(graph.train_mask & (graph.y >= 0)) if labelled else np.zeros(0, np.int64)
     world = 1 if ctx is None else ctx.world_size
@@ -178,20 +178,24 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = 
                                 config=cfg.to_dict(), dims=dims, info=info, epoch=epoch + 1, records=history,
                                 best_epoch=_best_epoch(history))
             console.epoch_done(epoch, rec, _line(rec))
-    logits_full = _infer_all(pipe, model, comm, graph.n, dims[-1]) if cfg.save_logits and cfg.out else None
-    mine = {"rank": grid.global_rank, "peak_memory_bytes": measured_peak_bytes(device),
-            "phases": _mean_phases(logs)}
-    with comm.phase("io"):
-        everyone = comm.all_gather_json(mine, grid.names) if world > 1 else [mine]
-    state = {"state": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}, "history": history}
-    if not lead:
-        return {"summary": None, **state} if return_state else None
-    summary = _summary(cfg, graph, grid, history, everyone, time.perf_counter() - t_start, _best_epoch(history),
-                       resumed_from=None if ckpt is None else start)
-    if cfg.out:
-        if logits_full is not None:
-            write_logits(cfg.out, logits_full, graph.original_ids)
-        write_json(os.path.join(cfg.out, "summary.json"), summary)  # last: a summary.json marks a complete run
+    try:  # the outputs after the loop: the folder is held until the last is written (or this fails)
+        logits_full = _infer_all(pipe, model, comm, graph.n, dims[-1]) if cfg.save_logits and cfg.out else None
+        mine = {"rank": grid.global_rank, "peak_memory_bytes": measured_peak_bytes(device),
+                "phases": _mean_phases(logs)}
+        with comm.phase("io"):
+            everyone = comm.all_gather_json(mine, grid.names) if world > 1 else [mine]
+        state = {"state": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}, "history": history}
+        if not lead:
+            return {"summary": None, **state} if return_state else None
+        summary = _summary(cfg, graph, grid, history, everyone, time.perf_counter() - t_start, _best_epoch(history),
+                           resumed_from=None if ckpt is None else start)
+        if cfg.out:
+            if logits_full is not None:
+                write_logits(cfg.out, logits_full, graph.original_ids)
+            write_json(os.path.join(cfg.out, "summary.json"), summary)  # last: a summary.json marks a complete run
+    finally:
+        if files is not None:
+            files.close()
     if not cfg.quiet:
         print(f"final: test_acc={_fmt(summary['test_acc'], '.4f')} val_acc={_fmt(summary['val_acc'], '.4f')} "
               f"(best epoch {summary['best_epoch']}), {summary['minibatches_per_s']:.1f} minibatches/s, epoch "
@@ -225,7 +229,7 @@ def _infer_all(pipe: _Pipeline, model, comm, n: int, classes: int) -> np.ndarray
             return
         model.eval()
         with torch.no_grad():
-            outs.append(model(x, plan).detach().to("cpu", torch.float64))
+            outs.append(model(x, plan).detach().to("cpu", pipe.dtype))
         ids.append(np.asarray(plan.out_rows(), dtype=np.int64))
 
     size = pipe.cfg.model_eval_batch_size
@@ -233,14 +237,14 @@ def _infer_all(pipe: _Pipeline, model, comm, n: int, classes: int) -> np.ndarray
     pipe.run([order[i:i + size] for i in range(0, n, size)], fanouts=pipe.eval_fanouts, epoch=pipe.cfg.epochs,
              step0=0, step_fn=infer, stats=defaultdict(float), fetch_phase="io")
     rows = torch.from_numpy(np.concatenate(ids) if ids else np.zeros(0, np.int64)).reshape(-1, 1)
-    vals = torch.cat(outs) if outs else torch.zeros((0, classes), dtype=torch.float64)
+    vals = torch.cat(outs) if outs else torch.zeros((0, classes), dtype=pipe.dtype)
     wire = comm.wire_device()
     with comm.phase("io"):
         all_rows = comm.gather_rows(rows.to(wire), comm.grid.names)
         all_vals = comm.gather_rows(vals.to(wire), comm.grid.names)
     if all_rows is None:
         return None
-    full = np.full((n, classes), np.nan)
+    full = np.full((n, classes), np.nan, dtype=vals.numpy().dtype)  # the run's dtype
     for r, v in zip(all_rows, all_vals):
         full[r.cpu().numpy().reshape(-1)] = v.cpu().numpy()
     return full
@@ -367,6 +371,7 @@ def _summary(cfg: TrainConfig, graph, grid, history, everyone, wall: float, best
         "nproc": grid.world_size, "grid": list(grid.shape), "grid_axes": list(grid.names),
         "replication": cfg.replication, "seed": cfg.seed, "model": cfg.model, "aggr": cfg.model_aggr,
         "layers": cfg.layers, "hidden": cfg.hidden, "epochs": cfg.epochs, "dtype": cfg.dtype,
+        "feature_norm": cfg.model_feature_norm,
         "data": cfg.data or "default", "n": graph.n, "nnz": graph.nnz,
         "peak_memory_bytes": [er["peak_memory_bytes"] for er in everyone], "wall_time_s": wall,
         "checkpoint_every": cfg.checkpoint_every, "resumed_from_epoch": resumed_from, "config": cfg.to_dict(),

@@ -17,12 +17,20 @@ before anything is created.
 * **Previous outputs.** A folder that already holds one of :data:`OUTPUTS` is refused unless ``--overwrite``
   (or ``--resume`` of that same folder); then exactly those files, and stale ``.<name>.tmp`` files, are
   removed before the first new one is written — never anything else in the folder.
+* **One run per folder.** Rank 0 holds :class:`OutLock` (``OUT/.gridgnn.lock``, an exclusive ``flock``) from the
+  moment it creates the folder until its last output is written, and checks for previous outputs only once it
+  holds it: a second run on the same ``--out`` is refused naming the holder, whatever the timing. The lock dies
+  with its process; the file is removed on every exit Python sees, and one left by a killed run is taken over
+  with a note.
 """
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
+import socket
+import sys
 import tempfile
 
 from ..errors import GridGnnError
@@ -136,6 +144,102 @@ class MetricsLog:
             os.unlink(self.tmp)
 
 
+class OutLock:
+    r"""An exclusive hold of ``--out`` by this process: ``flock`` on ``folder/.gridgnn.lock``, which names the
+    holder (``pid N on HOST``). A second holder, in this process or another, is refused with one line naming the
+    first; :meth:`release` removes the file. A file whose lock nobody holds (its run was killed) is taken over
+    with a note on stderr. The kernel drops the lock with the process, so a crash never blocks the folder."""
+
+    NAME = ".gridgnn.lock"
+
+    def __init__(self, folder: str):
+        self.path = os.path.join(folder, self.NAME)
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise GridGnnError(f"cannot lock --out {folder}: {_why(exc)}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                holder = _read_small(fd) or "another run"
+                os.close(fd)
+                if isinstance(exc, BlockingIOError):
+                    raise GridGnnError(f"--out {folder} is in use by another run ({holder}); wait for it to end "
+                                       "or choose another --out") from None
+                raise GridGnnError(f"cannot lock --out {folder}: {_why(exc)}") from None
+            try:  # the previous holder may have removed the file between our open and our lock: start again
+                if os.fstat(fd).st_ino == os.stat(self.path).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        left = _read_small(fd)
+        if left:
+            print(f"gridgnn: note: --out {folder}: taking over the lock left by {left} (that run ended without "
+                  "releasing it)", file=sys.stderr)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
+        self.fd = fd
+
+    def release(self) -> None:
+        """Remove the file and drop the lock (idempotent)."""
+        if self.fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+        self.fd = None
+
+
+def out_dir_state(path: str | None) -> str | None:
+    """Before a launch: the nearest existing folder at or above ``--out`` (what a failed run may remove up to)."""
+    return None if not path else _nearest_existing(os.path.abspath(path))
+
+
+def clean_after_ranks(path: str | None, existing: str | None) -> None:
+    r"""After the ranks of a failed or interrupted run are gone (a rank stopped by SIGTERM or SIGKILL runs no
+    clean-up of its own): if no live process holds ``--out``'s lock, remove the temporary outputs
+    (``.<name>.tmp``) and the lock file, then the folders the run created if they are empty (up to ``existing``,
+    :func:`out_dir_state` before the launch). A folder another run holds is not touched."""
+    if not path or not os.path.isdir(path):
+        return
+    lock = os.path.join(path, OutLock.NAME)
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return  # held: another run is writing there
+        for name in OUTPUTS:
+            with contextlib.suppress(OSError):
+                os.unlink(temp_path(os.path.join(path, name)))
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+    finally:
+        os.close(fd)
+    p = os.path.abspath(path)
+    while existing and p != existing and p.startswith(existing.rstrip(os.sep) + os.sep):
+        try:
+            os.rmdir(p)
+        except OSError:
+            break
+        p = os.path.dirname(p)
+
+
+def _read_small(fd: int) -> str:
+    """The holder a lock file names (at most 200 bytes of it, printable)."""
+    try:
+        text = os.pread(fd, 200, 0).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "".join(c for c in text if c.isprintable()).strip()
+
+
 def _nearest_existing(path: str) -> str:
     p = path
     while not os.path.lexists(p):
@@ -155,6 +259,19 @@ def _probe(folder: str, what: str) -> None:
         os.unlink(name)
     except OSError as exc:
         raise GridGnnError(f"cannot write {what}: {folder} refuses new files ({_why(exc)})") from None
+
+
+def check_new_files(paths, *, overwrite: bool) -> None:
+    """A command's ``--out`` files (``gridgnn partition``): refused when one exists and ``--overwrite`` was not
+    given, or when one is not a regular file (a folder, a FIFO) — before any work is done."""
+    for path in paths:
+        if not os.path.lexists(path):
+            continue
+        if not os.path.isfile(path) or os.path.islink(path):
+            raise GridGnnError(f"--out: {path} exists and is not a regular file")
+        if not overwrite:
+            raise GridGnnError(f"--out: {path} already exists; add --overwrite to replace it, or choose another "
+                               "--out")
 
 
 def previous_outputs(path: str) -> list[str]:

@@ -22,6 +22,7 @@ import torch
 
 from ..distributed import Comm, NullComm, ProcessGrid
 from ..errors import GridGnnError
+from ..graph.graph import require_nonnegative_weights
 from ..graph.spec import load_graph
 from ..nn import resolve_model
 from ..parallel import algorithm
@@ -30,8 +31,8 @@ from ..planner.memory import available_memory_bytes, check_fits, measured_peak_b
 from .checkpoint import CHECKPOINT, check_for_run, read_checkpoint, restore, save_checkpoint
 from .config import TrainConfig
 from .console import Console
-from .outputs import (MetricsLog, clear_outputs, make_out_dir, previous_outputs, remove_empty_dirs, write_json,
-                      write_logits)
+from .outputs import (MetricsLog, OutLock, clear_outputs, make_out_dir, previous_outputs, remove_empty_dirs,
+                      write_json, write_logits)
 from .rank_layout import (GRAPH_PARTITIONERS, build_rank, estimate_memory, make_source, model_trace, num_blocks,
                           vertex_blocks)
 from .step import evaluate, forward_backward
@@ -39,11 +40,21 @@ from .step import evaluate, forward_backward
 EPOCH_PHASES = ("fwd", "bwd", "grad", "eval", "metrics")
 
 
+def with_feature_norm(graph, cfg: TrainConfig):
+    """``graph`` with its features normalized as ``--feature-norm`` says (a copy: a graph handed over from Python is
+    left as it was)."""
+    from ..graph.loaders import normalize_features
+
+    how = cfg.model_feature_norm
+    return graph if how == "none" or graph.x is None else graph.with_(x=normalize_features(graph.x, how))
+
+
 def _check_data(n: int, num_features: int, num_classes: int, n_train: int, blocks: int) -> None:
     if num_features < 1:
         raise GridGnnError("the graph has no node features")
     if num_classes < 2:
-        raise GridGnnError("node classification needs labels with at least 2 classes, and this graph has none")
+        raise GridGnnError(f"node classification needs labels of at least 2 classes; this graph's labels have "
+                           f"{'none' if num_classes < 1 else 'one'}")
     if n_train < 1:
         raise GridGnnError("the graph has no labelled training nodes")
     if n < blocks:
@@ -62,7 +73,7 @@ def _prepare(cfg: TrainConfig, world: int, given=None):
 
         if single:
             raise GridGnnError("--algo serial reads the whole graph; give it the original --data SPEC, not sharded:")
-        ds = ShardedDataset(cfg.data[len("sharded:"):])
+        ds = ShardedDataset(cfg.data[len("sharded:"):], feature_norm=cfg.model_feature_norm)
         meta = ds.graph_meta()
         if not meta.get("normalized", False):
             raise GridGnnError(f"{ds.path if hasattr(ds, 'path') else cfg.data} holds an unnormalized matrix "
@@ -77,7 +88,8 @@ def _prepare(cfg: TrainConfig, world: int, given=None):
                                    "write it with gridgnn shard --method single-perm (or identity)")
             rows = RowPartition(ds.perm_r, even_bounds(ds.n, blocks), ds.method)
         return None, ds, rows, shape, info
-    graph = load_graph(cfg.data if given is None else given, seed=cfg.seed)
+    graph = with_feature_norm(load_graph(cfg.data if given is None else given, seed=cfg.seed), cfg)
+    require_nonnegative_weights(graph)  # on every rank, before anything starts
     n_train = 0 if graph.y is None or graph.train_mask is None else int((graph.train_mask & (graph.y >= 0)).sum())
     _check_data(graph.n, graph.num_features, graph.num_classes, n_train, blocks)
     source = rows = None
@@ -117,7 +129,8 @@ def train_worker(ctx, cfg: TrainConfig, graph=None) -> dict | None:
         ctx.init()  # first collective: every rank has validated its input by now
         device = ctx.device
         comm = Comm(ProcessGrid.build(kind, device.split(":")[0], replication=cfg.replication,
-                                      shape=shape if algorithm(cfg.algo).takes_grid_shape else None))
+                                      shape=shape if algorithm(cfg.algo).takes_grid_shape else None,
+                                      timeout_s=ctx.timeout_s))
         if graph is not None and source is None:
             source, rows = _layout_on_rank0(comm, graph, cfg, world, shape)
     rank = comm.grid.global_rank
@@ -161,27 +174,31 @@ def train_worker(ctx, cfg: TrainConfig, graph=None) -> dict | None:
             console.advance()
             console.epoch_done(epoch, rec, _line(rec))
 
-    # ---- gather per-rank records (once, phase io) and the logits
-    mine = _rank_record(rank, epochs, setup_log, plan.shard_nnz())
-    mine["estimated_peak_memory_bytes"] = None if memory is None else memory.ranks[rank].total
-    mine["peak_memory_bytes"] = measured_peak_bytes(device)
-    with comm.phase("io"):
-        everyone = comm.all_gather_json(mine, comm.grid.names)
-        logits_full = None
-        if cfg.save_logits and out_dir:
-            logits, _ = evaluate(model, plan, comm, data)
-            logits_full = _gather_logits(comm, logits, data.node_ids, plan.out_cols(info["classes"]), info)
-    if not lead:
-        return None
-    summary = _summary(cfg, info, world, comm.grid, history, epochs, everyone, time.perf_counter() - t_start,
-                       resumed_from=None if ckpt is None else start)
-    if out_dir:
-        if logits_full is not None:
-            write_logits(out_dir, logits_full, None if graph is None else graph.original_ids)
-        from .report import breakdown_plot
+    try:  # the outputs after the loop: the folder is held until the last is written (or this fails)
+        # ---- gather per-rank records (once, phase io) and the logits
+        mine = _rank_record(rank, epochs, setup_log, plan.shard_nnz())
+        mine["estimated_peak_memory_bytes"] = None if memory is None else memory.ranks[rank].total
+        mine["peak_memory_bytes"] = measured_peak_bytes(device)
+        with comm.phase("io"):
+            everyone = comm.all_gather_json(mine, comm.grid.names)
+            logits_full = None
+            if cfg.save_logits and out_dir:
+                logits, _ = evaluate(model, plan, comm, data)
+                logits_full = _gather_logits(comm, logits, data.node_ids, plan.out_cols(info["classes"]), info)
+        if not lead:
+            return None
+        summary = _summary(cfg, info, world, comm.grid, history, epochs, everyone, time.perf_counter() - t_start,
+                           resumed_from=None if ckpt is None else start)
+        if out_dir:
+            if logits_full is not None:
+                write_logits(out_dir, logits_full, None if graph is None else graph.original_ids)
+            from .report import breakdown_plot
 
-        breakdown_plot(everyone, os.path.join(out_dir, "breakdown.png"), title=f"{cfg.algo} P={world}")
-        write_json(os.path.join(out_dir, "summary.json"), summary)  # last: a summary.json marks a complete run
+            breakdown_plot(everyone, os.path.join(out_dir, "breakdown.png"), title=f"{cfg.algo} P={world}")
+            write_json(os.path.join(out_dir, "summary.json"), summary)  # last: a summary.json marks a complete run
+    finally:
+        if files is not None:
+            files.close()
     if not cfg.quiet:
         print(f"final: test_acc={_fmt(summary['test_acc'], '.4f')} val_acc={_fmt(summary['val_acc'], '.4f')} "
               f"(best epoch {summary['best_epoch']}), epoch {summary['epoch_time_median_s'] * 1e3:.1f} ms median, "
@@ -216,7 +233,9 @@ class _RunFiles:
     def __init__(self, cfg: TrainConfig, history: list[dict]):
         out = cfg.out
         self.created = make_out_dir(out)
+        self.lock = None
         try:
+            self.lock = OutLock(out)  # before looking for previous outputs: another run may be writing them
             here = cfg.resumes_into_out()
             if not (cfg.overwrite or here):
                 old = previous_outputs(out)
@@ -226,12 +245,19 @@ class _RunFiles:
             clear_outputs(out, keep=(CHECKPOINT,) if here else ())
             self.metrics = MetricsLog(os.path.join(out, "metrics.jsonl"), history)
         except BaseException:
+            if self.lock is not None:
+                self.lock.release()
             remove_empty_dirs(self.created)
             raise
 
     def abandon(self) -> None:
         self.metrics.discard()
+        self.lock.release()
         remove_empty_dirs(self.created)
+
+    def close(self) -> None:
+        """The run's last output is written (or it failed after its loop): the folder is free again."""
+        self.lock.release()
 
 
 def _train_epoch(model, opt, plan, comm, data, epoch: int, device: str) -> tuple[dict, dict]:
@@ -384,19 +410,19 @@ def _layout_on_rank0(comm, graph, cfg: TrainConfig, world: int, shape):
 
 
 def _gather_logits(comm, logits, node_ids, cols, info) -> np.ndarray | None:
-    """The logits in original node order on rank 0 (``None`` elsewhere): every rank's block of rows
-    ``node_ids`` and class columns ``cols`` travels as tensors (phase ``io``); replicas hold equal copies."""
+    """The logits in original node order on rank 0 (``None`` elsewhere), in the run's dtype: every rank's block of
+    rows ``node_ids`` and class columns ``cols`` travels as tensors (phase ``io``); replicas hold equal copies."""
     axes, dev = comm.grid.names, comm.wire_device()
     ids = torch.as_tensor(np.asarray(node_ids, np.int64)).to(dev)
     c0, c1 = (int(v) for v in cols)
-    lg = torch.zeros((logits.shape[0], info["classes"]), dtype=torch.float32, device=dev)  # equal widths on the wire
-    lg[:, c0:c1] = logits.detach().float().to(dev)
+    lg = torch.zeros((logits.shape[0], info["classes"]), dtype=logits.dtype, device=dev)  # equal widths on the wire
+    lg[:, c0:c1] = logits.detach().to(dev)
     c = torch.tensor([[c0, c1]], dtype=torch.int64, device=dev)
     with comm.phase("io"):
         all_ids, all_lg, all_cols = (comm.gather_rows(t, axes) for t in (ids, lg, c))
     if all_ids is None:
         return None
-    full = np.zeros((info["n"], info["classes"]), dtype=np.float32)
+    full = np.zeros((info["n"], info["classes"]), dtype=torch.empty(0, dtype=logits.dtype).numpy().dtype)
     for i, block, cc in zip(all_ids, all_lg, all_cols):
         c0, c1 = (int(v) for v in cc[0])
         full[i.cpu().numpy(), c0:c1] = block[:, c0:c1].cpu().numpy()
@@ -504,7 +530,7 @@ def _summary(cfg, info, world, grid, history, epochs, everyone, wall, *, resumed
         "replication": cfg.replication if algorithm(cfg.algo).takes_replication else 1,
         "partition": info["partition"], "seed": cfg.seed,
         "model": cfg.model, "heads": cfg.model_heads, "layers": cfg.layers, "hidden": cfg.hidden,
-        "epochs": cfg.epochs,
+        "epochs": cfg.epochs, "feature_norm": cfg.model_feature_norm,
         "dtype": cfg.dtype, "data": info.get("data", cfg.data or "default"), "n": info["n"], "nnz": info["nnz"],
         # per rank: the estimate the run was admitted with (gridgnn.planner.memory) and the measured peak
         "estimated_peak_memory_bytes": [er["estimated_peak_memory_bytes"] for er in everyone],

@@ -1,0 +1,84 @@
+"""One run per ``--out`` folder: two runs started together on one folder — exactly one trains and the folder holds
+that run's files alone (they once shared ``.metrics.jsonl.tmp``: one run's summary beside the other's metrics)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gridgnn.errors import GridGnnError
+from gridgnn.train.outputs import OutLock
+
+SBM = "synthetic:sbm?n=300&classes=3&avg_degree=6&features=8"
+
+
+def test_a_held_folder_is_refused_naming_the_holder_and_freed_on_release(tmp_path, capsys):
+    first = OutLock(str(tmp_path))
+    with pytest.raises(GridGnnError, match=rf"--out {tmp_path} is in use by another run \(pid {os.getpid()} on "):
+        OutLock(str(tmp_path))
+    first.release()
+    assert not os.path.exists(tmp_path / OutLock.NAME)
+    OutLock(str(tmp_path)).release()
+    assert capsys.readouterr().err == ""
+    (tmp_path / OutLock.NAME).write_text("pid 4194999 on elsewhere")  # left by a killed run: nobody holds it
+    taken = OutLock(str(tmp_path))
+    assert "taking over the lock left by pid 4194999 on elsewhere" in capsys.readouterr().err
+    taken.release()
+    assert os.listdir(tmp_path) == []
+
+
+def test_two_runs_on_one_folder_one_trains_and_the_folder_is_its_own(tmp_path):
+    out = tmp_path / "run"
+    runs = [subprocess.Popen([sys.executable, "-m", "gridgnn", "train", "--data", SBM, "--algo", "serial", "--epochs",
+                              "300", "--hidden", "8", "--seed", str(seed), "--quiet", "--out", str(out)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for seed in (1, 2)]
+    results = [(p.wait(timeout=300), p.stderr.read()) for p in runs]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 2], results
+    seed = next(s for s, (c, _) in zip((1, 2), results) if c == 0)
+    err = next(e for c, e in results if c)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and ("is in use by another run" in lines[0] or "already holds" in lines[0]), err
+    summary = json.loads((out / "summary.json").read_text())
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert summary["config"]["seed"] == seed and len(metrics) == 300
+    assert summary["final_loss"] == metrics[-1]["loss"]  # the summary and the metrics of one run
+    assert sorted(os.listdir(out)) == ["breakdown.png", "metrics.jsonl", "summary.json"]
+
+
+def test_shard_refuses_an_existing_dataset_without_overwrite(tmp_path, capsys):
+    """``gridgnn shard`` replaced a dataset silently (``meta.json`` deleted first); now it is refused without
+    ``--overwrite``, replaced only once the new one is complete, and a folder of other files is never touched."""
+    from tests.train._runs import run_main
+
+    out = tmp_path / "ds"
+    shard = ["shard", "--data", SBM, "--blocks", "2x2", "--method", "single-perm", "--out", out]
+    assert run_main([*shard, "--seed", 1]) == 0
+    assert run_main([*shard, "--seed", 2]) == 2
+    assert "already holds a sharded dataset; add --overwrite" in capsys.readouterr().err
+    assert json.loads((out / "meta.json").read_text())["seed"] == 1
+    assert run_main([*shard, "--seed", 2, "--overwrite"]) == 0
+    assert json.loads((out / "meta.json").read_text())["seed"] == 2
+    assert sorted(os.listdir(tmp_path)) == ["ds"]  # no temporary or previous folder left beside it
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep")
+    capsys.readouterr()
+    assert run_main(["shard", "--data", SBM, "--blocks", "2x2", "--out", other, "--overwrite"]) == 2
+    assert "holds files and no sharded dataset" in capsys.readouterr().err
+    assert os.listdir(other) == ["notes.txt"]
+
+
+def test_partition_refuses_to_replace_its_files_without_overwrite(tmp_path, capsys):
+    from tests.train._runs import run_main
+
+    out = tmp_path / "g.part"
+    cmd = ["partition", "--data", SBM, "--parts", 2, "--method", "random", "--out", out]
+    assert run_main(cmd) == 0
+    before = out.read_text()
+    assert run_main([*cmd, "--seed", 3]) == 2
+    assert f"--out: {out} already exists; add --overwrite" in capsys.readouterr().err
+    assert out.read_text() == before
+    assert run_main([*cmd, "--seed", 3, "--overwrite"]) == 0 and out.read_text() != before
+    assert sorted(os.listdir(tmp_path)) == ["g.part", "g.part.json"]  # no temporary file left
