@@ -2,8 +2,10 @@
 gap to serial. ``--model gcn``: 2 layers, hidden 16, dropout 0.5, lr 0.01. ``--model gat``: 2 layers, 8 heads × 8
 hidden, one output head, dropout 0.6 on inputs and attention, lr 0.005. ``--model agnn``: PyG's example (Linear 16
 → ReLU → AGNN β fixed → AGNN β trained → Linear: ``--layers 4``), dropout 0.5, lr 0.01. ``--model sage``:
-GraphSAGE (root weight) with ``--aggr`` (default mean), 2 layers, hidden 16, dropout 0.5, lr 0.01.
-Weight decay 5e-4. Usage: python benchmarks/cora_accuracy.py [CORA_DIR] [--seeds 5] [--model gcn|gat|agnn|sage]
+GraphSAGE (root weight) with ``--aggr`` (default mean), 2 layers, hidden 16, dropout 0.5, lr 0.01. ``--model va``:
+vanilla attention at its defaults (2 layers, hidden 16, dropout 0.5, lr 0.01, ``--feature-norm auto``: unit-L2
+feature rows; ``--feature-norm none`` for the features as loaded).
+Weight decay 5e-4. Usage: python benchmarks/cora_accuracy.py [CORA_DIR] [--seeds 5] [--model gcn|gat|agnn|sage|va]
 """
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ def main():
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--nproc", type=int, default=4)
     ap.add_argument("--epochs", type=int, default=200)
-    ap.add_argument("--model", choices=("gcn", "gat", "agnn", "sage"), default="gcn")
+    ap.add_argument("--model", choices=("gcn", "gat", "agnn", "sage", "va"), default="gcn")
+    ap.add_argument("--feature-norm", default="auto", choices=("auto", "none", "l2"))
     ap.add_argument("--aggr", default="mean", help="--model sage: mean, sum, max or min")
     ap.add_argument("--algos", default=None, help="comma-separated subset (serial always runs)")
     args = ap.parse_args()
@@ -32,7 +35,8 @@ def main():
     elif args.model == "sage":
         hyper = dict(model="sage", aggr=args.aggr, layers=2, hidden=16, lr=0.01, dropout=0.5)
     else:
-        hyper = dict(layers=2, hidden=16, lr=0.01, dropout=0.5)
+        hyper = dict(model=args.model, layers=2, hidden=16, lr=0.01, dropout=0.5)
+    hyper["feature_norm"] = args.feature_norm
 
     configs = [("serial", 1, 1), ("1d", args.nproc, 1), ("1d-sa", args.nproc, 1), ("1.5d", args.nproc, 2),
                ("1.5d-sa", args.nproc, 2), ("2d", args.nproc, 1), ("3d", args.nproc, 1), ("plexus", args.nproc, 1)]

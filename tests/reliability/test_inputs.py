@@ -126,3 +126,26 @@ def test_va_trains_on_cora_at_its_defaults(cora_dir):
 
     final, stuck = final_loss(), final_loss(feature_norm="none")
     assert final < 0.75 * np.log(7) and abs(stuck - np.log(7)) < 1e-2, (final, stuck)  # 1.10 and 1.946 here
+
+
+def test_toml_key_spelled_two_ways_in_both_places_is_refused(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text('weight-decay = 0.0\n[train]\nweight_decay = 0.1\n')
+    with pytest.raises(GridGnnError, match="weight_decay given both at the top level and in"):
+        read_config_file(f)
+    f.write_text('hidden = 8\n[optimizer]\nlr = 0.1\n')  # another table: an unknown option, not silence
+    with pytest.raises(GridGnnError, match="unknown option"):
+        read_config_file(f)
+
+
+def test_resume_reads_feature_norm_as_the_run_used_it(tmp_path):
+    """A checkpoint written before --feature-norm used its features as loaded; `auto` and `l2` agree for VA."""
+    from gridgnn.train.checkpoint import resume_base
+
+    (tmp_path / "checkpoint.pt").write_bytes(b"x")
+    old = {"config": {"model": "va", "hidden": 16}}
+    assert resume_base(old, {}, str(tmp_path))["feature_norm"] == "none"
+    new = {"config": {"model": "va", "feature_norm": "l2"}}
+    assert resume_base(new, {"feature_norm": "auto"}, str(tmp_path))["feature_norm"] == "l2"
+    with pytest.raises(GridGnnError, match="--feature-norm 'none' differs from the checkpoint's 'l2'"):
+        resume_base(new, {"feature_norm": "none"}, str(tmp_path))

@@ -82,3 +82,25 @@ def test_partition_refuses_to_replace_its_files_without_overwrite(tmp_path, caps
     assert out.read_text() == before
     assert run_main([*cmd, "--seed", 3, "--overwrite"]) == 0 and out.read_text() != before
     assert sorted(os.listdir(tmp_path)) == ["g.part", "g.part.json"]  # no temporary file left
+
+
+def test_the_launchers_clean_up_spares_a_folder_another_run_holds(tmp_path):
+    """After a failed launch the launcher removes the run's temporary outputs, lock and the folders it created —
+    unless another run holds the folder (the refused run must not delete the running one's files)."""
+    from gridgnn.train.outputs import clean_after_ranks, out_dir_state
+
+    out = tmp_path / "a" / "b"
+    existing = out_dir_state(str(out))
+    out.mkdir(parents=True)
+    (out / ".metrics.jsonl.tmp").write_text("{}\n")
+    (out / "summary.json").write_text("{}\n")
+    holder = OutLock(str(out))
+    clean_after_ranks(str(out), existing)
+    assert sorted(os.listdir(out)) == [".gridgnn.lock", ".metrics.jsonl.tmp", "summary.json"]
+    holder.release()
+    clean_after_ranks(str(out), existing)
+    assert os.listdir(out) == ["summary.json"]  # a finished output stays, and so does its folder
+    (out / "summary.json").unlink()
+    (out / ".summary.json.tmp").write_text("{")
+    clean_after_ranks(str(out), existing)
+    assert os.listdir(tmp_path) == []  # the folders the run created, now empty, are gone

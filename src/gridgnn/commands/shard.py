@@ -100,6 +100,8 @@ def _check_shard_out(out: str, overwrite: bool) -> None:
     """``gridgnn shard --out DIR``: a new folder, an empty one, or (with ``--overwrite``) a sharded dataset —
     never a folder of other files, which the replacement would delete."""
     p = Path(out)
+    if p.is_symlink():
+        raise GridGnnError(f"--out {out} is a symbolic link; give the folder it points to")
     if p.exists() and not p.is_dir():
         raise GridGnnError(f"--out {out} exists and is not a directory")
     if not p.is_dir() or not any(p.iterdir()):

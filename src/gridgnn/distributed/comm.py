@@ -296,12 +296,10 @@ class Comm:
     def execute(self, rec, tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
         r"""Run one record of a layout's schedule (:class:`~gridgnn.distributed.accounting.Transfer`) with
         ``tensor`` as this rank's part: ``allreduce`` (in place, ``op``), ``allgather`` (returns the members'
-        pieces concatenated), ``reducescatter`` (returns this rank's summed piece), ``bcast`` / ``reduce`` (in
-        place, from / onto ``rec.root``). The tensor must have the record's rows (its first dimension; one for a
-        scalar) and the record the grid's axis size: the byte model priced exactly that, so a mismatch is an
-        engine defect and stops here rather than moving other bytes."""
-        rows = {"allreduce": rec.rows, "bcast": rec.rows, "reduce": rec.rows,
-                "allgather": rec.pieces[rec.me] if rec.pieces else 0,
+        pieces concatenated), ``reducescatter`` (returns this rank's summed piece). The tensor must have the
+        record's rows (its first dimension; one for a scalar) and the record the grid's axis size: the byte model
+        priced exactly that, so a mismatch is an engine defect and stops here rather than moving other bytes."""
+        rows = {"allreduce": rec.rows, "allgather": rec.pieces[rec.me] if rec.pieces else 0,
                 "reducescatter": sum(rec.pieces)}.get(rec.kind)
         if rows is None:
             raise ValueError(f"Comm.execute runs no {rec.kind!r} record")
@@ -319,9 +317,7 @@ class Comm:
             bounds = [0]
             for p in rec.pieces:
                 bounds.append(bounds[-1] + p)
-            return self.reduce_scatter_rows(tensor.contiguous(), bounds, rec.axis)
-        run = self.broadcast if rec.kind == "bcast" else self.reduce
-        return run(tensor, rec.root, rec.axis, tag=rec.key)
+        return self.reduce_scatter_rows(tensor.contiguous(), bounds, rec.axis)
 
     def wire_device(self):
         """Where metadata tensors live for the backend: CUDA for NCCL, CPU for gloo."""

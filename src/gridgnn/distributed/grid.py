@@ -78,6 +78,20 @@ def coords_of(rank: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
+def _group_options(backend: str, timeout):
+    """Options of a new process group with ``timeout``: NCCL's own options type (torch refuses another one for
+    it), the generic backend options otherwise (gloo)."""
+    import torch.distributed as dist
+
+    if backend == "nccl":
+        options = dist.ProcessGroupNCCL.Options()
+        options._timeout = timeout
+        return options
+    from torch._C._distributed_c10d import Backend
+
+    return Backend.Options(backend, timeout=timeout)
+
+
 @dataclass
 class ProcessGrid:
     r"""A named process grid. ``mesh`` is a :class:`DeviceMesh` (``None`` for the single-process grid).
@@ -105,25 +119,23 @@ class ProcessGrid:
               timeout_s: float | None = None) -> "ProcessGrid":
         """Create the mesh for the current process group (every rank calls this in the same order).
 
-        ``timeout_s`` (``--timeout``): the process group of every axis that is not the whole world is created
-        with it, as the world group was (:class:`~gridgnn.distributed.launch.LaunchContext`); DeviceMesh
-        otherwise gives them torch's default (30 minutes), and a stalled rank on a process row or fiber would
-        hold its peers that long."""
+        ``timeout_s`` (``--timeout``): the process group of every axis is created with it, as the world group
+        was (:class:`~gridgnn.distributed.launch.LaunchContext`); DeviceMesh otherwise gives them torch's default
+        (30 minutes), and a stalled rank on a process row or fiber would hold its peers that long."""
         import datetime
+        import inspect
 
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
 
         world = dist.get_world_size()
         shp = grid_shape(kind, world, replication=replication, shape=shape)
-        override = None
-        if timeout_s is not None:
-            from torch._C._distributed_c10d import Backend
-
-            backend = dist.get_backend()
-            options = Backend.Options(backend, timeout=datetime.timedelta(seconds=float(timeout_s)))
-            override = {name: (backend, options) for name, size in zip(AXES[kind], shp) if size < world} or None
-        mesh = init_device_mesh(device_type, shp, mesh_dim_names=AXES[kind], backend_override=override)
+        kw = {}
+        if timeout_s is not None and "backend_override" in inspect.signature(init_device_mesh).parameters:
+            backend = dist.get_backend()  # (torch < 2.9 has no backend_override: its axis groups keep the default)
+            options = _group_options(backend, datetime.timedelta(seconds=float(timeout_s)))
+            kw["backend_override"] = {name: (backend, options) for name in AXES[kind]}
+        mesh = init_device_mesh(device_type, shp, mesh_dim_names=AXES[kind], **kw)
         return cls(kind, shp, AXES[kind], dist.get_rank(), mesh)
 
     @property

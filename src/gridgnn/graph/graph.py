@@ -213,10 +213,12 @@ def require_nonnegative_weights(graph: Graph) -> None:
     negative = np.flatnonzero(graph.values < 0)
     if negative.size:
         k = int(negative[0])
-        dst = int(np.searchsorted(graph.indptr, k, side="right") - 1)
+        src, dst = int(graph.indices[k]), int(np.searchsorted(graph.indptr, k, side="right") - 1)
+        if graph.original_ids is not None:  # a relabelled file: its own ids
+            src, dst = int(graph.original_ids[src]), int(graph.original_ids[dst])
         raise GridGnnError(f"edge weights must be non-negative to train (the normalization divides by weighted "
-                           f"degrees): edge {int(graph.indices[k])} -> {dst} has weight {float(graph.values[k]):g}, "
-                           f"and {negative.size - 1} more are negative")
+                           f"degrees): edge {src} -> {dst} has weight {float(graph.values[k]):g}, and "
+                           f"{negative.size - 1} more are negative")
 
 
 def gcn_normalize(graph: Graph) -> sp.csr_matrix:

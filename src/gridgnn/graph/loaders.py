@@ -147,19 +147,27 @@ def row_normalize(x: np.ndarray) -> np.ndarray:
 FEATURE_NORMS = ("auto", "none", "l2")
 
 
-def normalize_features(x: np.ndarray | None, how: str) -> np.ndarray | None:
-    r"""``--feature-norm``: ``"none"`` gives ``x``; ``"l2"`` each row divided by its L2 norm (computed in float64;
-    all-zero rows stay zero), in ``x``'s dtype. A row's result depends on that row alone, so any subset of rows
-    (a rank's block, a sharded chunk) is normalized alike."""
+def normalize_features(x: np.ndarray | None, how: str, *, in_place: bool = False) -> np.ndarray | None:
+    r"""``--feature-norm``: ``"none"`` gives ``x``; ``"l2"`` each row divided by its L2 norm (the norms in float64;
+    all-zero rows stay zero), in ``x``'s floating dtype — into ``x`` itself when ``in_place`` (a float array the
+    caller owns), else into one new array; the work goes in blocks of rows, so no float64 copy of the whole
+    matrix is made. A row's result depends on that row alone, so any subset of rows (a rank's block, a sharded
+    chunk) is normalized alike."""
     if x is None or how == "none":
         return x
     if how != "l2":
         raise GridGnnError(f"--feature-norm must be none or l2 here, got {how!r}")
-    x64 = np.asarray(x, dtype=np.float64)
-    norm = np.sqrt(np.einsum("ij,ij->i", x64, x64))[:, None] if x64.ndim == 2 else np.abs(x64)
-    inv = np.zeros_like(norm)
-    np.divide(1.0, norm, out=inv, where=norm > 0)
-    return (x64 * inv).astype(np.asarray(x).dtype if np.issubdtype(np.asarray(x).dtype, np.floating) else np.float32)
+    x = np.asarray(x)
+    floating = np.issubdtype(x.dtype, np.floating)
+    out = x if in_place and floating else np.empty(x.shape, x.dtype if floating else np.float32)
+    step = max(1, (1 << 22) // max(1, x.shape[1]))  # about 32 MiB of float64 per block
+    for r0 in range(0, x.shape[0], step):
+        block = x[r0:r0 + step].astype(np.float64)
+        norm = np.sqrt(np.einsum("ij,ij->i", block, block))
+        inv = np.zeros_like(norm)
+        np.divide(1.0, norm, out=inv, where=norm > 0)
+        out[r0:r0 + step] = block * inv[:, None]
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- helpers

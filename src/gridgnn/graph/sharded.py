@@ -585,7 +585,7 @@ class ShardedDataset:
             bad = f"column index out of range 0..{cols - 1}"
         elif not np.all(np.isfinite(data)):
             bad = "values are not finite"
-        elif np.any(data < 0):
+        elif self.meta["normalized"] and np.any(data < 0):
             bad = "negative values (a normalized adjacency has none)"
         if bad:
             raise GridGnnError(f"block file {f} is corrupt: {bad}")

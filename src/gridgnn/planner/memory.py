@@ -864,8 +864,8 @@ def _summa(ctx, algo: str, shape, which):
 
 
 def _plexus_grid(ctx, shape, layouts):
-    r"""``(axis sizes, vertex bounds per axis, count)`` of a Plexus grid: ``count(version, rows, cols)`` = nonzeros
-    of :math:`\hat M` in a block (from the pattern's prefix sums on every axis's cuts)."""
+    r"""``(vertex bounds per axis, count)`` of a Plexus grid: ``count(version, rows, cols)`` = nonzeros of
+    :math:`\hat M` in a block (from the pattern's prefix sums on every axis's cuts)."""
     from ..partition.layout import PLEXUS_AXES
 
     n = ctx["n"]
@@ -886,7 +886,7 @@ def _plexus_grid(ctx, shape, layouts):
         a, b, c, d = pos[rr[0]], pos[rr[1]], pos[cc[0]], pos[cc[1]]
         return float(s[b, d] - s[a, d] - s[b, c] + s[a, c])
 
-    return g, vb, count
+    return vb, count
 
 
 def _plexus_rank(ctx, shape, layouts, rank: int):
@@ -930,7 +930,7 @@ def _plexus(ctx, shape, which):
     L = len(dims) - 1
     program = gcn_program(dims)
     layouts = plexus_layouts(program)
-    g, vb, count = _plexus_grid(ctx, shape, layouts)
+    vb, count = _plexus_grid(ctx, shape, layouts)
 
     p = ctx["dropout"]
     out = {}
@@ -1002,7 +1002,7 @@ def _plexus_traced(ctx, shape, which):
     n, dims, e, tr = ctx["n"], ctx["dims"], ctx["e"], ctx["trace"]
     L = len(dims) - 1
     layouts = plexus_layouts([plexus_program([c.name for c in tr.calls if c.layer == l]) for l in range(L)])
-    g, vb, count = _plexus_grid(ctx, shape, layouts)
+    vb, count = _plexus_grid(ctx, shape, layouts)
     out = {}
     for r in which:
         me, scheds = _plexus_rank(ctx, shape, layouts, r)

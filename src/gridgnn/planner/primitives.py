@@ -491,20 +491,10 @@ class PlexusVolume(BlockRowVolume):
         self.block_rows = int(block_rows)
         self._cache: dict = {}
 
-    def _n(self, axis, me) -> int:
-        return int(np.diff(block_range(self.vb[axis], me[axis]))[0])
-
-    def _w(self, width: int, axis, me) -> int:
-        return width if axis is None else int(np.diff(block_range(even_bounds(width, self.g[axis]), me[axis]))[0])
-
     def _ring(self, out, r, axis, m, tag="allreduce", calls: int = 1):
         g = self.g[axis]
         if g > 1:
             self._add(out, tag, r, *acct.allreduce(g, m), calls, axis=axis)
-
-    def _blocks(self, rows: int) -> int:
-        """All-reduces of a ``rows``-row aggregation result (blocked aggregation: ``block_rows`` rows each)."""
-        return -(-rows // self.block_rows) if 0 < self.block_rows < rows else 1
 
     def _nnz(self, lay, me) -> int:
         version = lay.version if self.source.double else "rc"
@@ -627,25 +617,24 @@ class PlexusVolume(BlockRowVolume):
         L = self.layouts[call.layer]
         node_wise = {"add_bias": L.output, "head_mean": L.output,
                      "head_scores": L.linear.after_linear() if L.linear is not None else L.output}
-        for r, me in enumerate(self.coords):
+        for r in range(self.world):
+            s = self.schedule(r, call.layer)
             lay = node_wise.get(call.name, L.graph if L.graph is not None else L.output)
             nnz, launches = 0, 1
             if call.name == "linear":
                 lay = L.linear
-                rows, width = self._n(lay.rows, me), self._w(call.width, lay.cols, me)
-                w = call_work(call, nnz=0.0, rows=float(rows), width=width,
-                              out_width=self._w(call.out_width, lay.third, me))
+                w = call_work(call, nnz=0.0, rows=float(s.nrows(lay.rows)), width=s.ncols(call.width, lay.cols),
+                              out_width=s.ncols(call.out_width, lay.third))
             else:
-                rows = self._n(lay.rows, me)
                 if call.name in ("spmm", "spmm_select", "sddmm_dot"):
-                    nnz, width = self._nnz(lay, me), self._w(call.width, lay.cols, me)
+                    nnz, width = s.nnz, s.ncols(call.width, lay.cols)
                     if call.name != "sddmm_dot":
-                        launches = self._blocks(self._n(lay.third, me))
+                        launches = len(s.aggregate())
                 elif call.name in ("sddmm_add", "edge_softmax", "row_sum"):
-                    nnz, width = self._nnz(lay, me), (1 if call.name == "row_sum" else call.heads)
+                    nnz, width = s.nnz, (1 if call.name == "row_sum" else call.heads)
                 else:
-                    width = self._w(call.width, lay.cols, me)
-                w = call_work(call, nnz=float(nnz), rows=float(rows), width=width, launches=launches)
+                    width = s.ncols(call.width, lay.cols)
+                w = call_work(call, nnz=float(nnz), rows=float(s.nrows(lay.rows)), width=width, launches=launches)
             for u, v in w.items():
                 out[u][r] = v
         return out

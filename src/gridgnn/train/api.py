@@ -145,7 +145,7 @@ def _run_auto(cfg: TrainConfig, graph=None) -> dict | None:
     check that depends on each node's free memory is left to the trainer's guard there)."""
     from ..graph.spec import load_graph
     from ..planner.timing import load_profile
-    from .outputs import write_json
+    from .outputs import OutLock, write_json
     from .planning import resolve_auto
 
     from ..distributed.launch import env_context
@@ -167,8 +167,12 @@ def _run_auto(cfg: TrainConfig, graph=None) -> dict | None:
                        "candidates": count, "profile": profile.name, "fit": profile.fit}
     summary["config"] = dict(summary.get("config", {}), algo="auto", grid=None, replication=1, partition="random",
                              profile=cfg.profile)
-    if cfg.out is not None:
-        write_json(os.path.join(cfg.out, "summary.json"), summary)
+    if cfg.out is not None:  # the folder again under its lock (the run released it after its last output)
+        lock = OutLock(cfg.out, quiet=True)
+        try:
+            write_json(os.path.join(cfg.out, "summary.json"), summary)
+        finally:
+            lock.release()
     return summary
 
 

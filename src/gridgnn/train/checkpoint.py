@@ -57,8 +57,7 @@ FORMAT_VERSION = 1
 
 #: Flags that change the trajectory: a resumed run must keep the checkpoint's values.
 TRAJECTORY = ("data", "feature_norm", "model", "heads", "attn_dropout", "aggr", "layers", "hidden", "dropout", "seed",
-              "lr",
-              "weight_decay", "dtype")
+              "lr", "weight_decay", "dtype")
 #: Flags that belong to one invocation and are never taken from the checkpoint.
 PER_INVOCATION = ("out", "resume", "overwrite", "quiet", "device", "timeout_s")
 #: Flags that belong to an algorithm: not inherited when ``--algo`` changes.
@@ -273,16 +272,29 @@ def check_epochs(ckpt: dict, path: str, epochs: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- config
+def _resolved(key: str, value, model: str):
+    """A trajectory flag's value as the run uses it: ``--feature-norm auto`` is a built-in model's choice (``l2``
+    and ``auto`` agree for VA); a model of the user's own is not imported for this (compared as written)."""
+    if key == "feature_norm" and value == "auto":
+        from ..nn import MODELS  # the package registers the built-in models
+
+        if model in MODELS:
+            return getattr(MODELS[model], "FEATURE_NORM", "none")
+    return value
+
+
 def resume_base(ckpt: dict, given: dict, resume: str) -> dict:
     r"""The config fields a resumed run takes from the checkpoint (see the module docstring), after checking
     that the flags ``given`` on the command line agree on the trajectory. The caller overlays ``given``."""
     from .config import TrainConfig, flag
 
-    saved = ckpt["config"]
+    saved = dict(ckpt["config"])
+    saved.setdefault("feature_norm", "none")  # written before --feature-norm: its features were used as loaded
     defaults = TrainConfig().to_dict()
     path = checkpoint_file(resume)
+    model = given.get("model", saved.get("model", defaults["model"]))
     for key in TRAJECTORY:
-        if key in given and given[key] != saved.get(key, defaults[key]):
+        if key in given and _resolved(key, given[key], model) != _resolved(key, saved.get(key, defaults[key]), model):
             raise GridGnnError(f"{flag(key)} {given[key]!r} differs from the checkpoint's "
                                f"{saved.get(key, defaults[key])!r} ({path}); a resumed run keeps "
                                f"{', '.join(flag(k) for k in TRAJECTORY)} (leave them out to inherit them)")

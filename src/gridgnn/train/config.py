@@ -450,6 +450,12 @@ MAX_CONFIG_BYTES = 16 * 2**20
 RERUN_DROPS = ("out", "resume", "overwrite", "quiet", "log_every", "device", "timeout_s")
 
 
+def _field_name(key) -> str:
+    """The :class:`TrainConfig` field a config file's key names (``weight-decay`` → ``weight_decay``, ``timeout`` →
+    ``timeout_s``)."""
+    return "timeout_s" if key == "timeout" else str(key).replace("-", "_")
+
+
 def read_config_file(path) -> dict:
     r"""The training options of a config file, as ``{field: value}`` (the flags ``--config`` stands for).
 
@@ -495,14 +501,14 @@ def read_config_file(path) -> dict:
     elif isinstance(doc.get("train"), dict):  # a [train] table and the top-level keys beside it: all of them
         table = doc["train"]
         top = {k: v for k, v in doc.items() if k != "train"}
-        twice = sorted(set(top) & set(table))
+        twice = sorted({_field_name(k) for k in top} & {_field_name(k) for k in table})  # weight-decay = weight_decay
         if twice:
             raise GridGnnError(f"--config {p}: {', '.join(twice)} given both at the top level and in [train]")
         doc = {**top, **table}
     known = {f.name for f in fields(TrainConfig)}
     out, unknown = {}, []
     for key, value in doc.items():
-        name = "timeout_s" if key == "timeout" else str(key).replace("-", "_")
+        name = _field_name(key)
         if name not in known or name == "config":
             unknown.append(str(key))
             continue

@@ -131,10 +131,13 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = 
     rank 0 (``return_state``: on every rank ``{"summary", "state", "history"}``, the trained parameters in
     ``state``, for tests)."""
     from .checkpoint import CHECKPOINT, check_for_run, read_checkpoint, restore, save_checkpoint
+    from ..graph.graph import require_nonnegative_weights
     from .trainer import _best_epoch, _check_data, _fmt, _RunFiles, build_model, recording, with_feature_norm
 
     t_start = time.perf_counter()
-    graph = with_feature_norm(load_graph(cfg.data if graph is None else graph, seed=cfg.seed), cfg)
+    graph = with_feature_norm(load_graph(cfg.data if graph is None else graph, seed=cfg.seed), cfg,
+                              owned=graph is None)
+    require_nonnegative_weights(graph)  # on every rank, before anything starts
     labelled = graph.y is not None and graph.train_mask is not None
     train_ids = np.flatnonzero(graph.train_mask & (graph.y >= 0)) if labelled else np.zeros(0, np.int64)
     world = 1 if ctx is None else ctx.world_size
@@ -160,11 +163,11 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = 
         restore(model, opt, _WHOLE, ckpt, dims)
         history = [dict(r) for r in ckpt["records"]]
     lead = grid.global_rank == 0
-    files = _RunFiles(cfg, history) if lead and cfg.out else None
     steps_per_epoch = len(schedule(len(minibatches(train_ids, cfg.model_batch_size)), world, cfg.model_bulk))
     console = Console(show=lead and not cfg.quiet, epochs=cfg.epochs, log_every=cfg.log_every,
                       total=cfg.epochs * steps_per_epoch, initial=start * steps_per_epoch,
                       desc=f"{cfg.sampler} P={world}", unit="minibatch")
+    files = _RunFiles(cfg, history) if lead and cfg.out else None  # released by `recording` on any failure
     with recording(files, console):
         for epoch in range(start, cfg.epochs):
             rec, delta = _epoch(pipe, model, opt, comm, train_ids, split, epoch, epoch * steps_per_epoch, console)

@@ -26,6 +26,7 @@ before anything is created.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -148,11 +149,14 @@ class OutLock:
     r"""An exclusive hold of ``--out`` by this process: ``flock`` on ``folder/.gridgnn.lock``, which names the
     holder (``pid N on HOST``). A second holder, in this process or another, is refused with one line naming the
     first; :meth:`release` removes the file. A file whose lock nobody holds (its run was killed) is taken over
-    with a note on stderr. The kernel drops the lock with the process, so a crash never blocks the folder."""
+    with a note on stderr (``quiet``: silently). The kernel drops the lock with the process, so a crash never
+    blocks the folder. On a file system without ``flock`` (some Lustre and NFS mounts) the run goes on unlocked,
+    with a note."""
 
     NAME = ".gridgnn.lock"
+    UNSUPPORTED = (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP)
 
-    def __init__(self, folder: str):
+    def __init__(self, folder: str, *, quiet: bool = False):
         self.path = os.path.join(folder, self.NAME)
         while True:
             try:
@@ -162,6 +166,11 @@ class OutLock:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
+                if exc.errno in self.UNSUPPORTED:
+                    if not quiet:
+                        print(f"gridgnn: note: --out {folder}: this file system cannot lock files; a second run "
+                              "on the same folder would not be refused", file=sys.stderr)
+                    break
                 holder = _read_small(fd) or "another run"
                 os.close(fd)
                 if isinstance(exc, BlockingIOError):
@@ -175,7 +184,7 @@ class OutLock:
                 pass
             os.close(fd)
         left = _read_small(fd)
-        if left:
+        if left and not quiet:
             print(f"gridgnn: note: --out {folder}: taking over the lock left by {left} (that run ended without "
                   "releasing it)", file=sys.stderr)
         os.ftruncate(fd, 0)
@@ -200,35 +209,26 @@ def out_dir_state(path: str | None) -> str | None:
 
 def clean_after_ranks(path: str | None, existing: str | None) -> None:
     r"""After the ranks of a failed or interrupted run are gone (a rank stopped by SIGTERM or SIGKILL runs no
-    clean-up of its own): if no live process holds ``--out``'s lock, remove the temporary outputs
+    clean-up of its own): unless another run holds ``--out`` (:class:`OutLock`), remove the temporary outputs
     (``.<name>.tmp``) and the lock file, then the folders the run created if they are empty (up to ``existing``,
-    :func:`out_dir_state` before the launch). A folder another run holds is not touched."""
+    :func:`out_dir_state` before the launch)."""
     if not path or not os.path.isdir(path):
         return
-    lock = os.path.join(path, OutLock.NAME)
     try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError:
-        return
+        lock = OutLock(path, quiet=True)
+    except GridGnnError:
+        return  # held: another run is writing there
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            return  # held: another run is writing there
-        for name in OUTPUTS:
-            with contextlib.suppress(OSError):
-                os.unlink(temp_path(os.path.join(path, name)))
-        with contextlib.suppress(OSError):
-            os.unlink(lock)
+        clear_outputs(path, keep=OUTPUTS)  # the temporary names only
+    except GridGnnError:
+        pass
     finally:
-        os.close(fd)
-    p = os.path.abspath(path)
+        lock.release()
+    created, p = [], os.path.abspath(path)
     while existing and p != existing and p.startswith(existing.rstrip(os.sep) + os.sep):
-        try:
-            os.rmdir(p)
-        except OSError:
-            break
+        created.insert(0, p)
         p = os.path.dirname(p)
+    remove_empty_dirs(created)
 
 
 def _read_small(fd: int) -> str:

@@ -40,13 +40,19 @@ from .step import evaluate, forward_backward
 EPOCH_PHASES = ("fwd", "bwd", "grad", "eval", "metrics")
 
 
-def with_feature_norm(graph, cfg: TrainConfig):
-    """``graph`` with its features normalized as ``--feature-norm`` says (a copy: a graph handed over from Python is
-    left as it was)."""
+def with_feature_norm(graph, cfg: TrainConfig, *, owned: bool = False):
+    """``graph`` with its features normalized as ``--feature-norm`` says: in place when this rank loaded it
+    (``owned``), else in a copy (a graph handed over from Python is left as it was)."""
     from ..graph.loaders import normalize_features
 
     how = cfg.model_feature_norm
-    return graph if how == "none" or graph.x is None else graph.with_(x=normalize_features(graph.x, how))
+    if how == "none" or graph.x is None:
+        return graph
+    x = np.asarray(graph.x)
+    if owned and np.issubdtype(x.dtype, np.floating) and x.flags.writeable:
+        normalize_features(graph.x, how, in_place=True)
+        return graph
+    return graph.with_(x=normalize_features(graph.x, how))
 
 
 def _check_data(n: int, num_features: int, num_classes: int, n_train: int, blocks: int) -> None:
@@ -88,7 +94,8 @@ def _prepare(cfg: TrainConfig, world: int, given=None):
                                    "write it with gridgnn shard --method single-perm (or identity)")
             rows = RowPartition(ds.perm_r, even_bounds(ds.n, blocks), ds.method)
         return None, ds, rows, shape, info
-    graph = with_feature_norm(load_graph(cfg.data if given is None else given, seed=cfg.seed), cfg)
+    graph = with_feature_norm(load_graph(cfg.data if given is None else given, seed=cfg.seed), cfg,
+                              owned=given is None)
     require_nonnegative_weights(graph)  # on every rank, before anything starts
     n_train = 0 if graph.y is None or graph.train_mask is None else int((graph.train_mask & (graph.y >= 0)).sum())
     _check_data(graph.n, graph.num_features, graph.num_classes, n_train, blocks)
@@ -154,9 +161,10 @@ def train_worker(ctx, cfg: TrainConfig, graph=None) -> dict | None:
         history = [dict(r) for r in ckpt["records"]]
 
     out_dir = cfg.out
-    files = _RunFiles(cfg, history) if lead and out_dir else None  # --out is created now, after the set-up
     console = Console(show=lead and not cfg.quiet, epochs=cfg.epochs, log_every=cfg.log_every, total=cfg.epochs,
                       initial=start, desc=f"{cfg.algo} P={world}")
+    # --out is created now, after the set-up; nothing between this and `recording` (which releases it) can fail
+    files = _RunFiles(cfg, history) if lead and out_dir else None
 
     epochs = []  # this run's (record, per-phase communication) of each epoch
     with recording(files, console):
