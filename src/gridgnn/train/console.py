@@ -6,6 +6,10 @@ r"""What rank 0 shows while it trains.
   alone, plain text, flushed as they come.
 * ``--log-every`` left out: about ten epoch lines per run (every ``ceil(epochs / 10)``-th epoch and the last);
   ``0``: none; ``--quiet``: nothing at all.
+* A run whose training loss has not moved (relative change below :data:`STALLED`) over its first tenth (at least
+  :data:`STALL_EPOCHS` epochs) gets one
+  ``gridgnn: warning:`` line on stderr: it is training nothing (features of the wrong scale, a learning rate or
+  weight decay that cannot work), and a run to its end would only look finished.
 
 The bar's lock is a thread lock: tqdm's default one is a ``multiprocessing`` semaphore, which a rank that leaves
 with ``os._exit`` (as spawned ranks do) never unregisters — the cause of the ``resource_tracker`` "leaked
@@ -19,6 +23,10 @@ import threading
 
 #: lines per run when --log-every is left out
 DEFAULT_LINES = 10
+#: relative change of the training loss over a run's first tenth (at least STALL_EPOCHS epochs: the first few of a
+#: healthy run can move less) below which it is said to train nothing
+STALLED = 1e-4
+STALL_EPOCHS = 10
 
 
 def log_interval(log_every: int | None, epochs: int) -> int:
@@ -49,6 +57,7 @@ class Console:
                  desc: str = "", unit: str = "epoch"):
         self.show, self.epochs = show, epochs
         self.every = log_interval(log_every, epochs)
+        self._first = None  # (epoch, loss) of this run's first epoch
         self.bar = None
         if show and _is_terminal(sys.stderr):
             from tqdm import tqdm
@@ -68,6 +77,23 @@ class Console:
                                      refresh=True)
         if self.show and self.every and (epoch % self.every == 0 or epoch == self.epochs - 1):
             self.write(line)
+        self._watch_loss(epoch, float(record["loss"]))
+
+    def _watch_loss(self, epoch: int, loss: float) -> None:
+        """One warning when the loss at the end of the run's first tenth equals its first (see the module docs)."""
+        if self._first is None:
+            self._first = (epoch, loss)
+            return
+        e0, l0 = self._first
+        mark = e0 + max(STALL_EPOCHS, (self.epochs - e0) // 10)
+        if self.show and epoch == mark and abs(loss - l0) < STALLED * abs(l0):
+            msg = (f"gridgnn: warning: the training loss has not moved over epochs {e0}-{epoch} ({l0:.6g} -> "
+                   f"{loss:.6g}): the model trains nothing; check the features' scale (--feature-norm l2), the "
+                   f"learning rate and the weight decay")
+            if self.bar is not None:
+                self.bar.write(msg, file=sys.stderr)
+            else:
+                print(msg, file=sys.stderr, flush=True)
 
     def write(self, line: str) -> None:
         if not self.show:
