@@ -241,10 +241,12 @@ def test_stalled_rank_times_out_naming_the_collective(tmp_path):
     assert run.left_behind() == []
 
 
-@pytest.mark.parametrize("algo", [["1.5d", "--replication", 2], ["2d"], ["plexus"]], ids=lambda a: a[0])
+@pytest.mark.parametrize("algo", [["2d"], ["plexus"]], ids=lambda a: a[0])
 def test_stalled_rank_on_a_sub_axis_times_out(tmp_path, algo):
-    """The process groups of the mesh's axes (a process row of 1.5D and 2D, Plexus' three axes: none of them the
-    whole world at P = 4) honour --timeout as the world group does; with torch's default they waited 30 minutes."""
+    """The process groups of the mesh's axes (2D's process rows and columns, Plexus' three axes: none of them the
+    whole world at P = 4) honour --timeout as the world group does; with torch's default they waited 30 minutes.
+    (1.5D's axes come from the same ProcessGrid.build: checked by hand, 'ranks 0, 2: collective allreduce on axis
+    'rep' ... timed out after 3 s'; not repeated here.)"""
     run = Run(tmp_path, "--nproc", 4, "--algo", *algo, "--timeout", 3)
     run.wait_training(4)
     os.kill(run.ranks[1], signal.SIGSTOP)
