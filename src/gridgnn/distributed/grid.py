@@ -119,9 +119,10 @@ class ProcessGrid:
               timeout_s: float | None = None) -> "ProcessGrid":
         """Create the mesh for the current process group (every rank calls this in the same order).
 
-        ``timeout_s`` (``--timeout``): the process group of every axis is created with it, as the world group
-        was (:class:`~gridgnn.distributed.launch.LaunchContext`); DeviceMesh otherwise gives them torch's default
-        (30 minutes), and a stalled rank on a process row or fiber would hold its peers that long."""
+        ``timeout_s`` (``--timeout``): the process group of every axis smaller than the world is created with it,
+        as the world group was (:class:`~gridgnn.distributed.launch.LaunchContext`); DeviceMesh otherwise gives them
+        torch's default (30 minutes), and a stalled rank on a process row or fiber would hold its peers that long.
+        A failure while the groups are made (a peer that ended) is a :class:`~gridgnn.errors.CommFailure`."""
         import datetime
         import inspect
 
@@ -134,8 +135,17 @@ class ProcessGrid:
         if timeout_s is not None and "backend_override" in inspect.signature(init_device_mesh).parameters:
             backend = dist.get_backend()  # (torch < 2.9 has no backend_override: its axis groups keep the default)
             options = _group_options(backend, datetime.timedelta(seconds=float(timeout_s)))
-            kw["backend_override"] = {name: (backend, options) for name in AXES[kind]}
-        mesh = init_device_mesh(device_type, shp, mesh_dim_names=AXES[kind], **kw)
+            # axes smaller than the world (the world's group is the default one, created with the timeout already;
+            # a 1D mesh thus creates no group at all)
+            kw["backend_override"] = {name: (backend, options) for name, size in zip(AXES[kind], shp) if size < world}
+        try:
+            mesh = init_device_mesh(device_type, shp, mesh_dim_names=AXES[kind], **kw)
+        except RuntimeError as exc:  # creating a group is collective: a peer that ended (its input refused) fails it
+            from ..errors import CommFailure
+
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CommFailure(f"rank {dist.get_rank()}: creating the process groups of the {kind} grid failed "
+                              f"(a peer rank went away?): {first[:200]}") from None
         return cls(kind, shp, AXES[kind], dist.get_rank(), mesh)
 
     @property
