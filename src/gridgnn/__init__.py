@@ -2,7 +2,9 @@ r"""gridgnn: communication-avoiding distributed GNN training on ``torch.distribu
 
 The public surface (everything else is internal and may change between versions):
 
-* training: :class:`TrainConfig`, :class:`Trainer`, ``gridgnn.train(config)`` (``gridgnn.train.api``);
+* training: :class:`TrainConfig`, :class:`Trainer`, ``gridgnn.train(config)`` (``gridgnn.train.api``), which
+  returns the summary with the trained model; :func:`load` reads a run's model back (:class:`TrainedModel`:
+  ``predict`` on any graph and algorithm, ``to_pyg``);
 * data: :func:`load_graph` (a data SPEC, a PyG ``Data`` or a :class:`Graph` in, a :class:`Graph` out), :class:`Graph`;
 * models: :class:`Model`, :func:`register_model` and the built-in models in :mod:`gridgnn.nn`; the primitives a
   model composes are the methods of the *plan* it receives (see :mod:`gridgnn.nn.base`);
@@ -25,7 +27,10 @@ _LAZY = {
     "Model": ("gridgnn.nn.base", "Model"),
     "register_model": ("gridgnn.nn.base", "register_model"),
     "partition_graph": ("gridgnn.partition.partitioners", "partition_graph"),
+    "load": ("gridgnn.train.trained", "load"),
+    "TrainedModel": ("gridgnn.train.trained", "TrainedModel"),
 }
+_SUBPACKAGES = ("nn", "graph", "parallel", "partition", "planner", "sampling", "distributed", "ops")
 
 __all__ = ["GridGnnError", "__version__", "train", *_LAZY]
 
@@ -33,6 +38,10 @@ from . import train  # noqa: E402 - the package is callable: gridgnn.train(confi
 
 
 def __getattr__(name: str):  # imported on first use: ``import gridgnn`` and ``gridgnn --version`` stay light
+    if name in _SUBPACKAGES:  # import gridgnn; gridgnn.nn.GCN works
+        import importlib
+
+        return importlib.import_module(f"gridgnn.{name}")
     if name in _LAZY:
         import importlib
 

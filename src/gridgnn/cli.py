@@ -72,8 +72,9 @@ def _train_parser(sub) -> None:
     p.add_argument("--weight-decay", type=float, help=f"default {d.weight_decay}")
     p.add_argument("--dropout", type=float, help=f"default {d.dropout}")
     p.add_argument("--seed", type=int, metavar="S", help=f"0 <= S < 2**63 (default {d.seed})")
-    p.add_argument("--out", metavar="DIR", help="write metrics.jsonl, summary.json, breakdown.png (each written to a "
-                                                "temporary name and renamed); a DIR holding a previous run's "
+    p.add_argument("--out", metavar="DIR", help="write metrics.jsonl, model.pt (the trained model: gridgnn predict, "
+                                                "export), curves.png, breakdown.png and summary.json (each to a "
+                                                "temporary name, then renamed); a DIR holding a previous run's "
                                                 "outputs needs --overwrite")
     p.add_argument("--overwrite", action="store_true",
                    help="remove the previous run's outputs in --out first (only gridgnn's own files)")
@@ -110,7 +111,8 @@ def _one_line_errors(parser, command: str) -> None:
 
 def _top_level_error(message: str):
     """``ArgumentParser.error`` of ``gridgnn``: one line (naming the command's help when one was given), exit 2."""
-    cmd = next((a for a in sys.argv[1:2] if a in ("train", "partition", "shard", "simulate", "calibrate", "plan")),
+    cmd = next((a for a in sys.argv[1:2] if a in ("train", "partition", "shard", "simulate", "calibrate", "plan",
+                                                   "predict", "export")),
                None)
     print(f"gridgnn: error: {message} (see gridgnn {cmd + ' ' if cmd else ''}--help)", file=sys.stderr, flush=True)
     raise SystemExit(2)
@@ -197,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     _train_parser(sub)
     sub.choices["train"].set_defaults(func=run_train)
     _partition_parser(sub)
-    from .commands import calibrate, plan, shard, simulate
+    from .commands import calibrate, plan, predict, shard, simulate
 
     for name, module, add, run, short, long in (
         ("shard", shard, "add_shard_arguments", "run_shard_command",
@@ -217,11 +219,20 @@ def build_parser() -> argparse.ArgumentParser:
          "rank every valid configuration by predicted step time and memory",
          "Simulate every valid configuration (algorithm, grid shape, replication, partition or permutation) of "
          "--nproc processes, predict its step time with a profile and its per-rank peak memory, and print them "
-         "ranked.")):
+         "ranked."),
+        ("predict", predict, "add_predict_arguments", "run_predict_command",
+         "logits or classes of every vertex of a graph from a trained run's model",
+         "Full-graph inference with the model of a run folder (gridgnn train --out DIR) on any graph with the same "
+         "feature width, serially or distributed on any algorithm; writes one row per vertex, in the graph's "
+         "order, as .npy."),
+        ("export", predict, "add_export_arguments", "run_export_command",
+         "write a trained run's model as a PyG module or a state_dict",
+         "The model of a run folder as a torch_geometric.nn.Sequential of PyG layers with the trained weights "
+         "(--to pyg: GCN, GAT, AGNN, SAGE) or as its parameters (--to state-dict: any model).")):
         p = sub.add_parser(name, help=short, description=long)
         getattr(module, add)(p)
         p.set_defaults(func=getattr(module, run))
-    for name in ("partition", "shard", "simulate", "calibrate", "plan"):
+    for name in ("partition", "shard", "simulate", "calibrate", "plan", "predict", "export"):
         _one_line_errors(sub.choices[name], name)
     return parser
 

@@ -115,6 +115,30 @@ class AGNN(nn.Module):
             out.append(("betas", layer, self.betas[i], (1,), "beta"))
         return sorted(out, key=lambda e: e[1])
 
+    def to_pyg(self):
+        """This model as PyG's AGNN (``Linear → ReLU → AGNNConv … → Linear``, :mod:`gridgnn.nn.pyg_export`), called
+        ``m(x, edge_index)``."""
+        from torch_geometric.nn import AGNNConv
+
+        from .pyg_export import check_whole, sequential, set_linear
+
+        check_whole(self)
+        dtype = self.weights[0].dtype
+        lins = []
+        for i, layer in enumerate(self.linear_layers):
+            lin = nn.Linear(self.dims[layer], self.dims[layer + 1], bias=len(self.biases) > 0).to(dtype)
+            set_linear(lin, self.weights[i], self.biases[i] if len(self.biases) else None)
+            lins.append(lin)
+        trained = self.trained_beta_layers(self.num_layers, self.train_first_beta)
+        layers = [(lins[0], "x -> x"), nn.ReLU()]
+        for layer in range(1, self.num_layers - 1):
+            conv = AGNNConv(requires_grad=layer in trained).to(dtype)
+            with torch.no_grad():
+                conv.beta.fill_(float(self.beta(layer)))
+            layers.append((conv, "x, edge_index -> x"))
+        layers.append((lins[1], "x -> x"))
+        return sequential("x, edge_index", layers)
+
     def beta(self, layer: int) -> torch.Tensor:
         trained = self.trained_beta_layers(self.num_layers, self.train_first_beta)
         return self.betas[trained.index(layer)] if layer in trained else self.fixed_beta

@@ -115,6 +115,30 @@ class GAT(nn.Module):
         return [(name, l, params[name][l], shapes[name][l], kinds[name])
                 for l in range(self.num_layers) for name in shapes]
 
+    def to_pyg(self):
+        """This model as PyG ``GATConv`` layers (hidden: ``heads`` concatenated; last: ``out_heads`` averaged) with
+        ELU between them (:mod:`gridgnn.nn.pyg_export`), called ``m(x, edge_index)``."""
+        from torch_geometric.nn import GATConv
+
+        from .pyg_export import check_whole, sequential
+
+        check_whole(self)
+        layers, last = [], self.num_layers - 1
+        for l in range(self.num_layers):
+            k, fo = self.layer_heads(l), self.dims[l + 1]
+            conv = GATConv(self.in_width(l), fo, heads=k, concat=l < last, bias=len(self.biases) > 0,
+                           negative_slope=NEGATIVE_SLOPE).to(self.weights[l].dtype)
+            with torch.no_grad():
+                conv.lin.weight.copy_(self.weights[l].detach().T)
+                conv.att_src.copy_(self.att_src[l].detach().reshape(1, k, fo))
+                conv.att_dst.copy_(self.att_dst[l].detach().reshape(1, k, fo))
+                if len(self.biases):
+                    conv.bias.copy_(self.biases[l].detach())
+            layers.append((conv, "x, edge_index -> x"))
+            if l < last:
+                layers.append(nn.ELU())
+        return sequential("x, edge_index", layers)
+
     def layer_heads(self, layer: int) -> int:
         return self.heads if layer < len(self.dims) - 2 else self.out_heads
 

@@ -97,6 +97,30 @@ class GCN(nn.Module):
                 out.append(("biases", l, self.biases[l], shapes["biases"][l], "b"))
         return out
 
+    def to_pyg(self):
+        """This model as PyG ``GCNConv`` layers with ReLU between them (:mod:`gridgnn.nn.pyg_export`), called
+        ``m(x, edge_index, edge_weight)`` (``None``: unweighted)."""
+        from torch_geometric.nn import GCNConv
+
+        from ..errors import GridGnnError
+        from .pyg_export import check_whole, sequential, set_linear
+
+        if type(self).layer is not GCN.layer:  # a subclass with a layer of its own (VA) is not a GCNConv stack
+            raise GridGnnError(f"{type(self).__name__} has a layer of its own: it has no PyG equivalent to export "
+                               "to (its parameters: state_dict())")
+        check_whole(self)
+        layers = []
+        for l, (fi, fo) in enumerate(zip(self.dims[:-1], self.dims[1:])):
+            conv = GCNConv(fi, fo, bias=len(self.biases) > 0).to(self.weights[l].dtype)
+            set_linear(conv.lin, self.weights[l], None)
+            if len(self.biases):
+                with torch.no_grad():
+                    conv.bias.copy_(self.biases[l].detach())
+            layers.append((conv, "x, edge_index, edge_weight -> x"))
+            if l < self.num_layers - 1:
+                layers.append(nn.ReLU())
+        return sequential("x, edge_index, edge_weight", layers)
+
     def layer(self, plan, layer: int, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
         """One layer before its activation (a subclass with the same parameters changes only this)."""
         return gcn_layer(plan, layer, h, w, b, f_in=self.dims[layer], f_out=self.dims[layer + 1])

@@ -100,6 +100,25 @@ class SAGE(nn.Module):
                 out.append(("biases", l, self.biases[l], shapes["biases"][l], "b"))
         return out
 
+    def to_pyg(self):
+        """This model as PyG ``SAGEConv`` layers (``aggr`` as trained, root weight) with ReLU between them
+        (:mod:`gridgnn.nn.pyg_export`), called ``m(x, edge_index)``. PyG aggregates a self-loop of the data as a
+        neighbour, this model does not: the two agree on graphs without self-loops."""
+        from torch_geometric.nn import SAGEConv
+
+        from .pyg_export import check_whole, sequential, set_linear
+
+        check_whole(self)
+        layers = []
+        for l, (fi, fo) in enumerate(zip(self.dims[:-1], self.dims[1:])):
+            conv = SAGEConv(fi, fo, aggr=self.aggr, bias=len(self.biases) > 0).to(self.weights[l].dtype)
+            set_linear(conv.lin_l, self.weights[l], self.biases[l] if len(self.biases) else None)
+            set_linear(conv.lin_r, self.root_weights[l], None)
+            layers.append((conv, "x, edge_index -> x"))
+            if l < self.num_layers - 1:
+                layers.append(nn.ReLU())
+        return sequential("x, edge_index", layers)
+
     def forward(self, x: torch.Tensor, plan) -> torch.Tensor:
         h = x
         for layer in range(self.num_layers):

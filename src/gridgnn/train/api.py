@@ -4,8 +4,9 @@ r"""Training from Python: :class:`Trainer` and :func:`train`, the same runs as `
 
     import gridgnn
 
-    summary = gridgnn.train(gridgnn.TrainConfig(model="gat", heads=8, hidden=8, algo="1d-sa", nproc=4))
-    print(summary["test_acc"], summary["comm_bytes_per_epoch"]["total"])
+    result = gridgnn.train(gridgnn.TrainConfig(model="gat", heads=8, hidden=8, algo="1d-sa", nproc=4))
+    print(result["test_acc"], result["comm_bytes_per_epoch"]["total"])
+    logits = result.predict("synthetic:sbm?n=4000&features=16", algo="2d", nproc=4)  # any graph, any algorithm
 
 Where the ranks come from:
 
@@ -15,7 +16,8 @@ Where the ranks come from:
 * under ``torchrun`` or ``srun`` (``RANK``/``WORLD_SIZE`` or ``SLURM_PROCID``/``SLURM_NTASKS`` set): this process
   is one rank of the launcher's job; ``nproc`` defaults to the launcher's world size.
 
-The summary (the dict written as ``summary.json``) is returned on rank 0 and ``None`` on the other ranks of a
+The result (:class:`~gridgnn.train.trained.TrainResult`: the summary, i.e. the dict written as ``summary.json``,
+with the trained model as ``result.model``) is returned on rank 0 and ``None`` on the other ranks of a
 torchrun/srun job. Bad input raises :class:`~gridgnn.errors.GridGnnError` before anything starts; a spawned job
 whose ranks fail raises :class:`TrainingFailed` (their messages are printed, one ``gridgnn: error:`` line each).
 """
@@ -72,46 +74,64 @@ class Trainer:
         env = env_context(self.config.device)
         return config_from_flags(given, env_world=env.world_size if env is not None else None)
 
-    def fit(self) -> dict | None:
-        """Train; returns the summary on rank 0 (``None`` on the other ranks of a torchrun/srun job)."""
+    def fit(self):
+        """Train; returns a :class:`~gridgnn.train.trained.TrainResult` on rank 0 — the summary (a dict, as
+        ``summary.json``) with the trained model (``result.model``, ``result.predict(...)``) — and ``None`` on
+        the other ranks of a torchrun/srun job."""
+        from .trained import TrainedModel, TrainResult
+
         if self.graph is not None and self.config.data is not None:
             raise GridGnnError(f"give either a graph in memory or data={self.config.data!r}, not both")
         cfg = self.resolved_config()
         try:
-            return run(cfg, self.graph)
+            out = run(cfg, self.graph, keep_model=True)
         except SystemExit as exc:  # the launcher has printed every rank's message
             code = exc.code if isinstance(exc.code, int) else 1
             raise TrainingFailed(f"training failed (exit status {code}); the ranks' messages are above", code) \
                 from None
+        if out is None:
+            return None
+        return TrainResult(out.summary, TrainedModel(out.summary["config"], out.dims, out.params,
+                                                     summary=out.summary))
 
 
-def train(config: TrainConfig | None = None, *, graph=None, **options) -> dict | None:
-    """``Trainer(config, graph=graph, **options).fit()``."""
+def train(config: TrainConfig | None = None, *, graph=None, **options):
+    """``Trainer(config, graph=graph, **options).fit()``: the summary and the trained model
+    (:class:`~gridgnn.train.trained.TrainResult`) on rank 0."""
     return Trainer(config, graph=graph, **options).fit()
 
 
-def run(cfg: TrainConfig, graph=None) -> dict | None:
+def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False):
     """Run a validated config: in this process (one rank), spawned here, or as this rank of a torchrun/srun job;
-    the summary on rank 0. ``graph``: a graph in memory instead of ``cfg.data``."""
+    the summary on rank 0 (``keep_model``: a :class:`~gridgnn.train.model_file.TrainOutput`, the summary and the
+    trained parameters). ``graph``: a graph in memory instead of ``cfg.data``."""
     from ..distributed.launch import env_context
 
     if cfg.algo == "auto":
-        return _run_auto(cfg, graph)
+        return _run_auto(cfg, graph, keep_model=keep_model)
     env = env_context(cfg.device)
     if cfg.sampler is not None:
         from .minibatch import minibatch_worker
 
         if cfg.nproc == 1 and env is None:
-            return minibatch_worker(None, cfg, graph)
-        return _launch(minibatch_worker, cfg, graph)[0]
+            return minibatch_worker(None, cfg, graph, keep_model)
+        return _launch(minibatch_worker, cfg, graph, keep_model)[0]
     from .trainer import train_worker
 
     if cfg.algo == "serial":
         if env is not None and env.world_size > 1:
             raise GridGnnError("--algo serial runs one process, but the launcher started several")
-        return train_worker(None, cfg, graph)
+        return train_worker(None, cfg, graph, keep_model)
+    return _launch_checked(train_worker, cfg, graph, keep_model)[0]
+
+
+def _launch_checked(worker, cfg: TrainConfig, graph, *args) -> list:
+    """:func:`_launch` after refusing, before any rank starts, what cannot work when the ranks are spawned here
+    (their memory, a graph smaller than the layout)."""
+    from ..distributed.launch import env_context
+
     host_memory = None
-    if env is None:  # spawned here: refuse what cannot work before starting the ranks
+    if env_context(cfg.device) is None:  # spawned here: refuse what cannot work before starting the ranks
         from ..planner.memory import PYG_IMPORT_BYTES, RUNTIME_PRIVATE_BYTES, available_memory_bytes, check_spawn
 
         host_memory = available_memory_bytes("cpu")
@@ -120,25 +140,26 @@ def run(cfg: TrainConfig, graph=None) -> dict | None:
                     per_process=RUNTIME_PRIVATE_BYTES + (PYG_IMPORT_BYTES if planetoid else 0))
         if graph is None:
             _check_data_before_spawn(cfg)
-    return _launch(train_worker, cfg, graph, host_memory=host_memory)[0]
+    return _launch(worker, cfg, graph, *args, host_memory=host_memory)
 
 
-def _launch(worker, cfg: TrainConfig, graph, **kw) -> list:
-    """:func:`~gridgnn.distributed.launch.launch` of ``worker`` on ``cfg.nproc`` ranks; when it fails or is
-    interrupted, the ranks' leftovers in ``--out`` are removed once they are gone
+def _launch(worker, cfg: TrainConfig, graph, *args, **kw) -> list:
+    """:func:`~gridgnn.distributed.launch.launch` of ``worker(ctx, cfg, graph, *args)`` on ``cfg.nproc`` ranks;
+    when it fails or is interrupted, the ranks' leftovers in ``--out`` are removed once they are gone
     (:func:`~gridgnn.train.outputs.clean_after_ranks`)."""
     from ..distributed.launch import launch
     from .outputs import clean_after_ranks, out_dir_state
 
     existing = out_dir_state(cfg.out)
     try:
-        return launch(worker, cfg.nproc, cfg, graph, device=cfg.device, timeout_s=cfg.timeout_s, collect=True, **kw)
+        return launch(worker, cfg.nproc, cfg, graph, *args, device=cfg.device, timeout_s=cfg.timeout_s,
+                      collect=True, **kw)
     except BaseException:
         clean_after_ranks(cfg.out, existing)
         raise
 
 
-def _run_auto(cfg: TrainConfig, graph=None) -> dict | None:
+def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False):
     r"""``--algo auto``: plan the run (:func:`~gridgnn.train.planning.resolve_auto`), train the pick, and record the
     prediction next to the measurement in ``summary.json`` (``plan``: the pick, its predicted step time, the
     number of candidates, the profile). Every rank of a torchrun/srun job plans alike (deterministic: the memory
@@ -159,9 +180,10 @@ def _run_auto(cfg: TrainConfig, graph=None) -> dict | None:
     if not cfg.quiet and (env is None or env.rank == 0):
         print(f"--algo auto: {row['name']} on {cfg.nproc} processes (predicted {row['predicted_step_s'] * 1e3:.1f} ms "
               f"per step, the fastest of {count} configurations; profile {profile.name})", flush=True)
-    summary = run(picked, graph)
-    if summary is None:
+    out = run(picked, graph, keep_model=keep_model)
+    if out is None:
         return None
+    summary = out.summary if keep_model else out
     summary["plan"] = {"algo": "auto", "picked": row["config"], "name": row["name"],
                        "predicted_step_s": row["predicted_step_s"], "measured_step_s": summary["epoch_time_median_s"],
                        "candidates": count, "profile": profile.name, "fit": profile.fit}
@@ -173,7 +195,7 @@ def _run_auto(cfg: TrainConfig, graph=None) -> dict | None:
             write_json(os.path.join(cfg.out, "summary.json"), summary)
         finally:
             lock.release()
-    return summary
+    return out
 
 
 def _check_data_before_spawn(cfg: TrainConfig) -> None:

@@ -106,15 +106,20 @@ def read_checkpoint(resume: str) -> dict:
     of this format — another file, a truncated or damaged one, one with code in it (refused by
     ``weights_only``), inconsistent shapes — is a :class:`GridGnnError` with one line."""
     path = checkpoint_file(resume)
+    obj = load_plain(path, f"--resume {path} is not a readable gridgnn checkpoint")
+    _check_structure(obj, path)
+    return obj
+
+
+def load_plain(path: str, what: str):
+    """``torch.load(path, weights_only=True)`` (tensors and plain containers only: loading runs no code); a file
+    it refuses is a :class:`GridGnnError` ``"{what}: why"``."""
     try:
         with warnings.catch_warnings():  # torch warns about foreign pickle protocols: the error below says it all
             warnings.simplefilter("ignore")
-            obj = torch.load(path, map_location="cpu", weights_only=True)
+            return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - a foreign file can fail in any way; it is the file's fault
-        raise GridGnnError(f"--resume {path} is not a readable gridgnn checkpoint: {_load_failure(exc, path)}") \
-            from None
-    _check_structure(obj, path)
-    return obj
+        raise GridGnnError(f"{what}: {_load_failure(exc, path)}") from None
 
 
 def _load_failure(exc: BaseException, path: str) -> str:
@@ -137,8 +142,9 @@ def _load_failure(exc: BaseException, path: str) -> str:
     return "it was not written by torch.save"
 
 
-def _bad(path: str, what: str) -> GridGnnError:
-    return GridGnnError(f"--resume {path} is damaged: {what}")
+def _bad(where: str, what: str) -> GridGnnError:
+    """``where``: the file as the message names it (``--resume PATH``, ``model file PATH``)."""
+    return GridGnnError(f"{where} is damaged: {what}")
 
 
 def _is_int(v) -> bool:
@@ -176,7 +182,7 @@ def _model_shapes(cfg: dict, dims, bias: bool, path: str) -> dict:
         from ..nn.base import is_import_path
 
         if is_import_path(model):
-            raise GridGnnError(f"--resume {path} holds the model {model}, a model of your own: give --model {model} "
+            raise GridGnnError(f"{path} holds the model {model}, a model of your own: name it (--model {model}) "
                                "on the command line (gridgnn imports code only on the command line's word)")
         raise _bad(path, f"its model {model!r} is not one this gridgnn has")
     heads = cfg.get("heads")
@@ -211,45 +217,55 @@ def _check_config(cfg, path: str) -> None:
         raise _bad(path, f"config dtype {cfg.get('dtype')!r} is neither float32 nor float64")
 
 
+def check_parameters(params, config: dict, dims: list[int], where: str) -> tuple[dict, torch.dtype]:
+    """``params`` holds the full parameters of ``config``'s model on ``dims`` in its dtype (else a one-line error
+    naming ``where``); returns the model's parameter shapes and the dtype."""
+    _check_config(config, where)
+    if not isinstance(dims, list) or len(dims) < 2 or not all(_is_int(d) and d >= 1 for d in dims):
+        raise _bad(where, f"dims {dims!r} are not layer widths")
+    dtype = _DTYPES[config.get("dtype", "float32")]
+    bias = isinstance(params, dict) and isinstance(params.get("biases"), list) and len(params["biases"]) > 0
+    shapes = _model_shapes(config, dims, bias, where)
+    _check_tensors(params, shapes, dims, where, "params", dtype)
+    return shapes, dtype
+
+
 def _check_structure(obj, path: str) -> None:
+    where = f"--resume {path}"
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise GridGnnError(f"--resume {path} is not a gridgnn checkpoint")
     version = obj.get("format_version")
     if version != FORMAT_VERSION:
         raise GridGnnError(f"--resume {path} has checkpoint format version {version!r}; this gridgnn "
                            f"reads version {FORMAT_VERSION}")
-    _check_config(obj.get("config"), path)
+    _check_config(obj.get("config"), where)
     dims, epoch, records = obj.get("dims"), obj.get("epoch"), obj.get("records")
     if not isinstance(dims, list) or len(dims) < 2 or not all(_is_int(d) and d >= 1 for d in dims):
-        raise _bad(path, f"dims {dims!r} are not layer widths")
+        raise _bad(where, f"dims {dims!r} are not layer widths")
     if not _is_int(epoch) or epoch < 1:
-        raise _bad(path, f"epoch {epoch!r} is not a positive integer")
+        raise _bad(where, f"epoch {epoch!r} is not a positive integer")
     if not isinstance(records, list) or len(records) != epoch:
-        raise _bad(path, f"it holds {len(records) if isinstance(records, list) else 'no'} epoch records "
+        raise _bad(where, f"it holds {len(records) if isinstance(records, list) else 'no'} epoch records "
                          f"for {epoch} epochs")
     for i, rec in enumerate(records):
         if not isinstance(rec, dict) or rec.get("epoch") != i or not all(
                 isinstance(k, str) and (v is None or isinstance(v, str)
                                         or (isinstance(v, (int, float)) and math.isfinite(v)))
                 for k, v in rec.items()):
-            raise _bad(path, f"epoch record {i} is malformed")
+            raise _bad(where, f"epoch record {i} is malformed")
     graph = obj.get("graph")
     if not isinstance(graph, dict) or not all(_is_int(graph.get(k)) for k in ("n", "nnz")):
-        raise _bad(path, "no graph size")
-    dtype = _DTYPES[obj["config"].get("dtype", "float32")]
-    params = obj.get("params")
-    bias = isinstance(params, dict) and isinstance(params.get("biases"), list) and len(params["biases"]) > 0
-    shapes = _model_shapes(obj["config"], dims, bias, path)
-    _check_tensors(params, shapes, dims, path, "params", dtype)
+        raise _bad(where, "no graph size")
+    shapes, dtype = check_parameters(obj.get("params"), obj["config"], dims, where)
     adam = obj.get("adam")
     if not isinstance(adam, dict):
-        raise _bad(path, "no optimizer state")
+        raise _bad(where, "no optimizer state")
     step = adam.get("step")
     if not isinstance(step, torch.Tensor) or step.numel() != 1 or not step.is_floating_point() \
             or not math.isfinite(float(step)) or float(step) < 1:
-        raise _bad(path, "the optimizer step is not a positive scalar")
+        raise _bad(where, "the optimizer step is not a positive scalar")
     for name in ("exp_avg", "exp_avg_sq"):
-        _check_tensors(adam.get(name), shapes, dims, path, f"adam {name}", dtype)
+        _check_tensors(adam.get(name), shapes, dims, where, f"adam {name}", dtype)
 
 
 def check_for_run(ckpt: dict, resume: str, *, dims: list[int], info: dict, epochs: int) -> None:
@@ -386,13 +402,38 @@ def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: li
         torch.save(obj, fh)
 
 
+def full_parameters(comm, plan, model, dims: list[int]) -> dict:
+    r"""Collective: the model's full, unsharded parameters ``{name: [tensor of each layer using it]}`` on every
+    rank, bit-exact (:func:`unshard`, phase ``checkpoint``), on the CPU."""
+    entries = _entries(model, plan, dims)
+    (params,) = unshard(comm, entries, [[e[2] for e in entries]])
+    out: dict = {}
+    for e, t in zip(entries, params):
+        out.setdefault(e[0], []).append(t)
+    return out
+
+
+def _numbered(model, plan, dims: list[int]):
+    """``(name, i, parameter, slices)``: the ``i``-th parameter called ``name``, as a checkpoint lists them."""
+    seen: dict = {}
+    for name, _, p, _, slc in _entries(model, plan, dims):
+        seen[name] = seen.get(name, -1) + 1
+        yield name, seen[name], p, slc
+
+
+def load_parameters(model, plan, params: dict, dims: list[int]) -> None:
+    """Copy full parameters ``{name: [tensors]}`` (a checkpoint's or :func:`full_parameters`') into the model,
+    sliced for this rank's plan (no collective)."""
+    with torch.no_grad():
+        for name, i, p, slc in _numbered(model, plan, dims):
+            p.copy_(params[name][i][slc])
+
+
 def restore(model, opt, plan, ckpt: dict, dims: list[int]) -> None:
     """Load the checkpoint's full parameters and Adam state, sliced for this rank's plan (no collective)."""
-    seen: dict = {}
+    load_parameters(model, plan, ckpt["params"], dims)
     with torch.no_grad():
-        for kind, _, p, _, slc in _entries(model, plan, dims):
-            i = seen[kind] = seen.get(kind, -1) + 1  # the i-th parameter of this name, as the checkpoint lists them
-            p.copy_(ckpt["params"][kind][i][slc])
+        for kind, i, p, slc in _numbered(model, plan, dims):
             opt.state[p] = {
                 "step": ckpt["adam"]["step"].clone(),
                 "exp_avg": ckpt["adam"]["exp_avg"][kind][i][slc].to(p.device).contiguous().clone(),

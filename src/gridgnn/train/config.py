@@ -113,6 +113,14 @@ class TrainConfig:
     eval_batch_size: int | None = None  # default: --batch-size
     profile: str | None = None  # --algo auto: the machine profile it plans with (file or preset)
 
+    def __post_init__(self) -> None:
+        # the list flags take Python's natural type too: fanout=[15, 10, 5] is --fanout 15,10,5
+        for name in LIST_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool)
+                                                        for v in value):
+                setattr(self, name, ",".join(str(v) for v in value))
+
     def validate(self) -> None:
         """Checks that need no data and no processes (run in the launching process). Creates nothing: ``--out``
         is only probed (see :func:`gridgnn.train.outputs.check_out_dir`)."""

@@ -126,15 +126,19 @@ class _Pipeline:
         return len(steps)
 
 
-def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = False) -> dict | None:
+def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, *,
+                     return_state: bool = False) -> dict | None:
     """Train with sampled minibatches on this rank (``ctx`` = ``None``: one process). Returns the summary on
-    rank 0 (``return_state``: on every rank ``{"summary", "state", "history"}``, the trained parameters in
+    rank 0 (``keep_model``: a :class:`~gridgnn.train.model_file.TrainOutput`, the summary and the trained
+    parameters; ``return_state``: on every rank ``{"summary", "state", "history"}``, the trained parameters in
     ``state``, for tests)."""
-    from .checkpoint import CHECKPOINT, check_for_run, read_checkpoint, restore, save_checkpoint
+    from .checkpoint import CHECKPOINT, check_for_run, full_parameters, read_checkpoint, restore, save_checkpoint
+    from .model_file import MODEL_FILE, TrainOutput, write_model_file
     from ..graph.graph import require_nonnegative_weights
     from .trainer import _best_epoch, _check_data, _fmt, _RunFiles, build_model, recording, with_feature_norm
 
     t_start = time.perf_counter()
+    in_memory = graph is not None
     graph = with_feature_norm(load_graph(cfg.data if graph is None else graph, seed=cfg.seed), cfg,
                               owned=graph is None)
     require_nonnegative_weights(graph)  # on every rank, before anything starts
@@ -143,7 +147,8 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = 
     world = 1 if ctx is None else ctx.world_size
     _check_data(graph.n, graph.num_features, graph.num_classes, len(train_ids), world // cfg.replication)
     dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
-    info = {"n": graph.n, "nnz": graph.nnz, "f": graph.num_features, "classes": graph.num_classes}
+    info = {"n": graph.n, "nnz": graph.nnz, "f": graph.num_features, "classes": graph.num_classes,
+            "data": f"in-memory:{getattr(graph, 'name', None) or 'graph'}" if in_memory else cfg.data or "default"}
     ckpt = None
     if cfg.resume is not None:  # read and checked on every rank, before the first collective
         ckpt = read_checkpoint(cfg.resume)
@@ -155,7 +160,7 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = 
     pipe = _Pipeline(cfg, graph, comm, device, dtype)
     split = {name: np.flatnonzero(m & (graph.y >= 0)) if m is not None else np.zeros(0, np.int64)
              for name, m in (("val", graph.val_mask), ("test", graph.test_mask))}
-    graph.x = None  # every rank keeps only its block of the features
+    graph = graph.with_(x=None)  # every rank keeps only its block of the features (a given graph keeps its own)
     model = build_model(cfg, dims, None, dtype).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     history, logs = [], []  # every epoch's record (a checkpoint's included); this run's communication
@@ -188,13 +193,19 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = 
         with comm.phase("io"):
             everyone = comm.all_gather_json(mine, grid.names) if world > 1 else [mine]
         state = {"state": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}, "history": history}
+        params = full_parameters(comm, _WHOLE, model, dims) if cfg.out or keep_model else None
         if not lead:
             return {"summary": None, **state} if return_state else None
         summary = _summary(cfg, graph, grid, history, everyone, time.perf_counter() - t_start, _best_epoch(history),
-                           resumed_from=None if ckpt is None else start)
+                           resumed_from=None if ckpt is None else start, data=info["data"])
         if cfg.out:
             if logits_full is not None:
                 write_logits(cfg.out, logits_full, graph.original_ids)
+            write_model_file(os.path.join(cfg.out, MODEL_FILE), cfg.to_dict(), dims, params, cfg.epochs)
+            from .report import curves_plot
+            from .trainer import run_title
+
+            curves_plot(history, os.path.join(cfg.out, "curves.png"), title=run_title(cfg, info, summary))
             write_json(os.path.join(cfg.out, "summary.json"), summary)  # last: a summary.json marks a complete run
     finally:
         if files is not None:
@@ -205,7 +216,9 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, *, return_state: bool = 
               f"{summary['epoch_time_median_s'] * 1e3:.1f} ms median (sampling {summary['sampling_s'] * 1e3:.1f}, "
               f"fetch {summary['fetch_s'] * 1e3:.1f}, compute {summary['compute_s'] * 1e3:.1f})"
               + (f"; outputs in {cfg.out}" if cfg.out else ""), flush=True)
-    return {"summary": summary, **state} if return_state else summary
+    if return_state:
+        return {"summary": summary, **state}
+    return TrainOutput(summary, dims, params) if keep_model else summary
 
 
 class _WholeParameters:
@@ -346,7 +359,7 @@ def _line(r: dict) -> str:
 
 
 def _summary(cfg: TrainConfig, graph, grid, history, everyone, wall: float, best: int,
-             resumed_from: int | None = None) -> dict:
+             resumed_from: int | None = None, data: str = "default") -> dict:
     by_phase_sent, by_phase_recv = defaultdict(float), defaultdict(float)
     for er in everyone:
         for k, v in er["phases"].items():
@@ -375,7 +388,7 @@ def _summary(cfg: TrainConfig, graph, grid, history, everyone, wall: float, best
         "replication": cfg.replication, "seed": cfg.seed, "model": cfg.model, "aggr": cfg.model_aggr,
         "layers": cfg.layers, "hidden": cfg.hidden, "epochs": cfg.epochs, "dtype": cfg.dtype,
         "feature_norm": cfg.model_feature_norm,
-        "data": cfg.data or "default", "n": graph.n, "nnz": graph.nnz,
+        "data": data, "n": graph.n, "nnz": graph.nnz,
         "peak_memory_bytes": [er["peak_memory_bytes"] for er in everyone], "wall_time_s": wall,
         "checkpoint_every": cfg.checkpoint_every, "resumed_from_epoch": resumed_from, "config": cfg.to_dict(),
     }

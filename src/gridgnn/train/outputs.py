@@ -8,8 +8,8 @@ before anything is created.
   training loop ends — a ``metrics.jsonl`` therefore always holds every epoch of a finished loop. Rewriting the
   whole file atomically every epoch would cost :math:`O(E^2)` bytes over ``E`` epochs; the checkpoint (not
   the metrics file) is what a crashed run resumes from, and it carries the per-epoch records itself.
-* **Order.** ``metrics.jsonl``, ``logits.npy``, ``breakdown.png``, then ``summary.json`` last: a
-  ``summary.json`` marks a complete run.
+* **Order.** ``metrics.jsonl``, ``logits.npy``, ``model.pt``, ``breakdown.png``, ``curves.png``, then
+  ``summary.json`` last: a ``summary.json`` marks a complete run.
 * **Nothing before set-up.** Validation only *probes* ``--out`` (a temporary file created and removed in the
   nearest existing folder: ``os.access`` is meaningless for root); rank 0 creates it once the data are loaded
   and the plan is built, so a failed validation or set-up leaves no folder behind. A failed training loop
@@ -37,7 +37,8 @@ import tempfile
 from ..errors import GridGnnError
 
 #: The files a training run writes into ``--out`` (and the only ones ``--overwrite`` removes).
-OUTPUTS = ("metrics.jsonl", "summary.json", "logits.npy", "node_ids.npy", "breakdown.png", "checkpoint.pt")
+OUTPUTS = ("metrics.jsonl", "summary.json", "logits.npy", "node_ids.npy", "model.pt", "breakdown.png", "curves.png",
+           "checkpoint.pt")
 
 
 def temp_path(path: str) -> str:

@@ -1,4 +1,5 @@
-"""The epoch-time breakdown plot: per rank, local compute vs each collective (median epoch)."""
+"""A run's plots: the epoch-time breakdown (per rank, local compute vs each collective, median epoch) and the
+learning curves (loss and accuracies per epoch)."""
 from __future__ import annotations
 
 import statistics
@@ -29,9 +30,43 @@ def breakdown_plot(everyone: list[dict], path: str, *, title: str = "") -> None:
     ax.set_xlabel("rank")
     ax.set_ylabel("ms per epoch")
     ax.set_xticks(ranks)
-    ax.set_title(title or "epoch time breakdown")
+    ax.set_title(title or "epoch time breakdown", fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
+    _save(fig, path)
+
+
+def curves_plot(history: list[dict], path: str, *, title: str = "") -> None:
+    """The training loss (left axis) and the train / val / test accuracy (right axis) of every epoch record
+    (``metrics.jsonl``'s lines, a resumed run's earlier epochs included); written to ``path`` atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    epochs = [r["epoch"] for r in history]
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    ax.plot(epochs, [r["loss"] for r in history], color="#4c72b0", label="training loss")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss")
+    acc = ax.twinx()
+    for name, color in (("train", "#55a868"), ("val", "#dd8452"), ("test", "#c44e52")):
+        values = [r.get(f"{name}_acc") for r in history]
+        if any(v is not None for v in values):  # an empty split has no accuracy
+            acc.plot(epochs, [float("nan") if v is None else v for v in values], color=color, label=f"{name} accuracy")
+    acc.set_ylabel("accuracy")
+    acc.set_ylim(0.0, 1.0)
+    lines = ax.get_legend_handles_labels()
+    more = acc.get_legend_handles_labels()
+    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="center right")
+    ax.set_title(title or "learning curves", fontsize=9)
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def _save(fig, path: str) -> None:
+    import matplotlib.pyplot as plt
+
     try:
         with atomic_write(path) as fh:  # a temporary name, then renamed: never a half-written PNG
             fig.savefig(fh, format="png", dpi=110)

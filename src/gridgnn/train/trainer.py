@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from dataclasses import dataclass
 import os
 import statistics
 import time
@@ -28,7 +29,9 @@ from ..nn import resolve_model
 from ..parallel import algorithm
 from ..partition import RowPartition, even_bounds
 from ..planner.memory import available_memory_bytes, check_fits, measured_peak_bytes
-from .checkpoint import CHECKPOINT, check_for_run, read_checkpoint, restore, save_checkpoint
+from .checkpoint import (CHECKPOINT, check_for_run, full_parameters, load_parameters, read_checkpoint, restore,
+                         save_checkpoint)
+from .model_file import MODEL_FILE, TrainOutput, write_model_file
 from .config import TrainConfig
 from .console import Console
 from .outputs import (MetricsLog, OutLock, clear_outputs, make_out_dir, previous_outputs, remove_empty_dirs,
@@ -67,9 +70,30 @@ def _check_data(n: int, num_features: int, num_classes: int, n_train: int, block
         raise GridGnnError(f"cannot split {n} vertices into {blocks} row blocks")
 
 
-def _prepare(cfg: TrainConfig, world: int, given=None):
+def _check_inference_data(n: int, num_features: int, dims: list[int], blocks: int) -> None:
+    """A graph a trained model on ``dims`` can run on: features of its input width, no labels needed."""
+    if num_features != dims[0]:
+        raise GridGnnError(f"the graph has {num_features} node features; the model was trained on {dims[0]}")
+    if n < blocks:
+        raise GridGnnError(f"cannot split {n} vertices into {blocks} row blocks")
+
+
+def unlabelled(graph):
+    """``graph`` with labels ``−1`` and empty masks where it has none (inference reads no label)."""
+    n = graph.n
+    changes = {}
+    if graph.y is None:
+        changes["y"] = np.full(n, -1, dtype=np.int64)
+    for name in ("train_mask", "val_mask", "test_mask"):
+        if getattr(graph, name) is None:
+            changes[name] = np.zeros(n, dtype=bool)
+    return graph.with_(**changes) if changes else graph
+
+
+def _prepare(cfg: TrainConfig, world: int, given=None, *, dims: list[int] | None = None):
     """Load and validate the data (``given``: a graph in memory instead of ``cfg.data``) and lay it out (no
-    collective yet): ``(graph, source, rows, shape, info)``."""
+    collective yet): ``(graph, source, rows, shape, info)``. ``dims``: inference of a trained model on these
+    widths (no labels needed; ``info["classes"]`` is the model's output width)."""
     algo = algorithm(cfg.algo)
     single = algo.grid == "single"
     shape = (1,) if single else cfg.mesh_shape(world)
@@ -86,7 +110,11 @@ def _prepare(cfg: TrainConfig, world: int, given=None):
                                "(gridgnn shard --no-normalize); GCN training needs the normalized one")
         info = {"n": ds.n, "nnz": int(meta["nnz"]), "f": ds.num_features, "classes": ds.num_classes,
                 "partition": ds.method}
-        _check_data(ds.n, ds.num_features, ds.num_classes, int(meta.get("n_train", 0)), blocks)
+        if dims is None:
+            _check_data(ds.n, ds.num_features, ds.num_classes, int(meta.get("n_train", 0)), blocks)
+        else:
+            _check_inference_data(ds.n, ds.num_features, dims, blocks)
+            info["classes"] = dims[-1]
         rows = None
         if algo.row_partitioned:
             if ds.double:
@@ -97,36 +125,61 @@ def _prepare(cfg: TrainConfig, world: int, given=None):
     graph = with_feature_norm(load_graph(cfg.data if given is None else given, seed=cfg.seed), cfg,
                               owned=given is None)
     require_nonnegative_weights(graph)  # on every rank, before anything starts
-    n_train = 0 if graph.y is None or graph.train_mask is None else int((graph.train_mask & (graph.y >= 0)).sum())
-    _check_data(graph.n, graph.num_features, graph.num_classes, n_train, blocks)
+    if dims is None:
+        n_train = 0 if graph.y is None or graph.train_mask is None else \
+            int((graph.train_mask & (graph.y >= 0)).sum())
+        _check_data(graph.n, graph.num_features, graph.num_classes, n_train, blocks)
+    else:
+        _check_inference_data(graph.n, graph.num_features, dims, blocks)
+        graph = unlabelled(graph)
     source = rows = None
     if not single and not (algo.row_partitioned and cfg.partition in GRAPH_PARTITIONERS):
         # cheap and deterministic orders are computed by every rank; graph partitioners once, after the rendezvous
         source, rows = make_source(graph, cfg.algo, world, replication=cfg.replication, shape=shape,
                                    method=cfg.partition, seed=cfg.seed)
-    info = {"n": graph.n, "nnz": graph.nnz, "f": graph.num_features, "classes": graph.num_classes,
+    info = {"n": graph.n, "nnz": graph.nnz, "f": graph.num_features,
+            "classes": graph.num_classes if dims is None else dims[-1],
             "partition": "none" if single else cfg.partition}
     if given is not None:  # a graph handed over from Python
         info["data"] = f"in-memory:{getattr(graph, 'name', None) or 'graph'}"
     return graph, source, rows, shape, info
 
 
-def train_worker(ctx, cfg: TrainConfig, graph=None) -> dict | None:
-    """Run training on this rank (``ctx`` = ``None`` for ``--algo serial``; ``graph``: a graph in memory
-    instead of ``cfg.data``). Returns the summary on rank 0."""
-    t_start = time.perf_counter()
+@dataclass
+class RankSetup:
+    """This rank of a run once it is set up: the data, the process grid, the plan and the model on it."""
+
+    graph: object  # the loaded graph (None for a sharded dataset)
+    info: dict  # n, nnz, f, classes, partition (and data for a graph in memory)
+    dims: list
+    dtype: torch.dtype
+    ckpt: dict | None  # the --resume checkpoint, read and checked
+    comm: object
+    device: str
+    plan: object
+    data: object  # LocalData
+    model: torch.nn.Module
+    memory: object  # the memory estimate the run was admitted with
+    setup_log: dict  # the set-up's communication (before the log is reset)
+
+
+def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = None) -> RankSetup:
+    r"""Everything before the first epoch, on this rank (``ctx`` = ``None``: one process): load and check the data
+    (and a ``--resume`` checkpoint) before any collective, join the process group, lay the graph out, check the
+    memory, build the plan, the local blocks and the model. ``dims``: the layer widths of a trained model whose
+    inference this is (the graph then needs features of width ``dims[0]`` and no labels)."""
     resolve_model(cfg.model)  # a model of the user's own (package.module:Class) is imported on this rank too
     world = 1 if ctx is None else ctx.world_size
     host_avail = _host_memory_for_ranks(ctx)  # before this rank loads anything
-    graph, source, rows, shape, info = _prepare(cfg, world, graph)
+    graph, source, rows, shape, info = _prepare(cfg, world, graph, dims=dims)
     kind = algorithm(cfg.algo).grid
     dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
-    dims = [info["f"]] + [cfg.hidden] * (cfg.layers - 1) + [info["classes"]]
+    if dims is None:
+        dims = [info["f"]] + [cfg.hidden] * (cfg.layers - 1) + [info["classes"]]
     ckpt = None
     if cfg.resume is not None:  # read and checked on every rank, before the first collective
         ckpt = read_checkpoint(cfg.resume)
         check_for_run(ckpt, cfg.resume, dims=dims, info=info, epochs=cfg.epochs)
-    start = 0 if ckpt is None else ckpt["epoch"]
 
     if ctx is None:
         comm, device = NullComm(), ("cuda" if cfg.device == "cuda" else "cpu")
@@ -140,8 +193,6 @@ def train_worker(ctx, cfg: TrainConfig, graph=None) -> dict | None:
                                       timeout_s=ctx.timeout_s))
         if graph is not None and source is None:
             source, rows = _layout_on_rank0(comm, graph, cfg, world, shape)
-    rank = comm.grid.global_rank
-    lead = rank == 0
     # the memory guard reads a model's trace (GCN: none, and GCN is traced by build_rank after the guard), which
     # build_rank then reuses
     trace = memory_trace(cfg, dims, double=bool(getattr(source, "double", False)), available=host_avail,
@@ -154,6 +205,22 @@ def train_worker(ctx, cfg: TrainConfig, graph=None) -> dict | None:
     setup_log = comm.log.snapshot()
     comm.log.reset()
     model = build_model(cfg, dims, plan, dtype).to(device)
+    return RankSetup(graph=graph, info=info, dims=dims, dtype=dtype, ckpt=ckpt, comm=comm, device=device, plan=plan,
+                     data=data, model=model, memory=memory, setup_log=setup_log)
+
+
+def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False) -> dict | None:
+    """Run training on this rank (``ctx`` = ``None`` for ``--algo serial``; ``graph``: a graph in memory
+    instead of ``cfg.data``). Returns the summary on rank 0 (``keep_model``: a :class:`TrainOutput`, the summary
+    and the trained parameters)."""
+    t_start = time.perf_counter()
+    rs = setup_rank(ctx, cfg, graph)
+    graph, info, dims, ckpt, comm, device = rs.graph, rs.info, rs.dims, rs.ckpt, rs.comm, rs.device
+    plan, data, model, memory, setup_log = rs.plan, rs.data, rs.model, rs.memory, rs.setup_log
+    world = comm.grid.world_size
+    start = 0 if ckpt is None else ckpt["epoch"]
+    rank = comm.grid.global_rank
+    lead = rank == 0
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     history = []  # every epoch's record, those of the checkpoint included
     if ckpt is not None:
@@ -193,6 +260,7 @@ def train_worker(ctx, cfg: TrainConfig, graph=None) -> dict | None:
             if cfg.save_logits and out_dir:
                 logits, _ = evaluate(model, plan, comm, data)
                 logits_full = _gather_logits(comm, logits, data.node_ids, plan.out_cols(info["classes"]), info)
+        params = full_parameters(comm, plan, model, dims) if out_dir or keep_model else None
         if not lead:
             return None
         summary = _summary(cfg, info, world, comm.grid, history, epochs, everyone, time.perf_counter() - t_start,
@@ -200,9 +268,12 @@ def train_worker(ctx, cfg: TrainConfig, graph=None) -> dict | None:
         if out_dir:
             if logits_full is not None:
                 write_logits(out_dir, logits_full, None if graph is None else graph.original_ids)
-            from .report import breakdown_plot
+            write_model_file(os.path.join(out_dir, MODEL_FILE), cfg.to_dict(), dims, params, cfg.epochs)
+            from .report import breakdown_plot, curves_plot
 
-            breakdown_plot(everyone, os.path.join(out_dir, "breakdown.png"), title=f"{cfg.algo} P={world}")
+            title = run_title(cfg, info, summary)
+            breakdown_plot(everyone, os.path.join(out_dir, "breakdown.png"), title=title)
+            curves_plot(history, os.path.join(out_dir, "curves.png"), title=title)
             write_json(os.path.join(out_dir, "summary.json"), summary)  # last: a summary.json marks a complete run
     finally:
         if files is not None:
@@ -213,7 +284,28 @@ def train_worker(ctx, cfg: TrainConfig, graph=None) -> dict | None:
               f"{summary['comm_bytes_per_epoch']['total'] / 1e6:.3f} MB/epoch moved, "
               f"adjacency shards nnz max/mean {summary['nnz_max_over_mean']:.3f}"
               + (f"; outputs in {out_dir}" if out_dir else ""), flush=True)
-    return summary
+    return TrainOutput(summary, dims, params) if keep_model else summary
+
+
+def run_title(cfg: TrainConfig, info: dict, summary: dict) -> str:
+    """What a run's plots are titled with: model, data, algorithm, grid and P."""
+    grid = "x".join(str(v) for v in summary.get("grid", [1]))
+    return f"{cfg.model} on {summary.get('data', info.get('data'))}: {cfg.sampler or cfg.algo} grid {grid}, " \
+           f"P={summary.get('nproc')}"
+
+
+def predict_worker(ctx, cfg: TrainConfig, graph, dims: list[int], params: dict):
+    r"""Inference of a trained model (full parameters ``params`` on ``dims``) on every vertex of ``graph`` (or of
+    ``cfg.data``) with ``cfg.algo`` on this rank (``ctx`` = ``None``: one process): the same set-up as training
+    (:func:`setup_rank`), the parameters sliced for this rank's plan, one eval-mode forward. Rank 0 returns
+    ``(logits, original ids or None)``: the logits in the loaded graph's vertex order, in the run's dtype."""
+    rs = setup_rank(ctx, cfg, graph, dims=list(dims))
+    load_parameters(rs.model, rs.plan, params, rs.dims)
+    logits, _ = evaluate(rs.model, rs.plan, rs.comm, rs.data)
+    full = _gather_logits(rs.comm, logits, rs.data.node_ids, rs.plan.out_cols(dims[-1]), rs.info)
+    if rs.comm.grid.global_rank != 0:
+        return None
+    return full, (None if rs.graph is None else rs.graph.original_ids)
 
 
 @contextlib.contextmanager

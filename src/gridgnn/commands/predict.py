@@ -1,0 +1,102 @@
+r"""``gridgnn predict`` and ``gridgnn export``: use the trained model of a run folder (its ``model.pt``).
+
+``predict`` runs full-graph inference of every vertex of any graph whose features have the model's input width
+(inductive: a new or larger graph), on one process or distributed on any algorithm, and writes the logits (or the
+class ids) in the graph's vertex order as ``.npy``. ``export`` writes the model as a PyG module
+(``--to pyg``: ``torch_geometric.nn.Sequential`` of ``GCNConv`` / ``GATConv`` / ``AGNNConv`` / ``SAGEConv``) or
+its plain ``state_dict`` (``--to state-dict``)."""
+from __future__ import annotations
+
+import os
+
+
+def _add_model_arguments(p) -> None:
+    p.add_argument("--run", required=True, metavar="DIR",
+                   help="a run folder (gridgnn train --out DIR) or its model.pt")
+    p.add_argument("--model", metavar="package.module:Class",
+                   help="a model of your own, by import path (gridgnn imports code only when you name it)")
+
+
+def add_predict_arguments(p) -> None:
+    _add_model_arguments(p)
+    p.add_argument("--data", metavar="SPEC",
+                   help="the graph to predict (any SPEC of gridgnn train; features of the model's input width; "
+                        "labels not needed; default: the embedded synthetic SBM)")
+    p.add_argument("--algo", default="serial", metavar="A",
+                   help="serial (default), 1d, 1d-sa, 1.5d, 1.5d-sa, 2d, 3d, plexus: every one gives the same logits")
+    p.add_argument("--nproc", type=int, metavar="P", help="processes (default 1, or the launcher's)")
+    p.add_argument("--replication", type=int, default=1, metavar="C", help="c of 1.5D (default 1)")
+    p.add_argument("--grid", metavar="X,Y[,Z]", help="grid of 2d, 3d and plexus")
+    p.add_argument("--partition", default="random", metavar="METHOD|FILE", help="as gridgnn train (default random)")
+    p.add_argument("--blocked-aggregation", type=int, default=0, metavar="ROWS", help="Plexus row blocks (0: off)")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--timeout", type=float, default=600.0, dest="timeout_s", metavar="SECONDS",
+                   help="seconds a collective may wait before the job is ended (default 600)")
+    p.add_argument("--classes", action="store_true", help="write the predicted class ids (int64), not the logits")
+    p.add_argument("--out", required=True, metavar="FILE",
+                   help="FILE.npy: one row per vertex of the graph, in its order (with ?relabel=1 also "
+                        "FILE.node_ids.npy, the file's id of each row)")
+    p.add_argument("--overwrite", action="store_true", help="replace the files of a previous --out FILE")
+
+
+def _npy(path: str) -> str:
+    return path if path.endswith(".npy") else path + ".npy"
+
+
+def run_predict_command(args) -> int:
+    import numpy as np
+
+    from ..train.outputs import atomic_write, check_new_files
+    from ..train.trained import load
+
+    out = _npy(args.out)
+    ids_file = out[:-len(".npy")] + ".node_ids.npy"
+    check_new_files([out, ids_file], overwrite=args.overwrite)  # before any work
+    model = load(args.run, model=args.model)
+    result = model._predict(args.data, algo=args.algo, nproc=args.nproc, grid=args.grid,
+                            replication=args.replication, partition=args.partition,
+                            blocked_aggregation=args.blocked_aggregation, device=args.device,
+                            timeout_s=args.timeout_s)
+    if result is None:  # another rank of a torchrun/srun job: rank 0 writes
+        return 0
+    logits, original_ids = result
+    values = logits.argmax(axis=1).astype(np.int64) if args.classes else logits
+    folder = os.path.dirname(os.path.abspath(out))
+    os.makedirs(folder, exist_ok=True)
+    with atomic_write(out) as fh:
+        np.save(fh, values)
+    if original_ids is not None:
+        with atomic_write(ids_file) as fh:
+            np.save(fh, np.asarray(original_ids, dtype=np.int64))
+    what = "class ids" if args.classes else f"logits ({logits.shape[1]} classes, {logits.dtype})"
+    print(f"predicted {logits.shape[0]} vertices with {args.algo}: {what} in {out}", flush=True)
+    return 0
+
+
+EXPORT_FORMATS = ("pyg", "state-dict")
+
+
+def add_export_arguments(p) -> None:
+    _add_model_arguments(p)
+    p.add_argument("--to", required=True, choices=EXPORT_FORMATS,
+                   help="pyg: a torch_geometric.nn.Sequential of PyG layers with the trained weights (load with "
+                        "torch.load(FILE, weights_only=False) and plain PyG); state-dict: the model's parameters "
+                        "as {name: tensor} (torch.load(FILE, weights_only=True))")
+    p.add_argument("--out", required=True, metavar="FILE", help="the file to write")
+    p.add_argument("--overwrite", action="store_true", help="replace a previous --out FILE")
+
+
+def run_export_command(args) -> int:
+    import torch
+
+    from ..train.outputs import atomic_write, check_new_files
+    from ..train.trained import load
+
+    check_new_files([args.out], overwrite=args.overwrite)
+    model = load(args.run, model=args.model)
+    obj = model.to_pyg() if args.to == "pyg" else {k: v.detach().clone() for k, v in model.state_dict().items()}
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with atomic_write(args.out) as fh:
+        torch.save(obj, fh)
+    print(f"exported --model {model.config.get('model')} ({args.to}) to {args.out}", flush=True)
+    return 0

@@ -1,0 +1,220 @@
+r"""A trained model you can use: :class:`TrainedModel` (what :func:`gridgnn.train` returns with the summary, and
+what :func:`load` reads back from a run folder), full-graph inference on any graph with
+:meth:`TrainedModel.predict` — on one process or distributed, on any algorithm — and the PyG module of a built-in
+model (:meth:`TrainedModel.to_pyg`).
+
+.. code-block:: python
+
+    import gridgnn
+
+    result = gridgnn.train(model="gat", heads=8, hidden=8, algo="1d-sa", nproc=4, out="runs/gat")
+    logits = result.predict("synthetic:sbm?n=5000&features=16&classes=4", algo="2d", nproc=4)
+    model = gridgnn.load("runs/gat")           # the same model, from its run folder
+    pyg = model.to_pyg()                       # a torch_geometric.nn.Sequential of GATConv layers
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import torch
+
+from ..errors import GridGnnError
+
+#: Fields of a training config that inference does not inherit: how and where the training ran (the inference's
+#: own algorithm, grid and processes are the arguments of :meth:`TrainedModel.predict`), and minibatch sampling.
+NOT_INHERITED = ("data", "algo", "nproc", "replication", "grid", "partition", "blocked_aggregation", "out",
+                 "save_logits", "overwrite", "resume", "checkpoint_every", "device", "quiet", "log_every",
+                 "timeout_s", "profile", "sampler", "fanout", "batch_size", "bulk", "sample_graph", "eval_fanout",
+                 "eval_batch_size")
+
+
+class TrainedModel:
+    r"""A trained model: its full parameters (on the CPU, in the run's dtype) and the config that trained it.
+
+    Args:
+        config (dict): the training run's config (``summary.json``'s ``config``; model, options, dtype, seed).
+        dims (list[int]): the layer widths ``[f_0, ..., f_L]`` (input features, hidden widths, classes).
+        params (dict): ``{name: [full tensor of each layer]}`` (the ``model.pt`` layout).
+        summary (dict, optional): the run's summary, when known.
+    """
+
+    def __init__(self, config: dict, dims: list[int], params: dict, *, summary: dict | None = None):
+        self.config, self.dims, self.params, self.summary = dict(config), list(dims), params, summary
+        self._module = None
+
+    def __repr__(self) -> str:
+        return f"TrainedModel(model={self.config.get('model')!r}, dims={self.dims}, dtype={self.config.get('dtype')!r})"
+
+    # ------------------------------------------------------------------ the model itself
+    def _train_config(self, **changes):
+        from .config import TrainConfig
+
+        known = {f.name for f in dataclasses.fields(TrainConfig)}
+        kw = {k: v for k, v in self.config.items() if k in known and k not in NOT_INHERITED}
+        return TrainConfig(**{**kw, "quiet": True, **changes})
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.float64 if self.config.get("dtype") == "float64" else torch.float32
+
+    @property
+    def module(self) -> torch.nn.Module:
+        """The model as one serial ``torch.nn.Module`` with the trained parameters, in eval mode (its
+        ``forward(x, plan)`` runs on a plan; :meth:`__call__` and :meth:`predict` build the plan for you)."""
+        if self._module is None:
+            from ..nn import resolve_model
+            from .checkpoint import load_parameters
+            from .trainer import build_model
+
+            resolve_model(self.config.get("model", "gcn"))
+            model = build_model(self._train_config(), self.dims, None, self.dtype)
+            load_parameters(model, _Whole, self.params, self.dims)
+            self._module = model.eval()
+        return self._module
+
+    def state_dict(self) -> dict:
+        """The serial module's ``state_dict`` (full tensors)."""
+        return self.module.state_dict()
+
+    def to_pyg(self) -> torch.nn.Module:
+        """The model as a PyG module with the trained weights (a ``torch_geometric.nn.Sequential`` of
+        ``GCNConv`` / ``GATConv`` / ``AGNNConv`` / ``SAGEConv`` layers, called ``m(x, edge_index)``): its logits
+        equal :meth:`predict`'s. A model without a PyG equivalent (VA, a model of your own without ``to_pyg``)
+        is refused: use :attr:`module` or :meth:`state_dict`."""
+        module = self.module
+        if not hasattr(module, "to_pyg"):
+            raise GridGnnError(f"--model {self.config.get('model')} has no PyG equivalent to export to; its "
+                               "parameters are in model.pt (gridgnn.load(RUN).state_dict())")
+        return module.to_pyg()
+
+    # ------------------------------------------------------------------ inference
+    def predict(self, data=None, *, algo: str = "serial", nproc: int | None = None, grid=None,
+                replication: int = 1, partition: str = "random", blocked_aggregation: int = 0,
+                device: str = "auto", timeout_s: float = 600.0, classes: bool = False) -> np.ndarray | None:
+        r"""Full-graph inference of every vertex of a graph: the logits (``n × classes``, in the run's dtype) in
+        the graph's vertex order, or the predicted class of each vertex (``classes=True``).
+
+        Args:
+            data (str | torch_geometric.data.Data | Graph, optional): any graph whose features have the width the
+                model was trained on (a data SPEC, as ``--data``; labels are not needed). Its features are
+                normalized as the training run's were (``feature_norm``). (default: the embedded SBM)
+            algo, nproc, grid, replication, partition, blocked_aggregation, device, timeout_s: where the
+                inference runs, as for :func:`gridgnn.train` (``nproc`` processes spawned here, or this rank of a
+                torchrun/srun job). Every algorithm gives the same logits (to float tolerance).
+            classes (bool): return class ids (``int64``) instead of logits.
+
+        Returns ``None`` on the ranks other than 0 of a torchrun/srun job.
+        """
+        out = self._predict(data, algo=algo, nproc=nproc, grid=grid, replication=replication, partition=partition,
+                            blocked_aggregation=blocked_aggregation, device=device, timeout_s=timeout_s)
+        if out is None:
+            return None
+        logits = out[0]
+        return logits.argmax(axis=1).astype(np.int64) if classes else logits
+
+    def _predict(self, data, *, algo="serial", nproc=None, grid=None, replication=1, partition="random",
+                 blocked_aggregation=0, device="auto", timeout_s=600.0):
+        """``(logits, original ids or None)`` on rank 0 (``None`` elsewhere)."""
+        from ..distributed.launch import env_context
+        from .api import TrainingFailed, _launch_checked
+        from .trainer import predict_worker
+
+        if isinstance(grid, (list, tuple)):
+            grid = ",".join(str(v) for v in grid)
+        spec = data if isinstance(data, str) or data is None else None
+        graph = None if isinstance(data, str) or data is None else data
+        env = env_context(device)
+        if nproc is None:
+            nproc = env.world_size if env is not None else 1
+        cfg = self._train_config(data=spec, algo=algo, nproc=nproc, grid=grid, replication=replication,
+                                 partition=partition, blocked_aggregation=blocked_aggregation, device=device,
+                                 timeout_s=timeout_s)
+        if cfg.algo == "auto":
+            raise GridGnnError("predict runs a chosen algorithm; --algo auto plans training runs")
+        cfg.validate()
+        if cfg.algo == "serial":
+            if env is not None and env.world_size > 1:
+                raise GridGnnError("--algo serial runs one process, but the launcher started several")
+            return predict_worker(None, cfg, graph, self.dims, self.params)
+        try:
+            return _launch_checked(predict_worker, cfg, graph, self.dims, self.params)[0]
+        except SystemExit as exc:  # the launcher has printed every rank's message
+            code = exc.code if isinstance(exc.code, int) else 1
+            raise TrainingFailed(f"inference failed (exit status {code}); the ranks' messages are above", code) \
+                from None
+
+    def __call__(self, x, edge_index, edge_weight=None) -> torch.Tensor:
+        r"""PyG's habit: the logits of ``x`` (``n × f_0``) on the graph of ``edge_index`` (``2 × E``, PyG's
+        ``[source, target]``), serially; ``edge_weight``: optional weights of the edges."""
+        from torch_geometric.data import Data
+
+        x = torch.as_tensor(x)
+        data = Data(x=x.detach().cpu(), edge_index=torch.as_tensor(edge_index).cpu(), num_nodes=x.shape[0])
+        if edge_weight is not None:
+            data.edge_weight = torch.as_tensor(edge_weight).detach().cpu()
+        return torch.from_numpy(self.predict(data))
+
+    def save(self, path: str) -> None:
+        """Write the model as ``model.pt`` (readable by :func:`load`)."""
+        from .model_file import write_model_file
+
+        write_model_file(path, self.config, self.dims, self.params, int(self.config.get("epochs", 0)))
+
+
+class _WholeParameters:
+    """The serial module's parameters: every one whole."""
+
+    @staticmethod
+    def param_slice(layer: int, kind: str, shape) -> tuple:
+        return tuple(slice(None) for _ in shape)
+
+
+_Whole = _WholeParameters()
+
+
+class TrainResult(dict):
+    r"""What :func:`gridgnn.train` returns: the summary (this dict: ``result["test_acc"]``, as ``summary.json``)
+    and the trained model (:attr:`model`, a :class:`TrainedModel`; :meth:`predict` is the model's)."""
+
+    def __init__(self, summary: dict, model: TrainedModel):
+        super().__init__(summary)
+        self.model = model
+
+    @property
+    def summary(self) -> dict:
+        return dict(self)
+
+    def predict(self, data=None, **options):
+        """:meth:`TrainedModel.predict` of the trained model."""
+        return self.model.predict(data, **options)
+
+
+def load(run: str, *, model: str | None = None) -> TrainedModel:
+    r"""The trained model of a run folder (``gridgnn train --out RUN``: its ``model.pt``, and ``summary.json``
+    when there), or of a ``model.pt`` file.
+
+    Args:
+        run (str): the run folder or its ``model.pt``.
+        model (str, optional): the model's import path (``package.module:Class``) when it is a model of your
+            own: gridgnn imports code only on your word, never on a file's.
+    """
+    import json
+    import os
+
+    from ..nn import resolve_model
+    from .model_file import read_model_file
+
+    if model is not None:
+        resolve_model(model)
+    obj = read_model_file(run)
+    summary = None
+    folder = run if os.path.isdir(run) else os.path.dirname(run) or "."
+    path = os.path.join(folder, "summary.json")
+    if os.path.isfile(path):
+        try:
+            with open(path) as fh:
+                summary = json.load(fh)
+        except (OSError, ValueError):
+            summary = None  # the model file is what inference needs; a damaged summary is not
+    return TrainedModel(obj["config"], obj["dims"], obj["params"], summary=summary)

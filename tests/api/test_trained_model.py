@@ -1,0 +1,170 @@
+"""The trained model of a run: returned by gridgnn.train, written as model.pt, read back by gridgnn.load; full-graph
+inference (predict) on any graph and any algorithm equals the training run's logits; the PyG export's logits equal
+gridgnn's (float64)."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import gridgnn
+from gridgnn.distributed.launch import launch
+from gridgnn.errors import GridGnnError
+from gridgnn.train.trained import TrainedModel
+
+from ..train._runs import run_main
+
+SBM = "synthetic:sbm?n=300&classes=3&avg_degree=6&features=12"
+BIGGER = "synthetic:sbm?n=900&classes=5&avg_degree=9&features=1433"  # same feature width, more vertices
+
+#: (algo, grid or replication) of the P = 4 inferences: every algorithm, and both vertex orders of Plexus
+LAYOUTS = [("1d", {}), ("1d-sa", {}), ("1.5d", {"replication": 2}), ("1.5d-sa", {"replication": 2}),
+           ("2d", {"grid": "2,2"}), ("3d", {"grid": "1,2,2"}), ("plexus", {"grid": "2,1,2"}),
+           ("plexus", {"grid": "1,2,2", "partition": "double-perm"})]
+
+
+def _predict_group(ctx, model: TrainedModel, jobs):
+    """Every ``(data, algo, options)`` of ``jobs`` predicted on this rank of one spawned group (rank 0: the
+    logits)."""
+    from gridgnn.train.trainer import predict_worker
+
+    out = []
+    for data, algo, options in jobs:
+        cfg = model._train_config(data=data, algo=algo, nproc=ctx.world_size, **options)
+        cfg.validate()
+        res = predict_worker(ctx, cfg, None, model.dims, model.params)
+        out.append(None if res is None else res[0])
+    return out
+
+
+@pytest.fixture(scope="module")
+def cora_gat(cora_dir, tmp_path_factory):
+    """GAT trained on Cora serially in float64 for a few epochs, with its saved logits."""
+    out = tmp_path_factory.mktemp("cora-gat") / "run"
+    result = gridgnn.train(data=f"planetoid:{cora_dir}", model="gat", heads=2, hidden=4, epochs=4, dtype="float64",
+                           out=str(out), save_logits=True, quiet=True)
+    return result, out
+
+
+def test_train_returns_the_summary_and_the_model(cora_gat):
+    result, out = cora_gat
+    with open(out / "summary.json") as fh:
+        assert json.load(fh)["test_acc"] == result["test_acc"]  # the result is the summary...
+    assert isinstance(result.model, TrainedModel) and result.model.dims == [1433, 4, 7]  # ...with the model
+    assert {"model.pt", "curves.png", "breakdown.png"} <= set(os.listdir(out))
+    loaded = gridgnn.load(str(out))
+    for name, tensors in result.model.params.items():  # model.pt holds the parameters bit for bit
+        assert all(torch.equal(a, b) for a, b in zip(tensors, loaded.params[name]))
+    assert loaded.summary["test_acc"] == result["test_acc"]
+
+
+def test_predict_equals_the_saved_logits_on_every_algorithm(cora_gat, cora_dir):
+    result, out = cora_gat
+    saved = np.load(out / "logits.npy")
+    model = gridgnn.load(str(out))
+    assert np.array_equal(model.predict(f"planetoid:{cora_dir}"), saved)  # serial: the same computation
+    assert np.array_equal(model.predict(f"planetoid:{cora_dir}", classes=True), saved.argmax(axis=1))
+    jobs = [(f"planetoid:{cora_dir}", algo, options) for algo, options in LAYOUTS]
+    jobs += [(BIGGER, "2d", {"grid": "2,2"}), (BIGGER, "plexus", {"grid": "2,2,1"})]
+    got = launch(_predict_group, 4, model, jobs, device="cpu", collect=True)[0]
+    for (data, algo, options), logits in zip(jobs[:len(LAYOUTS)], got):
+        np.testing.assert_allclose(logits, saved, rtol=1e-5, atol=1e-9, err_msg=f"{algo} {options}")
+    # a larger graph of the same feature width (inductive): serial and P = 4 agree
+    bigger = model.predict(BIGGER)
+    assert bigger.shape == (900, 7) and bigger.dtype == np.float64
+    for logits in got[len(LAYOUTS):]:
+        np.testing.assert_allclose(logits, bigger, rtol=1e-5, atol=1e-9)
+
+
+def test_export_to_pyg_has_gridgnns_logits(cora_gat, cora_dir, tmp_path):
+    """GAT exported with gridgnn export, loaded by a process that imports PyG and not gridgnn."""
+    _, out = cora_gat
+    path = tmp_path / "gat.pt"
+    assert run_main(["export", "--run", out, "--to", "pyg", "--out", path]) == 0
+    assert run_main(["export", "--run", out, "--to", "pyg", "--out", path]) == 2  # exists: --overwrite needed
+    g = gridgnn.load_graph(f"planetoid:{cora_dir}")
+    np.save(tmp_path / "x.npy", g.x.astype(np.float64))
+    np.save(tmp_path / "ei.npy", g.edge_index())
+    code = ("import sys, numpy as np, torch, torch_geometric\n"
+            f"m = torch.load({str(path)!r}, weights_only=False)\n"
+            f"x = torch.from_numpy(np.load({str(tmp_path / 'x.npy')!r}))\n"
+            f"ei = torch.from_numpy(np.load({str(tmp_path / 'ei.npy')!r}))\n"
+            f"np.save({str(tmp_path / 'pyg.npy')!r}, m(x, ei).detach().numpy())\n"
+            "assert 'gridgnn' not in sys.modules\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    np.testing.assert_allclose(np.load(tmp_path / "pyg.npy"), np.load(out / "logits.npy"), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.parametrize("model,options", [("gcn", {}), ("agnn", {"layers": 4}), ("sage", {"aggr": "max"})])
+def test_to_pyg_equals_gridgnn_on_cora(cora_dir, model, options):
+    result = gridgnn.train(data=f"planetoid:{cora_dir}", model=model, epochs=3, dtype="float64", quiet=True,
+                           **options)
+    g = gridgnn.load_graph(f"planetoid:{cora_dir}")
+    x, ei = torch.from_numpy(g.x).double(), torch.from_numpy(g.edge_index())
+    pyg = result.model.to_pyg()
+    ours = result.predict(f"planetoid:{cora_dir}")
+    theirs = (pyg(x, ei, None) if model == "gcn" else pyg(x, ei)).numpy()
+    np.testing.assert_allclose(theirs, ours, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(result.model(x, ei).numpy(), ours, rtol=1e-12, atol=0)  # model(x, edge_index)
+
+
+def test_a_model_without_pyg_equivalent_is_refused_and_exports_its_state_dict(tmp_path):
+    out = tmp_path / "va"
+    gridgnn.train(data=SBM, model="va", epochs=2, out=str(out), quiet=True)
+    with pytest.raises(GridGnnError, match="no PyG equivalent"):
+        gridgnn.load(str(out)).to_pyg()
+    assert run_main(["export", "--run", out, "--to", "state-dict", "--out", tmp_path / "va.pt"]) == 0
+    state = torch.load(tmp_path / "va.pt", weights_only=True)
+    model = gridgnn.load(str(out))
+    assert state.keys() == model.state_dict().keys()
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+
+
+def test_predict_command_writes_logits_or_classes(tmp_path):
+    out = tmp_path / "run"
+    assert run_main(["train", "--data", SBM, "--epochs", 3, "--out", out, "--save-logits", "--quiet"]) == 0
+    assert run_main(["predict", "--run", out, "--data", SBM, "--out", tmp_path / "p"]) == 0
+    assert np.array_equal(np.load(tmp_path / "p.npy"), np.load(out / "logits.npy"))
+    assert run_main(["predict", "--run", out, "--data", SBM, "--classes", "--out", tmp_path / "c.npy"]) == 0
+    assert np.array_equal(np.load(tmp_path / "c.npy"), np.load(out / "logits.npy").argmax(axis=1))
+    # refused before any work, one line: an existing --out, a graph of another feature width, no model.pt
+    assert run_main(["predict", "--run", out, "--data", SBM, "--out", tmp_path / "p.npy"]) == 2
+    assert run_main(["predict", "--run", out, "--data", "synthetic:sbm?n=100&features=5",
+                     "--out", tmp_path / "q.npy"]) == 2
+    assert run_main(["predict", "--run", tmp_path, "--out", tmp_path / "q.npy"]) == 2
+    assert not (tmp_path / "q.npy").exists()
+
+
+def test_a_damaged_model_file_is_one_line(tmp_path):
+    out = tmp_path / "run"
+    gridgnn.train(data=SBM, epochs=2, out=str(out), quiet=True)
+    obj = torch.load(out / "model.pt", weights_only=True)
+    obj["params"]["weights"][0] = obj["params"]["weights"][0][:3]
+    torch.save(obj, out / "model.pt")
+    with pytest.raises(GridGnnError, match=r"damaged: params weights\[0\] has shape"):
+        gridgnn.load(str(out))
+    (out / "model.pt").write_bytes(b"not a model")
+    with pytest.raises(GridGnnError, match="not a readable gridgnn model file"):
+        gridgnn.load(str(out))
+    os.remove(out / "model.pt")
+    os.mkfifo(out / "model.pt")
+    with pytest.raises(GridGnnError, match="not a regular file"):
+        gridgnn.load(str(out))
+
+
+def test_a_minibatch_run_writes_its_model_and_curves(tmp_path):
+    graph = gridgnn.load_graph(SBM)
+    out = tmp_path / "mb"
+    result = gridgnn.train(graph=graph, model="sage", sampler="sage", fanout=[5, 5], batch_size=64, epochs=2,
+                           out=str(out), save_logits=True, dtype="float64", quiet=True)
+    assert {"model.pt", "curves.png"} <= set(os.listdir(out))
+    assert result["data"].startswith("in-memory:")
+    # full-graph inference of the sampled model equals its full-neighbourhood --save-logits
+    np.testing.assert_allclose(result.predict(graph), np.load(out / "logits.npy"), rtol=1e-9, atol=1e-12)
+    # the summary of an in-memory graph is not rerun on the embedded SBM
+    assert run_main(["train", "--config", out / "summary.json"]) == 2
