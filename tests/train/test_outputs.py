@@ -49,11 +49,12 @@ def test_previous_outputs_need_overwrite_which_removes_only_gridgnn_files(tmp_pa
     before = (out / "summary.json").read_text()
     code = run_main(["train", "--data", SBM, "--epochs", 3, "--quiet", "--out", out])
     _one_error(capsys, code, "already holds a previous run's outputs (metrics.jsonl, summary.json, logits.npy, "
-                             "breakdown.png, checkpoint.pt); add --overwrite")
+                             "model.pt, breakdown.png, curves.png, checkpoint.pt); add --overwrite")
     assert (out / "summary.json").read_text() == before
     assert run_main(["train", "--data", SBM, "--epochs", 3, "--quiet", "--out", out, "--overwrite"]) == 0
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["breakdown.png", "metrics.jsonl", "notes.txt", "summary.json"]  # no stale logits/checkpoint
+    assert names == ["breakdown.png", "curves.png", "metrics.jsonl", "model.pt", "notes.txt", "summary.json"]  # no
+    # stale logits/checkpoint
     assert (out / "notes.txt").read_text() == "mine"
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 3
     assert _strict((out / "summary.json").read_text())["epochs"] == 3

@@ -182,8 +182,8 @@ def _model_shapes(cfg: dict, dims, bias: bool, path: str) -> dict:
         from ..nn.base import is_import_path
 
         if is_import_path(model):
-            raise GridGnnError(f"{path} holds the model {model}, a model of your own: name it (--model {model}) "
-                               "on the command line (gridgnn imports code only on the command line's word)")
+            raise GridGnnError(f"{path} holds the model {model}, a model of your own: give --model {model} on the "
+                               "command line, or model= to gridgnn.load (gridgnn imports code only on your word)")
         raise _bad(path, f"its model {model!r} is not one this gridgnn has")
     heads = cfg.get("heads")
     conf = TrainConfig(model=model, heads=heads if _is_int(heads) else None)

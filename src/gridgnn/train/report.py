@@ -58,7 +58,7 @@ def curves_plot(history: list[dict], path: str, *, title: str = "") -> None:
     acc.set_ylim(0.0, 1.0)
     lines = ax.get_legend_handles_labels()
     more = acc.get_legend_handles_labels()
-    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="center right")
+    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4)
     ax.set_title(title or "learning curves", fontsize=9)
     fig.tight_layout()
     _save(fig, path)
