@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 import gridgnn
-from gridgnn.nn import Model, register_model
+from gridgnn.nn import Model, Option, register_model
 
 
 @register_model("edge-gated-gcn")
@@ -34,7 +34,8 @@ class EdgeGatedGCN(Model):
         dropout (float, optional): dropout on every layer's input. (default: ``0.5``)
     """
 
-    OPTIONS = ("heads",)  # takes --heads from the command line / TrainConfig
+    # takes --heads from the command line / TrainConfig: its type, default and range, checked before a run starts
+    OPTIONS = {"heads": Option(int, 2, low=1, high=64, help="gate heads of the hidden layers")}
     reads_destinations = True  # the gate reads a score of the destination (sddmm_add)
 
     def __init__(self, dims, *, heads: int = 2, **kw):

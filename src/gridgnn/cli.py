@@ -8,6 +8,20 @@ import sys
 from .errors import CommFailure, GridGnnError, out_of_memory
 
 
+def _model_option_help(name: str) -> str:
+    """A model option's help, from the :class:`~gridgnn.nn.Option` of each registered model that declares it."""
+    from .nn import MODELS
+    from .nn.base import declared_options
+
+    parts = []
+    for model, cls in MODELS.items():
+        opt = declared_options(cls).get(name)
+        if opt is not None:
+            default = "" if opt.default is None else f"default {opt.default}; "
+            parts.append(f"{model}: {opt.help} ({default}{opt.range_text()})")
+    return "; ".join(parts) + " — and models of your own that take it"
+
+
 def _train_parser(sub) -> None:
     from .parallel import ALGOS
     from .train.config import MODELS, TrainConfig
@@ -27,13 +41,16 @@ def _train_parser(sub) -> None:
                         "planetoid:DIR | ogb:DIR | edgelist:FILE | mtx:FILE | npz:FILE | sharded:DIR")
     p.add_argument("--model", metavar="NAME", help=f"{' | '.join(MODELS)} (default {d.model}), a registered name, "
                                                    "or a model of your own by import path, package.module:Class")
-    p.add_argument("--heads", type=int, metavar="K", help="gat: attention heads of the hidden layers (default 8; "
-                                                          "--hidden is per head; the last layer has one head)")
-    p.add_argument("--attn-dropout", type=float, metavar="P",
-                   help="gat: dropout on the attention coefficients (default: --dropout)")
-    p.add_argument("--aggr", choices=("mean", "sum", "max", "min"),
-                   help="sage: neighbour aggregation (default mean; max/min: block-row algorithms)")
-    p.add_argument("--layers", type=int, metavar="L", help=f"default {d.layers}")
+    p.add_argument("--heads", type=int, metavar="K", help=_model_option_help("heads"))
+    p.add_argument("--attn-dropout", type=float, metavar="P", help=_model_option_help("attn_dropout"))
+    p.add_argument("--aggr", metavar="A", help=_model_option_help("aggr"))
+    from .nn import MODELS as REGISTERED
+    from .train.config import samplable_models
+
+    own_depth = ", ".join(f"{m} {c.DEFAULT_LAYERS}" for m, c in REGISTERED.items()
+                          if getattr(c, "DEFAULT_LAYERS", d.layers) != d.layers)
+    p.add_argument("--layers", type=int, metavar="L",
+                   help=f"default {d.layers}" + (f" ({own_depth})" if own_depth else ""))
     p.add_argument("--hidden", type=int, metavar="H", help=f"default {d.hidden}")
     p.add_argument("--algo", metavar="NAME",
                    help=f"{', '.join(ALGOS)}, auto (the fastest configuration gridgnn plan predicts; it also picks "
@@ -54,8 +71,9 @@ def _train_parser(sub) -> None:
                    help="1d/1.5d: random (default), identity, metis, metis-vol, hypergraph, balanced, or a partition "
                         "FILE; 2d/3d/plexus: random (one permutation), identity, double-perm, balanced-perm")
     p.add_argument("--sampler", choices=("sage", "ladies"),
-                   help="minibatch training of --model sage with bulk matrix sampling (MLSys'24) on a P/c x c grid "
-                        "(--nproc, --replication); without it: full-graph training")
+                   help=f"minibatch training with bulk matrix sampling (MLSys'24) on a P/c x c grid (--nproc, "
+                        f"--replication) of --model {', '.join(samplable_models())}; without it: full-graph "
+                        "training")
     p.add_argument("--fanout", metavar="S1,S2,..",
                    help="per layer from the batch outwards: neighbours per vertex (sage, default 10) or vertices "
                         "per layer (ladies, default --batch-size), at most 2^20; -1: all")

@@ -13,7 +13,7 @@ import torch
 
 from .distributed import Comm, NullComm, ProcessGrid
 from .graph import Graph
-from .nn import GAT, resolve_model
+from .nn import resolve_model
 from .parallel import algorithm
 from .parallel.checks import LayoutError
 from .partition import RowPartition
@@ -98,11 +98,9 @@ def _schedules(plan):
 
 def build_model(case: Case, plan):
     """The case's model, its parameters laid out for ``plan`` (float64)."""
-    if case.model == "gat":
-        return GAT(case.dims, heads=case.heads, out_heads=case.out_heads, dropout=case.dropout,
-                   attn_dropout=case.attn_dropout, seed=case.seed, dtype=torch.float64, plan=plan)
+    options = {"heads": case.heads, "out_heads": case.out_heads, "attn_dropout": case.attn_dropout, **case.options}
     return resolve_model(case.model).from_options(case.dims, dropout=case.dropout, seed=case.seed, dtype=torch.float64,
-                                           plan=plan, **case.options)
+                                                  plan=plan, **options)  # each takes the options it declares
 
 
 @dataclass

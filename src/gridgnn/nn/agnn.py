@@ -28,12 +28,10 @@ from torch import nn
 
 from ..errors import GridGnnError
 from ..parallel.attention import attend
-from .dropout import hashed_dropout
-from .gcn import glorot_
-from .orders import require_destination_scores
+from .base import Model
 
 
-class AGNN(nn.Module):
+class AGNN(Model):
     r"""Args:
         dims: ``[f_0, h, ..., h, c]`` (at least 4 entries: two linear layers and one propagation).
         dropout: drop probability on the input of the two linear layers.
@@ -43,31 +41,38 @@ class AGNN(nn.Module):
     Parameters: ``weights`` / ``biases`` of the two linear layers, ``betas`` of the trained propagations.
     """
 
+    DEFAULT_LAYERS = 4  # PyG's Cora example: linear, two propagations, linear
     reads_destinations = True  # its sddmm reads per-node values of the destinations
 
     def __init__(self, dims: list[int], *, dropout: float = 0.5, bias: bool = True, train_first_beta: bool = False,
                  seed: int = 0, dtype=torch.float32, plan=None):
-        super().__init__()
         self.check_dims(dims)
-        require_destination_scores(plan, "agnn")
-        self.dims, self.dropout, self.seed = list(dims), dropout, seed
-        self.train_first_beta = bool(train_first_beta)
-        gen = torch.Generator().manual_seed(seed)
+        super().__init__(dims, dropout=dropout, seed=seed, dtype=dtype, plan=plan)
+        self.train_first_beta, self.bias = bool(train_first_beta), bool(bias)
         L = len(dims) - 1
         self.linear_layers = (0, L - 1)
-        self.weights, self.biases, self.betas = nn.ParameterList(), nn.ParameterList(), nn.ParameterList()
-        for layer in self.linear_layers:
-            w = glorot_(torch.empty(dims[layer], dims[layer + 1], dtype=torch.float64), gen)
-            b = torch.zeros(dims[layer + 1], dtype=torch.float64)
-            if plan is not None:  # this rank's part of a sharded parameter (Plexus)
-                w, b = w[plan.param_slice(layer, "w", w.shape)], b[plan.param_slice(layer, "b", b.shape)]
-            self.weights.append(nn.Parameter(w.contiguous().to(dtype)))
-            if bias:
-                self.biases.append(nn.Parameter(b.contiguous().to(dtype)))
+        trained = self.trained_beta_layers(L, self.train_first_beta)
+        weights = [self.glorot(dims[layer], dims[layer + 1]) for layer in self.linear_layers]  # drawn first
+        for layer in range(L):  # registered in layer order
+            if layer in self.linear_layers:
+                self.add_parameter("weights", layer, weights[self.linear_layers.index(layer)], "w")
+                if bias:
+                    self.add_parameter("biases", layer, self.zeros(dims[layer + 1]), "b")
+            elif layer in trained:
+                self.add_parameter("betas", layer, self.ones(1), "beta")
         self.register_buffer("fixed_beta", torch.ones(1, dtype=dtype))
-        for _ in self.trained_beta_layers(L, self.train_first_beta):
-            self.betas.append(nn.Parameter(torch.ones(1, dtype=dtype)))
-        self.epoch = 0
+
+    @property
+    def weights(self) -> list:
+        return self.parameters_named("weights")
+
+    @property
+    def biases(self) -> list:
+        return self.parameters_named("biases")
+
+    @property
+    def betas(self) -> list:
+        return self.parameters_named("betas")
 
     @staticmethod
     def check_dims(dims) -> None:
@@ -81,40 +86,6 @@ class AGNN(nn.Module):
     def trained_beta_layers(L: int, train_first_beta: bool = False) -> list[int]:
         return list(range(1 if train_first_beta else 2, L - 1))
 
-    @classmethod
-    def from_options(cls, dims: list[int], *, plan=None, dtype=torch.float32, seed: int = 0, dropout: float = 0.5,
-                     train_first_beta: bool = False, **_unused) -> "AGNN":
-        """The registry's constructor from the trainer's options."""
-        return cls(dims, dropout=dropout, seed=seed, dtype=dtype, plan=plan, train_first_beta=train_first_beta)
-
-    @property
-    def num_layers(self) -> int:
-        return len(self.dims) - 1
-
-    @staticmethod
-    def parameter_shapes(dims: list[int], *, bias: bool = True, train_first_beta: bool = False, **_unused) -> dict:
-        """``{name: [full shape of each such parameter, in layer order]}``."""
-        L = len(dims) - 1
-        out = {"weights": [(dims[0], dims[1]), (dims[L - 1], dims[L])]}
-        if bias:
-            out["biases"] = [(dims[1],), (dims[L],)]
-        betas = AGNN.trained_beta_layers(L, train_first_beta)
-        if betas:
-            out["betas"] = [(1,)] * len(betas)
-        return out
-
-    def parameter_entries(self) -> list[tuple]:
-        """``(name, layer, parameter, full shape, kind)`` of every parameter (``kind`` for ``plan.param_slice``)."""
-        shapes = self.parameter_shapes(self.dims, bias=len(self.biases) > 0, train_first_beta=self.train_first_beta)
-        out = []
-        for i, layer in enumerate(self.linear_layers):
-            out.append(("weights", layer, self.weights[i], shapes["weights"][i], "w"))
-            if len(self.biases):
-                out.append(("biases", layer, self.biases[i], shapes["biases"][i], "b"))
-        for i, layer in enumerate(self.trained_beta_layers(self.num_layers, self.train_first_beta)):
-            out.append(("betas", layer, self.betas[i], (1,), "beta"))
-        return sorted(out, key=lambda e: e[1])
-
     def to_pyg(self):
         """This model as PyG's AGNN (``Linear → ReLU → AGNNConv … → Linear``, :mod:`gridgnn.nn.pyg_export`), called
         ``m(x, edge_index)``."""
@@ -126,8 +97,8 @@ class AGNN(nn.Module):
         dtype = self.weights[0].dtype
         lins = []
         for i, layer in enumerate(self.linear_layers):
-            lin = nn.Linear(self.dims[layer], self.dims[layer + 1], bias=len(self.biases) > 0).to(dtype)
-            set_linear(lin, self.weights[i], self.biases[i] if len(self.biases) else None)
+            lin = nn.Linear(self.dims[layer], self.dims[layer + 1], bias=self.bias).to(dtype)
+            set_linear(lin, self.weights[i], self.biases[i] if self.bias else None)
             lins.append(lin)
         trained = self.trained_beta_layers(self.num_layers, self.train_first_beta)
         layers = [(lins[0], "x -> x"), nn.ReLU()]
@@ -141,20 +112,17 @@ class AGNN(nn.Module):
 
     def beta(self, layer: int) -> torch.Tensor:
         trained = self.trained_beta_layers(self.num_layers, self.train_first_beta)
-        return self.betas[trained.index(layer)] if layer in trained else self.fixed_beta
+        return self.param("betas", layer) if layer in trained else self.fixed_beta
 
     def forward(self, x: torch.Tensor, plan) -> torch.Tensor:
         h = x
         last = self.num_layers - 1
         for layer in range(self.num_layers):
             if layer in self.linear_layers:
-                i = self.linear_layers.index(layer)
-                f_in = self.dims[layer]
-                h = hashed_dropout(h, self.dropout, plan.in_rows(layer), seed=self.seed, epoch=self.epoch,
-                                   layer=layer, training=self.training, features=f_in, cols=plan.in_cols(layer, f_in))
-                h = plan.linear(layer, h, self.weights[i])
-                if len(self.biases):
-                    h = plan.add_bias(layer, h, self.biases[i])
+                h = self.input_dropout(h, plan, layer, self.dims[layer])
+                h = plan.linear(layer, h, self.param("weights", layer))
+                if self.bias:
+                    h = plan.add_bias(layer, h, self.param("biases", layer))
                 if layer < last:
                     h = torch.relu(h)
             else:

@@ -39,8 +39,10 @@ communication accounting for free.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -56,6 +58,69 @@ MODELS: dict[str, type] = {}
 #: The trainer's model options a model may accept as keyword arguments (``--heads``, ``--attn-dropout``,
 #: ``--aggr``); the built-in models take the ones that apply to them.
 TRAINER_OPTIONS = ("heads", "attn_dropout", "aggr")
+
+
+@dataclass(frozen=True)
+class Option:
+    r"""A trainer option a model takes (``--heads``, ``--attn-dropout``, ``--aggr``), declared in the model's
+    :attr:`Model.OPTIONS`: its type, its default and the values it admits, checked before anything starts.
+
+    Args:
+        kind (type): ``int``, ``float`` or ``str``.
+        default: the value when the flag is not given (``None``: the constructor's own default, e.g. GAT's
+            ``attn_dropout`` follows ``--dropout``).
+        low, high: the closed range of a number (``high_open``: ``high`` itself excluded).
+        choices (tuple): the values a string may take.
+        help (str): what it means (the flag's help names the models that take it).
+    """
+
+    kind: type
+    default: object = None
+    low: float | None = None
+    high: float | None = None
+    high_open: bool = False
+    choices: tuple = ()
+    help: str = ""
+
+    def check(self, flag: str, value) -> None:
+        """Refuse a value of the wrong type or out of range, with one line naming ``flag``."""
+        if self.kind is str:
+            if not isinstance(value, str):
+                raise GridGnnError(f"{flag} must be a string, got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, (int, float) if self.kind is float else int):
+            raise GridGnnError(f"{flag} must be {'a number' if self.kind is float else 'an integer'}, got {value!r}")
+        if self.choices and value not in self.choices:
+            raise GridGnnError(f"{flag} {value!r} is not available; choose one of {', '.join(self.choices)}")
+        if self.kind is not str:
+            if not math.isfinite(value) or (self.low is not None and value < self.low) or (
+                    self.high is not None and (value >= self.high if self.high_open else value > self.high)):
+                raise GridGnnError(f"{flag} must be in {self.range_text()}, got {value}")
+
+    def range_text(self) -> str:
+        if self.choices:
+            return " | ".join(self.choices)
+        lo = "-inf" if self.low is None else f"{self.low:g}"
+        hi = "inf" if self.high is None else f"{self.high:g}"
+        return f"[{lo}, {hi}{')' if self.high_open or self.high is None else ']'}"
+
+
+def declared_options(cls) -> dict:
+    """``{name: Option}`` a model class declares (a model whose ``OPTIONS`` is a tuple of names — the older form —
+    declares none: it receives exactly the flags given)."""
+    options = getattr(cls, "OPTIONS", ())
+    return dict(options) if isinstance(options, dict) else {}
+
+
+_SHAPES_ONLY = [False]  # set while parameter_shapes builds a model: values are meta tensors (nothing allocated)
+
+
+@contextlib.contextmanager
+def _shapes_only():
+    _SHAPES_ONLY.append(True)
+    try:
+        yield
+    finally:
+        _SHAPES_ONLY.pop()
 
 
 def register_model(name: str):
@@ -111,7 +176,7 @@ def resolve_model(name: str) -> type:
 
 
 def model_options(cls) -> tuple[str, ...]:
-    """Which of :data:`TRAINER_OPTIONS` the model class accepts (its ``OPTIONS``)."""
+    """Which of :data:`TRAINER_OPTIONS` the model class accepts (its ``OPTIONS``: names, or names → :class:`Option`)."""
     return tuple(getattr(cls, "OPTIONS", ()))
 
 
@@ -132,17 +197,24 @@ class Model(nn.Module):
         plan (optional): the plan the model will run on; ``None`` gives the full parameters (serial).
 
     Class attributes:
-        OPTIONS: which trainer options (``"heads"``, ``"attn_dropout"``, ``"aggr"``) ``__init__`` accepts.
+        OPTIONS: the trainer options (``"heads"``, ``"attn_dropout"``, ``"aggr"``) ``__init__`` accepts, as
+            ``{name: Option(kind, default, range)}`` (checked before a run starts; a tuple of names also works:
+            such a model receives exactly the flags given).
+        DEFAULT_LAYERS: ``--layers`` when the flag is not given (``2``; AGNN's is ``4``, PyG's Cora example).
         reads_destinations: ``True`` when an ``sddmm`` reads per-node values of the destinations (attention):
             such a model is refused on a double permutation outside Plexus, with a clear message.
+        trains_on_samples: ``True`` when every primitive it calls exists on a sampled minibatch
+            (:class:`~gridgnn.sampling.plan.MinibatchPlan`): ``--sampler`` may train it.
         FEATURE_NORM: the input-feature normalization ``--feature-norm auto`` gives this model: ``"none"`` (the
             features as loaded) or ``"l2"`` (each vertex's row scaled to unit L2 norm; a model whose scores are
             quadratic in its input, as VA's, needs features of unit scale).
     """
 
-    OPTIONS: tuple[str, ...] = ()
+    OPTIONS: tuple[str, ...] | dict = ()
     FEATURE_NORM = "none"
+    DEFAULT_LAYERS = 2
     reads_destinations = False
+    trains_on_samples = False
     model_name = None
 
     def __init__(self, dims: list[int], *, dropout: float = 0.5, seed: int = 0, dtype=torch.float32, plan=None):
@@ -178,6 +250,10 @@ class Model(nn.Module):
         self._entries.append((name, layer, p, shape, kind))
         return p
 
+    def parameters_named(self, name: str) -> list[nn.Parameter]:
+        """Every parameter :meth:`add_parameter` registered as ``name``, in creation (layer) order."""
+        return [e[2] for e in self._entries if e[0] == name]
+
     def param(self, name: str, layer: int) -> torch.Tensor:
         """This rank's part of the parameter :meth:`add_parameter` registered as ``name`` for ``layer``. Read
         parameters through it: a parameter that enters raw torch operations on edge tensors (or, on Plexus, on
@@ -189,12 +265,18 @@ class Model(nn.Module):
     def glorot(self, rows: int, cols: int) -> torch.Tensor:
         r"""Glorot-uniform values, :math:`U(-a, a)`, :math:`a = \sqrt{6 / (\text{rows} + \text{cols})}`, drawn
         from :attr:`generator` in float64 (PyG's ``glorot``)."""
+        if _SHAPES_ONLY[-1]:
+            return torch.empty((rows, cols), dtype=torch.float64, device="meta")
         a = math.sqrt(6.0 / (rows + cols))
         return torch.rand((rows, cols), generator=self.generator, dtype=torch.float64) * 2 * a - a
 
     @staticmethod
     def zeros(*shape: int) -> torch.Tensor:
-        return torch.zeros(shape, dtype=torch.float64)
+        return torch.zeros(shape, dtype=torch.float64, device="meta" if _SHAPES_ONLY[-1] else None)
+
+    @staticmethod
+    def ones(*shape: int) -> torch.Tensor:
+        return torch.ones(shape, dtype=torch.float64, device="meta" if _SHAPES_ONLY[-1] else None)
 
     def parameter_entries(self) -> list[tuple]:
         """``(name, layer, parameter, full shape, kind)`` of every parameter, in creation order."""
@@ -203,8 +285,10 @@ class Model(nn.Module):
     @classmethod
     def parameter_shapes(cls, dims: list[int], **options) -> dict:
         """``{name: [full shape of each such parameter, in creation order]}`` of the model on ``dims`` (what a
-        checkpoint must hold)."""
-        model = cls.from_options(dims, dtype=torch.float64, **options)
+        checkpoint must hold). The model is built with meta tensors where it draws its values from
+        :meth:`glorot`, :meth:`zeros` and :meth:`ones`: shapes of any size cost no memory."""
+        with _shapes_only():
+            model = cls.from_options(dims, dtype=torch.float64, **options)
         out: dict = {}
         for name, _, _, shape, _ in model.parameter_entries():
             out.setdefault(name, []).append(shape)
@@ -213,9 +297,12 @@ class Model(nn.Module):
     @classmethod
     def from_options(cls, dims: list[int], *, plan=None, dtype=torch.float32, seed: int = 0, dropout: float = 0.5,
                      **options) -> "Model":
-        """The trainer's constructor: ``options`` holds every trainer option; those in :attr:`OPTIONS` and not
-        ``None`` are passed on (the model's own defaults apply otherwise)."""
-        kw = {k: v for k, v in options.items() if k in cls.OPTIONS and v is not None}
+        """The trainer's constructor: ``options`` holds trainer options (:data:`TRAINER_OPTIONS`: those in
+        :attr:`OPTIONS` are passed on) and arguments of the model's own constructor (passed on where it takes
+        them); ``None`` means the model's default."""
+        accepted = inspect.signature(cls.__init__).parameters
+        kw = {k: v for k, v in options.items() if v is not None
+              and (k in cls.OPTIONS if k in TRAINER_OPTIONS else k in accepted)}
         return cls(dims, plan=plan, dtype=dtype, seed=seed, dropout=dropout, **kw)
 
     @property

@@ -21,99 +21,73 @@ Shapes per rank: input ``n_local × f_in`` → ``n_local × K·F`` (concat) or `
 """
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..parallel.attention import attend
-from .dropout import edge_keep_mask, hashed_dropout
-from .gcn import glorot_
-from .orders import require_destination_scores
+from .base import Model, Option
+from .dropout import edge_keep_mask
+
+#: ``--heads``: at most this many heads per layer
+MAX_HEADS = 1024
 
 NEGATIVE_SLOPE = 0.2
 
 
-class GAT(nn.Module):
+class GAT(Model):
     r"""Args:
         dims: ``[f_0, F_1, ..., F_L]``: input width, then the per-head width of each layer (the last is the number
             of classes).
         heads: heads of every hidden layer (concatenated: the next layer's input is ``heads · F_l`` wide).
         out_heads: heads of the last layer (averaged).
-        dropout: drop probability on each layer's input; ``attn_dropout``: on the attention coefficients.
+        dropout: drop probability on each layer's input; ``attn_dropout``: on the attention coefficients
+            (``None``: ``dropout``).
         bias: add a bias after concatenating / averaging the heads.
         seed: initial parameters come from a CPU generator seeded with ``seed`` (identical on every rank).
         plan: the plan the model will run on (its ``param_slice`` gives this rank's part of each parameter).
-    Parameters per layer ``l``: ``weights[l]`` (``f_in × K·F``), ``att_src[l]``, ``att_dst[l]`` (``K × F``),
-    ``biases[l]`` (``K·F`` or ``F``), initialized like PyG (Glorot, bias zero).
+    Parameters per layer ``l``: ``weights`` (``f_in × K·F``), ``att_src``, ``att_dst`` (``K × F``), ``biases``
+    (``K·F`` or ``F``), initialized like PyG (Glorot, bias zero).
     """
 
-    OPTIONS = ("heads", "attn_dropout")  # the trainer options it takes (gridgnn.nn.base.TRAINER_OPTIONS)
-
+    OPTIONS = {"heads": Option(int, 8, low=1, high=MAX_HEADS,
+                               help="attention heads of the hidden layers (--hidden is per head; the last layer has "
+                                    "one)"),
+               "attn_dropout": Option(float, None, low=0.0, high=1.0, high_open=True,
+                                      help="dropout on the attention coefficients (default: --dropout)")}
     reads_destinations = True  # its sddmm reads per-node values of the destinations
+    trains_on_samples = True
 
     def __init__(self, dims: list[int], *, heads: int = 8, out_heads: int = 1, dropout: float = 0.6,
-                 attn_dropout: float = 0.6, bias: bool = True, seed: int = 0, dtype=torch.float32, plan=None):
-        super().__init__()
-        require_destination_scores(plan, "gat")
-        self.dims, self.heads, self.out_heads = list(dims), int(heads), int(out_heads)
-        self.dropout, self.attn_dropout, self.seed = dropout, attn_dropout, seed
-        gen = torch.Generator().manual_seed(seed)
-        self.weights, self.att_src, self.att_dst = nn.ParameterList(), nn.ParameterList(), nn.ParameterList()
-        self.biases = nn.ParameterList()
+                 attn_dropout: float | None = None, bias: bool = True, seed: int = 0, dtype=torch.float32,
+                 plan=None):
+        super().__init__(dims, dropout=dropout, seed=seed, dtype=dtype, plan=plan)
+        self.heads, self.out_heads, self.bias = int(heads), int(out_heads), bool(bias)
+        self.attn_dropout = self.dropout if attn_dropout is None else float(attn_dropout)
         L = len(dims) - 1
         for layer in range(L):
-            k = self.layer_heads(layer)
-            fi = self.in_width(layer)
-            fo = dims[layer + 1]
-            w = glorot_(torch.empty(fi, k * fo, dtype=torch.float64), gen)
-            a = math.sqrt(6.0 / (k + fo))
-            att = [torch.rand((k, fo), generator=gen, dtype=torch.float64) * 2 * a - a for _ in range(2)]
-            b = torch.zeros(k * fo if layer < L - 1 else fo, dtype=torch.float64)
-            if plan is not None:  # this rank's part of a sharded parameter (Plexus); the attention vectors whole
-                w, b = w[plan.param_slice(layer, "w", w.shape)], b[plan.param_slice(layer, "b", b.shape)]
-            self.weights.append(nn.Parameter(w.contiguous().to(dtype)))
-            self.att_src.append(nn.Parameter(att[0].to(dtype)))
-            self.att_dst.append(nn.Parameter(att[1].to(dtype)))
+            k, fo = self.layer_heads(layer), dims[layer + 1]
+            self.add_parameter("weights", layer, self.glorot(self.in_width(layer), k * fo), "w")
+            self.add_parameter("att_src", layer, self.glorot(k, fo), "att")  # whole on every rank
+            self.add_parameter("att_dst", layer, self.glorot(k, fo), "att")
             if bias:
-                self.biases.append(nn.Parameter(b.contiguous().to(dtype)))
-        self.epoch = 0
-
-    @classmethod
-    def from_options(cls, dims: list[int], *, plan=None, dtype=torch.float32, seed: int = 0, dropout: float = 0.6,
-                     heads: int = 8, attn_dropout: float | None = None, **_unused) -> "GAT":
-        """The registry's constructor from the trainer's options (one output head, as PyG's Cora GAT)."""
-        return cls(dims, heads=heads, out_heads=1, dropout=dropout,
-                   attn_dropout=dropout if attn_dropout is None else attn_dropout, seed=seed, dtype=dtype, plan=plan)
+                self.add_parameter("biases", layer, self.zeros(k * fo if layer < L - 1 else fo), "b")
 
     @property
-    def num_layers(self) -> int:
-        return len(self.weights)
+    def weights(self) -> list:
+        return self.parameters_named("weights")
 
-    @staticmethod
-    def parameter_shapes(dims: list[int], *, heads: int = 8, out_heads: int = 1, bias: bool = True,
-                         **_unused) -> dict:
-        """``{name: [full shape per layer]}`` of the parameters of a GAT on ``dims``."""
-        L = len(dims) - 1
-        ks = [heads if l < L - 1 else out_heads for l in range(L)]
-        fin = [dims[0]] + [heads * d for d in dims[1:-1]]
-        out = {"weights": [(fin[l], ks[l] * dims[l + 1]) for l in range(L)],
-               "att_src": [(ks[l], dims[l + 1]) for l in range(L)],
-               "att_dst": [(ks[l], dims[l + 1]) for l in range(L)]}
-        if bias:
-            out["biases"] = [(ks[l] * dims[l + 1] if l < L - 1 else dims[-1],) for l in range(L)]
-        return out
+    @property
+    def att_src(self) -> list:
+        return self.parameters_named("att_src")
 
-    def parameter_entries(self) -> list[tuple]:
-        """``(name, layer, parameter, full shape, kind)`` of every parameter (``kind`` for ``plan.param_slice``:
-        ``"w"``, ``"b"``, or ``"att"`` — the attention vectors, never sharded)."""
-        shapes = self.parameter_shapes(self.dims, heads=self.heads, out_heads=self.out_heads,
-                                       bias=len(self.biases) > 0)
-        kinds = {"weights": "w", "att_src": "att", "att_dst": "att", "biases": "b"}
-        params = {"weights": self.weights, "att_src": self.att_src, "att_dst": self.att_dst, "biases": self.biases}
-        return [(name, l, params[name][l], shapes[name][l], kinds[name])
-                for l in range(self.num_layers) for name in shapes]
+    @property
+    def att_dst(self) -> list:
+        return self.parameters_named("att_dst")
+
+    @property
+    def biases(self) -> list:
+        return self.parameters_named("biases")
 
     def to_pyg(self):
         """This model as PyG ``GATConv`` layers (hidden: ``heads`` concatenated; last: ``out_heads`` averaged) with
@@ -126,13 +100,13 @@ class GAT(nn.Module):
         layers, last = [], self.num_layers - 1
         for l in range(self.num_layers):
             k, fo = self.layer_heads(l), self.dims[l + 1]
-            conv = GATConv(self.in_width(l), fo, heads=k, concat=l < last, bias=len(self.biases) > 0,
+            conv = GATConv(self.in_width(l), fo, heads=k, concat=l < last, bias=self.bias,
                            negative_slope=NEGATIVE_SLOPE).to(self.weights[l].dtype)
             with torch.no_grad():
                 conv.lin.weight.copy_(self.weights[l].detach().T)
                 conv.att_src.copy_(self.att_src[l].detach().reshape(1, k, fo))
                 conv.att_dst.copy_(self.att_dst[l].detach().reshape(1, k, fo))
-                if len(self.biases):
+                if self.bias:
                     conv.bias.copy_(self.biases[l].detach())
             layers.append((conv, "x, edge_index -> x"))
             if l < last:
@@ -151,13 +125,11 @@ class GAT(nn.Module):
         last = self.num_layers - 1
         for layer in range(self.num_layers):
             k, fo = self.layer_heads(layer), self.dims[layer + 1]
-            f_in = self.in_width(layer)
-            h = hashed_dropout(h, self.dropout, plan.in_rows(layer), seed=self.seed, epoch=self.epoch, layer=layer,
-                               training=self.training, features=f_in, cols=plan.in_cols(layer, f_in))
+            h = self.input_dropout(h, plan, layer, self.in_width(layer))
             g = plan.graph(layer)
-            xw = plan.linear(layer, h, self.weights[layer])  # n × K·F
-            s_src = plan.head_scores(layer, xw, self.att_src[layer])  # n × K
-            s_dst = plan.head_scores(layer, xw, self.att_dst[layer])
+            xw = plan.linear(layer, h, self.param("weights", layer))  # n × K·F
+            s_src = plan.head_scores(layer, xw, self.param("att_src", layer))  # n × K
+            s_dst = plan.head_scores(layer, xw, self.param("att_dst", layer))
             keep = None
             if self.training and self.attn_dropout > 0:
                 dst, src = g.edge_ids()
@@ -167,8 +139,8 @@ class GAT(nn.Module):
                        p=self.attn_dropout)  # n × K·F
             if layer == last:
                 h = plan.head_mean(layer, h, k, k * fo)
-            if len(self.biases):
-                h = plan.add_bias(layer, h, self.biases[layer])
+            if self.bias:
+                h = plan.add_bias(layer, h, self.param("biases", layer))
             if layer < last:
                 h = F.elu(h)
         return h

@@ -10,19 +10,10 @@ same mask.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
-from .dropout import hashed_dropout
-
-
-def glorot_(w: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    a = math.sqrt(6.0 / (w.shape[0] + w.shape[1]))
-    with torch.no_grad():
-        w.copy_(torch.rand(w.shape, generator=gen, dtype=torch.float64) * 2 * a - a)
-    return w
+from .base import Model
 
 
 def gcn_layer(plan, layer: int, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, *, f_in: int,
@@ -37,7 +28,7 @@ def gcn_layer(plan, layer: int, h: torch.Tensor, w: torch.Tensor, b: torch.Tenso
     return h if b is None else plan.add_bias(layer, h, b)
 
 
-class GCN(nn.Module):
+class GCN(Model):
     r"""Args:
         dims: ``[f_0, f_1, ..., f_L]`` feature widths (L layers).
         dropout: drop probability on each layer's input.
@@ -45,57 +36,29 @@ class GCN(nn.Module):
         seed: initial weights come from a CPU generator seeded with ``seed`` (identical on every rank).
         plan: when given, each rank keeps only ``plan.param_slice(l, "w"/"b")`` of the full parameters
             (sharded tensor parallelism); the full initial values are the same for every layout.
+    Parameters per layer ``l``: ``weights`` (``f_l × f_{l+1}``, Glorot) and ``biases`` (zero), as
+    :meth:`~gridgnn.nn.Model.add_parameter` registers them (``model.weights``: the list of them).
     Shapes: input ``n_local × f_0`` → logits ``n_local × f_L`` (local blocks as the plan lays them out).
     """
 
+    trains_on_samples = True
+
     def __init__(self, dims: list[int], *, dropout: float = 0.5, bias: bool = True, seed: int = 0,
                  dtype=torch.float32, plan=None):
-        super().__init__()
-        self.dims = list(dims)
-        self.dropout = dropout
-        self.seed = seed
-        gen = torch.Generator().manual_seed(seed)
-        self.weights = nn.ParameterList()
-        self.biases = nn.ParameterList()
-        for fi, fo in zip(dims[:-1], dims[1:]):
-            w = glorot_(torch.empty(fi, fo, dtype=torch.float64), gen)
-            b = torch.zeros(fo, dtype=torch.float64)
-            if plan is not None:
-                layer = len(self.weights)
-                w, b = w[plan.param_slice(layer, "w", w.shape)], b[plan.param_slice(layer, "b", b.shape)]
-            self.weights.append(nn.Parameter(w.contiguous().to(dtype)))
+        super().__init__(dims, dropout=dropout, seed=seed, dtype=dtype, plan=plan)
+        self.bias = bool(bias)
+        for layer, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
+            self.add_parameter("weights", layer, self.glorot(fi, fo), "w")
             if bias:
-                self.biases.append(nn.Parameter(b.contiguous().to(dtype)))
-        self.epoch = 0
-
-    @classmethod
-    def from_options(cls, dims: list[int], *, plan=None, dtype=torch.float32, seed: int = 0, dropout: float = 0.5,
-                     **_unused) -> "GCN":
-        """The registry's constructor: the trainer's options, of which GCN reads ``dropout`` and ``seed``."""
-        return cls(dims, dropout=dropout, seed=seed, dtype=dtype, plan=plan)
+                self.add_parameter("biases", layer, self.zeros(fo), "b")
 
     @property
-    def num_layers(self) -> int:
-        return len(self.weights)
+    def weights(self) -> list:
+        return self.parameters_named("weights")
 
-    @staticmethod
-    def parameter_shapes(dims: list[int], *, bias: bool = True, **_unused) -> dict:
-        """``{name: [full shape per layer]}`` of the parameters of a GCN on ``dims``."""
-        out = {"weights": [(fi, fo) for fi, fo in zip(dims[:-1], dims[1:])]}
-        if bias:
-            out["biases"] = [(fo,) for fo in dims[1:]]
-        return out
-
-    def parameter_entries(self) -> list[tuple]:
-        """``(name, layer, parameter, full shape, kind)`` of every parameter; ``kind`` (``"w"``, ``"b"``) is what
-        ``plan.param_slice`` shards by (checkpoints assemble the full tensors from it)."""
-        shapes = self.parameter_shapes(self.dims, bias=len(self.biases) > 0)
-        out = []
-        for l in range(self.num_layers):
-            out.append(("weights", l, self.weights[l], shapes["weights"][l], "w"))
-            if len(self.biases):
-                out.append(("biases", l, self.biases[l], shapes["biases"][l], "b"))
-        return out
+    @property
+    def biases(self) -> list:
+        return self.parameters_named("biases")
 
     def to_pyg(self):
         """This model as PyG ``GCNConv`` layers with ReLU between them (:mod:`gridgnn.nn.pyg_export`), called
@@ -111,9 +74,9 @@ class GCN(nn.Module):
         check_whole(self)
         layers = []
         for l, (fi, fo) in enumerate(zip(self.dims[:-1], self.dims[1:])):
-            conv = GCNConv(fi, fo, bias=len(self.biases) > 0).to(self.weights[l].dtype)
+            conv = GCNConv(fi, fo, bias=self.bias).to(self.weights[l].dtype)
             set_linear(conv.lin, self.weights[l], None)
-            if len(self.biases):
+            if self.bias:
                 with torch.no_grad():
                     conv.bias.copy_(self.biases[l].detach())
             layers.append((conv, "x, edge_index, edge_weight -> x"))
@@ -127,12 +90,10 @@ class GCN(nn.Module):
 
     def forward(self, x: torch.Tensor, plan) -> torch.Tensor:
         h = x
-        for layer, w in enumerate(self.weights):
-            f_in = self.dims[layer]
-            h = hashed_dropout(h, self.dropout, plan.in_rows(layer), seed=self.seed, epoch=self.epoch, layer=layer,
-                               training=self.training, features=f_in, cols=plan.in_cols(layer, f_in))
-            b = self.biases[layer] if len(self.biases) else None
-            h = self.layer(plan, layer, h, w, b)
+        for layer in range(self.num_layers):
+            h = self.input_dropout(h, plan, layer, self.dims[layer])
+            b = self.param("biases", layer) if self.bias else None
+            h = self.layer(plan, layer, h, self.param("weights", layer), b)
             if layer < self.num_layers - 1:
                 h = torch.relu(h)
         return h

@@ -20,9 +20,7 @@ import torch
 from torch import nn
 
 from ..errors import GridGnnError
-from .dropout import hashed_dropout
-from .gcn import glorot_
-from .orders import require_destination_scores
+from .base import Model, Option
 
 AGGREGATIONS = ("mean", "sum", "max", "min")
 
@@ -33,7 +31,7 @@ def neighbour_mask(g) -> torch.Tensor:
     return torch.from_numpy(np.asarray(dst) != np.asarray(src))
 
 
-class SAGE(nn.Module):
+class SAGE(Model):
     r"""Args:
         dims: ``[f_0, f_1, ..., f_L]`` feature widths (L layers).
         aggr: ``mean`` (default), ``sum``, ``max`` or ``min``.
@@ -44,61 +42,33 @@ class SAGE(nn.Module):
     (:math:`W_r`, the vertex itself), ``biases[l]``.
     """
 
-    OPTIONS = ("aggr",)  # the trainer options it takes (gridgnn.nn.base.TRAINER_OPTIONS)
-
+    OPTIONS = {"aggr": Option(str, "mean", choices=AGGREGATIONS, help="neighbour aggregation")}
     reads_destinations = True  # the root term adds the input's rows to the aggregation's: one vertex order
+    trains_on_samples = True
 
     def __init__(self, dims: list[int], *, aggr: str = "mean", dropout: float = 0.5, bias: bool = True,
                  seed: int = 0, dtype=torch.float32, plan=None):
-        super().__init__()
         if aggr not in AGGREGATIONS:
             raise GridGnnError(f"--aggr {aggr!r} is not available; choose one of {', '.join(AGGREGATIONS)}")
-        require_destination_scores(plan, "sage")
-        self.dims, self.aggr, self.dropout, self.seed = list(dims), aggr, dropout, seed
-        gen = torch.Generator().manual_seed(seed)
-        self.weights, self.root_weights, self.biases = nn.ParameterList(), nn.ParameterList(), nn.ParameterList()
+        super().__init__(dims, dropout=dropout, seed=seed, dtype=dtype, plan=plan)
+        self.aggr, self.bias = aggr, bool(bias)
         for layer, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
-            for plist in (self.weights, self.root_weights):
-                w = glorot_(torch.empty(fi, fo, dtype=torch.float64), gen)
-                if plan is not None:  # this rank's part of a sharded weight (Plexus)
-                    w = w[plan.param_slice(layer, "w", w.shape)]
-                plist.append(nn.Parameter(w.contiguous().to(dtype)))
+            self.add_parameter("weights", layer, self.glorot(fi, fo), "w")
+            self.add_parameter("root_weights", layer, self.glorot(fi, fo), "w")
             if bias:
-                b = torch.zeros(fo, dtype=torch.float64)
-                if plan is not None:
-                    b = b[plan.param_slice(layer, "b", b.shape)]
-                self.biases.append(nn.Parameter(b.contiguous().to(dtype)))
-        self.epoch = 0
-
-    @classmethod
-    def from_options(cls, dims: list[int], *, plan=None, dtype=torch.float32, seed: int = 0, dropout: float = 0.5,
-                     aggr: str = "mean", **_unused) -> "SAGE":
-        """The registry's constructor from the trainer's options."""
-        return cls(dims, aggr=aggr, dropout=dropout, seed=seed, dtype=dtype, plan=plan)
+                self.add_parameter("biases", layer, self.zeros(fo), "b")
 
     @property
-    def num_layers(self) -> int:
-        return len(self.weights)
+    def weights(self) -> list:
+        return self.parameters_named("weights")
 
-    @staticmethod
-    def parameter_shapes(dims: list[int], *, bias: bool = True, **_unused) -> dict:
-        """``{name: [full shape per layer]}``."""
-        out = {"weights": [(fi, fo) for fi, fo in zip(dims[:-1], dims[1:])],
-               "root_weights": [(fi, fo) for fi, fo in zip(dims[:-1], dims[1:])]}
-        if bias:
-            out["biases"] = [(fo,) for fo in dims[1:]]
-        return out
+    @property
+    def root_weights(self) -> list:
+        return self.parameters_named("root_weights")
 
-    def parameter_entries(self) -> list[tuple]:
-        """``(name, layer, parameter, full shape, kind)`` of every parameter (``kind`` for ``plan.param_slice``)."""
-        shapes = self.parameter_shapes(self.dims, bias=len(self.biases) > 0)
-        out = []
-        for l in range(self.num_layers):
-            out.append(("weights", l, self.weights[l], shapes["weights"][l], "w"))
-            out.append(("root_weights", l, self.root_weights[l], shapes["root_weights"][l], "w"))
-            if len(self.biases):
-                out.append(("biases", l, self.biases[l], shapes["biases"][l], "b"))
-        return out
+    @property
+    def biases(self) -> list:
+        return self.parameters_named("biases")
 
     def to_pyg(self):
         """This model as PyG ``SAGEConv`` layers (``aggr`` as trained, root weight) with ReLU between them
@@ -111,8 +81,8 @@ class SAGE(nn.Module):
         check_whole(self)
         layers = []
         for l, (fi, fo) in enumerate(zip(self.dims[:-1], self.dims[1:])):
-            conv = SAGEConv(fi, fo, aggr=self.aggr, bias=len(self.biases) > 0).to(self.weights[l].dtype)
-            set_linear(conv.lin_l, self.weights[l], self.biases[l] if len(self.biases) else None)
+            conv = SAGEConv(fi, fo, aggr=self.aggr, bias=self.bias).to(self.weights[l].dtype)
+            set_linear(conv.lin_l, self.weights[l], self.biases[l] if self.bias else None)
             set_linear(conv.lin_r, self.root_weights[l], None)
             layers.append((conv, "x, edge_index -> x"))
             if l < self.num_layers - 1:
@@ -122,16 +92,15 @@ class SAGE(nn.Module):
     def forward(self, x: torch.Tensor, plan) -> torch.Tensor:
         h = x
         for layer in range(self.num_layers):
-            f_in = self.dims[layer]
-            h = hashed_dropout(h, self.dropout, plan.in_rows(layer), seed=self.seed, epoch=self.epoch, layer=layer,
-                               training=self.training, features=f_in, cols=plan.in_cols(layer, f_in))
+            h = self.input_dropout(h, plan, layer, self.dims[layer])
             g = plan.graph(layer)
             loops = neighbour_mask(g).to(h.device)  # True: a neighbour, False: the vertex itself
             agg = g.spmm(None, h, semiring=self.aggr, mask=loops)
             root = h if plan.root_in_aggregate_layout else g.spmm(None, h, mask=~loops)  # h_u, laid out as agg
-            h = plan.linear(layer, agg, self.weights[layer]) + plan.linear(layer, root, self.root_weights[layer])
-            if len(self.biases):
-                h = plan.add_bias(layer, h, self.biases[layer])
+            h = plan.linear(layer, agg, self.param("weights", layer)) \
+                + plan.linear(layer, root, self.param("root_weights", layer))
+            if self.bias:
+                h = plan.add_bias(layer, h, self.param("biases", layer))
             if layer < self.num_layers - 1:
                 h = torch.relu(h)
         return h

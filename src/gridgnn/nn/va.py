@@ -20,7 +20,6 @@ from __future__ import annotations
 import torch
 
 from .gcn import GCN
-from .orders import require_destination_scores
 
 
 def va_layer(plan, layer: int, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
@@ -47,10 +46,6 @@ class VA(GCN):
     #: Adam's weight decay drives every weight to zero before the data can (Cora: test accuracy 0.29, the
     #: majority class); rows of unit L2 norm give scores of order one (measured in docs/benchmarks.md)
     FEATURE_NORM = "l2"
-
-    def __init__(self, dims: list[int], *, plan=None, **kw):
-        require_destination_scores(plan, "va")
-        super().__init__(dims, plan=plan, **kw)
 
     def layer(self, plan, layer: int, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
         return va_layer(plan, layer, h, w, b)

@@ -175,7 +175,7 @@ def _check_tensors(group, shapes: dict, dims, path: str, name: str, dtype) -> No
 def _model_shapes(cfg: dict, dims, bias: bool, path: str) -> dict:
     """The full parameter shapes of the checkpoint's ``--model`` on ``dims`` (from the model registry)."""
     from ..nn import MODELS
-    from .config import TrainConfig
+    from .config import TRAINER_FIELDS, TrainConfig
 
     model = cfg.get("model", "gcn")
     if model not in MODELS:  # a plugin (package.module:Class) was resolved from the command line by now
@@ -185,9 +185,13 @@ def _model_shapes(cfg: dict, dims, bias: bool, path: str) -> dict:
             raise GridGnnError(f"{path} holds the model {model}, a model of your own: give --model {model} on the "
                                "command line, or model= to gridgnn.load (gridgnn imports code only on your word)")
         raise _bad(path, f"its model {model!r} is not one this gridgnn has")
-    heads = cfg.get("heads")
-    conf = TrainConfig(model=model, heads=heads if _is_int(heads) else None)
-    return MODELS[model].parameter_shapes(dims, heads=conf.model_heads, bias=bias)
+    options = {k: cfg.get(k) for k in TRAINER_FIELDS if cfg.get(k) is not None}
+    conf = TrainConfig(model=model, **options)
+    try:
+        conf.validate_model_options()
+    except GridGnnError as exc:
+        raise _bad(path, f"its model options: {exc}") from None
+    return MODELS[model].parameter_shapes(dims, bias=bias, **conf.model_kwargs())
 
 
 def _check_config(cfg, path: str) -> None:

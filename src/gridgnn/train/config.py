@@ -7,12 +7,22 @@ from dataclasses import asdict, dataclass, fields
 
 from ..errors import GridGnnError
 from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
-from ..nn.base import model_options, resolve_model  # noqa: E402
+from ..nn.base import Option, declared_options, model_options, resolve_model  # noqa: E402
+from ..nn.gat import MAX_HEADS  # noqa: E402
 
 #: the built-in models (``--model`` also takes any registered name or ``package.module:Class``)
 MODELS = BUILTIN_MODELS = tuple(_MODEL_REGISTRY)
-MINIBATCH_MODELS = ("sage", "gcn", "gat", "va")  # the models that run on sampled blocks (gridgnn.sampling.plan)
-MAX_HEADS = 1024
+
+#: How a trainer option is checked for a model that names it without declaring an :class:`~gridgnn.nn.Option`
+#: (``OPTIONS = ("heads",)``, the older form)
+UNDECLARED_OPTIONS = {"heads": Option(int, None, low=1, high=MAX_HEADS),
+                      "attn_dropout": Option(float, None, low=0.0, high=1.0, high_open=True),
+                      "aggr": Option(str, None)}
+
+
+def samplable_models() -> list[str]:
+    """The registered models that train on sampled minibatches (``trains_on_samples``)."""
+    return [name for name, cls in _MODEL_REGISTRY.items() if getattr(cls, "trains_on_samples", False)]
 
 
 def flag(name: str) -> str:
@@ -141,27 +151,16 @@ class TrainConfig:
                 takers = [n for n, c in _MODEL_REGISTRY.items() if option in model_options(c)]
                 raise GridGnnError(f"{name} applies to --model {' or '.join(takers)} (and models that take "
                                    f"{option!r}), not {self.model}")
-        if "heads" in options and self.heads is not None or self.model == "gat":
-            _int_in("--heads", self.model_heads, 1, MAX_HEADS)
-        if "attn_dropout" in options and not (math.isfinite(self.model_attn_dropout)
-                                              and 0.0 <= self.model_attn_dropout < 1.0):
-            raise GridGnnError(f"--attn-dropout must be in [0, 1), got {self.model_attn_dropout}")
+        self.validate_model_options()
         if getattr(model, "reads_destinations", False) and self.partition in ("double-perm", "balanced-perm") \
                 and algo.family != "plexus":
             raise GridGnnError(f"--model {self.model} on {self.algo} needs one vertex order per layer; --partition "
                                f"{self.partition} makes two (use random or identity, or --algo plexus)")
-        if self.model == "sage":
-            from ..nn.sage import AGGREGATIONS
-
-            if self.model_aggr not in AGGREGATIONS:
-                raise GridGnnError(f"--aggr {self.model_aggr!r} is not available; choose one of "
-                                   f"{', '.join(AGGREGATIONS)}")
         _int_in("--layers", self.layers, 1, MAX_LAYERS)
         if hasattr(model, "check_dims"):  # a model with a structure of its own (AGNN: linear, propagations, linear)
             model.check_dims([1] + [self.hidden] * (self.layers - 1) + [1])
         _int_in("--hidden", self.hidden, 1, MAX_HIDDEN)
-        if self.model not in BUILTIN_MODELS:
-            _check_plugin(model, self)
+        _check_builds(model, self)
         _int_in("--epochs", self.epochs, 1, MAX_EPOCHS)
         if self.log_every is not None:
             _int_in("--log-every", self.log_every, 0, MAX_EPOCHS)
@@ -244,9 +243,10 @@ class TrainConfig:
 
         if self.sampler not in SAMPLERS:
             raise GridGnnError(f"--sampler must be one of {', '.join(SAMPLERS)}, got {self.sampler!r}")
-        if self.model not in MINIBATCH_MODELS:
-            raise GridGnnError(f"--sampler trains --model {', '.join(MINIBATCH_MODELS[:-1])} or "
-                               f"{MINIBATCH_MODELS[-1]} on minibatches; got --model {self.model}")
+        if not getattr(resolve_model(self.model), "trains_on_samples", False):
+            able = samplable_models()
+            raise GridGnnError(f"--sampler trains --model {', '.join(able[:-1])} or {able[-1]} on minibatches; "
+                               f"got --model {self.model}")
         if self.algo != "serial":
             raise GridGnnError(f"--sampler trains on minibatches over a P/c x c grid (--nproc P --replication c); "
                                f"--algo {self.algo} selects a full-graph algorithm: leave it out")
@@ -314,22 +314,41 @@ class TrainConfig:
     def model_sample_graph(self) -> str:
         return "replicated" if self.sample_graph is None else self.sample_graph
 
+    def validate_model_options(self) -> None:
+        """The model's options given (``--heads``, ``--attn-dropout``, ``--aggr``) have the type and range its
+        :class:`~gridgnn.nn.Option` declares."""
+        cls = resolve_model(self.model)
+        declared = declared_options(cls)
+        for name in model_options(cls):
+            value = getattr(self, name, None)
+            if value is not None and name in TRAINER_FIELDS:
+                declared.get(name, UNDECLARED_OPTIONS[name]).check(flag(name), value)
+
+    def model_option(self, name: str):
+        """A trainer option (:data:`~gridgnn.nn.base.TRAINER_OPTIONS`) as the model receives it: the flag, else
+        the default its :class:`~gridgnn.nn.Option` declares; ``None`` for a model that does not take it (or
+        leaves its default to its constructor)."""
+        cls = resolve_model(self.model)
+        if name not in model_options(cls):
+            return None
+        value = getattr(self, name)
+        return declared_options(cls).get(name, UNDECLARED_OPTIONS[name]).default if value is None else value
+
+    def model_kwargs(self) -> dict:
+        """The trainer options the model's ``from_options`` receives (:meth:`model_option` of each it takes)."""
+        return {name: self.model_option(name) for name in TRAINER_FIELDS
+                if self.model_option(name) is not None}
+
     @property
     def model_heads(self) -> int:
-        """Heads of the hidden layers: ``--heads`` for GAT (default 8); for another model that takes ``heads``
-        the flag (``None``: the model's default); 1 for the others."""
-        if self.model == "gat":
-            return 8 if self.heads is None else self.heads
-        return self.heads if "heads" in model_options(resolve_model(self.model)) else 1
+        """Heads of the hidden layers (the model's ``heads``; 1 for a model without heads)."""
+        heads = self.model_option("heads")
+        return 1 if heads is None else heads
 
     @property
-    def model_aggr(self) -> str:
-        """SAGE's neighbour aggregation: ``--aggr`` (default ``mean``)."""
-        return "mean" if self.aggr is None else self.aggr
-
-    @property
-    def model_attn_dropout(self) -> float:
-        return self.dropout if self.attn_dropout is None else self.attn_dropout
+    def model_aggr(self) -> str | None:
+        """The neighbour aggregation of a model that takes ``--aggr`` (SAGE: default ``mean``), else ``None``."""
+        return self.model_option("aggr")
 
     def resumes_into_out(self) -> bool:
         """``--resume`` names the folder (or the checkpoint in the folder) that ``--out`` names."""
@@ -382,10 +401,11 @@ class TrainConfig:
                 raise GridGnnError(f"{name} must be {want}, got {value!r}")
 
 
-def _check_plugin(model, cfg: "TrainConfig") -> None:
-    """A model of the user's own builds on small widths and has parameters (one error line otherwise)."""
+def _check_builds(model, cfg: "TrainConfig") -> None:
+    """The model builds on small widths with these options and has parameters (one error line otherwise: a model
+    of the user's own may fail in any way)."""
     try:
-        shapes = model.parameter_shapes([2] * (cfg.layers + 1), **plugin_options(cfg))
+        shapes = model.parameter_shapes([2] * (cfg.layers + 1), **cfg.model_kwargs())
     except GridGnnError:
         raise
     except Exception as exc:  # noqa: BLE001 - the user's code: its failure is one line, not a traceback
@@ -393,12 +413,6 @@ def _check_plugin(model, cfg: "TrainConfig") -> None:
                            f"{type(exc).__name__}: {exc}") from None
     if not any(shapes.values()):
         raise GridGnnError(f"--model {cfg.model} has no parameters to train")
-
-
-def plugin_options(cfg: "TrainConfig") -> dict:
-    """The trainer options a model outside the package receives: exactly the flags given (its own defaults
-    apply otherwise)."""
-    return {"heads": cfg.heads, "attn_dropout": cfg.attn_dropout, "aggr": cfg.aggr}
 
 
 #: ``--bulk``: minibatches a rank samples in one go (MLSys'24 samples tens to hundreds; the schedule loops over them)
@@ -440,6 +454,8 @@ def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConf
     kw = {**base, **given}
     if given.get("nproc") is None:
         kw["nproc"] = env_world if env_world is not None else base.get("nproc", 1)
+    if "layers" not in given and "layers" not in base:  # the model's own depth (AGNN: 4, PyG's Cora example)
+        kw["layers"] = getattr(resolve_model(kw.get("model", "gcn")), "DEFAULT_LAYERS", 2)
     cfg = TrainConfig(**kw)
     cfg.validate()
     if ckpt is not None:
@@ -451,6 +467,8 @@ def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConf
 
 #: Fields a config file may give as a list of integers (the comma-separated flag)
 LIST_FIELDS = ("grid", "fanout", "eval_fanout")
+#: The config fields that are the model's options (``--heads``, ``--attn-dropout``, ``--aggr``)
+TRAINER_FIELDS = ("heads", "attn_dropout", "aggr")
 #: Largest config file read (a config is a few hundred bytes; a summary.json a few kB per rank).
 MAX_CONFIG_BYTES = 16 * 2**20
 #: Fields of a previous run's config that a rerun from its ``summary.json`` does not take: where it wrote, what

@@ -442,11 +442,12 @@ def _check_parameters(cfg: TrainConfig, cls, dims: list[int], available: int, ra
     (a model whose ``parameter_shapes`` is a static shape rule; another is built to learn its shapes)."""
     import inspect
 
+    from ..nn import Model
     from ..planner.memory import format_gib
 
-    if not isinstance(inspect.getattr_static(cls, "parameter_shapes", None), staticmethod):
-        return
-    shapes = cls.parameter_shapes(dims, heads=cfg.model_heads, bias=True)
+    if not (issubclass(cls, Model) or isinstance(inspect.getattr_static(cls, "parameter_shapes", None), staticmethod)):
+        return  # shapes only by building the model
+    shapes = cls.parameter_shapes(dims, **cfg.model_kwargs())
     elements = sum(math.prod(s) for group in shapes.values() for s in group)
     per_rank = max(8 * elements, 4 * (8 if cfg.dtype == "float64" else 4) * elements * trains_on_host)
     if ranks * per_rank > available:
@@ -457,14 +458,10 @@ def _check_parameters(cfg: TrainConfig, cls, dims: list[int], available: int, ra
 
 
 def build_model(cfg: TrainConfig, dims: list[int], plan, dtype):
-    """The ``--model`` of ``cfg`` from the registry, its parameters laid out for ``plan`` (a built-in model gets the
-    trainer's defaults of its options, a model of the user's own exactly the flags given)."""
-    from .config import BUILTIN_MODELS, plugin_options
-
-    options = (dict(heads=cfg.model_heads, attn_dropout=cfg.model_attn_dropout, aggr=cfg.model_aggr)
-               if cfg.model in BUILTIN_MODELS else plugin_options(cfg))
+    """The ``--model`` of ``cfg`` from the registry, its parameters laid out for ``plan``, with its options
+    (:meth:`~gridgnn.train.config.TrainConfig.model_kwargs`: the flag or the declared default)."""
     return resolve_model(cfg.model).from_options(dims, plan=plan, dtype=dtype, seed=cfg.seed, dropout=cfg.dropout,
-                                                 **options)
+                                                 **cfg.model_kwargs())
 
 
 def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail: int, ctx, trace):
