@@ -101,6 +101,9 @@ def _train_parser(sub) -> None:
                                                               "file's id of each row)")
     p.add_argument("--checkpoint-every", type=int, metavar="N",
                    help="write DIR/checkpoint.pt (full parameters and Adam state) every N epochs and at the end")
+    p.add_argument("--early-stop", type=int, metavar="PATIENCE",
+                   help="stop when the validation accuracy has not improved for PATIENCE epochs (the same epoch on "
+                        "every algorithm and P; 0 = never, the default)")
     p.add_argument("--resume", metavar="DIR",
                    help="continue from DIR/checkpoint.pt with any --algo/--nproc; its config is the base, the flags "
                         "given override it (--out defaults to DIR)")

@@ -163,7 +163,10 @@ def test_a_minibatch_run_writes_its_model_and_curves(tmp_path):
     result = gridgnn.train(graph=graph, model="sage", sampler="sage", fanout=[5, 5], batch_size=64, epochs=2,
                            out=str(out), save_logits=True, dtype="float64", quiet=True)
     assert {"model.pt", "curves.png"} <= set(os.listdir(out))
-    assert result["data"].startswith("in-memory:")
+    assert result["data"].startswith("in-memory:") and result["algo"] == "minibatch"
+    full = gridgnn.train(graph=graph, model="sage", epochs=1, quiet=True)
+    assert list(result) == list(full)  # one summary schema, in one order
+    assert full["sampler"] is None and result["sampler"] == "sage" and result["max_rank_send_bytes_per_epoch"] == 0
     # full-graph inference of the sampled model equals its full-neighbourhood --save-logits
     np.testing.assert_allclose(result.predict(graph), np.load(out / "logits.npy"), rtol=1e-9, atol=1e-12)
     # the summary of an in-memory graph is not rerun on the embedded SBM

@@ -62,6 +62,12 @@ def run_plan_command(args) -> int:
     wall = time.perf_counter() - t0
     print(f"{len(rows)} configurations of {cfg.nproc} processes for {cfg.model} ({cfg.layers} layers, hidden "
           f"{cfg.hidden}) on n={graph.n} nnz={graph.nnz}; profile: {profile.name}")
+    fit = profile.fit
+    runs = fit.get("runs")
+    print(f"step ms = {fit.get('comp', 1.0):.3g} x comp ms + {fit.get('comm', 1.0):.3g} x comm ms + "
+          f"{fit.get('const_s', 0.0) * 1e3:.3g} ms: comp and comm are the model's local work and transfers, the "
+          f"factors and the constant (optimizer, Python, overlap) " + (f"fitted to {runs} measured runs" if runs else
+                                                                      "of the profile (not fitted)"))
     print(f"{'rank':>4}  {'configuration':<30} {'step ms':>9} {'comp ms':>9} {'comm ms':>9} {'MB moved':>10} "
           f"{'msgs':>6} {'GiB/rank':>9}")
     for r in rows[:args.top]:

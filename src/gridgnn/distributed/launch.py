@@ -81,6 +81,8 @@ class LaunchContext:
         try:
             dist.init_process_group(self.backend, init_method=method, rank=self.rank, world_size=self.world_size,
                                     timeout=datetime.timedelta(seconds=self.timeout_s))
+            if self.backend == "gloo":  # every rank's connections are up before any rank may end: a rank that
+                dist.barrier()  # ends during a peer's connectFullMesh makes gloo print a line of its own there
         except (RuntimeError, ValueError) as exc:
             raise CommFailure(f"rank {self.rank}: the rendezvous of {self.world_size} ranks failed: "
                               f"{_first_line(exc)}") from None

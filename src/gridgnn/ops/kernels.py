@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import time
 
 import numpy as np
 import torch
@@ -75,6 +76,27 @@ _NAMES = ("spmm", "spmm_one", "sddmm_dot", "sddmm_add", "segment", "keyed_mask",
           "row_exp", "row_dot", "row_apply", "attend_fwd", "attend_bwd", "top_rows", "relabel", "sage_rows")
 
 
+_COMPILE_S = [0.0]  # seconds spent in calls that compiled (or loaded from the cache) a new kernel signature
+
+
+def compile_seconds() -> float:
+    """Seconds this process has spent compiling kernels (or loading them from numba's cache): the calls that
+    added a signature to their kernel. The trainer reports the epochs' share of it."""
+    return _COMPILE_S[0]
+
+
+def _timed_first_calls(kernel):
+    """``kernel`` called as is, the call's time added to :func:`compile_seconds` when it added a signature."""
+    def call(*args):
+        before = len(kernel.signatures)
+        t0 = time.perf_counter()
+        out = kernel(*args)
+        if len(kernel.signatures) != before:
+            _COMPILE_S[0] += time.perf_counter() - t0
+        return out
+    return call
+
+
 def _kernel(name: str, work: float):
     """Kernel ``name`` (:mod:`gridgnn.ops._numba_kernels`, compiled or loaded from numba's on-disk cache on first
     use): the parallel one on as many threads as torch (which the launcher sets per rank), or its serial twin for
@@ -89,7 +111,7 @@ def _kernel(name: str, work: float):
 
         for n in _NAMES:
             par = getattr(nk, f"{n}_kernel")
-            _JIT[n] = (par, nk.serial_twin(par))
+            _JIT[n] = (_timed_first_calls(par), _timed_first_calls(nk.serial_twin(par)))
     threads = torch.get_num_threads()
     if threads <= 1 or work < SERIAL_BELOW:
         return _JIT[name][1]

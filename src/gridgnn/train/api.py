@@ -45,6 +45,10 @@ class Trainer:
         config (TrainConfig, optional): the run (every field is a ``gridgnn train`` flag). (default: the defaults)
         graph (str | torch_geometric.data.Data | Graph, optional): a graph in memory instead of ``config.data``
             (see :func:`gridgnn.load_graph`); spawned ranks receive a copy. (default: ``None``)
+        callbacks (sequence of callables, optional): each is called on rank 0 after every epoch with the epoch's
+            record (the ``metrics.jsonl`` line as a dict): the place for TensorBoard, W&B or your own stopping
+            rule (an exception ends the run with one error line). A spawned rank 0 receives them pickled: module-level functions or
+            instances of module-level classes. (default: none)
         **options: fields of :class:`TrainConfig` that override ``config``.
 
     Like the command line, ``config.resume`` continues from a checkpoint whose config is the base, overridden by
@@ -52,7 +56,7 @@ class Trainer:
     left at its default counts as not given: pass it as a keyword option to insist on it).
     """
 
-    def __init__(self, config: TrainConfig | None = None, *, graph=None, **options):
+    def __init__(self, config: TrainConfig | None = None, *, graph=None, callbacks=(), **options):
         config = TrainConfig() if config is None else config
         if not isinstance(config, TrainConfig):
             raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
@@ -63,6 +67,7 @@ class Trainer:
         self.config = dataclasses.replace(config, **options) if options else config
         self.options = set(options)  # given explicitly, whatever their values
         self.graph = graph
+        self.callbacks = _checked_callbacks(callbacks)
 
     def resolved_config(self) -> TrainConfig:
         """The validated config the run will use (a checkpoint's config as the base with ``resume``; ``nproc`` of
@@ -84,7 +89,7 @@ class Trainer:
             raise GridGnnError(f"give either a graph in memory or data={self.config.data!r}, not both")
         cfg = self.resolved_config()
         try:
-            out = run(cfg, self.graph, keep_model=True)
+            out = run(cfg, self.graph, keep_model=True, callbacks=self.callbacks)
         except SystemExit as exc:  # the launcher has printed every rank's message
             code = exc.code if isinstance(exc.code, int) else 1
             raise TrainingFailed(f"training failed (exit status {code}); the ranks' messages are above", code) \
@@ -95,34 +100,51 @@ class Trainer:
                                                      summary=out.summary))
 
 
-def train(config: TrainConfig | None = None, *, graph=None, **options):
-    """``Trainer(config, graph=graph, **options).fit()``: the summary and the trained model
+def _checked_callbacks(callbacks) -> tuple:
+    """The per-epoch callbacks: callables, and picklable (a spawned rank 0 receives them) — a module-level function
+    or an instance of a module-level class, not a lambda or a closure."""
+    import pickle
+
+    callbacks = tuple(callbacks or ())
+    for cb in callbacks:
+        if not callable(cb):
+            raise GridGnnError(f"a callback must be callable (it receives each epoch's record), got {cb!r}")
+        try:
+            pickle.dumps(cb)
+        except Exception as exc:  # noqa: BLE001 - any pickling failure means the same thing here
+            raise GridGnnError(f"the callback {cb!r} cannot be sent to the ranks ({type(exc).__name__}): use a "
+                               "module-level function or an instance of a module-level class") from None
+    return callbacks
+
+
+def train(config: TrainConfig | None = None, *, graph=None, callbacks=(), **options):
+    """``Trainer(config, graph=graph, callbacks=callbacks, **options).fit()``: the summary and the trained model
     (:class:`~gridgnn.train.trained.TrainResult`) on rank 0."""
-    return Trainer(config, graph=graph, **options).fit()
+    return Trainer(config, graph=graph, callbacks=callbacks, **options).fit()
 
 
-def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False):
+def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=()):
     """Run a validated config: in this process (one rank), spawned here, or as this rank of a torchrun/srun job;
     the summary on rank 0 (``keep_model``: a :class:`~gridgnn.train.model_file.TrainOutput`, the summary and the
     trained parameters). ``graph``: a graph in memory instead of ``cfg.data``."""
     from ..distributed.launch import env_context
 
     if cfg.algo == "auto":
-        return _run_auto(cfg, graph, keep_model=keep_model)
+        return _run_auto(cfg, graph, keep_model=keep_model, callbacks=callbacks)
     env = env_context(cfg.device)
     if cfg.sampler is not None:
         from .minibatch import minibatch_worker
 
         if cfg.nproc == 1 and env is None:
-            return minibatch_worker(None, cfg, graph, keep_model)
-        return _launch(minibatch_worker, cfg, graph, keep_model)[0]
+            return minibatch_worker(None, cfg, graph, keep_model, callbacks)
+        return _launch(minibatch_worker, cfg, graph, keep_model, callbacks)[0]
     from .trainer import train_worker
 
     if cfg.algo == "serial":
         if env is not None and env.world_size > 1:
             raise GridGnnError("--algo serial runs one process, but the launcher started several")
-        return train_worker(None, cfg, graph, keep_model)
-    return _launch_checked(train_worker, cfg, graph, keep_model)[0]
+        return train_worker(None, cfg, graph, keep_model, callbacks)
+    return _launch_checked(train_worker, cfg, graph, keep_model, callbacks)[0]
 
 
 def _launch_checked(worker, cfg: TrainConfig, graph, *args) -> list:
@@ -159,7 +181,7 @@ def _launch(worker, cfg: TrainConfig, graph, *args, **kw) -> list:
         raise
 
 
-def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False):
+def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=()):
     r"""``--algo auto``: plan the run (:func:`~gridgnn.train.planning.resolve_auto`), train the pick, and record the
     prediction next to the measurement in ``summary.json`` (``plan``: the pick, its predicted step time, the
     number of candidates, the profile). Every rank of a torchrun/srun job plans alike (deterministic: the memory
@@ -180,7 +202,7 @@ def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False):
     if not cfg.quiet and (env is None or env.rank == 0):
         print(f"--algo auto: {row['name']} on {cfg.nproc} processes (predicted {row['predicted_step_s'] * 1e3:.1f} ms "
               f"per step, the fastest of {count} configurations; profile {profile.name})", flush=True)
-    out = run(picked, graph, keep_model=keep_model)
+    out = run(picked, graph, keep_model=keep_model, callbacks=callbacks)
     if out is None:
         return None
     summary = out.summary if keep_model else out

@@ -80,6 +80,8 @@ class TrainConfig:
             10 per run; 0: none).
         timeout_s (float, optional): seconds a collective may wait before the job ends. (default: ``600``)
         checkpoint_every (int, optional): write ``out/checkpoint.pt`` every N epochs and at the end (0: never).
+        early_stop (int, optional): stop when the validation accuracy has not improved for this many epochs (the
+            same epoch on every algorithm and P; 0: never). (default: ``0``)
         resume (str, optional): a folder with a checkpoint to continue from (its config is the base).
         sampler (str, optional): ``sage`` or ``ladies``: minibatch training (``fanout``, ``batch_size``,
             ``bulk``, ``sample_graph``, ``eval_fanout``, ``eval_batch_size``; see the README).
@@ -112,6 +114,7 @@ class TrainConfig:
     log_every: int | None = None  # epochs between two epoch lines (None: about 10 lines per run; 0: none)
     timeout_s: float = 600.0
     checkpoint_every: int = 0
+    early_stop: int = 0  # stop when the validation accuracy has not improved for this many epochs (0: never)
     resume: str | None = None
     overwrite: bool = False
     sampler: str | None = None  # minibatch training: sage | ladies (None: full-graph training)
@@ -165,6 +168,7 @@ class TrainConfig:
         if self.log_every is not None:
             _int_in("--log-every", self.log_every, 0, MAX_EPOCHS)
         _int_in("--checkpoint-every", self.checkpoint_every, 0, MAX_EPOCHS)
+        _int_in("--early-stop", self.early_stop, 0, MAX_EPOCHS)
         _int_in("--seed", self.seed, 0, SEED_LIMIT - 1)
         _int_in("--nproc", self.nproc, 1, None)
         if not (math.isfinite(self.dropout) and 0.0 <= self.dropout < 1.0):

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
 import time
 from collections import defaultdict
 
@@ -126,16 +125,17 @@ class _Pipeline:
         return len(steps)
 
 
-def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, *,
+def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, callbacks=(), *,
                      return_state: bool = False) -> dict | None:
     """Train with sampled minibatches on this rank (``ctx`` = ``None``: one process). Returns the summary on
     rank 0 (``keep_model``: a :class:`~gridgnn.train.model_file.TrainOutput`, the summary and the trained
     parameters; ``return_state``: on every rank ``{"summary", "state", "history"}``, the trained parameters in
-    ``state``, for tests)."""
+    ``state``, for tests; ``callbacks``: called on rank 0 with each epoch's record)."""
     from .checkpoint import CHECKPOINT, check_for_run, full_parameters, read_checkpoint, restore, save_checkpoint
     from .model_file import MODEL_FILE, TrainOutput, write_model_file
     from ..graph.graph import require_nonnegative_weights
-    from .trainer import _best_epoch, _check_data, _fmt, _RunFiles, build_model, recording, with_feature_norm
+    from .trainer import (_best_epoch, _check_data, _fmt, _RunFiles, after_epoch, build_model, recording, stops_early,
+                          with_feature_norm)
 
     t_start = time.perf_counter()
     in_memory = graph is not None
@@ -180,12 +180,15 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
             logs.append(delta)
             if files is not None:
                 files.metrics.append(rec)
+            stop = stops_early(history, cfg.early_stop)
             if cfg.out and cfg.checkpoint_every and ((epoch + 1) % cfg.checkpoint_every == 0
-                                                     or epoch == cfg.epochs - 1):
+                                                     or epoch == cfg.epochs - 1 or stop):
                 save_checkpoint(comm, _WHOLE, model, opt, path=os.path.join(cfg.out, CHECKPOINT),
                                 config=cfg.to_dict(), dims=dims, info=info, epoch=epoch + 1, records=history,
                                 best_epoch=_best_epoch(history))
             console.epoch_done(epoch, rec, _line(rec))
+            if after_epoch(history, cfg, console, callbacks, lead):
+                break
     try:  # the outputs after the loop: the folder is held until the last is written (or this fails)
         logits_full = _infer_all(pipe, model, comm, graph.n, dims[-1]) if cfg.save_logits and cfg.out else None
         mine = {"rank": grid.global_rank, "peak_memory_bytes": measured_peak_bytes(device),
@@ -201,7 +204,7 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
         if cfg.out:
             if logits_full is not None:
                 write_logits(cfg.out, logits_full, graph.original_ids)
-            write_model_file(os.path.join(cfg.out, MODEL_FILE), cfg.to_dict(), dims, params, cfg.epochs)
+            write_model_file(os.path.join(cfg.out, MODEL_FILE), cfg.to_dict(), dims, params, len(history))
             from .report import curves_plot
             from .trainer import run_title
 
@@ -269,8 +272,11 @@ def _infer_all(pipe: _Pipeline, model, comm, n: int, classes: int) -> np.ndarray
 def _epoch(pipe: _Pipeline, model, opt, comm, train_ids, split, epoch: int, step0: int, console):
     from .trainer import _delta, _ratio
 
+    from ..ops.kernels import compile_seconds
+
     cfg = pipe.cfg
     before = comm.log.snapshot()
+    compiled = compile_seconds()
     stats = defaultdict(float)
     totals = torch.zeros(8, dtype=torch.float64)  # loss sum, correct, targets (train); correct, n (val, test)
 
@@ -336,59 +342,54 @@ def _epoch(pipe: _Pipeline, model, opt, comm, train_ids, split, epoch: int, step
         "sampling_bytes": sum(v[0] for k, v in delta.items() if k.startswith("sample.")),
         "fetch_bytes": sum(v[0] for k, v in delta.items() if k.startswith("fetch.")),
         "bytes_sent": sum(v[0] for v in delta.values()),
+        "compile_time_s": compile_seconds() - compiled,
     }
     return rec, delta
 
 
 def _mean_phases(logs: list[dict]) -> dict:
-    per = defaultdict(lambda: [0.0, 0.0, 0.0])
+    from .trainer import count
+
+    per = defaultdict(lambda: [0, 0, 0])  # summed exactly, divided once
     for delta in logs:
         for k, v in delta.items():
             for i in range(3):
-                per[k][i] += v[i] / max(len(logs), 1)
-    return {k: {"sent": v[0], "recv": v[1], "calls": v[2]} for k, v in per.items()}
+                per[k][i] += v[i]
+    n = max(len(logs), 1)
+    return {k: {"sent": count(v[0] / n), "recv": count(v[1] / n), "calls": count(v[2] / n)} for k, v in per.items()}
 
 
 def _line(r: dict) -> str:
-    from .trainer import _fmt
+    from .trainer import _fmt, compiling
 
     return (f"epoch {r['epoch']:4d} | loss {r['loss']:.4f} | train {_fmt(r['train_acc'], '.3f')} "
             f"val {_fmt(r['val_acc'], '.3f')} test {_fmt(r['test_acc'], '.3f')} | {r['minibatches']} minibatches, "
             f"{r['minibatches_per_s']:.1f}/s | sampling {r['sampling_s'] * 1e3:.0f} ms, fetch {r['fetch_s'] * 1e3:.0f} "
-            f"ms, compute {r['compute_s'] * 1e3:.0f} ms")
+            f"ms, compute {r['compute_s'] * 1e3:.0f} ms{compiling(r)}")
 
 
 def _summary(cfg: TrainConfig, graph, grid, history, everyone, wall: float, best: int,
              resumed_from: int | None = None, data: str = "default") -> dict:
-    by_phase_sent, by_phase_recv = defaultdict(float), defaultdict(float)
-    for er in everyone:
-        for k, v in er["phases"].items():
-            by_phase_sent[k] += v["sent"]
-            by_phase_recv[k] += v["recv"]
-    by_phase = {k: max(by_phase_sent[k], by_phase_recv[k]) for k in by_phase_sent}
+    """The run's summary (:func:`~gridgnn.train.summary.run_summary`: the schema of full-graph runs too)."""
+    from .summary import count, median_of, run_summary, traffic
 
-    def med(key):
-        return statistics.median(r[key] for r in history)
+    moved = traffic(everyone)
 
     def phase_bytes(prefix):
-        return float(sum(v for k, v in by_phase.items() if k.startswith(prefix + ".")))
+        return count(sum(v for k, v in moved["comm_bytes_per_epoch"]["by_phase"].items()
+                         if k.startswith(prefix + ".")))
 
-    return {
-        "test_acc": history[best]["test_acc"], "val_acc": history[best]["val_acc"], "best_epoch": best,
-        "train_acc": history[best]["train_acc"], "final_loss": history[-1]["loss"],
-        "epoch_time_median_s": med("epoch_time_s"), "eval_time_median_s": med("eval_time_s"),
-        "minibatches_per_epoch": history[-1]["minibatches"], "minibatches_per_s": med("minibatches_per_s"),
-        "sampling_s": med("sampling_s"), "fetch_s": med("fetch_s"), "compute_s": med("compute_s"),
-        "sampling_bytes_per_epoch": phase_bytes("sample"), "fetch_bytes_per_epoch": phase_bytes("fetch"),
-        "comm_bytes_per_epoch": {"total": float(sum(by_phase.values())), "by_phase": dict(sorted(by_phase.items()))},
-        "sampler": cfg.sampler, "fanout": cfg.model_fanouts, "eval_fanout": cfg.model_eval_fanouts,
-        "batch_size": cfg.model_batch_size, "eval_batch_size": cfg.model_eval_batch_size, "bulk": cfg.model_bulk,
-        "sample_graph": cfg.model_sample_graph,
-        "nproc": grid.world_size, "grid": list(grid.shape), "grid_axes": list(grid.names),
-        "replication": cfg.replication, "seed": cfg.seed, "model": cfg.model, "aggr": cfg.model_aggr,
-        "layers": cfg.layers, "hidden": cfg.hidden, "epochs": cfg.epochs, "dtype": cfg.dtype,
-        "feature_norm": cfg.model_feature_norm,
-        "data": data, "n": graph.n, "nnz": graph.nnz,
-        "peak_memory_bytes": [er["peak_memory_bytes"] for er in everyone], "wall_time_s": wall,
-        "checkpoint_every": cfg.checkpoint_every, "resumed_from_epoch": resumed_from, "config": cfg.to_dict(),
-    }
+    return run_summary(
+        cfg, history, everyone, mesh=grid, data=data, n=graph.n, nnz=graph.nnz, wall=wall, resumed_from=resumed_from,
+        epoch_time_median_s=median_of(history, "epoch_time_s"), eval_time_median_s=median_of(history, "eval_time_s"),
+        **moved,
+        minibatches_per_epoch=history[-1]["minibatches"], minibatches_per_s=median_of(history, "minibatches_per_s"),
+        sampling_s=median_of(history, "sampling_s"), fetch_s=median_of(history, "fetch_s"),
+        compute_s=median_of(history, "compute_s"),
+        sampling_bytes_per_epoch=phase_bytes("sample"), fetch_bytes_per_epoch=phase_bytes("fetch"),
+        sampler=cfg.sampler, fanout=cfg.model_fanouts, eval_fanout=cfg.model_eval_fanouts,
+        batch_size=cfg.model_batch_size, eval_batch_size=cfg.model_eval_batch_size, bulk=cfg.model_bulk,
+        sample_graph=cfg.model_sample_graph,
+        # the sampler's P/c x c grid; features 1.5D-partitioned in vertex order (even bounds)
+        algo="minibatch", grid=list(grid.shape), blocked_aggregation=0, replication=cfg.replication,
+        partition="identity")

@@ -28,6 +28,7 @@ from ..graph.spec import load_graph
 from ..nn import resolve_model
 from ..parallel import algorithm
 from ..partition import RowPartition, even_bounds
+from ..ops.kernels import compile_seconds
 from ..planner.memory import available_memory_bytes, check_fits, measured_peak_bytes
 from .checkpoint import (CHECKPOINT, check_for_run, full_parameters, load_parameters, read_checkpoint, restore,
                          save_checkpoint)
@@ -39,6 +40,7 @@ from .outputs import (MetricsLog, OutLock, clear_outputs, make_out_dir, previous
 from .rank_layout import (GRAPH_PARTITIONERS, build_rank, estimate_memory, make_source, model_trace, num_blocks,
                           vertex_blocks)
 from .step import evaluate, forward_backward
+from .summary import best_epoch, count, run_summary, traffic
 
 EPOCH_PHASES = ("fwd", "bwd", "grad", "eval", "metrics")
 
@@ -209,10 +211,10 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
                      data=data, model=model, memory=memory, setup_log=setup_log)
 
 
-def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False) -> dict | None:
+def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, callbacks=()) -> dict | None:
     """Run training on this rank (``ctx`` = ``None`` for ``--algo serial``; ``graph``: a graph in memory
     instead of ``cfg.data``). Returns the summary on rank 0 (``keep_model``: a :class:`TrainOutput`, the summary
-    and the trained parameters)."""
+    and the trained parameters). ``callbacks``: called on rank 0 with each epoch's record."""
     t_start = time.perf_counter()
     rs = setup_rank(ctx, cfg, graph)
     graph, info, dims, ckpt, comm, device = rs.graph, rs.info, rs.dims, rs.ckpt, rs.comm, rs.device
@@ -241,13 +243,16 @@ def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False) ->
             epochs.append((rec, delta))
             if files is not None:
                 files.metrics.append(rec)
+            stop = stops_early(history, cfg.early_stop)
             if out_dir and cfg.checkpoint_every and ((epoch + 1) % cfg.checkpoint_every == 0
-                                                     or epoch == cfg.epochs - 1):
+                                                     or epoch == cfg.epochs - 1 or stop):
                 save_checkpoint(comm, plan, model, opt, path=os.path.join(out_dir, CHECKPOINT), config=cfg.to_dict(),
                                 dims=dims, info=info, epoch=epoch + 1, records=history,
                                 best_epoch=_best_epoch(history))
             console.advance()
             console.epoch_done(epoch, rec, _line(rec))
+            if after_epoch(history, cfg, console, callbacks, lead):
+                break
 
     try:  # the outputs after the loop: the folder is held until the last is written (or this fails)
         # ---- gather per-rank records (once, phase io) and the logits
@@ -268,7 +273,7 @@ def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False) ->
         if out_dir:
             if logits_full is not None:
                 write_logits(out_dir, logits_full, None if graph is None else graph.original_ids)
-            write_model_file(os.path.join(out_dir, MODEL_FILE), cfg.to_dict(), dims, params, cfg.epochs)
+            write_model_file(os.path.join(out_dir, MODEL_FILE), cfg.to_dict(), dims, params, len(history))
             from .report import breakdown_plot, curves_plot
 
             title = run_title(cfg, info, summary)
@@ -366,6 +371,7 @@ def _train_epoch(model, opt, plan, comm, data, epoch: int, device: str) -> tuple
     loss, or non-finite outputs after the update, ends the run on every rank alike (the test is on all-reduced
     values) with a :class:`GridGnnError` naming the epoch."""
     before = comm.log.snapshot()
+    compiled = compile_seconds()
     t0 = time.perf_counter()
     opt.zero_grad(set_to_none=True)
     loss, _ = forward_backward(model, plan, comm, data, epoch=epoch)
@@ -393,6 +399,7 @@ def _train_epoch(model, opt, plan, comm, data, epoch: int, device: str) -> tuple
         "epoch_time_s": t1 - t0, "eval_time_s": t2 - t1,
         "comm_time_s": comm_train, "compute_time_s": max(0.0, (t1 - t0) - comm_train),
         "bytes_sent": sum(v[0] for v in delta.values()),
+        "compile_time_s": compile_seconds() - compiled,  # numba compiling (or loading) kernels, within the above
     }
     return rec, delta
 
@@ -544,18 +551,44 @@ def _fmt(v, spec: str) -> str:
 def _line(r: dict) -> str:
     return (f"epoch {r['epoch']:4d} | loss {r['loss']:.4f} | train {_fmt(r['train_acc'], '.3f')} "
             f"val {_fmt(r['val_acc'], '.3f')} test {_fmt(r['test_acc'], '.3f')} | {r['epoch_time_s'] * 1e3:7.1f} ms "
-            f"(compute {r['compute_time_s'] * 1e3:.1f}, comm {r['comm_time_s'] * 1e3:.1f}) | "
+            f"(compute {r['compute_time_s'] * 1e3:.1f}, comm {r['comm_time_s'] * 1e3:.1f}{compiling(r)}) | "
             f"{r['bytes_sent'] / 1e3:.1f} kB sent")
 
 
-def _best_epoch(records: list[dict]) -> int:
-    """The first epoch of the highest validation accuracy (the last epoch when no split is validated)."""
-    best, best_val = len(records) - 1, None
-    for i, r in enumerate(records):
-        v = r.get("val_acc")
-        if v is not None and (best_val is None or v > best_val):
-            best, best_val = i, v
-    return best
+def compiling(r: dict) -> str:
+    """``", of it 812 ms compiling kernels"`` for an epoch that compiled (or loaded) numba kernels, else ``""``."""
+    s = r.get("compile_time_s") or 0.0
+    return f"; of it {s * 1e3:.0f} ms compiling kernels" if s >= 0.0005 else ""
+
+
+def stops_early(history: list[dict], patience: int) -> bool:
+    """``--early-stop PATIENCE``: the validation accuracy has not improved for ``patience`` epochs (the best epoch
+    is the first of the highest accuracy, as the summary's; a run without validated vertices never stops). Every
+    rank decides alike: the accuracies are all-reduced."""
+    if not patience or not any(r.get("val_acc") is not None for r in history):
+        return False
+    return len(history) - 1 - _best_epoch(history) >= patience
+
+
+def after_epoch(history: list[dict], cfg: TrainConfig, console, callbacks, lead: bool) -> bool:
+    """What follows every epoch on every rank: rank 0 calls the ``callbacks`` with the epoch's record; returns
+    whether the run stops early (:func:`stops_early`; one console line says so)."""
+    if lead:
+        for callback in callbacks:
+            try:
+                callback(dict(history[-1]))
+            except Exception as exc:  # noqa: BLE001 - the user's code: one line, every rank ends
+                raise GridGnnError(f"the callback {getattr(callback, '__name__', type(callback).__name__)} failed "
+                                   f"after epoch {history[-1]['epoch']}: {type(exc).__name__}: {exc}") from None
+    stop = stops_early(history, cfg.early_stop)
+    if stop:
+        best = _best_epoch(history)
+        console.write(f"early stop after epoch {len(history) - 1}: the validation accuracy has not improved for "
+                      f"{cfg.early_stop} epochs (best {_fmt(history[best]['val_acc'], '.4f')} at epoch {best})")
+    return stop
+
+
+_best_epoch = best_epoch  # (name used by the minibatch loop)
 
 
 def _delta(before: dict, after: dict) -> dict:
@@ -572,14 +605,15 @@ def _delta(before: dict, after: dict) -> dict:
 def _rank_record(rank: int, epochs: list, setup_log: dict, shard_nnz: list) -> dict:
     """This rank's per-epoch averages (bytes, calls, seconds per phase key) and times, for rank 0."""
     n = len(epochs)
-    per = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+    per = defaultdict(lambda: [0, 0, 0, 0.0])  # integer bytes and calls summed exactly, then divided once
     for _, delta in epochs:
         for k, v in delta.items():
             for i in range(4):
-                per[k][i] += v[i] / n
+                per[k][i] += v[i]
     return {
         "rank": rank,
-        "phases": {k: {"sent": v[0], "recv": v[1], "calls": v[2], "seconds": v[3]} for k, v in per.items()},
+        "phases": {k: {"sent": count(v[0] / n), "recv": count(v[1] / n), "calls": count(v[2] / n),
+                       "seconds": v[3] / n} for k, v in per.items()},
         "epoch_times": [r["epoch_time_s"] for r, _ in epochs],
         "compute_times": [r["compute_time_s"] for r, _ in epochs],
         "setup_bytes": sum(v.sent for v in setup_log.values()),
@@ -589,49 +623,19 @@ def _rank_record(rank: int, epochs: list, setup_log: dict, shard_nnz: list) -> d
 
 def _summary(cfg, info, world, grid, history, epochs, everyone, wall, *, resumed_from=None) -> dict:
     """``history``: every epoch's record (a checkpoint's included) for the accuracies and the best epoch;
-    ``epochs``: this run's (record, comm) pairs for the timings."""
-    recs = history
-    best = _best_epoch(recs)
-    recv_by_phase, sent_by_phase = defaultdict(float), defaultdict(float)
-    per_rank_send, per_rank_recv = [], []
-    for er in everyone:
-        sent = recv = 0.0
-        for k, v in er["phases"].items():
-            if k.split(".")[0] in EPOCH_PHASES:
-                recv_by_phase[k] += v["recv"]
-                sent_by_phase[k] += v["sent"]
-                sent += v["sent"]
-                recv += v["recv"]
-        per_rank_send.append(sent)
-        per_rank_recv.append(recv)
-    # bytes moved per collective: the larger of the totals sent and received over the ranks (the receivers' for a
-    # broadcast, the senders' for its adjoint, the reduce; equal for all-reduce, all-gather, all-to-allv)
-    by_phase = {k: max(recv_by_phase[k], sent_by_phase[k]) for k in recv_by_phase}
+    ``epochs``: this run's (record, comm) pairs for the timings (:func:`~gridgnn.train.summary.run_summary`)."""
     per_epoch_max = [max(ts) for ts in zip(*[er["epoch_times"] for er in everyone])]
-    return {
-        "test_acc": recs[best]["test_acc"], "val_acc": recs[best]["val_acc"], "best_epoch": best,
-        "train_acc": recs[best]["train_acc"], "final_loss": recs[-1]["loss"],
-        "epoch_time_median_s": statistics.median(per_epoch_max),
-        "eval_time_median_s": statistics.median(r["eval_time_s"] for r, _ in epochs),
-        # bytes that arrive at the ranks (= link traffic of every collective under the accounting convention;
-        # a broadcast's root is counted as sending its message once, so sent totals undercount broadcasts)
-        "comm_bytes_per_epoch": {"total": float(sum(by_phase.values())), "by_phase": dict(sorted(by_phase.items()))},
-        "comm_sent_bytes_per_epoch": {"total": float(sum(sent_by_phase.values())),
-                                      "by_phase": dict(sorted(sent_by_phase.items()))},
-        "max_rank_send_bytes_per_epoch": float(max(per_rank_send)),
-        "max_rank_recv_bytes_per_epoch": float(max(per_rank_recv)),
-        "setup_comm_bytes": float(sum(er["setup_bytes"] for er in everyone)),
-        "nnz_max_over_mean": _max_over_mean([v for er in everyone for v in er["shard_nnz"]]),
-        "algo": cfg.algo, "grid": list(grid.shape) if algorithm(cfg.algo).grid != "single" else [1], "nproc": world,
-        "grid_axes": list(grid.names), "blocked_aggregation": cfg.blocked_aggregation,
-        "replication": cfg.replication if algorithm(cfg.algo).takes_replication else 1,
-        "partition": info["partition"], "seed": cfg.seed,
-        "model": cfg.model, "heads": cfg.model_heads, "layers": cfg.layers, "hidden": cfg.hidden,
-        "epochs": cfg.epochs, "feature_norm": cfg.model_feature_norm,
-        "dtype": cfg.dtype, "data": info.get("data", cfg.data or "default"), "n": info["n"], "nnz": info["nnz"],
-        # per rank: the estimate the run was admitted with (gridgnn.planner.memory) and the measured peak
-        "estimated_peak_memory_bytes": [er["estimated_peak_memory_bytes"] for er in everyone],
-        "peak_memory_bytes": [er["peak_memory_bytes"] for er in everyone],
-        "wall_time_s": wall, "checkpoint_every": cfg.checkpoint_every, "resumed_from_epoch": resumed_from,
-        "config": cfg.to_dict(),  # the resolved config: gridgnn train --config DIR/summary.json reruns the run
-    }
+    algo = algorithm(cfg.algo)
+    return run_summary(
+        cfg, history, everyone, mesh=grid, data=info.get("data", cfg.data or "default"), n=info["n"],
+        nnz=info["nnz"], wall=wall, resumed_from=resumed_from,
+        epoch_time_median_s=statistics.median(per_epoch_max),
+        eval_time_median_s=statistics.median(r["eval_time_s"] for r, _ in epochs),
+        **traffic(everyone, EPOCH_PHASES),
+        setup_comm_bytes=count(sum(er["setup_bytes"] for er in everyone)),
+        nnz_max_over_mean=_max_over_mean([v for er in everyone for v in er["shard_nnz"]]),
+        algo=cfg.algo, grid=list(grid.shape) if algo.grid != "single" else [1],
+        blocked_aggregation=cfg.blocked_aggregation, replication=cfg.replication if algo.takes_replication else 1,
+        partition=info["partition"],
+        # per rank: the estimate the run was admitted with (gridgnn.planner.memory)
+        estimated_peak_memory_bytes=[er["estimated_peak_memory_bytes"] for er in everyone])

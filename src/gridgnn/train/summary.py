@@ -1,0 +1,103 @@
+r"""``summary.json``: one schema for full-graph and minibatch runs (:data:`SUMMARY_KEYS`, every key in every
+summary; what does not apply to a run is ``null``), built by :func:`run_summary` from what every loop has — the
+epoch records, every rank's per-phase communication, the config — plus the loop's own values.
+
+Bytes are *moved* bytes: per collective the larger of the totals received and sent over all ranks (the receivers'
+for a broadcast, the senders' for its adjoint, a reduce; equal for all-reduce, all-gather, all-to-allv), per epoch,
+as whole numbers when every epoch moved the same bytes.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+#: Every key of a summary, in order. Loop-specific keys are ``null`` where they do not apply: ``algo`` is
+#: ``"minibatch"`` for a sampled run (its grid is the P/c x c grid of the sampler), ``sampler`` ... ``bulk`` are
+#: ``null`` for full-graph training, ``nnz_max_over_mean`` and ``estimated_peak_memory_bytes`` for minibatches.
+SUMMARY_KEYS = (
+    # accuracy (at the best validation epoch) and time
+    "test_acc", "val_acc", "best_epoch", "train_acc", "final_loss", "epoch_time_median_s", "eval_time_median_s",
+    # communication per epoch
+    "comm_bytes_per_epoch", "comm_sent_bytes_per_epoch", "max_rank_send_bytes_per_epoch",
+    "max_rank_recv_bytes_per_epoch", "setup_comm_bytes", "nnz_max_over_mean",
+    # minibatches (null for full-graph training)
+    "minibatches_per_epoch", "minibatches_per_s", "sampling_s", "fetch_s", "compute_s", "sampling_bytes_per_epoch",
+    "fetch_bytes_per_epoch", "sampler", "fanout", "eval_fanout", "batch_size", "eval_batch_size", "bulk",
+    "sample_graph",
+    # the run
+    "algo", "grid", "nproc", "grid_axes", "blocked_aggregation", "replication", "partition", "seed", "model",
+    "heads", "aggr", "layers", "hidden", "epochs", "epochs_trained", "early_stop", "feature_norm", "dtype", "data",
+    "n", "nnz", "estimated_peak_memory_bytes", "peak_memory_bytes", "wall_time_s", "checkpoint_every",
+    "resumed_from_epoch", "config",
+)
+
+
+def count(x: float) -> int | float:
+    """A per-epoch mean of bytes or calls: an ``int`` when it is whole (every epoch moved the same bytes), else the
+    ``float``."""
+    r = round(x)
+    return int(r) if abs(x - r) <= 1e-9 * max(1.0, abs(x)) else float(x)
+
+
+def best_epoch(records: list[dict]) -> int:
+    """The first epoch of the highest validation accuracy (the last epoch when no split is validated)."""
+    best, best_val = len(records) - 1, None
+    for i, r in enumerate(records):
+        v = r.get("val_acc")
+        if v is not None and (best_val is None or v > best_val):
+            best, best_val = i, v
+    return best
+
+
+def traffic(everyone: list[dict], phases=None) -> dict:
+    """Per-epoch communication from every rank's ``phases`` (``{key: {"sent", "recv", ...}}``; ``phases``: the
+    phase names counted, ``None``: all): moved bytes per phase and in total, sent bytes, and the busiest rank's."""
+    moved_recv, moved_sent = defaultdict(float), defaultdict(float)
+    per_rank_send, per_rank_recv = [], []
+    for er in everyone:
+        sent = recv = 0.0
+        for k, v in er["phases"].items():
+            if phases is None or k.split(".")[0] in phases:
+                moved_recv[k] += v["recv"]
+                moved_sent[k] += v["sent"]
+                sent += v["sent"]
+                recv += v["recv"]
+        per_rank_send.append(sent)
+        per_rank_recv.append(recv)
+    by_phase = {k: max(moved_recv[k], moved_sent[k]) for k in moved_recv}
+    return {
+        "comm_bytes_per_epoch": {"total": count(sum(by_phase.values())),
+                                 "by_phase": {k: count(v) for k, v in sorted(by_phase.items())}},
+        "comm_sent_bytes_per_epoch": {"total": count(sum(moved_sent.values())),
+                                      "by_phase": {k: count(v) for k, v in sorted(moved_sent.items())}},
+        "max_rank_send_bytes_per_epoch": count(max(per_rank_send, default=0.0)),
+        "max_rank_recv_bytes_per_epoch": count(max(per_rank_recv, default=0.0)),
+    }
+
+
+def run_summary(cfg, history: list[dict], everyone: list[dict], *, mesh, data: str, n: int, nnz: int, wall: float,
+                resumed_from: int | None, **specific) -> dict:
+    """The summary of a run on the process grid ``mesh``: the accuracies at the best epoch of ``history`` (every epoch's record, a checkpoint's
+    included), the run's config and size, ``everyone``'s peak memory, and the loop's ``specific`` values (its
+    times, its traffic, ...); every key of :data:`SUMMARY_KEYS`, in order (a key it does not know is an error)."""
+    best = best_epoch(history)
+    values = {
+        "test_acc": history[best]["test_acc"], "val_acc": history[best]["val_acc"], "best_epoch": best,
+        "train_acc": history[best]["train_acc"], "final_loss": history[-1]["loss"],
+        "nproc": mesh.world_size, "grid_axes": list(mesh.names), "seed": cfg.seed, "model": cfg.model,
+        "heads": cfg.model_heads, "aggr": cfg.model_aggr, "layers": cfg.layers, "hidden": cfg.hidden,
+        "epochs": cfg.epochs, "epochs_trained": len(history), "early_stop": cfg.early_stop,
+        "feature_norm": cfg.model_feature_norm, "dtype": cfg.dtype, "data": data, "n": n, "nnz": nnz,
+        "peak_memory_bytes": [er["peak_memory_bytes"] for er in everyone], "wall_time_s": wall,
+        "checkpoint_every": cfg.checkpoint_every, "resumed_from_epoch": resumed_from,
+        "config": cfg.to_dict(),  # the resolved config: gridgnn train --config DIR/summary.json reruns the run
+        **specific,
+    }
+    unknown = sorted(set(values) - set(SUMMARY_KEYS))
+    if unknown:
+        raise KeyError(f"summary keys outside SUMMARY_KEYS: {unknown}")
+    return {k: values.get(k) for k in SUMMARY_KEYS}
+
+
+def median_of(records: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in records)
