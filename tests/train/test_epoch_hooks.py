@@ -2,14 +2,17 @@
 the kernel compilation share of an epoch line, whole byte counts in the summary; a model's own defaults
 (--model agnn trains at its declared depth)."""
 import json
+import time
 
+import numpy as np
 import pytest
 import torch
 
 import gridgnn
 from gridgnn.distributed.launch import launch
 from gridgnn.errors import GridGnnError
-from gridgnn.train.trainer import compiling, stops_early
+from gridgnn.ops.kernels import _timed_first_calls, compile_seconds
+from gridgnn.train.trainer import _line, compiling, stops_early
 
 from ._runs import group_worker, run_main
 
@@ -25,6 +28,17 @@ class Recorder:
 
     def __call__(self, record):
         self.records.append(record)
+
+
+class FileRecorder:
+    """A callback for a spawned job: what it records must leave rank 0's process."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __call__(self, record):
+        with open(self.path, "a") as fh:
+            fh.write(json.dumps(record["epoch"]) + "\n")
 
 
 def failing(record):
@@ -46,8 +60,8 @@ def test_early_stop_is_the_same_epoch_on_every_algorithm(tmp_path):
     assert ref["epochs_trained"] < 80 and ref["epochs_trained"] == ref["best_epoch"] + 3 + 1
     assert len((serial / "metrics.jsonl").read_text().splitlines()) == ref["epochs_trained"]
     runs = {"2d": ["--algo", "2d", "--grid", "2,2"], "plexus": ["--algo", "plexus", "--grid", "1,2,2"]}
-    launch(group_worker, 4, [[*EARLY, *argv, "--nproc", 4, "--out", tmp_path / name] for name, argv in runs.items()],
-           device="cpu", collect=True)
+    launch(group_worker, 4, [[*EARLY, *argv, "--nproc", 4, "--save-logits", "--out", tmp_path / name]
+                             for name, argv in runs.items()], device="cpu", collect=True)
     for name in runs:
         s = json.loads((tmp_path / name / "summary.json").read_text())
         assert (s["epochs_trained"], s["best_epoch"]) == (ref["epochs_trained"], ref["best_epoch"]), name
@@ -57,8 +71,13 @@ def test_early_stop_is_the_same_epoch_on_every_algorithm(tmp_path):
         assert all(isinstance(v, int) for v in s["comm_bytes_per_epoch"]["by_phase"].values())
     model = gridgnn.load(str(tmp_path / "2d"))
     trained = torch.load(tmp_path / "2d" / "model.pt", weights_only=True)["epoch"]  # the epochs its weights saw
-    assert trained == ref["epochs_trained"]
+    assert trained == ref["epochs_trained"] == model.epoch
     assert model.dims == [12, 16, 3]
+    # model.pt of Plexus (weights sharded over the grid) holds the trained parameters: predicting serially with them
+    # gives the run's own logits
+    plexus = gridgnn.load(str(tmp_path / "plexus"))
+    np.testing.assert_allclose(plexus.predict(SBM), np.load(tmp_path / "plexus" / "logits.npy"), rtol=1e-9,
+                               atol=1e-12)
 
 
 def test_callbacks_see_every_epoch_on_rank_0(tmp_path):
@@ -66,15 +85,44 @@ def test_callbacks_see_every_epoch_on_rank_0(tmp_path):
     result = gridgnn.train(data=SBM, epochs=4, quiet=True, callbacks=[rec], out=str(tmp_path / "run"))
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert rec.records == lines and result["epochs_trained"] == 4
-    with pytest.raises(GridGnnError, match="cannot be sent to the ranks"):
-        gridgnn.train(data=SBM, epochs=2, callbacks=[lambda r: None])
+    seen = []
+    gridgnn.train(data=SBM, epochs=2, quiet=True, callbacks=[lambda r: seen.append(r["epoch"])])  # in this process
+    assert seen == [0, 1]
+    with pytest.raises(GridGnnError, match="cannot be sent to the spawned ranks"):  # before any rank starts
+        gridgnn.train(data=SBM, epochs=2, algo="1d", nproc=2, callbacks=[lambda r: None])
+    gridgnn.train(data=SBM, epochs=3, algo="1d", nproc=2, quiet=True, callbacks=[FileRecorder(tmp_path / "e.txt")])
+    assert (tmp_path / "e.txt").read_text().split() == ["0", "1", "2"]  # rank 0 only, every epoch
     with pytest.raises(GridGnnError, match="callback failing failed after epoch 1: ValueError: enough"):
         gridgnn.train(data=SBM, epochs=4, quiet=True, callbacks=[failing])
 
 
+class _FakeKernel:
+    """A numba dispatcher's surface: calling it with a new argument type adds a signature (compiles)."""
+
+    def __init__(self):
+        self.signatures = []
+
+    def __call__(self, x):
+        if type(x) not in self.signatures:
+            time.sleep(0.05)
+            self.signatures.append(type(x))
+        return x
+
+
 def test_epoch_line_names_kernel_compilation():
+    kernel = _timed_first_calls(_FakeKernel())
+    before = compile_seconds()
+    kernel(1)
+    first = compile_seconds() - before
+    kernel(2)  # the same signature: nothing compiled
+    assert first >= 0.05 and compile_seconds() - before == first
+    kernel(1.0)  # a new signature
+    assert compile_seconds() - before >= first + 0.05
     assert compiling({"compile_time_s": 0.8123}) == "; of it 812 ms compiling kernels"
     assert compiling({"compile_time_s": 0.0}) == "" and compiling({}) == ""
+    assert "812 ms compiling kernels) |" in _line({"epoch": 0, "loss": 1.0, "train_acc": 0.5, "val_acc": None,
+                                                  "test_acc": None, "epoch_time_s": 0.9, "compute_time_s": 0.9,
+                                                  "comm_time_s": 0.0, "bytes_sent": 0, "compile_time_s": 0.8123})
     result = gridgnn.train(data=SBM, model="gat", heads=2, epochs=2, quiet=True, callbacks=[rec := Recorder()])
     assert result["epochs_trained"] == 2
     assert all(r["compile_time_s"] >= 0 for r in rec.records)

@@ -46,6 +46,7 @@ def _npy(path: str) -> str:
 def run_predict_command(args) -> int:
     import numpy as np
 
+    from ..train.api import TrainingFailed
     from ..train.outputs import atomic_write, check_new_files
     from ..train.trained import load
 
@@ -53,10 +54,13 @@ def run_predict_command(args) -> int:
     ids_file = out[:-len(".npy")] + ".node_ids.npy"
     check_new_files([out, ids_file], overwrite=args.overwrite)  # before any work
     model = load(args.run, model=args.model)
-    result = model._predict(args.data, algo=args.algo, nproc=args.nproc, grid=args.grid,
-                            replication=args.replication, partition=args.partition,
-                            blocked_aggregation=args.blocked_aggregation, device=args.device,
-                            timeout_s=args.timeout_s)
+    try:
+        result = model._predict(args.data, algo=args.algo, nproc=args.nproc, grid=args.grid,
+                                replication=args.replication, partition=args.partition,
+                                blocked_aggregation=args.blocked_aggregation, device=args.device,
+                                timeout_s=args.timeout_s)
+    except TrainingFailed as exc:  # the ranks' lines are printed: the exit status of gridgnn train's (1, 2, 130, 143)
+        return exc.exit_status
     if result is None:  # another rank of a torchrun/srun job: rank 0 writes
         return 0
     logits, original_ids = result

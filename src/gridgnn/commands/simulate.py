@@ -12,7 +12,9 @@ SIMULATE_FLAGS = ("data", "model", "heads", "aggr", "layers", "hidden", "algo", 
 def add_model_arguments(p) -> None:
     """The data and model flags that ``simulate`` and ``plan`` share with ``train``."""
     p.add_argument("--data", metavar="SPEC", help="data SPEC (default: the embedded synthetic SBM)")
-    p.add_argument("--model", metavar="NAME", help="gcn (default), gat, agnn, va, sage, or package.module:Class")
+    from ..nn import MODELS
+
+    p.add_argument("--model", metavar="NAME", help=f"{', '.join(MODELS)} (default gcn), or package.module:Class")
     p.add_argument("--heads", type=int, metavar="K")
     p.add_argument("--aggr", choices=("mean", "sum", "max", "min"))
     p.add_argument("--layers", type=int, metavar="L")

@@ -287,7 +287,12 @@ class Model(nn.Module):
         """``{name: [full shape of each such parameter, in creation order]}`` of the model on ``dims`` (what a
         checkpoint must hold). The model is built with meta tensors where it draws its values from
         :meth:`glorot`, :meth:`zeros` and :meth:`ones`: shapes of any size cost no memory."""
-        with _shapes_only():
+        try:
+            with _shapes_only():
+                model = cls.from_options(dims, dtype=torch.float64, **options)
+        except GridGnnError:
+            raise
+        except Exception:  # noqa: BLE001 - a model that reads its values while it builds (.item() ...): real ones
             model = cls.from_options(dims, dtype=torch.float64, **options)
         out: dict = {}
         for name, _, _, shape, _ in model.parameter_entries():

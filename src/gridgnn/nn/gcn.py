@@ -68,7 +68,7 @@ class GCN(Model):
         from ..errors import GridGnnError
         from .pyg_export import check_whole, sequential, set_linear
 
-        if type(self).layer is not GCN.layer:  # a subclass with a layer of its own (VA) is not a GCNConv stack
+        if type(self).layer is not GCN.layer or type(self).forward is not GCN.forward:  # VA: a layer of its own
             raise GridGnnError(f"{type(self).__name__} has a layer of its own: it has no PyG equivalent to export "
                                "to (its parameters: state_dict())")
         check_whole(self)

@@ -46,9 +46,10 @@ class Trainer:
         graph (str | torch_geometric.data.Data | Graph, optional): a graph in memory instead of ``config.data``
             (see :func:`gridgnn.load_graph`); spawned ranks receive a copy. (default: ``None``)
         callbacks (sequence of callables, optional): each is called on rank 0 after every epoch with the epoch's
-            record (the ``metrics.jsonl`` line as a dict): the place for TensorBoard, W&B or your own stopping
-            rule (an exception ends the run with one error line). A spawned rank 0 receives them pickled: module-level functions or
-            instances of module-level classes. (default: none)
+            record (the ``metrics.jsonl`` line as a dict): the place for TensorBoard, W&B or a check of your own
+            (an exception ends the run with one error line). In a spawned job they run in rank 0's process, which
+            receives them pickled (module-level functions or instances of module-level classes): what they
+            record stays there, so write it to a file or a logger. (default: none)
         **options: fields of :class:`TrainConfig` that override ``config``.
 
     Like the command line, ``config.resume`` continues from a checkpoint whose config is the base, overridden by
@@ -91,9 +92,7 @@ class Trainer:
         try:
             out = run(cfg, self.graph, keep_model=True, callbacks=self.callbacks)
         except SystemExit as exc:  # the launcher has printed every rank's message
-            code = exc.code if isinstance(exc.code, int) else 1
-            raise TrainingFailed(f"training failed (exit status {code}); the ranks' messages are above", code) \
-                from None
+            raise failed_launch(exc, "training") from None
         if out is None:
             return None
         return TrainResult(out.summary, TrainedModel(out.summary["config"], out.dims, out.params,
@@ -101,20 +100,39 @@ class Trainer:
 
 
 def _checked_callbacks(callbacks) -> tuple:
-    """The per-epoch callbacks: callables, and picklable (a spawned rank 0 receives them) — a module-level function
-    or an instance of a module-level class, not a lambda or a closure."""
-    import pickle
-
+    """The per-epoch callbacks: callables (each receives each epoch's record)."""
     callbacks = tuple(callbacks or ())
     for cb in callbacks:
         if not callable(cb):
             raise GridGnnError(f"a callback must be callable (it receives each epoch's record), got {cb!r}")
+    return callbacks
+
+
+def _spawnable(callbacks) -> tuple:
+    """Callbacks a spawned rank 0 can receive: picklable — a module-level function or an instance of a module-level
+    class, not a lambda or a closure (checked before any rank starts)."""
+    import pickle
+
+    for cb in callbacks:
         try:
             pickle.dumps(cb)
         except Exception as exc:  # noqa: BLE001 - any pickling failure means the same thing here
-            raise GridGnnError(f"the callback {cb!r} cannot be sent to the ranks ({type(exc).__name__}): use a "
-                               "module-level function or an instance of a module-level class") from None
+            raise GridGnnError(f"the callback {cb!r} cannot be sent to the spawned ranks ({type(exc).__name__}): "
+                               "use a module-level function or an instance of a module-level class") from None
     return callbacks
+
+
+def failed_launch(exc: SystemExit, what: str) -> "TrainingFailed":
+    """The :class:`TrainingFailed` of a spawned job that ended with ``exc`` (the launcher has printed every rank's
+    message)."""
+    code = exc.code if isinstance(exc.code, int) else 1
+    return TrainingFailed(f"{what} failed (exit status {code}); the ranks' messages are above", code)
+
+
+def require_one_process(env) -> None:
+    """``--algo serial`` runs in this process: refused as one rank of a launcher's larger job."""
+    if env is not None and env.world_size > 1:
+        raise GridGnnError("--algo serial runs one process, but the launcher started several")
 
 
 def train(config: TrainConfig | None = None, *, graph=None, callbacks=(), **options):
@@ -137,14 +155,13 @@ def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=())
 
         if cfg.nproc == 1 and env is None:
             return minibatch_worker(None, cfg, graph, keep_model, callbacks)
-        return _launch(minibatch_worker, cfg, graph, keep_model, callbacks)[0]
+        return _launch(minibatch_worker, cfg, graph, keep_model, callbacks if env else _spawnable(callbacks))[0]
     from .trainer import train_worker
 
     if cfg.algo == "serial":
-        if env is not None and env.world_size > 1:
-            raise GridGnnError("--algo serial runs one process, but the launcher started several")
+        require_one_process(env)
         return train_worker(None, cfg, graph, keep_model, callbacks)
-    return _launch_checked(train_worker, cfg, graph, keep_model, callbacks)[0]
+    return _launch_checked(train_worker, cfg, graph, keep_model, callbacks if env else _spawnable(callbacks))[0]
 
 
 def _launch_checked(worker, cfg: TrainConfig, graph, *args) -> list:

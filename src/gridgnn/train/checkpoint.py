@@ -333,6 +333,18 @@ def resume_base(ckpt: dict, given: dict, resume: str) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- tensors
+class _WholeParameters:
+    """The parameters' layout where every rank holds every parameter whole (minibatch training, a serial module):
+    the ``param_slice`` of :func:`unshard` and :func:`load_parameters`."""
+
+    @staticmethod
+    def param_slice(layer: int, kind: str, shape) -> tuple:
+        return tuple(slice(None) for _ in shape)
+
+
+WHOLE = _WholeParameters()
+
+
 def _entries(model, plan, dims) -> list[tuple]:
     """``(name, layer, local parameter, full shape, this rank's slices)`` of every parameter of the model
     (its ``parameter_entries()``, sliced by the plan)."""

@@ -41,6 +41,7 @@ from ..planner.memory import measured_peak_bytes
 from ..sampling import minibatches
 from ..sampling.distributed import PartitionedPattern, fetch_rows, num_bulks, sample_rank
 from ..sampling.plan import GcnNormalization, MinibatchPlan
+from .checkpoint import WHOLE as _WHOLE  # every rank holds every parameter whole
 from .config import TrainConfig
 from .console import Console
 from .outputs import write_json, write_logits
@@ -126,7 +127,7 @@ class _Pipeline:
 
 
 def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, callbacks=(), *,
-                     return_state: bool = False) -> dict | None:
+                     return_state: bool = False):
     """Train with sampled minibatches on this rank (``ctx`` = ``None``: one process). Returns the summary on
     rank 0 (``keep_model``: a :class:`~gridgnn.train.model_file.TrainOutput`, the summary and the trained
     parameters; ``return_state``: on every rank ``{"summary", "state", "history"}``, the trained parameters in
@@ -187,7 +188,8 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
                                 config=cfg.to_dict(), dims=dims, info=info, epoch=epoch + 1, records=history,
                                 best_epoch=_best_epoch(history))
             console.epoch_done(epoch, rec, _line(rec))
-            if after_epoch(history, cfg, console, callbacks, lead):
+            after_epoch(history, cfg, console, callbacks, lead, stop)
+            if stop:
                 break
     try:  # the outputs after the loop: the folder is held until the last is written (or this fails)
         logits_full = _infer_all(pipe, model, comm, graph.n, dims[-1]) if cfg.save_logits and cfg.out else None
@@ -224,16 +226,6 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
     return TrainOutput(summary, dims, params) if keep_model else summary
 
 
-class _WholeParameters:
-    """The parameters' layout of minibatch training: every rank holds every parameter whole (a checkpoint's
-    ``param_slice``)."""
-
-    @staticmethod
-    def param_slice(layer: int, kind: str, shape) -> tuple:
-        return tuple(slice(None) for _ in shape)
-
-
-_WHOLE = _WholeParameters()
 
 
 def _infer_all(pipe: _Pipeline, model, comm, n: int, classes: int) -> np.ndarray | None:
@@ -305,6 +297,7 @@ def _epoch(pipe: _Pipeline, model, opt, comm, train_ids, split, epoch: int, step
     pipe.run(batches, fanouts=pipe.fanouts, epoch=epoch, step0=step0, step_fn=train_step, stats=stats,
              fetch_phase="fetch")
     t1 = time.perf_counter()
+    compiled = compile_seconds() - compiled  # of the training steps' time
     train_stats = dict(stats)
 
     for slot, name in ((3, "val"), (5, "test")):
@@ -342,13 +335,13 @@ def _epoch(pipe: _Pipeline, model, opt, comm, train_ids, split, epoch: int, step
         "sampling_bytes": sum(v[0] for k, v in delta.items() if k.startswith("sample.")),
         "fetch_bytes": sum(v[0] for k, v in delta.items() if k.startswith("fetch.")),
         "bytes_sent": sum(v[0] for v in delta.values()),
-        "compile_time_s": compile_seconds() - compiled,
+        "compile_time_s": compiled,
     }
     return rec, delta
 
 
 def _mean_phases(logs: list[dict]) -> dict:
-    from .trainer import count
+    from .summary import count
 
     per = defaultdict(lambda: [0, 0, 0])  # summed exactly, divided once
     for delta in logs:

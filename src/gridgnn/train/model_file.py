@@ -64,7 +64,7 @@ def model_file(run: str) -> str:
     if not os.path.lexists(path):
         if os.path.isdir(run):
             raise GridGnnError(f"{run} holds no {MODEL_FILE}: a run writes it after its last epoch when it has "
-                               "--out (runs before gridgnn 0.3 did not; a checkpoint.pt there is not a model)")
+                               "--out (older runs did not; a checkpoint.pt there is not a model file)")
         raise GridGnnError(f"{run}: no such run folder or model file")
     try:
         regular_file(path, "a model file")

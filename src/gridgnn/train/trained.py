@@ -39,8 +39,10 @@ class TrainedModel:
         summary (dict, optional): the run's summary, when known.
     """
 
-    def __init__(self, config: dict, dims: list[int], params: dict, *, summary: dict | None = None):
+    def __init__(self, config: dict, dims: list[int], params: dict, *, summary: dict | None = None,
+                 epoch: int | None = None):
         self.config, self.dims, self.params, self.summary = dict(config), list(dims), params, summary
+        self.epoch = epoch if epoch is not None else (summary or {}).get("epochs_trained")  # epochs its weights saw
         self._module = None
 
     def __repr__(self) -> str:
@@ -64,12 +66,12 @@ class TrainedModel:
         ``forward(x, plan)`` runs on a plan; :meth:`__call__` and :meth:`predict` build the plan for you)."""
         if self._module is None:
             from ..nn import resolve_model
-            from .checkpoint import load_parameters
+            from .checkpoint import WHOLE, load_parameters
             from .trainer import build_model
 
             resolve_model(self.config.get("model", "gcn"))
             model = build_model(self._train_config(), self.dims, None, self.dtype)
-            load_parameters(model, _Whole, self.params, self.dims)
+            load_parameters(model, WHOLE, self.params, self.dims)
             self._module = model.eval()
         return self._module
 
@@ -117,7 +119,7 @@ class TrainedModel:
                  blocked_aggregation=0, device="auto", timeout_s=600.0):
         """``(logits, original ids or None)`` on rank 0 (``None`` elsewhere)."""
         from ..distributed.launch import env_context
-        from .api import TrainingFailed, _launch_checked
+        from .api import _launch_checked, failed_launch, require_one_process
         from .trainer import predict_worker
 
         if isinstance(grid, (list, tuple)):
@@ -134,15 +136,12 @@ class TrainedModel:
             raise GridGnnError("predict runs a chosen algorithm; --algo auto plans training runs")
         cfg.validate()
         if cfg.algo == "serial":
-            if env is not None and env.world_size > 1:
-                raise GridGnnError("--algo serial runs one process, but the launcher started several")
+            require_one_process(env)
             return predict_worker(None, cfg, graph, self.dims, self.params)
         try:
             return _launch_checked(predict_worker, cfg, graph, self.dims, self.params)[0]
         except SystemExit as exc:  # the launcher has printed every rank's message
-            code = exc.code if isinstance(exc.code, int) else 1
-            raise TrainingFailed(f"inference failed (exit status {code}); the ranks' messages are above", code) \
-                from None
+            raise failed_launch(exc, "inference") from None
 
     def __call__(self, x, edge_index, edge_weight=None) -> torch.Tensor:
         r"""PyG's habit: the logits of ``x`` (``n × f_0``) on the graph of ``edge_index`` (``2 × E``, PyG's
@@ -159,18 +158,7 @@ class TrainedModel:
         """Write the model as ``model.pt`` (readable by :func:`load`)."""
         from .model_file import write_model_file
 
-        write_model_file(path, self.config, self.dims, self.params, int(self.config.get("epochs", 0)))
-
-
-class _WholeParameters:
-    """The serial module's parameters: every one whole."""
-
-    @staticmethod
-    def param_slice(layer: int, kind: str, shape) -> tuple:
-        return tuple(slice(None) for _ in shape)
-
-
-_Whole = _WholeParameters()
+        write_model_file(path, self.config, self.dims, self.params, int(self.epoch or 0))
 
 
 class TrainResult(dict):
@@ -217,4 +205,4 @@ def load(run: str, *, model: str | None = None) -> TrainedModel:
                 summary = json.load(fh)
         except (OSError, ValueError):
             summary = None  # the model file is what inference needs; a damaged summary is not
-    return TrainedModel(obj["config"], obj["dims"], obj["params"], summary=summary)
+    return TrainedModel(obj["config"], obj["dims"], obj["params"], summary=summary, epoch=obj["epoch"])

@@ -3,8 +3,9 @@ collective, partition, join the process group, build its algorithm plan and rows
 and writes into ``--out`` (created only once the set-up has succeeded; every file written to a temporary name
 and renamed, see :mod:`gridgnn.train.outputs`): ``metrics.jsonl``, ``checkpoint.pt`` (``--checkpoint-every``,
 see :mod:`gridgnn.train.checkpoint`), ``logits.npy`` (``--save-logits``, original node order; with
-``?relabel=1`` also ``node_ids.npy``, the file's id of each row), ``breakdown.png`` and, last,
-``summary.json`` (strict JSON: the accuracy of an empty split is ``null``).
+``?relabel=1`` also ``node_ids.npy``, the file's id of each row), ``model.pt`` (the trained model,
+:mod:`gridgnn.train.model_file`), ``breakdown.png``, ``curves.png`` and, last, ``summary.json`` (strict JSON: the
+accuracy of an empty split is ``null``; :mod:`gridgnn.train.summary`).
 
 A non-finite loss ends the run with an error naming the epoch rather than a summary of ``null`` losses: every
 later epoch would be garbage, and a script must not mistake a diverged run for a finished one."""
@@ -211,7 +212,7 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
                      data=data, model=model, memory=memory, setup_log=setup_log)
 
 
-def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, callbacks=()) -> dict | None:
+def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, callbacks=()):
     """Run training on this rank (``ctx`` = ``None`` for ``--algo serial``; ``graph``: a graph in memory
     instead of ``cfg.data``). Returns the summary on rank 0 (``keep_model``: a :class:`TrainOutput`, the summary
     and the trained parameters). ``callbacks``: called on rank 0 with each epoch's record."""
@@ -251,7 +252,8 @@ def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, ca
                                 best_epoch=_best_epoch(history))
             console.advance()
             console.epoch_done(epoch, rec, _line(rec))
-            if after_epoch(history, cfg, console, callbacks, lead):
+            after_epoch(history, cfg, console, callbacks, lead, stop)
+            if stop:
                 break
 
     try:  # the outputs after the loop: the folder is held until the last is written (or this fails)
@@ -379,6 +381,7 @@ def _train_epoch(model, opt, plan, comm, data, epoch: int, device: str) -> tuple
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     t1 = time.perf_counter()
+    compiled = compile_seconds() - compiled  # of the training step's time
     logits, counts = evaluate(model, plan, comm, data)
     bad = (~torch.isfinite(logits)).sum().double().reshape(1).cpu()
     vec = torch.cat([loss.double().reshape(1).cpu(), counts, bad]).to(device)
@@ -399,7 +402,7 @@ def _train_epoch(model, opt, plan, comm, data, epoch: int, device: str) -> tuple
         "epoch_time_s": t1 - t0, "eval_time_s": t2 - t1,
         "comm_time_s": comm_train, "compute_time_s": max(0.0, (t1 - t0) - comm_train),
         "bytes_sent": sum(v[0] for v in delta.values()),
-        "compile_time_s": compile_seconds() - compiled,  # numba compiling (or loading) kernels, within the above
+        "compile_time_s": compiled,  # numba compiling (or loading) kernels, within epoch_time_s
     }
     return rec, delta
 
@@ -556,7 +559,8 @@ def _line(r: dict) -> str:
 
 
 def compiling(r: dict) -> str:
-    """``", of it 812 ms compiling kernels"`` for an epoch that compiled (or loaded) numba kernels, else ``""``."""
+    """``"; of it 812 ms compiling kernels"`` for an epoch whose training step compiled (or loaded) numba kernels,
+    else ``""``."""
     s = r.get("compile_time_s") or 0.0
     return f"; of it {s * 1e3:.0f} ms compiling kernels" if s >= 0.0005 else ""
 
@@ -570,9 +574,9 @@ def stops_early(history: list[dict], patience: int) -> bool:
     return len(history) - 1 - _best_epoch(history) >= patience
 
 
-def after_epoch(history: list[dict], cfg: TrainConfig, console, callbacks, lead: bool) -> bool:
-    """What follows every epoch on every rank: rank 0 calls the ``callbacks`` with the epoch's record; returns
-    whether the run stops early (:func:`stops_early`; one console line says so)."""
+def after_epoch(history: list[dict], cfg: TrainConfig, console, callbacks, lead: bool, stop: bool) -> None:
+    """What follows every epoch: rank 0 calls the ``callbacks`` with the epoch's record; ``stop``
+    (:func:`stops_early`): one console line says why the run ends here."""
     if lead:
         for callback in callbacks:
             try:
@@ -580,12 +584,10 @@ def after_epoch(history: list[dict], cfg: TrainConfig, console, callbacks, lead:
             except Exception as exc:  # noqa: BLE001 - the user's code: one line, every rank ends
                 raise GridGnnError(f"the callback {getattr(callback, '__name__', type(callback).__name__)} failed "
                                    f"after epoch {history[-1]['epoch']}: {type(exc).__name__}: {exc}") from None
-    stop = stops_early(history, cfg.early_stop)
     if stop:
         best = _best_epoch(history)
         console.write(f"early stop after epoch {len(history) - 1}: the validation accuracy has not improved for "
                       f"{cfg.early_stop} epochs (best {_fmt(history[best]['val_acc'], '.4f')} at epoch {best})")
-    return stop
 
 
 _best_epoch = best_epoch  # (name used by the minibatch loop)
