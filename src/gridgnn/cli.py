@@ -8,115 +8,50 @@ import sys
 from .errors import CommFailure, GridGnnError, out_of_memory
 
 
-def _model_option_help(name: str) -> str:
-    """A model option's help, from the :class:`~gridgnn.nn.Option` of each registered model that declares it."""
-    from .nn import MODELS
-    from .nn.base import declared_options
-
-    parts = []
-    for model, cls in MODELS.items():
-        opt = declared_options(cls).get(name)
-        if opt is not None:
-            default = "" if opt.default is None else f"default {opt.default}; "
-            parts.append(f"{model}: {opt.help} ({default}{opt.range_text()})")
-    return "; ".join(parts) + " — and models of your own that take it"
-
-
 def _train_parser(sub) -> None:
-    from .parallel import ALGOS
-    from .train.config import MODELS, TrainConfig
+    """``gridgnn train``'s flags, generated from :class:`~gridgnn.train.config.TrainConfig`'s fields: one flag per
+    field (``weight_decay`` → ``--weight-decay``), grouped by section, its help, default and range from the field's
+    declaration (the same range the config checks)."""
+    from dataclasses import MISSING, fields
 
-    d = TrainConfig()
+    from .train.config import SECTIONS, TrainConfig, field_range, flag
+
     # argument_default=SUPPRESS: a flag left out is absent from the namespace, so run_train knows which flags
     # were given (a resumed run overrides its checkpoint's config with exactly those); defaults live in TrainConfig.
     p = sub.add_parser("train", help="train a GNN (serial or distributed)", argument_default=argparse.SUPPRESS,
                        description="Full-graph GNN training, or minibatch training with --sampler. With no --data the "
-                                   "embedded synthetic SBM runs.")
+                                   "embedded synthetic SBM runs. Every flag is also a TrainConfig field of the same "
+                                   "name (--weight-decay: weight_decay) and a key of a --config TOML file.")
     p.error = _one_line_error  # a bad flag is one `gridgnn: error:` line (exit 2), as every other bad input
     p.add_argument("--config", metavar="FILE",
                    help="options from a TOML file (keys = these flags), or a previous run's summary.json (or its "
                         "folder) to rerun it; flags given here override the file")
-    p.add_argument("--data", metavar="SPEC",
-                   help="synthetic:sbm?n=&classes=&avg_degree=&features= | synthetic:rmat?scale=&edge_factor= | "
-                        "planetoid:DIR | ogb:DIR | edgelist:FILE | mtx:FILE | npz:FILE | sharded:DIR")
-    p.add_argument("--model", metavar="NAME", help=f"{' | '.join(MODELS)} (default {d.model}), a registered name, "
-                                                   "or a model of your own by import path, package.module:Class")
-    p.add_argument("--heads", type=int, metavar="K", help=_model_option_help("heads"))
-    p.add_argument("--attn-dropout", type=float, metavar="P", help=_model_option_help("attn_dropout"))
-    p.add_argument("--aggr", metavar="A", help=_model_option_help("aggr"))
-    from .nn import MODELS as REGISTERED
-    from .train.config import samplable_models
-
-    own_depth = ", ".join(f"{m} {c.DEFAULT_LAYERS}" for m, c in REGISTERED.items()
-                          if getattr(c, "DEFAULT_LAYERS", d.layers) != d.layers)
-    p.add_argument("--layers", type=int, metavar="L",
-                   help=f"default {d.layers}" + (f" ({own_depth})" if own_depth else ""))
-    p.add_argument("--hidden", type=int, metavar="H", help=f"default {d.hidden}")
-    p.add_argument("--algo", metavar="NAME",
-                   help=f"{', '.join(ALGOS)}, auto (the fastest configuration gridgnn plan predicts; it also picks "
-                        "--grid, --replication and --partition), or an algorithm of your own by import path, "
-                        f"package.module:NAME (docs/algorithms.md); default {d.algo}")
-    p.add_argument("--profile", metavar="FILE|PRESET",
-                   help="--algo auto: the machine profile it plans with (gridgnn calibrate --out FILE, or "
-                        "local-cpu, perlmutter-a100, frontier-mi250x; default local-cpu)")
-    p.add_argument("--nproc", type=int, metavar="P", help="processes to spawn (default 1; under torchrun/srun: "
-                                                          "the launcher's world size)")
-    p.add_argument("--replication", type=int, metavar="C", help="c of the 1.5D algorithms (divides P)")
-    p.add_argument("--grid", metavar="X,Y[,Z]",
-                   help="process grid of 2d (PR,PC), 3d (X,Y,Z: rows, columns, fiber) and plexus (X,Y,Z); "
-                        "default: the most square / cubic factorization of P")
-    p.add_argument("--blocked-aggregation", type=int, metavar="ROWS",
-                   help="plexus: SpMM and its all-reduce in row blocks of ROWS rows (Plexus §5.2); 0 = off")
-    p.add_argument("--partition", metavar="METHOD|FILE",
-                   help="1d/1.5d: random (default), identity, metis, metis-vol, hypergraph, balanced, or a partition "
-                        "FILE; 2d/3d/plexus: random (one permutation), identity, double-perm, balanced-perm")
-    p.add_argument("--sampler", choices=("sage", "ladies"),
-                   help=f"minibatch training with bulk matrix sampling (MLSys'24) on a P/c x c grid (--nproc, "
-                        f"--replication) of --model {', '.join(samplable_models())}; without it: full-graph "
-                        "training")
-    p.add_argument("--fanout", metavar="S1,S2,..",
-                   help="per layer from the batch outwards: neighbours per vertex (sage, default 10) or vertices "
-                        "per layer (ladies, default --batch-size), at most 2^20; -1: all")
-    p.add_argument("--batch-size", type=int, metavar="B", help="training vertices per minibatch (default 1024)")
-    p.add_argument("--bulk", type=int, metavar="K", help="minibatches each rank samples at once, 1..4096 (default 1)")
-    p.add_argument("--sample-graph", choices=("replicated", "partitioned"),
-                   help="sampling with the graph on every rank, or 1.5D-partitioned (Algorithm 2); default replicated")
-    p.add_argument("--eval-fanout", metavar="S1,S2,..",
-                   help="fanout of the evaluation minibatches (default -1: every neighbour, exact inference)")
-    p.add_argument("--eval-batch-size", type=int, metavar="B", help="vertices per evaluation minibatch (default "
-                                                                     "--batch-size)")
-    p.add_argument("--epochs", type=int, metavar="N", help=f"default {d.epochs}")
-    p.add_argument("--lr", type=float, help=f"Adam learning rate (default {d.lr})")
-    p.add_argument("--weight-decay", type=float, help=f"default {d.weight_decay}")
-    p.add_argument("--dropout", type=float, help=f"default {d.dropout}")
-    p.add_argument("--seed", type=int, metavar="S", help=f"0 <= S < 2**63 (default {d.seed})")
-    p.add_argument("--out", metavar="DIR", help="write metrics.jsonl, model.pt (the trained model: gridgnn predict, "
-                                                "export), curves.png, breakdown.png and summary.json (each to a "
-                                                "temporary name, then renamed); a DIR holding a previous run's "
-                                                "outputs needs --overwrite")
-    p.add_argument("--overwrite", action="store_true",
-                   help="remove the previous run's outputs in --out first (only gridgnn's own files)")
-    p.add_argument("--save-logits", action="store_true", help="also write logits.npy in original node order, in the "
-                                                              "run's --dtype (with ?relabel=1 also node_ids.npy: the "
-                                                              "file's id of each row)")
-    p.add_argument("--checkpoint-every", type=int, metavar="N",
-                   help="write DIR/checkpoint.pt (full parameters and Adam state) every N epochs and at the end")
-    p.add_argument("--early-stop", type=int, metavar="PATIENCE",
-                   help="stop when the validation accuracy has not improved for PATIENCE epochs (the same epoch on "
-                        "every algorithm and P; 0 = never, the default)")
-    p.add_argument("--resume", metavar="DIR",
-                   help="continue from DIR/checkpoint.pt with any --algo/--nproc; its config is the base, the flags "
-                        "given override it (--out defaults to DIR)")
-    p.add_argument("--dtype", choices=("float32", "float64"), help=f"default {d.dtype}")
-    p.add_argument("--feature-norm", choices=("auto", "none", "l2"),
-                   help="input features as loaded (none) or each row scaled to unit L2 norm (l2); default auto: "
-                        "the model's choice (va: l2, the others: none)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), help=f"default {d.device}")
-    p.add_argument("--quiet", action="store_true", help="no progress bar or per-epoch lines")
-    p.add_argument("--log-every", type=int, metavar="N", help="an epoch line every N epochs (default: about 10 "
-                                                              "lines per run; 0: none)")
-    p.add_argument("--timeout", type=float, dest="timeout_s", metavar="SECONDS",
-                   help=f"seconds a collective may wait before the job is ended (default {d.timeout_s:g})")
+    groups = {key: p.add_argument_group(title) for key, title in SECTIONS.items()}
+    for f in fields(TrainConfig):
+        meta = f.metadata
+        text = meta["help"]() if callable(meta["help"]) else meta["help"]
+        kw: dict = {}
+        if f.type in ("bool", bool):
+            kw["action"] = "store_true"
+        else:
+            kind = str(f.type)
+            if "int" in kind:
+                kw["type"] = int
+            elif "float" in kind:
+                kw["type"] = float
+            if meta.get("choices"):
+                kw["choices"] = meta["choices"]
+            elif meta.get("metavar"):
+                kw["metavar"] = meta["metavar"]
+            notes = []
+            if f.default is not MISSING and f.default is not None:
+                notes.append(f"default {f.default:g}" if isinstance(f.default, float) else f"default {f.default}")
+            spec = field_range(f)
+            if spec is not None:
+                notes.append(spec.bound_text() + (f" {spec.unit}" if spec.unit else ""))
+            if notes:
+                text = f"{text} ({'; '.join(notes)})"
+        groups[meta["section"]].add_argument(flag(f.name), dest=f.name, help=text, **kw)
 
 
 def _one_line_error(message: str, command: str = "train"):

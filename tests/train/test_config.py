@@ -2,6 +2,7 @@
 and nothing created (the checks run before any data is loaded, in this process)."""
 import pytest
 
+from gridgnn.errors import GridGnnError
 from gridgnn.train.config import MAX_HIDDEN, SEED_LIMIT
 
 from ._runs import run_main
@@ -71,3 +72,26 @@ def test_largest_seed_trains(tmp_path, capsys):
                      "--out", tmp_path / "run"])
     assert code == 0, capsys.readouterr().err
     assert (tmp_path / "run" / "summary.json").exists()
+
+
+def test_every_numeric_flag_declares_its_range_and_help_shows_it():
+    """One declaration per field: --help shows the range the config checks (model options: the model's Option)."""
+    import argparse
+    from dataclasses import fields
+
+    from gridgnn.cli import build_parser
+    from gridgnn.train.config import TrainConfig, field_range, flag
+
+    train = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices["train"]
+    helps = {a.option_strings[0]: a.help for a in train._actions if a.option_strings}
+    numeric = [f for f in fields(TrainConfig) if "int" in str(f.type) or "float" in str(f.type)]
+    assert len(numeric) >= 15
+    for f in numeric:
+        spec = field_range(f)
+        if f.name in ("heads", "attn_dropout"):  # declared by the models that take them
+            assert "[1, 1024]" in helps["--heads"] and "[0, 1)" in helps["--attn-dropout"]
+            continue
+        assert spec is not None, f.name
+        assert spec.bound_text() in helps[flag(f.name)], (f.name, helps[flag(f.name)])
+        with pytest.raises(GridGnnError, match=f"{flag(f.name)} must be"):  # and the config checks that range
+            spec.check(flag(f.name), (spec.low - 1) if spec.low is not None else spec.high * 2)

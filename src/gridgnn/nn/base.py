@@ -81,6 +81,8 @@ class Option:
     high_open: bool = False
     choices: tuple = ()
     help: str = ""
+    low_open: bool = False
+    unit: str = ""  # what the number counts, after the range in messages ("seconds")
 
     def check(self, flag: str, value) -> None:
         """Refuse a value of the wrong type or out of range, with one line naming ``flag``."""
@@ -92,16 +94,27 @@ class Option:
         if self.choices and value not in self.choices:
             raise GridGnnError(f"{flag} {value!r} is not available; choose one of {', '.join(self.choices)}")
         if self.kind is not str:
-            if not math.isfinite(value) or (self.low is not None and value < self.low) or (
-                    self.high is not None and (value >= self.high if self.high_open else value > self.high)):
-                raise GridGnnError(f"{flag} must be in {self.range_text()}, got {value}")
+            low_bad = self.low is not None and (value <= self.low if self.low_open else value < self.low)
+            high_bad = self.high is not None and (value >= self.high if self.high_open else value > self.high)
+            if not math.isfinite(value) or low_bad or high_bad:
+                raise GridGnnError(f"{flag} must be {self.bound_text()}{' ' + self.unit if self.unit else ''}, "
+                                   f"got {value}")
+
+    def _num(self, v) -> str:
+        return str(v) if isinstance(v, int) else f"{v:g}"
+
+    def bound_text(self) -> str:
+        """``in [1, 1024]``, ``in (0, 1e+06]``, ``>= 1``: the admitted values as messages and ``--help`` say them."""
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {self._num(self.low)}" if self.low is not None else "a number"
+        lo = "-inf" if self.low is None else self._num(self.low)
+        return f"in {'(' if self.low_open or self.low is None else '['}{lo}, {self._num(self.high)}" \
+               f"{')' if self.high_open else ']'}"
 
     def range_text(self) -> str:
-        if self.choices:
-            return " | ".join(self.choices)
-        lo = "-inf" if self.low is None else f"{self.low:g}"
-        hi = "inf" if self.high is None else f"{self.high:g}"
-        return f"[{lo}, {hi}{')' if self.high_open or self.high is None else ']'}"
+        return " | ".join(self.choices) if self.choices else self.bound_text().removeprefix("in ")
 
 
 def declared_options(cls) -> dict:

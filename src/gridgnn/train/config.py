@@ -1,9 +1,8 @@
 """Training configuration: a kw-only dataclass that the CLI maps onto 1:1."""
 from __future__ import annotations
 
-import math
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 
 from ..errors import GridGnnError
 from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
@@ -42,89 +41,164 @@ MAX_TIMEOUT_S = 30 * 86400.0
 #: --lr and --weight-decay: Adam's step size lr / (1 - beta1) must stay a float32 (above 3.4e38 torch refuses
 #: it mid-step); 1e6 is already far outside any useful range.
 MAX_LR = 1e6
+#: ``--bulk``: minibatches a rank samples in one go (MLSys'24 samples tens to hundreds; the schedule loops over them)
+MAX_BULK = 4096
+#: ``--fanout`` / ``--eval-fanout``: neighbours sampled per vertex (or per layer, LADIES); larger: use -1 (every one)
+MAX_FANOUT = 1 << 20
 MAX_WEIGHT_DECAY = 1e6
+
+
+#: The sections of a training config: the groups of ``gridgnn train --help`` and of ``docs/python-api.md``.
+SECTIONS = {"data": "data and model", "parallel": "processes and layout", "optimizer": "optimization",
+            "sampling": "minibatch sampling (--sampler)", "run": "run, outputs and checkpoints"}
+
+
+def opt(default, section: str, *, help, metavar: str | None = None, choices: tuple = (), low=None, high=None,
+        low_open: bool = False, high_open: bool = False, unit: str = ""):
+    """A config field with what the command line and the checks need: its section (:data:`SECTIONS`), its help
+    (text, or a function of the registry), and for a number its range (checked by :meth:`TrainConfig.validate`,
+    shown in ``--help``)."""
+    return field(default=default, metadata={"section": section, "help": help, "metavar": metavar, "choices": choices,
+                                            "range": (low, high, low_open, high_open, unit)})
+
+
+def _help_data() -> str:
+    return ("synthetic:sbm?n=&classes=&avg_degree=&features= | synthetic:rmat?scale=&edge_factor= | planetoid:DIR | "
+            "ogb:DIR | edgelist:FILE | mtx:FILE | npz:FILE | sharded:DIR (default: the embedded synthetic SBM)")
+
+
+def _help_model() -> str:
+    return f"{' | '.join(_MODEL_REGISTRY)}, a registered name, or a model of your own by import path, " \
+           "package.module:Class"
+
+
+def _help_layers() -> str:
+    own = ", ".join(f"{m} {c.DEFAULT_LAYERS}" for m, c in _MODEL_REGISTRY.items()
+                    if getattr(c, "DEFAULT_LAYERS", 2) != 2)
+    return "layers of the model" + (f" (a model's own default when not given: {own})" if own else "")
+
+
+def _help_algo() -> str:
+    from ..parallel import ALGOS
+
+    return (f"{', '.join(ALGOS)}, auto (the fastest configuration gridgnn plan predicts; it also picks --grid, "
+            "--replication and --partition), or an algorithm of your own by import path, package.module:NAME "
+            "(docs/algorithms.md)")
+
+
+def _help_sampler() -> str:
+    return (f"minibatch training with bulk matrix sampling (MLSys'24) on a P/c x c grid (--nproc, --replication) of "
+            f"--model {', '.join(samplable_models())}; without it: full-graph training")
+
+
+def _model_option_help(name: str) -> str:
+    """A model option's help, from the :class:`~gridgnn.nn.Option` of each registered model that declares it."""
+    parts = []
+    for model, cls in _MODEL_REGISTRY.items():
+        spec = declared_options(cls).get(name)
+        if spec is not None:
+            default = "" if spec.default is None else f"default {spec.default}; "
+            parts.append(f"{model}: {spec.help} ({default}{spec.range_text()})")
+    return "; ".join(parts) + " — and models of your own that take it"
+
+
+def field_range(f) -> Option | None:
+    """The :class:`~gridgnn.nn.Option` that checks a numeric config field's range (``None``: no range)."""
+    low, high, low_open, high_open, unit = f.metadata.get("range", (None,) * 4 + ("",))
+    if low is None and high is None:
+        return None
+    kind = float if "float" in str(f.type) else int
+    return Option(kind, f.default, low=low, high=high, low_open=low_open, high_open=high_open, unit=unit)
 
 
 @dataclass(kw_only=True)
 class TrainConfig:
     r"""One training run. Every field is a ``gridgnn train`` flag (``--weight-decay`` → ``weight_decay``,
-    ``--timeout`` → ``timeout_s``); pass it to :func:`gridgnn.train` or :class:`gridgnn.Trainer`.
-
-    Args:
-        data (str, optional): the data SPEC (``synthetic:sbm?...``, ``planetoid:DIR``, ``ogb:DIR``, ``npz:FILE``,
-            ``sharded:DIR`` ...; see ``docs/data.md``). (default: ``None``, the embedded synthetic SBM)
-        model (str, optional): ``gcn``, ``gat``, ``agnn``, ``va``, ``sage``, a registered name, or
-            ``package.module:Class``. (default: ``"gcn"``)
-        heads (int, optional): attention heads of the hidden layers (models that take them; GAT: 8).
-        attn_dropout (float, optional): dropout on attention coefficients (default: ``dropout``).
-        aggr (str, optional): SAGE's aggregation ``mean | sum | max | min`` (default: ``"mean"``).
-        layers (int, optional): layers ``L``; ``hidden`` (int): width of the hidden layers. (default: ``2``, ``16``)
-        algo (str, optional): ``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``, ``2d``, ``3d``, ``plexus``,
-            ``auto`` (the planner's pick: algorithm, grid, replication and partition; ``gridgnn plan``), a
-            registered algorithm's name, or ``package.module:NAME`` (an algorithm of your own, imported on every
-            rank; :func:`gridgnn.parallel.registry.algorithm`). (default: ``"serial"``)
-        profile (str, optional): the machine profile ``--algo auto`` plans with (a ``gridgnn calibrate`` file or
-            a preset; default the built-in ``local-cpu``).
-        nproc (int, optional): processes ``P`` (under torchrun/srun: the launcher's). (default: ``1``)
-        replication (int, optional): ``c`` of 1.5D. ``grid`` (str): ``"X,Y[,Z]"`` of 2d/3d/plexus.
-        blocked_aggregation (int, optional): Plexus row blocks of the SpMM (0: off). (default: ``0``)
-        partition (str, optional): partitioner, permutation or partition file. (default: ``"random"``)
-        epochs, lr, weight_decay, dropout, seed: Adam training. (default: ``200``, ``0.01``, ``5e-4``, ``0.5``, ``0``)
-        out (str, optional): output folder (``metrics.jsonl``, ``summary.json``, ``breakdown.png``).
-        save_logits (bool): also ``logits.npy`` in original node order. ``overwrite`` (bool): replace a
-            previous run's outputs in ``out``.
-        dtype (str, optional): ``float32`` or ``float64``. ``device`` (str): ``auto``, ``cpu``, ``cuda``.
-        feature_norm (str, optional): the input features' rows as loaded (``none``) or scaled to unit L2 norm
-            (``l2``); ``auto`` takes the model's choice (VA: ``l2``; the others: ``none``). (default: ``"auto"``)
-        quiet (bool): print nothing. ``log_every`` (int, optional): an epoch line every N epochs (``None``: about
-            10 per run; 0: none).
-        timeout_s (float, optional): seconds a collective may wait before the job ends. (default: ``600``)
-        checkpoint_every (int, optional): write ``out/checkpoint.pt`` every N epochs and at the end (0: never).
-        early_stop (int, optional): stop when the validation accuracy has not improved for this many epochs (the
-            same epoch on every algorithm and P; 0: never). (default: ``0``)
-        resume (str, optional): a folder with a checkpoint to continue from (its config is the base).
-        sampler (str, optional): ``sage`` or ``ladies``: minibatch training (``fanout``, ``batch_size``,
-            ``bulk``, ``sample_graph``, ``eval_fanout``, ``eval_batch_size``; see the README).
+    ``--timeout`` → ``timeout_s``) and a key of a ``--config`` TOML file; pass it to :func:`gridgnn.train` or
+    :class:`gridgnn.Trainer`. The fields are declared once, with their section, help and range (:func:`opt`): the
+    command line's flags and ``--help``, the range checks of :meth:`validate` and the field list below are generated
+    from that declaration.
     """
 
-    data: str | None = None
-    model: str = "gcn"
-    heads: int | None = None  # GAT: heads of the hidden layers (default 8); the last layer has one
-    attn_dropout: float | None = None  # GAT: dropout on the attention coefficients (default: --dropout)
-    aggr: str | None = None  # SAGE: neighbour aggregation mean | sum | max | min (default mean)
-    layers: int = 2
-    hidden: int = 16
-    algo: str = "serial"
-    nproc: int = 1
-    replication: int = 1
-    grid: str | None = None
-    blocked_aggregation: int = 0
-    partition: str = "random"
-    epochs: int = 200
-    lr: float = 0.01
-    weight_decay: float = 5e-4
-    dropout: float = 0.5
-    seed: int = 0
-    out: str | None = None
-    save_logits: bool = False
-    dtype: str = "float32"
-    feature_norm: str = "auto"
-    device: str = "auto"
-    quiet: bool = False
-    log_every: int | None = None  # epochs between two epoch lines (None: about 10 lines per run; 0: none)
-    timeout_s: float = 600.0
-    checkpoint_every: int = 0
-    early_stop: int = 0  # stop when the validation accuracy has not improved for this many epochs (0: never)
-    resume: str | None = None
-    overwrite: bool = False
-    sampler: str | None = None  # minibatch training: sage | ladies (None: full-graph training)
-    fanout: str | None = None  # per layer from the batch outwards, e.g. "15,10,5" (-1: all neighbours)
-    batch_size: int | None = None  # default 1024
-    bulk: int | None = None  # minibatches each rank samples at once (default 1)
-    sample_graph: str | None = None  # replicated (default) | partitioned
-    eval_fanout: str | None = None  # default: every neighbour (full-neighbourhood inference)
-    eval_batch_size: int | None = None  # default: --batch-size
-    profile: str | None = None  # --algo auto: the machine profile it plans with (file or preset)
+    # ---- data and model
+    data: str | None = opt(None, "data", metavar="SPEC", help=_help_data)
+    model: str = opt("gcn", "data", metavar="NAME", help=_help_model)
+    heads: int | None = opt(None, "data", metavar="K", help=lambda: _model_option_help("heads"))
+    attn_dropout: float | None = opt(None, "data", metavar="P", help=lambda: _model_option_help("attn_dropout"))
+    aggr: str | None = opt(None, "data", metavar="A", help=lambda: _model_option_help("aggr"))
+    layers: int = opt(2, "data", metavar="L", low=1, high=MAX_LAYERS, help=_help_layers)
+    hidden: int = opt(16, "data", metavar="H", low=1, high=MAX_HIDDEN, help="width of the hidden layers")
+    feature_norm: str = opt("auto", "data", choices=("auto", "none", "l2"),
+                            help="input features as loaded (none) or each row scaled to unit L2 norm (l2); auto: the "
+                                 "model's choice (va: l2, the others: none)")
+    # ---- parallel
+    algo: str = opt("serial", "parallel", metavar="NAME", help=_help_algo)
+    profile: str | None = opt(None, "parallel", metavar="FILE|PRESET",
+                              help="--algo auto: the machine profile it plans with (gridgnn calibrate --out FILE, or "
+                                   "local-cpu, perlmutter-a100, frontier-mi250x; default local-cpu)")
+    nproc: int = opt(1, "parallel", metavar="P", low=1,
+                     help="processes to spawn (under torchrun/srun: the launcher's world size)")
+    replication: int = opt(1, "parallel", metavar="C", low=1, help="c of the 1.5D algorithms (divides P)")
+    grid: str | None = opt(None, "parallel", metavar="X,Y[,Z]",
+                           help="process grid of 2d (PR,PC), 3d (X,Y,Z: rows, columns, fiber) and plexus (X,Y,Z); "
+                                "default: the most square / cubic factorization of P")
+    blocked_aggregation: int = opt(0, "parallel", metavar="ROWS", low=0,
+                                   help="plexus: SpMM and its all-reduce in row blocks of ROWS rows (Plexus §5.2); "
+                                        "0 = off")
+    partition: str = opt("random", "parallel", metavar="METHOD|FILE",
+                         help="1d/1.5d: random, identity, metis, metis-vol, hypergraph, balanced, or a partition "
+                              "FILE; 2d/3d/plexus: random (one permutation), identity, double-perm, balanced-perm")
+    device: str = opt("auto", "parallel", choices=("auto", "cpu", "cuda"), help="where the ranks compute")
+    timeout_s: float = opt(600.0, "parallel", metavar="SECONDS", low=0.0, low_open=True, high=MAX_TIMEOUT_S,
+                           unit="seconds", help="seconds a collective may wait before the job is ended")
+    # ---- optimizer
+    epochs: int = opt(200, "optimizer", metavar="N", low=1, high=MAX_EPOCHS, help="epochs of full-batch Adam")
+    lr: float = opt(0.01, "optimizer", metavar="LR", low=0.0, low_open=True, high=MAX_LR, help="Adam learning rate")
+    weight_decay: float = opt(5e-4, "optimizer", metavar="WD", low=0.0, high=MAX_WEIGHT_DECAY,
+                              help="Adam weight decay")
+    dropout: float = opt(0.5, "optimizer", metavar="P", low=0.0, high=1.0, high_open=True,
+                         help="dropout on every layer's input (keyed by node and feature: the same on every P)")
+    seed: int = opt(0, "optimizer", metavar="S", low=0, high=SEED_LIMIT - 1, help="initial weights, dropout, splits")
+    dtype: str = opt("float32", "optimizer", choices=("float32", "float64"), help="parameters and node tensors")
+    early_stop: int = opt(0, "optimizer", metavar="PATIENCE", low=0, high=MAX_EPOCHS,
+                          help="stop when the validation accuracy has not improved for PATIENCE epochs (the same "
+                               "epoch on every algorithm and P; 0 = never)")
+    # ---- minibatch sampling
+    sampler: str | None = opt(None, "sampling", choices=("sage", "ladies"), help=_help_sampler)
+    fanout: str | None = opt(None, "sampling", metavar="S1,S2,..",
+                             help=f"per layer from the batch outwards: neighbours per vertex (sage, default 10) or "
+                                  f"vertices per layer (ladies, default --batch-size), each in [-1, {MAX_FANOUT}], "
+                                  "-1: all; a list from Python and TOML")
+    batch_size: int | None = opt(None, "sampling", metavar="B", low=1,
+                                 help="training vertices per minibatch (default 1024)")
+    bulk: int | None = opt(None, "sampling", metavar="K", low=1, high=MAX_BULK,
+                           help="minibatches each rank samples at once (default 1)")
+    sample_graph: str | None = opt(None, "sampling", choices=("replicated", "partitioned"),
+                                   help="sampling with the graph on every rank, or 1.5D-partitioned (Algorithm 2); "
+                                        "default replicated")
+    eval_fanout: str | None = opt(None, "sampling", metavar="S1,S2,..",
+                                  help="fanout of the evaluation minibatches (default -1: every neighbour, exact "
+                                       "inference)")
+    eval_batch_size: int | None = opt(None, "sampling", metavar="B", low=1,
+                                      help="vertices per evaluation minibatch (default --batch-size)")
+    # ---- run and outputs
+    out: str | None = opt(None, "run", metavar="DIR",
+                          help="write metrics.jsonl, model.pt (the trained model: gridgnn predict, export), "
+                               "curves.png, breakdown.png and summary.json (each to a temporary name, then renamed); "
+                               "a DIR holding a previous run's outputs needs --overwrite")
+    overwrite: bool = opt(False, "run", help="remove the previous run's outputs in --out first (only gridgnn's own "
+                                             "files)")
+    save_logits: bool = opt(False, "run", help="also write logits.npy in original node order, in the run's --dtype "
+                                               "(with ?relabel=1 also node_ids.npy: the file's id of each row)")
+    checkpoint_every: int = opt(0, "run", metavar="N", low=0, high=MAX_EPOCHS,
+                                help="write DIR/checkpoint.pt (full parameters and Adam state) every N epochs and at "
+                                     "the end; 0 = never")
+    resume: str | None = opt(None, "run", metavar="DIR",
+                             help="continue from DIR/checkpoint.pt with any --algo/--nproc; its config is the base, "
+                                  "the flags given override it (--out defaults to DIR)")
+    quiet: bool = opt(False, "run", help="no progress bar or per-epoch lines")
+    log_every: int | None = opt(None, "run", metavar="N", low=0, high=MAX_EPOCHS,
+                                help="an epoch line every N epochs (default: about 10 lines per run; 0: none)")
 
     def __post_init__(self) -> None:
         # the list flags take Python's natural type too: fanout=[15, 10, 5] is --fanout 15,10,5
@@ -159,26 +233,10 @@ class TrainConfig:
                 and algo.family != "plexus":
             raise GridGnnError(f"--model {self.model} on {self.algo} needs one vertex order per layer; --partition "
                                f"{self.partition} makes two (use random or identity, or --algo plexus)")
-        _int_in("--layers", self.layers, 1, MAX_LAYERS)
+        self.check_ranges(skip=("sampling",))  # the sampling section is checked with --sampler
         if hasattr(model, "check_dims"):  # a model with a structure of its own (AGNN: linear, propagations, linear)
             model.check_dims([1] + [self.hidden] * (self.layers - 1) + [1])
-        _int_in("--hidden", self.hidden, 1, MAX_HIDDEN)
         _check_builds(model, self)
-        _int_in("--epochs", self.epochs, 1, MAX_EPOCHS)
-        if self.log_every is not None:
-            _int_in("--log-every", self.log_every, 0, MAX_EPOCHS)
-        _int_in("--checkpoint-every", self.checkpoint_every, 0, MAX_EPOCHS)
-        _int_in("--early-stop", self.early_stop, 0, MAX_EPOCHS)
-        _int_in("--seed", self.seed, 0, SEED_LIMIT - 1)
-        _int_in("--nproc", self.nproc, 1, None)
-        if not (math.isfinite(self.dropout) and 0.0 <= self.dropout < 1.0):
-            raise GridGnnError(f"--dropout must be in [0, 1), got {self.dropout}")
-        if not (math.isfinite(self.lr) and 0 < self.lr <= MAX_LR):
-            raise GridGnnError(f"--lr must be in (0, {MAX_LR:g}], got {self.lr}")
-        if not (math.isfinite(self.weight_decay) and 0 <= self.weight_decay <= MAX_WEIGHT_DECAY):
-            raise GridGnnError(f"--weight-decay must be in [0, {MAX_WEIGHT_DECAY:g}], got {self.weight_decay}")
-        if not (math.isfinite(self.timeout_s) and 0 < self.timeout_s <= MAX_TIMEOUT_S):
-            raise GridGnnError(f"--timeout must be in (0, {MAX_TIMEOUT_S:g}] seconds, got {self.timeout_s}")
         if self.dtype not in ("float32", "float64"):
             raise GridGnnError(f"--dtype must be float32 or float64, got {self.dtype!r}")
         from ..graph.loaders import FEATURE_NORMS
@@ -215,10 +273,21 @@ class TrainConfig:
                 raise GridGnnError(f"--algo serial runs one process; got --nproc {self.nproc}")
         else:
             self.mesh_shape(self.nproc)
-        if self.blocked_aggregation < 0:
-            raise GridGnnError(f"--blocked-aggregation must be >= 0, got {self.blocked_aggregation}")
         if self.blocked_aggregation and self.algo != "plexus":
             raise GridGnnError("--blocked-aggregation applies to --algo plexus")
+
+    def check_ranges(self, *, skip: tuple = (), only: tuple = ()) -> None:
+        """Every numeric field given (not ``None``) in the range its :func:`opt` declares (the ``--help`` text and
+        this check read the same declaration), the fields of the sections ``skip`` left out, or only those of
+        ``only``."""
+        for f in fields(self):
+            section = f.metadata.get("section")
+            if section in skip or (only and section not in only):
+                continue
+            spec = field_range(f)
+            value = getattr(self, f.name)
+            if spec is not None and value is not None:
+                spec.check(flag(f.name), value)
 
     def _validate_auto(self) -> None:
         """``--algo auto`` chooses the algorithm, grid, replication and partition itself: refuse them given, then
@@ -258,13 +327,10 @@ class TrainConfig:
                           ("sharded: data", bool(self.data and self.data.startswith("sharded:")))):
             if bad:
                 raise GridGnnError(f"{name} is not available with --sampler (minibatch training) yet")
-        _int_in("--replication", self.replication, 1, None)
         if self.nproc % self.replication:
             raise GridGnnError(f"replication c={self.replication} must divide the number of processes "
                                f"P={self.nproc}")
-        _int_in("--batch-size", self.model_batch_size, 1, None)
-        _int_in("--bulk", self.model_bulk, 1, MAX_BULK)
-        _int_in("--eval-batch-size", self.model_eval_batch_size, 1, None)
+        self.check_ranges(only=("sampling",))
         if self.model_sample_graph not in MODES:
             raise GridGnnError(f"--sample-graph must be one of {', '.join(MODES)}, got {self.model_sample_graph!r}")
         self.model_fanouts, self.model_eval_fanouts  # parsed and checked  # noqa: B018
@@ -405,6 +471,29 @@ class TrainConfig:
                 raise GridGnnError(f"{name} must be {want}, got {value!r}")
 
 
+def _field_docs() -> str:
+    """The field list of :class:`TrainConfig`'s docstring, by section, from the fields' declarations."""
+    from dataclasses import MISSING
+
+    lines = []
+    for key, title in SECTIONS.items():
+        lines += ["", f"    {title.capitalize()}:"]
+        for f in fields(TrainConfig):
+            if f.metadata.get("section") != key:
+                continue
+            text = f.metadata["help"]() if callable(f.metadata["help"]) else f.metadata["help"]
+            spec = field_range(f)
+            notes = [f"default ``{f.default!r}``"] if f.default is not MISSING else []
+            if spec is not None:
+                notes.append(spec.bound_text())
+            lines.append(f"        {f.name} ({f.type}): {text} ({'; '.join(notes)})")
+    return "\n".join(lines) + "\n"
+
+
+if TrainConfig.__doc__:  # None under python -OO
+    TrainConfig.__doc__ += _field_docs()
+
+
 def _check_builds(model, cfg: "TrainConfig") -> None:
     """The model builds on small widths with these options and has parameters (one error line otherwise: a model
     of the user's own may fail in any way)."""
@@ -419,18 +508,6 @@ def _check_builds(model, cfg: "TrainConfig") -> None:
         raise GridGnnError(f"--model {cfg.model} has no parameters to train")
 
 
-#: ``--bulk``: minibatches a rank samples in one go (MLSys'24 samples tens to hundreds; the schedule loops over them)
-MAX_BULK = 4096
-#: ``--fanout`` / ``--eval-fanout``: neighbours sampled per vertex (or per layer, LADIES); larger: use -1 (every one)
-MAX_FANOUT = 1 << 20
-
-
-def _int_in(name: str, value, lo: int, hi: int | None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise GridGnnError(f"{name} must be an integer, got {value!r}")
-    if value < lo or (hi is not None and value > hi):
-        bound = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise GridGnnError(f"{name} must be {bound}, got {value}")
 
 
 def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConfig:
