@@ -23,7 +23,6 @@ Dropout masks are keyed by (seed, global step, layer, vertex, feature), so a ste
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections import defaultdict
 
@@ -44,7 +43,6 @@ from ..sampling.plan import GcnNormalization, MinibatchPlan
 from .checkpoint import WHOLE as _WHOLE  # every rank holds every parameter whole
 from .config import TrainConfig
 from .console import Console
-from .outputs import write_json, write_logits
 from .step import allreduce_grads
 
 PHASES = ("sample", "fetch", "fwd", "bwd", "grad", "eval", "metrics")
@@ -132,11 +130,10 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
     rank 0 (``keep_model``: a :class:`~gridgnn.train.model_file.TrainOutput`, the summary and the trained
     parameters; ``return_state``: on every rank ``{"summary", "state", "history"}``, the trained parameters in
     ``state``, for tests; ``callbacks``: called on rank 0 with each epoch's record)."""
-    from .checkpoint import CHECKPOINT, check_for_run, full_parameters, read_checkpoint, restore, save_checkpoint
-    from .model_file import MODEL_FILE, TrainOutput, write_model_file
     from ..graph.graph import require_nonnegative_weights
-    from .trainer import (_best_epoch, _check_data, _fmt, _RunFiles, after_epoch, build_model, recording, stops_early,
-                          with_feature_norm)
+    from .checkpoint import check_for_run, read_checkpoint, restore
+    from .loop import RunLoop, fmt
+    from .trainer import build_model, check_data, in_memory_name, with_feature_norm
 
     t_start = time.perf_counter()
     in_memory = graph is not None
@@ -146,10 +143,10 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
     labelled = graph.y is not None and graph.train_mask is not None
     train_ids = np.flatnonzero(graph.train_mask & (graph.y >= 0)) if labelled else np.zeros(0, np.int64)
     world = 1 if ctx is None else ctx.world_size
-    _check_data(graph.n, graph.num_features, graph.num_classes, len(train_ids), world // cfg.replication)
+    check_data(graph.n, graph.num_features, graph.num_classes, len(train_ids), world // cfg.replication)
     dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
     info = {"n": graph.n, "nnz": graph.nnz, "f": graph.num_features, "classes": graph.num_classes,
-            "data": f"in-memory:{getattr(graph, 'name', None) or 'graph'}" if in_memory else cfg.data or "default"}
+            "data": in_memory_name(graph) if in_memory else cfg.data or "default"}
     ckpt = None
     if cfg.resume is not None:  # read and checked on every rank, before the first collective
         ckpt = read_checkpoint(cfg.resume)
@@ -167,63 +164,44 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
     history, logs = [], []  # every epoch's record (a checkpoint's included); this run's communication
     if ckpt is not None:
         restore(model, opt, _WHOLE, ckpt, dims)
-        history = [dict(r) for r in ckpt["records"]]
     lead = grid.global_rank == 0
     steps_per_epoch = len(schedule(len(minibatches(train_ids, cfg.model_batch_size)), world, cfg.model_bulk))
     console = Console(show=lead and not cfg.quiet, epochs=cfg.epochs, log_every=cfg.log_every,
                       total=cfg.epochs * steps_per_epoch, initial=start * steps_per_epoch,
                       desc=f"{cfg.sampler} P={world}", unit="minibatch")
-    files = _RunFiles(cfg, history) if lead and cfg.out else None  # released by `recording` on any failure
-    with recording(files, console):
-        for epoch in range(start, cfg.epochs):
-            rec, delta = _epoch(pipe, model, opt, comm, train_ids, split, epoch, epoch * steps_per_epoch, console)
-            history.append(rec)
-            logs.append(delta)
-            if files is not None:
-                files.metrics.append(rec)
-            stop = stops_early(history, cfg.early_stop)
-            if cfg.out and cfg.checkpoint_every and ((epoch + 1) % cfg.checkpoint_every == 0
-                                                     or epoch == cfg.epochs - 1 or stop):
-                save_checkpoint(comm, _WHOLE, model, opt, path=os.path.join(cfg.out, CHECKPOINT),
-                                config=cfg.to_dict(), dims=dims, info=info, epoch=epoch + 1, records=history,
-                                best_epoch=_best_epoch(history))
-            console.epoch_done(epoch, rec, _line(rec))
-            after_epoch(history, cfg, console, callbacks, lead, stop)
-            if stop:
-                break
-    try:  # the outputs after the loop: the folder is held until the last is written (or this fails)
+    loop = RunLoop(cfg, comm=comm, plan=_WHOLE, model=model, opt=opt, dims=dims, info=info, ckpt=ckpt,
+                   console=console, line=_line, callbacks=callbacks)
+    logs = []  # this run's communication per epoch
+
+    def step(epoch: int) -> dict:
+        rec, delta = _epoch(pipe, model, opt, comm, train_ids, split, epoch, epoch * steps_per_epoch, console)
+        logs.append(delta)
+        return rec
+
+    loop.run(step)
+    history = loop.history
+    with loop.outputs():
         logits_full = _infer_all(pipe, model, comm, graph.n, dims[-1]) if cfg.save_logits and cfg.out else None
         mine = {"rank": grid.global_rank, "peak_memory_bytes": measured_peak_bytes(device),
                 "phases": _mean_phases(logs)}
         with comm.phase("io"):
             everyone = comm.all_gather_json(mine, grid.names) if world > 1 else [mine]
         state = {"state": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}, "history": history}
-        params = full_parameters(comm, _WHOLE, model, dims) if cfg.out or keep_model else None
+        params = loop.parameters(keep_model)
         if not lead:
             return {"summary": None, **state} if return_state else None
-        summary = _summary(cfg, graph, grid, history, everyone, time.perf_counter() - t_start, _best_epoch(history),
+        summary = _summary(cfg, graph, grid, history, everyone, time.perf_counter() - t_start,
                            resumed_from=None if ckpt is None else start, data=info["data"])
-        if cfg.out:
-            if logits_full is not None:
-                write_logits(cfg.out, logits_full, graph.original_ids)
-            write_model_file(os.path.join(cfg.out, MODEL_FILE), cfg.to_dict(), dims, params, len(history))
-            from .report import curves_plot
-            from .trainer import run_title
-
-            curves_plot(history, os.path.join(cfg.out, "curves.png"), title=run_title(cfg, info, summary))
-            write_json(os.path.join(cfg.out, "summary.json"), summary)  # last: a summary.json marks a complete run
-    finally:
-        if files is not None:
-            files.close()
+        loop.write(summary, params, logits=logits_full, original_ids=graph.original_ids)
     if not cfg.quiet:
-        print(f"final: test_acc={_fmt(summary['test_acc'], '.4f')} val_acc={_fmt(summary['val_acc'], '.4f')} "
+        print(f"final: test_acc={fmt(summary['test_acc'], '.4f')} val_acc={fmt(summary['val_acc'], '.4f')} "
               f"(best epoch {summary['best_epoch']}), {summary['minibatches_per_s']:.1f} minibatches/s, epoch "
               f"{summary['epoch_time_median_s'] * 1e3:.1f} ms median (sampling {summary['sampling_s'] * 1e3:.1f}, "
               f"fetch {summary['fetch_s'] * 1e3:.1f}, compute {summary['compute_s'] * 1e3:.1f})"
               + (f"; outputs in {cfg.out}" if cfg.out else ""), flush=True)
     if return_state:
         return {"summary": summary, **state}
-    return TrainOutput(summary, dims, params) if keep_model else summary
+    return loop.result(summary, params, keep_model)
 
 
 
@@ -262,7 +240,8 @@ def _infer_all(pipe: _Pipeline, model, comm, n: int, classes: int) -> np.ndarray
 
 
 def _epoch(pipe: _Pipeline, model, opt, comm, train_ids, split, epoch: int, step0: int, console):
-    from .trainer import _delta, _ratio
+    from .trainer import delta_of as _delta
+    from .trainer import ratio as _ratio
 
     from ..ops.kernels import compile_seconds
 
@@ -353,16 +332,16 @@ def _mean_phases(logs: list[dict]) -> dict:
 
 
 def _line(r: dict) -> str:
-    from .trainer import _fmt, compiling
+    from .loop import compiling, fmt
 
-    return (f"epoch {r['epoch']:4d} | loss {r['loss']:.4f} | train {_fmt(r['train_acc'], '.3f')} "
-            f"val {_fmt(r['val_acc'], '.3f')} test {_fmt(r['test_acc'], '.3f')} | {r['minibatches']} minibatches, "
+    return (f"epoch {r['epoch']:4d} | loss {r['loss']:.4f} | train {fmt(r['train_acc'], '.3f')} "
+            f"val {fmt(r['val_acc'], '.3f')} test {fmt(r['test_acc'], '.3f')} | {r['minibatches']} minibatches, "
             f"{r['minibatches_per_s']:.1f}/s | sampling {r['sampling_s'] * 1e3:.0f} ms, fetch {r['fetch_s'] * 1e3:.0f} "
             f"ms, compute {r['compute_s'] * 1e3:.0f} ms{compiling(r)}")
 
 
-def _summary(cfg: TrainConfig, graph, grid, history, everyone, wall: float, best: int,
-             resumed_from: int | None = None, data: str = "default") -> dict:
+def _summary(cfg: TrainConfig, graph, grid, history, everyone, wall: float, *, resumed_from: int | None = None,
+             data: str = "default") -> dict:
     """The run's summary (:func:`~gridgnn.train.summary.run_summary`: the schema of full-graph runs too)."""
     from .summary import count, median_of, run_summary, traffic
 

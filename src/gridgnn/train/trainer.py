@@ -11,10 +11,8 @@ A non-finite loss ends the run with an error naming the epoch rather than a summ
 later epoch would be garbage, and a script must not mistake a diverged run for a finished one."""
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
-import os
 import statistics
 import time
 from collections import defaultdict
@@ -31,17 +29,14 @@ from ..parallel import algorithm
 from ..partition import RowPartition, even_bounds
 from ..ops.kernels import compile_seconds
 from ..planner.memory import available_memory_bytes, check_fits, measured_peak_bytes
-from .checkpoint import (CHECKPOINT, check_for_run, full_parameters, load_parameters, read_checkpoint, restore,
-                         save_checkpoint)
-from .model_file import MODEL_FILE, TrainOutput, write_model_file
+from .checkpoint import check_for_run, load_parameters, read_checkpoint, restore
+from .loop import RunLoop, compiling, fmt
 from .config import TrainConfig
 from .console import Console
-from .outputs import (MetricsLog, OutLock, clear_outputs, make_out_dir, previous_outputs, remove_empty_dirs,
-                      write_json, write_logits)
 from .rank_layout import (GRAPH_PARTITIONERS, build_rank, estimate_memory, make_source, model_trace, num_blocks,
                           vertex_blocks)
 from .step import evaluate, forward_backward
-from .summary import best_epoch, count, run_summary, traffic
+from .summary import count, run_summary, traffic
 
 EPOCH_PHASES = ("fwd", "bwd", "grad", "eval", "metrics")
 
@@ -61,7 +56,9 @@ def with_feature_norm(graph, cfg: TrainConfig, *, owned: bool = False):
     return graph.with_(x=normalize_features(graph.x, how))
 
 
-def _check_data(n: int, num_features: int, num_classes: int, n_train: int, blocks: int) -> None:
+def check_data(n: int, num_features: int, num_classes: int, n_train: int, blocks: int) -> None:
+    """A graph a model can be trained on: features, labels of at least 2 classes, training vertices, enough
+    vertices for the layout's blocks."""
     if num_features < 1:
         raise GridGnnError("the graph has no node features")
     if num_classes < 2:
@@ -79,6 +76,11 @@ def _check_inference_data(n: int, num_features: int, dims: list[int], blocks: in
         raise GridGnnError(f"the graph has {num_features} node features; the model was trained on {dims[0]}")
     if n < blocks:
         raise GridGnnError(f"cannot split {n} vertices into {blocks} row blocks")
+
+
+def in_memory_name(graph) -> str:
+    """What a summary calls a graph handed over from Python (``gridgnn train --config`` refuses to rerun it)."""
+    return f"in-memory:{getattr(graph, 'name', None) or 'graph'}"
 
 
 def unlabelled(graph):
@@ -114,7 +116,7 @@ def _prepare(cfg: TrainConfig, world: int, given=None, *, dims: list[int] | None
         info = {"n": ds.n, "nnz": int(meta["nnz"]), "f": ds.num_features, "classes": ds.num_classes,
                 "partition": ds.method}
         if dims is None:
-            _check_data(ds.n, ds.num_features, ds.num_classes, int(meta.get("n_train", 0)), blocks)
+            check_data(ds.n, ds.num_features, ds.num_classes, int(meta.get("n_train", 0)), blocks)
         else:
             _check_inference_data(ds.n, ds.num_features, dims, blocks)
             info["classes"] = dims[-1]
@@ -131,7 +133,7 @@ def _prepare(cfg: TrainConfig, world: int, given=None, *, dims: list[int] | None
     if dims is None:
         n_train = 0 if graph.y is None or graph.train_mask is None else \
             int((graph.train_mask & (graph.y >= 0)).sum())
-        _check_data(graph.n, graph.num_features, graph.num_classes, n_train, blocks)
+        check_data(graph.n, graph.num_features, graph.num_classes, n_train, blocks)
     else:
         _check_inference_data(graph.n, graph.num_features, dims, blocks)
         graph = unlabelled(graph)
@@ -144,7 +146,7 @@ def _prepare(cfg: TrainConfig, world: int, given=None, *, dims: list[int] | None
             "classes": graph.num_classes if dims is None else dims[-1],
             "partition": "none" if single else cfg.partition}
     if given is not None:  # a graph handed over from Python
-        info["data"] = f"in-memory:{getattr(graph, 'name', None) or 'graph'}"
+        info["data"] = in_memory_name(graph)
     return graph, source, rows, shape, info
 
 
@@ -213,92 +215,57 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
 
 
 def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, callbacks=()):
-    """Run training on this rank (``ctx`` = ``None`` for ``--algo serial``; ``graph``: a graph in memory
-    instead of ``cfg.data``). Returns the summary on rank 0 (``keep_model``: a :class:`TrainOutput`, the summary
-    and the trained parameters). ``callbacks``: called on rank 0 with each epoch's record."""
+    """Run full-graph training on this rank (``ctx`` = ``None`` for ``--algo serial``; ``graph``: a graph in memory
+    instead of ``cfg.data``): :func:`setup_rank`, then the epochs and outputs of a
+    :class:`~gridgnn.train.loop.RunLoop` whose step is one full-graph epoch. Returns the summary on rank 0
+    (``keep_model``: a :class:`TrainOutput`, the summary and the trained parameters); ``callbacks``: called on
+    rank 0 with each epoch's record."""
     t_start = time.perf_counter()
     rs = setup_rank(ctx, cfg, graph)
     graph, info, dims, ckpt, comm, device = rs.graph, rs.info, rs.dims, rs.ckpt, rs.comm, rs.device
-    plan, data, model, memory, setup_log = rs.plan, rs.data, rs.model, rs.memory, rs.setup_log
-    world = comm.grid.world_size
-    start = 0 if ckpt is None else ckpt["epoch"]
-    rank = comm.grid.global_rank
-    lead = rank == 0
+    plan, data, model, memory = rs.plan, rs.data, rs.model, rs.memory
+    world, rank = comm.grid.world_size, comm.grid.global_rank
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    history = []  # every epoch's record, those of the checkpoint included
     if ckpt is not None:
         restore(model, opt, plan, ckpt, dims)
-        history = [dict(r) for r in ckpt["records"]]
-
-    out_dir = cfg.out
-    console = Console(show=lead and not cfg.quiet, epochs=cfg.epochs, log_every=cfg.log_every, total=cfg.epochs,
-                      initial=start, desc=f"{cfg.algo} P={world}")
-    # --out is created now, after the set-up; nothing between this and `recording` (which releases it) can fail
-    files = _RunFiles(cfg, history) if lead and out_dir else None
-
+    console = Console(show=rank == 0 and not cfg.quiet, epochs=cfg.epochs, log_every=cfg.log_every,
+                      total=cfg.epochs, initial=0 if ckpt is None else ckpt["epoch"], desc=f"{cfg.algo} P={world}")
+    loop = RunLoop(cfg, comm=comm, plan=plan, model=model, opt=opt, dims=dims, info=info, ckpt=ckpt, console=console,
+                   line=_line, callbacks=callbacks)
     epochs = []  # this run's (record, per-phase communication) of each epoch
-    with recording(files, console):
-        for epoch in range(start, cfg.epochs):
-            rec, delta = _train_epoch(model, opt, plan, comm, data, epoch, device)
-            history.append(rec)
-            epochs.append((rec, delta))
-            if files is not None:
-                files.metrics.append(rec)
-            stop = stops_early(history, cfg.early_stop)
-            if out_dir and cfg.checkpoint_every and ((epoch + 1) % cfg.checkpoint_every == 0
-                                                     or epoch == cfg.epochs - 1 or stop):
-                save_checkpoint(comm, plan, model, opt, path=os.path.join(out_dir, CHECKPOINT), config=cfg.to_dict(),
-                                dims=dims, info=info, epoch=epoch + 1, records=history,
-                                best_epoch=_best_epoch(history))
-            console.advance()
-            console.epoch_done(epoch, rec, _line(rec))
-            after_epoch(history, cfg, console, callbacks, lead, stop)
-            if stop:
-                break
 
-    try:  # the outputs after the loop: the folder is held until the last is written (or this fails)
+    def step(epoch: int) -> dict:
+        rec, delta = _train_epoch(model, opt, plan, comm, data, epoch, device)
+        epochs.append((rec, delta))
+        console.advance()
+        return rec
+
+    loop.run(step)
+    with loop.outputs():
         # ---- gather per-rank records (once, phase io) and the logits
-        mine = _rank_record(rank, epochs, setup_log, plan.shard_nnz())
+        mine = _rank_record(rank, epochs, rs.setup_log, plan.shard_nnz())
         mine["estimated_peak_memory_bytes"] = None if memory is None else memory.ranks[rank].total
         mine["peak_memory_bytes"] = measured_peak_bytes(device)
         with comm.phase("io"):
             everyone = comm.all_gather_json(mine, comm.grid.names)
             logits_full = None
-            if cfg.save_logits and out_dir:
+            if cfg.save_logits and cfg.out:
                 logits, _ = evaluate(model, plan, comm, data)
                 logits_full = _gather_logits(comm, logits, data.node_ids, plan.out_cols(info["classes"]), info)
-        params = full_parameters(comm, plan, model, dims) if out_dir or keep_model else None
-        if not lead:
+        params = loop.parameters(keep_model)
+        if rank != 0:
             return None
-        summary = _summary(cfg, info, world, comm.grid, history, epochs, everyone, time.perf_counter() - t_start,
-                           resumed_from=None if ckpt is None else start)
-        if out_dir:
-            if logits_full is not None:
-                write_logits(out_dir, logits_full, None if graph is None else graph.original_ids)
-            write_model_file(os.path.join(out_dir, MODEL_FILE), cfg.to_dict(), dims, params, len(history))
-            from .report import breakdown_plot, curves_plot
-
-            title = run_title(cfg, info, summary)
-            breakdown_plot(everyone, os.path.join(out_dir, "breakdown.png"), title=title)
-            curves_plot(history, os.path.join(out_dir, "curves.png"), title=title)
-            write_json(os.path.join(out_dir, "summary.json"), summary)  # last: a summary.json marks a complete run
-    finally:
-        if files is not None:
-            files.close()
+        summary = _summary(cfg, info, world, comm.grid, loop.history, epochs, everyone,
+                           time.perf_counter() - t_start, resumed_from=None if ckpt is None else loop.start)
+        loop.write(summary, params, logits=logits_full, original_ids=None if graph is None else graph.original_ids,
+                   everyone=everyone)
     if not cfg.quiet:
-        print(f"final: test_acc={_fmt(summary['test_acc'], '.4f')} val_acc={_fmt(summary['val_acc'], '.4f')} "
+        print(f"final: test_acc={fmt(summary['test_acc'], '.4f')} val_acc={fmt(summary['val_acc'], '.4f')} "
               f"(best epoch {summary['best_epoch']}), epoch {summary['epoch_time_median_s'] * 1e3:.1f} ms median, "
               f"{summary['comm_bytes_per_epoch']['total'] / 1e6:.3f} MB/epoch moved, "
               f"adjacency shards nnz max/mean {summary['nnz_max_over_mean']:.3f}"
-              + (f"; outputs in {out_dir}" if out_dir else ""), flush=True)
-    return TrainOutput(summary, dims, params) if keep_model else summary
-
-
-def run_title(cfg: TrainConfig, info: dict, summary: dict) -> str:
-    """What a run's plots are titled with: model, data, algorithm, grid and P."""
-    grid = "x".join(str(v) for v in summary.get("grid", [1]))
-    return f"{cfg.model} on {summary.get('data', info.get('data'))}: {cfg.sampler or cfg.algo} grid {grid}, " \
-           f"P={summary.get('nproc')}"
+              + (f"; outputs in {cfg.out}" if cfg.out else ""), flush=True)
+    return loop.result(summary, params, keep_model)
 
 
 def predict_worker(ctx, cfg: TrainConfig, graph, dims: list[int], params: dict):
@@ -313,58 +280,6 @@ def predict_worker(ctx, cfg: TrainConfig, graph, dims: list[int], params: dict):
     if rs.comm.grid.global_rank != 0:
         return None
     return full, (None if rs.graph is None else rs.graph.original_ids)
-
-
-@contextlib.contextmanager
-def recording(files, console):
-    """The epochs of a run: on success ``metrics.jsonl`` is committed; on any failure the run's files are
-    abandoned (see :class:`_RunFiles`); the console's bar is closed either way (``files`` may be ``None``)."""
-    try:
-        yield
-        if files is not None:
-            files.metrics.commit()
-    except BaseException:
-        if files is not None:
-            files.abandon()
-        raise
-    finally:
-        console.close()
-
-
-class _RunFiles:
-    r"""Rank 0's ``--out`` of this run: the folder is created (after the set-up, so a failed set-up leaves
-    none), a previous run's outputs are removed where allowed (``--overwrite``, or ``--resume`` of this folder:
-    its checkpoint stays until the next one replaces it), and ``metrics.jsonl`` is opened with the inherited
-    records. :meth:`abandon` (a failed loop) removes the temporary files and the folders made if still empty."""
-
-    def __init__(self, cfg: TrainConfig, history: list[dict]):
-        out = cfg.out
-        self.created = make_out_dir(out)
-        self.lock = None
-        try:
-            self.lock = OutLock(out)  # before looking for previous outputs: another run may be writing them
-            here = cfg.resumes_into_out()
-            if not (cfg.overwrite or here):
-                old = previous_outputs(out)
-                if old:  # appeared since validation
-                    raise GridGnnError(f"--out {out} already holds a previous run's outputs ({', '.join(old)}); "
-                                       "add --overwrite to replace them, or choose another --out")
-            clear_outputs(out, keep=(CHECKPOINT,) if here else ())
-            self.metrics = MetricsLog(os.path.join(out, "metrics.jsonl"), history)
-        except BaseException:
-            if self.lock is not None:
-                self.lock.release()
-            remove_empty_dirs(self.created)
-            raise
-
-    def abandon(self) -> None:
-        self.metrics.discard()
-        self.lock.release()
-        remove_empty_dirs(self.created)
-
-    def close(self) -> None:
-        """The run's last output is written (or it failed after its loop): the folder is free again."""
-        self.lock.release()
 
 
 def _train_epoch(model, opt, plan, comm, data, epoch: int, device: str) -> tuple[dict, dict]:
@@ -394,11 +309,11 @@ def _train_epoch(model, opt, plan, comm, data, epoch: int, device: str) -> tuple
     if vec[7] > 0:
         raise GridGnnError(f"training diverged at epoch {epoch}: the model's outputs are not finite after the "
                            "update (try a smaller --lr)")
-    delta = _delta(before, comm.log.snapshot())
+    delta = delta_of(before, comm.log.snapshot())
     comm_train = sum(v[3] for k, v in delta.items() if k.split(".")[0] in ("fwd", "bwd", "grad"))
     rec = {
         "epoch": epoch, "loss": float(vec[0]),
-        "train_acc": _ratio(vec[1], vec[2]), "val_acc": _ratio(vec[3], vec[4]), "test_acc": _ratio(vec[5], vec[6]),
+        "train_acc": ratio(vec[1], vec[2]), "val_acc": ratio(vec[3], vec[4]), "test_acc": ratio(vec[5], vec[6]),
         "epoch_time_s": t1 - t0, "eval_time_s": t2 - t1,
         "comm_time_s": comm_train, "compute_time_s": max(0.0, (t1 - t0) - comm_train),
         "bytes_sent": sum(v[0] for v in delta.values()),
@@ -542,58 +457,20 @@ def _max_over_mean(values) -> float:
     return float(max(values) / mean) if mean > 0 else 1.0
 
 
-def _ratio(a, b) -> float | None:
+def ratio(a, b) -> float | None:
     """An accuracy; ``None`` (JSON ``null``) for an empty split."""
     return float(a / b) if b > 0 else None
 
 
-def _fmt(v, spec: str) -> str:
-    return "n/a" if v is None else format(v, spec)
-
-
 def _line(r: dict) -> str:
-    return (f"epoch {r['epoch']:4d} | loss {r['loss']:.4f} | train {_fmt(r['train_acc'], '.3f')} "
-            f"val {_fmt(r['val_acc'], '.3f')} test {_fmt(r['test_acc'], '.3f')} | {r['epoch_time_s'] * 1e3:7.1f} ms "
+    return (f"epoch {r['epoch']:4d} | loss {r['loss']:.4f} | train {fmt(r['train_acc'], '.3f')} "
+            f"val {fmt(r['val_acc'], '.3f')} test {fmt(r['test_acc'], '.3f')} | {r['epoch_time_s'] * 1e3:7.1f} ms "
             f"(compute {r['compute_time_s'] * 1e3:.1f}, comm {r['comm_time_s'] * 1e3:.1f}{compiling(r)}) | "
             f"{r['bytes_sent'] / 1e3:.1f} kB sent")
 
 
-def compiling(r: dict) -> str:
-    """``"; of it 812 ms compiling kernels"`` for an epoch whose training step compiled (or loaded) numba kernels,
-    else ``""``."""
-    s = r.get("compile_time_s") or 0.0
-    return f"; of it {s * 1e3:.0f} ms compiling kernels" if s >= 0.0005 else ""
-
-
-def stops_early(history: list[dict], patience: int) -> bool:
-    """``--early-stop PATIENCE``: the validation accuracy has not improved for ``patience`` epochs (the best epoch
-    is the first of the highest accuracy, as the summary's; a run without validated vertices never stops). Every
-    rank decides alike: the accuracies are all-reduced."""
-    if not patience or not any(r.get("val_acc") is not None for r in history):
-        return False
-    return len(history) - 1 - _best_epoch(history) >= patience
-
-
-def after_epoch(history: list[dict], cfg: TrainConfig, console, callbacks, lead: bool, stop: bool) -> None:
-    """What follows every epoch: rank 0 calls the ``callbacks`` with the epoch's record; ``stop``
-    (:func:`stops_early`): one console line says why the run ends here."""
-    if lead:
-        for callback in callbacks:
-            try:
-                callback(dict(history[-1]))
-            except Exception as exc:  # noqa: BLE001 - the user's code: one line, every rank ends
-                raise GridGnnError(f"the callback {getattr(callback, '__name__', type(callback).__name__)} failed "
-                                   f"after epoch {history[-1]['epoch']}: {type(exc).__name__}: {exc}") from None
-    if stop:
-        best = _best_epoch(history)
-        console.write(f"early stop after epoch {len(history) - 1}: the validation accuracy has not improved for "
-                      f"{cfg.early_stop} epochs (best {_fmt(history[best]['val_acc'], '.4f')} at epoch {best})")
-
-
-_best_epoch = best_epoch  # (name used by the minibatch loop)
-
-
-def _delta(before: dict, after: dict) -> dict:
+def delta_of(before: dict, after: dict) -> dict:
+    """Each phase key's (sent, received, calls, seconds) between two snapshots of the communication log."""
     out = {}
     for k, v in after.items():
         b = before.get(k)

@@ -1,0 +1,191 @@
+r"""What every training loop shares (full-graph :mod:`~gridgnn.train.trainer` and sampled minibatches
+:mod:`~gridgnn.train.minibatch` are two step sources of it): :class:`RunLoop` runs the epochs — each epoch's record
+into ``metrics.jsonl``, checkpoints when due, the console, the per-epoch callbacks and ``--early-stop`` — and writes
+the outputs after the last epoch in their crash-safe order (``logits.npy``, ``model.pt``, the plots, ``summary.json``
+last), holding ``--out`` until the last is written.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+
+from ..errors import GridGnnError
+from .checkpoint import CHECKPOINT, full_parameters, save_checkpoint
+from .console import Console
+from .model_file import MODEL_FILE, TrainOutput, write_model_file
+from .outputs import (MetricsLog, OutLock, clear_outputs, make_out_dir, previous_outputs, remove_empty_dirs,
+                      write_json, write_logits)
+from .summary import best_epoch
+
+
+def fmt(v, spec: str) -> str:
+    """``v`` formatted, ``n/a`` for the accuracy of an empty split."""
+    return "n/a" if v is None else format(v, spec)
+
+
+def compiling(r: dict) -> str:
+    """``"; of it 812 ms compiling kernels"`` for an epoch whose training step compiled (or loaded) numba kernels,
+    else ``""``."""
+    s = r.get("compile_time_s") or 0.0
+    return f"; of it {s * 1e3:.0f} ms compiling kernels" if s >= 0.0005 else ""
+
+
+def stops_early(history: list[dict], patience: int) -> bool:
+    """``--early-stop PATIENCE``: the validation accuracy has not improved for ``patience`` epochs (the best epoch
+    is the first of the highest accuracy, as the summary's; a run without validated vertices never stops). Every
+    rank decides alike: the accuracies are all-reduced."""
+    if not patience or not any(r.get("val_acc") is not None for r in history):
+        return False
+    return len(history) - 1 - best_epoch(history) >= patience
+
+
+def run_title(cfg, summary: dict) -> str:
+    """What a run's plots are titled with: model, data, algorithm, grid and P."""
+    grid = "x".join(str(v) for v in summary.get("grid") or [1])
+    return f"{cfg.model} on {summary.get('data')}: {cfg.sampler or cfg.algo} grid {grid}, P={summary.get('nproc')}"
+
+
+class RunLoop:
+    r"""The epochs and the outputs of one run on this rank.
+
+    Args:
+        cfg: the run's :class:`~gridgnn.train.config.TrainConfig`.
+        comm, plan, model, opt: what a checkpoint and ``model.pt`` unshard (``plan``: the parameters' layout).
+        dims, info: the model's widths; the graph's ``n``, ``nnz`` (a checkpoint records them).
+        ckpt: the ``--resume`` checkpoint (its epoch records start the history) or ``None``.
+        console: the run's :class:`~gridgnn.train.console.Console`.
+        line: an epoch record → its console line.
+        callbacks: called on rank 0 with each epoch's record.
+    """
+
+    def __init__(self, cfg, *, comm, plan, model, opt, dims, info, ckpt, console: Console, line, callbacks=()):
+        self.cfg, self.comm, self.plan, self.model, self.opt = cfg, comm, plan, model, opt
+        self.dims, self.info, self.console, self.line, self.callbacks = dims, info, console, line, tuple(callbacks)
+        self.lead = comm.grid.global_rank == 0
+        self.start = 0 if ckpt is None else ckpt["epoch"]
+        self.history = [] if ckpt is None else [dict(r) for r in ckpt["records"]]  # every epoch's record
+        # --out is created now, after the set-up; nothing between this and `run` (which releases it) can fail
+        self.files = _RunFiles(cfg, self.history) if self.lead and cfg.out else None
+
+    def run(self, step) -> None:
+        """Train ``step(epoch) -> record`` for each epoch left (every rank alike)."""
+        cfg = self.cfg
+        with _recording(self.files, self.console):
+            for epoch in range(self.start, cfg.epochs):
+                rec = step(epoch)
+                self.history.append(rec)
+                if self.files is not None:
+                    self.files.metrics.append(rec)
+                stop = stops_early(self.history, cfg.early_stop)
+                if cfg.out and cfg.checkpoint_every and ((epoch + 1) % cfg.checkpoint_every == 0
+                                                         or epoch == cfg.epochs - 1 or stop):
+                    save_checkpoint(self.comm, self.plan, self.model, self.opt,
+                                    path=os.path.join(cfg.out, CHECKPOINT), config=cfg.to_dict(), dims=self.dims,
+                                    info=self.info, epoch=epoch + 1, records=self.history,
+                                    best_epoch=best_epoch(self.history))
+                self.console.epoch_done(epoch, rec, self.line(rec))
+                self._after_epoch(stop)
+                if stop:
+                    break
+
+    def _after_epoch(self, stop: bool) -> None:
+        rec = self.history[-1]
+        if self.lead:
+            for callback in self.callbacks:
+                try:
+                    callback(dict(rec))
+                except Exception as exc:  # noqa: BLE001 - the user's code: one line, every rank ends
+                    raise GridGnnError(f"the callback {getattr(callback, '__name__', type(callback).__name__)} "
+                                       f"failed after epoch {rec['epoch']}: {type(exc).__name__}: {exc}") from None
+        if stop:
+            best = best_epoch(self.history)
+            self.console.write(f"early stop after epoch {rec['epoch']}: the validation accuracy has not improved "
+                               f"for {self.cfg.early_stop} epochs (best {fmt(self.history[best]['val_acc'], '.4f')} "
+                               f"at epoch {best})")
+
+    @contextlib.contextmanager
+    def outputs(self):
+        """Around everything after the last epoch: ``--out`` stays held until the last output is written (or this
+        fails)."""
+        try:
+            yield
+        finally:
+            if self.files is not None:
+                self.files.close()
+
+    def parameters(self, keep_model: bool) -> dict | None:
+        """Collective: the full parameters where they are needed (``model.pt``, or the Python API's model)."""
+        return full_parameters(self.comm, self.plan, self.model, self.dims) if self.cfg.out or keep_model else None
+
+    def write(self, summary: dict, params: dict | None, *, logits=None, original_ids=None, everyone=None) -> None:
+        """Rank 0's outputs in order: ``logits.npy``, ``model.pt``, ``breakdown.png`` (when ``everyone`` has the
+        ranks' timings), ``curves.png`` and, last, ``summary.json`` (a ``summary.json`` marks a complete run)."""
+        out = self.cfg.out
+        if not out:
+            return
+        from .report import breakdown_plot, curves_plot
+
+        if logits is not None:
+            write_logits(out, logits, original_ids)
+        write_model_file(os.path.join(out, MODEL_FILE), self.cfg.to_dict(), self.dims, params, len(self.history))
+        title = run_title(self.cfg, summary)
+        if everyone is not None:
+            breakdown_plot(everyone, os.path.join(out, "breakdown.png"), title=title)
+        curves_plot(self.history, os.path.join(out, "curves.png"), title=title)
+        write_json(os.path.join(out, "summary.json"), summary)
+
+    def result(self, summary: dict, params: dict | None, keep_model: bool):
+        """What the worker returns on rank 0: the summary, or with ``keep_model`` the summary and the model."""
+        return TrainOutput(summary, self.dims, params) if keep_model else summary
+
+
+@contextlib.contextmanager
+def _recording(files, console):
+    """The epochs of a run: on success ``metrics.jsonl`` is committed; on any failure the run's files are
+    abandoned (see :class:`_RunFiles`); the console's bar is closed either way (``files`` may be ``None``)."""
+    try:
+        yield
+        if files is not None:
+            files.metrics.commit()
+    except BaseException:
+        if files is not None:
+            files.abandon()
+        raise
+    finally:
+        console.close()
+
+
+class _RunFiles:
+    r"""Rank 0's ``--out`` of this run: the folder is created (after the set-up, so a failed set-up leaves
+    none), a previous run's outputs are removed where allowed (``--overwrite``, or ``--resume`` of this folder:
+    its checkpoint stays until the next one replaces it), and ``metrics.jsonl`` is opened with the inherited
+    records. :meth:`abandon` (a failed loop) removes the temporary files and the folders made if still empty."""
+
+    def __init__(self, cfg, history: list[dict]):
+        out = cfg.out
+        self.created = make_out_dir(out)
+        self.lock = None
+        try:
+            self.lock = OutLock(out)  # before looking for previous outputs: another run may be writing them
+            here = cfg.resumes_into_out()
+            if not (cfg.overwrite or here):
+                old = previous_outputs(out)
+                if old:  # appeared since validation
+                    raise GridGnnError(f"--out {out} already holds a previous run's outputs ({', '.join(old)}); "
+                                       "add --overwrite to replace them, or choose another --out")
+            clear_outputs(out, keep=(CHECKPOINT,) if here else ())
+            self.metrics = MetricsLog(os.path.join(out, "metrics.jsonl"), history)
+        except BaseException:
+            if self.lock is not None:
+                self.lock.release()
+            remove_empty_dirs(self.created)
+            raise
+
+    def abandon(self) -> None:
+        self.metrics.discard()
+        self.lock.release()
+        remove_empty_dirs(self.created)
+
+    def close(self) -> None:
+        """The run's last output is written (or it failed after its loop): the folder is free again."""
+        self.lock.release()
