@@ -1,6 +1,6 @@
 r"""Models composed of distributed primitives (no torch.distributed here), the :class:`Model` base class a user's
 own layer derives from, and the registry ``--model`` reads (:func:`register_model`, :func:`resolve_model`)."""
-from .base import MODELS, Model, Option, register_model, resolve_model
+from .base import MODELS, Model, Option, parameter_group, register_model, resolve_model
 from .dropout import hashed_dropout, hashed_edge_dropout, keep_mask
 from .agnn import AGNN
 from .gat import GAT
@@ -12,5 +12,5 @@ from .va import VA
 for _name, _cls in {"gcn": GCN, "gat": GAT, "agnn": AGNN, "va": VA, "sage": SAGE}.items():
     register_model(_name)(_cls)
 
-__all__ = ["AGNN", "GAT", "SAGE", "VA", "GCN", "MODELS", "Model", "Option", "register_model", "resolve_model",
+__all__ = ["AGNN", "GAT", "SAGE", "VA", "GCN", "MODELS", "Model", "Option", "parameter_group", "register_model", "resolve_model",
            "hashed_dropout", "hashed_edge_dropout", "keep_mask", "masked_cross_entropy"]

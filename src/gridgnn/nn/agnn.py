@@ -28,7 +28,7 @@ from torch import nn
 
 from ..errors import GridGnnError
 from ..parallel.attention import attend
-from .base import Model
+from .base import Model, parameter_group
 
 
 class AGNN(Model):
@@ -43,6 +43,10 @@ class AGNN(Model):
 
     DEFAULT_LAYERS = 4  # PyG's Cora example: linear, two propagations, linear
     reads_destinations = True  # its sddmm reads per-node values of the destinations
+
+    weights = parameter_group()
+    biases = parameter_group()
+    betas = parameter_group()  # model.NAME[l]: the parameters of each layer
 
     def __init__(self, dims: list[int], *, dropout: float = 0.5, bias: bool = True, train_first_beta: bool = False,
                  seed: int = 0, dtype=torch.float32, plan=None):
@@ -61,18 +65,6 @@ class AGNN(Model):
             elif layer in trained:
                 self.add_parameter("betas", layer, self.ones(1), "beta")
         self.register_buffer("fixed_beta", torch.ones(1, dtype=dtype))
-
-    @property
-    def weights(self) -> list:
-        return self.parameters_named("weights")
-
-    @property
-    def biases(self) -> list:
-        return self.parameters_named("biases")
-
-    @property
-    def betas(self) -> list:
-        return self.parameters_named("betas")
 
     @staticmethod
     def check_dims(dims) -> None:

@@ -124,6 +124,17 @@ def declared_options(cls) -> dict:
     return dict(options) if isinstance(options, dict) else {}
 
 
+class parameter_group:
+    """A read-only model attribute listing every parameter :meth:`Model.add_parameter` registered under the
+    attribute's name, in layer order (``weights = parameter_group()`` makes ``model.weights[l]`` work)."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        return self if obj is None else obj.parameters_named(self.name)
+
+
 _SHAPES_ONLY = [False]  # set while parameter_shapes builds a model: values are meta tensors (nothing allocated)
 
 

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..parallel.attention import attend
-from .base import Model, Option
+from .base import Model, Option, parameter_group
 from .dropout import edge_keep_mask
 
 #: ``--heads``: at most this many heads per layer
@@ -58,6 +58,11 @@ class GAT(Model):
     reads_destinations = True  # its sddmm reads per-node values of the destinations
     trains_on_samples = True
 
+    weights = parameter_group()
+    att_src = parameter_group()
+    att_dst = parameter_group()
+    biases = parameter_group()  # model.NAME[l]: the parameters of each layer
+
     def __init__(self, dims: list[int], *, heads: int = 8, out_heads: int = 1, dropout: float = 0.6,
                  attn_dropout: float | None = None, bias: bool = True, seed: int = 0, dtype=torch.float32,
                  plan=None):
@@ -72,22 +77,6 @@ class GAT(Model):
             self.add_parameter("att_dst", layer, self.glorot(k, fo), "att")
             if bias:
                 self.add_parameter("biases", layer, self.zeros(k * fo if layer < L - 1 else fo), "b")
-
-    @property
-    def weights(self) -> list:
-        return self.parameters_named("weights")
-
-    @property
-    def att_src(self) -> list:
-        return self.parameters_named("att_src")
-
-    @property
-    def att_dst(self) -> list:
-        return self.parameters_named("att_dst")
-
-    @property
-    def biases(self) -> list:
-        return self.parameters_named("biases")
 
     def to_pyg(self):
         """This model as PyG ``GATConv`` layers (hidden: ``heads`` concatenated; last: ``out_heads`` averaged) with

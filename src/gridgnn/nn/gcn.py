@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .base import Model
+from .base import Model, parameter_group
 
 
 def gcn_layer(plan, layer: int, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, *, f_in: int,
@@ -43,6 +43,9 @@ class GCN(Model):
 
     trains_on_samples = True
 
+    weights = parameter_group()
+    biases = parameter_group()  # model.NAME[l]: the parameters of each layer
+
     def __init__(self, dims: list[int], *, dropout: float = 0.5, bias: bool = True, seed: int = 0,
                  dtype=torch.float32, plan=None):
         super().__init__(dims, dropout=dropout, seed=seed, dtype=dtype, plan=plan)
@@ -51,14 +54,6 @@ class GCN(Model):
             self.add_parameter("weights", layer, self.glorot(fi, fo), "w")
             if bias:
                 self.add_parameter("biases", layer, self.zeros(fo), "b")
-
-    @property
-    def weights(self) -> list:
-        return self.parameters_named("weights")
-
-    @property
-    def biases(self) -> list:
-        return self.parameters_named("biases")
 
     def to_pyg(self):
         """This model as PyG ``GCNConv`` layers with ReLU between them (:mod:`gridgnn.nn.pyg_export`), called

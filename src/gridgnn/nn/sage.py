@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from ..errors import GridGnnError
-from .base import Model, Option
+from .base import Model, Option, parameter_group
 
 AGGREGATIONS = ("mean", "sum", "max", "min")
 
@@ -46,6 +46,10 @@ class SAGE(Model):
     reads_destinations = True  # the root term adds the input's rows to the aggregation's: one vertex order
     trains_on_samples = True
 
+    weights = parameter_group()
+    root_weights = parameter_group()
+    biases = parameter_group()  # model.NAME[l]: the parameters of each layer
+
     def __init__(self, dims: list[int], *, aggr: str = "mean", dropout: float = 0.5, bias: bool = True,
                  seed: int = 0, dtype=torch.float32, plan=None):
         if aggr not in AGGREGATIONS:
@@ -57,18 +61,6 @@ class SAGE(Model):
             self.add_parameter("root_weights", layer, self.glorot(fi, fo), "w")
             if bias:
                 self.add_parameter("biases", layer, self.zeros(fo), "b")
-
-    @property
-    def weights(self) -> list:
-        return self.parameters_named("weights")
-
-    @property
-    def root_weights(self) -> list:
-        return self.parameters_named("root_weights")
-
-    @property
-    def biases(self) -> list:
-        return self.parameters_named("biases")
 
     def to_pyg(self):
         """This model as PyG ``SAGEConv`` layers (``aggr`` as trained, root weight) with ReLU between them
