@@ -11,19 +11,28 @@ class CommFailure(GridGnnError):
     more direct cause (an input error, a rank killed by a signal); exit status 1."""
 
 
+_MEMORY_NOTE = [""]  # what this process's memory guard estimated, for an allocation failure it did not foresee
+
+
+def note_memory(text: str) -> None:
+    """Record the memory guard's estimate and the memory available (:func:`out_of_memory` adds it to its line)."""
+    _MEMORY_NOTE[0] = text
+
+
 def out_of_memory(exc: BaseException) -> str | None:
     r"""The one-line cause when ``exc`` is an allocation failure — Python's or numba's ``MemoryError``, torch's
     ``OutOfMemoryError`` (CUDA) or the CPU allocator's ``RuntimeError`` ("can't allocate memory: you tried to
-    allocate N bytes") — else ``None``. The caller names the rank; the memory guard's estimate is in its own
-    earlier line when it ran."""
+    allocate N bytes") — else ``None``, with the memory guard's estimate and the memory available when the guard
+    ran in this process (:func:`note_memory`). The caller names the rank."""
     import re
 
+    note = f"; {_MEMORY_NOTE[0]}" if _MEMORY_NOTE[0] else ""
     if isinstance(exc, MemoryError):
-        return f"out of memory: {str(exc) or 'an allocation failed'}"
+        return f"out of memory: {str(exc) or 'an allocation failed'}{note}"
     text = str(exc)
     if type(exc).__name__ == "OutOfMemoryError" or (isinstance(exc, RuntimeError) and (
             "can't allocate memory" in text or "out of memory" in text.lower())):
         m = re.search(r"tried to allocate (\d+ bytes|[0-9.]+ ?[KMGT]?i?B)", text, re.IGNORECASE)
         what = f"an allocation of {m.group(1)} failed" if m else text.strip().splitlines()[0][:200]
-        return f"out of memory: {what} (lower --hidden or --batch-size, or use more processes)"
+        return f"out of memory: {what}{note} (lower --hidden or --batch-size, or use more processes)"
     return None

@@ -9,6 +9,8 @@ import sys
 import numpy as np
 import pytest
 
+import gridgnn
+
 from gridgnn.errors import GridGnnError
 from gridgnn.graph import Graph, gcn_normalize
 from gridgnn.train.config import read_config_file
@@ -57,8 +59,19 @@ def test_an_allocation_failure_is_one_line():
     CLI and the launcher's ranks classify it alike), and other errors keep their traceback."""
     import torch
 
-    from gridgnn.errors import out_of_memory
+    from gridgnn.errors import note_memory, out_of_memory
 
+    note_memory("")  # no memory guard ran in this process (an earlier test's training may have left a note)
+    assert out_of_memory(MemoryError()) == "out of memory: an allocation failed"
+    assert out_of_memory(RuntimeError("shapes do not match")) is None and out_of_memory(ValueError("x")) is None
+    note_memory("the memory guard estimated 1.5 GiB for the peak rank, 2.0 GiB available per rank")
+    assert out_of_memory(MemoryError()) == ("out of memory: an allocation failed; the memory guard estimated 1.5 GiB "
+                                            "for the peak rank, 2.0 GiB available per rank")
+    # a training run notes its estimate: an allocation failure after it names both numbers
+    gridgnn.train(data="synthetic:sbm?n=60&classes=3&features=6", epochs=1, quiet=True)
+    assert "; the memory guard estimated " in out_of_memory(MemoryError()) and "available per rank" in \
+        out_of_memory(MemoryError())
+    note_memory("")
     try:
         torch.empty(1 << 42, dtype=torch.uint8)  # 4 TiB
     except RuntimeError as exc:
@@ -66,8 +79,6 @@ def test_an_allocation_failure_is_one_line():
                                       "or --batch-size, or use more processes)")
     else:
         pytest.skip("this machine lends 4 TiB of virtual memory (overcommit): no allocation failure to classify")
-    assert out_of_memory(MemoryError()) == "out of memory: an allocation failed"
-    assert out_of_memory(RuntimeError("shapes do not match")) is None and out_of_memory(ValueError("x")) is None
 
 
 _AS_TORCHRUN_RANK = """

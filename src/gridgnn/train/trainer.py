@@ -398,10 +398,15 @@ def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail
     est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
                           elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
                           block_rows=cfg.blocked_aggregation, device=device, trace=trace)
-    if device.startswith("cuda"):
-        check_fits(est, available_memory_bytes(device), nproc_local=1)
-    else:
-        check_fits(est, host_avail, nproc_local=1 if ctx is None else ctx.local_world_size)
+    from ..errors import note_memory
+    from ..planner.memory import format_gib
+
+    local = 1 if device.startswith("cuda") or ctx is None else ctx.local_world_size
+    avail = available_memory_bytes(device) if device.startswith("cuda") else host_avail
+    check_fits(est, avail, nproc_local=local)
+    # what an allocation failure the guard did not foresee reports next to itself (gridgnn.errors.out_of_memory)
+    note_memory(f"the memory guard estimated {format_gib(max(r.total for r in est.ranks))} for the peak rank, "
+                f"{format_gib(avail / local)} available per rank")
     return est
 
 
