@@ -70,6 +70,30 @@ def test_shard_refuses_an_existing_dataset_without_overwrite(tmp_path, capsys):
     assert os.listdir(other) == ["notes.txt"]
 
 
+def test_shard_cleans_what_a_killed_shard_left(tmp_path):
+    """SIGKILL leaves `.NAME.tmp-PID` (half written) or, between the two renames, `.NAME.old-PID` without NAME: the
+    next `gridgnn shard` removes the first and puts the second back; a running process's folders are left alone."""
+    import subprocess
+
+    from tests.train._runs import run_main
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    half = tmp_path / f".ds.tmp-{dead.pid}"
+    (half / "blocks").mkdir(parents=True)
+    running = tmp_path / f".ds.tmp-{os.getppid()}"
+    running.mkdir()
+    assert run_main(["shard", "--data", SBM, "--blocks", "2x2", "--method", "single-perm",
+                     "--out", tmp_path / "ds"]) == 0
+    assert not half.exists() and running.exists() and (tmp_path / "ds" / "meta.json").is_file()
+    # a swap interrupted after the old dataset moved aside: it comes back first, and --overwrite applies to it
+    os.rename(tmp_path / "ds", tmp_path / f".ds.old-{dead.pid}")
+    shard = ["shard", "--data", SBM, "--blocks", "2x2", "--method", "single-perm", "--out", tmp_path / "ds"]
+    assert run_main(shard) == 2  # refused: the dataset is back in place, and replacing it needs --overwrite
+    assert (tmp_path / "ds" / "meta.json").is_file() and not (tmp_path / f".ds.old-{dead.pid}").exists()
+    assert run_main([*shard, "--overwrite"]) == 0
+
+
 def test_partition_refuses_to_replace_its_files_without_overwrite(tmp_path, capsys):
     from tests.train._runs import run_main
 

@@ -100,6 +100,8 @@ def _check_shard_out(out: str, overwrite: bool) -> None:
     """``gridgnn shard --out DIR``: a new folder, an empty one, or (with ``--overwrite``) a sharded dataset —
     never a folder of other files, which the replacement would delete."""
     p = Path(out)
+    if p.absolute().parent.is_dir():
+        _clean_stale(p.absolute())  # first: a dataset a killed run moved aside is back, and --overwrite applies to it
     if p.is_symlink():
         raise GridGnnError(f"--out {out} is a symbolic link; give the folder it points to")
     if p.exists() and not p.is_dir():
@@ -112,6 +114,36 @@ def _check_shard_out(out: str, overwrite: bool) -> None:
     if not overwrite:
         raise GridGnnError(f"--out {out} already holds a sharded dataset; add --overwrite to replace it, or choose "
                            "another --out")
+
+
+def _clean_stale(target: Path) -> None:
+    """What a killed ``gridgnn shard`` (SIGKILL: no clean-up of its own) left beside ``target``: its half-written
+    ``.NAME.tmp-PID`` folder is removed, and a ``.NAME.old-PID`` caught between its two renames is put back in
+    place when ``target`` is missing (else removed). Folders of a process still running are left alone."""
+    import os
+    import shutil
+
+    for kind in ("tmp", "old"):
+        for p in sorted(target.parent.glob(f".{target.name}.{kind}-*")):
+            pid = p.name.rsplit("-", 1)[-1]
+            if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+                continue
+            if kind == "old" and not target.exists():
+                os.replace(p, target)  # an interrupted swap: the previous dataset back
+            else:
+                shutil.rmtree(p, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _write_replacing(out: str, write) -> dict:
