@@ -69,7 +69,7 @@ def test_an_allocation_failure_is_one_line():
                                             "for the peak rank, 2.0 GiB available per rank")
     # a training run notes its estimate: an allocation failure after it names both numbers
     gridgnn.train(data="synthetic:sbm?n=60&classes=3&features=6", epochs=1, quiet=True)
-    assert "; the memory guard estimated " in out_of_memory(MemoryError()) and "available per rank" in \
+    assert "; the memory guard estimated " in out_of_memory(MemoryError()) and "available to 1 local rank" in \
         out_of_memory(MemoryError())
     note_memory("")
     try:

@@ -77,20 +77,25 @@ def test_shard_cleans_what_a_killed_shard_left(tmp_path):
 
     from tests.train._runs import run_main
 
+    import socket
+
+    host = socket.gethostname()
     dead = subprocess.Popen(["true"])
     dead.wait()
-    half = tmp_path / f".ds.tmp-{dead.pid}"
+    half = tmp_path / f".ds.tmp-{host}-{dead.pid}"
     (half / "blocks").mkdir(parents=True)
-    running = tmp_path / f".ds.tmp-{os.getppid()}"
+    running = tmp_path / f".ds.tmp-{host}-{os.getppid()}"
     running.mkdir()
+    elsewhere = tmp_path / f".ds.tmp-another-host-{dead.pid}"  # a PID of another machine means nothing here
+    elsewhere.mkdir()
     assert run_main(["shard", "--data", SBM, "--blocks", "2x2", "--method", "single-perm",
                      "--out", tmp_path / "ds"]) == 0
-    assert not half.exists() and running.exists() and (tmp_path / "ds" / "meta.json").is_file()
+    assert not half.exists() and running.exists() and elsewhere.exists() and (tmp_path / "ds" / "meta.json").is_file()
     # a swap interrupted after the old dataset moved aside: it comes back first, and --overwrite applies to it
-    os.rename(tmp_path / "ds", tmp_path / f".ds.old-{dead.pid}")
+    os.rename(tmp_path / "ds", tmp_path / f".ds.old-{host}-{dead.pid}")
     shard = ["shard", "--data", SBM, "--blocks", "2x2", "--method", "single-perm", "--out", tmp_path / "ds"]
     assert run_main(shard) == 2  # refused: the dataset is back in place, and replacing it needs --overwrite
-    assert (tmp_path / "ds" / "meta.json").is_file() and not (tmp_path / f".ds.old-{dead.pid}").exists()
+    assert (tmp_path / "ds" / "meta.json").is_file() and not (tmp_path / f".ds.old-{host}-{dead.pid}").exists()
     assert run_main([*shard, "--overwrite"]) == 0
 
 

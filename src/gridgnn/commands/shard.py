@@ -116,22 +116,39 @@ def _check_shard_out(out: str, overwrite: bool) -> None:
                            "another --out")
 
 
+def _side_name(target: Path, kind: str, pid: int | None = None) -> str:
+    """The hidden folder beside ``target`` that a shard of this host writes (``kind`` ``tmp``) or moves the previous
+    dataset to (``old``): ``.NAME.KIND-HOST-PID`` (the host: on a shared file system a PID means nothing elsewhere)."""
+    import os
+    import socket
+
+    return f".{target.name}.{kind}-{socket.gethostname()}-{os.getpid() if pid is None else pid}"
+
+
 def _clean_stale(target: Path) -> None:
-    """What a killed ``gridgnn shard`` (SIGKILL: no clean-up of its own) left beside ``target``: its half-written
-    ``.NAME.tmp-PID`` folder is removed, and a ``.NAME.old-PID`` caught between its two renames is put back in
-    place when ``target`` is missing (else removed). Folders of a process still running are left alone."""
+    """What a killed ``gridgnn shard`` of this host (SIGKILL: no clean-up of its own) left beside ``target``: its
+    half-written ``tmp`` folder is removed, and an ``old`` one caught between its two renames is put back in place
+    when ``target`` is missing (else removed). Folders of a process of this host still running, and any other host's,
+    are left alone; this process's own PID is stale here (it has written nothing yet)."""
     import os
     import shutil
 
     for kind in ("tmp", "old"):
-        for p in sorted(target.parent.glob(f".{target.name}.{kind}-*")):
-            pid = p.name.rsplit("-", 1)[-1]
-            if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+        prefix = _side_name(target, kind, pid=0)[:-1]  # ".NAME.KIND-HOST-"
+        for p in sorted(target.parent.iterdir()):
+            pid = p.name[len(prefix):]
+            if not p.name.startswith(prefix) or not pid.isdigit() or (int(pid) != os.getpid() and _alive(int(pid))):
                 continue
-            if kind == "old" and not target.exists():
-                os.replace(p, target)  # an interrupted swap: the previous dataset back
-            else:
-                shutil.rmtree(p, ignore_errors=True)
+            try:
+                if kind == "old" and not os.path.lexists(target):
+                    os.replace(p, target)  # an interrupted swap: the previous dataset back
+                else:
+                    shutil.rmtree(p)
+            except FileNotFoundError:
+                continue  # another shard cleaned it first
+            except OSError as exc:
+                raise GridGnnError(f"cannot clean {p} (left by a killed gridgnn shard): {exc.strerror or exc}") \
+                    from None
 
 
 def _alive(pid: int) -> bool:
@@ -154,8 +171,8 @@ def _write_replacing(out: str, write) -> dict:
 
     target = Path(out).absolute()
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp-{os.getpid()}"
-    old = target.parent / f".{target.name}.old-{os.getpid()}"
+    tmp = target.parent / _side_name(target, "tmp")
+    old = target.parent / _side_name(target, "old")
     try:
         meta = write(tmp)
         if target.exists():

@@ -96,7 +96,7 @@ class Option:
         if self.kind is not str:
             low_bad = self.low is not None and (value <= self.low if self.low_open else value < self.low)
             high_bad = self.high is not None and (value >= self.high if self.high_open else value > self.high)
-            if not math.isfinite(value) or low_bad or high_bad:
+            if (isinstance(value, float) and not math.isfinite(value)) or low_bad or high_bad:
                 raise GridGnnError(f"{flag} must be {self.bound_text()}{' ' + self.unit if self.unit else ''}, "
                                    f"got {value}")
 
@@ -133,6 +133,9 @@ class parameter_group:
 
     def __get__(self, obj, owner=None):
         return self if obj is None else obj.parameters_named(self.name)
+
+    def __set__(self, obj, value) -> None:
+        raise AttributeError(f"{self.name} lists the parameters registered by add_parameter; it cannot be assigned")
 
 
 _SHAPES_ONLY = [False]  # set while parameter_shapes builds a model: values are meta tensors (nothing allocated)

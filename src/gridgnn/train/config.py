@@ -46,6 +46,10 @@ MAX_BULK = 4096
 #: ``--fanout`` / ``--eval-fanout``: neighbours sampled per vertex (or per layer, LADIES); larger: use -1 (every one)
 MAX_FANOUT = 1 << 20
 MAX_WEIGHT_DECAY = 1e6
+#: --nproc, --replication: a million processes (the grid factorizations loop over the divisors of P)
+MAX_NPROC = 1 << 20
+#: vertex counts (--batch-size, --eval-batch-size, --blocked-aggregation rows): int32 row indices
+MAX_ROWS = (1 << 31) - 1
 
 
 #: The sections of a training config: the groups of ``gridgnn train --help`` and of ``docs/python-api.md``.
@@ -136,13 +140,14 @@ class TrainConfig:
     profile: str | None = opt(None, "parallel", metavar="FILE|PRESET",
                               help="--algo auto: the machine profile it plans with (gridgnn calibrate --out FILE, or "
                                    "local-cpu, perlmutter-a100, frontier-mi250x; default local-cpu)")
-    nproc: int = opt(1, "parallel", metavar="P", low=1,
+    nproc: int = opt(1, "parallel", metavar="P", low=1, high=MAX_NPROC,
                      help="processes to spawn (under torchrun/srun: the launcher's world size)")
-    replication: int = opt(1, "parallel", metavar="C", low=1, help="c of the 1.5D algorithms (divides P)")
+    replication: int = opt(1, "parallel", metavar="C", low=1, high=MAX_NPROC,
+                           help="c of the 1.5D algorithms (divides P)")
     grid: str | None = opt(None, "parallel", metavar="X,Y[,Z]",
                            help="process grid of 2d (PR,PC), 3d (X,Y,Z: rows, columns, fiber) and plexus (X,Y,Z); "
                                 "default: the most square / cubic factorization of P")
-    blocked_aggregation: int = opt(0, "parallel", metavar="ROWS", low=0,
+    blocked_aggregation: int = opt(0, "parallel", metavar="ROWS", low=0, high=MAX_ROWS,
                                    help="plexus: SpMM and its all-reduce in row blocks of ROWS rows (Plexus §5.2); "
                                         "0 = off")
     partition: str = opt("random", "parallel", metavar="METHOD|FILE",
@@ -167,9 +172,9 @@ class TrainConfig:
     sampler: str | None = opt(None, "sampling", choices=("sage", "ladies"), help=_help_sampler)
     fanout: str | None = opt(None, "sampling", metavar="S1,S2,..",
                              help=f"per layer from the batch outwards: neighbours per vertex (sage, default 10) or "
-                                  f"vertices per layer (ladies, default --batch-size), each in [-1, {MAX_FANOUT}], "
-                                  "-1: all; a list from Python and TOML")
-    batch_size: int | None = opt(None, "sampling", metavar="B", low=1,
+                                  f"vertices per layer (ladies, default --batch-size), each -1 (all) or in [1, "
+                                  f"{MAX_FANOUT}]; a list from Python and TOML")
+    batch_size: int | None = opt(None, "sampling", metavar="B", low=1, high=MAX_ROWS,
                                  help="training vertices per minibatch (default 1024)")
     bulk: int | None = opt(None, "sampling", metavar="K", low=1, high=MAX_BULK,
                            help="minibatches each rank samples at once (default 1)")
@@ -179,7 +184,7 @@ class TrainConfig:
     eval_fanout: str | None = opt(None, "sampling", metavar="S1,S2,..",
                                   help="fanout of the evaluation minibatches (default -1: every neighbour, exact "
                                        "inference)")
-    eval_batch_size: int | None = opt(None, "sampling", metavar="B", low=1,
+    eval_batch_size: int | None = opt(None, "sampling", metavar="B", low=1, high=MAX_ROWS,
                                       help="vertices per evaluation minibatch (default --batch-size)")
     # ---- run and outputs
     out: str | None = opt(None, "run", metavar="DIR",
@@ -483,7 +488,7 @@ def _field_docs() -> str:
                 continue
             text = f.metadata["help"]() if callable(f.metadata["help"]) else f.metadata["help"]
             spec = field_range(f)
-            notes = [f"default ``{f.default!r}``"] if f.default is not MISSING else []
+            notes = [f"default ``{f.default!r}``"] if f.default not in (MISSING, None) else []
             if spec is not None:
                 notes.append(spec.bound_text())
             lines.append(f"        {f.name} ({f.type}): {text} ({'; '.join(notes)})")

@@ -135,6 +135,9 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
     from .loop import RunLoop, fmt
     from .trainer import build_model, check_data, in_memory_name, with_feature_norm
 
+    from ..errors import note_memory
+
+    note_memory("")  # no memory guard runs here: no estimate of an earlier run in this process is reported
     t_start = time.perf_counter()
     in_memory = graph is not None
     graph = with_feature_norm(load_graph(cfg.data if graph is None else graph, seed=cfg.seed), cfg,

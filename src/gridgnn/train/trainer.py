@@ -173,6 +173,9 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     (and a ``--resume`` checkpoint) before any collective, join the process group, lay the graph out, check the
     memory, build the plan, the local blocks and the model. ``dims``: the layer widths of a trained model whose
     inference this is (the graph then needs features of width ``dims[0]`` and no labels)."""
+    from ..errors import note_memory
+
+    note_memory("")  # this run's guard notes its own estimate (an earlier run in this process may have left one)
     resolve_model(cfg.model)  # a model of the user's own (package.module:Class) is imported on this rank too
     world = 1 if ctx is None else ctx.world_size
     host_avail = _host_memory_for_ranks(ctx)  # before this rank loads anything
@@ -406,7 +409,7 @@ def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail
     check_fits(est, avail, nproc_local=local)
     # what an allocation failure the guard did not foresee reports next to itself (gridgnn.errors.out_of_memory)
     note_memory(f"the memory guard estimated {format_gib(max(r.total for r in est.ranks))} for the peak rank, "
-                f"{format_gib(avail / local)} available per rank")
+                f"{format_gib(avail)} available to {local} local rank(s)")
     return est
 
 
