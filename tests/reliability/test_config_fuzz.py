@@ -65,7 +65,7 @@ def _validated(kw: dict):
         return None
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(kw=CONFIGS)
 def test_python_options_are_a_config_or_one_error(kw):
     cfg = _validated(kw)
