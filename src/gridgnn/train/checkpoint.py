@@ -175,7 +175,8 @@ def _check_tensors(group, shapes: dict, dims, path: str, name: str, dtype) -> No
 def _model_shapes(cfg: dict, dims, bias: bool, path: str) -> dict:
     """The full parameter shapes of the checkpoint's ``--model`` on ``dims`` (from the model registry)."""
     from ..nn import MODELS
-    from .config import TRAINER_FIELDS, TrainConfig
+    from ..nn.base import TRAINER_OPTIONS
+    from .config import TrainConfig
 
     model = cfg.get("model", "gcn")
     if model not in MODELS:  # a plugin (package.module:Class) was resolved from the command line by now
@@ -185,7 +186,7 @@ def _model_shapes(cfg: dict, dims, bias: bool, path: str) -> dict:
             raise GridGnnError(f"{path} holds the model {model}, a model of your own: give --model {model} on the "
                                "command line, or model= to gridgnn.load (gridgnn imports code only on your word)")
         raise _bad(path, f"its model {model!r} is not one this gridgnn has")
-    options = {k: cfg.get(k) for k in TRAINER_FIELDS if cfg.get(k) is not None}
+    options = {k: cfg.get(k) for k in TRAINER_OPTIONS if cfg.get(k) is not None}
     conf = TrainConfig(model=model, **options)
     try:
         conf.validate_model_options()
@@ -243,9 +244,7 @@ def _check_structure(obj, path: str) -> None:
         raise GridGnnError(f"--resume {path} has checkpoint format version {version!r}; this gridgnn "
                            f"reads version {FORMAT_VERSION}")
     _check_config(obj.get("config"), where)
-    dims, epoch, records = obj.get("dims"), obj.get("epoch"), obj.get("records")
-    if not isinstance(dims, list) or len(dims) < 2 or not all(_is_int(d) and d >= 1 for d in dims):
-        raise _bad(where, f"dims {dims!r} are not layer widths")
+    dims, epoch, records = obj.get("dims"), obj.get("epoch"), obj.get("records")  # dims: check_parameters
     if not _is_int(epoch) or epoch < 1:
         raise _bad(where, f"epoch {epoch!r} is not a positive integer")
     if not isinstance(records, list) or len(records) != epoch:

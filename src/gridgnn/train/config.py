@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from ..errors import GridGnnError
 from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
-from ..nn.base import Option, declared_options, model_options, resolve_model  # noqa: E402
+from ..nn.base import TRAINER_OPTIONS, Option, declared_options, model_options, resolve_model  # noqa: E402
 from ..nn.gat import MAX_HEADS  # noqa: E402
 
 #: the built-in models (``--model`` also takes any registered name or ``package.module:Class``)
@@ -227,8 +227,8 @@ class TrainConfig:
         model = resolve_model(self.model)
         options = model_options(model)
         algo = algorithm(self.algo)
-        for name, value, option in (("--heads", self.heads, "heads"), ("--attn-dropout", self.attn_dropout,
-                                                                       "attn_dropout"), ("--aggr", self.aggr, "aggr")):
+        for option in TRAINER_OPTIONS:
+            name, value = flag(option), getattr(self, option)
             if value is not None and option not in options:
                 takers = [n for n, c in _MODEL_REGISTRY.items() if option in model_options(c)]
                 raise GridGnnError(f"{name} applies to --model {' or '.join(takers)} (and models that take "
@@ -396,7 +396,7 @@ class TrainConfig:
         declared = declared_options(cls)
         for name in model_options(cls):
             value = getattr(self, name, None)
-            if value is not None and name in TRAINER_FIELDS:
+            if value is not None and name in TRAINER_OPTIONS:
                 declared.get(name, UNDECLARED_OPTIONS[name]).check(flag(name), value)
 
     def model_option(self, name: str):
@@ -411,7 +411,7 @@ class TrainConfig:
 
     def model_kwargs(self) -> dict:
         """The trainer options the model's ``from_options`` receives (:meth:`model_option` of each it takes)."""
-        return {name: self.model_option(name) for name in TRAINER_FIELDS
+        return {name: self.model_option(name) for name in TRAINER_OPTIONS
                 if self.model_option(name) is not None}
 
     @property
@@ -553,8 +553,6 @@ def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConf
 
 #: Fields a config file may give as a list of integers (the comma-separated flag)
 LIST_FIELDS = ("grid", "fanout", "eval_fanout")
-#: The config fields that are the model's options (``--heads``, ``--attn-dropout``, ``--aggr``)
-TRAINER_FIELDS = ("heads", "attn_dropout", "aggr")
 #: Largest config file read (a config is a few hundred bytes; a summary.json a few kB per rank).
 MAX_CONFIG_BYTES = 16 * 2**20
 #: Fields of a previous run's config that a rerun from its ``summary.json`` does not take: where it wrote, what
