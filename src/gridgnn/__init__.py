@@ -8,7 +8,8 @@ The public surface (everything else is internal and may change between versions)
 * data: :func:`load_graph` (a data SPEC, a PyG ``Data`` or a :class:`Graph` in, a :class:`Graph` out), :class:`Graph`;
 * models: :class:`Model`, :func:`register_model` and the built-in models in :mod:`gridgnn.nn`; the primitives a
   model composes are the methods of the *plan* it receives (see :mod:`gridgnn.nn.base`);
-* partitioning: :func:`partition_graph` (``gridgnn.partition``);
+* partitioning: :func:`partition_graph` (``gridgnn.partition``); :func:`shard` writes a sharded dataset
+  (``data="sharded:DIR"``: each rank reads only its blocks);
 * errors: :class:`GridGnnError` (bad input or configuration), :class:`TrainingFailed` (a spawned job failed).
 
 Rooms (dependencies point downward): ``cli``/``train`` → ``nn`` → ``sampling``/``planner`` → ``parallel`` →
@@ -27,6 +28,7 @@ _LAZY = {
     "Model": ("gridgnn.nn.base", "Model"),
     "register_model": ("gridgnn.nn.base", "register_model"),
     "partition_graph": ("gridgnn.partition.partitioners", "partition_graph"),
+    "shard": ("gridgnn.commands.shard", "shard"),
     "load": ("gridgnn.train.trained", "load"),
     "TrainedModel": ("gridgnn.train.trained", "TrainedModel"),
 }

@@ -39,7 +39,7 @@ from ..errors import GridGnnError
 from ..partition.layout import even_bounds
 from ..partition.permute import METHODS, balance_report, make_permutations
 
-__all__ = ["parse_blocks", "add_shard_arguments", "run_shard_command", "add_perm_report_arguments",
+__all__ = ["shard", "parse_blocks", "add_shard_arguments", "run_shard_command", "add_perm_report_arguments",
            "run_perm_report", "perm_report"]
 
 _DATA_HELP = ("synthetic:sbm?n=&classes=&avg_degree=&features= | synthetic:rmat?scale=&edge_factor= | "
@@ -271,8 +271,63 @@ def run_perm_report(args) -> int:
     return 0
 
 
+def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: int = 0, node_chunks: int | None = None,
+          normalize: bool = True, overwrite: bool = False) -> dict:
+    r"""Write a graph as a sharded dataset folder (what ``gridgnn shard`` does; train on it with
+    ``data="sharded:OUT"``, where each rank reads only its blocks, Plexus §5.4).
+
+    .. code-block:: python
+
+        import gridgnn
+
+        meta = gridgnn.shard("synthetic:sbm?n=4000&features=16", "runs/sbm-sh", blocks="2x2", method="double-perm")
+        gridgnn.train(data="sharded:runs/sbm-sh", algo="plexus", nproc=4, grid=[2, 2, 1])
+
+    Args:
+        data (str | torch_geometric.data.Data | Graph): a data SPEC (as ``--data``) or a graph in memory.
+        out (str): the dataset folder: new, empty, or (``overwrite``) a sharded dataset, replaced once the new one
+            is complete; a folder of other files is refused.
+        blocks (str | tuple): ``"RxC"`` or ``(R, C)``: row × column blocks of the stored matrix. (default: 8×8)
+        method (str): the vertex permutation, one of :data:`~gridgnn.partition.permute.METHODS`.
+            (default: ``"double-perm"``)
+        seed (int): seed of the permutation (and of a synthetic graph). (default: 0)
+        node_chunks (int, optional): chunks of the node arrays. (default: ``min(R·C, ceil(n/1024))``)
+        normalize (bool): store the GCN matrix :math:`D^{-1/2}(M+I)D^{-1/2}` (training needs it) rather than
+            :math:`M`. (default: ``True``)
+        overwrite (bool): replace a sharded dataset already in ``out``. (default: ``False``)
+
+    Returns:
+        The dataset's ``meta.json`` as a dict (sizes, blocks, balance ``nnz_max_over_mean``, files).
+
+    Raises:
+        GridGnnError: bad input or an ``out`` that may not be written.
+    """
+    from ..graph.graph import gcn_normalize
+    from ..graph.sharded import write_sharded
+    from ..graph.spec import load_graph
+
+    if not out:
+        raise GridGnnError("gridgnn shard needs --out DIR")
+    out = str(out)
+    _check_shard_out(out, bool(overwrite))
+    R, C = parse_blocks(blocks)
+    if method not in METHODS:
+        raise GridGnnError(f"unknown permutation method {method!r}; valid: {', '.join(METHODS)}")
+    seed = int(seed or 0)
+    graph = load_graph(data, seed=seed)
+    if R > graph.n or C > graph.n:
+        raise GridGnnError(f"--blocks {R}x{C} needs at least {max(R, C)} vertices, the graph has {graph.n}")
+    mat = gcn_normalize(graph) if normalize else graph.csr()
+    perm_r, perm_c = make_permutations(method, mat, R, C, seed)
+    del mat
+    meta = _write_replacing(out, lambda folder: write_sharded(
+        graph, folder, perm_r=perm_r, perm_c=perm_c, blocks=(R, C), partition_name=method, normalize=normalize,
+        seed=seed, node_chunks=node_chunks))
+    return meta
+
+
 def run_shard_command(args) -> int:
-    r"""``gridgnn shard``: permute and write a sharded dataset directory; print a summary.
+    r"""``gridgnn shard``: :func:`shard`, then print a summary.
 
     Args:
         args: an :class:`argparse.Namespace` with ``data``, ``blocks``, ``method``, ``seed``, ``out`` and
@@ -281,34 +336,18 @@ def run_shard_command(args) -> int:
     Returns:
         0 (errors raise :class:`~gridgnn.errors.GridGnnError`).
     """
-    from ..graph.graph import gcn_normalize
-    from ..graph.sharded import write_sharded
-
-    if not getattr(args, "out", None):
-        raise GridGnnError("gridgnn shard needs --out DIR")
-    _check_shard_out(args.out, bool(getattr(args, "overwrite", False)))
-    R, C = parse_blocks(getattr(args, "blocks", "8x8"))
-    method = getattr(args, "method", "double-perm")
-    if method not in METHODS:
-        raise GridGnnError(f"unknown permutation method {method!r}; valid: {', '.join(METHODS)}")
-    seed = int(getattr(args, "seed", 0) or 0)
     t0 = time.perf_counter()
-    graph = _load(args)
-    if R > graph.n or C > graph.n:
-        raise GridGnnError(f"--blocks {R}x{C} needs at least {max(R, C)} vertices, the graph has {graph.n}")
-    normalize = not getattr(args, "no_normalize", False)
-    mat = gcn_normalize(graph) if normalize else graph.csr()
-    perm_r, perm_c = make_permutations(method, mat, R, C, seed)
-    del mat
-    meta = _write_replacing(args.out, lambda folder: write_sharded(
-        graph, folder, perm_r=perm_r, perm_c=perm_c, blocks=(R, C), partition_name=method, normalize=normalize,
-        seed=seed, node_chunks=getattr(args, "node_chunks", None)))
+    meta = shard(getattr(args, "data", None), getattr(args, "out", None), blocks=getattr(args, "blocks", "8x8"),
+                 method=getattr(args, "method", "double-perm"), seed=int(getattr(args, "seed", 0) or 0),
+                 node_chunks=getattr(args, "node_chunks", None), normalize=not getattr(args, "no_normalize", False),
+                 overwrite=bool(getattr(args, "overwrite", False)))
     seconds = time.perf_counter() - t0
     size = sum(f.stat().st_size for f in Path(args.out).rglob("*") if f.is_file())
     by = meta["nnz_max_over_mean_by_version"]
     per = ", ".join(f"{v} {r:.4f}" for v, r in by.items())
-    print(f"sharded {graph.name} (n={meta['n']}, nnz={meta['nnz']}) into {R}x{C} blocks with {method} "
-          f"(seed {seed}): nnz max/mean {meta['nnz_max_over_mean']:.4f} ({per}); "
+    R, C = meta["blocks"]
+    print(f"sharded {meta['name']} (n={meta['n']}, nnz={meta['nnz']}) into {R}x{C} blocks with {meta['method']} "
+          f"(seed {meta['seed']}): nnz max/mean {meta['nnz_max_over_mean']:.4f} ({per}); "
           f"{len(meta['versions'])} matrix version(s), {len(meta['node_chunk_bounds']) - 1} node chunk(s), "
           f"{size / 2**20:.1f} MiB in {args.out}, {seconds:.1f} s")
     return 0

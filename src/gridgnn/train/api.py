@@ -44,7 +44,8 @@ class Trainer:
     Args:
         config (TrainConfig, optional): the run (every field is a ``gridgnn train`` flag). (default: the defaults)
         graph (str | torch_geometric.data.Data | Graph, optional): a graph in memory instead of ``config.data``
-            (see :func:`gridgnn.load_graph`); spawned ranks receive a copy. (default: ``None``)
+            (see :func:`gridgnn.load_graph`); ranks spawned here read it as shards written once to a temporary
+            folder (:mod:`~gridgnn.train.handover`), not as whole copies. (default: ``None``)
         callbacks (sequence of callables, optional): each is called on rank 0 after every epoch with the epoch's
             record (the ``metrics.jsonl`` line as a dict): the place for TensorBoard, W&B or a check of your own
             (an exception ends the run with one error line). In a spawned job they run in rank 0's process, which
@@ -164,22 +165,24 @@ def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=())
     return _launch_checked(train_worker, cfg, graph, keep_model, callbacks if env else _spawnable(callbacks))[0]
 
 
-def _launch_checked(worker, cfg: TrainConfig, graph, *args) -> list:
+def _launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | None = None) -> list:
     """:func:`_launch` after refusing, before any rank starts, what cannot work when the ranks are spawned here
-    (their memory, a graph smaller than the layout)."""
+    (their memory, a graph smaller than the layout). A graph in memory reaches ranks spawned here as shards
+    written once (:mod:`~gridgnn.train.handover`; ``dims``: a model's widths, for inference)."""
     from ..distributed.launch import env_context
+    from .handover import handed_over
 
-    host_memory = None
-    if env_context(cfg.device) is None:  # spawned here: refuse what cannot work before starting the ranks
-        from ..planner.memory import PYG_IMPORT_BYTES, RUNTIME_PRIVATE_BYTES, available_memory_bytes, check_spawn
+    if env_context(cfg.device) is not None:  # this rank of a torchrun/srun job: its process holds the graph
+        return _launch(worker, cfg, graph, *args)
+    from ..planner.memory import PYG_IMPORT_BYTES, RUNTIME_PRIVATE_BYTES, available_memory_bytes, check_spawn
 
-        host_memory = available_memory_bytes("cpu")
-        planetoid = graph is None and (cfg.data or "").strip().lower().startswith("planetoid:")
-        check_spawn(cfg.nproc, host_memory,
-                    per_process=RUNTIME_PRIVATE_BYTES + (PYG_IMPORT_BYTES if planetoid else 0))
-        if graph is None:
-            _check_data_before_spawn(cfg)
-    return _launch(worker, cfg, graph, *args, host_memory=host_memory)
+    host_memory = available_memory_bytes("cpu")
+    planetoid = graph is None and (cfg.data or "").strip().lower().startswith("planetoid:")
+    check_spawn(cfg.nproc, host_memory, per_process=RUNTIME_PRIVATE_BYTES + (PYG_IMPORT_BYTES if planetoid else 0))
+    if graph is None:
+        _check_data_before_spawn(cfg)
+    with handed_over(cfg, graph, dims=dims) as given:
+        return _launch(worker, cfg, given, *args, host_memory=host_memory)
 
 
 def _launch(worker, cfg: TrainConfig, graph, *args, **kw) -> list:

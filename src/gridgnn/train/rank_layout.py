@@ -85,11 +85,20 @@ def layout_blocks(algo: str, shape: tuple[int, ...]) -> tuple[int, int]:
 def make_source(graph: Graph, algo: str, world: int, *, replication: int = 1, shape=None, method: str = "random",
                 seed: int = 0):
     """``(source, rows)``: the in-memory block source and, for block-row algorithms, the partition."""
+    perm_r, perm_c, rows = vertex_orders(graph, algo, world, replication=replication, shape=shape, method=method,
+                                         seed=seed)
+    return InMemorySource(graph, perm_r, perm_c, method=method), rows
+
+
+def vertex_orders(graph: Graph, algo: str, world: int, *, replication: int = 1, shape=None, method: str = "random",
+                  seed: int = 0):
+    """``(perm_r, perm_c, rows)``: the row and column vertex orders of ``algo``'s layout (``perm[new] = old``;
+    the same array for one order) and, for block-row algorithms, the partition (else ``None``)."""
     if algorithm(algo).row_partitioned:
         rows = make_partition(graph, num_blocks(algo, world, replication), method, seed)
-        return InMemorySource(graph, rows.perm, method=method), rows
+        return rows.perm, rows.perm, rows
     perm_r, perm_c = make_permutations(graph, method, seed, layout_blocks(algo, tuple(shape)))
-    return InMemorySource(graph, perm_r, perm_c, method=method), None
+    return perm_r, perm_c, None
 
 
 def build_rank(graph: Graph, algo: str, comm, dims, *, source=None, rows: RowPartition | None = None,

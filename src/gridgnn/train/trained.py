@@ -139,7 +139,7 @@ class TrainedModel:
             require_one_process(env)
             return predict_worker(None, cfg, graph, self.dims, self.params)
         try:
-            return _launch_checked(predict_worker, cfg, graph, self.dims, self.params)[0]
+            return _launch_checked(predict_worker, cfg, graph, self.dims, self.params, dims=self.dims)[0]
         except SystemExit as exc:  # the launcher has printed every rank's message
             raise failed_launch(exc, "inference") from None
 

@@ -96,47 +96,20 @@ def unlabelled(graph):
 
 
 def _prepare(cfg: TrainConfig, world: int, given=None, *, dims: list[int] | None = None):
-    """Load and validate the data (``given``: a graph in memory instead of ``cfg.data``) and lay it out (no
-    collective yet): ``(graph, source, rows, shape, info)``. ``dims``: inference of a trained model on these
-    widths (no labels needed; ``info["classes"]`` is the model's output width)."""
+    """Load and validate the data (``given``: a graph in memory instead of ``cfg.data``, or the
+    :class:`~gridgnn.train.handover.GraphShards` the launching process wrote it to) and lay it out (no collective
+    yet): ``(graph, source, rows, shape, info)``. ``dims``: inference of a trained model on these widths (no labels
+    needed; ``info["classes"]`` is the model's output width)."""
+    from .handover import GraphShards
+
     algo = algorithm(cfg.algo)
     single = algo.grid == "single"
     shape = (1,) if single else cfg.mesh_shape(world)
     blocks = vertex_blocks(cfg.algo, world, cfg.replication, shape)
-    if given is None and cfg.data and cfg.data.startswith("sharded:"):
-        from ..graph.sharded import ShardedDataset
-
-        if single:
-            raise GridGnnError("--algo serial reads the whole graph; give it the original --data SPEC, not sharded:")
-        ds = ShardedDataset(cfg.data[len("sharded:"):], feature_norm=cfg.model_feature_norm)
-        meta = ds.graph_meta()
-        if not meta.get("normalized", False):
-            raise GridGnnError(f"{ds.path if hasattr(ds, 'path') else cfg.data} holds an unnormalized matrix "
-                               "(gridgnn shard --no-normalize); GCN training needs the normalized one")
-        info = {"n": ds.n, "nnz": int(meta["nnz"]), "f": ds.num_features, "classes": ds.num_classes,
-                "partition": ds.method}
-        if dims is None:
-            check_data(ds.n, ds.num_features, ds.num_classes, int(meta.get("n_train", 0)), blocks)
-        else:
-            _check_inference_data(ds.n, ds.num_features, dims, blocks)
-            info["classes"] = dims[-1]
-        rows = None
-        if algo.row_partitioned:
-            if ds.double:
-                raise GridGnnError(f"{cfg.algo} needs one vertex order; this sharded dataset holds two ({ds.method}): "
-                                   "write it with gridgnn shard --method single-perm (or identity)")
-            rows = RowPartition(ds.perm_r, even_bounds(ds.n, blocks), ds.method)
-        return None, ds, rows, shape, info
-    graph = with_feature_norm(load_graph(cfg.data if given is None else given, seed=cfg.seed), cfg,
-                              owned=given is None)
-    require_nonnegative_weights(graph)  # on every rank, before anything starts
-    if dims is None:
-        n_train = 0 if graph.y is None or graph.train_mask is None else \
-            int((graph.train_mask & (graph.y >= 0)).sum())
-        check_data(graph.n, graph.num_features, graph.num_classes, n_train, blocks)
-    else:
-        _check_inference_data(graph.n, graph.num_features, dims, blocks)
-        graph = unlabelled(graph)
+    handed = given if isinstance(given, GraphShards) else None
+    if handed is not None or (given is None and cfg.data and cfg.data.startswith("sharded:")):
+        return _prepare_sharded(cfg, handed, blocks, shape, single, dims)
+    graph = with_feature_norm(checked_graph(cfg, given, blocks, dims=dims), cfg, owned=given is None)
     source = rows = None
     if not single and not (algo.row_partitioned and cfg.partition in GRAPH_PARTITIONERS):
         # cheap and deterministic orders are computed by every rank; graph partitioners once, after the rendezvous
@@ -148,6 +121,52 @@ def _prepare(cfg: TrainConfig, world: int, given=None, *, dims: list[int] | None
     if given is not None:  # a graph handed over from Python
         info["data"] = in_memory_name(graph)
     return graph, source, rows, shape, info
+
+
+def checked_graph(cfg: TrainConfig, given, blocks: int, *, dims: list[int] | None = None):
+    """The graph of ``given`` (a graph in memory) or of ``cfg.data``, checked for training (or, with ``dims``, for
+    inference of a model on these widths: then unlabelled where it has no labels), features not yet normalized."""
+    graph = load_graph(cfg.data if given is None else given, seed=cfg.seed)
+    require_nonnegative_weights(graph)  # on every rank, before anything starts
+    if dims is None:
+        n_train = 0 if graph.y is None or graph.train_mask is None else \
+            int((graph.train_mask & (graph.y >= 0)).sum())
+        check_data(graph.n, graph.num_features, graph.num_classes, n_train, blocks)
+        return graph
+    _check_inference_data(graph.n, graph.num_features, dims, blocks)
+    return unlabelled(graph)
+
+
+def _prepare_sharded(cfg: TrainConfig, handed, blocks: int, shape, single: bool, dims):
+    """:func:`_prepare` of a sharded dataset: ``--data sharded:DIR``, or (``handed``) the shards of a graph in
+    memory that the launching process wrote for its ranks in the vertex order of ``--partition``."""
+    from ..graph.sharded import ShardedDataset
+
+    if single:
+        raise GridGnnError("--algo serial reads the whole graph; give it the original --data SPEC, not sharded:")
+    path = handed.path if handed is not None else cfg.data[len("sharded:"):]
+    ds = ShardedDataset(path, feature_norm=cfg.model_feature_norm)
+    meta = ds.graph_meta()
+    if not meta.get("normalized", False):
+        raise GridGnnError(f"{ds.path} holds an unnormalized matrix (gridgnn shard --no-normalize); GCN training "
+                           "needs the normalized one")
+    info = {"n": ds.n, "nnz": int(meta["nnz"]), "f": ds.num_features, "classes": ds.num_classes,
+            "partition": ds.method}
+    if handed is not None:
+        info.update(data=handed.name, partition=cfg.partition)
+    if dims is None:
+        check_data(ds.n, ds.num_features, ds.num_classes, int(meta.get("n_train", 0)), blocks)
+    else:
+        _check_inference_data(ds.n, ds.num_features, dims, blocks)
+        info["classes"] = dims[-1]
+    rows = None
+    if algorithm(cfg.algo).row_partitioned:
+        if ds.double:
+            raise GridGnnError(f"{cfg.algo} needs one vertex order; this sharded dataset holds two ({ds.method}): "
+                               "write it with gridgnn shard --method single-perm (or identity)")
+        bounds = np.asarray(handed.bounds, np.int64) if handed is not None else even_bounds(ds.n, blocks)
+        rows = RowPartition(ds.perm_r, bounds, info["partition"])
+    return None, ds, rows, shape, info
 
 
 @dataclass
@@ -166,6 +185,7 @@ class RankSetup:
     model: torch.nn.Module
     memory: object  # the memory estimate the run was admitted with
     setup_log: dict  # the set-up's communication (before the log is reset)
+    original_ids: object = None  # the file's id of each vertex (``?relabel=1``), else None
 
 
 def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = None) -> RankSetup:
@@ -179,7 +199,8 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     resolve_model(cfg.model)  # a model of the user's own (package.module:Class) is imported on this rank too
     world = 1 if ctx is None else ctx.world_size
     host_avail = _host_memory_for_ranks(ctx)  # before this rank loads anything
-    graph, source, rows, shape, info = _prepare(cfg, world, graph, dims=dims)
+    given = graph
+    graph, source, rows, shape, info = _prepare(cfg, world, given, dims=dims)
     kind = algorithm(cfg.algo).grid
     dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
     if dims is None:
@@ -213,8 +234,9 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     setup_log = comm.log.snapshot()
     comm.log.reset()
     model = build_model(cfg, dims, plan, dtype).to(device)
+    original_ids = graph.original_ids if graph is not None else getattr(given, "original_ids", None)
     return RankSetup(graph=graph, info=info, dims=dims, dtype=dtype, ckpt=ckpt, comm=comm, device=device, plan=plan,
-                     data=data, model=model, memory=memory, setup_log=setup_log)
+                     data=data, model=model, memory=memory, setup_log=setup_log, original_ids=original_ids)
 
 
 def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, callbacks=()):
@@ -260,8 +282,7 @@ def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, ca
             return None
         summary = _summary(cfg, info, world, comm.grid, loop.history, epochs, everyone,
                            time.perf_counter() - t_start, resumed_from=None if ckpt is None else loop.start)
-        loop.write(summary, params, logits=logits_full, original_ids=None if graph is None else graph.original_ids,
-                   everyone=everyone)
+        loop.write(summary, params, logits=logits_full, original_ids=rs.original_ids, everyone=everyone)
     if not cfg.quiet:
         print(f"final: test_acc={fmt(summary['test_acc'], '.4f')} val_acc={fmt(summary['val_acc'], '.4f')} "
               f"(best epoch {summary['best_epoch']}), epoch {summary['epoch_time_median_s'] * 1e3:.1f} ms median, "
@@ -282,7 +303,7 @@ def predict_worker(ctx, cfg: TrainConfig, graph, dims: list[int], params: dict):
     full = _gather_logits(rs.comm, logits, rs.data.node_ids, rs.plan.out_cols(dims[-1]), rs.info)
     if rs.comm.grid.global_rank != 0:
         return None
-    return full, (None if rs.graph is None else rs.graph.original_ids)
+    return full, rs.original_ids
 
 
 def _train_epoch(model, opt, plan, comm, data, epoch: int, device: str) -> tuple[dict, dict]:

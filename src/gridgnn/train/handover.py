@@ -1,0 +1,70 @@
+r"""A graph handed over from Python to spawned ranks reaches them as shards, not as P whole copies.
+
+``gridgnn.train(graph=g, algo="2d", nproc=P)`` (and ``TrainedModel.predict(g, nproc=P)``) spawns ``P`` processes on
+this machine. Pickling ``g`` into each of them would hold ``P + 1`` copies of the whole graph, although every
+distributed algorithm reads only blocks of it. Instead, the launching process checks the graph once, computes the
+vertex order of ``--partition`` once (a graph partitioner runs once, as it does on rank 0 otherwise), and writes
+the graph as a sharded dataset (:func:`~gridgnn.graph.sharded.write_sharded`, Plexus §5.4) into a temporary
+folder; each rank receives a :class:`GraphShards` (the folder, the graph's name, the row blocks' bounds and the
+file's vertex ids) and reads only its blocks and node rows, exactly as with ``--data sharded:DIR``. The folder is
+removed when the ranks are done, whatever their outcome.
+
+Every source gives a rank the same blocks of the same matrix :math:`\hat M` in the same vertex order
+(:mod:`gridgnn.parallel.source`), so a run is bit for bit the run with the graph in memory.
+"""
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import GridGnnError
+from .config import TrainConfig
+from .rank_layout import layout_blocks, vertex_blocks, vertex_orders
+
+
+@dataclass(frozen=True)
+class GraphShards:
+    """What a spawned rank receives instead of a graph in memory: where its shards are and what to call it."""
+
+    path: str  # the sharded dataset the launching process wrote
+    name: str  # the summary's data: in-memory:NAME
+    bounds: list | None  # the block-row algorithms' row blocks (new ids), None for the 2D/3D/Plexus layouts
+    original_ids: np.ndarray | None  # the file's id of each vertex (``?relabel=1``)
+
+
+@contextlib.contextmanager
+def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None):
+    r"""Yields what spawned ranks of ``cfg`` receive for ``graph``: ``None`` stays ``None`` (the ranks load
+    ``cfg.data`` themselves); a graph in memory becomes a :class:`GraphShards` written now and removed on exit.
+    ``dims``: inference of a model on these widths (the graph needs no labels). Bad input raises
+    :class:`~gridgnn.errors.GridGnnError` here, before any rank starts."""
+    if graph is None:
+        yield None
+        return
+    from ..graph.sharded import write_sharded
+    from .trainer import checked_graph, in_memory_name
+
+    world = cfg.nproc
+    shape = cfg.mesh_shape(world)
+    graph = checked_graph(cfg, graph, vertex_blocks(cfg.algo, world, cfg.replication, shape), dims=dims)
+    perm_r, perm_c, rows = vertex_orders(graph, cfg.algo, world, replication=cfg.replication, shape=shape,
+                                         method=cfg.partition, seed=cfg.seed)
+    if rows is not None:  # the files cut like the row blocks' count (their bounds travel with the handle)
+        blocks, bounds = (rows.parts, rows.parts), [int(b) for b in rows.bounds]
+    else:
+        blocks, bounds = layout_blocks(cfg.algo, tuple(shape)), None
+    folder = tempfile.mkdtemp(prefix="gridgnn-graph-")
+    try:
+        try:
+            write_sharded(graph, folder, perm_r=perm_r, perm_c=perm_c, blocks=blocks, partition_name=cfg.partition,
+                          normalize=True, seed=cfg.seed)
+        except OSError as exc:
+            raise GridGnnError(f"cannot write the graph's shards for the spawned ranks to {folder}: "
+                               f"{exc.strerror or exc} (set TMPDIR to a folder with room)") from None
+        yield GraphShards(path=folder, name=in_memory_name(graph), bounds=bounds, original_ids=graph.original_ids)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
