@@ -264,3 +264,29 @@ def test_serial_run_sigint_is_one_line(tmp_path):
     assert run.finish(within=SIGNAL_EXIT_S) == 130
     assert run.stderr().count("gridgnn:") == 1 and "gridgnn: interrupted (SIGINT)" in run.stderr()
     assert "Traceback" not in run.stderr()
+
+
+_GROUP_TIMEOUTS = """
+import datetime, sys, tempfile, torch, torch.distributed as dist
+from unittest import mock
+dist.init_process_group("gloo", init_method="file://" + tempfile.mktemp(), rank=0, world_size=1,
+                        timeout=datetime.timedelta(seconds=15))
+from gridgnn.distributed.grid import ProcessGrid
+with mock.patch("torch.cuda.is_available", return_value=sys.argv[1] == "cuda-visible"):
+    grids = [ProcessGrid.build(kind, "cpu", timeout_s=15, shape=shape)
+             for kind, shape in (("1d", None), ("1.5d", None), ("2d", (1, 1)), ("3d", (1, 1, 1)))]
+for g in grids:
+    for name in g.names:
+        print(g.kind, name, g.mesh.get_group(name)._get_backend(torch.device("cpu")).options._timeout.total_seconds())
+"""
+
+
+@pytest.mark.parametrize("cuda", ["cuda-visible", "cpu-only"])
+def test_every_axis_group_has_the_run_timeout(cuda):
+    """Every process group of every mesh honours --timeout, the world-wide axes included: with CUDA visible and
+    gloo, DeviceMesh makes a new world group rather than reusing the default one, and it used to get torch's
+    30-minute default (a stalled rank then held its peers that long). One rank, so every axis spans the world."""
+    r = subprocess.run([sys.executable, "-c", _GROUP_TIMEOUTS, cuda], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = r.stdout.split("\n")[:-1]
+    assert len(lines) == 1 + 2 + 2 + 3 and all(line.endswith(" 15.0") for line in lines), r.stdout

@@ -126,6 +126,7 @@ class ProcessGrid:
         import datetime
         import inspect
 
+        import torch
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
 
@@ -136,8 +137,11 @@ class ProcessGrid:
             backend = dist.get_backend()  # (torch < 2.9 has no backend_override: its axis groups keep the default)
             options = _group_options(backend, datetime.timedelta(seconds=float(timeout_s)))
             # axes smaller than the world (the world's group is the default one, created with the timeout already;
-            # a 1D mesh thus creates no group at all)
-            kw["backend_override"] = {name: (backend, options) for name, size in zip(AXES[kind], shp) if size < world}
+            # a 1D mesh thus creates no group at all) — and a world-wide axis too where DeviceMesh would not reuse
+            # the default group but make a new one with torch's default timeout (gloo while CUDA is visible)
+            fresh_world = backend == "gloo" and torch.cuda.is_available()
+            kw["backend_override"] = {name: (backend, options) for name, size in zip(AXES[kind], shp)
+                                      if size < world or fresh_world}
         try:
             mesh = init_device_mesh(device_type, shp, mesh_dim_names=AXES[kind], **kw)
         except RuntimeError as exc:  # creating a group is collective: a peer that ended (its input refused) fails it
