@@ -19,11 +19,12 @@ only plain containers, numbers, strings and tensors — loading it runs no code)
 Every rank marks the elements it holds with its global rank in a buffer of the full size filled with ``P``;
 an all-reduce MIN makes that the *owner map* (lowest holder of each element). Each rank then writes the bit
 patterns of the elements it owns (the float tensor viewed as an integer tensor of the same width) into a zero
-buffer, and an all-reduce SUM over the integers assembles the full tensors: every element has exactly one
-non-zero contribution and integer addition of zeros is exact, so the result is bit-for-bit the owner's value
-(a float sum would turn ``-0.0`` into ``+0.0``). *Communication* per checkpoint (phase ``checkpoint``, outside
-the per-epoch counts): two all-reduces over all ranks, of ``4|θ|`` bytes (int32 owner map) and ``3e|θ|``
-bytes (parameters and both moments; ``|θ|`` = number of parameters, ``e`` = bytes per element).
+buffer, and a SUM over the integers onto rank 0 (a reduce: rank 0 alone writes, so no other rank holds a full
+copy) assembles the full tensors: every element has exactly one non-zero contribution and integer addition of
+zeros is exact, so the result is bit-for-bit the owner's value (a float sum would turn ``-0.0`` into ``+0.0``).
+*Communication* per checkpoint (phase ``checkpoint``, outside the per-epoch counts): an all-reduce over all ranks
+of ``4|θ|`` bytes (int32 owner map) and a reduce of ``3e|θ|`` bytes (parameters and both moments; ``|θ|`` =
+number of parameters, ``e`` = bytes per element); the trained model at the end of a run, the same for ``e|θ|``.
 
 **Resume.** The trajectory depends only on the parameters, Adam's state and the epoch: initial weights come
 from the seed, dropout masks are keyed by ``(seed, epoch, layer, global ids)``. A resumed run slices the full
@@ -351,10 +352,13 @@ def _entries(model, plan, dims) -> list[tuple]:
             for name, layer, p, shape, kind in model.parameter_entries()]
 
 
-def unshard(comm, entries: list[tuple], groups: list[list[torch.Tensor]]) -> list[list[torch.Tensor]]:
+def unshard(comm, entries: list[tuple], groups: list[list[torch.Tensor]], *,
+            root: int | None = None) -> list[list[torch.Tensor]] | None:
     r"""Full tensors, bit-exact, from every rank's shards: ``groups[g][i]`` is this rank's part
     ``entries[i][4]`` of tensor ``i`` (full shape ``entries[i][3]``) of group ``g`` (parameters, moments...).
-    Collective over all ranks (phase ``checkpoint``); every rank gets the result. See the module docstring."""
+    Collective over all ranks (phase ``checkpoint``); every rank gets the result, or with ``root`` only that rank
+    (a reduce instead of an all-reduce: the others return ``None`` and hold no full copy). See the module
+    docstring."""
     dev = comm.wire_device()
     world, rank, axes = comm.grid.world_size, comm.grid.global_rank, comm.grid.names
     sizes = [math.prod(e[3]) for e in entries]
@@ -377,7 +381,12 @@ def unshard(comm, entries: list[tuple], groups: list[list[torch.Tensor]]) -> lis
                 mine = owner[off:off + size].view(e[3])[e[4]] == rank
                 local = t.detach().to(dev).contiguous().view(itype)
                 bits[g, off:off + size].view(e[3])[e[4]] = torch.where(mine, local, torch.zeros_like(local))
-        comm.all_reduce(bits, axes, op="sum")
+        if root is None:
+            comm.all_reduce(bits, axes, op="sum")
+        else:
+            comm.reduce(bits, root, axes)
+    if root is not None and rank != root:
+        return None
     return [[bits[g, off:off + size].view(e[3]).view(dtype).cpu().clone()
              for e, off, size in zip(entries, offs, sizes)] for g in range(len(groups))]
 
@@ -392,10 +401,11 @@ def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: li
     states = [opt.state.get(e[2]) for e in entries]
     if any(not s for s in states):
         raise RuntimeError("a parameter has no optimizer state (checkpoints are written after an update)")
-    params, avg, avg_sq = unshard(comm, entries, [[e[2] for e in entries], [s["exp_avg"] for s in states],
-                                                  [s["exp_avg_sq"] for s in states]])
-    if comm.grid.global_rank != 0:
+    full = unshard(comm, entries, [[e[2] for e in entries], [s["exp_avg"] for s in states],
+                                   [s["exp_avg_sq"] for s in states]], root=0)
+    if full is None:  # rank 0 writes
         return
+    params, avg, avg_sq = full
 
     def grouped(tensors):
         out = {}
@@ -417,11 +427,14 @@ def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: li
         torch.save(obj, fh)
 
 
-def full_parameters(comm, plan, model, dims: list[int]) -> dict:
-    r"""Collective: the model's full, unsharded parameters ``{name: [tensor of each layer using it]}`` on every
-    rank, bit-exact (:func:`unshard`, phase ``checkpoint``), on the CPU."""
+def full_parameters(comm, plan, model, dims: list[int]) -> dict | None:
+    r"""Collective: the model's full, unsharded parameters ``{name: [tensor of each layer using it]}`` on rank 0,
+    bit-exact (:func:`unshard`, phase ``checkpoint``), on the CPU; ``None`` on the other ranks."""
     entries = _entries(model, plan, dims)
-    (params,) = unshard(comm, entries, [[e[2] for e in entries]])
+    full = unshard(comm, entries, [[e[2] for e in entries]], root=0)
+    if full is None:
+        return None
+    (params,) = full
     out: dict = {}
     for e, t in zip(entries, params):
         out.setdefault(e[0], []).append(t)

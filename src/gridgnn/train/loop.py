@@ -114,7 +114,8 @@ class RunLoop:
                 self.files.close()
 
     def parameters(self, keep_model: bool) -> dict | None:
-        """Collective: the full parameters where they are needed (``model.pt``, or the Python API's model)."""
+        """Collective: the full parameters on rank 0 (``None`` elsewhere) where they are needed (``model.pt``, or the
+        Python API's model)."""
         return full_parameters(self.comm, self.plan, self.model, self.dims) if self.cfg.out or keep_model else None
 
     def write(self, summary: dict, params: dict | None, *, logits=None, original_ids=None, everyone=None) -> None:
