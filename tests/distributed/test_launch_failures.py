@@ -5,11 +5,15 @@ that every process is gone in time, the exit status, one ``gridgnn: error:`` lin
 no temporary folder left behind."""
 import ipaddress
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import weakref
+from pathlib import Path
 
 import pytest
 
@@ -61,8 +65,10 @@ def _alive(pid: int) -> bool:
 
 class Run:
     def __init__(self, tmp_path, *args):
-        self.tmp = tmp_path / "tmp"
-        self.tmp.mkdir()
+        # a TMPDIR of its own, short enough for the fork server's socket path whatever pytest's folder depth (a deep
+        # one makes the launcher spawn fresh interpreters instead: test_deep_tmpdir_spawns_fresh_interpreters)
+        self.tmp = Path(tempfile.mkdtemp(prefix="gg-"))
+        weakref.finalize(self, shutil.rmtree, str(self.tmp), True)
         env = dict(os.environ, TMPDIR=str(self.tmp), PYTHONUNBUFFERED="1")
         self.out = open(tmp_path / "stdout", "w+")
         self.err = open(tmp_path / "stderr", "w+")
@@ -290,3 +296,21 @@ def test_every_axis_group_has_the_run_timeout(cuda):
     assert r.returncode == 0, r.stderr[-2000:]
     lines = r.stdout.split("\n")[:-1]
     assert len(lines) == 1 + 2 + 2 + 3 and all(line.endswith(" 15.0") for line in lines), r.stdout
+
+
+def test_deep_tmpdir_spawns_fresh_interpreters(tmp_path, monkeypatch):
+    """A TMPDIR too deep for the fork server's Unix socket path: the ranks start as fresh interpreters (it used to be
+    the fork server's OSError traceback), and asking for the fork server there is one clear error."""
+    from gridgnn.distributed import launch
+    from gridgnn.errors import GridGnnError
+
+    deep = tmp_path / ("d" * 60) / ("e" * 40)
+    deep.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    monkeypatch.delenv("GRIDGNN_START_METHOD", raising=False)
+    assert launch._start_context().get_start_method() == "spawn"
+    monkeypatch.setenv("GRIDGNN_START_METHOD", "forkserver")
+    with pytest.raises(GridGnnError, match="shorter path"):
+        launch._start_context()
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp")
+    assert launch._start_context().get_start_method() == "forkserver"

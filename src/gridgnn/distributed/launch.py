@@ -164,14 +164,29 @@ def _start_context():
     of the moment either way, and the main module, ``sys.path`` and working folder as ``spawn`` gives them."""
     import multiprocessing as mp
 
-    method = os.environ.get("GRIDGNN_START_METHOD", "").strip() or (
-        "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
+    chosen = os.environ.get("GRIDGNN_START_METHOD", "").strip()
+    method = chosen or ("forkserver" if "forkserver" in mp.get_all_start_methods() and _short_socket_dir()
+                        else "spawn")
     if method not in ("forkserver", "spawn"):
         raise GridGnnError(f"GRIDGNN_START_METHOD must be forkserver or spawn, got {method!r}")
+    if method == "forkserver" and not _short_socket_dir():
+        raise GridGnnError(f"GRIDGNN_START_METHOD=forkserver: the fork server's socket would lie deeper than a Unix "
+                           f"socket path allows in the temporary folder {tempfile.gettempdir()}; set TMPDIR to a "
+                           "shorter path (or leave GRIDGNN_START_METHOD unset)")
     ctx = mp.get_context(method)
     if method == "forkserver":
         ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
     return ctx
+
+
+#: the longest Unix socket path (``sun_path`` holds 108 bytes with the final NUL on Linux, 104 on BSD/macOS)
+_UNIX_PATH_MAX = 103
+
+
+def _short_socket_dir() -> bool:
+    """Whether the fork server's socket (``TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX``, where Python puts it) fits a
+    Unix socket path; a deep ``TMPDIR`` does not, and the ranks are then spawned as fresh interpreters instead."""
+    return len(os.path.join(tempfile.gettempdir(), "pymp-" + "x" * 8, "listener-" + "x" * 8)) <= _UNIX_PATH_MAX
 
 
 def _leave_fork_server() -> None:
