@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from ..errors import CommFailure
+from ..errors import CommFailure, GridGnnError
 from . import accounting
 
 
@@ -81,8 +81,9 @@ class Comm:
         sync_cuda: synchronize the device around each call so that the recorded time is the call's.
     """
 
-    def __init__(self, grid, *, sync_cuda: bool = True):
+    def __init__(self, grid, *, sync_cuda: bool = True, ranks_per_node: int | None = None):
         self.grid = grid
+        self.ranks_per_node = ranks_per_node  # a job across nodes: a failure names the peers' nodes
         self.log = CommLog()
         self._phase = "fwd"
         self._sync = sync_cuda
@@ -118,9 +119,22 @@ class Comm:
         low = text.lower()
         if any(k in low for k in ("connection closed", "connection reset", "broken pipe", "closed by peer",
                                   "end of file", "eof")):
-            return f"{where} failed: a peer rank went away"
+            return f"{where} failed: a peer rank went away{self._peers(axis)}"
         first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
         return f"{where} failed: {first}"
+
+    def _peers(self, axis) -> str:
+        """Where the job spans nodes: the collective's other ranks and their nodes (one of them went away)."""
+        per = self.ranks_per_node
+        if not per:
+            return ""
+        try:
+            ranks = dist.get_process_group_ranks(self.grid.group(axis))
+        except (RuntimeError, ValueError, GridGnnError):  # the group is gone with its peer
+            return ""
+        others = [r for r in ranks if r != self.grid.global_rank]
+        shown = ", ".join(f"rank {r} on node {r // per}" for r in others[:8])
+        return f" ({'one of ' if len(others) > 1 else ''}{shown}{', ...' if len(others) > 8 else ''})"
 
     def _timed(self, fn):
         if self._sync and torch.cuda.is_available() and torch.cuda.is_initialized():

@@ -67,6 +67,12 @@ class LaunchContext:
     def backend(self) -> str:
         return "nccl" if self.device.startswith("cuda") else "gloo"
 
+    @property
+    def ranks_per_node(self) -> int | None:
+        """Ranks per node where the job spans several nodes, else ``None`` (torchrun numbers the ranks node by node,
+        and so does srun with its default block distribution: rank ``r`` is on node ``r // ranks_per_node``)."""
+        return self.local_world_size if self.world_size > self.local_world_size else None
+
     def init(self) -> None:
         """Join the process group (idempotent). The only place gridgnn calls ``init_process_group``."""
         if self.initialized:

@@ -156,7 +156,7 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
         check_for_run(ckpt, cfg.resume, dims=dims, info=info, epochs=cfg.epochs)
     start = 0 if ckpt is None else ckpt["epoch"]
     grid, device = _grid(ctx, cfg)
-    comm = Comm(grid, sync_cuda=ctx is not None)
+    comm = Comm(grid, sync_cuda=ctx is not None, ranks_per_node=None if ctx is None else ctx.ranks_per_node)
     dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
     pipe = _Pipeline(cfg, graph, comm, device, dtype)
     split = {name: np.flatnonzero(m & (graph.y >= 0)) if m is not None else np.zeros(0, np.int64)

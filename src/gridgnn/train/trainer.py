@@ -219,7 +219,7 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
         device = ctx.device
         comm = Comm(ProcessGrid.build(kind, device.split(":")[0], replication=cfg.replication,
                                       shape=shape if algorithm(cfg.algo).takes_grid_shape else None,
-                                      timeout_s=ctx.timeout_s))
+                                      timeout_s=ctx.timeout_s), ranks_per_node=ctx.ranks_per_node)
         if graph is not None and source is None:
             source, rows = _layout_on_rank0(comm, graph, cfg, world, shape)
     # the memory guard reads a model's trace (GCN: none, and GCN is traced by build_rank after the guard), which
