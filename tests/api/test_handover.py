@@ -92,3 +92,34 @@ def test_python_shard_writes_a_dataset_the_ranks_read(tmp_path):
     a = gridgnn.train(data=f"sharded:{tmp_path / 'ds'}", **common)
     b = gridgnn.train(graph=graph, partition="single-perm", **common)
     assert a["final_loss"] == b["final_loss"] and a["partition"] == b["partition"] == "single-perm"
+
+
+_SIGTERM_WHILE_WRITING = """
+import os, signal, sys
+import gridgnn
+import gridgnn.graph.sharded as sharded
+
+def write_then_terminated(graph, folder, **kw):
+    open(os.path.join(folder, "half-written"), "w").close()
+    os.kill(os.getpid(), signal.SIGTERM)
+
+sharded.write_sharded = write_then_terminated
+try:
+    gridgnn.train(graph=gridgnn.load_graph(sys.argv[1]), algo="1d", nproc=2, epochs=1, quiet=True)
+except gridgnn.TrainingFailed as exc:
+    sys.exit(exc.exit_status)
+"""
+
+
+def test_sigterm_while_writing_the_shards_leaves_nothing(tmp_path):
+    """SIGTERM while the shards are written (the long part for a big graph) ends the run with 143 and one line,
+    and the half-written folder is removed (the default SIGTERM would end the process without its clean-up)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", _SIGTERM_WHILE_WRITING, SMALL], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, TMPDIR=str(tmp_path)))
+    assert r.returncode == 143, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines() == ["gridgnn: interrupted (SIGTERM) while writing the graph's shards for "
+                                             "the ranks; none started"], r.stderr[-2000:]
+    assert not [p for p in os.listdir(tmp_path) if p.startswith("gridgnn-graph-")]

@@ -112,8 +112,8 @@ def _check_shard_out(out: str, overwrite: bool) -> None:
         raise GridGnnError(f"--out {out} holds files and no sharded dataset (no meta.json); choose an empty or "
                            "new folder")
     if not overwrite:
-        raise GridGnnError(f"--out {out} already holds a sharded dataset; add --overwrite to replace it, or choose "
-                           "another --out")
+        raise GridGnnError(f"--out {out} already holds a sharded dataset; add --overwrite (Python: overwrite=True) "
+                           "to replace it, or choose another --out")
 
 
 def _side_name(target: Path, kind: str, pid: int | None = None) -> str:
@@ -307,7 +307,7 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
     from ..graph.spec import load_graph
 
     if not out:
-        raise GridGnnError("gridgnn shard needs --out DIR")
+        raise GridGnnError("gridgnn shard needs --out DIR (Python: out=)")
     out = str(out)
     _check_shard_out(out, bool(overwrite))
     R, C = parse_blocks(blocks)

@@ -192,7 +192,11 @@ _UNIX_PATH_MAX = 103
 def _short_socket_dir() -> bool:
     """Whether the fork server's socket (``TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX``, where Python puts it) fits a
     Unix socket path; a deep ``TMPDIR`` does not, and the ranks are then spawned as fresh interpreters instead."""
-    return len(os.path.join(tempfile.gettempdir(), "pymp-" + "x" * 8, "listener-" + "x" * 8)) <= _UNIX_PATH_MAX
+    import multiprocessing.process
+
+    made = multiprocessing.process.current_process()._config.get("tempdir")  # made once, then reused
+    where = made or os.path.join(tempfile.gettempdir(), "pymp-" + "x" * 8)
+    return len(os.path.join(where, "listener-" + "x" * 8)) <= _UNIX_PATH_MAX
 
 
 def _leave_fork_server() -> None:

@@ -182,6 +182,8 @@ def _launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | No
     if graph is None:
         _check_data_before_spawn(cfg)
     with handed_over(cfg, graph, dims=dims) as given:
+        if given is not None:  # the shards may lie in memory (a tmpfs TMPDIR): what is left for the ranks
+            host_memory = available_memory_bytes("cpu")
         return _launch(worker, cfg, given, *args, host_memory=host_memory)
 
 

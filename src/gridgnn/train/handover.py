@@ -59,12 +59,41 @@ def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None):
         blocks, bounds = layout_blocks(cfg.algo, tuple(shape)), None
     folder = tempfile.mkdtemp(prefix="gridgnn-graph-")
     try:
-        try:
-            write_sharded(graph, folder, perm_r=perm_r, perm_c=perm_c, blocks=blocks, partition_name=cfg.partition,
-                          normalize=True, seed=cfg.seed)
-        except OSError as exc:
-            raise GridGnnError(f"cannot write the graph's shards for the spawned ranks to {folder}: "
-                               f"{exc.strerror or exc} (set TMPDIR to a folder with room)") from None
-        yield GraphShards(path=folder, name=in_memory_name(graph), bounds=bounds, original_ids=graph.original_ids)
+        with _terminate_cleanly():
+            try:
+                write_sharded(graph, folder, perm_r=perm_r, perm_c=perm_c, blocks=blocks,
+                              partition_name=cfg.partition, normalize=True, seed=cfg.seed)
+            except OSError as exc:
+                raise GridGnnError(f"cannot write the graph's shards for the spawned ranks to {folder}: "
+                                   f"{exc.strerror or exc} (set TMPDIR to a folder with room)") from None
+        handle = GraphShards(path=folder, name=in_memory_name(graph), bounds=bounds, original_ids=graph.original_ids)
+        del graph, perm_r, perm_c, rows  # a graph converted here is not held while the ranks run
+        yield handle
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _terminate_cleanly():
+    """While the shards are written (the longest part for a big graph), SIGTERM ends this process through its
+    ``finally`` clauses, so the half-written folder is removed, rather than at once (the default); the launcher
+    installs its own handlers once the ranks start. A handler the program set itself is left alone."""
+    import signal
+    import sys
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def terminated(signum, frame):  # noqa: ARG001 - signal handler signature
+        print("gridgnn: interrupted (SIGTERM) while writing the graph's shards for the ranks; none started",
+              file=sys.stderr, flush=True)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
