@@ -9,6 +9,8 @@ import pytest
 from gridgnn.graph.loaders import save_npz
 from gridgnn.graph import Graph
 
+from ._runs import run_main
+
 SUMMARY_KEYS = {"test_acc", "val_acc", "best_epoch", "epoch_time_median_s", "comm_bytes_per_epoch",
                 "max_rank_send_bytes_per_epoch", "algo", "grid", "nproc", "partition", "seed"}
 
@@ -93,34 +95,70 @@ def _bad_npz(tmp_path):
 BAD_CASES = ["missing", "nan", "range", "grid", "serial-nproc", "scheme", "replication", "grid3d", "perm"]
 
 
-@pytest.mark.parametrize("case,nproc", [(c, p) for c in BAD_CASES for p in (1, 2)
-                                        if not (c == "serial-nproc" and p == 1)])  # serial with 1 process is valid
-def test_bad_input_is_one_clear_error(tmp_path, case, nproc):
+BAD_RUNS = [(c, p) for c in BAD_CASES for p in (1, 2) if not (c == "serial-nproc" and p == 1)]  # serial, 1: valid
+
+_BATCH = """
+import json, sys
+from gridgnn.cli import main
+for i, argv in enumerate(json.loads(sys.argv[1])):
+    print(f"@@case {i}", file=sys.stderr, flush=True)
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    print(f"@@exit {i} {code}", file=sys.stderr, flush=True)
+"""
+
+
+def _bad_args(case: str, tmp_path) -> tuple[list, str]:
     if case == "missing":
-        args, msg = ["--data", f"npz:{tmp_path / 'nope.npz'}"], "nope.npz"
-    elif case == "nan":
-        args, msg = ["--data", f"npz:{_bad_npz(tmp_path)}"], "NaN"
-    elif case == "range":
+        return ["--data", f"npz:{tmp_path / 'nope.npz'}"], "nope.npz"
+    if case == "nan":
+        return ["--data", f"npz:{_bad_npz(tmp_path)}"], "NaN"
+    if case == "range":
         f = tmp_path / "e.txt"
         f.write_text("0 1\n1 -2\n")
-        args, msg = ["--data", f"edgelist:{f}"], "-2"
-    elif case == "grid":
-        args, msg = ["--algo", "1.5d", "--replication", 3], "replication"
-    elif case == "serial-nproc":
-        args, msg = ["--algo", "serial"], "serial"
-    elif case == "replication":
-        args, msg = ["--algo", "1d", "--replication", 2], "replication"
-    elif case == "grid3d":
-        args, msg = ["--algo", "plexus", "--grid", "3,1,1"], "3,1,1"
-    elif case == "perm":
-        args, msg = ["--algo", "2d", "--partition", "metis"], "metis"
-    else:
-        args, msg = ["--data", "bogus:thing"], "bogus"
-    algo = [] if "--algo" in args else ["--algo", "1d"]
-    r = gridgnn("train", *args, *algo, "--nproc", nproc, "--epochs", 2, "--quiet", timeout=120)
-    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
-    assert "gridgnn: error:" in r.stderr and msg in r.stderr, r.stderr[-2000:]
-    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+        return ["--data", f"edgelist:{f}"], "-2"
+    if case == "grid":
+        return ["--algo", "1.5d", "--replication", 3], "replication"
+    if case == "serial-nproc":
+        return ["--algo", "serial"], "serial"
+    if case == "replication":
+        return ["--algo", "1d", "--replication", 2], "replication"
+    if case == "grid3d":
+        return ["--algo", "plexus", "--grid", "3,1,1"], "3,1,1"
+    if case == "perm":
+        return ["--algo", "2d", "--partition", "metis"], "metis"
+    return ["--data", "bogus:thing"], "bogus"
+
+
+@pytest.fixture(scope="module")
+def bad_runs(tmp_path_factory):
+    """Every bad-input run of ``gridgnn train``, one after another in one interpreter (the start-up of Python and
+    torch paid once): ``(case, nproc) → (exit status, everything written to the process's stderr meanwhile,
+    the spawned ranks' included)``."""
+    tmp = tmp_path_factory.mktemp("bad")
+    runs, expected = [], {}
+    for case, nproc in BAD_RUNS:
+        args, msg = _bad_args(case, tmp)
+        algo = [] if "--algo" in args else ["--algo", "1d"]
+        runs.append([str(a) for a in ["train", *args, *algo, "--nproc", nproc, "--epochs", 2, "--quiet"]])
+        expected[(case, nproc)] = msg
+    r = subprocess.run([sys.executable, "-c", _BATCH, json.dumps(runs)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = {}
+    for i, key in enumerate(BAD_RUNS):
+        seg = r.stderr.split(f"@@case {i}\n", 1)[1].split(f"@@exit {i} ", 1)
+        out[key] = (int(seg[1].split("\n", 1)[0]), seg[0], expected[key])
+    return out
+
+
+@pytest.mark.parametrize("case,nproc", BAD_RUNS)
+def test_bad_input_is_one_clear_error(bad_runs, case, nproc):
+    code, err, msg = bad_runs[(case, nproc)]
+    assert code == 2, (code, err[-2000:])
+    assert "gridgnn: error:" in err and msg in err, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
 
 
 SMALL = "synthetic:sbm?n=600&classes=4&avg_degree=8&features=16"
@@ -133,9 +171,8 @@ def test_sharded_dataset_trains_like_in_memory(tmp_path):
     in-memory graph and on Plexus' column blocks alike — and it matters (``none`` gives other logits)."""
     common = ["--model", "va", "--epochs", 8, "--dtype", "float64", "--quiet", "--save-logits", "--seed", 5]
     for method in ("double-perm", "single-perm"):
-        r = gridgnn("shard", "--data", SMALL, "--blocks", "3x3", "--method", method, "--seed", 5,
-                    "--out", tmp_path / method)
-        assert r.returncode == 0, r.stderr
+        assert run_main(["shard", "--data", SMALL, "--blocks", "3x3", "--method", method, "--seed", 5,
+                         "--out", tmp_path / method]) == 0
         meta = json.loads((tmp_path / method / "meta.json").read_text())
         assert meta["blocks"] == [3, 3] and meta["nnz_max_over_mean"] >= 1.0
     runs = {
@@ -149,8 +186,7 @@ def test_sharded_dataset_trains_like_in_memory(tmp_path):
     }
     logits = {}
     for name, args in runs.items():
-        r = gridgnn("train", *args, *common, "--out", tmp_path / name)
-        assert r.returncode == 0, r.stderr
+        assert run_main(["train", *args, *common, "--out", tmp_path / name]) == 0  # in this process: no start-up
         logits[name] = np.load(tmp_path / name / "logits.npy")
     ref = logits["serial"]
     assert np.abs(logits["serial-none"] - ref).max() > 1e-3 * np.abs(ref).max()
