@@ -304,13 +304,20 @@ def test_deep_tmpdir_spawns_fresh_interpreters(tmp_path, monkeypatch):
     from gridgnn.distributed import launch
     from gridgnn.errors import GridGnnError
 
+    import multiprocessing.process
+
     deep = tmp_path / ("d" * 60) / ("e" * 40)
     deep.mkdir(parents=True)
+    config = multiprocessing.process.current_process()._config
+    monkeypatch.delitem(config, "tempdir", raising=False)  # as in a process that has not launched yet
     monkeypatch.setattr(tempfile, "tempdir", str(deep))
     monkeypatch.delenv("GRIDGNN_START_METHOD", raising=False)
     assert launch._start_context().get_start_method() == "spawn"
     monkeypatch.setenv("GRIDGNN_START_METHOD", "forkserver")
     with pytest.raises(GridGnnError, match="shorter path"):
         launch._start_context()
-    monkeypatch.setattr(tempfile, "tempdir", "/tmp")
+    monkeypatch.setitem(config, "tempdir", "/tmp/pymp-abcdefgh")  # multiprocessing made its folder: it decides
     assert launch._start_context().get_start_method() == "forkserver"
+    monkeypatch.setitem(config, "tempdir", str(deep / "pymp-abcdefgh"))
+    monkeypatch.delenv("GRIDGNN_START_METHOD")
+    assert launch._start_context().get_start_method() == "spawn"
