@@ -13,7 +13,7 @@ import gridgnn
 from gridgnn import TrainConfig, Trainer
 from gridgnn.errors import GridGnnError
 
-from ..train._runs import run_main
+from ..train._runs import TORCHRUN, free_loopback_port, run_main
 
 SBM = "synthetic:sbm?n=300&classes=3&avg_degree=6&features=8"
 BASE = dict(data=SBM, epochs=3, dtype="float64", seed=4, quiet=True, hidden=8)
@@ -88,14 +88,9 @@ if __name__ == "__main__":
 def test_a_script_under_torchrun(tmp_path, serial_summary):
     script = tmp_path / "job.py"
     script.write_text(_TORCHRUN_SCRIPT)
-    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-    import socket
-
-    with socket.socket() as sock:  # a free loopback port for torchrun's static rendezvous
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    r = subprocess.run([torchrun, "--nnodes", "1", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+    port = free_loopback_port()  # for torchrun's static rendezvous
+    r = subprocess.run([TORCHRUN, "--nnodes", "1", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
                         "--master-port", str(port), str(script), SBM], capture_output=True, text=True, timeout=300,
                        env=env)
     assert r.returncode == 0, r.stderr[-2000:]

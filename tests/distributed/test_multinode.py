@@ -6,12 +6,13 @@ import os
 import selectors
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
+
+from ..train._runs import TORCHRUN, free_loopback_port
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or shutil.which("pgrep") is None,
                                 reason="uses pgrep and Linux signals")
@@ -21,21 +22,14 @@ SBM = "synthetic:sbm?n=300&classes=3&avg_degree=6&features=8"
 LOSS_EXIT_S = 30
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _agents(tmp_path, *train_args) -> list[subprocess.Popen]:
     """Two torchrun agents, each one node of one rank, meeting at a c10d rendezvous that agent 0 hosts."""
-    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     env["PYTHONUNBUFFERED"] = "1"
-    port = _free_port()
+    port = free_loopback_port()
     out = []
     for node in range(2):
-        cmd = [torchrun, "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+        cmd = [TORCHRUN, "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
                "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"gridgnn-{port}",
                "--rdzv-conf", f"is_host={int(node == 0)}", "--max-restarts", "0",
                "-m", "gridgnn", "train", "--data", SBM, *map(str, train_args)]

@@ -8,6 +8,7 @@
 * :func:`run_main` calls ``main`` in this process and returns its exit status (argparse errors included).
 """
 import json
+import os
 import subprocess
 import sys
 
@@ -17,7 +18,9 @@ _BATCH = """
 import json, sys
 from gridgnn.cli import main
 codes = []
-for argv in json.loads(sys.argv[1]):
+for i, argv in enumerate(json.loads(sys.argv[1])):
+    if len(sys.argv) > 2:  # segmented: what follows on stderr, the ranks' included, is run i's
+        print(f"@@run {i}", file=sys.stderr, flush=True)
     try:
         codes.append(main(argv))
     except SystemExit as exc:
@@ -26,16 +29,36 @@ print("CODES " + json.dumps(codes))
 """
 
 
-def cli_batch(argvs, *, timeout=600):
-    """``(completed process, exit codes)`` of ``gridgnn <argv>`` for each argv, run in one subprocess."""
+def cli_batch(argvs, *, timeout=600, segmented=False):
+    """``(completed process, exit codes)`` of ``gridgnn <argv>`` for each argv, run in one subprocess
+    (``segmented``: stderr marks where each run starts, for :func:`run_stderr`)."""
     argvs = [[str(a) for a in argv] for argv in argvs]
-    r = subprocess.run([sys.executable, "-c", _BATCH, json.dumps(argvs)], capture_output=True, text=True,
-                       timeout=timeout)
+    r = subprocess.run([sys.executable, "-c", _BATCH, json.dumps(argvs), *(["segmented"] if segmented else [])],
+                       capture_output=True, text=True, timeout=timeout)
     codes = None
     for line in r.stdout.splitlines():
         if line.startswith("CODES "):
             codes = json.loads(line[6:])
     return r, codes
+
+
+def run_stderr(r, i: int) -> str:
+    """What run ``i`` of a ``segmented`` :func:`cli_batch` wrote to stderr (its spawned ranks included: they share
+    the fd)."""
+    return r.stderr.split(f"@@run {i}\n", 1)[1].split(f"@@run {i + 1}\n", 1)[0]
+
+
+def free_loopback_port() -> int:
+    """A loopback port free at this moment (for a torchrun rendezvous)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+#: the torchrun of this environment
+TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
 
 
 def group_worker(ctx, argvs):

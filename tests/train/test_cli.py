@@ -9,7 +9,7 @@ import pytest
 from gridgnn.graph.loaders import save_npz
 from gridgnn.graph import Graph
 
-from ._runs import run_main
+from ._runs import cli_batch, run_main, run_stderr
 
 SUMMARY_KEYS = {"test_acc", "val_acc", "best_epoch", "epoch_time_median_s", "comm_bytes_per_epoch",
                 "max_rank_send_bytes_per_epoch", "algo", "grid", "nproc", "partition", "seed"}
@@ -97,19 +97,6 @@ BAD_CASES = ["missing", "nan", "range", "grid", "serial-nproc", "scheme", "repli
 
 BAD_RUNS = [(c, p) for c in BAD_CASES for p in (1, 2) if not (c == "serial-nproc" and p == 1)]  # serial, 1: valid
 
-_BATCH = """
-import json, sys
-from gridgnn.cli import main
-for i, argv in enumerate(json.loads(sys.argv[1])):
-    print(f"@@case {i}", file=sys.stderr, flush=True)
-    try:
-        code = main(argv)
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
-    print(f"@@exit {i} {code}", file=sys.stderr, flush=True)
-"""
-
-
 def _bad_args(case: str, tmp_path) -> tuple[list, str]:
     if case == "missing":
         return ["--data", f"npz:{tmp_path / 'nope.npz'}"], "nope.npz"
@@ -144,12 +131,11 @@ def bad_runs(tmp_path_factory):
         algo = [] if "--algo" in args else ["--algo", "1d"]
         runs.append([str(a) for a in ["train", *args, *algo, "--nproc", nproc, "--epochs", 2, "--quiet"]])
         expected[(case, nproc)] = msg
-    r = subprocess.run([sys.executable, "-c", _BATCH, json.dumps(runs)], capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r, codes = cli_batch(runs, segmented=True)
+    assert codes is not None, r.stderr[-3000:]
     out = {}
     for i, key in enumerate(BAD_RUNS):
-        seg = r.stderr.split(f"@@case {i}\n", 1)[1].split(f"@@exit {i} ", 1)
-        out[key] = (int(seg[1].split("\n", 1)[0]), seg[0], expected[key])
+        out[key] = (codes[i], run_stderr(r, i), expected[key])
     return out
 
 

@@ -170,12 +170,12 @@ def _start_context():
     of the moment either way, and the main module, ``sys.path`` and working folder as ``spawn`` gives them."""
     import multiprocessing as mp
 
-    chosen = os.environ.get("GRIDGNN_START_METHOD", "").strip()
-    method = chosen or ("forkserver" if "forkserver" in mp.get_all_start_methods() and _short_socket_dir()
-                        else "spawn")
+    fits = _short_socket_dir()
+    method = os.environ.get("GRIDGNN_START_METHOD", "").strip() or (
+        "forkserver" if "forkserver" in mp.get_all_start_methods() and fits else "spawn")
     if method not in ("forkserver", "spawn"):
         raise GridGnnError(f"GRIDGNN_START_METHOD must be forkserver or spawn, got {method!r}")
-    if method == "forkserver" and not _short_socket_dir():
+    if method == "forkserver" and not fits:
         raise GridGnnError(f"GRIDGNN_START_METHOD=forkserver: the fork server's socket would lie deeper than a Unix "
                            f"socket path allows in the temporary folder {tempfile.gettempdir()}; set TMPDIR to a "
                            "shorter path (or leave GRIDGNN_START_METHOD unset)")
