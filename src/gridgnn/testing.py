@@ -39,6 +39,8 @@ class Case:
     out_heads: int = 1
     attn_dropout: float = 0.0
     options: dict = field(default_factory=dict)  # other keyword options of the model's from_options
+    wire: str | None = None  # --comm-dtype: node data crosses the wire in this type (float64 training)
+    overlap: bool = False  # --overlap: the stage loops start their transfers early
 
 
 @dataclass
@@ -115,6 +117,13 @@ def serial_case(case: Case) -> CaseResult:
     return run_case(Case(**{**case.__dict__, "algo": "serial"}), NullComm())
 
 
+def wire_of(case: Case):
+    """The case's :class:`~gridgnn.distributed.wire.WirePolicy` (``None``: node data crosses in float64)."""
+    from .distributed.wire import WIRE_TYPES, WirePolicy
+
+    return None if case.wire is None else WirePolicy(WIRE_TYPES[case.wire])
+
+
 def distributed_worker(ctx, cases: list[Case]) -> list[CaseResult]:
     """Worker for :func:`gridgnn.distributed.launch.launch`: runs every case on this rank."""
     ctx.init()
@@ -125,7 +134,7 @@ def distributed_worker(ctx, cases: list[Case]) -> list[CaseResult]:
         if key not in grids:  # every rank builds the same meshes in the same order
             grids[key] = ProcessGrid.build(kind, "cpu", replication=case.replication, shape=case.grid)
         try:
-            out.append(run_case(case, Comm(grids[key])))
+            out.append(run_case(case, Comm(grids[key], wire=wire_of(case), overlap=case.overlap)))
         except LayoutError as e:  # raised by the model's trace, before any collective of the case
             out.append(Refusal(str(e)))
     return out

@@ -1,6 +1,7 @@
 """Shared assertions: distributed logits/gradients equal the serial reference; bytes equal the model."""
 import numpy as np
 
+from gridgnn.distributed.wire import WIRE_TYPES
 from gridgnn.planner.simulate import step_volume
 from gridgnn.testing import assemble, build_model, serial_case
 from gridgnn.train.rank_layout import make_partition, make_source, num_blocks
@@ -57,7 +58,8 @@ def model_volume(case, P):
     return step_volume(case.graph, case.algo, P, source=source, rows=rows, shape=case.grid,
                        replication=case.replication, build_model=lambda plan: build_model(case, plan),
                        traits=algorithm(case.algo).traits, elem_bytes=8,
-                       block_rows=getattr(case, "block_rows", 0))
+                       block_rows=getattr(case, "block_rows", 0),
+                       wire_bytes=None if case.wire is None else WIRE_TYPES[case.wire].itemsize)
 
 
 def check_bytes(case, per_rank, P):

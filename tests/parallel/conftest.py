@@ -101,7 +101,60 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
                         Case(graph=GRAPHS[gname], algo="plexus", dims=dims, grid=shape, partition=part, model="gat",
                              heads=heads, out_heads=out_heads, dropout=0.4, attn_dropout=0.3, seed=7, epoch=3)))
     out += attention_cases(P)
+    return out + wire_cases(P) + overlap_cases(P)
+
+
+def overlap_cases(P: int) -> list[tuple[str, Case]]:
+    """``--overlap`` on the oblivious stage loops (1D, 1.5D every c; uneven blocks): each case twice, with and
+    without (``overlap-on-``/``overlap-off-``), on models whose backward fetches again (attention: ``∂e``) and pushes
+    (``∂X``), one of them with a bfloat16 wire."""
+    out = []
+    kw = dict(dropout=0.4, seed=7, epoch=3)
+    models = [dict(model="gcn", dims=[7, 9, 4, 3]), dict(model="gat", dims=[7, 3, 3], heads=2, attn_dropout=0.3),
+              dict(model="sage", dims=[7, 6, 3], options={"aggr": "max"}),
+              dict(model="agnn", dims=[7, 5, 5, 3], wire="bfloat16")]
+    k = 0
+    for c in [c for c in PS if P % c == 0 and c < P or c == P == 1]:
+        for algo in ("1d",) if c == 1 else ("1.5d",):
+            for m in models:
+                gname = tuple(GRAPHS)[k % 2]
+                k += 1
+                case = Case(graph=GRAPHS[gname], algo=algo, replication=c,
+                            partition=skewed_partition(N, P // c, 5 + c), **m, **kw)
+                name = f"{m['model']}-{algo}-c{c}-{gname}"
+                out += [(f"overlap-on-{name}", Case(**{**case.__dict__, "overlap": True})),
+                        (f"overlap-off-{name}", case)]
     return out
+
+
+def wire_cases(P: int) -> list[tuple[str, Case]]:
+    """``--comm-dtype`` on every layout family (float64 training): bfloat16 and float16 node data, and a float32
+    wire, on the collectives each family runs (broadcast and its gathered adjoint, all-to-allv, the ``rep`` sums
+    next to exact ``max`` reductions, SUMMA panels and fibers, Plexus records with weights that stay exact)."""
+    if P == 1:
+        return []
+    g, d = GRAPHS["undirected"], GRAPHS["directed"]
+    kw = dict(dropout=0.4, seed=7, epoch=3)
+    gat = dict(model="gat", heads=2, out_heads=1, attn_dropout=0.3)
+    s2, s3 = shapes_2d(P)[1], shapes_3d(P)[-2]
+    out = [("gcn-1d-skewed", Case(graph=g, algo="1d", dims=[7, 5, 3], partition=skewed_partition(N, P, 5), **kw)),
+           ("gat-1d-sa", Case(graph=d, algo="1d-sa", dims=[7, 3, 3], **gat, **kw)),
+           ("agnn-1.5d-c2", Case(graph=g, algo="1.5d", dims=[7, 5, 5, 3], model="agnn", replication=2, **kw)),
+           ("sage-max-1.5d-sa-c2", Case(graph=d, algo="1.5d-sa", dims=[7, 6, 3], model="sage",
+                                        options={"aggr": "max"}, replication=2, **kw)),
+           (f"gat-3d-{'x'.join(map(str, s3))}", Case(graph=g, algo="3d", dims=[7, 3, 3], grid=s3, **gat, **kw)),
+           (f"va-2d-{'x'.join(map(str, s2))}", Case(graph=d, algo="2d", dims=[7, 5, 3], model="va", grid=s2, **kw)),
+           (f"gcn-plexus-{'x'.join(map(str, s3))}-double", Case(graph=d, algo="plexus", dims=[7, 9, 4, 3], grid=s3,
+                                                                partition="double-perm", block_rows=5, **kw)),
+           (f"gat-plexus-{'x'.join(map(str, s3))}", Case(graph=g, algo="plexus", dims=[7, 3, 3], grid=s3, **gat,
+                                                         **kw))]
+    if P % 2:
+        out = [(n, c) for n, c in out if c.replication == 1]
+    wires = ("bfloat16", "float16", "float32")
+    return [(f"wire-{wires[k % 3]}-{name}", Case(**{**case.__dict__, "wire": wires[k % 3]}))
+            for k, (name, case) in enumerate(out)] + \
+        [(f"wire-bfloat16-{name}", Case(**{**case.__dict__, "wire": "bfloat16"}))
+         for k, (name, case) in enumerate(out) if k % 3]
 
 
 def attention_cases(P: int) -> list[tuple[str, Case]]:

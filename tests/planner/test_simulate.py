@@ -16,6 +16,7 @@ CONFIGS = {  # one per layout family and kind of model; tests/parallel checks th
     "gat-plexus-double": ["--model", "gat", "--heads", 2, "--algo", "plexus", "--nproc", 4, "--grid", "2,2,1",
                           "--partition", "double-perm"],
     "custom-2d": ["--model", "examples.custom_layer:EdgeGatedGCN", "--heads", 2, "--algo", "2d", "--nproc", 4],
+    "gat-1d-bfloat16-wire": ["--model", "gat", "--heads", 2, "--algo", "1d", "--nproc", 4, "--comm-dtype", "bfloat16"],
 }
 STEP = ("fwd", "bwd", "grad")
 

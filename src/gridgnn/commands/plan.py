@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 
-from .simulate import SIMULATE_FLAGS, add_model_arguments
+from .simulate import SIMULATE_FLAGS, add_model_arguments, add_wire_argument
 
 PLAN_FLAGS = tuple(f for f in SIMULATE_FLAGS if f not in ("algo", "replication", "grid", "partition"))
 
@@ -15,6 +15,7 @@ def add_plan_arguments(p) -> None:
     p.add_argument("--nproc", type=int, metavar="P", help="processes planned for (none are started)")
     p.add_argument("--seed", type=int)
     p.add_argument("--dtype", choices=("float32", "float64"))
+    add_wire_argument(p)
     p.add_argument("--profile", metavar="FILE|PRESET",
                    help="machine profile (gridgnn calibrate --out FILE, or local-cpu, perlmutter-a100, "
                         "frontier-mi250x; default local-cpu)")

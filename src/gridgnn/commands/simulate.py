@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 SIMULATE_FLAGS = ("data", "model", "heads", "aggr", "layers", "hidden", "algo", "nproc", "replication", "grid",
-                  "partition", "seed", "dtype")
+                  "partition", "seed", "dtype", "comm_dtype")
 
 
 def add_model_arguments(p) -> None:
@@ -21,6 +21,13 @@ def add_model_arguments(p) -> None:
     p.add_argument("--hidden", type=int, metavar="H")
 
 
+def add_wire_argument(p) -> None:
+    """``--comm-dtype`` as ``simulate`` and ``plan`` price it (the fixed types: ``auto`` decides while training)."""
+    p.add_argument("--comm-dtype", dest="comm_dtype", choices=("float64", "float32", "bfloat16", "float16"),
+                   help="the wire type of node rows and partial sums (default: --dtype; auto's choices are made "
+                        "while training)")
+
+
 def add_simulate_arguments(p) -> None:
     add_model_arguments(p)
     p.add_argument("--algo", metavar="A", help="1d, 1d-sa, 1.5d, 1.5d-sa, 2d, 3d, plexus (or serial)")
@@ -30,6 +37,7 @@ def add_simulate_arguments(p) -> None:
     p.add_argument("--partition", metavar="METHOD|FILE")
     p.add_argument("--seed", type=int)
     p.add_argument("--dtype", choices=("float32", "float64"))
+    add_wire_argument(p)
     p.add_argument("--out", metavar="FILE", help="write the per-rank volumes as JSON")
     p.add_argument("--per-rank", action="store_true", help="also print one line per rank")
 

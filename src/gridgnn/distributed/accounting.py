@@ -12,6 +12,10 @@ collective — so a measured byte and a modelled one come from one formula. Per 
 * all-reduce — ring: ``2(g−1)/g · M`` each way;
 * all-gather — ``(g−1)`` pieces each way (pieces of different heights are padded to the largest);
 * reduce-scatter — the pieces sent to the others, and ``(g−1)`` copies of one's own piece received.
+
+Node data narrowed on the wire (:mod:`gridgnn.distributed.wire`) moves in the narrow type by the same rules, except
+the two reductions that then add in the tensor's type: a ``reduce`` is a gather onto the root, an all-reduce an
+all-to-all of ``g`` padded pieces and their all-gather (:func:`allreduce_padded`).
 """
 from __future__ import annotations
 
@@ -36,6 +40,13 @@ def gather(me: int, root: int, g: int, m: float) -> tuple[float, float]:
 def allreduce(g: int, m: float) -> tuple[float, float]:
     """``(sent, recv)`` of a member of a ring all-reduce of ``m`` bytes over ``g`` members."""
     v = 2.0 * (g - 1) / g * m if g > 1 else 0.0
+    return v, v
+
+
+def allreduce_padded(g: int, piece: float) -> tuple[float, float]:
+    """``(sent, recv)`` of a member of an all-reduce run as an all-to-all of ``g`` pieces of ``piece`` bytes (the
+    buffer padded to ``g`` equal pieces) and the all-gather of the summed pieces: ``2(g−1)`` pieces each way."""
+    v = 2.0 * (g - 1) * piece if g > 1 else 0.0
     return v, v
 
 
@@ -69,6 +80,8 @@ class Transfer(NamedTuple):
         send, recv: rows sent to and received from each member (``alltoallv``).
         pieces: rows of each member's piece (``allgather``: padded to the largest; ``reducescatter``).
         tag: the name it is recorded under when not ``kind`` (``"bcast_sparse"``: a sparse panel's arrays).
+        exact: never narrowed on the wire (weights and their gradients, a sparse panel's arrays); ``False``: node
+            rows or partial sums, which ``--comm-dtype`` may narrow.
     """
 
     kind: str
@@ -81,6 +94,7 @@ class Transfer(NamedTuple):
     recv: tuple = ()
     pieces: tuple = ()
     tag: str = ""
+    exact: bool = False
 
     @property
     def key(self) -> str:
@@ -92,15 +106,21 @@ class Transfer(NamedTuple):
         """Whether anything is called (a group of one is not)."""
         return self.group > 1
 
-    def bytes(self, row_bytes: float) -> tuple[float, float]:
-        """``(sent, recv)`` of this rank for rows of ``row_bytes`` bytes."""
+    def bytes(self, row_bytes: float, wire_elem: int = 0) -> tuple[float, float]:
+        """``(sent, recv)`` of this rank for rows of ``row_bytes`` bytes; ``wire_elem``: the rows are narrowed node
+        data of ``wire_elem`` bytes per element (a ``reduce`` runs as a gather, a sum as padded pieces)."""
         if not self.moves:
             return 0.0, 0.0
         if self.kind == "bcast":
             return bcast(self.me, self.root, self.rows * row_bytes)
         if self.kind == "reduce":
+            if wire_elem:
+                return gather(self.me, self.root, self.group, self.rows * row_bytes)
             return reduce(self.me, self.root, self.rows * row_bytes)
         if self.kind == "allreduce":
+            if wire_elem:
+                numel = round(self.rows * row_bytes / wire_elem)
+                return allreduce_padded(self.group, -(-numel // self.group) * wire_elem)
             return allreduce(self.group, self.rows * row_bytes)
         if self.kind == "alltoallv":
             return alltoallv(self.me, [s * row_bytes for s in self.send], [r * row_bytes for r in self.recv])

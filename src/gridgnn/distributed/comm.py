@@ -18,6 +18,12 @@ bytes, ``g`` = group size; a group of size 1 moves nothing and is not called):
 * small JSON objects (``all_gather_json``: reports, panel sizes at set-up) are recorded as calls with 0 bytes —
   they are metadata, not model data. Nothing is pickled on the wire: a peer cannot make a rank run code.
 
+Wire precision (:mod:`gridgnn.distributed.wire`): a call that carries node data says ``wire=True`` (``execute``: a
+record that is not ``exact``); with a :class:`~gridgnn.distributed.wire.WirePolicy` set, its floating data crosses
+in the narrow type — the bytes recorded are the narrow ones (``reduce`` then runs as a gather onto the root and an
+all-reduce as an all-to-all of padded pieces, a local sum and an all-gather: ``2(g−1)·⌈numel/g⌉`` elements each
+way), and every sum is taken in the tensor's own type.
+
 A collective that fails (``--timeout`` passed because a peer stalled, or a peer went away) raises
 :class:`~gridgnn.errors.CommFailure` naming the rank, the collective, the axis and the phase.
 
@@ -39,6 +45,7 @@ import torch.distributed as dist
 
 from ..errors import CommFailure, GridGnnError
 from . import accounting
+from .wire import WIRE_PHASES
 
 
 @dataclass
@@ -62,11 +69,45 @@ class CommLog:
         s.calls += 1
         s.seconds += seconds
 
+    def add_seconds(self, key: str, seconds: float) -> None:
+        """Time a started collective kept this rank waiting (:class:`Pending`), added to its call's record."""
+        self.stats[key].seconds += seconds
+
     def reset(self) -> None:
         self.stats = defaultdict(PhaseStats)
 
     def snapshot(self) -> dict:
         return {k: PhaseStats(v.sent, v.recv, v.calls, v.seconds) for k, v in self.stats.items()}
+
+
+class Pending:
+    r"""A collective started early (``async_op=True``): :meth:`wait` blocks until it has arrived and returns its
+    result. Its bytes are recorded when it starts; its seconds are the time :meth:`wait` kept this rank waiting —
+    the part of the transfer the computation in between did not hide."""
+
+    def __init__(self, comm, tag: str, axis, work, finish):
+        self._comm, self._tag, self._axis, self._work, self._finish = comm, tag, axis, work, finish
+        self._key = f"{comm._phase}.{tag}"
+        self._done, self._result = False, None
+
+    @classmethod
+    def done(cls, result):
+        """An already finished one (a group of one, or a probe of the ``auto`` guard, which runs in place)."""
+        p = cls.__new__(cls)
+        p._done, p._result = True, result
+        return p
+
+    def wait(self):
+        if not self._done:
+            t0 = time.perf_counter()
+            if self._work is not None:
+                try:
+                    self._work.wait()
+                except RuntimeError as exc:
+                    raise CommFailure(self._comm._describe(exc, self._tag, self._axis)) from None
+            self._comm.log.add_seconds(self._key, time.perf_counter() - t0)
+            self._done, self._result = True, self._finish()
+        return self._result
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -81,12 +122,15 @@ class Comm:
         sync_cuda: synchronize the device around each call so that the recorded time is the call's.
     """
 
-    def __init__(self, grid, *, sync_cuda: bool = True, ranks_per_node: int | None = None):
+    def __init__(self, grid, *, sync_cuda: bool = True, ranks_per_node: int | None = None, wire=None,
+                 overlap: bool = False):
         self.grid = grid
+        self.overlap = bool(overlap)  # engines start a stage's transfer while the previous stage computes
         self.ranks_per_node = ranks_per_node  # a job across nodes: a failure names the peers' nodes
         self.log = CommLog()
         self._phase = "fwd"
         self._sync = sync_cuda
+        self.wire = wire  # a WirePolicy: node data crosses narrowed (None: as held)
 
     # ------------------------------------------------------------------ bookkeeping
     @contextlib.contextmanager
@@ -148,51 +192,217 @@ class Comm:
     def _record(self, tag: str, sent: float, recv: float, seconds: float) -> None:
         self.log.record(f"{self._phase}.{tag}", sent, recv, seconds)
 
+    # ------------------------------------------------------------------ wire precision
+    def _low(self, wire: bool, tensor: torch.Tensor):
+        """The narrow type ``tensor`` may cross in here (``None``: as held)."""
+        w = self.wire
+        if not wire or w is None or self._phase not in WIRE_PHASES or not w.narrows(tensor):
+            return None
+        return w.low
+
+    def _site(self, tag: str, axis) -> str:
+        return f"{self._phase}.{tag}@{axis if isinstance(axis, str) else '+'.join(axis)}"
+
+    def _started(self, low, tag: str, axis):
+        """The wire type a started (``async_op``) call uses: ``None`` for the exact wire; ``False`` when the
+        guard probes this step (the probe runs the call in place, both ways)."""
+        if low is None:
+            return None
+        if self.wire.probing:
+            return False
+        return None if self._site(tag, axis) in self.wire.exact else low
+
+    def _start(self, fn, tag: str, axis):
+        """Start a collective (``fn`` calls it with ``async_op=True``); returns its work handle."""
+        try:
+            return fn()
+        except RuntimeError as exc:
+            raise CommFailure(self._describe(exc, tag, axis)) from None
+
+    def _cast(self, t: torch.Tensor, dt, tag: str, axis) -> torch.Tensor:
+        """``t`` in the wire type ``dt`` (``None``: a copy as held). float16 holds ±65504 at most: a value beyond it
+        would arrive as infinity, so it stops the run with one line instead."""
+        if dt is None:
+            return t.clone()
+        out = t.to(dt)
+        if dt == torch.float16 and not bool(torch.isfinite(out).all()) and bool(torch.isfinite(t).all()):
+            big = float(t.abs().max())
+            raise GridGnnError(f"rank {self.grid.global_rank}: node data of collective {tag} on axis {axis!r} in "
+                               f"phase {self._phase!r} reaches {big:.4g}, beyond float16's range (±65504): use "
+                               f"--comm-dtype bfloat16 or auto")
+        return out
+
+    def _wired(self, low, tag: str, axis, run):
+        """``run(dtype or None)`` → the call's result, in the narrow type unless the guard kept this site exact;
+        while the guard probes, once more in the other type on the same inputs (phase ``probe``) to measure the
+        error of what the members receive. ``run`` must not change its inputs."""
+        site = self._site(tag, axis)
+        use = None if site in self.wire.exact else low
+        out = run(use)
+        if self.wire.probing:
+            with self.phase("probe"):
+                other = run(low if use is None else None)
+            narrow, exact = (out, other) if use is not None else (other, out)
+            self.wire.observe(site, _flat(narrow), _flat(exact))
+        return out
+
     # ------------------------------------------------------------------ collectives
-    def broadcast(self, tensor: torch.Tensor, root: int, axis: str, tag: str = "bcast") -> torch.Tensor:
+    def broadcast(self, tensor: torch.Tensor, root: int, axis: str, tag: str = "bcast", *,
+                  wire: bool = False, async_op: bool = False):
         """In-place broadcast of ``tensor`` from axis-rank ``root`` to every member of ``axis``
-        (``tag`` names the record, e.g. ``bcast_sparse`` for sparse-matrix panels)."""
+        (``tag`` names the record, e.g. ``bcast_sparse`` for sparse-matrix panels; ``wire``: node data;
+        ``async_op``: start it and return a :class:`Pending`, whose ``wait()`` returns ``tensor`` filled)."""
         g = self.grid.size(axis)
         if g == 1:
-            return tensor
+            return Pending.done(tensor) if async_op else tensor
         group = self.grid.group(axis)
         src = dist.get_global_rank(group, root)
-        secs = self._run(lambda: dist.broadcast(tensor, src=src, group=group), tag, axis)
-        self._record(tag, *accounting.bcast(self.grid.rank(axis), root, _nbytes(tensor)), secs)
+        me = self.grid.rank(axis)
+        low = self._low(wire, tensor)
+        if async_op:
+            use = self._started(low, tag, axis)
+            if use is False:
+                return Pending.done(self.broadcast(tensor, root, axis, tag, wire=wire))
+            if use is None:
+                buf = tensor
+            elif me == root:
+                buf = self._cast(tensor, use, tag, axis)
+            else:
+                buf = torch.empty(tensor.shape, dtype=use, device=tensor.device)
+            work = self._start(lambda: dist.broadcast(buf, src=src, group=group, async_op=True), tag, axis)
+            self._record(tag, *accounting.bcast(me, root, _nbytes(buf)), 0.0)
+
+            def arrived():
+                if buf is not tensor and me != root:
+                    tensor.copy_(buf)
+                return tensor
+
+            return Pending(self, tag, axis, work, arrived)
+        if low is None:
+            secs = self._run(lambda: dist.broadcast(tensor, src=src, group=group), tag, axis)
+            self._record(tag, *accounting.bcast(me, root, _nbytes(tensor)), secs)
+            return tensor
+
+        def run(dt):
+            if me == root:
+                buf = self._cast(tensor, dt, tag, axis)
+            else:  # what arrives overwrites it
+                buf = torch.empty(tensor.shape, dtype=dt or tensor.dtype, device=tensor.device)
+            secs = self._run(lambda: dist.broadcast(buf, src=src, group=group), tag, axis)
+            self._record(tag, *accounting.bcast(me, root, _nbytes(buf)), secs)
+            return tensor if me == root else buf.to(tensor.dtype)
+
+        out = self._wired(low, tag, axis, run)
+        if me != root:
+            tensor.copy_(out)
         return tensor
 
-    def reduce(self, tensor: torch.Tensor, root: int, axis: str, tag: str = "reduce") -> torch.Tensor:
+    def reduce(self, tensor: torch.Tensor, root: int, axis: str, tag: str = "reduce", *,
+               wire: bool = False, async_op: bool = False):
         """In-place sum of ``tensor`` over ``axis`` onto axis-rank ``root`` (the adjoint of :meth:`broadcast`;
-        the other members' buffers are left undefined)."""
+        the other members' buffers are left undefined). Narrowed (``wire``): a gather of the members' tensors onto
+        the root, summed there in the tensor's type (member order; the root's own term exact). ``async_op``:
+        start it and return a :class:`Pending` (``tensor`` must not change until its ``wait()``)."""
         g = self.grid.size(axis)
         if g == 1:
-            return tensor
+            return Pending.done(tensor) if async_op else tensor
         group = self.grid.group(axis)
         dst = dist.get_global_rank(group, root)
-        secs = self._run(lambda: dist.reduce(tensor, dst=dst, op=dist.ReduceOp.SUM, group=group), tag, axis)
-        self._record(tag, *accounting.reduce(self.grid.rank(axis), root, _nbytes(tensor)), secs)
+        me = self.grid.rank(axis)
+        low = self._low(wire, tensor)
+        if async_op:
+            use = self._started(low, tag, axis)
+            if use is False:
+                return Pending.done(self.reduce(tensor, root, axis, tag, wire=wire))
+            if use is None:
+                work = self._start(lambda: dist.reduce(tensor, dst=dst, op=dist.ReduceOp.SUM, group=group,
+                                                       async_op=True), tag, axis)
+                self._record(tag, *accounting.reduce(me, root, _nbytes(tensor)), 0.0)
+                return Pending(self, tag, axis, work, lambda: tensor)
+            buf = self._cast(tensor.contiguous(), use, tag, axis)
+            got = [torch.empty_like(buf) for _ in range(g)] if me == root else None
+            work = self._start(lambda: dist.gather(buf, got, dst=dst, group=group, async_op=True), tag, axis)
+            self._record(tag, *accounting.gather(me, root, g, _nbytes(buf)), 0.0)
+
+            def summed():
+                if me == root:
+                    tensor.copy_(_sum_members(tensor, got, me))
+                return tensor
+
+            return Pending(self, tag, axis, work, summed)
+        if low is None:
+            secs = self._run(lambda: dist.reduce(tensor, dst=dst, op=dist.ReduceOp.SUM, group=group), tag, axis)
+            self._record(tag, *accounting.reduce(me, root, _nbytes(tensor)), secs)
+            return tensor
+
+        def run(dt):
+            if dt is None:
+                buf = tensor.clone()
+                secs = self._run(lambda: dist.reduce(buf, dst=dst, op=dist.ReduceOp.SUM, group=group), tag, axis)
+                self._record(tag, *accounting.reduce(me, root, _nbytes(buf)), secs)
+                return buf if me == root else tensor  # only the root's result is defined
+            buf = self._cast(tensor.contiguous(), dt, tag, axis)
+            got = [torch.empty_like(buf) for _ in range(g)] if me == root else None
+            secs = self._run(lambda: dist.gather(buf, got, dst=dst, group=group), tag, axis)
+            self._record(tag, *accounting.gather(me, root, g, _nbytes(buf)), secs)
+            return _sum_members(tensor, got, me) if me == root else tensor
+
+        out = self._wired(low, tag, axis, run)
+        if me == root:
+            tensor.copy_(out)
         return tensor
 
-    def all_reduce(self, tensor: torch.Tensor, axis: str | tuple[str, ...], op: str = "sum") -> torch.Tensor:
+    def all_reduce(self, tensor: torch.Tensor, axis: str | tuple[str, ...], op: str = "sum", *,
+                   wire: bool = False) -> torch.Tensor:
         """In-place all-reduce (``sum``/``max``/``min``) over one axis or a tuple of axes (the whole grid in one
-        call; a sub-grid axis by axis, each recorded as its own ring)."""
+        call; a sub-grid axis by axis, each recorded as its own ring). ``wire``: node data, narrowed for a sum
+        (``max``/``min`` stay exact): each member's padded piece summed in the tensor's type by its owner, the
+        sums all-gathered in the narrow type and rounded alike on every member."""
         if not isinstance(axis, str) and len(axis) > 1 and set(axis) != set(self.grid.names):
             for a in axis:
-                self.all_reduce(tensor, a, op)
+                self.all_reduce(tensor, a, op, wire=wire)
             return tensor
         g = self.grid.size(axis)
         if g == 1:
             return tensor
         red = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[op]
         group = self.grid.group(axis)
-        secs = self._run(lambda: dist.all_reduce(tensor, op=red, group=group), "allreduce", axis)
-        self._record("allreduce", *accounting.allreduce(g, _nbytes(tensor)), secs)
+        low = self._low(wire and op == "sum", tensor)
+        if low is None:
+            secs = self._run(lambda: dist.all_reduce(tensor, op=red, group=group), "allreduce", axis)
+            self._record("allreduce", *accounting.allreduce(g, _nbytes(tensor)), secs)
+            return tensor
+        me = self.grid.rank(axis)
+
+        def run(dt):
+            if dt is None:
+                buf = tensor.clone()
+                secs = self._run(lambda: dist.all_reduce(buf, op=red, group=group), "allreduce", axis)
+                self._record("allreduce", *accounting.allreduce(g, _nbytes(buf)), secs)
+                return buf
+            numel = tensor.numel()
+            c = -(-numel // g)
+            flat = tensor.new_zeros(g * c)
+            flat[:numel] = tensor.reshape(-1)
+            send = self._cast(flat, dt, "allreduce", axis)
+            recv = torch.empty_like(send)
+            secs = self._run(lambda: dist.all_to_all_single(recv, send, group=group), "allreduce", axis)
+            pieces = recv.reshape(g, c).to(tensor.dtype)
+            pieces[me] = flat[me * c:(me + 1) * c]  # one's own piece never crossed the wire
+            mine = self._cast(pieces.sum(dim=0), dt, "allreduce", axis)
+            got = [torch.empty_like(mine) for _ in range(g)]
+            secs += self._run(lambda: dist.all_gather(got, mine, group=group), "allreduce", axis)
+            self._record("allreduce", *accounting.allreduce_padded(g, c * send.element_size()), secs)
+            return torch.cat(got)[:numel].to(tensor.dtype).reshape(tensor.shape)
+
+        tensor.copy_(self._wired(low, "allreduce", axis, run))
         return tensor
 
-    def all_to_all_v(self, send: list[torch.Tensor], recv_rows: list[int], axis: str) -> list[torch.Tensor]:
+    def all_to_all_v(self, send: list[torch.Tensor], recv_rows: list[int], axis: str, *,
+                     wire: bool = False) -> list[torch.Tensor]:
         r"""All-to-allv of row blocks: ``send[k]`` (rows × f, contiguous) goes to axis-rank ``k``; returns
         the list of blocks received from each axis-rank (``recv_rows[k]`` rows each). ``f`` and dtype are
-        those of the send blocks (all equal)."""
+        those of the send blocks (all equal). ``wire``: node data (one's own block is returned as sent)."""
         g = self.grid.size(axis)
         me = self.grid.rank(axis)
         if g == 1:
@@ -203,19 +413,30 @@ class Comm:
         flat_send = torch.cat([s.reshape(-1) for s in send])
         in_splits = [s.numel() for s in send]
         out_splits = [r * width for r in recv_rows]
-        flat_recv = ref.new_empty(sum(out_splits))
         group = self.grid.group(axis)
-        secs = self._run(lambda: dist.all_to_all_single(flat_recv, flat_send, out_splits, in_splits, group=group),
-                         "alltoallv", axis)
-        es = ref.element_size()
-        self._record("alltoallv", *accounting.alltoallv(me, [s * es for s in in_splits], [s * es for s in out_splits]),
-                     secs)
-        return [b.reshape((r,) + tail) for b, r in zip(flat_recv.split(out_splits), recv_rows)]
 
-    def reduce_scatter_rows(self, tensor: torch.Tensor, bounds, axis: str) -> torch.Tensor:
+        def run(dt):
+            out = flat_send if dt is None else self._cast(flat_send, dt, "alltoallv", axis)
+            flat_recv = out.new_empty(sum(out_splits))
+            secs = self._run(lambda: dist.all_to_all_single(flat_recv, out, out_splits, in_splits, group=group),
+                             "alltoallv", axis)
+            es = out.element_size()
+            self._record("alltoallv", *accounting.alltoallv(me, [s * es for s in in_splits],
+                                                            [s * es for s in out_splits]), secs)
+            return flat_recv if dt is None else flat_recv.to(ref.dtype)
+
+        low = self._low(wire, ref)
+        flat_recv = run(None) if low is None else self._wired(low, "alltoallv", axis, run)
+        blocks = [b.reshape((r,) + tail) for b, r in zip(flat_recv.split(out_splits), recv_rows)]
+        if low is not None:
+            blocks[me] = send[me].reshape((recv_rows[me],) + tail)
+        return blocks
+
+    def reduce_scatter_rows(self, tensor: torch.Tensor, bounds, axis: str, *, wire: bool = False) -> torch.Tensor:
         r"""Sum ``tensor`` over ``axis`` and keep rows ``bounds[k]:bounds[k+1]`` on axis-rank ``k`` (pieces may
-        differ in size). Runs as an all-to-allv of the pieces plus a local sum, so the recorded bytes are the
-        actual piece sizes — ``(g−1)/g`` of the buffer each way when the pieces are equal."""
+        differ in size). Runs as an all-to-allv of the pieces plus a local sum (in the tensor's type), so the
+        recorded bytes are the actual piece sizes — ``(g−1)/g`` of the buffer each way when the pieces are equal.
+        ``wire``: node data (one's own piece enters the sum exact)."""
         g = self.grid.size(axis)
         if g == 1:
             return tensor
@@ -227,28 +448,50 @@ class Comm:
         flat_send = torch.cat([p.reshape(-1) for p in pieces])
         in_splits = [p.numel() for p in pieces]
         out_splits = [rows * width] * g
-        flat_recv = tensor.new_empty(rows * width * g)
         group = self.grid.group(axis)
-        secs = self._run(lambda: dist.all_to_all_single(flat_recv, flat_send, out_splits, in_splits, group=group),
-                         "reducescatter", axis)
-        es = tensor.element_size()
-        self._record("reducescatter", *accounting.reducescatter(me, [s * es for s in in_splits]), secs)
-        return flat_recv.reshape((g, rows) + tail).sum(dim=0)
 
-    def all_gather(self, tensor: torch.Tensor, axis: str) -> list[torch.Tensor]:
-        """All-gather equal-shape tensors along ``axis``; returns the list in axis-rank order."""
+        def run(dt):
+            out = flat_send if dt is None else self._cast(flat_send, dt, "reducescatter", axis)
+            flat_recv = out.new_empty(rows * width * g)
+            secs = self._run(lambda: dist.all_to_all_single(flat_recv, out, out_splits, in_splits, group=group),
+                             "reducescatter", axis)
+            es = out.element_size()
+            self._record("reducescatter", *accounting.reducescatter(me, [s * es for s in in_splits]), secs)
+            if dt is None:
+                return flat_recv.reshape((g, rows) + tail).sum(dim=0)
+            parts = flat_recv.reshape((g, rows) + tail).to(tensor.dtype)
+            parts[me] = pieces[me]
+            return parts.sum(dim=0)
+
+        low = self._low(wire, tensor)
+        return run(None) if low is None else self._wired(low, "reducescatter", axis, run)
+
+    def all_gather(self, tensor: torch.Tensor, axis: str, *, wire: bool = False) -> list[torch.Tensor]:
+        """All-gather equal-shape tensors along ``axis``; returns the list in axis-rank order (``wire``: node data;
+        one's own entry is returned as sent)."""
         g = self.grid.size(axis)
         if g == 1:
             return [tensor]
-        out = [torch.empty_like(tensor) for _ in range(g)]
         group = self.grid.group(axis)
-        secs = self._run(lambda: dist.all_gather(out, tensor.contiguous(), group=group), "allgather", axis)
-        self._record("allgather", *accounting.allgather(g, _nbytes(tensor)), secs)
+
+        def run(dt):
+            mine = tensor.contiguous() if dt is None else self._cast(tensor, dt, "allgather", axis)
+            out = [torch.empty_like(mine) for _ in range(g)]
+            secs = self._run(lambda: dist.all_gather(out, mine, group=group), "allgather", axis)
+            self._record("allgather", *accounting.allgather(g, _nbytes(mine)), secs)
+            return out if dt is None else [o.to(tensor.dtype) for o in out]
+
+        low = self._low(wire, tensor)
+        if low is None:
+            return run(None)
+        out = list(self._wired(low, "allgather", axis, lambda dt: torch.stack(run(dt))).unbind(0))
+        out[self.grid.rank(axis)] = tensor
         return out
 
-    def all_gather_rows(self, tensor: torch.Tensor, axis: str, rows: list[int] | None = None) -> list[torch.Tensor]:
+    def all_gather_rows(self, tensor: torch.Tensor, axis: str, rows: list[int] | None = None, *,
+                        wire: bool = False) -> list[torch.Tensor]:
         """All-gather row blocks of possibly different heights (padded to the largest, then trimmed). ``rows``:
-        the heights when every member knows them (saves the size exchange)."""
+        the heights when every member knows them (saves the size exchange); ``wire``: node data."""
         g = self.grid.size(axis)
         if g == 1:
             return [tensor]
@@ -257,7 +500,7 @@ class Comm:
             rows = [int(s.item()) for s in sizes]
         pad = tensor.new_zeros((max(rows),) + tuple(tensor.shape[1:]))
         pad[: tensor.shape[0]] = tensor
-        blocks = self.all_gather(pad, axis)
+        blocks = self.all_gather(pad, axis, wire=wire)
         return [b[:r] for b, r in zip(blocks, rows)]
 
     def all_gather_json(self, obj, axis) -> list:
@@ -323,20 +566,33 @@ class Comm:
                                f"{rows} rows, the engine passed {have} (group {self.grid.size(rec.axis)})")
         if not rec.moves:
             return tensor
+        wire = not rec.exact
         if rec.kind == "allreduce":
-            return self.all_reduce(tensor, rec.axis, op=op)
+            return self.all_reduce(tensor, rec.axis, op=op, wire=wire)
         if rec.kind == "allgather":
-            return torch.cat(self.all_gather_rows(tensor.contiguous(), rec.axis, rows=list(rec.pieces)))
+            return torch.cat(self.all_gather_rows(tensor.contiguous(), rec.axis, rows=list(rec.pieces), wire=wire))
         if rec.kind == "reducescatter":
             bounds = [0]
             for p in rec.pieces:
                 bounds.append(bounds[-1] + p)
-        return self.reduce_scatter_rows(tensor.contiguous(), bounds, rec.axis)
+        return self.reduce_scatter_rows(tensor.contiguous(), bounds, rec.axis, wire=wire)
 
     def wire_device(self):
         """Where metadata tensors live for the backend: CUDA for NCCL, CPU for gloo."""
         mesh_device = getattr(self.grid.mesh, "device_type", "cpu")
         return torch.device("cuda", torch.cuda.current_device()) if mesh_device == "cuda" else torch.device("cpu")
+
+
+def _sum_members(own: torch.Tensor, got: list, me: int) -> torch.Tensor:
+    """The members' terms added in member order in ``own``'s type (``own`` for member ``me``: it did not cross)."""
+    total = torch.zeros_like(own)
+    for k, t in enumerate(got):
+        total += own if k == me else t.to(own.dtype)
+    return total
+
+
+def _flat(t):
+    return t.reshape(-1) if isinstance(t, torch.Tensor) else torch.cat([b.reshape(-1) for b in t])
 
 
 def _json_default(v):

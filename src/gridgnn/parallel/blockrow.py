@@ -171,7 +171,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
         """Sparsity-aware fetch: ``[X_q or X_q[NnzCols(i, q)] for q in stages]`` stacked (ICPP Alg. 1 line 3)."""
         send = [x[idx] for idx in self.send_idx]
         t = self.schedule.halo_transfer()
-        got = self.comm.all_to_all_v(send, list(t.recv), t.axis)
+        got = self.comm.all_to_all_v(send, list(t.recv), t.axis, wire=True)
         parts = [x if q == self.me else got[q] for q in self.stages]
         return torch.cat(parts) if parts else x.new_zeros((0, x.shape[1]))
 
@@ -185,7 +185,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
             else:
                 send[q] = part[off:off + size].contiguous()
         t = self.schedule.halo_transfer(push=True)
-        got = self.comm.all_to_all_v(send, list(t.recv), t.axis)
+        got = self.comm.all_to_all_v(send, list(t.recv), t.axis, wire=True)
         for k, idx in enumerate(self.send_idx):
             if idx.numel():
                 out.index_add_(0, idx, got[k])
@@ -209,6 +209,8 @@ class BlockRowGraph(SourceKeys, DistGraph):
             if out is not None:
                 self._push_halo(part, out)
             return out
+        if self.comm is not None and self.comm.overlap:
+            return self._sweep_overlapped(fetch, body, out)
         # CAGNET Alg. 1 line 3 / Alg. 2 line 4: one remote block at a time, as the schedule's stage records say
         for get, put in zip(self.schedule.stage_transfers(), self.schedule.stage_transfers(push=True)):
             q = get.root
@@ -217,15 +219,53 @@ class BlockRowGraph(SourceKeys, DistGraph):
             if fetch is not None:
                 xs = fetch.contiguous() if q == self.me else fetch.new_empty((get.rows, fetch.shape[1]))
                 if self.comm is not None:
-                    self.comm.broadcast(xs, get.root, get.axis)  # BCAST(H_q) along the fetch axis
+                    self.comm.broadcast(xs, get.root, get.axis, wire=True)  # BCAST(H_q) along the fetch axis
             part = body(pat, eidx, xs)
             if out is not None:
                 part = part.contiguous()
                 if self.comm is not None:
-                    self.comm.reduce(part, put.root, put.axis)  # adjoint of the broadcast
+                    self.comm.reduce(part, put.root, put.axis, wire=True)  # adjoint of the broadcast
                 if q == self.me:
                     out += part
         return out
+
+    def _sweep_overlapped(self, fetch: torch.Tensor | None, body, out: torch.Tensor | None):
+        r"""The oblivious stage loop with its transfers started early (``--overlap``): stage ``k + 1``'s broadcast
+        is on its way while stage ``k``'s product computes, and stage ``k``'s push (a reduce) while stage ``k + 1``'s
+        does. Every rank issues the same calls in the same order, and each block is summed as in :meth:`sweep`, so
+        the result is bit for bit the same; two remote blocks (and two pushed parts) live at a time instead of one.
+        """
+        comm = self.comm
+        stages = list(zip(self.schedule.stage_transfers(), self.schedule.stage_transfers(push=True)))
+
+        def start(get):
+            xs = fetch.contiguous() if get.root == self.me else fetch.new_empty((get.rows, fetch.shape[1]))
+            return comm.broadcast(xs, get.root, get.axis, wire=True, async_op=True)  # BCAST(H_q), started
+
+        coming = start(stages[0][0]) if fetch is not None and stages else None
+        pushing = None  # (stage owner, its part, the started reduce)
+        for k, (get, put) in enumerate(stages):
+            q = get.root
+            pat, eidx = self.stage_blocks[q]
+            xs = None
+            if coming is not None:
+                xs = coming.wait()
+                coming = start(stages[k + 1][0]) if k + 1 < len(stages) else None
+            part = body(pat, eidx, xs)
+            if out is not None:
+                if pushing is not None:
+                    self._landed(out, *pushing)
+                part = part.contiguous()
+                pushing = (q, part, comm.reduce(part, put.root, put.axis, wire=True, async_op=True))
+        if pushing is not None:
+            self._landed(out, *pushing)
+        return out
+
+    def _landed(self, out: torch.Tensor, q: int, part: torch.Tensor, pending) -> None:
+        """Wait for stage ``q``'s push; its owner adds the summed part (as :meth:`sweep` does)."""
+        pending.wait()
+        if q == self.me:
+            out += part
 
     def edge_rows(self) -> tuple[torch.Tensor, int, torch.Tensor | None]:
         """The local row of every local edge, the number of local rows and the CSR pointer (edges are in row
@@ -236,7 +276,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
         """All-reduce a row-block result along the axis that splits rows (1.5D ``"rep"``; CAGNET Alg. 2
         line 8)."""
         for rec in self.schedule.row_all():
-            self.comm.all_reduce(t, rec.axis, op=op)
+            self.comm.all_reduce(t, rec.axis, op=op, wire=True)
         return t
 
     # ------------------------------------------------------------------ primitives

@@ -160,7 +160,7 @@ class SummaGraph(DistGraph):
             xp = x[v0 - self.b0:v1 - self.b0, c0:c1].contiguous()
         else:
             xp = x.new_empty((get.rows, c1 - c0))
-        self.plan.comm.broadcast(xp, get.root, get.axis)  # Alg. 3 line 10: Ĥ ← BCAST(H_rj, P(:, j))
+        self.plan.comm.broadcast(xp, get.root, get.axis, wire=True)  # Alg. 3 line 10: Ĥ ← BCAST(H_rj, P(:, j))
         return xp
 
     def _push_rows(self, part: torch.Tensor, p: int, out: torch.Tensor) -> None:
@@ -168,7 +168,7 @@ class SummaGraph(DistGraph):
         v0, v1 = self.panels[p][:2]
         put = self.schedule.rows_of(p, push=True)
         part = part.contiguous()
-        self.plan.comm.reduce(part, put.root, put.axis)
+        self.plan.comm.reduce(part, put.root, put.axis, wire=True)
         if put.root == put.me:
             out[v0 - self.b0:v1 - self.b0] += part
 
@@ -177,21 +177,21 @@ class SummaGraph(DistGraph):
         rec = self.schedule.fiber_gather()
         if not rec.moves:
             return x
-        return torch.cat(self.plan.comm.all_gather_rows(x.contiguous(), rec.axis, rows=list(rec.pieces)))
+        return torch.cat(self.plan.comm.all_gather_rows(x.contiguous(), rec.axis, rows=list(rec.pieces), wire=True))
 
     def fiber_scatter(self, t: torch.Tensor) -> torch.Tensor:
         """``T[R_i]`` partial over the fiber → ``T[B(i, k)]`` summed (Split-3D reduce-scatter)."""
         rec = self.schedule.fiber_scatter()
         if not rec.moves:
             return t
-        return self.plan.comm.reduce_scatter_rows(t.contiguous(), np.cumsum((0,) + rec.pieces), rec.axis)
+        return self.plan.comm.reduce_scatter_rows(t.contiguous(), np.cumsum((0,) + rec.pieces), rec.axis, wire=True)
 
     def gather_cols(self, t: torch.Tensor, width: int) -> torch.Tensor:
         """``T[:, C_j]`` → ``T[:, :]`` on every rank of the process row (all-gather of the column blocks)."""
         rec = self.schedule.gather_cols(width)
         if not rec.moves:
             return t
-        blocks = self.plan.comm.all_gather_rows(t.t().contiguous(), rec.axis, rows=list(rec.pieces))
+        blocks = self.plan.comm.all_gather_rows(t.t().contiguous(), rec.axis, rows=list(rec.pieces), wire=True)
         return torch.cat(blocks).t().contiguous()
 
     def edge_rows(self) -> tuple[torch.Tensor, int, torch.Tensor | None]:
@@ -207,14 +207,14 @@ class SummaGraph(DistGraph):
         """All-reduce per-row statistics of ``R_i`` over the ranks of process row ``i`` (columns and fiber)."""
         for rec in self.schedule.row_all():
             if rec.moves:
-                self.plan.comm.all_reduce(t, rec.axis, op=op)
+                self.plan.comm.all_reduce(t, rec.axis, op=op, wire=True)
         return t
 
     def col_all(self, t: torch.Tensor) -> torch.Tensor:
         """Sum over ``col_axis`` (the adjoint of a tensor replicated along it)."""
         rec = self.schedule.col_all(t.shape[0])
         if rec.moves:
-            self.plan.comm.all_reduce(t, rec.axis)
+            self.plan.comm.all_reduce(t, rec.axis, wire=True)
         return t
 
     def my_panels(self):
@@ -281,7 +281,7 @@ class _SummaSpMM(torch.autograd.Function):
                 xp = g._rows_of(x, p, (c0, c1))
                 part = sddmm_dot(pat, dy_r, xp, heads, col_heads=ctx.col_heads)  # partial over C_j
                 put = g.schedule.edges(p, push=True)
-                plan.comm.reduce(part, put.root, put.axis)
+                plan.comm.reduce(part, put.root, put.axis, wire=True)
                 if put.root == put.me:
                     _, off, _ = g.owned[p]
                     dvals[off:off + pat.nnz] = part.reshape((-1,) + tuple(ctx.shape[1:]))
@@ -335,7 +335,7 @@ class _SummaSpMMSelect(torch.autograd.Function):
                                            need_x=need_x)
             if need_v:  # partial over C_j, summed onto the owner column
                 put = g.schedule.edges(p, push=True)
-                plan.comm.reduce(dv, put.root, put.axis)
+                plan.comm.reduce(dv, put.root, put.axis, wire=True)
                 if put.root == put.me:
                     _, off, _ = g.owned[p]
                     dvals[off:off + pat.nnz] = dv

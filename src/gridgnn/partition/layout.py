@@ -159,10 +159,11 @@ class BlockRowSchedule:
         """Every transfer of one fetch of source rows (``push``: of its adjoint)."""
         return [self.halo_transfer(push)] if self.send is not None else self.stage_transfers(push)
 
-    def fetch_bytes(self, push: bool = False):
+    def fetch_bytes(self, push: bool = False, narrow: bool = False):
         """``(collective, axis, sent, recv, calls)`` of :meth:`fetch`'s records summed for one-byte rows (``None``
         when nothing moves), without building them: a schedule of ``P`` ranks has ``P²`` stage records, and the
-        byte model prices this sum (the tests check it equals the records' own)."""
+        byte model prices this sum (the tests check it equals the records' own). ``narrow``: the rows cross the
+        wire narrowed (a push's reduce then runs as a gather onto the owner)."""
         from ..distributed import accounting
 
         if self.blocks == 1:
@@ -173,6 +174,9 @@ class BlockRowSchedule:
         if not self.stages:
             return None
         one = accounting.reduce if push else accounting.bcast
+        if push and narrow:
+            def one(me, q, m):
+                return accounting.gather(me, q, self.blocks, m)
         sent = recv = 0.0
         for q in self.stages:
             s, r = one(self.me, q, self.sizes[q])
@@ -413,11 +417,11 @@ class PlexusSchedule:
 
     def weight_gather(self, width: int):
         """The weight block's parts all-gathered over ``r`` (line 6; rows of ``|C^t(out)|`` elements)."""
-        return self._t("allgather", self.layer.linear.rows, pieces=self.weight_parts(width))
+        return self._t("allgather", self.layer.linear.rows, pieces=self.weight_parts(width), exact=True)
 
     def weight_scatter(self, width: int):
         """``∂W_blk`` reduce-scattered over ``r`` into the parts (lines 15–16)."""
-        return self._t("reducescatter", self.layer.linear.rows, pieces=self.weight_parts(width))
+        return self._t("reducescatter", self.layer.linear.rows, pieces=self.weight_parts(width), exact=True)
 
     def linear_sum(self):
         """``X W_blk``, partial over the input's column blocks, all-reduced over ``q`` (line 8)."""
@@ -467,14 +471,14 @@ class PlexusSchedule:
 
     def bias_sum(self, elements: int):
         """A bias' gradient (this rank's column block of it: ``elements``) summed over the output's row blocks."""
-        return self._t("allreduce", self.layer.output.rows, rows=int(elements))
+        return self._t("allreduce", self.layer.output.rows, rows=int(elements), exact=True)
 
     def param_sums(self, lay: PlexusNodeLayout, elements: int) -> list:
         """A replicated parameter's gradient (``elements``) partial over the ranks holding different blocks of a
         tensor of layout ``lay``: summed over its rows, its columns and, for the split layer-0 input, the third
         axis — axis by axis."""
         axes = (lay.rows, lay.cols) + ((lay.third,) if lay.split else ())
-        return [self._t("allreduce", a, rows=int(elements)) for a in axes]
+        return [self._t("allreduce", a, rows=int(elements), exact=True) for a in axes]
 
 
 class SummaGeometry:
@@ -569,14 +573,15 @@ class SummaSchedule:
         """The index array of ``M[R_i, p]`` (``|R_i| + 1 + nnz`` int64 entries) broadcast along the process row
         from the owner column (Alg. 3 line 9)."""
         return self._t("bcast", 1, rows=self.nrow + 1 + self.panel_nnz[p], root=self.geo.panels[self.k][p][3],
-                       tag="bcast_sparse")
+                       tag="bcast_sparse", exact=True)
 
     def edges(self, p: int, push: bool = False):
         """An edge tensor of panel ``p`` (``nnz`` edges) from the owner column; ``push``: a partial one summed
         onto it."""
         if push:
             return self._t("reduce", 1, rows=self.panel_nnz[p], root=self.geo.panels[self.k][p][3])
-        return self._t("bcast", 1, rows=self.panel_nnz[p], root=self.geo.panels[self.k][p][3], tag="bcast_sparse")
+        return self._t("bcast", 1, rows=self.panel_nnz[p], root=self.geo.panels[self.k][p][3], tag="bcast_sparse",
+                       exact=True)
 
     def rows_of(self, p: int, push: bool = False):
         """Node rows of panel ``p`` along the process column from the owner row (Alg. 3 line 10); ``push``: the

@@ -43,7 +43,8 @@ most the smaller of the two. Communication buffers per product of width :math:`w
 rank on block ``i`` handling stages ``S``:
 
 =============== =======================================================================================
-``1d``/``1.5d`` one remote block at a time (CAGNET's memory bound): :math:`\max_{q \in S, q \ne i} n_q\,we`
+``1d``/``1.5d`` one remote block at a time (CAGNET's memory bound): :math:`\max_{q \in S, q \ne i} n_q\,we`;
+                with ``--overlap`` two (the two largest)
 ``-sa`` twins   the send copies, their flattened message, the received rows and the assembled input:
                 :math:`\max(2s + v,\; s + v + n_i[i \in S] + v)\,we`, :math:`s = \sum_{k\ne i} V_{ik}`
                 (rows sent), :math:`v = \sum_{q \in S, q \ne i} V_{qi}` (rows received),
@@ -486,7 +487,7 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
                          dropout: float = 0.5, bias: bool = True, block_rows: int = 0, train_rows=None,
                          source: str | None = None, feature_bytes: int = 4, weighted: bool = False,
                          device: str = "cpu", runtime_bytes: int | None = None, ranks=None,
-                         trace=None) -> MemoryEstimate:
+                         trace=None, overlap: bool = False) -> MemoryEstimate:
     r"""Peak memory of every rank of one training configuration (see the module docstring for the components
     and their formulas): of GCN on ``dims``, or of the model whose :class:`~gridgnn.parallel.trace.Trace` is
     ``trace`` (any model: see "Every other model" in the module docstring).
@@ -520,6 +521,7 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
         ranks: which global ranks to estimate (default all).
         trace: the model's trace on this algorithm (:func:`gridgnn.train.rank_layout.model_trace`); default:
             GCN on ``dims``, whose components are exact.
+        overlap: ``--overlap``: the oblivious stage loops hold two remote blocks at a time.
 
     Returns:
         :class:`MemoryEstimate` (``.ranks`` per rank, ``.peak``, ``.total``, ``.per_component``).
@@ -552,7 +554,8 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
                                    feature_bytes=feature_bytes, weighted=weighted, orders=2 if double else 1)
     ctx = dict(n=n, dims=dims, e=e, directed=bool(directed), double=double, pats=pats, dropout=float(dropout),
                bias=bool(bias), train_rows=train_rows, idx=_index_bytes(n, nnz_hat), block_rows=int(block_rows),
-               src=src_kind, dev=dev, versions=versions, trace=trace, layers=_layers(dims, trace))
+               src=src_kind, dev=dev, versions=versions, trace=trace, layers=_layers(dims, trace),
+               overlap=bool(overlap))
     which = range(world) if ranks is None else [int(r) for r in ranks]
     for r in which:
         if not 0 <= r < world:
@@ -765,6 +768,9 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
             _rowblock_activations(acc, ctx, ni, r)
         remote = [t for t in fetch if t.root != i and t.moves] if not sa else []
         big = max(remote, key=lambda t: t.rows, default=None)  # the largest block broadcast to this rank
+        # --overlap: the next stage's block arrives while this one computes (two at a time; an upper bound: the
+        # two largest)
+        held = sum(sorted(t.rows for t in remote)[-2:]) if ctx["overlap"] else (big.rows if big else 0)
         for l, (cols, w, heads, fi) in enumerate(ctx["layers"]):
             if ctx["trace"] is None:
                 acc.cand("workspace", ni * (cols + dims[l + 1] + w) * e, f"layer {l} backward temporaries")
@@ -773,7 +779,8 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
                 rows = max(2 * send + recv, send + recv + (ni if mine else 0) + recv)
                 acc.cand("buffers", rows * w * e, f"{algo} all-to-allv rows, layer {l} fwd")
             elif big is not None:
-                acc.cand("buffers", big.rows * w * e, f"{algo} broadcast of block {big.root}, layer {l} fwd")
+                acc.cand("buffers", held * w * e, f"{algo} broadcast of block {big.root}"
+                         + (" and the next" if ctx["overlap"] else "") + f", layer {l} fwd")
         out[r] = (acc, _setup_transient(ctx, float(z[i, :].sum())))
     return out
 

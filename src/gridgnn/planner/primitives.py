@@ -161,11 +161,30 @@ class BlockRowVolume:
         (row-major ranks, as DeviceMesh lays them out)."""
         return self.axes[axis]
 
-    def _run(self, out: dict, r: int, transfers, row_bytes: float) -> None:
-        """Rank ``r``'s bytes of ``transfers`` (its schedule's records), one call each."""
+    #: node data narrowed on the wire (:meth:`set_wire`): bytes per narrow element (0: none) and the ratio of the
+    #: narrow to the training element
+    wire_elem: int = 0
+    wire_ratio: float = 1.0
+
+    def set_wire(self, elem_bytes: int, wire_bytes: int | None) -> None:
+        """Price the node data of the records that are not ``exact`` at ``wire_bytes`` per element (``--comm-dtype``;
+        ``None`` or ``elem_bytes``: as held), as :class:`~gridgnn.distributed.comm.Comm` moves them."""
+        narrow = wire_bytes is not None and wire_bytes < elem_bytes
+        self.wire_elem = int(wire_bytes) if narrow else 0
+        self.wire_ratio = wire_bytes / elem_bytes if narrow else 1.0
+
+    def _price(self, t, row_bytes: float, exact: bool = False) -> tuple[float, float]:
+        """``(sent, recv)`` of record ``t`` for rows of ``row_bytes`` bytes as held (narrowed unless ``exact``)."""
+        if self.wire_elem and not (exact or t.exact):
+            return t.bytes(row_bytes * self.wire_ratio, self.wire_elem)
+        return t.bytes(row_bytes)
+
+    def _run(self, out: dict, r: int, transfers, row_bytes: float, *, exact: bool = False) -> None:
+        """Rank ``r``'s bytes of ``transfers`` (its schedule's records), one call each; ``exact``: data the wire
+        never narrows (a ``max``/``min`` reduction, int64 keys)."""
         for t in transfers:
             if t.moves:
-                self._add(out, t.key, r, *t.bytes(row_bytes), axis=self.AXIS_KEYS[t.axis])
+                self._add(out, t.key, r, *self._price(t, row_bytes, exact), axis=self.AXIS_KEYS[t.axis])
 
     def _per_row_byte(self, which: str) -> list[dict]:
         """Per rank, ``{(collective, axis): [sent, recv, calls]}`` of its schedule's ``which`` records (``fetch``,
@@ -179,7 +198,7 @@ class BlockRowVolume:
                         if t.moves:
                             acc[(t.key, self.AXIS_KEYS[t.axis])] = [*t.bytes(1.0), 1]
                 else:
-                    summed = sched.fetch_bytes(which == "push")
+                    summed = sched.fetch_bytes(which.startswith("push"), narrow=which.endswith("narrow"))
                     if summed is not None:
                         key, axis, sent, recv, calls = summed
                         acc[(key, self.AXIS_KEYS[axis])] = [sent, recv, calls]
@@ -193,12 +212,21 @@ class BlockRowVolume:
                 self._add(out, key, r, sent * row_bytes, recv * row_bytes, calls, axis=axis)
 
     def fetch(self, out: dict, row_bytes: float, *, push: bool = False) -> None:
-        """A fetch of ``row_bytes``-byte rows (``push``: its adjoint), as each rank's schedule runs it."""
-        self._scaled(out, "push" if push else "fetch", row_bytes)
+        """A fetch of ``row_bytes``-byte rows (``push``: its adjoint), as each rank's schedule runs it (node data:
+        narrowed on the wire, where a push's reduce is a gather)."""
+        if self.wire_elem:
+            self._scaled(out, "push_narrow" if push else "fetch", row_bytes * self.wire_ratio)
+        else:
+            self._scaled(out, "push" if push else "fetch", row_bytes)
 
-    def rep(self, out: dict, row_bytes: float) -> None:
-        """The all-reduce of a row-block result along ``"rep"``, as each rank's schedule runs it."""
-        self._scaled(out, "rep", row_bytes)
+    def rep(self, out: dict, row_bytes: float, *, exact: bool = False) -> None:
+        """The all-reduce of a row-block result along ``"rep"``, as each rank's schedule runs it (``exact``: a
+        ``max``/``min`` or int64 keys, never narrowed)."""
+        if self.wire_elem and not exact:  # padded pieces: not linear in the row's bytes
+            for r, sched in enumerate(self.schedules):
+                self._run(out, r, sched.row_all(), row_bytes)
+        else:
+            self._scaled(out, "rep", row_bytes)
 
     #: the grid's axis names → this model's axis keys
     AXIS_KEYS = {"p": "fetch", "row": "fetch", "rep": "rep"}
@@ -246,7 +274,7 @@ class BlockRowVolume:
             self.rep(bwd, w)
             self.rep(bwd, w)
         elif call.name == "edge_softmax":
-            self.rep(fwd, k)
+            self.rep(fwd, k, exact=True)  # the max
             self.rep(fwd, k)
             self.rep(bwd, k)
         elif call.name == "row_sum":
@@ -254,8 +282,8 @@ class BlockRowVolume:
         elif call.name == "spmm_select":
             need_v, need_x = call.grads
             self.fetch(fwd, w)
-            self.rep(fwd, w)  # the ⊕ all-reduce of the partials
-            self.rep(fwd, call.width * 8)  # the min all-reduce of the winners' int64 keys
+            self.rep(fwd, w, exact=True)  # the ⊕ (max/min) all-reduce of the partials
+            self.rep(fwd, call.width * 8, exact=True)  # the min all-reduce of the winners' int64 keys
             if need_v and not self.sa:
                 self.fetch(bwd, w)
             if need_x:
@@ -358,7 +386,8 @@ class SummaVolume(BlockRowVolume):
                     self._run(bwd, r, [s.rows_of(p, push=True)], w)
                 self._run(bwd, r, [s.fiber_scatter(), s.col_all(n_b), s.col_all(n_b)], w)
             elif call.name == "edge_softmax":  # max and sum forward, one sum backward
-                self._run(fwd, r, s.row_all() + s.row_all(), call.heads * eb)
+                self._run(fwd, r, s.row_all(), call.heads * eb, exact=True)
+                self._run(fwd, r, s.row_all(), call.heads * eb)
                 self._run(bwd, r, s.row_all(), call.heads * eb)
             elif call.name == "row_sum":
                 self._run(fwd, r, s.row_all(), eb)
@@ -396,8 +425,8 @@ class SummaVolume(BlockRowVolume):
                     self._run(out, r, [s.rows_of(p, push=True)], wj)
             if ph == "fwd":
                 if select:
-                    self._run(out, r, [s.fiber_all(s.nrow)], wj)
-                    self._run(out, r, [s.fiber_all(s.nrow)], wj // eb * 8)
+                    self._run(out, r, [s.fiber_all(s.nrow)], wj, exact=True)
+                    self._run(out, r, [s.fiber_all(s.nrow)], wj // eb * 8, exact=True)
                 else:
                     self._run(out, r, [s.fiber_scatter()], wj)
             if ph == "fwd" or need_x:
@@ -564,8 +593,8 @@ class PlexusVolume(BlockRowVolume):
                 if call.name == "spmm":
                     run(fwd, r, s.aggregate(), wq)
                 else:  # the ⊕ all-reduce and the winners' int64 keys
-                    run(fwd, r, [s.row_all()], wq)
-                    run(fwd, r, [s.row_all()], wq // eb * 8)
+                    run(fwd, r, [s.row_all()], wq, exact=True)
+                    run(fwd, r, [s.row_all()], wq // eb * 8, exact=True)
                 if need_v:
                     run(bwd, r, [s.edge_sum()], (call.heads if call.name == "spmm" else 1) * eb)
                 if need_x:
@@ -584,7 +613,8 @@ class PlexusVolume(BlockRowVolume):
             elif call.name == "row_sum":
                 run(fwd, r, [s.row_all()], eb)
             elif call.name == "edge_softmax":  # max and sum forward, one sum backward
-                run(fwd, r, [s.row_all(), s.row_all()], call.heads * eb)
+                run(fwd, r, [s.row_all()], call.heads * eb, exact=True)  # the max
+                run(fwd, r, [s.row_all()], call.heads * eb)
                 run(bwd, r, [s.row_all()], call.heads * eb)
             elif call.name == "add_bias":
                 run(bwd, r, [s.bias_sum(s.ncols(call.width, L.output.cols))], eb)
@@ -672,13 +702,15 @@ def block_nnz(matp: sp.csr_matrix, bounds: np.ndarray) -> np.ndarray:
 
 
 def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams: int, elem_bytes: int,
-               detail: dict | None = None) -> dict:
+               detail: dict | None = None, wire_bytes: int | None = None) -> dict:
     r"""Per-rank bytes and messages of one training step, keyed ``"<phase>.<collective>"`` →
     ``(sent[P], recv[P], calls[P])``: the sum of the traced primitives' forward and backward volumes plus the
     ring all-reduce of the ``nparams`` parameter gradients over the block axis. ``detail``, when given, is filled
     with the same volumes split by grid axis, keyed ``(phase, collective, axis)`` (the time model prices each
-    axis by its group size and placement, :meth:`BlockRowVolume.axis_group`)."""
+    axis by its group size and placement, :meth:`BlockRowVolume.axis_group`). ``wire_bytes``: node data crosses
+    the wire narrowed to that many bytes per element (``--comm-dtype``; the weights' gradients and the loss do not)."""
     total: dict = {}
+    volume.set_wire(elem_bytes, wire_bytes)
 
     def add(phase: str, vols: dict) -> None:
         for (key, axis), v in vols.items():

@@ -85,7 +85,7 @@ class StepVolume:
 
 
 def step_volume(graph, algo: str, world: int, *, source, rows, shape, replication: int, build_model, traits: dict,
-                elem_bytes: int = 4, block_rows: int = 0) -> StepVolume:
+                elem_bytes: int = 4, block_rows: int = 0, wire_bytes: int | None = None) -> StepVolume:
     r"""The per-rank bytes of one training step.
 
     Args:
@@ -97,6 +97,8 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
         traits (dict): the algorithm's plan traits (:attr:`~gridgnn.parallel.registry.Algorithm.traits`).
         elem_bytes (int, optional): bytes per element (4 for float32, 8 for float64). (default: ``4``)
         block_rows (int, optional): Plexus blocked aggregation (``--blocked-aggregation``; 0 = off). (default: ``0``)
+        wire_bytes (int, optional): bytes per element of node data on the wire (``--comm-dtype``; ``None``: as
+            held). (default: ``None``)
     """
     from ..parallel.checks import layout_rules
     from ..parallel.registry import algorithm
@@ -114,5 +116,5 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
     else:
         volume = BlockRowVolume(algo, rows.permute_matrix(gcn_normalize(graph)), rows, world, replication)
     detail: dict = {}
-    total = step_bytes(calls, volume, nparams, elem_bytes, detail)
+    total = step_bytes(calls, volume, nparams, elem_bytes, detail, wire_bytes=wire_bytes)
     return StepVolume(total, world, nparams, calls, detail, dict(volume.axes), step_work(calls, volume), traced)

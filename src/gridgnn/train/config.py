@@ -154,6 +154,19 @@ class TrainConfig:
                          help="1d/1.5d: random, identity, metis, metis-vol, hypergraph, balanced, or a partition "
                               "FILE; 2d/3d/plexus: random (one permutation), identity, double-perm, balanced-perm")
     device: str = opt("auto", "parallel", choices=("auto", "cpu", "cuda"), help="where the ranks compute")
+    comm_dtype: str | None = opt(None, "parallel", choices=("float64", "float32", "bfloat16", "float16", "auto"),
+                                 help="the type node rows and partial sums cross the wire in (sums still add in "
+                                      "--dtype); auto: bfloat16, guarded (--comm-check-every, --comm-tolerance); "
+                                      "weights and their gradients never narrowed (default: --dtype)")
+    comm_check_every: int | None = opt(None, "parallel", metavar="K", low=1, high=MAX_EPOCHS,
+                                       help="--comm-dtype auto: compare the narrow and the exact wire every K steps "
+                                            "(default 50)")
+    comm_tolerance: float | None = opt(None, "parallel", metavar="TOL", low=0.0, low_open=True, high=1.0,
+                                       help="--comm-dtype auto: the largest relative error a collective may show "
+                                            "and stay narrow (default 0.01)")
+    overlap: bool = opt(False, "parallel", help="1d/1.5d: start each stage's broadcast while the previous stage "
+                                                "computes, and finish its push during the next (bit for bit the "
+                                                "same result; two remote blocks held at a time)")
     timeout_s: float = opt(600.0, "parallel", metavar="SECONDS", low=0.0, low_open=True, high=MAX_TIMEOUT_S,
                            unit="seconds", help="seconds a collective may wait before the job is ended")
     # ---- optimizer
@@ -257,7 +270,19 @@ class TrainConfig:
             from .outputs import check_out_dir
 
             check_out_dir(self.out, overwrite=self.overwrite, resuming_here=self.resumes_into_out())
+        from ..distributed.wire import check_comm_dtype
+
+        check_comm_dtype(self.comm_dtype, self.dtype)
+        if self.comm_dtype != "auto":
+            for name, v in (("--comm-check-every", self.comm_check_every), ("--comm-tolerance", self.comm_tolerance)):
+                if v is not None:
+                    raise GridGnnError(f"{name} applies to --comm-dtype auto")
         if self.sampler is not None:
+            if self.comm_dtype not in (None, self.dtype):
+                raise GridGnnError(f"--comm-dtype {self.comm_dtype} applies to full-graph training; minibatch runs "
+                                   f"move their features in --dtype")
+            if self.overlap:
+                raise GridGnnError("--overlap applies to the full-graph stage loops of --algo 1d and 1.5d")
             self._validate_minibatch()
             return
         for name, v in (("--fanout", self.fanout), ("--batch-size", self.batch_size), ("--bulk", self.bulk),
@@ -278,6 +303,9 @@ class TrainConfig:
                 raise GridGnnError(f"--algo serial runs one process; got --nproc {self.nproc}")
         else:
             self.mesh_shape(self.nproc)
+        if self.overlap and self.algo not in ("1d", "1.5d"):
+            raise GridGnnError(f"--overlap applies to the oblivious stage loops of --algo 1d and 1.5d; {self.algo} "
+                               "has none")
         if self.blocked_aggregation and self.algo != "plexus":
             raise GridGnnError("--blocked-aggregation applies to --algo plexus")
 
@@ -301,7 +329,7 @@ class TrainConfig:
 
         for name, bad in (("--grid", self.grid is not None), ("--replication", self.replication != 1),
                           ("--partition", self.partition != "random"),
-                          ("--blocked-aggregation", self.blocked_aggregation != 0),
+                          ("--blocked-aggregation", self.blocked_aggregation != 0), ("--overlap", self.overlap),
                           ("--sampler", self.sampler is not None), ("--resume", self.resume is not None),
                           ("sharded: data", bool(self.data and self.data.startswith("sharded:")))):
             if bad:

@@ -9,6 +9,7 @@ import time
 import numpy as np
 import torch
 
+from ..distributed.wire import wire_element_bytes
 from ..errors import GridGnnError
 
 
@@ -41,7 +42,7 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
     vol = step_volume(graph, cfg.algo, world, source=source, rows=rows, shape=shape, replication=cfg.replication,
                       build_model=lambda plan: build_model(cfg, dims, plan, torch.float64),
                       traits=algo.traits, elem_bytes=8 if cfg.dtype == "float64" else 4,
-                      block_rows=cfg.blocked_aggregation)
+                      block_rows=cfg.blocked_aggregation, wire_bytes=wire_element_bytes(cfg.comm_dtype, cfg.dtype))
     return vol, shape, source, rows
 
 
@@ -56,7 +57,7 @@ def memory_per_rank(cfg, graph, source, rows, shape, traced=None) -> list[int]:
     traced = memory_trace(cfg, dims, double=bool(getattr(source, "double", False)), traced=traced)
     est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
                           elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
-                          block_rows=cfg.blocked_aggregation, device="cpu", trace=traced)
+                          block_rows=cfg.blocked_aggregation, device="cpu", trace=traced, overlap=cfg.overlap)
     return [int(r.total) for r in est.ranks]
 
 

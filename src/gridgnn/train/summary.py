@@ -19,7 +19,7 @@ SUMMARY_KEYS = (
     "test_acc", "val_acc", "best_epoch", "train_acc", "final_loss", "epoch_time_median_s", "eval_time_median_s",
     # communication per epoch
     "comm_bytes_per_epoch", "comm_sent_bytes_per_epoch", "max_rank_send_bytes_per_epoch",
-    "max_rank_recv_bytes_per_epoch", "setup_comm_bytes", "nnz_max_over_mean",
+    "max_rank_recv_bytes_per_epoch", "setup_comm_bytes", "nnz_max_over_mean", "comm_wire",
     # minibatches (null for full-graph training)
     "minibatches_per_epoch", "minibatches_per_s", "sampling_s", "fetch_s", "compute_s", "sampling_bytes_per_epoch",
     "fetch_bytes_per_epoch", "sampler", "fanout", "eval_fanout", "batch_size", "eval_batch_size", "bulk",

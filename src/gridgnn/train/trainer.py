@@ -38,7 +38,7 @@ from .rank_layout import (GRAPH_PARTITIONERS, build_rank, estimate_memory, make_
 from .step import evaluate, forward_backward
 from .summary import count, run_summary, traffic
 
-EPOCH_PHASES = ("fwd", "bwd", "grad", "eval", "metrics")
+EPOCH_PHASES = ("fwd", "bwd", "grad", "eval", "metrics", "probe")
 
 
 def with_feature_norm(graph, cfg: TrainConfig, *, owned: bool = False):
@@ -219,7 +219,8 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
         device = ctx.device
         comm = Comm(ProcessGrid.build(kind, device.split(":")[0], replication=cfg.replication,
                                       shape=shape if algorithm(cfg.algo).takes_grid_shape else None,
-                                      timeout_s=ctx.timeout_s), ranks_per_node=ctx.ranks_per_node)
+                                      timeout_s=ctx.timeout_s), ranks_per_node=ctx.ranks_per_node,
+                    wire=wire_policy(cfg), overlap=cfg.overlap)
         if graph is not None and source is None:
             source, rows = _layout_on_rank0(comm, graph, cfg, world, shape)
     # the memory guard reads a model's trace (GCN: none, and GCN is traced by build_rank after the guard), which
@@ -281,7 +282,8 @@ def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, ca
         if rank != 0:
             return None
         summary = _summary(cfg, info, world, comm.grid, loop.history, epochs, everyone,
-                           time.perf_counter() - t_start, resumed_from=None if ckpt is None else loop.start)
+                           time.perf_counter() - t_start, resumed_from=None if ckpt is None else loop.start,
+                           wire=comm.wire)
         loop.write(summary, params, logits=logits_full, original_ids=rs.original_ids, everyone=everyone)
     if not cfg.quiet:
         print(f"final: test_acc={fmt(summary['test_acc'], '.4f')} val_acc={fmt(summary['val_acc'], '.4f')} "
@@ -306,12 +308,27 @@ def predict_worker(ctx, cfg: TrainConfig, graph, dims: list[int], params: dict):
     return full, rs.original_ids
 
 
+def wire_policy(cfg):
+    """The :class:`~gridgnn.distributed.wire.WirePolicy` of ``--comm-dtype`` (``None``: node data crosses in
+    ``--dtype``)."""
+    from ..distributed.wire import WIRE_TYPES, WirePolicy, wire_element_bytes
+
+    if wire_element_bytes(cfg.comm_dtype, cfg.dtype) == WIRE_TYPES[cfg.dtype].itemsize:
+        return None
+    auto = cfg.comm_dtype == "auto"
+    return WirePolicy(WIRE_TYPES[cfg.comm_dtype], guard=auto,
+                      check_every=cfg.comm_check_every or 50, tolerance=cfg.comm_tolerance or 1e-2)
+
+
 def _train_epoch(model, opt, plan, comm, data, epoch: int, device: str) -> tuple[dict, dict]:
     r"""One training step (phases ``fwd``, ``bwd``, ``grad``), the evaluation (``eval``) and the metrics
     all-reduce (``metrics``); returns the epoch's record and this rank's per-phase communication. A non-finite
     loss, or non-finite outputs after the update, ends the run on every rank alike (the test is on all-reduced
-    values) with a :class:`GridGnnError` naming the epoch."""
+    values) with a :class:`GridGnnError` naming the epoch. With ``--comm-dtype auto`` an epoch may probe the
+    narrow wire (:class:`~gridgnn.distributed.wire.WirePolicy`); its record then has ``wire``."""
     before = comm.log.snapshot()
+    if comm.wire is not None:
+        comm.wire.begin_step(epoch)
     compiled = compile_seconds()
     t0 = time.perf_counter()
     opt.zero_grad(set_to_none=True)
@@ -322,6 +339,7 @@ def _train_epoch(model, opt, plan, comm, data, epoch: int, device: str) -> tuple
     t1 = time.perf_counter()
     compiled = compile_seconds() - compiled  # of the training step's time
     logits, counts = evaluate(model, plan, comm, data)
+    wire = comm.wire.settle(comm) if comm.wire is not None else None
     bad = (~torch.isfinite(logits)).sum().double().reshape(1).cpu()
     vec = torch.cat([loss.double().reshape(1).cpu(), counts, bad]).to(device)
     with comm.phase("metrics"):
@@ -343,6 +361,8 @@ def _train_epoch(model, opt, plan, comm, data, epoch: int, device: str) -> tuple
         "bytes_sent": sum(v[0] for v in delta.values()),
         "compile_time_s": compiled,  # numba compiling (or loading) kernels, within epoch_time_s
     }
+    if wire is not None:
+        rec["wire"] = wire
     return rec, delta
 
 
@@ -421,7 +441,7 @@ def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail
     alike."""
     est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
                           elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
-                          block_rows=cfg.blocked_aggregation, device=device, trace=trace)
+                          block_rows=cfg.blocked_aggregation, device=device, trace=trace, overlap=cfg.overlap)
     from ..errors import note_memory
     from ..planner.memory import format_gib
 
@@ -529,7 +549,7 @@ def _rank_record(rank: int, epochs: list, setup_log: dict, shard_nnz: list) -> d
     }
 
 
-def _summary(cfg, info, world, grid, history, epochs, everyone, wall, *, resumed_from=None) -> dict:
+def _summary(cfg, info, world, grid, history, epochs, everyone, wall, *, resumed_from=None, wire=None) -> dict:
     """``history``: every epoch's record (a checkpoint's included) for the accuracies and the best epoch;
     ``epochs``: this run's (record, comm) pairs for the timings (:func:`~gridgnn.train.summary.run_summary`)."""
     per_epoch_max = [max(ts) for ts in zip(*[er["epoch_times"] for er in everyone])]
@@ -542,6 +562,7 @@ def _summary(cfg, info, world, grid, history, epochs, everyone, wall, *, resumed
         **traffic(everyone, EPOCH_PHASES),
         setup_comm_bytes=count(sum(er["setup_bytes"] for er in everyone)),
         nnz_max_over_mean=_max_over_mean([v for er in everyone for v in er["shard_nnz"]]),
+        comm_wire=None if wire is None else wire.summary(),
         algo=cfg.algo, grid=list(grid.shape) if algo.grid != "single" else [1],
         blocked_aggregation=cfg.blocked_aggregation, replication=cfg.replication if algo.takes_replication else 1,
         partition=info["partition"],

@@ -1,0 +1,143 @@
+"""Wire precision in the communication layer, on four gloo ranks: narrowed sums add in float32 (values a bfloat16
+ring sum would get wrong), what crosses is rounded and what a rank keeps is not, max/min, integers and the phases
+outside fwd/bwd/eval are never narrowed, the recorded bytes are the narrow ones, float16 overflow stops with one
+line on every rank, and the auto guard keeps exact the site whose sums cancel while a benign site stays narrow,
+with the same decisions on every rank."""
+import pytest
+import torch
+
+from gridgnn.distributed.comm import Comm
+from gridgnn.distributed.grid import ProcessGrid
+from gridgnn.distributed.launch import launch
+from gridgnn.distributed.wire import WirePolicy
+from gridgnn.errors import GridGnnError
+
+P = 4
+TINY = 2.0 ** -12  # below bfloat16's resolution at 1
+
+
+def _bytes(comm, key):
+    s = comm.log.stats.get(key)
+    return None if s is None else (s.sent, s.recv)
+
+
+def worker(ctx):
+    ctx.init()
+    grid = ProcessGrid.build("1d", "cpu")
+    r = grid.global_rank
+    out = {}
+    comm = Comm(grid, wire=WirePolicy(torch.bfloat16))
+    with comm.phase("fwd"):
+        t = torch.full((5,), 256.0 if r == 0 else 1.0)  # 256 + 1 + 1 + 1: a bfloat16 ring stays at 256
+        comm.all_reduce(t, "p", wire=True)
+        out["allreduce"] = t.tolist()
+        out["allreduce_bytes"] = _bytes(comm, "fwd.allreduce")
+        t = torch.full((3,), 256.0 if r == 0 else 1.0)
+        comm.reduce(t, 1, "p", wire=True)
+        out["reduce"] = t.tolist()
+        out["reduce_bytes"] = _bytes(comm, "fwd.reduce")
+        t = torch.full((8, 1), 256.0 if r == 0 else 1.0)
+        out["reducescatter"] = comm.reduce_scatter_rows(t, [0, 2, 4, 6, 8], "p", wire=True).reshape(-1).tolist()
+        x = torch.tensor([1.0 + TINY, 3.14159]) if r == 2 else torch.zeros(2)
+        comm.broadcast(x, 2, "p", wire=True)
+        out["bcast"] = x.tolist()
+        mine = torch.tensor([[float(r + 1) + TINY]])
+        got = comm.all_to_all_v([mine] * P, [1] * P, "p", wire=True)
+        out["alltoallv"] = [float(b) for b in got]
+        t = torch.tensor([1.0 + TINY * (r + 1)])
+        comm.all_reduce(t, "p", op="max", wire=True)
+        out["max"] = t.item()
+        t = torch.tensor([2 ** 40 + r], dtype=torch.int64)
+        comm.all_reduce(t, "p", wire=True)
+        out["int"] = t.item()
+    with comm.phase("grad"):
+        t = torch.full((3,), 1.0 + TINY)
+        comm.all_reduce(t, "p", wire=True)
+        out["grad"] = t.tolist()
+        out["grad_bytes"] = _bytes(comm, "grad.allreduce")
+
+    c16 = Comm(grid, wire=WirePolicy(torch.float16))
+    with c16.phase("fwd"):
+        try:
+            c16.all_reduce(torch.full((2,), 1e5), "p", wire=True)
+        except GridGnnError as e:
+            out["overflow"] = str(e)
+
+    policy = WirePolicy(torch.bfloat16, guard=True, check_every=3, tolerance=1e-2)
+    comm = Comm(grid, wire=policy)
+    cancel = (1000.0 if r % 2 == 0 else -1000.0) + 0.1 * (r + 1)  # sums to 1.0: its bf16 terms lose it all
+    out["steps"] = []
+    for step in range(4):
+        policy.begin_step(step)
+        comm.log.reset()
+        with comm.phase("fwd"):
+            t = torch.full((4,), cancel)
+            comm.all_reduce(t, "p", wire=True)
+            comm.all_to_all_v([torch.full((2, 3), 1.7 + r)] * P, [2] * P, "p", wire=True)
+        report = policy.settle(comm)
+        out["steps"].append({"sum": t.tolist(), "report": report, "probe": _bytes(comm, "probe.allreduce"),
+                             "bytes": _bytes(comm, "fwd.allreduce")})
+    out["exact"] = sorted(policy.exact)
+    out["summary"] = policy.summary()
+    return out
+
+
+@pytest.fixture(scope="module")
+def ranks():
+    return launch(worker, P, device="cpu", collect=True)
+
+
+def test_narrowed_sums_add_in_float32(ranks):
+    exact = 259.0
+    rounded = torch.tensor(exact).to(torch.bfloat16).item()  # 260: the sum rounded once for every member
+    assert rounded != 256.0  # what a bfloat16 ring sum would leave
+    for r, out in enumerate(ranks):
+        assert out["allreduce"] == [rounded] * 5
+        assert out["reducescatter"] == [exact, exact]  # the kept piece: summed in float32, not re-rounded
+        if r == 1:
+            assert out["reduce"] == [exact] * 3  # a gather onto the root, summed there
+        # 5 elements in 4 padded pieces of 2 bfloat16: 2·(g−1) pieces each way; the reduce a gather of 3 × 2 bytes
+        assert out["allreduce_bytes"] == (2 * 3 * 2 * 2, 2 * 3 * 2 * 2)
+        assert out["reduce_bytes"] == ((0.0, 3 * 6.0) if r == 1 else (6.0, 0.0))
+
+
+def test_what_crosses_is_rounded_and_what_stays_is_not(ranks):
+    for r, out in enumerate(ranks):
+        if r == 2:
+            assert out["bcast"] == [1.0 + TINY, pytest.approx(3.14159, abs=1e-6)]
+        else:
+            assert out["bcast"] == [1.0, torch.tensor(3.14159).to(torch.bfloat16).item()]
+        assert out["alltoallv"] == [float(k + 1) + (TINY if k == r else 0.0) for k in range(P)]
+
+
+def test_max_integers_and_other_phases_are_never_narrowed(ranks):
+    for out in ranks:
+        assert out["max"] == 1.0 + TINY * P
+        assert out["int"] == 4 * 2 ** 40 + 6
+        assert out["grad"] == [torch.tensor(4 * (1.0 + TINY)).item()] * 3
+        assert out["grad_bytes"] == (2 * 3 / 4 * 12, 2 * 3 / 4 * 12)  # float32 ring bytes
+
+
+def test_float16_overflow_stops_every_rank_with_one_line(ranks):
+    for r, out in enumerate(ranks):
+        msg = out["overflow"]
+        assert msg.startswith(f"rank {r}: ") and "float16's range" in msg and "bfloat16 or auto" in msg
+        assert "\n" not in msg
+
+
+def test_auto_guard_keeps_the_cancelling_site_exact_and_the_benign_one_narrow(ranks):
+    for out in ranks:
+        assert out["exact"] == ["fwd.allreduce@p"]
+        first = out["steps"][0]
+        assert first["report"]["fwd.allreduce@p"]["wire"] == "exact"
+        assert first["report"]["fwd.allreduce@p"]["error"] > 0.5  # the bf16 terms lost the sum
+        assert first["report"]["fwd.alltoallv@p"]["wire"] == "bfloat16"
+        assert 0 < first["report"]["fwd.alltoallv@p"]["error"] < 1e-2
+        assert first["probe"] is not None  # the probe ran the other precision once more
+        later = out["steps"][1]
+        assert later["report"] is None and later["probe"] is None  # not a probe step
+        assert later["sum"] == pytest.approx([1.0] * 4, abs=1e-3)  # exact now
+        assert later["bytes"] == (2 * 3 / 4 * 16, 2 * 3 / 4 * 16)  # a float32 ring of 4 elements
+        assert out["steps"][3]["report"] is not None  # every check_every steps
+        assert out["summary"]["kept_exact"] == ["fwd.allreduce@p"]
+    assert all(out["steps"][0]["report"] == ranks[0]["steps"][0]["report"] for out in ranks)  # one decision

@@ -1,0 +1,24 @@
+"""``--overlap`` on the oblivious stage loops (1D and 1.5D, every c, uneven blocks, P ∈ {1, 2, 4, 8}): each stage's
+broadcast started while the previous stage computes and each push finished during the next gives the run without
+overlap bit for bit — logits, every gradient, the loss — with the same collectives, bytes and calls on every rank,
+a bfloat16 wire included; and it equals the serial reference."""
+import numpy as np
+
+from ._fidelity import check_against_serial, selected
+
+
+def test_overlapped_stage_loops_equal_the_plain_ones_bit_for_bit(dist_results):
+    P, on = selected(dist_results, "overlap-on-")
+    _, off = selected(dist_results, "overlap-off-")
+    assert set(on) and {k.replace("-on-", "-off-") for k in on} == set(off)
+    for name, (case, ranks) in on.items():
+        plain = off[name.replace("-on-", "-off-")][1]
+        assert case.overlap and not off[name.replace("-on-", "-off-")][0].overlap
+        for a, b in zip(ranks, plain):
+            assert np.array_equal(a.logits, b.logits), name
+            assert all(np.array_equal(g, h) for g, h in zip(a.grads, b.grads)), name
+            assert a.loss == b.loss, name
+            assert {k: v[:2] for k, v in a.comm.items()} == {k: v[:2] for k, v in b.comm.items()}, name
+            assert {k: v[2] for k, v in a.comm.items()} == {k: v[2] for k, v in b.comm.items()}, name
+        if case.wire is None:
+            check_against_serial(case, ranks, P)

@@ -1,0 +1,102 @@
+"""``--comm-dtype`` and ``--overlap`` from the command line (one spawned group of 4 runs every training): overlap
+gives the run without it bit for bit; float32 on a float32 run is today's run bit for bit; bfloat16 halves the node data's bytes while the weights' gradients stay float32; ``auto``
+probes every K steps, reports its errors and decisions in metrics.jsonl and summary.json, stays narrow where the
+error is small and falls back to the exact wire where it is not; what cannot apply is refused with one line."""
+import json
+
+import pytest
+
+from gridgnn.distributed.launch import launch
+
+from ._runs import group_worker, run_main
+
+SBM = "synthetic:sbm?n=240&classes=3&avg_degree=6&features=8"
+COMMON = ["--data", SBM, "--hidden", 8, "--algo", "1.5d", "--nproc", 4, "--replication", 2, "--epochs", 3,
+          "--seed", 3, "--quiet"]
+RUNS = {"default": [], "float32": ["--comm-dtype", "float32"], "bfloat16": ["--comm-dtype", "bfloat16"],
+        "auto": ["--comm-dtype", "auto", "--comm-check-every", 2],
+        "auto-strict": ["--comm-dtype", "auto", "--comm-check-every", 2, "--comm-tolerance", 1e-12],
+        "overlap": ["--overlap"]}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("wire")
+    launch(group_worker, 4, [[*COMMON, *flags, "--out", d / name] for name, flags in RUNS.items()], device="cpu")
+    out = {}
+    for name in RUNS:
+        out[name] = (json.loads((d / name / "summary.json").read_text()),
+                     [json.loads(ln) for ln in (d / name / "metrics.jsonl").read_text().splitlines()])
+    return out
+
+
+def _same(a, b, keys=("loss", "train_acc", "val_acc", "test_acc", "bytes_sent")):
+    return [{k: r[k] for k in keys} for r in a] == [{k: r[k] for k in keys} for r in b]
+
+
+def test_float32_wire_is_todays_run_bit_for_bit(runs):
+    (s0, m0), (s1, m1) = runs["default"], runs["float32"]
+    assert _same(m0, m1)
+    assert s0["comm_bytes_per_epoch"] == s1["comm_bytes_per_epoch"] and s1["comm_wire"] is None
+
+
+def test_overlap_is_the_same_run_bit_for_bit(runs):
+    (s0, m0), (s1, m1) = runs["default"], runs["overlap"]
+    assert _same(m0, m1)
+    assert s0["comm_bytes_per_epoch"] == s1["comm_bytes_per_epoch"] and s1["config"]["overlap"] is True
+
+
+def test_bfloat16_halves_node_data_and_keeps_weight_gradients(runs):
+    f32 = runs["default"][0]["comm_bytes_per_epoch"]["by_phase"]
+    b16 = runs["bfloat16"][0]["comm_bytes_per_epoch"]["by_phase"]
+    assert b16["grad.allreduce"] == f32["grad.allreduce"]  # the weights' gradients: float32
+    for key in ("fwd.bcast", "bwd.reduce"):  # the stage loop's node rows (a reduce narrowed is a gather)
+        assert key in f32
+    assert b16["fwd.bcast"] == f32["fwd.bcast"] / 2
+    assert b16["fwd.allreduce"] < 0.55 * f32["fwd.allreduce"]  # the rep sums; exact max and loss stay
+    assert runs["bfloat16"][0]["final_loss"] != runs["default"][0]["final_loss"]
+    assert runs["bfloat16"][0]["final_loss"] == pytest.approx(runs["default"][0]["final_loss"], rel=2e-2)
+
+
+def test_auto_probes_reports_and_stays_narrow_where_the_error_is_small(runs):
+    summary, metrics = runs["auto"]
+    assert ["wire" in r for r in metrics] == [True, False, True]  # steps 0 and 2 probe (--comm-check-every 2)
+    wire = summary["comm_wire"]
+    assert wire["low"] == "bfloat16" and wire["guard"] and wire["check_every"] == 2
+    assert wire["kept_exact"] == [] and wire["sites"]
+    for site, v in wire["sites"].items():
+        assert site.split(".")[0] in ("fwd", "bwd", "eval") and v["wire"] == "bfloat16"
+        assert 0 <= v["max_error"] < 1e-2
+    assert set(metrics[0]["wire"]) == set(wire["sites"])
+    probe = {k: v for k, v in summary["comm_bytes_per_epoch"]["by_phase"].items() if k.startswith("probe.")}
+    assert probe and sum(probe.values()) > 0  # the guard's own cost is reported apart
+    narrow = runs["bfloat16"][1]
+    assert metrics[1]["bytes_sent"] == narrow[1]["bytes_sent"]  # a step between probes moves bfloat16's bytes
+
+
+def test_auto_falls_back_to_the_exact_wire_past_the_tolerance(runs):
+    summary, metrics = runs["auto-strict"]
+    wire = summary["comm_wire"]
+    nonzero = sorted(s for s, v in wire["sites"].items() if v["max_error"] > 1e-12)
+    assert nonzero and wire["kept_exact"] == nonzero
+    assert all(v["wire"] == "exact" for s, v in wire["sites"].items() if s in nonzero)
+    exact = runs["default"][1]
+    assert metrics[1]["bytes_sent"] == exact[1]["bytes_sent"]  # after the probe: float32 on every site
+    assert metrics[1]["bytes_sent"] > runs["bfloat16"][1][1]["bytes_sent"]
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--dtype", "float32", "--comm-dtype", "float64"], "wider than --dtype float32"),
+    (["--comm-dtype", "bfloat16", "--comm-check-every", 5], "--comm-check-every applies to --comm-dtype auto"),
+    (["--comm-tolerance", 0.1], "--comm-tolerance applies to --comm-dtype auto"),
+    (["--comm-dtype", "bfloat16", "--sampler", "sage"], "applies to full-graph training"),
+    (["--comm-dtype", "int8"], "invalid choice"),
+    (["--overlap", "--algo", "2d", "--nproc", 4], "--overlap applies to the oblivious stage loops"),
+    (["--overlap", "--algo", "1d-sa", "--nproc", 2], "--overlap applies to the oblivious stage loops"),
+    (["--overlap", "--sampler", "sage"], "--overlap applies to the full-graph stage loops"),
+    (["--overlap", "--algo", "auto", "--nproc", 4], "--overlap cannot be combined with it"),
+])
+def test_what_cannot_apply_is_refused(flags, says, capsys):
+    assert run_main(["train", "--data", SBM, "--epochs", 1, "--quiet", *flags]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and err[0].startswith("gridgnn: error:") and says in err[0], err
