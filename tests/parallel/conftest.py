@@ -105,9 +105,9 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
 
 
 def overlap_cases(P: int) -> list[tuple[str, Case]]:
-    """``--overlap`` on the oblivious stage loops (1D, 1.5D every c; uneven blocks): each case twice, with and
-    without (``overlap-on-``/``overlap-off-``), on models whose backward fetches again (attention: ``∂e``) and pushes
-    (``∂X``), one of them with a bfloat16 wire."""
+    """``--overlap`` on the stage loops (1D, 1.5D every c, uneven blocks; 2D and 3D panels, the shapes rotating):
+    each case twice, with and without (``overlap-on-``/``overlap-off-``), on models whose backward fetches again
+    (attention: ``∂e``) and pushes (``∂X``), the selecting semirings and the SDDMMs, one with a bfloat16 wire."""
     out = []
     kw = dict(dropout=0.4, seed=7, epoch=3)
     models = [dict(model="gcn", dims=[7, 9, 4, 3]), dict(model="gat", dims=[7, 3, 3], heads=2, attn_dropout=0.3),
@@ -124,6 +124,18 @@ def overlap_cases(P: int) -> list[tuple[str, Case]]:
                 name = f"{m['model']}-{algo}-c{c}-{gname}"
                 out += [(f"overlap-on-{name}", Case(**{**case.__dict__, "overlap": True})),
                         (f"overlap-off-{name}", case)]
+    summa = [dict(model="gcn", dims=[7, 9, 4, 3]), dict(model="gat", dims=[7, 3, 3], heads=2, attn_dropout=0.3),
+             dict(model="sage", dims=[7, 6, 3], options={"aggr": "max"}), dict(model="va", dims=[7, 5, 3]),
+             dict(model="agnn", dims=[7, 5, 5, 3], wire="bfloat16")]
+    for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P))):
+        for j, m in enumerate(summa):  # the shapes rotate through the models
+            shape = shapes[(j + 1) % len(shapes)]
+            gname = tuple(GRAPHS)[k % 2]
+            k += 1
+            case = Case(graph=GRAPHS[gname], algo=algo, grid=shape, **m, **kw)
+            name = f"{m['model']}-{algo}-{'x'.join(map(str, shape))}-{gname}"
+            out += [(f"overlap-on-{name}", Case(**{**case.__dict__, "overlap": True})),
+                    (f"overlap-off-{name}", case)]
     return out
 
 

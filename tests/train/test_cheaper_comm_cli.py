@@ -91,8 +91,8 @@ def test_auto_falls_back_to_the_exact_wire_past_the_tolerance(runs):
     (["--comm-tolerance", 0.1], "--comm-tolerance applies to --comm-dtype auto"),
     (["--comm-dtype", "bfloat16", "--sampler", "sage"], "applies to full-graph training"),
     (["--comm-dtype", "int8"], "invalid choice"),
-    (["--overlap", "--algo", "2d", "--nproc", 4], "--overlap applies to the oblivious stage loops"),
-    (["--overlap", "--algo", "1d-sa", "--nproc", 2], "--overlap applies to the oblivious stage loops"),
+    (["--overlap", "--algo", "plexus", "--nproc", 4], "--overlap applies to the stage loops"),
+    (["--overlap", "--algo", "1d-sa", "--nproc", 2], "--overlap applies to the stage loops"),
     (["--overlap", "--sampler", "sage"], "--overlap applies to the full-graph stage loops"),
     (["--overlap", "--algo", "auto", "--nproc", 4], "--overlap cannot be combined with it"),
 ])

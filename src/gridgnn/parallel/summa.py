@@ -110,6 +110,11 @@ class SummaGraph(DistGraph):
         """``(pattern, values, *more)`` of ``M[R_i, p]`` on every rank of the process row (Alg. 3 line 9: broadcast
         from the owner column; the receivers build the pattern from the index array). ``more``: other edge tensors
         laid out like the values (a mask travels as one byte per edge)."""
+        return self._panel_coming(p, values, *more)()
+
+    def _panel_coming(self, p: int, values: torch.Tensor | None, *more: torch.Tensor | None, early: bool = False):
+        """:meth:`_panel` as a callable that returns it; ``early``: its broadcasts are started now and the callable
+        waits for them (``--overlap``)."""
         plan = self.plan
         v0, v1 = self.panels[p][:2]
         get = self.schedule.pattern(p)
@@ -118,11 +123,11 @@ class SummaGraph(DistGraph):
         else:
             pat, off = None, 0
             idx = torch.empty(get.rows, dtype=torch.int64, device=plan.device)
-        plan.comm.broadcast(idx, get.root, get.axis, tag=get.key)
-        out = []
+        started = [plan.comm.broadcast(idx, get.root, get.axis, tag=get.key, async_op=early)]
+        pieces = []
         for t in (values, *more):
             if t is None:
-                out.append(None)
+                pieces.append((None, None))
                 continue
             wire = t.to(torch.uint8) if t.dtype == torch.bool else t
             e = self.schedule.edges(p)
@@ -130,11 +135,18 @@ class SummaGraph(DistGraph):
                 piece = wire[off:off + e.rows].contiguous()
             else:
                 piece = wire.new_empty((e.rows,) + tuple(t.shape[1:]))
-            plan.comm.broadcast(piece, e.root, e.axis, tag=e.key)
-            out.append(piece.bool() if t.dtype == torch.bool else piece)
-        if pat is None:
-            pat = Pattern(idx[:self.nrow + 1], idx[self.nrow + 1:], (self.nrow, v1 - v0))
-        return (pat, *out)
+            started.append(plan.comm.broadcast(piece, e.root, e.axis, tag=e.key, async_op=early))
+            pieces.append((t, piece))
+
+        def arrived():
+            if early:
+                for h in started:
+                    h.wait()
+            got = pat if pat is not None else Pattern(idx[:self.nrow + 1], idx[self.nrow + 1:], (self.nrow, v1 - v0))
+            return (got, *[None if t is None else piece.bool() if t.dtype == torch.bool else piece
+                           for t, piece in pieces])
+
+        return arrived
 
     def panel_keys(self, p: int, pat: Pattern) -> torch.Tensor:
         """Original vertex id of the source of every edge of panel ``p`` (the selecting semirings' tie-break)."""
@@ -153,6 +165,11 @@ class SummaGraph(DistGraph):
 
     def _rows_of(self, x: torch.Tensor, p: int, width_cols=None) -> torch.Tensor:
         """``x[p]`` (columns ``width_cols`` of it) on every rank of the process column, from row ``io``."""
+        return self._rows_coming(x, p, width_cols)()
+
+    def _rows_coming(self, x: torch.Tensor, p: int, width_cols=None, early: bool = False):
+        """:meth:`_rows_of` as a callable that returns it (``early``: the broadcast started now, the callable
+        waits)."""
         v0, v1 = self.panels[p][:2]
         c0, c1 = width_cols if width_cols is not None else (0, x.shape[1])
         get = self.schedule.rows_of(p)
@@ -160,17 +177,63 @@ class SummaGraph(DistGraph):
             xp = x[v0 - self.b0:v1 - self.b0, c0:c1].contiguous()
         else:
             xp = x.new_empty((get.rows, c1 - c0))
-        self.plan.comm.broadcast(xp, get.root, get.axis, wire=True)  # Alg. 3 line 10: Ĥ ← BCAST(H_rj, P(:, j))
-        return xp
+        # Alg. 3 line 10: Ĥ ← BCAST(H_rj, P(:, j))
+        h = self.plan.comm.broadcast(xp, get.root, get.axis, wire=True, async_op=early)
+        return h.wait if early else (lambda: xp)
 
-    def _push_rows(self, part: torch.Tensor, p: int, out: torch.Tensor) -> None:
-        """Adjoint of :meth:`_rows_of`: sum ``part`` (rows of panel ``p``) over the column onto row ``io``."""
+    def _push_rows(self, part: torch.Tensor, p: int, out: torch.Tensor, early: bool = False):
+        """Adjoint of :meth:`_rows_of`: sum ``part`` (rows of panel ``p``) over the column onto row ``io``.
+        ``early``: the reduce is started and a callable returned that waits and adds it (``--overlap``)."""
         v0, v1 = self.panels[p][:2]
         put = self.schedule.rows_of(p, push=True)
         part = part.contiguous()
-        self.plan.comm.reduce(part, put.root, put.axis, wire=True)
-        if put.root == put.me:
-            out[v0 - self.b0:v1 - self.b0] += part
+        h = self.plan.comm.reduce(part, put.root, put.axis, wire=True, async_op=early)
+
+        def land():
+            if early:
+                h.wait()
+            if put.root == put.me:
+                out[v0 - self.b0:v1 - self.b0] += part
+
+        if early:
+            return land
+        land()
+        return None
+
+    def _push_edges(self, part: torch.Tensor, p: int, dvals: torch.Tensor, early: bool = False):
+        """A panel's partial edge gradient summed over the process row onto the owner column, which stores it in
+        ``dvals`` (``early``: as :meth:`_push_rows`)."""
+        put = self.schedule.edges(p, push=True)
+        h = self.plan.comm.reduce(part, put.root, put.axis, wire=True, async_op=early)
+
+        def land():
+            if early:
+                h.wait()
+            if put.root == put.me:
+                off = self.owned[p][1]
+                dvals[off:off + self.panel_nnz[p]] = part.reshape((-1,) + tuple(dvals.shape[1:]))
+
+        if early:
+            return land
+        land()
+        return None
+
+    def stream(self, items, start):
+        r"""Hand out ``start(item, early)()`` for each item in order: the inputs of a panel (its broadcasts).
+        Without ``--overlap`` each item's are fetched just before it is used; with it, the next item's broadcasts
+        are started before this one is handed out, so they travel while it computes. Either way every rank issues
+        the same calls in the same order and receives the same values: the result is the same bit for bit."""
+        items = list(items)
+        early = self.plan.comm.overlap
+        if not early:
+            for it in items:
+                yield start(it, False)()
+            return
+        coming = start(items[0], True) if items else None
+        for k in range(len(items)):
+            got = coming()
+            coming = start(items[k + 1], True) if k + 1 < len(items) else None
+            yield got
 
     def fiber_gather(self, x: torch.Tensor) -> torch.Tensor:
         """``X[B(i, k)]`` → ``X[R_i]`` (all-gather over the fiber)."""
@@ -253,9 +316,12 @@ class _SummaSpMM(torch.autograd.Function):
         heads = as_edges(values).shape[1]
         col_heads = head_columns(heads, width, c0, c1)
         t = x.new_zeros((g.nrow, c1 - c0))
-        for p in range(len(g.panels)):  # Alg. 3 line 3
-            pat, val = g._panel(p, values)
-            xp = g._rows_of(x, p, (c0, c1))
+
+        def start(p, early):
+            panel, rows = g._panel_coming(p, values, early=early), g._rows_coming(x, p, (c0, c1), early)
+            return lambda: (*panel(), rows())
+
+        for pat, val, xp in g.stream(range(len(g.panels)), start):  # Alg. 3 line 3
             if pat.nnz:
                 t += spmm(pat, val, xp, col_heads=col_heads)  # line 11
         y = g.gather_cols(g.fiber_scatter(t), width)
@@ -275,18 +341,26 @@ class _SummaSpMM(torch.autograd.Function):
         heads = 1 if len(ctx.shape) == 1 else ctx.shape[1]
         dvals = dy.new_zeros(ctx.shape) if need_v else None
         dx = dy.new_zeros((plan.geo.block(plan.i, plan.k)[1] - g.b0, c1 - c0)) if need_x else None
-        for p in range(len(g.panels)):
-            pat, val = g._panel(p, values)
-            if need_v:
-                xp = g._rows_of(x, p, (c0, c1))
-                part = sddmm_dot(pat, dy_r, xp, heads, col_heads=ctx.col_heads)  # partial over C_j
-                put = g.schedule.edges(p, push=True)
-                plan.comm.reduce(part, put.root, put.axis, wire=True)
-                if put.root == put.me:
-                    _, off, _ = g.owned[p]
-                    dvals[off:off + pat.nnz] = part.reshape((-1,) + tuple(ctx.shape[1:]))
+        early = plan.comm.overlap
+
+        def start(p, early):
+            panel = g._panel_coming(p, values, early=early)
+            rows = g._rows_coming(x, p, (c0, c1), early) if need_v else (lambda: None)
+            return lambda: (*panel(), rows())
+
+        landing = []  # --overlap: the previous panel's pushes, added during this panel's products
+        panels = range(len(g.panels))
+        for p, (pat, val, xp) in zip(panels, g.stream(panels, start)):
+            parts = []
+            if need_v:  # partial over C_j, summed onto the owner column
+                parts.append((g._push_edges, sddmm_dot(pat, dy_r, xp, heads, col_heads=ctx.col_heads), dvals))
             if need_x:
-                g._push_rows(spmm(pat, val, dy_r, transpose=True, col_heads=ctx.col_heads), p, dx)
+                parts.append((g._push_rows, spmm(pat, val, dy_r, transpose=True, col_heads=ctx.col_heads), dx))
+            for land in landing:
+                land()
+            landing = [land for land in (push(part, p, into, early) for push, part, into in parts) if land]
+        for land in landing:
+            land()
         if need_x:
             dx = g.gather_cols(dx, ctx.width)
         return dvals, dx, None
@@ -300,9 +374,12 @@ class _SummaSpMMSelect(torch.autograd.Function):
         c0, c1 = plan.col_block(width)
         sel = sr.Selection(semiring, (g.nrow, c1 - c0), x)
         offs = g.panel_offsets()
-        for p in range(len(g.panels)):
-            pat, val, msk = g._panel(p, values, mask)
-            xp = g._rows_of(x, p, (c0, c1))
+        def start(p, early):
+            panel, rows = g._panel_coming(p, values, mask, early=early), g._rows_coming(x, p, (c0, c1), early)
+            return lambda: (*panel(), rows())
+
+        panels = range(len(g.panels))
+        for p, (pat, val, msk, xp) in zip(panels, g.stream(panels, start)):
             keys = g.panel_keys(p, pat)
             b, e = sr.partial(pat, val, xp, semiring, msk, key=keys)
             sel.fold(b, e, keys, store=torch.arange(offs[p], offs[p + 1], device=x.device))
@@ -326,21 +403,26 @@ class _SummaSpMMSelect(torch.autograd.Function):
         dvals = values.new_zeros(values.shape) if need_v else None
         dx = dy.new_zeros((plan.geo.block(plan.i, plan.k)[1] - g.b0, c1 - c0)) if need_x else None
         offs = g.panel_offsets()
-        for p in range(len(g.panels)):
-            pat, val = g._panel(p, values)  # the winners are known: the mask is not needed again
+        early = plan.comm.overlap
+
+        def start(p, early):  # the winners are known: the mask is not needed again
+            panel = g._panel_coming(p, values, early=early)
+            rows = g._rows_coming(x, p, (c0, c1), early) if need_v else (lambda: None)
+            return lambda: (*panel(), rows())
+
+        landing = []  # --overlap: the previous panel's pushes, added during this panel's products
+        panels = range(len(g.panels))
+        for p, (pat, val, xp) in zip(panels, g.stream(panels, start)):
             inside = (edge >= offs[p]) & (edge < offs[p + 1])
             state = torch.where(inside, edge - offs[p], torch.full_like(edge, -1))
-            xp = g._rows_of(x, p, (c0, c1)) if need_v else None
             dv, dxp = sr.semiring_backward(pat, val, xp, semiring, dy_r, state, need_values=need_v,
                                            need_x=need_x)
-            if need_v:  # partial over C_j, summed onto the owner column
-                put = g.schedule.edges(p, push=True)
-                plan.comm.reduce(dv, put.root, put.axis, wire=True)
-                if put.root == put.me:
-                    _, off, _ = g.owned[p]
-                    dvals[off:off + pat.nnz] = dv
-            if need_x:
-                g._push_rows(dxp, p, dx)
+            parts = ([(g._push_edges, dv, dvals)] if need_v else []) + ([(g._push_rows, dxp, dx)] if need_x else [])
+            for land in landing:
+                land()
+            landing = [land for land in (push(part, p, into, early) for push, part, into in parts) if land]
+        for land in landing:
+            land()
         if need_x:
             dx = g.gather_cols(dx, ctx.width)
         return dvals, dx, None, None, None
@@ -355,8 +437,8 @@ class _SummaSddmm(torch.autograd.Function):
         k = x_src.shape[1] if heads == 0 else heads
         e = x_dst.new_empty((g.nnz, k))
         srcs = {}
-        for p in g.my_panels():
-            xp = g._rows_of(x_src, p)
+        mine = list(g.my_panels())
+        for p, xp in zip(mine, g.stream(mine, lambda p, early: g._rows_coming(x_src, p, None, early))):
             pat, off, _ = g.owned[p]
             if heads == 0:
                 e[off:off + pat.nnz] = sddmm_add(pat, d_r, xp)
@@ -376,6 +458,7 @@ class _SummaSddmm(torch.autograd.Function):
         w = ctx.n_src[1]
         dd_r = de.new_zeros((g.nrow, w))
         ds = de.new_zeros(ctx.n_src)
+        early, landing = g.plan.comm.overlap, None  # --overlap: a panel's push added during the next's products
         for p in g.my_panels():
             pat, off, _ = g.owned[p]
             d = de[off:off + pat.nnz]
@@ -385,7 +468,11 @@ class _SummaSddmm(torch.autograd.Function):
             else:
                 dd_r += spmm(pat, d, ctx.srcs[p])
                 part = spmm(pat, d, d_r, transpose=True)
-            g._push_rows(part, p, ds)
+            if landing is not None:
+                landing()
+            landing = g._push_rows(part, p, ds, early)
+        if landing is not None:
+            landing()
         dd = g.col_all(g.fiber_scatter(dd_r))
         return dd, g.col_all(ds), None, None
 

@@ -44,7 +44,7 @@ rank on block ``i`` handling stages ``S``:
 
 =============== =======================================================================================
 ``1d``/``1.5d`` one remote block at a time (CAGNET's memory bound): :math:`\max_{q \in S, q \ne i} n_q\,we`;
-                with ``--overlap`` two (the two largest)
+                with ``--overlap`` two (the two largest; likewise the panels of ``2d``/``3d``)
 ``-sa`` twins   the send copies, their flattened message, the received rows and the assembled input:
                 :math:`\max(2s + v,\; s + v + n_i[i \in S] + v)\,we`, :math:`s = \sum_{k\ne i} V_{ik}`
                 (rows sent), :math:`v = \sum_{q \in S, q \ne i} V_{qi}` (rows received),
@@ -852,13 +852,16 @@ def _summa(ctx, algo: str, shape, which):
             sv = sched[version(l)]
             gather = sv.gather_cols(width)  # the column blocks C_j of the layer's width
             wj = gather.pieces[j]
-            best = 0.0
+            held = []
             for p in sv.panels():  # a received panel: its index array, the pattern built from it, its values
                 get = sv.pattern(p)
                 z = sv.panel_nnz[p]
                 b = (0 if get.root == get.me else 8 * (get.rows + nr + 1 + 2 * z) + e * sv.edges(p).rows)
-                best = max(best, b + sv.rows_of(p).rows * wj * e)
-            acc.cand("buffers", best + nr * wj * e, f"{algo} panel broadcast, layer {l}")
+                held.append(b + sv.rows_of(p).rows * wj * e)
+            # --overlap: the next panel arrives while this one computes (two at a time; the two largest)
+            best = sum(sorted(held)[-2:]) if ctx["overlap"] else max(held, default=0.0)
+            acc.cand("buffers", best + nr * wj * e, f"{algo} panel broadcast" + (" and the next" if ctx["overlap"]
+                                                                                 else "") + f", layer {l}")
             fiber = sv.fiber_scatter()
             if fiber.moves:
                 acc.cand("buffers", (2 * sum(fiber.pieces) + fiber.group * fiber.pieces[fiber.me]) * wj * e,

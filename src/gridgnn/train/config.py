@@ -164,9 +164,9 @@ class TrainConfig:
     comm_tolerance: float | None = opt(None, "parallel", metavar="TOL", low=0.0, low_open=True, high=1.0,
                                        help="--comm-dtype auto: the largest relative error a collective may show "
                                             "and stay narrow (default 0.01)")
-    overlap: bool = opt(False, "parallel", help="1d/1.5d: start each stage's broadcast while the previous stage "
-                                                "computes, and finish its push during the next (bit for bit the "
-                                                "same result; two remote blocks held at a time)")
+    overlap: bool = opt(False, "parallel", help="1d/1.5d/2d/3d: start each stage's (panel's) broadcasts while the "
+                                                "previous one computes, and finish its push during the next (bit "
+                                                "for bit the same result; two remote blocks held at a time)")
     timeout_s: float = opt(600.0, "parallel", metavar="SECONDS", low=0.0, low_open=True, high=MAX_TIMEOUT_S,
                            unit="seconds", help="seconds a collective may wait before the job is ended")
     # ---- optimizer
@@ -282,7 +282,7 @@ class TrainConfig:
                 raise GridGnnError(f"--comm-dtype {self.comm_dtype} applies to full-graph training; minibatch runs "
                                    f"move their features in --dtype")
             if self.overlap:
-                raise GridGnnError("--overlap applies to the full-graph stage loops of --algo 1d and 1.5d")
+                raise GridGnnError("--overlap applies to the full-graph stage loops (--algo 1d, 1.5d, 2d, 3d)")
             self._validate_minibatch()
             return
         for name, v in (("--fanout", self.fanout), ("--batch-size", self.batch_size), ("--bulk", self.bulk),
@@ -303,9 +303,9 @@ class TrainConfig:
                 raise GridGnnError(f"--algo serial runs one process; got --nproc {self.nproc}")
         else:
             self.mesh_shape(self.nproc)
-        if self.overlap and self.algo not in ("1d", "1.5d"):
-            raise GridGnnError(f"--overlap applies to the oblivious stage loops of --algo 1d and 1.5d; {self.algo} "
-                               "has none")
+        if self.overlap and self.algo not in ("1d", "1.5d", "2d", "3d"):
+            raise GridGnnError(f"--overlap applies to the stage loops of --algo 1d, 1.5d, 2d and 3d; {self.algo} "
+                               "overlaps nothing yet")
         if self.blocked_aggregation and self.algo != "plexus":
             raise GridGnnError("--blocked-aggregation applies to --algo plexus")
 
