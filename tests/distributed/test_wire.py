@@ -95,10 +95,12 @@ def test_narrowed_sums_add_in_float32(ranks):
         assert out["allreduce"] == [rounded] * 5
         assert out["reducescatter"] == [exact, exact]  # the kept piece: summed in float32, not re-rounded
         if r == 1:
-            assert out["reduce"] == [exact] * 3  # a gather onto the root, summed there
-        # 5 elements in 4 padded pieces of 2 bfloat16: 2·(g−1) pieces each way; the reduce a gather of 3 × 2 bytes
+            # one piece per element summed in float32 by its owner; the root's own stays exact, the others arrive rounded
+            assert out["reduce"] == [rounded, exact, rounded]
+        # 5 elements in 4 padded pieces of 2 bfloat16: 2·(g−1) pieces each way
         assert out["allreduce_bytes"] == (2 * 3 * 2 * 2, 2 * 3 * 2 * 2)
-        assert out["reduce_bytes"] == ((0.0, 3 * 6.0) if r == 1 else (6.0, 0.0))
+        # the reduce: 3 elements in 4 pieces of 1 summed by their owners (all-to-all), the sums gathered on rank 1
+        assert out["reduce_bytes"] == ((3 * 2.0, 2 * 3 * 2.0) if r == 1 else (4 * 2.0, 3 * 2.0))
 
 
 def test_what_crosses_is_rounded_and_what_stays_is_not(ranks):

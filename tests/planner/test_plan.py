@@ -210,3 +210,40 @@ def test_algo_auto_from_python_with_a_graph_in_memory(graph):
     summary = gridgnn.train(gridgnn.TrainConfig(algo="auto", epochs=1, hidden=8, quiet=True), graph=graph)
     assert summary["plan"]["picked"]["algo"] == "serial" and summary["plan"]["candidates"] == 1
     assert summary["algo"] == "serial" and summary["plan"]["measured_step_s"] == summary["epoch_time_median_s"]
+
+
+def test_overlap_hides_the_stage_transfers_up_to_the_products():
+    """--overlap in the time model: each rank's communication loses what the stage loops' transfers (their
+    broadcasts and pushes, all but a loop's first) and its sparse products have in common — the smaller of the two —
+    and nothing where no stage loop runs (sparsity-aware all-to-allv); plan and --algo auto carry the choice."""
+    import numpy as np
+
+    from gridgnn.graph.spec import load_graph
+    from gridgnn.planner.timing import OVERLAPPED, load_profile, predict_step
+    from gridgnn.train.config import config_from_flags
+    from gridgnn.train.planning import resolve_auto, simulate_config
+
+    spec = "synthetic:sbm?n=400&classes=4&avg_degree=8&features=32"
+    graph = load_graph(spec, seed=0)
+    profile = load_profile("perlmutter-a100")
+    for algo, hides in (("1d", True), ("2d", True), ("1d-sa", False)):
+        cfg = config_from_flags({"data": spec, "algo": algo, "nproc": 4, "hidden": 16})
+        vol, *_ = simulate_config(cfg, graph)
+        plain, early = (predict_step(profile, vol.detail, vol.axes, vol.work, vol.world, 1, overlap=o)
+                        for o in (False, True))
+        hidden = np.array(early["hidden_rank_s"])
+        staged = np.zeros(vol.world)
+        for (phase, coll, axis), (sent, recv, calls) in vol.detail.items():
+            members, stride = vol.axes[axis]
+            if (phase, coll) in OVERLAPPED and members > 1:
+                staged += profile.collective_time(coll, members, stride, np.maximum(sent, recv), calls) * \
+                    (1 - 1 / members)
+        kappa = profile.kernel(1)
+        prod = sum(kappa.get(u, 0.0) * np.asarray(vol.work[u], dtype=float) for u in ("edge", "nnz"))
+        np.testing.assert_allclose(hidden, np.minimum(staged, prod), rtol=1e-12)
+        assert (hidden > 0).any() == hides
+        np.testing.assert_allclose(early["comm_rank_s"], np.array(plain["comm_rank_s"]) - hidden, rtol=1e-12)
+        assert early["time_s"] <= plain["time_s"]
+    cfg = config_from_flags({"data": spec, "algo": "auto", "nproc": 4, "hidden": 16, "overlap": True})
+    picked, row, _ = resolve_auto(cfg, graph, profile=profile, check_memory=False)
+    assert picked.overlap == (picked.algo in ("1d", "1.5d", "2d", "3d")) == row["config"].get("overlap", False)

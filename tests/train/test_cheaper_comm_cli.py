@@ -94,7 +94,6 @@ def test_auto_falls_back_to_the_exact_wire_past_the_tolerance(runs):
     (["--overlap", "--algo", "plexus", "--nproc", 4], "--overlap applies to the stage loops"),
     (["--overlap", "--algo", "1d-sa", "--nproc", 2], "--overlap applies to the stage loops"),
     (["--overlap", "--sampler", "sage"], "--overlap applies to the full-graph stage loops"),
-    (["--overlap", "--algo", "auto", "--nproc", 4], "--overlap cannot be combined with it"),
 ])
 def test_what_cannot_apply_is_refused(flags, says, capsys):
     assert run_main(["train", "--data", SBM, "--epochs", 1, "--quiet", *flags]) == 2

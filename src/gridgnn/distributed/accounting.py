@@ -14,7 +14,8 @@ collective — so a measured byte and a modelled one come from one formula. Per 
 * reduce-scatter — the pieces sent to the others, and ``(g−1)`` copies of one's own piece received.
 
 Node data narrowed on the wire (:mod:`gridgnn.distributed.wire`) moves in the narrow type by the same rules, except
-the two reductions that then add in the tensor's type: a ``reduce`` is a gather onto the root, an all-reduce an
+the two reductions that then add in the tensor's type: a ``reduce`` is a gather onto the root (two members) or an
+all-to-all of ``g`` padded pieces and the gather of their sums (:func:`reduce_padded`), an all-reduce an
 all-to-all of ``g`` padded pieces and their all-gather (:func:`allreduce_padded`).
 """
 from __future__ import annotations
@@ -48,6 +49,14 @@ def allreduce_padded(g: int, piece: float) -> tuple[float, float]:
     buffer padded to ``g`` equal pieces) and the all-gather of the summed pieces: ``2(g−1)`` pieces each way."""
     v = 2.0 * (g - 1) * piece if g > 1 else 0.0
     return v, v
+
+
+def reduce_padded(me: int, root: int, g: int, piece: float) -> tuple[float, float]:
+    """``(sent, recv)`` of axis-rank ``me`` in a sum onto ``root`` run as an all-to-all of ``g`` pieces of ``piece``
+    bytes (each member sums one) and the gather of the sums onto the root."""
+    if me == root:
+        return float((g - 1) * piece), float(2 * (g - 1) * piece)
+    return float(g * piece), float((g - 1) * piece)
 
 
 def allgather(g: int, piece: float) -> tuple[float, float]:
@@ -108,14 +117,18 @@ class Transfer(NamedTuple):
 
     def bytes(self, row_bytes: float, wire_elem: int = 0) -> tuple[float, float]:
         """``(sent, recv)`` of this rank for rows of ``row_bytes`` bytes; ``wire_elem``: the rows are narrowed node
-        data of ``wire_elem`` bytes per element (a ``reduce`` runs as a gather, a sum as padded pieces)."""
+        data of ``wire_elem`` bytes per element (a ``reduce`` and an all-reduce then sum padded pieces; a
+        ``reduce`` of two members is a gather)."""
         if not self.moves:
             return 0.0, 0.0
         if self.kind == "bcast":
             return bcast(self.me, self.root, self.rows * row_bytes)
         if self.kind == "reduce":
-            if wire_elem:
+            if wire_elem and self.group == 2:
                 return gather(self.me, self.root, self.group, self.rows * row_bytes)
+            if wire_elem:
+                numel = round(self.rows * row_bytes / wire_elem)
+                return reduce_padded(self.me, self.root, self.group, -(-numel // self.group) * wire_elem)
             return reduce(self.me, self.root, self.rows * row_bytes)
         if self.kind == "allreduce":
             if wire_elem:

@@ -20,7 +20,7 @@ bytes, ``g`` = group size; a group of size 1 moves nothing and is not called):
 
 Wire precision (:mod:`gridgnn.distributed.wire`): a call that carries node data says ``wire=True`` (``execute``: a
 record that is not ``exact``); with a :class:`~gridgnn.distributed.wire.WirePolicy` set, its floating data crosses
-in the narrow type — the bytes recorded are the narrow ones (``reduce`` then runs as a gather onto the root and an
+in the narrow type — the bytes recorded are the narrow ones (``reduce`` then sums padded pieces, gathered onto the root, and an
 all-reduce as an all-to-all of padded pieces, a local sum and an all-gather: ``2(g−1)·⌈numel/g⌉`` elements each
 way), and every sum is taken in the tensor's own type.
 
@@ -105,8 +105,9 @@ class Pending:
                     self._work.wait()
                 except RuntimeError as exc:
                     raise CommFailure(self._comm._describe(exc, self._tag, self._axis)) from None
+            result = self._finish()  # (a narrowed reduce gathers its summed pieces here)
             self._comm.log.add_seconds(self._key, time.perf_counter() - t0)
-            self._done, self._result = True, self._finish()
+            self._done, self._result = True, result
         return self._result
 
 
@@ -319,17 +320,15 @@ class Comm:
                                                        async_op=True), tag, axis)
                 self._record(tag, *accounting.reduce(me, root, _nbytes(tensor)), 0.0)
                 return Pending(self, tag, axis, work, lambda: tensor)
-            buf = self._cast(tensor.contiguous(), use, tag, axis)
-            got = [torch.empty_like(buf) for _ in range(g)] if me == root else None
-            work = self._start(lambda: dist.gather(buf, got, dst=dst, group=group, async_op=True), tag, axis)
-            self._record(tag, *accounting.gather(me, root, g, _nbytes(buf)), 0.0)
+            work, summed = self._narrow_reduce(tensor, use, root, tag, axis, async_op=True)
 
-            def summed():
+            def landed():
+                out = summed()
                 if me == root:
-                    tensor.copy_(_sum_members(tensor, got, me))
+                    tensor.copy_(out)
                 return tensor
 
-            return Pending(self, tag, axis, work, summed)
+            return Pending(self, tag, axis, work, landed)
         if low is None:
             secs = self._run(lambda: dist.reduce(tensor, dst=dst, op=dist.ReduceOp.SUM, group=group), tag, axis)
             self._record(tag, *accounting.reduce(me, root, _nbytes(tensor)), secs)
@@ -341,16 +340,59 @@ class Comm:
                 secs = self._run(lambda: dist.reduce(buf, dst=dst, op=dist.ReduceOp.SUM, group=group), tag, axis)
                 self._record(tag, *accounting.reduce(me, root, _nbytes(buf)), secs)
                 return buf if me == root else tensor  # only the root's result is defined
-            buf = self._cast(tensor.contiguous(), dt, tag, axis)
-            got = [torch.empty_like(buf) for _ in range(g)] if me == root else None
-            secs = self._run(lambda: dist.gather(buf, got, dst=dst, group=group), tag, axis)
-            self._record(tag, *accounting.gather(me, root, g, _nbytes(buf)), secs)
-            return _sum_members(tensor, got, me) if me == root else tensor
+            t0 = time.perf_counter()
+            work, summed = self._narrow_reduce(tensor, dt, root, tag, axis, async_op=False)
+            out = summed(work)
+            self.log.add_seconds(f"{self._phase}.{tag}", time.perf_counter() - t0)
+            return out
 
         out = self._wired(low, tag, axis, run)
         if me == root:
             tensor.copy_(out)
         return tensor
+
+    def _narrow_reduce(self, tensor: torch.Tensor, dt, root: int, tag: str, axis, *, async_op: bool):
+        """A sum onto ``root`` in the tensor's type with narrowed terms: ``(work, summed)``; ``summed()`` (after the
+        work) returns the root's sum (``tensor`` elsewhere). Two members: a gather of the tensors and the root's sum.
+        More: each member sums one of ``g`` padded pieces (an all-to-all of the pieces, the started part), and the
+        root gathers the sums (when ``summed`` runs) — so the root receives about the message once, not ``g − 1``
+        times. The root's own term and own piece's sum never cross, so they stay exact."""
+        g, me = self.grid.size(axis), self.grid.rank(axis)
+        group = self.grid.group(axis)
+        dst = dist.get_global_rank(group, root)
+        issue = self._start if async_op else self._run
+        if g == 2:
+            buf = self._cast(tensor.contiguous(), dt, tag, axis)
+            got = [torch.empty_like(buf) for _ in range(g)] if me == root else None
+            work = issue(lambda: dist.gather(buf, got, dst=dst, group=group, async_op=async_op), tag, axis)
+            self._record(tag, *accounting.gather(me, root, g, _nbytes(buf)), 0.0)
+
+            def summed(work=work):
+                if me == root:
+                    return _sum_members(tensor, got, me)
+                return tensor
+
+            return (work if async_op else None), summed
+        numel = tensor.numel()
+        c = -(-numel // g)
+        flat = tensor.new_zeros(g * c)
+        flat[:numel] = tensor.reshape(-1)
+        send = self._cast(flat, dt, tag, axis)
+        recv = torch.empty_like(send)
+        work = issue(lambda: dist.all_to_all_single(recv, send, group=group, async_op=async_op), tag, axis)
+        self._record(tag, *accounting.reduce_padded(me, root, g, c * send.element_size()), 0.0)
+
+        def summed(work=None):
+            mine = _sum_members(flat[me * c:(me + 1) * c], list(recv.reshape(g, c)), me)
+            part = self._cast(mine, dt, tag, axis)
+            got = [torch.empty_like(part) for _ in range(g)] if me == root else None
+            self._run(lambda: dist.gather(part, got, dst=dst, group=group), tag, axis)
+            if me != root:
+                return tensor
+            pieces = [mine if k == me else got[k].to(tensor.dtype) for k in range(g)]
+            return torch.cat(pieces)[:numel].reshape(tensor.shape)
+
+        return (work if async_op else None), summed
 
     def all_reduce(self, tensor: torch.Tensor, axis: str | tuple[str, ...], op: str = "sum", *,
                    wire: bool = False) -> torch.Tensor:

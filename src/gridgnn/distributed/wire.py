@@ -13,7 +13,7 @@ Rounding rule (what a rank computes with):
 * a value is rounded to the wire type when it crosses the wire; what a rank keeps of its own (its piece of an
   all-gather, all-to-all or reduce-scatter, the root's block of a broadcast) is not;
 * every reduction adds in the tensor's own type (float32 or float64), never in the wire type: a sum is an
-  all-to-all of the pieces and a local sum (``reduce``: a gather onto the root and its local sum), not a bf16 ring;
+  all-to-all of the pieces and a local sum (``reduce``: the pieces' sums then gathered onto the root), not a bf16 ring;
 * the result of an all-reduce is rounded once for every member (the owner of a piece included), so replicated
   results stay identical on every rank.
 

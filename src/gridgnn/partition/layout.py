@@ -159,11 +159,10 @@ class BlockRowSchedule:
         """Every transfer of one fetch of source rows (``push``: of its adjoint)."""
         return [self.halo_transfer(push)] if self.send is not None else self.stage_transfers(push)
 
-    def fetch_bytes(self, push: bool = False, narrow: bool = False):
+    def fetch_bytes(self, push: bool = False):
         """``(collective, axis, sent, recv, calls)`` of :meth:`fetch`'s records summed for one-byte rows (``None``
         when nothing moves), without building them: a schedule of ``P`` ranks has ``P²`` stage records, and the
-        byte model prices this sum (the tests check it equals the records' own). ``narrow``: the rows cross the
-        wire narrowed (a push's reduce then runs as a gather onto the owner)."""
+        byte model prices this sum (the tests check it equals the records' own)."""
         from ..distributed import accounting
 
         if self.blocks == 1:
@@ -174,9 +173,6 @@ class BlockRowSchedule:
         if not self.stages:
             return None
         one = accounting.reduce if push else accounting.bcast
-        if push and narrow:
-            def one(me, q, m):
-                return accounting.gather(me, q, self.blocks, m)
         sent = recv = 0.0
         for q in self.stages:
             s, r = one(self.me, q, self.sizes[q])

@@ -118,27 +118,35 @@ def candidates(world: int, *, n: int | None = None, reads_destinations: bool = F
     return out
 
 
+#: the algorithms whose stage loops ``--overlap`` overlaps
+OVERLAP_ALGOS = ("1d", "1.5d", "2d", "3d")
+
+
 def price(cand: Candidate, vol, profile, *, nproc: int, memory: list | None = None,
-          available_bytes: int | None = None) -> dict:
+          available_bytes: int | None = None, overlap: bool = False) -> dict:
     r"""One row of a plan: the candidate's simulated step (``vol``, a
     :class:`~gridgnn.planner.simulate.StepVolume`) priced by ``profile``, and its per-rank peak memory estimate
     (``memory``, ``None`` where it is not known) against ``available_bytes`` (all the
     ranks of a CPU node share it; a device per rank: per rank). Keys: ``name``, ``config`` (the options),
     ``predicted_step_s``, ``comp_s``, ``comm_s`` (the unfitted terms), ``comm_by_phase_s``, ``step_bytes_moved``,
-    ``max_rank_messages``, ``peak_memory_bytes``, ``fits``."""
+    ``max_rank_messages``, ``peak_memory_bytes``, ``fits``. ``overlap``: priced with ``--overlap`` where the
+    candidate's algorithm has it (:data:`OVERLAP_ALGOS`; its ``config`` then says ``overlap``)."""
     import numpy as np
 
     from .timing import predict_step
 
     threads = max(1, profile.cores // max(1, nproc)) if profile.cores else 1
-    pred = predict_step(profile, vol.detail, vol.axes, vol.work, vol.world, threads)
+    overlap = bool(overlap) and cand.algo in OVERLAP_ALGOS
+    pred = predict_step(profile, vol.detail, vol.axes, vol.work, vol.world, threads, overlap=overlap)
     fits = True
     if memory is not None and available_bytes is not None:
         fits = (sum(memory) if profile.cores else max(memory)) <= available_bytes
     msgs = np.zeros(vol.world)
     for v in vol.bytes.values():
         msgs += v[2]
-    return {"name": cand.name, "config": cand.options(), "predicted_step_s": pred["time_s"],
+    config = dict(cand.options(), **({"overlap": True} if overlap else {}))
+    return {"name": cand.name + (" overlap" if overlap else ""), "config": config,
+            "predicted_step_s": pred["time_s"],
             "comp_s": pred["comp_s"], "comm_s": pred["comm_s"], "comm_by_phase_s": pred["comm_by_phase_s"],
             "step_bytes_moved": float(sum(vol.moved_by_phase().values())),
             "max_rank_messages": int(msgs.max()) if vol.world else 0,

@@ -198,7 +198,7 @@ class BlockRowVolume:
                         if t.moves:
                             acc[(t.key, self.AXIS_KEYS[t.axis])] = [*t.bytes(1.0), 1]
                 else:
-                    summed = sched.fetch_bytes(which.startswith("push"), narrow=which.endswith("narrow"))
+                    summed = sched.fetch_bytes(which == "push")
                     if summed is not None:
                         key, axis, sent, recv, calls = summed
                         acc[(key, self.AXIS_KEYS[axis])] = [sent, recv, calls]
@@ -213,9 +213,12 @@ class BlockRowVolume:
 
     def fetch(self, out: dict, row_bytes: float, *, push: bool = False) -> None:
         """A fetch of ``row_bytes``-byte rows (``push``: its adjoint), as each rank's schedule runs it (node data:
-        narrowed on the wire, where a push's reduce is a gather)."""
-        if self.wire_elem:
-            self._scaled(out, "push_narrow" if push else "fetch", row_bytes * self.wire_ratio)
+        narrowed on the wire, where a push's reduce sums padded pieces)."""
+        if self.wire_elem and push and not self.sa:  # a narrowed reduce: padded pieces, not linear in the bytes
+            for r, sched in enumerate(self.schedules):
+                self._run(out, r, sched.stage_transfers(push=True), row_bytes)
+        elif self.wire_elem:
+            self._scaled(out, "push" if push else "fetch", row_bytes * self.wire_ratio)
         else:
             self._scaled(out, "push" if push else "fetch", row_bytes)
 

@@ -329,7 +329,7 @@ class TrainConfig:
 
         for name, bad in (("--grid", self.grid is not None), ("--replication", self.replication != 1),
                           ("--partition", self.partition != "random"),
-                          ("--blocked-aggregation", self.blocked_aggregation != 0), ("--overlap", self.overlap),
+                          ("--blocked-aggregation", self.blocked_aggregation != 0),
                           ("--sampler", self.sampler is not None), ("--resume", self.resume is not None),
                           ("sharded: data", bool(self.data and self.data.startswith("sharded:")))):
             if bad:

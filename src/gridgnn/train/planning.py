@@ -68,7 +68,7 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
     (:func:`~gridgnn.planner.plan.rank_rows`); each row also has ``simulate_s``. ``progress(row)`` is called after
     each."""
     from ..nn import resolve_model
-    from ..planner.plan import candidates, price, rank_rows
+    from ..planner.plan import OVERLAP_ALGOS, candidates, price, rank_rows
 
     if cands is None:
         reads = bool(getattr(resolve_model(cfg.model), "reads_destinations", False))
@@ -84,6 +84,7 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
     rows, refused = [], []
     for cand in cands:
         c = dataclasses.replace(cfg, **cand.options())
+        c = dataclasses.replace(c, overlap=cfg.overlap and cand.algo in OVERLAP_ALGOS)
         t0 = time.perf_counter()
         try:
             vol, shape, source, part = simulate_config(c, graph, layouts)
@@ -91,7 +92,8 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
             refused.append(str(exc))
             continue
         mem = memory_per_rank(c, graph, source, part, shape, vol.trace)  # one trace per configuration
-        row = price(cand, vol, profile, nproc=cfg.nproc, memory=mem, available_bytes=available_bytes)
+        row = price(cand, vol, profile, nproc=cfg.nproc, memory=mem, available_bytes=available_bytes,
+                    overlap=c.overlap)
         row["simulate_s"] = time.perf_counter() - t0
         rows.append(row)
         if progress is not None:
@@ -118,6 +120,6 @@ def resolve_auto(cfg, graph, *, profile=None, check_memory: bool = True):
     if not best["fits"]:
         raise GridGnnError(f"--algo auto: no configuration of {cfg.nproc} processes fits in memory (the smallest "
                            "needs more; see gridgnn plan)")
-    picked = dataclasses.replace(cfg, profile=None, **best["config"])
+    picked = dataclasses.replace(cfg, profile=None, **{"overlap": False, **best["config"]})
     picked.validate()
     return picked, best, len(rows)
