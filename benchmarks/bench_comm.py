@@ -5,7 +5,7 @@ ratio of the narrowed bytes to float32's (all of the step, and its node data: ph
 max reductions and the loss stay exact) and the accuracy gap; ``auto``'s decisions (sites kept exact) are printed.
 
 Usage: python benchmarks/bench_comm.py [--data planetoid:DIR] [--model gcn|gat] [--seeds 1] [--nproc 4]
-[--epochs 200] [--algos 1d,1d-sa,...] [--variants float32,bfloat16,auto,overlap,overlap+bfloat16]
+[--epochs 200] [--algos 1d,1d-sa,...] [--variants float32,bfloat16,auto,overlap,overlap+bfloat16] [--hidden H]
 """
 from __future__ import annotations
 
@@ -35,12 +35,15 @@ def main():
     ap.add_argument("--epochs", type=int, default=200)
     ap.add_argument("--algos", default=",".join(LAYOUTS))
     ap.add_argument("--variants", default="float32,bfloat16,auto")
+    ap.add_argument("--hidden", type=int, default=None, help="the model's hidden width (default: the Cora setup's)")
     args = ap.parse_args()
     if args.model == "gat":
         hyper = dict(model="gat", layers=2, heads=8, hidden=8, lr=0.005, dropout=0.6, attn_dropout=0.6)
     else:
         hyper = dict(model="gcn", layers=2, hidden=16, lr=0.01, dropout=0.5)
     variants = args.variants.split(",")
+    if args.hidden:
+        hyper["hidden"] = args.hidden
     print(f"{args.data.split('/')[-1]} {args.model} P={args.nproc} {args.epochs} epochs, {args.seeds} seed(s); "
           f"bytes: one epoch's training step (fwd+bwd+grad), moved over all ranks")
     print(f"{'algo':8s} {'variant':16s} {'bytes/epoch':>12s} {'ratio':>6s} {'fwd+bwd':>8s} {'test acc (mean)':>16s} "

@@ -1,7 +1,7 @@
-"""The planner's predicted effect of a bfloat16 wire (``--comm-dtype bfloat16``) at scale: for a few configurations
-at each P, the simulated step (no processes started) priced by a profile with float32 and with bfloat16 node data
-on the wire, the bytes moved and the predicted step time, and their ratios (the time model of
-gridgnn.planner.timing, not a measurement).
+"""The planner's predicted effect of a bfloat16 wire (``--comm-dtype bfloat16``) and of ``--overlap`` at scale: for a
+few configurations at each P, the simulated step (no processes started) priced by a profile with float32 and with
+bfloat16 node data on the wire, the bytes moved and the predicted step time, their ratios, and the float32 step
+priced with overlap where the algorithm has it (the time model of gridgnn.planner.timing, not a measurement).
 
 Usage: python benchmarks/plan_wire.py [--data SPEC] [--hidden 256] [--profile perlmutter-a100]
 [--configs "64:1.5d:c=8,64:plexus:4x4x4,..."]
@@ -46,7 +46,7 @@ def main():
     graph = load_graph(args.data, seed=0)
     print(f"{args.data} {args.model} hidden {args.hidden}; profile {profile.name}")
     print(f"{'P':>5s} {'configuration':18s} {'MB fp32':>9s} {'MB bf16':>9s} {'bytes':>6s} {'ms fp32':>8s} "
-          f"{'ms bf16':>8s} {'time':>6s}  (simulated in s)")
+          f"{'ms bf16':>8s} {'time':>6s} {'overlap':>8s}  (simulated in s)")
     layouts: dict = {}
     for spec in args.configs.split(","):
         flags = flags_of(spec)
@@ -59,9 +59,13 @@ def main():
             threads = max(1, profile.cores // max(1, cfg.nproc)) if profile.cores else 1
             pred = predict_step(profile, vol.detail, vol.axes, vol.work, vol.world, threads)
             row.append((sum(vol.moved_by_phase().values()) / 1e6, pred["time_s"] * 1e3))
+            if wire is None:
+                early = predict_step(profile, vol.detail, vol.axes, vol.work, vol.world, threads, overlap=True)
+                over = early["time_s"] / pred["time_s"] if flags["algo"] in ("1d", "1.5d", "2d", "3d") else None
         (b0, t0_), (b1, t1) = row
         print(f"{flags['nproc']:5d} {spec.split(':', 1)[1]:18s} {b0:9.1f} {b1:9.1f} {b1 / b0:6.3f} {t0_:8.3f} "
-              f"{t1:8.3f} {t1 / t0_:6.3f}  ({time.perf_counter() - t0:.0f})", flush=True)
+              f"{t1:8.3f} {t1 / t0_:6.3f} {'-' if over is None else f'{over:.3f}':>8s}  "
+              f"({time.perf_counter() - t0:.0f})", flush=True)
 
 
 if __name__ == "__main__":

@@ -218,6 +218,28 @@ class SummaGraph(DistGraph):
         land()
         return None
 
+    def backward_sweep(self, values, x: torch.Tensor, cols, need_v: bool, body) -> None:
+        r"""The backward panel loop of a product: for each panel, its pattern and values (and ``X[p, C_j]`` when
+        ``∂e`` is needed), ``body(p, pattern, values, xp)`` returns its pushes ``[(push, part, into)]``
+        (:meth:`_push_edges`, :meth:`_push_rows`). With ``--overlap`` the next panel's broadcasts travel during this
+        panel's products and this panel's pushes land during the next one's (:meth:`stream`)."""
+        early = self.plan.comm.overlap
+
+        def start(p, e):
+            panel = self._panel_coming(p, values, early=e)
+            rows = self._rows_coming(x, p, cols, e) if need_v else (lambda: None)
+            return lambda: (*panel(), rows())
+
+        landing = []  # the previous panel's pushes, added during this panel's products
+        panels = range(len(self.panels))
+        for p, (pat, val, xp) in zip(panels, self.stream(panels, start)):
+            parts = body(p, pat, val, xp)
+            for land in landing:
+                land()
+            landing = [land for land in (push(part, p, into, early) for push, part, into in parts) if land]
+        for land in landing:
+            land()
+
     def stream(self, items, start):
         r"""Hand out ``start(item, early)()`` for each item in order: the inputs of a panel (its broadcasts).
         Without ``--overlap`` each item's are fetched just before it is used; with it, the next item's broadcasts
@@ -341,26 +363,15 @@ class _SummaSpMM(torch.autograd.Function):
         heads = 1 if len(ctx.shape) == 1 else ctx.shape[1]
         dvals = dy.new_zeros(ctx.shape) if need_v else None
         dx = dy.new_zeros((plan.geo.block(plan.i, plan.k)[1] - g.b0, c1 - c0)) if need_x else None
-        early = plan.comm.overlap
-
-        def start(p, early):
-            panel = g._panel_coming(p, values, early=early)
-            rows = g._rows_coming(x, p, (c0, c1), early) if need_v else (lambda: None)
-            return lambda: (*panel(), rows())
-
-        landing = []  # --overlap: the previous panel's pushes, added during this panel's products
-        panels = range(len(g.panels))
-        for p, (pat, val, xp) in zip(panels, g.stream(panels, start)):
+        def body(p, pat, val, xp):
             parts = []
             if need_v:  # partial over C_j, summed onto the owner column
                 parts.append((g._push_edges, sddmm_dot(pat, dy_r, xp, heads, col_heads=ctx.col_heads), dvals))
             if need_x:
                 parts.append((g._push_rows, spmm(pat, val, dy_r, transpose=True, col_heads=ctx.col_heads), dx))
-            for land in landing:
-                land()
-            landing = [land for land in (push(part, p, into, early) for push, part, into in parts) if land]
-        for land in landing:
-            land()
+            return parts
+
+        g.backward_sweep(values, x, (c0, c1), need_v, body)
         if need_x:
             dx = g.gather_cols(dx, ctx.width)
         return dvals, dx, None
@@ -403,26 +414,14 @@ class _SummaSpMMSelect(torch.autograd.Function):
         dvals = values.new_zeros(values.shape) if need_v else None
         dx = dy.new_zeros((plan.geo.block(plan.i, plan.k)[1] - g.b0, c1 - c0)) if need_x else None
         offs = g.panel_offsets()
-        early = plan.comm.overlap
-
-        def start(p, early):  # the winners are known: the mask is not needed again
-            panel = g._panel_coming(p, values, early=early)
-            rows = g._rows_coming(x, p, (c0, c1), early) if need_v else (lambda: None)
-            return lambda: (*panel(), rows())
-
-        landing = []  # --overlap: the previous panel's pushes, added during this panel's products
-        panels = range(len(g.panels))
-        for p, (pat, val, xp) in zip(panels, g.stream(panels, start)):
+        def body(p, pat, val, xp):  # the winners are known: the mask is not needed again
             inside = (edge >= offs[p]) & (edge < offs[p + 1])
             state = torch.where(inside, edge - offs[p], torch.full_like(edge, -1))
             dv, dxp = sr.semiring_backward(pat, val, xp, semiring, dy_r, state, need_values=need_v,
                                            need_x=need_x)
-            parts = ([(g._push_edges, dv, dvals)] if need_v else []) + ([(g._push_rows, dxp, dx)] if need_x else [])
-            for land in landing:
-                land()
-            landing = [land for land in (push(part, p, into, early) for push, part, into in parts) if land]
-        for land in landing:
-            land()
+            return ([(g._push_edges, dv, dvals)] if need_v else []) + ([(g._push_rows, dxp, dx)] if need_x else [])
+
+        g.backward_sweep(values, x, (c0, c1), need_v, body)
         if need_x:
             dx = g.gather_cols(dx, ctx.width)
         return dvals, dx, None, None, None
