@@ -23,7 +23,7 @@ RUNS = {"default": [], "float32": ["--comm-dtype", "float32"], "bfloat16": ["--c
 def runs(tmp_path_factory):
     d = tmp_path_factory.mktemp("wire")
     launch(group_worker, 4, [[*COMMON, *flags, "--out", d / name] for name, flags in RUNS.items()], device="cpu")
-    out = {}
+    out = {"dir": d}
     for name in RUNS:
         out[name] = (json.loads((d / name / "summary.json").read_text()),
                      [json.loads(ln) for ln in (d / name / "metrics.jsonl").read_text().splitlines()])
@@ -44,6 +44,18 @@ def test_overlap_is_the_same_run_bit_for_bit(runs):
     (s0, m0), (s1, m1) = runs["default"], runs["overlap"]
     assert _same(m0, m1)
     assert s0["comm_bytes_per_epoch"] == s1["comm_bytes_per_epoch"] and s1["config"]["overlap"] is True
+
+
+def test_a_model_trained_with_them_predicts_without_them(runs):
+    """predict does not inherit --overlap or --comm-dtype: serial inference of the overlap run equals the plain run's
+    model, and the auto run's model predicts in --dtype on one process."""
+    import numpy as np
+
+    import gridgnn
+
+    plain = gridgnn.load(str(runs["dir"] / "default")).predict(SBM)
+    assert np.array_equal(gridgnn.load(str(runs["dir"] / "overlap")).predict(SBM), plain)
+    assert gridgnn.load(str(runs["dir"] / "auto")).predict(SBM).shape == plain.shape
 
 
 def test_bfloat16_halves_node_data_and_keeps_weight_gradients(runs):
@@ -91,6 +103,7 @@ def test_auto_falls_back_to_the_exact_wire_past_the_tolerance(runs):
     (["--comm-tolerance", 0.1], "--comm-tolerance applies to --comm-dtype auto"),
     (["--comm-dtype", "bfloat16", "--sampler", "sage"], "applies to full-graph training"),
     (["--comm-dtype", "int8"], "invalid choice"),
+    (["--comm-dtype", "bfloat16"], "one process sends nothing"),
     (["--overlap", "--algo", "plexus", "--nproc", 4], "--overlap applies to the stage loops"),
     (["--overlap", "--algo", "1d-sa", "--nproc", 2], "--overlap applies to the stage loops"),
     (["--overlap", "--sampler", "sage"], "--overlap applies to the full-graph stage loops"),
@@ -99,3 +112,14 @@ def test_what_cannot_apply_is_refused(flags, says, capsys):
     assert run_main(["train", "--data", SBM, "--epochs", 1, "--quiet", *flags]) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(err) == 1 and err[0].startswith("gridgnn: error:") and says in err[0], err
+
+
+def test_float16_overflow_ends_every_rank_with_one_line(capsys):
+    """Vanilla attention on unscaled features squares them: beyond ±65504 a float16 wire would deliver infinities.
+    The collective completes, and at the step's end every rank stops with the first overflowing rank's words."""
+    argv = ["train", "--data", SBM, "--model", "va", "--feature-norm", "none", "--hidden", 32, "--algo", "2d",
+            "--nproc", 4, "--epochs", 2, "--lr", 0.5, "--quiet", "--comm-dtype", "float16"]
+    assert run_main(argv) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and err[0].startswith("gridgnn: error: epoch 0: node data of collective"), err
+    assert "beyond float16's range (±65504): use --comm-dtype bfloat16 or auto" in err[0]

@@ -222,15 +222,17 @@ class Comm:
 
     def _cast(self, t: torch.Tensor, dt, tag: str, axis) -> torch.Tensor:
         """``t`` in the wire type ``dt`` (``None``: a copy as held). float16 holds ±65504 at most: a value beyond it
-        would arrive as infinity, so it stops the run with one line instead."""
+        arrives as infinity, and the policy keeps what overflowed (:attr:`WirePolicy.overflow`) for the trainer,
+        which ends the run on every rank with one line after the step."""
         if dt is None:
             return t.clone()
         out = t.to(dt)
-        if dt == torch.float16 and not bool(torch.isfinite(out).all()) and bool(torch.isfinite(t).all()):
-            big = float(t.abs().max())
-            raise GridGnnError(f"rank {self.grid.global_rank}: node data of collective {tag} on axis {axis!r} in "
-                               f"phase {self._phase!r} reaches {big:.4g}, beyond float16's range (±65504): use "
-                               f"--comm-dtype bfloat16 or auto")
+        if dt == torch.float16 and self.wire is not None and self.wire.overflow is None \
+                and not bool(torch.isfinite(out).all()) and bool(torch.isfinite(t).all()):
+            # the collective still runs (the peers are in it); the trainer stops every rank alike at the step's end
+            self.wire.overflow = (f"node data of collective {tag} on axis {axis!r} in phase {self._phase!r} reached "
+                                  f"{float(t.abs().max()):.4g} on rank {self.grid.global_rank}, beyond float16's "
+                                  f"range (±65504): use --comm-dtype bfloat16 or auto")
         return out
 
     def _wired(self, low, tag: str, axis, run):

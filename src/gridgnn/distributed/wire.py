@@ -77,6 +77,7 @@ class WirePolicy:
         self.exact: set[str] = set()  # sites kept in the exact type (decided by the guard)
         self.worst: dict[str, float] = {}  # site → largest error any probe measured
         self.probing = False
+        self.overflow: str | None = None  # float16: the first value beyond its range, where (the trainer stops)
         self._started = False  # the run's first step probes (a resumed run's too)
         self._errors: dict[str, float] = {}  # this probe's errors on this rank
 

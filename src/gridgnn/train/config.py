@@ -277,6 +277,9 @@ class TrainConfig:
             for name, v in (("--comm-check-every", self.comm_check_every), ("--comm-tolerance", self.comm_tolerance)):
                 if v is not None:
                     raise GridGnnError(f"{name} applies to --comm-dtype auto")
+        if self.comm_dtype not in (None, self.dtype) and self.nproc == 1 and self.sampler is None:
+            raise GridGnnError(f"--comm-dtype {self.comm_dtype} narrows what ranks send each other; one process "
+                               "sends nothing (give --nproc P)")
         if self.sampler is not None:
             if self.comm_dtype not in (None, self.dtype):
                 raise GridGnnError(f"--comm-dtype {self.comm_dtype} applies to full-graph training; minibatch runs "

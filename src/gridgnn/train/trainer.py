@@ -341,11 +341,16 @@ def _train_epoch(model, opt, plan, comm, data, epoch: int, device: str) -> tuple
     logits, counts = evaluate(model, plan, comm, data)
     wire = comm.wire.settle(comm) if comm.wire is not None else None
     bad = (~torch.isfinite(logits)).sum().double().reshape(1).cpu()
-    vec = torch.cat([loss.double().reshape(1).cpu(), counts, bad]).to(device)
+    overflow = torch.tensor([float(comm.wire is not None and comm.wire.overflow is not None)], dtype=torch.float64)
+    vec = torch.cat([loss.double().reshape(1).cpu(), counts, bad, overflow]).to(device)
     with comm.phase("metrics"):
         comm.all_reduce(vec, comm.grid.names)
     vec = vec.cpu().numpy() / plan.copies
     t2 = time.perf_counter()
+    if vec[8] > 0:  # some rank's float16 wire overflowed: every rank stops here with the first rank's words
+        with comm.phase("metrics"):
+            first = next(m for m in comm.all_gather_json(comm.wire.overflow, comm.grid.names) if m)
+        raise GridGnnError(f"epoch {epoch}: {first}")
     if not math.isfinite(vec[0]):
         raise GridGnnError(f"training diverged at epoch {epoch}: the loss is {vec[0]} (try a smaller --lr)")
     if vec[7] > 0:
