@@ -105,35 +105,27 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
 
 
 def overlap_cases(P: int) -> list[tuple[str, Case]]:
-    """``--overlap`` on the stage loops (1D, 1.5D every c, uneven blocks; 2D and 3D panels, the shapes rotating):
-    each case twice, with and without (``overlap-on-``/``overlap-off-``), on models whose backward fetches again
-    (attention: ``∂e``) and pushes (``∂X``), the selecting semirings and the SDDMMs, one with a bfloat16 wire."""
+    """``--overlap`` on the stage loops (1D and 1.5D with uneven blocks, 2D and 3D panels): each case twice, with and
+    without (``overlap-on-``/``overlap-off-``), two models per layout among GCN (pushes), GAT and VA (a backward that
+    fetches again for ``∂e``, the SDDMMs), SAGE-max (the selecting semirings) and AGNN with a bfloat16 wire."""
     out = []
     kw = dict(dropout=0.4, seed=7, epoch=3)
-    models = [dict(model="gcn", dims=[7, 9, 4, 3]), dict(model="gat", dims=[7, 3, 3], heads=2, attn_dropout=0.3),
-              dict(model="sage", dims=[7, 6, 3], options={"aggr": "max"}),
-              dict(model="agnn", dims=[7, 5, 5, 3], wire="bfloat16")]
+    gcn, gat = dict(model="gcn", dims=[7, 9, 4, 3]), dict(model="gat", dims=[7, 3, 3], heads=2, attn_dropout=0.3)
+    sage = dict(model="sage", dims=[7, 6, 3], options={"aggr": "max"})
+    agnn, va = dict(model="agnn", dims=[7, 5, 5, 3], wire="bfloat16"), dict(model="va", dims=[7, 5, 3])
+    layouts = [("1d", dict(replication=1, partition=skewed_partition(N, P, 6)), (gcn, gat))]
+    if P % 2 == 0 and P > 2:  # c = 2 (P = 2 would leave one block: nothing to stage)
+        layouts.append(("1.5d", dict(replication=2, partition=skewed_partition(N, P // 2, 7)), (sage, agnn)))
+    s2, s3 = shapes_2d(P), shapes_3d(P)
+    layouts += [("2d", dict(grid=s2[len(s2) // 2]), (gat, va)), ("3d", dict(grid=s3[len(s3) // 2]), (sage, agnn))]
     k = 0
-    for c in [c for c in PS if P % c == 0 and c < P or c == P == 1]:
-        for algo in ("1d",) if c == 1 else ("1.5d",):
-            for m in models:
-                gname = tuple(GRAPHS)[k % 2]
-                k += 1
-                case = Case(graph=GRAPHS[gname], algo=algo, replication=c,
-                            partition=skewed_partition(N, P // c, 5 + c), **m, **kw)
-                name = f"{m['model']}-{algo}-c{c}-{gname}"
-                out += [(f"overlap-on-{name}", Case(**{**case.__dict__, "overlap": True})),
-                        (f"overlap-off-{name}", case)]
-    summa = [dict(model="gcn", dims=[7, 9, 4, 3]), dict(model="gat", dims=[7, 3, 3], heads=2, attn_dropout=0.3),
-             dict(model="sage", dims=[7, 6, 3], options={"aggr": "max"}), dict(model="va", dims=[7, 5, 3]),
-             dict(model="agnn", dims=[7, 5, 5, 3], wire="bfloat16")]
-    for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P))):
-        for j, m in enumerate(summa):  # the shapes rotate through the models
-            shape = shapes[(j + 1) % len(shapes)]
+    for algo, where, models in layouts:
+        for m in models:
             gname = tuple(GRAPHS)[k % 2]
             k += 1
-            case = Case(graph=GRAPHS[gname], algo=algo, grid=shape, **m, **kw)
-            name = f"{m['model']}-{algo}-{'x'.join(map(str, shape))}-{gname}"
+            case = Case(graph=GRAPHS[gname], algo=algo, **where, **m, **kw)
+            name = f"{m['model']}-{algo}-{'x'.join(map(str, case.grid)) if case.grid else f'c{case.replication}'}" \
+                   f"-{gname}"
             out += [(f"overlap-on-{name}", Case(**{**case.__dict__, "overlap": True})),
                     (f"overlap-off-{name}", case)]
     return out
@@ -162,11 +154,10 @@ def wire_cases(P: int) -> list[tuple[str, Case]]:
                                                          **kw))]
     if P % 2:
         out = [(n, c) for n, c in out if c.replication == 1]
-    wires = ("bfloat16", "float16", "float32")
+    wires = ("bfloat16", "float16", "float32")  # rotating: each family meets a narrow wire (the mechanism is the
+    # same for both 2-byte types) and a float32 one
     return [(f"wire-{wires[k % 3]}-{name}", Case(**{**case.__dict__, "wire": wires[k % 3]}))
-            for k, (name, case) in enumerate(out)] + \
-        [(f"wire-bfloat16-{name}", Case(**{**case.__dict__, "wire": "bfloat16"}))
-         for k, (name, case) in enumerate(out) if k % 3]
+            for k, (name, case) in enumerate(out)]
 
 
 def attention_cases(P: int) -> list[tuple[str, Case]]:

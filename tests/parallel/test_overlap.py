@@ -1,4 +1,4 @@
-"""``--overlap`` on the stage loops (1D and 1.5D, every c, uneven blocks; 2D and 3D panel loops; P ∈ {1, 2, 4, 8}):
+"""``--overlap`` on the stage loops (1D and 1.5D, uneven blocks; 2D and 3D panel loops; P ∈ {1, 2, 4, 8}):
 each stage's (panel's) broadcasts started while the previous one computes and each push finished during the next
 gives the run without overlap bit for bit — logits, every gradient, the loss — with the same collectives, bytes and calls on every rank,
 a bfloat16 wire included; and it equals the serial reference."""
