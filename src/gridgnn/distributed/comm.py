@@ -250,6 +250,18 @@ class Comm:
         return out
 
     # ------------------------------------------------------------------ collectives
+    def _rooted(self, axis: str, root: int) -> tuple:
+        """``(group, root's global rank, this rank's axis coordinate)`` of a rooted collective along ``axis``."""
+        group = self.grid.group(axis)
+        return group, dist.get_global_rank(group, root), self.grid.rank(axis)
+
+    def _bcast_buffer(self, tensor: torch.Tensor, dt, sends: bool, tag: str, axis) -> torch.Tensor:
+        """What a broadcast in the wire type ``dt`` moves: the root's tensor cast (``sends``), else a buffer that
+        what arrives overwrites."""
+        if sends:
+            return self._cast(tensor, dt, tag, axis)
+        return torch.empty(tensor.shape, dtype=dt or tensor.dtype, device=tensor.device)
+
     def broadcast(self, tensor: torch.Tensor, root: int, axis: str, tag: str = "bcast", *,
                   wire: bool = False, async_op: bool = False):
         """In-place broadcast of ``tensor`` from axis-rank ``root`` to every member of ``axis``
@@ -258,20 +270,13 @@ class Comm:
         g = self.grid.size(axis)
         if g == 1:
             return Pending.done(tensor) if async_op else tensor
-        group = self.grid.group(axis)
-        src = dist.get_global_rank(group, root)
-        me = self.grid.rank(axis)
+        group, src, me = self._rooted(axis, root)
         low = self._low(wire, tensor)
         if async_op:
             use = self._started(low, tag, axis)
             if use is False:
                 return Pending.done(self.broadcast(tensor, root, axis, tag, wire=wire))
-            if use is None:
-                buf = tensor
-            elif me == root:
-                buf = self._cast(tensor, use, tag, axis)
-            else:
-                buf = torch.empty(tensor.shape, dtype=use, device=tensor.device)
+            buf = tensor if use is None else self._bcast_buffer(tensor, use, me == root, tag, axis)
             work = self._start(lambda: dist.broadcast(buf, src=src, group=group, async_op=True), tag, axis)
             self._record(tag, *accounting.bcast(me, root, _nbytes(buf)), 0.0)
 
@@ -287,10 +292,7 @@ class Comm:
             return tensor
 
         def run(dt):
-            if me == root:
-                buf = self._cast(tensor, dt, tag, axis)
-            else:  # what arrives overwrites it
-                buf = torch.empty(tensor.shape, dtype=dt or tensor.dtype, device=tensor.device)
+            buf = self._bcast_buffer(tensor, dt, me == root, tag, axis)
             secs = self._run(lambda: dist.broadcast(buf, src=src, group=group), tag, axis)
             self._record(tag, *accounting.bcast(me, root, _nbytes(buf)), secs)
             return tensor if me == root else buf.to(tensor.dtype)
@@ -309,9 +311,7 @@ class Comm:
         g = self.grid.size(axis)
         if g == 1:
             return Pending.done(tensor) if async_op else tensor
-        group = self.grid.group(axis)
-        dst = dist.get_global_rank(group, root)
-        me = self.grid.rank(axis)
+        group, dst, me = self._rooted(axis, root)
         low = self._low(wire, tensor)
         if async_op:
             use = self._started(low, tag, axis)
@@ -359,9 +359,8 @@ class Comm:
         More: each member sums one of ``g`` padded pieces (an all-to-all of the pieces, the started part), and the
         root gathers the sums (when ``summed`` runs) — so the root receives about the message once, not ``g − 1``
         times. The root's own term and own piece's sum never cross, so they stay exact."""
-        g, me = self.grid.size(axis), self.grid.rank(axis)
-        group = self.grid.group(axis)
-        dst = dist.get_global_rank(group, root)
+        g = self.grid.size(axis)
+        group, dst, me = self._rooted(axis, root)
         issue = self._start if async_op else self._run
         if g == 2:
             buf = self._cast(tensor.contiguous(), dt, tag, axis)
