@@ -17,7 +17,7 @@ from _common import run
 
 STEP = ("fwd", "bwd", "grad")
 LAYOUTS = {"1d": {}, "1d-sa": {}, "1.5d": {"replication": 2}, "1.5d-sa": {"replication": 2}, "2d": {}, "3d": {},
-           "plexus": {}}
+           "plexus": {}, "plexus-rs": {}}
 
 
 def step_bytes(summary: dict, phases=STEP) -> float:

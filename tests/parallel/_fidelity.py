@@ -91,7 +91,7 @@ def check_schedule(case, per_rank, P):
     if algorithm(case.algo).family == "plexus":  # per layer: its layouts, the shard's nonzeros, blocked rows
         source, _ = make_source(case.graph, case.algo, P, shape=case.grid, method=case.partition, seed=case.seed)
         calls = model_volume(case, P).calls
-        vol = PlexusVolume(source, case.grid, calls, block_rows=case.block_rows)
+        vol = PlexusVolume(source, case.grid, calls, block_rows=case.block_rows, scatter=algorithm(case.algo).scatter)
         for r in per_rank:
             assert r.schedule == [vol.schedule(r.rank, layer) for layer in range(len(r.schedule))], r.rank
         return

@@ -64,6 +64,14 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
                     out.append((f"{algo}-{'x'.join(map(str, shape))}-{gname}-{dname}-{part}",
                                 Case(graph=GRAPHS[gname], algo=algo, dims=dims, grid=shape, partition=part, dropout=0.4,
                                      seed=7, epoch=3, block_rows=5 if (algo == "plexus" and dname == "3layer") else 0)))
+    for j, shape in enumerate(shapes_3d(P)):  # plexus-rs: every shape; depth, graph and vertex orders rotate
+        dname, gname = tuple(GRID_DIMS)[j % 3], tuple(GRAPHS)[j % 2]
+        part = ("random", "double-perm")[(j // 2) % 2]
+        out.append((f"plexus-rs-{'x'.join(map(str, shape))}-{gname}-{dname}-{part}",
+                    Case(graph=GRAPHS[gname], algo="plexus-rs", dims=GRID_DIMS[dname], grid=shape, partition=part,
+                         dropout=0.4, seed=7, epoch=3)))
+    out.append(("refused-gat-plexus-rs", Case(graph=GRAPHS["undirected"], algo="plexus-rs", dims=[7, 3, 3],
+                                              grid=shapes_3d(P)[-1], model="gat", heads=2, seed=7, epoch=3)))
     for gname, g in GRAPHS.items():
         for dname, dims in DIMS.items():
             for algo in ("1d", "1d-sa"):
@@ -151,7 +159,9 @@ def wire_cases(P: int) -> list[tuple[str, Case]]:
            (f"gcn-plexus-{'x'.join(map(str, s3))}-double", Case(graph=d, algo="plexus", dims=[7, 9, 4, 3], grid=s3,
                                                                 partition="double-perm", block_rows=5, **kw)),
            (f"gat-plexus-{'x'.join(map(str, s3))}", Case(graph=g, algo="plexus", dims=[7, 3, 3], grid=s3, **gat,
-                                                         **kw))]
+                                                         **kw)),
+           (f"gcn-plexus-rs-{'x'.join(map(str, s3))}", Case(graph=d, algo="plexus-rs", dims=[7, 9, 4, 3], grid=s3,
+                                                            partition="double-perm", **kw))]
     if P % 2:
         out = [(n, c) for n, c in out if c.replication == 1]
     wires = ("bfloat16", "float16", "float32")  # rotating: each family meets a narrow wire (the mechanism is the

@@ -82,7 +82,7 @@ LOCAL_CASES = [("1d", (4,), "random", [6, 5, 3]), ("1d", (3,), "identity", [6, 9
                ("1.5d", (3, 2), "random", [6, 9, 4, 3]), ("1.5d", (2, 3), "random", [6, 5, 3]),
                ("2d", (3, 1), "random", [6, 5, 3]), ("3d", (2, 1, 3), "double-perm", [6, 7, 4, 3]),
                ("plexus", (2, 3, 2), "double-perm", [6, 8, 5, 7, 3]), ("plexus", (1, 2, 3), "random", [6, 4, 3]),
-               ("plexus", (3, 1, 1), "random", [6, 9, 3])]
+               ("plexus", (3, 1, 1), "random", [6, 9, 3]), ("plexus-rs", (2, 3, 2), "double-perm", [6, 8, 5, 7, 3])]
 
 
 @pytest.mark.parametrize("graph", [GU, GD], ids=["undirected", "directed"])
@@ -134,7 +134,9 @@ DIST_CASES = [("1d-sa-undirected", GU, "1d-sa", (4,), "random", [6, 5, 3], 0.5),
               ("2d-1x4-directed", GD, "2d", (1, 4), "random", [6, 7, 3], 0.0),
               ("3d-1x2x2-double", GD, "3d", (1, 2, 2), "double-perm", [6, 7, 4, 3], 0.5),
               ("plexus-2x1x2-double", GU, "plexus", (2, 1, 2), "double-perm", [6, 8, 5, 7, 3], 0.5),
-              ("plexus-1x2x2-directed", GD, "plexus", (1, 2, 2), "random", [6, 4, 3], 0.0)]
+              ("plexus-1x2x2-directed", GD, "plexus", (1, 2, 2), "random", [6, 4, 3], 0.0),
+              ("plexus-rs-2x1x2-double", GU, "plexus-rs", (2, 1, 2), "double-perm", [6, 8, 5, 3], 0.5),
+              ("plexus-rs-1x2x2-directed", GD, "plexus-rs", (1, 2, 2), "random", [6, 4, 3], 0.0)]
 
 
 GM = sbm_graph(n=600, classes=4, avg_degree=10, features=24, seed=1)

@@ -44,7 +44,7 @@ def brute_force(world: int) -> set:
     assert not any(_accepts("3d", world, shape=(x, y, z)) for x in range(1, world + 1)
                    for y in range(1, world + 1) for z in (1, 2, world) if x * y * z != world)
     out |= {("3d", t, 1, o) for t in triples for o in SUMMA_ORDERS}
-    out |= {("plexus", t, 1, o) for t in triples for o in PLEXUS_ORDERS}
+    out |= {(a, t, 1, o) for a in ("plexus", "plexus-rs") for t in triples for o in PLEXUS_ORDERS}
     return out
 
 

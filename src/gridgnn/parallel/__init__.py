@@ -24,7 +24,8 @@ def build_plan(algo: str, comm, source, dims, *, rows=None, dtype, device, block
         return SummaPlan(algo, comm, source, dims, dtype=dtype, device=device)
     from .plexus import PlexusPlan
 
-    return PlexusPlan(comm, source, dims, program=program, dtype=dtype, device=device, block_rows=block_rows)
+    return PlexusPlan(comm, source, dims, program=program, dtype=dtype, device=device, block_rows=block_rows,
+                      scatter=spec.scatter)
 
 
 __all__ = ["ALGORITHMS", "ALGOS", "Algorithm", "Plan", "algorithm", "register", "RowBlockPlan", "build_1d", "build_15d",

@@ -30,7 +30,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from ..errors import GridGnnError
-from ..partition.layout import EdgeLayout, PlexusNodeLayout, RowLayout, plexus_layouts, plexus_program
+from ..partition.layout import (SCATTER_PRIMITIVES, EdgeLayout, PlexusNodeLayout, RowLayout, plexus_layouts,
+                                plexus_program)
 
 #: primitives of the plan (``plan.X(layer, ...)``) and of a layer's graph (``plan.graph(layer).X(...)``)
 PLAN_PRIMITIVES = ("linear", "add_bias", "head_scores", "head_mean", "normalize_rows", "scale")
@@ -163,12 +164,13 @@ class PlexusRules(LayoutRules):
 
     algo = "plexus"
 
-    def __init__(self, double: bool):
-        self.double = double
+    def __init__(self, double: bool, scatter: bool = False):
+        self.double, self.scatter = double, bool(scatter)
+        self.algo = "plexus-rs" if scatter else "plexus"
         self.layouts = None
 
     def input(self):
-        return PlexusNodeLayout("x", "y", "c", split=True)
+        return PlexusNodeLayout("x", "y", "c", split=True, scatter=self.scatter)
 
     def col_axis(self, layout):
         return layout.cols
@@ -182,7 +184,7 @@ class PlexusRules(LayoutRules):
     def same(self, a, b):
         if self.double or not (isinstance(a, PlexusNodeLayout) and isinstance(b, PlexusNodeLayout)):
             return a == b
-        return (a.rows, a.cols, a.split) == (b.rows, b.cols, b.split)  # one vertex order: "r" and "c" agree
+        return (a.rows, a.cols, a.split, a.scatter) == (b.rows, b.cols, b.split, b.scatter)  # "r" and "c" agree
 
     def edges(self, layer):
         if self.layouts is None or self.layouts[layer].graph is None:
@@ -192,6 +194,9 @@ class PlexusRules(LayoutRules):
 
     def after(self, prim, layer, *layouts):
         x = layouts[-1] if layouts else None
+        if self.scatter and prim not in SCATTER_PRIMITIVES:
+            self.refuse(f"layer {layer}: --algo plexus-rs lays out {', '.join(SCATTER_PRIMITIVES)} (GCN-like models), "
+                        f"not {qualified(prim)}; use --algo plexus")
         if prim == "linear":
             if x.cols is None:
                 self.refuse(f"layer {layer}: plan.linear reads per-node scores ({x}); it multiplies node features "
@@ -208,7 +213,8 @@ class PlexusRules(LayoutRules):
     def finish(self, calls: list) -> None:
         """Fix the engine's layouts from the program of ``calls`` (name, layer, ...) as :class:`PlexusPlan` will."""
         layers = 1 + max((c[1] for c in calls), default=0)
-        self.layouts = plexus_layouts([plexus_program([c[0] for c in calls if c[1] == l]) for l in range(layers)])
+        self.layouts = plexus_layouts([plexus_program([c[0] for c in calls if c[1] == l]) for l in range(layers)],
+                                      scatter=self.scatter)
 
     def expected(self, name: str, layer: int):
         """The layout the engine runs ``name`` of ``layer`` on (its node operand), or ``None`` when the layer has
@@ -258,7 +264,7 @@ def layout_rules(algo: str, *, double: bool = False) -> LayoutRules:
     spec = algorithm(algo)
     axes = AXES.get(spec.grid, ())
     if spec.family == "plexus":
-        return PlexusRules(double)
+        return PlexusRules(double, spec.scatter)
     if spec.family == "summa":
         return SummaRules(algo, tuple(axes), double)
     if spec.grid == "single":

@@ -51,8 +51,8 @@ from ..errors import GridGnnError
 from ..ops import semiring as sr
 from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
-from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, plexus_destinations, plexus_layouts, plexus_program,
-                                vertex_order)
+from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, check_scatter_program, plexus_destinations,
+                                plexus_layouts, plexus_program, vertex_order)
 from .base import Plan
 from .aggregate import SourceKeys
 from .graph import DistGraph
@@ -167,6 +167,8 @@ class PlexusGraph(SourceKeys, DistGraph):
 
     # ------------------------------------------------------------------ primitives
     def spmm_sum(self, values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        if self.layout.scatter:
+            return _ScatteredSpMM.apply(values, x, self)
         return _PlexusSpMM.apply(values, self._input(x, last=True), self)
 
     def spmm_select(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str,
@@ -236,6 +238,41 @@ class _PlexusSpMM(torch.autograd.Function):
         if ctx.needs_input_grad[1]:
             dx = comm.execute(g.schedule.source_sum(),
                               spmm(g.pattern, values, dy, transpose=True, col_heads=ctx.col_heads))
+        return dvals, dx, None
+
+
+class _ScatteredSpMM(torch.autograd.Function):
+    """``plexus-rs``: the parts of ``X`` all-gathered over ``t``, ``A[V^t, V^r] X`` reduce-scattered over ``r``
+    into the output's parts. Backward: ``∂Y``'s parts all-gathered over ``r``; ``∂X = Aᵀ ∂Y`` reduce-scattered
+    over ``t`` into the input's parts (the gather's adjoint); ``∂e`` all-reduced over ``q``."""
+
+    @staticmethod
+    def forward(ctx, values, x, g):
+        comm, sched = g.plan.comm, g.schedule
+        heads = as_edges(values).shape[1]
+        col_heads = g.col_heads(heads)
+        x_all = comm.execute(sched.gather_parts(g.layout), x)
+        y = comm.execute(sched.aggregate()[0], spmm(g.pattern, values, x_all, col_heads=col_heads))
+        ctx.g, ctx.col_heads, ctx.shape = g, col_heads, values.shape
+        ctx.save_for_backward(values, x_all if ctx.needs_input_grad[0] else None)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        values, x_all = ctx.saved_tensors
+        g = ctx.g
+        comm, sched = g.plan.comm, g.schedule
+        dvals = dx = None
+        if not any(ctx.needs_input_grad[:2]):
+            return None, None, None
+        dy_all = comm.execute(sched.gather_parts(g.layout.after_spmm()), dy.contiguous())
+        if ctx.needs_input_grad[0]:
+            heads = 1 if len(ctx.shape) == 1 else ctx.shape[1]
+            dvals = sddmm_dot(g.pattern, dy_all, x_all, heads, col_heads=ctx.col_heads)  # partial over C^q
+            dvals = comm.execute(sched.edge_sum(), dvals).reshape(ctx.shape)
+        if ctx.needs_input_grad[1]:
+            dx = comm.execute(sched.scatter_parts(g.layout),
+                              spmm(g.pattern, values, dy_all, transpose=True, col_heads=ctx.col_heads))
         return dvals, dx, None
 
 
@@ -337,6 +374,31 @@ class _PlexusLinear(torch.autograd.Function):
         return dx, dw, None, None, None
 
 
+class _ScatteredLinear(torch.autograd.Function):
+    """``plexus-rs``: ``X_part W[C^q, :]`` (this rank's row part, every output column), partial over ``q``,
+    reduce-scattered into the output's column blocks (transposed rows). Backward: ``∂Y``'s column blocks
+    all-gathered over ``q``; ``∂X = ∂Y W[C^q, :]ᵀ`` is local and exact; ``∂W`` summed over the ranks holding
+    other rows (``r``, then ``t``)."""
+
+    @staticmethod
+    def forward(ctx, x, w, comm, sched, width):
+        y = comm.execute(sched.linear_scatter(width), (x @ w).t().contiguous())
+        ctx.comm, ctx.sched, ctx.width = comm, sched, width
+        ctx.save_for_backward(x, w)
+        return y.t().contiguous()
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w = ctx.saved_tensors
+        comm, sched = ctx.comm, ctx.sched
+        dy_all = comm.execute(sched.linear_gather(ctx.width), dy.t().contiguous()).t()
+        dw = x.t() @ dy_all
+        for rec in sched.weight_sums(dw.numel()):
+            comm.execute(rec, dw.view(-1))
+        dx = dy_all @ w.t() if ctx.needs_input_grad[0] else None
+        return dx, dw, None, None, None
+
+
 class _AddBias(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, b, comm, sched):
@@ -345,7 +407,10 @@ class _AddBias(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dh):
-        return dh, ctx.comm.execute(ctx.sched.bias_sum(dh.shape[1]), dh.sum(dim=0)), None, None
+        db = dh.sum(dim=0)
+        for rec in ctx.sched.bias_sum(db.numel()):  # over the rows axis (and the parts of a split output)
+            ctx.comm.execute(rec, db)
+        return dh, db, None, None
 
 
 class _HeadScores(torch.autograd.Function):
@@ -453,6 +518,9 @@ class PlexusPlan(Plan):
             ``layer``, ``width`` (and ``out_width`` of a linear). Its order of ``linear`` and ``spmm`` per
             layer fixes the layouts, its widths the column blocks.
         block_rows: blocked aggregation (0 = off).
+        scatter: ``--algo plexus-rs`` — every node tensor held split over its third axis; ``spmm`` all-gathers
+            its input's parts and reduce-scatters its output, ``linear`` reduce-scatters by column blocks
+            (:data:`~gridgnn.partition.layout.SCATTER_PRIMITIVES`: the primitives it lays out).
     """
 
     name = "plexus"
@@ -460,12 +528,18 @@ class PlexusPlan(Plan):
     scores_across_orders = True  # the destination-row gather maps a vertex's score between the two orders
 
     def __init__(self, comm, source, dims: list[int], *, program, dtype=torch.float64, device="cpu",
-                 block_rows: int = 0):
+                 block_rows: int = 0, scatter: bool = False):
         self.comm, self.grid, self.source, self.dims = comm, comm.grid, source, list(dims)
         self.dtype, self.device = dtype, device
         self.block_rows = int(block_rows)
+        self.scatter = bool(scatter)
+        if scatter:
+            self.name = "plexus-rs"
         if block_rows < 0:
             raise GridGnnError(f"--blocked-aggregation must be >= 0, got {block_rows}")
+        if scatter and block_rows:
+            raise GridGnnError("--blocked-aggregation blocks plexus' aggregation all-reduce; plexus-rs "
+                               "reduce-scatters it whole (use --algo plexus)")
         n = source.n
         self.g = {ax: self.grid.size(ax) for ax in PLEXUS_AXES}
         for ax, s in self.g.items():
@@ -475,8 +549,10 @@ class PlexusPlan(Plan):
         self.me = {ax: self.grid.rank(ax) for ax in PLEXUS_AXES}
         L = len(dims) - 1
         self.program = [[c for c in program if c.layer == l] for l in range(L)]
+        if scatter:
+            check_scatter_program([(c.name, c.layer) for c in program])
         ops = [plexus_program([c.name for c in calls]) for calls in self.program]
-        self.layouts = plexus_layouts(ops)
+        self.layouts = plexus_layouts(ops, scatter=self.scatter)
         self.first_op = ops[0][0]
         # the width of each layer's linear input (its weight block's rows, split in parts along the linear's rows)
         self._linear_width = {l: next(c.width for c in calls if c.name == "linear")
@@ -496,10 +572,11 @@ class PlexusPlan(Plan):
             width = {name: next((c.width for c in self.program[l] if c.name in (name, name + "_select")), 0)
                      for name in ("spmm", "sddmm_dot")}
             self.graphs[l] = PlexusGraph(self, self.schedules[l], self._shards[key], width=width["spmm"],
-                                         dot_width=width["sddmm_dot"], gather_input=l == 0 and self.first_op == "spmm")
+                                         dot_width=width["sddmm_dot"],
+                                         gather_input=l == 0 and self.first_op == "spmm" and not scatter)
         out = self.layouts[-1].output
         self.class_axis = out.cols
-        self.copies = self.grid.world_size // self.g[out.rows]
+        self.copies = self.grid.world_size // (self.g[out.rows] * (self.g[out.third] if out.split else 1))
         self.grad_axes = ()  # every primitive reduces its own parameter gradients
 
     # ------------------------------------------------------------------ layouts
@@ -510,8 +587,8 @@ class PlexusPlan(Plan):
     def _rows(self, lay) -> np.ndarray:
         r0, r1 = block_range(self.vb[lay.rows], self.me[lay.rows])
         rows = vertex_order(self.source, lay.order)[r0:r1]
-        if lay.split:  # the layer-0 input is held as the third axis' part of the rows
-            parts = np.concatenate([[0], np.cumsum(self.schedules[0].input_parts())])
+        if lay.split:  # the layer-0 input (plexus-rs: every tensor) is held as the third axis' part of the rows
+            parts = np.concatenate([[0], np.cumsum(self.schedules[0].parts(lay))])
             rows = rows[slice(*block_range(parts, self.me[lay.third]))]
         return rows
 
@@ -540,6 +617,8 @@ class PlexusPlan(Plan):
         if kind == "w":
             fi, fo = shape if shape is not None else (self.dims[layer], self.dims[layer + 1])
             lin = lay.linear
+            if lin.scatter:  # the weight rows of the input's column block, every output column
+                return slice(*self.block_of(fi, lin.cols)), slice(None)
             b0, _ = self.block_of(fi, lin.cols)
             parts = np.concatenate([[0], np.cumsum(self.schedules[layer].weight_parts(fi))])
             p0, p1 = block_range(parts, self.me[lin.rows])
@@ -563,6 +642,9 @@ class PlexusPlan(Plan):
         return _GatherSplit.apply(x, self.comm, self.schedules[0].input_gather())
 
     def linear(self, layer: int, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        if self.scatter:
+            return _ScatteredLinear.apply(h, w, self.comm, self.schedules[layer],
+                                          next(c.out_width for c in self.program[layer] if c.name == "linear"))
         if layer == 0 and self.first_op == "linear":
             h = self.gather_input(h)
         return _PlexusLinear.apply(h, w, self.comm, self.schedules[layer], self._linear_width[layer])

@@ -11,6 +11,7 @@ serial      single  block-row  1
 2d          2d      SUMMA      ``PR`` row blocks; adjacency shards ``PR × PC``
 3d          3d      SUMMA      ``X·Z`` blocks ``B(i, k)``; shards ``X·Z × Y``
 plexus      3d      Plexus     every axis cuts the vertices (``max(shape)``); shards ``V^c × V^a``
+plexus-rs   3d      Plexus     as plexus, node tensors held split over all three axes, sums reduce-scattered
 ==========  ======  =========  ==========================================================================
 """
 from __future__ import annotations
@@ -24,12 +25,15 @@ class Algorithm:
     """One ``--algo``: its process grid, its family of layouts (``block-row``, ``summa``, ``plexus``: one file of
     distributed primitives each under ``parallel/``), the paper it follows. ``build``: the plan's builder on this
     rank, ``build(spec, comm, source, dims, *, rows, dtype, device, block_rows, program)`` (default: the family's
-    own, :func:`gridgnn.parallel.build_plan`); an algorithm of another file registers with :func:`register`."""
+    own, :func:`gridgnn.parallel.build_plan`); an algorithm of another file registers with :func:`register`.
+    ``scatter`` (Plexus): node tensors are held split over the third axis and the partial sums of ``linear`` and
+    ``spmm`` are reduce-scattered, not all-reduced (:class:`~gridgnn.partition.layout.PlexusNodeLayout`)."""
 
     name: str
     grid: str
     family: str
     sparsity_aware: bool = False
+    scatter: bool = False
     paper: str = ""
     build: Callable | None = None
 
@@ -62,7 +66,9 @@ class Algorithm:
         if self.family == "block-row":
             return {"single": "serial", "1d": "1d", "1.5d": "1.5d"}[self.grid] + ("-sa" if self.sparsity_aware
                                                                                  and self.grid != "single" else "")
-        return "plexus" if self.family == "plexus" else self.grid
+        if self.family == "plexus":
+            return "plexus-rs" if self.scatter else "plexus"
+        return self.grid
 
     def row_blocks(self, world: int, replication: int = 1) -> int:
         """Row blocks of a block-row algorithm: 1 (serial), ``P`` (1D), ``P/c`` (1.5D)."""
@@ -98,6 +104,7 @@ ALGORITHMS = {a.name: a for a in (
     Algorithm("2d", "2d", "summa", paper="CAGNET Alg. 3"),
     Algorithm("3d", "3d", "summa", paper="CAGNET Split-3D"),
     Algorithm("plexus", "3d", "plexus", paper="Plexus Alg. 1"),
+    Algorithm("plexus-rs", "3d", "plexus", scatter=True, paper="Plexus Alg. 1, reduce-scatter aggregation"),
 )}
 
 

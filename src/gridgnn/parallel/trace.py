@@ -365,7 +365,7 @@ class _Tracer:
             if not raw:
                 continue
             label = f"parameter {name} of layer {layer}"
-            if rules.algo == "plexus" and kind in ("w", "b"):
+            if rules.algo in ("plexus", "plexus-rs") and kind in ("w", "b"):
                 rules.refuse(f"{label} is a '{kind}' parameter, which plexus shards for plan.linear / plan.add_bias, "
                              f"but torch {raw[0][2]} reads it directly; give it another kind (held whole) or use it "
                              "through those primitives")

@@ -245,12 +245,15 @@ class PlexusNodeLayout:
     along ``cols`` (``None``: every column); it is replicated along the remaining axis. ``order``: the vertex
     order of its rows — ``"c"`` (the source's ``perm_c``) or ``"r"`` (``perm_r``); one order under a single
     permutation. ``split``: the rows are further cut in ``G_third`` parts along the third axis (the layer-0
-    input, all-gathered by the first primitive that reads it, Plexus Alg. 1 line 2)."""
+    input, all-gathered by the first primitive that reads it, Plexus Alg. 1 line 2). ``scatter`` (``--algo
+    plexus-rs``): every node tensor is held split so, and the primitives reduce-scatter their partial sums rather
+    than all-reduce them (:meth:`after_linear`, :meth:`after_spmm`)."""
 
     rows: str
     cols: str | None
     order: str = "c"
     split: bool = False
+    scatter: bool = False
 
     @property
     def third(self) -> str:
@@ -259,18 +262,28 @@ class PlexusNodeLayout:
     def __str__(self) -> str:
         cols = f"columns split over {self.cols}" if self.cols else "every column"
         split = f", rows further cut over {self.third}" if self.split else ""
+        split += ", reduce-scattered" if self.scatter else ""
         return (f"({self.rows}, {self.cols or '-'}): rows split over {self.rows}, {cols}{split}, "
                 f"vertex order {self.order}")
 
     def after_linear(self) -> "PlexusNodeLayout":
         """``X W``: the weight's columns are split along the third axis, the partial sums over ``cols`` are
-        reduced — rows stay, columns move to the third axis (Plexus Alg. 1 lines 6–8)."""
+        reduced — rows stay, columns move to the third axis (Plexus Alg. 1 lines 6–8). Scattered: each rank
+        multiplies its row part by the weight rows of its column block (every output column) and the partial
+        sums over ``cols`` are reduce-scattered by column blocks — the layout stays."""
+        if self.scatter:
+            return self
         return PlexusNodeLayout(self.rows, self.third, self.order)
 
     def after_spmm(self) -> "PlexusNodeLayout":
         """``A X`` with the adjacency shard ``V^third × V^rows``: the destinations are split along the third axis,
-        in the other vertex order; the columns stay (Alg. 1 lines 3–4, the double permutation of §5.1)."""
-        return PlexusNodeLayout(self.third, self.cols, "r" if self.order == "c" else "c")
+        in the other vertex order; the columns stay (Alg. 1 lines 3–4, the double permutation of §5.1).
+        Scattered: the parts are all-gathered over the third axis first, and the partial sums over ``rows`` are
+        reduce-scattered into parts along it — the output is held split over the old rows axis."""
+        other = "r" if self.order == "c" else "c"
+        if self.scatter:
+            return PlexusNodeLayout(self.third, self.cols, other, split=True, scatter=True)
+        return PlexusNodeLayout(self.third, self.cols, other)
 
     @property
     def version(self) -> str:
@@ -305,15 +318,29 @@ def plexus_program(names: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def plexus_layouts(program: list[tuple[str, ...]]) -> list[PlexusLayerLayout]:
+#: the primitives ``--algo plexus-rs`` lays out (its scattered layouts have no rule for the others yet)
+SCATTER_PRIMITIVES = ("linear", "spmm", "add_bias")
+
+
+def check_scatter_program(calls) -> None:
+    """Refuse, with one line, a model that calls a primitive ``plexus-rs`` does not lay out (``calls``: ``(name,
+    layer)`` pairs of its trace)."""
+    for name, layer in calls:
+        if name not in SCATTER_PRIMITIVES and name != "param_grad":
+            raise GridGnnError(f"--algo plexus-rs lays out {', '.join(SCATTER_PRIMITIVES)} (GCN-like models); layer "
+                               f"{layer} calls {name}: use --algo plexus")
+
+
+def plexus_layouts(program: list[tuple[str, ...]], scatter: bool = False) -> list[PlexusLayerLayout]:
     r"""The layouts of every layer of a model on the Plexus grid, from its *program*: per layer, the order in which
     it calls ``linear`` and ``spmm`` (``("spmm", "linear")``, ``("linear", "spmm")``, or one of them), as its trace
     records it. The layer-0 input is ``(x, y)`` with order ``"c"``, split along ``z``; each ``linear`` moves the
     columns to the third axis and each ``spmm`` moves the rows there (§3.2's rotation: a layer's output is already
     the next layer's input, so no redistribution happens between layers). With Alg. 1's order (aggregate first)
     the roles ``(a, b, c)`` of layer ``l`` rotate ``(x,y,z) → (z,x,y) → (y,z,x)``; a layer that transforms first
-    (GAT; GCN when it narrows) rotates the other way."""
-    cur = PlexusNodeLayout("x", "y", "c", split=True)
+    (GAT; GCN when it narrows) rotates the other way. ``scatter`` (``plexus-rs``): every tensor stays split over its
+    third axis; only ``spmm`` moves the rows (:meth:`PlexusNodeLayout.after_spmm`), the columns stay on ``y``."""
+    cur = PlexusNodeLayout("x", "y", "c", split=True, scatter=scatter)
     out = []
     for layer, ops in enumerate(program):
         if len(set(ops)) != len(ops) or not set(ops) <= {"linear", "spmm"}:
@@ -325,7 +352,7 @@ def plexus_layouts(program: list[tuple[str, ...]]) -> list[PlexusLayerLayout]:
                 lin, cur = cur, cur.after_linear()
             else:
                 gr, cur = cur, cur.after_spmm()
-        if not ops and start.split:
+        if not ops and start.split and not start.scatter:
             raise GridGnnError("plexus: layer 0 must call linear or spmm on its input")
         out.append(PlexusLayerLayout(start, lin, gr, cur))
     return out
@@ -395,15 +422,30 @@ class PlexusSchedule:
 
         return Transfer(kind, axis, self.size(axis), self.coord(axis), **kw)
 
-    # ------------------------------------------------------------------ the layer-0 input (Alg. 1 line 2)
+    # ------------------------------------------------------------------ split tensors (Alg. 1 line 2)
+    def parts(self, lay: PlexusNodeLayout) -> tuple:
+        """Rows of each part of a split tensor's row block ``V^rows``, cut along its third axis."""
+        return tuple(int(d) for d in np.diff(even_bounds(self.nrows(lay.rows), self.size(lay.third))))
+
+    def part_rows(self, lay: PlexusNodeLayout) -> int:
+        """Rows this rank holds of a tensor of layout ``lay`` (its part when split)."""
+        return self.parts(lay)[self.coord(lay.third)] if lay.split else self.nrows(lay.rows)
+
+    def gather_parts(self, lay: PlexusNodeLayout):
+        """A split tensor's parts all-gathered over its third axis (rows of its local columns)."""
+        return self._t("allgather", lay.third, pieces=self.parts(lay))
+
+    def scatter_parts(self, lay: PlexusNodeLayout):
+        """The adjoint of :meth:`gather_parts`: partial sums of the whole row block reduce-scattered into the parts."""
+        return self._t("reducescatter", lay.third, pieces=self.parts(lay))
+
     def input_parts(self) -> tuple:
         """Rows of each part of the layer-0 input's row block, held split over its third axis."""
-        lay = self.layer.input
-        return tuple(int(d) for d in np.diff(even_bounds(self.nrows(lay.rows), self.size(lay.third))))
+        return self.parts(self.layer.input)
 
     def input_gather(self):
         """The split layer-0 input's parts all-gathered over its third axis (rows of its local columns)."""
-        return self._t("allgather", self.layer.input.third, pieces=self.input_parts())
+        return self.gather_parts(self.layer.input)
 
     # ------------------------------------------------------------------ linear (Alg. 1 lines 6–8, 15–20)
     def weight_parts(self, width: int) -> tuple:
@@ -429,10 +471,32 @@ class PlexusSchedule:
         lin = self.layer.linear
         return self._t("allreduce", lin.third, rows=self.nrows(lin.rows))
 
+    def column_pieces(self, width: int) -> tuple:
+        """Columns of each block of a ``width``-column tensor along the linear's column axis."""
+        return tuple(int(d) for d in np.diff(even_bounds(width, self.size(self.layer.linear.cols))))
+
+    def linear_scatter(self, width: int):
+        """Scattered ``X_part W[C^q, :]``, partial over ``q``, reduce-scattered into the output's column blocks
+        (pieces of transposed rows: one per column, the part's rows long)."""
+        return self._t("reducescatter", self.layer.linear.cols, pieces=self.column_pieces(width))
+
+    def linear_gather(self, width: int):
+        """The adjoint of :meth:`linear_scatter`: ``∂Y``'s column blocks all-gathered over ``q``."""
+        return self._t("allgather", self.layer.linear.cols, pieces=self.column_pieces(width))
+
+    def weight_sums(self, elements: int) -> list:
+        """Scattered: the gradient of the weight rows ``W[C^q, :]`` (``elements``) summed over the ranks holding
+        other rows — the rows axis, then the third."""
+        lin = self.layer.linear
+        return [self._t("allreduce", a, rows=int(elements), exact=True) for a in (lin.rows, lin.third)]
+
     # ------------------------------------------------------------------ graph primitives (lines 3–4, 22–23)
     def aggregate(self) -> list:
-        """``A[V^t, V^r] X`` partial over ``r``: all-reduced in blocks of ``block_rows`` rows (§5.2), else whole."""
+        """``A[V^t, V^r] X`` partial over ``r``: all-reduced in blocks of ``block_rows`` rows (§5.2), else whole;
+        scattered: reduce-scattered into the output's parts along ``r``."""
         gr = self.layer.graph
+        if gr.scatter:
+            return [self._t("reducescatter", gr.rows, pieces=self.parts(gr.after_spmm()))]
         rows = self.nrows(gr.third)
         step = self.block_rows if 0 < self.block_rows < rows else max(1, rows)
         return [self._t("allreduce", gr.rows, rows=min(step, rows - r0)) for r0 in range(0, max(1, rows), step)]
@@ -465,9 +529,12 @@ class PlexusSchedule:
         """A per-row statistic of a tensor of layout ``lay`` partial over its column blocks, reduced over them."""
         return self._t("allreduce", lay.cols, rows=self.nrows(lay.rows))
 
-    def bias_sum(self, elements: int):
-        """A bias' gradient (this rank's column block of it: ``elements``) summed over the output's row blocks."""
-        return self._t("allreduce", self.layer.output.rows, rows=int(elements), exact=True)
+    def bias_sum(self, elements: int) -> list:
+        """A bias' gradient (this rank's column block of it: ``elements``) summed over the output's row blocks (and
+        their parts, when it is split)."""
+        out = self.layer.output
+        return [self._t("allreduce", a, rows=int(elements), exact=True)
+                for a in (out.rows,) + ((out.third,) if out.split else ())]
 
     def param_sums(self, lay: PlexusNodeLayout, elements: int) -> list:
         """A replicated parameter's gradient (``elements``) partial over the ranks holding different blocks of a

@@ -548,7 +548,7 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
     if algo == "serial" and src_kind == "memory":
         src_kind = "serial"  # the serial plan converts M̂ to torch tensors and keeps no SciPy copy
     L = len(dims) - 1
-    double = bool(double) and algo in ("2d", "3d", "plexus")
+    double = bool(double) and algo in ("2d", "3d", "plexus", "plexus-rs")
     versions = 2 if double and L >= 2 else 1  # the "cr" version is built only when an odd layer uses it
     graph_bytes = graph_copy_bytes(n, nnz, dims[0], source=src_kind, nnz_hat=nnz_hat, versions=versions,
                                    feature_bytes=feature_bytes, weighted=weighted, orders=2 if double else 1)
@@ -566,6 +566,8 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
         per = _rowblock(ctx, algo, shape, row_bounds, which)
     elif algo in ("2d", "3d"):
         per = _summa(ctx, algo, shape, which)
+    elif algo == "plexus-rs":
+        per = _plexus_scattered(ctx, shape, which)
     elif trace is None:
         per = _plexus(ctx, shape, which)
     else:
@@ -1063,6 +1065,103 @@ def _plexus_traced(ctx, shape, which):
             return nrows(lay.rows) * ncols(cols, lay.cols)
 
         _traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, ncols(dims[-1], last.cols))
+        out[r] = (acc, _setup_transient(ctx, largest))
+    return out
+
+
+def _plexus_shards(ctx, acc: "_Acc", layouts, vb, count, me) -> tuple[dict, float]:
+    """The adjacency shards a Plexus rank builds, one per ``(third, rows, version)`` (pattern + transpose,
+    values, edge ids): ``({layer: nnz}, largest nnz)``."""
+    shards, largest = {}, 0.0
+    for l, lay in enumerate(layouts):
+        gr = lay.graph
+        if gr is None:
+            continue
+        key = (gr.third, gr.rows, gr.version if ctx["double"] else "rc")
+        if key not in shards:
+            rows_t, rows_r = block_range(vb[gr.third], me[gr.third]), block_range(vb[gr.rows], me[gr.rows])
+            shards[key] = z = count(key[2], rows_t, rows_r)
+            acc.add("adjacency", 8 * (rows_t[1] - rows_t[0] + 1) + 8 * (rows_r[1] - rows_r[0] + 1) + (32 + ctx["e"]) * z)
+            acc.add("adjacency", 16 * z, "host")
+            largest = max(largest, z)
+        shards[l] = shards[key]
+    return shards, largest
+
+
+def _gather_buffer(acc: "_Acc", get, cols: int, e: int, what: str) -> None:
+    """An all-gather of row pieces ``get`` (``cols`` columns): the padded pieces received and the result."""
+    if get.moves:
+        acc.cand("buffers", ((get.group + 1) * max(get.pieces) + sum(get.pieces)) * cols * e, what)
+
+
+def _plexus_scattered(ctx, shape, which):
+    """``plexus-rs`` (GCN, or a traced model of its primitives): the adjacency shards as for plexus; every node
+    tensor held as this rank's part of its row block; the weight rows of the input's column block with every output
+    column, and the bias block; saved per layer: ``linear``'s input part, the ReLU output part, the dropout mask of
+    the input part; the gathers of ``spmm`` (its input over ``t``, ``∂Y`` over ``r``) and of ``linear``'s ``∂Y``
+    (column blocks over ``q``) and the partial sums before each reduce-scatter as candidate buffers."""
+    from ..partition.layout import plexus_layouts, plexus_program
+
+    dims, e, p, tr = ctx["dims"], ctx["e"], ctx["dropout"], ctx["trace"]
+    L = len(dims) - 1
+    program = (gcn_program(dims) if tr is None else
+               [plexus_program([c.name for c in tr.calls if c.layer == l]) for l in range(L)])
+    layouts = plexus_layouts(program, scatter=True)
+    vb, count = _plexus_grid(ctx, shape, layouts)
+    out = {}
+    for r in which:
+        me, scheds = _plexus_rank(ctx, shape, layouts, r)
+        ncols = scheds[0].ncols
+        acc = _Acc()
+        shards, largest = _plexus_shards(ctx, acc, layouts, vb, count, me)
+        inp = layouts[0].input
+        c_in = ncols(dims[0], inp.cols)
+        acc.add("features", scheds[0].part_rows(inp) * c_in * e)
+        last = layouts[-1].output
+        rows_out = scheds[0].part_rows(last)
+        acc.add("features", 11 * rows_out)
+        nparams, tensors = 0, 0
+        for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
+            lay, s = layouts[l], scheds[l]
+            n_part = s.part_rows(lay.input)  # every tensor of the layer: the same part of its rows (or the next)
+            if lay.linear is not None:
+                w_in = ncols(fi, lay.linear.cols)
+                nparams, tensors = nparams + w_in * fo, tensors + 1
+                _gather_buffer(acc, s.linear_gather(fo), s.part_rows(lay.linear), e, f"plexus-rs ∂Y gather, layer {l}")
+                acc.cand("buffers", 2 * s.part_rows(lay.linear) * fo * e, f"plexus-rs linear partial sums, layer {l}")
+            if ctx["bias"] and tr is None:
+                nparams, tensors = nparams + ncols(fo, lay.output.cols), tensors + 1
+            if lay.graph is not None:
+                gr, w_g = lay.graph, ncols(min(fi, fo), lay.graph.cols)
+                _gather_buffer(acc, s.gather_parts(gr), w_g, e, f"plexus-rs spmm input gather, layer {l}")
+                _gather_buffer(acc, s.gather_parts(gr.after_spmm()), w_g, e, f"plexus-rs spmm ∂Y gather, layer {l}")
+                acc.cand("buffers", 2 * s.nrows(gr.third) * w_g * e, f"plexus-rs spmm partial sums, layer {l}")
+            if tr is not None:
+                continue
+            lin = lay.linear
+            if program[l][0] == "spmm" or p > 0:  # linear saves its input: the aggregation or the dropped input
+                acc.add("activations", s.part_rows(lin) * ncols(fi, lin.cols) * e)
+            if p > 0 and l > 0:
+                acc.add("activations", n_part * ncols(fi, lay.input.cols) * DROPOUT_MASK_BYTES_PER_ELEMENT)
+            if l < L - 1:
+                acc.add("activations", s.part_rows(lay.output) * ncols(fo, lay.output.cols) * e)  # ReLU output
+            _dropout_hash(acc, ctx, l, n_part * ncols(fi, lay.input.cols))
+            acc.cand("workspace", e * (2 * s.nrows(lay.output.third) * max(fi, fo) + ncols(fi, lay.input.cols) * fo
+                                       + 2 * n_part * max(fi, fo)), f"layer {l} backward temporaries")
+        c_loc = ncols(dims[-1], last.cols)
+        if tr is None:
+            m = _train_rows(ctx["train_rows"], r, rows_out)
+            acc.add("activations", rows_out * c_loc * e + m * (c_loc * e + 1 + 8))  # logits, softmax, flags, targets
+            _params(acc, ctx, nparams, tensors, grad_allreduce=False)
+        else:
+            whole = sum(c.width * c.out_width for c in tr.calls if c.name == "linear")
+            _params(acc, ctx, nparams + max(tr.nparams - whole, 0), tr.ntensors, grad_allreduce=False)
+
+            def node(lay, l, cols):
+                lay = lay or layouts[l].output
+                return scheds[l].part_rows(lay) * ncols(cols, lay.cols)
+
+            _traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, c_loc)
         out[r] = (acc, _setup_transient(ctx, largest))
     return out
 

@@ -110,7 +110,8 @@ def candidates(world: int, *, n: int | None = None, reads_destinations: bool = F
         summa = [o for o in summa_orders if not (reads_destinations and o in ("double-perm", "balanced-perm"))]
         out += [Candidate("2d", s, 1, o) for s in ordered_factorizations(world, 2) for o in summa]
         out += [Candidate("3d", s, 1, o) for s in ordered_factorizations(world, 3) for o in summa]
-        out += [Candidate("plexus", s, 1, o) for s in ordered_factorizations(world, 3) for o in plexus_orders]
+        for algo in ("plexus", "plexus-rs"):  # plexus-rs: GCN-like models (the others' traces refuse it)
+            out += [Candidate(algo, s, 1, o) for s in ordered_factorizations(world, 3) for o in plexus_orders]
     if algos is not None:
         out = [c for c in out if c.algo in algos]
     if n is not None:

@@ -499,7 +499,7 @@ class PlexusVolume(BlockRowVolume):
     """
 
     def __init__(self, source, shape: tuple[int, int, int], calls: list, *, train_rows=None, labelled=None,
-                 block_rows: int = 0):
+                 block_rows: int = 0, scatter: bool = False):
         from ..distributed.grid import coords_of
         from ..partition.layout import PLEXUS_AXES, plexus_layouts, plexus_program
 
@@ -511,13 +511,19 @@ class PlexusVolume(BlockRowVolume):
         self.axes = {a: (self.g[a], int(np.prod(self.shape[t + 1:]))) for t, a in enumerate(PLEXUS_AXES)}
         L = 1 + max(c.layer for c in calls)
         ops = [plexus_program([c.name for c in calls if c.layer == l]) for l in range(L)]
-        self.layouts = plexus_layouts(ops)
+        self.layouts = plexus_layouts(ops, scatter=scatter)
+        self.scatter = bool(scatter)
         self.first = (ops[0][0] if ops[0] else None)
         if train_rows is None and labelled is not None:  # labelled training vertices, original ids
             out = self.layouts[-1].output
             order = source.perm_c if out.order == "c" else source.perm_r
             lab = np.asarray(labelled, bool)[order]
-            counts = [int(lab[slice(*block_range(self.vb[out.rows], me[out.rows]))].sum()) for me in self.coords]
+            counts = []
+            for me in self.coords:
+                r0, r1 = block_range(self.vb[out.rows], me[out.rows])
+                if out.split:  # the rank's part of the block (plexus-rs)
+                    r0, r1 = np.array(block_range(even_bounds(r1 - r0, self.g[out.third]), me[out.third])) + r0
+                counts.append(int(lab[r0:r1].sum()))
             train_rows = counts.__getitem__
         self.train_rows = train_rows
         self.block_rows = int(block_rows)
@@ -577,6 +583,9 @@ class PlexusVolume(BlockRowVolume):
         for r, me in enumerate(self.coords):
             s = self.schedule(r, call.layer)
             run = self._run
+            if self.scatter:
+                self._scattered(fwd, bwd, r, s, L, call, eb)
+                continue
             if call.name == "linear":
                 lay = L.linear
                 w_in, w_out = s.ncols(call.width, lay.cols) * eb, s.ncols(call.out_width, lay.third) * eb
@@ -620,7 +629,7 @@ class PlexusVolume(BlockRowVolume):
                 run(fwd, r, [s.row_all()], call.heads * eb)
                 run(bwd, r, [s.row_all()], call.heads * eb)
             elif call.name == "add_bias":
-                run(bwd, r, [s.bias_sum(s.ncols(call.width, L.output.cols))], eb)
+                run(bwd, r, s.bias_sum(s.ncols(call.width, L.output.cols)), eb)
             elif call.name == "head_scores":
                 after = L.linear.after_linear()
                 run(fwd, r, [s.col_all(after)], call.heads * eb)
@@ -641,6 +650,35 @@ class PlexusVolume(BlockRowVolume):
                 raise ValueError(f"no byte model for primitive {call.name!r}")
         return fwd, bwd
 
+    def _scattered(self, fwd, bwd, r, s, L, call, eb) -> None:
+        """``plexus-rs``: ``linear`` reduce-scatters ``n_part·f_out`` over ``q`` by column blocks (pieces of
+        ``n_part`` rows), all-gathers them backward, and sums the ``|C^q(f_in)| × f_out`` weight gradient over
+        ``r`` and ``t``; ``spmm`` all-gathers its input's parts over ``t`` and reduce-scatters ``n_t·|C^q(W)|``
+        into parts over ``r``, backward the adjoints [∂X] (after one all-gather of ``∂Y``), and [∂e] all-reduces
+        ``nnz·K`` over ``q``; ``add_bias`` sums the bias block over ``r`` and ``t``."""
+        run = self._run
+        if call.name == "linear":
+            lay = L.linear
+            part = s.part_rows(lay) * eb
+            run(fwd, r, [s.linear_scatter(call.out_width)], part)
+            run(bwd, r, [s.linear_gather(call.out_width)], part)
+            run(bwd, r, s.weight_sums(s.ncols(call.width, lay.cols) * call.out_width), eb)
+        elif call.name == "spmm":
+            gr = L.graph
+            wq = s.ncols(call.width, gr.cols) * eb
+            run(fwd, r, [s.gather_parts(gr), *s.aggregate()], wq)
+            need_v, need_x = call.grads
+            if need_v or need_x:
+                run(bwd, r, [s.gather_parts(gr.after_spmm())], wq)
+            if need_v:
+                run(bwd, r, [s.edge_sum()], call.heads * eb)
+            if need_x:
+                run(bwd, r, [s.scatter_parts(gr)], wq)
+        elif call.name == "add_bias":
+            run(bwd, r, s.bias_sum(s.ncols(call.width, L.output.cols)), eb)
+        else:
+            raise ValueError(f"plexus-rs has no layout for primitive {call.name!r}")
+
     def work(self, call: PrimitiveCall) -> dict:
         """Local work of ``call`` on every rank (:func:`call_work`): the rank's shard of the layer's adjacency
         (``V^t × V^r`` of the graph layout) on its column block ``C^q``; a ``linear`` multiplies its ``n_r ×
@@ -654,7 +692,10 @@ class PlexusVolume(BlockRowVolume):
             s = self.schedule(r, call.layer)
             lay = node_wise.get(call.name, L.graph if L.graph is not None else L.output)
             nnz, launches = 0, 1
-            if call.name == "linear":
+            if call.name == "linear" and self.scatter:  # plexus-rs: the row part, every output column
+                w = call_work(call, nnz=0.0, rows=float(s.part_rows(L.linear)),
+                              width=s.ncols(call.width, L.linear.cols), out_width=call.out_width)
+            elif call.name == "linear":
                 lay = L.linear
                 w = call_work(call, nnz=0.0, rows=float(s.nrows(lay.rows)), width=s.ncols(call.width, lay.cols),
                               out_width=s.ncols(call.out_width, lay.third))
@@ -667,7 +708,8 @@ class PlexusVolume(BlockRowVolume):
                     nnz, width = s.nnz, (1 if call.name == "row_sum" else call.heads)
                 else:
                     width = s.ncols(call.width, lay.cols)
-                w = call_work(call, nnz=float(nnz), rows=float(s.nrows(lay.rows)), width=width, launches=launches)
+                rows = s.part_rows(lay) if self.scatter and call.name == "add_bias" else s.nrows(lay.rows)
+                w = call_work(call, nnz=float(nnz), rows=float(rows), width=width, launches=launches)
             for u, v in w.items():
                 out[u][r] = v
         return out

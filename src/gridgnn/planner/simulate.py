@@ -110,7 +110,8 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
     if family != "block-row":
         if family == "plexus":
             labelled = graph.train_mask & (graph.y >= 0)
-            volume = PlexusVolume(source, tuple(shape), calls, labelled=labelled, block_rows=block_rows)
+            volume = PlexusVolume(source, tuple(shape), calls, labelled=labelled, block_rows=block_rows,
+                                  scatter=algorithm(algo).scatter)
         else:
             volume = SummaVolume(source, tuple(shape))
     else:
