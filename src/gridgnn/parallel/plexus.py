@@ -227,18 +227,23 @@ class _PlexusSpMM(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         values, x = ctx.saved_tensors
-        g = ctx.g
-        comm = g.plan.comm
-        dy = dy.contiguous()
-        dvals = dx = None
-        if ctx.needs_input_grad[0]:
-            heads = 1 if len(ctx.shape) == 1 else ctx.shape[1]
-            dvals = sddmm_dot(g.pattern, dy, x, heads, col_heads=ctx.col_heads)  # partial over C^q
-            dvals = comm.execute(g.schedule.edge_sum(), dvals).reshape(ctx.shape)
-        if ctx.needs_input_grad[1]:
-            dx = comm.execute(g.schedule.source_sum(),
-                              spmm(g.pattern, values, dy, transpose=True, col_heads=ctx.col_heads))
-        return dvals, dx, None
+        return (*_spmm_grads(ctx, values, x, dy.contiguous(), ctx.g.schedule.source_sum()), None)
+
+
+def _spmm_grads(ctx, values, x, dy, dx_rec):
+    """``(∂e, ∂X)`` of a Plexus ``spmm`` from the whole ``∂Y`` block and the ``X`` block it multiplied: ``∂e`` the
+    per-head SDDMM over the local columns ``C^q``, all-reduced over ``q``; ``∂X = Aᵀ ∂Y`` summed by ``dx_rec``
+    (``None`` where not needed)."""
+    g = ctx.g
+    comm = g.plan.comm
+    dvals = dx = None
+    if ctx.needs_input_grad[0]:
+        heads = 1 if len(ctx.shape) == 1 else ctx.shape[1]
+        dvals = sddmm_dot(g.pattern, dy, x, heads, col_heads=ctx.col_heads)  # partial over C^q
+        dvals = comm.execute(g.schedule.edge_sum(), dvals).reshape(ctx.shape)
+    if ctx.needs_input_grad[1]:
+        dx = comm.execute(dx_rec, spmm(g.pattern, values, dy, transpose=True, col_heads=ctx.col_heads))
+    return dvals, dx
 
 
 class _ScatteredSpMM(torch.autograd.Function):
@@ -260,20 +265,11 @@ class _ScatteredSpMM(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         values, x_all = ctx.saved_tensors
-        g = ctx.g
-        comm, sched = g.plan.comm, g.schedule
-        dvals = dx = None
         if not any(ctx.needs_input_grad[:2]):
             return None, None, None
-        dy_all = comm.execute(sched.gather_parts(g.layout.after_spmm()), dy.contiguous())
-        if ctx.needs_input_grad[0]:
-            heads = 1 if len(ctx.shape) == 1 else ctx.shape[1]
-            dvals = sddmm_dot(g.pattern, dy_all, x_all, heads, col_heads=ctx.col_heads)  # partial over C^q
-            dvals = comm.execute(sched.edge_sum(), dvals).reshape(ctx.shape)
-        if ctx.needs_input_grad[1]:
-            dx = comm.execute(sched.scatter_parts(g.layout),
-                              spmm(g.pattern, values, dy_all, transpose=True, col_heads=ctx.col_heads))
-        return dvals, dx, None
+        g = ctx.g
+        dy_all = g.plan.comm.execute(g.schedule.gather_parts(g.layout.after_spmm()), dy.contiguous())
+        return (*_spmm_grads(ctx, values, x_all, dy_all, g.schedule.scatter_parts(g.layout)), None)
 
 
 class _PlexusSpMMSelect(torch.autograd.Function):
