@@ -70,6 +70,14 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
         out.append((f"plexus-rs-{'x'.join(map(str, shape))}-{gname}-{dname}-{part}",
                     Case(graph=GRAPHS[gname], algo="plexus-rs", dims=GRID_DIMS[dname], grid=shape, partition=part,
                          dropout=0.4, seed=7, epoch=3)))
+    mid = shapes_3d(P)[len(shapes_3d(P)) // 2]
+    out.append((f"plexus-rs-sage-sum-{'x'.join(map(str, mid))}",  # two spmm and two linear per layer
+                Case(graph=GRAPHS["directed"], algo="plexus-rs", dims=[7, 6, 3], model="sage", options={"aggr": "sum"},
+                     grid=mid, partition="double-perm", dropout=0.4, seed=7, epoch=3)))
+    if P in (4, 8):  # row blocks smaller than the axis that cuts them into parts: some ranks hold none
+        tiny = random_graph(3 if P == 4 else 5, 6, directed=P == 4, seed=9, isolated=1)
+        out.append(("plexus-rs-empty-parts", Case(graph=tiny, algo="plexus-rs", dims=[7, 5, 4, 3],
+                                                  grid=(2, 1, P // 2), dropout=0.4, seed=7, epoch=3)))
     out.append(("refused-gat-plexus-rs", Case(graph=GRAPHS["undirected"], algo="plexus-rs", dims=[7, 3, 3],
                                               grid=shapes_3d(P)[-1], model="gat", heads=2, seed=7, epoch=3)))
     for gname, g in GRAPHS.items():

@@ -84,6 +84,10 @@ class LayoutRules(ABC):
         """After the trace: refuse a call that the engine would run on another layout than the trace saw.
         ``calls``: ``(name, layer, operand layouts)`` in call order."""
 
+    def check_primitive(self, name: str, layer: int) -> None:
+        """A primitive called on edge values alone (``row_sum``), which no node layout rule sees: refuse it where the
+        layouts have no rule for it."""
+
     def refuse(self, message: str):
         raise LayoutError(f"{self.algo}: {message}")
 
@@ -194,9 +198,7 @@ class PlexusRules(LayoutRules):
 
     def after(self, prim, layer, *layouts):
         x = layouts[-1] if layouts else None
-        if self.scatter and prim not in SCATTER_PRIMITIVES:
-            self.refuse(f"layer {layer}: --algo plexus-rs lays out {', '.join(SCATTER_PRIMITIVES)} (GCN-like models), "
-                        f"not {qualified(prim)}; use --algo plexus")
+        self.check_primitive(prim, layer)
         if prim == "linear":
             if x.cols is None:
                 self.refuse(f"layer {layer}: plan.linear reads per-node scores ({x}); it multiplies node features "
@@ -231,6 +233,11 @@ class PlexusRules(LayoutRules):
         if name in ("add_bias", "head_mean"):
             return L.output
         return "any"
+
+    def check_primitive(self, name: str, layer: int) -> None:
+        if self.scatter and name not in SCATTER_PRIMITIVES:
+            self.refuse(f"layer {layer}: --algo plexus-rs lays out {', '.join(SCATTER_PRIMITIVES)} (GCN-like models), "
+                        f"not {qualified(name)}; use --algo plexus")
 
     def check_calls(self, calls):
         self.finish(calls)

@@ -462,6 +462,7 @@ class _TraceGraph:
     def row_sum(self, e):
         self._plan.calls.append(PrimitiveCall("row_sum", self._layer, 1, 1, (bool(e.requires_grad),)))
         t = self._plan.tracer
+        t.rules.check_primitive("row_sum", self._layer)
         with t.pause():
             return self._inner.row_sum(e)
 
