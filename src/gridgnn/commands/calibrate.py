@@ -51,7 +51,7 @@ def fit_rows(profile, run_dirs: list[str]) -> list[dict]:
         vol, *_ = simulate_config(cfg, graphs[key])
         cand = Candidate(cfg.algo, tuple(cfg.mesh_shape(cfg.nproc)) if cfg.grid else None, cfg.replication,
                          cfg.partition)
-        row = price(cand, vol, profile, nproc=cfg.nproc)
+        row = price(cand, vol, profile, nproc=cfg.nproc, overlap=cfg.overlap)  # (--comm-dtype: in the simulation)
         row.update(run=d, measured_step_s=float(measured))
         rows.append(row)
     return rows
