@@ -115,6 +115,15 @@ class Transfer(NamedTuple):
         """Whether anything is called (a group of one is not)."""
         return self.group > 1
 
+    def calls(self, wire_elem: int = 0) -> int:
+        """Collective calls this record makes: a narrowed all-reduce is an all-to-all and an all-gather, a narrowed
+        ``reduce`` of more than two members an all-to-all and a gather (``wire_elem``: as in :meth:`bytes`)."""
+        if not self.moves:
+            return 0
+        if wire_elem and (self.kind == "allreduce" or (self.kind == "reduce" and self.group > 2)):
+            return 2
+        return 1
+
     def bytes(self, row_bytes: float, wire_elem: int = 0) -> tuple[float, float]:
         """``(sent, recv)`` of this rank for rows of ``row_bytes`` bytes; ``wire_elem``: the rows are narrowed node
         data of ``wire_elem`` bytes per element (a ``reduce`` and an all-reduce then sum padded pieces; a

@@ -62,11 +62,11 @@ class CommLog:
 
     stats: dict = field(default_factory=lambda: defaultdict(PhaseStats))
 
-    def record(self, key: str, sent: float, recv: float, seconds: float) -> None:
+    def record(self, key: str, sent: float, recv: float, seconds: float, calls: int = 1) -> None:
         s = self.stats[key]
         s.sent += sent
         s.recv += recv
-        s.calls += 1
+        s.calls += calls
         s.seconds += seconds
 
     def add_seconds(self, key: str, seconds: float) -> None:
@@ -190,8 +190,8 @@ class Comm:
             torch.cuda.synchronize()
         return time.perf_counter() - t0
 
-    def _record(self, tag: str, sent: float, recv: float, seconds: float) -> None:
-        self.log.record(f"{self._phase}.{tag}", sent, recv, seconds)
+    def _record(self, tag: str, sent: float, recv: float, seconds: float, calls: int = 1) -> None:
+        self.log.record(f"{self._phase}.{tag}", sent, recv, seconds, calls)
 
     # ------------------------------------------------------------------ wire precision
     def _low(self, wire: bool, tensor: torch.Tensor):
@@ -381,7 +381,7 @@ class Comm:
         send = self._cast(flat, dt, tag, axis)
         recv = torch.empty_like(send)
         work = issue(lambda: dist.all_to_all_single(recv, send, group=group, async_op=async_op), tag, axis)
-        self._record(tag, *accounting.reduce_padded(me, root, g, c * send.element_size()), 0.0)
+        self._record(tag, *accounting.reduce_padded(me, root, g, c * send.element_size()), 0.0, calls=2)
 
         def summed(work=None):
             mine = _sum_members(flat[me * c:(me + 1) * c], list(recv.reshape(g, c)), me)
@@ -435,7 +435,7 @@ class Comm:
             mine = self._cast(pieces.sum(dim=0), dt, "allreduce", axis)
             got = [torch.empty_like(mine) for _ in range(g)]
             secs += self._run(lambda: dist.all_gather(got, mine, group=group), "allreduce", axis)
-            self._record("allreduce", *accounting.allreduce_padded(g, c * send.element_size()), secs)
+            self._record("allreduce", *accounting.allreduce_padded(g, c * send.element_size()), secs, calls=2)
             return torch.cat(got)[:numel].to(tensor.dtype).reshape(tensor.shape)
 
         tensor.copy_(self._wired(low, "allreduce", axis, run))

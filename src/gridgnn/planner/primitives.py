@@ -184,7 +184,9 @@ class BlockRowVolume:
         never narrows (a ``max``/``min`` reduction, int64 keys)."""
         for t in transfers:
             if t.moves:
-                self._add(out, t.key, r, *self._price(t, row_bytes, exact), axis=self.AXIS_KEYS[t.axis])
+                narrow = self.wire_elem if not (exact or t.exact) else 0
+                self._add(out, t.key, r, *self._price(t, row_bytes, exact), t.calls(narrow),
+                          axis=self.AXIS_KEYS[t.axis])
 
     def _per_row_byte(self, which: str) -> list[dict]:
         """Per rank, ``{(collective, axis): [sent, recv, calls]}`` of its schedule's ``which`` records (``fetch``,
