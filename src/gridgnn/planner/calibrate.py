@@ -101,10 +101,17 @@ def measure_kernels(threads: int, *, quick: bool = False, seed: int = 0, device:
             secs.append(_median_time(lambda: torch.relu(x) * keep * 2.0, reps, device))
             units.append(m * w)
     _, elem = _line_fit(units, secs)
+    units, secs = [], []
+    for m in (5000, 50000):  # a narrowed wire's cast, down and back (two elements cast per element)
+        for w in (16, 128):
+            x = torch.rand(m, w, device=device)
+            secs.append(_median_time(lambda: x.to(torch.bfloat16).to(torch.float32), reps, device))
+            units.append(2 * m * w)
+    _, cast = _line_fit(units, secs)
     tiny = Pattern.from_scipy(sp.random(8, 8, density=0.3, format="csr", random_state=rng), device=device)
     tv, tx = torch.rand(tiny.nnz, device=device), torch.rand(8, 4, device=device)
     launch = _median_time(lambda: spmm(tiny, tv, tx), 20, device)
-    return {"edge": edge, "nnz": per_nnz, "flop": flop, "elem": elem, "launch": launch}
+    return {"edge": edge, "nnz": per_nnz, "flop": flop, "elem": elem, "cast": cast, "launch": launch}
 
 
 def collective_worker(ctx, sizes: tuple[int, ...], reps: int) -> dict:

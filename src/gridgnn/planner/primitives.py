@@ -41,7 +41,7 @@ LOCAL_ON_WHOLE_ROWS = ("linear", "add_bias", "head_scores", "head_mean", "normal
 
 
 #: local work per rank of one training step, in the units the time model prices (:mod:`gridgnn.planner.timing`)
-WORK_UNITS = ("edge", "nnz", "flop", "elem", "launch")
+WORK_UNITS = ("edge", "nnz", "flop", "elem", "cast", "launch")
 
 
 def call_work(call: PrimitiveCall, *, nnz, rows, width, out_width=None, launches=1) -> dict:
@@ -51,8 +51,8 @@ def call_work(call: PrimitiveCall, *, nnz, rows, width, out_width=None, launches
     ``row_sum`` ``nnz·K``), ``nnz``: edges visited, whatever the width (the index reads that make a narrow product
     cost more per column), ``flop``: dense multiply-adds (``linear``: ``rows·in·out``, once more per gradient),
     ``elem``: node elements written (``rows·width`` per node-wise primitive, and per ``linear`` output for the
-    activation and dropout that follow it), ``launch``: local kernel calls (a blocked product calls one per
-    block). Args: ``nnz`` local edges, ``rows`` local rows, ``width`` local columns of the node tensor (the
+    activation and dropout that follow it), ``cast``: elements a narrowed wire casts (none here: :func:`step_work`
+    adds them), ``launch``: local kernel calls (a blocked product calls one per block). Args: ``nnz`` local edges, ``rows`` local rows, ``width`` local columns of the node tensor (the
     heads ``K`` for the score primitives), ``out_width`` a ``linear``'s local output columns, ``launches``
     local kernel calls per product.
     """
@@ -85,11 +85,15 @@ def call_work(call: PrimitiveCall, *, nnz, rows, width, out_width=None, launches
 
 def step_work(calls: list[PrimitiveCall], volume) -> dict:
     """Per-rank local work of one training step: ``{unit: array[P]}`` (:data:`WORK_UNITS`), the sum over the
-    traced calls of :meth:`BlockRowVolume.work`."""
+    traced calls of :meth:`BlockRowVolume.work`, plus the elements a narrowed wire casts (``cast``; counted while
+    :func:`step_bytes` prices the same step: call it first)."""
     total = {u: np.zeros(volume.world) for u in WORK_UNITS}
     for call in calls:
         for u, v in volume.work(call).items():
             total[u] += v
+    cast = getattr(volume, "cast_elems", None)  # a narrowed wire's casts, counted by step_bytes
+    if cast is not None:
+        total["cast"] += cast
     return total
 
 
@@ -172,6 +176,12 @@ class BlockRowVolume:
         narrow = wire_bytes is not None and wire_bytes < elem_bytes
         self.wire_elem = int(wire_bytes) if narrow else 0
         self.wire_ratio = wire_bytes / elem_bytes if narrow else 1.0
+        self.cast_elems = np.zeros(self.world)  # per rank: narrow elements cast (sent down, received up and summed)
+
+    def _cast(self, r: int, sent: float, recv: float) -> None:
+        """Rank ``r`` casts what it sends narrowed and what it receives back (a sum adds it too): local work the
+        time model prices as written elements (:func:`step_work`)."""
+        self.cast_elems[r] += (sent + recv) / self.wire_elem
 
     def _price(self, t, row_bytes: float, exact: bool = False) -> tuple[float, float]:
         """``(sent, recv)`` of record ``t`` for rows of ``row_bytes`` bytes as held (narrowed unless ``exact``)."""
@@ -185,8 +195,10 @@ class BlockRowVolume:
         for t in transfers:
             if t.moves:
                 narrow = self.wire_elem if not (exact or t.exact) else 0
-                self._add(out, t.key, r, *self._price(t, row_bytes, exact), t.calls(narrow),
-                          axis=self.AXIS_KEYS[t.axis])
+                sent, recv = self._price(t, row_bytes, exact)
+                self._add(out, t.key, r, sent, recv, t.calls(narrow), axis=self.AXIS_KEYS[t.axis])
+                if narrow:
+                    self._cast(r, sent, recv)
 
     def _per_row_byte(self, which: str) -> list[dict]:
         """Per rank, ``{(collective, axis): [sent, recv, calls]}`` of its schedule's ``which`` records (``fetch``,
@@ -208,10 +220,12 @@ class BlockRowVolume:
             self._unit[which] = per
         return self._unit[which]
 
-    def _scaled(self, out: dict, which: str, row_bytes: float) -> None:
+    def _scaled(self, out: dict, which: str, row_bytes: float, narrow: bool = False) -> None:
         for r, acc in enumerate(self._per_row_byte(which)):
             for (key, axis), (sent, recv, calls) in acc.items():
                 self._add(out, key, r, sent * row_bytes, recv * row_bytes, calls, axis=axis)
+                if narrow:
+                    self._cast(r, sent * row_bytes, recv * row_bytes)
 
     def fetch(self, out: dict, row_bytes: float, *, push: bool = False) -> None:
         """A fetch of ``row_bytes``-byte rows (``push``: its adjoint), as each rank's schedule runs it (node data:
@@ -220,7 +234,7 @@ class BlockRowVolume:
             for r, sched in enumerate(self.schedules):
                 self._run(out, r, sched.stage_transfers(push=True), row_bytes)
         elif self.wire_elem:
-            self._scaled(out, "push" if push else "fetch", row_bytes * self.wire_ratio)
+            self._scaled(out, "push" if push else "fetch", row_bytes * self.wire_ratio, narrow=True)
         else:
             self._scaled(out, "push" if push else "fetch", row_bytes)
 
