@@ -99,8 +99,10 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
             for algo in ("1d", "1d-sa"):
                 for pname, part in (("random", "random"), ("skewed", skewed_partition(N, P, 5))):
                     out.append((f"gat-{algo}-{gname}-{dname}-{pname}", Case(algo=algo, partition=part, **kw)))
-            for c in [c for c in PS if P % c == 0]:
-                for algo in ("1.5d", "1.5d-sa"):
+            cs = [c for c in PS if P % c == 0]  # two c per graph and depth, rotating: the GCN cases run every c
+            for m, algo in enumerate(("1.5d", "1.5d-sa")):
+                for c in {cs[(2 * (tuple(GRAPHS).index(gname) * 2 + tuple(GAT_DIMS).index(dname)) + m + i) % len(cs)]
+                          for i in (0, 1)}:
                     out.append((f"gat-{algo}-c{c}-{gname}-{dname}-skewed",
                                 Case(algo=algo, replication=c, partition=skewed_partition(N, P // c, 6), **kw)))
             for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P))):
@@ -233,10 +235,11 @@ def sage_cases(P: int) -> list[tuple[str, Case]]:
             for algo in ("1d", "1d-sa"):
                 out.append((f"sage-{aggr}-{algo}-{gname}-{dname}-skewed",
                             Case(algo=algo, partition=skewed_partition(N, P, 5), **kw)))
-            for c in [c for c in PS if P % c == 0]:
-                for algo in ("1.5d", "1.5d-sa"):
-                    out.append((f"sage-{aggr}-{algo}-c{c}-{gname}-{dname}-skewed",
-                                Case(algo=algo, replication=c, partition=skewed_partition(N, P // c, 6), **kw)))
+            cs = [c for c in PS if P % c == 0]  # one c per (aggregation, graph), rotating: the GCN cases run every c
+            for m, algo in enumerate(("1.5d", "1.5d-sa")):
+                c = cs[(k + m) % len(cs)]
+                out.append((f"sage-{aggr}-{algo}-c{c}-{gname}-{dname}-skewed",
+                            Case(algo=algo, replication=c, partition=skewed_partition(N, P // c, 6), **kw)))
             if aggr != "sum":  # sum and mean share the generic path (row_sum + spmm); mean exercises both
                 for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P)), ("plexus", shapes_3d(P))):
                     for j, shape in enumerate(shapes):
