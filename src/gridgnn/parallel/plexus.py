@@ -639,8 +639,7 @@ class PlexusPlan(Plan):
 
     def linear(self, layer: int, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         if self.scatter:
-            return _ScatteredLinear.apply(h, w, self.comm, self.schedules[layer],
-                                          next(c.out_width for c in self.program[layer] if c.name == "linear"))
+            return _ScatteredLinear.apply(h, w, self.comm, self.schedules[layer], w.shape[1])  # every out column
         if layer == 0 and self.first_op == "linear":
             h = self.gather_input(h)
         return _PlexusLinear.apply(h, w, self.comm, self.schedules[layer], self._linear_width[layer])
