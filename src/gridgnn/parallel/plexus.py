@@ -51,8 +51,8 @@ from ..errors import GridGnnError
 from ..ops import semiring as sr
 from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
-from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, check_scatter_program, plexus_destinations,
-                                plexus_layouts, plexus_program, vertex_order)
+from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, plexus_destinations, plexus_layouts, plexus_program,
+                                vertex_order)
 from .base import Plan
 from .aggregate import SourceKeys
 from .graph import DistGraph
@@ -545,8 +545,13 @@ class PlexusPlan(Plan):
         self.me = {ax: self.grid.rank(ax) for ax in PLEXUS_AXES}
         L = len(dims) - 1
         self.program = [[c for c in program if c.layer == l] for l in range(L)]
-        if scatter:
-            check_scatter_program([(c.name, c.layer) for c in program])
+        if scatter:  # the trace's rules refused these already; a program handed in directly meets the same line
+            from .checks import PlexusRules
+
+            rules = PlexusRules(source.double, scatter=True)
+            for c in program:
+                if c.name != "param_grad":
+                    rules.check_primitive(c.name, c.layer)
         ops = [plexus_program([c.name for c in calls]) for calls in self.program]
         self.layouts = plexus_layouts(ops, scatter=self.scatter)
         self.first_op = ops[0][0]

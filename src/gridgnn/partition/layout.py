@@ -322,15 +322,6 @@ def plexus_program(names: list[str]) -> tuple[str, ...]:
 SCATTER_PRIMITIVES = ("linear", "spmm", "add_bias")
 
 
-def check_scatter_program(calls) -> None:
-    """Refuse, with one line, a model that calls a primitive ``plexus-rs`` does not lay out (``calls``: ``(name,
-    layer)`` pairs of its trace)."""
-    for name, layer in calls:
-        if name not in SCATTER_PRIMITIVES and name != "param_grad":
-            raise GridGnnError(f"--algo plexus-rs lays out {', '.join(SCATTER_PRIMITIVES)} (GCN-like models); layer "
-                               f"{layer} calls {name}: use --algo plexus")
-
-
 def plexus_layouts(program: list[tuple[str, ...]], scatter: bool = False) -> list[PlexusLayerLayout]:
     r"""The layouts of every layer of a model on the Plexus grid, from its *program*: per layer, the order in which
     it calls ``linear`` and ``spmm`` (``("spmm", "linear")``, ``("linear", "spmm")``, or one of them), as its trace
