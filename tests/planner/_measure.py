@@ -122,11 +122,15 @@ def train_step_saved(model, plan, comm, data, *, epoch: int = 0):
 
 
 def model_builder(name: str, dims, dropout: float, dtype=torch.float32):
-    """``plan → model`` of the built-in model ``name`` with its default options."""
+    """``plan → model`` of the built-in model ``name`` with its default options (``sage+sum``: SAGE with
+    ``aggr="sum"``)."""
     from gridgnn.nn import resolve_model
 
+    base, _, aggr = name.partition("+")
+    options = {"aggr": aggr} if aggr else {}
+
     def build(plan):
-        return resolve_model(name).from_options(dims, plan=plan, dtype=dtype, seed=0, dropout=dropout)
+        return resolve_model(base).from_options(dims, plan=plan, dtype=dtype, seed=0, dropout=dropout, **options)
     return build
 
 

@@ -1125,8 +1125,8 @@ def _plexus_scattered(ctx, shape, which):
             lay, s = layouts[l], scheds[l]
             n_part = s.part_rows(lay.input)  # every tensor of the layer: the same part of its rows (or the next)
             if lay.linear is not None:
-                w_in = ncols(fi, lay.linear.cols)
-                nparams, tensors = nparams + w_in * fo, tensors + 1
+                if tr is None:  # GCN's weight rows W[C^q, :] (a traced model: per linear call, below)
+                    nparams, tensors = nparams + ncols(fi, lay.linear.cols) * fo, tensors + 1
                 _gather_buffer(acc, s.linear_gather(fo), s.part_rows(lay.linear), e, f"plexus-rs ∂Y gather, layer {l}")
                 acc.cand("buffers", 2 * s.part_rows(lay.linear) * fo * e, f"plexus-rs linear partial sums, layer {l}")
             if ctx["bias"] and tr is None:
@@ -1154,8 +1154,10 @@ def _plexus_scattered(ctx, shape, which):
             acc.add("activations", rows_out * c_loc * e + m * (c_loc * e + 1 + 8))  # logits, softmax, flags, targets
             _params(acc, ctx, nparams, tensors, grad_allreduce=False)
         else:
-            whole = sum(c.width * c.out_width for c in tr.calls if c.name == "linear")
-            _params(acc, ctx, nparams + max(tr.nparams - whole, 0), tr.ntensors, grad_allreduce=False)
+            lins = [c for c in tr.calls if c.name == "linear"]
+            local = sum(ncols(c.width, layouts[c.layer].linear.cols) * c.out_width for c in lins)
+            whole = sum(c.width * c.out_width for c in lins)
+            _params(acc, ctx, local + max(tr.nparams - whole, 0), tr.ntensors, grad_allreduce=False)
 
             def node(lay, l, cols):
                 lay = lay or layouts[l].output
