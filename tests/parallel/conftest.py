@@ -59,7 +59,8 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
                 if dname == "3layer" and algo != "plexus":
                     continue
                 gname = tuple(GRAPHS)[(j + d) % 2]
-                parts = ("random", "double-perm") if algo == "plexus" else ("random",)
+                # Plexus: one vertex order per shape and depth, rotating (each shape meets both over its depths)
+                parts = (("random", "double-perm")[(j + d + 1) % 2],) if algo == "plexus" else ("random",)
                 for part in parts:
                     out.append((f"{algo}-{'x'.join(map(str, shape))}-{gname}-{dname}-{part}",
                                 Case(graph=GRAPHS[gname], algo=algo, dims=dims, grid=shape, partition=part, dropout=0.4,
@@ -86,9 +87,10 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
                 for pname, part in (("random", "random"), ("skewed", skewed_partition(N, P, 5))):
                     out.append((f"{algo}-{gname}-{dname}-{pname}", Case(graph=g, algo=algo, dims=dims, partition=part,
                                                                         dropout=0.4, seed=7, epoch=3)))
-            for c in [c for c in PS if P % c == 0]:
+            for i, c in enumerate([c for c in PS if P % c == 0]):  # one partition per c, graph and depth, rotating
                 for algo in ("1.5d", "1.5d-sa"):
-                    for pname, part in (("random", "random"), ("skewed", skewed_partition(N, P // c, 6))):
+                    t = i + tuple(GRAPHS).index(gname) + tuple(DIMS).index(dname)
+                    for pname, part in (("random", "random"), ("skewed", skewed_partition(N, P // c, 6)))[t % 2:][:1]:
                         out.append((f"{algo}-c{c}-{gname}-{dname}-{pname}",
                                     Case(graph=g, algo=algo, dims=dims, replication=c, partition=part, dropout=0.4,
                                          seed=7, epoch=3)))
@@ -220,7 +222,8 @@ def tie_graph() -> Graph:
 
 def sage_cases(P: int) -> list[tuple[str, Case]]:
     """GraphSAGE: every --aggr on every block-row layout (every c, uneven blocks; max/min also on a graph full of
-    ties), mean, max and min on every 2D/3D/Plexus shape (Plexus alternating the double permutation)."""
+    ties), mean, max and min on the 2D/3D/Plexus shapes (where a P has more than three shapes, each shape under one
+    of them and one graph, rotating; Plexus alternating the double permutation)."""
     out = []
     graphs = {**GRAPHS, "ties": tie_graph()}
     dims = {"2layer": [7, 5, 3], "3layer": [7, 6, 4, 3]}
@@ -243,8 +246,13 @@ def sage_cases(P: int) -> list[tuple[str, Case]]:
             if aggr != "sum":  # sum and mean share the generic path (row_sum + spmm); mean exercises both
                 for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P)), ("plexus", shapes_3d(P))):
                     for j, shape in enumerate(shapes):
-                        if (j + names.index(gname)) % len(names) and len(shapes) > 2:
-                            continue  # each shape on one of the graphs (rotating): the other graphs ran its path
+                        if len(shapes) > 3:  # each shape under one aggregation and one graph, rotating
+                            keep = j % 3 == ("mean", "max", "min").index(aggr) \
+                                and names[(j // 3) % len(names)] == gname
+                        else:  # each shape on one of the graphs (rotating): the other graphs ran its path
+                            keep = len(shapes) <= 2 or (j + names.index(gname)) % len(names) == 0
+                        if not keep:
+                            continue
                         part = "double-perm" if algo == "plexus" and (j + k) % 2 else "random"
                         out.append((f"sage-{aggr}-{algo}-{'x'.join(map(str, shape))}-{gname}-{dname}-{part}",
                                     Case(algo=algo, grid=shape, partition=part, **kw)))
