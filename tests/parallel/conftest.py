@@ -121,7 +121,44 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
                         Case(graph=GRAPHS[gname], algo="plexus", dims=dims, grid=shape, partition=part, model="gat",
                              heads=heads, out_heads=out_heads, dropout=0.4, attn_dropout=0.3, seed=7, epoch=3)))
     out += attention_cases(P)
-    return out + wire_cases(P) + overlap_cases(P)
+    return out + wire_cases(P) + overlap_cases(P) + edge_feature_cases(P)
+
+
+def with_edge_features(g: Graph, d: int, seed: int) -> Graph:
+    return g.with_(edge_attr=np.random.default_rng(seed).normal(size=(g.nnz, d)))
+
+
+EDGE_GRAPHS = {"undirected": with_edge_features(GRAPHS["undirected"], 4, 11),
+               "directed": with_edge_features(GRAPHS["directed"], 4, 12)}
+
+
+def edge_feature_cases(P: int) -> list[tuple[str, Case]]:
+    """GINE (edge features on every layout) at P = 4 and 8: every block-row algorithm (1.5D with c = 2, uneven
+    blocks), every 2D and 3D shape (the graphs and depths rotating), and Plexus, which refuses it on every rank."""
+    if P not in (4, 8):
+        return []
+    out = []
+    dims = ([7, 5, 3], [7, 6, 4, 3])
+
+    def add(tag, k, **kw):
+        gname = tuple(EDGE_GRAPHS)[k % 2]
+        out.append((f"gine-{tag}-{gname}", Case(graph=EDGE_GRAPHS[gname], model="gine", dims=dims[(k // 2) % 2],
+                                               options={"edge_dim": 4, "eps": 0.25}, dropout=0.4, seed=7, epoch=3,
+                                               **kw)))
+
+    add("1d-skewed", 0, algo="1d", partition=skewed_partition(N, P, 5))
+    add("1d-sa-random", 1, algo="1d-sa", partition="random")
+    add("1.5d-c2-skewed", 2, algo="1.5d", replication=2, partition=skewed_partition(N, P // 2, 6))
+    add("1.5d-sa-c2-random", 3, algo="1.5d-sa", replication=2, partition="random")
+    k = 4
+    for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P))):
+        for shape in shapes:
+            add(f"{algo}-{'x'.join(map(str, shape))}", k, algo=algo, grid=shape, partition="random")
+            k += 1
+    out.append(("refused-gine-plexus", Case(graph=EDGE_GRAPHS["directed"], algo="plexus", dims=[7, 5, 3],
+                                            model="gine", options={"edge_dim": 4}, grid=shapes_3d(P)[0], seed=7,
+                                            epoch=3)))
+    return out
 
 
 def overlap_cases(P: int) -> list[tuple[str, Case]]:

@@ -31,6 +31,9 @@ class Graph:
         train_mask, val_mask, test_mask: ``bool[n]`` or ``None``.
         name: a short label for reports.
         meta: free-form, JSON-friendly notes (source file, spec, how features and the split were made).
+        edge_attr: ``float[nnz, d]`` edge features, row ``k`` belonging to the stored entry ``k`` (CSR order: by
+            destination, then source), or ``None``. A layer reads those of its local edges as
+            ``g.edge_features`` on every algorithm.
         original_ids: ``int64[n]``, strictly increasing, or ``None``. Set by a loader called with
             ``relabel=True`` (``?relabel=1`` in a data spec): vertex ``i`` of this graph is vertex
             ``original_ids[i]`` of the file, so per-vertex outputs (``--save-logits``) can be mapped back with
@@ -50,6 +53,7 @@ class Graph:
     name: str = "graph"
     meta: dict = field(default_factory=dict)
     original_ids: np.ndarray | None = None
+    edge_attr: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.indptr = np.ascontiguousarray(self.indptr, dtype=np.int64)
@@ -61,9 +65,14 @@ class Graph:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_edges(cls, src, dst, n: int | None = None, *, weights=None, directed: bool | None = None,
-                   **kwargs) -> "Graph":
+                   edge_attr=None, **kwargs) -> "Graph":
         """Build from edge arrays ``src → dst``. Duplicate edges are merged (weights summed; unweighted
-        duplicates count once). ``directed=None`` detects symmetry; ``directed=False`` symmetrizes."""
+        duplicates count once). ``directed=None`` detects symmetry; ``directed=False`` symmetrizes.
+
+        ``edge_attr`` (``[E, d]``, one row per given edge) travels with its edge into CSR order. Edges that carry
+        features are not merged: a duplicate edge is refused. ``directed=False`` gives an edge given in one
+        direction its reverse with the same features; an edge given in both directions keeps each direction's
+        own (PyG ``to_undirected`` without a reduction)."""
         src = np.asarray(src).reshape(-1)
         dst = np.asarray(dst).reshape(-1)
         if src.shape != dst.shape:
@@ -92,6 +101,8 @@ class Graph:
                 raise GridGnnError("edge weights contain NaN or inf")
         if n > 0:
             check_vertex_count(n, "graph")
+        if edge_attr is not None:
+            return cls._from_edges_with_features(src, dst, n, weights, directed, edge_attr, **kwargs)
         data = weights if weights is not None else np.ones(src.size, dtype=np.float64)
         mat = sp.coo_matrix((data, (dst, src)), shape=(n, n)).tocsr()
         mat.sum_duplicates()
@@ -103,6 +114,82 @@ class Graph:
         if directed is None:
             directed = (mat != mat.T).nnz != 0
         return cls.from_scipy(mat, directed=bool(directed), weighted=weights is not None, **kwargs)
+
+    @classmethod
+    def _from_edges_with_features(cls, src, dst, n, weights, directed, edge_attr, **kwargs) -> "Graph":
+        attr = np.asarray(edge_attr)
+        if attr.ndim == 1:
+            attr = attr.reshape(-1, 1)
+        if attr.ndim != 2 or attr.shape[0] != src.size:
+            raise GridGnnError(f"edge_attr has shape {tuple(attr.shape)}, expected ({src.size}, d): one row per edge")
+        w = np.ones(src.size) if weights is None else weights
+        key = dst * n + src
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        if key.size > 1 and np.any(key[1:] == key[:-1]):
+            k = int(key[1:][key[1:] == key[:-1]][0])
+            raise GridGnnError(f"edge {k % n} → {k // n} is given more than once and edges carry features "
+                               "(edge_attr): duplicate edges would merge their features; remove the duplicates")
+        src, dst, w, attr = src[order], dst[order], w[order], attr[order]
+        if directed is None:
+            back = np.searchsorted(key, src * n + dst)
+            found = (back < key.size) & (key[np.minimum(back, key.size - 1)] == src * n + dst)
+            directed = not (found.all() and np.array_equal(w[back], w))
+        elif directed is False:  # add the reverse of every edge given in one direction, with its features
+            rkey = src * n + dst
+            back = np.searchsorted(key, rkey)
+            missing = ~((back < key.size) & (key[np.minimum(back, key.size - 1)] == rkey))
+            src, dst = np.concatenate([src, dst[missing]]), np.concatenate([dst, src[missing]])
+            w, attr = np.concatenate([w, w[missing]]), np.concatenate([attr, attr[missing]])
+            order = np.argsort(dst * n + src, kind="stable")
+            src, dst, w, attr = src[order], dst[order], w[order], attr[order]
+            back = np.searchsorted(dst * n + src, src * n + dst)
+            if not np.array_equal(w[back], w):
+                raise GridGnnError("the two directions of an undirected edge carry different weights; mark the "
+                                   "graph directed")
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(dst, minlength=n), out=indptr[1:])
+        values = None if weights is None or np.all(w == 1.0) else w
+        return cls(indptr=indptr, indices=src, values=values, n=n, directed=bool(directed), edge_attr=attr,
+                   **kwargs)
+
+    @property
+    def edge_dim(self) -> int:
+        """Width of the edge features (``0``: none)."""
+        return 0 if self.edge_attr is None else int(self.edge_attr.shape[1])
+
+    def edge_rows(self, dst: np.ndarray, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r"""The features of the edges ``src → dst`` (original ids) and whether each is an edge of the graph.
+
+        An edge the graph does not hold — a self-loop that GCN's :math:`M + I` adds to the pattern every algorithm
+        aggregates over — gets PyG's ``add_remaining_self_loops(fill_value="mean")`` features: the mean of the
+        features of the edges into its vertex (zeros for a vertex without any). Returns ``(float[k, d],
+        bool[k])``."""
+        if self.edge_attr is None:
+            raise GridGnnError("this graph carries no edge features (edge_attr)")
+        dst, src = np.asarray(dst, dtype=np.int64), np.asarray(src, dtype=np.int64)
+        n = self.n
+        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr))
+        keys = rows * n + self.indices
+        want = dst * n + src
+        at = np.searchsorted(keys, want)
+        found = (at < keys.size) & (keys[np.minimum(at, max(keys.size - 1, 0))] == want) if keys.size else \
+            np.zeros(want.shape, dtype=bool)
+        out = np.zeros((want.size, self.edge_dim), dtype=np.float64)
+        out[found] = self.edge_attr[at[found]]
+        if not found.all():
+            fill = self.loop_fill()
+            out[~found] = fill[dst[~found]]
+        return out, found
+
+    def loop_fill(self) -> np.ndarray:
+        """``float[n, d]``: the mean of the features of the edges into each vertex (zeros without any) — PyG's
+        ``fill_value="mean"`` for the self-loops it adds."""
+        deg = np.diff(self.indptr)
+        rows = np.repeat(np.arange(self.n, dtype=np.int64), deg)
+        total = np.zeros((self.n, self.edge_dim), dtype=np.float64)
+        np.add.at(total, rows, np.asarray(self.edge_attr, dtype=np.float64))
+        return total / np.maximum(deg, 1)[:, None]
 
     @classmethod
     def from_scipy(cls, mat, *, directed: bool | None = None, weighted: bool = True, **kwargs) -> "Graph":
@@ -187,6 +274,14 @@ class Graph:
                 if m.shape[0] != n:
                     raise GridGnnError(f"{name} has {m.shape[0]} entries for {n} vertices")
                 setattr(self, name, m)
+        if self.edge_attr is not None:
+            a = np.asarray(self.edge_attr)
+            if a.ndim != 2 or a.shape[0] != self.indices.size or not np.issubdtype(a.dtype, np.number):
+                raise GridGnnError(f"edge features (edge_attr) have shape {tuple(a.shape)}, expected "
+                                   f"({self.indices.size}, d): one numeric row per stored edge")
+            if not np.all(np.isfinite(a)):
+                raise GridGnnError("edge features (edge_attr) contain NaN or inf")
+            self.edge_attr = np.ascontiguousarray(a, dtype=np.float32 if a.dtype == np.float32 else np.float64)
         if self.original_ids is not None:
             ids = np.asarray(self.original_ids)
             if ids.shape != (n,) or (ids.size and not np.issubdtype(ids.dtype, np.integer)):

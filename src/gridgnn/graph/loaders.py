@@ -259,8 +259,9 @@ def from_pyg(data, *, seed: int = 0, name: str = "pyg") -> Graph:
 
     ``edge_index[0]`` is the source and ``edge_index[1]`` the destination (PyG ``source_to_target`` flow), which
     is the :class:`Graph` convention. Duplicate edges are merged; ``directed`` is detected from the symmetry of
-    the adjacency. ``data.edge_weight`` (if present, shape ``[E]``) becomes the edge weights; ``edge_attr`` is
-    ignored. ``y`` of shape ``[n, 1]`` is flattened; 2-D masks (several splits) use their first column.
+    the adjacency. ``data.edge_weight`` (if present, shape ``[E]``) becomes the edge weights; ``data.edge_attr``
+    (``[E, d]`` or ``[E]``) the edge features (:attr:`Graph.edge_attr <gridgnn.graph.graph.Graph.edge_attr>`; with
+    them a duplicate edge is refused rather than merged). ``y`` of shape ``[n, 1]`` is flattened; 2-D masks (several splits) use their first column.
     Defaults of :func:`apply_defaults` fill missing features and masks.
 
     Args:
@@ -287,7 +288,8 @@ def from_pyg(data, *, seed: int = 0, name: str = "pyg") -> Graph:
     try:
         node = _node_arrays(what, int(n), _as_numpy(getattr(data, "x", None)),
                             _as_numpy(getattr(data, "y", None)), masks)
-        g = Graph.from_edges(ei[0], ei[1], int(n), weights=w, directed=None, name=name, **node)
+        g = Graph.from_edges(ei[0], ei[1], int(n), weights=w, directed=None, name=name,
+                             edge_attr=_as_numpy(getattr(data, "edge_attr", None)), **node)
     except GridGnnError as e:
         raise _prefixed(what, e) from None
     _check_empty(g, what)
@@ -669,7 +671,7 @@ def load_mtx(path, *, num_nodes: int | None = None, relabel: bool = False, seed:
 _NPZ_KEYS = {
     "indptr": ("iu", 8), "indices": ("iu", 8), "data": ("biuf", 8), "shape": ("iu", 8), "format": ("US", 64),
     "directed": ("biu", 8), "name": ("US", 4096), "x": ("biuf", 8), "y": ("biuf", 8), "train_mask": ("biuf", 8),
-    "val_mask": ("biuf", 8), "test_mask": ("biuf", 8), "original_ids": ("iu", 8),
+    "val_mask": ("biuf", 8), "test_mask": ("biuf", 8), "original_ids": ("iu", 8), "edge_attr": ("biuf", 8),
 }
 
 
@@ -702,7 +704,8 @@ def load_npz(path, *, seed: int = 0) -> Graph:
         ``x`` ``float[n, f]``, ``y`` ``int[n]`` (-1 = unlabelled, classes below ``n``),
         ``train_mask``/``val_mask``/``test_mask`` ``bool[n]`` (all optional; defaults of :func:`apply_defaults`);
         ``name`` (optional string); ``original_ids`` ``int[n]`` (optional, see
-        :attr:`Graph.original_ids <gridgnn.graph.graph.Graph.original_ids>`). Other members are not read.
+        :attr:`Graph.original_ids <gridgnn.graph.graph.Graph.original_ids>`); ``edge_attr`` ``float[nnz, d]``
+        (optional: the features of the stored entries, in their order). Other members are not read.
 
     The archive is read by :func:`~gridgnn.graph.safe_io.read_npz` (no pickles; object, string-where-numbers,
     complex and structured dtypes refused; every member's size checked against its header before allocating).
@@ -768,9 +771,19 @@ def load_npz(path, *, seed: int = 0) -> Graph:
         directed = bool(_one(p, arrs, "directed"))
     name = str(_one(p, arrs, "name")) if "name" in arrs else p.stem
     mat = sp.csr_matrix((values if values is not None else np.ones(indices.size), indices, indptr), shape=(n, n))
+    attr = arrs.get("edge_attr")
     try:
-        g = Graph.from_scipy(mat, directed=directed, weighted=values is not None, name=name, original_ids=original,
-                             **node)
+        if attr is not None:  # the features follow their entries: CSR order, no merging of duplicates
+            dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
+            g = Graph.from_edges(indices, dst, n, weights=values, directed=None, name=name,
+                                 original_ids=original, edge_attr=attr, **node)
+            if directed is False and g.directed:
+                raise GridGnnError("graph is marked undirected but its adjacency is not symmetric; mark it "
+                                   "directed or store both directions of every edge")
+            g.directed = g.directed if directed is None else bool(directed)
+        else:
+            g = Graph.from_scipy(mat, directed=directed, weighted=values is not None, name=name,
+                                 original_ids=original, **node)
     except GridGnnError as e:
         raise _prefixed(p, e) from None
     g.meta["source"] = str(p)
@@ -797,7 +810,7 @@ def save_npz(graph: Graph, path) -> Path:
                 format=np.array("csr"), directed=np.array(bool(graph.directed)), name=np.array(str(graph.name)))
     if graph.values is not None:
         arrs["data"] = graph.values
-    for key in ("x", "y") + _MASKS + ("original_ids",):
+    for key in ("x", "y") + _MASKS + ("original_ids", "edge_attr"):
         val = getattr(graph, key)
         if val is not None:
             arrs[key] = val

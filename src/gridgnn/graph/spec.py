@@ -3,7 +3,7 @@ r"""The data SPEC grammar of the command line: one string names a graph source.
 .. code-block:: text
 
     synthetic:sbm?n=4000&classes=8&avg_degree=10&features=32   (also p_in_ratio=, noise=, degree_exponent=,
-                                                                train_per_class=)
+                                                                train_per_class=, edge_features=)
     synthetic:rmat?scale=12&edge_factor=16                     (also features=, classes=)
     planetoid:DIR          directory with ind.<name>.* raw files (Cora, CiteSeer, PubMed)
     ogb:DIR                OGB node-property dataset, raw layout (raw/*.csv.gz, split/NAME/); parameters
@@ -66,7 +66,7 @@ _TYPE_NAMES = {_int: "an integer", _float: "a number", _bool01: "0 or 1", _str: 
 # parameters accepted by each scheme: name -> converter
 _PARAMS: dict[str, dict[str, Callable[[str], object]]] = {
     "synthetic:sbm": dict(n=_int, classes=_int, avg_degree=_float, features=_int, p_in_ratio=_float,
-                          noise=_float, degree_exponent=_float, train_per_class=_int),
+                          noise=_float, degree_exponent=_float, train_per_class=_int, edge_features=_int),
     "synthetic:rmat": dict(scale=_int, edge_factor=_int, features=_int, classes=_int),
     "planetoid": {},
     "ogb": dict(split=_str, directed=_bool01),

@@ -108,7 +108,7 @@ def planetoid_like_split(y: np.ndarray, seed: int = 0, *, per_class: int = 20, n
 
 def sbm_graph(n: int = 4000, classes: int = 8, avg_degree: float = 10.0, features: int = 32, seed: int = 0,
               p_in_ratio: float = 0.6, noise: float = 4.0, degree_exponent: float = 2.5,
-              train_per_class: int = 20) -> Graph:
+              train_per_class: int = 20, edge_features: int = 0) -> Graph:
     r"""A degree-corrected stochastic block model with class-correlated noisy features.
 
     **Blocks and labels.** Vertex ``v`` gets label ``y_v = b_v``; the ``classes`` blocks are as equal as possible
@@ -140,6 +140,10 @@ def sbm_graph(n: int = 4000, classes: int = 8, avg_degree: float = 10.0, feature
         classes: number of blocks / classes (default 8), at least 2.
         avg_degree: target mean degree :math:`\bar d` (default 10), ``0 < avg_degree < n - 1``.
         features: feature dimension ``f`` (default 32).
+        edge_features: width ``d`` of edge features (default 0: none). Edge :math:`\{u, v\}` carries
+            :math:`[y_u = y_v]\, a + \epsilon_{uv}` in both directions, with one loading :math:`a \sim \mathcal
+            N(0, I_d)` and noise :math:`\epsilon_{uv} \sim \mathcal N(0, I_d)` per undirected edge: whether an edge
+            stays within its block, blurred (drawn after everything else, so the graph is the one without them).
         seed: seed of every random choice (``numpy.random.default_rng``).
         p_in_ratio: fraction of edges that stay inside a block (default 0.6), in ``[0, 1]``.
         noise: standard deviation of the per-vertex Gaussian noise relative to the unit-variance class means
@@ -219,8 +223,19 @@ def sbm_graph(n: int = 4000, classes: int = 8, avg_degree: float = 10.0, feature
     train, val, test = planetoid_like_split(y, seed=seed + 1, per_class=int(train_per_class))
     meta = dict(generator="sbm", n=n, classes=k, avg_degree=d, features=f, seed=seed, p_in_ratio=h,
                 noise=noise, degree_exponent=gamma, train_per_class=int(train_per_class))
-    return _from_undirected_pairs(us, vs, n, x=x, y=y, train_mask=train, val_mask=val, test_mask=test,
-                                  name=f"sbm-n{n}-k{k}", meta=meta)
+    g = _from_undirected_pairs(us, vs, n, x=x, y=y, train_mask=train, val_mask=val, test_mask=test,
+                               name=f"sbm-n{n}-k{k}", meta=meta)
+    ef = _check_int("edge_features", edge_features, 0)
+    if ef:
+        meta["edge_features"] = ef
+        dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(g.indptr))
+        pair = np.minimum(dst, g.indices) * n + np.maximum(dst, g.indices)
+        _, which = np.unique(pair, return_inverse=True)
+        loading = rng.standard_normal(ef)
+        noise = rng.standard_normal((int(which.max(initial=-1)) + 1, ef))
+        same = (y[dst] == y[g.indices]).astype(np.float64)
+        g = g.with_(edge_attr=(same[:, None] * loading + noise[which]).astype(np.float32))
+    return g
 
 
 # Peak working memory of the generators (bytes), checked before they start so that an absurd size is one error

@@ -5,12 +5,13 @@ from .dropout import hashed_dropout, hashed_edge_dropout, keep_mask
 from .agnn import AGNN
 from .gat import GAT
 from .gcn import GCN
+from .gine import GINE
 from .loss import masked_cross_entropy
 from .sage import SAGE
 from .va import VA
 
-for _name, _cls in {"gcn": GCN, "gat": GAT, "agnn": AGNN, "va": VA, "sage": SAGE}.items():
+for _name, _cls in {"gcn": GCN, "gat": GAT, "agnn": AGNN, "va": VA, "sage": SAGE, "gine": GINE}.items():
     register_model(_name)(_cls)
 
-__all__ = ["AGNN", "GAT", "SAGE", "VA", "GCN", "MODELS", "Model", "Option", "parameter_group", "register_model", "resolve_model",
+__all__ = ["AGNN", "GAT", "GINE", "SAGE", "VA", "GCN", "MODELS", "Model", "Option", "parameter_group", "register_model", "resolve_model",
            "hashed_dropout", "hashed_edge_dropout", "keep_mask", "masked_cross_entropy"]

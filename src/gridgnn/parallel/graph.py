@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 import torch
 
+from ..errors import GridGnnError
 from ..ops.pattern import reduce_rows
 from .aggregate import aggregate
 from .edge_softmax import EdgeSoftmax
@@ -28,6 +29,10 @@ class DistGraph(ABC):
 
     gcn_values: torch.Tensor
     nnz: int
+    #: the :class:`~gridgnn.graph.Graph` whose edge features the local edges read (set where the plan is built;
+    #: ``None``: the data carries none)
+    edge_table = None
+    _edge_cache = None
 
     # ------------------------------------------------------------------ what a family provides
     @abstractmethod
@@ -70,6 +75,33 @@ class DistGraph(ABC):
         return None
 
     # ------------------------------------------------------------------ written once
+    def _edge_data(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self._edge_cache is None:
+            if self.edge_table is None or getattr(self.edge_table, "edge_attr", None) is None:
+                raise GridGnnError("the model reads edge features (g.edge_features), but the graph carries none: "
+                                   "load data with edge_attr (a PyG Data's edge_attr, an npz 'edge_attr', "
+                                   "synthetic:sbm?edge_features=D)")
+            dst, src = self.edge_ids()
+            feats, given = self.edge_table.edge_rows(dst, src)
+            v = self.gcn_values
+            self._edge_cache = (torch.from_numpy(feats).to(v.dtype).to(v.device),
+                                torch.from_numpy(given).to(v.device))
+        return self._edge_cache
+
+    @property
+    def edge_features(self) -> torch.Tensor:
+        r"""``nnz × d``: the features of the local edges (the graph's ``edge_attr``), in edge order — laid out like
+        the edge values on every algorithm, whatever the partition and permutation. A self-loop that the pattern
+        :math:`M + I` adds carries the mean of its vertex's incoming edge features (PyG's
+        ``add_remaining_self_loops(fill_value="mean")``); :attr:`input_edges` tells them apart."""
+        return self._edge_data()[0]
+
+    @property
+    def input_edges(self) -> torch.Tensor:
+        """``bool[nnz]``: ``True`` where a local edge is an edge of the input graph, ``False`` for a self-loop that
+        the pattern :math:`M + I` adds (a mask for :meth:`spmm` that aggregates over the input's edges only)."""
+        return self._edge_data()[1]
+
     def spmm(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "sum",
              mask: torch.Tensor | None = None) -> torch.Tensor:
         r""":math:`Y_u = \bigoplus_v e_{uv} \otimes X_v`: the sum SpMM, or for another ``semiring``, a ``mask`` of kept

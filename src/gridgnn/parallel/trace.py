@@ -414,11 +414,24 @@ class _TraceGraph:
         return self._inner.nnz
 
     @property
-    def gcn_values(self) -> torch.Tensor:
+    def edge_features(self) -> torch.Tensor:
+        return self._edge_tensor(lambda: self._inner.edge_features)
+
+    @property
+    def input_edges(self) -> torch.Tensor:
+        return self._edge_tensor(lambda: self._inner.input_edges)
+
+    def _edge_tensor(self, get) -> torch.Tensor:
+        """An edge tensor of the graph, tagged as laid out like the edges (every column local)."""
         t = self._plan.tracer
         with t.pause():
-            v = self._inner.gcn_values.view_as(self._inner.gcn_values)
+            v = get()
+            v = v.view_as(v)
         return t.tag(v, t.rules.edges(self._layer))
+
+    @property
+    def gcn_values(self) -> torch.Tensor:
+        return self._edge_tensor(lambda: self._inner.gcn_values)
 
     def edge_ids(self):
         return self._inner.edge_ids()
@@ -583,6 +596,11 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
     tracer.params = {id(p): (name, layer, kind) for name, layer, p, _, kind in model.parameter_entries()}
     x = tracer.tag(torch.from_numpy(g.x), tracer.rules.input())
     held, _ = plan._plan.dgraph.held()
+    edge_dim = int(getattr(model, "edge_dim", 0) or 0)
+    if edge_dim:  # a model that reads edge features declares their width (``edge_dim``): the tiny graph has them
+        dgraph = plan._plan.dgraph
+        dgraph.edge_table = g.with_(edge_attr=np.linspace(-1.0, 1.0, g.nnz * edge_dim).reshape(g.nnz, edge_dim))
+        held = held + list(dgraph._edge_data())
     kept = _SavedLog(tracer, [x, *model.parameters(), *held], n=g.n, nnz=plan._plan.dgraph.nnz)
     with torch.autograd.graph.saved_tensors_hooks(kept.pack, lambda t: t):
         with _Checker(tracer):

@@ -130,6 +130,9 @@ class TrainConfig:
     heads: int | None = opt(None, "data", metavar="K", help=lambda: _model_option_help("heads"))
     attn_dropout: float | None = opt(None, "data", metavar="P", help=lambda: _model_option_help("attn_dropout"))
     aggr: str | None = opt(None, "data", metavar="A", help=lambda: _model_option_help("aggr"))
+    edge_dim: int | None = opt(None, "data", metavar="D", low=0, high=MAX_HIDDEN,
+                               help="width of the edge features a model that reads them (gine) is built for "
+                                    "(default: the data's; a graph whose features differ is refused)")
     layers: int = opt(2, "data", metavar="L", low=1, high=MAX_LAYERS, help=_help_layers)
     hidden: int = opt(16, "data", metavar="H", low=1, high=MAX_HIDDEN, help="width of the hidden layers")
     feature_norm: str = opt("auto", "data", choices=("auto", "none", "l2"),
@@ -442,8 +445,10 @@ class TrainConfig:
 
     def model_kwargs(self) -> dict:
         """The trainer options the model's ``from_options`` receives (:meth:`model_option` of each it takes)."""
-        return {name: self.model_option(name) for name in TRAINER_OPTIONS
-                if self.model_option(name) is not None}
+        out = {name: self.model_option(name) for name in TRAINER_OPTIONS if self.model_option(name) is not None}
+        if self.edge_dim is not None:  # a model's constructor that takes edge_dim receives it (from_options)
+            out["edge_dim"] = self.edge_dim
+        return out
 
     @property
     def model_heads(self) -> int:

@@ -116,7 +116,17 @@ def build_rank(graph: Graph, algo: str, comm, dims, *, source=None, rows: RowPar
         plan = build_plan(algo, comm, source, dims, rows=rows, dtype=dtype, device=device, block_rows=block_rows,
                           program=trace.calls)
     plan.raw_grad_axes = trace.raw_grad_axes
+    attach_edge_features(plan, graph if source is None else getattr(source, "graph", None), len(dims) - 1)
     return plan, local_data(graph if source is None else source, plan, dtype=dtype, device=device)
+
+
+def attach_edge_features(plan, graph, layers: int) -> None:
+    """Give every layer's distributed graph the graph whose edge features its local edges read (looked up by
+    original edge ids on first use, so every partition and permutation reads the same features)."""
+    if graph is None or getattr(graph, "edge_attr", None) is None:
+        return
+    for layer in range(layers):
+        plan.graph(layer).edge_table = graph
 
 
 def model_trace(dims, model=None, algo: str = "serial", *, double: bool = False):

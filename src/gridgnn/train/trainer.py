@@ -123,6 +123,24 @@ def _prepare(cfg: TrainConfig, world: int, given=None, *, dims: list[int] | None
     return graph, source, rows, shape, info
 
 
+def settle_edge_dim(cfg: TrainConfig, data_edge_dim: int) -> None:
+    """``cfg.edge_dim`` from the data (a model that reads edge features is built for their width); a given width
+    that differs from the data's is refused, for a model that takes one."""
+    import inspect
+
+    if "edge_dim" not in inspect.signature(resolve_model(cfg.model).__init__).parameters:
+        return
+    if cfg.edge_dim is None:
+        if not data_edge_dim:
+            raise GridGnnError(f"--model {cfg.model} reads edge features (edge_attr); the graph carries none "
+                               "(a PyG Data's edge_attr, an npz 'edge_attr', synthetic:sbm?edge_features=D)")
+        cfg.edge_dim = int(data_edge_dim)
+    elif cfg.edge_dim != data_edge_dim:
+        raise GridGnnError(f"--model {cfg.model} is built for edge features {cfg.edge_dim} wide; the graph's are "
+                           f"{data_edge_dim} wide" if data_edge_dim else
+                           f"--model {cfg.model} reads edge features {cfg.edge_dim} wide; the graph carries none")
+
+
 def checked_graph(cfg: TrainConfig, given, blocks: int, *, dims: list[int] | None = None):
     """The graph of ``given`` (a graph in memory) or of ``cfg.data``, checked for training (or, with ``dims``, for
     inference of a model on these widths: then unlabelled where it has no labels), features not yet normalized."""
@@ -201,6 +219,7 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     host_avail = _host_memory_for_ranks(ctx)  # before this rank loads anything
     given = graph
     graph, source, rows, shape, info = _prepare(cfg, world, given, dims=dims)
+    settle_edge_dim(cfg, 0 if graph is None else graph.edge_dim)
     kind = algorithm(cfg.algo).grid
     dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
     if dims is None:
