@@ -318,3 +318,31 @@ def test_cli_trains_on_ogb_dir(ogb_dir, tmp_path, capsys):
     assert code == 0, capsys.readouterr().err
     s = json.loads((out / "summary.json").read_text())
     assert 0.0 <= s["test_acc"] <= 1.0
+
+
+@pytest.mark.parametrize("directed", [False, True])
+def test_edge_features_follow_their_edge_lines(tmp_path, directed):
+    """``raw/edge-feat.csv.gz``: row k belongs to edge line k; symmetrized, a one-way edge's reverse copies them and
+    a reciprocal pair keeps each line's own; with features, a duplicate edge line is refused."""
+    edges = EDGES[1:]  # without the duplicate (0, 1)
+    root = write_ogb(tmp_path / "ogbn_feat", edges=edges)
+    attr = np.random.default_rng(3).normal(size=(len(edges), 2)).astype(np.float32)
+    write_gz(root / "raw" / "edge-feat.csv.gz", [",".join(repr(float(v)) for v in row) for row in attr])
+    g = load_ogb(root, directed=directed)
+    assert g.edge_dim == 2
+    feats, given = g.edge_rows(edges[:, 1], edges[:, 0])
+    np.testing.assert_array_equal(feats, attr)
+    assert given.all()
+    if not directed:
+        one_way = [k for k, (s, d) in enumerate(edges) if not ((edges[:, 0] == d) & (edges[:, 1] == s)).any()]
+        back, given = g.edge_rows(edges[one_way, 0], edges[one_way, 1])
+        np.testing.assert_array_equal(back, attr[one_way])
+        assert given.all()
+    dup = write_ogb(tmp_path / "ogbn_dup")
+    write_gz(dup / "raw" / "edge-feat.csv.gz", ["1.0"] * len(EDGES))
+    with pytest.raises(GridGnnError, match="more than once"):
+        load_ogb(dup)
+    short = write_ogb(tmp_path / "ogbn_short", edges=edges)
+    write_gz(short / "raw" / "edge-feat.csv.gz", ["1.0"] * 3)
+    with pytest.raises(GridGnnError, match="rows for 19 edges"):
+        load_ogb(short)

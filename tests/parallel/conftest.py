@@ -134,7 +134,8 @@ EDGE_GRAPHS = {"undirected": with_edge_features(GRAPHS["undirected"], 4, 11),
 
 def edge_feature_cases(P: int) -> list[tuple[str, Case]]:
     """GINE (edge features on every layout) at P = 4 and 8: every block-row algorithm (1.5D with c = 2, uneven
-    blocks), every 2D and 3D shape (the graphs and depths rotating), and Plexus, which refuses it on every rank."""
+    blocks), every 2D and 3D shape (the graphs and depths rotating), and Plexus, which refuses it on every rank;
+    GATv2 with edge features on each block-row algorithm and one 2D and 3D shape, and once without them."""
     if P not in (4, 8):
         return []
     out = []
@@ -155,6 +156,20 @@ def edge_feature_cases(P: int) -> list[tuple[str, Case]]:
         for shape in shapes:
             add(f"{algo}-{'x'.join(map(str, shape))}", k, algo=algo, grid=shape, partition="random")
             k += 1
+    gat = dict(model="gatv2", heads=2, out_heads=2, dims=[7, 3, 3], options={"edge_dim": 4}, dropout=0.4,
+               attn_dropout=0.3, seed=7, epoch=3)  # GATv2 with edge features: one case per layout family
+    s2, s3 = shapes_2d(P), shapes_3d(P)
+    for j, (tag, kw) in enumerate((("1d-skewed", dict(algo="1d", partition=skewed_partition(N, P, 5))),
+                                   ("1d-sa-random", dict(algo="1d-sa", partition="random")),
+                                   ("1.5d-c2-skewed", dict(algo="1.5d", replication=2,
+                                                           partition=skewed_partition(N, P // 2, 6))),
+                                   ("1.5d-sa-c2-random", dict(algo="1.5d-sa", replication=2, partition="random")),
+                                   (f"2d-{'x'.join(map(str, s2[1]))}", dict(algo="2d", grid=s2[1])),
+                                   (f"3d-{'x'.join(map(str, s3[-2]))}", dict(algo="3d", grid=s3[-2])))):
+        gname = tuple(EDGE_GRAPHS)[j % 2]
+        out.append((f"gatv2-{tag}-{gname}", Case(graph=EDGE_GRAPHS[gname], **kw, **gat)))
+    out.append((f"gatv2-no-edge-features-2d-{'x'.join(map(str, s2[-2]))}",
+                Case(graph=GRAPHS["undirected"], algo="2d", grid=s2[-2], **{**gat, "options": {}})))
     out.append(("refused-gine-plexus", Case(graph=EDGE_GRAPHS["directed"], algo="plexus", dims=[7, 5, 3],
                                             model="gine", options={"edge_dim": 4}, grid=shapes_3d(P)[0], seed=7,
                                             epoch=3)))

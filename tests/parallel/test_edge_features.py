@@ -1,4 +1,5 @@
-"""Edge features on every algorithm (GINE, PyG ``GINEConv`` semantics), at P = 4 and 8: each rank reads the
+"""Edge features on every algorithm (GINE and GATv2, PyG ``GINEConv`` / ``GATv2Conv(edge_dim=d)`` semantics), at
+P = 4 and 8: each rank reads the
 features of its local edges by their original ids, whatever the partition, permutation and grid; logits and every
 gradient (the edge projection's included, summed over the ranks that split a row's edges) equal serial in float64,
 and the measured bytes equal the byte model. Plexus, whose ``sddmm_add`` takes per-node scores, refuses GINE with
@@ -17,9 +18,10 @@ def edge_results(dist_results):
     return dist_results
 
 
-def test_gine_equals_serial_and_bytes_equal_model(edge_results):
-    check_each(edge_results, "gine-", check_against_serial)
-    check_each(edge_results, "gine-", check_bytes)
+@pytest.mark.parametrize("model", ["gine", "gatv2"])
+def test_equals_serial_and_bytes_equal_model(edge_results, model):
+    check_each(edge_results, f"{model}-", check_against_serial)
+    check_each(edge_results, f"{model}-", check_bytes)
 
 
 def test_plexus_refuses_gine_on_every_rank(edge_results):

@@ -323,7 +323,7 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
     meta = _write_replacing(out, lambda folder: write_sharded(
         graph, folder, perm_r=perm_r, perm_c=perm_c, blocks=(R, C), partition_name=method, normalize=normalize,
         seed=seed, node_chunks=node_chunks))
-    return meta
+    return {**meta, "edge_features_not_written": graph.edge_dim}
 
 
 def run_shard_command(args) -> int:
@@ -350,4 +350,7 @@ def run_shard_command(args) -> int:
           f"(seed {meta['seed']}): nnz max/mean {meta['nnz_max_over_mean']:.4f} ({per}); "
           f"{len(meta['versions'])} matrix version(s), {len(meta['node_chunk_bounds']) - 1} node chunk(s), "
           f"{size / 2**20:.1f} MiB in {args.out}, {seconds:.1f} s")
+    if meta.get("edge_features_not_written"):
+        print(f"note: the graph's edge features ({meta['edge_features_not_written']} wide) are not written: a "
+              "sharded dataset holds none (a model that reads them trains on the original --data)")
     return 0

@@ -9,6 +9,8 @@ The layout (as downloaded and unpacked by ``ogb``, e.g. ``ogbn_arxiv/``):
     raw/node-label.csv.gz       one label per node; "nan" or an empty line = unlabelled (-1)
     raw/num-node-list.csv.gz    optional: one integer, the number of nodes
     raw/num-edge-list.csv.gz    optional: one integer, the number of edge lines
+    raw/edge-feat.csv.gz        optional: one line of comma-separated floats per edge line (the edge features,
+                                ``Graph.edge_attr``; with them a duplicate edge line is refused)
     split/<name>/{train,valid,test}.csv.gz   one node index per line (e.g. split/time for ogbn-arxiv)
 
 Other files (``node_year.csv.gz``, ``mapping/``, ``processed/``) are not read. An edge ``src,dst`` is the edge
@@ -194,8 +196,9 @@ def _labels(path: Path, n: int | None) -> np.ndarray:
     return y.astype(np.int64)
 
 
-def _features(path: Path, n: int) -> np.ndarray:
-    """``float32[n, f]`` features; ``f`` is the column count of the first line."""
+def _features(path: Path, n: int, unit: str = "node") -> np.ndarray:
+    """``float32[n, f]`` features, one row per ``unit`` (node, or edge for ``edge-feat``); ``f`` is the column
+    count of the first line."""
     try:
         with gzip.open(path, "rb") as fh:
             first = fh.readline(_FIRST_LINE_MAX)
@@ -211,7 +214,7 @@ def _features(path: Path, n: int) -> np.ndarray:
                  why=f"{n} lines of {f} numbers expected", ndmin=2, max_rows=n + 1, ncols=f, what="feature")
     if x.shape[0] != n:
         rows = f"more than {n}" if x.shape[0] > n else x.shape[0]
-        raise GridGnnError(f"{path}: features have {rows} rows for {n} nodes (one row per node)")
+        raise GridGnnError(f"{path}: features have {rows} rows for {n} {unit}s (one row per {unit})")
     if not np.all(np.isfinite(x)):
         k = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
         raise GridGnnError(f"{path}: row {k + 1}: features contain NaN or inf (or overflow float32)")
@@ -354,10 +357,14 @@ def load_ogb(directory, *, split: str | None = None, directed: bool = False, see
     if (raw / "num-edge-list.csv.gz").exists():
         num_edges = _one_count(_check_file(raw / "num-edge-list.csv.gz"), "edges")
     e = _edges(edge_p, n, num_edges)
+    edge_attr = None
+    if (raw / "edge-feat.csv.gz").exists():  # one row per edge line, in the same order (e.g. ogbn-proteins)
+        edge_attr = _features(_check_file(raw / "edge-feat.csv.gz"), int(e.shape[0]), unit="edge")
     masks = _split_masks(sdir, n)
     name = d.name if d.name not in ("", ".", "..") else d.resolve().name
     try:
-        g = Graph.from_edges(e[:, 0], e[:, 1], n, directed=bool(directed), name=name or "ogb", x=x, y=y, **masks)
+        g = Graph.from_edges(e[:, 0], e[:, 1], n, directed=bool(directed), name=name or "ogb", x=x, y=y,
+                             edge_attr=edge_attr, **masks)
     except GridGnnError as exc:
         raise _prefixed(edge_p, exc) from None
     del e

@@ -4,14 +4,15 @@ from .base import MODELS, Model, Option, parameter_group, register_model, resolv
 from .dropout import hashed_dropout, hashed_edge_dropout, keep_mask
 from .agnn import AGNN
 from .gat import GAT
+from .gatv2 import GATv2
 from .gcn import GCN
 from .gine import GINE
 from .loss import masked_cross_entropy
 from .sage import SAGE
 from .va import VA
 
-for _name, _cls in {"gcn": GCN, "gat": GAT, "agnn": AGNN, "va": VA, "sage": SAGE, "gine": GINE}.items():
+for _name, _cls in {"gcn": GCN, "gat": GAT, "agnn": AGNN, "va": VA, "sage": SAGE, "gine": GINE, "gatv2": GATv2}.items():
     register_model(_name)(_cls)
 
-__all__ = ["AGNN", "GAT", "GINE", "SAGE", "VA", "GCN", "MODELS", "Model", "Option", "parameter_group", "register_model", "resolve_model",
+__all__ = ["AGNN", "GAT", "GATv2", "GINE", "SAGE", "VA", "GCN", "MODELS", "Model", "Option", "parameter_group", "register_model", "resolve_model",
            "hashed_dropout", "hashed_edge_dropout", "keep_mask", "masked_cross_entropy"]

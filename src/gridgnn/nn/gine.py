@@ -35,6 +35,8 @@ class GINE(Model):
     every rank (they act on edge tensors), ``weight`` (``f_l × f_{l+1}``), ``bias`` (``f_{l+1}``); Glorot, zeros.
     """
 
+    requires_edge_features = True  # the trainer refuses a graph without them before anything starts
+
     def __init__(self, dims: list[int], *, edge_dim: int | None = None, eps: float = 0.0, **kw):
         super().__init__(dims, **kw)
         if edge_dim is not None and int(edge_dim) < 1:

@@ -83,6 +83,7 @@ class Trace:
     raw_grad_axes: dict = field(default_factory=dict)
     saved: list = field(default_factory=list)
     ntensors: int = 0
+    edge_dim: int = 0  # width of the edge features the model reads (its ``edge_dim``; 0: none)
 
 
 # ---------------------------------------------------------------------------------------------------- raw ops
@@ -611,7 +612,7 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
     loss.backward()
     axes, grad_calls = tracer.finish(model)
     params = list(model.parameters())
-    return Trace(plan.calls + grad_calls, sum(p.numel() for p in params), axes, saved, len(params))
+    return Trace(plan.calls + grad_calls, sum(p.numel() for p in params), axes, saved, len(params), edge_dim)
 
 
 class _SavedLog:

@@ -642,6 +642,8 @@ def _traced(acc: _Acc, ctx, rank: int, node, edges, out_rows: int, out_cols: int
             acc.add("activations", s.cols * size)
     m = _train_rows(ctx["train_rows"], rank, out_rows)
     acc.add("activations", out_rows * out_cols * e + 8 * m)  # the logits and the targets
+    if ctx["trace"].edge_dim:  # the local edges' features and the mask of the input's edges (g.edge_features)
+        acc.add("features", edges(0) * (ctx["trace"].edge_dim * e + 1))
     for l, (cols, fetched, heads, fi) in enumerate(ctx["layers"]):
         acc.cand("workspace", (node(None, l, 2 * cols + fetched) + 2 * edges(l) * heads) * e,
                  f"layer {l} backward temporaries")

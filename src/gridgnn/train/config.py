@@ -1,6 +1,8 @@
 """Training configuration: a kw-only dataclass that the CLI maps onto 1:1."""
 from __future__ import annotations
 
+import inspect
+
 import os
 from dataclasses import asdict, dataclass, field, fields
 
@@ -131,7 +133,7 @@ class TrainConfig:
     attn_dropout: float | None = opt(None, "data", metavar="P", help=lambda: _model_option_help("attn_dropout"))
     aggr: str | None = opt(None, "data", metavar="A", help=lambda: _model_option_help("aggr"))
     edge_dim: int | None = opt(None, "data", metavar="D", low=0, high=MAX_HIDDEN,
-                               help="width of the edge features a model that reads them (gine) is built for "
+                               help="width of the edge features a model that reads them (gine, gatv2) is built for "
                                     "(default: the data's; a graph whose features differ is refused)")
     layers: int = opt(2, "data", metavar="L", low=1, high=MAX_LAYERS, help=_help_layers)
     hidden: int = opt(16, "data", metavar="H", low=1, high=MAX_HIDDEN, help="width of the hidden layers")
@@ -250,6 +252,10 @@ class TrainConfig:
                 raise GridGnnError(f"{name} applies to --model {' or '.join(takers)} (and models that take "
                                    f"{option!r}), not {self.model}")
         self.validate_model_options()
+        if self.edge_dim is not None and "edge_dim" not in inspect.signature(model.__init__).parameters:
+            takers = [n for n, c in _MODEL_REGISTRY.items() if "edge_dim" in inspect.signature(c.__init__).parameters]
+            raise GridGnnError(f"--edge-dim applies to models that read edge features ({', '.join(takers)}), not "
+                               f"{self.model}")
         if getattr(model, "reads_destinations", False) and self.partition in ("double-perm", "balanced-perm") \
                 and algo.family != "plexus":
             raise GridGnnError(f"--model {self.model} on {self.algo} needs one vertex order per layer; --partition "

@@ -7,7 +7,8 @@ vertex order of ``--partition`` once (a graph partitioner runs once, as it does 
 the graph as a sharded dataset (:func:`~gridgnn.graph.sharded.write_sharded`, Plexus §5.4) into a temporary
 folder; each rank receives a :class:`GraphShards` (the folder, the graph's name, the row blocks' bounds and the
 file's vertex ids) and reads only its blocks and node rows, exactly as with ``--data sharded:DIR``. The folder is
-removed when the ranks are done, whatever their outcome.
+removed when the ranks are done, whatever their outcome. A graph with edge features also hands each rank its edge
+table whole (the structure and ``edge_attr``, no node data): sharded datasets do not hold edge features.
 
 Every source gives a rank the same blocks of the same matrix :math:`\hat M` in the same vertex order
 (:mod:`gridgnn.parallel.source`), so a run is bit for bit the run with the graph in memory.
@@ -34,6 +35,7 @@ class GraphShards:
     name: str  # the summary's data: in-memory:NAME
     bounds: list | None  # the block-row algorithms' row blocks (new ids), None for the 2D/3D/Plexus layouts
     original_ids: np.ndarray | None  # the file's id of each vertex (``?relabel=1``)
+    edges: object = None  # a graph with edge features: its structure and edge_attr (no node data), for each rank
 
 
 @contextlib.contextmanager
@@ -66,7 +68,14 @@ def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None):
             except OSError as exc:
                 raise GridGnnError(f"cannot write the graph's shards for the spawned ranks to {folder}: "
                                    f"{exc.strerror or exc} (set TMPDIR to a folder with room)") from None
-        handle = GraphShards(path=folder, name=in_memory_name(graph), bounds=bounds, original_ids=graph.original_ids)
+        edges = None
+        if graph.edge_attr is not None:  # shards hold no edge features: each rank gets the edge table whole
+            from ..graph import Graph
+
+            edges = Graph(indptr=graph.indptr, indices=graph.indices, n=graph.n, directed=graph.directed,
+                          edge_attr=graph.edge_attr, name=graph.name)
+        handle = GraphShards(path=folder, name=in_memory_name(graph), bounds=bounds, original_ids=graph.original_ids,
+                             edges=edges)
         del graph, perm_r, perm_c, rows  # a graph converted here is not held while the ranks run
         yield handle
     finally:

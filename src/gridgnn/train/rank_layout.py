@@ -102,12 +102,13 @@ def vertex_orders(graph: Graph, algo: str, world: int, *, replication: int = 1, 
 
 
 def build_rank(graph: Graph, algo: str, comm, dims, *, source=None, rows: RowPartition | None = None,
-               dtype=torch.float32, device="cpu", block_rows: int = 0, model=None, trace=None):
+               dtype=torch.float32, device="cpu", block_rows: int = 0, model=None, trace=None, edges=None):
     """Returns ``(plan, data)`` for this rank: the algorithm and the local blocks it trains on. ``model``: a
     function ``plan → model`` of the model to be trained (default: GCN on ``dims``). The model is traced first
     (:func:`model_trace`), on every rank alike: a model the layout cannot run equal to serial is refused here,
     before any collective; Plexus lays its tensors out after the trace (``trace``: that trace, when the caller has
-    it already)."""
+    it already). ``edges``: the graph whose edge features the local edges read (default: ``graph``, or the
+    in-memory source's)."""
     if trace is None:
         trace = model_trace(dims, model, algo, double=bool(getattr(source, "double", False)))
     if algo == "serial":
@@ -116,7 +117,9 @@ def build_rank(graph: Graph, algo: str, comm, dims, *, source=None, rows: RowPar
         plan = build_plan(algo, comm, source, dims, rows=rows, dtype=dtype, device=device, block_rows=block_rows,
                           program=trace.calls)
     plan.raw_grad_axes = trace.raw_grad_axes
-    attach_edge_features(plan, graph if source is None else getattr(source, "graph", None), len(dims) - 1)
+    if edges is None:  # the graph whose edge features the local edges read
+        edges = graph if source is None else getattr(source, "graph", None)
+    attach_edge_features(plan, edges, len(dims) - 1)
     return plan, local_data(graph if source is None else source, plan, dtype=dtype, device=device)
 
 

@@ -123,15 +123,20 @@ def _prepare(cfg: TrainConfig, world: int, given=None, *, dims: list[int] | None
     return graph, source, rows, shape, info
 
 
-def settle_edge_dim(cfg: TrainConfig, data_edge_dim: int) -> None:
+def settle_edge_dim(cfg: TrainConfig, data_edge_dim: int, *, sharded: bool = False) -> None:
     """``cfg.edge_dim`` from the data (a model that reads edge features is built for their width); a given width
-    that differs from the data's is refused, for a model that takes one."""
+    that differs from the data's is refused, for a model that takes one (``sharded``: a sharded dataset, which
+    holds no edge features)."""
     import inspect
 
-    if "edge_dim" not in inspect.signature(resolve_model(cfg.model).__init__).parameters:
+    cls = resolve_model(cfg.model)
+    if "edge_dim" not in inspect.signature(cls.__init__).parameters:
         return
     if cfg.edge_dim is None:
-        if not data_edge_dim:
+        if not data_edge_dim and getattr(cls, "requires_edge_features", False):
+            if sharded:
+                raise GridGnnError(f"--model {cfg.model} reads edge features; a sharded dataset holds none (give "
+                                   "the original --data SPEC)")
             raise GridGnnError(f"--model {cfg.model} reads edge features (edge_attr); the graph carries none "
                                "(a PyG Data's edge_attr, an npz 'edge_attr', synthetic:sbm?edge_features=D)")
         cfg.edge_dim = int(data_edge_dim)
@@ -219,7 +224,8 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     host_avail = _host_memory_for_ranks(ctx)  # before this rank loads anything
     given = graph
     graph, source, rows, shape, info = _prepare(cfg, world, given, dims=dims)
-    settle_edge_dim(cfg, 0 if graph is None else graph.edge_dim)
+    edges = graph if graph is not None else getattr(given, "edges", None)  # the edge features' table, if any
+    settle_edge_dim(cfg, 0 if edges is None else edges.edge_dim, sharded=graph is None and edges is None)
     kind = algorithm(cfg.algo).grid
     dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
     if dims is None:
@@ -249,6 +255,7 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     memory = _check_memory(cfg, graph, source, rows, shape, dims, device, host_avail, ctx, trace)
 
     plan, data = build_rank(graph, cfg.algo, comm, dims, source=source, rows=rows, dtype=dtype, device=device,
+                            edges=edges,
                             block_rows=cfg.blocked_aggregation,
                             model=lambda p: build_model(cfg, dims, p, torch.float64), trace=trace)
     setup_log = comm.log.snapshot()
