@@ -1,7 +1,8 @@
 r"""The built-in models as PyG modules (``to_pyg`` of :class:`~gridgnn.nn.GCN`, :class:`~gridgnn.nn.GAT`,
-:class:`~gridgnn.nn.AGNN`, :class:`~gridgnn.nn.SAGE`): a ``torch_geometric.nn.Sequential`` of PyG layers holding
-the model's full parameters, called ``m(x, edge_index)`` (GCN: ``m(x, edge_index, edge_weight)``, ``None`` for
-an unweighted graph), in eval mode. It pickles with ``torch.save`` and loads with plain PyG
+:class:`~gridgnn.nn.AGNN`, :class:`~gridgnn.nn.SAGE`, :class:`~gridgnn.nn.GINE`, :class:`~gridgnn.nn.GATv2`): a
+``torch_geometric.nn.Sequential`` of PyG layers holding the model's full parameters, called ``m(x, edge_index)``
+(GCN: ``m(x, edge_index, edge_weight)``, ``None`` for an unweighted graph; GINE, GATv2: ``m(x, edge_index,
+edge_attr)``), in eval mode. It pickles with ``torch.save`` and loads with plain PyG
 (``torch.load(path, weights_only=False)``: a pickled module, so load only files you trust).
 """
 from __future__ import annotations
