@@ -96,3 +96,18 @@ def test_synthetic_sbm_edge_features_are_symmetric_and_leave_the_graph_as_it_was
     same = plain.y[rows] == plain.y[g.indices]  # the features tell within-block edges apart (on average)
     gap = g.edge_attr[same].mean(0) - g.edge_attr[~same].mean(0)
     assert np.abs(gap).max() > 0.3
+
+
+def test_edge_list_columns_after_the_ids_are_edge_features(tmp_path):
+    f = tmp_path / "e.txt"
+    f.write_text("# src dst f1 f2\n0 1 0.5 1\n1 2 1.5 2\n7 0 2.5 3\n")
+    g = load_graph(f"edgelist:{f}?edge_features=1&relabel=1&directed=1")
+    assert g.n == 4 and g.edge_dim == 2  # ids 0, 1, 2, 7 compacted
+    feats, given = g.edge_rows(np.array([1, 2, 0]), np.array([0, 1, 3]))
+    np.testing.assert_array_equal(feats, [[0.5, 1], [1.5, 2], [2.5, 3]])
+    assert given.all()
+    with pytest.raises(GridGnnError, match="edge_features=1"):
+        load_graph(f"edgelist:{f}")
+    f.write_text("0 1 0.5\n0 1 1.5\n")
+    with pytest.raises(GridGnnError, match="more than once"):
+        load_graph(f"edgelist:{f}?edge_features=1")

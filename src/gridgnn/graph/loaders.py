@@ -419,8 +419,9 @@ def _vertex_count(p, ids: np.ndarray, linenos, *, num_nodes, relabel: bool, entr
 
 # ---------------------------------------------------------------------------------------------- edge list
 def load_edgelist(path, directed: bool | None = None, *, num_nodes: int | None = None, relabel: bool = False,
-                  seed: int = 0) -> Graph:
-    r"""Load a text edge list: one edge ``src dst`` or ``src dst weight`` per line.
+                  seed: int = 0, edge_features: bool = False) -> Graph:
+    r"""Load a text edge list: one edge ``src dst`` or ``src dst weight`` per line (with ``edge_features``:
+    ``src dst f_1 ... f_d``, the columns after the two ids being the edge's features).
 
     Columns are separated by whitespace or commas; lines starting with ``#`` or ``%`` and blank lines are
     ignored, and lines made only of non-numbers before the first edge (a CSV header such as ``src,dst``) are
@@ -444,6 +445,8 @@ def load_edgelist(path, directed: bool | None = None, *, num_nodes: int | None =
             :attr:`Graph.original_ids <gridgnn.graph.graph.Graph.original_ids>` (vertex ``i`` is the file's
             ``original_ids[i]``). Vertices without an edge do not exist then.
         seed: unused here (no labels); accepted for a uniform loader signature.
+        edge_features: the columns after ``src dst`` are edge features (``Graph.edge_attr``; no weight column, and a
+            duplicate edge is refused rather than merged).
 
     Returns:
         A :class:`Graph` with ``n`` vertices and the listed edges (``values`` set when a weight column exists and
@@ -479,8 +482,12 @@ def load_edgelist(path, directed: bool | None = None, *, num_nodes: int | None =
     if not rows:
         raise GridGnnError(f"{p}: empty graph (no edges in the file)")
     ncols = len(rows[0])
-    if ncols not in (2, 3):
-        raise GridGnnError(f"{p}: line {linenos[0]}: expected 2 or 3 columns (src dst [weight]), found {ncols}")
+    if edge_features and ncols < 3:
+        raise GridGnnError(f"{p}: line {linenos[0]}: expected src dst and at least one edge feature "
+                           f"(edge_features=1), found {ncols} columns")
+    if not edge_features and ncols not in (2, 3):
+        raise GridGnnError(f"{p}: line {linenos[0]}: expected 2 or 3 columns (src dst [weight]), found {ncols}"
+                           + (" (edge features in the later columns: edge_features=1)" if ncols > 3 else ""))
     lens = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
     bad = np.flatnonzero(lens != ncols)
     if bad.size:
@@ -494,8 +501,14 @@ def load_edgelist(path, directed: bool | None = None, *, num_nodes: int | None =
     if neg.size:
         k = int(neg[0])
         raise GridGnnError(f"{p}: line {linenos[k]}: negative vertex id {int(ids[k].min())} (ids are 0-based)")
-    weights = None
-    if ncols == 3:
+    weights = attr = None
+    if edge_features:
+        try:
+            attr = np.array([r[2:] for r in rows], dtype=np.float64)
+        except (ValueError, OverflowError, TypeError):
+            k = next(i for i, r in enumerate(rows) if not all(_is_number(t) for t in r[2:]))
+            raise GridGnnError(f"{p}: line {linenos[k]}: an edge feature is not a number") from None
+    elif ncols == 3:
         col = [r[2] for r in rows]
         try:
             weights = np.array(col, dtype=np.float64)
@@ -510,7 +523,7 @@ def load_edgelist(path, directed: bool | None = None, *, num_nodes: int | None =
     n, ids, original = _vertex_count(p, ids, linenos, num_nodes=num_nodes, relabel=relabel, entries=len(ids))
     try:
         g = Graph.from_edges(ids[:, 0], ids[:, 1], n, weights=weights, directed=directed, name=p.stem,
-                             original_ids=original)
+                             original_ids=original, edge_attr=attr)
     except GridGnnError as e:
         raise _prefixed(p, e) from None
     g.meta["source"] = str(p)

@@ -8,7 +8,8 @@ r"""The data SPEC grammar of the command line: one string names a graph source.
     planetoid:DIR          directory with ind.<name>.* raw files (Cora, CiteSeer, PubMed)
     ogb:DIR                OGB node-property dataset, raw layout (raw/*.csv.gz, split/NAME/); parameters
                            split=NAME, directed=0|1 (default 0: reverse edges added), see :mod:`~gridgnn.graph.ogb`
-    edgelist:FILE          text edge list; parameters directed=0|1, num_nodes=N, relabel=0|1
+    edgelist:FILE          text edge list; parameters directed=0|1, num_nodes=N, relabel=0|1, edge_features=0|1
+                           (the columns after src dst are edge features)
     mtx:FILE               Matrix Market file; parameters num_nodes=N, relabel=0|1
     npz:FILE               .npz CSR archive (rows = destinations), see :func:`~gridgnn.graph.loaders.load_npz`
 
@@ -70,7 +71,7 @@ _PARAMS: dict[str, dict[str, Callable[[str], object]]] = {
     "synthetic:rmat": dict(scale=_int, edge_factor=_int, features=_int, classes=_int),
     "planetoid": {},
     "ogb": dict(split=_str, directed=_bool01),
-    "edgelist": dict(directed=_bool01, num_nodes=_int, relabel=_bool01),
+    "edgelist": dict(directed=_bool01, num_nodes=_int, relabel=_bool01, edge_features=_bool01),
     "mtx": dict(num_nodes=_int, relabel=_bool01),
     "npz": {},
 }
@@ -213,7 +214,8 @@ def load_graph(spec=None, *, seed: int = 0) -> Graph:
             g = load_ogb(p, split=params.get("split"), directed=params.get("directed", False), seed=seed)
         elif scheme == "edgelist":
             g = load_edgelist(p, params.get("directed"), num_nodes=params.get("num_nodes"),
-                              relabel=params.get("relabel", False), seed=seed)
+                              relabel=params.get("relabel", False), seed=seed,
+                              edge_features=params.get("edge_features", False))
         elif scheme == "mtx":
             g = load_mtx(p, num_nodes=params.get("num_nodes"), relabel=params.get("relabel", False), seed=seed)
         else:
