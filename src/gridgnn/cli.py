@@ -92,6 +92,8 @@ def train_config(args):
                                    f"imports code only when the command line names it: add --{key} {named}")
         if given.get("algo", from_file.get("algo")) != "auto":  # a rerun of an --algo auto run on a chosen one
             from_file.pop("profile", None)
+        if any(k in given and given[k] != from_file.get(k) for k in ("model", "data")):
+            from_file.pop("edge_dim", None)  # the edge-feature width a run derived from its data and model
         given = {**from_file, **given}
     env = env_context(given.get("device", "auto"))
     return config_from_flags(given, env_world=env.world_size if env is not None else None)

@@ -37,6 +37,18 @@ def test_features_follow_their_edges_into_csr_order(directed):
     assert g.directed == directed
 
 
+def test_graphs_whose_entries_cannot_carry_features_are_refused():
+    """``from_scipy`` (which sorts and merges entries) takes none; a CSR built by hand needs sorted, unique rows."""
+    import scipy.sparse as sp
+
+    with pytest.raises(GridGnnError, match="from_scipy takes no edge_attr"):
+        Graph.from_scipy(sp.csr_matrix(np.ones((2, 2))), edge_attr=np.ones((4, 1)))
+    with pytest.raises(GridGnnError, match="sorted and without duplicates"):
+        Graph(indptr=np.array([0, 2, 3, 4]), indices=np.array([2, 1, 0, 0]), n=3, edge_attr=np.ones((4, 1)))
+    with pytest.raises(GridGnnError, match="sorted and without duplicates"):
+        Graph(indptr=np.array([0, 2, 2, 2]), indices=np.array([1, 1]), n=3, edge_attr=np.ones((2, 1)))
+
+
 def test_duplicate_edges_with_features_are_refused():
     with pytest.raises(GridGnnError, match="given more than once"):
         Graph.from_edges([0, 0, 1], [1, 1, 2], 3, edge_attr=np.ones((3, 2)))
@@ -80,9 +92,10 @@ def test_pyg_data_and_npz_carry_edge_features(tmp_path):
     back = load_npz(save_npz(g, tmp_path / "g.npz"))
     np.testing.assert_array_equal(back.edge_attr, g.edge_attr)
     np.testing.assert_array_equal(back.indices, g.indices)
-    dup = Data(edge_index=torch.tensor([[0, 0], [1, 1]]), edge_attr=torch.ones(2, 1), x=torch.ones(2, 1))
-    with pytest.raises(GridGnnError, match="more than once"):
-        from_pyg(dup)
+    multi = from_pyg(Data(edge_index=torch.tensor([[0, 0, 1], [1, 1, 0]]), edge_attr=torch.ones(3, 1),
+                          x=torch.ones(2, 1), y=torch.tensor([0, 1])))  # a multigraph: merged as without features
+    assert multi.edge_attr is None and multi.nnz == 2
+    assert "given more than once" in multi.meta["edge_features_dropped"]
 
 
 def test_synthetic_sbm_edge_features_are_symmetric_and_leave_the_graph_as_it_was():

@@ -323,7 +323,8 @@ def test_cli_trains_on_ogb_dir(ogb_dir, tmp_path, capsys):
 @pytest.mark.parametrize("directed", [False, True])
 def test_edge_features_follow_their_edge_lines(tmp_path, directed):
     """``raw/edge-feat.csv.gz``: row k belongs to edge line k; symmetrized, a one-way edge's reverse copies them and
-    a reciprocal pair keeps each line's own; with features, a duplicate edge line is refused."""
+    a reciprocal pair keeps each line's own; a duplicate edge line merges as without them and drops them, saying
+    why in ``meta``."""
     edges = EDGES[1:]  # without the duplicate (0, 1)
     root = write_ogb(tmp_path / "ogbn_feat", edges=edges)
     attr = np.random.default_rng(3).normal(size=(len(edges), 2)).astype(np.float32)
@@ -338,10 +339,10 @@ def test_edge_features_follow_their_edge_lines(tmp_path, directed):
         back, given = g.edge_rows(edges[one_way, 0], edges[one_way, 1])
         np.testing.assert_array_equal(back, attr[one_way])
         assert given.all()
-    dup = write_ogb(tmp_path / "ogbn_dup")
+    dup = write_ogb(tmp_path / "ogbn_dup")  # a duplicate edge line: merged as without features, which are dropped
     write_gz(dup / "raw" / "edge-feat.csv.gz", ["1.0"] * len(EDGES))
-    with pytest.raises(GridGnnError, match="more than once"):
-        load_ogb(dup)
+    merged = load_ogb(dup, directed=directed)
+    assert merged.edge_attr is None and "given more than once" in merged.meta["edge_features_dropped"]
     short = write_ogb(tmp_path / "ogbn_short", edges=edges)
     write_gz(short / "raw" / "edge-feat.csv.gz", ["1.0"] * 3)
     with pytest.raises(GridGnnError, match="rows for 19 edges"):

@@ -70,3 +70,32 @@ def test_a_sharded_dataset_holds_no_edge_features(tmp_path):
     assert codes == [0, 2], r.stderr[-2000:]
     assert "edge features (3 wide) are not written" in r.stdout
     assert "a sharded dataset holds none" in run_stderr(r, 1)
+
+
+def test_the_planner_builds_the_model_for_the_datas_edge_features(tmp_path):
+    """``gridgnn simulate`` and ``plan`` settle the edge-feature width from the data, as training does."""
+    r, codes = cli_batch([["simulate", "--data", EDGES, "--model", "gine", "--algo", "1d-sa", "--nproc", 4],
+                          ["plan", "--data", EDGES, "--model", "gatv2", "--heads", 2, "--nproc", 4, "--top", 2]],
+                         segmented=True)
+    assert codes == [0, 0], r.stderr[-3000:]
+
+
+def test_a_summary_reruns_with_another_model_and_gatv2_may_leave_edge_features_unread(tmp_path):
+    """``--config DIR/summary.json`` with another ``--model`` drops the width the first run derived; ``gatv2
+    --edge-dim 0`` trains without the edge term on data that has edge features, and the trained model is called
+    PyG's way with them."""
+    gine = tmp_path / "gine"
+    r, codes = cli_batch([["train", "--data", EDGES, "--model", "gine", "--epochs", 2, "--quiet", "--out", gine],
+                          ["train", "--config", gine / "summary.json", "--model", "gcn", "--quiet",
+                           "--out", tmp_path / "gcn"],
+                          ["train", "--data", EDGES, "--model", "gatv2", "--heads", 2, "--edge-dim", 0, "--epochs", 2,
+                           "--quiet", "--out", tmp_path / "plain"]])
+    assert codes == [0, 0, 0], r.stderr[-3000:]
+    assert json.loads((tmp_path / "plain" / "summary.json").read_text())["config"]["edge_dim"] == 0
+    g = load_graph(EDGES)
+    import torch
+
+    model = gridgnn.load(str(gine))
+    out = model(torch.from_numpy(g.x), torch.from_numpy(g.edge_index()), edge_attr=torch.from_numpy(g.edge_attr))
+    ref = model.predict(g)
+    assert np.abs(out.numpy() - ref).max() <= 1e-5 * max(1.0, np.abs(ref).max())

@@ -16,6 +16,10 @@ from ..errors import GridGnnError
 from .safe_io import MAX_ID, check_vertex_count
 
 
+#: edge features are looked up by the 64-bit key ``dst · n + src``
+MAX_FEATURED_VERTICES = 3_000_000_000
+
+
 @dataclass(kw_only=True)
 class Graph:
     r"""A graph with node data, held as CSR arrays (rows = destinations, columns = sources).
@@ -101,6 +105,9 @@ class Graph:
                 raise GridGnnError("edge weights contain NaN or inf")
         if n > 0:
             check_vertex_count(n, "graph")
+        if edge_attr is not None and n > MAX_FEATURED_VERTICES:
+            raise GridGnnError(f"edge features on a graph of {n} vertices: at most {MAX_FEATURED_VERTICES} (edge keys "
+                               "are dst·n + src in 64 bits)")
         if edge_attr is not None:
             return cls._from_edges_with_features(src, dst, n, weights, directed, edge_attr, **kwargs)
         data = weights if weights is not None else np.ones(src.size, dtype=np.float64)
@@ -153,6 +160,18 @@ class Graph:
         return cls(indptr=indptr, indices=src, values=values, n=n, directed=bool(directed), edge_attr=attr,
                    **kwargs)
 
+    @staticmethod
+    def unmerged_features(src, dst, n: int, edge_attr) -> tuple[object, str | None]:
+        """``(edge_attr, None)``, or ``(None, why)`` when some edge is given twice: a loader of a multigraph keeps
+        it loadable (duplicates merged, as without features) and says why its features are gone."""
+        if edge_attr is None:
+            return None, None
+        key = np.asarray(dst, dtype=np.int64) * int(n) + np.asarray(src, dtype=np.int64)
+        if np.unique(key).size == key.size:
+            return edge_attr, None
+        return None, (f"{key.size - np.unique(key).size} edges are given more than once, and duplicate edges are "
+                      "merged: their features were dropped")
+
     @property
     def edge_dim(self) -> int:
         """Width of the edge features (``0``: none)."""
@@ -193,7 +212,11 @@ class Graph:
 
     @classmethod
     def from_scipy(cls, mat, *, directed: bool | None = None, weighted: bool = True, **kwargs) -> "Graph":
-        """Build from a SciPy sparse matrix whose rows are destinations and columns sources."""
+        """Build from a SciPy sparse matrix whose rows are destinations and columns sources (edge features: build
+        with :meth:`from_edges`, which moves them with their entries)."""
+        if kwargs.get("edge_attr") is not None:
+            raise GridGnnError("Graph.from_scipy takes no edge_attr (it sorts and merges the entries); build the graph "
+                               "with Graph.from_edges(src, dst, n, edge_attr=...)")
         mat = sp.csr_matrix(mat)
         if mat.shape[0] != mat.shape[1]:
             raise GridGnnError(f"adjacency must be square, got {mat.shape[0]}×{mat.shape[1]}")
@@ -281,6 +304,13 @@ class Graph:
                                    f"({self.indices.size}, d): one numeric row per stored edge")
             if not np.all(np.isfinite(a)):
                 raise GridGnnError("edge features (edge_attr) contain NaN or inf")
+            rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr))
+            if self.indices.size > 1 and np.any((np.diff(self.indices) <= 0) & (rows[1:] == rows[:-1])):
+                raise GridGnnError("edge features (edge_attr) need each CSR row's sources sorted and without "
+                                   "duplicates (build the graph with Graph.from_edges)")
+            if n > MAX_FEATURED_VERTICES:
+                raise GridGnnError(f"edge features on a graph of {n} vertices: at most {MAX_FEATURED_VERTICES} "
+                                   "(edge keys are dst·n + src in 64 bits)")
             self.edge_attr = np.ascontiguousarray(a, dtype=np.float32 if a.dtype == np.float32 else np.float64)
         if self.original_ids is not None:
             ids = np.asarray(self.original_ids)

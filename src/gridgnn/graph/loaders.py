@@ -260,8 +260,9 @@ def from_pyg(data, *, seed: int = 0, name: str = "pyg") -> Graph:
     ``edge_index[0]`` is the source and ``edge_index[1]`` the destination (PyG ``source_to_target`` flow), which
     is the :class:`Graph` convention. Duplicate edges are merged; ``directed`` is detected from the symmetry of
     the adjacency. ``data.edge_weight`` (if present, shape ``[E]``) becomes the edge weights; ``data.edge_attr``
-    (``[E, d]`` or ``[E]``) the edge features (:attr:`Graph.edge_attr <gridgnn.graph.graph.Graph.edge_attr>`; with
-    them a duplicate edge is refused rather than merged). ``y`` of shape ``[n, 1]`` is flattened; 2-D masks (several splits) use their first column.
+    (``[E, d]`` or ``[E]``) the edge features (:attr:`Graph.edge_attr <gridgnn.graph.graph.Graph.edge_attr>`; a
+    multigraph — some edge given twice — is merged as without them, its features dropped and
+    ``meta["edge_features_dropped"]`` saying so; a model that reads them is then refused with that reason). ``y`` of shape ``[n, 1]`` is flattened; 2-D masks (several splits) use their first column.
     Defaults of :func:`apply_defaults` fill missing features and masks.
 
     Args:
@@ -288,8 +289,10 @@ def from_pyg(data, *, seed: int = 0, name: str = "pyg") -> Graph:
     try:
         node = _node_arrays(what, int(n), _as_numpy(getattr(data, "x", None)),
                             _as_numpy(getattr(data, "y", None)), masks)
-        g = Graph.from_edges(ei[0], ei[1], int(n), weights=w, directed=None, name=name,
-                             edge_attr=_as_numpy(getattr(data, "edge_attr", None)), **node)
+        attr, dropped = Graph.unmerged_features(ei[0], ei[1], int(n), _as_numpy(getattr(data, "edge_attr", None)))
+        g = Graph.from_edges(ei[0], ei[1], int(n), weights=w, directed=None, name=name, edge_attr=attr, **node)
+        if dropped:
+            g.meta["edge_features_dropped"] = dropped
     except GridGnnError as e:
         raise _prefixed(what, e) from None
     _check_empty(g, what)

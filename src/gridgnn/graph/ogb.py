@@ -10,7 +10,8 @@ The layout (as downloaded and unpacked by ``ogb``, e.g. ``ogbn_arxiv/``):
     raw/num-node-list.csv.gz    optional: one integer, the number of nodes
     raw/num-edge-list.csv.gz    optional: one integer, the number of edge lines
     raw/edge-feat.csv.gz        optional: one line of comma-separated floats per edge line (the edge features,
-                                ``Graph.edge_attr``; with them a duplicate edge line is refused)
+                                ``Graph.edge_attr``; a duplicate edge line merges as without them, and drops
+                                them with a note in ``Graph.meta``)
     split/<name>/{train,valid,test}.csv.gz   one node index per line (e.g. split/time for ogbn-arxiv)
 
 Other files (``node_year.csv.gz``, ``mapping/``, ``processed/``) are not read. An edge ``src,dst`` is the edge
@@ -362,12 +363,15 @@ def load_ogb(directory, *, split: str | None = None, directed: bool = False, see
         edge_attr = _features(_check_file(raw / "edge-feat.csv.gz"), int(e.shape[0]), unit="edge")
     masks = _split_masks(sdir, n)
     name = d.name if d.name not in ("", ".", "..") else d.resolve().name
+    edge_attr, dropped = Graph.unmerged_features(e[:, 0], e[:, 1], n, edge_attr)
     try:
         g = Graph.from_edges(e[:, 0], e[:, 1], n, directed=bool(directed), name=name or "ogb", x=x, y=y,
                              edge_attr=edge_attr, **masks)
     except GridGnnError as exc:
         raise _prefixed(edge_p, exc) from None
     del e
+    if dropped:
+        g.meta["edge_features_dropped"] = f"{edge_p}: {dropped}"
     g.meta.update(source=str(d), split=f"ogb split/{split_name}", ogb_split=split_name,
                   edges="directed as in the file" if directed else "symmetrized (reverse edges added)")
     return apply_defaults(_check_empty(g, edge_p), seed=seed)

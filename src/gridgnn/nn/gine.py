@@ -36,11 +36,13 @@ class GINE(Model):
     """
 
     requires_edge_features = True  # the trainer refuses a graph without them before anything starts
+    reads_destinations = True  # its sddmm_add reads the destinations' rows: one vertex order outside Plexus
 
     def __init__(self, dims: list[int], *, edge_dim: int | None = None, eps: float = 0.0, **kw):
         super().__init__(dims, **kw)
         if edge_dim is not None and int(edge_dim) < 1:
-            raise GridGnnError("--model gine reads edge features (edge_attr); the graph carries none")
+            raise GridGnnError("--model gine reads edge features: --edge-dim must be at least 1 (the default is "
+                               "the data's width)")
         self.edge_dim = 0 if edge_dim is None else int(edge_dim)
         for layer in range(self.num_layers):
             f_in = dims[layer]

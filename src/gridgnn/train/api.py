@@ -66,7 +66,7 @@ class Trainer:
         unknown = sorted(set(options) - known)
         if unknown:
             raise GridGnnError(f"unknown training option(s): {', '.join(unknown)}")
-        self.config = dataclasses.replace(config, **options) if options else config
+        self.config = dataclasses.replace(config, **options)  # a copy: the run settles derived fields on its own
         self.options = set(options)  # given explicitly, whatever their values
         self.graph = graph
         self.callbacks = _checked_callbacks(callbacks)

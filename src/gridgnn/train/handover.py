@@ -48,11 +48,12 @@ def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None):
         yield None
         return
     from ..graph.sharded import write_sharded
-    from .trainer import checked_graph, in_memory_name
+    from .trainer import checked_graph, in_memory_name, settle_edge_dim
 
     world = cfg.nproc
     shape = cfg.mesh_shape(world)
     graph = checked_graph(cfg, graph, vertex_blocks(cfg.algo, world, cfg.replication, shape), dims=dims)
+    settle_edge_dim(cfg, graph.edge_dim, edges_note=graph.meta.get("edge_features_dropped"))  # before any rank
     perm_r, perm_c, rows = vertex_orders(graph, cfg.algo, world, replication=cfg.replication, shape=shape,
                                          method=cfg.partition, seed=cfg.seed)
     if rows is not None:  # the files cut like the row blocks' count (their bounds travel with the handle)
@@ -69,7 +70,8 @@ def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None):
                 raise GridGnnError(f"cannot write the graph's shards for the spawned ranks to {folder}: "
                                    f"{exc.strerror or exc} (set TMPDIR to a folder with room)") from None
         edges = None
-        if graph.edge_attr is not None:  # shards hold no edge features: each rank gets the edge table whole
+        if graph.edge_attr is not None and cfg.edge_dim:  # shards hold no edge features: a model that reads them
+            # gets the edge table whole on each rank
             from ..graph import Graph
 
             edges = Graph(indptr=graph.indptr, indices=graph.indices, n=graph.n, directed=graph.directed,

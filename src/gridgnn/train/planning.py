@@ -22,6 +22,9 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
     from .rank_layout import check_vertex_count, make_source
     from .trainer import build_model
 
+    from .trainer import settle_edge_dim
+
+    settle_edge_dim(cfg, graph.edge_dim, edges_note=graph.meta.get("edge_features_dropped"))  # the data's width
     algo = algorithm(cfg.algo)
     world = cfg.nproc
     shape = (1,) if algo.grid == "single" else cfg.mesh_shape(world)
@@ -51,8 +54,9 @@ def memory_per_rank(cfg, graph, source, rows, shape, traced=None) -> list[int]:
     layout when the caller has it (the simulator's, :attr:`~gridgnn.planner.simulate.StepVolume.trace`); GCN's
     exact model reads none."""
     from .rank_layout import estimate_memory
-    from .trainer import memory_trace
+    from .trainer import memory_trace, settle_edge_dim
 
+    settle_edge_dim(cfg, graph.edge_dim, edges_note=graph.meta.get("edge_features_dropped"))
     dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
     traced = memory_trace(cfg, dims, double=bool(getattr(source, "double", False)), traced=traced)
     est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,

@@ -143,15 +143,18 @@ class TrainedModel:
         except SystemExit as exc:  # the launcher has printed every rank's message
             raise failed_launch(exc, "inference") from None
 
-    def __call__(self, x, edge_index, edge_weight=None) -> torch.Tensor:
+    def __call__(self, x, edge_index, edge_weight=None, edge_attr=None) -> torch.Tensor:
         r"""PyG's habit: the logits of ``x`` (``n × f_0``) on the graph of ``edge_index`` (``2 × E``, PyG's
-        ``[source, target]``), serially; ``edge_weight``: optional weights of the edges."""
+        ``[source, target]``), serially; ``edge_weight``: optional weights of the edges; ``edge_attr``: their
+        features (``E × d``, for a model that reads them)."""
         from torch_geometric.data import Data
 
         x = torch.as_tensor(x)
         data = Data(x=x.detach().cpu(), edge_index=torch.as_tensor(edge_index).cpu(), num_nodes=x.shape[0])
         if edge_weight is not None:
             data.edge_weight = torch.as_tensor(edge_weight).detach().cpu()
+        if edge_attr is not None:
+            data.edge_attr = torch.as_tensor(edge_attr).detach().cpu()
         return torch.from_numpy(self.predict(data))
 
     def save(self, path: str) -> None:

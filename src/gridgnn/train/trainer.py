@@ -123,10 +123,11 @@ def _prepare(cfg: TrainConfig, world: int, given=None, *, dims: list[int] | None
     return graph, source, rows, shape, info
 
 
-def settle_edge_dim(cfg: TrainConfig, data_edge_dim: int, *, sharded: bool = False) -> None:
+def settle_edge_dim(cfg: TrainConfig, data_edge_dim: int, *, sharded: bool = False,
+                    edges_note: str | None = None) -> None:
     """``cfg.edge_dim`` from the data (a model that reads edge features is built for their width); a given width
-    that differs from the data's is refused, for a model that takes one (``sharded``: a sharded dataset, which
-    holds no edge features)."""
+    that differs from the data's is refused, for a model that takes one; ``0`` leaves them unread, for a model
+    that does not require them (``sharded``: a sharded dataset, which holds no edge features)."""
     import inspect
 
     cls = resolve_model(cfg.model)
@@ -137,10 +138,11 @@ def settle_edge_dim(cfg: TrainConfig, data_edge_dim: int, *, sharded: bool = Fal
             if sharded:
                 raise GridGnnError(f"--model {cfg.model} reads edge features; a sharded dataset holds none (give "
                                    "the original --data SPEC)")
-            raise GridGnnError(f"--model {cfg.model} reads edge features (edge_attr); the graph carries none "
+            why = "" if edges_note is None else f" ({edges_note})"
+            raise GridGnnError(f"--model {cfg.model} reads edge features (edge_attr); the graph carries none{why} "
                                "(a PyG Data's edge_attr, an npz 'edge_attr', synthetic:sbm?edge_features=D)")
         cfg.edge_dim = int(data_edge_dim)
-    elif cfg.edge_dim != data_edge_dim:
+    elif cfg.edge_dim != data_edge_dim and (cfg.edge_dim or getattr(cls, "requires_edge_features", False)):
         raise GridGnnError(f"--model {cfg.model} is built for edge features {cfg.edge_dim} wide; the graph's are "
                            f"{data_edge_dim} wide" if data_edge_dim else
                            f"--model {cfg.model} reads edge features {cfg.edge_dim} wide; the graph carries none")
@@ -225,7 +227,8 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     given = graph
     graph, source, rows, shape, info = _prepare(cfg, world, given, dims=dims)
     edges = graph if graph is not None else getattr(given, "edges", None)  # the edge features' table, if any
-    settle_edge_dim(cfg, 0 if edges is None else edges.edge_dim, sharded=graph is None and edges is None)
+    settle_edge_dim(cfg, 0 if edges is None else edges.edge_dim, sharded=given is None and graph is None,
+                    edges_note=None if graph is None else graph.meta.get("edge_features_dropped"))
     kind = algorithm(cfg.algo).grid
     dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
     if dims is None:
