@@ -105,6 +105,15 @@ class GAT(Model):
     def layer_heads(self, layer: int) -> int:
         return self.heads if layer < len(self.dims) - 2 else self.out_heads
 
+    def attention_keep(self, g, layer: int, heads: int, device) -> torch.Tensor | None:
+        """The keyed dropout mask of the attention coefficients of ``g``'s local edges (``nnz × heads``; ``None``
+        when evaluating or without attention dropout): the same entries on every algorithm and P."""
+        if not (self.training and self.attn_dropout > 0):
+            return None
+        dst, src = g.edge_ids()
+        return torch.from_numpy(edge_keep_mask(dst, src, heads, self.attn_dropout, seed=self.seed,
+                                               epoch=self.epoch, layer=layer)).to(device)
+
     def in_width(self, layer: int) -> int:
         """Width of layer ``layer``'s input: ``f_0``, then ``heads · F_l`` of the concatenated hidden layer."""
         return self.dims[0] if layer == 0 else self.heads * self.dims[layer]
@@ -119,11 +128,7 @@ class GAT(Model):
             xw = plan.linear(layer, h, self.param("weights", layer))  # n × K·F
             s_src = plan.head_scores(layer, xw, self.param("att_src", layer))  # n × K
             s_dst = plan.head_scores(layer, xw, self.param("att_dst", layer))
-            keep = None
-            if self.training and self.attn_dropout > 0:
-                dst, src = g.edge_ids()
-                keep = torch.from_numpy(edge_keep_mask(dst, src, k, self.attn_dropout, seed=self.seed,
-                                                       epoch=self.epoch, layer=layer)).to(xw.device)
+            keep = self.attention_keep(g, layer, k, xw.device)
             h = attend(g, s_dst, s_src, xw, score="add", heads=k, slope=NEGATIVE_SLOPE, keep=keep,
                        p=self.attn_dropout)  # n × K·F
             if layer == last:

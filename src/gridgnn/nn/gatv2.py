@@ -28,7 +28,6 @@ import torch.nn.functional as F
 
 from ..ops.masked import MaskedScale
 from .base import Model
-from .dropout import edge_keep_mask
 from .gat import GAT, NEGATIVE_SLOPE
 
 
@@ -67,6 +66,7 @@ class GATv2(Model):
 
     layer_heads = GAT.layer_heads
     in_width = GAT.in_width
+    attention_keep = GAT.attention_keep
 
     def scores(self, layer: int, g, xr: torch.Tensor, xl: torch.Tensor) -> torch.Tensor:
         """``nnz × K``: each edge's score per head."""
@@ -87,10 +87,8 @@ class GATv2(Model):
             xl = plan.add_bias(layer, plan.linear(layer, h, self.param("w_src", layer)), self.param("b_src", layer))
             xr = plan.add_bias(layer, plan.linear(layer, h, self.param("w_dst", layer)), self.param("b_dst", layer))
             alpha = g.edge_softmax(self.scores(layer, g, xr, xl))
-            if self.training and self.attn_dropout > 0:
-                dst, src = g.edge_ids()
-                keep = torch.from_numpy(edge_keep_mask(dst, src, k, self.attn_dropout, seed=self.seed,
-                                                       epoch=self.epoch, layer=layer)).to(alpha.device)
+            keep = self.attention_keep(g, layer, k, alpha.device)
+            if keep is not None:
                 alpha = MaskedScale.apply(alpha, keep, 1.0 - self.attn_dropout)
             h = g.spmm(alpha, xl)  # n × K·F
             if layer == last:
