@@ -39,7 +39,7 @@ def reference(monkeypatch, fn, *args, **kw):
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-@pytest.mark.parametrize("heads,col_heads", [(1, None), (3, None), (2, [(0, 0, 3), (1, 3, 4)])])
+@pytest.mark.parametrize("heads,col_heads", [(1, None), (3, None), (12, None), (2, [(0, 0, 3), (1, 3, 4)])])
 def test_spmm_and_sddmm_equal_the_torch_references(dtype, heads, col_heads, monkeypatch):
     m, k, width = 57, 43, 12 if col_heads is None else 4
     pat = awkward_pattern(m, k, seed=heads)
@@ -175,3 +175,16 @@ def test_cuda_tensors_run_the_torch_references_and_agree_with_the_cpu_kernels():
     ids = np.arange(57)
     y = D.hashed_dropout(d.cuda(), 0.3, ids, seed=1, epoch=0, layer=1, training=True)
     assert torch.equal(y.cpu(), D.hashed_dropout(d, 0.3, ids, seed=1, epoch=0, layer=1, training=True))
+
+
+def test_one_head_per_column_on_a_column_block_equals_the_reference(monkeypatch):
+    """Per-edge vectors on a rank holding a block of the columns (SUMMA): heads of other blocks stay zero, the
+    block's equal the reference (the one-head-per-column kernels only where every head is a local column)."""
+    pat = awkward_pattern(31, 23, seed=7)
+    r = np.random.default_rng(8)
+    heads, local = 10, [(h, h, h + 1) for h in range(4)]  # this rank: columns 0..3 of 10 heads
+    d, x = (torch.from_numpy(r.normal(size=(n, 4))) for n in (31, 23))
+    vals = torch.from_numpy(r.normal(size=(pat.nnz, heads)))
+    for fn, args in ((P.sddmm_dot, (pat, d, x, heads)), (P.spmm, (pat, vals, x))):
+        got, want = fn(*args, col_heads=local), reference(monkeypatch, fn, *args, col_heads=local)
+        torch.testing.assert_close(got, want, **TOL[torch.float64])

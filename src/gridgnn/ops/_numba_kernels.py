@@ -113,6 +113,29 @@ def spmm_one_kernel(crow, col, vals, x, runs, out):
                 out[i, f] = acc[f]
 
 
+@njit(**_PAR)
+def spmm_cols_kernel(crow, col, vals, x, runs, out):
+    """:func:`spmm_kernel` with one head per column (``vals``: ``nnz × W``, ``x``: ``k × W``): per-edge vectors summed
+    into their rows, e.g. GINE's messages against ones; the same sums in the same order as :func:`spmm_kernel`,
+    without its loop over one-column ranges."""
+    width = out.shape[1]
+    ahead = col.shape[0] - PREFETCH_EDGES
+    for r in prange(runs.shape[0] - 1):
+        acc = np.empty(width, dtype=out.dtype)
+        for i in range(runs[r], runs[r + 1]):
+            for f in range(width):
+                acc[f] = 0
+            for j in range(crow[i], crow[i + 1]):
+                if j < ahead:
+                    prefetch_row(x, col[j + PREFETCH_EDGES])
+                v = vals[j]
+                xr = x[col[j]]
+                for f in range(width):
+                    acc[f] += v[f] * xr[f]
+            for f in range(width):
+                out[i, f] = acc[f]
+
+
 @njit(fastmath=True, **_PAR)
 def sddmm_dot_kernel(crow, col, dst, src, ranges, runs, out):
     """``out[j, h] += ⟨dst[i, a:b], src[col[j], a:b]⟩`` for every edge ``j`` of row ``i`` and ``(h, a, b)``
@@ -132,6 +155,23 @@ def sddmm_dot_kernel(crow, col, dst, src, ranges, runs, out):
                     for f in range(lo[k] + 1, hi[k]):
                         acc += d[f] * s[f]
                     out[j, heads[k]] += acc
+
+
+@njit(**_PAR)
+def sddmm_cols_kernel(crow, col, dst, src, runs, out):
+    """:func:`sddmm_dot_kernel` with one head per column: ``out[j, f] = dst[i, f] · src[col[j], f]`` (the gradient
+    of per-edge vectors summed by :func:`spmm_cols_kernel`; the same values as the ranged kernel)."""
+    width = dst.shape[1]
+    ahead = col.shape[0] - PREFETCH_EDGES
+    for r in prange(runs.shape[0] - 1):
+        for i in range(runs[r], runs[r + 1]):
+            d = dst[i]
+            for j in range(crow[i], crow[i + 1]):
+                if j < ahead:
+                    prefetch_row(src, col[j + PREFETCH_EDGES])
+                s = src[col[j]]
+                for f in range(width):
+                    out[j, f] = d[f] * s[f]
 
 
 @njit(**_PAR)

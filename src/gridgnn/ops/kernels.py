@@ -72,7 +72,7 @@ def fused(*tensors: torch.Tensor) -> bool:
 _JIT: dict = {}
 #: below this many inner-loop operations a kernel runs its serial twin (waking a thread pool costs more)
 SERIAL_BELOW = 1 << 16
-_NAMES = ("spmm", "spmm_one", "sddmm_dot", "sddmm_add", "segment", "keyed_mask", "edge_mask", "masked_scale",
+_NAMES = ("spmm", "spmm_one", "spmm_cols", "sddmm_dot", "sddmm_cols", "sddmm_add", "segment", "keyed_mask", "edge_mask", "masked_scale",
           "row_exp", "row_dot", "row_apply", "attend_fwd", "attend_bwd", "top_rows", "relabel", "sage_rows")
 
 
@@ -162,6 +162,13 @@ def _ranges(col_heads, width: int, heads: int) -> np.ndarray:
     return np.asarray(spans, dtype=np.int64).reshape(-1, 3)
 
 
+def _one_head_per_column(ranges: np.ndarray, width: int) -> bool:
+    """``ranges`` are ``(h, h, h + 1)`` for every column ``h``: per-edge vectors, one value per column."""
+    return ranges.shape[0] == width > 1 and bool((ranges[:, 0] == np.arange(width)).all()
+                                                 and (ranges[:, 1] == ranges[:, 0]).all()
+                                                 and (ranges[:, 2] == ranges[:, 0] + 1).all())
+
+
 def spmm_csr(crow: torch.Tensor, col: torch.Tensor, perm: torch.Tensor | None, values: torch.Tensor,
              x: torch.Tensor, out_rows: int, col_heads=None) -> torch.Tensor:
     r""":math:`Y_{u,c} = \sum_{j \in \mathrm{row}(u)} e_{\pi(j), h(c)} X_{\mathrm{col}(j), c}` over a CSR.
@@ -182,8 +189,11 @@ def spmm_csr(crow: torch.Tensor, col: torch.Tensor, perm: torch.Tensor | None, v
     if one:
         vals = vals[:, int(ranges[0, 0])]
     vals = vals.contiguous() if perm is None else vals[perm]  # one gather, not a random value load per edge
+    cols = not one and vals.shape[1] == x.shape[1] and _one_head_per_column(ranges, x.shape[1])
     if one:
         _kernel("spmm_one", work)(c, _np(col), _np(vals), _np(x), _runs(c), _np(out))
+    elif cols:  # one head per column: per-edge vectors
+        _kernel("spmm_cols", work)(c, _np(col), _np(vals), _np(x), _runs(c), _np(out))
     else:
         _kernel("spmm", work)(c, _np(col), _np(vals), _np(x), ranges, _runs(c), _np(out))
     return out
@@ -194,6 +204,11 @@ def sddmm_dot_csr(crow: torch.Tensor, col: torch.Tensor, dst: torch.Tensor, src:
     r"""Per edge and head, :math:`\langle D_{u,h}, X_{v,h}\rangle` over the local columns → ``nnz × heads``."""
     out = dst.new_zeros((int(col.shape[0]), heads))
     c = _np(crow)
+    ranges = _ranges(col_heads, dst.shape[1], heads)
+    if heads == dst.shape[1] and _one_head_per_column(ranges, dst.shape[1]):
+        _kernel("sddmm_cols", col.shape[0] * dst.shape[1])(c, _np(col), _np(dst.contiguous()),
+                                                            _np(src.contiguous()), _runs(c), _np(out))
+        return out
     _kernel("sddmm_dot", col.shape[0] * dst.shape[1])(c, _np(col), _np(dst.contiguous()), _np(src.contiguous()),
                                                        _ranges(col_heads, dst.shape[1], heads), _runs(c), _np(out))
     return out
