@@ -552,6 +552,12 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
     versions = 2 if double and L >= 2 else 1  # the "cr" version is built only when an odd layer uses it
     graph_bytes = graph_copy_bytes(n, nnz, dims[0], source=src_kind, nnz_hat=nnz_hat, versions=versions,
                                    feature_bytes=feature_bytes, weighted=weighted, orders=2 if double else 1)
+    edge_dim = getattr(trace, "edge_dim", 0) or 0
+    if edge_dim and src_kind != "none":
+        # a model that reads edge features: the whole table each rank looks its edges up in (``edge_attr`` as
+        # loaded, counted at feature_bytes; a sharded dataset's handed-over table adds its CSR), and the lookup's
+        # int64 keys of every edge
+        graph_bytes += nnz * edge_dim * feature_bytes + 16 * nnz + (8 * (n + 1 + nnz) if src_kind == "sharded" else 0)
     ctx = dict(n=n, dims=dims, e=e, directed=bool(directed), double=double, pats=pats, dropout=float(dropout),
                bias=bool(bias), train_rows=train_rows, idx=_index_bytes(n, nnz_hat), block_rows=int(block_rows),
                src=src_kind, dev=dev, versions=versions, trace=trace, layers=_layers(dims, trace),
