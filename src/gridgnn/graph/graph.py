@@ -20,6 +20,14 @@ from .safe_io import MAX_ID, check_vertex_count
 MAX_FEATURED_VERTICES = 3_000_000_000
 
 
+def _lookup(keys: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(position, found)`` of each of ``want`` in the ascending ``keys`` (position meaningful where found)."""
+    at = np.searchsorted(keys, want)
+    if keys.size == 0:
+        return at, np.zeros(np.shape(want), dtype=bool)
+    return at, (at < keys.size) & (keys[np.minimum(at, keys.size - 1)] == want)
+
+
 @dataclass(kw_only=True)
 class Graph:
     r"""A graph with node data, held as CSR arrays (rows = destinations, columns = sources).
@@ -139,13 +147,11 @@ class Graph:
                                "(edge_attr): duplicate edges would merge their features; remove the duplicates")
         src, dst, w, attr = src[order], dst[order], w[order], attr[order]
         if directed is None:
-            back = np.searchsorted(key, src * n + dst)
-            found = (back < key.size) & (key[np.minimum(back, key.size - 1)] == src * n + dst)
+            back, found = _lookup(key, src * n + dst)
             directed = not (found.all() and np.array_equal(w[back], w))
         elif directed is False:  # add the reverse of every edge given in one direction, with its features
-            rkey = src * n + dst
-            back = np.searchsorted(key, rkey)
-            missing = ~((back < key.size) & (key[np.minimum(back, key.size - 1)] == rkey))
+            _, found = _lookup(key, src * n + dst)
+            missing = ~found
             src, dst = np.concatenate([src, dst[missing]]), np.concatenate([dst, src[missing]])
             w, attr = np.concatenate([w, w[missing]]), np.concatenate([attr, attr[missing]])
             order = np.argsort(dst * n + src, kind="stable")
@@ -167,9 +173,10 @@ class Graph:
         if edge_attr is None:
             return None, None
         key = np.asarray(dst, dtype=np.int64) * int(n) + np.asarray(src, dtype=np.int64)
-        if np.unique(key).size == key.size:
+        repeated = key.size - np.unique(key).size
+        if not repeated:
             return edge_attr, None
-        return None, (f"{key.size - np.unique(key).size} edges are given more than once, and duplicate edges are "
+        return None, (f"{repeated} edges are given more than once, and duplicate edges are "
                       "merged: their features were dropped")
 
     @property
@@ -186,20 +193,24 @@ class Graph:
         bool[k])``."""
         if self.edge_attr is None:
             raise GridGnnError("this graph carries no edge features (edge_attr)")
-        dst, src = np.asarray(dst, dtype=np.int64), np.asarray(src, dtype=np.int64)
-        n = self.n
-        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr))
-        keys = rows * n + self.indices
-        want = dst * n + src
-        at = np.searchsorted(keys, want)
-        found = (at < keys.size) & (keys[np.minimum(at, max(keys.size - 1, 0))] == want) if keys.size else \
-            np.zeros(want.shape, dtype=bool)
-        out = np.zeros((want.size, self.edge_dim), dtype=np.float64)
+        dst = np.asarray(dst, dtype=np.int64)
+        at, found = self.find_edges(dst, src)  # rows with edge features are sorted (validate)
+        out = np.zeros((dst.size, self.edge_dim), dtype=np.float64)
         out[found] = self.edge_attr[at[found]]
         if not found.all():
             fill = self.loop_fill()
             out[~found] = fill[dst[~found]]
         return out, found
+
+    def find_edges(self, dst, src) -> tuple[np.ndarray, np.ndarray]:
+        """``(stored entry, found)`` of each edge ``src → dst``: where the graph stores it (meaningful where found,
+        for a graph whose rows are sorted) and whether it holds it."""
+        n = self.n
+        keys = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr)) * n + self.indices
+        want = np.asarray(dst, dtype=np.int64) * n + np.asarray(src, dtype=np.int64)
+        if keys.size > 1 and np.any(keys[1:] < keys[:-1]):  # a hand-built CSR with unsorted rows
+            return np.full(want.shape, -1), _lookup(np.sort(keys), want)[1]
+        return _lookup(keys, want)
 
     def loop_fill(self) -> np.ndarray:
         """``float[n, d]``: the mean of the features of the edges into each vertex (zeros without any) — PyG's

@@ -103,8 +103,6 @@ def negative_pairs(graph: Graph, count: int, k: int = 1, *, seed: int = 0, split
     ids = np.arange(first, first + count, dtype=np.uint64)
     pos = np.repeat(ids, k)
     draw = np.tile(np.arange(k, dtype=np.uint64), count)
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(graph.indptr))
-    keys = np.sort(rows * n + graph.indices)  # dst·n + src of every edge
     out = np.empty((2, pos.size), dtype=np.int64)
     todo = np.arange(pos.size)
     for attempt in range(NEGATIVE_ATTEMPTS):
@@ -112,10 +110,7 @@ def negative_pairs(graph: Graph, count: int, k: int = 1, *, seed: int = 0, split
         a = (h % np.uint64(n)).astype(np.int64)
         b = (chain(h, 1) % np.uint64(n)).astype(np.int64)
         out[0, todo], out[1, todo] = a, b
-        at = np.searchsorted(keys, b * n + a)
-        edge = (at < keys.size) & (keys[np.minimum(at, max(keys.size - 1, 0))] == b * n + a) if keys.size else \
-            np.zeros(a.shape, dtype=bool)
-        todo = todo[edge | (a == b)]
+        todo = todo[graph.find_edges(b, a)[1] | (a == b)]
         if todo.size == 0:
             break
     return out
