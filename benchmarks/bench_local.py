@@ -123,7 +123,7 @@ def kernels_section(spec: str, extra: tuple[int, int] | None) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ epochs
-def worker(impl: str, model: str, spec: str, epochs: int, warmup: int) -> dict:
+def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: str = "cpu") -> dict:
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -134,18 +134,19 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int) -> dict:
 
     torch.manual_seed(0)
     g = load_graph(spec)
-    x = torch.from_numpy(np.asarray(g.x, dtype=np.float32))
-    y = torch.from_numpy(g.y)
-    train = torch.from_numpy(g.train_mask & (g.y >= 0))
+    x = torch.from_numpy(np.asarray(g.x, dtype=np.float32)).to(device)
+    y = torch.from_numpy(g.y).to(device)
+    train = torch.from_numpy(g.train_mask & (g.y >= 0)).to(device)
     f, c = g.num_features, g.num_classes
     dims = {"gcn": [f, 128, 128, c], "gat": [f, 8, c], "agnn": [f, 64, 64, 64, c], "va": [f, 64, c]}[model]
     if impl.startswith("pyg"):
         import torch_geometric.nn as pygnn
 
         ei = torch.from_numpy(g.edge_index())
-        adj = ei
+        adj = ei.to(device)
         if impl == "pyg-csr":  # rows = targets, as PyG expects of a sparse adjacency
             adj = torch.sparse_coo_tensor(ei.flip(0), torch.ones(ei.shape[1]), (g.n, g.n)).coalesce().to_sparse_csr()
+            adj = adj.to(device)
         if model == "gcn":
             convs = torch.nn.ModuleList([pygnn.GCNConv(a, b, cached=True) for a, b in zip(dims[:-1], dims[1:])])
 
@@ -170,7 +171,7 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int) -> dict:
                 h = torch.relu(convs[0](F.dropout(x, 0.5, training=True)))
                 h = convs[2](convs[1](h, adj), adj)
                 return convs[3](F.dropout(h, 0.5, training=True))
-        params = convs.parameters()
+        params = convs.to(device).parameters()
     else:
         if impl == "gridgnn-torch":
             os.environ["GRIDGNN_KERNELS"] = "torch"
@@ -181,10 +182,10 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int) -> dict:
         from gridgnn.nn import MODELS
         from gridgnn.parallel.serial import build_serial
 
-        plan = build_serial(gcn_normalize(g), dtype=torch.float32)
+        plan = build_serial(gcn_normalize(g), dtype=torch.float32, device=device)
         opts = {"gcn": dict(dropout=0.5), "gat": dict(dropout=0.6, heads=8), "agnn": dict(dropout=0.5),
                 "va": dict(dropout=0.5)}[model]
-        net = MODELS[model].from_options(dims, plan=None, dtype=torch.float32, seed=0, **opts)
+        net = MODELS[model].from_options(dims, plan=None, dtype=torch.float32, seed=0, **opts).to(device)
         net.train()
 
         def forward():
@@ -193,16 +194,20 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int) -> dict:
 
         params = net.parameters()
     opt = torch.optim.Adam(params, lr=0.005, weight_decay=5e-4)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     times = []
     for epoch in range(warmup + epochs):
+        sync()
         t0 = time.perf_counter()
         opt.zero_grad()
         out = forward()
         F.cross_entropy(out[train], y[train]).backward()
         opt.step()
+        sync()
         if epoch >= warmup:
             times.append(time.perf_counter() - t0)
-    return {"epoch_ms": 1e3 * statistics.median(times), "peak_bytes": measured_peak_bytes(), "n": g.n, "nnz": g.nnz}
+    return {"epoch_ms": 1e3 * statistics.median(times), "peak_bytes": measured_peak_bytes(device), "n": g.n,
+            "nnz": g.nnz}
 
 
 RUNS = {  # model → implementations, the first PyG one is the reference of the ratios
@@ -211,23 +216,27 @@ RUNS = {  # model → implementations, the first PyG one is the reference of the
     "agnn": ("pyg", "gridgnn", "gridgnn-composed", "gridgnn-torch"),
     "va": ("gridgnn", "gridgnn-torch"),
 }
+GPU_RUNS = {"gcn": ("pyg", "pyg-csr", "gridgnn"), "gat": ("pyg", "gridgnn"), "agnn": ("pyg", "gridgnn"),
+            "va": ("gridgnn",)}  # on a GPU gridgnn runs torch's kernels: the numba ones are the CPU's
 NAMES = {"pyg": "PyG (edge_index)", "pyg-csr": "PyG (CSR adj_t)", "gridgnn": "gridgnn serial (numba kernels)",
          "gridgnn-composed": "gridgnn serial (numba kernels, attention unfused)",
          "gridgnn-torch": "gridgnn serial (torch references)"}
 
 
-def epochs_section(spec: str, epochs: int, warmup: int, models: list[str]) -> None:
-    print(f"\nepochs: median of {epochs} after {warmup} warm-up, float32; peak = VmHWM of the worker process")
+def epochs_section(spec: str, epochs: int, warmup: int, models: list[str], device: str = "cpu") -> None:
+    peak = "VmHWM of the worker process" if device == "cpu" else "torch.cuda.max_memory_allocated"
+    print(f"\nepochs on {device}: median of {epochs} after {warmup} warm-up, float32; peak = {peak}")
     print("\n| model | run | epoch time (ms) | × PyG best | peak memory (MiB) | × PyG best |")
     print("|---|---|---|---|---|---|")
     for model in models:
         res = {}
-        for impl in RUNS[model]:
+        for impl in (RUNS if device == "cpu" else GPU_RUNS)[model]:
             r = subprocess.run([sys.executable, __file__, "--worker", impl, "--model", model, "--data", spec,
-                                "--epochs", str(epochs), "--warmup", str(warmup)], capture_output=True, text=True)
+                                "--epochs", str(epochs), "--warmup", str(warmup), "--device", device],
+                               capture_output=True, text=True)
             line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
             if not line:
-                print(f"| {model} | {NAMES[impl]} | failed: {r.stderr.strip().splitlines()[-1:]} | | | |")
+                print(f"| {model} | {impl} | failed: {r.stderr.strip().splitlines()[-3:]} | | | |")
                 continue
             res[impl] = json.loads(line[0][7:])
         pyg = [res[i] for i in res if i.startswith("pyg")]
@@ -236,7 +245,8 @@ def epochs_section(spec: str, epochs: int, warmup: int, models: list[str]) -> No
         for impl, r in res.items():
             rt = f"{r['epoch_ms'] / best_t:.2f}" if best_t else "–"
             rm = f"{r['peak_bytes'] / best_m:.2f}" if best_m else "–"
-            print(f"| {model} | {NAMES[impl]} | {r['epoch_ms']:.0f} | {rt} | {r['peak_bytes'] / 2**20:.0f} | {rm} |",
+            name = NAMES[impl] if device == "cpu" else NAMES[impl].replace(" (numba kernels)", "")
+            print(f"| {model} | {name} | {r['epoch_ms']:.{0 if device == 'cpu' else 1}f} | {rt} | {r['peak_bytes'] / 2**20:.0f} | {rm} |",
                   flush=True)
 
 
@@ -249,18 +259,20 @@ def main():
     ap.add_argument("--skip", default="", help="comma-separated sections to skip: kernels, epochs, bytes")
     ap.add_argument("--spmm-n", type=int, default=200_000)
     ap.add_argument("--spmm-nnz", type=int, default=4_000_000)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the epochs section runs")
     ap.add_argument("--worker")
     ap.add_argument("--model")
     args = ap.parse_args()
     if args.worker:
-        print("RESULT " + json.dumps(worker(args.worker, args.model, args.data, args.epochs, args.warmup)))
+        print("RESULT " + json.dumps(worker(args.worker, args.model, args.data, args.epochs, args.warmup,
+                                                 args.device)))
         return
     skip = set(filter(None, args.skip.split(",")))
     print(f"data: {args.data}")
     if "kernels" not in skip:
         kernels_section(args.data, (args.spmm_n, args.spmm_nnz) if args.spmm_n else None)
     if "epochs" not in skip:
-        epochs_section(args.data, args.epochs, args.warmup, args.models.split(","))
+        epochs_section(args.data, args.epochs, args.warmup, args.models.split(","), args.device)
     if "bytes" not in skip:
         print("\nbytes per training epoch at P = 4 (byte models, float32, random partition / permutation):\n",
               flush=True)

@@ -5,7 +5,9 @@ hidden, one output head, dropout 0.6 on inputs and attention, lr 0.005. ``--mode
 GraphSAGE (root weight) with ``--aggr`` (default mean), 2 layers, hidden 16, dropout 0.5, lr 0.01. ``--model va``:
 vanilla attention at its defaults (2 layers, hidden 16, dropout 0.5, lr 0.01, ``--feature-norm auto``: unit-L2
 feature rows; ``--feature-norm none`` for the features as loaded).
-Weight decay 5e-4. Usage: python benchmarks/cora_accuracy.py [CORA_DIR] [--seeds 5] [--model gcn|gat|agnn|sage|va]
+Weight decay 5e-4. ``--device cuda``: one GPU per process (NCCL); with one GPU, ``--nproc 1`` runs every algorithm's
+code on one process. Usage: python benchmarks/cora_accuracy.py [CORA_DIR] [--seeds 5] [--model gcn|gat|agnn|sage|va]
+[--device cpu|cuda]
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ def main():
     ap.add_argument("--feature-norm", default="auto", choices=("auto", "none", "l2"))
     ap.add_argument("--aggr", default="mean", help="--model sage: mean, sum, max or min")
     ap.add_argument("--algos", default=None, help="comma-separated subset (serial always runs)")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     args = ap.parse_args()
     if args.model == "gat":
         hyper = dict(model="gat", layers=2, heads=8, hidden=8, lr=0.005, dropout=0.6, attn_dropout=0.6)
@@ -37,27 +40,33 @@ def main():
     else:
         hyper = dict(model=args.model, layers=2, hidden=16, lr=0.01, dropout=0.5)
     hyper["feature_norm"] = args.feature_norm
+    hyper["device"] = args.device
 
-    configs = [("serial", 1, 1), ("1d", args.nproc, 1), ("1d-sa", args.nproc, 1), ("1.5d", args.nproc, 2),
-               ("1.5d-sa", args.nproc, 2), ("2d", args.nproc, 1), ("3d", args.nproc, 1), ("plexus", args.nproc, 1)]
+    c2 = 2 if args.nproc % 2 == 0 else 1  # 1.5D replication
+    configs = [("serial", 1, 1), ("1d", args.nproc, 1), ("1d-sa", args.nproc, 1), ("1.5d", args.nproc, c2),
+               ("1.5d-sa", args.nproc, c2), ("2d", args.nproc, 1), ("3d", args.nproc, 1), ("plexus", args.nproc, 1)]
     if args.algos:
         keep = {"serial", *args.algos.split(",")}
         configs = [c for c in configs if c[0] in keep]
     acc = {c[0]: [] for c in configs}
+    epoch_s = {c[0]: [] for c in configs}
     for seed in range(args.seeds):
         for algo, p, c in configs:
             s = run(data=f"planetoid:{args.cora}", algo=algo, nproc=p, replication=c, epochs=args.epochs, seed=seed,
                     weight_decay=5e-4, **hyper,
                     partition="double-perm" if algo == "plexus" else "random")
             acc[algo].append(s["test_acc"])
+            epoch_s[algo].append(s["epoch_time_median_s"])
         print(f"seed {seed}: " + "  ".join(f"{a}={acc[a][-1]:.3f}" for a, _, _ in configs), flush=True)
 
-    print(f"\n| algo | P | mean test acc ({args.seeds} seeds) | max abs diff to serial (same seed) |")
-    print("|---|---|---|---|")
+    print(f"\n{args.device}: | algo | P | mean test acc ({args.seeds} seeds) | max abs diff to serial (same seed) | "
+          "median epoch (ms) |")
+    print("|---|---|---|---|---|")
     for algo, p, c in configs:
         gap = max(abs(a - b) for a, b in zip(acc[algo], acc["serial"]))
         grid = f"{p} (c={c})" if c > 1 else f"{p} (default grid)" if algo in ("2d", "3d", "plexus") else f"{p}"
-        print(f"| {algo} | {grid} | {statistics.mean(acc[algo]):.4f} | {gap:.4f} |")
+        print(f"| {algo} | {grid} | {statistics.mean(acc[algo]):.4f} | {gap:.4f} | "
+              f"{1e3 * statistics.median(epoch_s[algo]):.1f} |")
 
 
 if __name__ == "__main__":

@@ -57,7 +57,9 @@ class CaseResult:
     schedule: object = None  # the schedule records this rank's engine ran (block-row, SUMMA, Plexus), else None
 
 
-def run_case(case: Case, comm) -> CaseResult:
+def run_case(case: Case, comm, device: str = "cpu") -> CaseResult:
+    """One forward/backward of ``case`` on this rank, on ``device`` (``"cpu"``, ``"cuda"``, ``"cuda:N"``); what it
+    returns is on the host."""
     dtype = torch.float64
     source = rows = None
     if case.algo == "serial":
@@ -70,18 +72,18 @@ def run_case(case: Case, comm) -> CaseResult:
                                    shape=comm.grid.shape, method=case.partition, seed=case.seed)
     comm.log.reset()
     plan, data = build_rank(case.graph, case.algo, comm, case.dims, source=source, rows=rows, dtype=dtype,
-                            block_rows=case.block_rows, model=lambda p: build_model(case, p))
+                            device=device, block_rows=case.block_rows, model=lambda p: build_model(case, p))
     setup = comm.log.snapshot()
     comm.log.reset()
-    model = build_model(case, plan)
+    model = build_model(case, plan).to(device)
     loss, logits = forward_backward(model, plan, comm, data, epoch=case.epoch)
     stats = {k: (v.sent, v.recv, v.calls) for k, v in comm.log.snapshot().items()}
     stats.update({k: (v.sent, v.recv, v.calls) for k, v in setup.items()})
     entries = model.parameter_entries()  # each rank's shard of a sharded parameter
     params = [e[2] for e in entries]
     slices = [plan.param_slice(layer, kind, shape) for _, layer, _, shape, kind in entries]
-    return CaseResult(data.node_ids.copy(), plan.out_cols(case.dims[-1]), logits.numpy().copy(),
-                      [p.grad.detach().numpy().copy() for p in params], float(loss), stats,
+    return CaseResult(data.node_ids.copy(), plan.out_cols(case.dims[-1]), logits.detach().cpu().numpy().copy(),
+                      [p.grad.detach().cpu().numpy().copy() for p in params], float(loss), stats,
                       comm.grid.global_rank, getattr(plan, "copies", 1), slices,
                       _schedules(plan))
 
@@ -113,8 +115,8 @@ class Refusal:
     message: str
 
 
-def serial_case(case: Case) -> CaseResult:
-    return run_case(Case(**{**case.__dict__, "algo": "serial"}), NullComm())
+def serial_case(case: Case, device: str = "cpu") -> CaseResult:
+    return run_case(Case(**{**case.__dict__, "algo": "serial"}), NullComm(), device)
 
 
 def wire_of(case: Case):
@@ -125,16 +127,18 @@ def wire_of(case: Case):
 
 
 def distributed_worker(ctx, cases: list[Case]) -> list[CaseResult]:
-    """Worker for :func:`gridgnn.distributed.launch.launch`: runs every case on this rank."""
+    """Worker for :func:`gridgnn.distributed.launch.launch`: runs every case on this rank, on the launch's device
+    (``launch(..., device="cuda")``: one GPU per rank, NCCL)."""
     ctx.init()
     out, grids = [], {}
     for case in cases:
         kind = algorithm(case.algo).grid
         key = (kind, case.replication, case.grid)
         if key not in grids:  # every rank builds the same meshes in the same order
-            grids[key] = ProcessGrid.build(kind, "cpu", replication=case.replication, shape=case.grid)
+            grids[key] = ProcessGrid.build(kind, ctx.device.split(":")[0], replication=case.replication,
+                                           shape=case.grid)
         try:
-            out.append(run_case(case, Comm(grids[key], wire=wire_of(case), overlap=case.overlap)))
+            out.append(run_case(case, Comm(grids[key], wire=wire_of(case), overlap=case.overlap), ctx.device))
         except LayoutError as e:  # raised by the model's trace, before any collective of the case
             out.append(Refusal(str(e)))
     return out

@@ -84,9 +84,11 @@ class LaunchContext:
             self.device = f"cuda:{self.local_rank}"
         method = (f"file://{self.store_file}" if self.store_file is not None
                   else f"tcp://{self.master_addr}:{self.master_port}")
+        # NCCL: the rank's GPU named up front (else torch guesses it from the global rank, and says so)
+        bound = {"device_id": torch.device(self.device)} if self.backend == "nccl" else {}
         try:
             dist.init_process_group(self.backend, init_method=method, rank=self.rank, world_size=self.world_size,
-                                    timeout=datetime.timedelta(seconds=self.timeout_s))
+                                    timeout=datetime.timedelta(seconds=self.timeout_s), **bound)
             if self.backend == "gloo":  # every rank's connections are up before any rank may end: a rank that
                 dist.barrier()  # ends during a peer's connectFullMesh makes gloo print a line of its own there
         except (RuntimeError, ValueError) as exc:

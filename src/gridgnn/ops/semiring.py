@@ -57,7 +57,8 @@ def _row_runs(pat: Pattern, width: int):
     r0 = 0
     while r0 < m:
         e0 = int(crow[r0])
-        r1 = int(torch.searchsorted(crow, torch.tensor(e0 + step, dtype=crow.dtype), right=True)) - 1
+        bound = torch.tensor(e0 + step, dtype=crow.dtype, device=crow.device)
+        r1 = int(torch.searchsorted(crow, bound, right=True)) - 1
         r1 = min(m, max(r1, r0 + 1))
         yield r0, r1, e0, int(crow[r1])
         r0 = r1

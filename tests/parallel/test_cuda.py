@@ -1,0 +1,70 @@
+"""CUDA: every distributed case of tests/parallel run on GPUs (NCCL, one GPU per rank) equals the serial reference
+computed on the CPU, moves the bytes of the model, and refuses what the CPU run refuses; the serial path on a GPU
+equals the serial path on the CPU. P runs over {1, 2, 4, 8} up to the visible GPUs. Skipped without CUDA."""
+import pytest
+import torch
+
+from gridgnn.distributed.launch import launch
+from gridgnn.testing import Case, Refusal, distributed_worker, serial_case
+
+from ._fidelity import RTOL, check_against_serial, check_bytes, rel
+from .conftest import EDGE_GRAPHS, PS, cases_for, results, shapes_2d, shapes_3d
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+
+def gpu_counts():
+    return [P for P in PS if P <= (torch.cuda.device_count() if torch.cuda.is_available() else 0)] or [1]
+
+
+def edge_cases(P: int) -> list:
+    """GINE and GATv2 with edge features on one layout of each family (tests/parallel has them at P = 4 and 8)."""
+    if P in (4, 8):
+        return []
+    out = []
+    for j, (algo, grid) in enumerate((("1d", None), ("1d-sa", None), ("2d", shapes_2d(P)[-1]), ("3d", shapes_3d(P)[-1]))):
+        gname = tuple(EDGE_GRAPHS)[j % 2]
+        out.append((f"gine-{algo}-{gname}", Case(graph=EDGE_GRAPHS[gname], algo=algo, grid=grid, model="gine",
+                                                 dims=[7, 5, 3], options={"edge_dim": 4, "eps": 0.25}, dropout=0.4,
+                                                 seed=7, epoch=3)))
+        out.append((f"gatv2-{algo}-{gname}", Case(graph=EDGE_GRAPHS[gname], algo=algo, grid=grid, model="gatv2",
+                                                  heads=2, out_heads=2, dims=[7, 3, 3], options={"edge_dim": 4},
+                                                  dropout=0.4, attn_dropout=0.3, seed=7, epoch=3)))
+    return out
+
+
+def test_serial_on_a_gpu_equals_serial_on_the_cpu():
+    seen = {}
+    for name, case in cases_for(1) + edge_cases(1):  # one case of each model and each option set of it
+        key = (case.model, tuple(sorted(case.options)), case.heads > 1)
+        if key in seen:
+            continue
+        seen[key] = name
+        cpu, gpu = serial_case(case), serial_case(case, "cuda")
+        assert rel(gpu.logits, cpu.logits) < RTOL, name
+        assert abs(gpu.loss - cpu.loss) <= RTOL * abs(cpu.loss), name
+        for a, b in zip(gpu.grads, cpu.grads):
+            assert rel(a, b) < RTOL, name
+    assert {"gcn", "gat", "agnn", "va", "sage", "gine", "gatv2"} <= {k[0] for k in seen}
+
+
+@pytest.mark.parametrize("P", gpu_counts(), ids=lambda p: f"P{p}")
+def test_every_case_on_gpus_equals_serial_on_the_cpu(P):
+    named = cases_for(P) + edge_cases(P)
+    out = launch(distributed_worker, P, [c for _, c in named], device="cuda", collect=True)
+    cpu = results(P)  # the same cases on the CPU (gloo): the refusals must agree
+    failures = []
+    for k, (name, case) in enumerate(named):
+        per_rank = [out[r][k] for r in range(P)]
+        refused_on_cpu = name in cpu and isinstance(cpu[name][1][0], Refusal)
+        if isinstance(per_rank[0], Refusal) or refused_on_cpu:
+            if not (isinstance(per_rank[0], Refusal) and refused_on_cpu):
+                failures.append(f"{name}: refused on one device only")
+            continue
+        try:
+            check_against_serial(case, per_rank, P)
+            check_bytes(case, per_rank, P)
+        except AssertionError as e:
+            failures.append(f"{name}: {e}")
+    assert not failures, f"P={P}: {len(failures)} of {len(named)} cases differ:\n" + "\n".join(failures)
