@@ -139,6 +139,28 @@ def test_dropout_masks_equal_the_numpy_hash_bit_for_bit(cols):
         assert np.array_equal(got, D.edge_keep_mask_reference(dst, src, heads, 0.3, seed=1, epoch=2, layer=0))
 
 
+def test_the_device_masks_in_torch_int64_are_the_host_masks_bit_for_bit():
+    """What a GPU draws (torch ``int64`` holding ``uint64`` bits, logical shifts, unsigned compare) is the host's
+    mask: run here on the CPU's torch, against the NumPy ``uint64`` reference."""
+    from gridgnn.ops.hashing import below_tensor, mix, mix_tensor
+
+    r = np.random.default_rng(5)
+    z = r.integers(0, 2**64, 20000, dtype=np.uint64)  # the whole range: sign bits set in half of them
+    got = mix_tensor(torch.from_numpy(z.view(np.int64))).numpy().view(np.uint64)
+    assert np.array_equal(got, mix(z))
+    t = np.uint64(r.integers(0, 2**64, dtype=np.uint64))
+    assert np.array_equal(below_tensor(torch.from_numpy(z.view(np.int64)), t).numpy(), z < t)
+    ids = np.concatenate([r.permutation(3000), [2**40 + 7, 0]])
+    for p, cols in ((0.1, None), (0.5, (3, 11)), (0.9, (0, 16))):
+        got = D.keep_mask_tensor(torch.from_numpy(ids), 16, p, seed=3, epoch=4, layer=1, cols=cols).numpy()
+        assert np.array_equal(got, D.keep_mask_reference(ids, 16, p, seed=3, epoch=4, layer=1, cols=cols))
+    dst, src = r.integers(0, 10**6, 4000), r.integers(0, 10**6, 4000)
+    for heads in (1, 8):
+        got = D.edge_keep_mask_tensor(torch.from_numpy(dst), torch.from_numpy(src), heads, 0.3, seed=1, epoch=2,
+                                      layer=0).numpy()
+        assert np.array_equal(got, D.edge_keep_mask_reference(dst, src, heads, 0.3, seed=1, epoch=2, layer=0))
+
+
 @pytest.mark.parametrize("kernel", ["auto", "torch"])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_dropout_forward_and_backward_equal_the_float_mask_product(dtype, kernel, monkeypatch):
@@ -173,8 +195,11 @@ def test_cuda_tensors_run_the_torch_references_and_agree_with_the_cpu_kernels():
     ]:
         torch.testing.assert_close(fn(*gpu_args, **kw).cpu(), fn(*cpu_args, **kw), **TOL[torch.float64])
     ids = np.arange(57)
-    y = D.hashed_dropout(d.cuda(), 0.3, ids, seed=1, epoch=0, layer=1, training=True)
-    assert torch.equal(y.cpu(), D.hashed_dropout(d, 0.3, ids, seed=1, epoch=0, layer=1, training=True))
+    y = D.hashed_dropout(d.cuda(), 0.3, ids, seed=1, epoch=0, layer=1, training=True).cpu()
+    ref = D.hashed_dropout(d, 0.3, ids, seed=1, epoch=0, layer=1, training=True)
+    assert torch.equal(y == 0, ref == 0)  # the same keyed mask on both devices
+    # kept entries x / (1 - p): CUDA's division by a scalar multiplies by its reciprocal, one rounding apart
+    torch.testing.assert_close(y, ref, rtol=1e-15, atol=0)
 
 
 def test_one_head_per_column_on_a_column_block_equals_the_reference(monkeypatch):

@@ -3,9 +3,11 @@ rank, for every P and every algorithm, so distributed training reproduces serial
 
 The keep decision is a SplitMix64 hash of the key and of ``node_id · f + feature`` (``f`` = full width of
 the layer input, ``feature`` = global column id, so column-sharded layouts draw the same mask), compared with
-``(1 − p) · 2⁶⁴``; computed on the host in ``uint64`` (well-defined wrap-around) and copied to the device. The
-hash runs in one parallel numba pass (:func:`gridgnn.ops.kernels.keyed_mask`, 1 byte per element) when numba is
-present, else in NumPy (:func:`keep_mask_reference`, the same bits, three ``uint64`` temporaries per element).
+``(1 − p) · 2⁶⁴``. On the host it is computed in ``uint64`` (well-defined wrap-around): in one parallel numba pass
+(:func:`gridgnn.ops.kernels.keyed_mask`, 1 byte per element) when numba is present, else in NumPy
+(:func:`keep_mask_reference`, the same bits, three ``uint64`` temporaries per element). On a GPU it is computed
+there, in torch ``int64`` arithmetic holding the same bits (:func:`gridgnn.ops.hashing.mix_tensor`): only the ids
+cross to the device, not the mask.
 Autograd keeps the boolean mask (1 byte per element), not a mask in the training dtype.
 """
 from __future__ import annotations
@@ -14,7 +16,7 @@ import numpy as np
 import torch
 
 from ..ops import kernels
-from ..ops.hashing import G, mix
+from ..ops.hashing import G, as_int64, below_tensor, mix, mix_tensor
 from ..ops.masked import MaskedScale
 
 def _threshold(p: float) -> np.uint64:
@@ -41,6 +43,14 @@ def keep_mask(node_ids: np.ndarray, features: int, p: float, *, seed: int, epoch
                               _threshold(p))
 
 
+def keep_mask_tensor(node_ids: torch.Tensor, features: int, p: float, *, seed: int, epoch: int, layer: int,
+                     cols: tuple[int, int] | None = None) -> torch.Tensor:
+    """:func:`keep_mask` on ``node_ids``' device (an ``int64`` tensor): the same bits, in torch ``int64``."""
+    c0, c1 = cols if cols is not None else (0, features)
+    ids = node_ids.reshape(-1, 1) * features + torch.arange(c0, c1, dtype=torch.int64, device=node_ids.device)
+    return below_tensor(mix_tensor(ids ^ as_int64(_node_key(seed, epoch, layer))), _threshold(p))
+
+
 def keep_mask_reference(node_ids: np.ndarray, features: int, p: float, *, seed: int, epoch: int, layer: int,
                         cols: tuple[int, int] | None = None) -> np.ndarray:
     """:func:`keep_mask` in NumPy ``uint64`` arithmetic."""
@@ -65,8 +75,12 @@ def hashed_dropout(x: torch.Tensor, p: float, node_ids: np.ndarray, *, seed: int
     if not training or p <= 0.0:
         return x
     features = x.shape[1] if features is None else features
-    mask = torch.from_numpy(keep_mask(node_ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols))
-    return MaskedScale.apply(x, mask.to(device=x.device), 1.0 - p)
+    if x.device.type != "cpu":  # drawn on the device: the ids cross, not the mask
+        ids = torch.as_tensor(np.asarray(node_ids, dtype=np.int64)).to(x.device)
+        mask = keep_mask_tensor(ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols)
+    else:
+        mask = torch.from_numpy(keep_mask(node_ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols))
+    return MaskedScale.apply(x, mask, 1.0 - p)
 
 
 def edge_keep_mask(dst_ids: np.ndarray, src_ids: np.ndarray, heads: int, p: float, *, seed: int, epoch: int,
@@ -77,6 +91,15 @@ def edge_keep_mask(dst_ids: np.ndarray, src_ids: np.ndarray, heads: int, p: floa
         return kernels.edge_mask(np.asarray(dst_ids).reshape(-1), np.asarray(src_ids).reshape(-1), heads,
                                  _edge_key(seed, epoch, layer), _threshold(p))
     return edge_keep_mask_reference(dst_ids, src_ids, heads, p, seed=seed, epoch=epoch, layer=layer)
+
+
+def edge_keep_mask_tensor(dst_ids: torch.Tensor, src_ids: torch.Tensor, heads: int, p: float, *, seed: int,
+                          epoch: int, layer: int) -> torch.Tensor:
+    """:func:`edge_keep_mask` on the ids' device (``int64`` tensors): the same bits, in torch ``int64``."""
+    edge = mix_tensor(mix_tensor(dst_ids.reshape(-1, 1) ^ as_int64(_edge_key(seed, epoch, layer)))
+                      + src_ids.reshape(-1, 1))
+    head = torch.arange(1, heads + 1, dtype=torch.int64, device=edge.device) * as_int64(G)
+    return below_tensor(mix_tensor(edge ^ head), _threshold(p))
 
 
 def edge_keep_mask_reference(dst_ids: np.ndarray, src_ids: np.ndarray, heads: int, p: float, *, seed: int,
@@ -96,6 +119,10 @@ def hashed_edge_dropout(alpha: torch.Tensor, p: float, dst_ids: np.ndarray, src_
     r"""Inverted dropout on an edge tensor ``alpha`` (``nnz × K``, edges ``src_ids[e] → dst_ids[e]``)."""
     if not training or p <= 0.0:
         return alpha
-    mask = torch.from_numpy(edge_keep_mask(dst_ids, src_ids, alpha.shape[1], p, seed=seed, epoch=epoch,
-                                           layer=layer))
-    return MaskedScale.apply(alpha, mask.to(device=alpha.device), 1.0 - p)
+    if alpha.device.type != "cpu":
+        dst, src = (torch.as_tensor(np.asarray(a, dtype=np.int64)).to(alpha.device) for a in (dst_ids, src_ids))
+        mask = edge_keep_mask_tensor(dst, src, alpha.shape[1], p, seed=seed, epoch=epoch, layer=layer)
+    else:
+        mask = torch.from_numpy(edge_keep_mask(dst_ids, src_ids, alpha.shape[1], p, seed=seed, epoch=epoch,
+                                               layer=layer))
+    return MaskedScale.apply(alpha, mask, 1.0 - p)

@@ -21,13 +21,14 @@ Shapes per rank: input ``n_local × f_in`` → ``n_local × K·F`` (concat) or `
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..parallel.attention import attend
 from .base import Model, Option, parameter_group
-from .dropout import edge_keep_mask
+from .dropout import edge_keep_mask, edge_keep_mask_tensor
 
 #: ``--heads``: at most this many heads per layer
 MAX_HEADS = 1024
@@ -111,8 +112,15 @@ class GAT(Model):
         if not (self.training and self.attn_dropout > 0):
             return None
         dst, src = g.edge_ids()
+        if torch.device(device).type != "cpu":  # drawn on the device from its copy of the ids (made once)
+            cache = g.__dict__.setdefault("_edge_ids_on", {})
+            key = str(device)
+            if key not in cache:
+                cache[key] = tuple(torch.as_tensor(np.asarray(a, dtype=np.int64)).to(device) for a in (dst, src))
+            return edge_keep_mask_tensor(*cache[key], heads, self.attn_dropout, seed=self.seed, epoch=self.epoch,
+                                         layer=layer)
         return torch.from_numpy(edge_keep_mask(dst, src, heads, self.attn_dropout, seed=self.seed,
-                                               epoch=self.epoch, layer=layer)).to(device)
+                                               epoch=self.epoch, layer=layer))
 
     def in_width(self, layer: int) -> int:
         """Width of layer ``layer``'s input: ``f_0``, then ``heads · F_l`` of the concatenated hidden layer."""

@@ -7,6 +7,7 @@ for every number of processes, whichever rank computes it and in whatever order:
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 M1 = np.uint64(0xBF58476D1CE4E5B9)
 M2 = np.uint64(0x94D049BB133111EB)
@@ -21,6 +22,32 @@ def mix(z) -> np.ndarray:
         z = (z ^ (z >> np.uint64(30))) * M1
         z = (z ^ (z >> np.uint64(27))) * M2
         return z ^ (z >> np.uint64(31))
+
+
+def as_int64(u) -> int:
+    """A ``uint64`` value's bits as a Python int in the ``int64`` range (two's complement)."""
+    u = int(u) % 2**64
+    return u - 2**64 if u >= 2**63 else u
+
+
+def _shift_right(z: torch.Tensor, k: int) -> torch.Tensor:
+    """Logical right shift of ``uint64`` bits held in ``int64`` (the arithmetic shift, its sign copies cleared)."""
+    return (z >> k) & ((1 << (64 - k)) - 1)
+
+
+def mix_tensor(z: torch.Tensor) -> torch.Tensor:
+    """:func:`mix` on a torch ``int64`` tensor that holds ``uint64`` bits, on its device: the same bits, since
+    ``int64`` addition, multiplication and xor wrap as ``uint64`` ones do and the shifts are made logical."""
+    z = z + as_int64(G)
+    z = (z ^ _shift_right(z, 30)) * as_int64(M1)
+    z = (z ^ _shift_right(z, 27)) * as_int64(M2)
+    return z ^ _shift_right(z, 31)
+
+
+def below_tensor(h: torch.Tensor, threshold) -> torch.Tensor:
+    """``h < threshold`` compared as ``uint64`` (``h``: ``int64`` bits): with the sign bits flipped, the signed
+    order is the unsigned one."""
+    return (h ^ as_int64(2**63)) < as_int64(int(threshold) ^ 2**63)
 
 
 def chain(*parts) -> np.ndarray:

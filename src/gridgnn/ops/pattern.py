@@ -155,9 +155,14 @@ def sddmm_dot_reference(pat: Pattern, dst: torch.Tensor, src: torch.Tensor, head
     col_heads = col_heads if col_heads is not None else head_columns(heads, width)
     out = dst.new_zeros((pat.nnz, heads))
     step = max(1, SDDMM_CHUNK_ELEMENTS // max(1, width))
+    per = width // heads  # equal heads side by side (the default split): one reduction over a heads × per view
+    even = per * heads == width and list(col_heads) == [(h, h * per, (h + 1) * per) for h in range(heads)]
     for e0 in range(0, pat.nnz, step):
         e1 = min(pat.nnz, e0 + step)
         prod = dst[pat.row[e0:e1]] * src[pat.col[e0:e1]]
+        if even:
+            out[e0:e1] = prod.view(e1 - e0, heads, per).sum(dim=2)
+            continue
         for h, a, b in col_heads:
             out[e0:e1, h] = prod[:, a:b].sum(dim=1)
     return out
