@@ -1,12 +1,12 @@
-"""Cora link prediction as PyG's ``examples/link_pred.py`` sets it up, twice in the same run: with PyG
-(``RandomLinkSplit``, ``negative_sampling``, two ``GCNConv``, sklearn-free AUC) and with gridgnn's pieces
-(:mod:`gridgnn.graph.links`: the split, keyed negatives and AUC; gridgnn's serial GCN as the encoder). Both: 5 %
-validation and 10 % test edges (undirected), 2 layers 128 → 64, dot-product decoder, binary cross-entropy on the
-training edges and one fresh negative per positive every epoch, Adam lr 0.01, 100 epochs, the test AUC of the epoch
-with the best validation AUC. Not yet a ``gridgnn train`` task (issue 26): this measures the pieces against PyG's
-example before they are.
+"""Cora link prediction as PyG's ``examples/link_pred.py`` sets it up, in the same run: with PyG
+(``RandomLinkSplit``, ``negative_sampling``, two ``GCNConv``, sklearn-free AUC) and with ``gridgnn train --task
+link`` serially and on every algorithm at ``--nproc`` (default 4). Both: 5 % validation and 10 % test edges
+(undirected), 2 layers 128 → 64, dot-product decoder, binary cross-entropy on the training edges and one fresh
+negative per positive every epoch, Adam lr 0.01 without weight decay or dropout, 100 epochs, the test AUC of the
+epoch with the best validation AUC. The split and the negatives are PyG's in the PyG runs and gridgnn's keyed ones
+in gridgnn's (the same sizes and properties, other edges): the comparison is of means over seeds.
 
-Usage: python benchmarks/link_pred_cora.py [CORA_DIR] [--seeds 5] [--epochs 100]
+Usage: python benchmarks/link_pred_cora.py [CORA_DIR] [--seeds 5] [--epochs 100] [--nproc 4] [--algos 1d,2d]
 """
 from __future__ import annotations
 
@@ -14,52 +14,12 @@ import argparse
 import os
 import statistics
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from _common import run  # noqa: F401 - puts src/ on the path
-from gridgnn.graph import gcn_normalize
-from gridgnn.graph.links import auc, link_split, negative_pairs
+from _common import run
+from gridgnn.graph.links import auc
 from gridgnn.graph.loaders import load_planetoid
-from gridgnn.nn import GCN
-from gridgnn.parallel.serial import build_serial
-
-
-def train_gridgnn(g, seed: int, epochs: int) -> float:
-    s = link_split(g, 0.05, 0.1, seed=seed)
-    plans = {name: build_serial(gcn_normalize(graph), dtype=torch.float32)
-             for name, graph in (("train", s.train_graph), ("test", s.test_graph))}
-    model = GCN([g.num_features, 128, 64], dropout=0.0, seed=seed)
-    opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    x = torch.from_numpy(g.x)
-    fixed = {name: (getattr(s, name), negative_pairs(g, getattr(s, name).shape[1], 1, seed=seed, split=name))
-             for name in ("val", "test")}
-
-    def scores(z, pairs):
-        p = torch.from_numpy(pairs)
-        return (z[p[0]] * z[p[1]]).sum(-1)
-
-    best_val, final_test = -1.0, 0.0
-    for epoch in range(epochs):
-        model.train()
-        opt.zero_grad()
-        z = model(x, plans["train"])
-        neg = negative_pairs(s.train_graph, s.train.shape[1], 1, seed=seed, epoch=epoch)
-        logits = torch.cat([scores(z, s.train), scores(z, neg)])
-        labels = torch.cat([torch.ones(s.train.shape[1]), torch.zeros(neg.shape[1])])
-        F.binary_cross_entropy_with_logits(logits, labels).backward()
-        opt.step()
-        model.eval()
-        with torch.no_grad():
-            got = {}
-            for name, plan in (("val", plans["train"]), ("test", plans["test"])):
-                z = model(x, plan)
-                pos, negs = fixed[name]
-                got[name] = auc(scores(z, pos).numpy(), scores(z, negs).numpy())
-        if got["val"] > best_val:
-            best_val, final_test = got["val"], got["test"]
-    return final_test
 
 
 def train_pyg(g, seed: int, epochs: int) -> float:
@@ -108,20 +68,32 @@ def main():
     ap.add_argument("cora", nargs="?", default=os.path.join(here, "..", "..", "shared", "data", "planetoid", "cora"))
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--epochs", type=int, default=100)
+    ap.add_argument("--nproc", type=int, default=4)
+    ap.add_argument("--algos", default=None, help="comma-separated subset of the algorithms (serial always runs)")
     args = ap.parse_args()
     g = load_planetoid(args.cora)
-    res = {"pyg": [], "gridgnn": []}
+    c2 = 2 if args.nproc % 2 == 0 else 1
+    configs = [("serial", 1, {}), ("1d", args.nproc, {}), ("1d-sa", args.nproc, {}),
+               ("1.5d", args.nproc, dict(replication=c2)), ("1.5d-sa", args.nproc, dict(replication=c2)),
+               ("2d", args.nproc, {}), ("3d", args.nproc, {}), ("plexus", args.nproc, dict(partition="double-perm"))]
+    if args.algos:
+        keep = {"serial", *args.algos.split(",")}
+        configs = [c for c in configs if c[0] in keep]
+    hyper = dict(data=f"planetoid:{args.cora}", task="link", layers=2, hidden=128, embedding_dim=64, lr=0.01,
+                 weight_decay=0.0, dropout=0.0, epochs=args.epochs, negatives=1)
+    res = {"pyg": [], **{c[0]: [] for c in configs}}
     for seed in range(args.seeds):
         res["pyg"].append(train_pyg(g, seed, args.epochs))
-        res["gridgnn"].append(train_gridgnn(g, seed, args.epochs))
-        print(f"seed {seed}: PyG {res['pyg'][-1]:.4f}  gridgnn {res['gridgnn'][-1]:.4f}", flush=True)
-    print(f"\n| run | mean test AUC ({args.seeds} seeds) | std | per seed |")
-    print("|---|---|---|---|")
+        for algo, p, kw in configs:
+            res[algo].append(run(algo=algo, nproc=p, seed=seed, **hyper, **kw)["test_auc"])
+        print(f"seed {seed}: " + "  ".join(f"{k}={v[-1]:.4f}" for k, v in res.items()), flush=True)
+    print(f"\n| run | P | mean test AUC ({args.seeds} seeds) | std | max abs diff to serial (same seed) |")
+    print("|---|---|---|---|---|")
     for name, v in res.items():
-        print(f"| {name} | {statistics.mean(v):.4f} | {statistics.pstdev(v):.4f} | "
-              f"{', '.join(f'{a:.4f}' for a in v)} |")
-    print(f"\ngap (gridgnn − PyG): {statistics.mean(res['gridgnn']) - statistics.mean(res['pyg']):+.4f}")
-    np.set_printoptions(precision=4)
+        p = 1 if name in ("pyg", "serial") else args.nproc
+        gap = "" if name == "pyg" else f"{max(abs(a - b) for a, b in zip(v, res['serial'])):.4f}"
+        print(f"| {name} | {p} | {statistics.mean(v):.4f} | {statistics.pstdev(v):.4f} | {gap} |")
+    print(f"\ngap (gridgnn serial − PyG): {statistics.mean(res['serial']) - statistics.mean(res['pyg']):+.4f}")
 
 
 if __name__ == "__main__":

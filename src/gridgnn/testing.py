@@ -41,6 +41,18 @@ class Case:
     options: dict = field(default_factory=dict)  # other keyword options of the model's from_options
     wire: str | None = None  # --comm-dtype: node data crosses the wire in this type (float64 training)
     overlap: bool = False  # --overlap: the stage loops start their transfers early
+    task: str = "node"  # "link": link prediction on the split of ``graph`` (:func:`link_setup`)
+
+
+#: the link split and negatives of a ``task="link"`` case: 15 % validation, 20 % test edges, 2 negatives each
+LINK_SPLIT, LINK_NEGATIVES = (0.15, 0.2), 2
+
+
+def link_setup(case: Case):
+    """The :class:`~gridgnn.graph.links.LinkSplit` of a link case (its encoder trains on ``split.train_graph``)."""
+    from .graph.links import link_split
+
+    return link_split(case.graph, *LINK_SPLIT, seed=case.seed)
 
 
 @dataclass
@@ -62,21 +74,35 @@ def run_case(case: Case, comm, device: str = "cpu") -> CaseResult:
     returns is on the host."""
     dtype = torch.float64
     source = rows = None
+    split = link_setup(case) if case.task == "link" else None
+    graph = case.graph if split is None else split.train_graph
     if case.algo == "serial":
         pass
     elif isinstance(case.partition, RowPartition):
         rows = case.partition
-        source = InMemorySource(case.graph, rows.perm)
+        source = InMemorySource(graph, rows.perm)
     else:
-        source, rows = make_source(case.graph, case.algo, comm.grid.world_size, replication=case.replication,
+        source, rows = make_source(graph, case.algo, comm.grid.world_size, replication=case.replication,
                                    shape=comm.grid.shape, method=case.partition, seed=case.seed)
     comm.log.reset()
-    plan, data = build_rank(case.graph, case.algo, comm, case.dims, source=source, rows=rows, dtype=dtype,
+    plan, data = build_rank(graph, case.algo, comm, case.dims, source=source, rows=rows, dtype=dtype,
                             device=device, block_rows=case.block_rows, model=lambda p: build_model(case, p))
+    if split is not None:
+        from .parallel.pairs import RowDirectory
+        from .train.link import LinkPairs
+
+        directory = RowDirectory(comm, data.node_ids, plan.out_cols(case.dims[-1]), case.dims[-1], graph.n)
+        pairs = LinkPairs(case.graph, split, negatives=LINK_NEGATIVES, seed=case.seed, world=directory.world,
+                          me=directory.me)
     setup = comm.log.snapshot()
     comm.log.reset()
     model = build_model(case, plan).to(device)
-    loss, logits = forward_backward(model, plan, comm, data, epoch=case.epoch)
+    if split is None:
+        loss, logits = forward_backward(model, plan, comm, data, epoch=case.epoch)
+    else:
+        from .train.link import link_forward_backward
+
+        loss, logits = link_forward_backward(model, plan, comm, data, directory, pairs, epoch=case.epoch)
     stats = {k: (v.sent, v.recv, v.calls) for k, v in comm.log.snapshot().items()}
     stats.update({k: (v.sent, v.recv, v.calls) for k, v in setup.items()})
     entries = model.parameter_entries()  # each rank's shard of a sharded parameter

@@ -3,7 +3,7 @@ import numpy as np
 
 from gridgnn.distributed.wire import WIRE_TYPES
 from gridgnn.planner.simulate import step_volume
-from gridgnn.testing import assemble, build_model, serial_case
+from gridgnn.testing import LINK_NEGATIVES, assemble, build_model, link_setup, serial_case
 from gridgnn.train.rank_layout import make_partition, make_source, num_blocks
 from gridgnn.parallel.registry import algorithm
 from gridgnn.partition import RowPartition
@@ -29,33 +29,53 @@ def check_against_serial(case, per_rank, P=None):
         for g, gr, slc in zip(r.grads, ref.grads, r.grad_slices):  # sharded parameters: compare the shard
             assert rel(g, gr[slc]) < RTOL
     # the loss summands of the row blocks add up to the serial loss (each block counted once)
-    copies = per_rank[0].copies
+    copies = per_rank[0].copies if case.task == "node" else 1  # a link case's pairs are sliced over every rank
     total = sum(r.loss for r in per_rank) / copies
     assert abs(total - ref.loss) <= RTOL * abs(ref.loss)
     return ref
 
 
+def trained_graph(case):
+    """The graph the case's model aggregates over: its graph, or a link case's training graph."""
+    return case.graph if case.task == "node" else link_setup(case).train_graph
+
+
 def rows_of(case, P):
     if isinstance(case.partition, RowPartition):
         return case.partition
-    return make_partition(case.graph, num_blocks(case.algo, P, case.replication), case.partition, case.seed)
+    return make_partition(trained_graph(case), num_blocks(case.algo, P, case.replication), case.partition, case.seed)
 
 
 def model_bytes(case, per_rank, P):
     """The simulator's bytes and messages of ``case.algo`` for this configuration
-    (:func:`gridgnn.planner.simulate.step_volume`: the traced model's primitives summed over the layout),
-    ``{key: (sent[P], recv[P], calls[P])}``."""
-    return model_volume(case, P).bytes
+    (:func:`gridgnn.planner.simulate.step_volume`: the traced model's primitives summed over the layout; a link
+    case adds its decoder's fetch, :meth:`~gridgnn.parallel.pairs.RowDirectory.volume` over the ranks' output
+    layout and training pairs), ``{key: (sent[P], recv[P], calls[P])}``."""
+    total = dict(model_volume(case, P).bytes)
+    if case.task == "link":
+        from gridgnn.parallel.pairs import RowDirectory
+        from gridgnn.train.link import LinkPairs
+
+        ranks = sorted(per_rank, key=lambda r: r.rank)
+        width = case.dims[-1]
+        directory = RowDirectory.from_layout([r.node_ids for r in ranks], [tuple(r.cols) for r in ranks], width,
+                                             case.graph.n)
+        split = link_setup(case)
+        wants = [LinkPairs(case.graph, split, negatives=LINK_NEGATIVES, seed=case.seed, world=P,
+                           me=r).train_wants(case.epoch) for r in range(P)]
+        total.update(directory.volume(wants, 8))
+    return total
 
 
 def model_volume(case, P):
     """The simulator's :class:`~gridgnn.planner.simulate.StepVolume` of this configuration."""
+    graph = trained_graph(case)
     if not algorithm(case.algo).row_partitioned:
-        source, _ = make_source(case.graph, case.algo, P, shape=case.grid, method=case.partition, seed=case.seed)
+        source, _ = make_source(graph, case.algo, P, shape=case.grid, method=case.partition, seed=case.seed)
         rows = None
     else:
         source, rows = None, rows_of(case, P)
-    return step_volume(case.graph, case.algo, P, source=source, rows=rows, shape=case.grid,
+    return step_volume(graph, case.algo, P, source=source, rows=rows, shape=case.grid, loss=case.task == "node",
                        replication=case.replication, build_model=lambda plan: build_model(case, plan),
                        traits=algorithm(case.algo).traits, elem_bytes=8,
                        block_rows=getattr(case, "block_rows", 0),
@@ -67,7 +87,7 @@ def check_bytes(case, per_rank, P):
     measured = {}
     for r in per_rank:
         for key, stats in r.comm.items():
-            if key.split(".")[0] in ("fwd", "bwd", "grad"):
+            if key.split(".")[0] in ("fwd", "bwd", "grad", "decode", "decode_bwd"):
                 measured.setdefault(key, tuple(np.zeros(P) for _ in range(3)))
                 for acc, v in zip(measured[key], stats):
                     acc[r.rank] = v

@@ -121,7 +121,39 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
                         Case(graph=GRAPHS[gname], algo="plexus", dims=dims, grid=shape, partition=part, model="gat",
                              heads=heads, out_heads=out_heads, dropout=0.4, attn_dropout=0.3, seed=7, epoch=3)))
     out += attention_cases(P)
-    return out + wire_cases(P) + overlap_cases(P) + edge_feature_cases(P)
+    return out + wire_cases(P) + overlap_cases(P) + edge_feature_cases(P) + link_cases(P)
+
+
+def link_cases(P: int) -> list[tuple[str, Case]]:
+    """Link prediction (the encoder on the training graph of the split, a dot decoder over every rank's slice of
+    the training pairs): one layout of each algorithm, GCN encoders, a GAT one on 1d-sa and 2d and a GraphSAGE one
+    on 3d, the graphs alternating."""
+    if P == 1:
+        return []
+    s2, s3 = shapes_2d(P), shapes_3d(P)
+    layouts = [("1d-skewed", dict(algo="1d", partition=skewed_partition(N, P, 8))),
+               ("1d-sa", dict(algo="1d-sa")),
+               ("1.5d-c2", dict(algo="1.5d", replication=2)),
+               ("1.5d-sa-c2", dict(algo="1.5d-sa", replication=2)),
+               (f"2d-{'x'.join(map(str, s2[len(s2) // 2]))}", dict(algo="2d", grid=s2[len(s2) // 2])),
+               (f"3d-{'x'.join(map(str, s3[-1]))}", dict(algo="3d", grid=s3[-1])),
+               (f"plexus-{'x'.join(map(str, s3[1]))}-double-perm", dict(algo="plexus", grid=s3[1],
+                                                                         partition="double-perm"))]
+    out = []
+    for j, (tag, kw) in enumerate(layouts):
+        gname = tuple(GRAPHS)[j % 2]
+        dims = [7, 6, 4] if j % 3 else [7, 5, 6, 4]
+        out.append((f"link-gcn-{tag}-{gname}", Case(graph=GRAPHS[gname], dims=dims, dropout=0.3, seed=7, epoch=2,
+                                                    task="link", **kw)))
+    out.append(("link-gat-1d-sa", Case(graph=GRAPHS["directed"], algo="1d-sa", dims=[7, 3, 4], model="gat", heads=2,
+                                       out_heads=1, dropout=0.3, attn_dropout=0.2, seed=7, epoch=2, task="link")))
+    out.append((f"link-gat-2d-{'x'.join(map(str, s2[0]))}",
+                Case(graph=GRAPHS["undirected"], algo="2d", grid=s2[0], dims=[7, 3, 4], model="gat", heads=2,
+                     out_heads=1, dropout=0.3, seed=7, epoch=2, task="link")))
+    out.append((f"link-sage-3d-{'x'.join(map(str, s3[0]))}",
+                Case(graph=GRAPHS["directed"], algo="3d", grid=s3[0], dims=[7, 6, 4], model="sage",
+                     options={"aggr": "mean"}, dropout=0.3, seed=7, epoch=2, task="link")))
+    return out
 
 
 def with_edge_features(g: Graph, d: int, seed: int) -> Graph:

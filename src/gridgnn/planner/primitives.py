@@ -763,7 +763,7 @@ def block_nnz(matp: sp.csr_matrix, bounds: np.ndarray) -> np.ndarray:
 
 
 def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams: int, elem_bytes: int,
-               detail: dict | None = None, wire_bytes: int | None = None) -> dict:
+               detail: dict | None = None, wire_bytes: int | None = None, loss: bool = True) -> dict:
     r"""Per-rank bytes and messages of one training step, keyed ``"<phase>.<collective>"`` →
     ``(sent[P], recv[P], calls[P])``: the sum of the traced primitives' forward and backward volumes plus the
     ring all-reduce of the ``nparams`` parameter gradients over the block axis. ``detail``, when given, is filled
@@ -789,9 +789,10 @@ def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams: int,
             bwd = {}
         add("fwd", fwd)
         add("bwd", bwd)
-    loss: dict = {}
-    volume.loss(loss, elem_bytes)
-    add("fwd", loss)
+    if loss:  # node classification's sharded cross-entropy (link prediction has none)
+        losses: dict = {}
+        volume.loss(losses, elem_bytes)
+        add("fwd", losses)
     grad: dict = {}
     volume.grad(grad, nparams * elem_bytes)
     add("grad", grad)

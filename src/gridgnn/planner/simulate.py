@@ -85,7 +85,8 @@ class StepVolume:
 
 
 def step_volume(graph, algo: str, world: int, *, source, rows, shape, replication: int, build_model, traits: dict,
-                elem_bytes: int = 4, block_rows: int = 0, wire_bytes: int | None = None) -> StepVolume:
+                elem_bytes: int = 4, block_rows: int = 0, wire_bytes: int | None = None,
+                loss: bool = True) -> StepVolume:
     r"""The per-rank bytes of one training step.
 
     Args:
@@ -99,6 +100,8 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
         block_rows (int, optional): Plexus blocked aggregation (``--blocked-aggregation``; 0 = off). (default: ``0``)
         wire_bytes (int, optional): bytes per element of node data on the wire (``--comm-dtype``; ``None``: as
             held). (default: ``None``)
+        loss (bool, optional): count the node-classification loss's collectives (link prediction has none: its
+            decoder's are :meth:`gridgnn.parallel.pairs.RowDirectory.volume`). (default: ``True``)
     """
     from ..parallel.checks import layout_rules
     from ..parallel.registry import algorithm
@@ -117,5 +120,5 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
     else:
         volume = BlockRowVolume(algo, rows.permute_matrix(gcn_normalize(graph)), rows, world, replication)
     detail: dict = {}
-    total = step_bytes(calls, volume, nparams, elem_bytes, detail, wire_bytes=wire_bytes)
+    total = step_bytes(calls, volume, nparams, elem_bytes, detail, wire_bytes=wire_bytes, loss=loss)
     return StepVolume(total, world, nparams, calls, detail, dict(volume.axes), step_work(calls, volume), traced)

@@ -157,6 +157,16 @@ def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=())
         if cfg.nproc == 1 and env is None:
             return minibatch_worker(None, cfg, graph, keep_model, callbacks)
         return _launch(minibatch_worker, cfg, graph, keep_model, callbacks if env else _spawnable(callbacks))[0]
+    if cfg.task == "link":
+        from .link import link_worker
+
+        if cfg.algo == "serial":
+            require_one_process(env)
+            return link_worker(None, cfg, graph, keep_model, callbacks)
+        if graph is not None and env is None:
+            raise GridGnnError("--task link with spawned ranks reads its graph from --data SPEC; a graph in memory "
+                               "trains with --algo serial (or save it: gridgnn.graph.save_npz, then data='npz:FILE')")
+        return _launch_checked(link_worker, cfg, graph, keep_model, callbacks if env else _spawnable(callbacks))[0]
     from .trainer import train_worker
 
     if cfg.algo == "serial":

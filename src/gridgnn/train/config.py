@@ -52,10 +52,15 @@ MAX_WEIGHT_DECAY = 1e6
 MAX_NPROC = 1 << 20
 #: vertex counts (--batch-size, --eval-batch-size, --blocked-aggregation rows): int32 row indices
 MAX_ROWS = (1 << 31) - 1
+#: ``--negatives``: negative pairs per positive (OGB's ogbl-citation2 ranks each positive among 1000)
+MAX_NEGATIVES = 1 << 16
+#: the default ``--link-split`` (PyG's link_pred.py example: 5 % validation, 10 % test edges)
+DEFAULT_LINK_SPLIT = (0.85, 0.05, 0.1)
 
 
 #: The sections of a training config: the groups of ``gridgnn train --help`` and of ``docs/python-api.md``.
-SECTIONS = {"data": "data and model", "parallel": "processes and layout", "optimizer": "optimization",
+SECTIONS = {"data": "data and model", "task": "task: node classification or link prediction (--task)",
+            "parallel": "processes and layout", "optimizer": "optimization",
             "sampling": "minibatch sampling (--sampler)", "run": "run, outputs and checkpoints"}
 
 
@@ -140,6 +145,22 @@ class TrainConfig:
     feature_norm: str = opt("auto", "data", choices=("auto", "none", "l2"),
                             help="input features as loaded (none) or each row scaled to unit L2 norm (l2); auto: the "
                                  "model's choice (va: l2, the others: none)")
+    # ---- task
+    task: str = opt("node", "task", choices=("node", "link"),
+                    help="node classification, or link prediction: the edges split into training, validation and "
+                         "test positives (PyG RandomLinkSplit semantics), keyed negative pairs, the encoder's "
+                         "vertex embeddings scored by their dot product, binary cross-entropy; AUC, Hits@K, MRR")
+    link_split: str | None = opt(None, "task", metavar="TRAIN,VAL,TEST",
+                                 help="--task link: the fractions of the edges (an undirected edge counted once) for "
+                                      "training, validation and test; they add up to 1 (default 0.85,0.05,0.1)")
+    negatives: int | None = opt(None, "task", metavar="K", low=1, high=MAX_NEGATIVES,
+                                help="--task link: negative pairs per positive, drawn afresh each epoch for training "
+                                     "and once for validation and test (default 1)")
+    hits_k: int | None = opt(None, "task", metavar="K", low=1, high=MAX_ROWS,
+                             help="--task link: the K of Hits@K (default 50, OGB's ogbl-collab)")
+    embedding_dim: int | None = opt(None, "task", metavar="D", low=1, high=MAX_HIDDEN,
+                                    help="--task link: width of the vertex embeddings the decoder scores (the last "
+                                         "layer's output; default --hidden)")
     # ---- parallel
     algo: str = opt("serial", "parallel", metavar="NAME", help=_help_algo)
     profile: str | None = opt(None, "parallel", metavar="FILE|PRESET",
@@ -230,6 +251,9 @@ class TrainConfig:
             if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool)
                                                         for v in value):
                 setattr(self, name, ",".join(str(v) for v in value))
+        if isinstance(self.link_split, (list, tuple)) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                              for v in self.link_split):
+            self.link_split = ",".join(repr(float(v)) for v in self.link_split)  # link_split=[0.8, 0.1, 0.1]
 
     def validate(self) -> None:
         """Checks that need no data and no processes (run in the launching process). Creates nothing: ``--out``
@@ -289,6 +313,7 @@ class TrainConfig:
         if self.comm_dtype not in (None, self.dtype) and self.nproc == 1 and self.sampler is None:
             raise GridGnnError(f"--comm-dtype {self.comm_dtype} narrows what ranks send each other; one process "
                                "sends nothing (give --nproc P)")
+        self._validate_task()
         if self.sampler is not None:
             if self.comm_dtype not in (None, self.dtype):
                 raise GridGnnError(f"--comm-dtype {self.comm_dtype} applies to full-graph training; minibatch runs "
@@ -321,6 +346,55 @@ class TrainConfig:
         if self.blocked_aggregation and self.algo != "plexus":
             raise GridGnnError("--blocked-aggregation applies to --algo plexus")
 
+    def _validate_task(self) -> None:
+        """``--task``: the link-prediction flags only with ``--task link``, and what link prediction does not
+        combine with yet refused before anything starts."""
+        if self.task not in ("node", "link"):
+            raise GridGnnError(f"--task must be node or link, got {self.task!r}")
+        if self.task != "link":
+            for name in ("link_split", "negatives", "hits_k", "embedding_dim"):
+                if getattr(self, name) is not None:
+                    raise GridGnnError(f"{flag(name)} applies to --task link")
+            return
+        for name, bad in (("--sampler (minibatch training)", self.sampler is not None),
+                          ("--save-logits (node classification's logits)", self.save_logits),
+                          ("--checkpoint-every", self.checkpoint_every), ("--resume", self.resume is not None),
+                          ("sharded: data (link prediction splits the edges of the graph itself)",
+                           bool(self.data and self.data.startswith("sharded:")))):
+            if bad:
+                raise GridGnnError(f"--task link cannot be combined with {name} yet")
+        self.model_link_split  # parsed and checked  # noqa: B018
+
+    @property
+    def model_link_split(self) -> tuple[float, float, float]:
+        """``--link-split`` as ``(train, val, test)`` fractions adding up to 1."""
+        if self.link_split is None:
+            return DEFAULT_LINK_SPLIT
+        text = self.link_split
+        if isinstance(text, (list, tuple)):
+            text = ",".join(str(v) for v in text)
+        try:
+            vals = tuple(float(v) for v in str(text).replace(" ", "").split(","))
+        except ValueError:
+            vals = ()
+        if len(vals) != 3 or any(not 0 <= v < 1 for v in vals[1:]) or not 0 < vals[0] <= 1 \
+                or abs(sum(vals) - 1.0) > 1e-6:
+            raise GridGnnError(f"--link-split {text!r} must be three fractions TRAIN,VAL,TEST that add up to 1, "
+                               "training above 0 (e.g. 0.85,0.05,0.1)")
+        return vals
+
+    @property
+    def model_negatives(self) -> int:
+        return 1 if self.negatives is None else self.negatives
+
+    @property
+    def model_hits_k(self) -> int:
+        return 50 if self.hits_k is None else self.hits_k
+
+    @property
+    def model_embedding_dim(self) -> int:
+        return self.hidden if self.embedding_dim is None else self.embedding_dim
+
     def check_ranges(self, *, skip: tuple = (), only: tuple = ()) -> None:
         """Every numeric field given (not ``None``) in the range its :func:`opt` declares (the ``--help`` text and
         this check read the same declaration), the fields of the sections ``skip`` left out, or only those of
@@ -343,6 +417,7 @@ class TrainConfig:
                           ("--partition", self.partition != "random"),
                           ("--blocked-aggregation", self.blocked_aggregation != 0),
                           ("--sampler", self.sampler is not None), ("--resume", self.resume is not None),
+                          ("--task link", self.task == "link"),
                           ("sharded: data", bool(self.data and self.data.startswith("sharded:")))):
             if bad:
                 raise GridGnnError(f"--algo auto chooses the algorithm, grid, replication and partition itself; "

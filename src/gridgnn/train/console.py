@@ -72,7 +72,7 @@ class Console:
     def epoch_done(self, epoch: int, record: dict, line: str) -> None:
         """After epoch ``epoch``: the bar's postfix shows its loss and accuracies; ``line`` is printed when due."""
         if self.bar is not None:
-            val = record.get("val_acc")
+            val = record.get("val_acc") if record.get("val_acc") is not None else record.get("val_auc")
             self.bar.set_postfix_str(f"loss {record['loss']:.4f}" + ("" if val is None else f", val {val:.3f}"),
                                      refresh=True)
         if self.show and self.every and (epoch % self.every == 0 or epoch == self.epochs - 1):

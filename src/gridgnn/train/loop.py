@@ -15,7 +15,7 @@ from .console import Console
 from .model_file import MODEL_FILE, TrainOutput, write_model_file
 from .outputs import (MetricsLog, OutLock, clear_outputs, make_out_dir, previous_outputs, remove_empty_dirs,
                       write_json, write_logits)
-from .summary import best_epoch
+from .summary import best_epoch, validation_score
 
 
 def fmt(v, spec: str) -> str:
@@ -34,7 +34,7 @@ def stops_early(history: list[dict], patience: int) -> bool:
     """``--early-stop PATIENCE``: the validation accuracy has not improved for ``patience`` epochs (the best epoch
     is the first of the highest accuracy, as the summary's; a run without validated vertices never stops). Every
     rank decides alike: the accuracies are all-reduced."""
-    if not patience or not any(r.get("val_acc") is not None for r in history):
+    if not patience or not any(validation_score(r) is not None for r in history):
         return False
     return len(history) - 1 - best_epoch(history) >= patience
 
@@ -99,9 +99,10 @@ class RunLoop:
                                        f"failed after epoch {rec['epoch']}: {type(exc).__name__}: {exc}") from None
         if stop:
             best = best_epoch(self.history)
-            self.console.write(f"early stop after epoch {rec['epoch']}: the validation accuracy has not improved "
-                               f"for {self.cfg.early_stop} epochs (best {fmt(self.history[best]['val_acc'], '.4f')} "
-                               f"at epoch {best})")
+            what = "AUC" if self.cfg.task == "link" else "accuracy"
+            self.console.write(f"early stop after epoch {rec['epoch']}: the validation {what} has not improved "
+                               f"for {self.cfg.early_stop} epochs (best "
+                               f"{fmt(validation_score(self.history[best]), '.4f')} at epoch {best})")
 
     @contextlib.contextmanager
     def outputs(self):

@@ -50,11 +50,13 @@ def curves_plot(history: list[dict], path: str, *, title: str = "") -> None:
     ax.set_xlabel("epoch")
     ax.set_ylabel("loss")
     acc = ax.twinx()
+    link = any(r.get("val_auc") is not None or r.get("test_auc") is not None for r in history)
+    metric, label = ("auc", "AUC") if link else ("acc", "accuracy")  # link prediction: its AUC
     for name, color in (("train", "#55a868"), ("val", "#dd8452"), ("test", "#c44e52")):
-        values = [r.get(f"{name}_acc") for r in history]
+        values = [r.get(f"{name}_{metric}") for r in history]
         if any(v is not None for v in values):  # an empty split has no accuracy
-            acc.plot(epochs, [float("nan") if v is None else v for v in values], color=color, label=f"{name} accuracy")
-    acc.set_ylabel("accuracy")
+            acc.plot(epochs, [float("nan") if v is None else v for v in values], color=color, label=f"{name} {label}")
+    acc.set_ylabel(label)
     acc.set_ylim(0.0, 1.0)
     lines = ax.get_legend_handles_labels()
     more = acc.get_legend_handles_labels()

@@ -17,6 +17,9 @@ from collections import defaultdict
 SUMMARY_KEYS = (
     # accuracy (at the best validation epoch) and time
     "test_acc", "val_acc", "best_epoch", "train_acc", "final_loss", "epoch_time_median_s", "eval_time_median_s",
+    # link prediction (--task link; null for node classification): at the best validation AUC's epoch
+    "task", "test_auc", "val_auc", "test_hits", "val_hits", "hits_k", "test_mrr", "val_mrr", "negatives",
+    "link_split",
     # communication per epoch
     "comm_bytes_per_epoch", "comm_sent_bytes_per_epoch", "max_rank_send_bytes_per_epoch",
     "max_rank_recv_bytes_per_epoch", "setup_comm_bytes", "nnz_max_over_mean", "comm_wire",
@@ -39,11 +42,17 @@ def count(x: float) -> int | float:
     return int(r) if abs(x - r) <= 1e-9 * max(1.0, abs(x)) else float(x)
 
 
+def validation_score(r: dict):
+    """What an epoch is chosen by: the validation accuracy (node classification) or AUC (link prediction)."""
+    return r.get("val_acc") if r.get("val_acc") is not None else r.get("val_auc")
+
+
 def best_epoch(records: list[dict]) -> int:
-    """The first epoch of the highest validation accuracy (the last epoch when no split is validated)."""
+    """The first epoch of the highest validation accuracy (link prediction: AUC; the last epoch when no split is
+    validated)."""
     best, best_val = len(records) - 1, None
     for i, r in enumerate(records):
-        v = r.get("val_acc")
+        v = validation_score(r)
         if v is not None and (best_val is None or v > best_val):
             best, best_val = i, v
     return best
@@ -81,9 +90,14 @@ def run_summary(cfg, history: list[dict], everyone: list[dict], *, mesh, data: s
     included), the run's config and size, ``everyone``'s peak memory, and the loop's ``specific`` values (its
     times, its traffic, ...); every key of :data:`SUMMARY_KEYS`, in order (a key it does not know is an error)."""
     best = best_epoch(history)
+    link = cfg.task == "link"
     values = {
-        "test_acc": history[best]["test_acc"], "val_acc": history[best]["val_acc"], "best_epoch": best,
-        "train_acc": history[best]["train_acc"], "final_loss": history[-1]["loss"],
+        "test_acc": history[best].get("test_acc"), "val_acc": history[best].get("val_acc"), "best_epoch": best,
+        "train_acc": history[best].get("train_acc"), "final_loss": history[-1]["loss"], "task": cfg.task,
+        **({k: history[best].get(k) for k in ("test_auc", "val_auc", "test_hits", "val_hits", "test_mrr", "val_mrr")}
+           if link else {}),
+        "hits_k": cfg.model_hits_k if link else None, "negatives": cfg.model_negatives if link else None,
+        "link_split": list(cfg.model_link_split) if link else None,
         "nproc": mesh.world_size, "grid_axes": list(mesh.names), "seed": cfg.seed, "model": cfg.model,
         "heads": cfg.model_heads, "aggr": cfg.model_aggr, "layers": cfg.layers, "hidden": cfg.hidden,
         "epochs": cfg.epochs, "epochs_trained": len(history), "early_stop": cfg.early_stop,

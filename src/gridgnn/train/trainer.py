@@ -38,7 +38,7 @@ from .rank_layout import (GRAPH_PARTITIONERS, build_rank, estimate_memory, make_
 from .step import evaluate, forward_backward
 from .summary import count, run_summary, traffic
 
-EPOCH_PHASES = ("fwd", "bwd", "grad", "eval", "metrics", "probe")
+EPOCH_PHASES = ("fwd", "bwd", "grad", "eval", "metrics", "probe", "decode", "decode_bwd")
 
 
 def with_feature_norm(graph, cfg: TrainConfig, *, owned: bool = False):
@@ -211,6 +211,8 @@ class RankSetup:
     memory: object  # the memory estimate the run was admitted with
     setup_log: dict  # the set-up's communication (before the log is reset)
     original_ids: object = None  # the file's id of each vertex (``?relabel=1``), else None
+    source: object = None  # the block source and row partition the plan was built from (another graph on the
+    rows: object = None  # same vertex layout is built from them: link prediction's test graph)
 
 
 def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = None) -> RankSetup:
@@ -266,7 +268,8 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     model = build_model(cfg, dims, plan, dtype).to(device)
     original_ids = graph.original_ids if graph is not None else getattr(given, "original_ids", None)
     return RankSetup(graph=graph, info=info, dims=dims, dtype=dtype, ckpt=ckpt, comm=comm, device=device, plan=plan,
-                     data=data, model=model, memory=memory, setup_log=setup_log, original_ids=original_ids)
+                     data=data, model=model, memory=memory, setup_log=setup_log, original_ids=original_ids,
+                     source=source, rows=rows)
 
 
 def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, callbacks=()):

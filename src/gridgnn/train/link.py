@@ -1,0 +1,247 @@
+r"""Link prediction (``--task link``), full-graph on every algorithm and equal to serial training.
+
+The edges are split once (:func:`gridgnn.graph.links.link_split`, PyG ``RandomLinkSplit`` semantics): the encoder
+(any model; its last layer's output is the vertex embedding ``Z``) runs over the training graph, laid out by the
+algorithm as for node classification; the validation pairs are scored on it and the test pairs on the test graph
+(training and validation edges) on the same vertex layout. A pair ``(u, v)`` scores ``⟨z_u, z_v⟩``.
+
+Which rank scores what: the positives of a split are cut into ``P`` contiguous slices, rank ``r`` scores slice
+``r`` and the ``K`` negatives of each of its positives (:func:`~gridgnn.graph.links.negative_pairs` draws any
+slice alike: keyed by seed, split, epoch, positive and draw), fetching the endpoints' rows from their holders
+(:mod:`gridgnn.parallel.pairs`). The loss is binary cross-entropy summed over a rank's pairs and divided by the
+number of pairs of all ranks, so the ranks' losses add up to the serial mean and the gradients to the serial ones.
+The metrics (AUC, OGB's Hits@K and MRR) are computed from every rank's scores, gathered (phase ``metrics``).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..errors import GridGnnError
+from ..graph.links import LinkSplit, auc, hits_at, link_split, mrr, negative_pairs
+from ..parallel.pairs import RowDirectory, fetch_rows
+from .step import allreduce_grads
+
+
+def slice_bounds(count: int, parts: int, part: int) -> tuple[int, int]:
+    """Part ``part`` of ``parts`` contiguous, near-equal slices of ``count`` items."""
+    return count * part // parts, count * (part + 1) // parts
+
+
+class LinkPairs:
+    r"""The pairs one rank scores and what it knows of all ranks' pairs.
+
+    Args:
+        full: the loaded graph (its edges are avoided by the validation and test negatives, as by PyG's split).
+        split: its :class:`~gridgnn.graph.links.LinkSplit`.
+        negatives: ``K``, negative pairs per positive; ``seed``: keys the negatives.
+        world, me: the number of scoring ranks and this one's index.
+    """
+
+    def __init__(self, full, split: LinkSplit, *, negatives: int, seed: int, world: int, me: int):
+        self.full, self.split, self.k, self.seed = full, split, int(negatives), int(seed)
+        self.world, self.me = int(world), int(me)
+        self.fixed = {}
+        for name in ("val", "test"):
+            pos = getattr(split, name)
+            lo, hi = slice_bounds(pos.shape[1], world, me)
+            self.fixed[name] = (pos[:, lo:hi], negative_pairs(full, hi - lo, self.k, seed=self.seed, split=name,
+                                                               first=lo))
+
+    def counts(self, name: str) -> list[int]:
+        """Positives of split ``name`` on each rank."""
+        e = getattr(self.split, name).shape[1]
+        return [b - a for a, b in (slice_bounds(e, self.world, r) for r in range(self.world))]
+
+    def train(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        """This rank's training positives and their ``K`` fresh negatives of ``epoch``."""
+        e = self.split.train.shape[1]
+        lo, hi = slice_bounds(e, self.world, self.me)
+        neg = negative_pairs(self.split.train_graph, hi - lo, self.k, seed=self.seed, split="train", epoch=epoch,
+                             first=lo)
+        return self.split.train[:, lo:hi], neg
+
+    def train_wants(self, epoch: int) -> np.ndarray:
+        """The vertices whose rows this rank fetches to score its training pairs of ``epoch`` (sorted, unique)."""
+        return np.unique(np.concatenate(self.train(epoch), axis=1).reshape(-1))
+
+    @property
+    def train_total(self) -> int:
+        """Training pairs of all ranks in one epoch (the loss's divisor)."""
+        return self.split.train.shape[1] * (1 + self.k)
+
+
+def pair_scores(z: torch.Tensor, directory: RowDirectory, pos: np.ndarray, neg: np.ndarray, *,
+                phase: str = "decode") -> tuple[torch.Tensor, torch.Tensor]:
+    """``⟨z_u, z_v⟩`` of this rank's positive and negative pairs (``int64[2, m]`` each), the endpoints' rows
+    fetched from their holders (collective)."""
+    pairs = np.concatenate([pos, neg], axis=1)
+    want, inv = np.unique(pairs.reshape(-1), return_inverse=True)
+    rows = fetch_rows(z, directory, want, phase=phase)
+    inv = torch.from_numpy(inv.reshape(2, -1)).to(z.device)
+    s = (rows[inv[0]] * rows[inv[1]]).sum(dim=1)
+    return s[:pos.shape[1]], s[pos.shape[1]:]
+
+
+def link_loss(pos: torch.Tensor, neg: torch.Tensor, total: int) -> torch.Tensor:
+    """Binary cross-entropy with logits of this rank's pairs, summed and divided by ``total`` (all ranks' pairs)."""
+    s = torch.cat([pos, neg])
+    y = torch.cat([torch.ones_like(pos), torch.zeros_like(neg)])
+    return F.binary_cross_entropy_with_logits(s, y, reduction="sum") / total
+
+
+def link_forward_backward(model, plan, comm, data, directory: RowDirectory, pairs: LinkPairs, *, epoch: int):
+    """One training step of link prediction on this rank (the caller steps the optimizer): the encoder's forward
+    (phase ``fwd``), this rank's pairs scored (``decode``), the backward (``bwd``, the rows' gradients sent back in
+    ``decode_bwd``) and the gradient sums (``grad``). Returns the local loss summand and the embeddings."""
+    model.train()
+    model.epoch = epoch
+    with comm.phase("fwd"):
+        z = model(data.x, plan)
+    pos, neg = pairs.train(epoch)
+    sp, sn = pair_scores(z, directory, pos, neg)
+    loss = link_loss(sp, sn, pairs.train_total)
+    with comm.phase("bwd"):
+        loss.backward()
+    allreduce_grads(model, comm, plan.grad_axes)
+    return loss.detach(), z.detach()
+
+
+@torch.no_grad()
+def split_scores(model, plan, comm, data, directory: RowDirectory, pairs: LinkPairs, name: str):
+    """Eval-mode scores of this rank's pairs of split ``name`` (phase ``eval``)."""
+    model.eval()
+    with comm.phase("eval"):
+        z = model(data.x, plan)
+    pos, neg = pairs.fixed[name]
+    return pair_scores(z, directory, pos, neg, phase="eval")
+
+
+def gathered_metrics(comm, pairs: LinkPairs, name: str, pos: torch.Tensor, neg: torch.Tensor, hits_k: int) -> dict:
+    """AUC, Hits@K and MRR of split ``name`` from every rank's scores (gathered on every rank, phase
+    ``metrics``)."""
+    mine = torch.cat([pos, neg]).double().reshape(-1, 1)
+    counts = pairs.counts(name)
+    if pairs.world > 1:
+        with comm.phase("metrics"):
+            blocks = comm.all_gather_rows(mine.to(comm.wire_device()), tuple(comm.grid.names),
+                                          rows=[c * (1 + pairs.k) for c in counts])
+    else:
+        blocks = [mine]
+    all_pos, all_neg = [], []
+    for c, b in zip(counts, blocks):
+        b = b.reshape(-1).cpu().numpy()
+        all_pos.append(b[:c])
+        all_neg.append(b[c:].reshape(c, pairs.k))
+    p, n = np.concatenate(all_pos), np.concatenate(all_neg)
+    if p.size == 0:
+        return {"auc": None, "hits": None, "mrr": None}
+    return {"auc": auc(p, n.reshape(-1)), "hits": hits_at(p, n.reshape(-1), hits_k), "mrr": mrr(p, n)}
+
+
+def _line(r: dict) -> str:
+    from .loop import compiling, fmt
+
+    return (f"epoch {r['epoch']:4d} | loss {r['loss']:.4f} | AUC val {fmt(r['val_auc'], '.4f')} "
+            f"test {fmt(r['test_auc'], '.4f')} | {r['epoch_time_s'] * 1e3:7.1f} ms (compute "
+            f"{r['compute_time_s'] * 1e3:.1f}, comm {r['comm_time_s'] * 1e3:.1f}{compiling(r)}) | "
+            f"{r['bytes_sent'] / 1e3:.1f} kB sent")
+
+
+def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
+    """``--task link`` on this rank (``ctx`` = ``None``: one process): the split, the set-up of the training graph
+    (:func:`~gridgnn.train.trainer.setup_rank`) and of the test graph on the same vertex layout, then the epochs of
+    a :class:`~gridgnn.train.loop.RunLoop`. Returns the summary on rank 0 (``keep_model``: with the parameters)."""
+    from ..graph.spec import load_graph
+    from ..parallel.source import InMemorySource
+    from ..planner.memory import measured_peak_bytes
+    from .console import Console
+    from .loop import RunLoop, fmt
+    from .rank_layout import build_rank
+    from .trainer import (_rank_record, _summary, build_model, delta_of, setup_rank, with_feature_norm)
+
+    t_start = time.perf_counter()
+    full = load_graph(cfg.data if graph is None else graph, seed=cfg.seed)  # every rank alike, before any collective
+    if full.num_features < 1:
+        raise GridGnnError("the graph has no node features")
+    _, val, test = cfg.model_link_split
+    split = link_split(full, val, test, seed=cfg.seed)
+    dims = [full.num_features] + [cfg.hidden] * (cfg.layers - 1) + [cfg.model_embedding_dim]
+    rs = setup_rank(ctx, cfg, split.train_graph, dims=dims)
+    comm, plan, data, model, device = rs.comm, rs.plan, rs.data, rs.model, rs.device
+    world, rank = comm.grid.world_size, comm.grid.global_rank
+    test_graph = with_feature_norm(split.test_graph, cfg)
+    source = None if rs.source is None else InMemorySource(test_graph, rs.source.perm_r, rs.source.perm_c,
+                                                           method=rs.source.method)
+    plan_t, data_t = build_rank(test_graph, cfg.algo, comm, dims, source=source, rows=rs.rows, dtype=rs.dtype,
+                                device=device, block_rows=cfg.blocked_aggregation,
+                                model=lambda p: build_model(cfg, dims, p, torch.float64))
+    directory = RowDirectory(comm, data.node_ids, plan.out_cols(dims[-1]), dims[-1], full.n)
+    setup_log = comm.log.snapshot()
+    comm.log.reset()
+    pairs = LinkPairs(full, split, negatives=cfg.model_negatives, seed=cfg.seed, world=directory.world,
+                      me=directory.me)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    info = {**rs.info, "data": cfg.data if graph is None else rs.info.get("data"), "nnz": full.nnz}
+    console = Console(show=rank == 0 and not cfg.quiet, epochs=cfg.epochs, log_every=cfg.log_every,
+                      total=cfg.epochs, initial=0, desc=f"link {cfg.algo} P={world}")
+    loop = RunLoop(cfg, comm=comm, plan=plan, model=model, opt=opt, dims=dims, info=info, ckpt=None,
+                   console=console, line=_line, callbacks=callbacks)
+    epochs = []
+
+    def step(epoch: int) -> dict:
+        before = comm.log.snapshot()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss, _ = link_forward_backward(model, plan, comm, data, directory, pairs, epoch=epoch)
+        opt.step()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        got = {name: gathered_metrics(comm, pairs, name,
+                                      *split_scores(model, p, comm, d, directory, pairs, name), cfg.model_hits_k)
+               for name, p, d in (("val", plan, data), ("test", plan_t, data_t))}
+        vec = loss.double().reshape(1).to(comm.wire_device())
+        with comm.phase("metrics"):
+            comm.all_reduce(vec, comm.grid.names)
+        total = float(vec.item())
+        t2 = time.perf_counter()
+        if not math.isfinite(total):
+            raise GridGnnError(f"training diverged at epoch {epoch}: the loss is {total} (try a smaller --lr)")
+        delta = delta_of(before, comm.log.snapshot())
+        comm_train = sum(v[3] for k, v in delta.items() if k.split(".")[0] in ("fwd", "bwd", "grad", "decode",
+                                                                                  "decode_bwd"))
+        rec = {"epoch": epoch, "loss": total, "train_acc": None, "val_acc": None, "test_acc": None,
+               "val_auc": got["val"]["auc"], "test_auc": got["test"]["auc"], "val_hits": got["val"]["hits"],
+               "test_hits": got["test"]["hits"], "val_mrr": got["val"]["mrr"], "test_mrr": got["test"]["mrr"],
+               "epoch_time_s": t1 - t0, "eval_time_s": t2 - t1, "comm_time_s": comm_train,
+               "compute_time_s": max(0.0, (t1 - t0) - comm_train), "bytes_sent": sum(v[0] for v in delta.values()),
+               "compile_time_s": 0.0}
+        epochs.append((rec, delta))
+        console.advance()
+        return rec
+
+    loop.run(step)
+    with loop.outputs():
+        mine = _rank_record(rank, epochs, setup_log, plan.shard_nnz())
+        mine["estimated_peak_memory_bytes"] = None if rs.memory is None else rs.memory.ranks[rank].total
+        mine["peak_memory_bytes"] = measured_peak_bytes(device)
+        with comm.phase("io"):
+            everyone = comm.all_gather_json(mine, comm.grid.names)
+        params = loop.parameters(keep_model)
+        if rank != 0:
+            return None
+        summary = _summary(cfg, info, world, comm.grid, loop.history, epochs, everyone,
+                           time.perf_counter() - t_start, wire=comm.wire)
+        loop.write(summary, params, everyone=everyone)
+    if not cfg.quiet:
+        print(f"final: test AUC={fmt(summary['test_auc'], '.4f')} val AUC={fmt(summary['val_auc'], '.4f')} "
+              f"Hits@{cfg.model_hits_k}={fmt(summary['test_hits'], '.4f')} MRR={fmt(summary['test_mrr'], '.4f')} "
+              f"(best epoch {summary['best_epoch']}), epoch {summary['epoch_time_median_s'] * 1e3:.1f} ms median, "
+              f"{summary['comm_bytes_per_epoch']['total'] / 1e6:.3f} MB/epoch moved"
+              + (f"; outputs in {cfg.out}" if cfg.out else ""), flush=True)
+    return loop.result(summary, params, keep_model)

@@ -1,0 +1,89 @@
+"""``--task link`` end to end: training learns, the metrics are those of the model's scores on the right graphs,
+a spawned run equals the serial one, and what link prediction does not combine with is refused."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import gridgnn
+from gridgnn.errors import GridGnnError
+from gridgnn.graph import Graph
+from gridgnn.graph.links import auc, hits_at, link_split, mrr, negative_pairs
+from gridgnn.graph.spec import load_graph
+
+from ._runs import cli_batch
+
+SBM = "synthetic:sbm?n=400&classes=8&avg_degree=8&features=16&p_in_ratio=0.95&noise=2"
+LINK = dict(data=SBM, task="link", hidden=32, embedding_dim=16, lr=0.02, weight_decay=0.0, dropout=0.0, quiet=True)
+
+
+def test_serial_link_prediction_learns_and_its_metrics_are_the_models_scores():
+    records = []
+    result = gridgnn.train(**LINK, epochs=40, negatives=2, callbacks=[records.append])
+    assert result["task"] == "link" and result["negatives"] == 2 and result["link_split"] == [0.85, 0.05, 0.1]
+    assert result["test_acc"] is None and result["val_acc"] is None
+    # a random encoder already ranks homophilous pairs well (0.93 here); training gains on it and the loss falls
+    assert result["test_auc"] > records[0]["test_auc"] + 0.015, (records[0]["test_auc"], result["test_auc"])
+    assert records[-1]["loss"] < 0.8 * records[0]["loss"]
+    best = max(range(len(records)), key=lambda i: (records[i]["val_auc"], -i))
+    assert result["best_epoch"] == best and result["test_auc"] == records[best]["test_auc"]
+    # the last epoch's metrics, recomputed from the trained model: validation pairs scored on the training graph,
+    # test pairs on the training and validation edges (PyG's split), each with its own fixed negatives
+    g = load_graph(SBM, seed=0)
+    s = link_split(g, 0.05, 0.1, seed=0)
+    last = records[-1]
+    for name, graph in (("val", s.train_graph), ("test", s.test_graph)):
+        src, dst = graph.edge_index()
+        z = result.model(torch.from_numpy(g.x), np.stack([src, dst])).double().numpy()
+        pos = getattr(s, name)
+        neg = negative_pairs(g, pos.shape[1], 2, seed=0, split=name)
+        sp = (z[pos[0]] * z[pos[1]]).sum(1)
+        sn = (z[neg[0]] * z[neg[1]]).sum(1)
+        assert abs(auc(sp, sn) - last[f"{name}_auc"]) < 1e-4, name
+        assert abs(hits_at(sp, sn, 50) - last[f"{name}_hits"]) < 1e-2, name
+        assert abs(mrr(sp, sn.reshape(-1, 2)) - last[f"{name}_mrr"]) < 1e-2, name
+
+
+def test_spawned_link_prediction_equals_serial(tmp_path):
+    """Five epochs in float64 with dropout: 1d-sa and Plexus (a double permutation: the test graph is laid out on
+    the training graph's two vertex orders) at P = 2 reproduce the serial run's every epoch."""
+    base = ["train", "--task", "link", "--data", SBM, "--hidden", 16, "--embedding-dim", 8, "--epochs", 5,
+            "--dtype", "float64", "--dropout", 0.3, "--negatives", 3, "--quiet"]
+    runs = {"serial": [], "1d-sa": ["--algo", "1d-sa", "--nproc", 2],
+            "plexus": ["--algo", "plexus", "--nproc", 2, "--partition", "double-perm"]}
+    r, codes = cli_batch([base + ["--out", tmp_path / k] + extra for k, extra in runs.items()])
+    assert codes == [0, 0, 0], r.stderr[-3000:]
+    hist = {k: [json.loads(line) for line in (tmp_path / k / "metrics.jsonl").read_text().splitlines()]
+            for k in runs}
+    for k in ("1d-sa", "plexus"):
+        for a, b in zip(hist[k], hist["serial"]):
+            assert abs(a["loss"] - b["loss"]) <= 1e-9 * abs(b["loss"]), (k, a["epoch"])
+            for m in ("val_auc", "test_auc", "val_mrr", "test_mrr", "val_hits", "test_hits"):
+                assert abs(a[m] - b[m]) < 1e-12, (k, m, a["epoch"])
+    s = json.loads((tmp_path / "1d-sa" / "summary.json").read_text())
+    assert s["comm_bytes_per_epoch"]["by_phase"]["decode.alltoallv"] > 0
+    assert s["comm_bytes_per_epoch"]["by_phase"]["decode_bwd.alltoallv"] > 0
+
+
+@pytest.mark.parametrize("options,words", [
+    (dict(negatives=2), "--negatives applies to --task link"),
+    (dict(task="link", sampler="sage"), "--sampler"),
+    (dict(task="link", save_logits=True, out="x"), "--save-logits"),
+    (dict(task="link", link_split="0.9,0.05"), "three fractions"),
+    (dict(task="link", link_split="0.5,0.3,0.3"), "add up to 1"),
+    (dict(task="link", algo="auto", nproc=2), "--task link"),
+])
+def test_what_link_prediction_does_not_take_is_refused(options, words):
+    with pytest.raises(GridGnnError, match=words.replace("-", "\\-").replace(".", "\\.")):
+        gridgnn.train(data=SBM, epochs=1, quiet=True, **options)
+
+
+def test_a_graph_link_prediction_cannot_split_is_refused():
+    g = load_graph(SBM, seed=0)
+    featured = Graph.from_edges(*g.edge_index(), g.n, directed=True, x=g.x,
+                                edge_attr=np.ones((g.nnz, 2)))
+    with pytest.raises(GridGnnError, match="edge features"):
+        gridgnn.train(graph=featured, task="link", epochs=1, quiet=True)
+    with pytest.raises(GridGnnError, match="graph in memory"):
+        gridgnn.train(graph=g, task="link", algo="1d", nproc=2, epochs=1, quiet=True)
