@@ -21,6 +21,9 @@ def run(**kw) -> dict:
         if cfg.nproc == 1:
             return minibatch_worker(None, cfg)
         return [s for s in launch(minibatch_worker, cfg.nproc, cfg, device=cfg.device, collect=True) if s][0]
+    worker = train_worker
+    if cfg.task == "link":
+        from gridgnn.train.link import link_worker as worker
     if cfg.algo == "serial":
-        return train_worker(None, cfg)
-    return launch(train_worker, cfg.nproc, cfg, device=cfg.device, collect=True)[0]
+        return worker(None, cfg)
+    return launch(worker, cfg.nproc, cfg, device=cfg.device, collect=True)[0]

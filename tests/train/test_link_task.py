@@ -12,7 +12,7 @@ from gridgnn.graph import Graph
 from gridgnn.graph.links import auc, hits_at, link_split, mrr, negative_pairs
 from gridgnn.graph.spec import load_graph
 
-from ._runs import cli_batch
+from ._runs import cli_batch, run_main
 
 SBM = "synthetic:sbm?n=400&classes=8&avg_degree=8&features=16&p_in_ratio=0.95&noise=2"
 LINK = dict(data=SBM, task="link", hidden=32, embedding_dim=16, lr=0.02, weight_decay=0.0, dropout=0.0, quiet=True)
@@ -43,6 +43,12 @@ def test_serial_link_prediction_learns_and_its_metrics_are_the_models_scores():
         assert abs(auc(sp, sn) - last[f"{name}_auc"]) < 1e-4, name
         assert abs(hits_at(sp, sn, 50) - last[f"{name}_hits"]) < 1e-2, name
         assert abs(mrr(sp, sn.reshape(-1, 2)) - last[f"{name}_mrr"]) < 1e-2, name
+    # score(): the same scores from the model's own inference of the graph given
+    got = result.model.score(np.stack([pos[0], pos[1]]).T, data=SBM)
+    z = result.model.predict(SBM).astype(np.float64)
+    np.testing.assert_allclose(got, (z[pos[0]] * z[pos[1]]).sum(1), rtol=1e-5)
+    with pytest.raises(GridGnnError, match="integer vertex ids"):
+        result.model.score(np.zeros((3, 3), dtype=np.int64))
 
 
 def test_spawned_link_prediction_equals_serial(tmp_path):
@@ -64,6 +70,15 @@ def test_spawned_link_prediction_equals_serial(tmp_path):
     s = json.loads((tmp_path / "1d-sa" / "summary.json").read_text())
     assert s["comm_bytes_per_epoch"]["by_phase"]["decode.alltoallv"] > 0
     assert s["comm_bytes_per_epoch"]["by_phase"]["decode_bwd.alltoallv"] > 0
+    # gridgnn predict --pairs: one score per pair from the run's model.pt
+    pairs = np.array([[0, 5, 9, 17], [1, 6, 399, 17]])
+    np.save(tmp_path / "pairs.npy", pairs)
+    assert run_main(["predict", "--run", tmp_path / "plexus", "--data", SBM, "--pairs", tmp_path / "pairs.npy",
+                     "--out", tmp_path / "scores.npy"]) == 0
+    z = gridgnn.load(str(tmp_path / "plexus")).predict(SBM)
+    np.testing.assert_allclose(np.load(tmp_path / "scores.npy"), (z[pairs[0]] * z[pairs[1]]).sum(1), rtol=1e-12)
+    assert run_main(["predict", "--run", tmp_path / "plexus", "--data", SBM, "--pairs", tmp_path / "pairs.npy",
+                     "--classes", "--out", tmp_path / "bad.npy"]) == 2
 
 
 @pytest.mark.parametrize("options,words", [

@@ -33,6 +33,9 @@ def add_predict_arguments(p) -> None:
     p.add_argument("--timeout", type=float, default=600.0, dest="timeout_s", metavar="SECONDS",
                    help="seconds a collective may wait before the job is ended (default 600)")
     p.add_argument("--classes", action="store_true", help="write the predicted class ids (int64), not the logits")
+    p.add_argument("--pairs", metavar="PAIRS.npy",
+                   help="a link-prediction model (--task link): score these vertex pairs (int [2, m] or [m, 2], ids "
+                        "in the graph's order) and write one score per pair, the logit of its being an edge")
     p.add_argument("--out", required=True, metavar="FILE",
                    help="FILE.npy: one row per vertex of the graph, in its order (with ?relabel=1 also "
                         "FILE.node_ids.npy, the file's id of each row)")
@@ -50,10 +53,25 @@ def run_predict_command(args) -> int:
     from ..train.outputs import atomic_write, check_new_files
     from ..train.trained import load
 
+    from ..errors import GridGnnError
+
     out = _npy(args.out)
     ids_file = out[:-len(".npy")] + ".node_ids.npy"
     check_new_files([out, ids_file], overwrite=args.overwrite)  # before any work
     model = load(args.run, model=args.model)
+    pairs = None
+    if args.pairs is not None:
+        if args.classes:
+            raise GridGnnError("--classes applies to node classification; --pairs writes one score per pair")
+        if model.config.get("task", "node") != "link":
+            raise GridGnnError(f"--pairs scores pairs with a link-prediction model; {args.run} classifies vertices")
+        try:
+            pairs = np.load(args.pairs, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise GridGnnError(f"--pairs {args.pairs}: not a readable .npy file ({exc})") from None
+        from ..train.trained import as_pairs
+
+        as_pairs(pairs)  # before any work
     try:
         result = model._predict(args.data, algo=args.algo, nproc=args.nproc, grid=args.grid,
                                 replication=args.replication, partition=args.partition,
@@ -64,6 +82,15 @@ def run_predict_command(args) -> int:
     if result is None:  # another rank of a torchrun/srun job: rank 0 writes
         return 0
     logits, original_ids = result
+    if pairs is not None:
+        from ..train.trained import pair_scores
+
+        scores = pair_scores(logits, pairs)
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        with atomic_write(out) as fh:
+            np.save(fh, scores)
+        print(f"scored {scores.shape[0]} pairs with {args.algo}: {out}", flush=True)
+        return 0
     values = logits.argmax(axis=1).astype(np.int64) if args.classes else logits
     folder = os.path.dirname(os.path.abspath(out))
     os.makedirs(folder, exist_ok=True)

@@ -29,6 +29,23 @@ NOT_INHERITED = ("data", "algo", "nproc", "replication", "grid", "partition", "b
                  "eval_batch_size", "overlap", "comm_dtype", "comm_check_every", "comm_tolerance")
 
 
+def as_pairs(pairs) -> np.ndarray:
+    """``pairs`` (``int[2, m]`` or ``int[m, 2]``) as ``int[2, m]``."""
+    pairs = np.asarray(pairs)
+    if pairs.ndim != 2 or 2 not in pairs.shape or not np.issubdtype(pairs.dtype, np.integer):
+        raise GridGnnError(f"pairs must be integer vertex ids of shape [2, m] or [m, 2], got {pairs.dtype} "
+                           f"{pairs.shape}")
+    return pairs if pairs.shape[0] == 2 else pairs.T
+
+
+def pair_scores(z: np.ndarray, pairs) -> np.ndarray:
+    """``⟨z_u, z_v⟩`` of each pair of ``pairs`` (``int[2, m]`` or ``int[m, 2]``) over the embeddings ``z``."""
+    pairs = as_pairs(pairs)
+    if pairs.size and (pairs.min() < 0 or pairs.max() >= z.shape[0]):
+        raise GridGnnError(f"pairs name vertices outside 0..{z.shape[0] - 1} of the graph")
+    return (z[pairs[0]] * z[pairs[1]]).sum(axis=1)
+
+
 class TrainedModel:
     r"""A trained model: its full parameters (on the CPU, in the run's dtype) and the config that trained it.
 
@@ -114,6 +131,25 @@ class TrainedModel:
             return None
         logits = out[0]
         return logits.argmax(axis=1).astype(np.int64) if classes else logits
+
+    def score(self, pairs, data=None, **where) -> np.ndarray | None:
+        r"""Link prediction: the score :math:`\langle z_u, z_v \rangle` of each pair ``(u, v)`` — the logit of its
+        being an edge — from the embeddings of every vertex of a graph (:meth:`predict`'s, on any algorithm).
+
+        Args:
+            pairs: ``int[2, m]`` (PyG's ``edge_label_index``: sources, then destinations) or ``int[m, 2]``, vertex
+                ids in the graph's order.
+            data: the graph (as :meth:`predict`; default: the embedded SBM); ``where``: :meth:`predict`'s
+                ``algo``, ``nproc``, ``grid``, ... .
+
+        Returns ``float[m]`` in the run's dtype (``None`` on the ranks other than 0 of a torchrun/srun job).
+        """
+        if self.config.get("task", "node") != "link":
+            raise GridGnnError("score() rates pairs with a link-prediction model (trained with task='link'); this "
+                               "model classifies vertices: use predict()")
+        as_pairs(pairs)  # the pairs' shape, before any work
+        out = self._predict(data, **where)
+        return None if out is None else pair_scores(out[0], pairs)
 
     def _predict(self, data, *, algo="serial", nproc=None, grid=None, replication=1, partition="random",
                  blocked_aggregation=0, device="auto", timeout_s=600.0):
