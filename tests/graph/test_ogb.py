@@ -347,3 +347,62 @@ def test_edge_features_follow_their_edge_lines(tmp_path, directed):
     write_gz(short / "raw" / "edge-feat.csv.gz", ["1.0"] * 3)
     with pytest.raises(GridGnnError, match="rows for 19 edges"):
         load_ogb(short)
+
+
+# ---------------------------------------------------------------------------- ogbl-*: a link split of its own
+def write_ogbl(root, *, citation=False, numpy_arrays=True):
+    """A tiny ogbl dataset: 40 vertices on a ring with chords; the ring's edges train, chords validate and test;
+    collab-style global negatives, or citation2-style 3 per positive."""
+    import torch
+
+    n = 40
+    ring = np.stack([np.arange(n), (np.arange(n) + 1) % n], axis=1)
+    val = np.array([[0, 10], [5, 25], [7, 30]])
+    test = np.array([[2, 20], [3, 33], [11, 29], [12, 18]])
+    raw, sdir = root / "raw", root / "split" / ("source" if citation else "collab")
+    raw.mkdir(parents=True)
+    sdir.mkdir(parents=True)
+    write_gz(raw / "edge.csv.gz", [f"{a},{b}" for a, b in ring])
+    write_gz(raw / "num-node-list.csv.gz", [str(n)])
+    write_gz(raw / "node-feat.csv.gz", [",".join(f"{v:.3f}" for v in np.sin(np.arange(4) + i)) for i in range(n)])
+    arr = (lambda a: a) if numpy_arrays else torch.from_numpy
+    rng = np.random.default_rng(0)
+    for name, pos in (("train", ring), ("valid", val), ("test", test)):
+        if citation:
+            d = {"source_node": arr(pos[:, 0]), "target_node": arr(pos[:, 1])}
+            if name != "train":
+                d["target_node_neg"] = arr(rng.integers(0, n, (len(pos), 3)))
+        else:
+            d = {"edge": arr(pos), "weight": arr(np.ones(len(pos)))}
+            if name != "train":
+                d["edge_neg"] = arr(rng.integers(0, n, (5, 2)))
+        torch.save(d, sdir / f"{name}.pt")
+    return ring, val, test
+
+
+@pytest.mark.parametrize("citation,numpy_arrays", [(False, True), (True, False)])
+def test_an_ogbl_dataset_keeps_its_own_link_split(tmp_path, citation, numpy_arrays):
+    ring, val, test = write_ogbl(tmp_path, citation=citation, numpy_arrays=numpy_arrays)
+    g = load_graph(f"ogb:{tmp_path}")
+    s = g.meta["link_split"]
+    assert g.n == 40 and g.nnz == 80 and g.y is None and g.num_features == 4  # the ring, both directions
+    np.testing.assert_array_equal(s.train, ring.T)
+    np.testing.assert_array_equal(s.val, val.T)
+    np.testing.assert_array_equal(s.test, test.T)
+    if citation:  # 3 negatives per positive, positive-major, each from its positive's source
+        assert s.neg_per_positive == 3 and s.val_neg.shape == (2, 9)
+        np.testing.assert_array_equal(s.val_neg[0], np.repeat(val[:, 0], 3))
+    else:
+        assert s.neg_per_positive is None and s.val_neg.shape == (2, 5) and s.test_neg.shape == (2, 5)
+    from gridgnn.graph.links import given_split
+
+    sp_ = given_split(g, s)  # the test graph adds the validation edges (both directions)
+    assert sp_.train_graph is g and sp_.test_graph.nnz == 80 + 6
+    assert sp_.test_graph.find_edges(np.array([10, 0]), np.array([0, 10]))[1].all()
+
+
+def test_a_broken_ogbl_split_file_is_one_line(tmp_path):
+    write_ogbl(tmp_path)
+    (tmp_path / "split" / "collab" / "valid.pt").write_bytes(b"not a torch file")
+    with pytest.raises(GridGnnError, match="valid.pt: not an OGB split file"):
+        load_graph(f"ogb:{tmp_path}")

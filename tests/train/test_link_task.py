@@ -102,3 +102,43 @@ def test_a_graph_link_prediction_cannot_split_is_refused():
         gridgnn.train(graph=featured, task="link", epochs=1, quiet=True)
     with pytest.raises(GridGnnError, match="graph in memory"):
         gridgnn.train(graph=g, task="link", algo="1d", nproc=2, epochs=1, quiet=True)
+
+
+@pytest.mark.parametrize("citation", [False, True])
+def test_an_ogbl_dataset_trains_on_its_own_split(tmp_path, citation):
+    """ogbl-collab's layout (negatives against every positive: AUC and Hits@K, no MRR) and ogbl-citation2's (K
+    negatives per positive: MRR too): the metrics are the trained model's scores of the dataset's own pairs, and
+    the run at P = 2 (2D) equals the serial one."""
+    from gridgnn.graph.links import given_split
+
+    from ..graph.test_ogb import write_ogbl
+
+    write_ogbl(tmp_path / "d", citation=citation)
+    spec = f"ogb:{tmp_path / 'd'}"
+    base = ["train", "--task", "link", "--data", spec, "--hidden", 8, "--embedding-dim", 4, "--epochs", 3,
+            "--dtype", "float64", "--dropout", 0, "--hits-k", 2, "--quiet"]
+    other = (base + ["--out", tmp_path / "2d", "--algo", "2d", "--nproc", 2] if citation
+             else base + ["--link-split", "0.8,0.1,0.1"])  # one spawned run for the two layouts
+    r, codes = cli_batch([base + ["--out", tmp_path / "serial"], other])
+    assert codes == [0, 0 if citation else 2], r.stderr[-3000:]
+    ser = json.loads((tmp_path / "serial" / "summary.json").read_text())
+    assert ser["link_split"] == "the dataset's: split/" + ("source" if citation else "collab")
+    if citation:
+        dist = json.loads((tmp_path / "2d" / "summary.json").read_text())
+        for k in ("final_loss", "test_auc", "val_auc", "test_hits", "test_mrr"):
+            assert abs(ser[k] - dist[k]) < 1e-9, k
+    else:
+        assert "holds its own link split" in r.stderr
+    assert (ser["test_mrr"] is None) != citation
+    g = load_graph(spec)
+    s = g.meta["link_split"]
+    model = gridgnn.load(str(tmp_path / "serial"))
+    last = [json.loads(x) for x in (tmp_path / "serial" / "metrics.jsonl").read_text().splitlines()][-1]
+    for name, graph in (("val", g), ("test", given_split(g, s).test_graph)):
+        z = model.predict(graph)
+        pos, neg = getattr(s, name), getattr(s, f"{name}_neg")
+        sp, sn = (z[pos[0]] * z[pos[1]]).sum(1), (z[neg[0]] * z[neg[1]]).sum(1)
+        assert abs(auc(sp, sn) - last[f"{name}_auc"]) < 1e-12
+        assert abs(hits_at(sp, sn, 2) - last[f"{name}_hits"]) < 1e-12
+        if citation:
+            assert abs(mrr(sp, sn.reshape(-1, 3)) - last[f"{name}_mrr"]) < 1e-12

@@ -47,6 +47,36 @@ class LinkSplit:
     train: np.ndarray
     val: np.ndarray
     test: np.ndarray
+    #: a dataset's own fixed negatives of validation and test (OGB's ``edge_neg``: ``int64[2, M]``, scored against
+    #: every positive; ``target_node_neg``: ``int64[2, m·K]``, ``K`` per positive, positive-major), else ``None``
+    #: (keyed negatives, :func:`negative_pairs`)
+    val_neg: np.ndarray | None = None
+    test_neg: np.ndarray | None = None
+    #: ``K`` when the given negatives are ``K`` per positive (they then rank each positive: MRR), else ``None``
+    neg_per_positive: int | None = None
+
+
+@dataclass
+class GivenLinkSplit:
+    """A dataset's own link split (OGB ``ogbl-*``: ``split/<name>/{train,valid,test}.pt``), kept in
+    ``Graph.meta["link_split"]`` by the loader: the positives of each split (``int64[2, E_s]``) and the fixed
+    negatives of validation and test (see :class:`LinkSplit`). The graph's edges are the training edges."""
+
+    train: np.ndarray
+    val: np.ndarray
+    test: np.ndarray
+    val_neg: np.ndarray
+    test_neg: np.ndarray
+    neg_per_positive: int | None = None
+
+
+def given_split(graph: Graph, given: GivenLinkSplit) -> LinkSplit:
+    """The :class:`LinkSplit` of a dataset's own split: the graph (its training edges) passes messages for training
+    and validation; the test graph adds the validation edges (OGB's rule for ogbl-collab, and PyG's)."""
+    return LinkSplit(train_graph=graph, test_graph=_with_edges(graph, np.concatenate([_edges_once(graph), given.val],
+                                                                                      axis=1)),
+                     train=given.train, val=given.val, test=given.test, val_neg=given.val_neg,
+                     test_neg=given.test_neg, neg_per_positive=given.neg_per_positive)
 
 
 def _edges_once(graph: Graph) -> np.ndarray:

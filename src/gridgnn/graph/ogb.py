@@ -14,6 +14,20 @@ The layout (as downloaded and unpacked by ``ogb``, e.g. ``ogbn_arxiv/``):
                                 them with a note in ``Graph.meta``)
     split/<name>/{train,valid,test}.csv.gz   one node index per line (e.g. split/time for ogbn-arxiv)
 
+A link-property-prediction dataset (``ogbl-*``: no ``node-label.csv.gz``, ``num-node-list.csv.gz`` required) holds
+its edge split instead, as OGB writes it (``torch.save`` of a dict of arrays or tensors, read with
+``torch.load(weights_only=True)``: no code is run):
+
+.. code-block:: text
+
+    split/<name>/train.pt     {"edge": [E, 2], ...}  (ogbl-citation2: {"source_node": [E], "target_node": [E]})
+    split/<name>/{valid,test}.pt  {"edge": [E, 2], "edge_neg": [M, 2], ...}  (negatives scored against every
+                              positive: Hits@K; ogbl-citation2: "target_node_neg": [E, K], K per positive: MRR)
+
+The graph's edges (``raw/edge.csv.gz``) are the training edges; the split is kept as
+``Graph.meta["link_split"]`` (:class:`~gridgnn.graph.links.GivenLinkSplit`), which ``--task link`` trains and
+evaluates on.
+
 Other files (``node_year.csv.gz``, ``mapping/``, ``processed/``) are not read. An edge ``src,dst`` is the edge
 ``src → dst`` (OGB's ``edge_index[0]`` is the source), stored in row ``dst`` of the :class:`Graph`.
 
@@ -334,9 +348,11 @@ def load_ogb(directory, *, split: str | None = None, directed: bool = False, see
     if (raw / "data.npz").exists() and not (raw / "edge.csv.gz").exists():
         raise GridGnnError(f"{raw}: the binary raw layout (data.npz, e.g. ogbn-papers100M) is not supported; "
                            f"expected edge.csv.gz")
+    split_name, sdir = _split_dir(d, split)
+    if not (raw / "node-label.csv.gz").exists() and (sdir / "train.pt").exists():
+        return _load_ogbl(d, raw, split_name, sdir, directed=directed, seed=seed)
     edge_p, feat_p, label_p = (_check_file(raw / f) for f in ("edge.csv.gz", "node-feat.csv.gz",
                                                                   "node-label.csv.gz"))
-    split_name, sdir = _split_dir(d, split)
     for f in OGB_SPLIT_FILES:
         _check_file(sdir / f)
 
@@ -374,4 +390,97 @@ def load_ogb(directory, *, split: str | None = None, directed: bool = False, see
         g.meta["edge_features_dropped"] = f"{edge_p}: {dropped}"
     g.meta.update(source=str(d), split=f"ogb split/{split_name}", ogb_split=split_name,
                   edges="directed as in the file" if directed else "symmetrized (reverse edges added)")
+    return apply_defaults(_check_empty(g, edge_p), seed=seed)
+
+
+#: The three files of a link split folder (``ogbl-*``), in the order train, validation, test.
+OGBL_SPLIT_FILES = ("train.pt", "valid.pt", "test.pt")
+
+
+def _load_pt(path: Path) -> dict:
+    """A split file of an ``ogbl-*`` dataset: a dict of arrays (NumPy or torch), read without running code."""
+    import torch
+
+    _check_file(path)
+    safe = [np.ndarray, np.dtype, type(np.dtype("int64")), type(np.dtype("float32")), type(np.dtype("float64")),
+            type(np.dtype("int32"))]
+    core = getattr(np, "_core", None) or getattr(np, "core")
+    safe.append(core.multiarray._reconstruct)
+    try:
+        with torch.serialization.safe_globals(safe):
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - a corrupt or foreign file: one line naming it
+        raise GridGnnError(f"{path}: not an OGB split file readable without running code ({type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+    if not isinstance(obj, dict):
+        raise GridGnnError(f"{path}: expected a dict of arrays (OGB's split format), found {type(obj).__name__}")
+    return {k: np.asarray(v.numpy() if hasattr(v, "numpy") else v) for k, v in obj.items()}
+
+
+def _pairs(path: Path, d: dict, n: int, *, negative: bool) -> tuple[np.ndarray, int | None]:
+    """``(int64[2, m], K or None)``: the positives (``negative`` False) or the negatives of one split file."""
+    def ids(a, what):
+        a = np.asarray(a)
+        if not np.issubdtype(a.dtype, np.integer):
+            raise GridGnnError(f"{path}: {what} must hold integer vertex ids, found {a.dtype}")
+        a = a.astype(np.int64)
+        if a.size and (a.min() < 0 or a.max() >= n):
+            raise GridGnnError(f"{path}: {what}: vertex id out of range for {n} nodes (valid 0..{n - 1})")
+        return a
+
+    key = "edge_neg" if negative else "edge"
+    if key in d:
+        e = ids(d[key], key)
+        if e.ndim != 2 or e.shape[1] != 2:
+            raise GridGnnError(f"{path}: {key} must be [E, 2] (source, target), found shape {list(e.shape)}")
+        return e.T.copy(), None
+    if "source_node" in d and ("target_node_neg" if negative else "target_node") in d:
+        src = ids(d["source_node"], "source_node").reshape(-1)
+        if not negative:
+            dst = ids(d["target_node"], "target_node").reshape(-1)
+            if dst.shape != src.shape:
+                raise GridGnnError(f"{path}: source_node and target_node differ in length")
+            return np.stack([src, dst]), None
+        neg = ids(d["target_node_neg"], "target_node_neg")
+        if neg.ndim != 2 or neg.shape[0] != src.size:
+            raise GridGnnError(f"{path}: target_node_neg must be [E, K], one row per source_node")
+        k = int(neg.shape[1])
+        return np.stack([np.repeat(src, k), neg.reshape(-1)]), k
+    want = "edge_neg (or source_node, target_node_neg)" if negative else "edge (or source_node, target_node)"
+    raise GridGnnError(f"{path}: no {want} in the split file (keys: {', '.join(map(str, d)) or 'none'})")
+
+
+def _load_ogbl(d: Path, raw: Path, split_name: str, sdir: Path, *, directed: bool, seed: int) -> Graph:
+    """:func:`load_ogb` of a link-property-prediction dataset (see the module docstring)."""
+    from .links import GivenLinkSplit
+
+    edge_p = _check_file(raw / "edge.csv.gz")
+    num_p = raw / "num-node-list.csv.gz"
+    if not num_p.exists():
+        raise GridGnnError(f"{raw}: no num-node-list.csv.gz (a link dataset has no labels to count its nodes by)")
+    n = _one_count(_check_file(num_p), "nodes")
+    check_vertex_count(n, str(num_p))
+    x = _features(_check_file(raw / "node-feat.csv.gz"), n) if (raw / "node-feat.csv.gz").exists() else None
+    num_edges = None
+    if (raw / "num-edge-list.csv.gz").exists():
+        num_edges = _one_count(_check_file(raw / "num-edge-list.csv.gz"), "edges")
+    e = _edges(edge_p, n, num_edges)
+    files = [_load_pt(sdir / f) for f in OGBL_SPLIT_FILES]
+    train, _ = _pairs(sdir / "train.pt", files[0], n, negative=False)
+    val, _ = _pairs(sdir / "valid.pt", files[1], n, negative=False)
+    test, _ = _pairs(sdir / "test.pt", files[2], n, negative=False)
+    val_neg, kv = _pairs(sdir / "valid.pt", files[1], n, negative=True)
+    test_neg, kt = _pairs(sdir / "test.pt", files[2], n, negative=True)
+    if kv != kt:
+        raise GridGnnError(f"{sdir}: valid.pt and test.pt give their negatives differently (per positive in one "
+                           "only)")
+    name = d.name if d.name not in ("", ".", "..") else d.resolve().name
+    try:
+        g = Graph.from_edges(e[:, 0], e[:, 1], n, directed=bool(directed), name=name or "ogbl", x=x)
+    except GridGnnError as exc:
+        raise _prefixed(edge_p, exc) from None
+    g.meta.update(source=str(d), ogb_split=split_name, task="link",
+                  edges="directed as in the file" if directed else "symmetrized (reverse edges added)",
+                  link_split=GivenLinkSplit(train=train, val=val, test=test, val_neg=val_neg, test_neg=test_neg,
+                                            neg_per_positive=kv))
     return apply_defaults(_check_empty(g, edge_p), seed=seed)

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import GridGnnError
-from ..graph.links import LinkSplit, auc, hits_at, link_split, mrr, negative_pairs
+from ..graph.links import LinkSplit, auc, given_split, hits_at, link_split, mrr, negative_pairs
 from ..parallel.pairs import RowDirectory, fetch_rows
 from .step import allreduce_grads
 
@@ -45,17 +45,31 @@ class LinkPairs:
     def __init__(self, full, split: LinkSplit, *, negatives: int, seed: int, world: int, me: int):
         self.full, self.split, self.k, self.seed = full, split, int(negatives), int(seed)
         self.world, self.me = int(world), int(me)
-        self.fixed = {}
+        self.fixed, self.groups, self._counts = {}, {}, {}
         for name in ("val", "test"):
-            pos = getattr(split, name)
-            lo, hi = slice_bounds(pos.shape[1], world, me)
-            self.fixed[name] = (pos[:, lo:hi], negative_pairs(full, hi - lo, self.k, seed=self.seed, split=name,
-                                                               first=lo))
+            pos, given = getattr(split, name), getattr(split, f"{name}_neg")
+            e = pos.shape[1]
+            spans = [slice_bounds(e, world, r) for r in range(world)]
+            if given is None:  # keyed: K per positive, drawn for this rank's slice
+                self.groups[name] = self.k
+                nspans = [(a * self.k, b * self.k) for a, b in spans]
+                lo, hi = spans[me]
+                neg = negative_pairs(full, hi - lo, self.k, seed=self.seed, split=name, first=lo)
+            else:
+                k = split.neg_per_positive
+                self.groups[name] = k  # None: negatives scored against every positive (no MRR)
+                if k is None:
+                    nspans = [slice_bounds(given.shape[1], world, r) for r in range(world)]
+                else:
+                    nspans = [(a * k, b * k) for a, b in spans]
+                neg = given[:, nspans[me][0]:nspans[me][1]]
+            lo, hi = spans[me]
+            self.fixed[name] = (pos[:, lo:hi], neg)
+            self._counts[name] = [(b - a, d - c) for (a, b), (c, d) in zip(spans, nspans)]
 
-    def counts(self, name: str) -> list[int]:
-        """Positives of split ``name`` on each rank."""
-        e = getattr(self.split, name).shape[1]
-        return [b - a for a, b in (slice_bounds(e, self.world, r) for r in range(self.world))]
+    def counts(self, name: str) -> list[tuple[int, int]]:
+        """Positives and negatives of split ``name`` on each rank."""
+        return self._counts[name]
 
     def train(self, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         """This rank's training positives and their ``K`` fresh negatives of ``epoch``."""
@@ -129,18 +143,19 @@ def gathered_metrics(comm, pairs: LinkPairs, name: str, pos: torch.Tensor, neg: 
     if pairs.world > 1:
         with comm.phase("metrics"):
             blocks = comm.all_gather_rows(mine.to(comm.wire_device()), tuple(comm.grid.names),
-                                          rows=[c * (1 + pairs.k) for c in counts])
+                                          rows=[a + b for a, b in counts])
     else:
         blocks = [mine]
     all_pos, all_neg = [], []
-    for c, b in zip(counts, blocks):
+    for (c, _), b in zip(counts, blocks):
         b = b.reshape(-1).cpu().numpy()
         all_pos.append(b[:c])
-        all_neg.append(b[c:].reshape(c, pairs.k))
+        all_neg.append(b[c:])
     p, n = np.concatenate(all_pos), np.concatenate(all_neg)
-    if p.size == 0:
+    if p.size == 0 or n.size == 0:
         return {"auc": None, "hits": None, "mrr": None}
-    return {"auc": auc(p, n.reshape(-1)), "hits": hits_at(p, n.reshape(-1), hits_k), "mrr": mrr(p, n)}
+    k = pairs.groups[name]  # negatives per positive (None: every negative against every positive)
+    return {"auc": auc(p, n), "hits": hits_at(p, n, hits_k), "mrr": None if k is None else mrr(p, n.reshape(-1, k))}
 
 
 def _line(r: dict) -> str:
@@ -162,19 +177,26 @@ def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
     from .console import Console
     from .loop import RunLoop, fmt
     from .rank_layout import build_rank
-    from .trainer import (_rank_record, _summary, build_model, delta_of, setup_rank, with_feature_norm)
+    from .trainer import _rank_record, _summary, build_model, delta_of, setup_rank, unlabelled, with_feature_norm
 
     t_start = time.perf_counter()
     full = load_graph(cfg.data if graph is None else graph, seed=cfg.seed)  # every rank alike, before any collective
     if full.num_features < 1:
         raise GridGnnError("the graph has no node features")
-    _, val, test = cfg.model_link_split
-    split = link_split(full, val, test, seed=cfg.seed)
+    given = full.meta.get("link_split")
+    if given is not None:  # the dataset's own split (OGB ogbl-*)
+        if cfg.link_split is not None:
+            raise GridGnnError(f"--link-split: {cfg.data} holds its own link split (split/{full.meta.get('ogb_split')}"
+                               "); drop --link-split")
+        split = given_split(full, given)
+    else:
+        _, val, test = cfg.model_link_split
+        split = link_split(full, val, test, seed=cfg.seed)
     dims = [full.num_features] + [cfg.hidden] * (cfg.layers - 1) + [cfg.model_embedding_dim]
     rs = setup_rank(ctx, cfg, split.train_graph, dims=dims)
     comm, plan, data, model, device = rs.comm, rs.plan, rs.data, rs.model, rs.device
     world, rank = comm.grid.world_size, comm.grid.global_rank
-    test_graph = with_feature_norm(split.test_graph, cfg)
+    test_graph = with_feature_norm(unlabelled(split.test_graph), cfg)  # labels are not read
     source = None if rs.source is None else InMemorySource(test_graph, rs.source.perm_r, rs.source.perm_c,
                                                            method=rs.source.method)
     plan_t, data_t = build_rank(test_graph, cfg.algo, comm, dims, source=source, rows=rs.rows, dtype=rs.dtype,
@@ -235,8 +257,10 @@ def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
         params = loop.parameters(keep_model)
         if rank != 0:
             return None
+        own = None if given is None else f"the dataset's: split/{full.meta.get('ogb_split')}"
         summary = _summary(cfg, info, world, comm.grid, loop.history, epochs, everyone,
-                           time.perf_counter() - t_start, wire=comm.wire)
+                           time.perf_counter() - t_start, wire=comm.wire,
+                           **({} if own is None else {"link_split": own}))
         loop.write(summary, params, everyone=everyone)
     if not cfg.quiet:
         print(f"final: test AUC={fmt(summary['test_auc'], '.4f')} val AUC={fmt(summary['val_auc'], '.4f')} "

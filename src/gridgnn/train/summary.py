@@ -97,7 +97,7 @@ def run_summary(cfg, history: list[dict], everyone: list[dict], *, mesh, data: s
         **({k: history[best].get(k) for k in ("test_auc", "val_auc", "test_hits", "val_hits", "test_mrr", "val_mrr")}
            if link else {}),
         "hits_k": cfg.model_hits_k if link else None, "negatives": cfg.model_negatives if link else None,
-        "link_split": list(cfg.model_link_split) if link else None,
+        "link_split": list(cfg.model_link_split) if link else None,  # a dataset's own split: the loop's value
         "nproc": mesh.world_size, "grid_axes": list(mesh.names), "seed": cfg.seed, "model": cfg.model,
         "heads": cfg.model_heads, "aggr": cfg.model_aggr, "layers": cfg.layers, "hidden": cfg.hidden,
         "epochs": cfg.epochs, "epochs_trained": len(history), "early_stop": cfg.early_stop,
@@ -105,8 +105,8 @@ def run_summary(cfg, history: list[dict], everyone: list[dict], *, mesh, data: s
         "peak_memory_bytes": [er["peak_memory_bytes"] for er in everyone], "wall_time_s": wall,
         "checkpoint_every": cfg.checkpoint_every, "resumed_from_epoch": resumed_from,
         "config": cfg.to_dict(),  # the resolved config: gridgnn train --config DIR/summary.json reruns the run
-        **specific,
     }
+    values.update(specific)
     unknown = sorted(set(values) - set(SUMMARY_KEYS))
     if unknown:
         raise KeyError(f"summary keys outside SUMMARY_KEYS: {unknown}")

@@ -586,7 +586,8 @@ def _rank_record(rank: int, epochs: list, setup_log: dict, shard_nnz: list) -> d
     }
 
 
-def _summary(cfg, info, world, grid, history, epochs, everyone, wall, *, resumed_from=None, wire=None) -> dict:
+def _summary(cfg, info, world, grid, history, epochs, everyone, wall, *, resumed_from=None, wire=None,
+             **extra) -> dict:
     """``history``: every epoch's record (a checkpoint's included) for the accuracies and the best epoch;
     ``epochs``: this run's (record, comm) pairs for the timings (:func:`~gridgnn.train.summary.run_summary`)."""
     per_epoch_max = [max(ts) for ts in zip(*[er["epoch_times"] for er in everyone])]
@@ -604,4 +605,4 @@ def _summary(cfg, info, world, grid, history, epochs, everyone, wall, *, resumed
         blocked_aggregation=cfg.blocked_aggregation, replication=cfg.replication if algo.takes_replication else 1,
         partition=info["partition"],
         # per rank: the estimate the run was admitted with (gridgnn.planner.memory)
-        estimated_peak_memory_bytes=[er["estimated_peak_memory_bytes"] for er in everyone])
+        estimated_peak_memory_bytes=[er["estimated_peak_memory_bytes"] for er in everyone], **extra)
