@@ -42,6 +42,7 @@ class Case:
     wire: str | None = None  # --comm-dtype: node data crosses the wire in this type (float64 training)
     overlap: bool = False  # --overlap: the stage loops start their transfers early
     task: str = "node"  # "link": link prediction on the split of ``graph`` (:func:`link_setup`)
+    decoder: str = "dot"  # a link case's pair decoder (--decoder)
 
 
 #: the link split and negatives of a ``task="link"`` case: 15 % validation, 20 % test edges, 2 negatives each
@@ -97,17 +98,22 @@ def run_case(case: Case, comm, device: str = "cpu") -> CaseResult:
     setup = comm.log.snapshot()
     comm.log.reset()
     model = build_model(case, plan).to(device)
+    decoder_params = []
     if split is None:
         loss, logits = forward_backward(model, plan, comm, data, epoch=case.epoch)
     else:
+        from .nn.decoders import make_decoder
         from .train.link import link_forward_backward
 
-        loss, logits = link_forward_backward(model, plan, comm, data, directory, pairs, epoch=case.epoch)
+        decoder = make_decoder(case.decoder, case.dims[-1], seed=case.seed, dtype=dtype).to(device)
+        loss, logits = link_forward_backward(model, plan, comm, data, directory, pairs, decoder, epoch=case.epoch)
+        decoder_params = list(decoder.parameters())  # replicated: every rank holds the whole
     stats = {k: (v.sent, v.recv, v.calls) for k, v in comm.log.snapshot().items()}
     stats.update({k: (v.sent, v.recv, v.calls) for k, v in setup.items()})
     entries = model.parameter_entries()  # each rank's shard of a sharded parameter
-    params = [e[2] for e in entries]
-    slices = [plan.param_slice(layer, kind, shape) for _, layer, _, shape, kind in entries]
+    params = [e[2] for e in entries] + decoder_params
+    slices = [plan.param_slice(layer, kind, shape) for _, layer, _, shape, kind in entries] \
+        + [(slice(None),) * p.dim() for p in decoder_params]
     return CaseResult(data.node_ids.copy(), plan.out_cols(case.dims[-1]), logits.detach().cpu().numpy().copy(),
                       [p.grad.detach().cpu().numpy().copy() for p in params], float(loss), stats,
                       comm.grid.global_rank, getattr(plan, "copies", 1), slices,

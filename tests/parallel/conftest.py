@@ -153,6 +153,9 @@ def link_cases(P: int) -> list[tuple[str, Case]]:
     out.append((f"link-sage-3d-{'x'.join(map(str, s3[0]))}",
                 Case(graph=GRAPHS["directed"], algo="3d", grid=s3[0], dims=[7, 6, 4], model="sage",
                      options={"aggr": "mean"}, dropout=0.3, seed=7, epoch=2, task="link")))
+    for algo, kw in (("1.5d-sa", dict(replication=2)), ("plexus", dict(grid=s3[-1], partition="double-perm"))):
+        out.append((f"link-mlp-{algo}", Case(graph=GRAPHS["undirected"], algo=algo, dims=[7, 6, 4], dropout=0.3,
+                                             seed=7, epoch=2, task="link", decoder="mlp", **kw)))
     return out
 
 

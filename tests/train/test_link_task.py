@@ -142,3 +142,17 @@ def test_an_ogbl_dataset_trains_on_its_own_split(tmp_path, citation):
         assert abs(hits_at(sp, sn, 2) - last[f"{name}_hits"]) < 1e-12
         if citation:
             assert abs(mrr(sp, sn.reshape(-1, 3)) - last[f"{name}_mrr"]) < 1e-12
+
+
+def test_the_mlp_decoder_trains_and_the_saved_model_scores_with_it(tmp_path):
+    """--decoder mlp (OGB's LinkPredictor): the last epoch's test AUC is the trained model's — embeddings and
+    decoder — on the test pairs, also after model.pt is written and read back."""
+    records = []
+    result = gridgnn.train(**LINK, epochs=8, decoder="mlp", callbacks=[records.append], out=str(tmp_path / "run"))
+    assert result["decoder"] == "mlp"
+    g = load_graph(SBM, seed=0)
+    s = link_split(g, 0.05, 0.1, seed=0)
+    neg = negative_pairs(g, s.test.shape[1], 1, seed=0, split="test")
+    for model in (result.model, gridgnn.load(str(tmp_path / "run"))):
+        got = auc(model.score(s.test, data=s.test_graph), model.score(neg, data=s.test_graph))
+        assert abs(got - records[-1]["test_auc"]) < 1e-4

@@ -85,7 +85,7 @@ def run_predict_command(args) -> int:
     if pairs is not None:
         from ..train.trained import pair_scores
 
-        scores = pair_scores(logits, pairs)
+        scores = pair_scores(logits, pairs, model.decoder)
         os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
         with atomic_write(out) as fh:
             np.save(fh, scores)

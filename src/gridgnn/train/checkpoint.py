@@ -193,7 +193,12 @@ def _model_shapes(cfg: dict, dims, bias: bool, path: str) -> dict:
         conf.validate_model_options()
     except GridGnnError as exc:
         raise _bad(path, f"its model options: {exc}") from None
-    return MODELS[model].parameter_shapes(dims, bias=bias, **conf.model_kwargs())
+    shapes = MODELS[model].parameter_shapes(dims, bias=bias, **conf.model_kwargs())
+    if cfg.get("task") == "link" and cfg.get("decoder") == "mlp":  # a link model's decoder (model.pt only)
+        from ..nn.decoders import MLPDecoder
+
+        shapes = {**shapes, "decoder": MLPDecoder.shapes(int(dims[-1]))}
+    return shapes
 
 
 def _check_config(cfg, path: str) -> None:

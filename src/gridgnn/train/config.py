@@ -158,6 +158,10 @@ class TrainConfig:
                                      "and once for validation and test (default 1)")
     hits_k: int | None = opt(None, "task", metavar="K", low=1, high=MAX_ROWS,
                              help="--task link: the K of Hits@K (default 50, OGB's ogbl-collab)")
+    decoder: str | None = opt(None, "task", choices=("dot", "mlp"),
+                              help="--task link: how a pair is scored from its endpoints' embeddings: dot (their dot "
+                                   "product, default) or mlp (OGB's LinkPredictor: z_u * z_v through Linear, ReLU, "
+                                   "Linear)")
     embedding_dim: int | None = opt(None, "task", metavar="D", low=1, high=MAX_HIDDEN,
                                     help="--task link: width of the vertex embeddings the decoder scores (the last "
                                          "layer's output; default --hidden)")
@@ -352,7 +356,7 @@ class TrainConfig:
         if self.task not in ("node", "link"):
             raise GridGnnError(f"--task must be node or link, got {self.task!r}")
         if self.task != "link":
-            for name in ("link_split", "negatives", "hits_k", "embedding_dim"):
+            for name in ("link_split", "negatives", "hits_k", "embedding_dim", "decoder"):
                 if getattr(self, name) is not None:
                     raise GridGnnError(f"{flag(name)} applies to --task link")
             return
@@ -382,6 +386,10 @@ class TrainConfig:
             raise GridGnnError(f"--link-split {text!r} must be three fractions TRAIN,VAL,TEST that add up to 1, "
                                "training above 0 (e.g. 0.85,0.05,0.1)")
         return vals
+
+    @property
+    def model_decoder(self) -> str:
+        return "dot" if self.decoder is None else self.decoder
 
     @property
     def model_negatives(self) -> int:

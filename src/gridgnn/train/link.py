@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import GridGnnError
+from ..nn.decoders import make_decoder
 from ..graph.links import LinkSplit, auc, given_split, hits_at, link_split, mrr, negative_pairs
 from ..parallel.pairs import RowDirectory, fetch_rows
 from .step import allreduce_grads
@@ -89,15 +90,15 @@ class LinkPairs:
         return self.split.train.shape[1] * (1 + self.k)
 
 
-def pair_scores(z: torch.Tensor, directory: RowDirectory, pos: np.ndarray, neg: np.ndarray, *,
+def pair_scores(z: torch.Tensor, directory: RowDirectory, pos: np.ndarray, neg: np.ndarray, decoder, *,
                 phase: str = "decode") -> tuple[torch.Tensor, torch.Tensor]:
-    """``⟨z_u, z_v⟩`` of this rank's positive and negative pairs (``int64[2, m]`` each), the endpoints' rows
-    fetched from their holders (collective)."""
+    """The ``decoder``'s scores of this rank's positive and negative pairs (``int64[2, m]`` each), the endpoints'
+    rows fetched from their holders (collective)."""
     pairs = np.concatenate([pos, neg], axis=1)
     want, inv = np.unique(pairs.reshape(-1), return_inverse=True)
     rows = fetch_rows(z, directory, want, phase=phase)
     inv = torch.from_numpy(inv.reshape(2, -1)).to(z.device)
-    s = (rows[inv[0]] * rows[inv[1]]).sum(dim=1)
+    s = decoder(rows[inv[0]], rows[inv[1]])
     return s[:pos.shape[1]], s[pos.shape[1]:]
 
 
@@ -108,31 +109,34 @@ def link_loss(pos: torch.Tensor, neg: torch.Tensor, total: int) -> torch.Tensor:
     return F.binary_cross_entropy_with_logits(s, y, reduction="sum") / total
 
 
-def link_forward_backward(model, plan, comm, data, directory: RowDirectory, pairs: LinkPairs, *, epoch: int):
+def link_forward_backward(model, plan, comm, data, directory: RowDirectory, pairs: LinkPairs, decoder, *,
+                          epoch: int):
     """One training step of link prediction on this rank (the caller steps the optimizer): the encoder's forward
     (phase ``fwd``), this rank's pairs scored (``decode``), the backward (``bwd``, the rows' gradients sent back in
-    ``decode_bwd``) and the gradient sums (``grad``). Returns the local loss summand and the embeddings."""
+    ``decode_bwd``) and the gradient sums (``grad``: the encoder's over its gradient axes, the decoder's over every
+    rank). Returns the local loss summand and the embeddings."""
     model.train()
     model.epoch = epoch
     with comm.phase("fwd"):
         z = model(data.x, plan)
     pos, neg = pairs.train(epoch)
-    sp, sn = pair_scores(z, directory, pos, neg)
+    sp, sn = pair_scores(z, directory, pos, neg, decoder)
     loss = link_loss(sp, sn, pairs.train_total)
     with comm.phase("bwd"):
         loss.backward()
     allreduce_grads(model, comm, plan.grad_axes)
+    allreduce_grads(decoder, comm, tuple(comm.grid.names))
     return loss.detach(), z.detach()
 
 
 @torch.no_grad()
-def split_scores(model, plan, comm, data, directory: RowDirectory, pairs: LinkPairs, name: str):
+def split_scores(model, plan, comm, data, directory: RowDirectory, pairs: LinkPairs, decoder, name: str):
     """Eval-mode scores of this rank's pairs of split ``name`` (phase ``eval``)."""
     model.eval()
     with comm.phase("eval"):
         z = model(data.x, plan)
     pos, neg = pairs.fixed[name]
-    return pair_scores(z, directory, pos, neg, phase="eval")
+    return pair_scores(z, directory, pos, neg, decoder, phase="eval")
 
 
 def gathered_metrics(comm, pairs: LinkPairs, name: str, pos: torch.Tensor, neg: torch.Tensor, hits_k: int) -> dict:
@@ -207,7 +211,9 @@ def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
     comm.log.reset()
     pairs = LinkPairs(full, split, negatives=cfg.model_negatives, seed=cfg.seed, world=directory.world,
                       me=directory.me)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    decoder = make_decoder(cfg.model_decoder, dims[-1], seed=cfg.seed, dtype=rs.dtype).to(device)
+    opt = torch.optim.Adam(list(model.parameters()) + list(decoder.parameters()), lr=cfg.lr,
+                           weight_decay=cfg.weight_decay)
     info = {**rs.info, "data": cfg.data if graph is None else rs.info.get("data"), "nnz": full.nnz}
     console = Console(show=rank == 0 and not cfg.quiet, epochs=cfg.epochs, log_every=cfg.log_every,
                       total=cfg.epochs, initial=0, desc=f"link {cfg.algo} P={world}")
@@ -219,13 +225,14 @@ def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
         before = comm.log.snapshot()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss, _ = link_forward_backward(model, plan, comm, data, directory, pairs, epoch=epoch)
+        loss, _ = link_forward_backward(model, plan, comm, data, directory, pairs, decoder, epoch=epoch)
         opt.step()
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         t1 = time.perf_counter()
         got = {name: gathered_metrics(comm, pairs, name,
-                                      *split_scores(model, p, comm, d, directory, pairs, name), cfg.model_hits_k)
+                                      *split_scores(model, p, comm, d, directory, pairs, decoder, name),
+                                      cfg.model_hits_k)
                for name, p, d in (("val", plan, data), ("test", plan_t, data_t))}
         vec = loss.double().reshape(1).to(comm.wire_device())
         with comm.phase("metrics"):
@@ -255,6 +262,8 @@ def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
         with comm.phase("io"):
             everyone = comm.all_gather_json(mine, comm.grid.names)
         params = loop.parameters(keep_model)
+        if params is not None and cfg.model_decoder != "dot":  # replicated: rank 0's are everyone's
+            params["decoder"] = [p.detach().cpu().clone() for p in decoder.parameters()]
         if rank != 0:
             return None
         own = None if given is None else f"the dataset's: split/{full.meta.get('ogb_split')}"

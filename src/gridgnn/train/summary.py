@@ -19,7 +19,7 @@ SUMMARY_KEYS = (
     "test_acc", "val_acc", "best_epoch", "train_acc", "final_loss", "epoch_time_median_s", "eval_time_median_s",
     # link prediction (--task link; null for node classification): at the best validation AUC's epoch
     "task", "test_auc", "val_auc", "test_hits", "val_hits", "hits_k", "test_mrr", "val_mrr", "negatives",
-    "link_split",
+    "link_split", "decoder",
     # communication per epoch
     "comm_bytes_per_epoch", "comm_sent_bytes_per_epoch", "max_rank_send_bytes_per_epoch",
     "max_rank_recv_bytes_per_epoch", "setup_comm_bytes", "nnz_max_over_mean", "comm_wire",
@@ -97,7 +97,7 @@ def run_summary(cfg, history: list[dict], everyone: list[dict], *, mesh, data: s
         **({k: history[best].get(k) for k in ("test_auc", "val_auc", "test_hits", "val_hits", "test_mrr", "val_mrr")}
            if link else {}),
         "hits_k": cfg.model_hits_k if link else None, "negatives": cfg.model_negatives if link else None,
-        "link_split": list(cfg.model_link_split) if link else None,  # a dataset's own split: the loop's value
+        "link_split": list(cfg.model_link_split) if link else None, "decoder": cfg.model_decoder if link else None,  # a dataset's own split: the loop's value
         "nproc": mesh.world_size, "grid_axes": list(mesh.names), "seed": cfg.seed, "model": cfg.model,
         "heads": cfg.model_heads, "aggr": cfg.model_aggr, "layers": cfg.layers, "hidden": cfg.hidden,
         "epochs": cfg.epochs, "epochs_trained": len(history), "early_stop": cfg.early_stop,

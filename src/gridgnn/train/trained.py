@@ -38,12 +38,17 @@ def as_pairs(pairs) -> np.ndarray:
     return pairs if pairs.shape[0] == 2 else pairs.T
 
 
-def pair_scores(z: np.ndarray, pairs) -> np.ndarray:
-    """``⟨z_u, z_v⟩`` of each pair of ``pairs`` (``int[2, m]`` or ``int[m, 2]``) over the embeddings ``z``."""
+def pair_scores(z: np.ndarray, pairs, decoder=None) -> np.ndarray:
+    """The ``decoder``'s scores (default: ``⟨z_u, z_v⟩``) of each pair of ``pairs`` (``int[2, m]`` or ``int[m, 2]``)
+    over the embeddings ``z``."""
     pairs = as_pairs(pairs)
     if pairs.size and (pairs.min() < 0 or pairs.max() >= z.shape[0]):
         raise GridGnnError(f"pairs name vertices outside 0..{z.shape[0] - 1} of the graph")
-    return (z[pairs[0]] * z[pairs[1]]).sum(axis=1)
+    if decoder is None:
+        return (z[pairs[0]] * z[pairs[1]]).sum(axis=1)
+    zt = torch.from_numpy(np.ascontiguousarray(z))
+    with torch.no_grad():
+        return decoder(zt[torch.from_numpy(pairs[0])], zt[torch.from_numpy(pairs[1])]).numpy()
 
 
 class TrainedModel:
@@ -149,7 +154,20 @@ class TrainedModel:
                                "model classifies vertices: use predict()")
         as_pairs(pairs)  # the pairs' shape, before any work
         out = self._predict(data, **where)
-        return None if out is None else pair_scores(out[0], pairs)
+        return None if out is None else pair_scores(out[0], pairs, self.decoder)
+
+    @property
+    def decoder(self) -> torch.nn.Module:
+        """A link-prediction model's pair decoder (``--decoder``) with its trained parameters."""
+        from ..nn.decoders import make_decoder
+
+        name = self.config.get("decoder") or "dot"
+        dec = make_decoder(name, self.dims[-1], dtype=self.dtype)
+        if name != "dot":
+            with torch.no_grad():
+                for p, t in zip(dec.parameters(), self.params["decoder"]):
+                    p.copy_(t)
+        return dec.eval()
 
     def _predict(self, data, *, algo="serial", nproc=None, grid=None, replication=1, partition="random",
                  blocked_aggregation=0, device="auto", timeout_s=600.0):
