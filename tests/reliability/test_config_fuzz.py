@@ -54,7 +54,8 @@ CONFIGS = st.fixed_dictionaries({}, optional={f.name: _value(f) for f in FIELDS}
 
 def _cheap(cfg: TrainConfig) -> bool:
     return (cfg.algo == "serial" and cfg.sampler is None and cfg.nproc == 1 and cfg.hidden * max(cfg.heads or 1, 1)
-            <= 64 and cfg.layers <= 4 and cfg.epochs >= 1)
+            <= 64 and cfg.layers <= 4 and cfg.epochs >= 1 and (cfg.embedding_dim or 0) <= 64
+            and cfg.model_negatives <= 64)
 
 
 def _validated(kw: dict):

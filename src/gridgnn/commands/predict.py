@@ -60,6 +60,9 @@ def run_predict_command(args) -> int:
     check_new_files([out, ids_file], overwrite=args.overwrite)  # before any work
     model = load(args.run, model=args.model)
     pairs = None
+    if args.classes and model.config.get("task", "node") == "link":
+        raise GridGnnError("--classes picks a class per vertex; a link-prediction model's outputs are embeddings "
+                           "(score pairs with --pairs)")
     if args.pairs is not None:
         if args.classes:
             raise GridGnnError("--classes applies to node classification; --pairs writes one score per pair")

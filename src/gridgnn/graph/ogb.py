@@ -24,7 +24,7 @@ its edge split instead, as OGB writes it (``torch.save`` of a dict of arrays or 
     split/<name>/{valid,test}.pt  {"edge": [E, 2], "edge_neg": [M, 2], ...}  (negatives scored against every
                               positive: Hits@K; ogbl-citation2: "target_node_neg": [E, K], K per positive: MRR)
 
-The graph's edges (``raw/edge.csv.gz``) are the training edges; the split is kept as
+The graph's edges (``raw/edge.csv.gz``) are the training edges, which pass the messages for every split; the split is kept as
 ``Graph.meta["link_split"]`` (:class:`~gridgnn.graph.links.GivenLinkSplit`), which ``--task link`` trains and
 evaluates on.
 
@@ -406,6 +406,8 @@ def _load_pt(path: Path) -> dict:
             type(np.dtype("int32"))]
     core = getattr(np, "_core", None) or getattr(np, "core")
     safe.append(core.multiarray._reconstruct)
+    # OGB's files were pickled by NumPy 1, which named the function numpy.core.multiarray._reconstruct
+    safe.append((core.multiarray._reconstruct, "numpy.core.multiarray._reconstruct"))
     try:
         with torch.serialization.safe_globals(safe):
             obj = torch.load(path, map_location="cpu", weights_only=True)

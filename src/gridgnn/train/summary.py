@@ -43,8 +43,9 @@ def count(x: float) -> int | float:
 
 
 def validation_score(r: dict):
-    """What an epoch is chosen by: the validation accuracy (node classification) or AUC (link prediction)."""
-    return r.get("val_acc") if r.get("val_acc") is not None else r.get("val_auc")
+    """What an epoch is chosen by: the validation accuracy (node classification) or, for link prediction, the
+    validation metric its record names (``select``: the AUC, or OGB's Hits@K or MRR on a dataset's own split)."""
+    return r.get("val_acc") if r.get("val_acc") is not None else r.get(r.get("select", "val_auc"))
 
 
 def best_epoch(records: list[dict]) -> int:

@@ -26,7 +26,8 @@ from ..errors import GridGnnError
 NOT_INHERITED = ("data", "algo", "nproc", "replication", "grid", "partition", "blocked_aggregation", "out",
                  "save_logits", "overwrite", "resume", "checkpoint_every", "device", "quiet", "log_every",
                  "timeout_s", "profile", "sampler", "fanout", "batch_size", "bulk", "sample_graph", "eval_fanout",
-                 "eval_batch_size", "overlap", "comm_dtype", "comm_check_every", "comm_tolerance")
+                 "eval_batch_size", "overlap", "comm_dtype", "comm_check_every", "comm_tolerance", "task", "link_split",
+                 "negatives", "hits_k", "embedding_dim", "decoder")
 
 
 def as_pairs(pairs) -> np.ndarray:
@@ -130,6 +131,9 @@ class TrainedModel:
 
         Returns ``None`` on the ranks other than 0 of a torchrun/srun job.
         """
+        if classes and self.config.get("task", "node") == "link":
+            raise GridGnnError("classes=True picks a class per vertex; a link-prediction model's outputs are "
+                               "embeddings (score pairs with score())")
         out = self._predict(data, algo=algo, nproc=nproc, grid=grid, replication=replication, partition=partition,
                             blocked_aggregation=blocked_aggregation, device=device, timeout_s=timeout_s)
         if out is None:
