@@ -83,8 +83,8 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
                                               grid=shapes_3d(P)[-1], model="gat", heads=2, seed=7, epoch=3)))
     for gname, g in GRAPHS.items():
         for dname, dims in DIMS.items():
-            for algo in ("1d", "1d-sa"):
-                for pname, part in (("random", "random"), ("skewed", skewed_partition(N, P, 5))):
+            for algo in ("1d", "1d-sa"):  # (at P = 1 both partitions are the one block: one of them)
+                for pname, part in (("random", "random"), ("skewed", skewed_partition(N, P, 5)))[:1 if P == 1 else 2]:
                     out.append((f"{algo}-{gname}-{dname}-{pname}", Case(graph=g, algo=algo, dims=dims, partition=part,
                                                                         dropout=0.4, seed=7, epoch=3)))
             for i, c in enumerate([c for c in PS if P % c == 0]):  # one partition per c, graph and depth, rotating
@@ -99,7 +99,7 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
             kw = dict(graph=g, dims=dims, model="gat", heads=heads, out_heads=out_heads, dropout=0.4,
                       attn_dropout=0.3, seed=7, epoch=3)
             for algo in ("1d", "1d-sa"):
-                for pname, part in (("random", "random"), ("skewed", skewed_partition(N, P, 5))):
+                for pname, part in (("random", "random"), ("skewed", skewed_partition(N, P, 5)))[:1 if P == 1 else 2]:
                     out.append((f"gat-{algo}-{gname}-{dname}-{pname}", Case(algo=algo, partition=part, **kw)))
             cs = [c for c in PS if P % c == 0]  # two c per graph and depth, rotating: the GCN cases run every c
             for m, algo in enumerate(("1.5d", "1.5d-sa")):
@@ -114,7 +114,9 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
                     out.append((f"gat-{algo}-{'x'.join(map(str, shape))}-{gname}-{dname}-random",
                                 Case(algo=algo, grid=shape, partition="random", **kw)))
     for k, shape in enumerate(shapes_3d(P)):  # Plexus: every shape, each GAT depth; the graphs alternate
-        for dname, (dims, heads, out_heads) in GAT_DIMS.items():
+        for d, (dname, (dims, heads, out_heads)) in enumerate(GAT_DIMS.items()):
+            if len(shapes_3d(P)) > 3 and (k + d) % 2:  # many shapes: each under one depth, alternating
+                continue
             gname = tuple(GRAPHS)[k % 2]
             part = "double-perm" if dname == "3layer" else "random"  # the destination gather across two orders
             out.append((f"gat-plexus-{'x'.join(map(str, shape))}-{gname}-{dname}-{part}",
@@ -291,10 +293,15 @@ def attention_cases(P: int) -> list[tuple[str, Case]]:
         for c in [c for c in PS if P % c == 0]:
             for algo in ("1.5d", "1.5d-sa"):
                 add(f"{algo}-c{c}-skewed", algo=algo, replication=c, partition=skewed_partition(N, P // c, 6))
+        half = len(shapes_3d(P)) > 3  # many 3D shapes: each model on every other one (AGNN and VA alternate)
         for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P))):
-            for shape in shapes:
+            for j, shape in enumerate(shapes):
+                if algo == "3d" and half and (j + tuple(models).index(model)) % 2:
+                    continue
                 add(f"{algo}-{'x'.join(map(str, shape))}-random", algo=algo, grid=shape, partition="random")
         for j, shape in enumerate(shapes_3d(P)):
+            if half and (j // 2 + tuple(models).index(model)) % 2:  # the kept ones meet both vertex orders
+                continue
             part = "double-perm" if j % 2 == 0 else "random"
             add(f"plexus-{'x'.join(map(str, shape))}-{part}", algo="plexus", grid=shape, partition=part)
     return out + sage_cases(P)
@@ -317,6 +324,8 @@ def sage_cases(P: int) -> list[tuple[str, Case]]:
     k = 0
     for aggr in ("mean", "sum", "max", "min"):
         names = list(graphs) if aggr in ("max", "min") else list(GRAPHS)
+        if P == 1:  # one block: one graph per aggregation (the tie graph for max and min)
+            names = names[-1:]
         for gname in names:
             dname = tuple(dims)[k % 2]
             k += 1
