@@ -11,6 +11,19 @@ from gridgnn.train.config import TrainConfig  # noqa: E402
 from gridgnn.train.trainer import train_worker  # noqa: E402
 
 
+def every_algorithm(nproc: int, algos: str | None = None) -> list[tuple[str, int, dict]]:
+    """``(algo, P, options)`` of serial and of every algorithm at ``nproc`` (1.5D with c = 2 where P is even, Plexus
+    on its double permutation), or of serial and the comma-separated subset ``algos``: the rows of the accuracy
+    tables."""
+    c2 = dict(replication=2 if nproc % 2 == 0 else 1)
+    configs = [("serial", 1, {}), ("1d", nproc, {}), ("1d-sa", nproc, {}), ("1.5d", nproc, c2), ("1.5d-sa", nproc, c2),
+               ("2d", nproc, {}), ("3d", nproc, {}), ("plexus", nproc, dict(partition="double-perm"))]
+    if algos:
+        keep = {"serial", *algos.split(",")}
+        configs = [c for c in configs if c[0] in keep]
+    return configs
+
+
 def run(**kw) -> dict:
     """Train with ``TrainConfig(**kw)`` (quiet) and return rank 0's summary."""
     cfg = TrainConfig(quiet=True, **kw)

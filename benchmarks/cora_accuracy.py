@@ -15,7 +15,7 @@ import argparse
 import os
 import statistics
 
-from _common import run
+from _common import every_algorithm, run
 
 
 def main():
@@ -42,19 +42,13 @@ def main():
     hyper["feature_norm"] = args.feature_norm
     hyper["device"] = args.device
 
-    c2 = 2 if args.nproc % 2 == 0 else 1  # 1.5D replication
-    configs = [("serial", 1, 1), ("1d", args.nproc, 1), ("1d-sa", args.nproc, 1), ("1.5d", args.nproc, c2),
-               ("1.5d-sa", args.nproc, c2), ("2d", args.nproc, 1), ("3d", args.nproc, 1), ("plexus", args.nproc, 1)]
-    if args.algos:
-        keep = {"serial", *args.algos.split(",")}
-        configs = [c for c in configs if c[0] in keep]
+    configs = every_algorithm(args.nproc, args.algos)
     acc = {c[0]: [] for c in configs}
     epoch_s = {c[0]: [] for c in configs}
     for seed in range(args.seeds):
-        for algo, p, c in configs:
-            s = run(data=f"planetoid:{args.cora}", algo=algo, nproc=p, replication=c, epochs=args.epochs, seed=seed,
-                    weight_decay=5e-4, **hyper,
-                    partition="double-perm" if algo == "plexus" else "random")
+        for algo, p, kw in configs:
+            s = run(data=f"planetoid:{args.cora}", algo=algo, nproc=p, epochs=args.epochs, seed=seed,
+                    weight_decay=5e-4, **hyper, **kw)
             acc[algo].append(s["test_acc"])
             epoch_s[algo].append(s["epoch_time_median_s"])
         print(f"seed {seed}: " + "  ".join(f"{a}={acc[a][-1]:.3f}" for a, _, _ in configs), flush=True)
@@ -62,7 +56,8 @@ def main():
     print(f"\n{args.device}: | algo | P | mean test acc ({args.seeds} seeds) | max abs diff to serial (same seed) | "
           "median epoch (ms) |")
     print("|---|---|---|---|---|")
-    for algo, p, c in configs:
+    for algo, p, kw in configs:
+        c = kw.get("replication", 1)
         gap = max(abs(a - b) for a, b in zip(acc[algo], acc["serial"]))
         grid = f"{p} (c={c})" if c > 1 else f"{p} (default grid)" if algo in ("2d", "3d", "plexus") else f"{p}"
         print(f"| {algo} | {grid} | {statistics.mean(acc[algo]):.4f} | {gap:.4f} | "

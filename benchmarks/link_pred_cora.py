@@ -17,7 +17,7 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-from _common import run
+from _common import every_algorithm, run
 from gridgnn.graph.links import auc
 from gridgnn.graph.loaders import load_planetoid
 
@@ -72,13 +72,7 @@ def main():
     ap.add_argument("--algos", default=None, help="comma-separated subset of the algorithms (serial always runs)")
     args = ap.parse_args()
     g = load_planetoid(args.cora)
-    c2 = 2 if args.nproc % 2 == 0 else 1
-    configs = [("serial", 1, {}), ("1d", args.nproc, {}), ("1d-sa", args.nproc, {}),
-               ("1.5d", args.nproc, dict(replication=c2)), ("1.5d-sa", args.nproc, dict(replication=c2)),
-               ("2d", args.nproc, {}), ("3d", args.nproc, {}), ("plexus", args.nproc, dict(partition="double-perm"))]
-    if args.algos:
-        keep = {"serial", *args.algos.split(",")}
-        configs = [c for c in configs if c[0] in keep]
+    configs = every_algorithm(args.nproc, args.algos)
     hyper = dict(data=f"planetoid:{args.cora}", task="link", layers=2, hidden=128, embedding_dim=64, lr=0.01,
                  weight_decay=0.0, dropout=0.0, epochs=args.epochs, negatives=1)
     res = {"pyg": [], **{c[0]: [] for c in configs}}
