@@ -139,10 +139,13 @@ def test_dropout_masks_equal_the_numpy_hash_bit_for_bit(cols):
         assert np.array_equal(got, D.edge_keep_mask_reference(dst, src, heads, 0.3, seed=1, epoch=2, layer=0))
 
 
-def test_the_device_masks_in_torch_int64_are_the_host_masks_bit_for_bit():
-    """What a GPU draws (torch ``int64`` holding ``uint64`` bits, logical shifts, unsigned compare) is the host's
-    mask: run here on the CPU's torch, against the NumPy ``uint64`` reference."""
+@pytest.mark.parametrize("chunk", [1 << 24, 37], ids=["one-chunk", "chunks-of-37"])
+def test_the_device_masks_in_torch_int64_are_the_host_masks_bit_for_bit(chunk, monkeypatch):
+    """What a GPU draws (torch ``int64`` holding ``uint64`` bits, logical shifts, unsigned compare; in chunks of
+    rows) is the host's mask: run here on the CPU's torch, against the NumPy ``uint64`` reference."""
     from gridgnn.ops.hashing import below_tensor, mix, mix_tensor
+
+    monkeypatch.setattr(D, "DEVICE_MASK_CHUNK", chunk)
 
     r = np.random.default_rng(5)
     z = r.integers(0, 2**64, 20000, dtype=np.uint64)  # the whole range: sign bits set in half of them

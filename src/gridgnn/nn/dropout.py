@@ -43,12 +43,31 @@ def keep_mask(node_ids: np.ndarray, features: int, p: float, *, seed: int, epoch
                               _threshold(p))
 
 
+#: elements of one chunk of a mask drawn on the device: the hash's ``int64`` temporaries (8 bytes per element, a
+#: few alive at once) stay within a few times 128 MiB however large the masked matrix
+DEVICE_MASK_CHUNK = 1 << 24
+
+
+def _by_row_chunks(rows: int, width: int, device, draw) -> torch.Tensor:
+    """``bool[rows, width]`` drawn ``draw(r0, r1)`` rows at a time (:data:`DEVICE_MASK_CHUNK` elements)."""
+    out = torch.empty((rows, width), dtype=torch.bool, device=device)
+    step = max(1, DEVICE_MASK_CHUNK // max(1, width))
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
+        out[r0:r1] = draw(r0, r1)
+    return out
+
+
 def keep_mask_tensor(node_ids: torch.Tensor, features: int, p: float, *, seed: int, epoch: int, layer: int,
                      cols: tuple[int, int] | None = None) -> torch.Tensor:
-    """:func:`keep_mask` on ``node_ids``' device (an ``int64`` tensor): the same bits, in torch ``int64``."""
+    """:func:`keep_mask` on ``node_ids``' device (an ``int64`` tensor): the same bits, in torch ``int64``, drawn in
+    chunks of rows."""
     c0, c1 = cols if cols is not None else (0, features)
-    ids = node_ids.reshape(-1, 1) * features + torch.arange(c0, c1, dtype=torch.int64, device=node_ids.device)
-    return below_tensor(mix_tensor(ids ^ as_int64(_node_key(seed, epoch, layer))), _threshold(p))
+    node_ids = node_ids.reshape(-1, 1)
+    col = torch.arange(c0, c1, dtype=torch.int64, device=node_ids.device)
+    key, threshold = as_int64(_node_key(seed, epoch, layer)), _threshold(p)
+    return _by_row_chunks(node_ids.shape[0], c1 - c0, node_ids.device,
+                          lambda r0, r1: below_tensor(mix_tensor((node_ids[r0:r1] * features + col) ^ key), threshold))
 
 
 def keep_mask_reference(node_ids: np.ndarray, features: int, p: float, *, seed: int, epoch: int, layer: int,
@@ -95,11 +114,17 @@ def edge_keep_mask(dst_ids: np.ndarray, src_ids: np.ndarray, heads: int, p: floa
 
 def edge_keep_mask_tensor(dst_ids: torch.Tensor, src_ids: torch.Tensor, heads: int, p: float, *, seed: int,
                           epoch: int, layer: int) -> torch.Tensor:
-    """:func:`edge_keep_mask` on the ids' device (``int64`` tensors): the same bits, in torch ``int64``."""
-    edge = mix_tensor(mix_tensor(dst_ids.reshape(-1, 1) ^ as_int64(_edge_key(seed, epoch, layer)))
-                      + src_ids.reshape(-1, 1))
-    head = torch.arange(1, heads + 1, dtype=torch.int64, device=edge.device) * as_int64(G)
-    return below_tensor(mix_tensor(edge ^ head), _threshold(p))
+    """:func:`edge_keep_mask` on the ids' device (``int64`` tensors): the same bits, in torch ``int64``, drawn in
+    chunks of edges."""
+    dst, src = dst_ids.reshape(-1, 1), src_ids.reshape(-1, 1)
+    key, threshold = as_int64(_edge_key(seed, epoch, layer)), _threshold(p)
+    head = torch.arange(1, heads + 1, dtype=torch.int64, device=dst.device) * as_int64(G)
+
+    def draw(r0, r1):
+        edge = mix_tensor(mix_tensor(dst[r0:r1] ^ key) + src[r0:r1])
+        return below_tensor(mix_tensor(edge ^ head), threshold)
+
+    return _by_row_chunks(dst.shape[0], heads, dst.device, draw)
 
 
 def edge_keep_mask_reference(dst_ids: np.ndarray, src_ids: np.ndarray, heads: int, p: float, *, seed: int,
