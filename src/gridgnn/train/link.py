@@ -44,17 +44,17 @@ class LinkPairs:
     """
 
     def __init__(self, full, split: LinkSplit, *, negatives: int, seed: int, world: int, me: int):
-        self.full, self.split, self.k, self.seed = full, split, int(negatives), int(seed)
+        self.split, self.k, self.seed = split, int(negatives), int(seed)
         self.world, self.me = int(world), int(me)
         self.fixed, self.groups, self._counts = {}, {}, {}
         for name in ("val", "test"):
             pos, given = getattr(split, name), getattr(split, f"{name}_neg")
             e = pos.shape[1]
             spans = [slice_bounds(e, world, r) for r in range(world)]
+            lo, hi = spans[me]
             if given is None:  # keyed: K per positive, drawn for this rank's slice
                 self.groups[name] = self.k
                 nspans = [(a * self.k, b * self.k) for a, b in spans]
-                lo, hi = spans[me]
                 neg = negative_pairs(full, hi - lo, self.k, seed=self.seed, split=name, first=lo)
             else:
                 k = split.neg_per_positive
@@ -64,7 +64,6 @@ class LinkPairs:
                 else:
                     nspans = [(a * k, b * k) for a, b in spans]
                 neg = given[:, nspans[me][0]:nspans[me][1]]
-            lo, hi = spans[me]
             self.fixed[name] = (pos[:, lo:hi], neg)
             self._counts[name] = [(b - a, d - c) for (a, b), (c, d) in zip(spans, nspans)]
 

@@ -39,14 +39,12 @@ def as_pairs(pairs) -> np.ndarray:
     return pairs if pairs.shape[0] == 2 else pairs.T
 
 
-def pair_scores(z: np.ndarray, pairs, decoder=None) -> np.ndarray:
-    """The ``decoder``'s scores (default: ``⟨z_u, z_v⟩``) of each pair of ``pairs`` (``int[2, m]`` or ``int[m, 2]``)
-    over the embeddings ``z``."""
+def pair_scores(z: np.ndarray, pairs, decoder) -> np.ndarray:
+    """The ``decoder``'s scores (:mod:`gridgnn.nn.decoders`) of each pair of ``pairs`` (``int[2, m]`` or
+    ``int[m, 2]``) over the embeddings ``z``."""
     pairs = as_pairs(pairs)
     if pairs.size and (pairs.min() < 0 or pairs.max() >= z.shape[0]):
         raise GridGnnError(f"pairs name vertices outside 0..{z.shape[0] - 1} of the graph")
-    if decoder is None:
-        return (z[pairs[0]] * z[pairs[1]]).sum(axis=1)
     zt = torch.from_numpy(np.ascontiguousarray(z))
     with torch.no_grad():
         return decoder(zt[torch.from_numpy(pairs[0])], zt[torch.from_numpy(pairs[1])]).numpy()
