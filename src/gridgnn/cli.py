@@ -94,6 +94,7 @@ def train_config(args):
             from_file.pop("profile", None)
         if any(k in given and given[k] != from_file.get(k) for k in ("model", "data")):
             from_file.pop("edge_dim", None)  # the edge-feature width a run derived from its data and model
+            from_file.pop("relations", None)  # and its relation count
         given = {**from_file, **given}
     env = env_context(given.get("device", "auto"))
     return config_from_flags(given, env_world=env.world_size if env is not None else None)

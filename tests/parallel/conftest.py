@@ -123,7 +123,7 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
                         Case(graph=GRAPHS[gname], algo="plexus", dims=dims, grid=shape, partition=part, model="gat",
                              heads=heads, out_heads=out_heads, dropout=0.4, attn_dropout=0.3, seed=7, epoch=3)))
     out += attention_cases(P)
-    return out + wire_cases(P) + overlap_cases(P) + edge_feature_cases(P) + link_cases(P)
+    return out + wire_cases(P) + overlap_cases(P) + edge_feature_cases(P) + link_cases(P) + relation_cases(P)
 
 
 def link_cases(P: int) -> list[tuple[str, Case]]:
@@ -210,6 +210,49 @@ def edge_feature_cases(P: int) -> list[tuple[str, Case]]:
     out.append(("refused-gine-plexus", Case(graph=EDGE_GRAPHS["directed"], algo="plexus", dims=[7, 5, 3],
                                             model="gine", options={"edge_dim": 4}, grid=shapes_3d(P)[0], seed=7,
                                             epoch=3)))
+    return out
+
+
+def typed_graph(g: Graph, relations: int, seed: int) -> Graph:
+    """``g``'s edges, each given a random relation, and a few of them given a second relation too (a pair joined
+    by two relations is one stored entry counting both), with ``g``'s node data."""
+    r = np.random.default_rng(seed)
+    src, dst = g.edge_index()
+    kind = r.integers(0, relations, src.size)
+    again = r.random(src.size) < 0.2
+    src, dst = np.concatenate([src, src[again]]), np.concatenate([dst, dst[again]])
+    kind = np.concatenate([kind, (kind[again] + 1) % relations])
+    return Graph.from_edges(src, dst, g.n, edge_type=kind, num_relations=relations, x=g.x, y=g.y,
+                            train_mask=g.train_mask, val_mask=g.val_mask, test_mask=g.test_mask)
+
+
+TYPED_GRAPHS = {"undirected": typed_graph(GRAPHS["undirected"], 3, 13),
+                "directed": typed_graph(GRAPHS["directed"], 3, 14)}
+
+
+def relation_cases(P: int) -> list[tuple[str, Case]]:
+    """R-GCN (relation types, PyG ``RGCNConv`` semantics) at P = 4 and 8 on one layout of each algorithm, bases
+    (B = 2) and one weight per relation alternating, each layer's narrower side aggregated ([7, 9, 3]: H, then HW),
+    the graphs alternating; Plexus on a double vertex order too."""
+    if P not in (4, 8):
+        return []
+    s2, s3 = shapes_2d(P), shapes_3d(P)
+    layouts = [("1d-skewed", dict(algo="1d", partition=skewed_partition(N, P, 9))),
+               ("1d-sa", dict(algo="1d-sa")),
+               ("1.5d-c2", dict(algo="1.5d", replication=2)),
+               ("1.5d-sa-c2", dict(algo="1.5d-sa", replication=2)),
+               (f"2d-{'x'.join(map(str, s2[1]))}", dict(algo="2d", grid=s2[1])),
+               (f"3d-{'x'.join(map(str, s3[-2]))}", dict(algo="3d", grid=s3[-2])),
+               (f"plexus-{'x'.join(map(str, s3[1]))}", dict(algo="plexus", grid=s3[1])),
+               (f"plexus-{'x'.join(map(str, s3[-1]))}-double-perm", dict(algo="plexus", grid=s3[-1],
+                                                                         partition="double-perm"))]
+    out = []
+    for j, (tag, kw) in enumerate(layouts):
+        gname = tuple(TYPED_GRAPHS)[j % 2]
+        bases = 2 if j % 2 == 0 else 0
+        out.append((f"rgcn-b{bases}-{tag}-{gname}", Case(graph=TYPED_GRAPHS[gname], model="rgcn", dims=[7, 9, 3],
+                                                         options={"num_relations": 3, "bases": bases}, dropout=0.4,
+                                                         seed=7, epoch=3, **kw)))
     return out
 
 

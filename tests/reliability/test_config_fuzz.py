@@ -38,13 +38,15 @@ def _value(f):
         else:
             plausible.append(st.floats(lo - 1, min(hi, lo + 10) + 1, allow_nan=False))
     if f.name in ("model",):
-        plausible.append(st.sampled_from(["gcn", "gat", "agnn", "va", "sage", "nope", "pkg.mod:Cls"]))
+        plausible.append(st.sampled_from(["gcn", "gat", "agnn", "va", "sage", "rgcn", "nope", "pkg.mod:Cls"]))
     if f.name in ("algo",):
         plausible.append(st.sampled_from(["serial", "1d", "1d-sa", "1.5d", "2d", "3d", "plexus", "auto", "nope"]))
     if f.name in ("grid", "fanout", "eval_fanout"):
         plausible.append(st.one_of(WORDS, st.lists(st.integers(-2, 6), min_size=1, max_size=3)))
     if "bool" in str(f.type):
         plausible.append(st.booleans())
+    if f.name in ("bases", "relations"):  # options of one model (rgcn): most often not given
+        plausible.append(st.none())
     return st.one_of(*plausible, BAD) if plausible else BAD
 
 
@@ -137,13 +139,13 @@ def test_the_generator_reaches_both_outcomes():
     """Not a vacuous property: the options are valid often and refused often."""
     outcomes = {True: 0, False: 0}
 
-    @settings(max_examples=120, deadline=None, database=None, derandomize=True)
+    @settings(max_examples=240, deadline=None, database=None, derandomize=True)
     @given(kw=CONFIGS)
     def count(kw):
         outcomes[_validated(kw) is not None] += 1
 
     count()
-    assert outcomes[True] >= 5 and outcomes[False] >= 20, outcomes
+    assert outcomes[True] >= 8 and outcomes[False] >= 40, outcomes
 
 
 @pytest.mark.parametrize("f", [f for f in FIELDS if f.default is not MISSING], ids=lambda f: f.name)

@@ -88,8 +88,9 @@ def test_every_numeric_flag_declares_its_range_and_help_shows_it():
     assert len(numeric) >= 15
     for f in numeric:
         spec = field_range(f)
-        if f.name in ("heads", "attn_dropout"):  # declared by the models that take them
+        if f.name in ("heads", "attn_dropout", "bases"):  # declared by the models that take them
             assert "[1, 1024]" in helps["--heads"] and "[0, 1)" in helps["--attn-dropout"]
+            assert "[0, 4096]" in helps["--bases"]
             continue
         assert spec is not None, f.name
         assert spec.bound_text() in helps[flag(f.name)], (f.name, helps[flag(f.name)])

@@ -323,7 +323,7 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
     meta = _write_replacing(out, lambda folder: write_sharded(
         graph, folder, perm_r=perm_r, perm_c=perm_c, blocks=(R, C), partition_name=method, normalize=normalize,
         seed=seed, node_chunks=node_chunks))
-    return {**meta, "edge_features_not_written": graph.edge_dim}
+    return {**meta, "edge_features_not_written": graph.edge_dim, "relations_not_written": graph.num_relations}
 
 
 def run_shard_command(args) -> int:
@@ -353,4 +353,7 @@ def run_shard_command(args) -> int:
     if meta.get("edge_features_not_written"):
         print(f"note: the graph's edge features ({meta['edge_features_not_written']} wide) are not written: a "
               "sharded dataset holds none (a model that reads them trains on the original --data)")
+    if meta.get("relations_not_written"):
+        print(f"note: the graph's relation types ({meta['relations_not_written']}) are not written: a sharded "
+              "dataset holds none (a model that reads them trains on the original --data)")
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-SIMULATE_FLAGS = ("data", "model", "heads", "aggr", "layers", "hidden", "algo", "nproc", "replication", "grid",
+SIMULATE_FLAGS = ("data", "model", "heads", "aggr", "bases", "layers", "hidden", "algo", "nproc", "replication", "grid",
                   "partition", "seed", "dtype", "comm_dtype", "overlap")
 
 
@@ -17,6 +17,7 @@ def add_model_arguments(p) -> None:
     p.add_argument("--model", metavar="NAME", help=f"{', '.join(MODELS)} (default gcn), or package.module:Class")
     p.add_argument("--heads", type=int, metavar="K")
     p.add_argument("--aggr", choices=("mean", "sum", "max", "min"))
+    p.add_argument("--bases", type=int, metavar="B", help="rgcn: basis matrices per layer (0: one per relation)")
     p.add_argument("--layers", type=int, metavar="L")
     p.add_argument("--hidden", type=int, metavar="H")
 

@@ -18,6 +18,8 @@ from .safe_io import MAX_ID, check_vertex_count
 
 #: edge features are looked up by the 64-bit key ``dst · n + src``
 MAX_FEATURED_VERTICES = 3_000_000_000
+#: relation types a typed graph may have (its per-relation weights are dense, ``nnz × R``)
+MAX_RELATIONS = 4096
 
 
 def _lookup(keys: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -46,6 +48,14 @@ class Graph:
         edge_attr: ``float[nnz, d]`` edge features, row ``k`` belonging to the stored entry ``k`` (CSR order: by
             destination, then source), or ``None``. A layer reads those of its local edges as
             ``g.edge_features`` on every algorithm.
+        edge_type_counts: ``int32[nnz, R]``: how many input edges of each of the ``R`` relation types the stored
+            entry ``k`` stands for (a typed graph, PyG ``RGCNConv``'s ``edge_type``; a pair of vertices may be joined
+            by several relations), or ``None`` (one relation). A layer reads the local edges' per-relation mean
+            weights as ``g.relation_values`` on every algorithm. Build it with ``Graph.from_edges(...,
+            edge_type=...)``.
+        node_types: ``None``, or the vertex types of a heterogeneous graph as ``{"names": [...], "offsets":
+            [...]}``: vertices ``offsets[t] .. offsets[t+1] - 1`` are those of type ``names[t]``, in the type's own
+            order (PyG ``HeteroData.to_homogeneous``'s numbering), so per-vertex outputs map back per type.
         original_ids: ``int64[n]``, strictly increasing, or ``None``. Set by a loader called with
             ``relabel=True`` (``?relabel=1`` in a data spec): vertex ``i`` of this graph is vertex
             ``original_ids[i]`` of the file, so per-vertex outputs (``--save-logits``) can be mapped back with
@@ -66,6 +76,10 @@ class Graph:
     meta: dict = field(default_factory=dict)
     original_ids: np.ndarray | None = None
     edge_attr: np.ndarray | None = None
+    edge_type_counts: np.ndarray | None = None
+    node_types: dict | None = None
+
+    _relation_degree = None  # the edges of each relation into each vertex (relation_rows), counted once
 
     def __post_init__(self) -> None:
         self.indptr = np.ascontiguousarray(self.indptr, dtype=np.int64)
@@ -77,14 +91,20 @@ class Graph:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_edges(cls, src, dst, n: int | None = None, *, weights=None, directed: bool | None = None,
-                   edge_attr=None, **kwargs) -> "Graph":
+                   edge_attr=None, edge_type=None, num_relations: int | None = None, **kwargs) -> "Graph":
         """Build from edge arrays ``src → dst``. Duplicate edges are merged (weights summed; unweighted
         duplicates count once). ``directed=None`` detects symmetry; ``directed=False`` symmetrizes.
 
         ``edge_attr`` (``[E, d]``, one row per given edge) travels with its edge into CSR order. Edges that carry
         features are not merged: a duplicate edge is refused. ``directed=False`` gives an edge given in one
         direction its reverse with the same features; an edge given in both directions keeps each direction's
-        own (PyG ``to_undirected`` without a reduction)."""
+        own (PyG ``to_undirected`` without a reduction).
+
+        ``edge_type`` (``int[E]``, values in ``0 .. num_relations - 1``; ``num_relations`` defaults to the largest
+        type + 1) makes a typed graph (:attr:`edge_type_counts`): edges given more than once, with one relation or
+        several, are one stored entry that counts each (PyG ``RGCNConv`` aggregates every given edge). A typed graph
+        is stored as given (``directed=False`` is refused: R-GCN gives the reverse direction a relation of its
+        own); it takes no ``edge_attr`` nor ``weights``."""
         src = np.asarray(src).reshape(-1)
         dst = np.asarray(dst).reshape(-1)
         if src.shape != dst.shape:
@@ -116,6 +136,11 @@ class Graph:
         if edge_attr is not None and n > MAX_FEATURED_VERTICES:
             raise GridGnnError(f"edge features on a graph of {n} vertices: at most {MAX_FEATURED_VERTICES} (edge keys "
                                "are dst·n + src in 64 bits)")
+        if edge_type is not None:
+            if edge_attr is not None or weights is not None or directed is False:
+                raise GridGnnError("a typed graph (edge_type) is stored as given: it takes no edge_attr, no edge "
+                                   "weights and no directed=False (give each direction its relation)")
+            return cls._from_typed_edges(src, dst, n, edge_type, num_relations, **kwargs)
         if edge_attr is not None:
             return cls._from_edges_with_features(src, dst, n, weights, directed, edge_attr, **kwargs)
         data = weights if weights is not None else np.ones(src.size, dtype=np.float64)
@@ -165,6 +190,53 @@ class Graph:
         values = None if weights is None or np.all(w == 1.0) else w
         return cls(indptr=indptr, indices=src, values=values, n=n, directed=bool(directed), edge_attr=attr,
                    **kwargs)
+
+    @classmethod
+    def _from_typed_edges(cls, src, dst, n, edge_type, num_relations, **kwargs) -> "Graph":
+        kind = np.asarray(edge_type).reshape(-1)
+        if kind.shape != src.shape:
+            raise GridGnnError(f"{kind.size} edge types for {src.size} edges")
+        if kind.size and (not np.issubdtype(kind.dtype, np.integer) or kind.min() < 0):
+            raise GridGnnError("edge types (edge_type) must be integers >= 0")
+        kind = kind.astype(np.int64)
+        top = int(kind.max(initial=-1)) + 1
+        r = top if num_relations is None else int(num_relations)
+        if r < 1 or r < top or r > MAX_RELATIONS:
+            raise GridGnnError(f"num_relations {r} for edge types up to {top - 1}: it must be in [max type + 1, "
+                               f"{MAX_RELATIONS}]" if r >= 1 else "a typed graph needs at least one relation")
+        key = dst * n + src
+        entries, inverse = np.unique(key, return_inverse=True)
+        counts = np.zeros((entries.size, r), dtype=np.int32)
+        np.add.at(counts, (inverse.reshape(-1), kind), 1)
+        e_dst, e_src = entries // n if n else entries, entries % n if n else entries
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(e_dst, minlength=n), out=indptr[1:])
+        back, found = _lookup(entries, e_src * n + e_dst)
+        directed = not (found.all() and np.array_equal(counts[back], counts))
+        return cls(indptr=indptr, indices=e_src, n=n, directed=bool(directed), edge_type_counts=counts, **kwargs)
+
+    @property
+    def num_relations(self) -> int:
+        """The number of relation types ``R`` of a typed graph (``0``: untyped)."""
+        return 0 if self.edge_type_counts is None else int(self.edge_type_counts.shape[1])
+
+    def relation_rows(self, dst: np.ndarray, src: np.ndarray) -> np.ndarray:
+        r"""``float64[k, R]``: the weight of the edge ``src → dst`` in each relation's mean, :math:`c_r(v\to u) /
+        |N_r(u)|` (``c_r``: how many edges of relation ``r`` join them, :math:`|N_r(u)|`: the edges of relation
+        ``r`` into ``u``; PyG ``RGCNConv``'s ``aggr="mean"`` per relation). Zero for a pair the graph does not
+        hold (a self-loop of the pattern :math:`M + I`)."""
+        if self.edge_type_counts is None:
+            raise GridGnnError("this graph carries no relation types (edge_type)")
+        if self._relation_degree is None:
+            rows = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.indptr))
+            deg = np.zeros((self.n, self.num_relations), dtype=np.float64)
+            np.add.at(deg, rows, self.edge_type_counts.astype(np.float64))
+            self._relation_degree = deg
+        dst = np.asarray(dst, dtype=np.int64)
+        at, found = self.find_edges(dst, src)
+        out = np.zeros((dst.size, self.num_relations), dtype=np.float64)
+        out[found] = self.edge_type_counts[at[found]] / np.maximum(self._relation_degree[dst[found]], 1.0)
+        return out
 
     @staticmethod
     def unmerged_features(src, dst, n: int, edge_attr) -> tuple[object, str | None]:
@@ -323,6 +395,24 @@ class Graph:
                 raise GridGnnError(f"edge features on a graph of {n} vertices: at most {MAX_FEATURED_VERTICES} "
                                    "(edge keys are dst·n + src in 64 bits)")
             self.edge_attr = np.ascontiguousarray(a, dtype=np.float32 if a.dtype == np.float32 else np.float64)
+        if self.edge_type_counts is not None:
+            c = np.asarray(self.edge_type_counts)
+            if c.ndim != 2 or c.shape[0] != self.indices.size or not np.issubdtype(c.dtype, np.integer) \
+                    or not 1 <= c.shape[1] <= MAX_RELATIONS:
+                raise GridGnnError(f"edge_type_counts have shape {tuple(c.shape)} ({c.dtype}), expected "
+                                   f"({self.indices.size}, R) integers with 1 <= R <= {MAX_RELATIONS}")
+            if c.size and c.min() < 0:
+                raise GridGnnError("edge_type_counts must be >= 0")
+            rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr))
+            if self.indices.size > 1 and np.any((np.diff(self.indices) <= 0) & (rows[1:] == rows[:-1])):
+                raise GridGnnError("relation types (edge_type_counts) need each CSR row's sources sorted and "
+                                   "without duplicates (build the graph with Graph.from_edges(..., edge_type=...))")
+            if n > MAX_FEATURED_VERTICES:
+                raise GridGnnError(f"relation types on a graph of {n} vertices: at most {MAX_FEATURED_VERTICES}")
+            self.edge_type_counts = np.ascontiguousarray(c, dtype=np.int32)
+            self._relation_degree = None
+        if self.node_types is not None:
+            _check_node_types(self.node_types, n)
         if self.original_ids is not None:
             ids = np.asarray(self.original_ids)
             if ids.shape != (n,) or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
@@ -332,6 +422,16 @@ class Graph:
             if ids.size and (ids[0] < 0 or np.any(np.diff(ids) <= 0)):
                 raise GridGnnError("original_ids must be non-negative and strictly increasing")
             self.original_ids = ids
+
+
+def _check_node_types(types, n: int) -> None:
+    names, offsets = (types.get("names"), types.get("offsets")) if isinstance(types, dict) else (None, None)
+    if not isinstance(names, list) or not all(isinstance(t, str) for t in names) or not names \
+            or not isinstance(offsets, list) or len(offsets) != len(names) + 1 \
+            or not all(isinstance(o, int) for o in offsets) or offsets[0] != 0 or offsets[-1] != n \
+            or any(b < a for a, b in zip(offsets, offsets[1:])):
+        raise GridGnnError(f"node_types must be {{'names': [type, ...], 'offsets': [0, ..., {n}]}} with "
+                           "non-decreasing offsets, one more than names")
 
 
 def _check_ids(ids: np.ndarray, n: int, what: str) -> None:

@@ -262,7 +262,10 @@ def from_pyg(data, *, seed: int = 0, name: str = "pyg") -> Graph:
     the adjacency. ``data.edge_weight`` (if present, shape ``[E]``) becomes the edge weights; ``data.edge_attr``
     (``[E, d]`` or ``[E]``) the edge features (:attr:`Graph.edge_attr <gridgnn.graph.graph.Graph.edge_attr>`; a
     multigraph — some edge given twice — is merged as without them, its features dropped and
-    ``meta["edge_features_dropped"]`` saying so; a model that reads them is then refused with that reason). ``y`` of shape ``[n, 1]`` is flattened; 2-D masks (several splits) use their first column.
+    ``meta["edge_features_dropped"]`` saying so; a model that reads them is then refused with that reason).
+    ``data.edge_type`` (``[E]``) makes a typed graph (:attr:`Graph.edge_type_counts
+    <gridgnn.graph.graph.Graph.edge_type_counts>`, PyG ``RGCNConv``'s convention; no weights nor edge features
+    with it). ``y`` of shape ``[n, 1]`` is flattened; 2-D masks (several splits) use their first column.
     Defaults of :func:`apply_defaults` fill missing features and masks.
 
     Args:
@@ -289,8 +292,16 @@ def from_pyg(data, *, seed: int = 0, name: str = "pyg") -> Graph:
     try:
         node = _node_arrays(what, int(n), _as_numpy(getattr(data, "x", None)),
                             _as_numpy(getattr(data, "y", None)), masks)
-        attr, dropped = Graph.unmerged_features(ei[0], ei[1], int(n), _as_numpy(getattr(data, "edge_attr", None)))
-        g = Graph.from_edges(ei[0], ei[1], int(n), weights=w, directed=None, name=name, edge_attr=attr, **node)
+        kind = _as_numpy(getattr(data, "edge_type", None))
+        if kind is not None:  # a typed graph (RGCNConv's edge_type): stored as given, every edge counted
+            if w is not None or getattr(data, "edge_attr", None) is not None:
+                raise GridGnnError("a typed graph (edge_type) takes no edge_weight nor edge_attr in gridgnn")
+            g = Graph.from_edges(ei[0], ei[1], int(n), edge_type=kind.reshape(-1), name=name, **node)
+            dropped = None
+        else:
+            attr, dropped = Graph.unmerged_features(ei[0], ei[1], int(n),
+                                                    _as_numpy(getattr(data, "edge_attr", None)))
+            g = Graph.from_edges(ei[0], ei[1], int(n), weights=w, directed=None, name=name, edge_attr=attr, **node)
         if dropped:
             g.meta["edge_features_dropped"] = dropped
     except GridGnnError as e:
@@ -688,6 +699,7 @@ _NPZ_KEYS = {
     "indptr": ("iu", 8), "indices": ("iu", 8), "data": ("biuf", 8), "shape": ("iu", 8), "format": ("US", 64),
     "directed": ("biu", 8), "name": ("US", 4096), "x": ("biuf", 8), "y": ("biuf", 8), "train_mask": ("biuf", 8),
     "val_mask": ("biuf", 8), "test_mask": ("biuf", 8), "original_ids": ("iu", 8), "edge_attr": ("biuf", 8),
+    "edge_type_counts": ("iu", 8), "node_type_names": ("US", 1024), "node_type_offsets": ("iu", 8),
 }
 
 
@@ -788,8 +800,15 @@ def load_npz(path, *, seed: int = 0) -> Graph:
     name = str(_one(p, arrs, "name")) if "name" in arrs else p.stem
     mat = sp.csr_matrix((values if values is not None else np.ones(indices.size), indices, indptr), shape=(n, n))
     attr = arrs.get("edge_attr")
+    typed = _typed_arrays(p, arrs)
     try:
-        if attr is not None:  # the features follow their entries: CSR order, no merging of duplicates
+        if typed:  # a typed graph: the CSR as stored, its relation counts per entry
+            if attr is not None or values is not None:
+                raise GridGnnError("a typed graph (edge_type_counts) takes no 'data' nor 'edge_attr'")
+            g = Graph(indptr=indptr, indices=indices, n=n, directed=True, original_ids=original, **typed, **node)
+            sym = g.csr()
+            g.directed = (sym != sym.T).nnz != 0 if directed is None else bool(directed)
+        elif attr is not None:  # the features follow their entries: CSR order, no merging of duplicates
             dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
             g = Graph.from_edges(indices, dst, n, weights=values, directed=None, name=name,
                                  original_ids=original, edge_attr=attr, **node)
@@ -804,6 +823,20 @@ def load_npz(path, *, seed: int = 0) -> Graph:
         raise _prefixed(p, e) from None
     g.meta["source"] = str(p)
     return apply_defaults(_check_empty(g, p), seed=seed)
+
+
+def _typed_arrays(p, arrs: dict) -> dict:
+    """``edge_type_counts`` and ``node_types`` of an npz that has them (names and offsets together)."""
+    out = {}
+    if "edge_type_counts" in arrs:
+        out["edge_type_counts"] = arrs["edge_type_counts"]
+    names, offsets = arrs.get("node_type_names"), arrs.get("node_type_offsets")
+    if (names is None) != (offsets is None):
+        raise GridGnnError(f"{p}: node_type_names and node_type_offsets go together")
+    if names is not None:
+        out["node_types"] = {"names": [str(t) for t in names.reshape(-1)],
+                             "offsets": [int(o) for o in offsets.reshape(-1)]}
+    return out
 
 
 def save_npz(graph: Graph, path) -> Path:
@@ -826,10 +859,13 @@ def save_npz(graph: Graph, path) -> Path:
                 format=np.array("csr"), directed=np.array(bool(graph.directed)), name=np.array(str(graph.name)))
     if graph.values is not None:
         arrs["data"] = graph.values
-    for key in ("x", "y") + _MASKS + ("original_ids", "edge_attr"):
+    for key in ("x", "y") + _MASKS + ("original_ids", "edge_attr", "edge_type_counts"):
         val = getattr(graph, key)
         if val is not None:
             arrs[key] = val
+    if graph.node_types is not None:
+        arrs["node_type_names"] = np.array(graph.node_types["names"])
+        arrs["node_type_offsets"] = np.array(graph.node_types["offsets"], dtype=np.int64)
     try:
         np.savez(p, **arrs)
     except OSError as e:

@@ -5,6 +5,9 @@ r"""The data SPEC grammar of the command line: one string names a graph source.
     synthetic:sbm?n=4000&classes=8&avg_degree=10&features=32   (also p_in_ratio=, noise=, degree_exponent=,
                                                                 train_per_class=, edge_features=)
     synthetic:rmat?scale=12&edge_factor=16                     (also features=, classes=)
+    synthetic:typed-sbm?n=3000&types=3&relations=4             vertex and relation types (also classes=,
+                                                                avg_degree=, features=, p_in=, noise=,
+                                                                train_per_class=), see gridgnn.graph.hetero
     planetoid:DIR          directory with ind.<name>.* raw files (Cora, CiteSeer, PubMed)
     ogb:DIR                OGB node-property dataset, raw layout (raw/*.csv.gz, split/NAME/); parameters
                            split=NAME, directed=0|1 (default 0: reverse edges added), see :mod:`~gridgnn.graph.ogb`
@@ -30,6 +33,7 @@ from ..errors import GridGnnError
 from .graph import Graph
 from .loaders import from_pyg, load_edgelist, load_mtx, load_npz, load_planetoid
 from .ogb import load_ogb
+from .hetero import from_hetero, typed_sbm_graph
 from .synthetic import rmat_graph, sbm_graph
 
 __all__ = ["DEFAULT_SPEC", "SCHEMES", "load_graph", "parse_spec", "spec_sizes"]
@@ -39,7 +43,7 @@ __all__ = ["DEFAULT_SPEC", "SCHEMES", "load_graph", "parse_spec", "spec_sizes"]
 #: feature-only MLP about 0.35).
 DEFAULT_SPEC = "synthetic:sbm?n=4000&classes=8&avg_degree=10&features=32"
 
-SCHEMES = ("synthetic:sbm", "synthetic:rmat", "planetoid", "ogb", "edgelist", "mtx", "npz")
+SCHEMES = ("synthetic:sbm", "synthetic:rmat", "synthetic:typed-sbm", "planetoid", "ogb", "edgelist", "mtx", "npz")
 
 
 def _int(v: str) -> int:
@@ -69,6 +73,8 @@ _PARAMS: dict[str, dict[str, Callable[[str], object]]] = {
     "synthetic:sbm": dict(n=_int, classes=_int, avg_degree=_float, features=_int, p_in_ratio=_float,
                           noise=_float, degree_exponent=_float, train_per_class=_int, edge_features=_int),
     "synthetic:rmat": dict(scale=_int, edge_factor=_int, features=_int, classes=_int),
+    "synthetic:typed-sbm": dict(n=_int, classes=_int, types=_int, relations=_int, avg_degree=_float, features=_int,
+                                p_in=_float, noise=_float, train_per_class=_int),
     "planetoid": {},
     "ogb": dict(split=_str, directed=_bool01),
     "edgelist": dict(directed=_bool01, num_nodes=_int, relabel=_bool01, edge_features=_bool01),
@@ -102,7 +108,7 @@ def parse_spec(spec: str) -> tuple[str, str | None, dict]:
         gen, _, query = rest.partition("?")
         scheme = f"synthetic:{gen.lower()}"
         if scheme not in _PARAMS:
-            raise GridGnnError(f"unknown synthetic generator {gen!r} in {spec!r}; valid: sbm, rmat")
+            raise GridGnnError(f"unknown synthetic generator {gen!r} in {spec!r}; valid: sbm, rmat, typed-sbm")
         path = None
     elif head in _PARAMS:
         scheme = head
@@ -178,9 +184,11 @@ def load_graph(spec=None, *, seed: int = 0) -> Graph:
     r"""Load or generate the graph named by a data SPEC (see the module docstring), or convert one in memory.
 
     Args:
-        spec (str | torch_geometric.data.Data | Graph, optional): the SPEC string (``None`` or ``""``:
-            :data:`DEFAULT_SPEC`); a PyG ``Data`` (``edge_index``, optional ``x``, ``y``, masks,
-            ``edge_weight``; see :func:`~gridgnn.graph.loaders.from_pyg`); or a :class:`Graph`, returned as is.
+        spec (str | torch_geometric.data.Data | torch_geometric.data.HeteroData | Graph, optional): the SPEC
+            string (``None`` or ``""``: :data:`DEFAULT_SPEC`); a PyG ``Data`` (``edge_index``, optional ``x``,
+            ``y``, masks, ``edge_weight``, ``edge_attr``, ``edge_type``; see :func:`~gridgnn.graph.loaders.from_pyg`);
+            a PyG ``HeteroData`` (:func:`~gridgnn.graph.hetero.from_hetero`: vertex and relation types); or a
+            :class:`Graph`, returned as is.
         seed (int, optional): seed of synthetic generators and of default random splits. (default: ``0``)
 
     Returns:
@@ -193,9 +201,13 @@ def load_graph(spec=None, *, seed: int = 0) -> Graph:
     if isinstance(spec, Graph):
         return spec
     if spec is not None and not isinstance(spec, str):
+        if hasattr(spec, "node_types") and hasattr(spec, "edge_types") and hasattr(spec, "metadata"):
+            from .loaders import apply_defaults
+
+            return apply_defaults(from_hetero(spec), seed=seed)
         if hasattr(spec, "edge_index"):
             return from_pyg(spec, seed=seed)
-        raise GridGnnError(f"load_graph takes a data SPEC string, a PyG Data or a Graph, got {type(spec).__name__}")
+        raise GridGnnError(f"load_graph takes a data SPEC string, a PyG Data or HeteroData or a Graph, got {type(spec).__name__}")
     if spec is None or (isinstance(spec, str) and not spec.strip()):
         spec = DEFAULT_SPEC
     scheme, path, params = parse_spec(spec)
@@ -206,6 +218,8 @@ def load_graph(spec=None, *, seed: int = 0) -> Graph:
             raise GridGnnError(f"synthetic:rmat needs scale= (log2 of the vertex count), e.g. "
                                f"synthetic:rmat?scale=12&edge_factor=16; got {spec!r}")
         g = rmat_graph(seed=seed, **params)
+    elif scheme == "synthetic:typed-sbm":
+        g = typed_sbm_graph(seed=seed, **params)
     else:
         p = Path(path).expanduser()
         if scheme == "planetoid":

@@ -8,11 +8,13 @@ from .gatv2 import GATv2
 from .gcn import GCN
 from .gine import GINE
 from .loss import masked_cross_entropy
+from .rgcn import RGCN
 from .sage import SAGE
 from .va import VA
 
-for _name, _cls in {"gcn": GCN, "gat": GAT, "agnn": AGNN, "va": VA, "sage": SAGE, "gine": GINE, "gatv2": GATv2}.items():
+for _name, _cls in {"gcn": GCN, "gat": GAT, "agnn": AGNN, "va": VA, "sage": SAGE, "gine": GINE, "gatv2": GATv2,
+              "rgcn": RGCN}.items():
     register_model(_name)(_cls)
 
-__all__ = ["AGNN", "GAT", "GATv2", "GINE", "SAGE", "VA", "GCN", "MODELS", "Model", "Option", "parameter_group", "register_model", "resolve_model",
+__all__ = ["AGNN", "GAT", "GATv2", "GINE", "RGCN", "SAGE", "VA", "GCN", "MODELS", "Model", "Option", "parameter_group", "register_model", "resolve_model",
            "hashed_dropout", "hashed_edge_dropout", "keep_mask", "masked_cross_entropy"]

@@ -56,8 +56,8 @@ from .orders import require_destination_scores
 MODELS: dict[str, type] = {}
 
 #: The trainer's model options a model may accept as keyword arguments (``--heads``, ``--attn-dropout``,
-#: ``--aggr``); the built-in models take the ones that apply to them.
-TRAINER_OPTIONS = ("heads", "attn_dropout", "aggr")
+#: ``--aggr``, ``--bases``); the built-in models take the ones that apply to them.
+TRAINER_OPTIONS = ("heads", "attn_dropout", "aggr", "bases")
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ class DistGraph(ABC):
     #: ``None``: the data carries none)
     edge_table = None
     _edge_cache = None
+    _relation_cache = None
 
     # ------------------------------------------------------------------ what a family provides
     @abstractmethod
@@ -101,6 +102,22 @@ class DistGraph(ABC):
         """``bool[nnz]``: ``True`` where a local edge is an edge of the input graph, ``False`` for a self-loop that
         the pattern :math:`M + I` adds (a mask for :meth:`spmm` that aggregates over the input's edges only)."""
         return self._edge_data()[1]
+
+    @property
+    def relation_values(self) -> torch.Tensor:
+        r"""``nnz × R``: the weight of each local edge in each relation's mean (:math:`c_r(v \to u) / |N_r(u)|`,
+        :meth:`Graph.relation_rows <gridgnn.graph.graph.Graph.relation_rows>`; zero for the pattern's added
+        self-loops), looked up by original edge ids, so laid out like the edge values on every algorithm: ``spmm``
+        of its column ``r`` is relation ``r``'s mean aggregation (PyG ``RGCNConv``)."""
+        if self._relation_cache is None:
+            if self.edge_table is None or getattr(self.edge_table, "edge_type_counts", None) is None:
+                raise GridGnnError("the model reads relation types (g.relation_values), but the graph carries none: "
+                                   "load data with edge_type (a PyG Data's edge_type, a HeteroData, an npz "
+                                   "'edge_type', synthetic:typed-sbm)")
+            dst, src = self.edge_ids()
+            v = self.gcn_values
+            self._relation_cache = torch.from_numpy(self.edge_table.relation_rows(dst, src)).to(v.dtype).to(v.device)
+        return self._relation_cache
 
     def spmm(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "sum",
              mask: torch.Tensor | None = None) -> torch.Tensor:

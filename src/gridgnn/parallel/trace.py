@@ -84,6 +84,7 @@ class Trace:
     saved: list = field(default_factory=list)
     ntensors: int = 0
     edge_dim: int = 0  # width of the edge features the model reads (its ``edge_dim``; 0: none)
+    relations: int = 0  # relation types the model reads (its ``num_relations``; 0: none)
 
 
 # ---------------------------------------------------------------------------------------------------- raw ops
@@ -422,6 +423,10 @@ class _TraceGraph:
     def input_edges(self) -> torch.Tensor:
         return self._edge_tensor(lambda: self._inner.input_edges)
 
+    @property
+    def relation_values(self) -> torch.Tensor:
+        return self._edge_tensor(lambda: self._inner.relation_values)
+
     def _edge_tensor(self, get) -> torch.Tensor:
         """An edge tensor of the graph, tagged as laid out like the edges (every column local)."""
         t = self._plan.tracer
@@ -602,6 +607,13 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
         dgraph = plan._plan.dgraph
         dgraph.edge_table = g.with_(edge_attr=np.linspace(-1.0, 1.0, g.nnz * edge_dim).reshape(g.nnz, edge_dim))
         held = held + list(dgraph._edge_data())
+    relations = int(getattr(model, "num_relations", 0) or 0)
+    if relations:  # a model that reads relation types declares how many (``num_relations``): the tiny graph has them
+        dgraph = plan._plan.dgraph
+        table = dgraph.edge_table if dgraph.edge_table is not None else g
+        counts = (np.arange(g.nnz * relations).reshape(g.nnz, relations) % 3 == 0).astype(np.int32)
+        dgraph.edge_table = table.with_(edge_type_counts=counts)
+        held = held + [dgraph.relation_values]
     kept = _SavedLog(tracer, [x, *model.parameters(), *held], n=g.n, nnz=plan._plan.dgraph.nnz)
     with torch.autograd.graph.saved_tensors_hooks(kept.pack, lambda t: t):
         with _Checker(tracer):
@@ -612,7 +624,8 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
     loss.backward()
     axes, grad_calls = tracer.finish(model)
     params = list(model.parameters())
-    return Trace(plan.calls + grad_calls, sum(p.numel() for p in params), axes, saved, len(params), edge_dim)
+    return Trace(plan.calls + grad_calls, sum(p.numel() for p in params), axes, saved, len(params), edge_dim,
+                 relations)
 
 
 class _SavedLog:

@@ -558,6 +558,12 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
         # loaded, counted at feature_bytes; a sharded dataset's handed-over table adds its CSR), and the lookup's
         # int64 keys of every edge
         graph_bytes += nnz * edge_dim * feature_bytes + 16 * nnz + (8 * (n + 1 + nnz) if src_kind == "sharded" else 0)
+    relations = getattr(trace, "relations", 0) or 0
+    if relations and src_kind != "none":
+        # a model that reads relation types: the whole table of per-entry relation counts (int32), the relations'
+        # in-degrees (float64, n × R) and the lookup's int64 keys of every edge (the CSR of a handed-over table)
+        graph_bytes += nnz * relations * 4 + n * relations * 8 + 16 * nnz \
+            + (8 * (n + 1 + nnz) if src_kind == "sharded" and not edge_dim else 0)
     ctx = dict(n=n, dims=dims, e=e, directed=bool(directed), double=double, pats=pats, dropout=float(dropout),
                bias=bool(bias), train_rows=train_rows, idx=_index_bytes(n, nnz_hat), block_rows=int(block_rows),
                src=src_kind, dev=dev, versions=versions, trace=trace, layers=_layers(dims, trace),
@@ -650,6 +656,8 @@ def _traced(acc: _Acc, ctx, rank: int, node, edges, out_rows: int, out_cols: int
     acc.add("activations", out_rows * out_cols * e + 8 * m)  # the logits and the targets
     if ctx["trace"].edge_dim:  # the local edges' features and the mask of the input's edges (g.edge_features)
         acc.add("features", edges(0) * (ctx["trace"].edge_dim * e + 1))
+    if getattr(ctx["trace"], "relations", 0):  # the local edges' per-relation mean weights (g.relation_values)
+        acc.add("features", edges(0) * ctx["trace"].relations * e)
     for l, (cols, fetched, heads, fi) in enumerate(ctx["layers"]):
         acc.cand("workspace", (node(None, l, 2 * cols + fetched) + 2 * edges(l) * heads) * e,
                  f"layer {l} backward temporaries")

@@ -187,7 +187,7 @@ def _model_shapes(cfg: dict, dims, bias: bool, path: str) -> dict:
             raise GridGnnError(f"{path} holds the model {model}, a model of your own: give --model {model} on the "
                                "command line, or model= to gridgnn.load (gridgnn imports code only on your word)")
         raise _bad(path, f"its model {model!r} is not one this gridgnn has")
-    options = {k: cfg.get(k) for k in (*TRAINER_OPTIONS, "edge_dim") if cfg.get(k) is not None}
+    options = {k: cfg.get(k) for k in (*TRAINER_OPTIONS, "edge_dim", "relations") if cfg.get(k) is not None}
     conf = TrainConfig(model=model, **options)
     try:
         conf.validate_model_options()

@@ -18,7 +18,8 @@ MODELS = BUILTIN_MODELS = tuple(_MODEL_REGISTRY)
 #: (``OPTIONS = ("heads",)``, the older form)
 UNDECLARED_OPTIONS = {"heads": Option(int, None, low=1, high=MAX_HEADS),
                       "attn_dropout": Option(float, None, low=0.0, high=1.0, high_open=True),
-                      "aggr": Option(str, None)}
+                      "aggr": Option(str, None),
+                      "bases": Option(int, None, low=0, high=4096)}
 
 
 def samplable_models() -> list[str]:
@@ -137,9 +138,13 @@ class TrainConfig:
     heads: int | None = opt(None, "data", metavar="K", help=lambda: _model_option_help("heads"))
     attn_dropout: float | None = opt(None, "data", metavar="P", help=lambda: _model_option_help("attn_dropout"))
     aggr: str | None = opt(None, "data", metavar="A", help=lambda: _model_option_help("aggr"))
+    bases: int | None = opt(None, "data", metavar="B", help=lambda: _model_option_help("bases"))
     edge_dim: int | None = opt(None, "data", metavar="D", low=0, high=MAX_HIDDEN,
                                help="width of the edge features a model that reads them (gine, gatv2) is built for "
                                     "(default: the data's; a graph whose features differ is refused)")
+    relations: int | None = opt(None, "data", metavar="R", low=1, high=4096,
+                                help="relation types a model that reads them (rgcn) is built for (default: the "
+                                     "data's; a graph with another count is refused)")
     layers: int = opt(2, "data", metavar="L", low=1, high=MAX_LAYERS, help=_help_layers)
     hidden: int = opt(16, "data", metavar="H", low=1, high=MAX_HIDDEN, help="width of the hidden layers")
     feature_norm: str = opt("auto", "data", choices=("auto", "none", "l2"),
@@ -284,6 +289,11 @@ class TrainConfig:
             takers = [n for n, c in _MODEL_REGISTRY.items() if "edge_dim" in inspect.signature(c.__init__).parameters]
             raise GridGnnError(f"--edge-dim applies to models that read edge features ({', '.join(takers)}), not "
                                f"{self.model}")
+        if self.relations is not None and "num_relations" not in inspect.signature(model.__init__).parameters:
+            takers = [n for n, c in _MODEL_REGISTRY.items()
+                      if "num_relations" in inspect.signature(c.__init__).parameters]
+            raise GridGnnError(f"--relations applies to models that read relation types ({', '.join(takers)}), "
+                               f"not {self.model}")
         if getattr(model, "reads_destinations", False) and self.partition in ("double-perm", "balanced-perm") \
                 and algo.family != "plexus":
             raise GridGnnError(f"--model {self.model} on {self.algo} needs one vertex order per layer; --partition "
@@ -539,6 +549,8 @@ class TrainConfig:
         out = {name: self.model_option(name) for name in TRAINER_OPTIONS if self.model_option(name) is not None}
         if self.edge_dim is not None:  # a model's constructor that takes edge_dim receives it (from_options)
             out["edge_dim"] = self.edge_dim
+        if self.relations is not None:  # ... and num_relations the relation count
+            out["num_relations"] = self.relations
         return out
 
     @property

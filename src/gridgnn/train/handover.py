@@ -35,6 +35,7 @@ class GraphShards:
     name: str  # the summary's data: in-memory:NAME
     bounds: list | None  # the block-row algorithms' row blocks (new ids), None for the 2D/3D/Plexus layouts
     original_ids: np.ndarray | None  # the file's id of each vertex (``?relabel=1``)
+    node_types: dict | None = None  # the vertex types' names and id ranges (a HeteroData)
     edges: object = None  # a graph with edge features: its structure and edge_attr (no node data), for each rank
 
 
@@ -53,7 +54,8 @@ def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None):
     world = cfg.nproc
     shape = cfg.mesh_shape(world)
     graph = checked_graph(cfg, graph, vertex_blocks(cfg.algo, world, cfg.replication, shape), dims=dims)
-    settle_edge_dim(cfg, graph.edge_dim, edges_note=graph.meta.get("edge_features_dropped"))  # before any rank
+    settle_edge_dim(cfg, graph.edge_dim, edges_note=graph.meta.get("edge_features_dropped"),
+                    relations=graph.num_relations)  # before any rank
     perm_r, perm_c, rows = vertex_orders(graph, cfg.algo, world, replication=cfg.replication, shape=shape,
                                          method=cfg.partition, seed=cfg.seed)
     if rows is not None:  # the files cut like the row blocks' count (their bounds travel with the handle)
@@ -70,14 +72,16 @@ def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None):
                 raise GridGnnError(f"cannot write the graph's shards for the spawned ranks to {folder}: "
                                    f"{exc.strerror or exc} (set TMPDIR to a folder with room)") from None
         edges = None
-        if graph.edge_attr is not None and cfg.edge_dim:  # shards hold no edge features: a model that reads them
-            # gets the edge table whole on each rank
+        attr = graph.edge_attr if cfg.edge_dim else None
+        counts = graph.edge_type_counts if cfg.relations else None
+        if attr is not None or counts is not None:  # shards hold no edge features nor relation types: a model
+            # that reads them gets the edge table whole on each rank
             from ..graph import Graph
 
             edges = Graph(indptr=graph.indptr, indices=graph.indices, n=graph.n, directed=graph.directed,
-                          edge_attr=graph.edge_attr, name=graph.name)
+                          edge_attr=attr, edge_type_counts=counts, name=graph.name)
         handle = GraphShards(path=folder, name=in_memory_name(graph), bounds=bounds, original_ids=graph.original_ids,
-                             edges=edges)
+                             node_types=graph.node_types, edges=edges)
         del graph, perm_r, perm_c, rows  # a graph converted here is not held while the ranks run
         yield handle
     finally:

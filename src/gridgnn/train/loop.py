@@ -119,7 +119,8 @@ class RunLoop:
         Python API's model)."""
         return full_parameters(self.comm, self.plan, self.model, self.dims) if self.cfg.out or keep_model else None
 
-    def write(self, summary: dict, params: dict | None, *, logits=None, original_ids=None, everyone=None) -> None:
+    def write(self, summary: dict, params: dict | None, *, logits=None, original_ids=None, node_types=None,
+              everyone=None) -> None:
         """Rank 0's outputs in order: ``logits.npy``, ``model.pt``, ``breakdown.png`` (when ``everyone`` has the
         ranks' timings), ``curves.png`` and, last, ``summary.json`` (a ``summary.json`` marks a complete run)."""
         out = self.cfg.out
@@ -128,7 +129,7 @@ class RunLoop:
         from .report import breakdown_plot, curves_plot
 
         if logits is not None:
-            write_logits(out, logits, original_ids)
+            write_logits(out, logits, original_ids, node_types)
         write_model_file(os.path.join(out, MODEL_FILE), self.cfg.to_dict(), self.dims, params, len(self.history))
         title = run_title(self.cfg, summary)
         if everyone is not None:

@@ -195,7 +195,8 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
             return {"summary": None, **state} if return_state else None
         summary = _summary(cfg, graph, grid, history, everyone, time.perf_counter() - t_start,
                            resumed_from=None if ckpt is None else start, data=info["data"])
-        loop.write(summary, params, logits=logits_full, original_ids=graph.original_ids)
+        loop.write(summary, params, logits=logits_full, original_ids=graph.original_ids,
+                   node_types=graph.node_types)
     if not cfg.quiet:
         print(f"final: test_acc={fmt(summary['test_acc'], '.4f')} val_acc={fmt(summary['val_acc'], '.4f')} "
               f"(best epoch {summary['best_epoch']}), {summary['minibatches_per_s']:.1f} minibatches/s, epoch "

@@ -37,7 +37,7 @@ import tempfile
 from ..errors import GridGnnError
 
 #: The files a training run writes into ``--out`` (and the only ones ``--overwrite`` removes).
-OUTPUTS = ("metrics.jsonl", "summary.json", "logits.npy", "node_ids.npy", "model.pt", "breakdown.png", "curves.png",
+OUTPUTS = ("metrics.jsonl", "summary.json", "logits.npy", "node_ids.npy", "node_types.json", "model.pt", "breakdown.png", "curves.png",
            "checkpoint.pt")
 
 
@@ -83,9 +83,11 @@ def write_json(path: str, obj) -> None:
         fh.write(text + "\n")
 
 
-def write_logits(out_dir: str, logits, original_ids=None) -> None:
-    """``logits.npy`` (row ``i`` = vertex ``i`` of the loaded graph) and, for a relabelled graph (``?relabel=1``),
-    ``node_ids.npy``: the file's id of each row."""
+def write_logits(out_dir: str, logits, original_ids=None, node_types=None) -> None:
+    """``logits.npy`` (row ``i`` = vertex ``i`` of the loaded graph); for a relabelled graph (``?relabel=1``),
+    ``node_ids.npy``: the file's id of each row; for a graph with vertex types (a ``HeteroData``),
+    ``node_types.json``: ``{"names": [...], "offsets": [...]}``, rows ``offsets[t] + i`` being vertex ``i`` of type
+    ``names[t]`` in the type's own ids (``logits[offsets[t]:offsets[t + 1]]``: that type's logits)."""
     import numpy as np
 
     with atomic_write(os.path.join(out_dir, "logits.npy")) as fh:
@@ -93,6 +95,8 @@ def write_logits(out_dir: str, logits, original_ids=None) -> None:
     if original_ids is not None:
         with atomic_write(os.path.join(out_dir, "node_ids.npy")) as fh:
             np.save(fh, original_ids)
+    if node_types is not None:
+        write_json(os.path.join(out_dir, "node_types.json"), node_types)
 
 
 def write_report(path: str, obj) -> None:

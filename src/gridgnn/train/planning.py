@@ -24,7 +24,8 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
 
     from .trainer import settle_edge_dim
 
-    settle_edge_dim(cfg, graph.edge_dim, edges_note=graph.meta.get("edge_features_dropped"))  # the data's width
+    settle_edge_dim(cfg, graph.edge_dim, edges_note=graph.meta.get("edge_features_dropped"),
+                    relations=graph.num_relations)  # the data's width
     algo = algorithm(cfg.algo)
     world = cfg.nproc
     shape = (1,) if algo.grid == "single" else cfg.mesh_shape(world)
@@ -56,7 +57,8 @@ def memory_per_rank(cfg, graph, source, rows, shape, traced=None) -> list[int]:
     from .rank_layout import estimate_memory
     from .trainer import memory_trace, settle_edge_dim
 
-    settle_edge_dim(cfg, graph.edge_dim, edges_note=graph.meta.get("edge_features_dropped"))
+    settle_edge_dim(cfg, graph.edge_dim, edges_note=graph.meta.get("edge_features_dropped"),
+                    relations=graph.num_relations)
     dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
     traced = memory_trace(cfg, dims, double=bool(getattr(source, "double", False)), traced=traced)
     est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,

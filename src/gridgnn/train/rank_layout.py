@@ -124,9 +124,10 @@ def build_rank(graph: Graph, algo: str, comm, dims, *, source=None, rows: RowPar
 
 
 def attach_edge_features(plan, graph, layers: int) -> None:
-    """Give every layer's distributed graph the graph whose edge features its local edges read (looked up by
+    """Give every layer's distributed graph the graph whose edge features and relation types its local edges read (looked up by
     original edge ids on first use, so every partition and permutation reads the same features)."""
-    if graph is None or getattr(graph, "edge_attr", None) is None:
+    if graph is None or (getattr(graph, "edge_attr", None) is None
+                         and getattr(graph, "edge_type_counts", None) is None):
         return
     for layer in range(layers):
         plan.graph(layer).edge_table = graph

@@ -199,13 +199,21 @@ class TrainedModel:
         except SystemExit as exc:  # the launcher has printed every rank's message
             raise failed_launch(exc, "inference") from None
 
-    def __call__(self, x, edge_index, edge_weight=None, edge_attr=None) -> torch.Tensor:
+    def __call__(self, x, edge_index, edge_weight=None, edge_attr=None, edge_type=None) -> torch.Tensor:
         r"""PyG's habit: the logits of ``x`` (``n × f_0``) on the graph of ``edge_index`` (``2 × E``, PyG's
         ``[source, target]``), serially; ``edge_weight``: optional weights of the edges; ``edge_attr``: their
-        features (``E × d``, for a model that reads them)."""
+        features (``E × d``, for a model that reads them); ``edge_type``: their relation types (``E``, for a model
+        that reads them, such as ``rgcn``: the graph has the model's relation count)."""
         from torch_geometric.data import Data
 
         x = torch.as_tensor(x)
+        if edge_type is not None:
+            from ..graph import Graph
+
+            ei = torch.as_tensor(edge_index).cpu().numpy()
+            graph = Graph.from_edges(ei[0], ei[1], x.shape[0], edge_type=torch.as_tensor(edge_type).cpu().numpy(),
+                                     num_relations=self.config.get("relations"), x=x.detach().cpu().numpy())
+            return torch.from_numpy(self.predict(graph))
         data = Data(x=x.detach().cpu(), edge_index=torch.as_tensor(edge_index).cpu(), num_nodes=x.shape[0])
         if edge_weight is not None:
             data.edge_weight = torch.as_tensor(edge_weight).detach().cpu()

@@ -124,13 +124,15 @@ def _prepare(cfg: TrainConfig, world: int, given=None, *, dims: list[int] | None
 
 
 def settle_edge_dim(cfg: TrainConfig, data_edge_dim: int, *, sharded: bool = False,
-                    edges_note: str | None = None) -> None:
+                    edges_note: str | None = None, relations: int = 0) -> None:
     """``cfg.edge_dim`` from the data (a model that reads edge features is built for their width); a given width
     that differs from the data's is refused, for a model that takes one; ``0`` leaves them unread, for a model
     that does not require them (``sharded``: a sharded dataset, which holds no edge features)."""
     import inspect
 
     cls = resolve_model(cfg.model)
+    if "num_relations" in inspect.signature(cls.__init__).parameters:
+        settle_relations(cfg, cls, relations, sharded=sharded)
     if "edge_dim" not in inspect.signature(cls.__init__).parameters:
         return
     if cfg.edge_dim is None:
@@ -146,6 +148,20 @@ def settle_edge_dim(cfg: TrainConfig, data_edge_dim: int, *, sharded: bool = Fal
         raise GridGnnError(f"--model {cfg.model} is built for edge features {cfg.edge_dim} wide; the graph's are "
                            f"{data_edge_dim} wide" if data_edge_dim else
                            f"--model {cfg.model} reads edge features {cfg.edge_dim} wide; the graph carries none")
+
+
+def settle_relations(cfg: TrainConfig, cls, data_relations: int, *, sharded: bool = False) -> None:
+    """``cfg.relations`` from the data (a model that reads relation types is built for their count); a given count
+    that differs from the data's is refused."""
+    if not data_relations and getattr(cls, "requires_relations", False):
+        where = "a sharded dataset holds none (give the original --data SPEC)" if sharded else \
+            "the graph carries none (a PyG Data's edge_type, a HeteroData, an npz 'edge_type', synthetic:typed-sbm)"
+        raise GridGnnError(f"--model {cfg.model} reads relation types (edge_type); {where}")
+    if cfg.relations is None:
+        cfg.relations = int(data_relations) or None
+    elif cfg.relations != data_relations:
+        raise GridGnnError(f"--model {cfg.model} is built for {cfg.relations} relation types; the graph has "
+                           f"{data_relations}")
 
 
 def checked_graph(cfg: TrainConfig, given, blocks: int, *, dims: list[int] | None = None):
@@ -211,6 +227,7 @@ class RankSetup:
     memory: object  # the memory estimate the run was admitted with
     setup_log: dict  # the set-up's communication (before the log is reset)
     original_ids: object = None  # the file's id of each vertex (``?relabel=1``), else None
+    node_types: object = None  # the vertex types' names and id ranges (a HeteroData), else None
     source: object = None  # the block source and row partition the plan was built from (another graph on the
     rows: object = None  # same vertex layout is built from them: link prediction's test graph)
 
@@ -230,7 +247,8 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     graph, source, rows, shape, info = _prepare(cfg, world, given, dims=dims)
     edges = graph if graph is not None else getattr(given, "edges", None)  # the edge features' table, if any
     settle_edge_dim(cfg, 0 if edges is None else edges.edge_dim, sharded=given is None and graph is None,
-                    edges_note=None if graph is None else graph.meta.get("edge_features_dropped"))
+                    edges_note=None if graph is None else graph.meta.get("edge_features_dropped"),
+                    relations=getattr(edges, "num_relations", 0))
     kind = algorithm(cfg.algo).grid
     dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
     if dims is None:
@@ -267,8 +285,10 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     comm.log.reset()
     model = build_model(cfg, dims, plan, dtype).to(device)
     original_ids = graph.original_ids if graph is not None else getattr(given, "original_ids", None)
+    node_types = graph.node_types if graph is not None else getattr(given, "node_types", None)
     return RankSetup(graph=graph, info=info, dims=dims, dtype=dtype, ckpt=ckpt, comm=comm, device=device, plan=plan,
                      data=data, model=model, memory=memory, setup_log=setup_log, original_ids=original_ids,
+                     node_types=node_types,
                      source=source, rows=rows)
 
 
@@ -316,7 +336,8 @@ def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, ca
         summary = _summary(cfg, info, world, comm.grid, loop.history, epochs, everyone,
                            time.perf_counter() - t_start, resumed_from=None if ckpt is None else loop.start,
                            wire=comm.wire)
-        loop.write(summary, params, logits=logits_full, original_ids=rs.original_ids, everyone=everyone)
+        loop.write(summary, params, logits=logits_full, original_ids=rs.original_ids,
+                   node_types=rs.node_types, everyone=everyone)
     if not cfg.quiet:
         print(f"final: test_acc={fmt(summary['test_acc'], '.4f')} val_acc={fmt(summary['val_acc'], '.4f')} "
               f"(best epoch {summary['best_epoch']}), epoch {summary['epoch_time_median_s'] * 1e3:.1f} ms median, "
