@@ -52,10 +52,20 @@ def test_heterodata_converts_every_type():
     assert np.array_equal(got, want)
 
 
-def test_heterodata_refusals():
+@pytest.mark.parametrize("bad, message", [
+    (lambda d: d["author", "writes", "paper"].edge_index.__setitem__((0, 0), 7), "'author' id out of range"),
+    (lambda d: setattr(d["paper"], "y", torch.arange(6)), "labels y have 6 entries for 12 vertices"),
+    (lambda d: setattr(d["paper"], "y", torch.rand(12)), "labels y must be integers"),
+    (lambda d: setattr(d["paper"], "train_mask", torch.arange(12) % 3), "train_mask must be boolean"),
+    (lambda d: setattr(d["paper", "cites", "topic"], "edge_index", torch.zeros(2, 1, dtype=torch.long)),
+     "node type 'topic', which has no vertices"),
+    (lambda d: setattr(d["author", "writes", "paper"], "edge_index", torch.zeros(2, 3) + 0.5),
+     "ids must be integers"),
+])
+def test_heterodata_refusals(bad, message):
     d = hetero_data()
-    d["author", "writes", "paper"].edge_index[0, 0] = 7  # authors are 0..6
-    with pytest.raises(GridGnnError, match="'author' id out of range"):
+    bad(d)
+    with pytest.raises(GridGnnError, match=message):
         load_graph(d)
 
 

@@ -69,9 +69,19 @@ def test_typed_graph_round_trips_and_converts(tmp_path):
     g = load_graph(Data(edge_index=torch.from_numpy(np.stack([src, dst])), edge_type=torch.from_numpy(kind),
                         x=torch.from_numpy(x), y=torch.from_numpy(y)))
     assert g.num_relations == R - 1  # PyG's Data does not say how many: the largest type + 1
-    back = load_npz(save_npz(g.with_(node_types={"names": ["a", "b"], "offsets": [0, 10, g.n]}), tmp_path / "t"))
+    g.meta["relations"] = ["cites", "writes", "likes"]
+    back = load_npz(save_npz(g.with_(node_types={"names": ["a", "b"], "offsets": [0, 10, g.n]}, name="typed"),
+                             tmp_path / "t"))
     assert np.array_equal(back.edge_type_counts, g.edge_type_counts) and np.array_equal(back.indices, g.indices)
-    assert back.node_types == {"names": ["a", "b"], "offsets": [0, 10, g.n]} and back.directed == g.directed
+    assert back.node_types == {"names": ["a", "b"], "offsets": [0, 10, g.n]} and back.directed and g.directed
+    assert back.name == "typed" and back.meta["relations"] == ["cites", "writes", "likes"]
+    # directed is the pattern's, wherever the graph is built: both directions of every pair, relations apart
+    sym = Graph.from_edges(np.r_[src, dst], np.r_[dst, src], x.shape[0], edge_type=np.r_[kind, (kind + 1) % 3])
+    assert not sym.directed and not load_npz(save_npz(sym, tmp_path / "s")).directed
+    # vertex types on a weighted graph round-trip too (the types say nothing about the edges)
+    w = Graph.from_edges(src, dst, x.shape[0], weights=np.arange(1, src.size + 1, dtype=float))
+    w2 = load_npz(save_npz(w.with_(node_types={"names": ["t"], "offsets": [0, w.n]}), tmp_path / "w"))
+    assert np.array_equal(w2.values, w.values) and w2.node_types == {"names": ["t"], "offsets": [0, w.n]}
     # the mean weights: each relation's weights into a vertex sum to one (where it has any edge of it)
     w = g.relation_rows(*g.edge_index()[::-1])
     sums = np.zeros((g.n, g.num_relations))
@@ -87,6 +97,17 @@ def test_refusals():
         Graph.from_edges(src, dst, 31, edge_type=kind, num_relations=2)
     with pytest.raises(GridGnnError, match="stored as given"):
         Graph.from_edges(src, dst, 31, edge_type=kind, directed=False)
+    with pytest.raises(GridGnnError, match="at most 4096 relation types"):
+        Graph.from_edges(src, dst, 31, edge_type=np.concatenate([kind[:-1], [2 ** 63]]).astype(np.uint64))
     g = Graph.from_edges(src, dst, 31, x=x)
     with pytest.raises(GridGnnError, match="carries none"):
         RGCN([7, 5, 3], num_relations=2, dtype=torch.float64)(torch.from_numpy(x), serial_plan(g, 2))
+    typed = Graph.from_edges(src, dst, 31, edge_type=kind, x=x, y=np.arange(31) % 3)
+    from gridgnn.graph.links import link_split
+
+    with pytest.raises(GridGnnError, match="relation types .* not supported yet"):
+        link_split(typed)
+    from gridgnn.train.config import TrainConfig
+
+    with pytest.raises(GridGnnError, match="--task link cannot train --model rgcn"):
+        TrainConfig(model="rgcn", task="link").validate()

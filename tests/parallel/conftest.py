@@ -215,7 +215,8 @@ def edge_feature_cases(P: int) -> list[tuple[str, Case]]:
 
 def typed_graph(g: Graph, relations: int, seed: int) -> Graph:
     """``g``'s edges, each given a random relation, and a few of them given a second relation too (a pair joined
-    by two relations is one stored entry counting both), with ``g``'s node data."""
+    by two relations is one stored entry counting both), with ``g``'s node data. The pattern stays ``g``'s (that of
+    the ``undirected`` graph symmetric); the two directions of a pair draw their relations apart."""
     r = np.random.default_rng(seed)
     src, dst = g.edge_index()
     kind = r.integers(0, relations, src.size)
@@ -231,21 +232,23 @@ TYPED_GRAPHS = {"undirected": typed_graph(GRAPHS["undirected"], 3, 13),
 
 
 def relation_cases(P: int) -> list[tuple[str, Case]]:
-    """R-GCN (relation types, PyG ``RGCNConv`` semantics) at P = 4 and 8 on one layout of each algorithm, bases
-    (B = 2) and one weight per relation alternating, each layer's narrower side aggregated ([7, 9, 3]: H, then HW),
-    the graphs alternating; Plexus on a double vertex order too."""
+    """R-GCN (relation types, PyG ``RGCNConv`` semantics) on every block-row algorithm and, at P = 4, every 2D, 3D
+    and Plexus grid shape (at P = 8 one of each), bases (B = 2) and one weight per relation alternating, each
+    layer's narrower side aggregated ([7, 9, 3]: H, then HW), the graphs alternating; Plexus on a double vertex
+    order too."""
     if P not in (4, 8):
         return []
     s2, s3 = shapes_2d(P), shapes_3d(P)
     layouts = [("1d-skewed", dict(algo="1d", partition=skewed_partition(N, P, 9))),
                ("1d-sa", dict(algo="1d-sa")),
                ("1.5d-c2", dict(algo="1.5d", replication=2)),
-               ("1.5d-sa-c2", dict(algo="1.5d-sa", replication=2)),
-               (f"2d-{'x'.join(map(str, s2[1]))}", dict(algo="2d", grid=s2[1])),
-               (f"3d-{'x'.join(map(str, s3[-2]))}", dict(algo="3d", grid=s3[-2])),
-               (f"plexus-{'x'.join(map(str, s3[1]))}", dict(algo="plexus", grid=s3[1])),
-               (f"plexus-{'x'.join(map(str, s3[-1]))}-double-perm", dict(algo="plexus", grid=s3[-1],
-                                                                         partition="double-perm"))]
+               ("1.5d-sa-c2", dict(algo="1.5d-sa", replication=2))]
+    grids = [("2d", s2 if P == 4 else [s2[1]]), ("3d", s3 if P == 4 else [s3[-2]]),
+             ("plexus", s3 if P == 4 else [s3[1]])]
+    layouts += [(f"{algo}-{'x'.join(map(str, shape))}", dict(algo=algo, grid=shape))
+                for algo, shapes in grids for shape in shapes]
+    layouts.append((f"plexus-{'x'.join(map(str, s3[-1]))}-double-perm", dict(algo="plexus", grid=s3[-1],
+                                                                            partition="double-perm")))
     out = []
     for j, (tag, kw) in enumerate(layouts):
         gname = tuple(TYPED_GRAPHS)[j % 2]

@@ -39,7 +39,7 @@ class Graph:
         indices: ``int64[nnz]`` source vertex of each stored entry.
         values: ``float64[nnz]`` edge weights, or ``None`` for an unweighted graph (all ones).
         n: number of vertices.
-        directed: ``False`` when the stored matrix is symmetric.
+        directed: ``False`` when the stored matrix (its pattern, for a typed graph) is symmetric.
         x: ``float32[n, f]`` node features.
         y: ``int64[n]`` labels, ``-1`` for unlabelled nodes, or ``None`` (no labels).
         train_mask, val_mask, test_mask: ``bool[n]`` or ``None``.
@@ -198,6 +198,11 @@ class Graph:
             raise GridGnnError(f"{kind.size} edge types for {src.size} edges")
         if kind.size and (not np.issubdtype(kind.dtype, np.integer) or kind.min() < 0):
             raise GridGnnError("edge types (edge_type) must be integers >= 0")
+        if kind.size and int(kind.max()) >= MAX_RELATIONS:  # compared as Python ints: no wrap of a huge unsigned id
+            raise GridGnnError(f"edge type {int(kind.max())}: at most {MAX_RELATIONS} relation types")
+        if n > MAX_FEATURED_VERTICES:
+            raise GridGnnError(f"relation types on a graph of {n} vertices: at most {MAX_FEATURED_VERTICES} (edge "
+                               "keys are dst·n + src in 64 bits)")
         kind = kind.astype(np.int64)
         top = int(kind.max(initial=-1)) + 1
         r = top if num_relations is None else int(num_relations)
@@ -206,14 +211,16 @@ class Graph:
                                f"{MAX_RELATIONS}]" if r >= 1 else "a typed graph needs at least one relation")
         key = dst * n + src
         entries, inverse = np.unique(key, return_inverse=True)
-        counts = np.zeros((entries.size, r), dtype=np.int32)
-        np.add.at(counts, (inverse.reshape(-1), kind), 1)
+        counts = np.bincount(inverse.reshape(-1) * r + kind, minlength=entries.size * r)
+        if counts.size and counts.max() > np.iinfo(np.int32).max:
+            raise GridGnnError("an edge is given more than 2^31 - 1 times with one relation")
+        counts = counts.astype(np.int32).reshape(entries.size, r)
         e_dst, e_src = entries // n if n else entries, entries % n if n else entries
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(e_dst, minlength=n), out=indptr[1:])
-        back, found = _lookup(entries, e_src * n + e_dst)
-        directed = not (found.all() and np.array_equal(counts[back], counts))
-        return cls(indptr=indptr, indices=e_src, n=n, directed=bool(directed), edge_type_counts=counts, **kwargs)
+        _, found = _lookup(entries, e_src * n + e_dst)  # directed: the pattern's (the relations may differ)
+        return cls(indptr=indptr, indices=e_src, n=n, directed=not bool(found.all()), edge_type_counts=counts,
+                   **kwargs)
 
     @property
     def num_relations(self) -> int:
@@ -227,10 +234,11 @@ class Graph:
         hold (a self-loop of the pattern :math:`M + I`)."""
         if self.edge_type_counts is None:
             raise GridGnnError("this graph carries no relation types (edge_type)")
-        if self._relation_degree is None:
-            rows = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.indptr))
+        if self._relation_degree is None:  # per CSR row (destination): the sum of its entries' counts
             deg = np.zeros((self.n, self.num_relations), dtype=np.float64)
-            np.add.at(deg, rows, self.edge_type_counts.astype(np.float64))
+            full = np.diff(self.indptr) > 0
+            if full.any():
+                deg[full] = np.add.reduceat(self.edge_type_counts, self.indptr[:-1][full], axis=0, dtype=np.float64)
             self._relation_degree = deg
         dst = np.asarray(dst, dtype=np.int64)
         at, found = self.find_edges(dst, src)
@@ -401,8 +409,8 @@ class Graph:
                     or not 1 <= c.shape[1] <= MAX_RELATIONS:
                 raise GridGnnError(f"edge_type_counts have shape {tuple(c.shape)} ({c.dtype}), expected "
                                    f"({self.indices.size}, R) integers with 1 <= R <= {MAX_RELATIONS}")
-            if c.size and c.min() < 0:
-                raise GridGnnError("edge_type_counts must be >= 0")
+            if c.size and (c.min() < 0 or int(c.max()) > np.iinfo(np.int32).max):
+                raise GridGnnError("edge_type_counts must be in [0, 2^31 - 1]")
             rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr))
             if self.indices.size > 1 and np.any((np.diff(self.indices) <= 0) & (rows[1:] == rows[:-1])):
                 raise GridGnnError("relation types (edge_type_counts) need each CSR row's sources sorted and "

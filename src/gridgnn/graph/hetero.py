@@ -36,50 +36,51 @@ def homogeneous(types: list[dict], relations: list[tuple[str, np.ndarray, np.nda
             "train_mask"/"val_mask"/"test_mask": [n_t] or None}``.
         relations: per relation, ``(name, src, dst)`` with ``src``/``dst`` already in the joint numbering.
     """
+    from .loaders import _node_arrays
+
     if not types:
         raise GridGnnError("a heterogeneous graph needs at least one vertex type")
     if not relations or len(relations) > MAX_RELATIONS:
         raise GridGnnError(f"a heterogeneous graph needs 1 to {MAX_RELATIONS} edge types, got {len(relations)}")
-    offsets = [0]
-    for t in types:
-        if int(t["n"]) < 0:
+    checked = []
+    for t in types:  # the loaders' checks of x, y and masks, per type
+        count = int(t["n"])
+        if count < 0:
             raise GridGnnError(f"vertex type {t['name']!r} has a negative count")
-        offsets.append(offsets[-1] + int(t["n"]))
+        arrays = _node_arrays(f"vertex type {t['name']!r}", count, t.get("x"), t.get("y"),
+                              {m: t.get(m) for m in _MASKS})
+        checked.append((str(t["name"]), count, arrays))
+    offsets = np.cumsum([0] + [c for _, c, _ in checked]).tolist()
     n = offsets[-1]
-    widths = [1 if t.get("x") is None else int(np.asarray(t["x"]).reshape(int(t["n"]), -1).shape[1]) for t in types]
+    widths = [a["x"].shape[1] if "x" in a else 1 for _, _, a in checked]
     columns = [0, *np.cumsum(widths).tolist()]
     x = np.zeros((n, columns[-1]), dtype=np.float32)
-    labelled = any(t.get("y") is not None for t in types)
+    labelled = any("y" in a for _, _, a in checked)
     y = np.full(n, -1, dtype=np.int64) if labelled else None
-    masks = {m: np.zeros(n, dtype=bool) for m in _MASKS if any(t.get(m) is not None for t in types)}
-    for i, t in enumerate(types):
+    masks = {m: np.zeros(n, dtype=bool) for m in _MASKS if any(m in a for _, _, a in checked)}
+    for i, (_, _, a) in enumerate(checked):
         lo, hi = offsets[i], offsets[i + 1]
-        if t.get("x") is None:
-            x[lo:hi, columns[i]] = 1.0
+        if "x" in a:
+            x[lo:hi, columns[i]:columns[i + 1]] = a["x"]
         else:
-            x[lo:hi, columns[i]:columns[i + 1]] = np.asarray(t["x"], dtype=np.float32).reshape(hi - lo, -1)
-        if t.get("y") is not None:
-            yt = np.asarray(t["y"]).reshape(-1)
-            if yt.shape[0] != hi - lo:
-                raise GridGnnError(f"vertex type {t['name']!r}: {yt.shape[0]} labels for {hi - lo} vertices")
-            y[lo:hi] = yt
+            x[lo:hi, columns[i]] = 1.0
+        if "y" in a:
+            y[lo:hi] = a["y"]
         for m in masks:
-            if t.get(m) is not None:
-                mt = np.asarray(t[m]).reshape(-1)
-                if mt.shape[0] != hi - lo:
-                    raise GridGnnError(f"vertex type {t['name']!r}: {m} has {mt.shape[0]} entries for {hi - lo} "
-                                       "vertices")
-                masks[m][lo:hi] = mt.astype(bool)
+            if m in a:
+                masks[m][lo:hi] = a[m]
     src = np.concatenate([np.asarray(s, dtype=np.int64).reshape(-1) for _, s, _ in relations])
     dst = np.concatenate([np.asarray(d, dtype=np.int64).reshape(-1) for _, _, d in relations])
     kind = np.concatenate([np.full(np.asarray(s).size, r, dtype=np.int64) for r, (_, s, _) in enumerate(relations)])
     info = dict(meta or {})
     info.update(relations=[r for r, _, _ in relations], feature_columns=columns[:-1])
     g = Graph.from_edges(src, dst, n, edge_type=kind, num_relations=len(relations), x=x, y=y, name=name,
-                         node_types={"names": [str(t["name"]) for t in types], "offsets": offsets}, meta=info,
+                         node_types={"names": [name for name, _, _ in checked], "offsets": offsets}, meta=info,
                          **masks)
     if y is not None and g.y.max(initial=-1) < 0:
         raise GridGnnError("no vertex of any type has a label (y >= 0)")
+    if g.nnz == 0:
+        raise GridGnnError("empty graph (no edges of any type)")
     return g
 
 
@@ -103,22 +104,24 @@ def from_hetero(data, *, name: str = "hetero") -> Graph:
             if arr is not None and key in _MASKS and arr.ndim == 2:
                 arr = arr[:, 0]
             t[key] = arr
-        if t["x"] is not None and (np.asarray(t["x"]).ndim != 2 or not np.all(np.isfinite(t["x"]))):
-            raise GridGnnError(f"{what}: node type {nt!r} has features of shape {np.asarray(t['x']).shape} or with "
-                               "NaN/inf; expected finite [num_nodes, d]")
         index[nt] = len(types)
         types.append(t)
     offsets = np.cumsum([0] + [t["n"] for t in types])
     relations, dropped = [], []
     for et in data.edge_types:
         s, rel, d = et
+        for nt in (s, d):
+            if nt not in index:
+                raise GridGnnError(f"{what}: edge type {et} names the node type {nt!r}, which has no vertices")
         ei = _as_numpy(getattr(data[et], "edge_index", None))
         if ei is None or ei.ndim != 2 or ei.shape[0] != 2:
             raise GridGnnError(f"{what}: edge type {et} needs edge_index of shape [2, E]")
-        ei = ei.astype(np.int64)
+        if ei.size and not np.issubdtype(ei.dtype, np.integer):
+            raise GridGnnError(f"{what}: edge type {et} has edge_index of dtype {ei.dtype}; ids must be integers")
         for row, nt in ((0, s), (1, d)):
-            if ei.shape[1] and (ei[row].min() < 0 or ei[row].max() >= types[index[nt]]["n"]):
+            if ei.shape[1] and (int(ei[row].min()) < 0 or int(ei[row].max()) >= types[index[nt]]["n"]):
                 raise GridGnnError(f"{what}: edge type {et} has a {nt!r} id out of range 0..{types[index[nt]]['n'] - 1}")
+        ei = ei.astype(np.int64)
         relations.append((f"{s}__{rel}__{d}", ei[0] + offsets[index[s]], ei[1] + offsets[index[d]]))
         if "edge_attr" in data[et]:
             dropped.append(f"{s}__{rel}__{d}")

@@ -106,6 +106,9 @@ def link_split(graph: Graph, val: float = 0.05, test: float = 0.1, *, seed: int 
         raise GridGnnError(f"link split fractions val={val:g}, test={test:g}: each in [0, 1) and together below 1")
     if graph.edge_attr is not None:
         raise GridGnnError("link prediction on a graph with edge features is not supported yet")
+    if graph.edge_type_counts is not None:
+        raise GridGnnError("link prediction on a graph with relation types (edge_type) is not supported yet (the "
+                           "split does not carry them)")
     if graph.values is not None:
         raise GridGnnError("link prediction on a weighted graph is not supported yet (the split does not carry the "
                            "edge weights)")

@@ -296,7 +296,9 @@ def from_pyg(data, *, seed: int = 0, name: str = "pyg") -> Graph:
         if kind is not None:  # a typed graph (RGCNConv's edge_type): stored as given, every edge counted
             if w is not None or getattr(data, "edge_attr", None) is not None:
                 raise GridGnnError("a typed graph (edge_type) takes no edge_weight nor edge_attr in gridgnn")
-            g = Graph.from_edges(ei[0], ei[1], int(n), edge_type=kind.reshape(-1), name=name, **node)
+            count = getattr(data, "num_relations", None)  # a Data may say how many (an absent top relation)
+            g = Graph.from_edges(ei[0], ei[1], int(n), edge_type=kind.reshape(-1), name=name,
+                                 num_relations=None if count is None else int(count), **node)
             dropped = None
         else:
             attr, dropped = Graph.unmerged_features(ei[0], ei[1], int(n),
@@ -700,6 +702,7 @@ _NPZ_KEYS = {
     "directed": ("biu", 8), "name": ("US", 4096), "x": ("biuf", 8), "y": ("biuf", 8), "train_mask": ("biuf", 8),
     "val_mask": ("biuf", 8), "test_mask": ("biuf", 8), "original_ids": ("iu", 8), "edge_attr": ("biuf", 8),
     "edge_type_counts": ("iu", 8), "node_type_names": ("US", 1024), "node_type_offsets": ("iu", 8),
+    "relation_names": ("US", 1024),
 }
 
 
@@ -801,13 +804,25 @@ def load_npz(path, *, seed: int = 0) -> Graph:
     mat = sp.csr_matrix((values if values is not None else np.ones(indices.size), indices, indptr), shape=(n, n))
     attr = arrs.get("edge_attr")
     typed = _typed_arrays(p, arrs)
+    node = {**node, **typed}  # the vertex types, whatever the edges carry
     try:
-        if typed:  # a typed graph: the CSR as stored, its relation counts per entry
+        if "edge_type_counts" in arrs:  # a typed graph: the CSR as stored, its relation counts per entry
             if attr is not None or values is not None:
                 raise GridGnnError("a typed graph (edge_type_counts) takes no 'data' nor 'edge_attr'")
-            g = Graph(indptr=indptr, indices=indices, n=n, directed=True, original_ids=original, **typed, **node)
-            sym = g.csr()
-            g.directed = (sym != sym.T).nnz != 0 if directed is None else bool(directed)
+            counts = node.pop("edge_type_counts")
+            g = Graph(indptr=indptr, indices=indices, n=n, directed=True, original_ids=original, name=name,
+                      edge_type_counts=counts, **node)
+            pattern = g.csr()
+            asymmetric = (pattern != pattern.T).nnz != 0
+            if directed is False and asymmetric:
+                raise GridGnnError("graph is marked undirected but its adjacency is not symmetric; mark it "
+                                   "directed or store both directions of every edge")
+            g.directed = asymmetric if directed is None else bool(directed)
+            if "relation_names" in arrs:
+                names = [str(t) for t in arrs["relation_names"].reshape(-1)]
+                if len(names) != g.num_relations:
+                    raise GridGnnError(f"{len(names)} relation_names for {g.num_relations} relations")
+                g.meta["relations"] = names
         elif attr is not None:  # the features follow their entries: CSR order, no merging of duplicates
             dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
             g = Graph.from_edges(indices, dst, n, weights=values, directed=None, name=name,
@@ -830,6 +845,8 @@ def _typed_arrays(p, arrs: dict) -> dict:
     out = {}
     if "edge_type_counts" in arrs:
         out["edge_type_counts"] = arrs["edge_type_counts"]
+    if "relation_names" in arrs and "edge_type_counts" not in arrs:
+        raise GridGnnError(f"{p}: relation_names without edge_type_counts")
     names, offsets = arrs.get("node_type_names"), arrs.get("node_type_offsets")
     if (names is None) != (offsets is None):
         raise GridGnnError(f"{p}: node_type_names and node_type_offsets go together")
@@ -843,7 +860,8 @@ def save_npz(graph: Graph, path) -> Path:
     r"""Write ``graph`` in the format read by :func:`load_npz` (CSR with rows = destinations).
 
     Stores ``indptr``, ``indices``, ``shape``, ``format='csr'``, ``directed``, ``name``, and ``data``, ``x``,
-    ``y``, the masks and ``original_ids`` when they are not ``None``. Uncompressed (``numpy.savez``).
+    ``y``, the masks, ``original_ids``, ``edge_attr``, ``edge_type_counts`` (with ``relation_names`` from
+    ``meta["relations"]``) and the vertex types when they are not ``None``. Uncompressed (``numpy.savez``).
 
     Args:
         graph: the graph to write.
@@ -866,6 +884,8 @@ def save_npz(graph: Graph, path) -> Path:
     if graph.node_types is not None:
         arrs["node_type_names"] = np.array(graph.node_types["names"])
         arrs["node_type_offsets"] = np.array(graph.node_types["offsets"], dtype=np.int64)
+    if graph.edge_type_counts is not None and len(graph.meta.get("relations", ())) == graph.num_relations:
+        arrs["relation_names"] = np.array([str(r) for r in graph.meta["relations"]])
     try:
         np.savez(p, **arrs)
     except OSError as e:

@@ -379,6 +379,9 @@ class TrainConfig:
                            bool(self.data and self.data.startswith("sharded:")))):
             if bad:
                 raise GridGnnError(f"--task link cannot be combined with {name} yet")
+        if getattr(resolve_model(self.model), "requires_relations", False):
+            raise GridGnnError(f"--task link cannot train --model {self.model} yet (link prediction on a graph with "
+                               "relation types)")
         self.model_link_split  # parsed and checked  # noqa: B018
 
     @property

@@ -210,6 +210,8 @@ class TrainedModel:
         if edge_type is not None:
             from ..graph import Graph
 
+            if edge_weight is not None or edge_attr is not None:
+                raise GridGnnError("a graph with relation types (edge_type) takes no edge_weight nor edge_attr")
             ei = torch.as_tensor(edge_index).cpu().numpy()
             graph = Graph.from_edges(ei[0], ei[1], x.shape[0], edge_type=torch.as_tensor(edge_type).cpu().numpy(),
                                      num_relations=self.config.get("relations"), x=x.detach().cpu().numpy())
