@@ -7,12 +7,18 @@ Both sides train alike: 2 layers, hidden 16, ReLU, dropout 0.5 on each layer's i
 decay 5e-4), 100 epochs, the test accuracy of the best validation epoch. PyG draws its own initial weights (its
 ``reset_parameters``), gridgnn its own: the accuracies agree as two seeds of one method do, not bit for bit.
 
+``--timing N``: instead, the serial forward+backward time of one step of gridgnn's R-GCN (one ``spmm`` per relation,
+or per basis) against PyG's ``RGCNConv`` stack with the same weights, on a typed SBM of ``N`` vertices, for R = 4
+and 16 relations with and without bases (median of 5, measured in the same process).
+
 Usage: python benchmarks/rgcn_typed_sbm.py [--seeds 5] [--epochs 100] [--nproc 4] [--algos 1d,2d] [--n 3000]
+       python benchmarks/rgcn_typed_sbm.py --timing 50000
 """
 from __future__ import annotations
 
 import argparse
 import statistics
+import time
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +38,7 @@ def pyg_accuracy(spec: str, seed: int, epochs: int, hidden: int, bases: int | No
     rel = torch.from_numpy(g.edge_type_counts).long()
     reps = rel.sum(1)
     ei = ei.repeat_interleave(reps, dim=1)
-    et = torch.cat([torch.arange(g.num_relations).repeat_interleave(row) for row in rel])
+    et = torch.arange(g.num_relations).repeat(rel.shape[0]).repeat_interleave(rel.reshape(-1))
     y = torch.from_numpy(g.y)
     masks = [torch.from_numpy(m) for m in (g.train_mask, g.val_mask, g.test_mask)]
     convs = torch.nn.ModuleList([RGCNConv(g.num_features, hidden, g.num_relations, num_bases=bases),
@@ -60,6 +66,54 @@ def pyg_accuracy(spec: str, seed: int, epochs: int, hidden: int, bases: int | No
     return best_test
 
 
+def timing_table(n: int, hidden: int = 64, repeats: int = 5) -> None:
+    from gridgnn.graph import gcn_normalize
+    from gridgnn.nn import RGCN
+    from gridgnn.parallel.serial import build_serial
+    from gridgnn.train.rank_layout import attach_edge_features
+
+    print(f"serial forward+backward of one step, 2 layers, hidden {hidden}, median of {repeats} "
+          f"(torch threads {torch.get_num_threads()})")
+    print(f"{'graph':38s} {'R':>3s} {'B':>3s} {'gridgnn ms':>11s} {'PyG ms':>8s} {'ratio':>6s} {'max |diff|':>11s}")
+    for relations in (4, 16):
+        spec = f"synthetic:typed-sbm?n={n}&types=3&relations={relations}&avg_degree=16"
+        g = load_graph(spec)
+        x = torch.from_numpy(g.x)
+        rel = torch.from_numpy(g.edge_type_counts).long()
+        ei = torch.from_numpy(g.edge_index()).repeat_interleave(rel.sum(1), dim=1)
+        et = torch.arange(relations).repeat(rel.shape[0]).repeat_interleave(rel.reshape(-1))
+        for bases in (0, 2):
+            model = RGCN([g.num_features, hidden, g.num_classes], num_relations=relations, bases=bases, dropout=0.0)
+            plan = build_serial(gcn_normalize(g), dtype=torch.float32)
+            attach_edge_features(plan, g, 2)
+            pyg = model.to_pyg()
+            for p in pyg.parameters():
+                p.requires_grad_(True)
+
+            def ours():
+                model.zero_grad()
+                model(x, plan).sum().backward()
+
+            def theirs():
+                pyg.zero_grad()
+                pyg(x, ei, et).sum().backward()
+
+            with torch.no_grad():
+                diff = float((model(x, plan) - pyg(x, ei, et)).abs().max())
+            a, b = (_median_seconds(f, repeats) for f in (ours, theirs))
+            print(f"{g.name:38s} {relations:3d} {bases:3d} {1e3 * a:11.1f} {1e3 * b:8.1f} {a / b:6.2f} {diff:11.2e}")
+
+
+def _median_seconds(fn, repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def fmt(accs: list[float]) -> str:
     return f"{statistics.mean(accs):.4f} ± {statistics.pstdev(accs):.4f}"
 
@@ -72,7 +126,11 @@ def main():
     ap.add_argument("--algos", default=None, help="comma-separated subset of the algorithms (default: all)")
     ap.add_argument("--n", type=int, default=3000)
     ap.add_argument("--bases", type=int, default=0, help="bases of the accuracy runs (0: one weight per relation)")
+    ap.add_argument("--timing", type=int, default=0, metavar="N", help="the serial timing table on N vertices only")
     args = ap.parse_args()
+    if args.timing:
+        timing_table(args.timing)
+        return
     spec = f"synthetic:typed-sbm?n={args.n}&types=3&relations=4"
     g = load_graph(spec)
     print(f"{spec}: n={g.n}, stored entries {g.nnz}, relations {g.meta['relations']}, "

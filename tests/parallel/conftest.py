@@ -52,11 +52,13 @@ GRID_DIMS = {"2layer": [7, 5, 3], "3layer": [7, 9, 4, 3], "4layer": [7, 4, 6, 5,
 def cases_for(P: int) -> list[tuple[str, Case]]:
     out = []
     # 2D/3D/Plexus: every shape and depth, each on one of the two graphs (alternating with the shape and the depth,
-    # so both graphs meet every depth and every axis split): a shape on the second graph ran the same code path
+    # so both graphs meet every depth and every axis split): a shape on the second graph ran the same code path.
+    # At P = 8 (10 shapes in 3D) each shape runs one depth, the depths rotating over the shapes (P = 4 runs all).
     for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P)), ("plexus", shapes_3d(P))):
+        depths = [k for k in GRID_DIMS if k != "3layer" or algo == "plexus"]
         for j, shape in enumerate(shapes):
             for d, (dname, dims) in enumerate(GRID_DIMS.items()):
-                if dname == "3layer" and algo != "plexus":
+                if dname not in depths or (P >= 8 and dname != depths[j % len(depths)]):
                     continue
                 gname = tuple(GRAPHS)[(j + d) % 2]
                 # Plexus: one vertex order per shape and depth, rotating (each shape meets both over its depths)
@@ -171,7 +173,7 @@ EDGE_GRAPHS = {"undirected": with_edge_features(GRAPHS["undirected"], 4, 11),
 
 def edge_feature_cases(P: int) -> list[tuple[str, Case]]:
     """GINE (edge features on every layout) at P = 4 and 8: every block-row algorithm (1.5D with c = 2, uneven
-    blocks), every 2D and 3D shape (the graphs and depths rotating), and Plexus, which refuses it on every rank;
+    blocks), every 2D and 3D shape at P = 4 (every third at P = 8; the graphs and depths rotating), and Plexus, which refuses it on every rank;
     GATv2 with edge features on each block-row algorithm and one 2D and 3D shape, and once without them."""
     if P not in (4, 8):
         return []
@@ -190,7 +192,7 @@ def edge_feature_cases(P: int) -> list[tuple[str, Case]]:
     add("1.5d-sa-c2-random", 3, algo="1.5d-sa", replication=2, partition="random")
     k = 4
     for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P))):
-        for shape in shapes:
+        for shape in shapes if P == 4 else shapes[1::3]:  # every shape at P = 4, every third at P = 8
             add(f"{algo}-{'x'.join(map(str, shape))}", k, algo=algo, grid=shape, partition="random")
             k += 1
     gat = dict(model="gatv2", heads=2, out_heads=2, dims=[7, 3, 3], options={"edge_dim": 4}, dropout=0.4,
