@@ -100,8 +100,11 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
         for dname, (dims, heads, out_heads) in GAT_DIMS.items():
             kw = dict(graph=g, dims=dims, model="gat", heads=heads, out_heads=out_heads, dropout=0.4,
                       attn_dropout=0.3, seed=7, epoch=3)
-            for algo in ("1d", "1d-sa"):
-                for pname, part in (("random", "random"), ("skewed", skewed_partition(N, P, 5)))[:1 if P == 1 else 2]:
+            for m, algo in enumerate(("1d", "1d-sa")):
+                parts = (("random", "random"), ("skewed", skewed_partition(N, P, 5)))[:1 if P == 1 else 2]
+                if P >= 8:  # one partition per algorithm, graph and depth, alternating (P = 2 and 4 run both)
+                    parts = parts[(m + tuple(GRAPHS).index(gname) + tuple(GAT_DIMS).index(dname)) % 2:][:1]
+                for pname, part in parts:
                     out.append((f"gat-{algo}-{gname}-{dname}-{pname}", Case(algo=algo, partition=part, **kw)))
             cs = [c for c in PS if P % c == 0]  # two c per graph and depth, rotating: the GCN cases run every c
             for m, algo in enumerate(("1.5d", "1.5d-sa")):
@@ -379,7 +382,9 @@ def sage_cases(P: int) -> list[tuple[str, Case]]:
             k += 1
             kw = dict(graph=graphs[gname], dims=dims[dname], model="sage", options={"aggr": aggr}, dropout=0.3,
                       seed=7, epoch=3)
-            for algo in ("1d", "1d-sa"):
+            for m, algo in enumerate(("1d", "1d-sa")):
+                if P >= 8 and (k + m) % 2:  # P = 8: one of the two per (aggregation, graph), alternating
+                    continue
                 out.append((f"sage-{aggr}-{algo}-{gname}-{dname}-skewed",
                             Case(algo=algo, partition=skewed_partition(N, P, 5), **kw)))
             cs = [c for c in PS if P % c == 0]  # one c per (aggregation, graph), rotating: the GCN cases run every c

@@ -56,12 +56,19 @@ def adjacency_bytes(plan) -> int:
     return c.total
 
 
-def feature_bytes(data) -> int:
+def feature_bytes(data, plan=None) -> int:
+    """The rank's input block, labels and masks, and (given ``plan``) what its graphs looked up of the edge table:
+    the local edges' features and input-edge mask, their relation weights."""
     c = Counter()
     c.tensor(data.x)
     c.tensor(data.y)
     for m in data.masks.values():
         c.tensor(m)
+    graphs = [] if plan is None else [plan.dgraph] if hasattr(plan, "dgraph") else \
+        list(getattr(plan, "graphs", {}).values())
+    for g in graphs:
+        for t in (*(g._edge_cache or ()), g._relation_cache):
+            c.tensor(t)
     return c.total
 
 
@@ -97,8 +104,9 @@ def graph_bytes(graph, source=None, rows=None) -> int:
 def train_step_saved(model, plan, comm, data, *, epoch: int = 0):
     """One forward/backward with a saved-tensor hook: ``(activation bytes, loss, logits)``.
 
-    Activation bytes = storages autograd saved that are not parameters or the rank's input data (dedup by
-    storage), plus the logits block; 0-dim scalars are not activations."""
+    Activation bytes = storages autograd saved that are not parameters, the rank's input data or what its graphs
+    hold (their values and edge-table lookups: :func:`feature_bytes` counts those), dedup by storage, plus the
+    logits block; 0-dim scalars are not activations."""
     from gridgnn.train.step import forward_backward
 
     graphs = [plan.dgraph] if hasattr(plan, "dgraph") else list(getattr(plan, "graphs", {}).values())
@@ -107,10 +115,14 @@ def train_step_saved(model, plan, comm, data, *, epoch: int = 0):
                + list(data.masks.values()) + graph_values}
     saved: dict = {}
 
+    def looked_up() -> set:  # the graphs' edge-table lookups (features, relation weights): made on first use
+        return {t.untyped_storage().data_ptr() for g in graphs
+                for t in (*(g._edge_cache or ()), g._relation_cache) if t is not None}
+
     def pack(t):
         if t.dim() > 0 and t.layout == torch.strided:
             s = t.untyped_storage()
-            if s.data_ptr() not in exclude:
+            if s.data_ptr() not in exclude and s.data_ptr() not in looked_up():
                 saved[s.data_ptr()] = s.nbytes()
         return t
 
@@ -121,13 +133,18 @@ def train_step_saved(model, plan, comm, data, *, epoch: int = 0):
     return sum(saved.values()), loss, logits
 
 
+#: the options a model built by :func:`model_builder` gets from the data it reads (the measured graphs': four
+#: edge features, three relation types)
+DATA_OPTIONS = {"gine": {"edge_dim": 4}, "gatv2": {"edge_dim": 4}, "rgcn": {"num_relations": 3, "bases": 2}}
+
+
 def model_builder(name: str, dims, dropout: float, dtype=torch.float32):
     """``plan → model`` of the built-in model ``name`` with its default options (``sage+sum``: SAGE with
-    ``aggr="sum"``)."""
+    ``aggr="sum"``; a model that reads edge data: :data:`DATA_OPTIONS`)."""
     from gridgnn.nn import resolve_model
 
     base, _, aggr = name.partition("+")
-    options = {"aggr": aggr} if aggr else {}
+    options = {"aggr": aggr} if aggr else dict(DATA_OPTIONS.get(base, {}))
 
     def build(plan):
         return resolve_model(base).from_options(dims, plan=plan, dtype=dtype, seed=0, dropout=dropout, **options)
@@ -142,7 +159,7 @@ def measure_rank(plan, data, comm, dims, *, dropout: float, dtype=torch.float32,
     opt.zero_grad(set_to_none=True)
     act, _, _ = train_step_saved(model, plan, comm, data, epoch=1)
     opt.step()
-    return {"adjacency": adjacency_bytes(plan), "features": feature_bytes(data),
+    return {"adjacency": adjacency_bytes(plan), "features": feature_bytes(data, plan),
             "parameters": parameter_bytes(model, opt), "activations": act,
             "train_rows": int(data.masks["train"].sum())}
 

@@ -148,13 +148,31 @@ TRACED_CASES = [("gat", "1d-sa", (4,), [24, 16, 4]), ("gat", "2d", (2, 2), [24, 
                 ("va", "1d", (4,), [24, 16, 4]), ("va", "3d", (1, 2, 2), [24, 16, 4]),
                 ("va", "1.5d", (2, 2), [24, 16, 4]), ("sage", "1.5d-sa", (2, 2), [24, 16, 4]),
                 ("sage", "2d", (1, 4), [24, 16, 4]), ("sage", "plexus", (2, 2, 1), [24, 16, 4]),
-                ("tests.api.zoo:GIN", "1d-sa", (4,), [24, 16, 4]), ("sage+sum", "plexus-rs", (2, 1, 2), [24, 16, 4])]
+                ("tests.api.zoo:GIN", "1d-sa", (4,), [24, 16, 4]), ("sage+sum", "plexus-rs", (2, 1, 2), [24, 16, 4]),
+                ("gine", "1.5d", (2, 2), [24, 16, 4]),
+                ("rgcn", "1d-sa", (4,), [24, 16, 4]), ("rgcn", "2d", (2, 2), [24, 16, 4]),
+                ("rgcn", "plexus", (1, 2, 2), [24, 16, 4])]
+
+
+def _typed(g, relations: int, seed: int):
+    r = np.random.default_rng(seed)
+    src, dst = g.edge_index()
+    return Graph.from_edges(src, dst, g.n, edge_type=r.integers(0, relations, src.size), num_relations=relations,
+                            x=g.x, y=g.y, train_mask=g.train_mask, val_mask=g.val_mask, test_mask=g.test_mask)
+
+
+# Known gap, not asserted: GINE on 2D and 3D (SUMMA), whose estimated activations are 1.6-1.7x below what a real
+# step saves (its nnz x f message tensors on the panels); R-GCN and GINE on the block rows are within the bounds.
+
+#: the graph each traced model reads: GM, with four edge features for GINE, three relation types for R-GCN
+GM_OF = {"gine": GM.with_(edge_attr=np.random.default_rng(3).normal(size=(GM.nnz, 4)).astype(np.float32)),
+         "rgcn": _typed(GM, 3, 4)}
 
 
 @pytest.fixture(scope="module")
 def dist_runs():
     cases = [(g, a, s, p, d, q) for _, g, a, s, p, d, q in DIST_CASES]
-    cases += [(GM, a, s, "random", d, 0.5, m) for m, a, s, d in TRACED_CASES]
+    cases += [(GM_OF.get(m, GM), a, s, "random", d, 0.5, m) for m, a, s, d in TRACED_CASES]
     res = launch(distributed_measure, 4, cases, device="cpu", collect=True)
     names = [c[0] for c in DIST_CASES] + [traced_id(c) for c in TRACED_CASES]
     return {name: [res[r][k] for r in range(4)] for k, name in enumerate(names)}
@@ -187,10 +205,11 @@ def test_traced_model_estimate_is_close_to_its_step(dist_runs, case):
     biases and attention vectors are counted whole), adjacency and features exact as for GCN."""
     model, algo, shape, dims = case
     measured = dist_runs[traced_id(case)]
-    source, rows = layout(GM, algo, shape)
+    graph = GM_OF.get(model, GM)
+    source, rows = layout(graph, algo, shape)
     tr = model_trace(dims, model_builder(model, dims, 0.5, torch.float64), algo,
                      double=bool(getattr(source, "double", False)))
-    est = estimate(GM, algo, shape, source, rows, dims, dropout=0.5, trace=tr,
+    est = estimate(graph, algo, shape, source, rows, dims, dropout=0.5, trace=tr,
                    train_rows=[m["train_rows"] for m in measured])
     for r, m in enumerate(measured):
         comp = est.ranks[r].per_component

@@ -23,10 +23,10 @@ from ._runs import cli_batch, group_worker, run_main
 SBM = "synthetic:sbm?n=400&classes=4&avg_degree=8&features=16"
 COMMON = ["--data", SBM, "--quiet", "--save-logits", "--seed", 3]
 TIMING = {"epoch_time_s", "eval_time_s", "comm_time_s", "compute_time_s", "compile_time_s"}
-#: one algorithm per layout family and grid, and each way Plexus shards its weights (1d-sa and 1.5d keep their
-#: parameters and resume as 1d and 1.5d-sa do)
+#: one algorithm per layout family and grid, and each way Plexus shards its weights (1d, 1d-sa and 1.5d keep
+#: their parameters and resume as 1.5d-sa does; 1d at P = 2 resumes on Plexus below)
 P4 = {
-    "1d": [], "1.5d-sa": ["--replication", 2], "2d": ["--grid", "2,2"], "3d": ["--grid", "2,1,2"],
+    "1.5d-sa": ["--replication", 2], "2d": ["--grid", "2,2"], "3d": ["--grid", "2,1,2"],
     "plexus": ["--grid", "1,2,2", "--partition", "double-perm"], "plexus-rs": ["--grid", "2,1,2"],
 }
 

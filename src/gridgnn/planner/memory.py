@@ -638,11 +638,12 @@ def _layers(dims, trace) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def _traced(acc: _Acc, ctx, rank: int, node, edges, out_rows: int, out_cols: int) -> None:
+def _traced(acc: _Acc, ctx, rank: int, node, edges, out_rows: int, out_cols: int, graph_of=None) -> None:
     r"""Activations and workspace of a traced model: every tensor autograd saved in the trace, scaled to this
     rank (``node(layout, columns)`` and ``edges(layer)`` give its local elements), the logits and targets; per
     layer the backward's temporaries (two node tensors of the widest kept width, the fetched width, and two edge
-    tensors of the widest heads) and the dropout hash of its input."""
+    tensors of the widest heads) and the dropout hash of its input. ``graph_of(layer)``: which of the rank's
+    graphs a layer uses (each looks the edge table up once; default: one graph for every layer)."""
     e = ctx["e"]
     for s in ctx["trace"].saved:
         size = s.itemsize or e
@@ -654,10 +655,16 @@ def _traced(acc: _Acc, ctx, rank: int, node, edges, out_rows: int, out_cols: int
             acc.add("activations", s.cols * size)
     m = _train_rows(ctx["train_rows"], rank, out_rows)
     acc.add("activations", out_rows * out_cols * e + 8 * m)  # the logits and the targets
+    per_edge = 0
     if ctx["trace"].edge_dim:  # the local edges' features and the mask of the input's edges (g.edge_features)
-        acc.add("features", edges(0) * (ctx["trace"].edge_dim * e + 1))
+        per_edge += ctx["trace"].edge_dim * e + 1
     if getattr(ctx["trace"], "relations", 0):  # the local edges' per-relation mean weights (g.relation_values)
-        acc.add("features", edges(0) * ctx["trace"].relations * e)
+        per_edge += ctx["trace"].relations * e
+    if per_edge:  # once per graph of the rank (SUMMA: per matrix version, Plexus: per layer)
+        first = {}
+        for l in range(len(ctx["layers"])):
+            first.setdefault(0 if graph_of is None else graph_of(l), l)
+        acc.add("features", sum(edges(l) for l in first.values()) * per_edge)
     for l, (cols, fetched, heads, fi) in enumerate(ctx["layers"]):
         acc.cand("workspace", (node(None, l, 2 * cols + fetched) + 2 * edges(l) * heads) * e,
                  f"layer {l} backward temporaries")
@@ -860,7 +867,8 @@ def _summa(ctx, algo: str, shape, which):
             return "rc" if l % 2 == 0 or not ctx["double"] else "cr"
 
         if ctx["trace"] is not None:
-            _traced(acc, ctx, r, lambda lay, l, cols: nbk * cols, lambda l: owned_by[version(l)], nbk, dims[-1])
+            _traced(acc, ctx, r, lambda lay, l, cols: nbk * cols, lambda l: owned_by[version(l)], nbk, dims[-1],
+                    graph_of=version)
         else:
             _rowblock_activations(acc, ctx, nbk, r)
         for l, (cols, width, heads, fi) in enumerate(ctx["layers"]):
@@ -1080,7 +1088,8 @@ def _plexus_traced(ctx, shape, which):
             lay = lay or layouts[l].output
             return nrows(lay.rows) * ncols(cols, lay.cols)
 
-        _traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, ncols(dims[-1], last.cols))
+        _traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, ncols(dims[-1], last.cols),
+                graph_of=lambda l: l)  # a graph per layer
         out[r] = (acc, _setup_transient(ctx, largest))
     return out
 
@@ -1179,7 +1188,7 @@ def _plexus_scattered(ctx, shape, which):
                 lay = lay or layouts[l].output
                 return scheds[l].part_rows(lay) * ncols(cols, lay.cols)
 
-            _traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, c_loc)
+            _traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, c_loc, graph_of=lambda l: l)
         out[r] = (acc, _setup_transient(ctx, largest))
     return out
 
