@@ -373,8 +373,6 @@ class TrainConfig:
         for name, bad in (("--sampler (minibatch training)", self.sampler is not None),
                           ("--save-logits (node classification's logits)", self.save_logits),
                           ("--checkpoint-every", self.checkpoint_every), ("--resume", self.resume is not None),
-                          ("--comm-dtype (its guard and overflow checks run in node classification's loop)",
-                           self.comm_dtype not in (None, self.dtype)),
                           ("sharded: data (link prediction splits the edges of the graph itself)",
                            bool(self.data and self.data.startswith("sharded:")))):
             if bad:

@@ -227,6 +227,8 @@ def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
 
     def step(epoch: int) -> dict:
         before = comm.log.snapshot()
+        if comm.wire is not None:  # --comm-dtype: the encoder's node data on the narrow wire, guarded as in
+            comm.wire.begin_step(epoch)  # node classification (the decoder's fetch stays exact)
         compiled = compile_seconds()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
@@ -240,11 +242,18 @@ def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
                                       *split_scores(model, p, comm, d, directory, pairs, decoder, name),
                                       cfg.model_hits_k)
                for name, p, d in (("val", plan, data), ("test", plan_t, data_t))}
-        vec = loss.double().reshape(1).to(comm.wire_device())
+        wire = comm.wire.settle(comm) if comm.wire is not None else None
+        overflow = float(comm.wire is not None and comm.wire.overflow is not None)
+        vec = torch.cat([loss.double().reshape(1).cpu(), torch.tensor([overflow], dtype=torch.float64)])
+        vec = vec.to(comm.wire_device())
         with comm.phase("metrics"):
             comm.all_reduce(vec, comm.grid.names)
-        total = float(vec.item())
+        total = float(vec[0].item())
         t2 = time.perf_counter()
+        if vec[1] > 0:  # some rank's float16 wire overflowed: every rank stops here with the first rank's words
+            with comm.phase("metrics"):
+                first = next(m for m in comm.all_gather_json(comm.wire.overflow, comm.grid.names) if m)
+            raise GridGnnError(f"epoch {epoch}: {first}")
         if not math.isfinite(total):
             raise GridGnnError(f"training diverged at epoch {epoch}: the loss is {total} (try a smaller --lr)")
         delta = delta_of(before, comm.log.snapshot())
@@ -256,6 +265,8 @@ def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
                "epoch_time_s": t1 - t0, "eval_time_s": t2 - t1, "comm_time_s": comm_train,
                "compute_time_s": max(0.0, (t1 - t0) - comm_train), "bytes_sent": sum(v[0] for v in delta.values()),
                "compile_time_s": compiled, "select": select}
+        if wire is not None:
+            rec["wire"] = wire
         epochs.append((rec, delta))
         console.advance()
         return rec
