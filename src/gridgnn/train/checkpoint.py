@@ -257,10 +257,7 @@ def _check_structure(obj, path: str) -> None:
         raise _bad(where, f"it holds {len(records) if isinstance(records, list) else 'no'} epoch records "
                          f"for {epoch} epochs")
     for i, rec in enumerate(records):
-        if not isinstance(rec, dict) or rec.get("epoch") != i or not all(
-                isinstance(k, str) and (v is None or isinstance(v, str)
-                                        or (isinstance(v, (int, float)) and math.isfinite(v)))
-                for k, v in rec.items()):
+        if not isinstance(rec, dict) or rec.get("epoch") != i or not _plain(rec):
             raise _bad(where, f"epoch record {i} is malformed")
     graph = obj.get("graph")
     if not isinstance(graph, dict) or not all(_is_int(graph.get(k)) for k in ("n", "nnz")):
@@ -275,6 +272,18 @@ def _check_structure(obj, path: str) -> None:
         raise _bad(where, "the optimizer step is not a positive scalar")
     for name in ("exp_avg", "exp_avg_sq"):
         _check_tensors(adam.get(name), shapes, dims, where, f"adam {name}", dtype)
+
+
+def _plain(v, depth: int = 0) -> bool:
+    """A JSON value of an epoch record: ``None``, a string, a finite number, or (a few levels deep: the wire guard's
+    per-site errors) a dict with string keys or a list of such values."""
+    if v is None or isinstance(v, str) or (isinstance(v, (int, float)) and math.isfinite(v)):
+        return True
+    if depth >= 4:
+        return False
+    if isinstance(v, dict):
+        return all(isinstance(k, str) and _plain(x, depth + 1) for k, x in v.items())
+    return isinstance(v, list) and all(_plain(x, depth + 1) for x in v)
 
 
 def check_for_run(ckpt: dict, resume: str, *, dims: list[int], info: dict, epochs: int) -> None:
@@ -397,9 +406,10 @@ def unshard(comm, entries: list[tuple], groups: list[list[torch.Tensor]], *,
 
 
 def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: list[int], info: dict,
-                    epoch: int, records: list[dict], best_epoch: int) -> None:
+                    epoch: int, records: list[dict], best_epoch: int, replicated: dict | None = None) -> None:
     r"""Collective: assemble the full parameters and Adam state (:func:`unshard`); rank 0 writes ``path``
-    atomically. ``epoch`` = epochs done."""
+    atomically. ``epoch`` = epochs done. ``replicated``: ``{name: [parameters]}`` every rank holds whole (rank 0's
+    are written, with their Adam state, under ``name``)."""
     import gridgnn
 
     entries = _entries(model, plan, dims)
@@ -412,10 +422,12 @@ def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: li
         return
     params, avg, avg_sq = full
 
-    def grouped(tensors):
+    def grouped(tensors, which=None):
         out = {}
         for e, t in zip(entries, tensors):
             out.setdefault(e[0], []).append(t)
+        for name, ps in (replicated or {}).items():
+            out[name] = [(p if which is None else opt.state[p][which]).detach().cpu().clone() for p in ps]
         return out
 
     obj = {
@@ -424,8 +436,8 @@ def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: li
         "epoch": int(epoch), "config": dict(config), "dims": [int(d) for d in dims],
         "graph": {"n": int(info["n"]), "nnz": int(info["nnz"])},
         "params": grouped(params),
-        "adam": {"step": states[0]["step"].detach().cpu().clone(), "exp_avg": grouped(avg),
-                 "exp_avg_sq": grouped(avg_sq)},
+        "adam": {"step": states[0]["step"].detach().cpu().clone(), "exp_avg": grouped(avg, "exp_avg"),
+                 "exp_avg_sq": grouped(avg_sq, "exp_avg_sq")},
         "records": [dict(r) for r in records], "best_epoch": int(best_epoch),
     }
     with atomic_write(path) as fh:
@@ -462,10 +474,16 @@ def load_parameters(model, plan, params: dict, dims: list[int]) -> None:
             p.copy_(params[name][i][slc])
 
 
-def restore(model, opt, plan, ckpt: dict, dims: list[int]) -> None:
-    """Load the checkpoint's full parameters and Adam state, sliced for this rank's plan (no collective)."""
+def restore(model, opt, plan, ckpt: dict, dims: list[int], replicated: dict | None = None) -> None:
+    """Load the checkpoint's full parameters and Adam state, sliced for this rank's plan (no collective);
+    ``replicated``: ``{name: [parameters]}`` held whole, loaded from the checkpoint's group ``name``."""
     load_parameters(model, plan, ckpt["params"], dims)
     with torch.no_grad():
+        for name, ps in (replicated or {}).items():
+            for i, p in enumerate(ps):
+                p.copy_(ckpt["params"][name][i])
+                opt.state[p] = {"step": ckpt["adam"]["step"].clone(),
+                                **{k: ckpt["adam"][k][name][i].to(p.device).clone() for k in ("exp_avg", "exp_avg_sq")}}
         for kind, i, p, slc in _numbered(model, plan, dims):
             opt.state[p] = {
                 "step": ckpt["adam"]["step"].clone(),

@@ -372,7 +372,6 @@ class TrainConfig:
             return
         for name, bad in (("--sampler (minibatch training)", self.sampler is not None),
                           ("--save-logits (node classification's logits)", self.save_logits),
-                          ("--checkpoint-every", self.checkpoint_every), ("--resume", self.resume is not None),
                           ("sharded: data (link prediction splits the edges of the graph itself)",
                            bool(self.data and self.data.startswith("sharded:")))):
             if bad:

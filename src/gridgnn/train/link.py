@@ -179,6 +179,7 @@ def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
     from ..graph.spec import load_graph
     from ..parallel.source import InMemorySource
     from ..planner.memory import measured_peak_bytes
+    from .checkpoint import restore
     from .console import Console
     from .loop import RunLoop, fmt
     from .rank_layout import build_rank
@@ -216,10 +217,15 @@ def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
     opt = torch.optim.Adam(list(model.parameters()) + list(decoder.parameters()), lr=cfg.lr,
                            weight_decay=cfg.weight_decay)
     info = {**rs.info, "data": cfg.data if graph is None else rs.info.get("data"), "nnz": full.nnz}
+    replicated = {"decoder": list(decoder.parameters())} if any(True for _ in decoder.parameters()) else {}
+    ckpt = rs.ckpt
+    if ckpt is not None:  # --resume: the encoder's shards and the decoder, with Adam's state (no collective)
+        restore(model, opt, plan, ckpt, dims, replicated)
     console = Console(show=rank == 0 and not cfg.quiet, epochs=cfg.epochs, log_every=cfg.log_every,
-                      total=cfg.epochs, initial=0, desc=f"link {cfg.algo} P={world}")
-    loop = RunLoop(cfg, comm=comm, plan=plan, model=model, opt=opt, dims=dims, info=info, ckpt=None,
-                   console=console, line=_line, callbacks=callbacks)
+                      total=cfg.epochs, initial=0 if ckpt is None else ckpt["epoch"], desc=f"link {cfg.algo} P={world}")
+    # a checkpoint records the graph the encoder trains on (the training graph of the split: --resume checks it)
+    loop = RunLoop(cfg, comm=comm, plan=plan, model=model, opt=opt, dims=dims, info={**info, "nnz": rs.info["nnz"]},
+                   ckpt=ckpt, console=console, line=_line, callbacks=callbacks, replicated=replicated)
     epochs = []
     # the validation metric that picks the best epoch: OGB's for a dataset's own split (MRR with negatives per
     # positive, else Hits@K), the AUC for a random split
@@ -286,6 +292,7 @@ def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
         own = None if given is None else f"the dataset's: split/{full.meta.get('ogb_split')}"
         summary = _summary(cfg, info, world, comm.grid, loop.history, epochs, everyone,
                            time.perf_counter() - t_start, wire=comm.wire,
+                           resumed_from=None if ckpt is None else loop.start,
                            **({} if own is None else {"link_split": own}))
         loop.write(summary, params, everyone=everyone)
     if not cfg.quiet:

@@ -56,9 +56,13 @@ class RunLoop:
         console: the run's :class:`~gridgnn.train.console.Console`.
         line: an epoch record → its console line.
         callbacks: called on rank 0 with each epoch's record.
+        replicated: parameters outside the model that every rank holds whole (link prediction's MLP decoder),
+            ``{name: [parameters]}``: a checkpoint holds them and their Adam state under ``name``.
     """
 
-    def __init__(self, cfg, *, comm, plan, model, opt, dims, info, ckpt, console: Console, line, callbacks=()):
+    def __init__(self, cfg, *, comm, plan, model, opt, dims, info, ckpt, console: Console, line, callbacks=(),
+                 replicated=None):
+        self.replicated = dict(replicated or {})
         self.cfg, self.comm, self.plan, self.model, self.opt = cfg, comm, plan, model, opt
         self.dims, self.info, self.console, self.line, self.callbacks = dims, info, console, line, tuple(callbacks)
         self.lead = comm.grid.global_rank == 0
@@ -82,7 +86,7 @@ class RunLoop:
                     save_checkpoint(self.comm, self.plan, self.model, self.opt,
                                     path=os.path.join(cfg.out, CHECKPOINT), config=cfg.to_dict(), dims=self.dims,
                                     info=self.info, epoch=epoch + 1, records=self.history,
-                                    best_epoch=best_epoch(self.history))
+                                    best_epoch=best_epoch(self.history), replicated=self.replicated)
                 self.console.epoch_done(epoch, rec, self.line(rec))
                 self._after_epoch(stop)
                 if stop:
