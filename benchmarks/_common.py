@@ -40,3 +40,38 @@ def run(**kw) -> dict:
     if cfg.algo == "serial":
         return worker(None, cfg)
     return launch(worker, cfg.nproc, cfg, device=cfg.device, collect=True)[0]
+
+
+def against_pyg(model, plan, x, pyg_inputs: tuple, repeats: int) -> tuple[float, float, float]:
+    """``(gridgnn seconds, PyG seconds, max |difference|)``: one forward+backward of ``model`` on ``plan`` and of its
+    ``to_pyg()`` stack (the same weights) called on ``pyg_inputs``, each the median of ``repeats`` runs after a
+    warm-up, in this process."""
+    import statistics
+    import time
+
+    import torch
+
+    pyg = model.to_pyg()
+    for p in pyg.parameters():
+        p.requires_grad_(True)
+
+    def ours():
+        model.zero_grad()
+        model(x, plan).sum().backward()
+
+    def theirs():
+        pyg.zero_grad()
+        pyg(*pyg_inputs).sum().backward()
+
+    def median(fn) -> float:
+        fn()
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    with torch.no_grad():
+        diff = float((model(x, plan) - pyg(*pyg_inputs)).abs().max())
+    return median(ours), median(theirs), diff

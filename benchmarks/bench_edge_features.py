@@ -9,13 +9,11 @@ Usage: python benchmarks/bench_edge_features.py [--n 20000] [--degree 10] [--fea
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import numpy as np
 import torch
 
-from _common import run
+from _common import against_pyg, run
 from gridgnn.graph import gcn_normalize
 from gridgnn.graph.spec import load_graph
 from gridgnn.nn import GATv2, GINE
@@ -23,17 +21,6 @@ from gridgnn.parallel.serial import build_serial
 from gridgnn.train.rank_layout import attach_edge_features
 
 LAYOUTS = {"1d": {}, "1d-sa": {}, "1.5d": {"replication": 2}, "1.5d-sa": {"replication": 2}, "2d": {}, "3d": {}}
-
-
-def step_seconds(fn, repeats: int) -> float:
-    """Median seconds of ``fn()`` (a forward and a backward) over ``repeats`` runs after one warm-up."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def serial_table(spec: str, args) -> None:
@@ -51,21 +38,7 @@ def serial_table(spec: str, args) -> None:
         model.eval()
         plan = build_serial(gcn_normalize(g), dtype=torch.float32)
         attach_edge_features(plan, g, model.num_layers)
-        pyg = model.to_pyg()
-        for p in pyg.parameters():
-            p.requires_grad_(True)
-
-        def ours():
-            model.zero_grad()
-            model(x, plan).sum().backward()
-
-        def theirs():
-            pyg.zero_grad()
-            pyg(x, ei, ea).sum().backward()
-
-        with torch.no_grad():
-            diff = float((model(x, plan) - pyg(x, ei, ea)).abs().max())
-        a, b = step_seconds(ours, args.repeats), step_seconds(theirs, args.repeats)
+        a, b, diff = against_pyg(model, plan, x, (x, ei, ea), args.repeats)
         print(f"{name:8s} {1e3 * a:11.1f} {1e3 * b:8.1f} {a / b:6.2f} {diff:11.2e}")
 
 

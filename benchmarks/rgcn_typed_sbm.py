@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 
-from _common import every_algorithm, run
+from _common import against_pyg, every_algorithm, run
 from gridgnn.graph.spec import load_graph
 
 
@@ -86,32 +85,8 @@ def timing_table(n: int, hidden: int = 64, repeats: int = 5) -> None:
             model = RGCN([g.num_features, hidden, g.num_classes], num_relations=relations, bases=bases, dropout=0.0)
             plan = build_serial(gcn_normalize(g), dtype=torch.float32)
             attach_edge_features(plan, g, 2)
-            pyg = model.to_pyg()
-            for p in pyg.parameters():
-                p.requires_grad_(True)
-
-            def ours():
-                model.zero_grad()
-                model(x, plan).sum().backward()
-
-            def theirs():
-                pyg.zero_grad()
-                pyg(x, ei, et).sum().backward()
-
-            with torch.no_grad():
-                diff = float((model(x, plan) - pyg(x, ei, et)).abs().max())
-            a, b = (_median_seconds(f, repeats) for f in (ours, theirs))
+            a, b, diff = against_pyg(model, plan, x, (x, ei, et), repeats)
             print(f"{g.name:38s} {relations:3d} {bases:3d} {1e3 * a:11.1f} {1e3 * b:8.1f} {a / b:6.2f} {diff:11.2e}")
-
-
-def _median_seconds(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def fmt(accs: list[float]) -> str:
