@@ -395,13 +395,7 @@ class Graph:
                                    f"({self.indices.size}, d): one numeric row per stored edge")
             if not np.all(np.isfinite(a)):
                 raise GridGnnError("edge features (edge_attr) contain NaN or inf")
-            rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr))
-            if self.indices.size > 1 and np.any((np.diff(self.indices) <= 0) & (rows[1:] == rows[:-1])):
-                raise GridGnnError("edge features (edge_attr) need each CSR row's sources sorted and without "
-                                   "duplicates (build the graph with Graph.from_edges)")
-            if n > MAX_FEATURED_VERTICES:
-                raise GridGnnError(f"edge features on a graph of {n} vertices: at most {MAX_FEATURED_VERTICES} "
-                                   "(edge keys are dst·n + src in 64 bits)")
+            self._require_edge_keys("edge features (edge_attr)", "Graph.from_edges")
             self.edge_attr = np.ascontiguousarray(a, dtype=np.float32 if a.dtype == np.float32 else np.float64)
         if self.edge_type_counts is not None:
             c = np.asarray(self.edge_type_counts)
@@ -411,12 +405,7 @@ class Graph:
                                    f"({self.indices.size}, R) integers with 1 <= R <= {MAX_RELATIONS}")
             if c.size and (c.min() < 0 or int(c.max()) > np.iinfo(np.int32).max):
                 raise GridGnnError("edge_type_counts must be in [0, 2^31 - 1]")
-            rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr))
-            if self.indices.size > 1 and np.any((np.diff(self.indices) <= 0) & (rows[1:] == rows[:-1])):
-                raise GridGnnError("relation types (edge_type_counts) need each CSR row's sources sorted and "
-                                   "without duplicates (build the graph with Graph.from_edges(..., edge_type=...))")
-            if n > MAX_FEATURED_VERTICES:
-                raise GridGnnError(f"relation types on a graph of {n} vertices: at most {MAX_FEATURED_VERTICES}")
+            self._require_edge_keys("relation types (edge_type_counts)", "Graph.from_edges(..., edge_type=...)")
             self.edge_type_counts = np.ascontiguousarray(c, dtype=np.int32)
             self._relation_degree = None
         if self.node_types is not None:
@@ -431,6 +420,17 @@ class Graph:
                 raise GridGnnError("original_ids must be non-negative and strictly increasing")
             self.original_ids = ids
 
+
+    def _require_edge_keys(self, what: str, build: str) -> None:
+        """Per-entry edge data is looked up by the key ``dst · n + src``: each CSR row's sources sorted and unique,
+        and ``n`` small enough for 64-bit keys."""
+        rows = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.indptr))
+        if self.indices.size > 1 and np.any((np.diff(self.indices) <= 0) & (rows[1:] == rows[:-1])):
+            raise GridGnnError(f"{what} need each CSR row's sources sorted and without duplicates (build the graph "
+                               f"with {build})")
+        if self.n > MAX_FEATURED_VERTICES:
+            raise GridGnnError(f"{what} on a graph of {self.n} vertices: at most {MAX_FEATURED_VERTICES} (edge keys "
+                               "are dst·n + src in 64 bits)")
 
 def _check_node_types(types, n: int) -> None:
     names, offsets = (types.get("names"), types.get("offsets")) if isinstance(types, dict) else (None, None)
