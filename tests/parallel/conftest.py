@@ -53,16 +53,20 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
     out = []
     # 2D/3D/Plexus: every shape and depth, each on one of the two graphs (alternating with the shape and the depth,
     # so both graphs meet every depth and every axis split): a shape on the second graph ran the same code path.
-    # At P = 8 (10 shapes in 3D) each shape runs one depth, the depths rotating over the shapes (P = 4 runs all).
+    # At P = 8 (10 shapes in 3D) each shape runs one depth, the depths rotating over the shapes and the graphs and
+    # Plexus' vertex orders rotating apart from them (every depth meets both graphs and both orders); P = 4 runs all.
     for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P)), ("plexus", shapes_3d(P))):
         depths = [k for k in GRID_DIMS if k != "3layer" or algo == "plexus"]
         for j, shape in enumerate(shapes):
             for d, (dname, dims) in enumerate(GRID_DIMS.items()):
                 if dname not in depths or (P >= 8 and dname != depths[j % len(depths)]):
                     continue
-                gname = tuple(GRAPHS)[(j + d) % 2]
-                # Plexus: one vertex order per shape and depth, rotating (each shape meets both over its depths)
-                parts = (("random", "double-perm")[(j + d + 1) % 2],) if algo == "plexus" else ("random",)
+                turn = j // len(depths) if P >= 8 else j + d
+                gname = tuple(GRAPHS)[turn % 2]
+                # Plexus: one vertex order per shape and depth, rotating (P = 4: each shape meets both over its
+                # depths; P = 8: each depth meets both over its shapes)
+                order = j // (2 * len(depths)) if P >= 8 else (j + d + 1)
+                parts = (("random", "double-perm")[order % 2],) if algo == "plexus" else ("random",)
                 for part in parts:
                     out.append((f"{algo}-{'x'.join(map(str, shape))}-{gname}-{dname}-{part}",
                                 Case(graph=GRAPHS[gname], algo=algo, dims=dims, grid=shape, partition=part, dropout=0.4,
@@ -383,7 +387,8 @@ def sage_cases(P: int) -> list[tuple[str, Case]]:
             kw = dict(graph=graphs[gname], dims=dims[dname], model="sage", options={"aggr": aggr}, dropout=0.3,
                       seed=7, epoch=3)
             for m, algo in enumerate(("1d", "1d-sa")):
-                if P >= 8 and (k + m) % 2:  # P = 8: one of the two per (aggregation, graph), alternating
+                if P >= 8 and (k // 2 + m) % 2:  # P = 8: one of the two per (aggregation, graph), rotating apart
+                    # from the depth (each meets both depths)
                     continue
                 out.append((f"sage-{aggr}-{algo}-{gname}-{dname}-skewed",
                             Case(algo=algo, partition=skewed_partition(N, P, 5), **kw)))

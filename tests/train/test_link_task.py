@@ -224,3 +224,19 @@ def test_link_checkpoint_resumes_bit_for_bit(tmp_path):
     assert s["resumed_from_epoch"] == 3 and s["epochs_trained"] == 6
     w = json.loads((tmp_path / "wire" / "summary.json").read_text())
     assert w["resumed_from_epoch"] == 3 and w["epochs_trained"] == 5 and w["comm_wire"]["guard"]
+
+
+@pytest.mark.parametrize("flags, named", [(["--decoder", "dot"], "--decoder 'dot' differs"),
+                                          (["--negatives", 3], "--negatives 3 differs"),
+                                          (["--link-split", "0.8,0.1,0.1"], "--link-split '0.8,0.1,0.1' differs"),
+                                          (["--task", "node"], "--task 'node' differs")])
+def test_a_link_resume_keeps_its_trajectory(tmp_path, capsys, flags, named):
+    """What a link run's trajectory depends on cannot change on --resume (one line naming the flag, before any
+    rank starts); left out, it is inherited."""
+    out = tmp_path / "run"
+    assert run_main(["train", "--task", "link", "--data", SBM, "--decoder", "mlp", "--epochs", 1,
+                     "--checkpoint-every", 1, "--quiet", "--out", out]) == 0
+    capsys.readouterr()
+    assert run_main(["train", "--resume", out, "--epochs", 2, "--quiet", *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and named in err[0], err

@@ -34,8 +34,8 @@ reproduces the uninterrupted run bit for bit on CPU, with another algorithm or `
 Configuration of a resumed run (:func:`resume_base`): the checkpoint's config is the base and the flags given on
 the command line override it, except
 
-* the flags of :data:`TRAJECTORY` must agree with the checkpoint (or be left out), else the run is refused
-  naming the flag;
+* the flags of :data:`TRAJECTORY` (and, for a link run, :data:`LINK_TRAJECTORY`) must agree with the checkpoint
+  (or be left out), else the run is refused naming the flag;
 * :data:`PER_INVOCATION` flags are never inherited (``--out`` defaults to the folder of the checkpoint);
 * a different ``--algo`` also drops the checkpoint's :data:`ALGO_LAYOUT` (``--nproc``, ``--replication``,
   ``--grid``, ``--partition``, ``--blocked-aggregation``: they belong to the old algorithm).
@@ -57,8 +57,10 @@ FORMAT = "gridgnn-checkpoint"
 FORMAT_VERSION = 1
 
 #: Flags that change the trajectory: a resumed run must keep the checkpoint's values.
-TRAJECTORY = ("data", "feature_norm", "model", "heads", "attn_dropout", "aggr", "layers", "hidden", "dropout", "seed",
-              "lr", "weight_decay", "dtype")
+TRAJECTORY = ("data", "feature_norm", "model", "heads", "attn_dropout", "aggr", "bases", "layers", "hidden",
+              "dropout", "seed", "lr", "weight_decay", "dtype", "task")
+#: Link prediction's trajectory flags, compared as the run uses them (a left-out flag's default included).
+LINK_TRAJECTORY = ("decoder", "negatives", "link_split", "embedding_dim")
 #: Flags that belong to one invocation and are never taken from the checkpoint.
 PER_INVOCATION = ("out", "resume", "overwrite", "quiet", "device", "timeout_s")
 #: Flags that belong to an algorithm: not inherited when ``--algo`` changes.
@@ -332,6 +334,15 @@ def resume_base(ckpt: dict, given: dict, resume: str) -> dict:
             raise GridGnnError(f"{flag(key)} {given[key]!r} differs from the checkpoint's "
                                f"{saved.get(key, defaults[key])!r} ({path}); a resumed run keeps "
                                f"{', '.join(flag(k) for k in TRAJECTORY)} (leave them out to inherit them)")
+    if saved.get("task", "node") == "link":  # the decoder, negatives, split and embedding width as used
+        was = TrainConfig(**{k: v for k, v in saved.items() if k in defaults})
+        now = TrainConfig(**{k: v for k, v in {**saved, **given}.items() if k in defaults})
+        for key in LINK_TRAJECTORY:
+            old, new = (getattr(c, f"model_{key}") for c in (was, now))
+            if key in given and old != new:
+                raise GridGnnError(f"{flag(key)} {given[key]!r} differs from the checkpoint's {old!r} ({path}); a "
+                                   f"resumed link run keeps {', '.join(flag(k) for k in LINK_TRAJECTORY)} (leave "
+                                   "them out to inherit them)")
     base = {k: v for k, v in saved.items() if k in defaults and k not in PER_INVOCATION}
     from ..plugins import is_import_path
 
