@@ -207,20 +207,15 @@ class TrainedModel:
         from torch_geometric.data import Data
 
         x = torch.as_tensor(x)
-        if edge_type is not None:
-            from ..graph import Graph
-
-            if edge_weight is not None or edge_attr is not None:
-                raise GridGnnError("a graph with relation types (edge_type) takes no edge_weight nor edge_attr")
-            ei = torch.as_tensor(edge_index).cpu().numpy()
-            graph = Graph.from_edges(ei[0], ei[1], x.shape[0], edge_type=torch.as_tensor(edge_type).cpu().numpy(),
-                                     num_relations=self.config.get("relations"), x=x.detach().cpu().numpy())
-            return torch.from_numpy(self.predict(graph))
         data = Data(x=x.detach().cpu(), edge_index=torch.as_tensor(edge_index).cpu(), num_nodes=x.shape[0])
         if edge_weight is not None:
             data.edge_weight = torch.as_tensor(edge_weight).detach().cpu()
         if edge_attr is not None:
             data.edge_attr = torch.as_tensor(edge_attr).detach().cpu()
+        if edge_type is not None:  # a typed graph of the model's relation count (from_pyg refuses weights with it)
+            data.edge_type = torch.as_tensor(edge_type).detach().cpu()
+            if self.config.get("relations") is not None:
+                data.num_relations = int(self.config["relations"])
         return torch.from_numpy(self.predict(data))
 
     def save(self, path: str) -> None:
