@@ -41,6 +41,7 @@ class Case:
     options: dict = field(default_factory=dict)  # other keyword options of the model's from_options
     wire: str | None = None  # --comm-dtype: node data crosses the wire in this type (float64 training)
     overlap: bool = False  # --overlap: the stage loops start their transfers early
+    grad_bucket_bytes: int | None = None  # the gradient all-reduce's buckets (None: 25 MiB)
     task: str = "node"  # "link": link prediction on the split of ``graph`` (:func:`link_setup`)
     decoder: str = "dot"  # a link case's pair decoder (--decoder)
 
@@ -170,7 +171,8 @@ def distributed_worker(ctx, cases: list[Case]) -> list[CaseResult]:
             grids[key] = ProcessGrid.build(kind, ctx.device.split(":")[0], replication=case.replication,
                                            shape=case.grid)
         try:
-            out.append(run_case(case, Comm(grids[key], wire=wire_of(case), overlap=case.overlap), ctx.device))
+            out.append(run_case(case, Comm(grids[key], wire=wire_of(case), overlap=case.overlap,
+                                                grad_bucket_bytes=case.grad_bucket_bytes), ctx.device))
         except LayoutError as e:  # raised by the model's trace, before any collective of the case
             out.append(Refusal(str(e)))
     return out

@@ -87,7 +87,7 @@ def model_volume(case, P):
     return step_volume(graph, case.algo, P, source=source, rows=rows, shape=case.grid, loss=case.task == "node",
                        replication=case.replication, build_model=lambda plan: build_model(case, plan),
                        traits=algorithm(case.algo).traits, elem_bytes=8,
-                       block_rows=getattr(case, "block_rows", 0),
+                       block_rows=getattr(case, "block_rows", 0), grad_bucket_bytes=case.grad_bucket_bytes,
                        wire_bytes=None if case.wire is None else WIRE_TYPES[case.wire].itemsize)
 
 

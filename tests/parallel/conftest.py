@@ -269,17 +269,21 @@ def relation_cases(P: int) -> list[tuple[str, Case]]:
 
 
 def overlap_cases(P: int) -> list[tuple[str, Case]]:
-    """``--overlap`` on the stage loops (1D and 1.5D with uneven blocks, 2D and 3D panels): each case twice, with and
-    without (``overlap-on-``/``overlap-off-``), two models per layout among GCN (pushes), GAT and VA (a backward that
-    fetches again for ``∂e``, the SDDMMs), SAGE-max (the selecting semirings) and AGNN with a bfloat16 wire."""
+    """``--overlap`` on the stage loops (1D and 1.5D with uneven blocks, 2D and 3D panels), the sparsity-aware
+    all-to-allv (1d-sa, 1.5d-sa) and the gradient buckets: each case twice, with and without
+    (``overlap-on-``/``overlap-off-``), two models per layout among GCN (pushes), GAT and VA (a backward that fetches
+    again for ``∂e``, the SDDMMs), SAGE-max (the selecting semirings) and AGNN with a bfloat16 wire; buckets of
+    256 bytes, so the gradients cross in several all-reduces."""
     out = []
-    kw = dict(dropout=0.4, seed=7, epoch=3)
+    kw = dict(dropout=0.4, seed=7, epoch=3, grad_bucket_bytes=256)
     gcn, gat = dict(model="gcn", dims=[7, 9, 4, 3]), dict(model="gat", dims=[7, 3, 3], heads=2, attn_dropout=0.3)
     sage = dict(model="sage", dims=[7, 6, 3], options={"aggr": "max"})
     agnn, va = dict(model="agnn", dims=[7, 5, 5, 3], wire="bfloat16"), dict(model="va", dims=[7, 5, 3])
-    layouts = [("1d", dict(replication=1, partition=skewed_partition(N, P, 6)), (gcn, gat))]
+    layouts = [("1d", dict(replication=1, partition=skewed_partition(N, P, 6)), (gcn, gat)),
+               ("1d-sa", dict(replication=1, partition=skewed_partition(N, P, 8)), (gat, sage))]
     if P % 2 == 0 and P > 2:  # c = 2 (P = 2 would leave one block: nothing to stage)
         layouts.append(("1.5d", dict(replication=2, partition=skewed_partition(N, P // 2, 7)), (sage, agnn)))
+        layouts.append(("1.5d-sa", dict(replication=2, partition=skewed_partition(N, P // 2, 9)), (gcn, va)))
     s2, s3 = shapes_2d(P), shapes_3d(P)
     layouts += [("2d", dict(grid=s2[len(s2) // 2]), (gat, va)), ("3d", dict(grid=s3[len(s3) // 2]), (sage, agnn))]
     k = 0

@@ -68,3 +68,60 @@ def test_every_case_on_gpus_equals_serial_on_the_cpu(P):
         except AssertionError as e:
             failures.append(f"{name}: {e}")
     assert not failures, f"P={P}: {len(failures)} of {len(named)} cases differ:\n" + "\n".join(failures)
+
+
+def _timing_worker(ctx):
+    """Collectives on a CUDA mesh, with the device-wide synchronize counted: the Comm times them with events."""
+    from gridgnn.distributed.comm import Comm
+    from gridgnn.distributed.grid import ProcessGrid
+
+    ctx.init()
+    grid = ProcessGrid.build("1d", "cuda")
+    comm = Comm(grid, overlap=True)
+    calls = []
+    real = torch.cuda.synchronize
+    torch.cuda.synchronize = lambda *a, **k: (calls.append(1), real(*a, **k))[1]
+    try:
+        x = torch.ones(1 << 20, device="cuda")
+        with comm.phase("fwd"):
+            comm.all_reduce(x, "p")
+            pending = comm.broadcast(x, 0, "p", async_op=True)
+            y = (x * 2).sum()  # work queued while the broadcast travels
+            pending.wait()
+        synced = len(calls)
+    finally:
+        torch.cuda.synchronize = real
+    stats = comm.log.stats
+    return {"synced": synced, "seconds": {k: v.seconds for k, v in stats.items()}, "y": float(y)}
+
+
+def test_collectives_are_timed_with_cuda_events_not_device_synchronizes():
+    P = max(gpu_counts())
+    if P < 2:
+        pytest.skip("needs two GPUs")
+    out = launch(_timing_worker, P, device="cuda", collect=True)
+    for r in range(P):
+        assert out[r]["synced"] == 0
+        assert set(out[r]["seconds"]) == {"fwd.allreduce", "fwd.bcast"}
+        assert all(s > 0 for s in out[r]["seconds"].values())
+
+
+def test_a_timed_call_on_the_device_queues_events_and_is_read_with_the_log():
+    """One GPU: what the Comm times on a CUDA mesh is a DeviceSpan (two events, no synchronize), its seconds read
+    when the log's stats are."""
+    from gridgnn.distributed.comm import Comm, DeviceSpan
+    from gridgnn.distributed.grid import ProcessGrid
+
+    comm = Comm(ProcessGrid.single())
+    comm._on_device = True  # as on a CUDA mesh (a one-process grid has none)
+    calls = []
+    real = torch.cuda.synchronize
+    torch.cuda.synchronize = lambda *a, **k: (calls.append(1), real(*a, **k))[1]
+    try:
+        x = torch.randn(2048, 2048, device="cuda")
+        span = comm._run(lambda: x @ x, "matmul", "p")
+        comm._record("matmul", 0.0, 0.0, span)
+    finally:
+        torch.cuda.synchronize = real
+    assert isinstance(span, DeviceSpan) and not calls
+    assert comm.log.stats["fwd.matmul"].seconds > 0

@@ -1,10 +1,12 @@
-"""``--overlap`` on the stage loops (1D and 1.5D, uneven blocks; 2D and 3D panel loops; P ∈ {1, 2, 4, 8}):
-each stage's (panel's) broadcasts started while the previous one computes and each push finished during the next
-gives the run without overlap bit for bit — logits, every gradient, the loss — with the same collectives, bytes and calls on every rank,
-a bfloat16 wire included; and it equals the serial reference."""
+"""``--overlap`` on the stage loops (1D and 1.5D, uneven blocks; 2D and 3D panel loops), the sparsity-aware
+all-to-allv (1d-sa, 1.5d-sa) and the gradient buckets (P ∈ {1, 2, 4, 8}): each stage's (panel's) broadcasts started
+while the previous one computes and each push finished during the next, the halo travelling while the block's own
+rows compute, each gradient bucket summed while the backward goes on — gives the run without overlap bit for bit
+(logits, every gradient, the loss) with the same collectives, bytes and calls on every rank, a bfloat16 wire
+included; and it equals the serial reference, with the bytes and calls (one all-reduce per bucket) of the model."""
 import numpy as np
 
-from ._fidelity import check_against_serial, selected
+from ._fidelity import check_against_serial, check_bytes, selected
 
 
 def test_overlapped_stage_loops_equal_the_plain_ones_bit_for_bit(dist_results):
@@ -22,3 +24,4 @@ def test_overlapped_stage_loops_equal_the_plain_ones_bit_for_bit(dist_results):
             assert {k: v[2] for k, v in a.comm.items()} == {k: v[2] for k, v in b.comm.items()}, name
         if case.wire is None:
             check_against_serial(case, ranks, P)
+            check_bytes(case, ranks, P)

@@ -108,8 +108,8 @@ def test_auto_falls_back_to_the_exact_wire_past_the_tolerance(runs):
     (["--comm-dtype", "bfloat16", "--sampler", "sage"], "applies to full-graph training"),
     (["--comm-dtype", "int8"], "invalid choice"),
     (["--comm-dtype", "bfloat16"], "one process sends nothing"),
-    (["--overlap", "--algo", "plexus", "--nproc", 4], "--overlap applies to the stage loops"),
-    (["--overlap", "--algo", "1d-sa", "--nproc", 2], "--overlap applies to the stage loops"),
+    (["--overlap", "--algo", "plexus", "--nproc", 4], "--overlap applies to --algo 1d, 1d-sa, 1.5d"),
+    (["--overlap", "--algo", "plexus-rs", "--nproc", 4], "plexus-rs overlaps nothing yet"),
     (["--overlap", "--sampler", "sage"], "--overlap applies to the full-graph stage loops"),
 ])
 def test_what_cannot_apply_is_refused(flags, says, capsys):

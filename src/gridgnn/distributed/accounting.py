@@ -23,6 +23,27 @@ from __future__ import annotations
 from typing import NamedTuple
 
 
+#: bytes of parameter gradients per all-reduce bucket (PyTorch DDP's default ``bucket_cap_mb``, 25 MiB)
+GRAD_BUCKET_BYTES = 25 * 2 ** 20
+
+
+def grad_buckets(sizes, cap_bytes: int = GRAD_BUCKET_BYTES) -> list[list[int]]:
+    """The parameter gradients' all-reduce buckets: indices into ``sizes`` (each tensor's bytes, model order) in
+    buckets of at most ``cap_bytes`` (a larger tensor alone), filled from the last tensor back — the backward
+    produces the last layers' gradients first — and each listing its tensors in model order (one bucket: the
+    whole model in order)."""
+    out, cur, size = [], [], 0
+    for k in range(len(sizes) - 1, -1, -1):
+        if cur and size + sizes[k] > cap_bytes:
+            out.append(cur[::-1])
+            cur, size = [], 0
+        cur.append(k)
+        size += sizes[k]
+    if cur:
+        out.append(cur[::-1])
+    return out
+
+
 def bcast(me: int, root: int, m: float) -> tuple[float, float]:
     """``(sent, recv)`` of axis-rank ``me`` in a broadcast of ``m`` bytes from axis-rank ``root``."""
     return (m, 0.0) if me == root else (0.0, m)

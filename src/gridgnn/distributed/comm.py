@@ -56,25 +56,62 @@ class PhaseStats:
     seconds: float = 0.0
 
 
+class DeviceSpan:
+    """An interval on the device: CUDA events recorded on the current stream at its start and its :meth:`stop`, so
+    timing a collective queues two markers instead of synchronizing the device (which would forbid overlap). Its
+    seconds are read once both have happened (:attr:`CommLog.stats` settles the spans it holds)."""
+
+    def __init__(self):
+        self.start = torch.cuda.Event(enable_timing=True)
+        self.start.record()
+        self.end = None
+
+    def stop(self) -> "DeviceSpan":
+        self.end = torch.cuda.Event(enable_timing=True)
+        self.end.record()
+        return self
+
+    def seconds(self) -> float:
+        self.end.synchronize()
+        return self.start.elapsed_time(self.end) / 1e3
+
+
 @dataclass
 class CommLog:
-    """Per-rank record: ``stats[key]`` with key ``"<phase>.<collective>"``."""
+    """Per-rank record: ``stats[key]`` with key ``"<phase>.<collective>"``. Seconds are host seconds, or
+    :class:`DeviceSpan` s on a GPU, read when :attr:`stats` is."""
 
-    stats: dict = field(default_factory=lambda: defaultdict(PhaseStats))
+    _stats: dict = field(default_factory=lambda: defaultdict(PhaseStats))
+    _spans: list = field(default_factory=list)
 
-    def record(self, key: str, sent: float, recv: float, seconds: float, calls: int = 1) -> None:
-        s = self.stats[key]
+    @property
+    def stats(self) -> dict:
+        if self._spans:
+            spans, self._spans = self._spans, []
+            for key, span in spans:
+                self._stats[key].seconds += span.seconds()
+        return self._stats
+
+    def _add_seconds(self, s: PhaseStats, key: str, seconds) -> None:
+        if isinstance(seconds, DeviceSpan):
+            self._spans.append((key, seconds))
+        else:
+            s.seconds += seconds
+
+    def record(self, key: str, sent: float, recv: float, seconds, calls: int = 1) -> None:
+        s = self._stats[key]
         s.sent += sent
         s.recv += recv
         s.calls += calls
-        s.seconds += seconds
+        self._add_seconds(s, key, seconds)
 
-    def add_seconds(self, key: str, seconds: float) -> None:
+    def add_seconds(self, key: str, seconds) -> None:
         """Time a started collective kept this rank waiting (:class:`Pending`), added to its call's record."""
-        self.stats[key].seconds += seconds
+        self._add_seconds(self._stats[key], key, seconds)
 
     def reset(self) -> None:
-        self.stats = defaultdict(PhaseStats)
+        self._stats = defaultdict(PhaseStats)
+        self._spans = []
 
     def snapshot(self) -> dict:
         return {k: PhaseStats(v.sent, v.recv, v.calls, v.seconds) for k, v in self.stats.items()}
@@ -85,10 +122,11 @@ class Pending:
     result. Its bytes are recorded when it starts; its seconds are the time :meth:`wait` kept this rank waiting —
     the part of the transfer the computation in between did not hide."""
 
-    def __init__(self, comm, tag: str, axis, work, finish):
+    def __init__(self, comm, tag: str, axis, work, finish, *, timed: bool = True):
         self._comm, self._tag, self._axis, self._work, self._finish = comm, tag, axis, work, finish
         self._key = f"{comm._phase}.{tag}"
         self._done, self._result = False, None
+        self._timed = timed  # False: ``finish`` runs calls that record their own seconds
 
     @classmethod
     def done(cls, result):
@@ -99,14 +137,18 @@ class Pending:
 
     def wait(self):
         if not self._done:
-            t0 = time.perf_counter()
+            comm = self._comm
+            began = comm._begin()
             if self._work is not None:
                 try:
                     self._work.wait()
                 except RuntimeError as exc:
-                    raise CommFailure(self._comm._describe(exc, self._tag, self._axis)) from None
+                    raise CommFailure(comm._describe(exc, self._tag, self._axis)) from None
+            if not self._timed:
+                comm.log.add_seconds(self._key, comm._end(began))
             result = self._finish()  # (a narrowed reduce gathers its summed pieces here)
-            self._comm.log.add_seconds(self._key, time.perf_counter() - t0)
+            if self._timed:
+                comm.log.add_seconds(self._key, comm._end(began))
             self._done, self._result = True, result
         return self._result
 
@@ -120,17 +162,23 @@ class Comm:
 
     Args:
         grid: the process grid (its mesh supplies one process group per axis).
-        sync_cuda: synchronize the device around each call so that the recorded time is the call's.
+        sync_cuda: on a GPU mesh, time each call on the device (CUDA events on the current stream, read when the
+            log is; no synchronize), so that the recorded time is the call's; else host seconds.
+        overlap: ``--overlap``: the engines start transfers early, the gradient buckets during the backward.
+        grad_bucket_bytes: the gradient all-reduce's bucket size (``None``: 25 MiB).
     """
 
     def __init__(self, grid, *, sync_cuda: bool = True, ranks_per_node: int | None = None, wire=None,
-                 overlap: bool = False):
+                 overlap: bool = False, grad_bucket_bytes: int | None = None):
         self.grid = grid
         self.overlap = bool(overlap)  # engines start a stage's transfer while the previous stage computes
+        self.grad_bucket_bytes = grad_bucket_bytes  # the gradient all-reduce's buckets (None: 25 MiB)
         self.ranks_per_node = ranks_per_node  # a job across nodes: a failure names the peers' nodes
         self.log = CommLog()
         self._phase = "fwd"
         self._sync = sync_cuda
+        # time each call on the device with CUDA events (no device-wide synchronize: transfers may overlap compute)
+        self._on_device = bool(sync_cuda) and getattr(getattr(grid, "mesh", None), "device_type", "cpu") == "cuda"
         self.wire = wire  # a WirePolicy: node data crosses narrowed (None: as held)
 
     # ------------------------------------------------------------------ bookkeeping
@@ -181,14 +229,18 @@ class Comm:
         shown = ", ".join(f"rank {r} on node {r // per}" for r in others[:8])
         return f" ({'one of ' if len(others) > 1 else ''}{shown}{', ...' if len(others) > 8 else ''})"
 
+    def _begin(self):
+        """The start of a timed interval: a :class:`DeviceSpan` on a GPU mesh (``sync_cuda``), else the host clock."""
+        return DeviceSpan() if self._on_device else time.perf_counter()
+
+    def _end(self, began):
+        """Its length: the span stopped (read later), or host seconds."""
+        return began.stop() if isinstance(began, DeviceSpan) else time.perf_counter() - began
+
     def _timed(self, fn):
-        if self._sync and torch.cuda.is_available() and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        began = self._begin()
         fn()
-        if self._sync and torch.cuda.is_available() and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
-        return time.perf_counter() - t0
+        return self._end(began)
 
     def _record(self, tag: str, sent: float, recv: float, seconds: float, calls: int = 1) -> None:
         self.log.record(f"{self._phase}.{tag}", sent, recv, seconds, calls)
@@ -342,10 +394,10 @@ class Comm:
                 secs = self._run(lambda: dist.reduce(buf, dst=dst, op=dist.ReduceOp.SUM, group=group), tag, axis)
                 self._record(tag, *accounting.reduce(me, root, _nbytes(buf)), secs)
                 return buf if me == root else tensor  # only the root's result is defined
-            t0 = time.perf_counter()
+            began = self._begin()
             work, summed = self._narrow_reduce(tensor, dt, root, tag, axis, async_op=False)
             out = summed(work)
-            self.log.add_seconds(f"{self._phase}.{tag}", time.perf_counter() - t0)
+            self.log.add_seconds(f"{self._phase}.{tag}", self._end(began))
             return out
 
         out = self._wired(low, tag, axis, run)
@@ -396,20 +448,36 @@ class Comm:
         return (work if async_op else None), summed
 
     def all_reduce(self, tensor: torch.Tensor, axis: str | tuple[str, ...], op: str = "sum", *,
-                   wire: bool = False) -> torch.Tensor:
+                   wire: bool = False, async_op: bool = False):
         """In-place all-reduce (``sum``/``max``/``min``) over one axis or a tuple of axes (the whole grid in one
         call; a sub-grid axis by axis, each recorded as its own ring). ``wire``: node data, narrowed for a sum
         (``max``/``min`` stay exact): each member's padded piece summed in the tensor's type by its owner, the
-        sums all-gathered in the narrow type and rounded alike on every member."""
+        sums all-gathered in the narrow type and rounded alike on every member. ``async_op`` (exact data only):
+        start it and return a :class:`Pending` whose ``wait()`` returns ``tensor`` reduced (a sub-grid: the first
+        axis travels meanwhile, the others run in the ``wait()``)."""
         if not isinstance(axis, str) and len(axis) > 1 and set(axis) != set(self.grid.names):
+            if async_op:
+                first = self.all_reduce(tensor, axis[0], op, async_op=True)
+
+                def rest():
+                    first.wait()
+                    return self.all_reduce(tensor, tuple(axis[1:]) if len(axis) > 2 else axis[1], op)
+
+                return Pending(self, "allreduce", axis, None, rest, timed=False)
             for a in axis:
                 self.all_reduce(tensor, a, op, wire=wire)
             return tensor
         g = self.grid.size(axis)
         if g == 1:
-            return tensor
+            return Pending.done(tensor) if async_op else tensor
         red = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[op]
         group = self.grid.group(axis)
+        if async_op:
+            if wire:
+                raise ValueError("Comm.all_reduce starts exact data only (async_op with wire)")
+            work = self._start(lambda: dist.all_reduce(tensor, op=red, group=group, async_op=True), "allreduce", axis)
+            self._record("allreduce", *accounting.allreduce(g, _nbytes(tensor)), 0.0)
+            return Pending(self, "allreduce", axis, work, lambda: tensor)
         low = self._low(wire and op == "sum", tensor)
         if low is None:
             secs = self._run(lambda: dist.all_reduce(tensor, op=red, group=group), "allreduce", axis)
@@ -434,22 +502,26 @@ class Comm:
             pieces[me] = flat[me * c:(me + 1) * c]  # one's own piece never crossed the wire
             mine = self._cast(pieces.sum(dim=0), dt, "allreduce", axis)
             got = [torch.empty_like(mine) for _ in range(g)]
-            secs += self._run(lambda: dist.all_gather(got, mine, group=group), "allreduce", axis)
+            more = self._run(lambda: dist.all_gather(got, mine, group=group), "allreduce", axis)
             self._record("allreduce", *accounting.allreduce_padded(g, c * send.element_size()), secs, calls=2)
+            self.log.add_seconds(f"{self._phase}.allreduce", more)
             return torch.cat(got)[:numel].to(tensor.dtype).reshape(tensor.shape)
 
         tensor.copy_(self._wired(low, "allreduce", axis, run))
         return tensor
 
     def all_to_all_v(self, send: list[torch.Tensor], recv_rows: list[int], axis: str, *,
-                     wire: bool = False) -> list[torch.Tensor]:
+                     wire: bool = False, joined: bool = False, async_op: bool = False):
         r"""All-to-allv of row blocks: ``send[k]`` (rows × f, contiguous) goes to axis-rank ``k``; returns
-        the list of blocks received from each axis-rank (``recv_rows[k]`` rows each). ``f`` and dtype are
-        those of the send blocks (all equal). ``wire``: node data (one's own block is returned as sent)."""
+        the list of blocks received from each axis-rank (``recv_rows[k]`` rows each; ``joined``: one tensor of them
+        all, in member order). ``f`` and dtype are those of the send blocks (all equal). ``wire``: node data (one's
+        own block is returned as sent); ``async_op``: start it and return a :class:`Pending` (``send`` must not
+        change until its ``wait()``)."""
         g = self.grid.size(axis)
         me = self.grid.rank(axis)
         if g == 1:
-            return [send[0]]
+            out = send[0] if joined else [send[0]]
+            return Pending.done(out) if async_op else out
         ref = send[0]
         tail = tuple(ref.shape[1:])
         width = math.prod(tail)
@@ -458,22 +530,42 @@ class Comm:
         out_splits = [r * width for r in recv_rows]
         group = self.grid.group(axis)
 
-        def run(dt):
+        def issue(dt, start: bool):
             out = flat_send if dt is None else self._cast(flat_send, dt, "alltoallv", axis)
             flat_recv = out.new_empty(sum(out_splits))
-            secs = self._run(lambda: dist.all_to_all_single(flat_recv, out, out_splits, in_splits, group=group),
-                             "alltoallv", axis)
+            call = lambda: dist.all_to_all_single(flat_recv, out, out_splits, in_splits,  # noqa: E731
+                                                  group=group, async_op=start)
+            work, secs = (self._start(call, "alltoallv", axis), 0.0) if start else (None, self._run(call, "alltoallv",
+                                                                                                   axis))
             es = out.element_size()
             self._record("alltoallv", *accounting.alltoallv(me, [s * es for s in in_splits],
                                                             [s * es for s in out_splits]), secs)
-            return flat_recv if dt is None else flat_recv.to(ref.dtype)
+            return work, (lambda: flat_recv if dt is None else flat_recv.to(ref.dtype))
+
+        def shaped(flat_recv, low):
+            if joined:
+                got = flat_recv.reshape((sum(recv_rows),) + tail)
+                if low is not None and recv_rows[me]:
+                    at = sum(recv_rows[:me])
+                    got[at:at + recv_rows[me]] = send[me].reshape((recv_rows[me],) + tail)
+                return got
+            blocks = [b.reshape((r,) + tail) for b, r in zip(flat_recv.split(out_splits), recv_rows)]
+            if low is not None:
+                blocks[me] = send[me].reshape((recv_rows[me],) + tail)
+            return blocks
 
         low = self._low(wire, ref)
-        flat_recv = run(None) if low is None else self._wired(low, "alltoallv", axis, run)
-        blocks = [b.reshape((r,) + tail) for b, r in zip(flat_recv.split(out_splits), recv_rows)]
-        if low is not None:
-            blocks[me] = send[me].reshape((recv_rows[me],) + tail)
-        return blocks
+        if async_op:
+            use = self._started(low, "alltoallv", axis)
+            if use is not False:
+                work, result = issue(use, True)
+                return Pending(self, "alltoallv", axis, work, lambda: shaped(result(), low))
+            return Pending.done(self.all_to_all_v(send, recv_rows, axis, wire=wire, joined=joined))
+        if low is None:
+            flat_recv = issue(None, False)[1]()
+        else:
+            flat_recv = self._wired(low, "alltoallv", axis, lambda dt: issue(dt, False)[1]())
+        return shaped(flat_recv, low)
 
     def reduce_scatter_rows(self, tensor: torch.Tensor, bounds, axis: str, *, wire: bool = False) -> torch.Tensor:
         r"""Sum ``tensor`` over ``axis`` and keep rows ``bounds[k]:bounds[k+1]`` on axis-rank ``k`` (pieces may

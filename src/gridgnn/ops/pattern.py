@@ -41,17 +41,20 @@ class Pattern:
         crow, col: CSR row pointer and column of each edge (``int64`` tensors, columns sorted within a row).
         shape: ``(m, k)``.
         transpose: build the transposed order now (else on first use).
+        row: the row of each edge, when another pattern of the same rows has it (else made from ``crow``).
     Attributes:
         row: destination row of each edge. ``transpose()`` gives ``(t_crow, t_col, t_perm)``: the CSR of the
         transpose, whose edge ``t`` is edge ``t_perm[t]`` of this pattern (built once, on first use, so a block
         row of ``n`` columns never keeps an ``n + 1`` pointer it does not need).
     """
 
-    def __init__(self, crow: torch.Tensor, col: torch.Tensor, shape: tuple[int, int], *, transpose: bool = False):
+    def __init__(self, crow: torch.Tensor, col: torch.Tensor, shape: tuple[int, int], *, transpose: bool = False,
+                 row: torch.Tensor | None = None):
         self.crow, self.col = crow, col
         self.shape = (int(shape[0]), int(shape[1]))
         self.nnz = int(col.numel())
-        self.row = torch.repeat_interleave(torch.arange(self.shape[0], device=crow.device), crow[1:] - crow[:-1])
+        self.row = row if row is not None else \
+            torch.repeat_interleave(torch.arange(self.shape[0], device=crow.device), crow[1:] - crow[:-1])
         self._t = None
         if transpose:
             self.transpose()

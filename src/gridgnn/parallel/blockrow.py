@@ -119,7 +119,10 @@ class BlockRowGraph(SourceKeys, DistGraph):
         pats = [self.pattern]
         tensors = [self.gcn_values]
         if self.sparsity_aware:
-            pats.append(self.halo_pattern)
+            for st in (self.local_stage, self.remote_stage):
+                if st is not None:
+                    pats.append(st[0])
+                    tensors.append(st[1])
             tensors += self.send_idx
         else:
             for pat, eidx in self.stage_blocks.values():
@@ -136,7 +139,10 @@ class BlockRowGraph(SourceKeys, DistGraph):
 
     # ------------------------------------------------------------------ sparsity-aware set-up
     def _setup_sparsity_aware(self, local: sp.csr_matrix, col_block: np.ndarray) -> None:
-        r"""ICPP'24 set-up: ``NnzCols(i, q)`` per stage; each owner learns which of its rows to send."""
+        r"""ICPP'24 set-up: ``NnzCols(i, q)`` per stage; each owner learns which of its rows to send. The local edges
+        split in two stages: those reading the block's own rows (``local_stage``, columns local to the block) and
+        those reading received rows (``remote_stage``, columns into the *remote halo*: the rows received, in member
+        order — stage order without the own block)."""
         comm, b, i = self.comm, self.rows.bounds, self.me
         g = comm.grid.size(self.fetch_axis)
         cols = local.indices.astype(np.int64)
@@ -151,64 +157,93 @@ class BlockRowGraph(SourceKeys, DistGraph):
             idx = comm.all_to_all_v(lists, send_counts, self.fetch_axis)
         self.send_idx = [t.reshape(-1) for t in idx]
         self.send_rows = [int(t.numel()) for t in self.send_idx]
-        # halo = [X_q if q == i else X_q[NnzCols(i, q)] for q in stages]; columns remapped to halo positions
-        self.halo_parts, offset, compact = [], 0, np.empty_like(cols)
-        for q in self.stages:
+        self.remote_offsets = np.concatenate([[0], np.cumsum(self.recv_rows)]).astype(np.int64)
+        compact = cols - b[i]
+        for q, rows_q in need.items():
             sel = col_block == q
-            if q == i:
-                compact[sel] = offset + cols[sel] - b[q]
-                size = self.n_local
-            else:
-                compact[sel] = offset + np.searchsorted(need[q], cols[sel] - b[q])
-                size = len(need[q])
-            self.halo_parts.append((q, offset, size))
-            offset += size
-        halo = sp.csr_matrix((local.data, compact, local.indptr), shape=(local.shape[0], offset))
-        self.halo_pattern = Pattern.from_scipy(halo, device=self.device, transpose=True)
+            compact[sel] = self.remote_offsets[q] + np.searchsorted(rows_q, cols[sel] - b[q])
+        row = np.repeat(np.arange(local.shape[0], dtype=np.int64), np.diff(local.indptr))
+        mine = col_block == i
+
+        def stage(sel, width):  # the selected edges keep their order (columns ascend with the global column)
+            eidx = np.flatnonzero(sel)
+            sub = sp.csr_matrix((np.ones(eidx.size), (row[eidx], compact[eidx])), shape=(local.shape[0], width))
+            return (Pattern.from_scipy(sub, device=dev, transpose=True),
+                    None if eidx.size == self.nnz else torch.from_numpy(eidx).to(dev))
+
+        self.local_stage = stage(mine, self.n_local) if i in self.stages else None
+        self.remote_stage = stage(~mine, int(self.remote_offsets[-1])) if any(q != i for q in self.stages) else None
+
+    def halo_pattern(self) -> Pattern:
+        """The fused kernels' one pattern over the whole halo ``[X_q or X_q[NnzCols(i, q)] for q in stages]`` (stage
+        order), made from the two stages for the call that asks (it shares the local pattern's rows; not kept)."""
+        before = int(self.remote_offsets[self.me]) if self.local_stage is not None else 0
+        col = torch.empty(self.nnz, dtype=torch.int64, device=self.device)
+        width = 0
+        for st, shift in ((self.local_stage, before), (self.remote_stage, None)):
+            if st is None:
+                continue
+            pat, eidx = st
+            c = pat.col + shift if shift is not None else torch.where(
+                pat.col < before, pat.col, pat.col + (self.n_local if self.local_stage is not None else 0))
+            col[slice(None) if eidx is None else eidx] = c
+            width += pat.shape[1]
+        return Pattern(self.pattern.crow, col, (self.n_local, width), row=self.pattern.row)
 
     # ------------------------------------------------------------------ fetch and push
-    def _fetch_halo(self, x: torch.Tensor) -> torch.Tensor:
-        """Sparsity-aware fetch: ``[X_q or X_q[NnzCols(i, q)] for q in stages]`` stacked (ICPP Alg. 1 line 3)."""
+    def _fetch_remote(self, x: torch.Tensor, *, early: bool = False):
+        """Sparsity-aware fetch of the remote halo ``[X_q[NnzCols(i, q)] for q ≠ i]`` (ICPP Alg. 1 line 3), one
+        all-to-allv; ``early``: started, a :class:`~gridgnn.distributed.comm.Pending`."""
         send = [x[idx] for idx in self.send_idx]
         t = self.schedule.halo_transfer()
-        got = self.comm.all_to_all_v(send, list(t.recv), t.axis, wire=True)
-        parts = [x if q == self.me else got[q] for q in self.stages]
-        return torch.cat(parts) if parts else x.new_zeros((0, x.shape[1]))
+        return self.comm.all_to_all_v(send, list(t.recv), t.axis, wire=True, joined=True, async_op=early)
 
-    def _push_halo(self, part: torch.Tensor, out: torch.Tensor) -> None:
-        """Adjoint of :meth:`_fetch_halo`: add the halo rows of ``part`` into their owners' rows of ``out``."""
-        g = self.comm.grid.size(self.fetch_axis)
-        send = [part.new_zeros((0, part.shape[1]))] * g
-        for q, off, size in self.halo_parts:
-            if q == self.me:
-                out += part[off:off + size]
-            else:
-                send[q] = part[off:off + size].contiguous()
+    def _push_remote(self, part: torch.Tensor, *, early: bool = False):
+        """Adjoint of :meth:`_fetch_remote`: send the remote halo's rows of ``part`` to their owners (the blocks
+        received, for :meth:`_landed_remote`); ``early``: started."""
+        off = self.remote_offsets
+        send = [part[int(off[k]):int(off[k + 1])].contiguous() for k in range(len(off) - 1)]
         t = self.schedule.halo_transfer(push=True)
-        got = self.comm.all_to_all_v(send, list(t.recv), t.axis, wire=True)
+        return self.comm.all_to_all_v(send, list(t.recv), t.axis, wire=True, async_op=early)
+
+    def _landed_remote(self, got: list, out: torch.Tensor) -> None:
+        """Add the pushed rows that arrived into their rows of ``out``."""
         for k, idx in enumerate(self.send_idx):
             if idx.numel():
                 out.index_add_(0, idx, got[k])
 
+    def _fetch_halo(self, x: torch.Tensor) -> torch.Tensor:
+        """The whole halo of :attr:`halo_pattern` (the fused kernels' sources)."""
+        remote = self._fetch_remote(x)
+        if self.local_stage is None:
+            return remote
+        before = int(self.remote_offsets[self.me])
+        return torch.cat([remote[:before], x, remote[before:]])
+
+    def _push_halo(self, part: torch.Tensor, out: torch.Tensor) -> None:
+        """Adjoint of :meth:`_fetch_halo`: add the halo rows of ``part`` into their owners' rows of ``out``."""
+        remote = part
+        if self.local_stage is not None:
+            before = int(self.remote_offsets[self.me])
+            out += part[before:before + self.n_local]
+            remote = torch.cat([part[:before], part[before + self.n_local:]])
+        self._landed_remote(self._push_remote(remote), out)
+
     def sweep(self, fetch: torch.Tensor | None, body, *, push_width: int | None = None,
-              halo: torch.Tensor | None = None) -> torch.Tensor | None:
+              halo: torch.Tensor | None = None, keep: list | None = None) -> torch.Tensor | None:
         r"""Run ``body(pattern, edge_index, sources)`` over the source blocks and push what it returns.
 
         ``sources`` are the rows of the node tensor ``fetch`` that the edges of ``pattern`` read (``None`` when
-        nothing is fetched; ``halo`` supplies them for the sparsity-aware twin); ``edge_index`` selects the
-        block's edges in the edge tensor (``None``: all of them). When ``push_width`` is given, ``body`` returns
-        the block's per-source partial sums (``rows of the block × push_width``), which are summed into their
-        owners' rows; the result (``n_i × push_width``) is returned, not yet reduced along ``"rep"``.
+        nothing is fetched); ``edge_index`` selects the block's edges in the edge tensor (``None``: all of them).
+        Sparsity-aware, the remote halo is fetched unless ``halo`` supplies it, and appended to ``keep`` when given
+        (a backward reads it again). When ``push_width`` is given, ``body`` returns the block's per-source partial
+        sums (``rows of the block × push_width``), which are summed into their owners' rows; the result
+        (``n_i × push_width``) is returned, not yet reduced along ``"rep"``.
         """
         out = None if push_width is None else torch.zeros((self.n_local, push_width), dtype=self.dtype,
                                                             device=self.device)
         if self.sparsity_aware:
-            if halo is None and fetch is not None:
-                halo = self._fetch_halo(fetch)
-            part = body(self.halo_pattern, None, halo)
-            if out is not None:
-                self._push_halo(part, out)
-            return out
+            return self._sweep_halo(fetch, body, out, halo, keep)
         if self.comm is not None and self.comm.overlap:
             return self._sweep_overlapped(fetch, body, out)
         # CAGNET Alg. 1 line 3 / Alg. 2 line 4: one remote block at a time, as the schedule's stage records say
@@ -259,6 +294,43 @@ class BlockRowGraph(SourceKeys, DistGraph):
                 pushing = (q, part, comm.reduce(part, put.root, put.axis, wire=True, async_op=True))
         if pushing is not None:
             self._landed(out, *pushing)
+        return out
+
+    def _sweep_halo(self, fetch, body, out, remote, keep):
+        r"""The sparsity-aware sweep: the local stage (the block's own rows) and the remote stage (the halo).
+
+        A fetch computes the local stage first, a push the remote one (its partial sums leave, then the local
+        stage's are added), with or without ``--overlap`` — so the sums are the same, bit for bit. ``--overlap``
+        starts the fetch's all-to-allv before the local stage computes and waits for it after; a push's
+        all-to-allv travels while the local stage computes."""
+        early = self.comm.overlap
+        coming = None
+        if remote is None and fetch is not None:  # every member of the fetch axis joins, sending or not
+            coming = self._fetch_remote(fetch, early=early)
+        order = [("local", self.local_stage), ("remote", self.remote_stage)]
+        if out is not None:
+            order.reverse()
+        pushing = None
+        for which, stage in order:
+            if which == "remote" and coming is not None:
+                remote = coming.wait() if early else coming
+                if keep is not None:  # (empty without a remote stage: every rank keeps one, none fetches again)
+                    keep.append(remote)
+            if stage is None:  # no remote stage: the push still joins the all-to-allv, with nothing to send
+                if which == "remote" and out is not None:
+                    pushing = self._push_remote(out[:0], early=early)
+                continue
+            pat, eidx = stage
+            xs = fetch if which == "local" or fetch is None else remote
+            part = body(pat, eidx, xs)
+            if out is None:
+                continue
+            if which == "remote":
+                pushing = self._push_remote(part, early=early)
+            else:
+                out += part
+        if pushing is not None:
+            self._landed_remote(pushing.wait() if early else pushing, out)
         return out
 
     def _landed(self, out: torch.Tensor, q: int, part: torch.Tensor, pending) -> None:
@@ -312,7 +384,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
         if not whole or not fusable(a_dst, a_src, x):
             return None
         if self.sparsity_aware:
-            pat = self.halo_pattern
+            pat = self.halo_pattern()
 
             def push(part, width):
                 out = torch.zeros((self.n_local, width), dtype=part.dtype, device=part.device)
@@ -333,20 +405,18 @@ class _SpMM(torch.autograd.Function):
     def forward(ctx, values, x, g):
         x = x.contiguous()
         y = torch.zeros((g.n_local, x.shape[1]), dtype=x.dtype, device=x.device)
-        keep = [None]
+        keep = []
 
         def body(pat, eidx, xs):
-            if g.sparsity_aware:
-                keep[0] = xs
             y.add_(spmm(pat, _select(values, eidx), xs))
 
-        g.sweep(x, body)
+        g.sweep(x, body, keep=keep)
         g.row_all(y)
         ctx.g = g
         need_v, need_x = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        # keep only what the backward reads: values for dX; the sources for de (the halo, or X to fetch again)
-        ctx.save_for_backward(values if need_x else None, x if need_v and not g.sparsity_aware else None,
-                              keep[0] if need_v else None)
+        # keep only what the backward reads: values for dX; the sources for de (X, to fetch again, and the halo)
+        ctx.save_for_backward(values if need_x else None, x if need_v else None,
+                              keep[0] if need_v and keep else None)
         ctx.shape, ctx.width = values.shape, x.shape[1]
         return y
 
@@ -370,8 +440,7 @@ class _SpMM(torch.autograd.Function):
                 return spmm(pat, _select(values, eidx), dy, transpose=True)
             return None
 
-        fetch = x if (need_v and not g.sparsity_aware) else None
-        dx = g.sweep(fetch, body, push_width=ctx.width if need_x else None, halo=halo)
+        dx = g.sweep(x, body, push_width=ctx.width if need_x else None, halo=halo)
         if dx is not None:
             g.row_all(dx)
         return dvals, dx, None
@@ -407,20 +476,18 @@ class _SddmmDot(torch.autograd.Function):
     def forward(ctx, x_dst, x_src, g, heads):
         e = x_dst.new_empty((g.nnz, heads))
         x_dst, x_src = x_dst.contiguous(), x_src.contiguous()
-        keep = [None]
+        keep = []
 
         def body(pat, eidx, xs):
-            if g.sparsity_aware:
-                keep[0] = xs
             v = sddmm_dot(pat, x_dst, xs, heads)
             if eidx is None:
                 e.copy_(v)
             else:
                 e[eidx] = v
 
-        g.sweep(x_src, body)
+        g.sweep(x_src, body, keep=keep)
         ctx.g, ctx.heads = g, heads
-        ctx.save_for_backward(x_dst, x_src, keep[0])
+        ctx.save_for_backward(x_dst, x_src, keep[0] if keep else None)
         return e
 
     @staticmethod
@@ -435,8 +502,7 @@ class _SddmmDot(torch.autograd.Function):
             dd.add_(spmm(pat, d, xs))
             return spmm(pat, d, x_dst, transpose=True)
 
-        fetch = None if g.sparsity_aware else x_src
-        ds = g.sweep(fetch, body, push_width=x_src.shape[1], halo=halo)
+        ds = g.sweep(x_src, body, push_width=x_src.shape[1], halo=halo)
         return g.row_all(dd), g.row_all(ds), None, None
 
 
@@ -457,25 +523,22 @@ class _SpMMSelect(torch.autograd.Function):
         x = x.contiguous()
         keys = g.source_keys()
         sel = sr.Selection(semiring, (g.n_local, x.shape[1]), x)
-        keep = [None]
+        keep = []
 
         def body(pat, eidx, xs):
-            if g.sparsity_aware:
-                keep[0] = xs
             v = None if values is None else _select(values, eidx)
             m = None if mask is None else _select(mask, eidx)
             k = _select(keys, eidx)
             b, e = sr.partial(pat, v, xs, semiring, m, key=k)
             sel.fold(b, e, k, store=eidx)  # stage edges → local edges
 
-        g.sweep(x, body)
+        g.sweep(x, body, keep=keep)
         if g.reduce_axis is not None:
             sel.settle(lambda t, op: g.row_all(t, op=op))
         best, edge = sel.best, sel.edge
         ctx.g, ctx.semiring, ctx.width = g, semiring, x.shape[1]
         need_v = ctx.needs_input_grad[0]
-        ctx.save_for_backward(values, x if need_v and not g.sparsity_aware else None,
-                              keep[0] if need_v else None, edge)
+        ctx.save_for_backward(values, x if need_v else None, keep[0] if need_v and keep else None, edge)
         return sr.finish(semiring, best, edge)
 
     @staticmethod
@@ -497,8 +560,7 @@ class _SpMMSelect(torch.autograd.Function):
                     dvals.index_add_(0, eidx, dv)
             return dx
 
-        fetch = x if (need_v and not g.sparsity_aware) else None
-        dx = g.sweep(fetch, body, push_width=ctx.width if need_x else None, halo=halo)
+        dx = g.sweep(x, body, push_width=ctx.width if need_x else None, halo=halo)
         if dx is not None:
             g.row_all(dx)
         return dvals, dx, None, None, None

@@ -108,6 +108,11 @@ ALGORITHMS = {a.name: a for a in (
 )}
 
 
+#: the algorithms whose transfers ``--overlap`` starts early: the stage (panel) loops of 1d, 1.5d, 2d and 3d, and the
+#: sparsity-aware all-to-allv (the local block computes while the halo travels)
+OVERLAP_ALGORITHMS = ("1d", "1d-sa", "1.5d", "1.5d-sa", "2d", "3d")
+
+
 def register(spec: Algorithm) -> Algorithm:
     """Make ``spec`` an ``--algo`` (its family's layouts, byte model and planner rules apply): an algorithm is one
     file that registers itself. Re-registering the same spec is allowed; another spec under a taken name is not."""

@@ -85,6 +85,7 @@ class Trace:
     ntensors: int = 0
     edge_dim: int = 0  # width of the edge features the model reads (its ``edge_dim``; 0: none)
     relations: int = 0  # relation types the model reads (its ``num_relations``; 0: none)
+    param_sizes: tuple = ()  # elements of each trained parameter tensor, in model order (the gradient buckets)
 
 
 # ---------------------------------------------------------------------------------------------------- raw ops
@@ -625,7 +626,7 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
     axes, grad_calls = tracer.finish(model)
     params = list(model.parameters())
     return Trace(plan.calls + grad_calls, sum(p.numel() for p in params), axes, saved, len(params), edge_dim,
-                 relations)
+                 relations, tuple(p.numel() for p in params if p.requires_grad))
 
 
 class _SavedLog:

@@ -714,16 +714,14 @@ def _serial(ctx, nnz_hat: int):
 
 
 def _blockrow_graph(acc: _Acc, e: int, *, rows: int, nnz: float, stages, single_block: bool = False,
-                    halo: float | None = None, send: float = 0.0) -> None:
+                    send: float = 0.0) -> None:
     """What a :class:`~gridgnn.parallel.blockrow.BlockRowGraph` keeps: the local pattern (row pointer, column
-    and row of each edge), the GCN values, the edge ids (host); then, oblivious, per stage ``(n_q, nnz_q)`` a
-    pattern with its transpose (and the stage's edge positions unless it holds every local edge) — one block
-    reuses the local pattern — or, sparsity-aware, the halo pattern with its transpose and the send lists."""
+    and row of each edge), the GCN values, the edge ids (host); then per stage ``(n_q, nnz_q)`` a pattern with its
+    transpose (and the stage's edge positions unless it holds every local edge) — one block reuses the local
+    pattern. Sparsity-aware, the stages are the block's own rows and the remote halo, plus the send lists."""
     acc.add("adjacency", 8 * (rows + 1) + (16 + e) * nnz)
     acc.add("adjacency", 16 * nnz, "host")
-    if halo is not None:
-        acc.add("adjacency", 8 * (rows + 1) + 16 * nnz + 8 * (halo + 1) + 16 * nnz + 8 * send)
-        return
+    acc.add("adjacency", 8 * send)
     for size, nnz_q in stages:
         if single_block:
             acc.add("adjacency", 8 * (size + 1) + 16 * nnz_q)
@@ -775,9 +773,11 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
         acc = _Acc()
         mine = i in stages
         zrow = float(z[i, list(stages)].sum())
-        if sa:  # the halo: the block's own rows (when it is a stage) and the rows received
+        if sa:  # two stages: the block's own rows (when it is a stage) and the rows received (the remote halo)
             send, recv = float(sum(fetch[0].send)), float(sum(fetch[0].recv))
-            _blockrow_graph(acc, e, rows=ni, nnz=zrow, stages=(), halo=(ni if mine else 0) + recv, send=send)
+            own = float(z[i, i]) if mine else 0.0
+            parts = ([(ni, own)] if mine else []) + ([(recv, zrow - own)] if any(q != i for q in stages) else [])
+            _blockrow_graph(acc, e, rows=ni, nnz=zrow, stages=parts, send=send)
         else:
             _blockrow_graph(acc, e, rows=ni, nnz=zrow, single_block=nb == 1,
                             stages=[(int(sizes[q]), float(z[i, q])) for q in stages])
@@ -801,7 +801,7 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
                 acc.cand("workspace", ni * (cols + dims[l + 1] + w) * e, f"layer {l} backward temporaries")
                 _dropout_hash(acc, ctx, l, ni * fi)
             if sa:
-                rows = max(2 * send + recv, send + recv + (ni if mine else 0) + recv)
+                rows = 2 * send + recv  # the rows sent, their flat copy and the remote halo received
                 acc.cand("buffers", rows * w * e, f"{algo} all-to-allv rows, layer {l} fwd")
             elif big is not None:
                 acc.cand("buffers", held * w * e, f"{algo} broadcast of block {big.root}"

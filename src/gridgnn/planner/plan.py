@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import GridGnnError
+from ..parallel.registry import OVERLAP_ALGORITHMS
 
 ROW_PARTITIONS = ("random", "metis")  # metis where pymetis is installed (default_row_partitions)
 SUMMA_ORDERS = ("random",)
@@ -119,8 +120,8 @@ def candidates(world: int, *, n: int | None = None, reads_destinations: bool = F
     return out
 
 
-#: the algorithms whose stage loops ``--overlap`` overlaps
-OVERLAP_ALGOS = ("1d", "1.5d", "2d", "3d")
+#: the algorithms whose transfers ``--overlap`` overlaps (the stage loops; the sparsity-aware all-to-allv)
+OVERLAP_ALGOS = OVERLAP_ALGORITHMS
 
 
 def price(cand: Candidate, vol, profile, *, nproc: int, memory: list | None = None,

@@ -94,6 +94,9 @@ def step_work(calls: list[PrimitiveCall], volume) -> dict:
     cast = getattr(volume, "cast_elems", None)  # a narrowed wire's casts, counted by step_bytes
     if cast is not None:
         total["cast"] += cast
+    share = getattr(volume, "own_share", None)  # sparsity-aware: what the block's own rows compute (--overlap)
+    if share is not None:
+        total["own_share"] = share
     return total
 
 
@@ -133,6 +136,12 @@ class BlockRowVolume:
                                                    names[1:] else None, self.c, *counts))
         self.block_nnz = block_nnz(sp.csr_matrix(matp), rows.bounds)
         self._unit: dict = {}
+        if self.sa:  # each rank's nonzeros in its own block, of all it multiplies (the local stage's share)
+            self.own_share = np.zeros(world)
+            for r in range(world):
+                i, stages = self.block[r], self.chunks[self.column[r]]
+                whole = float(self.block_nnz[i, list(stages)].sum())
+                self.own_share[r] = self.block_nnz[i, i] / whole if i in stages and whole else 0.0
 
     def work(self, call: PrimitiveCall) -> dict:
         """Local work of ``call`` on every rank (:func:`call_work`): block row ``B_i`` against the source blocks of
@@ -144,8 +153,11 @@ class BlockRowVolume:
             width = call.heads if call.name in ("sddmm_add", "edge_softmax", "row_sum") else call.width
             if call.name == "row_sum":
                 width = 1
+            launches = len(stages)  # one kernel per stage; sparsity-aware, the own block and the remote halo
+            if self.sa:
+                launches = int(i in stages) + int(any(q != i for q in stages))
             w = call_work(call, nnz=nnz, rows=float(self.sizes[i]), width=width, out_width=call.out_width,
-                          launches=1 if self.sa or self.nb == 1 else len(stages))
+                          launches=1 if self.nb == 1 else launches)
             for u, v in w.items():
                 out[u][r] = v
         return out
@@ -762,11 +774,14 @@ def block_nnz(matp: sp.csr_matrix, bounds: np.ndarray) -> np.ndarray:
     return np.bincount(row_block * k + col_block, minlength=k * k).reshape(k, k)
 
 
-def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams: int, elem_bytes: int,
-               detail: dict | None = None, wire_bytes: int | None = None, loss: bool = True) -> dict:
+def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams, elem_bytes: int,
+               detail: dict | None = None, wire_bytes: int | None = None, loss: bool = True,
+               grad_bucket_bytes: int | None = None) -> dict:
     r"""Per-rank bytes and messages of one training step, keyed ``"<phase>.<collective>"`` →
     ``(sent[P], recv[P], calls[P])``: the sum of the traced primitives' forward and backward volumes plus the
-    ring all-reduce of the ``nparams`` parameter gradients over the block axis. ``detail``, when given, is filled
+    ring all-reduces of the parameter gradients over the block axis, one per bucket of ``grad_bucket_bytes``
+    (:func:`~gridgnn.distributed.accounting.grad_buckets`; ``nparams``: each trained tensor's elements in model
+    order, or their total as one bucket). ``detail``, when given, is filled
     with the same volumes split by grid axis, keyed ``(phase, collective, axis)`` (the time model prices each
     axis by its group size and placement, :meth:`BlockRowVolume.axis_group`). ``wire_bytes``: node data crosses
     the wire narrowed to that many bytes per element (``--comm-dtype``; the weights' gradients and the loss do not)."""
@@ -794,6 +809,8 @@ def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams: int,
         volume.loss(losses, elem_bytes)
         add("fwd", losses)
     grad: dict = {}
-    volume.grad(grad, nparams * elem_bytes)
+    sizes = [int(nparams)] if isinstance(nparams, (int, np.integer)) else [int(k) for k in nparams]
+    for bucket in acct.grad_buckets([k * elem_bytes for k in sizes], grad_bucket_bytes or acct.GRAD_BUCKET_BYTES):
+        volume.grad(grad, sum(sizes[k] for k in bucket) * elem_bytes)  # one all-reduce per gradient bucket
     add("grad", grad)
     return total

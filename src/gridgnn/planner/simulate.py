@@ -86,7 +86,7 @@ class StepVolume:
 
 def step_volume(graph, algo: str, world: int, *, source, rows, shape, replication: int, build_model, traits: dict,
                 elem_bytes: int = 4, block_rows: int = 0, wire_bytes: int | None = None,
-                loss: bool = True) -> StepVolume:
+                loss: bool = True, grad_bucket_bytes: int | None = None) -> StepVolume:
     r"""The per-rank bytes of one training step.
 
     Args:
@@ -102,6 +102,7 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
             held). (default: ``None``)
         loss (bool, optional): count the node-classification loss's collectives (link prediction has none: its
             decoder's are :meth:`gridgnn.parallel.pairs.RowDirectory.volume`). (default: ``True``)
+        grad_bucket_bytes (int, optional): the gradient all-reduce's bucket size (``None``: 25 MiB, the trainer's).
     """
     from ..parallel.checks import layout_rules
     from ..parallel.registry import algorithm
@@ -120,5 +121,6 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
     else:
         volume = BlockRowVolume(algo, rows.permute_matrix(gcn_normalize(graph)), rows, world, replication)
     detail: dict = {}
-    total = step_bytes(calls, volume, nparams, elem_bytes, detail, wire_bytes=wire_bytes, loss=loss)
+    total = step_bytes(calls, volume, traced.param_sizes or nparams, elem_bytes, detail, wire_bytes=wire_bytes,
+                       loss=loss, grad_bucket_bytes=grad_bucket_bytes)
     return StepVolume(total, world, nparams, calls, detail, dict(volume.axes), step_work(calls, volume), traced)

@@ -201,6 +201,8 @@ def load_profile(path: str | None) -> Profile:
 #: the blocks (and SUMMA's panels) and the reduces of the pushes, forward and backward
 OVERLAPPED = {("fwd", "bcast"), ("fwd", "bcast_sparse"), ("bwd", "bcast"), ("bwd", "bcast_sparse"),
               ("bwd", "reduce")}
+#: the sparsity-aware halo's all-to-allv (fetch forward, push backward), overlapped with the block's own product
+HALO = {("fwd", "alltoallv"), ("bwd", "alltoallv")}
 
 
 def predict_step(profile: Profile, detail: dict, axes: dict, work: dict, world: int, threads: int,
@@ -217,8 +219,12 @@ def predict_step(profile: Profile, detail: dict, axes: dict, work: dict, world: 
             so each rank's communication time loses :math:`\min(\sum_a T^{stage}_{a,r} (1 - 1/g_a),\;
             T^{prod}_r)` — a stage costs the larger of its transfer and its product, and the first transfer of a
             loop over the :math:`g_a` members of axis :math:`a` (about :math:`g_a` stages) is not hidden;
-            :math:`T^{prod}_r`: the priced ``edge`` and ``nnz`` work (the sparse products). An estimate of what
-            overlap can hide at best, not fitted to measurements.
+            :math:`T^{prod}_r`: the priced ``edge`` and ``nnz`` work (the sparse products). The sparsity-aware
+            all-to-allv (:data:`HALO`) travels while the block's own rows compute: it loses
+            :math:`\min(T^{halo}_r, s_r T^{prod}_r)`, :math:`s_r` the share of the rank's nonzeros in its own block
+            (``work["own_share"]``). The gradient all-reduce of :math:`b` buckets runs during the backward but for
+            its last bucket: it loses :math:`\min(T^{grad}_r (1 - 1/b), T^{comp}_r)`. An estimate of what overlap
+            can hide at best, not fitted to measurements.
 
     Returns ``{"time_s", "comp_s", "comm_s", "comp_rank_s": [P], "comm_rank_s": [P], "comm_by_phase_s": {..},
     "hidden_rank_s": [P]}`` (``comp_s`` and ``comm_s`` before the fitted coefficients; ``comm_s`` after what
@@ -228,7 +234,7 @@ def predict_step(profile: Profile, detail: dict, axes: dict, work: dict, world: 
     kappa.setdefault("cast", kappa.get("elem", 0.0))  # a profile calibrated before casts were: an element written
     comp = sum(kappa.get(u, 0.0) * np.asarray(work.get(u, 0.0), dtype=np.float64) for u in WORK_UNITS)
     comm = np.zeros(world)
-    staged = np.zeros(world)
+    staged, halo, grad = np.zeros(world), np.zeros(world), np.zeros(world)
     by_phase: dict = {}
     for (phase, coll, axis), (sent, recv, calls) in sorted(detail.items()):
         members, stride = axes[axis]
@@ -237,12 +243,17 @@ def predict_step(profile: Profile, detail: dict, axes: dict, work: dict, world: 
         comm += t
         if (phase, coll) in OVERLAPPED and members > 1:
             staged += t * (1.0 - 1.0 / members)
+        elif (phase, coll) in HALO and members > 1:
+            halo += t
+        elif (phase, coll) == ("grad", "allreduce"):  # one call per bucket
+            grad += t * (1.0 - 1.0 / np.maximum(np.asarray(calls, dtype=np.float64), 1.0))
         key = f"{phase}.{coll}"
         by_phase[key] = by_phase.get(key, 0.0) + float(t.max())
     hidden = np.zeros(world)
     if overlap:
         prod = sum(kappa.get(u, 0.0) * np.asarray(work[u], dtype=np.float64) for u in ("edge", "nnz"))
-        hidden = np.minimum(staged, prod)
+        share = np.asarray(work.get("own_share", 0.0), dtype=np.float64)
+        hidden = np.minimum(staged, prod) + np.minimum(halo, share * prod) + np.minimum(grad, comp)
         comm = comm - hidden
     comp_s = float(comp.max()) if world else 0.0
     if profile.cores > 0:

@@ -116,8 +116,9 @@ class SampledBlockGraph(BlockRowGraph):
             self._gcn_values = torch.from_numpy(w).to(self.dtype).to(self.device)
         return self._gcn_values
 
-    def sweep(self, fetch, body, *, push_width=None, halo=None):
-        """One local block: ``body`` reads the sources themselves; what it returns is already their gradient."""
+    def sweep(self, fetch, body, *, push_width=None, halo=None, keep=None):
+        """One local block: ``body`` reads the sources themselves; what it returns is already their gradient
+        (nothing is fetched, so nothing is kept for ``keep``)."""
         part = body(self.pattern, None, fetch)
         return part if push_width is not None else None
 

@@ -10,6 +10,7 @@ from ..errors import GridGnnError
 from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
 from ..nn.base import TRAINER_OPTIONS, Option, declared_options, model_options, resolve_model  # noqa: E402
 from ..nn.gat import MAX_HEADS  # noqa: E402
+from ..parallel.registry import OVERLAP_ALGORITHMS as OVERLAP_ALGOS  # noqa: E402
 
 #: the built-in models (``--model`` also takes any registered name or ``package.module:Class``)
 MODELS = BUILTIN_MODELS = tuple(_MODEL_REGISTRY)
@@ -200,8 +201,10 @@ class TrainConfig:
                                        help="--comm-dtype auto: the largest relative error a collective may show "
                                             "and stay narrow (default 0.01)")
     overlap: bool = opt(False, "parallel", help="1d/1.5d/2d/3d: start each stage's (panel's) broadcasts while the "
-                                                "previous one computes, and finish its push during the next (bit "
-                                                "for bit the same result; two remote blocks held at a time)")
+                                                "previous one computes, and finish its push during the next (two "
+                                                "remote blocks held at a time); -sa: the halo travels while the "
+                                                "block's own rows compute; the gradient buckets are summed during "
+                                                "the backward (bit for bit the same result)")
     timeout_s: float = opt(600.0, "parallel", metavar="SECONDS", low=0.0, low_open=True, high=MAX_TIMEOUT_S,
                            unit="seconds", help="seconds a collective may wait before the job is ended")
     # ---- optimizer
@@ -354,9 +357,9 @@ class TrainConfig:
                 raise GridGnnError(f"--algo serial runs one process; got --nproc {self.nproc}")
         else:
             self.mesh_shape(self.nproc)
-        if self.overlap and self.algo not in ("1d", "1.5d", "2d", "3d"):
-            raise GridGnnError(f"--overlap applies to the stage loops of --algo 1d, 1.5d, 2d and 3d; {self.algo} "
-                               "overlaps nothing yet")
+        if self.overlap and self.algo not in OVERLAP_ALGOS:
+            raise GridGnnError(f"--overlap applies to --algo {', '.join(OVERLAP_ALGOS)}; {self.algo} overlaps "
+                               "nothing yet")
         if self.blocked_aggregation and self.algo != "plexus":
             raise GridGnnError("--blocked-aggregation applies to --algo plexus")
 

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..distributed.accounting import GRAD_BUCKET_BYTES, grad_buckets
+
 
 
 @dataclass
@@ -25,19 +27,83 @@ class LocalData:
     n_train: int
 
 
+class GradReducer:
+    r"""Sums the parameter gradients of one backward over ``axis`` (phase ``grad``): each bucket
+    (:func:`~gridgnn.distributed.accounting.grad_buckets`, of ``cap_bytes``: the Comm's ``grad_bucket_bytes``, else
+    25 MiB) of the gradients present is flattened, all-reduced and copied back.
+
+    Used as a context around the backward. Without ``comm.overlap`` every bucket is reduced after it, in bucket
+    order. With it (DDP's schedule), each bucket's all-reduce starts during the backward as soon as its last
+    gradient has accumulated and every earlier bucket has started, so every rank issues the same calls in the same
+    order whatever order its gradients arrive in; the buffers and so the sums are the same, bit for bit. A bucket
+    with a parameter that got no gradient starts after the backward, with the gradients it has."""
+
+    def __init__(self, model: torch.nn.Module, comm, axis, *, cap_bytes: int | None = None,
+                 early: bool | None = None):
+        self.comm, self.axis = comm, axis
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.active = bool(axis) and bool(params) and comm.grid.world_size > 1 and comm.grid.size(axis) > 1
+        cap = getattr(comm, "grad_bucket_bytes", None) if cap_bytes is None else cap_bytes
+        sizes = [p.numel() * p.element_size() for p in params]
+        self.buckets = [[params[k] for k in b] for b in grad_buckets(sizes, cap or GRAD_BUCKET_BYTES)] \
+            if self.active else []
+        self._early = self.active and (comm.overlap if early is None else early)
+        self._ready = [0] * len(self.buckets)
+        self._started: list = []  # (bucket's parameters, flat buffer, Pending) in bucket order
+        self._hooks: list = []
+
+    def __enter__(self):
+        if self._early:
+            for k, bucket in enumerate(self.buckets):
+                for p in bucket:
+                    self._hooks.append(p.register_post_accumulate_grad_hook(lambda _p, k=k: self._arrived(k)))
+        return self
+
+    def _arrived(self, k: int) -> None:
+        self._ready[k] += 1
+        while len(self._started) < len(self.buckets):
+            nxt = len(self._started)
+            if self._ready[nxt] < len(self.buckets[nxt]):
+                break
+            self._start(nxt)
+
+    def _start(self, k: int) -> None:
+        have = [p for p in self.buckets[k] if p.grad is not None]
+        flat = torch.cat([p.grad.reshape(-1) for p in have]) if have else None
+        with self.comm.phase("grad"):
+            pending = None if flat is None else self.comm.all_reduce(flat, self.axis, async_op=self._early)
+        self._started.append((have, flat, pending))
+
+    def __exit__(self, exc_type, exc, tb):
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+        if exc_type is None:
+            self.reduce()
+        return False
+
+    def reduce(self) -> None:
+        """Start the buckets not yet started, wait for them all and copy the sums into the gradients."""
+        if not self.active:
+            return
+        while len(self._started) < len(self.buckets):
+            self._start(len(self._started))
+        with self.comm.phase("grad"):
+            for have, flat, pending in self._started:
+                if pending is None:
+                    continue
+                if self._early:
+                    pending.wait()
+                off = 0
+                for p in have:
+                    k = p.grad.numel()
+                    p.grad.copy_(flat[off:off + k].view_as(p.grad))
+                    off += k
+
+
 def allreduce_grads(model: torch.nn.Module, comm, axis) -> None:
-    """Sum parameter gradients over ``axis`` (one flat all-reduce, phase ``grad``)."""
-    params = [p for p in model.parameters() if p.grad is not None]
-    if not axis or not params or comm.grid.world_size == 1 or comm.grid.size(axis) == 1:
-        return
-    flat = torch.cat([p.grad.reshape(-1) for p in params])
-    with comm.phase("grad"):
-        comm.all_reduce(flat, axis)
-    off = 0
-    for p in params:
-        k = p.grad.numel()
-        p.grad.copy_(flat[off:off + k].view_as(p.grad))
-        off += k
+    """Sum parameter gradients over ``axis`` after a backward (phase ``grad``; :class:`GradReducer`'s buckets)."""
+    GradReducer(model, comm, axis, early=False).reduce()
 
 
 def forward_backward(model, plan, comm, data: LocalData, *, epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -48,9 +114,8 @@ def forward_backward(model, plan, comm, data: LocalData, *, epoch: int) -> tuple
     with comm.phase("fwd"):
         logits = model(data.x, plan)
         loss = plan.loss(logits, data.y, data.masks["train"], data.n_train)
-    with comm.phase("bwd"):
-        loss.backward()
-    allreduce_grads(model, comm, plan.grad_axes)
+    with GradReducer(model, comm, plan.grad_axes), comm.phase("bwd"):
+        loss.backward()  # with --overlap the gradients' buckets are summed while the backward goes on
     return loss.detach(), logits.detach()
 
 

@@ -1,0 +1,61 @@
+"""The parameter gradients' all-reduce in buckets (:class:`gridgnn.train.step.GradReducer`): the packing, and on two
+gloo ranks that ``--overlap`` starts every bucket during the backward (none waits for its end), in bucket order,
+each an all-reduce of its own, with the sums of the plain run bit for bit."""
+import torch
+
+from gridgnn.distributed.accounting import grad_buckets
+from gridgnn.distributed.comm import Comm
+from gridgnn.distributed.grid import ProcessGrid
+from gridgnn.distributed.launch import launch
+from gridgnn.train.step import GradReducer
+
+
+def test_buckets_fill_from_the_last_tensor_and_keep_model_order():
+    assert grad_buckets([10, 20, 30], 1000) == [[0, 1, 2]]  # one bucket: the model in order
+    assert grad_buckets([10, 20, 30, 5], 35) == [[2, 3], [0, 1]]  # from the back, at most 35 bytes each
+    assert grad_buckets([10, 20, 30, 5], 34) == [[3], [2], [0, 1]]
+    assert grad_buckets([100, 1, 1], 10) == [[1, 2], [0]]  # a tensor larger than the cap goes alone
+    assert grad_buckets([], 10) == []
+
+
+def _model(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 4), torch.nn.Tanh(),
+                               torch.nn.Linear(4, 3)).double()
+
+
+def worker(ctx):
+    ctx.init()
+    grid = ProcessGrid.build("1d", "cpu")
+    out = {}
+    for overlap in (False, True):
+        comm = Comm(grid, overlap=overlap, grad_bucket_bytes=300)
+        model = _model(0)
+        x = torch.linspace(-1, 1, 42, dtype=torch.float64).reshape(7, 6) * (grid.global_rank + 1)
+        red = GradReducer(model, comm, "p")
+        with red:
+            model(x).pow(2).sum().backward()
+            started = len(red._started)  # before the context's end: what the backward itself started
+        out[overlap] = {"started": started, "buckets": len(red.buckets),
+                        "grads": [p.grad.clone() for p in model.parameters()],
+                        "calls": comm.log.stats["grad.allreduce"].calls}
+    return out
+
+
+def test_overlap_starts_every_bucket_during_the_backward_with_the_same_sums():
+    res = launch(worker, 2, device="cpu", collect=True)
+    for r in range(2):
+        plain, early = res[r][False], res[r][True]
+        assert plain["buckets"] == early["buckets"] == 3  # float64 bytes 240, 40 | 160, 32 | 96, 24 in 300: [w1], [b1 w2], [b2 w3 b3]
+        assert plain["started"] == 0 and early["started"] == early["buckets"]
+        assert plain["calls"] == early["calls"] == 3
+        assert all(torch.equal(a, b) for a, b in zip(plain["grads"], early["grads"]))
+    # the sums: each gradient is the sum of both ranks' (the ranks' inputs differ)
+    for p0, p1 in zip(res[0][True]["grads"], res[1][True]["grads"]):
+        assert torch.equal(p0, p1)
+    model = _model(0)
+    for k in (1, 2):
+        x = torch.linspace(-1, 1, 42, dtype=torch.float64).reshape(7, 6) * k
+        model(x).pow(2).sum().backward()
+    for got, want in zip(res[0][True]["grads"], (p.grad for p in model.parameters())):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=0)
