@@ -1,6 +1,6 @@
 """Cheaper communication (``--comm-dtype``, ``--overlap``): per algorithm at P, the bytes one epoch moves in the
 training step (phases fwd, bwd, grad), the epoch time and the test accuracy with float32, bfloat16 and ``auto`` on
-the wire and with ``overlap`` (1d, 1.5d, 2d, 3d; ``overlap+bfloat16`` both), measured in the same run, with the
+the wire and with ``overlap`` (1d, 1d-sa, 1.5d, 1.5d-sa, 2d, 3d; ``overlap+bfloat16`` both), measured in the same run, with the
 ratio of the narrowed bytes to float32's (all of the step, and its node data: phases fwd and bwd, where the
 max reductions and the loss stay exact) and the accuracy gap; ``auto``'s decisions (sites kept exact) are printed.
 
@@ -14,6 +14,8 @@ import os
 import statistics
 
 from _common import run
+
+from gridgnn.parallel.registry import OVERLAP_ALGORITHMS
 
 STEP = ("fwd", "bwd", "grad")
 LAYOUTS = {"1d": {}, "1d-sa": {}, "1.5d": {"replication": 2}, "1.5d-sa": {"replication": 2}, "2d": {}, "3d": {},
@@ -53,7 +55,7 @@ def main():
         for variant in variants:
             overlap = variant.startswith("overlap")
             wire = variant.split("+")[1] if "+" in variant else ("float32" if overlap else variant)
-            if overlap and algo not in ("1d", "1.5d", "2d", "3d"):
+            if overlap and algo not in OVERLAP_ALGORITHMS:
                 continue
             accs, summ = [], None
             for seed in range(args.seeds):

@@ -16,11 +16,12 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
 from gridgnn.graph.spec import load_graph  # noqa: E402
+from gridgnn.parallel.registry import OVERLAP_ALGORITHMS  # noqa: E402
 from gridgnn.planner.timing import load_profile, predict_step  # noqa: E402
 from gridgnn.train.config import config_from_flags  # noqa: E402
 from gridgnn.train.planning import simulate_config  # noqa: E402
 
-DEFAULT = ("64:1.5d:c=8,64:3d:4x4x4,64:plexus:4x4x4,256:1.5d:c=16,256:plexus:8x8x4,"
+DEFAULT = ("64:1.5d:c=8,64:1.5d-sa:c=8,64:3d:4x4x4,64:plexus:4x4x4,256:1.5d:c=16,256:1.5d-sa:c=16,256:plexus:8x8x4,"
            "1024:1.5d:c=32,1024:plexus:16x8x8")
 
 
@@ -61,7 +62,7 @@ def main():
             row.append((sum(vol.moved_by_phase().values()) / 1e6, pred["time_s"] * 1e3))
             if wire is None:
                 early = predict_step(profile, vol.detail, vol.axes, vol.work, vol.world, threads, overlap=True)
-                over = early["time_s"] / pred["time_s"] if flags["algo"] in ("1d", "1.5d", "2d", "3d") else None
+                over = early["time_s"] / pred["time_s"] if flags["algo"] in OVERLAP_ALGORITHMS else None
         (b0, t0_), (b1, t1) = row
         print(f"{flags['nproc']:5d} {spec.split(':', 1)[1]:18s} {b0:9.1f} {b1:9.1f} {b1 / b0:6.3f} {t0_:8.3f} "
               f"{t1:8.3f} {t1 / t0_:6.3f} {'-' if over is None else f'{over:.3f}':>8s}  "
