@@ -1,11 +1,12 @@
 """Cheaper communication (``--comm-dtype``, ``--overlap``): per algorithm at P, the bytes one epoch moves in the
 training step (phases fwd, bwd, grad), the epoch time and the test accuracy with float32, bfloat16 and ``auto`` on
-the wire and with ``overlap`` (1d, 1d-sa, 1.5d, 1.5d-sa, 2d, 3d; ``overlap+bfloat16`` both), measured in the same run, with the
+the wire and with ``overlap`` (1d, 1d-sa, 1.5d, 1.5d-sa, 2d, 3d; ``overlap+bfloat16`` both; ``+grad-bfloat16``: the
+weights' gradients in bfloat16 too, ``--grad-dtype``), measured in the same run, with the
 ratio of the narrowed bytes to float32's (all of the step, and its node data: phases fwd and bwd, where the
 max reductions and the loss stay exact) and the accuracy gap; ``auto``'s decisions (sites kept exact) are printed.
 
 Usage: python benchmarks/bench_comm.py [--data planetoid:DIR] [--model gcn|gat] [--seeds 1] [--nproc 4]
-[--epochs 200] [--algos 1d,1d-sa,...] [--variants float32,bfloat16,auto,overlap,overlap+bfloat16] [--hidden H]
+[--epochs 200] [--algos 1d,1d-sa,...] [--variants float32,bfloat16,auto,overlap,overlap+bfloat16,bfloat16+grad-bfloat16] [--hidden H]
 """
 from __future__ import annotations
 
@@ -53,14 +54,16 @@ def main():
     for algo in args.algos.split(","):
         base_bytes = base_acc = base_node = None
         for variant in variants:
-            overlap = variant.startswith("overlap")
-            wire = variant.split("+")[1] if "+" in variant else ("float32" if overlap else variant)
-            if overlap and algo not in OVERLAP_ALGORITHMS:
+            parts = variant.split("+")  # e.g. overlap+bfloat16, bfloat16+grad-bfloat16
+            overlap, grad = "overlap" in parts, "bfloat16" if "grad-bfloat16" in parts else None
+            wire = next((t for t in parts if t in ("float32", "bfloat16", "float16", "auto")), "float32")
+            if overlap and algo not in OVERLAP_ALGORITHMS or grad and algo.startswith("plexus"):
                 continue
             accs, summ = [], None
             for seed in range(args.seeds):
                 summ = run(data=args.data, algo=algo, nproc=args.nproc, epochs=args.epochs, seed=seed,
                            weight_decay=5e-4, comm_dtype=None if wire == "float32" else wire, overlap=overlap,
+                           grad_dtype=grad,
                            **LAYOUTS[algo],
                            **hyper)
                 accs.append(summ["test_acc"])

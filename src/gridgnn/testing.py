@@ -42,6 +42,7 @@ class Case:
     wire: str | None = None  # --comm-dtype: node data crosses the wire in this type (float64 training)
     overlap: bool = False  # --overlap: the stage loops start their transfers early
     grad_bucket_bytes: int | None = None  # the gradient all-reduce's buckets (None: 25 MiB)
+    grad_wire: str | None = None  # --grad-dtype: the gradient buckets cross the wire in this type
     task: str = "node"  # "link": link prediction on the split of ``graph`` (:func:`link_setup`)
     decoder: str = "dot"  # a link case's pair decoder (--decoder)
 
@@ -159,6 +160,13 @@ def wire_of(case: Case):
     return None if case.wire is None else WirePolicy(WIRE_TYPES[case.wire])
 
 
+def grad_wire_of(case: Case):
+    """The type the case's gradient buckets cross in (``None``: float64)."""
+    from .distributed.wire import WIRE_TYPES
+
+    return None if case.grad_wire is None else WIRE_TYPES[case.grad_wire]
+
+
 def distributed_worker(ctx, cases: list[Case]) -> list[CaseResult]:
     """Worker for :func:`gridgnn.distributed.launch.launch`: runs every case on this rank, on the launch's device
     (``launch(..., device="cuda")``: one GPU per rank, NCCL)."""
@@ -172,7 +180,8 @@ def distributed_worker(ctx, cases: list[Case]) -> list[CaseResult]:
                                            shape=case.grid)
         try:
             out.append(run_case(case, Comm(grids[key], wire=wire_of(case), overlap=case.overlap,
-                                                grad_bucket_bytes=case.grad_bucket_bytes), ctx.device))
+                                                grad_bucket_bytes=case.grad_bucket_bytes,
+                                                grad_wire=grad_wire_of(case)), ctx.device))
         except LayoutError as e:  # raised by the model's trace, before any collective of the case
             out.append(Refusal(str(e)))
     return out

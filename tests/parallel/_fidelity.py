@@ -88,6 +88,7 @@ def model_volume(case, P):
                        replication=case.replication, build_model=lambda plan: build_model(case, plan),
                        traits=algorithm(case.algo).traits, elem_bytes=8,
                        block_rows=getattr(case, "block_rows", 0), grad_bucket_bytes=case.grad_bucket_bytes,
+                       grad_wire_bytes=None if case.grad_wire is None else WIRE_TYPES[case.grad_wire].itemsize,
                        wire_bytes=None if case.wire is None else WIRE_TYPES[case.wire].itemsize)
 
 

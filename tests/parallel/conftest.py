@@ -272,13 +272,14 @@ def overlap_cases(P: int) -> list[tuple[str, Case]]:
     """``--overlap`` on the stage loops (1D and 1.5D with uneven blocks, 2D and 3D panels), the sparsity-aware
     all-to-allv (1d-sa, 1.5d-sa) and the gradient buckets: each case twice, with and without
     (``overlap-on-``/``overlap-off-``), two models per layout among GCN (pushes), GAT and VA (a backward that fetches
-    again for ``∂e``, the SDDMMs), SAGE-max (the selecting semirings) and AGNN with a bfloat16 wire; buckets of
-    256 bytes, so the gradients cross in several all-reduces."""
+    again for ``∂e``, the SDDMMs), SAGE-max (the selecting semirings), AGNN with a bfloat16 wire and VA with
+    bfloat16 gradients; buckets of 256 bytes, so the gradients cross in several all-reduces."""
     out = []
     kw = dict(dropout=0.4, seed=7, epoch=3, grad_bucket_bytes=256)
     gcn, gat = dict(model="gcn", dims=[7, 9, 4, 3]), dict(model="gat", dims=[7, 3, 3], heads=2, attn_dropout=0.3)
     sage = dict(model="sage", dims=[7, 6, 3], options={"aggr": "max"})
-    agnn, va = dict(model="agnn", dims=[7, 5, 5, 3], wire="bfloat16"), dict(model="va", dims=[7, 5, 3])
+    agnn, va = dict(model="agnn", dims=[7, 5, 5, 3], wire="bfloat16"), dict(model="va", dims=[7, 5, 3],
+                                                                          grad_wire="bfloat16")
     layouts = [("1d", dict(replication=1, partition=skewed_partition(N, P, 6)), (gcn, gat)),
                ("1d-sa", dict(replication=1, partition=skewed_partition(N, P, 8)), (gat, sage))]
     if P % 2 == 0 and P > 2:  # c = 2 (P = 2 would leave one block: nothing to stage)
@@ -326,8 +327,16 @@ def wire_cases(P: int) -> list[tuple[str, Case]]:
         out = [(n, c) for n, c in out if c.replication == 1]
     wires = ("bfloat16", "float16", "float32")  # rotating: each family meets a narrow wire (the mechanism is the
     # same for both 2-byte types) and a float32 one
-    return [(f"wire-{wires[k % 3]}-{name}", Case(**{**case.__dict__, "wire": wires[k % 3]}))
-            for k, (name, case) in enumerate(out)]
+    narrowed = [(f"wire-{wires[k % 3]}-{name}", Case(**{**case.__dict__, "wire": wires[k % 3]}))
+                for k, (name, case) in enumerate(out)]
+    # --grad-dtype bfloat16: the gradient buckets narrowed, on the block axis, the block axis with replicas, and
+    # SUMMA's rows then fiber (two buckets each: several all-reduces)
+    grads = [("gcn-1d", Case(graph=g, algo="1d", dims=[7, 5, 3], **kw)),
+             ("va-3d", Case(graph=d, algo="3d", dims=[7, 5, 3], model="va", grid=s3, **kw))]
+    if P % 2 == 0:
+        grads.append(("gat-1.5d-sa-c2", Case(graph=d, algo="1.5d-sa", dims=[7, 3, 3], replication=2, **gat, **kw)))
+    return narrowed + [(f"wire-grad-bfloat16-{name}", Case(**{**case.__dict__, "grad_wire": "bfloat16",
+                                                             "grad_bucket_bytes": 128})) for name, case in grads]
 
 
 def attention_cases(P: int) -> list[tuple[str, Case]]:

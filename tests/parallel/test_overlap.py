@@ -23,5 +23,6 @@ def test_overlapped_stage_loops_equal_the_plain_ones_bit_for_bit(dist_results):
             assert {k: v[:2] for k, v in a.comm.items()} == {k: v[:2] for k, v in b.comm.items()}, name
             assert {k: v[2] for k, v in a.comm.items()} == {k: v[2] for k, v in b.comm.items()}, name
         if case.wire is None:
-            check_against_serial(case, ranks, P)
+            if case.grad_wire is None:  # (narrowed gradients: tests/parallel/test_wire.py)
+                check_against_serial(case, ranks, P)
             check_bytes(case, ranks, P)

@@ -111,6 +111,10 @@ def test_auto_falls_back_to_the_exact_wire_past_the_tolerance(runs):
     (["--overlap", "--algo", "plexus", "--nproc", 4], "--overlap applies to --algo 1d, 1d-sa, 1.5d"),
     (["--overlap", "--algo", "plexus-rs", "--nproc", 4], "plexus-rs overlaps nothing yet"),
     (["--overlap", "--sampler", "sage"], "--overlap applies to the full-graph stage loops"),
+    (["--grad-dtype", "bfloat16"], "one process sums none"),
+    (["--dtype", "float32", "--grad-dtype", "float64", "--nproc", 2], "wider than --dtype float32"),
+    (["--grad-dtype", "bfloat16", "--algo", "plexus", "--nproc", 4], "inside its primitives"),
+    (["--grad-dtype", "bfloat16", "--sampler", "sage", "--nproc", 2], "minibatch runs sum their gradients"),
 ])
 def test_what_cannot_apply_is_refused(flags, says, capsys):
     assert run_main(["train", "--data", SBM, "--epochs", 1, "--quiet", *flags]) == 2

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 SIMULATE_FLAGS = ("data", "model", "heads", "aggr", "bases", "layers", "hidden", "algo", "nproc", "replication", "grid",
-                  "partition", "seed", "dtype", "comm_dtype", "overlap")
+                  "partition", "seed", "dtype", "comm_dtype", "grad_dtype", "overlap")
 
 
 def add_model_arguments(p) -> None:
@@ -23,11 +23,13 @@ def add_model_arguments(p) -> None:
 
 
 def add_wire_argument(p) -> None:
-    """``--comm-dtype`` and ``--overlap`` as ``simulate`` and ``plan`` price them (the fixed wire types: ``auto``
+    """``--comm-dtype``, ``--grad-dtype`` and ``--overlap`` as ``simulate`` and ``plan`` price them (the fixed wire types: ``auto``
     decides while training)."""
     p.add_argument("--comm-dtype", dest="comm_dtype", choices=("float64", "float32", "bfloat16", "float16"),
                    help="the wire type of node rows and partial sums (default: --dtype; auto's choices are made "
                         "while training)")
+    p.add_argument("--grad-dtype", dest="grad_dtype", choices=("float64", "float32", "bfloat16"),
+                   help="the wire type of the weights' gradients (default: --dtype)")
     p.add_argument("--overlap", action="store_true", default=None,
                    help="the stage loops' transfers overlapped with their products (1d, 1.5d, 2d, 3d: two remote "
                         "blocks in memory; plan: the time model hides what the products can)")

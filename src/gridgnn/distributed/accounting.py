@@ -80,6 +80,15 @@ def reduce_padded(me: int, root: int, g: int, piece: float) -> tuple[float, floa
     return float(g * piece), float((g - 1) * piece)
 
 
+def grad_allreduce(g: int, nbytes: float, narrow: tuple | None = None) -> tuple[float, float, int]:
+    """``(sent, recv, calls)`` of a member in the all-reduce of one gradient bucket of ``nbytes`` bytes: a ring, or,
+    ``narrow = (elements, wire bytes per element)`` (``--grad-dtype``), the padded all-to-all and all-gather."""
+    if narrow is None:
+        return (*allreduce(g, nbytes), 1)
+    elements, wire = narrow
+    return (*allreduce_padded(g, -(-int(elements) // g) * wire), 2)
+
+
 def allgather(g: int, piece: float) -> tuple[float, float]:
     """``(sent, recv)`` of a member of an all-gather of ``piece`` bytes per member (the padded piece)."""
     v = (g - 1) * piece

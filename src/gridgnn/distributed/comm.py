@@ -166,13 +166,15 @@ class Comm:
             log is; no synchronize), so that the recorded time is the call's; else host seconds.
         overlap: ``--overlap``: the engines start transfers early, the gradient buckets during the backward.
         grad_bucket_bytes: the gradient all-reduce's bucket size (``None``: 25 MiB).
+        grad_wire: ``--grad-dtype``: the weights' gradients cross in this type, summed in theirs (``None``: as held).
     """
 
     def __init__(self, grid, *, sync_cuda: bool = True, ranks_per_node: int | None = None, wire=None,
-                 overlap: bool = False, grad_bucket_bytes: int | None = None):
+                 overlap: bool = False, grad_bucket_bytes: int | None = None, grad_wire: torch.dtype | None = None):
         self.grid = grid
         self.overlap = bool(overlap)  # engines start a stage's transfer while the previous stage computes
         self.grad_bucket_bytes = grad_bucket_bytes  # the gradient all-reduce's buckets (None: 25 MiB)
+        self.grad_wire = grad_wire  # --grad-dtype: the type the gradient buckets cross in (None: as held)
         self.ranks_per_node = ranks_per_node  # a job across nodes: a failure names the peers' nodes
         self.log = CommLog()
         self._phase = "fwd"
@@ -448,30 +450,37 @@ class Comm:
         return (work if async_op else None), summed
 
     def all_reduce(self, tensor: torch.Tensor, axis: str | tuple[str, ...], op: str = "sum", *,
-                   wire: bool = False, async_op: bool = False):
+                   wire: bool = False, async_op: bool = False, narrow: torch.dtype | None = None):
         """In-place all-reduce (``sum``/``max``/``min``) over one axis or a tuple of axes (the whole grid in one
         call; a sub-grid axis by axis, each recorded as its own ring). ``wire``: node data, narrowed for a sum
         (``max``/``min`` stay exact): each member's padded piece summed in the tensor's type by its owner, the
-        sums all-gathered in the narrow type and rounded alike on every member. ``async_op`` (exact data only):
-        start it and return a :class:`Pending` whose ``wait()`` returns ``tensor`` reduced (a sub-grid: the first
-        axis travels meanwhile, the others run in the ``wait()``)."""
+        sums all-gathered in the narrow type and rounded alike on every member. ``narrow``: a sum crosses in that
+        type whatever the phase and the policy (``--grad-dtype``: the weights' gradients). ``async_op`` (exact data,
+        or ``narrow``): start it and return a :class:`Pending` whose ``wait()`` returns ``tensor`` reduced (a
+        sub-grid: the first axis travels meanwhile, the others run in the ``wait()``; narrowed: the all-to-all of
+        the pieces travels, the local sum and the all-gather run in the ``wait()``)."""
         if not isinstance(axis, str) and len(axis) > 1 and set(axis) != set(self.grid.names):
             if async_op:
-                first = self.all_reduce(tensor, axis[0], op, async_op=True)
+                first = self.all_reduce(tensor, axis[0], op, async_op=True, narrow=narrow)
 
                 def rest():
                     first.wait()
-                    return self.all_reduce(tensor, tuple(axis[1:]) if len(axis) > 2 else axis[1], op)
+                    return self.all_reduce(tensor, tuple(axis[1:]) if len(axis) > 2 else axis[1], op, narrow=narrow)
 
                 return Pending(self, "allreduce", axis, None, rest, timed=False)
             for a in axis:
-                self.all_reduce(tensor, a, op, wire=wire)
+                self.all_reduce(tensor, a, op, wire=wire, narrow=narrow)
             return tensor
         g = self.grid.size(axis)
         if g == 1:
             return Pending.done(tensor) if async_op else tensor
         red = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[op]
         group = self.grid.group(axis)
+        if narrow is not None and op == "sum" and narrow.itemsize < tensor.element_size():
+            work, summed = self._narrow_all_reduce(tensor, narrow, axis, async_op=async_op)
+            if async_op:
+                return Pending(self, "allreduce", axis, work, lambda: tensor.copy_(summed()), timed=False)
+            return tensor.copy_(summed())
         if async_op:
             if wire:
                 raise ValueError("Comm.all_reduce starts exact data only (async_op with wire)")
@@ -483,7 +492,6 @@ class Comm:
             secs = self._run(lambda: dist.all_reduce(tensor, op=red, group=group), "allreduce", axis)
             self._record("allreduce", *accounting.allreduce(g, _nbytes(tensor)), secs)
             return tensor
-        me = self.grid.rank(axis)
 
         def run(dt):
             if dt is None:
@@ -491,24 +499,37 @@ class Comm:
                 secs = self._run(lambda: dist.all_reduce(buf, op=red, group=group), "allreduce", axis)
                 self._record("allreduce", *accounting.allreduce(g, _nbytes(buf)), secs)
                 return buf
-            numel = tensor.numel()
-            c = -(-numel // g)
-            flat = tensor.new_zeros(g * c)
-            flat[:numel] = tensor.reshape(-1)
-            send = self._cast(flat, dt, "allreduce", axis)
-            recv = torch.empty_like(send)
-            secs = self._run(lambda: dist.all_to_all_single(recv, send, group=group), "allreduce", axis)
+            return self._narrow_all_reduce(tensor, dt, axis)[1]()
+
+        tensor.copy_(self._wired(low, "allreduce", axis, run))
+        return tensor
+
+    def _narrow_all_reduce(self, tensor: torch.Tensor, dt, axis, *, async_op: bool = False):
+        """A sum over ``axis`` with narrowed terms, added in the tensor's type: ``(work, summed)``. Each member's
+        padded piece crosses in an all-to-all (the started part), ``summed()`` adds the pieces it received to its
+        own, all-gathers the sums in ``dt`` and returns the result (rounded alike on every member)."""
+        g, me, group = self.grid.size(axis), self.grid.rank(axis), self.grid.group(axis)
+        key = f"{self._phase}.allreduce"
+        numel = tensor.numel()
+        c = -(-numel // g)
+        flat = tensor.new_zeros(g * c)
+        flat[:numel] = tensor.reshape(-1)
+        send = self._cast(flat, dt, "allreduce", axis)
+        recv = torch.empty_like(send)
+        call = lambda: dist.all_to_all_single(recv, send, group=group, async_op=async_op)  # noqa: E731
+        work, secs = (self._start(call, "allreduce", axis), 0.0) if async_op else (None, self._run(call, "allreduce",
+                                                                                                   axis))
+        self.log.record(key, *accounting.allreduce_padded(g, c * send.element_size()), secs, calls=2)
+
+        def summed():
             pieces = recv.reshape(g, c).to(tensor.dtype)
             pieces[me] = flat[me * c:(me + 1) * c]  # one's own piece never crossed the wire
             mine = self._cast(pieces.sum(dim=0), dt, "allreduce", axis)
             got = [torch.empty_like(mine) for _ in range(g)]
-            more = self._run(lambda: dist.all_gather(got, mine, group=group), "allreduce", axis)
-            self._record("allreduce", *accounting.allreduce_padded(g, c * send.element_size()), secs, calls=2)
-            self.log.add_seconds(f"{self._phase}.allreduce", more)
+            self.log.add_seconds(key, self._run(lambda: dist.all_gather(got, mine, group=group), "allreduce", axis))
             return torch.cat(got)[:numel].to(tensor.dtype).reshape(tensor.shape)
 
-        tensor.copy_(self._wired(low, "allreduce", axis, run))
-        return tensor
+        return work, summed
 
     def all_to_all_v(self, send: list[torch.Tensor], recv_rows: list[int], axis: str, *,
                      wire: bool = False, joined: bool = False, async_op: bool = False):

@@ -327,11 +327,19 @@ class BlockRowVolume:
     def loss(self, out: dict, elem_bytes: int) -> None:
         """The loss's own collectives (none: the logits hold every class column)."""
 
-    def grad(self, out: dict, nbytes: float) -> None:
-        """Ring all-reduce of the flat parameter gradient over the block axis (replicas along ``"rep"`` agree)."""
+    def grad(self, out: dict, nbytes: float, narrow: tuple | None = None) -> None:
+        """Ring all-reduce of a flat gradient bucket over the block axis (replicas along ``"rep"`` agree);
+        ``narrow``: ``(elements, wire bytes)``, narrowed (:func:`~gridgnn.distributed.accounting.grad_allreduce`)."""
         if self.nb > 1:
             for r in range(self.world):
-                self._add(out, "allreduce", r, *acct.allreduce(self.nb, nbytes), axis="fetch")
+                sent, recv, calls = acct.grad_allreduce(self.nb, nbytes, narrow)
+                self._add(out, "allreduce", r, sent, recv, calls, axis="fetch")
+                self._grad_cast(r, sent, recv, narrow)
+
+    def _grad_cast(self, r: int, sent: float, recv: float, narrow) -> None:
+        """A narrowed gradient bucket's casts, local work as for node data (:meth:`_cast`)."""
+        if narrow is not None:
+            self.cast_elems[r] += (sent + recv) / narrow[1]
 
 
 class SummaVolume(BlockRowVolume):
@@ -493,11 +501,15 @@ class SummaVolume(BlockRowVolume):
                 out[u][r] = v
         return out
 
-    def grad(self, out: dict, nbytes: float) -> None:
+    def grad(self, out: dict, nbytes: float, narrow: tuple | None = None) -> None:
         """The weight gradients are summed over the process rows, then the fiber (replicas along the columns)."""
         for r in range(self.world):
-            self._ring(out, r, "row", nbytes)
-            self._ring(out, r, "fiber", nbytes)
+            for axis in ("row", "fiber"):
+                g = self.axes[axis][0]
+                if g > 1:
+                    sent, recv, calls = acct.grad_allreduce(g, nbytes, narrow)
+                    self._add(out, "allreduce", r, sent, recv, calls, axis=axis)
+                    self._grad_cast(r, sent, recv, narrow)
 
 
 class PlexusVolume(BlockRowVolume):
@@ -750,7 +762,7 @@ class PlexusVolume(BlockRowVolume):
             for rows in (m, 2 * m):
                 self._ring(out, r, axis, rows * elem_bytes)
 
-    def grad(self, out: dict, nbytes: float) -> None:
+    def grad(self, out: dict, nbytes: float, narrow: tuple | None = None) -> None:
         """No trainer all-reduce: the primitives reduce their own parameter gradients."""
 
 
@@ -776,7 +788,7 @@ def block_nnz(matp: sp.csr_matrix, bounds: np.ndarray) -> np.ndarray:
 
 def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams, elem_bytes: int,
                detail: dict | None = None, wire_bytes: int | None = None, loss: bool = True,
-               grad_bucket_bytes: int | None = None) -> dict:
+               grad_bucket_bytes: int | None = None, grad_wire_bytes: int | None = None) -> dict:
     r"""Per-rank bytes and messages of one training step, keyed ``"<phase>.<collective>"`` →
     ``(sent[P], recv[P], calls[P])``: the sum of the traced primitives' forward and backward volumes plus the
     ring all-reduces of the parameter gradients over the block axis, one per bucket of ``grad_bucket_bytes``
@@ -784,7 +796,8 @@ def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams, elem
     order, or their total as one bucket). ``detail``, when given, is filled
     with the same volumes split by grid axis, keyed ``(phase, collective, axis)`` (the time model prices each
     axis by its group size and placement, :meth:`BlockRowVolume.axis_group`). ``wire_bytes``: node data crosses
-    the wire narrowed to that many bytes per element (``--comm-dtype``; the weights' gradients and the loss do not)."""
+    the wire narrowed to that many bytes per element (``--comm-dtype``; the weights' gradients and the loss do not);
+    ``grad_wire_bytes``: the gradient buckets do (``--grad-dtype``)."""
     total: dict = {}
     volume.set_wire(elem_bytes, wire_bytes)
 
@@ -810,7 +823,9 @@ def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams, elem
         add("fwd", losses)
     grad: dict = {}
     sizes = [int(nparams)] if isinstance(nparams, (int, np.integer)) else [int(k) for k in nparams]
+    narrow = grad_wire_bytes is not None and grad_wire_bytes < elem_bytes
     for bucket in acct.grad_buckets([k * elem_bytes for k in sizes], grad_bucket_bytes or acct.GRAD_BUCKET_BYTES):
-        volume.grad(grad, sum(sizes[k] for k in bucket) * elem_bytes)  # one all-reduce per gradient bucket
+        elements = sum(sizes[k] for k in bucket)  # one all-reduce per gradient bucket
+        volume.grad(grad, elements * elem_bytes, (elements, grad_wire_bytes) if narrow else None)
     add("grad", grad)
     return total

@@ -86,7 +86,8 @@ class StepVolume:
 
 def step_volume(graph, algo: str, world: int, *, source, rows, shape, replication: int, build_model, traits: dict,
                 elem_bytes: int = 4, block_rows: int = 0, wire_bytes: int | None = None,
-                loss: bool = True, grad_bucket_bytes: int | None = None) -> StepVolume:
+                loss: bool = True, grad_bucket_bytes: int | None = None,
+                grad_wire_bytes: int | None = None) -> StepVolume:
     r"""The per-rank bytes of one training step.
 
     Args:
@@ -103,6 +104,8 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
         loss (bool, optional): count the node-classification loss's collectives (link prediction has none: its
             decoder's are :meth:`gridgnn.parallel.pairs.RowDirectory.volume`). (default: ``True``)
         grad_bucket_bytes (int, optional): the gradient all-reduce's bucket size (``None``: 25 MiB, the trainer's).
+        grad_wire_bytes (int, optional): bytes per element of the gradient buckets on the wire (``--grad-dtype``;
+            ``None``: as held).
     """
     from ..parallel.checks import layout_rules
     from ..parallel.registry import algorithm
@@ -122,5 +125,5 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
         volume = BlockRowVolume(algo, rows.permute_matrix(gcn_normalize(graph)), rows, world, replication)
     detail: dict = {}
     total = step_bytes(calls, volume, traced.param_sizes or nparams, elem_bytes, detail, wire_bytes=wire_bytes,
-                       loss=loss, grad_bucket_bytes=grad_bucket_bytes)
+                       loss=loss, grad_bucket_bytes=grad_bucket_bytes, grad_wire_bytes=grad_wire_bytes)
     return StepVolume(total, world, nparams, calls, detail, dict(volume.axes), step_work(calls, volume), traced)

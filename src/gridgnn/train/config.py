@@ -200,6 +200,10 @@ class TrainConfig:
     comm_tolerance: float | None = opt(None, "parallel", metavar="TOL", low=0.0, low_open=True, high=1.0,
                                        help="--comm-dtype auto: the largest relative error a collective may show "
                                             "and stay narrow (default 0.01)")
+    grad_dtype: str | None = opt(None, "parallel", choices=("float64", "float32", "bfloat16"),
+                                 help="the type the weights' gradients cross the wire in, summed in --dtype (an "
+                                      "all-to-all of pieces, a local sum, an all-gather); not guarded: the update "
+                                      "then differs from serial training (default: --dtype)")
     overlap: bool = opt(False, "parallel", help="1d/1.5d/2d/3d: start each stage's (panel's) broadcasts while the "
                                                 "previous one computes, and finish its push during the next (two "
                                                 "remote blocks held at a time); -sa: the halo travels while the "
@@ -330,6 +334,7 @@ class TrainConfig:
         if self.comm_dtype not in (None, self.dtype) and self.nproc == 1 and self.sampler is None:
             raise GridGnnError(f"--comm-dtype {self.comm_dtype} narrows what ranks send each other; one process "
                                "sends nothing (give --nproc P)")
+        self._validate_grad_dtype(algo)
         self._validate_task()
         if self.sampler is not None:
             if self.comm_dtype not in (None, self.dtype):
@@ -362,6 +367,24 @@ class TrainConfig:
                                "nothing yet")
         if self.blocked_aggregation and self.algo != "plexus":
             raise GridGnnError("--blocked-aggregation applies to --algo plexus")
+
+    def _validate_grad_dtype(self, algo) -> None:
+        """``--grad-dtype``: no wider than ``--dtype``, and only where the trainer all-reduces the gradients."""
+        if self.grad_dtype in (None, self.dtype):
+            return
+        from ..distributed.wire import WIRE_TYPES
+
+        if WIRE_TYPES[self.grad_dtype].itemsize > WIRE_TYPES[self.dtype].itemsize:
+            raise GridGnnError(f"--grad-dtype {self.grad_dtype} is wider than --dtype {self.dtype}")
+        if self.sampler is not None:
+            raise GridGnnError("--grad-dtype applies to full-graph training; minibatch runs sum their gradients in "
+                               "--dtype")
+        if self.nproc == 1:
+            raise GridGnnError(f"--grad-dtype {self.grad_dtype} narrows the gradients ranks sum; one process sums "
+                               "none (give --nproc P)")
+        if algo.family == "plexus":
+            raise GridGnnError(f"--grad-dtype applies to the algorithms whose trainer all-reduces the gradients; "
+                               f"{self.algo} sums each weight's gradient inside its primitives")
 
     def _validate_task(self) -> None:
         """``--task``: the link-prediction flags only with ``--task link``, and what link prediction does not

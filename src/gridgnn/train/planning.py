@@ -46,7 +46,8 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
     vol = step_volume(graph, cfg.algo, world, source=source, rows=rows, shape=shape, replication=cfg.replication,
                       build_model=lambda plan: build_model(cfg, dims, plan, torch.float64),
                       traits=algo.traits, elem_bytes=8 if cfg.dtype == "float64" else 4,
-                      block_rows=cfg.blocked_aggregation, wire_bytes=wire_element_bytes(cfg.comm_dtype, cfg.dtype))
+                      block_rows=cfg.blocked_aggregation, wire_bytes=wire_element_bytes(cfg.comm_dtype, cfg.dtype),
+                      grad_wire_bytes=wire_element_bytes(cfg.grad_dtype, cfg.dtype))
     return vol, shape, source, rows
 
 

@@ -71,7 +71,8 @@ class GradReducer:
         have = [p for p in self.buckets[k] if p.grad is not None]
         flat = torch.cat([p.grad.reshape(-1) for p in have]) if have else None
         with self.comm.phase("grad"):
-            pending = None if flat is None else self.comm.all_reduce(flat, self.axis, async_op=self._early)
+            pending = None if flat is None else self.comm.all_reduce(flat, self.axis, async_op=self._early,
+                                                                     narrow=getattr(self.comm, "grad_wire", None))
         self._started.append((have, flat, pending))
 
     def __exit__(self, exc_type, exc, tb):

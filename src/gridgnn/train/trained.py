@@ -26,7 +26,7 @@ from ..errors import GridGnnError
 NOT_INHERITED = ("data", "algo", "nproc", "replication", "grid", "partition", "blocked_aggregation", "out",
                  "save_logits", "overwrite", "resume", "checkpoint_every", "device", "quiet", "log_every",
                  "timeout_s", "profile", "sampler", "fanout", "batch_size", "bulk", "sample_graph", "eval_fanout",
-                 "eval_batch_size", "overlap", "comm_dtype", "comm_check_every", "comm_tolerance", "task", "link_split",
+                 "eval_batch_size", "overlap", "comm_dtype", "grad_dtype", "comm_check_every", "comm_tolerance", "task", "link_split",
                  "negatives", "hits_k", "embedding_dim", "decoder")
 
 

@@ -268,7 +268,7 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
         comm = Comm(ProcessGrid.build(kind, device.split(":")[0], replication=cfg.replication,
                                       shape=shape if algorithm(cfg.algo).takes_grid_shape else None,
                                       timeout_s=ctx.timeout_s), ranks_per_node=ctx.ranks_per_node,
-                    wire=wire_policy(cfg), overlap=cfg.overlap)
+                    wire=wire_policy(cfg), overlap=cfg.overlap, grad_wire=grad_wire(cfg))
         if graph is not None and source is None:
             source, rows = _layout_on_rank0(comm, graph, cfg, world, shape)
     # the memory guard reads a model's trace (GCN: none, and GCN is traced by build_rank after the guard), which
@@ -359,6 +359,15 @@ def predict_worker(ctx, cfg: TrainConfig, graph, dims: list[int], params: dict):
     if rs.comm.grid.global_rank != 0:
         return None
     return full, rs.original_ids
+
+
+def grad_wire(cfg):
+    """The type of ``--grad-dtype`` when it narrows the gradients (``None``: they cross in ``--dtype``)."""
+    from ..distributed.wire import WIRE_TYPES, wire_element_bytes
+
+    if wire_element_bytes(cfg.grad_dtype, cfg.dtype) == WIRE_TYPES[cfg.dtype].itemsize:
+        return None
+    return WIRE_TYPES[cfg.grad_dtype]
 
 
 def wire_policy(cfg):
