@@ -61,7 +61,8 @@ def main():
             pred = predict_step(profile, vol.detail, vol.axes, vol.work, vol.world, threads)
             row.append((sum(vol.moved_by_phase().values()) / 1e6, pred["time_s"] * 1e3))
             if wire is None:
-                early = predict_step(profile, vol.detail, vol.axes, vol.work, vol.world, threads, overlap=True)
+                early = predict_step(profile, vol.detail, vol.axes, vol.work, vol.world, threads, overlap=True,
+                                     **vol.overlap_facts())
                 over = early["time_s"] / pred["time_s"] if flags["algo"] in OVERLAP_ALGORITHMS else None
         (b0, t0_), (b1, t1) = row
         print(f"{flags['nproc']:5d} {spec.split(':', 1)[1]:18s} {b0:9.1f} {b1:9.1f} {b1 / b0:6.3f} {t0_:8.3f} "

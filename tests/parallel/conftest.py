@@ -281,7 +281,7 @@ def overlap_cases(P: int) -> list[tuple[str, Case]]:
     agnn, va = dict(model="agnn", dims=[7, 5, 5, 3], wire="bfloat16"), dict(model="va", dims=[7, 5, 3],
                                                                           grad_wire="bfloat16")
     layouts = [("1d", dict(replication=1, partition=skewed_partition(N, P, 6)), (gcn, gat)),
-               ("1d-sa", dict(replication=1, partition=skewed_partition(N, P, 8)), (gat, sage))]
+               ("1d-sa", dict(replication=1, partition=skewed_partition(N, P, 8)), (va, sage))]
     if P % 2 == 0 and P > 2:  # c = 2 (P = 2 would leave one block: nothing to stage)
         layouts.append(("1.5d", dict(replication=2, partition=skewed_partition(N, P // 2, 7)), (sage, agnn)))
         layouts.append(("1.5d-sa", dict(replication=2, partition=skewed_partition(N, P // 2, 9)), (gcn, va)))
@@ -333,7 +333,7 @@ def wire_cases(P: int) -> list[tuple[str, Case]]:
     # SUMMA's rows then fiber (two buckets each: several all-reduces)
     grads = [("gcn-1d", Case(graph=g, algo="1d", dims=[7, 5, 3], **kw)),
              ("va-3d", Case(graph=d, algo="3d", dims=[7, 5, 3], model="va", grid=s3, **kw))]
-    if P % 2 == 0:
+    if P % 2 == 0 and P > 2:  # (P = 2, c = 2: one block, no gradient sum)
         grads.append(("gat-1.5d-sa-c2", Case(graph=d, algo="1.5d-sa", dims=[7, 3, 3], replication=2, **gat, **kw)))
     return narrowed + [(f"wire-grad-bfloat16-{name}", Case(**{**case.__dict__, "grad_wire": "bfloat16",
                                                              "grad_bucket_bytes": 128})) for name, case in grads]

@@ -213,25 +213,30 @@ def test_algo_auto_from_python_with_a_graph_in_memory(graph):
     assert summary["algo"] == "serial" and summary["plan"]["measured_step_s"] == summary["epoch_time_median_s"]
 
 
-def test_overlap_hides_the_gradient_buckets_but_the_last_up_to_the_compute():
-    """The gradient all-reduce in b buckets (one call each) under --overlap: all but the last bucket's share runs
-    during the backward, so (1 - 1/b) of its time is hidden, up to the step's compute; one bucket hides nothing."""
+def test_overlap_hides_the_gradient_buckets_but_the_last_up_to_the_backward():
+    """The gradient all-reduce in b buckets under --overlap: all but the last bucket's share runs during the
+    backward, so (1 - 1/b) of its time on the first axis is hidden (narrowed: of its all-to-all half), up to the
+    backward's compute (2/3 of the step's); one bucket hides nothing, nor does a second axis (SUMMA's fiber)."""
     from gridgnn.planner.primitives import WORK_UNITS
     from gridgnn.planner.timing import load_profile
 
     profile = load_profile("perlmutter-a100")
-    P, axes = 4, {"fetch": (4, 1)}
+    P, axes = 4, {"fetch": (4, 1), "fiber": (2, 1)}
     for flop in (1e13, 1e6):  # compute larger, then smaller, than what the buckets could hide
         work = {u: np.zeros(P) for u in WORK_UNITS}
         work["flop"] = np.full(P, flop)
         for b in (1, 4):
-            sent, calls = np.full(P, 3e8), np.full(P, float(b))
-            detail = {("grad", "allreduce", "fetch"): (sent, sent, calls)}
-            plain, early = (predict_step(profile, detail, axes, work, P, 1, overlap=o) for o in (False, True))
-            t = profile.collective_time("allreduce", 4, 1, sent, calls) * profile.core_sharing(P, 4, 1)
-            comp = np.asarray(plain["comp_rank_s"])
-            np.testing.assert_allclose(early["hidden_rank_s"], np.minimum(t * (1 - 1 / b), comp), rtol=1e-12)
-            assert (np.array(early["hidden_rank_s"]) > 0).all() == (b > 1)
+            for narrow in (False, True):
+                sent, calls = np.full(P, 3e8), np.full(P, float(b * (2 if narrow else 1)))
+                detail = {("grad", "allreduce", "fetch"): (sent, sent, calls),
+                          ("grad", "allreduce", "fiber"): (sent, sent, calls)}
+                plain, early = (predict_step(profile, detail, axes, work, P, 1, overlap=o, grad_buckets=b,
+                                             grad_narrow=narrow) for o in (False, True))
+                t = profile.collective_time("allreduce", 4, 1, sent, calls) * profile.core_sharing(P, 4, 1)
+                comp = np.asarray(plain["comp_rank_s"])
+                want = np.minimum(t * (1 - 1 / b) * (0.5 if narrow else 1.0), comp * 2 / 3)
+                np.testing.assert_allclose(early["hidden_rank_s"], want, rtol=1e-12)
+                assert (np.array(early["hidden_rank_s"]) > 0).all() == (b > 1)
 
 
 def test_overlap_hides_the_stage_transfers_up_to_the_products():
@@ -252,8 +257,8 @@ def test_overlap_hides_the_stage_transfers_up_to_the_products():
     for algo in ("1d", "2d", "1d-sa"):
         cfg = config_from_flags({"data": spec, "algo": algo, "nproc": 4, "hidden": 16})
         vol, *_ = simulate_config(cfg, graph)
-        plain, early = (predict_step(profile, vol.detail, vol.axes, vol.work, vol.world, 1, overlap=o)
-                        for o in (False, True))
+        plain, early = (predict_step(profile, vol.detail, vol.axes, vol.work, vol.world, 1, overlap=o,
+                                     **vol.overlap_facts()) for o in (False, True))
         hidden = np.array(early["hidden_rank_s"])
         staged, halo = np.zeros(vol.world), np.zeros(vol.world)
         for (phase, coll, axis), (sent, recv, calls) in vol.detail.items():
@@ -265,11 +270,14 @@ def test_overlap_hides_the_stage_transfers_up_to_the_products():
                 halo += t
             if phase == "grad":  # one bucket (the model is far below 25 MiB): nothing of it is hidden
                 assert (calls == 1).all()
+        comp = np.asarray(plain["comp_rank_s"])
         kappa = profile.kernel(1)
         prod = sum(kappa.get(u, 0.0) * np.asarray(vol.work[u], dtype=float) for u in ("edge", "nnz"))
-        share = vol.work.get("own_share", np.zeros(vol.world))
+        assert vol.grad_buckets == 1 and (vol.own_share is not None) == (algo == "1d-sa")
+        share = np.zeros(vol.world) if vol.own_share is None else vol.own_share
         assert (share > 0).all() == (algo == "1d-sa") and (share < 1).all()
-        np.testing.assert_allclose(hidden, np.minimum(staged, prod) + np.minimum(halo, share * prod), rtol=1e-12)
+        want = np.minimum(np.minimum(staged, prod) + np.minimum(halo, share * prod), comp)
+        np.testing.assert_allclose(hidden, want, rtol=1e-12)
         assert (hidden > 0).all() and (staged > 0).any() == (algo != "1d-sa") and (halo > 0).any() == (algo == "1d-sa")
         np.testing.assert_allclose(early["comm_rank_s"], np.array(plain["comm_rank_s"]) - hidden, rtol=1e-12)
         assert early["time_s"] < plain["time_s"]

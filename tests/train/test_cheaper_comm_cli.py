@@ -110,11 +110,13 @@ def test_auto_falls_back_to_the_exact_wire_past_the_tolerance(runs):
     (["--comm-dtype", "bfloat16"], "one process sends nothing"),
     (["--overlap", "--algo", "plexus", "--nproc", 4], "--overlap applies to --algo 1d, 1d-sa, 1.5d"),
     (["--overlap", "--algo", "plexus-rs", "--nproc", 4], "plexus-rs overlaps nothing yet"),
-    (["--overlap", "--sampler", "sage"], "--overlap applies to the full-graph stage loops"),
+    (["--overlap", "--sampler", "sage"], "--overlap applies to full-graph training"),
     (["--grad-dtype", "bfloat16"], "one process sums none"),
     (["--dtype", "float32", "--grad-dtype", "float64", "--nproc", 2], "wider than --dtype float32"),
     (["--grad-dtype", "bfloat16", "--algo", "plexus", "--nproc", 4], "inside its primitives"),
     (["--grad-dtype", "bfloat16", "--sampler", "sage", "--nproc", 2], "minibatch runs sum their gradients"),
+    (["--grad-dtype", "bfloat16", "--task", "link", "--nproc", 2], "applies to node classification"),
+    (["--grad-dtype", "bfloat16", "--algo", "1.5d", "--nproc", 2, "--replication", 2], "has one row block"),
 ])
 def test_what_cannot_apply_is_refused(flags, says, capsys):
     assert run_main(["train", "--data", SBM, "--epochs", 1, "--quiet", *flags]) == 2

@@ -31,8 +31,9 @@ def add_wire_argument(p) -> None:
     p.add_argument("--grad-dtype", dest="grad_dtype", choices=("float64", "float32", "bfloat16"),
                    help="the wire type of the weights' gradients (default: --dtype)")
     p.add_argument("--overlap", action="store_true", default=None,
-                   help="the stage loops' transfers overlapped with their products (1d, 1.5d, 2d, 3d: two remote "
-                        "blocks in memory; plan: the time model hides what the products can)")
+                   help="transfers overlapped with the computation (the stage loops of 1d, 1.5d, 2d, 3d: two remote "
+                        "blocks in memory; the -sa halo; the gradient buckets; plan: the time model hides what the "
+                        "computation can)")
 
 
 def add_simulate_arguments(p) -> None:

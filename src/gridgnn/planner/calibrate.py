@@ -125,6 +125,7 @@ def collective_worker(ctx, sizes: tuple[int, ...], reps: int) -> dict:
     g, me = comm.grid.world_size, comm.grid.global_rank
     dev = ctx.device
     sync = torch.zeros(1, device=dev)
+    settle = torch.cuda.synchronize if dev != "cpu" else (lambda: None)
     out: dict = {}
     for coll in CALIBRATED:
         out[coll] = {}
@@ -150,9 +151,11 @@ def collective_worker(ctx, sizes: tuple[int, ...], reps: int) -> dict:
             ts = []
             for rep in range(reps + 1):
                 comm.all_reduce(sync, "p")  # start together
+                settle()  # (a GPU's queued calls return at once: wait for the device around each)
                 comm.log.reset()
                 t0 = time.perf_counter()
                 call()
+                settle()
                 if rep:
                     ts.append(time.perf_counter() - t0)
             stats = next(iter(comm.log.stats.values()))

@@ -801,7 +801,9 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
                 acc.cand("workspace", ni * (cols + dims[l + 1] + w) * e, f"layer {l} backward temporaries")
                 _dropout_hash(acc, ctx, l, ni * fi)
             if sa:
-                rows = 2 * send + recv  # the rows sent, their flat copy and the remote halo received
+                # fetch: the rows sent, their flat copy, the halo received; push: the halo's partial sums, their
+                # pieces and flat copy, the rows received (with --overlap the own block's part alongside)
+                rows = max(2 * send + recv, send + 3 * recv + (ni if ctx["overlap"] else 0))
                 acc.cand("buffers", rows * w * e, f"{algo} all-to-allv rows, layer {l} fwd")
             elif big is not None:
                 acc.cand("buffers", held * w * e, f"{algo} broadcast of block {big.root}"

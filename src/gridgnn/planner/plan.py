@@ -139,7 +139,8 @@ def price(cand: Candidate, vol, profile, *, nproc: int, memory: list | None = No
 
     threads = max(1, profile.cores // max(1, nproc)) if profile.cores else 1
     overlap = bool(overlap) and cand.algo in OVERLAP_ALGOS
-    pred = predict_step(profile, vol.detail, vol.axes, vol.work, vol.world, threads, overlap=overlap)
+    pred = predict_step(profile, vol.detail, vol.axes, vol.work, vol.world, threads, overlap=overlap,
+                        **vol.overlap_facts())
     fits = True
     if memory is not None and available_bytes is not None:
         fits = (sum(memory) if profile.cores else max(memory)) <= available_bytes

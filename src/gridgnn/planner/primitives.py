@@ -94,9 +94,6 @@ def step_work(calls: list[PrimitiveCall], volume) -> dict:
     cast = getattr(volume, "cast_elems", None)  # a narrowed wire's casts, counted by step_bytes
     if cast is not None:
         total["cast"] += cast
-    share = getattr(volume, "own_share", None)  # sparsity-aware: what the block's own rows compute (--overlap)
-    if share is not None:
-        total["own_share"] = share
     return total
 
 

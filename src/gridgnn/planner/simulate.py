@@ -32,6 +32,9 @@ class StepVolume:
         axes (dict): ``{axis: (members, stride)}`` of the layout's grid axes.
         work (dict): per-rank local work ``{unit: array[P]}`` (:func:`~gridgnn.planner.primitives.step_work`).
         trace: the model's :class:`~gridgnn.parallel.trace.Trace` on this layout (the memory model reads it too).
+        own_share: sparsity-aware, each rank's share of its nonzeros in its own block (``None`` elsewhere);
+        grad_buckets: the gradient all-reduce's buckets; grad_narrow: they cross narrowed (``--grad-dtype``) — what
+            ``--overlap`` can hide (:func:`~gridgnn.planner.timing.predict_step`, :meth:`overlap_facts`).
     """
 
     bytes: dict
@@ -42,6 +45,13 @@ class StepVolume:
     axes: dict = field(default_factory=dict)
     work: dict = field(default_factory=dict)
     trace: object = None
+    own_share: object = None
+    grad_buckets: int = 1
+    grad_narrow: bool = False
+
+    def overlap_facts(self) -> dict:
+        """The keyword arguments :func:`~gridgnn.planner.timing.predict_step` prices ``--overlap`` with."""
+        return {"own_share": self.own_share, "grad_buckets": self.grad_buckets, "grad_narrow": self.grad_narrow}
 
     def per_rank(self) -> list[dict]:
         """``[{"sent": {key: bytes}, "recv": {key: bytes}, "sent_total", "recv_total"}]`` of every rank."""
@@ -126,4 +136,9 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
     detail: dict = {}
     total = step_bytes(calls, volume, traced.param_sizes or nparams, elem_bytes, detail, wire_bytes=wire_bytes,
                        loss=loss, grad_bucket_bytes=grad_bucket_bytes, grad_wire_bytes=grad_wire_bytes)
-    return StepVolume(total, world, nparams, calls, detail, dict(volume.axes), step_work(calls, volume), traced)
+    from ..distributed.accounting import GRAD_BUCKET_BYTES, grad_buckets
+
+    sizes = [k * elem_bytes for k in (traced.param_sizes or (nparams,))]
+    return StepVolume(total, world, nparams, calls, detail, dict(volume.axes), step_work(calls, volume), traced,
+                      getattr(volume, "own_share", None), len(grad_buckets(sizes, grad_bucket_bytes or GRAD_BUCKET_BYTES)),
+                      grad_wire_bytes is not None and grad_wire_bytes < elem_bytes)

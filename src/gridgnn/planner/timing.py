@@ -206,7 +206,7 @@ HALO = {("fwd", "alltoallv"), ("bwd", "alltoallv")}
 
 
 def predict_step(profile: Profile, detail: dict, axes: dict, work: dict, world: int, threads: int,
-                 overlap: bool = False) -> dict:
+                 overlap: bool = False, *, own_share=None, grad_buckets: int = 1, grad_narrow: bool = False) -> dict:
     r"""The predicted time of one training step.
 
     Args:
@@ -221,10 +221,13 @@ def predict_step(profile: Profile, detail: dict, axes: dict, work: dict, world: 
             loop over the :math:`g_a` members of axis :math:`a` (about :math:`g_a` stages) is not hidden;
             :math:`T^{prod}_r`: the priced ``edge`` and ``nnz`` work (the sparse products). The sparsity-aware
             all-to-allv (:data:`HALO`) travels while the block's own rows compute: it loses
-            :math:`\min(T^{halo}_r, s_r T^{prod}_r)`, :math:`s_r` the share of the rank's nonzeros in its own block
-            (``work["own_share"]``). The gradient all-reduce of :math:`b` buckets runs during the backward but for
-            its last bucket: it loses :math:`\min(T^{grad}_r (1 - 1/b), T^{comp}_r)`. An estimate of what overlap
-            can hide at best, not fitted to measurements.
+            :math:`\min(T^{halo}_r, s_r T^{prod}_r)`, :math:`s_r` = ``own_share[r]``, the share of the rank's
+            nonzeros in its own block. The gradient all-reduce of ``grad_buckets`` :math:`b` buckets runs during the
+            backward but for its last bucket, on its first axis only (SUMMA's fiber sums after it), and narrowed
+            (``grad_narrow``) only its all-to-all half: it loses :math:`\min(T^{grad,1}_r (1 - 1/b)\,h,\;
+            \tfrac23 T^{comp}_r)`, :math:`h = \tfrac12` narrowed, else 1 (the backward is about two thirds of the
+            compute). All that is hidden is at most :math:`T^{comp}_r`. An estimate of what overlap can hide at best,
+            not fitted to measurements.
 
     Returns ``{"time_s", "comp_s", "comm_s", "comp_rank_s": [P], "comm_rank_s": [P], "comm_by_phase_s": {..},
     "hidden_rank_s": [P]}`` (``comp_s`` and ``comm_s`` before the fitted coefficients; ``comm_s`` after what
@@ -245,15 +248,16 @@ def predict_step(profile: Profile, detail: dict, axes: dict, work: dict, world: 
             staged += t * (1.0 - 1.0 / members)
         elif (phase, coll) in HALO and members > 1:
             halo += t
-        elif (phase, coll) == ("grad", "allreduce"):  # one call per bucket
-            grad += t * (1.0 - 1.0 / np.maximum(np.asarray(calls, dtype=np.float64), 1.0))
+        elif (phase, coll) == ("grad", "allreduce") and axis in ("fetch", "row"):  # the buckets' first axis
+            grad += t * (1.0 - 1.0 / max(int(grad_buckets), 1)) * (0.5 if grad_narrow else 1.0)
         key = f"{phase}.{coll}"
         by_phase[key] = by_phase.get(key, 0.0) + float(t.max())
     hidden = np.zeros(world)
     if overlap:
         prod = sum(kappa.get(u, 0.0) * np.asarray(work[u], dtype=np.float64) for u in ("edge", "nnz"))
-        share = np.asarray(work.get("own_share", 0.0), dtype=np.float64)
-        hidden = np.minimum(staged, prod) + np.minimum(halo, share * prod) + np.minimum(grad, comp)
+        share = np.zeros(world) if own_share is None else np.asarray(own_share, dtype=np.float64)
+        hidden = np.minimum(staged, prod) + np.minimum(halo, share * prod) + np.minimum(grad, comp * 2.0 / 3.0)
+        hidden = np.minimum(hidden, comp)
         comm = comm - hidden
     comp_s = float(comp.max()) if world else 0.0
     if profile.cores > 0:

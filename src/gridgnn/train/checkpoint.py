@@ -38,7 +38,7 @@ the command line override it, except
   (or be left out), else the run is refused naming the flag;
 * :data:`PER_INVOCATION` flags are never inherited (``--out`` defaults to the folder of the checkpoint);
 * a different ``--algo`` also drops the checkpoint's :data:`ALGO_LAYOUT` (``--nproc``, ``--replication``,
-  ``--grid``, ``--partition``, ``--blocked-aggregation``: they belong to the old algorithm).
+  ``--grid``, ``--partition``, ``--blocked-aggregation``, ``--grad-dtype``: they belong to the old algorithm).
 """
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ LINK_TRAJECTORY = ("decoder", "negatives", "link_split", "embedding_dim")
 #: Flags that belong to one invocation and are never taken from the checkpoint.
 PER_INVOCATION = ("out", "resume", "overwrite", "quiet", "device", "timeout_s")
 #: Flags that belong to an algorithm: not inherited when ``--algo`` changes.
-ALGO_LAYOUT = ("nproc", "replication", "grid", "partition", "blocked_aggregation")
+ALGO_LAYOUT = ("nproc", "replication", "grid", "partition", "blocked_aggregation", "grad_dtype")
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _INT_OF_WIDTH = {2: torch.int16, 4: torch.int32, 8: torch.int64}

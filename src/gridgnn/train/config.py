@@ -341,7 +341,7 @@ class TrainConfig:
                 raise GridGnnError(f"--comm-dtype {self.comm_dtype} applies to full-graph training; minibatch runs "
                                    f"move their features in --dtype")
             if self.overlap:
-                raise GridGnnError("--overlap applies to the full-graph stage loops (--algo 1d, 1.5d, 2d, 3d)")
+                raise GridGnnError(f"--overlap applies to full-graph training (--algo {', '.join(OVERLAP_ALGOS)})")
             self._validate_minibatch()
             return
         for name, v in (("--fanout", self.fanout), ("--batch-size", self.batch_size), ("--bulk", self.bulk),
@@ -379,12 +379,30 @@ class TrainConfig:
         if self.sampler is not None:
             raise GridGnnError("--grad-dtype applies to full-graph training; minibatch runs sum their gradients in "
                                "--dtype")
+        if self.task != "node":
+            raise GridGnnError("--grad-dtype applies to node classification; a link run sums its gradients in "
+                               "--dtype")
         if self.nproc == 1:
             raise GridGnnError(f"--grad-dtype {self.grad_dtype} narrows the gradients ranks sum; one process sums "
                                "none (give --nproc P)")
+        why = self.grad_sum_refusal(algo)
+        if why:
+            raise GridGnnError(f"--grad-dtype applies where the trainer all-reduces the gradients; {why}")
+
+    def grad_sum_refusal(self, algo) -> str | None:
+        """Why the trainer sums no gradients on this configuration's layout (``None``: it does, over more than one
+        rank): Plexus sums each weight's gradient inside its primitives; a layout with one row block (one
+        process row and fiber on SUMMA) holds every gradient whole on each rank."""
         if algo.family == "plexus":
-            raise GridGnnError(f"--grad-dtype applies to the algorithms whose trainer all-reduces the gradients; "
-                               f"{self.algo} sums each weight's gradient inside its primitives")
+            return f"{self.algo} sums each weight's gradient inside its primitives"
+        shape = self.mesh_shape(self.nproc)
+        if algo.family == "block-row":
+            members = algo.row_blocks(self.nproc, self.replication)
+        else:
+            members = shape[0] * (shape[2] if len(shape) == 3 else 1)
+        if members == 1:
+            return f"{self.algo} on grid {'x'.join(map(str, shape))} has one row block: no rank sums gradients"
+        return None
 
     def _validate_task(self) -> None:
         """``--task``: the link-prediction flags only with ``--task link``, and what link prediction does not

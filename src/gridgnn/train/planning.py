@@ -87,11 +87,17 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
                                                                            if only and "serial" in only else ""))
     from ..parallel.checks import LayoutError
 
+    from ..distributed.wire import WIRE_TYPES, wire_element_bytes
+    from ..parallel.registry import algorithm
+
     layouts: dict = {}
     rows, refused = [], []
+    narrow_grads = wire_element_bytes(cfg.grad_dtype, cfg.dtype) < WIRE_TYPES[cfg.dtype].itemsize
     for cand in cands:
         c = dataclasses.replace(cfg, **cand.options())
         c = dataclasses.replace(c, overlap=cfg.overlap and cand.algo in OVERLAP_ALGOS)
+        if narrow_grads and c.grad_sum_refusal(algorithm(c.algo)):
+            continue  # --grad-dtype: only the layouts whose trainer sums the gradients
         t0 = time.perf_counter()
         try:
             vol, shape, source, part = simulate_config(c, graph, layouts)
