@@ -213,7 +213,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
                 out.index_add_(0, idx, got[k])
 
     def _fetch_halo(self, x: torch.Tensor) -> torch.Tensor:
-        """The whole halo of :attr:`halo_pattern` (the fused kernels' sources)."""
+        """The whole halo of :meth:`halo_pattern` (the fused kernels' sources)."""
         remote = self._fetch_remote(x)
         if self.local_stage is None:
             return remote
