@@ -32,6 +32,7 @@ launcher started (trusted: nobody else can write there); nothing a user supplies
 from __future__ import annotations
 
 import datetime
+import gc
 import json
 import os
 import pickle
@@ -421,7 +422,12 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
             msg = str(exc) if isinstance(exc, CommFailure) else f"(rank {ctx.rank}) {exc}"
             print(f"gridgnn: error: {msg}", file=sys.stderr, flush=True)
             os._exit(1 if isinstance(exc, CommFailure) else 2)  # peers blocked in a collective: ended by torchrun
+        # the run's communicators and process groups, if a reference cycle still holds them, are freed now, while
+        # the interpreter is whole: left to its teardown, gloo's threads have been seen to abort the process
+        # ("terminate called without an active exception") after the job had finished
+        gc.collect()
         ctx.shutdown()
+        gc.collect()
         return [out]
     if nproc is None or nproc < 1:
         raise GridGnnError(f"--nproc must be a positive integer, got {nproc}")
