@@ -29,8 +29,7 @@ class LocalData:
 
 class GradReducer:
     r"""Sums the parameter gradients of one backward over ``axis`` (phase ``grad``): each bucket
-    (:func:`~gridgnn.distributed.accounting.grad_buckets`, of ``cap_bytes``: the Comm's ``grad_bucket_bytes``, else
-    25 MiB) of the gradients present is flattened, all-reduced and copied back.
+    (:func:`~gridgnn.distributed.accounting.grad_buckets`, of the Comm's ``grad_bucket_bytes``, else 25 MiB) of the gradients present is flattened, all-reduced and copied back.
 
     Used as a context around the backward. Without ``comm.overlap`` every bucket is reduced after it, in bucket
     order. With it (DDP's schedule), each bucket's all-reduce starts during the backward as soon as its last
@@ -38,14 +37,12 @@ class GradReducer:
     order whatever order its gradients arrive in; the buffers and so the sums are the same, bit for bit. A bucket
     with a parameter that got no gradient starts after the backward, with the gradients it has."""
 
-    def __init__(self, model: torch.nn.Module, comm, axis, *, cap_bytes: int | None = None,
-                 early: bool | None = None):
+    def __init__(self, model: torch.nn.Module, comm, axis, *, early: bool | None = None):
         self.comm, self.axis = comm, axis
         params = [p for p in model.parameters() if p.requires_grad]
         self.active = bool(axis) and bool(params) and comm.grid.world_size > 1 and comm.grid.size(axis) > 1
-        cap = getattr(comm, "grad_bucket_bytes", None) if cap_bytes is None else cap_bytes
         sizes = [p.numel() * p.element_size() for p in params]
-        self.buckets = [[params[k] for k in b] for b in grad_buckets(sizes, cap or GRAD_BUCKET_BYTES)] \
+        self.buckets = [[params[k] for k in b] for b in grad_buckets(sizes, comm.grad_bucket_bytes or GRAD_BUCKET_BYTES)] \
             if self.active else []
         self._early = self.active and (comm.overlap if early is None else early)
         self._ready = [0] * len(self.buckets)
@@ -72,7 +69,7 @@ class GradReducer:
         flat = torch.cat([p.grad.reshape(-1) for p in have]) if have else None
         with self.comm.phase("grad"):
             pending = None if flat is None else self.comm.all_reduce(flat, self.axis, async_op=self._early,
-                                                                     narrow=getattr(self.comm, "grad_wire", None))
+                                                                     narrow=self.comm.grad_wire)
         self._started.append((have, flat, pending))
 
     def __exit__(self, exc_type, exc, tb):
