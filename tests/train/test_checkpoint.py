@@ -248,7 +248,7 @@ def _make_bad(kind, src, folder, tmp_path):
 
 @pytest.mark.parametrize("kind,needle", [
     ("not-gridgnn", "is not a gridgnn checkpoint"), ("text", "it was not written by torch.save"),
-    ("truncated", "truncated or damaged"), ("code", "system, which no checkpoint holds"),
+    ("truncated", "truncated or damaged"), ("code", "system, which no gridgnn file holds"),
     ("future", "format version 99"), ("shape", "weights[1] has shape (16, 5)"), ("moments", "adam exp_avg_sq"),
     ("missing", "holds no checkpoint.pt"),
 ])

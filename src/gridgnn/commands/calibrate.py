@@ -2,7 +2,6 @@ r"""``gridgnn calibrate``: measure this machine's profile (:mod:`gridgnn.planner
 fit the time model's coefficients to measured runs (:func:`gridgnn.planner.timing.fit_profile`)."""
 from __future__ import annotations
 
-import json
 import os
 
 
@@ -22,6 +21,7 @@ def fit_rows(profile, run_dirs: list[str]) -> list[dict]:
     r"""For every run directory: its configuration simulated and priced with ``profile`` (unfitted terms) next to
     its measured median step time."""
     from ..errors import GridGnnError
+    from ..graph.saved import read_document
     from ..graph.spec import load_graph
     from ..planner.plan import Candidate, price
     from ..train.config import config_from_flags, read_config_file
@@ -33,8 +33,7 @@ def fit_rows(profile, run_dirs: list[str]) -> list[dict]:
         if not os.path.isfile(path):
             raise GridGnnError(f"--fit {d}: no summary.json (a gridgnn train --out directory)")
         flags = read_config_file(path)  # checks the file (bounded, strict JSON, a run's config)
-        with open(path, encoding="utf-8") as f:
-            summary = json.loads(f.read(1 << 24))
+        summary = read_document(path, "a run summary", kind="json")
         measured = summary.get("epoch_time_median_s")
         if not isinstance(measured, (int, float)) or not measured > 0:
             raise GridGnnError(f"--fit {d}: summary.json has no measured epoch_time_median_s")

@@ -398,8 +398,11 @@ OGBL_SPLIT_FILES = ("train.pt", "valid.pt", "test.pt")
 
 
 def _load_pt(path: Path) -> dict:
-    """A split file of an ``ogbl-*`` dataset: a dict of arrays (NumPy or torch), read without running code."""
+    """A split file of an ``ogbl-*`` dataset: a dict of arrays (NumPy or torch), read by the checked reader
+    (:func:`~gridgnn.graph.saved.read_torch`: without running code, dense finite CPU tensors only)."""
     import torch
+
+    from .saved import read_torch
 
     _check_file(path)
     safe = [np.ndarray, np.dtype, type(np.dtype("int64")), type(np.dtype("float32")), type(np.dtype("float64")),
@@ -408,15 +411,15 @@ def _load_pt(path: Path) -> dict:
     safe.append(core.multiarray._reconstruct)
     # OGB's files were pickled by NumPy 1, which named the function numpy.core.multiarray._reconstruct
     safe.append((core.multiarray._reconstruct, "numpy.core.multiarray._reconstruct"))
-    try:
-        with torch.serialization.safe_globals(safe):
-            obj = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - a corrupt or foreign file: one line naming it
-        raise GridGnnError(f"{path}: not an OGB split file readable without running code ({type(exc).__name__}: "
-                           f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+    obj = read_torch(path, "an OGB split file", safe_globals=safe)  # plain, dense, finite; no code runs
     if not isinstance(obj, dict):
         raise GridGnnError(f"{path}: expected a dict of arrays (OGB's split format), found {type(obj).__name__}")
-    return {k: np.asarray(v.numpy() if hasattr(v, "numpy") else v) for k, v in obj.items()}
+    out = {}
+    for k, v in obj.items():
+        if not isinstance(v, (np.ndarray, torch.Tensor)):
+            raise GridGnnError(f"{path}: {k} is a {type(v).__name__}, not an array (OGB's split format)")
+        out[k] = v.numpy() if isinstance(v, torch.Tensor) else v
+    return out
 
 
 def _pairs(path: Path, d: dict, n: int, *, negative: bool) -> tuple[np.ndarray, int | None]:

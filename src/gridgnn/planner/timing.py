@@ -189,12 +189,9 @@ def load_profile(path: str | None) -> Profile:
         return preset(path)
     if not os.path.isfile(path):
         raise GridGnnError(f"--profile {path!r} is neither a file nor a preset ({', '.join(PRESETS)})")
-    try:
-        with open(path, encoding="utf-8") as f:
-            obj = json.loads(f.read(1 << 22))
-    except (OSError, ValueError) as exc:
-        raise GridGnnError(f"cannot read profile {path}: {exc}") from None
-    return Profile.from_json(obj, path)
+    from ..graph.saved import read_document
+
+    return Profile.from_json(read_document(path, "a machine profile", kind="json", max_bytes=1 << 22), path)
 
 
 #: the collectives of the stage (panel) loops that ``--overlap`` starts early or finishes late: the broadcasts of

@@ -44,8 +44,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
-import warnings
 
 import torch
 
@@ -68,12 +66,6 @@ ALGO_LAYOUT = ("nproc", "replication", "grid", "partition", "blocked_aggregation
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _INT_OF_WIDTH = {2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-
-def _first_line(exc: BaseException, limit: int = 160) -> str:
-    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
-    text = lines[0] if lines else type(exc).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -115,34 +107,17 @@ def read_checkpoint(resume: str) -> dict:
 
 
 def load_plain(path: str, what: str):
-    """``torch.load(path, weights_only=True)`` (tensors and plain containers only: loading runs no code); a file
-    it refuses is a :class:`GridGnnError` ``"{what}: why"``."""
-    try:
-        with warnings.catch_warnings():  # torch warns about foreign pickle protocols: the error below says it all
-            warnings.simplefilter("ignore")
-            return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - a foreign file can fail in any way; it is the file's fault
-        raise GridGnnError(f"{what}: {_load_failure(exc, path)}") from None
+    """A ``torch.save`` file through the checked reader (:func:`gridgnn.graph.saved.read_torch`: loading runs no
+    code; plain containers and values, dense finite CPU tensors, bounded depth); a file it refuses is a
+    :class:`GridGnnError` ``"{what}: why"``."""
+    from ..graph.safe_io import DataFileError
+    from ..graph.saved import read_torch
 
-
-def _load_failure(exc: BaseException, path: str) -> str:
-    """Why ``torch.load(weights_only=True)`` refused ``path``, in a few words."""
-    text = str(exc)
-    m = re.search(r"GLOBAL ([\w.]+)", text)
-    if m:
-        return f"it refers to {m.group(1)}, which no checkpoint holds (not loaded: loading it could run code)"
-    if "Weights only load failed" in text:
-        return "it holds objects other than tensors and plain data (not loaded: loading it could run code)"
-    if isinstance(exc, (IsADirectoryError, FileNotFoundError, PermissionError)):
-        return exc.strerror or _first_line(exc)
     try:
-        with open(path, "rb") as fh:
-            zipped = fh.read(4) == b"PK\x03\x04"
-    except OSError:
-        zipped = False
-    if zipped:
-        return f"the file is truncated or damaged ({_first_line(exc)})"
-    return "it was not written by torch.save"
+        return read_torch(path, "the file")
+    except DataFileError as exc:
+        reason = exc.reason[len("the file: "):] if exc.reason.startswith("the file: ") else exc.reason
+        raise GridGnnError(f"{what}: {reason}") from None
 
 
 def _bad(where: str, what: str) -> GridGnnError:
@@ -175,7 +150,7 @@ def _check_tensors(group, shapes: dict, dims, path: str, name: str, dtype) -> No
                 raise _bad(path, f"{name} {kind}[{layer}] is {t.dtype}, the checkpoint's --dtype needs {dtype}")
 
 
-def _model_shapes(cfg: dict, dims, bias: bool, path: str) -> dict:
+def _model_shapes(cfg: dict, dims, path: str) -> dict:
     """The full parameter shapes of the checkpoint's ``--model`` on ``dims`` (from the model registry)."""
     from ..nn import MODELS
     from ..nn.base import TRAINER_OPTIONS
@@ -195,7 +170,7 @@ def _model_shapes(cfg: dict, dims, bias: bool, path: str) -> dict:
         conf.validate_model_options()
     except GridGnnError as exc:
         raise _bad(path, f"its model options: {exc}") from None
-    shapes = MODELS[model].parameter_shapes(dims, bias=bias, **conf.model_kwargs())
+    shapes = MODELS[model].parameter_shapes(dims, **conf.model_kwargs())
     if cfg.get("task") == "link" and cfg.get("decoder") == "mlp":  # a link model's decoder (model.pt only)
         from ..nn.decoders import MLPDecoder
 
@@ -228,6 +203,19 @@ def _check_config(cfg, path: str) -> None:
             raise _bad(path, f"config {key} = {value!r} is not a {type(d).__name__ if d is not None else 'str'}")
     if cfg.get("dtype", "float32") not in _DTYPES:
         raise _bad(path, f"config dtype {cfg.get('dtype')!r} is neither float32 nor float64")
+    # the same choices and ranges as the flags of gridgnn train (a saved config is a config like any other)
+    from ..parallel import ALGORITHMS
+    from ..plugins import is_import_path
+
+    try:
+        conf = TrainConfig(**{k: v for k, v in cfg.items() if k in defaults})
+        conf.check_choices()
+        conf.check_ranges()
+    except GridGnnError as exc:
+        raise _bad(path, f"its config: {exc}") from None
+    algo = cfg.get("algo", "serial")
+    if algo not in (*ALGORITHMS, "serial", "auto") and not is_import_path(algo):
+        raise _bad(path, f"its config: --algo {algo!r} is not an algorithm")
 
 
 def check_parameters(params, config: dict, dims: list[int], where: str) -> tuple[dict, torch.dtype]:
@@ -237,8 +225,7 @@ def check_parameters(params, config: dict, dims: list[int], where: str) -> tuple
     if not isinstance(dims, list) or len(dims) < 2 or not all(_is_int(d) and d >= 1 for d in dims):
         raise _bad(where, f"dims {dims!r} are not layer widths")
     dtype = _DTYPES[config.get("dtype", "float32")]
-    bias = isinstance(params, dict) and isinstance(params.get("biases"), list) and len(params["biases"]) > 0
-    shapes = _model_shapes(config, dims, bias, where)
+    shapes = _model_shapes(config, dims, where)  # the parameters the model builds (a missing group is named)
     _check_tensors(params, shapes, dims, where, "params", dtype)
     return shapes, dtype
 

@@ -148,9 +148,10 @@ class TrainConfig:
                                      "data's; a graph with another count is refused)")
     layers: int = opt(2, "data", metavar="L", low=1, high=MAX_LAYERS, help=_help_layers)
     hidden: int = opt(16, "data", metavar="H", low=1, high=MAX_HIDDEN, help="width of the hidden layers")
-    feature_norm: str = opt("auto", "data", choices=("auto", "none", "l2"),
-                            help="input features as loaded (none) or each row scaled to unit L2 norm (l2); auto: the "
-                                 "model's choice (va: l2, the others: none)")
+    feature_norm: str = opt("auto", "data", choices=("auto", "none", "row", "l2"),
+                            help="input features as loaded (none), each row divided by its sum (row) or scaled to unit "
+                                 "L2 norm (l2); auto: the model's choice (va: l2), else the data's convention "
+                                 "(planetoid: row), else none. The model records it; predict and export apply it")
     # ---- task
     task: str = opt("node", "task", choices=("node", "link"),
                     help="node classification, or link prediction: the edges split into training, validation and "
@@ -472,6 +473,13 @@ class TrainConfig:
             if spec is not None and value is not None:
                 spec.check(flag(f.name), value)
 
+    def check_choices(self) -> None:
+        """Every field given (not ``None``) that declares its choices (:func:`opt`) holds one of them."""
+        for f in fields(self):
+            choices, value = f.metadata.get("choices"), getattr(self, f.name)
+            if choices and value is not None and value not in choices:
+                raise GridGnnError(f"{flag(f.name)} must be one of {', '.join(choices)}, got {value!r}")
+
     def _validate_auto(self) -> None:
         """``--algo auto`` chooses the algorithm, grid, replication and partition itself: refuse them given, then
         check the rest as for any full-graph run of ``--nproc`` processes."""
@@ -553,12 +561,21 @@ class TrainConfig:
 
     @property
     def model_feature_norm(self) -> str:
-        """``--feature-norm`` resolved: ``auto`` is the model's :attr:`~gridgnn.nn.base.Model.FEATURE_NORM`."""
+        """``--feature-norm`` resolved without the data: ``auto`` is the model's
+        :attr:`~gridgnn.nn.base.Model.FEATURE_NORM` (:meth:`feature_norm_for` adds the data's convention)."""
         if self.feature_norm != "auto":
             return self.feature_norm
         from ..nn.base import resolve_model
 
         return getattr(resolve_model(self.model), "FEATURE_NORM", "none")
+
+    def feature_norm_for(self, meta) -> str:
+        """``--feature-norm`` as a run on data with ``meta`` (a graph's, a sharded dataset's) uses it: ``auto`` is
+        the model's choice, else the data's convention (``planetoid:``: ``row``), else ``none``
+        (:func:`~gridgnn.graph.pipeline.resolve_feature_norm`)."""
+        from ..graph.pipeline import resolve_feature_norm
+
+        return resolve_feature_norm(self.feature_norm, self.model_feature_norm, meta)
 
     @property
     def model_bulk(self) -> int:
@@ -759,9 +776,6 @@ def read_config_file(path) -> dict:
       run) without ``out``, ``resume`` and ``overwrite``.
 
     Values are checked by :meth:`TrainConfig.validate` like flags; unknown keys are refused, naming them."""
-    import json
-    import tomllib
-
     p = os.path.expanduser(os.fspath(path))
     if os.path.isdir(p):
         p = os.path.join(p, "summary.json")
@@ -775,11 +789,9 @@ def read_config_file(path) -> dict:
     except OSError as exc:
         raise GridGnnError(f"--config {p}: cannot read it ({exc.strerror or exc})") from None
     is_json = p.endswith(".json")
-    try:
-        doc = json.loads(raw.decode("utf-8")) if is_json else tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:  # tomllib.TOMLDecodeError and JSONDecodeError are ValueErrors
-        kind = "JSON" if is_json else "TOML"
-        raise GridGnnError(f"--config {p} is not valid {kind}: {str(exc).splitlines()[0]}") from None
+    from ..graph.saved import parse_document
+
+    doc = parse_document(raw, "json" if is_json else "toml", f"--config {p}")  # bounded depth, one line
     if not isinstance(doc, dict):
         raise GridGnnError(f"--config {p} must hold a table of options")
     if is_json:
