@@ -122,4 +122,4 @@ def test_sigterm_while_writing_the_shards_leaves_nothing(tmp_path):
     assert r.returncode == 143, r.stderr[-2000:]
     assert r.stderr.strip().splitlines() == ["gridgnn: interrupted (SIGTERM) while writing the graph's shards for "
                                              "the ranks; none started"], r.stderr[-2000:]
-    assert not [p for p in os.listdir(tmp_path) if p.startswith("gridgnn-graph-")]
+    assert not [p for p in os.listdir(tmp_path) if p.startswith("gridgnn-")]

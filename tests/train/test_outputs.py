@@ -1,6 +1,8 @@
 """The --out folder: created only after a successful set-up, never half-written, previous outputs replaced only
 with --overwrite, strict JSON, a diverged run is an error naming the epoch."""
 import json
+import os
+import re
 
 import numpy as np
 import pytest
@@ -113,7 +115,8 @@ def test_metrics_log_appears_only_when_committed(tmp_path):
     path = tmp_path / "metrics.jsonl"
     log = MetricsLog(str(path), [{"epoch": 0, "loss": 1.0}])
     log.append({"epoch": 1, "loss": 0.5, "val_acc": None})
-    assert not path.exists() and (tmp_path / ".metrics.jsonl.tmp").exists()
+    assert not path.exists() and [p.name for p in tmp_path.iterdir()] == [os.path.basename(log.tmp)]
+    assert re.fullmatch(r"\.metrics\.jsonl\.[0-9a-f]{8}\.tmp", os.path.basename(log.tmp))
     log.commit()
     assert [_strict(x)["epoch"] for x in path.read_text().splitlines()] == [0, 1]
     log = MetricsLog(str(tmp_path / "other.jsonl"))

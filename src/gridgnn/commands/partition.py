@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import sys
 import time
@@ -128,13 +127,9 @@ def run_partition_command(args: argparse.Namespace) -> int:
                                max_recv_rows=int(recv_b.max()))
     print(format_report(rep))
     if args.out:
-        from ..train.outputs import atomic_write
+        from ..train.outputs import atomic_write, make_parent
 
-        try:
-            parent = os.path.dirname(os.path.abspath(args.out))
-            os.makedirs(parent, exist_ok=True)
-        except OSError as exc:
-            raise GridGnnError(f"cannot write {args.out}: {exc.strerror or exc}") from exc
+        make_parent(args.out)
         with atomic_write(args.out, "w") as fh:  # each file complete or absent, whatever stops the command
             fh.write(partition_text(part))
         with atomic_write(f"{args.out}.json", "w") as fh:

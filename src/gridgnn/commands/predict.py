@@ -7,8 +7,6 @@ class ids) in the graph's vertex order as ``.npy``. ``export`` writes the model 
 its plain ``state_dict`` (``--to state-dict``)."""
 from __future__ import annotations
 
-import os
-
 
 def _add_model_arguments(p) -> None:
     p.add_argument("--run", required=True, metavar="DIR",
@@ -50,7 +48,7 @@ def run_predict_command(args) -> int:
     import numpy as np
 
     from ..train.api import TrainingFailed
-    from ..train.outputs import atomic_write, check_new_files
+    from ..train.outputs import atomic_write, check_new_files, make_parent
     from ..train.trained import load
 
     from ..errors import GridGnnError
@@ -68,13 +66,9 @@ def run_predict_command(args) -> int:
             raise GridGnnError("--classes applies to node classification; --pairs writes one score per pair")
         if model.config.get("task", "node") != "link":
             raise GridGnnError(f"--pairs scores pairs with a link-prediction model; {args.run} classifies vertices")
-        try:
-            pairs = np.load(args.pairs, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            raise GridGnnError(f"--pairs {args.pairs}: not a readable .npy file ({exc})") from None
-        from ..train.trained import as_pairs
+        from ..graph.saved import read_pairs
 
-        as_pairs(pairs)  # before any work
+        pairs = read_pairs(args.pairs)  # the checked reader, before any work
     try:
         result = model._predict(args.data, algo=args.algo, nproc=args.nproc, grid=args.grid,
                                 replication=args.replication, partition=args.partition,
@@ -89,14 +83,13 @@ def run_predict_command(args) -> int:
         from ..train.trained import pair_scores
 
         scores = pair_scores(logits, pairs, model.decoder)
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+        make_parent(out)
         with atomic_write(out) as fh:
             np.save(fh, scores)
         print(f"scored {scores.shape[0]} pairs with {args.algo}: {out}", flush=True)
         return 0
     values = logits.argmax(axis=1).astype(np.int64) if args.classes else logits
-    folder = os.path.dirname(os.path.abspath(out))
-    os.makedirs(folder, exist_ok=True)
+    make_parent(out)
     with atomic_write(out) as fh:
         np.save(fh, values)
     if original_ids is not None:
@@ -123,13 +116,13 @@ def add_export_arguments(p) -> None:
 def run_export_command(args) -> int:
     import torch
 
-    from ..train.outputs import atomic_write, check_new_files
+    from ..train.outputs import atomic_write, check_new_files, make_parent
     from ..train.trained import load
 
     check_new_files([args.out], overwrite=args.overwrite)
     model = load(args.run, model=args.model)
     obj = model.to_pyg() if args.to == "pyg" else {k: v.detach().clone() for k, v in model.state_dict().items()}
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    make_parent(args.out)
     with atomic_write(args.out) as fh:
         torch.save(obj, fh)
     print(f"exported --model {model.config.get('model')} ({args.to}) to {args.out}", flush=True)

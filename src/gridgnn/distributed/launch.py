@@ -17,7 +17,8 @@ and prints one ``gridgnn: error: ...`` line per distinct cause, in this order of
 3. communication failures that ranks saw because of the above or of a stalled peer (a collective that timed out
    after ``--timeout`` names the collective, axis and phase) — exit status 1.
 
-**Signals.** SIGINT and SIGTERM to the launcher stop every rank, remove the temporary folder and end with
+**Signals.** SIGINT and SIGTERM to the launcher stop every rank, wait until they are gone (so that what they
+left in ``--out`` can be removed after them), remove the temporary folder and end with
 ``gridgnn: interrupted (SIGINT)`` and status 130 (SIGTERM: 143). The ranks start with SIGINT blocked, so a
 Ctrl-C in the terminal (which signals the whole foreground group) reaches only the launcher; each rank also dies
 with its parent (``PR_SET_PDEATHSIG`` on Linux; the parent of a rank forked by the fork server is that server,
@@ -25,6 +26,12 @@ which ends with the launcher), so a launcher killed outright leaves no orphan.
 
 **Start-up.** Ranks fork from a fork server that the launching process starts once and reuses for every later
 launch (:func:`_start_context`; ``GRIDGNN_START_METHOD=spawn`` for fresh interpreters instead).
+
+**Temporary folders.** A launch's private folder and multiprocessing's (where the fork server's socket lies)
+are ``TMPDIR/gridgnn-PID-XXXXXXXX``, each with a marker file naming the launcher
+(``pid N on HOST``). Both are removed when the launcher ends; those of a launcher killed outright (``kill -9``)
+are swept by the next launch: a folder is removed only when its name, its owner (this user), its marker and its
+host say that gridgnn made it for a process of this host that no longer runs (:func:`sweep_stale_dirs`).
 
 Results of ``collect=True`` travel through the private temporary folder as pickles written by the ranks this
 launcher started (trusted: nobody else can write there); nothing a user supplies is unpickled.
@@ -184,8 +191,55 @@ def _start_context():
                            "shorter path (or leave GRIDGNN_START_METHOD unset)")
     ctx = mp.get_context(method)
     if method == "forkserver":
+        _own_mp_tempdir()
         ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
     return ctx
+
+
+def _check_main_guard() -> None:
+    r"""Refuse, with one line, a launch from the top level of a script that lacks ``if __name__ == "__main__":``.
+
+    Every rank starts by importing the launching script again (``spawn`` and ``forkserver`` both do): a call at its
+    top level would launch again from each rank, and multiprocessing ends that with a long double traceback. The
+    check finds the script's module-level statement that led here and looks, in the script's syntax tree, whether
+    it lies under such a guard; anything it cannot read (an interactive session, ``python -c``, a frozen program) is
+    let through."""
+    import ast
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not path or not os.path.isfile(path):
+        return
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    if name is not None and (name == "__main__" or name.endswith(".__main__")):
+        return  # python -m PACKAGE: multiprocessing does not run a package's __main__ again
+    frame, line = sys._getframe(1), None
+    while frame is not None:
+        if frame.f_code.co_name == "<module>" and frame.f_globals is vars(main):
+            line = frame.f_lineno
+        frame = frame.f_back
+    if line is None:
+        return
+    try:
+        with open(path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read(), filename=path)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
+        return
+
+    def guarded(node) -> bool:
+        t = node.test
+        return isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq) and \
+            {ast.dump(t.left), ast.dump(t.comparators[0])} == {ast.dump(ast.Name("__name__", ast.Load())),
+                                                               ast.dump(ast.Constant("__main__"))}
+
+    for node in tree.body:
+        if node.lineno <= line <= (node.end_lineno or node.lineno):
+            if isinstance(node, ast.If) and guarded(node) and \
+                    any(n.lineno <= line <= (n.end_lineno or n.lineno) for n in node.body):
+                return
+            raise GridGnnError(f"{os.path.basename(path)} line {line} starts processes from the top level of the "
+                               "script; every process imports the script again, so put that code under "
+                               "'if __name__ == \"__main__\":'")
 
 
 #: the longest Unix socket path (``sun_path`` holds 108 bytes with the final NUL on Linux, 104 on BSD/macOS)
@@ -198,7 +252,7 @@ def _short_socket_dir() -> bool:
     import multiprocessing.process
 
     made = multiprocessing.process.current_process()._config.get("tempdir")  # made once, then reused
-    where = made or os.path.join(tempfile.gettempdir(), "pymp-" + "x" * 8)
+    where = made or os.path.join(tempfile.gettempdir(), f"gridgnn-{os.getpid()}-" + "x" * 8)
     return len(os.path.join(where, "listener-" + "x" * 8)) <= _UNIX_PATH_MAX
 
 
@@ -231,9 +285,130 @@ def _die_with_parent() -> None:
 
 def _write_report(err_dir: str, rank: int, kind: str, message: str) -> None:
     path = os.path.join(err_dir, f"rank{rank}.json")
-    with open(path + ".tmp", "w") as fh:
-        json.dump({"rank": rank, "kind": kind, "message": message}, fh)
-    os.replace(path + ".tmp", path)
+    try:
+        with open(path + ".tmp", "w") as fh:
+            json.dump({"rank": rank, "kind": kind, "message": message}, fh)
+        os.replace(path + ".tmp", path)
+    except OSError:  # the temporary folder's disk is full: the line itself, not a traceback
+        if kind != "comm":
+            print(f"gridgnn: error: {message}", file=sys.stderr, flush=True)
+
+
+#: the marker file of a temporary folder made by a gridgnn launcher
+MARKER = "gridgnn-launcher"
+
+
+def _owner_line(pid: int | None = None) -> str:
+    return f"pid {os.getpid() if pid is None else pid} on {socket.gethostname()}"
+
+
+def private_tempdir() -> str:
+    """A new private (0700) folder ``TMPDIR/gridgnn-PID-XXXXXXXX`` holding the marker that lets a later launch
+    sweep it when this process was killed before removing it (:func:`sweep_stale_dirs`)."""
+    folder = tempfile.mkdtemp(prefix=f"gridgnn-{os.getpid()}-")
+    try:
+        fd = os.open(os.path.join(folder, MARKER), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(_owner_line())
+    except OSError as exc:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+        raise GridGnnError(f"cannot write the launcher's temporary folder in {tempfile.gettempdir()}: "
+                           f"{exc.strerror or exc}") from None
+    return folder
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _gone(pid: int) -> bool:
+    """The process ended: no such process, or a zombie all of whose threads have ended too (then its files, and
+    the locks on them, are closed; a zombie leader whose other threads are still exiting holds them still)."""
+    if not _alive(pid):
+        return True
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X"):
+                    return False
+    except FileNotFoundError:
+        return not _alive(pid)
+    except (OSError, IndexError):
+        return False
+    return True
+
+
+_STALE_NAME = None
+
+
+def sweep_stale_dirs(where: str | None = None) -> list[str]:
+    """Remove from ``TMPDIR`` the folders of :func:`private_tempdir` whose launcher no longer runs (killed outright:
+    no clean-up of its own): a folder ``gridgnn-PID-...`` of this user, not a link, whose marker file names that
+    same PID on this host, a process that is gone. Nothing else is touched; returns what was removed."""
+    import re
+    import shutil
+    import stat
+
+    global _STALE_NAME
+    _STALE_NAME = _STALE_NAME or re.compile(r"gridgnn-(\d+)-[A-Za-z0-9_]{8}")
+    where = where or tempfile.gettempdir()
+    removed = []
+    try:
+        names = os.listdir(where)
+    except OSError:
+        return removed
+    me = socket.gethostname()
+    for name in names:
+        m = _STALE_NAME.fullmatch(name)
+        if m is None or int(m.group(1)) == os.getpid():
+            continue
+        path = os.path.join(where, name)
+        try:
+            st = os.lstat(path)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+                continue
+            fd = os.open(os.path.join(path, MARKER), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    continue
+                text = os.read(fd, 300).decode("utf-8", "replace")
+            finally:
+                os.close(fd)
+        except OSError:
+            continue
+        if text != f"pid {m.group(1)} on {me}" or _alive(int(m.group(1))):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _own_mp_tempdir() -> None:
+    """multiprocessing's temporary folder (where the fork server's socket lies) as a marked ``gridgnn-PID-...``
+    folder instead of ``pymp-...``, so that one left by a killed launcher is swept too; removed at exit as
+    multiprocessing removes its own."""
+    import multiprocessing.process
+    import multiprocessing.util as mpu
+    import shutil
+
+    config = multiprocessing.process.current_process()._config
+    if config.get("tempdir") is not None:
+        return
+    folder = private_tempdir()
+    remove = getattr(mpu, "_remove_temp_dir", None)
+    if remove is not None:
+        mpu.Finalize(None, remove, args=(shutil.rmtree, folder), exitpriority=-100)
+    else:  # pragma: no cover - another Python's multiprocessing
+        mpu.Finalize(None, shutil.rmtree, args=(folder, True), exitpriority=-100)
+    config["tempdir"] = folder
 
 
 def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str | None, err_dir: str,
@@ -256,9 +431,20 @@ def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str 
     try:
         out = fn(ctx, *args)
         if result_dir is not None:
-            with open(os.path.join(result_dir, f"rank{local_rank}.pkl"), "wb") as fh:
-                pickle.dump(out, fh)
-        ctx.shutdown()
+            try:
+                with open(os.path.join(result_dir, f"rank{local_rank}.pkl"), "wb") as fh:
+                    pickle.dump(out, fh)
+            except OSError as exc:
+                raise GridGnnError(f"rank {local_rank}: cannot write its result to the launcher's temporary folder "
+                                   f"{result_dir}: {exc.strerror or exc}") from None
+        try:
+            ctx.shutdown()
+        except Exception as exc:  # noqa: BLE001 - a peer that failed after its work ends the barrier: its line says why
+            raise CommFailure(f"rank {local_rank}: a peer ended before the job's final barrier "
+                              f"({_first_line(exc)})") from None
+    except KeyboardInterrupt:  # raised by the user's code (a callback): an interrupt, as Ctrl-C is
+        _write_report(err_dir, local_rank, "interrupt", f"rank {local_rank}: KeyboardInterrupt")
+        code = 128 + signal.SIGINT
     except CommFailure as exc:
         _write_report(err_dir, local_rank, "comm", str(exc))
         code = 1
@@ -278,6 +464,15 @@ def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str 
     # destructors of the communication library's threads have been seen to abort ("terminate called without
     # an active exception") after a clean destroy_process_group, failing a finished job.
     os._exit(code)
+
+
+class LaunchFailed(SystemExit):
+    """The ``SystemExit`` of a failed launch (``code``: the exit status), with the lines printed for it
+    (``lines``), so that a caller in Python can carry the cause in its own exception."""
+
+    def __init__(self, code: int, lines: list[str]):
+        super().__init__(code)
+        self.lines = list(lines)
 
 
 class _Interrupted(Exception):
@@ -320,7 +515,30 @@ def _stop(procs, *, grace_s: float = KILL_GRACE_S) -> set[int]:
         if p.exitcode is None:
             p.kill()
             p.join()
+    _wait_gone(procs)
     return stopped
+
+
+def _wait_gone(procs, grace_s: float = KILL_GRACE_S) -> None:
+    """Until every rank's process has really ended: a rank forked by the fork server is reported ended (status
+    255) as soon as the server dies — a SIGTERM to the whole process group — while it may still be running and
+    holding ``--out``'s lock; what is left after ``grace_s`` is killed."""
+    pids = [p.pid for p in procs if p.pid is not None]
+    deadline = time.monotonic() + grace_s
+    while pids and time.monotonic() < deadline:
+        pids = [pid for pid in pids if not _gone(pid)]
+        if pids:
+            time.sleep(0.02)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + grace_s
+    while pids and time.monotonic() < deadline:
+        pids = [pid for pid in pids if not _gone(pid)]
+        if pids:
+            time.sleep(0.02)
 
 
 def _read_reports(err_dir: str) -> list[dict]:
@@ -347,6 +565,8 @@ def _failure_messages(procs, stopped: set[int], err_dir: str) -> tuple[list[str]
             msgs.append(rep.get("message", ""))
     if by_kind["input"]:
         return by_kind["input"], 2
+    if by_kind.get("interrupt"):  # a KeyboardInterrupt raised in a rank (the launcher's own signals: _Interrupted)
+        return _merge_ranks(by_kind["interrupt"]), 128 + signal.SIGINT
     dead = []
     for r, p in enumerate(procs):
         code = p.exitcode
@@ -396,9 +616,10 @@ def _wait(procs, err_dir: str) -> None:
                     q.join(max(0.0, deadline - time.monotonic()))
                 stopped = _stop(procs)
                 lines, code = _failure_messages(procs, stopped, err_dir)
+                head = "interrupted" if code == 128 + signal.SIGINT else "error"
                 for line in lines:
-                    print(f"gridgnn: error: {line}", file=sys.stderr, flush=True)
-                raise SystemExit(code)
+                    print(f"gridgnn: {head}: {line}", file=sys.stderr, flush=True)
+                raise LaunchFailed(code, lines)
 
 
 def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0, collect: bool = False,
@@ -434,13 +655,15 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
     dev = resolve_device(device)
     if dev == "cuda" and nproc > torch.cuda.device_count():
         raise GridGnnError(f"--nproc {nproc} exceeds the {torch.cuda.device_count()} visible CUDA devices")
+    _check_main_guard()
     mpctx = _start_context()
     handled = (signal.SIGINT, signal.SIGTERM)
     old_handlers = {s: signal.getsignal(s) for s in handled}
     lo = loopback_interface()
     env_keys = {"GLOO_SOCKET_IFNAME": lo, "NCCL_SOCKET_IFNAME": lo}
     old_env = {k: os.environ.get(k) for k in env_keys}
-    tmp = tempfile.mkdtemp(prefix="gridgnn-")  # mode 0700: the rendezvous and reports are ours alone
+    sweep_stale_dirs()  # what launchers killed outright left
+    tmp = private_tempdir()  # mode 0700: the rendezvous and reports are ours alone
     procs = []
     try:
         for s in handled:

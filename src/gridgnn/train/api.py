@@ -101,8 +101,14 @@ class Trainer:
 
 
 def _checked_callbacks(callbacks) -> tuple:
-    """The per-epoch callbacks: callables (each receives each epoch's record)."""
-    callbacks = tuple(callbacks or ())
+    """The per-epoch callbacks: callables (each receives each epoch's record); one callable is a list of one."""
+    if callable(callbacks):
+        callbacks = (callbacks,)
+    elif callbacks is None or isinstance(callbacks, (list, tuple)):
+        callbacks = tuple(callbacks or ())
+    else:
+        raise GridGnnError(f"callbacks must be a list of callables (each receives each epoch's record), got "
+                           f"{type(callbacks).__name__} {callbacks!r:.60}")
     for cb in callbacks:
         if not callable(cb):
             raise GridGnnError(f"a callback must be callable (it receives each epoch's record), got {cb!r}")
@@ -127,6 +133,10 @@ def failed_launch(exc: SystemExit, what: str) -> "TrainingFailed":
     """The :class:`TrainingFailed` of a spawned job that ended with ``exc`` (the launcher has printed every rank's
     message)."""
     code = exc.code if isinstance(exc.code, int) else 1
+    lines = getattr(exc, "lines", None)  # a LaunchFailed: what the launcher printed
+    if lines:
+        more = f" (and {len(lines) - 1} more line(s) above)" if len(lines) > 1 else ""
+        return TrainingFailed(f"{what} failed (exit status {code}): {lines[0]}{more}", code)
     return TrainingFailed(f"{what} failed (exit status {code}); the ranks' messages are above", code)
 
 

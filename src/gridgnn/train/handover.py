@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import tempfile
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,7 +62,11 @@ def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None):
         blocks, bounds = (rows.parts, rows.parts), [int(b) for b in rows.bounds]
     else:
         blocks, bounds = layout_blocks(cfg.algo, tuple(shape)), None
-    folder = tempfile.mkdtemp(prefix="gridgnn-graph-")
+    from ..distributed.launch import private_tempdir
+
+    base = private_tempdir()  # marked: a later launch sweeps it if this process is killed outright
+    folder = os.path.join(base, "graph")
+    os.mkdir(folder, 0o700)
     try:
         with _terminate_cleanly():
             try:
@@ -85,7 +89,7 @@ def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None):
         del graph, perm_r, perm_c, rows  # a graph converted here is not held while the ranks run
         yield handle
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -13,8 +13,8 @@ from ..errors import GridGnnError
 from .checkpoint import CHECKPOINT, full_parameters, save_checkpoint
 from .console import Console
 from .model_file import MODEL_FILE, TrainOutput, write_model_file
-from .outputs import (MetricsLog, OutLock, clear_outputs, make_out_dir, previous_outputs, remove_empty_dirs,
-                      write_json, write_logits)
+from .outputs import (MetricsLog, OutLock, clear_outputs, incomplete, make_out_dir, previous_outputs,
+                      remove_empty_dirs, write_json, write_logits)
 from .summary import best_epoch, validation_score
 
 
@@ -130,11 +130,20 @@ class RunLoop:
         out = self.cfg.out
         if not out:
             return
+        try:
+            self._write(out, summary, params, logits, original_ids, node_types, everyone)
+        except GridGnnError as exc:  # a full disk: the line names the file, what was written and what is missing
+            planned = (["logits.npy"] if logits is not None else []) + [MODEL_FILE] + \
+                (["breakdown.png"] if everyone is not None else []) + ["curves.png", "summary.json"]
+            raise incomplete(out, planned, exc) from None
+
+    def _write(self, out, summary, params, logits, original_ids, node_types, everyone) -> None:
         from .report import breakdown_plot, curves_plot
 
         if logits is not None:
             write_logits(out, logits, original_ids, node_types)
-        write_model_file(os.path.join(out, MODEL_FILE), self.cfg.to_dict(), self.dims, params, len(self.history))
+        write_model_file(os.path.join(out, MODEL_FILE), self.cfg.to_dict(), self.dims, params, len(self.history),
+                         input_pipeline=self.info.get("input_pipeline"))
         title = run_title(self.cfg, summary)
         if everyone is not None:
             breakdown_plot(everyone, os.path.join(out, "breakdown.png"), title=title)

@@ -1,10 +1,15 @@
 r"""The ``--out`` folder: which files a run owns, how they are written (crash-safe), and the checks that run
 before anything is created.
 
-* **Atomic writes.** Every output is written to ``OUT/.<name>.tmp`` and renamed onto ``OUT/<name>`` with
-  :func:`os.replace` (atomic on POSIX within one folder), after an ``fsync``: a reader, or a crash at any moment,
-  sees either the previous complete file or the new complete one, never a half-written one.
-* **metrics.jsonl** is appended one line per epoch (flushed) to ``OUT/.metrics.jsonl.tmp`` and renamed when the
+* **Atomic writes.** Every file a command writes (train, predict, export, partition, shard, simulate, plan,
+  calibrate) goes through :func:`atomic_write`: a temporary ``OUT/.<name>.<8 hex>.tmp``, unique per call and
+  created exclusively (``O_CREAT | O_EXCL | O_NOFOLLOW``: never through a link planted at that name, never a
+  file of someone else), then ``fsync`` and :func:`os.replace` onto ``OUT/<name>`` (atomic on POSIX within one
+  folder): a reader, or a crash at any moment, sees either the previous complete file or the new complete one,
+  never a half-written one.
+* **A full disk** (``ENOSPC``, ``EDQUOT``, or ``EFBIG`` past a file size limit), also where ``torch.save`` wraps
+  it in a ``RuntimeError``, is one :class:`GridGnnError` naming the file; the temporary file is removed.
+* **metrics.jsonl** is appended one line per epoch (flushed) to ``OUT/.metrics.jsonl.<8 hex>.tmp`` and renamed when the
   training loop ends — a ``metrics.jsonl`` therefore always holds every epoch of a finished loop. Rewriting the
   whole file atomically every epoch would cost :math:`O(E^2)` bytes over ``E`` epochs; the checkpoint (not
   the metrics file) is what a crashed run resumes from, and it carries the per-epoch records itself.
@@ -17,6 +22,8 @@ before anything is created.
 * **Previous outputs.** A folder that already holds one of :data:`OUTPUTS` is refused unless ``--overwrite``
   (or ``--resume`` of that same folder); then exactly those files, and stale ``.<name>.tmp`` files, are
   removed before the first new one is written — never anything else in the folder.
+* **Incomplete outputs.** When an output cannot be written after the training loop (a full disk), the error
+  names the file and, in the same line, the outputs the folder holds and those missing (:func:`incomplete`).
 * **One run per folder.** Rank 0 holds :class:`OutLock` (``OUT/.gridgnn.lock``, an exclusive ``flock``) from the
   moment it creates the folder until its last output is written, and checks for previous outputs only once it
   holds it: a second run on the same ``--out`` is refused naming the holder, whatever the timing. The lock dies
@@ -28,8 +35,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import io
 import json
 import os
+import re
+import secrets
 import socket
 import sys
 import tempfile
@@ -42,37 +52,122 @@ OUTPUTS = ("metrics.jsonl", "summary.json", "logits.npy", "node_ids.npy", "node_
 
 
 def temp_path(path: str) -> str:
-    """``DIR/.NAME.tmp`` for ``DIR/NAME``: same folder (so the rename is atomic), hidden, one per output."""
+    """``DIR/.NAME.tmp`` for ``DIR/NAME``: the temporary name of earlier gridgnn versions (still removed as stale by
+    :func:`clear_outputs`); new temporary files are unique per call (:func:`create_temp`)."""
     head, tail = os.path.split(path)
     return os.path.join(head, f".{tail}.tmp")
 
 
+def _temp_pattern(name: str):
+    """``.NAME.tmp`` (old) and ``.NAME.<8 hex>.tmp`` (:func:`create_temp`): gridgnn's temporary names of ``NAME``."""
+    return re.compile(rf"\.{re.escape(name)}\.(?:[0-9a-f]{{8}}\.)?tmp")
+
+
+def _token() -> str:
+    return secrets.token_hex(4)
+
+
+def create_temp(path: str) -> tuple[int, str]:
+    """A new temporary file beside ``path`` (``DIR/.NAME.<8 hex>.tmp``), created exclusively and never through a
+    link (``O_CREAT | O_EXCL | O_NOFOLLOW``; mode ``0666`` less the umask, as :func:`open` makes it); returns
+    ``(fd, name)``. An ``OSError`` becomes a :class:`GridGnnError` naming ``path``."""
+    head, tail = os.path.split(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = os.path.join(head, f".{tail}.{_token()}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue  # taken (by chance, or planted): another name
+        except OSError as exc:
+            raise write_error(path, exc) from None
+    raise GridGnnError(f"cannot write {path}: no free temporary name in {head or '.'}")
+
+
+#: what a full disk looks like (``EFBIG``: a file size limit such as ``ulimit -f``, the disk of one process)
+DISK_FULL = tuple(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, n))
+
+
 def _why(exc: OSError) -> str:
-    return exc.strerror or type(exc).__name__
+    text = exc.strerror or type(exc).__name__
+    if exc.errno == getattr(errno, "EFBIG", None):
+        text += " (a file size limit was reached: the disk of this process is full)"
+    return text
+
+
+def write_error(path: str, exc: OSError) -> GridGnnError:
+    """``cannot write PATH: <why>``, one line."""
+    return GridGnnError(f"cannot write {path}: {_why(exc)}")
+
+
+def os_error_in(exc: BaseException | None) -> OSError | None:
+    """The ``OSError`` at the root of ``exc``, following ``__cause__`` / ``__context__`` (``torch.save`` into a file
+    object reports a failed write as ``RuntimeError: ... unexpected pos``, with the ``OSError`` as its context)."""
+    seen = 0
+    while exc is not None and seen < 20:
+        if isinstance(exc, OSError):
+            return exc
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None
+
+
+class _File(io.FileIO):
+    """A raw file that remembers the ``OSError`` of its last failed write (what a writer that swallows it, such as
+    torch's zip writer, reports only as a ``RuntimeError``)."""
+
+    error: OSError | None = None
+
+    def write(self, b):
+        try:
+            return super().write(b)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+
+def _open_temp(path: str, mode: str):
+    fd, tmp = create_temp(path)
+    try:
+        raw = _File(fd, "wb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    fh = io.BufferedWriter(raw)
+    if "b" not in mode:
+        fh = io.TextIOWrapper(fh, encoding="utf-8")
+    return fh, raw, tmp
 
 
 @contextlib.contextmanager
 def atomic_write(path: str, mode: str = "wb"):
-    r"""Open ``temp_path(path)`` for writing; on a clean exit flush, ``fsync`` and :func:`os.replace` it onto
-    ``path``; on any exception remove it and leave ``path`` as it was. An ``OSError`` (disk full, permissions)
-    becomes a :class:`GridGnnError` naming the file.
+    r"""The one writer of every output: open a new temporary file beside ``path`` (:func:`create_temp`: exclusive,
+    never through a link); on a clean exit flush, ``fsync`` and :func:`os.replace` it onto ``path``; on any
+    exception remove it and leave ``path`` as it was. An ``OSError`` (disk full, permissions), also one that the
+    writing code wrapped (``torch.save``'s ``RuntimeError``), becomes a :class:`GridGnnError` naming the file.
 
     Args:
         path: the final file name.
         mode: ``"wb"`` (default) or ``"w"`` (UTF-8 text).
     """
-    tmp = temp_path(path)
+    fh, raw, tmp = _open_temp(path, mode)
     try:
-        with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
+        yield fh
+        fh.flush()
+        os.fsync(raw.fileno())
+        fh.close()
         os.replace(tmp, path)
     except BaseException as exc:
+        with contextlib.suppress(OSError, ValueError):
+            fh.close()
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        if isinstance(exc, OSError):
-            raise GridGnnError(f"cannot write {path}: {_why(exc)}") from None
+        if isinstance(exc, GridGnnError) or not isinstance(exc, Exception):
+            raise
+        cause = raw.error or os_error_in(exc)
+        if cause is not None:
+            raise write_error(path, cause) from None
         raise
 
 
@@ -102,16 +197,31 @@ def write_logits(out_dir: str, logits, original_ids=None, node_types=None) -> No
 def write_report(path: str, obj) -> None:
     """:func:`write_json` of a command's ``--out FILE`` (``simulate``, ``plan``, ``calibrate``), creating its
     folder first as ``train --out`` does."""
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        os.makedirs(folder, exist_ok=True)
-    except OSError as exc:
-        raise GridGnnError(f"cannot write {path}: {_why(exc)}") from None
+    make_parent(path)
     write_json(path, obj)
 
 
+def make_parent(path: str) -> list[str]:
+    """Create the folder of an ``--out FILE`` and its missing parents (one line on failure); returns the folders
+    created, outermost first (:func:`remove_empty_dirs` undoes it)."""
+    try:
+        return make_out_dir(os.path.dirname(os.path.abspath(path)))
+    except GridGnnError as exc:
+        raise GridGnnError(f"cannot write {path}: {exc}") from None
+
+
+def incomplete(out: str, planned, exc: GridGnnError) -> GridGnnError:
+    r"""``exc`` (an output that could not be written) with, in the same line, what ``out`` holds of the run's
+    :data:`OUTPUTS` and which of ``planned`` are missing: a folder without ``summary.json`` is not a finished run."""
+    have = previous_outputs(out)
+    missing = [name for name in planned if name not in have]
+    return GridGnnError(f"{exc}; the outputs in {out} are incomplete: written "
+                        f"{', '.join(have) or 'none'}; missing {', '.join(missing) or 'none'}")
+
+
 class MetricsLog:
-    r"""``metrics.jsonl``: one strict-JSON line per epoch, appended (and flushed) to ``.metrics.jsonl.tmp``,
+    r"""``metrics.jsonl``: one strict-JSON line per epoch, appended (and flushed) to ``.metrics.jsonl.<8 hex>.tmp``
+    (:func:`create_temp`),
     renamed onto ``metrics.jsonl`` by :meth:`commit`, removed by :meth:`discard`.
 
     Args:
@@ -120,11 +230,9 @@ class MetricsLog:
     """
 
     def __init__(self, path: str, records=()):
-        self.path, self.tmp = path, temp_path(path)
-        try:
-            self._fh = open(self.tmp, "w", encoding="utf-8")
-        except OSError as exc:
-            raise GridGnnError(f"cannot write {self.tmp}: {_why(exc)}") from None
+        self.path = path
+        fd, self.tmp = create_temp(path)
+        self._fh = os.fdopen(fd, "w", encoding="utf-8")
         for rec in records:
             self.append(rec)
 
@@ -133,7 +241,7 @@ class MetricsLog:
             self._fh.write(json.dumps(rec, allow_nan=False) + "\n")
             self._fh.flush()
         except OSError as exc:
-            raise GridGnnError(f"cannot write {self.tmp}: {_why(exc)}") from None
+            raise write_error(self.path, exc) from None
 
     def commit(self) -> None:
         try:
@@ -141,7 +249,7 @@ class MetricsLog:
             self._fh.close()
             os.replace(self.tmp, self.path)
         except OSError as exc:
-            raise GridGnnError(f"cannot write {self.path}: {_why(exc)}") from None
+            raise write_error(self.path, exc) from None
 
     def discard(self) -> None:
         with contextlib.suppress(OSError):
@@ -215,7 +323,7 @@ def out_dir_state(path: str | None) -> str | None:
 def clean_after_ranks(path: str | None, existing: str | None) -> None:
     r"""After the ranks of a failed or interrupted run are gone (a rank stopped by SIGTERM or SIGKILL runs no
     clean-up of its own): unless another run holds ``--out`` (:class:`OutLock`), remove the temporary outputs
-    (``.<name>.tmp``) and the lock file, then the folders the run created if they are empty (up to ``existing``,
+    (``.<name>.<8 hex>.tmp``, ``.<name>.tmp``) and the lock file, then the folders the run created if they are empty (up to ``existing``,
     :func:`out_dir_state` before the launch)."""
     if not path or not os.path.isdir(path):
         return
@@ -267,9 +375,11 @@ def _probe(folder: str, what: str) -> None:
 
 
 def check_new_files(paths, *, overwrite: bool) -> None:
-    """A command's ``--out`` files (``gridgnn partition``): refused when one exists and ``--overwrite`` was not
-    given, or when one is not a regular file (a folder, a FIFO) — before any work is done."""
+    """A command's ``--out`` files (``partition``, ``predict``, ``export``): refused when one exists and
+    ``--overwrite`` was not given, when one is not a regular file (a folder, a FIFO, a link), or when its folder
+    cannot be made or refuses new files (``--out somefile/x.npy``) — before any work is done."""
     for path in paths:
+        check_out_file(path)
         if not os.path.lexists(path):
             continue
         if not os.path.isfile(path) or os.path.islink(path):
@@ -277,6 +387,18 @@ def check_new_files(paths, *, overwrite: bool) -> None:
         if not overwrite:
             raise GridGnnError(f"--out: {path} already exists; add --overwrite to replace it, or choose another "
                                "--out")
+
+
+def check_out_file(path: str) -> None:
+    """The folder of ``--out FILE`` exists and takes new files, or can be created (its nearest existing ancestor is
+    a folder that takes new files); creates nothing that outlives the call."""
+    if not path:
+        raise GridGnnError("--out must not be empty")
+    folder = os.path.dirname(os.path.abspath(path))
+    anc = _nearest_existing(folder)
+    if not os.path.isdir(anc):
+        raise GridGnnError(f"cannot write --out {path}: {anc} is not a directory")
+    _probe(anc, f"--out {path}")
 
 
 def previous_outputs(path: str) -> list[str]:
@@ -343,11 +465,17 @@ def remove_empty_dirs(created: list[str]) -> None:
 
 
 def clear_outputs(path: str, *, keep: tuple[str, ...] = ()) -> list[str]:
-    """Remove the :data:`OUTPUTS` in ``path`` (except ``keep``) and stale temporary outputs; returns the names
-    removed. Nothing else in the folder is touched."""
+    """Remove the :data:`OUTPUTS` in ``path`` (except ``keep``) and the stale temporary names of them
+    (``.NAME.tmp``, ``.NAME.<8 hex>.tmp``); returns the names removed. Nothing else in the folder is touched."""
     removed = []
+    try:
+        listing = os.listdir(path)
+    except OSError as exc:
+        raise GridGnnError(f"cannot read --out {path}: {_why(exc)}") from None
     for name in OUTPUTS:
-        for target in (os.path.join(path, name), temp_path(os.path.join(path, name))):
+        pattern = _temp_pattern(name)
+        temps = sorted(f for f in listing if pattern.fullmatch(f))
+        for target in [os.path.join(path, name)] + [os.path.join(path, f) for f in temps]:
             if os.path.basename(target) in keep or not os.path.lexists(target):
                 continue
             try:
