@@ -268,8 +268,10 @@ class _Tracer:
             same = lay == first if isinstance(lay, EdgeLayout) else rules.same(lay, first)
             if not same:
                 hint = "" if isinstance(lay, EdgeLayout) else (
-                    " — move one with g.at_destinations(x) (the rows of an spmm input as its destinations) or "
-                    "compute both from the same primitive's output")
+                    " — compute both from the same primitive's output, or add a skip term to an aggregation as "
+                    "g.spmm(e, h) + g.at_destinations(h) with the very tensor h that the spmm reads: "
+                    "g.at_destinations moves only a tensor laid out as an spmm input, so a tensor laid out "
+                    "otherwise (the layer's input, another primitive's output) needs a plan.linear first")
                 rules.refuse(f"layer {layer}: torch {name} combines tensors laid out as ({first}) and ({lay}){hint}")
         harmless = False
         if name == "dropout":  # F.dropout(input, p, training): the identity when p = 0 or not training

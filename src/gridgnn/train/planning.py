@@ -43,6 +43,12 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
                                        method=cfg.partition, seed=cfg.seed)
             if layouts is not None:
                 layouts[key] = (source, rows)
+    from ..graph.safe_io import available_memory
+    from ..nn import resolve_model
+    from .trainer import _check_parameters
+
+    # the trace builds the model once in float64: refused with the memory guard's line when it cannot fit
+    _check_parameters(cfg, resolve_model(cfg.model), dims, available_memory(), 1, trains_on_host=False)
     vol = step_volume(graph, cfg.algo, world, source=source, rows=rows, shape=shape, replication=cfg.replication,
                       build_model=lambda plan: build_model(cfg, dims, plan, torch.float64),
                       traits=algo.traits, elem_bytes=8 if cfg.dtype == "float64" else 4,
