@@ -1,5 +1,6 @@
 """Sharded datasets on disk (Plexus §5.4): round trips, partial reads, validation, peak memory, CLI."""
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -40,6 +41,17 @@ def write(graph, path, method="double", blocks=(3, 4), **kw):
     return pr, pc, meta
 
 
+def _rehash(path):
+    """Record the current checksum of every file in ``meta.json`` (a dataset whose hashes match its files), so
+    that the checks behind the hash are reached."""
+    from gridgnn.graph.sharded import _checksums
+
+    meta = json.loads((path / "meta.json").read_text())
+    meta["checksums"] = _checksums(path, meta["files"])
+    (path / "meta.json").write_text(json.dumps(meta))
+    return path
+
+
 def ranges(bounds):
     return [(int(bounds[a]), int(bounds[a + 1])) for a in range(len(bounds) - 1)]
 
@@ -76,10 +88,17 @@ def test_round_trip_every_block_and_random_ranges(graph, tmp_path, method):
 def test_meta_contents(graph, tmp_path):
     pr, pc, meta = write(graph, tmp_path / "ds", blocks=(2, 5))
     on_disk = json.loads((tmp_path / "ds" / "meta.json").read_text())
-    assert on_disk["format_version"] == FORMAT_VERSION == 1
-    for key in ("n", "num_features", "num_classes", "nnz", "directed", "blocks", "row_bounds", "col_bounds",
-                "method", "seed", "files", "nnz_max_over_mean", "node_chunk_bounds"):
+    assert on_disk["format_version"] == FORMAT_VERSION == 2
+    for key in ("n", "num_features", "num_classes", "nnz", "directed", "weighted", "blocks", "row_bounds",
+                "col_bounds", "method", "seed", "files", "checksums", "nnz_max_over_mean", "node_chunk_bounds"):
         assert key in on_disk, key
+    # checksums: the SHA-256 and size of every file, at the same place as its name in files
+    files, sums = on_disk["files"], on_disk["checksums"]
+    pairs = [(files["perm_r"], sums["perm_r"])] + list(zip(sum(files["rc"], []), sum(sums["rc"], [])))
+    pairs += [(f, c) for name in files["nodes"] for f, c in zip(files["nodes"][name], sums["nodes"][name])]
+    for rel, c in pairs:
+        data = (tmp_path / "ds" / rel).read_bytes()
+        assert c == {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}, rel
     assert on_disk["blocks"] == [2, 5] and on_disk["row_bounds"] == even_bounds(37, 2).tolist()
     assert on_disk["col_bounds"] == even_bounds(37, 5).tolist() and on_disk["method"] == "double"
     ds = ShardedDataset(tmp_path / "ds")
@@ -161,21 +180,32 @@ def test_reader_errors(graph, tmp_path):
     ds.submatrix("rc", (rb[0], rb[1]), (0, ds.n))  # other blocks still read
     np.savez(blk, indptr=np.zeros(3, dtype=np.int64), indices=np.zeros(0, dtype=np.int32),
              data=np.zeros(0), shape=np.array([2, 9]))
+    with pytest.raises(GridGnnError, match="block_001_002.npz: its size .* does not match meta.json"):
+        ds.submatrix("rc", (rb[1], rb[2]), (cb[2], cb[3]))
+    # the same file with its checksum recorded (a dataset whose hashes match): the block's own checks refuse it
+    ds = ShardedDataset(_rehash(tmp_path / "ds"))
     with pytest.raises(GridGnnError, match="block_001_002.npz is corrupt"):
         ds.submatrix("rc", (rb[1], rb[2]), (cb[2], cb[3]))
     blk.unlink()
     with pytest.raises(GridGnnError, match="block_001_002.npz is missing"):
         ds.submatrix("rc", (rb[1], rb[2]), (cb[2], cb[3]))
+    with pytest.raises(GridGnnError, match="block_001_002.npz is missing"):
+        ShardedDataset(tmp_path / "ds")  # opening checks that every file is there
+    write(graph, tmp_path / "ds")
+    ds = ShardedDataset(tmp_path / "ds")
     chunk = tmp_path / "ds" / ds.meta["files"]["nodes"]["x"][0]
     np.save(chunk, np.zeros((2, 2), dtype=np.float32))
-    with pytest.raises(GridGnnError, match="x_0000.npy is corrupt"):
+    with pytest.raises(GridGnnError, match="x_0000.npy: its size"):
         ds.node_rows("x", [0])
+    with pytest.raises(GridGnnError, match="x_0000.npy is corrupt"):
+        ShardedDataset(_rehash(tmp_path / "ds"))
 
     # wrong format version, broken JSON, broken permutation
+    write(graph, tmp_path / "ds")
     meta_path = tmp_path / "ds" / "meta.json"
     meta = json.loads(meta_path.read_text())
-    meta_path.write_text(json.dumps(dict(meta, format_version=2)))
-    with pytest.raises(GridGnnError, match="format_version 2"):
+    meta_path.write_text(json.dumps(dict(meta, format_version=3)))
+    with pytest.raises(GridGnnError, match="format_version 3"):
         ShardedDataset(tmp_path / "ds")
     meta_path.write_text("{ not json")
     with pytest.raises(GridGnnError, match="cannot read .*meta.json"):
@@ -185,8 +215,10 @@ def test_reader_errors(graph, tmp_path):
         ShardedDataset(tmp_path / "ds")
     meta_path.write_text(json.dumps(meta))
     np.save(tmp_path / "ds" / "perm_c.npy", np.zeros(37, dtype=np.int64))
-    with pytest.raises(GridGnnError, match="perm_c.*not a permutation"):
+    with pytest.raises(GridGnnError, match="perm_c.npy: its content does not match the SHA-256 hash"):
         ShardedDataset(tmp_path / "ds")
+    with pytest.raises(GridGnnError, match="perm_c.*not a permutation"):
+        ShardedDataset(_rehash(tmp_path / "ds"))
 
 
 def test_writer_errors(graph, tmp_path):

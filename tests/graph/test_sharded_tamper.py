@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gridgnn.errors import GridGnnError
-from gridgnn.graph.sharded import ShardedDataset, write_sharded
+from gridgnn.graph.sharded import ShardedDataset, _checksums, write_sharded
 from gridgnn.partition.permute import double_permutation, single_permutation
 
 from ._util import random_graph
@@ -34,6 +34,15 @@ def _meta(path) -> dict:
 
 def _save_meta(path, meta) -> None:
     (path / "meta.json").write_text(json.dumps(meta))
+
+
+def _rehash(path):
+    """Record the current checksum of every file in ``meta.json``: the changed file then passes the hash check
+    (a dataset crafted with matching hashes), and the checks behind it are reached."""
+    meta = _meta(path)
+    meta["checksums"] = _checksums(path, meta["files"])
+    _save_meta(path, meta)
+    return path
 
 
 def _refused(path, *words):
@@ -79,7 +88,8 @@ def test_stored_x_wider_than_meta(graph, tmp_path):
     chunk = p / _meta(p)["files"]["nodes"]["x"][0]
     rows = np.load(chunk).shape[0]
     np.save(chunk, np.zeros((rows, 6), dtype=np.float32))
-    _refused(p, "x_0000.npy is corrupt", "shape")
+    _refused(p, "x_0000.npy: its size", "does not match meta.json", "changed or swapped")
+    _refused(_rehash(p), "x_0000.npy is corrupt", "shape")
 
 
 def test_num_classes_contradicts_labels(graph, tmp_path):
@@ -96,10 +106,11 @@ def test_label_chunk_tampered(graph, tmp_path):
     y = np.load(chunk)
     y[0] = 10 ** 12
     np.save(chunk, y)
-    _refused(p, "label")
+    _refused(p, "y_0000.npy: its content does not match the SHA-256 hash in meta.json")
+    _refused(_rehash(p), "label")
     y[0] = -7
     np.save(chunk, y)
-    _refused(p, "y_0000.npy is corrupt", "-7")
+    _refused(_rehash(p), "y_0000.npy is corrupt", "-7")
 
 
 @pytest.mark.parametrize("value", [10 ** 9, 0, -1, "5", 3.0, True, None])
@@ -121,7 +132,8 @@ def test_train_mask_chunk_tampered(graph, tmp_path):
     chunk = p / _meta(p)["files"]["nodes"]["train_mask"][0]
     m = np.load(chunk)
     np.save(chunk, ~m)
-    _refused(p, "n_train")
+    _refused(p, "train_mask_0000.npy: its content does not match")
+    _refused(_rehash(p), "n_train")
 
 
 @pytest.mark.parametrize("dtype", ["|O", "<U5", "<c16", "V8", "not a dtype", "<f8"])
@@ -141,6 +153,7 @@ def test_cr_version_while_perms_equal(graph, tmp_path):
     meta["versions"] = ["rc", "cr"]
     meta["files"]["cr"] = meta["files"]["rc"]
     meta["block_nnz"]["cr"] = meta["block_nnz"]["rc"]
+    meta["checksums"]["cr"] = meta["checksums"]["rc"]
     _save_meta(p, meta)
     _refused(p, "'cr'", "perm_r == perm_c")
 
@@ -154,14 +167,16 @@ def test_only_rc_while_perms_differ(graph, tmp_path):
 def test_permutation_files_swapped_or_broken(graph, tmp_path):
     p = _write(graph, tmp_path / "ds")
     shutil.copy(p / "perm_c.npy", p / "perm_r.npy")  # now equal, but two versions stored
-    _refused(p, "perm_r == perm_c")
+    _refused(p, "perm_r.npy: its content does not match the SHA-256 hash")
+    _refused(_rehash(p), "perm_r == perm_c")
     np.save(p / "perm_r.npy", np.arange(37, dtype=np.float64))
-    _refused(p, "perm_r")
+    _refused(_rehash(p), "perm_r")
     np.save(p / "perm_r.npy", np.arange(36))
-    _refused(p, "perm_r", "length n=37")
+    _refused(p, "perm_r.npy: its size")
+    _refused(_rehash(p), "perm_r", "length n=37")
     (p / "perm_r.npy").write_bytes(b"\x93NUMPY\x01\x00" + b"\x10\x00" + b"{'descr': '<i8', 'fortran_order': False, "
                                    b"'shape': (1000000000000,), }    \n")
-    _refused(p, "perm_r")
+    _refused(_rehash(p), "perm_r")
 
 
 @pytest.mark.parametrize("versions", [["cr"], ["rc", "rc"], ["cr", "rc"], "rc", ["rc", "cr", "xx"], None])
@@ -274,7 +289,8 @@ def test_block_replaced_by_a_block_of_the_other_version(graph, tmp_path):
     a, b = (int(v[0]) for v in np.nonzero(rc != cr))  # a block whose entry count differs between versions
     name = f"block_{a:03d}_{b:03d}.npz"
     shutil.copy(p / "cr" / name, p / "rc" / name)
-    ds = ShardedDataset(p)
+    _refused(p, f"rc/{name}: its size")  # another entry count: another size, refused when opening
+    ds = ShardedDataset(_rehash(p))
     rb, cb = ds.row_bounds, ds.col_bounds
     with pytest.raises(GridGnnError, match=f"{name} is corrupt: {cr[a, b]} entries but meta.json block_nnz says "
                                            f"{rc[a, b]}"):
@@ -300,7 +316,7 @@ def test_meta_json_garbage(graph, tmp_path):
     _refused(p, "meta.json")
     (p / "meta.json").write_bytes(b"\xff\xfe{}")
     _refused(p, "cannot read")
-    (p / "meta.json").write_text('{"format_version": 1, "n": 1e999}')
+    (p / "meta.json").write_text('{"format_version": 2, "n": 1e999}')
     _refused(p, "n must be an integer")
 
 

@@ -98,7 +98,10 @@ def add_shard_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
 
 def _check_shard_out(out: str, overwrite: bool) -> None:
     """``gridgnn shard --out DIR``: a new folder, an empty one, or (with ``--overwrite``) a sharded dataset —
-    never a folder of other files, which the replacement would delete."""
+    never a folder of other files, which the replacement would delete. Checked before anything is created, and
+    again once :func:`shard` holds the folder's lock (its ``.gridgnn.lock`` does not count as a file)."""
+    from ..train.outputs import OutLock
+
     p = Path(out)
     if p.absolute().parent.is_dir():
         _clean_stale(p.absolute())  # first: a dataset a killed run moved aside is back, and --overwrite applies to it
@@ -106,7 +109,7 @@ def _check_shard_out(out: str, overwrite: bool) -> None:
         raise GridGnnError(f"--out {out} is a symbolic link; give the folder it points to")
     if p.exists() and not p.is_dir():
         raise GridGnnError(f"--out {out} exists and is not a directory")
-    if not p.is_dir() or not any(p.iterdir()):
+    if not p.is_dir() or all(q.name == OutLock.NAME for q in p.iterdir()):
         return
     if not (p / "meta.json").is_file():
         raise GridGnnError(f"--out {out} holds files and no sharded dataset (no meta.json); choose an empty or "
@@ -163,9 +166,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _write_replacing(out: str, write) -> dict:
+def _write_replacing(out: str, write, lock=None) -> dict:
     """``write(folder)`` into a new hidden folder beside ``out``, then put it in ``out``'s place (the previous
-    dataset is removed only once the new one is complete; a failure leaves ``out`` as it was)."""
+    dataset is removed only once the new one is complete; a failure leaves ``out`` as it was). ``lock``: the
+    :class:`~gridgnn.train.outputs.OutLock` of ``out``, released once the new folder is in place (its file went
+    with the previous folder, so releasing it there cannot remove the lock of a run that has locked the new one)."""
     import os
     import shutil
 
@@ -178,11 +183,21 @@ def _write_replacing(out: str, write) -> dict:
         if target.exists():
             os.replace(target, old)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if old.exists() and not target.exists():
             os.replace(old, target)
+        from ..train.outputs import os_error_in, write_error
+
+        cause = os_error_in(exc) if isinstance(exc, Exception) and not isinstance(exc, GridGnnError) else None
+        if cause is not None:  # a full disk, a folder that refuses files: one line naming the dataset
+            where = os.path.relpath(cause.filename, tmp) if isinstance(cause.filename, str) else ""
+            named = f" ({where})" if where and not where.startswith("..") else ""
+            raise write_error(f"the sharded dataset {out}{named}", cause) from None
         raise
+    if lock is not None:
+        lock.path = str(old / os.path.basename(lock.path))
+        lock.release()
     shutil.rmtree(old, ignore_errors=True)
     return meta
 
@@ -305,6 +320,7 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
     from ..graph.graph import gcn_normalize
     from ..graph.sharded import write_sharded
     from ..graph.spec import load_graph
+    from ..train.outputs import OutLock, make_out_dir, remove_empty_dirs
 
     if not out:
         raise GridGnnError("gridgnn shard needs --out DIR (Python: out=)")
@@ -314,15 +330,30 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
     if method not in METHODS:
         raise GridGnnError(f"unknown permutation method {method!r}; valid: {', '.join(METHODS)}")
     seed = int(seed or 0)
-    graph = load_graph(data, seed=seed)
-    if R > graph.n or C > graph.n:
-        raise GridGnnError(f"--blocks {R}x{C} needs at least {max(R, C)} vertices, the graph has {graph.n}")
-    mat = gcn_normalize(graph) if normalize else graph.csr()
-    perm_r, perm_c = make_permutations(method, mat, R, C, seed)
-    del mat
-    meta = _write_replacing(out, lambda folder: write_sharded(
-        graph, folder, perm_r=perm_r, perm_c=perm_c, blocks=(R, C), partition_name=method, normalize=normalize,
-        seed=seed, node_chunks=node_chunks))
+    # one shard per folder: hold --out (OutLock, as train does) from here until the new dataset is in place
+    created = make_out_dir(out)
+    try:
+        lock = OutLock(out)
+    except BaseException:
+        remove_empty_dirs(created)
+        raise
+    done = False
+    try:
+        _check_shard_out(out, bool(overwrite))  # again, under the lock: another shard may have written meanwhile
+        graph = load_graph(data, seed=seed)
+        if R > graph.n or C > graph.n:
+            raise GridGnnError(f"--blocks {R}x{C} needs at least {max(R, C)} vertices, the graph has {graph.n}")
+        mat = gcn_normalize(graph) if normalize else graph.csr()
+        perm_r, perm_c = make_permutations(method, mat, R, C, seed)
+        del mat
+        meta = _write_replacing(out, lambda folder: write_sharded(
+            graph, folder, perm_r=perm_r, perm_c=perm_c, blocks=(R, C), partition_name=method, normalize=normalize,
+            seed=seed, node_chunks=node_chunks), lock)
+        done = True
+    finally:
+        lock.release()
+        if not done:
+            remove_empty_dirs(created)
     return {**meta, "edge_features_not_written": graph.edge_dim, "relations_not_written": graph.num_relations}
 
 

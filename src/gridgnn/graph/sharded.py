@@ -17,11 +17,12 @@ each cut into the same :math:`R \times C` blocks by ``row_bounds = even_bounds(n
 ``col_bounds = even_bounds(n, C)``; block :math:`(a, b)` of a version holds its rows
 ``row_bounds[a]:row_bounds[a+1]`` and columns ``col_bounds[b]:col_bounds[b+1]``.
 
-Directory layout (format version 1)::
+Directory layout (format version 2)::
 
-    meta.json            n, nnz (of M), matrix_nnz (stored, of M̂), num_features, num_classes, directed, blocks [R, C], row_bounds, col_bounds,
-                         method, seed, normalized, nnz_max_over_mean (+ per version), node_chunk_bounds,
-                         node_arrays (dtype and trailing shape), files (every file name below)
+    meta.json            n, nnz (of M), matrix_nnz (stored, of M̂), num_features, num_classes, directed, weighted,
+                         blocks [R, C], row_bounds, col_bounds, method, seed, normalized, nnz_max_over_mean
+                         (+ per version), node_chunk_bounds, node_arrays (dtype and trailing shape), files (every
+                         file name below) and checksums (the same structure as files: {"sha256", "bytes"} of each)
     perm_r.npy perm_c.npy
     rc/block_A_B.npz     CSR of block (A, B): indptr (int64[rows+1]), indices (int32/int64, block-local
                          columns, sorted), data (float64), shape (int64[2])
@@ -36,12 +37,23 @@ memory is the output plus one chunk. Every file is a plain ``.npy``/``.npz`` rea
 written last, so an interrupted write leaves a directory the reader rejects. The reader trusts nothing in
 ``meta.json``: see :class:`ShardedDataset` for the checks.
 
+**Content hashes** (format version 2). The writer records the SHA-256 and the byte size of every file it writes
+(``checksums``, at the same place as its name in ``files``). Opening a dataset compares the size of every file with
+``meta.json`` (one ``stat`` each, no read); each file's SHA-256 is computed, streamed, when the file is read and
+before it is parsed — the permutations and the label and train-mask chunks when the dataset is opened, a block
+file by :meth:`ShardedDataset.submatrix`, a node chunk by :meth:`ShardedDataset.node_rows` — so a rank hashes
+only the files it reads, once (a file is hashed again only when its ``stat`` changed). A block whose values
+were scaled, two swapped blocks or an edited feature chunk are refused with one line naming the file, instead of
+training silently on other numbers. Version 1 datasets (no hashes) are refused: write them again with
+``gridgnn shard``.
+
 Memory of one rank of an :math:`R \times C` grid that reads one row band × one column band of one version and
 its node rows: :math:`\approx \mathrm{nnz}/(RC)` entries plus :math:`n/C` feature rows, against
 :math:`2\,\mathrm{nnz}` entries and :math:`n` rows for the whole dataset.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -52,12 +64,22 @@ import scipy.sparse as sp
 
 from ..errors import GridGnnError
 from .graph import Graph, gcn_normalize
-from .safe_io import MAX_ID, DataFileError, check_alloc, memmap_npy, npy_header, read_npy, read_npz, short
+from .safe_io import (MAX_ID, DataFileError, check_alloc, memmap_npy, npy_header, read_npy, read_npz,
+                      regular_file, short)
 
 __all__ = ["FORMAT_VERSION", "NODE_ARRAYS", "write_sharded", "ShardedDataset"]
 
-#: Version written to ``meta.json``; the reader refuses any other.
-FORMAT_VERSION = 1
+#: What a loader noted about a graph that its input pipeline reads (:mod:`gridgnn.graph.pipeline`), kept in
+#: ``meta.json``'s ``data_notes`` (optional: a dataset written before has none, and its features are used as stored)
+DATA_NOTES = ("feature_norm", "features", "split_default", "duplicate_edges_merged")
+
+#: Version written to ``meta.json``; the reader refuses any other. 2: ``checksums`` (SHA-256 and size of every
+#: file) and ``weighted``; 1 had neither.
+FORMAT_VERSION = 2
+
+#: Largest value of the GCN matrix M̂ where it is bounded by 1 (:func:`values_bounded`), plus the rounding of
+#: ``w_ij / sqrt(d_i d_j)`` in float64.
+VALUE_BOUND = 1.0 + 1e-9
 
 #: Node arrays stored when the graph has them.
 NODE_ARRAYS = ("x", "y", "train_mask", "val_mask", "test_mask")
@@ -95,6 +117,23 @@ def _permuted(mat: sp.csr_matrix, perm_r: np.ndarray, perm_c: np.ndarray) -> sp.
     return out
 
 
+def file_checksum(path) -> dict:
+    """``{"sha256": hex, "bytes": size}`` of a file, read in chunks (constant memory)."""
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()
+    return {"sha256": digest, "bytes": int(size)}
+
+
+def values_bounded(normalized: bool, directed: bool, weighted: bool) -> bool:
+    r"""Whether every stored value is at most 1: true for :math:`\hat M = D^{-1/2}(M+I)D^{-1/2}` of a symmetric
+    :math:`M` (:math:`d_i \ge w_{ij}` and :math:`d_j \ge w_{ji} = w_{ij}`) and of an unweighted one (an
+    off-diagonal entry is :math:`1/\sqrt{d_i d_j}` with :math:`d_i \ge 2`); not for a weighted directed
+    :math:`M` (an edge of weight 100 from a vertex whose only in-edge is its self-loop gives
+    :math:`100/\sqrt{101}`), nor for an unnormalized store (raw weights)."""
+    return bool(normalized and (not directed or not weighted))
+
+
 def _block_name(version: str, a: int, b: int) -> str:
     return f"{version}/block_{a:03d}_{b:03d}.npz"
 
@@ -130,6 +169,15 @@ def _write_version(mat: sp.csr_matrix, out: Path, version: str, rb: np.ndarray, 
             row_names.append(name)
         names.append(row_names)
     return names
+
+
+def _checksums(out: Path, files):
+    """``files`` (names, nested) → the same structure of :func:`file_checksum` of each file."""
+    if isinstance(files, str):
+        return file_checksum(out / files)
+    if isinstance(files, list):
+        return [_checksums(out, f) for f in files]
+    return {k: _checksums(out, v) for k, v in files.items()}
 
 
 def write_sharded(graph: Graph, out_dir, *, perm_r, perm_c, blocks=(8, 8), partition_name: str = "identity",
@@ -183,6 +231,10 @@ def write_sharded(graph: Graph, out_dir, *, perm_r, perm_c, blocks=(8, 8), parti
     mat = gcn_normalize(graph) if normalize else graph.csr()
     mat = sp.csr_matrix(mat)
     mat.sum_duplicates()
+    if values_bounded(normalize, graph.directed, graph.values is not None) and mat.nnz \
+            and float(mat.data.max()) > VALUE_BOUND:  # what the reader refuses: never write it
+        raise GridGnnError(f"the normalized matrix of {graph.name} holds {float(mat.data.max()):.6g}, above 1, which "
+                           "an undirected or unweighted graph cannot: is it marked undirected but not symmetric?")
     rb = _even_bounds(n, R)
     cb = _even_bounds(n, C)
     np.save(out / "perm_r.npy", perm_r)
@@ -230,7 +282,9 @@ def write_sharded(graph: Graph, out_dir, *, perm_r, perm_c, blocks=(8, 8), parti
         nnz_max_over_mean_by_version={v: ratio(c) for v, c in block_counts.items()},
         block_nnz={v: c.tolist() for v, c in block_counts.items()},
         node_chunk_bounds=nb.tolist(), node_arrays=node_arrays, files=files,
+        checksums=_checksums(out, files), weighted=graph.values is not None,
         name=graph.name, spec=graph.meta.get("spec"),
+        data_notes={k: graph.meta[k] for k in DATA_NOTES if isinstance(graph.meta.get(k), (str, int))},
     )
     tmp = out / "meta.json.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
@@ -265,6 +319,11 @@ def _is_int(v) -> bool:
     return type(v) is int
 
 
+def _changed(f, what: str) -> str:
+    return (f"{f}: {what}: the file was changed or swapped after gridgnn shard wrote it; write the dataset again "
+            "with `gridgnn shard`")
+
+
 class ShardedDataset:
     r"""Reader of a directory written by :func:`write_sharded`; reads files only when asked.
 
@@ -286,11 +345,18 @@ class ShardedDataset:
       count of labelled training nodes in the stored ``y`` and ``train_mask``;
     * ``block_nnz`` (per version, summing to ``matrix_nnz``; ``matrix_nnz`` equals ``nnz`` for an unnormalized
       store and is at most ``nnz + n`` with the self-loops of :math:`\hat M`), and, when a block is read, its
-      shape against the bounds and its entry count against ``block_nnz``.
+      shape against the bounds and its entry count against ``block_nnz``; its values are finite, and for a
+      normalized store non-negative and, where :func:`values_bounded` (an undirected or unweighted graph), at
+      most 1;
+    * ``row_bounds`` and ``col_bounds`` are the even split of ``n`` into ``R`` and ``C`` blocks (what the writer
+      writes: other bounds would contradict the block files that only the ranks read);
+    * ``checksums``: a SHA-256 and a size for every file of ``files``; opening compares every file's size (a
+      ``stat``), and every file's SHA-256 is checked when it is read, before it is parsed (see the module
+      docstring).
 
     Args:
         path: the dataset directory.
-        feature_norm: ``"none"`` or ``"l2"``: how :meth:`node_rows` hands out the rows of ``x``
+        feature_norm: ``"none"``, ``"row"`` or ``"l2"``: how :meth:`node_rows` hands out the rows of ``x``
             (:func:`~gridgnn.graph.loaders.normalize_features`; row by row, so any subset reads alike).
 
     Raises:
@@ -322,17 +388,23 @@ class ShardedDataset:
         if not isinstance(meta, dict):
             raise GridGnnError(f"{mpath} does not hold a JSON object")
         fv = meta.get("format_version")
+        if fv == 1:
+            raise GridGnnError(f"{mpath} has format_version 1 (written by an older gridgnn, without the content "
+                               f"hashes that format_version {FORMAT_VERSION} checks); write the dataset again with "
+                               "`gridgnn shard`")
         if fv != FORMAT_VERSION:
             raise GridGnnError(f"{mpath} has format_version {short(fv)}; this gridgnn reads format_version "
                                f"{FORMAT_VERSION} (rewrite the dataset with `gridgnn shard`)")
+        self._verified: dict[str, tuple] = {}
         self._check_meta(meta)
+        self._check_sizes()
         self.meta = meta
         self.directed = bool(meta["directed"])
         self.num_features = int(meta["num_features"])
         self.num_classes = int(meta["num_classes"])
         self.method = str(meta.get("method", ""))
-        self.perm_r = self._load_perm(self._files["perm_r"], "perm_r")
-        self.perm_c = self._load_perm(self._files["perm_c"], "perm_c")
+        self.perm_r = self._load_perm(self._files["perm_r"], self._sums["perm_r"], "perm_r")
+        self.perm_c = self._load_perm(self._files["perm_c"], self._sums["perm_c"], "perm_c")
         same = bool(np.array_equal(self.perm_r, self.perm_c))
         if same and "cr" in self.versions:
             raise GridGnnError(f"{mpath} is inconsistent: versions lists 'cr' but perm_r == perm_c (then both "
@@ -362,6 +434,11 @@ class ShardedDataset:
         if arr[0] != 0 or arr[-1] != n or np.any(np.diff(arr) < 0):
             raise self._bad(f"{what} must rise from 0 to n={n}" + (f" in {parts} blocks" if parts is not None else "")
                             + f", got {short(value)}")
+        if parts is not None:
+            even = _even_bounds(n, parts)
+            if not np.array_equal(arr, even):
+                raise self._bad(f"{what} must be the even split of n={n} into {parts} blocks, "
+                                f"{short(even.tolist(), 60)} (what gridgnn shard writes), got {short(value, 60)}")
         return arr
 
     def _inside(self, rel, what: str) -> Path:
@@ -406,7 +483,7 @@ class ShardedDataset:
         if versions not in (["rc"], ["rc", "cr"]):
             raise self._bad(f"versions must be ['rc'] or ['rc', 'cr'], got {short(versions)}")
         self.versions = tuple(versions)
-        for key in ("directed", "normalized"):
+        for key in ("directed", "normalized", "weighted"):
             if type(meta.get(key)) is not bool:
                 raise self._bad(f"{key} must be true or false, got {short(meta.get(key))}")
         nnz = self._int(meta, "nnz", 0, MAX_ID)
@@ -473,6 +550,8 @@ class ShardedDataset:
                 raise self._bad(f"files['nodes'][{name!r}] must list {chunks} chunk files (node_chunk_bounds), "
                                 f"got {short(lst)}")
             self._files["nodes"][name] = [self._inside(rel, f"{name} chunk {k}") for k, rel in enumerate(lst)]
+        self._check_checksums(meta.get("checksums"))
+        self._bounded = values_bounded(meta["normalized"], meta["directed"], meta["weighted"])
 
         f = self._node_info["x"][1][0] if "x" in self._node_info else 0
         nf = self._int(meta, "num_features", 0, MAX_ID)
@@ -482,6 +561,80 @@ class ShardedDataset:
         self._int(meta, "n_train", 0, n)
         if "y" not in self._node_info and meta["num_classes"] != 0:
             raise self._bad(f"num_classes={meta['num_classes']} but no labels y are stored")
+
+    def _leaf(self, value, what: str) -> dict:
+        if (not isinstance(value, dict) or set(value) != {"sha256", "bytes"} or not isinstance(value["sha256"], str)
+                or len(value["sha256"]) != 64 or any(c not in "0123456789abcdef" for c in value["sha256"])
+                or not _is_int(value["bytes"]) or not 0 <= value["bytes"] <= MAX_ID):
+            raise self._bad(f"{what} must be {{\"sha256\": 64 hex digits, \"bytes\": size}}, got {short(value)}")
+        return value
+
+    def _check_checksums(self, sums) -> None:
+        """``checksums``: one ``{"sha256", "bytes"}`` for every entry of ``files``, at the same place."""
+        if not isinstance(sums, dict):
+            raise self._bad(f"checksums must be an object shaped like files, got {short(sums)}")
+        self._sums = {"perm_r": self._leaf(sums.get("perm_r"), "checksums['perm_r']"),
+                      "perm_c": self._leaf(sums.get("perm_c"), "checksums['perm_c']")}
+        for v in self.versions:
+            self._sums[v] = self._grid(sums.get(v), f"checksums[{v!r}]", self._leaf)
+        nodes = sums.get("nodes")
+        if not isinstance(nodes, dict):
+            raise self._bad(f"checksums['nodes'] must be an object, got {short(nodes)}")
+        self._sums["nodes"] = {}
+        for name, files in self._files["nodes"].items():
+            lst = nodes.get(name)
+            if not isinstance(lst, list) or len(lst) != len(files):
+                raise self._bad(f"checksums['nodes'][{name!r}] must hold {len(files)} entries, got {short(lst)}")
+            self._sums["nodes"][name] = [self._leaf(v, f"checksums['nodes'][{name!r}][{k}]")
+                                         for k, v in enumerate(lst)]
+
+    def _all_files(self):
+        """``(path, checksum, what)`` of every file of the dataset."""
+        out = [(self._files[k], self._sums[k], f"{k} file") for k in ("perm_r", "perm_c")]
+        for v in self.versions:
+            out += [(f, self._sums[v][a][b], "block file") for a, row in enumerate(self._files[v])
+                    for b, f in enumerate(row)]
+        for name, files in self._files["nodes"].items():
+            out += [(f, self._sums["nodes"][name][k], "node chunk") for k, f in enumerate(files)]
+        return out
+
+    def _check_sizes(self) -> None:
+        """Every file exists, is a regular file and has the size ``checksums`` records (a ``stat`` each, nothing
+        read): a truncated, replaced or swapped file is refused when the dataset is opened — by the launching
+        process, before any rank starts."""
+        for f, want, what in self._all_files():
+            try:
+                _, size = regular_file(f, what)
+            except DataFileError as exc:
+                raise GridGnnError(f"{what} {f} is missing" if exc.missing else f"{what} {f}: {exc.reason}") \
+                    from None
+            if size != want["bytes"]:
+                raise GridGnnError(_changed(f, f"its size ({size} bytes) does not match meta.json "
+                                               f"({want['bytes']} bytes)"))
+
+    def _verify(self, f: Path, want: dict) -> None:
+        """The SHA-256 of file ``f`` against ``meta.json`` (streamed; skipped when this reader already verified
+        the file and its ``stat`` is unchanged).
+
+        Raises:
+            DataFileError: missing or not a regular file (the caller names the kind of file).
+            GridGnnError: another size or hash than ``meta.json`` records.
+        """
+        p, _ = regular_file(f, "file")
+        try:
+            st = os.stat(p)
+            ident = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            if self._verified.get(str(f)) == ident:
+                return
+            if st.st_size != want["bytes"]:
+                raise GridGnnError(_changed(f, f"its size ({st.st_size} bytes) does not match meta.json "
+                                               f"({want['bytes']} bytes)"))
+            got = file_checksum(p)
+        except OSError as exc:
+            raise DataFileError(f, f"cannot read: {exc.strerror or exc}") from None
+        if got["sha256"] != want["sha256"]:
+            raise GridGnnError(_changed(f, "its content does not match the SHA-256 hash in meta.json"))
+        self._verified[str(f)] = ident
 
     def _check_node_arrays(self) -> None:
         r"""Headers of every node chunk against ``node_arrays``; ``num_classes`` and ``n_train`` against the
@@ -528,6 +681,7 @@ class ShardedDataset:
         dtype, tail = self._node_info[name]
         rows = int(self.node_chunk_bounds[k + 1] - self.node_chunk_bounds[k])
         try:
+            self._verify(f, self._sums["nodes"][name][k])
             chunk = memmap_npy(f, kinds=_NODE_KINDS[name][0], max_itemsize=8)
         except DataFileError as exc:
             if exc.missing:
@@ -538,8 +692,9 @@ class ShardedDataset:
                                f"expected {(rows,) + tail} {dtype}")
         return chunk
 
-    def _load_perm(self, f: Path, what: str) -> np.ndarray:
+    def _load_perm(self, f: Path, want: dict, what: str) -> np.ndarray:
         try:
+            self._verify(f, want)
             p = read_npy(f, kinds="iu", max_itemsize=8)
         except DataFileError as exc:
             raise GridGnnError(f"cannot read {what} file {f}: {exc.reason}") from None
@@ -562,6 +717,7 @@ class ShardedDataset:
         cols = int(self.col_bounds[b + 1] - self.col_bounds[b])
         keys = {"indptr": ("iu", 8), "indices": ("iu", 8), "data": ("f", 8), "shape": ("iu", 8)}
         try:
+            self._verify(f, self._sums[version][a][b])
             z = read_npz(f, keys)
         except DataFileError as exc:
             if exc.missing:
@@ -587,6 +743,9 @@ class ShardedDataset:
             bad = "values are not finite"
         elif self.meta["normalized"] and np.any(data < 0):
             bad = "negative values (a normalized adjacency has none)"
+        elif self._bounded and data.size and float(data.max()) > VALUE_BOUND:
+            bad = (f"value {float(data.max()):.6g} above 1 (the normalized adjacency of an undirected or unweighted "
+                   "graph has none)")
         if bad:
             raise GridGnnError(f"block file {f} is corrupt: {bad}")
         return sp.csr_matrix((data.astype(np.float64), indices.astype(np.int64), indptr.astype(np.int64)),
@@ -603,9 +762,18 @@ class ShardedDataset:
         return lo, hi
 
     # ------------------------------------------------------------------ public
+    def data_notes(self) -> dict:
+        """``meta.json``'s ``data_notes`` (what the graph's loader noted: its features' conventional normalization,
+        degree features, a default split, merged duplicates), checked; ``{}`` for a dataset written without them."""
+        notes = self.meta.get("data_notes") or {}
+        if not isinstance(notes, dict):
+            raise self._bad(f"data_notes must be an object, got {short(notes)}")
+        return {k: v for k, v in notes.items() if k in DATA_NOTES and isinstance(v, (str, int))
+                and not isinstance(v, bool)}
+
     def graph_meta(self) -> dict:
         """A copy of ``meta.json`` without the per-file lists (n, nnz, blocks, bounds, method, balance, ...)."""
-        return {k: v for k, v in self.meta.items() if k not in ("files", "block_nnz")}
+        return {k: v for k, v in self.meta.items() if k not in ("files", "block_nnz", "checksums")}
 
     @property
     def double(self) -> bool:
