@@ -29,7 +29,10 @@ def train_pyg(g, seed: int, epochs: int) -> float:
     from torch_geometric.utils import negative_sampling
 
     torch.manual_seed(seed)
-    data = Data(x=torch.from_numpy(g.x), edge_index=torch.from_numpy(g.edge_index()))
+    from torch_geometric.transforms import NormalizeFeatures
+
+    # PyG's example normalizes Cora's raw 0/1 rows (NormalizeFeatures), as planetoid:'s run does (feature_norm row)
+    data = NormalizeFeatures()(Data(x=torch.from_numpy(g.x), edge_index=torch.from_numpy(g.edge_index())))
     tr, va, te = RandomLinkSplit(num_val=0.05, num_test=0.1, is_undirected=True,
                                  add_negative_train_samples=False)(data)
     conv1, conv2 = GCNConv(g.num_features, 128), GCNConv(128, 64)

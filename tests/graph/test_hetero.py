@@ -39,13 +39,13 @@ def test_heterodata_converts_every_type():
     assert (g.x[19:, 8] == 1).all() and not g.x[19:, :8].any()
     assert np.array_equal(g.y[:12], d["paper"].y.numpy()) and (g.y[12:] == -1).all()
     assert np.array_equal(g.train_mask[:12], np.arange(12) < 6) and not g.train_mask[12:].any()
-    # every given edge is one count of its relation, at its two endpoints' joint ids
+    # every given edge is one count of its relation, at its two endpoints' joint ids (duplicates merged)
     offsets = {"paper": 0, "author": 12, "venue": 19}
     want = np.zeros((23, 23, 3), dtype=int)
     for r, et in enumerate(d.edge_types):
         s, _, t = et
         for a, b in d[et].edge_index.numpy().T:
-            want[b + offsets[t], a + offsets[s], r] += 1
+            want[b + offsets[t], a + offsets[s], r] = 1
     got = np.zeros_like(want)
     src, dst = g.edge_index()
     got[dst, src] = g.edge_type_counts

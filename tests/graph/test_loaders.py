@@ -9,7 +9,7 @@ from torch_geometric.data import Data
 from gridgnn.errors import GridGnnError
 from gridgnn.graph import Graph
 from gridgnn.graph.loaders import (apply_defaults, default_split, degree_features, from_pyg, load_edgelist,
-                                   load_mtx, load_npz, load_planetoid, save_npz)
+                                   load_mtx, load_npz, load_planetoid, normalize_features, save_npz)
 
 from ._util import random_graph
 
@@ -147,7 +147,8 @@ def test_planetoid_cora(cora_dir):
     assert not g.directed and g.nnz == 10556
     m = g.csr()
     assert (m != m.T).nnz == 0 and m.diagonal().sum() == 0
-    rows = g.x.sum(axis=1)
+    assert set(np.unique(g.x)) <= {0.0, 1.0} and g.meta["feature_norm"] == "row"  # raw; auto row-normalizes
+    rows = normalize_features(g.x, "row").sum(axis=1)
     assert np.all(np.isclose(rows, 1.0, atol=1e-5) | (rows == 0))
 
 

@@ -15,7 +15,7 @@ import scipy.sparse as sp
 
 from gridgnn.errors import GridGnnError
 from gridgnn.graph import Graph
-from gridgnn.graph.loaders import load_planetoid, row_normalize
+from gridgnn.graph.loaders import load_planetoid, normalize_features, row_normalize
 from gridgnn.graph.planetoid import PARTS, load_pickle, read_planetoid_arrays
 
 PLANETOID = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "planetoid"
@@ -59,13 +59,15 @@ def test_graph_equals_the_pyg_based_loader(name):
 
     ref = read_planetoid_data(str(d), name)
     ei = ref.edge_index.numpy()
-    want = Graph.from_edges(ei[0], ei[1], ref.num_nodes, directed=False, x=row_normalize(ref.x.numpy()),
+    want = Graph.from_edges(ei[0], ei[1], ref.num_nodes, directed=False, x=ref.x.numpy(),
                             y=ref.y.numpy(), train_mask=ref.train_mask.numpy(), val_mask=ref.val_mask.numpy(),
                             test_mask=ref.test_mask.numpy())
     g = load_planetoid(d)
     for key in ("indptr", "indices", "x", "y", "train_mask", "val_mask", "test_mask"):
         np.testing.assert_array_equal(getattr(g, key), getattr(want, key), err_msg=key)
     assert g.n == want.n and not g.directed and g.values is None and g.name == name
+    assert g.meta["feature_norm"] == "row"  # raw as PyG's; --feature-norm auto row-normalizes (the model records it)
+    assert np.array_equal(normalize_features(g.x, "row"), row_normalize(ref.x.numpy()))
 
 
 def test_loader_does_not_use_pyg(cora_dir, monkeypatch):

@@ -93,7 +93,8 @@ class Graph:
     def from_edges(cls, src, dst, n: int | None = None, *, weights=None, directed: bool | None = None,
                    edge_attr=None, edge_type=None, num_relations: int | None = None, **kwargs) -> "Graph":
         """Build from edge arrays ``src → dst``. Duplicate edges are merged (weights summed; unweighted
-        duplicates count once). ``directed=None`` detects symmetry; ``directed=False`` symmetrizes.
+        duplicates count once: gridgnn's one duplicate-edge rule, PyG ``coalesce``; ``meta["duplicate_edges_merged"]``
+        says how many were merged). ``directed=None`` detects symmetry; ``directed=False`` symmetrizes.
 
         ``edge_attr`` (``[E, d]``, one row per given edge) travels with its edge into CSR order. Edges that carry
         features are not merged: a duplicate edge is refused. ``directed=False`` gives an edge given in one
@@ -101,8 +102,9 @@ class Graph:
         own (PyG ``to_undirected`` without a reduction).
 
         ``edge_type`` (``int[E]``, values in ``0 .. num_relations - 1``; ``num_relations`` defaults to the largest
-        type + 1) makes a typed graph (:attr:`edge_type_counts`): edges given more than once, with one relation or
-        several, are one stored entry that counts each (PyG ``RGCNConv`` aggregates every given edge). A typed graph
+        type + 1) makes a typed graph (:attr:`edge_type_counts`): the relations joining a pair are one stored entry
+        that counts each relation once (an edge given more than once with the same relation is merged, as
+        everywhere). A typed graph
         is stored as given (``directed=False`` is refused: R-GCN gives the reverse direction a relation of its
         own); it takes no ``edge_attr`` nor ``weights``."""
         src = np.asarray(src).reshape(-1)
@@ -146,6 +148,7 @@ class Graph:
         data = weights if weights is not None else np.ones(src.size, dtype=np.float64)
         mat = sp.coo_matrix((data, (dst, src)), shape=(n, n)).tocsr()
         mat.sum_duplicates()
+        _note_merged(kwargs, src.size - mat.nnz)
         if weights is None:
             mat.data[:] = 1.0
         if directed is False:
@@ -214,7 +217,9 @@ class Graph:
         counts = np.bincount(inverse.reshape(-1) * r + kind, minlength=entries.size * r)
         if counts.size and counts.max() > np.iinfo(np.int32).max:
             raise GridGnnError("an edge is given more than 2^31 - 1 times with one relation")
-        counts = counts.astype(np.int32).reshape(entries.size, r)
+        counts = counts.reshape(entries.size, r)
+        _note_merged(kwargs, int(kind.size - np.count_nonzero(counts)))
+        counts = np.minimum(counts, 1).astype(np.int32)  # an edge given twice with one relation counts once
         e_dst, e_src = entries // n if n else entries, entries % n if n else entries
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(e_dst, minlength=n), out=indptr[1:])
@@ -405,6 +410,13 @@ class Graph:
                                    f"({self.indices.size}, R) integers with 1 <= R <= {MAX_RELATIONS}")
             if c.size and (c.min() < 0 or int(c.max()) > np.iinfo(np.int32).max):
                 raise GridGnnError("edge_type_counts must be in [0, 2^31 - 1]")
+            empty = np.flatnonzero(~c.any(axis=1)) if c.size else np.empty(0, np.int64)
+            if empty.size:  # a stored edge of no relation carries no message (like a zero or negative weight)
+                k = int(empty[0])
+                src, dst = int(self.indices[k]), int(np.searchsorted(self.indptr, k, side="right") - 1)
+                raise GridGnnError(f"edge_type_counts: edge {src} -> {dst} belongs to no relation (its counts are "
+                                   f"all zero), and {empty.size - 1} more; every stored edge needs a count of at "
+                                   "least 1 in some relation")
             self._require_edge_keys("relation types (edge_type_counts)", "Graph.from_edges(..., edge_type=...)")
             self.edge_type_counts = np.ascontiguousarray(c, dtype=np.int32)
             self._relation_degree = None
@@ -431,6 +443,12 @@ class Graph:
         if self.n > MAX_FEATURED_VERTICES:
             raise GridGnnError(f"{what} on a graph of {self.n} vertices: at most {MAX_FEATURED_VERTICES} (edge keys "
                                "are dst·n + src in 64 bits)")
+
+def _note_merged(kwargs: dict, merged: int) -> None:
+    """Record in the graph's ``meta`` (a copy of the one given) how many duplicate edges were merged."""
+    if merged > 0:
+        kwargs["meta"] = {**(kwargs.get("meta") or {}), "duplicate_edges_merged": int(merged)}
+
 
 def _check_node_types(types, n: int) -> None:
     names, offsets = (types.get("names"), types.get("offsets")) if isinstance(types, dict) else (None, None)

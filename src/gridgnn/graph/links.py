@@ -95,7 +95,7 @@ def _with_edges(graph: Graph, pairs: np.ndarray) -> Graph:
         src, dst = np.concatenate([src, dst[~loops]]), np.concatenate([dst, src[~loops]])
     g = Graph.from_edges(src, dst, graph.n, directed=True, x=graph.x, y=graph.y, train_mask=graph.train_mask,
                          val_mask=graph.val_mask, test_mask=graph.test_mask, name=graph.name,
-                         original_ids=graph.original_ids)
+                         original_ids=graph.original_ids, meta=dict(graph.meta))  # the loader's notes (input pipeline)
     g.directed = graph.directed
     return g
 

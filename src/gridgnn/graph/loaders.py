@@ -124,6 +124,7 @@ def apply_defaults(graph: Graph, *, seed: int = 0) -> Graph:
     if graph.y is not None and all(getattr(graph, m) is None for m in _MASKS):
         graph.train_mask, graph.val_mask, graph.test_mask = default_split(graph.n, graph.y, seed)
         graph.meta.setdefault("split", f"random 60/20/20 (seed {seed})")
+        graph.meta["split_default"] = f"random 60/20/20 (seed {seed})"  # a silent choice: said on the console
     return graph
 
 
@@ -143,29 +144,31 @@ def row_normalize(x: np.ndarray) -> np.ndarray:
     return (x * inv).astype(np.float32)
 
 
-#: ``--feature-norm`` values (``auto``: the model's :attr:`~gridgnn.nn.base.Model.FEATURE_NORM`)
-FEATURE_NORMS = ("auto", "none", "l2")
+#: ``--feature-norm`` values (``auto``: the model's :attr:`~gridgnn.nn.base.Model.FEATURE_NORM`, else the data's
+#: convention: ``row`` for ``planetoid:``; see :mod:`gridgnn.graph.pipeline`)
+FEATURE_NORMS = ("auto", "none", "row", "l2")
 
 
 def normalize_features(x: np.ndarray | None, how: str, *, in_place: bool = False) -> np.ndarray | None:
-    r"""``--feature-norm``: ``"none"`` gives ``x``; ``"l2"`` each row divided by its L2 norm (the norms in float64;
-    all-zero rows stay zero), in ``x``'s floating dtype — into ``x`` itself when ``in_place`` (a float array the
-    caller owns), else into one new array; the work goes in blocks of rows, so no float64 copy of the whole
-    matrix is made. A row's result depends on that row alone, so any subset of rows (a rank's block, a sharded
-    chunk) is normalized alike."""
+    r"""``--feature-norm``: ``"none"`` gives ``x``; ``"row"`` each row divided by its sum (Kipf & Welling,
+    :func:`row_normalize`; zero-sum rows stay zero); ``"l2"`` each row divided by its L2 norm (the sums and norms
+    in float64; all-zero rows stay zero), in ``x``'s floating dtype — into ``x`` itself when ``in_place`` (a
+    float array the caller owns), else into one new array; the work goes in blocks of rows, so no float64 copy of
+    the whole matrix is made. A row's result depends on that row alone, so any subset of rows (a rank's block, a
+    sharded chunk) is normalized alike."""
     if x is None or how == "none":
         return x
-    if how != "l2":
-        raise GridGnnError(f"--feature-norm must be none or l2 here, got {how!r}")
+    if how not in ("l2", "row"):
+        raise GridGnnError(f"--feature-norm must be none, row or l2 here, got {how!r}")
     x = np.asarray(x)
     floating = np.issubdtype(x.dtype, np.floating)
     out = x if in_place and floating else np.empty(x.shape, x.dtype if floating else np.float32)
     step = max(1, (1 << 22) // max(1, x.shape[1]))  # about 32 MiB of float64 per block
     for r0 in range(0, x.shape[0], step):
         block = x[r0:r0 + step].astype(np.float64)
-        norm = np.sqrt(np.einsum("ij,ij->i", block, block))
+        norm = block.sum(axis=1) if how == "row" else np.sqrt(np.einsum("ij,ij->i", block, block))
         inv = np.zeros_like(norm)
-        np.divide(1.0, norm, out=inv, where=norm > 0)
+        np.divide(1.0, norm, out=inv, where=norm != 0 if how == "row" else norm > 0)
         out[r0:r0 + step] = block * inv[:, None]
     return out
 
@@ -258,7 +261,9 @@ def from_pyg(data, *, seed: int = 0, name: str = "pyg") -> Graph:
     r"""Convert a PyG ``Data`` object.
 
     ``edge_index[0]`` is the source and ``edge_index[1]`` the destination (PyG ``source_to_target`` flow), which
-    is the :class:`Graph` convention. Duplicate edges are merged; ``directed`` is detected from the symmetry of
+    is the :class:`Graph` convention; it must be an integer tensor. Duplicate edges are merged (one edge per source
+    and destination, given weights added; ``meta["duplicate_edges_merged"]`` counts them and a training run says
+    so on its console); ``directed`` is detected from the symmetry of
     the adjacency. ``data.edge_weight`` (if present, shape ``[E]``) becomes the edge weights; ``data.edge_attr``
     (``[E, d]`` or ``[E]``) the edge features (:attr:`Graph.edge_attr <gridgnn.graph.graph.Graph.edge_attr>`; a
     multigraph — some edge given twice — is merged as without them, its features dropped and
@@ -279,6 +284,9 @@ def from_pyg(data, *, seed: int = 0, name: str = "pyg") -> Graph:
     if ei is None or ei.ndim != 2 or ei.shape[0] != 2:
         raise GridGnnError(f"{what}: edge_index must have shape [2, E], got "
                            f"{None if ei is None else tuple(ei.shape)}")
+    if not np.issubdtype(ei.dtype, np.integer):  # PyG's layers index with it: integer vertex ids only
+        raise GridGnnError(f"{what}: edge_index has dtype {ei.dtype}; it must hold integer vertex ids "
+                           "(torch.long), as PyG's layers require")
     n = data.num_nodes
     if n is None or n == 0:
         raise GridGnnError(f"{what}: empty graph (no vertices)")
@@ -322,8 +330,10 @@ def load_planetoid(directory, *, seed: int = 0) -> Graph:
     builtins (no code from the files runs; anything else is refused with an error naming the file and the
     global). The result equals PyG's ``read_planetoid_data``: self-loops and duplicate edges removed, zero
     feature rows for CiteSeer's isolated test nodes, and the standard split (20 labelled nodes per class for
-    training, 500 for validation, 1000 for test). The graph is symmetrized (undirected) and the features are
-    row-normalized as in Kipf & Welling (:func:`row_normalize`: each row divided by its sum, zero rows stay zero).
+    training, 500 for validation, 1000 for test). The graph is symmetrized (undirected). The features are the
+    files' (PyG's ``Planetoid`` without transforms); ``meta["feature_norm"] = "row"`` marks their conventional
+    normalization (Kipf & Welling, :func:`row_normalize`), which ``--feature-norm auto`` applies when training
+    (and records in the model, so ``predict`` applies it to PyG's raw copy of the graph too).
 
     Args:
         directory: the folder with the raw files.
@@ -349,7 +359,7 @@ def load_planetoid(directory, *, seed: int = 0) -> Graph:
     for part in PLANETOID_PARTS:
         _check_file(d / f"ind.{prefix}.{part}")
     data = read_planetoid_arrays(d, prefix)  # its messages name the file
-    x = row_normalize(data["x"])
+    x = data["x"]  # raw: --feature-norm auto row-normalizes (meta["feature_norm"]), the model records it
     ei = data["edge_index"]
     n = int(data["y"].shape[0])
     masks = {m: data[m] for m in _MASKS}
@@ -358,7 +368,7 @@ def load_planetoid(directory, *, seed: int = 0) -> Graph:
         g = Graph.from_edges(ei[0], ei[1], n, directed=False, name=prefix, **node)
     except GridGnnError as e:
         raise _prefixed(d, e) from None
-    g.meta.update(source=str(d), features="row-normalized", split="planetoid standard")
+    g.meta.update(source=str(d), features="as in the files", feature_norm="row", split="planetoid standard")
     return apply_defaults(_check_empty(g, d), seed=seed)
 
 

@@ -4,6 +4,12 @@ r"""The built-in models as PyG modules (``to_pyg`` of :class:`~gridgnn.nn.GCN`, 
 (GCN: ``m(x, edge_index, edge_weight)``, ``None`` for an unweighted graph; GINE, GATv2: ``m(x, edge_index,
 edge_attr)``), in eval mode. It pickles with ``torch.save`` and loads with plain PyG
 (``torch.load(path, weights_only=False)``: a pickled module, so load only files you trust).
+
+A trained model's export (:meth:`gridgnn.TrainedModel.to_pyg`, ``gridgnn export --to pyg``) is a
+:class:`PygExport`: that ``Sequential`` (``.net``) behind the model's input pipeline (feature normalization,
+degree features, duplicate edges merged), called ``m(x, edge_index)`` with optional ``edge_weight=``,
+``edge_attr=``, ``edge_type=``, so a user's own copy of a graph gives :meth:`~gridgnn.TrainedModel.predict`'s
+logits. Unpickling it needs gridgnn importable (its class lives here); ``.net`` alone needs PyG only.
 """
 from __future__ import annotations
 
@@ -33,3 +39,105 @@ def check_whole(model) -> None:
     """``to_pyg`` reads full parameters: the serial model (``plan=None``), e.g. :attr:`gridgnn.TrainedModel.module`."""
     if any(p.shape != tuple(shape) for _, _, p, shape, _ in model.parameter_entries()):
         raise ValueError("to_pyg needs the model's full parameters (a model built with plan=None)")
+
+
+class PygExport(torch.nn.Module):
+    r"""A trained model's PyG export: its input pipeline (:mod:`gridgnn.graph.pipeline`), then ``net``, the
+    ``torch_geometric.nn.Sequential`` of its layers.
+
+    Called as a PyG model is: ``m(x, edge_index)``, and ``edge_weight=`` (GCN), ``edge_attr=`` (GINE, GATv2),
+    ``edge_type=`` (R-GCN) where the model reads them (positionally too, third). Before the layers it
+
+    * merges duplicate edges as gridgnn does (one edge per source, destination and relation; given weights
+      added: PyG ``coalesce(reduce="sum")``); edges that carry features must not repeat (gridgnn drops the
+      features of such a graph);
+    * computes the 3 degree features ``[1, log(1 + in-degree), log(1 + out-degree)]`` for ``x=None`` when the model
+      was trained on them (give ``num_nodes=`` if the last vertices have no edge);
+    * normalizes the rows of ``x`` as training did (``feature_norm``: ``none``, ``row``, ``l2``; in float64,
+      back to ``x``'s dtype).
+
+    Args:
+        net: the PyG ``Sequential``.
+        feature_norm (str): ``"none"``, ``"row"`` or ``"l2"``. (default ``"none"``)
+        degree_features (bool): the model was trained on degree features. (default ``False``)
+    """
+
+    def __init__(self, net, *, feature_norm: str = "none", degree_features: bool = False):
+        super().__init__()
+        if feature_norm not in ("none", "row", "l2"):
+            raise ValueError(f"feature_norm must be none, row or l2, got {feature_norm!r}")
+        self.net, self.feature_norm, self.degree_features = net, feature_norm, bool(degree_features)
+        sig = getattr(getattr(net, "signature", None), "param_dict", None)
+        self.args = list(sig) if sig else ["x", "edge_index"]
+        self.eval()
+
+    def extra_repr(self) -> str:
+        return f"feature_norm={self.feature_norm!r}, degree_features={self.degree_features}"
+
+    def forward(self, x, edge_index, edge=None, *, edge_weight=None, edge_attr=None, edge_type=None,
+                num_nodes: int | None = None):
+        edge_index = torch.as_tensor(edge_index)
+        if edge_index.dtype.is_floating_point or edge_index.dtype in (torch.bool, torch.complex64,
+                                                                      torch.complex128):
+            raise ValueError(f"edge_index has dtype {edge_index.dtype}; it must hold integer vertex ids (torch.long)")
+        edge_index = edge_index.long()
+        third = self.args[2] if len(self.args) > 2 else None
+        given = {"edge_weight": edge_weight, "edge_attr": edge_attr, "edge_type": edge_type}
+        if edge is not None:
+            if third is None:
+                raise ValueError("this model takes no third argument (x, edge_index only)")
+            given[third] = edge
+        n = int(x.shape[0]) if x is not None else num_nodes if num_nodes is not None else \
+            int(edge_index.max()) + 1 if edge_index.numel() else 0
+        edge_index, given = self._merged(edge_index, given, n)
+        if x is None:
+            if not self.degree_features:
+                raise ValueError("x is None, but the model was trained on node features of its own")
+            x = self._degrees(edge_index, n)
+        x = self._normalized(torch.as_tensor(x))
+        param = next(self.net.parameters(), None)
+        if param is not None and x.dtype != param.dtype:  # gridgnn reads features in the run's dtype too
+            x = x.to(param.dtype)
+        extra = [given[a] for a in self.args[2:]]
+        return self.net(x, edge_index, *extra)
+
+    @staticmethod
+    def _merged(edge_index, given: dict, n: int):
+        """gridgnn's duplicate-edge rule (no change, and the edges' order kept, when no edge repeats)."""
+        kind = given.get("edge_type")
+        key = edge_index[1] * max(n, 1) + edge_index[0]
+        if kind is not None:
+            key = torch.as_tensor(kind).long() * max(n, 1) ** 2 + key
+        uniq, inverse = torch.unique(key, return_inverse=True)
+        if uniq.numel() == key.numel():
+            return edge_index, given
+        if given.get("edge_attr") is not None:
+            raise ValueError(f"{key.numel() - uniq.numel()} edges are given more than once and edges carry features "
+                             "(edge_attr): gridgnn drops the features of such a graph; remove the duplicates")
+        first = torch.full((uniq.numel(),), key.numel(), dtype=torch.long)
+        first.scatter_reduce_(0, inverse, torch.arange(key.numel()), reduce="amin")
+        out = dict(given)
+        if kind is not None:
+            out["edge_type"] = torch.as_tensor(kind)[first]
+        weight = given.get("edge_weight")
+        if weight is not None:
+            weight = torch.as_tensor(weight)
+            out["edge_weight"] = torch.zeros(uniq.numel(), dtype=weight.dtype).index_add_(0, inverse, weight)
+        return edge_index[:, first], out
+
+    @staticmethod
+    def _degrees(edge_index, n: int) -> torch.Tensor:
+        """``[1, log(1 + in-degree), log(1 + out-degree)]`` (:func:`gridgnn.graph.loaders.degree_features`)."""
+        indeg = torch.bincount(edge_index[1], minlength=n).double()
+        outdeg = torch.bincount(edge_index[0], minlength=n).double()
+        return torch.stack([torch.ones(n, dtype=torch.float64), torch.log1p(indeg), torch.log1p(outdeg)],
+                           dim=1).float()
+
+    def _normalized(self, x: torch.Tensor) -> torch.Tensor:
+        if self.feature_norm == "none":
+            return x
+        xd = x.double()
+        norm = xd.sum(dim=1) if self.feature_norm == "row" else xd.pow(2).sum(dim=1).sqrt()
+        ok = norm != 0 if self.feature_norm == "row" else norm > 0
+        inv = torch.where(ok, 1.0 / torch.where(ok, norm, torch.ones_like(norm)), torch.zeros_like(norm))
+        return (xd * inv[:, None]).to(x.dtype if x.is_floating_point() else torch.float32)

@@ -133,6 +133,7 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
     from ..graph.graph import require_nonnegative_weights
     from .checkpoint import check_for_run, read_checkpoint, restore
     from .loop import RunLoop, fmt
+    from ..graph.pipeline import console_lines, pipeline_record
     from .trainer import build_model, check_data, in_memory_name, with_feature_norm
 
     from ..errors import note_memory
@@ -149,7 +150,8 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
     check_data(graph.n, graph.num_features, graph.num_classes, len(train_ids), world // cfg.replication)
     dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
     info = {"n": graph.n, "nnz": graph.nnz, "f": graph.num_features, "classes": graph.num_classes,
-            "data": in_memory_name(graph) if in_memory else cfg.data or "default"}
+            "data": in_memory_name(graph) if in_memory else cfg.data or "default",
+            "input_pipeline": pipeline_record(graph.meta, cfg.feature_norm_for(graph.meta))}
     ckpt = None
     if cfg.resume is not None:  # read and checked on every rank, before the first collective
         ckpt = read_checkpoint(cfg.resume)
@@ -174,6 +176,8 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
                       desc=f"{cfg.sampler} P={world}", unit="minibatch")
     loop = RunLoop(cfg, comm=comm, plan=_WHOLE, model=model, opt=opt, dims=dims, info=info, ckpt=ckpt,
                    console=console, line=_line, callbacks=callbacks)
+    for note in console_lines(graph.meta):  # the loader's silent choices, one line each
+        console.write(note)
     logs = []  # this run's communication per epoch
 
     def step(epoch: int) -> dict:
@@ -194,7 +198,8 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
         if not lead:
             return {"summary": None, **state} if return_state else None
         summary = _summary(cfg, graph, grid, history, everyone, time.perf_counter() - t_start,
-                           resumed_from=None if ckpt is None else start, data=info["data"])
+                           resumed_from=None if ckpt is None else start, data=info["data"],
+                           input_pipeline=info["input_pipeline"])
         loop.write(summary, params, logits=logits_full, original_ids=graph.original_ids,
                    node_types=graph.node_types)
     if not cfg.quiet:
@@ -345,7 +350,7 @@ def _line(r: dict) -> str:
 
 
 def _summary(cfg: TrainConfig, graph, grid, history, everyone, wall: float, *, resumed_from: int | None = None,
-             data: str = "default") -> dict:
+             data: str = "default", input_pipeline: dict | None = None) -> dict:
     """The run's summary (:func:`~gridgnn.train.summary.run_summary`: the schema of full-graph runs too)."""
     from .summary import count, median_of, run_summary, traffic
 
@@ -368,4 +373,6 @@ def _summary(cfg: TrainConfig, graph, grid, history, everyone, wall: float, *, r
         sample_graph=cfg.model_sample_graph,
         # the sampler's P/c x c grid; features 1.5D-partitioned in vertex order (even bounds)
         algo="minibatch", grid=list(grid.shape), blocked_aggregation=0, replication=cfg.replication,
-        partition="identity")
+        partition="identity",
+        **({} if input_pipeline is None else {"input_pipeline": input_pipeline,
+                                              "feature_norm": input_pipeline["feature_norm"]}))

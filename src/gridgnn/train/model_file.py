@@ -8,6 +8,9 @@ loading it runs no code):
 ``format``            ``"gridgnn-model"``, ``format_version`` :data:`FORMAT_VERSION`
 ``gridgnn_version``   the library that wrote it (and ``torch_version``)
 ``config``            the run's :class:`~gridgnn.train.config.TrainConfig` as a dict (model, its options, dtype...)
+                      and ``config["input_pipeline"]``: what training did to the data before the first layer
+                      (:mod:`gridgnn.graph.pipeline`; ``predict`` and the export apply it). Optional: a file
+                      written before it existed has none and keeps the old behaviour (its ``feature_norm``)
 ``dims``              layer widths ``[f_0, ..., f_L]`` (input features, hidden widths, classes)
 ``epoch``             epochs trained: the parameters are those after the last one (not the best epoch's)
 ``params``            ``{name: [full tensor of each layer using it]}``: unsharded, bit for bit the ranks' values
@@ -41,12 +44,17 @@ class TrainOutput:
     params: dict
 
 
-def write_model_file(path: str, config: dict, dims: list[int], params: dict, epoch: int) -> None:
-    """Write ``model.pt`` atomically (rank 0; ``params`` as :func:`~gridgnn.train.checkpoint.full_parameters`)."""
+def write_model_file(path: str, config: dict, dims: list[int], params: dict, epoch: int, *,
+                     input_pipeline: dict | None = None) -> None:
+    """Write ``model.pt`` atomically (rank 0; ``params`` as :func:`~gridgnn.train.checkpoint.full_parameters`;
+    ``input_pipeline``: the run's record, kept as ``config["input_pipeline"]``)."""
     import gridgnn
 
+    config = dict(config)
+    if input_pipeline is not None:
+        config["input_pipeline"] = dict(input_pipeline)
     obj = {"format": FORMAT, "format_version": FORMAT_VERSION, "gridgnn_version": gridgnn.__version__,
-           "torch_version": str(torch.__version__), "config": dict(config), "dims": [int(d) for d in dims],
+           "torch_version": str(torch.__version__), "config": config, "dims": [int(d) for d in dims],
            "epoch": int(epoch), "params": {k: [t.detach().cpu() for t in v] for k, v in params.items()}}
     with atomic_write(path) as fh:
         torch.save(obj, fh)
@@ -92,4 +100,8 @@ def read_model_file(run: str) -> dict:
     if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
         raise GridGnnError(f"{where} is damaged: epoch {epoch!r} is not a count")
     check_parameters(obj.get("params"), obj["config"], obj.get("dims"), where)
+    if "input_pipeline" in obj["config"]:  # absent in files written before the record: the old behaviour
+        from ..graph.pipeline import check_record
+
+        check_record(obj["config"]["input_pipeline"], where)
     return obj

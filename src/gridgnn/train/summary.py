@@ -14,6 +14,8 @@ from collections import defaultdict
 #: Every key of a summary, in order. Loop-specific keys are ``null`` where they do not apply: ``algo`` is
 #: ``"minibatch"`` for a sampled run (its grid is the P/c x c grid of the sampler), ``sampler`` ... ``bulk`` are
 #: ``null`` for full-graph training, ``nnz_max_over_mean`` and ``estimated_peak_memory_bytes`` for minibatches.
+#: ``input_pipeline`` is the record ``model.pt`` holds (:mod:`gridgnn.graph.pipeline`: the feature normalization the
+#: run resolved, degree features, the default split, the duplicate-edge rule); ``feature_norm`` the resolved one.
 SUMMARY_KEYS = (
     # accuracy (at the best validation epoch) and time
     "test_acc", "val_acc", "best_epoch", "train_acc", "final_loss", "epoch_time_median_s", "eval_time_median_s",
@@ -31,7 +33,7 @@ SUMMARY_KEYS = (
     "algo", "grid", "nproc", "grid_axes", "blocked_aggregation", "replication", "partition", "seed", "model",
     "heads", "aggr", "layers", "hidden", "epochs", "epochs_trained", "early_stop", "feature_norm", "dtype", "data",
     "n", "nnz", "estimated_peak_memory_bytes", "peak_memory_bytes", "wall_time_s", "checkpoint_every",
-    "resumed_from_epoch", "config",
+    "resumed_from_epoch", "input_pipeline", "config",
 )
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from ..errors import GridGnnError
+from ..graph.saved import as_pairs
 
 #: Fields of a training config that inference does not inherit: how and where the training ran (the inference's
 #: own algorithm, grid and processes are the arguments of :meth:`TrainedModel.predict`), and minibatch sampling.
@@ -28,15 +29,6 @@ NOT_INHERITED = ("data", "algo", "nproc", "replication", "grid", "partition", "b
                  "timeout_s", "profile", "sampler", "fanout", "batch_size", "bulk", "sample_graph", "eval_fanout",
                  "eval_batch_size", "overlap", "comm_dtype", "grad_dtype", "comm_check_every", "comm_tolerance", "task", "link_split",
                  "negatives", "hits_k", "embedding_dim", "decoder")
-
-
-def as_pairs(pairs) -> np.ndarray:
-    """``pairs`` (``int[2, m]`` or ``int[m, 2]``) as ``int[2, m]``."""
-    pairs = np.asarray(pairs)
-    if pairs.ndim != 2 or 2 not in pairs.shape or not np.issubdtype(pairs.dtype, np.integer):
-        raise GridGnnError(f"pairs must be integer vertex ids of shape [2, m] or [m, 2], got {pairs.dtype} "
-                           f"{pairs.shape}")
-    return pairs if pairs.shape[0] == 2 else pairs.T
 
 
 def pair_scores(z: np.ndarray, pairs, decoder) -> np.ndarray:
@@ -63,6 +55,8 @@ class TrainedModel:
     def __init__(self, config: dict, dims: list[int], params: dict, *, summary: dict | None = None,
                  epoch: int | None = None):
         self.config, self.dims, self.params, self.summary = dict(config), list(dims), params, summary
+        if "input_pipeline" not in self.config and isinstance((summary or {}).get("input_pipeline"), dict):
+            self.config["input_pipeline"] = dict(summary["input_pipeline"])  # gridgnn.train's: in its summary
         self.epoch = epoch if epoch is not None else (summary or {}).get("epochs_trained")  # epochs its weights saw
         self._module = None
 
@@ -70,12 +64,31 @@ class TrainedModel:
         return f"TrainedModel(model={self.config.get('model')!r}, dims={self.dims}, dtype={self.config.get('dtype')!r})"
 
     # ------------------------------------------------------------------ the model itself
+    @property
+    def input_pipeline(self) -> dict | None:
+        """What training did to the data before the first layer (:mod:`gridgnn.graph.pipeline`: the feature
+        normalization, degree features, the duplicate-edge rule), applied again to any graph this model is given;
+        ``None`` for a model file written before the record existed (its ``feature_norm`` as written is used,
+        ``auto`` resolved on the data, as then)."""
+        rec = self.config.get("input_pipeline")
+        return dict(rec) if isinstance(rec, dict) else None
+
     def _train_config(self, **changes):
         from .config import TrainConfig
 
         known = {f.name for f in dataclasses.fields(TrainConfig)}
         kw = {k: v for k, v in self.config.items() if k in known and k not in NOT_INHERITED}
-        return TrainConfig(**{**kw, "quiet": True, **changes})
+        rec = self.input_pipeline
+        as_loaded = rec is None and kw.get("feature_norm", "none") == "none"
+        if rec is not None:  # the normalization the run resolved, whatever the data's convention
+            kw["feature_norm"] = rec["feature_norm"]
+        elif as_loaded:  # written before the record: features "as loaded", which included the loader's
+            kw["feature_norm"] = "auto"  # convention (planetoid: row); auto gives it
+        cfg = TrainConfig(**{**kw, "quiet": True, **changes})
+        if as_loaded and cfg.model_feature_norm != "none":
+            cfg.feature_norm = "none"  # VA's old "none": the model's own choice is not the old behaviour
+        cfg.trained_features = None if rec is None else rec["features"]  # checked against the graph's (inference)
+        return cfg
 
     @property
     def dtype(self) -> torch.dtype:
@@ -101,15 +114,23 @@ class TrainedModel:
         return self.module.state_dict()
 
     def to_pyg(self) -> torch.nn.Module:
-        """The model as a PyG module with the trained weights (a ``torch_geometric.nn.Sequential`` of
-        ``GCNConv`` / ``GATConv`` / ``AGNNConv`` / ``SAGEConv`` layers, called ``m(x, edge_index)``): its logits
-        equal :meth:`predict`'s. A model without a PyG equivalent (VA, a model of your own without ``to_pyg``)
-        is refused: use :attr:`module` or :meth:`state_dict`."""
+        """The model as a PyG module with the trained weights: a :class:`~gridgnn.nn.pyg_export.PygExport` that
+        applies the model's input pipeline (:attr:`input_pipeline`: the feature normalization, degree features
+        for ``x=None``, duplicate edges merged) and then its ``torch_geometric.nn.Sequential`` of ``GCNConv`` /
+        ``GATConv`` / ``AGNNConv`` / ``SAGEConv`` / ... layers (``.net``), called as a PyG model is:
+        ``m(x, edge_index)``, with ``edge_weight=`` / ``edge_attr=`` / ``edge_type=`` where the model reads them.
+        Its logits equal :meth:`predict`'s on the same graph. A model without a PyG equivalent (VA, a model of
+        your own without ``to_pyg``) is refused: use :attr:`module` or :meth:`state_dict`."""
+        from ..nn.pyg_export import PygExport
+
         module = self.module
         if not hasattr(module, "to_pyg"):
             raise GridGnnError(f"--model {self.config.get('model')} has no PyG equivalent to export to; its "
                                "parameters are in model.pt (gridgnn.load(RUN).state_dict())")
-        return module.to_pyg()
+        rec = self.input_pipeline
+        norm = rec["feature_norm"] if rec is not None else self._train_config().model_feature_norm
+        return PygExport(module.to_pyg(), feature_norm=norm,
+                         degree_features=rec is not None and rec["features"] == "degree")
 
     # ------------------------------------------------------------------ inference
     def predict(self, data=None, *, algo: str = "serial", nproc: int | None = None, grid=None,
@@ -199,15 +220,23 @@ class TrainedModel:
         except SystemExit as exc:  # the launcher has printed every rank's message
             raise failed_launch(exc, "inference") from None
 
-    def __call__(self, x, edge_index, edge_weight=None, edge_attr=None, edge_type=None) -> torch.Tensor:
+    def __call__(self, x, edge_index, edge_weight=None, edge_attr=None, edge_type=None, *,
+                 num_nodes: int | None = None) -> torch.Tensor:
         r"""PyG's habit: the logits of ``x`` (``n × f_0``) on the graph of ``edge_index`` (``2 × E``, PyG's
-        ``[source, target]``), serially; ``edge_weight``: optional weights of the edges; ``edge_attr``: their
-        features (``E × d``, for a model that reads them); ``edge_type``: their relation types (``E``, for a model
-        that reads them, such as ``rgcn``: the graph has the model's relation count)."""
+        ``[source, target]``), serially, through the model's input pipeline (:attr:`input_pipeline`; ``x=None``
+        for a model trained on degree features, with ``num_nodes`` when the last vertices have no edge);
+        ``edge_weight``: optional weights of the edges; ``edge_attr``: their features (``E × d``, for a model
+        that reads them); ``edge_type``: their relation types (``E``, for a model that reads them, such as
+        ``rgcn``: the graph has the model's relation count)."""
         from torch_geometric.data import Data
 
-        x = torch.as_tensor(x)
-        data = Data(x=x.detach().cpu(), edge_index=torch.as_tensor(edge_index).cpu(), num_nodes=x.shape[0])
+        edge_index = torch.as_tensor(edge_index).cpu()
+        if x is None:
+            n = num_nodes if num_nodes is not None else int(edge_index.max()) + 1 if edge_index.numel() else 0
+            data = Data(edge_index=edge_index, num_nodes=n)
+        else:
+            x = torch.as_tensor(x)
+            data = Data(x=x.detach().cpu(), edge_index=edge_index, num_nodes=x.shape[0])
         if edge_weight is not None:
             data.edge_weight = torch.as_tensor(edge_weight).detach().cpu()
         if edge_attr is not None:
@@ -251,7 +280,6 @@ def load(run: str, *, model: str | None = None) -> TrainedModel:
         model (str, optional): the model's import path (``package.module:Class``) when it is a model of your
             own: gridgnn imports code only on your word, never on a file's.
     """
-    import json
     import os
 
     from ..nn import resolve_model
@@ -263,10 +291,14 @@ def load(run: str, *, model: str | None = None) -> TrainedModel:
     summary = None
     folder = run if os.path.isdir(run) else os.path.dirname(run) or "."
     path = os.path.join(folder, "summary.json")
-    if os.path.isfile(path):
+    if os.path.lexists(path):
+        from ..graph.safe_io import DataFileError
+        from ..graph.saved import read_document
+
         try:
-            with open(path) as fh:
-                summary = json.load(fh)
-        except (OSError, ValueError):
+            summary = read_document(path, "a run summary", kind="json")
+        except DataFileError:
             summary = None  # the model file is what inference needs; a damaged summary is not
+        if not isinstance(summary, dict):
+            summary = None
     return TrainedModel(obj["config"], obj["dims"], obj["params"], summary=summary, epoch=obj["epoch"])

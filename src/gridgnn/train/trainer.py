@@ -23,6 +23,7 @@ import torch
 from ..distributed import Comm, NullComm, ProcessGrid
 from ..errors import GridGnnError
 from ..graph.graph import require_nonnegative_weights
+from ..graph.pipeline import console_lines, pipeline_record
 from ..graph.spec import load_graph
 from ..nn import resolve_model
 from ..parallel import algorithm
@@ -42,11 +43,12 @@ EPOCH_PHASES = ("fwd", "bwd", "grad", "eval", "metrics", "probe", "decode", "dec
 
 
 def with_feature_norm(graph, cfg: TrainConfig, *, owned: bool = False):
-    """``graph`` with its features normalized as ``--feature-norm`` says: in place when this rank loaded it
-    (``owned``), else in a copy (a graph handed over from Python is left as it was)."""
+    """``graph`` with its features normalized as ``--feature-norm`` says (``auto``: the model's choice, else the
+    data's convention, :meth:`~gridgnn.train.config.TrainConfig.feature_norm_for`): in place when this rank loaded
+    it (``owned``), else in a copy (a graph handed over from Python is left as it was)."""
     from ..graph.loaders import normalize_features
 
-    how = cfg.model_feature_norm
+    how = cfg.feature_norm_for(graph.meta)
     if how == "none" or graph.x is None:
         return graph
     x = np.asarray(graph.x)
@@ -70,8 +72,17 @@ def check_data(n: int, num_features: int, num_classes: int, n_train: int, blocks
         raise GridGnnError(f"cannot split {n} vertices into {blocks} row blocks")
 
 
-def _check_inference_data(n: int, num_features: int, dims: list[int], blocks: int) -> None:
-    """A graph a trained model on ``dims`` can run on: features of its input width, no labels needed."""
+def _check_inference_data(n: int, num_features: int, dims: list[int], blocks: int, *, degree: bool = False,
+                          trained: str | None = None) -> None:
+    """A graph a trained model on ``dims`` can run on: features of its input width, no labels needed. ``degree``:
+    the graph came without features (it holds gridgnn's degree features); ``trained``: the model's record of its
+    input features (``"degree"``, ``"given"``, ``None``: not recorded)."""
+    if trained == "degree" and not degree:
+        raise GridGnnError(f"the graph has {num_features} node features of its own; the model was trained on degree "
+                           "features (the 3 columns gridgnn computes for a graph without x): give the graph without "
+                           "node features")
+    if degree and trained != "degree" and num_features != dims[0]:
+        raise GridGnnError(f"the graph has no node features (x); the model was trained on {dims[0]}")
     if num_features != dims[0]:
         raise GridGnnError(f"the graph has {num_features} node features; the model was trained on {dims[0]}")
     if n < blocks:
@@ -110,6 +121,7 @@ def _prepare(cfg: TrainConfig, world: int, given=None, *, dims: list[int] | None
     if handed is not None or (given is None and cfg.data and cfg.data.startswith("sharded:")):
         return _prepare_sharded(cfg, handed, blocks, shape, single, dims)
     graph = with_feature_norm(checked_graph(cfg, given, blocks, dims=dims), cfg, owned=given is None)
+    pipeline = pipeline_record(graph.meta, cfg.feature_norm_for(graph.meta))
     source = rows = None
     if not single and not (algo.row_partitioned and cfg.partition in GRAPH_PARTITIONERS):
         # cheap and deterministic orders are computed by every rank; graph partitioners once, after the rendezvous
@@ -117,7 +129,8 @@ def _prepare(cfg: TrainConfig, world: int, given=None, *, dims: list[int] | None
                                    method=cfg.partition, seed=cfg.seed)
     info = {"n": graph.n, "nnz": graph.nnz, "f": graph.num_features,
             "classes": graph.num_classes if dims is None else dims[-1],
-            "partition": "none" if single else cfg.partition}
+            "partition": "none" if single else cfg.partition, "input_pipeline": pipeline,
+            "input_notes": console_lines(graph.meta)}
     if given is not None:  # a graph handed over from Python
         info["data"] = in_memory_name(graph)
     return graph, source, rows, shape, info
@@ -174,7 +187,8 @@ def checked_graph(cfg: TrainConfig, given, blocks: int, *, dims: list[int] | Non
             int((graph.train_mask & (graph.y >= 0)).sum())
         check_data(graph.n, graph.num_features, graph.num_classes, n_train, blocks)
         return graph
-    _check_inference_data(graph.n, graph.num_features, dims, blocks)
+    _check_inference_data(graph.n, graph.num_features, dims, blocks, degree=graph.meta.get("features") == "degree",
+                          trained=getattr(cfg, "trained_features", None))
     return unlabelled(graph)
 
 
@@ -186,19 +200,23 @@ def _prepare_sharded(cfg: TrainConfig, handed, blocks: int, shape, single: bool,
     if single:
         raise GridGnnError("--algo serial reads the whole graph; give it the original --data SPEC, not sharded:")
     path = handed.path if handed is not None else cfg.data[len("sharded:"):]
-    ds = ShardedDataset(path, feature_norm=cfg.model_feature_norm)
+    ds = ShardedDataset(path)
+    notes = ds.data_notes()  # what the graph's loader noted (its features' convention, degree features, ...)
+    ds.feature_norm = cfg.feature_norm_for(notes)
     meta = ds.graph_meta()
     if not meta.get("normalized", False):
         raise GridGnnError(f"{ds.path} holds an unnormalized matrix (gridgnn shard --no-normalize); GCN training "
                            "needs the normalized one")
     info = {"n": ds.n, "nnz": int(meta["nnz"]), "f": ds.num_features, "classes": ds.num_classes,
-            "partition": ds.method}
+            "partition": ds.method, "input_pipeline": pipeline_record(notes, ds.feature_norm),
+            "input_notes": console_lines(notes)}
     if handed is not None:
         info.update(data=handed.name, partition=cfg.partition)
     if dims is None:
         check_data(ds.n, ds.num_features, ds.num_classes, int(meta.get("n_train", 0)), blocks)
     else:
-        _check_inference_data(ds.n, ds.num_features, dims, blocks)
+        _check_inference_data(ds.n, ds.num_features, dims, blocks, degree=notes.get("features") == "degree",
+                              trained=getattr(cfg, "trained_features", None))
         info["classes"] = dims[-1]
     rows = None
     if algorithm(cfg.algo).row_partitioned:
@@ -310,6 +328,8 @@ def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, ca
                       total=cfg.epochs, initial=0 if ckpt is None else ckpt["epoch"], desc=f"{cfg.algo} P={world}")
     loop = RunLoop(cfg, comm=comm, plan=plan, model=model, opt=opt, dims=dims, info=info, ckpt=ckpt, console=console,
                    line=_line, callbacks=callbacks)
+    for note in info.get("input_notes", ()):  # the loader's silent choices, one line each
+        console.write(note)
     epochs = []  # this run's (record, per-phase communication) of each epoch
 
     def step(epoch: int) -> dict:
@@ -635,4 +655,11 @@ def _summary(cfg, info, world, grid, history, epochs, everyone, wall, *, resumed
         blocked_aggregation=cfg.blocked_aggregation, replication=cfg.replication if algo.takes_replication else 1,
         partition=info["partition"],
         # per rank: the estimate the run was admitted with (gridgnn.planner.memory)
-        estimated_peak_memory_bytes=[er["estimated_peak_memory_bytes"] for er in everyone], **extra)
+        estimated_peak_memory_bytes=[er["estimated_peak_memory_bytes"] for er in everyone],
+        **_pipeline_keys(info), **extra)
+
+
+def _pipeline_keys(info: dict) -> dict:
+    """The summary's ``input_pipeline`` (the record the model holds) and ``feature_norm`` as the run resolved it."""
+    rec = info.get("input_pipeline")
+    return {} if rec is None else {"input_pipeline": rec, "feature_norm": rec["feature_norm"]}
