@@ -152,3 +152,44 @@ def test_float_edge_index_is_refused():
     model = gridgnn.train(graph=_multigraph(), model="gcn", epochs=1, quiet=True).model
     with pytest.raises(ValueError, match="integer vertex ids"):
         model.to_pyg()(data.x, data.edge_index)
+
+
+@pytest.mark.parametrize("featured,weighted", [(True, True), (False, False)])
+def test_a_symmetrized_training_graph_symmetrizes_a_directed_one_at_inference(featured, weighted):
+    """A loader that added the reverse edges (?directed=0, planetoid:) is recorded: predict and the export add them
+    to a directed copy of the graph too, so it gives the logits of the undirected one (degree features counted on
+    the symmetrized edges)."""
+    rng = np.random.default_rng(4)
+    n = 40
+    src, dst = rng.integers(0, n, 120), rng.integers(0, n, 120)
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    w = rng.uniform(0.5, 2.0, src.size) if weighted else None
+    node = {"y": rng.integers(0, 3, n)}
+    if featured:
+        node["x"] = rng.normal(size=(n, 5)).astype(np.float32)
+    from gridgnn.graph.loaders import apply_defaults
+
+    undirected = apply_defaults(gridgnn.Graph.from_edges(src, dst, n, weights=w, directed=False, **node))
+    result = gridgnn.train(graph=undirected, epochs=3, hidden=8, dtype="float64", quiet=True)
+    assert result["input_pipeline"]["symmetrize"] is True
+    ours = result.predict(undirected)
+    # the user's own copy: one direction of each edge (the larger weight where both were given)
+    coo = undirected.csr().tocoo()
+    lower = coo.row > coo.col  # destination above source: one direction of each undirected edge
+    data = Data(edge_index=torch.from_numpy(np.stack([coo.col[lower], coo.row[lower]]).astype(np.int64)),
+                num_nodes=n)
+    assert gridgnn.load_graph(data).directed
+    if weighted:
+        data.edge_weight = torch.from_numpy(coo.data[lower])
+    if featured:
+        data.x = torch.from_numpy(node["x"])
+    assert np.allclose(result.predict(data), ours, rtol=1e-12, atol=1e-12)
+    exported = _roundtrip(result.model.to_pyg())
+    with torch.no_grad():
+        kw = {"edge_weight": data.edge_weight} if weighted else {}
+        theirs = exported(data.x if featured else None, data.edge_index, num_nodes=n, **kw).numpy()
+    assert np.allclose(theirs, ours, rtol=1e-6, atol=1e-9), np.abs(theirs - ours).max()
+    directed = gridgnn.train(graph=apply_defaults(gridgnn.Graph.from_edges(src, dst, n, directed=True, **node)),
+                             epochs=1, quiet=True)
+    assert directed["input_pipeline"]["symmetrize"] is False

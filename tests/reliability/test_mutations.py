@@ -204,13 +204,13 @@ def copy(tmp_path, runs):
 
 
 # ---------------------------------------------------------------------------------------------- properties
-@SETTINGS
-@given(st.one_of(byte_mutation.map(lambda m: ("bytes", m)),
-                 st.tuples(st.just("torch"), st.tuples(st.integers(0, 64), st.sampled_from(TENSOR_CHANGES))),
-                 st.tuples(st.just("config"), st.tuples(st.integers(0, 200), st.sampled_from(VALUE_CHANGES)))))
-def test_a_mutated_model_file(runs, copy, mutation):
-    run = copy("node")
-    path = run / "model.pt"
+torch_file_mutation = st.one_of(
+    byte_mutation.map(lambda m: ("bytes", m)),
+    st.tuples(st.just("torch"), st.tuples(st.integers(0, 200), st.sampled_from(TENSOR_CHANGES))),
+    st.tuples(st.just("value"), st.tuples(st.integers(0, 200), st.sampled_from(VALUE_CHANGES))))
+
+
+def mutate_torch_file(path, mutation) -> None:
     kind, m = mutation
     if kind == "bytes":
         mutate_bytes(path, m)
@@ -220,25 +220,21 @@ def test_a_mutated_model_file(runs, copy, mutation):
         obj = torch.load(path, weights_only=True)
         mutate_value(obj, *m)
         torch.save(obj, path)
+
+
+@SETTINGS
+@given(torch_file_mutation)
+def test_a_mutated_model_file(runs, copy, mutation):
+    run = copy("node")
+    mutate_torch_file(run / "model.pt", mutation)
     refused_or_same(lambda: gridgnn.load(run).predict(S), runs["logits"])
 
 
 @SETTINGS
-@given(st.one_of(byte_mutation.map(lambda m: ("bytes", m)),
-                 st.tuples(st.just("torch"), st.tuples(st.integers(0, 200), st.sampled_from(TENSOR_CHANGES))),
-                 st.tuples(st.just("value"), st.tuples(st.integers(0, 200), st.sampled_from(VALUE_CHANGES)))))
+@given(torch_file_mutation)
 def test_a_mutated_checkpoint(runs, copy, tmp_path, mutation):
     run = copy("node")
-    path = run / "checkpoint.pt"
-    kind, m = mutation
-    if kind == "bytes":
-        mutate_bytes(path, m)
-    elif kind == "torch":
-        mutate_torch(path, *m)
-    else:
-        obj = torch.load(path, weights_only=True)
-        mutate_value(obj, *m)
-        torch.save(obj, path)
+    mutate_torch_file(run / "checkpoint.pt", mutation)
     out = Path(tempfile.mkdtemp(dir=tmp_path)) / "resumed"
     refused_or_same(lambda: _resumed(run, out), runs["resumed"])
 

@@ -136,11 +136,14 @@ def _clean_stale(target: Path) -> None:
     import os
     import shutil
 
+    from ..distributed.launch import process_alive
+
     for kind in ("tmp", "old"):
         prefix = _side_name(target, kind, pid=0)[:-1]  # ".NAME.KIND-HOST-"
         for p in sorted(target.parent.iterdir()):
             pid = p.name[len(prefix):]
-            if not p.name.startswith(prefix) or not pid.isdigit() or (int(pid) != os.getpid() and _alive(int(pid))):
+            if not p.name.startswith(prefix) or not pid.isdigit() or \
+                    (int(pid) != os.getpid() and process_alive(int(pid))):
                 continue
             try:
                 if kind == "old" and not os.path.lexists(target):
@@ -152,18 +155,6 @@ def _clean_stale(target: Path) -> None:
             except OSError as exc:
                 raise GridGnnError(f"cannot clean {p} (left by a killed gridgnn shard): {exc.strerror or exc}") \
                     from None
-
-
-def _alive(pid: int) -> bool:
-    import os
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def _write_replacing(out: str, write, lock=None) -> dict:

@@ -319,7 +319,8 @@ def private_tempdir() -> str:
     return folder
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host exists (another user's counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -332,7 +333,7 @@ def _alive(pid: int) -> bool:
 def _gone(pid: int) -> bool:
     """The process ended: no such process, or a zombie all of whose threads have ended too (then its files, and
     the locks on them, are closed; a zombie leader whose other threads are still exiting holds them still)."""
-    if not _alive(pid):
+    if not process_alive(pid):
         return True
     try:
         for task in os.listdir(f"/proc/{pid}/task"):
@@ -340,7 +341,7 @@ def _gone(pid: int) -> bool:
                 if fh.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X"):
                     return False
     except FileNotFoundError:
-        return not _alive(pid)
+        return not process_alive(pid)
     except (OSError, IndexError):
         return False
     return True
@@ -384,7 +385,7 @@ def sweep_stale_dirs(where: str | None = None) -> list[str]:
                 os.close(fd)
         except OSError:
             continue
-        if text != f"pid {m.group(1)} on {me}" or _alive(int(m.group(1))):
+        if text != f"pid {m.group(1)} on {me}" or process_alive(int(m.group(1))):
             continue
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)

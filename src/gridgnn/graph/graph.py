@@ -154,6 +154,7 @@ class Graph:
         if directed is False:
             # symmetrize: an edge given in one or both directions becomes one undirected edge (max weight)
             mat = mat.maximum(mat.T).tocsr()
+            kwargs["meta"] = {**(kwargs.get("meta") or {}), "symmetrized": 1}  # the input pipeline records it
         if directed is None:
             directed = (mat != mat.T).nnz != 0
         return cls.from_scipy(mat, directed=bool(directed), weighted=weights is not None, **kwargs)
@@ -188,6 +189,7 @@ class Graph:
             if not np.array_equal(w[back], w):
                 raise GridGnnError("the two directions of an undirected edge carry different weights; mark the "
                                    "graph directed")
+            kwargs["meta"] = {**(kwargs.get("meta") or {}), "symmetrized": 1}
         indptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(dst, minlength=n), out=indptr[1:])
         values = None if weights is None or np.all(w == 1.0) else w
@@ -355,6 +357,24 @@ class Graph:
 
     def with_(self, **changes) -> "Graph":
         return replace(self, **changes)
+
+    def symmetrized(self) -> "Graph":
+        """This graph with every edge in both directions, as :meth:`from_edges` ``(directed=False)`` builds it (the
+        larger weight of a pair in both; node arrays kept): what a model trained on a symmetrized graph is given
+        at inference. A graph that is undirected already comes back as it is; one with edge features or
+        relation types is refused (their reverse edges would need values of their own)."""
+        if not self.directed:
+            return self
+        if self.edge_attr is not None or self.edge_type_counts is not None:
+            raise GridGnnError("the model was trained on a symmetrized graph (reverse edges added); this graph is "
+                               "directed and carries edge features or relation types: give it with both "
+                               "directions of every edge")
+        mat = self.csr()
+        mat = mat.maximum(mat.T).tocsr()
+        mat.sort_indices()
+        values = mat.data.astype(np.float64) if self.values is not None else None
+        return replace(self, indptr=mat.indptr, indices=mat.indices, values=values, directed=False,
+                       meta={**self.meta, "symmetrized": 1})
 
     # ------------------------------------------------------------------ checks
     def validate(self) -> None:

@@ -15,7 +15,9 @@ The record is a small JSON dict (:func:`pipeline_record`):
 ``duplicate_edges`` ``"merge"``: an edge given more than once is one edge (one per source, destination and
                     relation); given weights add up (PyG ``coalesce(reduce="sum")``)
 ``self_loops``      ``"model"``: the layers add them as their PyG twins do (GCN: the missing ones)
-``symmetrize``      ``false``: the edges are used as given (``planetoid:`` is undirected on its own)
+``symmetrize``      ``true`` when the run's loader added the reverse edges (``?directed=0``, ``planetoid:``,
+                    a symmetric Matrix Market file): inference adds them to a directed graph too (the larger
+                    weight of a pair), the export as well; ``false``: the edges are used as given
 ``split``           ``"given"`` or the default split used (``"random 60/20/20 (seed S)"``; training only)
 ==================  ===================================================================================
 
@@ -55,7 +57,7 @@ def pipeline_record(meta, feature_norm: str) -> dict:
     meta = meta if isinstance(meta, dict) else {}
     return {"version": PIPELINE_VERSION, "feature_norm": feature_norm,
             "features": "degree" if meta.get("features") == "degree" else "given",
-            "duplicate_edges": "merge", "self_loops": "model", "symmetrize": False,
+            "duplicate_edges": "merge", "self_loops": "model", "symmetrize": bool(meta.get("symmetrized")),
             "split": str(meta.get("split_default") or "given")}
 
 
@@ -63,7 +65,7 @@ def check_record(record, where: str) -> dict:
     """A record read from a model file (one line naming ``where`` when it is not one)."""
     if not isinstance(record, dict) or record.get("version") != PIPELINE_VERSION \
             or record.get("feature_norm") not in RESOLVED_NORMS or record.get("features") not in ("given", "degree") \
-            or record.get("duplicate_edges") != "merge":
+            or record.get("duplicate_edges") != "merge" or not isinstance(record.get("symmetrize", False), bool):
         raise GridGnnError(f"{where} is damaged: its input_pipeline record {str(record)[:120]!r} is not one this "
                            f"gridgnn reads (version {PIPELINE_VERSION})")
     return record

@@ -71,7 +71,7 @@ __all__ = ["FORMAT_VERSION", "NODE_ARRAYS", "write_sharded", "ShardedDataset"]
 
 #: What a loader noted about a graph that its input pipeline reads (:mod:`gridgnn.graph.pipeline`), kept in
 #: ``meta.json``'s ``data_notes`` (optional: a dataset written before has none, and its features are used as stored)
-DATA_NOTES = ("feature_norm", "features", "split_default", "duplicate_edges_merged")
+DATA_NOTES = ("feature_norm", "features", "split_default", "duplicate_edges_merged", "symmetrized")
 
 #: Version written to ``meta.json``; the reader refuses any other. 2: ``checksums`` (SHA-256 and size of every
 #: file) and ``weighted``; 1 had neither.

@@ -51,6 +51,8 @@ class PygExport(torch.nn.Module):
     * merges duplicate edges as gridgnn does (one edge per source, destination and relation; given weights
       added: PyG ``coalesce(reduce="sum")``); edges that carry features must not repeat (gridgnn drops the
       features of such a graph);
+    * adds the reverse of every edge when the run's loader did (``symmetrize``: ``planetoid:``, ``?directed=0``;
+      the larger weight of a pair in both directions, as gridgnn's ``Graph.from_edges(directed=False)``);
     * computes the 3 degree features ``[1, log(1 + in-degree), log(1 + out-degree)]`` for ``x=None`` when the model
       was trained on them (give ``num_nodes=`` if the last vertices have no edge);
     * normalizes the rows of ``x`` as training did (``feature_norm``: ``none``, ``row``, ``l2``; in float64,
@@ -60,19 +62,22 @@ class PygExport(torch.nn.Module):
         net: the PyG ``Sequential``.
         feature_norm (str): ``"none"``, ``"row"`` or ``"l2"``. (default ``"none"``)
         degree_features (bool): the model was trained on degree features. (default ``False``)
+        symmetrize (bool): the model was trained on a symmetrized graph. (default ``False``)
     """
 
-    def __init__(self, net, *, feature_norm: str = "none", degree_features: bool = False):
+    def __init__(self, net, *, feature_norm: str = "none", degree_features: bool = False, symmetrize: bool = False):
         super().__init__()
         if feature_norm not in ("none", "row", "l2"):
             raise ValueError(f"feature_norm must be none, row or l2, got {feature_norm!r}")
         self.net, self.feature_norm, self.degree_features = net, feature_norm, bool(degree_features)
+        self.symmetrize = bool(symmetrize)
         sig = getattr(getattr(net, "signature", None), "param_dict", None)
         self.args = list(sig) if sig else ["x", "edge_index"]
         self.eval()
 
     def extra_repr(self) -> str:
-        return f"feature_norm={self.feature_norm!r}, degree_features={self.degree_features}"
+        return (f"feature_norm={self.feature_norm!r}, degree_features={self.degree_features}, "
+                f"symmetrize={self.symmetrize}")
 
     def forward(self, x, edge_index, edge=None, *, edge_weight=None, edge_attr=None, edge_type=None,
                 num_nodes: int | None = None):
@@ -90,6 +95,8 @@ class PygExport(torch.nn.Module):
         n = int(x.shape[0]) if x is not None else num_nodes if num_nodes is not None else \
             int(edge_index.max()) + 1 if edge_index.numel() else 0
         edge_index, given = self._merged(edge_index, given, n)
+        if self.symmetrize:
+            edge_index, given = self._symmetrized(edge_index, given, n)
         if x is None:
             if not self.degree_features:
                 raise ValueError("x is None, but the model was trained on node features of its own")
@@ -124,6 +131,31 @@ class PygExport(torch.nn.Module):
             weight = torch.as_tensor(weight)
             out["edge_weight"] = torch.zeros(uniq.numel(), dtype=weight.dtype).index_add_(0, inverse, weight)
         return edge_index[:, first], out
+
+    @staticmethod
+    def _symmetrized(edge_index, given: dict, n: int):
+        """Every edge in both directions, the larger weight of a pair in both (no change when every edge's reverse
+        is there with its weight); the edges in gridgnn's order (by destination, then source)."""
+        both = torch.cat([edge_index, edge_index.flip(0)], dim=1)
+        key = both[1] * max(n, 1) + both[0]
+        uniq, inverse = torch.unique(key, return_inverse=True)
+        weight = given.get("edge_weight")
+        w = None if weight is None else torch.as_tensor(weight)
+        if uniq.numel() == edge_index.shape[1]:  # every reverse present: symmetric unless the weights differ
+            if w is None:
+                return edge_index, given
+            wmax = torch.full((uniq.numel(),), -torch.inf, dtype=w.dtype).scatter_reduce_(
+                0, inverse, torch.cat([w, w]), reduce="amax")
+            if torch.equal(wmax[inverse[:w.numel()]], w):
+                return edge_index, given
+        if given.get("edge_attr") is not None or given.get("edge_type") is not None:
+            raise ValueError("the model was trained on a symmetrized graph; this one is directed and carries edge "
+                             "features or types: give it with both directions of every edge")
+        out = dict(given)
+        if w is not None:
+            out["edge_weight"] = torch.full((uniq.numel(),), -torch.inf, dtype=w.dtype).scatter_reduce_(
+                0, inverse, torch.cat([w, w]), reduce="amax")
+        return torch.stack([uniq % max(n, 1), uniq // max(n, 1)]), out
 
     @staticmethod
     def _degrees(edge_index, n: int) -> torch.Tensor:

@@ -88,6 +88,7 @@ class TrainedModel:
         if as_loaded and cfg.model_feature_norm != "none":
             cfg.feature_norm = "none"  # VA's old "none": the model's own choice is not the old behaviour
         cfg.trained_features = None if rec is None else rec["features"]  # checked against the graph's (inference)
+        cfg.trained_symmetrized = bool(rec and rec.get("symmetrize"))  # a directed graph gets its reverse edges
         return cfg
 
     @property
@@ -130,7 +131,8 @@ class TrainedModel:
         rec = self.input_pipeline
         norm = rec["feature_norm"] if rec is not None else self._train_config().model_feature_norm
         return PygExport(module.to_pyg(), feature_norm=norm,
-                         degree_features=rec is not None and rec["features"] == "degree")
+                         degree_features=rec is not None and rec["features"] == "degree",
+                         symmetrize=bool(rec and rec.get("symmetrize")))
 
     # ------------------------------------------------------------------ inference
     def predict(self, data=None, *, algo: str = "serial", nproc: int | None = None, grid=None,

@@ -189,6 +189,12 @@ def checked_graph(cfg: TrainConfig, given, blocks: int, *, dims: list[int] | Non
         return graph
     _check_inference_data(graph.n, graph.num_features, dims, blocks, degree=graph.meta.get("features") == "degree",
                           trained=getattr(cfg, "trained_features", None))
+    if getattr(cfg, "trained_symmetrized", False) and graph.directed:  # the run's loader added reverse edges
+        graph = graph.symmetrized()
+        if graph.meta.get("features") == "degree":  # counted on the edges the model reads, as in training
+            from ..graph.loaders import degree_features
+
+            graph = graph.with_(x=degree_features(graph.indptr, graph.indices, graph.n))
     return unlabelled(graph)
 
 
