@@ -225,6 +225,27 @@ def test_a_stored_edge_of_no_relation_is_refused(tmp_path, capsys):
     _one_line(capsys, "belongs to no relation", "and 4 more")
 
 
+@pytest.mark.parametrize("relations", [1, 2])
+def test_few_relations_train_and_the_export_merges_typed_duplicates(relations):
+    """The layout trace's tiny typed graph once had stored edges of no relation with 1 or 2 relations (refused by
+    the rule above); and a Data with repeated typed edges gives the same logits through gridgnn and its export."""
+    from torch_geometric.data import Data
+
+    rng = np.random.default_rng(relations)
+    n = 30
+    ei = torch.from_numpy(rng.integers(0, n, (2, 80)))
+    kind = torch.from_numpy(rng.integers(0, relations, 80))
+    data = Data(x=torch.randn(n, 4, generator=torch.Generator().manual_seed(0)), edge_index=ei, edge_type=kind,
+                y=torch.from_numpy(rng.integers(0, 3, n)), num_nodes=n, num_relations=relations)
+    result = gridgnn.train(graph=data, model="rgcn", epochs=2, dtype="float64", quiet=True)
+    dup = Data(x=data.x, edge_index=torch.cat([ei, ei[:, :10]], 1), edge_type=torch.cat([kind, kind[:10]]),
+               num_nodes=n, num_relations=relations)
+    ours = result.predict(dup)
+    np.testing.assert_array_equal(ours, result.predict(data))
+    theirs = result.model.to_pyg()(dup.x, dup.edge_index, edge_type=dup.edge_type).detach().numpy()
+    np.testing.assert_allclose(theirs, ours, rtol=1e-9, atol=1e-12)
+
+
 # ------------------------------------------------------------------------------------------ 12, 13, 18: Python API
 def _record_interrupt(rec):  # a module-level callback: picklable, sent to the spawned rank 0
     raise KeyboardInterrupt

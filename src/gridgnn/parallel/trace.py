@@ -615,6 +615,7 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
         dgraph = plan._plan.dgraph
         table = dgraph.edge_table if dgraph.edge_table is not None else g
         counts = (np.arange(g.nnz * relations).reshape(g.nnz, relations) % 3 == 0).astype(np.int32)
+        counts[np.arange(g.nnz), np.arange(g.nnz) % relations] = 1  # every stored edge in some relation
         dgraph.edge_table = table.with_(edge_type_counts=counts)
         held = held + [dgraph.relation_values]
     kept = _SavedLog(tracer, [x, *model.parameters(), *held], n=g.n, nnz=plan._plan.dgraph.nnz)
