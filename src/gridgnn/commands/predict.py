@@ -106,8 +106,9 @@ EXPORT_FORMATS = ("pyg", "state-dict")
 def add_export_arguments(p) -> None:
     _add_model_arguments(p)
     p.add_argument("--to", required=True, choices=EXPORT_FORMATS,
-                   help="pyg: a torch_geometric.nn.Sequential of PyG layers with the trained weights (load with "
-                        "torch.load(FILE, weights_only=False) and plain PyG); state-dict: the model's parameters "
+                   help="pyg: the PyG layers with the trained weights behind the run's input pipeline (load with "
+                        "torch.load(FILE, weights_only=False) where gridgnn is importable; its .net is a plain "
+                        "torch_geometric.nn.Sequential); state-dict: the model's parameters "
                         "as {name: tensor} (torch.load(FILE, weights_only=True))")
     p.add_argument("--out", required=True, metavar="FILE", help="the file to write")
     p.add_argument("--overwrite", action="store_true", help="replace a previous --out FILE")
