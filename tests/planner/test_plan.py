@@ -2,6 +2,7 @@
 P ≤ 64), deterministic and ranked; the time model's arithmetic; `--algo auto` trains the plan's pick and records
 the prediction next to the measurement."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -105,6 +106,26 @@ def test_plan_is_deterministic_and_ranked(graph):
     # less memory than the smallest configuration needs: nothing fits, and that is said
     tight = plan_configs(cfg, graph, prof, available_bytes=1)
     assert not any(r["fits"] for r in tight)
+
+
+def test_plan_reports_progress_in_a_log(graph, monkeypatch, capsys):
+    from gridgnn.train import console
+
+    cfg = config_from_flags({"data": SBM, "nproc": 4, "algo": "1d", "hidden": 8})
+    prof = Profile.from_json(json.loads(json.dumps(PROFILE)))
+    seen = []
+    rows = plan_configs(cfg, graph, prof, progress=lambda done, total: seen.append((done, total)))
+    total = len(candidates(4, n=graph.n))
+    assert seen == [(k, total) for k in range(1, total + 1)] and len(rows) == total
+    # not a terminal: plain lines "plan: K of N configurations, T s, about S s left" on stderr (here every call)
+    monkeypatch.setattr(console, "PROGRESS_EVERY_S", 0.0)
+    progress = console.Progress(0, what="plan", unit="configurations")
+    plan_configs(cfg, graph, prof, progress=progress)
+    progress.close()
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == total - 1  # the last call (all done) prints nothing: the table follows
+    for k, line in enumerate(lines, 1):
+        assert re.fullmatch(rf"plan: {k} of {total} configurations, \d+ s, about \d+ s left", line), line
 
 
 def test_plan_estimates_memory_for_every_model(graph):

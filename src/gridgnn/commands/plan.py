@@ -36,6 +36,7 @@ def run_plan_command(args) -> int:
     from ..planner.plan import Candidate
     from ..planner.timing import load_profile
     from ..train.config import config_from_flags
+    from ..train.console import Progress
     from ..train.outputs import write_report
     from ..train.planning import plan_configs
 
@@ -59,7 +60,11 @@ def run_plan_command(args) -> int:
     avail = int(args.memory * 2 ** 30) if args.memory is not None else available_memory_bytes("cpu")
     t0 = time.perf_counter()
     graph = load_graph(cfg.data, seed=cfg.seed)
-    rows = plan_configs(cfg, graph, profile, available_bytes=avail, **listing)
+    progress = Progress(0, what="plan", unit="configurations")
+    try:
+        rows = plan_configs(cfg, graph, profile, available_bytes=avail, progress=progress, **listing)
+    finally:
+        progress.close()
     wall = time.perf_counter() - t0
     print(f"{len(rows)} configurations of {cfg.nproc} processes for {cfg.model} ({cfg.layers} layers, hidden "
           f"{cfg.hidden}) on n={graph.n} nnz={graph.nnz}; profile: {profile.name}")

@@ -15,6 +15,7 @@ sharded, replicated or partial along (module docstrings of ``parallel/blockrow.p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -100,6 +101,23 @@ def even_bounds(n: int, parts: int) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
+def even_range(n: int, parts: int, k: int) -> tuple[int, int]:
+    """``(start, stop)`` of block ``k`` of :func:`even_bounds` ``(n, parts)``, without building the bounds."""
+    if parts < 1:
+        raise GridGnnError(f"number of parts must be positive, got {parts}")
+    base, extra = divmod(int(n), int(parts))
+    start = k * base + min(k, extra)
+    return start, start + base + (1 if k < extra else 0)
+
+
+def even_sizes(n: int, parts: int) -> tuple:
+    """The block sizes of :func:`even_bounds` ``(n, parts)`` as a tuple of ints (larger first)."""
+    if parts < 1:
+        raise GridGnnError(f"number of parts must be positive, got {parts}")
+    base, extra = divmod(int(n), int(parts))
+    return (base + 1,) * extra + (base,) * (int(parts) - extra)
+
+
 def block_range(bounds, k: int) -> tuple[int, int]:
     """``(start, stop)`` of block ``k`` of ``bounds``."""
     return int(bounds[k]), int(bounds[k + 1])
@@ -172,13 +190,20 @@ class BlockRowSchedule:
             return (t.key, t.axis, *t.bytes(1.0), 1)
         if not self.stages:
             return None
-        one = accounting.reduce if push else accounting.bcast
-        sent = recv = 0.0
-        for q in self.stages:
-            s, r = one(self.me, q, self.sizes[q])
-            sent += s
-            recv += r
-        return ("reduce" if push else "bcast", self.fetch_axis, sent, recv, len(self.stages))
+        one = accounting.reduce if push else accounting.bcast  # linear in the rows: own stage, then the others
+        own = float(self.sizes[self.me]) if self.me in self.stages else 0.0
+        s0, r0 = one(self.me, self.me, own)
+        s1, r1 = one(self.me, (self.me + 1) % self.blocks, float(self.remote_stages()[1].sum()))
+        return ("reduce" if push else "bcast", self.fetch_axis, s0 + s1, r0 + r1, len(self.stages))
+
+    def remote_stages(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(blocks, rows)``: the stages an oblivious fetch broadcasts to this rank from another (the
+        :meth:`stage_transfers` whose root is not this rank), as arrays: what its receive buffer holds."""
+        if self.blocks == 1:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        q = np.asarray(self.stages, np.int64)
+        q = q[q != self.me]
+        return q, np.asarray(self.sizes, np.int64)[q]
 
     def row_all(self) -> list:
         """The all-reduce of a row-block result along the axis that splits rows (CAGNET Alg. 2 line 8)."""
@@ -395,14 +420,14 @@ class PlexusSchedule:
 
     def nrows(self, axis: str) -> int:
         """Rows of this rank's vertex block along ``axis`` (``|V^axis|``)."""
-        r0, r1 = block_range(even_bounds(self.n, self.size(axis)), self.coord(axis))
+        r0, r1 = even_range(self.n, self.size(axis), self.coord(axis))
         return r1 - r0
 
     def cols(self, width: int, axis: str | None) -> tuple[int, int]:
         """This rank's column block of a ``width``-column tensor split along ``axis`` (``None``: every column)."""
         if axis is None:
             return 0, width
-        return block_range(even_bounds(width, self.size(axis)), self.coord(axis))
+        return even_range(width, self.size(axis), self.coord(axis))
 
     def ncols(self, width: int, axis: str | None) -> int:
         c0, c1 = self.cols(width, axis)
@@ -416,7 +441,7 @@ class PlexusSchedule:
     # ------------------------------------------------------------------ split tensors (Alg. 1 line 2)
     def parts(self, lay: PlexusNodeLayout) -> tuple:
         """Rows of each part of a split tensor's row block ``V^rows``, cut along its third axis."""
-        return tuple(int(d) for d in np.diff(even_bounds(self.nrows(lay.rows), self.size(lay.third))))
+        return even_sizes(self.nrows(lay.rows), self.size(lay.third))
 
     def part_rows(self, lay: PlexusNodeLayout) -> int:
         """Rows this rank holds of a tensor of layout ``lay`` (its part when split)."""
@@ -442,7 +467,7 @@ class PlexusSchedule:
     def weight_parts(self, width: int) -> tuple:
         """Rows of each part of the weight block ``W[C^q, C^t]`` of a ``width → ·`` linear along the row axis."""
         lin = self.layer.linear
-        return tuple(int(d) for d in np.diff(even_bounds(self.ncols(width, lin.cols), self.size(lin.rows))))
+        return even_sizes(self.ncols(width, lin.cols), self.size(lin.rows))
 
     def weight_gather(self, width: int):
         """The weight block's parts all-gathered over ``r`` (line 6; rows of ``|C^t(out)|`` elements)."""
@@ -464,7 +489,7 @@ class PlexusSchedule:
 
     def column_pieces(self, width: int) -> tuple:
         """Columns of each block of a ``width``-column tensor along the linear's column axis."""
-        return tuple(int(d) for d in np.diff(even_bounds(width, self.size(self.layer.linear.cols))))
+        return even_sizes(width, self.size(self.layer.linear.cols))
 
     def linear_scatter(self, width: int):
         """Scattered ``X_part W[C^q, :]``, partial over ``q``, reduce-scattered into the output's column blocks
@@ -565,6 +590,22 @@ class SummaGeometry:
                 pos += b - a
             self.panels.append(out)
 
+        self._arrays: dict = {}
+
+    def panel_arrays(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows, owner row, owner column)`` of every panel of fiber layer ``k``, as ``int64`` arrays (cached)."""
+        if k not in self._arrays:
+            pan = np.array(self.panels[k], dtype=np.int64).reshape(-1, 4)
+            self._arrays[k] = (pan[:, 1] - pan[:, 0], pan[:, 2], pan[:, 3])
+        return self._arrays[k]
+
+    def column_pieces(self, width: int) -> tuple:
+        """The column blocks ``C_j`` of ``width`` columns over the ``pc`` process columns (cached)."""
+        key = ("cols", int(width))
+        if key not in self._arrays:
+            self._arrays[key] = even_sizes(width, self.pc)
+        return self._arrays[key]
+
     def block(self, i: int, k: int) -> tuple[int, int]:
         return block_range(self.fine, i * self.z + k)
 
@@ -601,7 +642,12 @@ class SummaSchedule:
     @classmethod
     def of(cls, geo: SummaGeometry, i: int, j: int, k: int, axes, panel_nnz) -> "SummaSchedule":
         return cls((geo.n, geo.pr, geo.pc, geo.z), int(i), int(j), int(k), tuple(axes),
-                   tuple(int(v) for v in panel_nnz), geo)
+                   tuple(map(int, panel_nnz)), geo)
+
+    @cached_property
+    def nnz_array(self) -> np.ndarray:
+        """:attr:`panel_nnz` as an ``int64`` array."""
+        return np.asarray(self.panel_nnz, np.int64)
 
     def _t(self, kind, which: int, **kw):
         from ..distributed.accounting import Transfer
@@ -643,6 +689,36 @@ class SummaSchedule:
         v0, v1, io, _ = self.geo.panels[self.k][p]
         return self._t("reduce" if push else "bcast", 0, rows=v1 - v0, root=io)
 
+    def panel_bytes(self, which: str, push: bool = False):
+        """``(collective, axis, sent, recv, calls)`` of every panel's :meth:`pattern`, :meth:`edges` or
+        :meth:`rows_of` record (``which``; ``push``: the adjoint) summed for one-byte rows, without building them
+        (``None`` when nothing moves): a rank visits every panel of its layer, ``P·(pr + pc)`` records per call on
+        the whole grid. Each record is a broadcast or a reduce, linear in its rows, so the sum is the accounting
+        formula on the rows of the panels this rank roots and on those of the others (the tests check it equals
+        the records' own)."""
+        from ..distributed import accounting
+
+        panels = self.geo.panels[self.k]
+        if not panels:
+            return None
+        axis = 0 if which == "rows_of" else 1
+        group = (self.geo.pr, self.geo.pc)[axis]
+        if group == 1:
+            return None
+        me = (self.i, self.j)[axis]
+        panel_rows, owner_row, owner_col = self.geo.panel_arrays(self.k)
+        roots = (owner_row, owner_col)[axis]
+        if which == "rows_of":
+            rows = panel_rows
+        else:
+            rows = self.nnz_array + (self.nrow + 1 if which == "pattern" else 0)
+        mine = roots == me
+        one = accounting.reduce if push else accounting.bcast
+        s0, r0 = one(me, me, float(rows[mine].sum()))
+        s1, r1 = one(me, (me + 1) % group, float(rows[~mine].sum()))
+        key = "reduce" if push else ("bcast_sparse" if which != "rows_of" else "bcast")
+        return key, self.axes[axis] or "", s0 + s1, r0 + r1, len(panels)
+
     def fiber_pieces(self) -> tuple:
         return tuple(int(d) for d in np.diff(self.geo.fiber_bounds(self.i)))
 
@@ -661,7 +737,7 @@ class SummaSchedule:
     def gather_cols(self, width: int):
         """``T[:, C_j] → T``: an all-gather of the column blocks of ``width`` along the process row (pieces of
         transposed rows: one per column, ``|B(i, k)|`` long)."""
-        return self._t("allgather", 1, pieces=tuple(int(d) for d in np.diff(even_bounds(width, self.geo.pc))))
+        return self._t("allgather", 1, pieces=self.geo.column_pieces(width))
 
     def col_all(self, rows: int):
         """The sum of ``rows`` rows over the process row's columns (the adjoint of their replication)."""

@@ -110,6 +110,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -338,13 +339,28 @@ class NnzHistogram:
         return NnzHistogram(self.col_cuts, self.row_cuts, self.cells.T)
 
 
+class SourceVersion(NamedTuple):
+    """One matrix version of an in-memory block source (:class:`~gridgnn.parallel.source.InMemorySource`): its
+    block counts come from one pass over the unpermuted matrix; the permuted matrix is built only where distinct
+    columns are counted (the sparsity-aware block-row memory)."""
+
+    source: object
+    version: str
+
+
 class _Pattern:
-    """One matrix version: exact (a SciPy matrix) or a histogram; block counts and NnzCols."""
+    """One matrix version: exact (a SciPy matrix or a :class:`SourceVersion`) or a histogram; block counts and
+    NnzCols."""
 
     def __init__(self, src, n: int, nnz_hat: int):
+        self.src = None
         if src is None:
             src = NnzHistogram.uniform(n, nnz_hat)
-        if sp.issparse(src):
+        if isinstance(src, SourceVersion):
+            if src.source.n != n:
+                raise GridGnnError(f"block source has {src.source.n} vertices, expected {n}")
+            self.src, self.mat, self.hist, self.total = src, None, None, src.source.stored_nnz
+        elif sp.issparse(src):
             self.mat = sp.csr_matrix(src)
             if self.mat.shape != (n, n):
                 raise GridGnnError(f"pattern is {self.mat.shape[0]}×{self.mat.shape[1]}, expected {n}×{n}")
@@ -361,7 +377,9 @@ class _Pattern:
     def counts(self, row_bounds, col_bounds) -> np.ndarray:
         key = ("c", tuple(np.asarray(row_bounds).tolist()), tuple(np.asarray(col_bounds).tolist()))
         if key not in self._cache:
-            if self.mat is not None:
+            if self.src is not None:
+                out = self.src.source.block_counts(self.src.version, row_bounds, col_bounds).astype(np.float64)
+            elif self.mat is not None:
                 out = NnzHistogram.from_matrix(self.mat, row_bounds, col_bounds).cells
             else:
                 out = self.hist.counts(row_bounds, col_bounds)
@@ -371,7 +389,9 @@ class _Pattern:
     def transposed(self) -> "_Pattern":
         if self._t is None:
             t = _Pattern.__new__(_Pattern)
-            t.mat = None if self.mat is None else sp.csr_matrix(self.mat.T)
+            mat = self.src.source.matrix(self.src.version) if self.src is not None else self.mat
+            t.src = None
+            t.mat = None if mat is None else sp.csr_matrix(mat.T)
             t.hist = None if self.hist is None else self.hist.transpose()
             t.total, t._cache, t._t = self.total, {}, self
             self._t = t
@@ -382,10 +402,11 @@ class _Pattern:
         else :math:`n_q(1 - (1 - 1/n_q)^{z_{pq}})`)."""
         key = ("v", tuple(np.asarray(bounds).tolist()))
         if key not in self._cache:
-            if self.mat is not None:
+            mat = self.src.source.matrix(self.src.version) if self.src is not None else self.mat
+            if mat is not None:
                 from .primitives import nnz_cols
 
-                out = nnz_cols(self.mat, np.asarray(bounds, np.int64)).astype(np.float64)
+                out = nnz_cols(mat, np.asarray(bounds, np.int64)).astype(np.float64)
             else:
                 z = self.counts(bounds, bounds)  # z[p, q]
                 nq = np.diff(np.asarray(bounds, np.float64))
@@ -413,8 +434,8 @@ def pattern_of(source, *, layers: int = 2) -> dict | None:
     ``meta.json``; anything else ``None`` (nonzeros spread evenly). The ``"cr"`` version is included only for a
     double permutation and a model of ``layers >= 2`` (the only case where a plan uses it)."""
     versions = ("rc", "cr") if getattr(source, "double", False) and layers >= 2 else ("rc",)
-    if hasattr(source, "_version"):  # InMemorySource: the cached permuted matrix, no copy
-        return {v: source._version(v) for v in versions}
+    if hasattr(source, "block_counts"):  # InMemorySource: block counts without a permuted copy
+        return {v: SourceVersion(source, v) for v in versions}
     meta = getattr(source, "meta", None)
     if isinstance(meta, dict) and "block_nnz" in meta:
         have = meta["block_nnz"]
@@ -722,13 +743,14 @@ def _blockrow_graph(acc: _Acc, e: int, *, rows: int, nnz: float, stages, single_
     acc.add("adjacency", 8 * (rows + 1) + (16 + e) * nnz)
     acc.add("adjacency", 16 * nnz, "host")
     acc.add("adjacency", 8 * send)
-    for size, nnz_q in stages:
-        if single_block:
-            acc.add("adjacency", 8 * (size + 1) + 16 * nnz_q)
-            continue
-        acc.add("adjacency", 8 * (rows + 1) + 16 * nnz_q + 8 * (size + 1) + 16 * nnz_q)
-        if nnz_q != nnz:
-            acc.add("adjacency", 8 * nnz_q)
+    if not len(stages):
+        return
+    size, nnz_q = np.asarray(stages, np.float64).reshape(-1, 2).T  # one pair per stage
+    if single_block:
+        acc.add("adjacency", np.round(8 * (size + 1) + 16 * nnz_q).sum())
+        return
+    acc.add("adjacency", np.round(8 * (rows + 1) + 16 * nnz_q + 8 * (size + 1) + 16 * nnz_q).sum())
+    acc.add("adjacency", np.round(8 * nnz_q[nnz_q != nnz]).sum())
 
 
 def _params(acc: _Acc, ctx, elements: float, tensors: int, *, grad_allreduce: bool) -> None:
@@ -764,23 +786,26 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
     v = pat.nnz_cols(bounds) if sa else None
     stage_lists = chunks(nb, c)
     out = {}
+    size_tuple = tuple(int(s) for s in sizes)
     for r in which:
         i, j = divmod(r, c)
         stages = tuple(stage_lists[j])
         counts = BlockRowSchedule.sparsity_aware_counts(v, i, stages) if sa else ()
-        fetch = BlockRowSchedule(tuple(int(s) for s in sizes), i, stages, "row", "rep", c, *counts).fetch()
+        sched = BlockRowSchedule(size_tuple, i, stages, "row", "rep", c, *counts)
         ni = int(sizes[i])
         acc = _Acc()
         mine = i in stages
-        zrow = float(z[i, list(stages)].sum())
+        staged = np.asarray(stages, np.int64)
+        zrow = float(z[i, staged].sum())
         if sa:  # two stages: the block's own rows (when it is a stage) and the rows received (the remote halo)
-            send, recv = float(sum(fetch[0].send)), float(sum(fetch[0].recv))
+            halo = sched.halo_transfer()
+            send, recv = float(sum(halo.send)), float(sum(halo.recv))
             own = float(z[i, i]) if mine else 0.0
             parts = ([(ni, own)] if mine else []) + ([(recv, zrow - own)] if any(q != i for q in stages) else [])
             _blockrow_graph(acc, e, rows=ni, nnz=zrow, stages=parts, send=send)
         else:
             _blockrow_graph(acc, e, rows=ni, nnz=zrow, single_block=nb == 1,
-                            stages=[(int(sizes[q]), float(z[i, q])) for q in stages])
+                            stages=np.stack([sizes[staged], z[i, staged]], axis=1))
         acc.add("features", ni * dims[0] * e + 11 * ni)
         _model_params(acc, ctx, dims, grad_allreduce=nb > 1)
         if ctx["trace"] is not None:
@@ -791,11 +816,11 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
                                            c.name in ("spmm", "spmm_select") and c.grads[0] and c.width))
         else:
             _rowblock_activations(acc, ctx, ni, r)
-        remote = [t for t in fetch if t.root != i and t.moves] if not sa else []
-        big = max(remote, key=lambda t: t.rows, default=None)  # the largest block broadcast to this rank
-        # --overlap: the next stage's block arrives while this one computes (two at a time; an upper bound: the
-        # two largest)
-        held = sum(sorted(t.rows for t in remote)[-2:]) if ctx["overlap"] else (big.rows if big else 0)
+        roots, remote = sched.remote_stages() if not sa else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        # the largest block broadcast to this rank (the first of them); --overlap: the next stage's block arrives
+        # while this one computes (two at a time; an upper bound: the two largest)
+        big = int(roots[np.argmax(remote)]) if remote.size else None
+        held = int(np.sort(remote)[-2:].sum()) if ctx["overlap"] else (int(remote.max()) if remote.size else 0)
         for l, (cols, w, heads, fi) in enumerate(ctx["layers"]):
             if ctx["trace"] is None:
                 acc.cand("workspace", ni * (cols + dims[l + 1] + w) * e, f"layer {l} backward temporaries")
@@ -806,7 +831,7 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
                 rows = max(2 * send + recv, send + 3 * recv + (ni if ctx["overlap"] else 0))
                 acc.cand("buffers", rows * w * e, f"{algo} all-to-allv rows, layer {l} fwd")
             elif big is not None:
-                acc.cand("buffers", held * w * e, f"{algo} broadcast of block {big.root}"
+                acc.cand("buffers", held * w * e, f"{algo} broadcast of block {big}"
                          + (" and the next" if ctx["overlap"] else "") + f", layer {l} fwd")
         out[r] = (acc, _setup_transient(ctx, float(z[i, :].sum())))
     return out
@@ -836,6 +861,17 @@ def _summa(ctx, algo: str, shape, which):
         a, b, c, d = pos[r0], pos[r1], pos[c0], pos[c1]
         return float(s[b, d] - s[a, d] - s[b, c] + s[a, c])
 
+    layer_nnz: dict = {}  # (version, i, k) -> the panels' nonzeros in R_i, shared by the ranks of row i
+
+    def panel_nnz(v, i, k):
+        if (v, i, k) not in layer_nnz:  # count() of every panel at once, rounded as round() does (half to even)
+            r0, r1 = geo.rows(i)
+            pan = np.array(geo.panels[k], np.int64).reshape(-1, 4)
+            c, d = np.searchsorted(cuts, pan[:, 0]), np.searchsorted(cuts, pan[:, 1])
+            a, b, t = pos[r0], pos[r1], pre[v]
+            layer_nnz[v, i, k] = np.round(t[b, d] - t[a, d] - t[b, c] + t[a, c]).astype(np.int64).tolist()
+        return layer_nnz[v, i, k]
+
     out = {}
     for r in which:
         i, j, k = (coords_of(r, shape) + (0,))[:3]
@@ -847,18 +883,18 @@ def _summa(ctx, algo: str, shape, which):
         largest = 0.0
         owned_by = {}
         # the engine's schedule per matrix version (the panels' nonzeros from the pattern's counts)
-        sched = {v: SummaSchedule.of(geo, i, j, k, ("row", "col", "fiber" if zf > 1 else None),
-                                     [round(count(v, r0, r1, v0, v1)) for (v0, v1, _, _) in geo.panels[k]])
+        sched = {v: SummaSchedule.of(geo, i, j, k, ("row", "col", "fiber" if zf > 1 else None), panel_nnz(v, i, k))
                  for v in used}
+        panel_rows, _, panel_owner = geo.panel_arrays(k)
+        mine = panel_owner == j
         for v in used:  # one SummaGraph per matrix version: the owned panels M[R_i, p], jo(p) = j
-            owned = 0.0
-            for p in sched[v].own_panels():
-                v0, v1 = geo.panels[k][p][:2]
-                z = sched[v].panel_nnz[p]
-                # pattern (crow, col, row) + its transpose (t_crow, t_col, t_perm) + the broadcast index array
-                acc.add("adjacency", 8 * (nr + 1 + 2 * z) + 8 * (v1 - v0 + 1 + 2 * z) + 8 * sched[v].pattern(p).rows)
-                owned += z
-                largest = max(largest, z)
+            z = np.asarray(sched[v].panel_nnz, np.int64)[mine]
+            # pattern (crow, col, row) + its transpose (t_crow, t_col, t_perm) + the broadcast index array
+            # (sched[v].pattern(p): nr + 1 + z entries)
+            acc.add("adjacency", int((8 * (nr + 1 + 2 * z) + 8 * (panel_rows[mine] + 1 + 2 * z)
+                                      + 8 * (nr + 1 + z)).sum()))
+            owned = float(z.sum())
+            largest = max(largest, float(z.max(initial=0)))
             acc.add("adjacency", (e + 8) * owned)  # GCN values and the row of every local edge
             acc.add("adjacency", 16 * owned, "host")  # edge ids
             owned_by[v] = owned
@@ -880,12 +916,11 @@ def _summa(ctx, algo: str, shape, which):
             sv = sched[version(l)]
             gather = sv.gather_cols(width)  # the column blocks C_j of the layer's width
             wj = gather.pieces[j]
-            held = []
-            for p in sv.panels():  # a received panel: its index array, the pattern built from it, its values
-                get = sv.pattern(p)
-                z = sv.panel_nnz[p]
-                b = (0 if get.root == get.me else 8 * (get.rows + nr + 1 + 2 * z) + e * sv.edges(p).rows)
-                held.append(b + sv.rows_of(p).rows * wj * e)
+            # a received panel (its owner column is not j): its index array (sv.pattern(p): nr + 1 + z entries),
+            # the pattern built from it and its values (sv.edges(p): z); every panel: its rows sv.rows_of(p)
+            z = np.asarray(sv.panel_nnz, np.float64)
+            held = np.where(panel_owner == j, 0.0, 8 * (2 * (nr + 1) + 3 * z) + e * z) + panel_rows * wj * e
+            held = held.tolist()
             # --overlap: the next panel arrives while this one computes (two at a time; the two largest)
             best = sum(sorted(held)[-2:]) if ctx["overlap"] else max(held, default=0.0)
             acc.cand("buffers", best + nr * wj * e, f"{algo} panel broadcast" + (" and the next" if ctx["overlap"]

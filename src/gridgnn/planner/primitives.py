@@ -236,12 +236,16 @@ class BlockRowVolume:
                 if narrow:
                     self._cast(r, sent * row_bytes, recv * row_bytes)
 
+    #: sum each rank's stage records without building them (:meth:`BlockRowSchedule.fetch_bytes`); ``False``: run
+    #: them one by one (the plain path, which the tests compare with)
+    batched: bool = True
+
     def fetch(self, out: dict, row_bytes: float, *, push: bool = False) -> None:
         """A fetch of ``row_bytes``-byte rows (``push``: its adjoint), as each rank's schedule runs it (node data:
         narrowed on the wire, where a push's reduce sums padded pieces)."""
-        if self.wire_elem and push and not self.sa:  # a narrowed reduce: padded pieces, not linear in the bytes
+        if not self.batched or self.wire_elem and push and not self.sa:  # a narrowed reduce: padded pieces
             for r, sched in enumerate(self.schedules):
-                self._run(out, r, sched.stage_transfers(push=True), row_bytes)
+                self._run(out, r, sched.fetch(push), row_bytes)
         elif self.wire_elem:
             self._scaled(out, "push" if push else "fetch", row_bytes * self.wire_ratio, narrow=True)
         else:
@@ -375,11 +379,16 @@ class SummaVolume(BlockRowVolume):
         return "rc" if layer % 2 == 0 or not self.source.double else "cr"
 
     def panel_nnz(self, version: str, i: int, panel) -> int:
-        key = (version, i, panel[0], panel[1])
+        """Nonzeros of ``M[R_i, panel]`` in matrix ``version``: the panels of all fiber layers tile the columns, so
+        one count of the row blocks ``R_i`` × every panel (:meth:`InMemorySource.block_counts`) serves them all."""
+        key = ("panels", version)
         if key not in self._nnz:
-            r0, r1 = self.geo.rows(i)
-            self._nnz[key] = int(self.source.submatrix(version, (r0, r1), (panel[0], panel[1])).nnz)
-        return self._nnz[key]
+            starts = sorted({int(p[0]) for layer in self.geo.panels for p in layer})
+            cuts = np.array(starts + [self.geo.n], dtype=np.int64)
+            counts = self.source.block_counts(version, self.geo.fine[::self.z], cuts)
+            self._nnz[key] = ({v: t for t, v in enumerate(starts)}, counts)
+        column, counts = self._nnz[key]
+        return int(counts[i, column[int(panel[0])]])
 
     def _ring(self, out, r, axis, m, tag="allreduce"):
         g = self.axes[axis][0]
@@ -394,9 +403,37 @@ class SummaVolume(BlockRowVolume):
         key = ("schedule", r, version)
         if key not in self._nnz:
             i, j, k = self.coords[r]
-            nnz = [self.panel_nnz(version, i, pan) for pan in self.geo.panels[k]]
-            self._nnz[key] = SummaSchedule.of(self.geo, i, j, k, self.names, nnz)
+            self._nnz[key] = SummaSchedule.of(self.geo, i, j, k, self.names, self.layer_nnz(version, i, k))
         return self._nnz[key]
+
+    def layer_nnz(self, version: str, i: int, k: int) -> tuple:
+        """Nonzeros of every panel of fiber layer ``k`` in the rows ``R_i`` (shared by the ranks of row ``i``)."""
+        key = ("layer", version, i, k)
+        if key not in self._nnz:
+            self.panel_nnz(version, i, self.geo.panels[k][0])  # the counts of every panel
+            column, counts = self._nnz[("panels", version)]
+            starts = [column[int(p[0])] for p in self.geo.panels[k]]
+            self._nnz[key] = tuple(counts[i, starts].tolist())
+        return self._nnz[key]
+
+    #: sum each rank's panel records without building them (:meth:`SummaSchedule.panel_bytes`); ``False``: run
+    #: them one by one (the plain path, which the tests compare with)
+    batched: bool = True
+
+    def _panels(self, out: dict, r: int, s, which: str, row_bytes: float, *, push: bool = False) -> None:
+        """Rank ``r``'s ``which`` records (:meth:`SummaSchedule.panel_bytes`) of every panel, for ``row_bytes``-byte
+        rows; node data on a narrowed wire (a reduce of padded pieces is not linear in the bytes) record by
+        record."""
+        narrow = self.wire_elem and (push or which == "rows_of")
+        if not self.batched or narrow:
+            make = {"pattern": lambda p: s.pattern(p), "edges": lambda p: s.edges(p, push),
+                    "rows_of": lambda p: s.rows_of(p, push)}[which]
+            self._run(out, r, [make(p) for p in s.panels()], row_bytes)
+            return
+        summed = s.panel_bytes(which, push)
+        if summed is not None:
+            key, axis, sent, recv, calls = summed
+            self._add(out, key, r, sent * row_bytes, recv * row_bytes, calls, axis=self.AXIS_KEYS[axis])
 
     AXIS_KEYS = {"row": "row", "col": "col", "x": "row", "y": "col", "z": "fiber"}
 
@@ -447,18 +484,17 @@ class SummaVolume(BlockRowVolume):
         for ph, out in (("fwd", fwd), ("bwd", bwd)):
             if ph == "bwd":
                 self._run(out, r, [s.fiber_gather()], wj)
-            for p in s.panels():
-                self._run(out, r, [s.pattern(p)], 8)
-                if value_bytes:
-                    self._run(out, r, [s.edges(p)], value_bytes)
-                if select and call.masked and ph == "fwd":
-                    self._run(out, r, [s.edges(p)], 1)
-                if ph == "fwd" or need_v:
-                    self._run(out, r, [s.rows_of(p)], wj)
-                if ph == "bwd" and need_v:
-                    self._run(out, r, [s.edges(p, push=True)], eb if select else call.heads * eb)
-                if ph == "bwd" and need_x:
-                    self._run(out, r, [s.rows_of(p, push=True)], wj)
+            self._panels(out, r, s, "pattern", 8)  # per panel (Alg. 3 lines 9-10), summed over the panels
+            if value_bytes:
+                self._panels(out, r, s, "edges", value_bytes)
+            if select and call.masked and ph == "fwd":
+                self._panels(out, r, s, "edges", 1)
+            if ph == "fwd" or need_v:
+                self._panels(out, r, s, "rows_of", wj)
+            if ph == "bwd" and need_v:
+                self._panels(out, r, s, "edges", eb if select else call.heads * eb, push=True)
+            if ph == "bwd" and need_x:
+                self._panels(out, r, s, "rows_of", wj, push=True)
             if ph == "fwd":
                 if select:
                     self._run(out, r, [s.fiber_all(s.nrow)], wj, exact=True)
@@ -475,24 +511,26 @@ class SummaVolume(BlockRowVolume):
         and again backward); node-wise work on the rows ``B(i, k)``, whole rows."""
         out = {u: np.zeros(self.world) for u in WORK_UNITS}
         version = self.version(call.layer)
+        owners = [np.fromiter((p[3] for p in layer), np.int64, len(layer)) for layer in self.geo.panels]
         for r, (i, j, k) in enumerate(self.coords):
             b0, b1 = self.geo.block(i, k)
             panels = self.geo.panels[k]
-            own = [p for p in panels if p[3] == j]
+            counts = np.asarray(self.layer_nnz(version, i, k), np.float64)
+            own = owners[k] == j
             if call.name in ("spmm", "spmm_select"):
-                nnz = sum(self.panel_nnz(version, i, p) for p in panels)
+                nnz = counts.sum()
                 cb = even_bounds(call.width, self.pc)
                 width, launches = int(cb[j + 1] - cb[j]), len(panels)
             elif call.name in ("sddmm_add", "sddmm_dot", "edge_softmax", "row_sum"):
-                nnz = sum(self.panel_nnz(version, i, p) for p in own)
+                nnz = counts[own].sum()
                 width = call.width if call.name == "sddmm_dot" else (1 if call.name == "row_sum" else call.heads)
-                launches = max(1, len(own))
+                launches = max(1, int(own.sum()))
             else:
                 nnz, width, launches = 0, call.width, 1
             w = call_work(call, nnz=float(nnz), rows=float(b1 - b0), width=width, out_width=call.out_width,
                           launches=launches)
             if call.name in ("spmm", "spmm_select") and self.pc > 1:  # received panels: patterns built per call
-                got = sum(self.panel_nnz(version, i, p) for p in panels if p[3] != j)
+                got = counts[~own].sum()
                 w["nnz"] += got * (1 + any(call.grads))
             for u, v in w.items():
                 out[u][r] = v
@@ -574,10 +612,9 @@ class PlexusVolume(BlockRowVolume):
     def _nnz(self, lay, me) -> int:
         version = lay.version if self.source.double else "rc"
         key = ("nnz", lay.third, lay.rows, version, me[lay.third], me[lay.rows])
-        if key not in self._cache:
-            rows = block_range(self.vb[lay.third], me[lay.third])
-            cols = block_range(self.vb[lay.rows], me[lay.rows])
-            self._cache[key] = int(self.source.submatrix(version, rows, cols).nnz)
+        if key not in self._cache:  # the shard of rows (third axis) × columns (rows axis) of the layout
+            counts = self.source.block_counts(version, self.vb[lay.third], self.vb[lay.rows])
+            self._cache[key] = int(counts[me[lay.third], me[lay.rows]])
         return self._cache[key]
 
     def _dst_counts(self, lay, me) -> list[int]:

@@ -132,7 +132,8 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
         else:
             volume = SummaVolume(source, tuple(shape))
     else:
-        volume = BlockRowVolume(algo, rows.permute_matrix(gcn_normalize(graph)), rows, world, replication)
+        matp = rows.permute_matrix(gcn_normalize(graph)) if source is None else source.matrix("rc")
+        volume = BlockRowVolume(algo, matp, rows, world, replication)
     detail: dict = {}
     total = step_bytes(calls, volume, traced.param_sizes or nparams, elem_bytes, detail, wire_bytes=wire_bytes,
                        loss=loss, grad_bucket_bytes=grad_bucket_bytes, grad_wire_bytes=grad_wire_bytes)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import sys
 import threading
+import time
 
 #: lines per run when --log-every is left out
 DEFAULT_LINES = 10
@@ -107,3 +108,46 @@ class Console:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+
+
+class Progress:
+    r"""Progress of a long count of steps that is not training (``gridgnn plan``'s configurations): on a terminal a
+    bar on stderr (tqdm: done of total, rate, time left); elsewhere (a log) one plain line on stderr every
+    :data:`PROGRESS_EVERY_S` seconds, ``"<what>: K of N <unit>, T s, about S s left"``. ``show``: print at all."""
+
+    def __init__(self, total: int, *, what: str, unit: str, show: bool = True):
+        self.total, self.what, self.unit, self.show = int(total), what, unit, show
+        self._clock = time.perf_counter
+        self._t0 = self._last = self._clock()
+        self.bar = None
+        if show and _is_terminal(sys.stderr):
+            from tqdm import tqdm
+
+            tqdm.set_lock(threading.RLock())
+            self.bar = tqdm(total=self.total, desc=what, unit=unit, leave=False, dynamic_ncols=True)
+
+    def __call__(self, done: int, total: int | None = None) -> None:
+        """``done`` steps of ``total`` (default: the total given) are finished."""
+        if total is not None:
+            self.total = int(total)
+        if self.bar is not None:
+            self.bar.total = self.total
+            self.bar.update(done - self.bar.n)
+            return
+        now = self._clock()
+        if not self.show or done <= 0 or done >= self.total or now - self._last < PROGRESS_EVERY_S:
+            return
+        self._last = now
+        spent = now - self._t0
+        left = spent / done * (self.total - done)
+        print(f"{self.what}: {done} of {self.total} {self.unit}, {spent:.0f} s, about {left:.0f} s left",
+              file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+#: seconds between two progress lines in a log
+PROGRESS_EVERY_S = 10.0

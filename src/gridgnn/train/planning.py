@@ -19,7 +19,8 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
     from ..parallel import algorithm
     from ..partition import RowPartition
     from ..planner.simulate import step_volume
-    from .rank_layout import check_vertex_count, make_source
+    from ..graph import gcn_normalize
+    from .rank_layout import check_vertex_count, make_source, order_key
     from .trainer import build_model
 
     from .trainer import settle_edge_dim
@@ -33,14 +34,19 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
     dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
     if algo.grid == "single":
         source, rows = None, RowPartition(np.arange(graph.n), np.array([0, graph.n]), "none")
-    else:
-        key = (algo.family, algo.row_blocks(world, cfg.replication) if algo.row_partitioned else shape,
-               cfg.partition, cfg.seed)
+    else:  # configurations of one vertex order share its source (and the block counts it caches)
+        key = order_key(graph, cfg.algo, world, replication=cfg.replication, shape=shape, method=cfg.partition,
+                        seed=cfg.seed)
         if layouts is not None and key in layouts:
             source, rows = layouts[key]
         else:
+            normalized = None
+            if layouts is not None:  # the normalized matrix, once for every configuration
+                normalized = layouts.get("normalized")
+                if normalized is None:
+                    normalized = layouts["normalized"] = gcn_normalize(graph)
             source, rows = make_source(graph, cfg.algo, world, replication=cfg.replication, shape=shape,
-                                       method=cfg.partition, seed=cfg.seed)
+                                       method=cfg.partition, seed=cfg.seed, normalized=normalized)
             if layouts is not None:
                 layouts[key] = (source, rows)
     from ..graph.safe_io import available_memory
@@ -78,8 +84,8 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
                  **listing) -> list[dict]:
     r"""Every candidate configuration (:func:`~gridgnn.planner.plan.candidates`, ``listing`` passed on) for the
     model, widths and ``--nproc`` of ``cfg``, simulated, priced with ``profile`` and ranked
-    (:func:`~gridgnn.planner.plan.rank_rows`); each row also has ``simulate_s``. ``progress(row)`` is called after
-    each."""
+    (:func:`~gridgnn.planner.plan.rank_rows`); each row also has ``simulate_s``. ``progress(done, total)`` is
+    called after each candidate (priced or left out)."""
     from ..nn import resolve_model
     from ..planner.plan import OVERLAP_ALGOS, candidates, price, rank_rows
 
@@ -99,7 +105,9 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
     layouts: dict = {}
     rows, refused = [], []
     narrow_grads = wire_element_bytes(cfg.grad_dtype, cfg.dtype) < WIRE_TYPES[cfg.dtype].itemsize
-    for cand in cands:
+    for done, cand in enumerate(cands, 1):
+        if progress is not None and done > 1:
+            progress(done - 1, len(cands))
         c = dataclasses.replace(cfg, **cand.options())
         c = dataclasses.replace(c, overlap=cfg.overlap and cand.algo in OVERLAP_ALGOS)
         if narrow_grads and c.grad_sum_refusal(algorithm(c.algo)):
@@ -115,8 +123,8 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
                     overlap=c.overlap)
         row["simulate_s"] = time.perf_counter() - t0
         rows.append(row)
-        if progress is not None:
-            progress(row)
+    if progress is not None:
+        progress(len(cands), len(cands))
     if not rows:
         raise GridGnnError(f"no configuration of {cfg.nproc} processes can run this model; e.g. {refused[0]}")
     return rank_rows(rows)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
 from ..errors import GridGnnError
@@ -64,17 +65,34 @@ def make_partition(graph: Graph, parts: int, method: str, seed: int) -> RowParti
                        f"nor an existing partition file")
 
 
-def make_permutations(graph: Graph, method: str, seed: int, blocks: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+def make_permutations(graph: Graph, method: str, seed: int, blocks: tuple[int, int], *,
+                      normalized=None) -> tuple[np.ndarray, np.ndarray]:
     r"""Row and column vertex orders of the 2D/3D/Plexus layouts: ``random``/``single-perm`` (one random
     permutation), ``identity``, ``double-perm`` (Plexus §5.1: distinct row and column permutations, alternated
-    by layer), ``balanced-perm`` (largest-nnz-first to the least-loaded of ``blocks`` row/column blocks)."""
+    by layer), ``balanced-perm`` (largest-nnz-first to the least-loaded of ``blocks`` row/column blocks; the only
+    one that reads the matrix, ``normalized`` when the caller has it)."""
     from ..partition.permute import make_permutations as permutations
 
     if method not in PERMUTATIONS:
         raise GridGnnError(f"--partition {method!r} does not apply to 2D/3D/Plexus; choose one of "
                            f"{', '.join(PERMUTATIONS)}")
-    return permutations("single-perm" if method == "random" else method, gcn_normalize(graph), blocks[0], blocks[1],
+    if method != "balanced-perm":  # the others depend on n and the seed alone
+        normalized = sp.csr_matrix((graph.n, graph.n))
+    elif normalized is None:
+        normalized = gcn_normalize(graph)
+    return permutations("single-perm" if method == "random" else method, normalized, blocks[0], blocks[1],
                         seed=seed)
+
+
+def order_key(graph: Graph, algo: str, world: int, *, replication: int = 1, shape=None, method: str = "random",
+              seed: int = 0) -> tuple:
+    """What :func:`vertex_orders` of these arguments depends on: configurations with equal keys share their vertex
+    orders (and so their block source) — a block-row partition per row-block count, a permutation per method and
+    seed (and, for ``balanced-perm``, the adjacency blocks it balances)."""
+    if algorithm(algo).row_partitioned:
+        return ("rows", num_blocks(algo, world, replication), method, seed)
+    blocks = layout_blocks(algo, tuple(shape)) if method == "balanced-perm" else None
+    return ("perm", method, seed, blocks)
 
 
 def layout_blocks(algo: str, shape: tuple[int, ...]) -> tuple[int, int]:
@@ -83,21 +101,22 @@ def layout_blocks(algo: str, shape: tuple[int, ...]) -> tuple[int, int]:
 
 
 def make_source(graph: Graph, algo: str, world: int, *, replication: int = 1, shape=None, method: str = "random",
-                seed: int = 0):
-    """``(source, rows)``: the in-memory block source and, for block-row algorithms, the partition."""
+                seed: int = 0, normalized=None):
+    r"""``(source, rows)``: the in-memory block source and, for block-row algorithms, the partition. ``normalized``:
+    :math:`\hat M` of ``graph`` when the caller has it."""
     perm_r, perm_c, rows = vertex_orders(graph, algo, world, replication=replication, shape=shape, method=method,
-                                         seed=seed)
-    return InMemorySource(graph, perm_r, perm_c, method=method), rows
+                                         seed=seed, normalized=normalized)
+    return InMemorySource(graph, perm_r, perm_c, method=method, normalized=normalized), rows
 
 
 def vertex_orders(graph: Graph, algo: str, world: int, *, replication: int = 1, shape=None, method: str = "random",
-                  seed: int = 0):
+                  seed: int = 0, normalized=None):
     """``(perm_r, perm_c, rows)``: the row and column vertex orders of ``algo``'s layout (``perm[new] = old``;
     the same array for one order) and, for block-row algorithms, the partition (else ``None``)."""
     if algorithm(algo).row_partitioned:
         rows = make_partition(graph, num_blocks(algo, world, replication), method, seed)
         return rows.perm, rows.perm, rows
-    perm_r, perm_c = make_permutations(graph, method, seed, layout_blocks(algo, tuple(shape)))
+    perm_r, perm_c = make_permutations(graph, method, seed, layout_blocks(algo, tuple(shape)), normalized=normalized)
     return perm_r, perm_c, None
 
 
