@@ -165,6 +165,8 @@ def test_block_nnz_equals_brute_force(seed):
         assert got.dtype == np.int64 and got.shape == (len(rb) - 1, len(cb) - 1)
         assert np.array_equal(got, brute_block_nnz(mat, pr, pc, rb, cb))
         assert got.sum() == mat.nnz
+        ident = np.arange(n)  # no permutation: the matrix's own order
+        assert np.array_equal(block_nnz(mat, None, None, rb, cb), brute_block_nnz(mat, ident, ident, rb, cb))
     # counts instead of bounds mean even_bounds; a Graph means M without self-loops
     assert np.array_equal(block_nnz(mat, pr, pc, 3, 4), brute_block_nnz(mat, pr, pc, even_bounds(n, 3),
                                                                           even_bounds(n, 4)))

@@ -9,6 +9,7 @@ import torch
 
 from ..ops.loss import masked_cross_entropy
 from ..partition import RowPartition
+from ..partition.layout import layer_orders, vertex_order
 from .blockrow import BlockRowGraph
 from .sharded_loss import sharded_argmax, sharded_cross_entropy
 
@@ -59,10 +60,8 @@ class Plan:
         """Vertex order of layer ``layer``'s input (``side="in"``) or output: the source's column permutation
         feeds even layers and its row permutation receives them, the other way round for odd layers (Plexus
         §5.1; one order for a single permutation)."""
-        even = layer % 2 == 0
-        if side == "in":
-            return self.source.perm_c if even else self.source.perm_r
-        return self.source.perm_r if even else self.source.perm_c
+        o_in, o_out = layer_orders(layer, double=True)  # a single permutation: perm_r is perm_c
+        return vertex_order(self.source, o_in if side == "in" else o_out)
 
     def param_slice(self, layer: int, kind: str, shape=None) -> tuple[slice, ...]:
         """The part of layer ``layer``'s weight (``"w"``), bias (``"b"``) or other parameter (full shape ``shape``)

@@ -30,8 +30,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 
 from ..errors import GridGnnError
-from ..partition.layout import (SCATTER_PRIMITIVES, EdgeLayout, PlexusNodeLayout, RowLayout, plexus_layouts,
-                                plexus_program)
+from ..partition.layout import (SCATTER_PRIMITIVES, EdgeLayout, PlexusNodeLayout, RowLayout, layer_orders,
+                                layer_version, plexus_layouts, plexus_program)
 
 #: primitives of the plan (``plan.X(layer, ...)``) and of a layer's graph (``plan.graph(layer).X(...)``)
 PLAN_PRIMITIVES = ("linear", "add_bias", "head_scores", "head_mean", "normalize_rows", "scale")
@@ -131,15 +131,13 @@ class SummaRules(LayoutRules):
 
     def orders(self, layer: int) -> tuple[str, str]:
         """``(input order, output order)`` of layer ``layer``'s graph."""
-        if not self.double:
-            return "c", "c"
-        return ("c", "r") if layer % 2 == 0 else ("r", "c")
+        return layer_orders(layer, self.double)
 
     def input(self):
         return self.layout("c")
 
     def edges(self, layer):
-        version = "rc" if layer % 2 == 0 or not self.double else "cr"
+        version = layer_version(layer, self.double)
         return EdgeLayout(f"matrix version {version}", self.all_axes)
 
     def after(self, prim, layer, *layouts):

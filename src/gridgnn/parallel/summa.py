@@ -41,7 +41,7 @@ import torch
 from ..ops import semiring as sr
 from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
-from ..partition.layout import SummaGeometry, SummaSchedule
+from ..partition.layout import SummaGeometry, SummaSchedule, layer_version
 from .base import Plan
 from .graph import DistGraph
 
@@ -509,7 +509,7 @@ class SummaPlan(Plan):
         self.grad_axes = tuple(a for a in (self.row_axis, self.fiber_axis) if a is not None)
 
     def version(self, layer: int) -> str:
-        return "rc" if layer % 2 == 0 or not self.source.double else "cr"
+        return layer_version(layer, self.source.double)
 
     def orders(self, version: str) -> tuple[np.ndarray, np.ndarray]:
         """(row order, column order) of matrix version ``version``."""

@@ -305,7 +305,7 @@ class PlexusNodeLayout:
         in the other vertex order; the columns stay (Alg. 1 lines 3–4, the double permutation of §5.1).
         Scattered: the parts are all-gathered over the third axis first, and the partial sums over ``rows`` are
         reduce-scattered into parts along it — the output is held split over the old rows axis."""
-        other = "r" if self.order == "c" else "c"
+        other = other_order(self.order)
         if self.scatter:
             return PlexusNodeLayout(self.third, self.cols, other, split=True, scatter=True)
         return PlexusNodeLayout(self.third, self.cols, other)
@@ -313,7 +313,7 @@ class PlexusNodeLayout:
     @property
     def version(self) -> str:
         """The matrix version an SpMM reading this tensor multiplies: rows in the other order, columns in ours."""
-        return "rc" if self.order == "c" else "cr"
+        return version_reading(self.order)
 
 
 @dataclass(frozen=True)
@@ -374,6 +374,32 @@ def plexus_layouts(program: list[tuple[str, ...]], scatter: bool = False) -> lis
     return out
 
 
+def other_order(order: str) -> str:
+    """The vertex order a product with the adjacency writes when it reads ``order`` (``"c"`` ↔ ``"r"``)."""
+    return "r" if order == "c" else "c"
+
+
+def version_reading(order: str) -> str:
+    r"""The matrix version an SpMM multiplies when its sources are in vertex order ``order``: columns in that
+    order, rows in the other — ``"rc"`` (:math:`P_r \hat M P_c^\mathsf{T}`) for ``"c"``, ``"cr"`` for ``"r"``."""
+    return "rc" if order == "c" else "cr"
+
+
+def layer_orders(layer: int, double: bool) -> tuple[str, str]:
+    """``(input order, output order)`` of layer ``layer``: under a double permutation (Plexus §5.1) even layers
+    read the column order ``"c"`` and write the row order ``"r"``, odd layers the reverse, so no layer
+    redistributes its input; one order ``"c"`` otherwise. The one statement of the alternation that the engines,
+    the layout checker and the byte and memory models read."""
+    if not double:
+        return "c", "c"
+    return ("c", "r") if layer % 2 == 0 else ("r", "c")
+
+
+def layer_version(layer: int, double: bool) -> str:
+    """The matrix version layer ``layer`` multiplies (:func:`layer_orders`, :func:`version_reading`)."""
+    return version_reading(layer_orders(layer, double)[0])
+
+
 def vertex_order(source, order: str) -> np.ndarray:
     """The vertex order ``"c"`` (``source.perm_c``) or ``"r"`` (``perm_r``) of a double-permutation source:
     ``order[position] = original id``."""
@@ -385,7 +411,7 @@ def plexus_destinations(source, lay: PlexusNodeLayout, t_rows: tuple[int, int], 
     destinations ``t_rows`` of an adjacency shard (positions in the other vertex order) looked up among ``lay``'s
     rows, split by the blocks ``bounds`` of its row axis — :func:`plexus_row_gather`'s ``(take, where)``."""
     order_in = vertex_order(source, lay.order)
-    order_out = vertex_order(source, "r" if lay.order == "c" else "c")
+    order_out = vertex_order(source, other_order(lay.order))
     inv = np.empty_like(order_in)
     inv[order_in] = np.arange(order_in.size)
     return plexus_row_gather(inv[order_out[t_rows[0]:t_rows[1]]], bounds)

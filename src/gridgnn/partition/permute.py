@@ -343,7 +343,7 @@ def block_nnz(mat, perm_r, perm_c, row_bounds, col_bounds) -> np.ndarray:
 
     Args:
         mat: :math:`n \times n` SciPy sparse matrix or :class:`~gridgnn.graph.graph.Graph`.
-        perm_r, perm_c: ``int[n]``, ``perm[new] = old``.
+        perm_r, perm_c: ``int[n]``, ``perm[new] = old`` (``None``: the matrix's own order).
         row_bounds, col_bounds: block bounds ``[0, ..., n]`` or block counts (then ``even_bounds``).
 
     Returns:
@@ -351,16 +351,16 @@ def block_nnz(mat, perm_r, perm_c, row_bounds, col_bounds) -> np.ndarray:
     """
     mat = _csr(mat)
     n = mat.shape[0]
-    perm_r = check_permutation(perm_r, n, "perm_r")
-    perm_c = check_permutation(perm_c, n, "perm_c")
     rb = _bounds(row_bounds, n, "row")
     cb = _bounds(col_bounds, n, "column")
     R, C = rb.size - 1, cb.size - 1
     # block of every original vertex as a row / as a column
-    row_block = np.empty(n, dtype=np.int64)
-    row_block[perm_r] = np.searchsorted(rb, np.arange(n), side="right") - 1
-    col_block = np.empty(n, dtype=np.int64)
-    col_block[perm_c] = np.searchsorted(cb, np.arange(n), side="right") - 1
+    row_block = np.searchsorted(rb, np.arange(n), side="right") - 1
+    if perm_r is not None:
+        row_block[check_permutation(perm_r, n, "perm_r")] = row_block.copy()
+    col_block = np.searchsorted(cb, np.arange(n), side="right") - 1
+    if perm_c is not None:
+        col_block[check_permutation(perm_c, n, "perm_c")] = col_block.copy()
     mat.sum_duplicates()
     key = np.repeat(row_block * C, np.diff(mat.indptr)) + col_block[mat.indices]
     return np.bincount(key, minlength=R * C).astype(np.int64).reshape(R, C)

@@ -100,7 +100,7 @@ real step of every built-in model on every algorithm at P = 4: activations withi
 (0.76 … 1.24 measured), parameters exact (Plexus at most 10 % above), adjacency and features exact.
 
 Inputs are what a rank knows after partitioning and before building its plan; the exact per-block nonzeros
-and ``NnzCols`` come from ``pattern`` (the permuted matrix itself, or a :class:`NnzHistogram` of per-block
+and ``NnzCols`` come from ``pattern`` (the permuted matrix itself, or a :class:`~gridgnn.partition.counts.NnzHistogram` of per-block
 counts such as a sharded dataset's ``meta.json`` holds); without it the nonzeros are spread evenly
 (the expectation under a random permutation) and ``NnzCols`` is its balls-in-bins expectation
 :math:`n_q(1 - (1 - 1/n_q)^{z_{pq}})`.
@@ -117,6 +117,8 @@ import scipy.sparse as sp
 
 from ..errors import GridGnnError
 from ..partition import block_range, even_bounds
+from ..partition.counts import NnzHistogram, nnz_cols
+from ..partition.layout import layer_version
 
 MIB = 2 ** 20
 GIB = 2 ** 30
@@ -272,73 +274,6 @@ class _Acc:
 
 
 # ----------------------------------------------------------------------------------------------- pattern
-class NnzHistogram:
-    r"""Nonzeros of :math:`\hat M` (one matrix version, in the plan's labels) per cell of a grid of row cuts ×
-    column cuts. :meth:`counts` of blocks whose edges are cuts is exact; a block edge inside a cell takes the
-    cell's nonzeros in proportion to the overlap (uniform density within the cell).
-
-    Args:
-        row_cuts, col_cuts: increasing ``int[R+1]`` / ``int[C+1]`` from 0 to ``n``.
-        counts: ``[R, C]`` nonzeros per cell.
-    """
-
-    def __init__(self, row_cuts, col_cuts, counts):
-        self.row_cuts = np.asarray(row_cuts, dtype=np.int64)
-        self.col_cuts = np.asarray(col_cuts, dtype=np.int64)
-        self.cells = np.asarray(counts, dtype=np.float64).reshape(self.row_cuts.size - 1, self.col_cuts.size - 1)
-
-    @property
-    def n(self) -> int:
-        return int(self.row_cuts[-1])
-
-    @property
-    def total(self) -> int:
-        return int(round(self.cells.sum()))
-
-    @classmethod
-    def uniform(cls, n: int, nnz: int) -> "NnzHistogram":
-        """One cell: ``nnz`` nonzeros spread evenly over ``n × n`` (a random permutation's expectation)."""
-        return cls([0, n], [0, n], [[nnz]])
-
-    @classmethod
-    def from_matrix(cls, mat, row_cuts, col_cuts) -> "NnzHistogram":
-        """Exact counts of a SciPy matrix on the given cuts (one ``bincount``, no copy of the matrix)."""
-        mat = sp.csr_matrix(mat)
-        rc, cc = np.asarray(row_cuts, np.int64), np.asarray(col_cuts, np.int64)
-        nr, nc = rc.size - 1, cc.size - 1
-        row_block = np.searchsorted(rc, np.arange(mat.shape[0]), side="right") - 1
-        col_block = np.searchsorted(cc, np.arange(mat.shape[1]), side="right") - 1
-        key = np.repeat(row_block * nc, np.diff(mat.indptr)) + col_block[mat.indices]
-        return cls(rc, cc, np.bincount(key, minlength=nr * nc).reshape(nr, nc))
-
-    @classmethod
-    def from_sharded_meta(cls, meta: dict, version: str = "rc") -> "NnzHistogram":
-        """The per-block counts ``meta.json`` of a sharded dataset stores (``block_nnz[version]``)."""
-        try:
-            return cls(meta["row_bounds"], meta["col_bounds"], meta["block_nnz"][version])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise GridGnnError(f"sharded meta.json has no usable block_nnz[{version!r}]: {exc!r}") from None
-
-    @staticmethod
-    def _overlap(cuts: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-        """``[len(bounds)-1, len(cuts)-1]``: fraction of each cell inside each new block."""
-        if cuts.size == bounds.size and np.array_equal(cuts, bounds):
-            return np.eye(cuts.size - 1)
-        lo = np.maximum(bounds[:-1, None], cuts[None, :-1])
-        hi = np.minimum(bounds[1:, None], cuts[None, 1:])
-        width = np.maximum(np.diff(cuts), 1)[None, :]
-        return np.clip(hi - lo, 0, None) / width
-
-    def counts(self, row_bounds, col_bounds) -> np.ndarray:
-        """``[len(row_bounds)-1, len(col_bounds)-1]`` nonzeros of every block (float; integral when aligned)."""
-        fr = self._overlap(self.row_cuts, np.asarray(row_bounds, np.int64))
-        fc = self._overlap(self.col_cuts, np.asarray(col_bounds, np.int64))
-        return fr @ self.cells @ fc.T
-
-    def transpose(self) -> "NnzHistogram":
-        return NnzHistogram(self.col_cuts, self.row_cuts, self.cells.T)
-
-
 class SourceVersion(NamedTuple):
     """One matrix version of an in-memory block source (:class:`~gridgnn.parallel.source.InMemorySource`): its
     block counts come from one pass over the unpermuted matrix; the permuted matrix is built only where distinct
@@ -404,8 +339,6 @@ class _Pattern:
         if key not in self._cache:
             mat = self.src.source.matrix(self.src.version) if self.src is not None else self.mat
             if mat is not None:
-                from .primitives import nnz_cols
-
                 out = nnz_cols(mat, np.asarray(bounds, np.int64)).astype(np.float64)
             else:
                 z = self.counts(bounds, bounds)  # z[p, q]
@@ -524,7 +457,7 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
         double: the 2D/3D/Plexus layout has two vertex orders (``double-perm``): two matrix versions.
         row_bounds: block bounds of the 1D/1.5D row partition (``RowPartition.bounds``; default even).
         pattern: nonzeros of the permuted :math:`\hat M` in the plan's labels: a SciPy matrix (exact), an
-            :class:`NnzHistogram`, or ``{"rc": ..., "cr": ...}`` (see :func:`pattern_of`); default: spread
+            :class:`~gridgnn.partition.counts.NnzHistogram`, or ``{"rc": ..., "cr": ...}`` (see :func:`pattern_of`); default: spread
             evenly.
         dropout: drop probability (masks and hashing exist only when it is positive).
         bias: the model has biases.
@@ -902,7 +835,7 @@ def _summa(ctx, algo: str, shape, which):
         _model_params(acc, ctx, dims, grad_allreduce=pr * zf > 1)
 
         def version(l):
-            return "rc" if l % 2 == 0 or not ctx["double"] else "cr"
+            return layer_version(l, ctx["double"])
 
         if ctx["trace"] is not None:
             _traced(acc, ctx, r, lambda lay, l, cols: nbk * cols, lambda l: owned_by[version(l)], nbk, dims[-1],

@@ -33,6 +33,9 @@ from ..parallel.trace import PrimitiveCall, TracePlan, trace_graph, trace_model 
 # beside the primitives; its names stay importable from here)
 from ..distributed import accounting as acct
 from ..partition import RowPartition, block_range, even_bounds
+from ..partition.counts import nnz_cols
+from ..partition.layout import layer_version, vertex_order
+from ..partition.permute import block_nnz
 
 
 #: Calls that move nothing on a layout whose node tensors hold every feature column (block-row, SUMMA): the
@@ -131,7 +134,7 @@ class BlockRowVolume:
             counts = BlockRowSchedule.sparsity_aware_counts(v, self.block[r], stages) if self.sa else ()
             self.schedules.append(BlockRowSchedule(sizes, self.block[r], stages, names[0], names[1:][0] if
                                                    names[1:] else None, self.c, *counts))
-        self.block_nnz = block_nnz(sp.csr_matrix(matp), rows.bounds)
+        self.block_nnz = block_nnz(matp, None, None, rows.bounds, rows.bounds)
         self._unit: dict = {}
         if self.sa:  # each rank's nonzeros in its own block, of all it multiplies (the local stage's share)
             self.own_share = np.zeros(world)
@@ -376,7 +379,7 @@ class SummaVolume(BlockRowVolume):
         self._nnz: dict = {}
 
     def version(self, layer: int) -> str:
-        return "rc" if layer % 2 == 0 or not self.source.double else "cr"
+        return layer_version(layer, self.source.double)
 
     def panel_nnz(self, version: str, i: int, panel) -> int:
         """Nonzeros of ``M[R_i, panel]`` in matrix ``version``: the panels of all fiber layers tile the columns, so
@@ -591,7 +594,7 @@ class PlexusVolume(BlockRowVolume):
         self.first = (ops[0][0] if ops[0] else None)
         if train_rows is None and labelled is not None:  # labelled training vertices, original ids
             out = self.layouts[-1].output
-            order = source.perm_c if out.order == "c" else source.perm_r
+            order = vertex_order(source, out.order)
             lab = np.asarray(labelled, bool)[order]
             counts = []
             for me in self.coords:
@@ -798,26 +801,6 @@ class PlexusVolume(BlockRowVolume):
 
     def grad(self, out: dict, nbytes: float, narrow: tuple | None = None) -> None:
         """No trainer all-reduce: the primitives reduce their own parameter gradients."""
-
-
-def nnz_cols(matp: sp.csr_matrix, bounds: np.ndarray) -> np.ndarray:
-    """``V[q, l] = |NnzCols(l, q)|``: distinct columns of block ``q`` with an entry in block row ``l`` (the rows
-    the owner of ``q`` sends to ``l``; in 1.5D only within the process column whose chunk holds ``q``)."""
-    k = bounds.size - 1
-    col_block = np.searchsorted(bounds, np.arange(matp.shape[1]), side="right") - 1
-    v = np.zeros((k, k), dtype=np.int64)
-    for l in range(k):
-        cols = np.unique(matp.indices[matp.indptr[bounds[l]]:matp.indptr[bounds[l + 1]]])
-        v[:, l] = np.bincount(col_block[cols], minlength=k)
-    return v
-
-
-def block_nnz(matp: sp.csr_matrix, bounds: np.ndarray) -> np.ndarray:
-    """``N[i, q]``: stored entries of block row ``i`` in the columns of block ``q``."""
-    k = bounds.size - 1
-    col_block = np.searchsorted(bounds, matp.indices, side="right") - 1
-    row_block = np.repeat(np.searchsorted(bounds, np.arange(matp.shape[0]), side="right") - 1, np.diff(matp.indptr))
-    return np.bincount(row_block * k + col_block, minlength=k * k).reshape(k, k)
 
 
 def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams, elem_bytes: int,
