@@ -41,6 +41,23 @@ def test_quick_profile_has_every_price(calibrated):
         assert alpha >= 0 and beta >= 0 and alpha + beta > 0, coll
 
 
+def test_calibrate_fits_the_time_model_to_real_steps(calibrated):
+    from gridgnn.commands.calibrate import step_candidates
+
+    d, out = calibrated
+    fit = json.loads((d / "profile.json").read_text())["fit"]
+    steps = step_candidates(2, quick=True)
+    assert fit["runs"] == len(steps) >= 3 and min(fit["comp"], fit["comm"], fit["const_s"]) >= 0
+    assert f"time model fitted to {len(steps)} real steps" in out
+    assert {c.algo for c in steps} == {"1d", "1d-sa", "2d", "plexus"}  # every family
+    # each printed step: its measured time and θ·(compute, communication) + θ₀ of it; the largest error is the fit's
+    printed = [line for line in out.split("time model fitted to")[1].splitlines()[1:len(steps) + 1]]
+    errs = [abs(float(line.split("predicted")[1].split("ms")[0]) - float(line.split("measured")[1].split("ms")[0]))
+            / float(line.split("measured")[1].split("ms")[0]) for line in printed]
+    assert [line.split()[0] for line in printed] == [c.algo for c in steps]
+    assert max(errs) == pytest.approx(fit["max_rel_err"], abs=0.01)
+
+
 def test_fit_to_runs(calibrated):
     d, out = calibrated
     fitted = json.loads((d / "fitted.json").read_text())
@@ -51,7 +68,7 @@ def test_fit_to_runs(calibrated):
     assert f"time model fitted to {len(RUNS)} runs" in out
     # every printed prediction is θ·(compute, communication) + θ₀ of its run: the largest error printed is theirs
     errs = []
-    for line in out.splitlines():
+    for line in out.split(f"time model fitted to {len(RUNS)} runs")[1].splitlines():
         if "measured" in line and "predicted" in line:
             meas = float(line.split("measured")[1].split("ms")[0])
             pred = float(line.split("predicted")[1].split("ms")[0])

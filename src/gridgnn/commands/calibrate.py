@@ -1,8 +1,16 @@
-r"""``gridgnn calibrate``: measure this machine's profile (:mod:`gridgnn.planner.calibrate`) and, with ``--fit``,
-fit the time model's coefficients to measured runs (:func:`gridgnn.planner.timing.fit_profile`)."""
+r"""``gridgnn calibrate``: measure this machine's profile (:mod:`gridgnn.planner.calibrate`), then fit the time
+model's coefficients θ (:func:`gridgnn.planner.timing.fit_profile`) to real training steps: by default a few
+short runs it trains itself (:func:`fit_steps`: one configuration per algorithm on :data:`STEP_GRAPH`), with
+``--fit`` the runs given."""
 from __future__ import annotations
 
 import os
+
+#: the graph calibrate's own training steps run on: large enough that a step is mostly the work the model prices
+STEP_GRAPH = "synthetic:rmat?scale=14&edge_factor=16&features=64"
+#: ``--quick``: a smaller one, fewer configurations and epochs
+STEP_GRAPH_QUICK = "synthetic:rmat?scale=11&edge_factor=8&features=16"
+STEP_EPOCHS = 6
 
 
 def add_calibrate_arguments(p) -> None:
@@ -13,7 +21,10 @@ def add_calibrate_arguments(p) -> None:
     p.add_argument("--profile", metavar="FILE|PRESET",
                    help="start from this profile instead of measuring (with --fit: refit its coefficients)")
     p.add_argument("--fit", nargs="+", metavar="RUN_DIR",
-                   help="fit the time model to these gridgnn train --out directories (their summary.json)")
+                   help="fit the time model to these gridgnn train --out directories (their summary.json) instead "
+                        "of the short runs calibrate trains itself")
+    p.add_argument("--no-steps", action="store_true",
+                   help="measure kernels and collectives only (θ = 1, 1, 0: no training steps are run)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
 
 
@@ -56,6 +67,52 @@ def fit_rows(profile, run_dirs: list[str]) -> list[dict]:
     return rows
 
 
+def step_candidates(nproc: int, quick: bool = False) -> list:
+    """The configurations :func:`fit_steps` trains: for each algorithm its most even grid (the smallest largest axis;
+    1.5D: the smallest replication), random vertex order, so that the fit sees every family and a spread of
+    compute and communication; ``quick``: ``1d``, ``1d-sa``, ``2d`` and ``plexus`` only."""
+    from ..planner.plan import candidates
+
+    by_algo: dict = {}
+    for cand in candidates(nproc, row_partitions=("random",), plexus_orders=("random",)):
+        by_algo.setdefault(cand.algo, []).append(cand)
+    if quick:
+        by_algo = {a: c for a, c in by_algo.items() if a in ("1d", "1d-sa", "2d", "plexus")}
+    return [min(cands, key=lambda c: max(c.grid) if c.grid else c.replication) for cands in by_algo.values()]
+
+
+def fit_steps(profile, *, nproc: int, quick: bool = False) -> list[dict]:
+    """Train each of :func:`step_candidates` for a few epochs on :data:`STEP_GRAPH` (GCN, 2 layers of 64) and return
+    :func:`fit_rows` of the runs: their unfitted predicted terms next to their measured median step times."""
+    import tempfile
+
+    from ..train.api import train
+    from ..train.config import TrainConfig
+
+    graph = STEP_GRAPH_QUICK if quick else STEP_GRAPH
+    epochs = 3 if quick else STEP_EPOCHS
+    cands = step_candidates(nproc, quick)
+    with tempfile.TemporaryDirectory(prefix="gridgnn-calibrate-") as folder:
+        dirs = []
+        for k, cand in enumerate(cands, 1):
+            print(f"training step {k} of {len(cands)}: {cand.name} on {nproc} processes …", flush=True)
+            out = os.path.join(folder, cand.name.replace(" ", "-"))
+            train(TrainConfig(data=graph, nproc=nproc, epochs=epochs, hidden=64, layers=2, quiet=True, out=out,
+                              **cand.options()))
+            dirs.append(out)
+        return fit_rows(profile, dirs)
+
+
+def _report_fit(fit: dict, rows: list[dict], what: str) -> None:
+    print(f"time model fitted to {fit['runs']} {what}: step = {fit['comp']:.3f}·compute + {fit['comm']:.3f}·"
+          f"communication + {fit['const_s'] * 1e3:.2f} ms; relative error median {fit['median_rel_err']:.1%}, "
+          f"largest {fit['max_rel_err']:.1%}")
+    for r in rows:
+        pred = fit["comp"] * r["comp_s"] + fit["comm"] * r["comm_s"] + fit["const_s"]
+        print(f"  {r['name']:<28} P={r['config']} measured {r['measured_step_s'] * 1e3:8.2f} ms, "
+              f"predicted {pred * 1e3:8.2f} ms")
+
+
 def run_calibrate_command(args) -> int:
     from ..errors import GridGnnError
     from ..planner.timing import fit_profile, load_profile
@@ -76,17 +133,18 @@ def run_calibrate_command(args) -> int:
         cells = [f"g={g}: α {a * 1e6:.0f} µs, β⁻¹ {1 / b / 1e9 if b else float('inf'):.2f} GB/s"
                  for g, (a, b) in sorted(table.items(), key=lambda kv: int(kv[0]))]
         print(f"{coll:<14}" + "  ".join(cells))
-    if args.fit:
+    steps = not args.fit and args.profile is None and not args.no_steps and args.max_nproc >= 2
+    if args.fit or steps:
         profile.fit = {"comp": 1.0, "comm": 1.0, "const_s": 0.0}
-        rows = fit_rows(profile, args.fit)
+        if args.fit:
+            rows, what = fit_rows(profile, args.fit), "runs"
+        else:
+            nproc = min(args.max_nproc, 4)
+            print(f"fitting the time model to real training steps ({STEP_GRAPH_QUICK if args.quick else STEP_GRAPH}, "
+                  f"{nproc} processes) …", flush=True)
+            rows, what = fit_steps(profile, nproc=nproc, quick=args.quick), "real steps"
         fit = fit_profile(profile, [(r["comp_s"], r["comm_s"], r["measured_step_s"]) for r in rows])
-        print(f"time model fitted to {fit['runs']} runs: step = {fit['comp']:.3f}·compute + {fit['comm']:.3f}·"
-              f"communication + {fit['const_s'] * 1e3:.2f} ms; relative error median {fit['median_rel_err']:.1%}, "
-              f"largest {fit['max_rel_err']:.1%}")
-        for r in rows:
-            pred = fit["comp"] * r["comp_s"] + fit["comm"] * r["comm_s"] + fit["const_s"]
-            print(f"  {r['name']:<28} P={r['config']} measured {r['measured_step_s'] * 1e3:8.2f} ms, "
-                  f"predicted {pred * 1e3:8.2f} ms")
+        _report_fit(fit, rows, what)
     write_report(args.out, profile.to_json())
     print(f"profile written to {args.out}")
     return 0
