@@ -5,6 +5,7 @@ short runs it trains itself (:func:`fit_steps`: one configuration per algorithm 
 from __future__ import annotations
 
 import os
+import sys
 
 #: the graph calibrate's own training steps run on: large enough that a step is mostly the work the model prices
 STEP_GRAPH = "synthetic:rmat?scale=14&edge_factor=16&features=64"
@@ -17,7 +18,8 @@ def add_calibrate_arguments(p) -> None:
     p.add_argument("--out", metavar="FILE", default="profile.json", help="profile written (default profile.json)")
     p.add_argument("--max-nproc", type=int, default=8, metavar="P",
                    help="largest group the collectives are measured on (2, 4, … P; default 8)")
-    p.add_argument("--quick", action="store_true", help="fewer sizes and repetitions (a rough profile in seconds)")
+    p.add_argument("--quick", action="store_true",
+                   help="fewer sizes and repetitions, four short training steps on a small graph (a rough profile)")
     p.add_argument("--profile", metavar="FILE|PRESET",
                    help="start from this profile instead of measuring (with --fit: refit its coefficients)")
     p.add_argument("--fit", nargs="+", metavar="RUN_DIR",
@@ -62,7 +64,7 @@ def fit_rows(profile, run_dirs: list[str]) -> list[dict]:
         cand = Candidate(cfg.algo, tuple(cfg.mesh_shape(cfg.nproc)) if cfg.grid else None, cfg.replication,
                          cfg.partition)
         row = price(cand, vol, profile, nproc=cfg.nproc, overlap=cfg.overlap)  # (--comm-dtype: in the simulation)
-        row.update(run=d, measured_step_s=float(measured))
+        row.update(run=d, nproc=cfg.nproc, measured_step_s=float(measured))
         rows.append(row)
     return rows
 
@@ -81,11 +83,13 @@ def step_candidates(nproc: int, quick: bool = False) -> list:
     return [min(cands, key=lambda c: max(c.grid) if c.grid else c.replication) for cands in by_algo.values()]
 
 
-def fit_steps(profile, *, nproc: int, quick: bool = False) -> list[dict]:
-    """Train each of :func:`step_candidates` for a few epochs on :data:`STEP_GRAPH` (GCN, 2 layers of 64) and return
-    :func:`fit_rows` of the runs: their unfitted predicted terms next to their measured median step times."""
+def fit_steps(profile, *, nproc: int, quick: bool = False, device: str = "cpu") -> list[dict]:
+    """Train each of :func:`step_candidates` for a few epochs on :data:`STEP_GRAPH` (GCN, 2 layers of 64) on
+    ``device`` (the one the kernels were measured on) and return :func:`fit_rows` of the runs: their unfitted
+    predicted terms next to their measured median step times. A run that fails is said in one line and left out."""
     import tempfile
 
+    from ..errors import GridGnnError
     from ..train.api import train
     from ..train.config import TrainConfig
 
@@ -97,8 +101,13 @@ def fit_steps(profile, *, nproc: int, quick: bool = False) -> list[dict]:
         for k, cand in enumerate(cands, 1):
             print(f"training step {k} of {len(cands)}: {cand.name} on {nproc} processes …", flush=True)
             out = os.path.join(folder, cand.name.replace(" ", "-"))
-            train(TrainConfig(data=graph, nproc=nproc, epochs=epochs, hidden=64, layers=2, quiet=True, out=out,
-                              **cand.options()))
+            try:
+                train(TrainConfig(data=graph, nproc=nproc, epochs=epochs, hidden=64, layers=2, quiet=True, out=out,
+                                  device=device, **cand.options()))
+            except GridGnnError as exc:
+                print(f"gridgnn: warning: training step {cand.name} failed, left out of the fit: "
+                      f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr, flush=True)
+                continue
             dirs.append(out)
         return fit_rows(profile, dirs)
 
@@ -109,7 +118,7 @@ def _report_fit(fit: dict, rows: list[dict], what: str) -> None:
           f"largest {fit['max_rel_err']:.1%}")
     for r in rows:
         pred = fit["comp"] * r["comp_s"] + fit["comm"] * r["comm_s"] + fit["const_s"]
-        print(f"  {r['name']:<28} P={r['config']} measured {r['measured_step_s'] * 1e3:8.2f} ms, "
+        print(f"  {r['name']:<28} P={r['nproc']:<3d} measured {r['measured_step_s'] * 1e3:8.2f} ms, "
               f"predicted {pred * 1e3:8.2f} ms")
 
 
@@ -133,7 +142,10 @@ def run_calibrate_command(args) -> int:
         cells = [f"g={g}: α {a * 1e6:.0f} µs, β⁻¹ {1 / b / 1e9 if b else float('inf'):.2f} GB/s"
                  for g, (a, b) in sorted(table.items(), key=lambda kv: int(kv[0]))]
         print(f"{coll:<14}" + "  ".join(cells))
-    steps = not args.fit and args.profile is None and not args.no_steps and args.max_nproc >= 2
+    steps = not args.fit and args.profile is None and not args.no_steps
+    if steps and args.max_nproc < 2:
+        print("no training steps (they run on min(--max-nproc, 4) >= 2 processes): θ stays 1, 1, 0", flush=True)
+        steps = False
     if args.fit or steps:
         profile.fit = {"comp": 1.0, "comm": 1.0, "const_s": 0.0}
         if args.fit:
@@ -142,9 +154,13 @@ def run_calibrate_command(args) -> int:
             nproc = min(args.max_nproc, 4)
             print(f"fitting the time model to real training steps ({STEP_GRAPH_QUICK if args.quick else STEP_GRAPH}, "
                   f"{nproc} processes) …", flush=True)
-            rows, what = fit_steps(profile, nproc=nproc, quick=args.quick), "real steps"
-        fit = fit_profile(profile, [(r["comp_s"], r["comm_s"], r["measured_step_s"]) for r in rows])
-        _report_fit(fit, rows, what)
+            rows, what = fit_steps(profile, nproc=nproc, quick=args.quick, device=args.device), "real steps"
+        if len(rows) < 3 and not args.fit:  # too few steps ran to fit three coefficients
+            print(f"gridgnn: warning: only {len(rows)} training steps ran; θ stays 1, 1, 0", file=sys.stderr,
+                  flush=True)
+        else:
+            fit = fit_profile(profile, [(r["comp_s"], r["comm_s"], r["measured_step_s"]) for r in rows])
+            _report_fit(fit, rows, what)
     write_report(args.out, profile.to_json())
     print(f"profile written to {args.out}")
     return 0

@@ -105,6 +105,8 @@ def even_range(n: int, parts: int, k: int) -> tuple[int, int]:
     """``(start, stop)`` of block ``k`` of :func:`even_bounds` ``(n, parts)``, without building the bounds."""
     if parts < 1:
         raise GridGnnError(f"number of parts must be positive, got {parts}")
+    if not 0 <= k < parts:
+        raise IndexError(f"block {k} of {parts}")
     base, extra = divmod(int(n), int(parts))
     start = k * base + min(k, extra)
     return start, start + base + (1 if k < extra else 0)

@@ -382,8 +382,10 @@ class SummaVolume(BlockRowVolume):
         return layer_version(layer, self.source.double)
 
     def panel_nnz(self, version: str, i: int, panel) -> int:
-        """Nonzeros of ``M[R_i, panel]`` in matrix ``version``: the panels of all fiber layers tile the columns, so
-        one count of the row blocks ``R_i`` × every panel (:meth:`InMemorySource.block_counts`) serves them all."""
+        """Nonzeros of ``M[R_i, panel]`` in matrix ``version`` (``panel``: one of this geometry's, found by its first
+        column): the panels of all fiber layers tile the columns, so one count of the row blocks ``R_i`` × every
+        panel (the source's ``block_counts``: an :class:`~gridgnn.parallel.source.InMemorySource`, what the
+        planner and the tests hand in) serves them all."""
         key = ("panels", version)
         if key not in self._nnz:
             starts = sorted({int(p[0]) for layer in self.geo.panels for p in layer})

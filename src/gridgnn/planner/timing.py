@@ -26,7 +26,8 @@ run on the same cores, :meth:`Profile.core_sharing`):
 
 (:math:`t` threads per rank, :math:`C` cores; one device per rank: the first term alone). The coefficients
 :math:`\theta` are 1, 1, 0 until :func:`fit_profile` fits them by least squares to measured runs
-(``gridgnn calibrate --fit``), which absorbs what the microbenchmarks miss (overlap, the optimizer, Python).
+(``gridgnn calibrate``: to the short training runs it makes itself, or with ``--fit`` to runs given), which
+absorbs what the microbenchmarks miss (overlap, the optimizer, Python).
 """
 from __future__ import annotations
 
