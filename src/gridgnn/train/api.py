@@ -239,8 +239,15 @@ def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbac
     env = env_context(cfg.device)
     # under torchrun/srun every rank plans alike: the same graph, profile and arithmetic, and no memory measured
     # on its own node (the trainer's memory guard still refuses a pick that cannot fit)
-    picked, row, count = resolve_auto(cfg, load_graph(graph if graph is not None else cfg.data, seed=cfg.seed),
-                                      profile=profile, check_memory=env is None)
+    from .console import Progress
+
+    progress = Progress(0, what="--algo auto: planning", unit="configurations",
+                        show=not cfg.quiet and (env is None or env.rank == 0))
+    try:
+        picked, row, count = resolve_auto(cfg, load_graph(graph if graph is not None else cfg.data, seed=cfg.seed),
+                                          profile=profile, check_memory=env is None, progress=progress)
+    finally:
+        progress.close()
     if not cfg.quiet and (env is None or env.rank == 0):
         print(f"--algo auto: {row['name']} on {cfg.nproc} processes (predicted {row['predicted_step_s'] * 1e3:.1f} ms "
               f"per step, the fastest of {count} configurations; profile {profile.name})", flush=True)

@@ -130,18 +130,18 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
     return rank_rows(rows)
 
 
-def resolve_auto(cfg, graph, *, profile=None, check_memory: bool = True):
+def resolve_auto(cfg, graph, *, profile=None, check_memory: bool = True, progress=None):
     r"""``--algo auto``: plan ``cfg``'s run (:func:`plan_configs` with the profile ``cfg`` names, or the built-in
     one) and return ``(config of the pick, its plan row, the number of candidates)``. The pick is the fastest
     predicted configuration that fits in this machine's available memory (``check_memory``; else the fastest).
-    ``graph``: a loaded :class:`~gridgnn.graph.Graph`."""
+    ``graph``: a loaded :class:`~gridgnn.graph.Graph`; ``progress``: as in :func:`plan_configs`."""
     from ..planner.memory import available_memory_bytes
     from ..planner.timing import load_profile
 
     profile = profile if profile is not None else load_profile(getattr(cfg, "profile", None))
     base = dataclasses.replace(cfg, algo="serial" if cfg.nproc == 1 else "1d", grid=None, replication=1,
                                partition="random")
-    rows = plan_configs(base, graph, profile,
+    rows = plan_configs(base, graph, profile, progress=progress,
                         available_bytes=available_memory_bytes("cpu") if check_memory else None)
     best = rows[0]
     if not best["fits"]:
