@@ -789,15 +789,11 @@ def _summa(ctx, algo: str, shape, which):
     grids = {v: ctx["pats"][v].counts(cuts, cuts) for v in used}
     pre = {v: np.pad(g, ((1, 0), (1, 0))).cumsum(0).cumsum(1) for v, g in grids.items()}
 
-    def count(v, r0, r1, c0, c1):
-        s = pre[v]
-        a, b, c, d = pos[r0], pos[r1], pos[c0], pos[c1]
-        return float(s[b, d] - s[a, d] - s[b, c] + s[a, c])
-
     layer_nnz: dict = {}  # (version, i, k) -> the panels' nonzeros in R_i, shared by the ranks of row i
 
     def panel_nnz(v, i, k):
-        if (v, i, k) not in layer_nnz:  # count() of every panel at once, rounded as round() does (half to even)
+        # every panel's block of R_i from the prefix sums on the cuts, rounded as round() does (half to even)
+        if (v, i, k) not in layer_nnz:
             r0, r1 = geo.rows(i)
             pan = np.array(geo.panels[k], np.int64).reshape(-1, 4)
             c, d = np.searchsorted(cuts, pan[:, 0]), np.searchsorted(cuts, pan[:, 1])

@@ -28,6 +28,7 @@ import os
 
 from ..errors import GridGnnError
 from .config import TrainConfig, config_from_flags
+from .console import Progress
 
 
 class TrainingFailed(GridGnnError):
@@ -239,8 +240,6 @@ def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbac
     env = env_context(cfg.device)
     # under torchrun/srun every rank plans alike: the same graph, profile and arithmetic, and no memory measured
     # on its own node (the trainer's memory guard still refuses a pick that cannot fit)
-    from .console import Progress
-
     progress = Progress(0, what="--algo auto: planning", unit="configurations",
                         show=not cfg.quiet and (env is None or env.rank == 0))
     try:
