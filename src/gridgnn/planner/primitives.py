@@ -386,14 +386,18 @@ class SummaVolume(BlockRowVolume):
         column): the panels of all fiber layers tile the columns, so one count of the row blocks ``R_i`` × every
         panel (the source's ``block_counts``: an :class:`~gridgnn.parallel.source.InMemorySource`, what the
         planner and the tests hand in) serves them all."""
+        column, counts = self._panel_counts(version)
+        return int(counts[i, column[int(panel[0])]])
+
+    def _panel_counts(self, version: str) -> tuple[dict, np.ndarray]:
+        """``(column of each panel's first vertex, counts[R_i, panel])`` of matrix ``version`` (cached)."""
         key = ("panels", version)
         if key not in self._nnz:
             starts = sorted({int(p[0]) for layer in self.geo.panels for p in layer})
             cuts = np.array(starts + [self.geo.n], dtype=np.int64)
             counts = self.source.block_counts(version, self.geo.fine[::self.z], cuts)
             self._nnz[key] = ({v: t for t, v in enumerate(starts)}, counts)
-        column, counts = self._nnz[key]
-        return int(counts[i, column[int(panel[0])]])
+        return self._nnz[key]
 
     def _ring(self, out, r, axis, m, tag="allreduce"):
         g = self.axes[axis][0]
@@ -415,8 +419,7 @@ class SummaVolume(BlockRowVolume):
         """Nonzeros of every panel of fiber layer ``k`` in the rows ``R_i`` (shared by the ranks of row ``i``)."""
         key = ("layer", version, i, k)
         if key not in self._nnz:
-            self.panel_nnz(version, i, self.geo.panels[k][0])  # the counts of every panel
-            column, counts = self._nnz[("panels", version)]
+            column, counts = self._panel_counts(version)
             starts = [column[int(p[0])] for p in self.geo.panels[k]]
             self._nnz[key] = tuple(counts[i, starts].tolist())
         return self._nnz[key]
@@ -516,12 +519,11 @@ class SummaVolume(BlockRowVolume):
         and again backward); node-wise work on the rows ``B(i, k)``, whole rows."""
         out = {u: np.zeros(self.world) for u in WORK_UNITS}
         version = self.version(call.layer)
-        owners = [np.fromiter((p[3] for p in layer), np.int64, len(layer)) for layer in self.geo.panels]
         for r, (i, j, k) in enumerate(self.coords):
             b0, b1 = self.geo.block(i, k)
             panels = self.geo.panels[k]
             counts = np.asarray(self.layer_nnz(version, i, k), np.float64)
-            own = owners[k] == j
+            own = self.geo.panel_arrays(k)[2] == j  # the panels column j owns
             if call.name in ("spmm", "spmm_select"):
                 nnz = counts.sum()
                 cb = even_bounds(call.width, self.pc)

@@ -35,7 +35,7 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
     if algo.grid == "single":
         source, rows = None, RowPartition(np.arange(graph.n), np.array([0, graph.n]), "none")
     else:  # configurations of one vertex order share its source (and the block counts it caches)
-        key = order_key(graph, cfg.algo, world, replication=cfg.replication, shape=shape, method=cfg.partition,
+        key = order_key(cfg.algo, world, replication=cfg.replication, shape=shape, method=cfg.partition,
                         seed=cfg.seed)
         if layouts is not None and key in layouts:
             source, rows = layouts[key]

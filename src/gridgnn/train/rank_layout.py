@@ -84,7 +84,7 @@ def make_permutations(graph: Graph, method: str, seed: int, blocks: tuple[int, i
                         seed=seed)
 
 
-def order_key(graph: Graph, algo: str, world: int, *, replication: int = 1, shape=None, method: str = "random",
+def order_key(algo: str, world: int, *, replication: int = 1, shape=None, method: str = "random",
               seed: int = 0) -> tuple:
     """What :func:`vertex_orders` of these arguments depends on: configurations with equal keys share their vertex
     orders (and so their block source) — a block-row partition per row-block count, a permutation per method and
