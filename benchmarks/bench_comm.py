@@ -16,7 +16,7 @@ import statistics
 
 from _common import run
 
-from gridgnn.parallel.registry import OVERLAP_ALGORITHMS
+from gridgnn.parallel.registry import overlap_algorithms
 
 STEP = ("fwd", "bwd", "grad")
 LAYOUTS = {"1d": {}, "1d-sa": {}, "1.5d": {"replication": 2}, "1.5d-sa": {"replication": 2}, "2d": {}, "3d": {},
@@ -57,7 +57,7 @@ def main():
             parts = variant.split("+")  # e.g. overlap+bfloat16, bfloat16+grad-bfloat16
             overlap, grad = "overlap" in parts, "bfloat16" if "grad-bfloat16" in parts else None
             wire = next((t for t in parts if t in ("float32", "bfloat16", "float16", "auto")), "float32")
-            if overlap and algo not in OVERLAP_ALGORITHMS or grad and algo.startswith("plexus"):
+            if overlap and algo not in overlap_algorithms() or grad and algo.startswith("plexus"):
                 continue
             accs, summ = [], None
             for seed in range(args.seeds):

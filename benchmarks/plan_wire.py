@@ -16,7 +16,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
 from gridgnn.graph.spec import load_graph  # noqa: E402
-from gridgnn.parallel.registry import OVERLAP_ALGORITHMS  # noqa: E402
+from gridgnn.parallel.registry import overlap_algorithms  # noqa: E402
 from gridgnn.planner.timing import load_profile, predict_step  # noqa: E402
 from gridgnn.train.config import config_from_flags  # noqa: E402
 from gridgnn.train.planning import simulate_config  # noqa: E402
@@ -63,7 +63,7 @@ def main():
             if wire is None:
                 early = predict_step(profile, vol.detail, vol.axes, vol.work, vol.world, threads, overlap=True,
                                      **vol.overlap_facts())
-                over = early["time_s"] / pred["time_s"] if flags["algo"] in OVERLAP_ALGORITHMS else None
+                over = early["time_s"] / pred["time_s"] if flags["algo"] in overlap_algorithms() else None
         (b0, t0_), (b1, t1) = row
         print(f"{flags['nproc']:5d} {spec.split(':', 1)[1]:18s} {b0:9.1f} {b1:9.1f} {b1 / b0:6.3f} {t0_:8.3f} "
               f"{t1:8.3f} {t1 / t0_:6.3f} {'-' if over is None else f'{over:.3f}':>8s}  "

@@ -173,11 +173,10 @@ def distributed_worker(ctx, cases: list[Case]) -> list[CaseResult]:
     ctx.init()
     out, grids = [], {}
     for case in cases:
-        kind = algorithm(case.algo).grid
-        key = (kind, case.replication, case.grid)
+        spec = algorithm(case.algo)
+        key = (spec.grid, spec.mesh_shape(ctx.world_size, replication=case.replication, grid=case.grid))
         if key not in grids:  # every rank builds the same meshes in the same order
-            grids[key] = ProcessGrid.build(kind, ctx.device.split(":")[0], replication=case.replication,
-                                           shape=case.grid)
+            grids[key] = ProcessGrid.build(key[0], ctx.device.split(":")[0], shape=key[1])
         try:
             out.append(run_case(case, Comm(grids[key], wire=wire_of(case), overlap=case.overlap,
                                                 grad_bucket_bytes=case.grad_bucket_bytes,

@@ -26,6 +26,7 @@ REFUSED = {
     ("tests.api.zoo:ResidualGCN", "plexus"): ("torch add combines", "g.at_destinations"),
     ("tests.api.zoo:EdgeMLPBare", "plexus"): ("m1", "self.param"),
     ("tests.api.zoo:EdgeMLPBare", "1.5d"): ("m1", "partial over rep", "self.param"),
+    ("tests.api.zoo:EdgeMLPBare", "edge"): ("m1", "partial over rep", "self.param"),
     ("tests.api.zoo:EdgeMLPBare", "2d"): ("partial over col", "self.param"),
     ("tests.api.zoo:EdgeMLPBare", "3d"): ("partial over y", "self.param"),
 }
@@ -57,6 +58,7 @@ def cases() -> list[tuple[str, Case]]:
         for shape, part in (((1, 2, 2), "random"), ((2, 1, 2), "double-perm"), ((2, 2, 1), "random"),
                             ((4, 1, 1), "double-perm"), ((1, 1, 4), "random")):
             add(f"plexus-{'x'.join(map(str, shape))}-{part}", algo="plexus", grid=shape, partition=part)
+        add("edge", algo="edge")
     return out
 
 
@@ -97,7 +99,7 @@ def test_the_trace_refuses_exactly_the_table(model):
     """Without processes: the trace of each zoo layer against every algorithm's rules refuses where the table says
     (1D keeps every edge of a row on one rank: even a bare read of an edge parameter is exact there)."""
     cls = resolve_model(model)
-    for algo in ("serial", "1d", "1d-sa", "1.5d", "1.5d-sa", "2d", "3d", "plexus"):
+    for algo in ("serial", "1d", "1d-sa", "1.5d", "1.5d-sa", "2d", "3d", "plexus", "edge"):
         want = REFUSED.get((model, family(algo)))
         try:
             model_trace([7, 3, 3], lambda p: cls.from_options([7, 3, 3], plan=p, dtype=torch.float64, heads=2), algo)

@@ -115,24 +115,25 @@ def check_schedule(case, per_rank, P):
     """The schedule each rank's engine ran is the one the byte model builds without processes: block-row — its
     fetch, push and row-reduction records, the sparsity-aware counts from its set-up exchange; SUMMA — per matrix
     version its panels' roots and sizes (the nonzeros the owners announced at set-up), fiber and column pieces."""
-    from gridgnn.graph import gcn_normalize
-    from gridgnn.planner.primitives import BlockRowVolume, PlexusVolume, SummaVolume
+    from gridgnn.planner.primitives import PlexusVolume, SummaVolume
 
-    if algorithm(case.algo).family == "plexus":  # per layer: its layouts, the shard's nonzeros, blocked rows
+    if algorithm(case.algo).family.name == "plexus":  # per layer: its layouts, the shard's nonzeros, blocked rows
         source, _ = make_source(case.graph, case.algo, P, shape=case.grid, method=case.partition, seed=case.seed)
         calls = model_volume(case, P).calls
         vol = PlexusVolume(source, case.grid, calls, block_rows=case.block_rows, scatter=algorithm(case.algo).scatter)
         for r in per_rank:
             assert r.schedule == [vol.schedule(r.rank, layer) for layer in range(len(r.schedule))], r.rank
         return
-    if algorithm(case.algo).family == "summa":
+    if algorithm(case.algo).family.name == "summa":
         source, _ = make_source(case.graph, case.algo, P, shape=case.grid, method=case.partition, seed=case.seed)
         vol = SummaVolume(source, case.grid)
         for r in per_rank:
             assert r.schedule and all(s == vol.schedule(r.rank, v) for v, s in r.schedule.items()), r.rank
         return
     rows = rows_of(case, P)
-    vol = BlockRowVolume(case.algo, rows.permute_matrix(gcn_normalize(case.graph)), rows, P, case.replication)
+    spec = algorithm(case.algo)  # the family's own byte model (edge: one block, every rank a stage)
+    vol = spec.family.volume(spec, graph=case.graph, source=None, rows=rows, shape=case.grid, world=P,
+                             replication=case.replication, calls=None)
     for r in per_rank:
         assert r.schedule == vol.schedules[r.rank], (r.rank, r.schedule, vol.schedules[r.rank])
         for push in (False, True):  # the sum the model prices is the records' own

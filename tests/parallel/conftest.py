@@ -132,7 +132,39 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
                         Case(graph=GRAPHS[gname], algo="plexus", dims=dims, grid=shape, partition=part, model="gat",
                              heads=heads, out_heads=out_heads, dropout=0.4, attn_dropout=0.3, seed=7, epoch=3)))
     out += attention_cases(P)
-    return out + wire_cases(P) + overlap_cases(P) + edge_feature_cases(P) + link_cases(P) + relation_cases(P)
+    return out + wire_cases(P) + overlap_cases(P) + edge_feature_cases(P) + link_cases(P) + relation_cases(P) \
+        + edge_cases(P)
+
+
+def edge_cases(P: int) -> list[tuple[str, Case]]:
+    """Edge-parallel training (``--algo edge``, every P): every built-in model — GCN at two depths, GAT, AGNN, VA,
+    SAGE (mean and max: the selecting semiring's winner across ranks), GINE and GATv2 with edge features, R-GCN —,
+    link prediction (``link-gcn-edge-``, checked by test_link) and a bfloat16 wire (``wire-bfloat16-gat-edge``,
+    test_wire); the graphs alternate."""
+    kw = dict(algo="edge", dropout=0.4, seed=7, epoch=3)
+    gat = dict(model="gat", heads=2, out_heads=1, attn_dropout=0.3)
+    models = [("gcn-2layer", dict(dims=[7, 5, 3])), ("gcn-3layer", dict(dims=[7, 9, 9, 3])),
+              ("gat", dict(dims=[7, 3, 3], **gat)), ("gat-3layer", dict(dims=[7, 2, 3, 3], model="gat", heads=3)),
+              ("agnn", dict(dims=[7, 4, 4, 4, 3], model="agnn", options={"train_first_beta": True})),
+              ("va", dict(dims=[7, 4, 6, 3], model="va")),
+              ("sage-mean", dict(dims=[7, 5, 3], model="sage", options={"aggr": "mean"})),
+              ("sage-max", dict(dims=[7, 6, 4, 3], model="sage", options={"aggr": "max"}))]
+    out = [(f"edge-{tag}-{tuple(GRAPHS)[j % 2]}", Case(graph=GRAPHS[tuple(GRAPHS)[j % 2]], **m, **kw))
+           for j, (tag, m) in enumerate(models)]
+    out.append(("edge-sage-min-ties", Case(graph=tie_graph(), dims=[7, 5, 3], model="sage", options={"aggr": "min"},
+                                           **kw)))
+    out.append(("edge-gine-directed", Case(graph=EDGE_GRAPHS["directed"], model="gine", dims=[7, 5, 3],
+                                           options={"edge_dim": 4, "eps": 0.25}, **kw)))
+    out.append(("edge-gatv2-undirected", Case(graph=EDGE_GRAPHS["undirected"], model="gatv2", dims=[7, 3, 3],
+                                              heads=2, out_heads=1, options={"edge_dim": 4}, **kw)))
+    out.append(("edge-rgcn-undirected", Case(graph=TYPED_GRAPHS["undirected"], model="rgcn", dims=[7, 9, 3],
+                                             options={"num_relations": 3, "bases": 2}, **kw)))
+    if P > 1:
+        out.append(("link-gcn-edge-directed", Case(graph=GRAPHS["directed"], dims=[7, 6, 4], task="link",
+                                                   **{**kw, "epoch": 2})))
+        out.append(("wire-bfloat16-gat-edge", Case(graph=GRAPHS["directed"], dims=[7, 3, 3], wire="bfloat16",
+                                                   **gat, **kw)))
+    return out
 
 
 def link_cases(P: int) -> list[tuple[str, Case]]:

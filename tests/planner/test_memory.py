@@ -82,7 +82,8 @@ LOCAL_CASES = [("1d", (4,), "random", [6, 5, 3]), ("1d", (3,), "identity", [6, 9
                ("1.5d", (3, 2), "random", [6, 9, 4, 3]), ("1.5d", (2, 3), "random", [6, 5, 3]),
                ("2d", (3, 1), "random", [6, 5, 3]), ("3d", (2, 1, 3), "double-perm", [6, 7, 4, 3]),
                ("plexus", (2, 3, 2), "double-perm", [6, 8, 5, 7, 3]), ("plexus", (1, 2, 3), "random", [6, 4, 3]),
-               ("plexus", (3, 1, 1), "random", [6, 9, 3]), ("plexus-rs", (2, 3, 2), "double-perm", [6, 8, 5, 7, 3])]
+               ("plexus", (3, 1, 1), "random", [6, 9, 3]), ("plexus-rs", (2, 3, 2), "double-perm", [6, 8, 5, 7, 3]),
+               ("edge", (1, 5), "random", [6, 9, 4, 3])]
 
 
 @pytest.mark.parametrize("graph", [GU, GD], ids=["undirected", "directed"])
@@ -136,7 +137,8 @@ DIST_CASES = [("1d-sa-undirected", GU, "1d-sa", (4,), "random", [6, 5, 3], 0.5),
               ("plexus-2x1x2-double", GU, "plexus", (2, 1, 2), "double-perm", [6, 8, 5, 7, 3], 0.5),
               ("plexus-1x2x2-directed", GD, "plexus", (1, 2, 2), "random", [6, 4, 3], 0.0),
               ("plexus-rs-2x1x2-double", GU, "plexus-rs", (2, 1, 2), "double-perm", [6, 8, 5, 3], 0.5),
-              ("plexus-rs-1x2x2-directed", GD, "plexus-rs", (1, 2, 2), "random", [6, 4, 3], 0.0)]
+              ("plexus-rs-1x2x2-directed", GD, "plexus-rs", (1, 2, 2), "random", [6, 4, 3], 0.0),
+              ("edge-directed", GD, "edge", (1, 4), "random", [6, 8, 3], 0.5)]
 
 
 GM = sbm_graph(n=600, classes=4, avg_degree=10, features=24, seed=1)
@@ -151,7 +153,8 @@ TRACED_CASES = [("gat", "1d-sa", (4,), [24, 16, 4]), ("gat", "2d", (2, 2), [24, 
                 ("tests.api.zoo:GIN", "1d-sa", (4,), [24, 16, 4]), ("sage+sum", "plexus-rs", (2, 1, 2), [24, 16, 4]),
                 ("gine", "1.5d", (2, 2), [24, 16, 4]),
                 ("rgcn", "1d-sa", (4,), [24, 16, 4]), ("rgcn", "2d", (2, 2), [24, 16, 4]),
-                ("rgcn", "plexus", (1, 2, 2), [24, 16, 4])]
+                ("rgcn", "plexus", (1, 2, 2), [24, 16, 4]), ("gat", "edge", (1, 4), [24, 16, 4]),
+                ("sage", "edge", (1, 4), [24, 16, 4])]
 
 
 def _typed(g, relations: int, seed: int):

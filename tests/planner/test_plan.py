@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 from gridgnn.distributed.grid import grid_shape
 from gridgnn.errors import GridGnnError
 from gridgnn.graph.spec import load_graph
-from gridgnn.parallel.registry import OVERLAP_ALGORITHMS
+from gridgnn.parallel.registry import overlap_algorithms
 from gridgnn.planner.plan import PLEXUS_ORDERS, ROW_PARTITIONS, SUMMA_ORDERS, Candidate, candidates
 from gridgnn.planner.timing import Profile, fit_profile, predict_step
 from gridgnn.train.config import config_from_flags
@@ -47,6 +47,7 @@ def brute_force(world: int) -> set:
                    for y in range(1, world + 1) for z in (1, 2, world) if x * y * z != world)
     out |= {("3d", t, 1, o) for t in triples for o in SUMMA_ORDERS}
     out |= {(a, t, 1, o) for a in ("plexus", "plexus-rs") for t in triples for o in PLEXUS_ORDERS}
+    out.add(("edge", None, 1, "random"))  # one configuration: the edges split by count
     return out
 
 
@@ -66,8 +67,9 @@ def test_every_candidate_is_a_config_the_trainer_accepts():
             if cand.grid is not None:
                 assert tuple(cfg.mesh_shape(world)) == cand.grid
             elif world > 1:
-                assert tuple(cfg.mesh_shape(world)) == ((world,) if cand.algo in ("1d", "1d-sa")
-                                                        else (world // cand.replication, cand.replication))
+                want = {"1d": (world,), "1d-sa": (world,), "edge": (1, world)}.get(
+                    cand.algo, (world // cand.replication, cand.replication))
+                assert tuple(cfg.mesh_shape(world)) == want
 
 
 def test_candidates_leave_out_what_the_model_or_graph_cannot_run():
@@ -77,6 +79,8 @@ def test_candidates_leave_out_what_the_model_or_graph_cannot_run():
     def blocks(c):  # vertex blocks of each layout (docs/algorithms.md)
         if c.algo in ("1d", "1d-sa"):
             return 8
+        if c.algo == "edge":  # one row block, held by every rank
+            return 1
         if c.algo.startswith("1.5d"):
             return 8 // c.replication
         return {"2d": c.grid[0], "3d": c.grid[0] * c.grid[-1]}.get(c.algo, max(c.grid))
@@ -304,4 +308,4 @@ def test_overlap_hides_the_stage_transfers_up_to_the_products():
         assert early["time_s"] < plain["time_s"]
     cfg = config_from_flags({"data": spec, "algo": "auto", "nproc": 4, "hidden": 16, "overlap": True})
     picked, row, _ = resolve_auto(cfg, graph, profile=profile, check_memory=False)
-    assert picked.overlap == (picked.algo in OVERLAP_ALGORITHMS) == row["config"].get("overlap", False)
+    assert picked.overlap == (picked.algo in overlap_algorithms()) == row["config"].get("overlap", False)

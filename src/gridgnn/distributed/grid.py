@@ -52,6 +52,14 @@ def grid_shape(kind: str, world: int, *, replication: int = 1, shape: tuple[int,
     return shape
 
 
+def ordered_factorizations(world: int, parts: int) -> list[tuple[int, ...]]:
+    """Every ordered tuple of ``parts`` positive integers whose product is ``world``."""
+    if parts == 1:
+        return [(world,)]
+    return [(d,) + rest for d in range(1, world + 1) if world % d == 0
+            for rest in ordered_factorizations(world // d, parts - 1)]
+
+
 def default_shape(kind: str, world: int) -> tuple[int, ...]:
     """The most square (2D) or most cubic (3D) factorization of ``world``, larger factors first."""
     if kind == "2d":

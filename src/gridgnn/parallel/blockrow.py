@@ -48,6 +48,7 @@ from ..partition import RowPartition
 from ..partition.layout import BlockRowSchedule
 from .aggregate import SourceKeys
 from .attention import FusedAttention, fusable
+from .family import Algorithm, Family, add_family
 from .graph import DistGraph
 
 
@@ -564,3 +565,83 @@ class _SpMMSelect(torch.autograd.Function):
         if dx is not None:
             g.row_all(dx)
         return dvals, dx, None, None, None
+
+
+class BlockRowFamily(Family):
+    r"""``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``: ``B`` row blocks of a partition (1 serial, ``P`` 1D,
+    ``P/c`` 1.5D), node tensors whole in their columns, weights replicated (their gradients summed over the
+    blocks by the trainer)."""
+
+    name = "block-row"
+    order = 10
+    row_partitioned = True
+
+    def plan_class(self, spec):
+        from .base import RowBlockPlan
+
+        return RowBlockPlan
+
+    def build(self, spec, comm, source, dims, *, rows, dtype, device, block_rows, program):
+        from .blockrow_1d import build_1d
+        from .blockrow_15d import build_15d
+
+        build = build_1d if spec.grid == "1d" else build_15d
+        return build(comm, source, rows, sparsity_aware=spec.sparsity_aware, dtype=dtype, device=device)
+
+    def rules(self, spec, *, double: bool = False):
+        from ..distributed.grid import AXES
+        from .checks import BlockRowRules
+
+        axes = AXES.get(spec.grid, (None,))
+        return BlockRowRules(spec.name, *(axes if spec.grid != "single" else (None,)))
+
+    def takes_replication(self, spec) -> bool:
+        return spec.grid == "1.5d"
+
+    def mesh_shape(self, spec, world: int, *, replication: int = 1, grid=None) -> tuple[int, ...]:
+        if spec.grid == "single":
+            return (1,)
+        return super().mesh_shape(spec, world, replication=replication)
+
+    def row_blocks(self, spec, world: int, replication: int = 1) -> int:
+        if spec.grid == "single":
+            return 1
+        return world if spec.grid == "1d" else world // replication
+
+    def vertex_blocks(self, spec, world: int, replication: int, shape) -> int:
+        return self.row_blocks(spec, world, replication)
+
+    def grad_members(self, spec, world: int, replication: int, shape) -> int:
+        return self.row_blocks(spec, world, replication)
+
+    def volume(self, spec, *, graph, source, rows, shape, world, replication, calls, block_rows=0):
+        from ..graph import gcn_normalize
+        from ..planner.primitives import BlockRowVolume
+
+        matp = rows.permute_matrix(gcn_normalize(graph)) if source is None else source.matrix("rc")
+        return BlockRowVolume(spec.name, matp, rows, world, replication)
+
+    def memory(self, spec, ctx, shape, row_bounds, which):
+        from ..planner import memory
+
+        if spec.grid == "single":
+            return memory._serial(ctx, ctx["pats"]["rc"].total)
+        return memory._rowblock(ctx, spec, shape, row_bounds, which)
+
+    def candidates(self, spec, world, *, row_partitions, summa_orders, plexus_orders, reads_destinations):
+        if spec.grid == "single":
+            return [(None, 1, "random")] if world == 1 else []
+        if world == 1:
+            return []
+        reps = [c for c in range(2, world + 1) if world % c == 0] if spec.grid == "1.5d" else [1]
+        return [(None, c, p) for c in reps for p in row_partitions]
+
+
+BLOCK_ROW = add_family(BlockRowFamily())
+ALGORITHMS = (
+    Algorithm("serial", "single", BLOCK_ROW, paper="reference"),
+    Algorithm("1d", "1d", BLOCK_ROW, paper="CAGNET Alg. 1", overlap=True),
+    Algorithm("1d-sa", "1d", BLOCK_ROW, sparsity_aware=True, paper="ICPP'24 Alg. 1", overlap=True),
+    Algorithm("1.5d", "1.5d", BLOCK_ROW, paper="CAGNET Alg. 2", overlap=True),
+    Algorithm("1.5d-sa", "1.5d", BLOCK_ROW, sparsity_aware=True, paper="ICPP'24 Alg. 2", overlap=True),
+)

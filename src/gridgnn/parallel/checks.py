@@ -52,6 +52,9 @@ class LayoutRules(ABC):
 
     algo = "serial"
     grad_axes: tuple[str, ...] = ()
+    #: the layout shards the parameters of kind ``"w"`` and ``"b"`` for ``plan.linear`` / ``plan.add_bias``
+    #: (a raw torch operation on one of them is refused)
+    shards_parameters = False
 
     @abstractmethod
     def input(self):
@@ -165,6 +168,7 @@ class PlexusRules(LayoutRules):
     :meth:`check_calls` compares with what the trace saw."""
 
     algo = "plexus"
+    shards_parameters = True
 
     def __init__(self, double: bool, scatter: bool = False):
         self.double, self.scatter = double, bool(scatter)
@@ -263,17 +267,7 @@ class PlexusRules(LayoutRules):
 
 def layout_rules(algo: str, *, double: bool = False) -> LayoutRules:
     """The rules of ``algo`` (``double``: its source has two vertex orders)."""
-    from ..distributed.grid import AXES
     from .registry import algorithm
 
     spec = algorithm(algo)
-    axes = AXES.get(spec.grid, ())
-    if spec.family == "plexus":
-        return PlexusRules(double, spec.scatter)
-    if spec.family == "summa":
-        return SummaRules(algo, tuple(axes), double)
-    if spec.grid == "single":
-        return BlockRowRules(algo, None)
-    if spec.grid == "1d":
-        return BlockRowRules(algo, axes[0])
-    return BlockRowRules(algo, axes[0], axes[1])
+    return spec.family.rules(spec, double=double)

@@ -54,6 +54,7 @@ from ..partition import block_range, even_bounds
 from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, plexus_destinations, plexus_layouts, plexus_program,
                                 vertex_order)
 from .base import Plan
+from .family import Algorithm, Family, add_family
 from .aggregate import SourceKeys
 from .graph import DistGraph
 
@@ -668,3 +669,71 @@ class PlexusPlan(Plan):
 
     def scale(self, layer: int, h: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
         return _Scale.apply(h, s, self.comm, self.graph(layer).schedule)
+
+
+class PlexusFamily(Family):
+    r"""``plexus`` and ``plexus-rs`` on ``X × Y × Z``: every axis cuts the vertices; adjacency shards of
+    ``V^c × V^a`` blocks rotate roles by layer, node tensors and weights are split over the axes, and the
+    primitives sum each weight's gradient themselves."""
+
+    name = "plexus"
+    order = 30
+
+    def plan_class(self, spec):
+        return PlexusPlan
+
+    def build(self, spec, comm, source, dims, *, rows, dtype, device, block_rows, program):
+        return PlexusPlan(comm, source, dims, program=program, dtype=dtype, device=device, block_rows=block_rows,
+                          scatter=spec.scatter)
+
+    def rules(self, spec, *, double: bool = False):
+        from .checks import PlexusRules
+
+        return PlexusRules(double, spec.scatter)
+
+    def takes_grid_shape(self, spec) -> bool:
+        return True
+
+    def mesh_shape(self, spec, world: int, *, replication: int = 1, grid=None) -> tuple[int, ...]:
+        from ..distributed.grid import default_shape, grid_shape
+
+        return default_shape("3d", world) if grid is None else grid_shape("3d", world, shape=grid)
+
+    def vertex_blocks(self, spec, world: int, replication: int, shape) -> int:
+        return max(shape)
+
+    def layout_blocks(self, spec, shape) -> tuple[int, int]:
+        return max(shape), max(shape)
+
+    def grad_members(self, spec, world: int, replication: int, shape) -> int:
+        return 0
+
+    def volume(self, spec, *, graph, source, rows, shape, world, replication, calls, block_rows=0):
+        from ..planner.primitives import PlexusVolume
+
+        labelled = graph.train_mask & (graph.y >= 0)
+        return PlexusVolume(source, tuple(shape), calls, labelled=labelled, block_rows=block_rows,
+                            scatter=spec.scatter)
+
+    def memory(self, spec, ctx, shape, row_bounds, which):
+        from ..planner import memory
+
+        if spec.scatter:
+            return memory._plexus_scattered(ctx, shape, which)
+        if ctx["trace"] is None:
+            return memory._plexus(ctx, shape, which)
+        return memory._plexus_traced(ctx, shape, which)
+
+    def candidates(self, spec, world, *, row_partitions, summa_orders, plexus_orders, reads_destinations):
+        from ..distributed.grid import ordered_factorizations
+
+        if world == 1:
+            return []
+        return [(s, 1, o) for s in ordered_factorizations(world, 3) for o in plexus_orders]
+
+
+PLEXUS = add_family(PlexusFamily())
+ALGORITHMS = (
+    Algorithm("plexus", "3d", PLEXUS, paper="Plexus Alg. 1", blocked_aggregation=True),
+    Algorithm("plexus-rs", "3d", PLEXUS, scatter=True, paper="Plexus Alg. 1, reduce-scatter aggregation"),
+)

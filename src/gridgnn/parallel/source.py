@@ -33,6 +33,7 @@ class InMemorySource:
         self.perm_r = np.asarray(perm_r, dtype=np.int64)
         self.perm_c = self.perm_r if perm_c is None else np.asarray(perm_c, dtype=np.int64)
         self.method = method
+        self.double = not np.array_equal(self.perm_r, self.perm_c)  # two vertex orders (the orders never change)
         self._mat = gcn_normalize(graph) if normalized is None else normalized
         self._versions: dict = {}
         self._counts: dict = {}
@@ -41,10 +42,6 @@ class InMemorySource:
     def stored_nnz(self) -> int:
         r"""Nonzeros of :math:`\hat M` (the self-loops the normalization adds included)."""
         return int(self._mat.nnz)
-
-    @property
-    def double(self) -> bool:
-        return not np.array_equal(self.perm_r, self.perm_c)
 
     def matrix(self, version: str) -> sp.csr_matrix:
         """The whole permuted matrix of ``version`` (built once, then cached)."""

@@ -43,6 +43,7 @@ from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows,
 from ..partition import block_range, even_bounds
 from ..partition.layout import SummaGeometry, SummaSchedule, layer_version
 from .base import Plan
+from .family import Algorithm, Family, add_family
 from .graph import DistGraph
 
 
@@ -549,3 +550,66 @@ class SummaPlan(Plan):
     def input(self, x=None) -> torch.Tensor:
         block = self.source.node_rows("x", self.in_rows(0))
         return torch.from_numpy(np.ascontiguousarray(block, dtype=np.float64))
+
+
+class SummaFamily(Family):
+    r"""``2d`` (``PR × PC``) and ``3d`` (``X × Y × Z``, Split-3D): equal blocks of the vertex permutations,
+    adjacency shards of ``PR × PC`` (3D: ``X·Z × Y``) blocks, node tensors whole in their columns on a process
+    row's blocks, weights replicated (their gradients summed over the row blocks by the trainer)."""
+
+    name = "summa"
+    order = 20
+
+    def plan_class(self, spec):
+        return SummaPlan
+
+    def build(self, spec, comm, source, dims, *, rows, dtype, device, block_rows, program):
+        return SummaPlan(spec.name, comm, source, dims, dtype=dtype, device=device)
+
+    def rules(self, spec, *, double: bool = False):
+        from ..distributed.grid import AXES
+        from .checks import SummaRules
+
+        return SummaRules(spec.name, AXES[spec.grid], double)
+
+    def takes_grid_shape(self, spec) -> bool:
+        return True
+
+    def mesh_shape(self, spec, world: int, *, replication: int = 1, grid=None) -> tuple[int, ...]:
+        from ..distributed.grid import default_shape, grid_shape
+
+        return default_shape(spec.grid, world) if grid is None else grid_shape(spec.grid, world, shape=grid)
+
+    def vertex_blocks(self, spec, world: int, replication: int, shape) -> int:
+        return self.layout_blocks(spec, shape)[0]
+
+    def layout_blocks(self, spec, shape) -> tuple[int, int]:
+        return (shape[0] * shape[2], shape[1]) if len(shape) == 3 else (shape[0], shape[1])
+
+    def grad_members(self, spec, world: int, replication: int, shape) -> int:
+        return self.layout_blocks(spec, shape)[0]
+
+    def volume(self, spec, *, graph, source, rows, shape, world, replication, calls, block_rows=0):
+        from ..planner.primitives import SummaVolume
+
+        return SummaVolume(source, tuple(shape))
+
+    def memory(self, spec, ctx, shape, row_bounds, which):
+        from ..planner import memory
+
+        return memory._summa(ctx, spec, shape, which)
+
+    def candidates(self, spec, world, *, row_partitions, summa_orders, plexus_orders, reads_destinations):
+        from ..distributed.grid import AXES, ordered_factorizations
+
+        if world == 1:
+            return []
+        orders = [o for o in summa_orders if not (reads_destinations and o in ("double-perm", "balanced-perm"))]
+        return [(s, 1, o) for s in ordered_factorizations(world, len(AXES[spec.grid])) for o in orders]
+
+
+SUMMA = add_family(SummaFamily())
+ALGORITHMS = (
+    Algorithm("2d", "2d", SUMMA, paper="CAGNET Alg. 3", overlap=True),
+    Algorithm("3d", "3d", SUMMA, paper="CAGNET Split-3D", overlap=True),
+)

@@ -370,8 +370,8 @@ class _Tracer:
             if not raw:
                 continue
             label = f"parameter {name} of layer {layer}"
-            if rules.algo in ("plexus", "plexus-rs") and kind in ("w", "b"):
-                rules.refuse(f"{label} is a '{kind}' parameter, which plexus shards for plan.linear / plan.add_bias, "
+            if rules.shards_parameters and kind in ("w", "b"):
+                rules.refuse(f"{label} is a '{kind}' parameter, which {rules.algo} shards for plan.linear / plan.add_bias, "
                              f"but torch {raw[0][2]} reads it directly; give it another kind (held whole) or use it "
                              "through those primitives")
             need = {tuple(a for a in rules.split_axes(lay) if a not in rules.grad_axes) for lay, _, _ in raw}

@@ -485,11 +485,12 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
     """
     from ..parallel import algorithm
 
-    algo = algorithm(algo).builtin_like  # a registered algorithm counts as the built-in of its family and grid
+    spec = algorithm(algo)
     dims = [int(d) for d in dims]
     if len(dims) < 2 or min(dims) < 1:
         raise GridGnnError(f"dims must hold at least two positive widths, got {dims}")
-    shape = (1,) if algo == "serial" else tuple(int(s) for s in shape)
+    single = spec.grid == "single"
+    shape = (1,) if single else tuple(int(s) for s in shape)
     if min(shape) < 1:
         raise GridGnnError(f"mesh shape {shape} has an empty axis")
     dev = "cuda" if str(device).startswith("cuda") else "cpu"
@@ -499,10 +500,10 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
     nnz_hat = pats["rc"].total
     e = int(elem_bytes)
     src_kind = source or "memory"
-    if algo == "serial" and src_kind == "memory":
+    if single and src_kind == "memory":
         src_kind = "serial"  # the serial plan converts M̂ to torch tensors and keeps no SciPy copy
     L = len(dims) - 1
-    double = bool(double) and algo in ("2d", "3d", "plexus", "plexus-rs")
+    double = bool(double) and not spec.row_partitioned
     versions = 2 if double and L >= 2 else 1  # the "cr" version is built only when an odd layer uses it
     graph_bytes = graph_copy_bytes(n, nnz, dims[0], source=src_kind, nnz_hat=nnz_hat, versions=versions,
                                    feature_bytes=feature_bytes, weighted=weighted, orders=2 if double else 1)
@@ -526,18 +527,7 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
     for r in which:
         if not 0 <= r < world:
             raise GridGnnError(f"rank {r} outside the {world} ranks of mesh {shape}")
-    if algo == "serial":
-        per = _serial(ctx, nnz_hat)
-    elif algo in ("1d", "1d-sa", "1.5d", "1.5d-sa"):
-        per = _rowblock(ctx, algo, shape, row_bounds, which)
-    elif algo in ("2d", "3d"):
-        per = _summa(ctx, algo, shape, which)
-    elif algo == "plexus-rs":
-        per = _plexus_scattered(ctx, shape, which)
-    elif trace is None:
-        per = _plexus(ctx, shape, which)
-    else:
-        per = _plexus_traced(ctx, shape, which)
+    per = spec.family.memory(spec, ctx, shape, row_bounds, which)
     out = []
     for r in which:
         acc, setup = per[r]
@@ -695,15 +685,18 @@ def _params(acc: _Acc, ctx, elements: float, tensors: int, *, grad_allreduce: bo
         acc.cand("buffers", e * elements, "flat gradient of the gradient all-reduce")
 
 
-def _rowblock(ctx, algo: str, shape, row_bounds, which):
+def _rowblock(ctx, spec, shape, row_bounds, which, *, rank_nnz=None):
     """Serial excepted, the block-row family: each rank's block, its stages' edges and the buffers its schedule
-    (:class:`~gridgnn.partition.layout.BlockRowSchedule`, the one the engine runs) receives into."""
+    (:class:`~gridgnn.partition.layout.BlockRowSchedule`, the one the engine runs) receives into. ``rank_nnz``:
+    the edges each rank holds where a family splits one block's edges by count (``edge``: every rank multiplies
+    the one block on its share), instead of by source chunk."""
     from ..partition.layout import BlockRowSchedule
     from ..partition.layout import stage_chunks as chunks
 
     n, dims, e = ctx["n"], ctx["dims"], ctx["e"]
     world = math.prod(shape)
-    is1d = algo.startswith("1d")
+    algo = spec.name
+    is1d = spec.grid == "1d"
     if is1d and len(shape) != 1 or not is1d and len(shape) != 2:
         raise GridGnnError(f"{algo} needs a {'(P,)' if is1d else '(P/c, c)'} mesh, got {tuple(shape)}")
     c = 1 if is1d else shape[1]
@@ -713,7 +706,7 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
         raise GridGnnError(f"{algo} on mesh {tuple(shape)} needs {nb} row blocks covering {n} vertices; "
                            f"row_bounds has {bounds.size - 1}")
     sizes = np.diff(bounds)
-    sa = algo.endswith("-sa")
+    sa = spec.sparsity_aware
     pat = ctx["pats"]["rc"]
     z = pat.counts(bounds, bounds)  # z[p, q]: nonzeros of block (p, q)
     v = pat.nnz_cols(bounds) if sa else None
@@ -722,14 +715,14 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
     size_tuple = tuple(int(s) for s in sizes)
     for r in which:
         i, j = divmod(r, c)
-        stages = tuple(stage_lists[j])
+        stages = (0,) if rank_nnz is not None else tuple(stage_lists[j])
         counts = BlockRowSchedule.sparsity_aware_counts(v, i, stages) if sa else ()
         sched = BlockRowSchedule(size_tuple, i, stages, "row", "rep", c, *counts)
         ni = int(sizes[i])
         acc = _Acc()
         mine = i in stages
         staged = np.asarray(stages, np.int64)
-        zrow = float(z[i, staged].sum())
+        zrow = float(rank_nnz[r]) if rank_nnz is not None else float(z[i, staged].sum())
         if sa:  # two stages: the block's own rows (when it is a stage) and the rows received (the remote halo)
             halo = sched.halo_transfer()
             send, recv = float(sum(halo.send)), float(sum(halo.recv))
@@ -738,7 +731,7 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
             _blockrow_graph(acc, e, rows=ni, nnz=zrow, stages=parts, send=send)
         else:
             _blockrow_graph(acc, e, rows=ni, nnz=zrow, single_block=nb == 1,
-                            stages=np.stack([sizes[staged], z[i, staged]], axis=1))
+                            stages=np.stack([sizes[staged], [zrow] if rank_nnz is not None else z[i, staged]], axis=1))
         acc.add("features", ni * dims[0] * e + 11 * ni)
         _model_params(acc, ctx, dims, grad_allreduce=nb > 1)
         if ctx["trace"] is not None:
@@ -770,14 +763,15 @@ def _rowblock(ctx, algo: str, shape, row_bounds, which):
     return out
 
 
-def _summa(ctx, algo: str, shape, which):
+def _summa(ctx, spec, shape, which):
     from ..distributed.grid import coords_of
     from ..partition.layout import SummaGeometry as Geometry
     from ..partition.layout import SummaSchedule
 
     n, dims, e = ctx["n"], ctx["dims"], ctx["e"]
-    if algo == "2d" and len(shape) != 2 or algo == "3d" and len(shape) != 3:
-        raise GridGnnError(f"{algo} needs a {'2' if algo == '2d' else '3'}-axis mesh, got {tuple(shape)}")
+    algo, axes = spec.name, 2 if spec.grid == "2d" else 3
+    if len(shape) != axes:
+        raise GridGnnError(f"{algo} needs a {axes}-axis mesh, got {tuple(shape)}")
     pr, pc = shape[0], shape[1]
     zf = shape[2] if len(shape) == 3 else 1
     geo = Geometry(n, pr, pc, zf)

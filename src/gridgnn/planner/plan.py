@@ -24,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import GridGnnError
-from ..parallel.registry import OVERLAP_ALGORITHMS
 
 ROW_PARTITIONS = ("random", "metis")  # metis where pymetis is installed (default_row_partitions)
 SUMMA_ORDERS = ("random",)
@@ -43,13 +42,10 @@ class Candidate:
 
     @property
     def name(self) -> str:
-        parts = [self.algo]
-        if self.algo.startswith("1.5d"):
-            parts.append(f"c{self.replication}")
-        if self.grid:
-            parts.append("x".join(map(str, self.grid)))
-        parts.append(self.partition)
-        return " ".join(parts)
+        from ..parallel.registry import algorithm
+
+        spec = algorithm(self.algo)
+        return " ".join([self.algo, *spec.family.label(spec, self.replication, self.grid), self.partition])
 
     @classmethod
     def from_options(cls, options: dict) -> "Candidate":
@@ -64,20 +60,14 @@ class Candidate:
                 "replication": self.replication, "partition": self.partition}
 
     def flags(self) -> list[str]:
+        from ..parallel.registry import algorithm
+
         out = ["--algo", self.algo, "--partition", self.partition]
-        if self.algo.startswith("1.5d"):
+        if algorithm(self.algo).takes_replication:
             out += ["--replication", str(self.replication)]
         if self.grid:
             out += ["--grid", ",".join(map(str, self.grid))]
         return out
-
-
-def ordered_factorizations(world: int, parts: int) -> list[tuple[int, ...]]:
-    """Every ordered tuple of ``parts`` positive integers whose product is ``world``."""
-    if parts == 1:
-        return [(world,)]
-    return [(d,) + rest for d in range(1, world + 1) if world % d == 0
-            for rest in ordered_factorizations(world // d, parts - 1)]
 
 
 def default_row_partitions() -> tuple[str, ...]:
@@ -93,35 +83,24 @@ def candidates(world: int, *, n: int | None = None, reads_destinations: bool = F
                algos=None) -> list[Candidate]:
     """Every valid configuration for ``world`` processes (module docstring), in a fixed order. ``n``: the
     graph's vertices (configurations with more vertex blocks are left out); ``algos``: only these."""
-    from ..parallel.registry import algorithm
+    from ..parallel.registry import ALGORITHMS, algorithm
 
     if world < 1:
         raise GridGnnError(f"need at least one process, got {world}")
     if row_partitions is None:
         row_partitions = default_row_partitions()
     out: list[Candidate] = []
-    if world == 1:
-        out.append(Candidate("serial", None, 1, "random"))
-    else:
-        for algo in ("1d", "1d-sa"):
-            out += [Candidate(algo, None, 1, p) for p in row_partitions]
-        for algo in ("1.5d", "1.5d-sa"):
-            out += [Candidate(algo, None, c, p) for c in range(2, world + 1) if world % c == 0
-                    for p in row_partitions]
-        summa = [o for o in summa_orders if not (reads_destinations and o in ("double-perm", "balanced-perm"))]
-        out += [Candidate("2d", s, 1, o) for s in ordered_factorizations(world, 2) for o in summa]
-        out += [Candidate("3d", s, 1, o) for s in ordered_factorizations(world, 3) for o in summa]
-        for algo in ("plexus", "plexus-rs"):  # plexus-rs: GCN-like models (the others' traces refuse it)
-            out += [Candidate(algo, s, 1, o) for s in ordered_factorizations(world, 3) for o in plexus_orders]
-    if algos is not None:
-        out = [c for c in out if c.algo in algos]
+    specs = sorted(ALGORITHMS.values(), key=lambda s: s.family.order)  # stable: a family's algorithms in their order
+    for spec in specs:  # plexus-rs: GCN-like models (the others' traces refuse it)
+        if algos is not None and spec.name not in algos:
+            continue
+        found = spec.family.candidates(spec, world, row_partitions=tuple(row_partitions),
+                                       summa_orders=tuple(summa_orders), plexus_orders=tuple(plexus_orders),
+                                       reads_destinations=reads_destinations)
+        out += [Candidate(spec.name, grid, c, p) for grid, c, p in found]
     if n is not None:
         out = [c for c in out if algorithm(c.algo).vertex_blocks(world, c.replication, c.grid or (world,)) <= n]
     return out
-
-
-#: the algorithms whose transfers ``--overlap`` overlaps (the stage loops; the sparsity-aware all-to-allv)
-OVERLAP_ALGOS = OVERLAP_ALGORITHMS
 
 
 def price(cand: Candidate, vol, profile, *, nproc: int, memory: list | None = None,
@@ -132,13 +111,15 @@ def price(cand: Candidate, vol, profile, *, nproc: int, memory: list | None = No
     ranks of a CPU node share it; a device per rank: per rank). Keys: ``name``, ``config`` (the options),
     ``predicted_step_s``, ``comp_s``, ``comm_s`` (the unfitted terms), ``comm_by_phase_s``, ``step_bytes_moved``,
     ``max_rank_messages``, ``peak_memory_bytes``, ``fits``. ``overlap``: priced with ``--overlap`` where the
-    candidate's algorithm has it (:data:`OVERLAP_ALGOS`; its ``config`` then says ``overlap``)."""
+    candidate's algorithm has it (its spec's ``overlap``; its ``config`` then says ``overlap``)."""
     import numpy as np
 
     from .timing import predict_step
 
     threads = max(1, profile.cores // max(1, nproc)) if profile.cores else 1
-    overlap = bool(overlap) and cand.algo in OVERLAP_ALGOS
+    from ..parallel.registry import algorithm
+
+    overlap = bool(overlap) and algorithm(cand.algo).overlap
     pred = predict_step(profile, vol.detail, vol.axes, vol.work, vol.world, threads, overlap=overlap,
                         **vol.overlap_facts())
     fits = True

@@ -143,13 +143,17 @@ class BlockRowVolume:
                 whole = float(self.block_nnz[i, list(stages)].sum())
                 self.own_share[r] = self.block_nnz[i, i] / whole if i in stages and whole else 0.0
 
+    #: the edges each rank multiplies, where a family splits a block's edges by count (``edge``); ``None``: the
+    #: nonzeros of its block row in its stages' columns
+    rank_nnz = None
+
     def work(self, call: PrimitiveCall) -> dict:
         """Local work of ``call`` on every rank (:func:`call_work`): block row ``B_i`` against the source blocks of
         its stages (1.5D: its chunk), whole feature rows; an oblivious product runs one kernel per stage."""
         out = {u: np.zeros(self.world) for u in WORK_UNITS}
         for r in range(self.world):
             i, stages = self.block[r], self.chunks[self.column[r]]
-            nnz = float(self.block_nnz[i, list(stages)].sum())
+            nnz = float(self.rank_nnz[r] if self.rank_nnz is not None else self.block_nnz[i, list(stages)].sum())
             width = call.heads if call.name in ("sddmm_add", "edge_softmax", "row_sum") else call.width
             if call.name == "row_sum":
                 width = 1

@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..graph import gcn_normalize
 from ..parallel.trace import trace
-from .primitives import BlockRowVolume, PlexusVolume, SummaVolume, step_bytes, step_work
+from .primitives import step_bytes, step_work
 
 
 @dataclass
@@ -123,17 +122,9 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
     rules = layout_rules(algo, double=bool(getattr(source, "double", False)))
     traced = trace(build_model, graph.num_features, traits, rules)
     calls, nparams = traced.calls, traced.nparams
-    family = algorithm(algo).family
-    if family != "block-row":
-        if family == "plexus":
-            labelled = graph.train_mask & (graph.y >= 0)
-            volume = PlexusVolume(source, tuple(shape), calls, labelled=labelled, block_rows=block_rows,
-                                  scatter=algorithm(algo).scatter)
-        else:
-            volume = SummaVolume(source, tuple(shape))
-    else:
-        matp = rows.permute_matrix(gcn_normalize(graph)) if source is None else source.matrix("rc")
-        volume = BlockRowVolume(algo, matp, rows, world, replication)
+    spec = algorithm(algo)
+    volume = spec.family.volume(spec, graph=graph, source=source, rows=rows, shape=shape, world=world,
+                                replication=replication, calls=calls, block_rows=block_rows)
     detail: dict = {}
     total = step_bytes(calls, volume, traced.param_sizes or nparams, elem_bytes, detail, wire_bytes=wire_bytes,
                        loss=loss, grad_bucket_bytes=grad_bucket_bytes, grad_wire_bytes=grad_wire_bytes)

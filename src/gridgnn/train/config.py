@@ -10,7 +10,7 @@ from ..errors import GridGnnError
 from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
 from ..nn.base import TRAINER_OPTIONS, Option, declared_options, model_options, resolve_model  # noqa: E402
 from ..nn.gat import MAX_HEADS  # noqa: E402
-from ..parallel.registry import OVERLAP_ALGORITHMS as OVERLAP_ALGOS  # noqa: E402
+from ..parallel.registry import ALGORITHMS, overlap_algorithms  # noqa: E402
 
 #: the built-in models (``--model`` also takes any registered name or ``package.module:Class``)
 MODELS = BUILTIN_MODELS = tuple(_MODEL_REGISTRY)
@@ -303,7 +303,7 @@ class TrainConfig:
             raise GridGnnError(f"--relations applies to models that read relation types ({', '.join(takers)}), "
                                f"not {self.model}")
         if getattr(model, "reads_destinations", False) and self.partition in ("double-perm", "balanced-perm") \
-                and algo.family != "plexus":
+                and not algo.traits["scores_across_orders"]:
             raise GridGnnError(f"--model {self.model} on {self.algo} needs one vertex order per layer; --partition "
                                f"{self.partition} makes two (use random or identity, or --algo plexus)")
         self.check_ranges(skip=("sampling",))  # the sampling section is checked with --sampler
@@ -342,7 +342,7 @@ class TrainConfig:
                 raise GridGnnError(f"--comm-dtype {self.comm_dtype} applies to full-graph training; minibatch runs "
                                    f"move their features in --dtype")
             if self.overlap:
-                raise GridGnnError(f"--overlap applies to full-graph training (--algo {', '.join(OVERLAP_ALGOS)})")
+                raise GridGnnError(f"--overlap applies to full-graph training (--algo {', '.join(overlap_algorithms())})")
             self._validate_minibatch()
             return
         for name, v in (("--fanout", self.fanout), ("--batch-size", self.batch_size), ("--bulk", self.bulk),
@@ -363,11 +363,12 @@ class TrainConfig:
                 raise GridGnnError(f"--algo serial runs one process; got --nproc {self.nproc}")
         else:
             self.mesh_shape(self.nproc)
-        if self.overlap and self.algo not in OVERLAP_ALGOS:
-            raise GridGnnError(f"--overlap applies to --algo {', '.join(OVERLAP_ALGOS)}; {self.algo} overlaps "
+        if self.overlap and not algo.overlap:
+            raise GridGnnError(f"--overlap applies to --algo {', '.join(overlap_algorithms())}; {self.algo} overlaps "
                                "nothing yet")
-        if self.blocked_aggregation and self.algo != "plexus":
-            raise GridGnnError("--blocked-aggregation applies to --algo plexus")
+        if self.blocked_aggregation and not algo.blocked_aggregation:
+            takers = ", ".join(n for n, s in ALGORITHMS.items() if s.blocked_aggregation)
+            raise GridGnnError(f"--blocked-aggregation applies to --algo {takers}")
 
     def _validate_grad_dtype(self, algo) -> None:
         """``--grad-dtype``: no wider than ``--dtype``, and only where the trainer all-reduces the gradients."""
@@ -394,13 +395,10 @@ class TrainConfig:
         """Why the trainer sums no gradients on this configuration's layout (``None``: it does, over more than one
         rank): Plexus sums each weight's gradient inside its primitives; a layout with one row block (one
         process row and fiber on SUMMA) holds every gradient whole on each rank."""
-        if algo.family == "plexus":
-            return f"{self.algo} sums each weight's gradient inside its primitives"
         shape = self.mesh_shape(self.nproc)
-        if algo.family == "block-row":
-            members = algo.row_blocks(self.nproc, self.replication)
-        else:
-            members = shape[0] * (shape[2] if len(shape) == 3 else 1)
+        members = algo.family.grad_members(algo, self.nproc, self.replication, shape)
+        if members == 0:
+            return f"{self.algo} sums each weight's gradient inside its primitives"
         if members == 1:
             return f"{self.algo} on grid {'x'.join(map(str, shape))} has one row block: no rank sums gradients"
         return None
@@ -639,19 +637,15 @@ class TrainConfig:
 
     def mesh_shape(self, world: int) -> tuple[int, ...]:
         """The process grid for ``world`` processes (``--grid``, or a near-square / near-cubic default)."""
-        from ..distributed.grid import default_shape, grid_shape
         from ..parallel import algorithm
 
-        kind = algorithm(self.algo).grid
-        if kind in ("1d", "1.5d"):
-            return grid_shape(kind, world, replication=self.replication)
-        if self.grid is None:
-            return default_shape(kind, world)
-        try:
-            shape = tuple(int(v) for v in self.grid.replace("x", ",").split(","))
-        except ValueError:
-            raise GridGnnError(f"--grid {self.grid!r} must be integers separated by commas, e.g. 2,2,2") from None
-        return grid_shape(kind, world, shape=shape)
+        shape = None
+        if self.grid is not None:
+            try:
+                shape = tuple(int(v) for v in self.grid.replace("x", ",").split(","))
+            except ValueError:
+                raise GridGnnError(f"--grid {self.grid!r} must be integers separated by commas, e.g. 2,2,2") from None
+        return algorithm(self.algo).mesh_shape(world, replication=self.replication, grid=shape)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -87,7 +87,7 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
     (:func:`~gridgnn.planner.plan.rank_rows`); each row also has ``simulate_s``. ``progress(done, total)`` is
     called after each candidate (priced or left out)."""
     from ..nn import resolve_model
-    from ..planner.plan import OVERLAP_ALGOS, candidates, price, rank_rows
+    from ..planner.plan import candidates, price, rank_rows
 
     if cands is None:
         reads = bool(getattr(resolve_model(cfg.model), "reads_destinations", False))
@@ -109,7 +109,7 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
         if progress is not None and done > 1:
             progress(done - 1, len(cands))
         c = dataclasses.replace(cfg, **cand.options())
-        c = dataclasses.replace(c, overlap=cfg.overlap and cand.algo in OVERLAP_ALGOS)
+        c = dataclasses.replace(c, overlap=cfg.overlap and algorithm(cand.algo).overlap)
         if narrow_grads and c.grad_sum_refusal(algorithm(c.algo)):
             continue  # --grad-dtype: only the layouts whose trainer sums the gradients
         t0 = time.perf_counter()

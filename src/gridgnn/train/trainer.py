@@ -289,9 +289,7 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     else:
         ctx.init()  # first collective: every rank has validated its input by now
         device = ctx.device
-        comm = Comm(ProcessGrid.build(kind, device.split(":")[0], replication=cfg.replication,
-                                      shape=shape if algorithm(cfg.algo).takes_grid_shape else None,
-                                      timeout_s=ctx.timeout_s), ranks_per_node=ctx.ranks_per_node,
+        comm = Comm(ProcessGrid.build(kind, device.split(":")[0], shape=shape, timeout_s=ctx.timeout_s), ranks_per_node=ctx.ranks_per_node,
                     wire=wire_policy(cfg), overlap=cfg.overlap, grad_wire=grad_wire(cfg))
         if graph is not None and source is None:
             source, rows = _layout_on_rank0(comm, graph, cfg, world, shape)
