@@ -1,32 +1,18 @@
-"""Edge-parallel training (``--algo edge``, :mod:`gridgnn.parallel.edge`) on P ∈ {1, 2, 4, 8}: every built-in model
-equals the serial reference (logits, every parameter's gradient and the loss, float64, 1e-5) on every rank, the
-bytes every rank moves equal the byte model, each rank runs the schedule the model sums, and the edges are split
-by count (no rank holds more than one edge above the mean)."""
+"""Edge-parallel training (``--algo edge``, :mod:`gridgnn.parallel.edge`) on P ∈ {1, 2, 4, 8}: its cases cover every
+built-in model (test_layouts.py checks them, prefix ``edge-``, equal to serial — logits, every parameter's gradient
+and the loss, float64, 1e-5 — with the bytes of its byte model and the schedule the model sums), and the edges are
+split by count (no rank holds more than one edge above another)."""
 import numpy as np
 
 from gridgnn.graph import gcn_normalize
 from gridgnn.parallel.edge import edge_split, local_edges
 
-from ._fidelity import check_against_serial, check_bytes, check_each, check_schedule, selected
+from ._fidelity import selected
 from .conftest import GRAPHS
-
-PREFIX = "edge-"
-
-
-def test_logits_and_gradients_equal_serial(dist_results):
-    check_each(dist_results, PREFIX, check_against_serial)
-
-
-def test_measured_bytes_equal_volume_model(dist_results):
-    check_each(dist_results, PREFIX, check_bytes)
-
-
-def test_each_rank_runs_the_schedule_the_byte_model_sums(dist_results):
-    check_each(dist_results, PREFIX, check_schedule)
 
 
 def test_every_model_case_ran(dist_results):
-    P, sel = selected(dist_results, PREFIX)
+    P, sel = selected(dist_results, "edge-")
     models = {case.model for case, _ in sel.values()}
     assert models >= {"gcn", "gat", "agnn", "va", "sage", "gine", "gatv2", "rgcn"}, models
 
