@@ -1,5 +1,6 @@
-"""A graph handed over from Python to spawned ranks reaches them as shards written once (gridgnn.train.handover),
-not as a pickled copy of the whole graph: the runs equal the runs whose ranks load the spec themselves bit for bit,
+"""A graph handed over from Python to spawned ranks — or loaded once from a SPEC by the launching process — reaches
+them as shards written once (gridgnn.train.handover), not as a whole copy per rank: the runs equal the runs whose
+ranks load the spec themselves bit for bit,
 the file's vertex ids survive, and the temporary shards are gone afterwards, whatever the outcome."""
 import os
 
@@ -36,14 +37,21 @@ def test_ranks_read_shards_and_train_as_from_the_spec(tmp_path, handed):
     common = dict(model="va", algo="plexus", partition="double-perm", nproc=4, grid=[2, 1, 2], epochs=3,
                   dtype="float64", save_logits=True, quiet=True, seed=5)
     mem = gridgnn.train(graph=graph.with_(original_ids=ids), out=str(tmp_path / "mem"), **common)
-    spec = gridgnn.train(data=SMALL, out=str(tmp_path / "spec"), **common)
-    (given, existed), (none, _) = handed
+    spec = gridgnn.train(data=SMALL, out=str(tmp_path / "spec"), **common)  # loaded once here, handed over too
+    from gridgnn.train.trainer import train_worker
+
+    cfg = gridgnn.TrainConfig(data=SMALL, out=str(tmp_path / "ranks"), **common)
+    cfg.validate()
+    ranks = api._launch(train_worker, cfg, None, False, ())[0]  # the ranks load the spec themselves
+    (given, existed), (from_spec, _), (none, _) = handed
     assert isinstance(given, GraphShards) and existed and given.bounds is None and none is None
-    assert not os.path.exists(given.path)  # removed once the ranks are done
+    assert isinstance(from_spec, GraphShards) and from_spec.name == SMALL == spec["data"] == ranks["data"]
+    assert not os.path.exists(given.path) and not os.path.exists(from_spec.path)  # removed once the ranks are done
     assert mem["data"] == f"in-memory:{graph.name}" and mem["partition"] == "double-perm"
-    assert np.array_equal(np.load(tmp_path / "mem" / "logits.npy"), np.load(tmp_path / "spec" / "logits.npy"))
+    for other in ("spec", "ranks"):
+        assert np.array_equal(np.load(tmp_path / "mem" / "logits.npy"), np.load(tmp_path / other / "logits.npy"))
     assert np.array_equal(np.load(tmp_path / "mem" / "node_ids.npy"), ids)
-    assert mem["final_loss"] == spec["final_loss"]
+    assert mem["final_loss"] == spec["final_loss"] == ranks["final_loss"]
 
 
 def test_uneven_row_blocks_predict_like_serial(tmp_path, handed):

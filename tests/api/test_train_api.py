@@ -69,8 +69,12 @@ def test_python_errors_are_exceptions():
     with pytest.raises(GridGnnError, match="load_graph takes"):
         gridgnn.load_graph(42)
     with pytest.raises(gridgnn.TrainingFailed) as info:  # a rank fails after the spawn: the job's exit status
-        gridgnn.train(TrainConfig(**{**BASE, "data": "npz:/nonexistent/graph.npz"}), algo="1d", nproc=2)
+        gridgnn.train(TrainConfig(**{**BASE, "data": "npz:/nonexistent/graph.npz"}), algo="1d", nproc=2,
+                      task="link")  # (link prediction: every rank loads its graph)
     assert info.value.exit_status == 2
+    with pytest.raises(GridGnnError, match="/nonexistent/graph.npz") as info:  # loaded once, before any spawn
+        gridgnn.train(TrainConfig(**{**BASE, "data": "npz:/nonexistent/graph.npz"}), algo="1d", nproc=2)
+    assert not isinstance(info.value, gridgnn.TrainingFailed)
 
 
 _TORCHRUN_SCRIPT = """

@@ -286,15 +286,21 @@ def test_a_script_without_a_main_guard_is_one_line(tmp_path):
 
 def test_the_python_exception_carries_the_ranks_first_line(tmp_path):
     """Case 18: from Python the exception read only 'training failed (exit status 2); the ranks' messages are
-    above'."""
+    above'. A graph the ranks load themselves (link prediction) fails on the ranks: the exception carries their
+    first line; one the launching process loads for them (node classification) is refused before any rank starts,
+    with the same line."""
     from gridgnn.train.api import TrainingFailed
 
     f = tmp_path / "neg.txt"
     f.write_text("0 1 -1\n1 2 -1\n2 0 -1\n")
-    with pytest.raises(TrainingFailed, match=r"training failed \(exit status 2\): edge weights must be "
-                                             r"non-negative to train .* edge 2 -> 0 has weight -1") as err:
-        gridgnn.train(data=f"edgelist:{f}", algo="1d", nproc=2, epochs=1, quiet=True)
+    with pytest.raises(TrainingFailed, match=r"training failed \(exit status 2\): link prediction on a weighted "
+                                             r"graph is not supported yet") as err:
+        gridgnn.train(data=f"edgelist:{f}", algo="1d", nproc=2, epochs=1, quiet=True, task="link")
     assert err.value.exit_status == 2
+    with pytest.raises(gridgnn.GridGnnError, match=r"^edge weights must be non-negative to train .* edge 2 -> 0 "
+                                                   r"has weight -1") as err:
+        gridgnn.train(data=f"edgelist:{f}", algo="1d", nproc=2, epochs=1, quiet=True)
+    assert not isinstance(err.value, TrainingFailed)
 
 
 # ------------------------------------------------------------------------------------------ 20: simulate's ranges

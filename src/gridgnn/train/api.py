@@ -177,7 +177,8 @@ def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=())
         if graph is not None and env is None:
             raise GridGnnError("--task link with spawned ranks reads its graph from --data SPEC; a graph in memory "
                                "trains with --algo serial (or save it: gridgnn.graph.save_npz, then data='npz:FILE')")
-        return _launch_checked(link_worker, cfg, graph, keep_model, callbacks if env else _spawnable(callbacks))[0]
+        return _launch_checked(link_worker, cfg, graph, keep_model, callbacks if env else _spawnable(callbacks),
+                               one_load=False)[0]
     from .trainer import train_worker
 
     if cfg.algo == "serial":
@@ -186,10 +187,13 @@ def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=())
     return _launch_checked(train_worker, cfg, graph, keep_model, callbacks if env else _spawnable(callbacks))[0]
 
 
-def _launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | None = None) -> list:
+def _launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | None = None,
+                    one_load: bool = True) -> list:
     """:func:`_launch` after refusing, before any rank starts, what cannot work when the ranks are spawned here
-    (their memory, a graph smaller than the layout). A graph in memory reaches ranks spawned here as shards
-    written once (:mod:`~gridgnn.train.handover`; ``dims``: a model's widths, for inference)."""
+    (their memory, a graph smaller than the layout). A graph reaches ranks spawned here as shards written once
+    (:mod:`~gridgnn.train.handover`; ``dims``: a model's widths, for inference): a graph in memory, and — with
+    ``one_load`` — the graph of a ``--data`` SPEC, loaded (or generated) once here rather than by every rank, so
+    that no rank holds the whole graph (a ``sharded:`` dataset is read by the ranks themselves)."""
     from ..distributed.launch import env_context
     from .handover import handed_over
 
@@ -200,9 +204,15 @@ def _launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | No
     host_memory = available_memory_bytes("cpu")
     planetoid = graph is None and (cfg.data or "").strip().lower().startswith("planetoid:")
     check_spawn(cfg.nproc, host_memory, per_process=RUNTIME_PRIVATE_BYTES + (PYG_IMPORT_BYTES if planetoid else 0))
+    name = None
     if graph is None:
-        _check_data_before_spawn(cfg)
-    with handed_over(cfg, graph, dims=dims) as given:
+        one_load = one_load and not (cfg.data or "").strip().startswith("sharded:")
+        _check_data_before_spawn(cfg, loaders=1 if one_load else cfg.nproc)
+        if one_load:
+            from ..graph import load_graph
+
+            graph, name = load_graph(cfg.data, seed=cfg.seed), cfg.data or "default"  # once, for every rank
+    with handed_over(cfg, graph, dims=dims, name=name) as given:
         if given is not None:  # the shards may lie in memory (a tmpfs TMPDIR): what is left for the ranks
             host_memory = available_memory_bytes("cpu")
         return _launch(worker, cfg, given, *args, host_memory=host_memory)
@@ -268,10 +278,10 @@ def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbac
     return out
 
 
-def _check_data_before_spawn(cfg: TrainConfig) -> None:
+def _check_data_before_spawn(cfg: TrainConfig, loaders: int) -> None:
     """What the data spec tells without loading the graph (synthetic generators; a sharded dataset's checked
-    ``meta.json``): a graph with fewer vertices than the layout has blocks, and ``--nproc`` ranks each
-    generating the whole synthetic graph on this machine beyond its memory."""
+    ``meta.json``): a graph with fewer vertices than the layout has blocks, and ``loaders`` processes (this one,
+    or every rank) each generating the whole synthetic graph on this machine beyond its memory."""
     from ..graph.safe_io import check_alloc
     from ..graph.spec import DEFAULT_SPEC, spec_sizes
     from .rank_layout import check_vertex_count
@@ -286,5 +296,6 @@ def _check_data_before_spawn(cfg: TrainConfig) -> None:
         if sizes is None:
             return
         n, gen_bytes = sizes
-        check_alloc(cfg.nproc * gen_bytes, f"{cfg.nproc} ranks each generating {cfg.data or DEFAULT_SPEC}")
+        who = f"{loaders} ranks each" if loaders > 1 else "this process"
+        check_alloc(loaders * gen_bytes, f"{who} generating {cfg.data or DEFAULT_SPEC}")
     check_vertex_count(n, cfg.algo, cfg.nproc, cfg.replication, cfg.mesh_shape(cfg.nproc))

@@ -1,4 +1,7 @@
-r"""A graph handed over from Python to spawned ranks reaches them as shards, not as P whole copies.
+r"""A graph reaches spawned ranks as shards, not as P whole copies: a graph handed over from Python, and the graph
+of a ``--data`` SPEC, which the launching process loads (or generates) once for all its ranks
+(:func:`gridgnn.train.api._launch_checked`; a ``sharded:`` dataset the ranks read themselves, and link prediction,
+which splits the edges of the graph itself, still loads the SPEC on every rank).
 
 ``gridgnn.train(graph=g, algo="2d", nproc=P)`` (and ``TrainedModel.predict(g, nproc=P)``) spawns ``P`` processes on
 this machine. Pickling ``g`` into each of them would hold ``P + 1`` copies of the whole graph, although every
@@ -40,10 +43,11 @@ class GraphShards:
 
 
 @contextlib.contextmanager
-def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None):
+def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None, name: str | None = None):
     r"""Yields what spawned ranks of ``cfg`` receive for ``graph``: ``None`` stays ``None`` (the ranks load
     ``cfg.data`` themselves); a graph in memory becomes a :class:`GraphShards` written now and removed on exit.
-    ``dims``: inference of a model on these widths (the graph needs no labels). Bad input raises
+    ``dims``: inference of a model on these widths (the graph needs no labels); ``name``: what the summary calls
+    the data (default ``in-memory:NAME``; the ``--data`` SPEC the launcher loaded it from). Bad input raises
     :class:`~gridgnn.errors.GridGnnError` here, before any rank starts."""
     if graph is None:
         yield None
@@ -84,7 +88,7 @@ def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None):
 
             edges = Graph(indptr=graph.indptr, indices=graph.indices, n=graph.n, directed=graph.directed,
                           edge_attr=attr, edge_type_counts=counts, name=graph.name)
-        handle = GraphShards(path=folder, name=in_memory_name(graph), bounds=bounds, original_ids=graph.original_ids,
+        handle = GraphShards(path=folder, name=name or in_memory_name(graph), bounds=bounds, original_ids=graph.original_ids,
                              node_types=graph.node_types, edges=edges)
         del graph, perm_r, perm_c, rows  # a graph converted here is not held while the ranks run
         yield handle
