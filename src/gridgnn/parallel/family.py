@@ -22,7 +22,8 @@ method                 what it answers
 =====================  ==================================================================================
 
 A family written outside the package subclasses :class:`Family` and registers its algorithms with
-:func:`~gridgnn.parallel.registry.register`; nothing else needs an edit.
+:func:`~gridgnn.parallel.registry.register`: training, ``simulate`` and the memory guard then run it with no edit
+elsewhere (``gridgnn plan`` ranks the package's own families, whose names every spawned rank knows).
 """
 from __future__ import annotations
 

@@ -29,6 +29,9 @@ ALGORITHMS: dict[str, Algorithm] = {}
 for _module in FAMILY_MODULES:
     for _spec in import_module(f"{__package__}.{_module}").ALGORITHMS:
         ALGORITHMS[_spec.name] = _spec
+#: the algorithms of the package's family files, in their families' order (what ``gridgnn plan`` ranks: every rank
+#: of a run resolves these names, where an algorithm registered in one process may be unknown to spawned ranks)
+BUILTIN = tuple(ALGORITHMS)
 
 
 def overlap_algorithms() -> tuple[str, ...]:

@@ -83,15 +83,14 @@ def candidates(world: int, *, n: int | None = None, reads_destinations: bool = F
                algos=None) -> list[Candidate]:
     """Every valid configuration for ``world`` processes (module docstring), in a fixed order. ``n``: the
     graph's vertices (configurations with more vertex blocks are left out); ``algos``: only these."""
-    from ..parallel.registry import ALGORITHMS, algorithm
+    from ..parallel.registry import ALGORITHMS, BUILTIN, algorithm
 
     if world < 1:
         raise GridGnnError(f"need at least one process, got {world}")
     if row_partitions is None:
         row_partitions = default_row_partitions()
     out: list[Candidate] = []
-    specs = sorted(ALGORITHMS.values(), key=lambda s: s.family.order)  # stable: a family's algorithms in their order
-    for spec in specs:  # plexus-rs: GCN-like models (the others' traces refuse it)
+    for spec in (ALGORITHMS[name] for name in BUILTIN):  # plexus-rs: GCN-like models (the others' traces refuse it)
         if algos is not None and spec.name not in algos:
             continue
         found = spec.family.candidates(spec, world, row_partitions=tuple(row_partitions),

@@ -193,7 +193,7 @@ def _launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | No
     (their memory, a graph smaller than the layout). A graph reaches ranks spawned here as shards written once
     (:mod:`~gridgnn.train.handover`; ``dims``: a model's widths, for inference): a graph in memory, and — with
     ``one_load`` — the graph of a ``--data`` SPEC, loaded (or generated) once here rather than by every rank, so
-    that no rank holds the whole graph (a ``sharded:`` dataset is read by the ranks themselves)."""
+    that each rank holds only its blocks (a ``sharded:`` dataset is read by the ranks themselves)."""
     from ..distributed.launch import env_context
     from .handover import handed_over
 
@@ -202,17 +202,19 @@ def _launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | No
     from ..planner.memory import PYG_IMPORT_BYTES, RUNTIME_PRIVATE_BYTES, available_memory_bytes, check_spawn
 
     host_memory = available_memory_bytes("cpu")
-    planetoid = graph is None and (cfg.data or "").strip().lower().startswith("planetoid:")
+    one_load = one_load and graph is None and not (cfg.data or "").strip().startswith("sharded:")
+    # the ranks import PyG only where they load a planetoid: SPEC themselves
+    planetoid = graph is None and not one_load and (cfg.data or "").strip().lower().startswith("planetoid:")
     check_spawn(cfg.nproc, host_memory, per_process=RUNTIME_PRIVATE_BYTES + (PYG_IMPORT_BYTES if planetoid else 0))
     name = None
     if graph is None:
-        one_load = one_load and not (cfg.data or "").strip().startswith("sharded:")
         _check_data_before_spawn(cfg, loaders=1 if one_load else cfg.nproc)
         if one_load:
             from ..graph import load_graph
 
             graph, name = load_graph(cfg.data, seed=cfg.seed), cfg.data or "default"  # once, for every rank
     with handed_over(cfg, graph, dims=dims, name=name) as given:
+        graph = None  # the shards hold it now: not kept here while the ranks run
         if given is not None:  # the shards may lie in memory (a tmpfs TMPDIR): what is left for the ranks
             host_memory = available_memory_bytes("cpu")
         return _launch(worker, cfg, given, *args, host_memory=host_memory)
