@@ -115,7 +115,7 @@ def check_schedule(case, per_rank, P):
     """The schedule each rank's engine ran is the one the byte model builds without processes: block-row — its
     fetch, push and row-reduction records, the sparsity-aware counts from its set-up exchange; SUMMA — per matrix
     version its panels' roots and sizes (the nonzeros the owners announced at set-up), fiber and column pieces."""
-    from gridgnn.planner.primitives import PlexusVolume, SummaVolume
+    from gridgnn.planner.primitives import PlexusVolume, SummaVolume, volume_model
 
     if algorithm(case.algo).family.name == "plexus":  # per layer: its layouts, the shard's nonzeros, blocked rows
         source, _ = make_source(case.graph, case.algo, P, shape=case.grid, method=case.partition, seed=case.seed)
@@ -131,9 +131,8 @@ def check_schedule(case, per_rank, P):
             assert r.schedule and all(s == vol.schedule(r.rank, v) for v, s in r.schedule.items()), r.rank
         return
     rows = rows_of(case, P)
-    spec = algorithm(case.algo)  # the family's own byte model (edge: one block, every rank a stage)
-    vol = spec.family.volume(spec, graph=case.graph, source=None, rows=rows, shape=case.grid, world=P,
-                             replication=case.replication, calls=None)
+    vol = volume_model(algorithm(case.algo), graph=case.graph, source=None, rows=rows, shape=case.grid, world=P,
+                       replication=case.replication, calls=None)  # the family's (edge: one block, every rank a stage)
     for r in per_rank:
         assert r.schedule == vol.schedules[r.rank], (r.rank, r.schedule, vol.schedules[r.rank])
         for push in (False, True):  # the sum the model prices is the records' own

@@ -45,7 +45,7 @@ import torch
 from ..ops import semiring as sr
 from ..ops.pattern import Pattern, col_sum, row_reduce, sddmm_add, sddmm_dot, spmm
 from ..partition import RowPartition
-from ..partition.layout import BlockRowSchedule
+from ..partition.layout import BlockRowSchedule, stage_chunks
 from .aggregate import SourceKeys
 from .attention import FusedAttention, fusable
 from .family import Algorithm, Family, add_family
@@ -614,19 +614,21 @@ class BlockRowFamily(Family):
     def grad_members(self, spec, world: int, replication: int, shape) -> int:
         return self.row_blocks(spec, world, replication)
 
-    def volume(self, spec, *, graph, source, rows, shape, world, replication, calls, block_rows=0):
-        from ..graph import gcn_normalize
-        from ..planner.primitives import BlockRowVolume
+    def replicas(self, spec, world: int, replication: int = 1) -> int:
+        """``c``: the ranks that hold each row block (1.5D: ``--replication``; 1D and serial: 1)."""
+        return replication if spec.grid == "1.5d" else 1
 
-        matp = rows.permute_matrix(gcn_normalize(graph)) if source is None else source.matrix("rc")
-        return BlockRowVolume(spec.name, matp, rows, world, replication)
+    def stages(self, spec, world: int, replication: int = 1) -> list[tuple[int, ...]]:
+        """Per rank, the source blocks it multiplies (1D: every block; 1.5D: its process column's chunk,
+        :func:`~gridgnn.partition.layout.stage_chunks`), as its engine does."""
+        c = self.replicas(spec, world, replication)
+        chunks = stage_chunks(world // c, c)
+        return [tuple(chunks[r % c]) for r in range(world)]
 
-    def memory(self, spec, ctx, shape, row_bounds, which):
-        from ..planner import memory
-
-        if spec.grid == "single":
-            return memory._serial(ctx, ctx["pats"]["rc"].total)
-        return memory._rowblock(ctx, spec, shape, row_bounds, which)
+    def rank_nnz(self, spec, nnz: int, world: int):
+        """The stored entries each rank multiplies, where the family splits a block's edges by count (``None``:
+        the entries of its block row in its stages' columns)."""
+        return None
 
     def candidates(self, spec, world, *, row_partitions, summa_orders, plexus_orders, reads_destinations):
         if spec.grid == "single":

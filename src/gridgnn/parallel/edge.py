@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..partition import RowPartition, even_bounds
+from ..partition import even_bounds
 from .blockrow import BlockRowFamily, BlockRowGraph
 from .family import Algorithm, add_family
 
@@ -83,24 +83,15 @@ class EdgeFamily(BlockRowFamily):
     def row_blocks(self, spec, world: int, replication: int = 1) -> int:
         return 1
 
-    def volume(self, spec, *, graph, source, rows, shape, world, replication, calls, block_rows=0):
-        from ..graph import gcn_normalize
-        from ..partition.layout import BlockRowSchedule
-        from ..planner.primitives import BlockRowVolume
+    # what the block-row byte and memory models read: every rank multiplies the one block (stage 0) on its share
+    def replicas(self, spec, world: int, replication: int = 1) -> int:
+        return int(world)
 
-        matp = rows.permute_matrix(gcn_normalize(graph)) if source is None else source.matrix("rc")
-        vol = BlockRowVolume(spec.name, matp, rows, world, world)
-        # every rank multiplies the one block (stage 0) on its share of the edges: the schedule its engine runs
-        vol.schedules = [BlockRowSchedule((rows.n,), 0, (0,), "row", "rep", world)] * world
-        vol.chunks = [[0]] * world
-        vol.rank_nnz = np.diff(edge_split(matp.nnz, world)).astype(np.float64)
-        return vol
+    def stages(self, spec, world: int, replication: int = 1) -> list[tuple[int, ...]]:
+        return [(0,)] * int(world)
 
-    def memory(self, spec, ctx, shape, row_bounds, which):
-        from ..planner import memory
-
-        shares = np.diff(edge_split(ctx["pats"]["rc"].total, int(np.prod(shape))))
-        return memory._rowblock(ctx, spec, shape, None, which, rank_nnz=shares)
+    def rank_nnz(self, spec, nnz: int, world: int):
+        return np.diff(edge_split(nnz, world))
 
     def candidates(self, spec, world, *, row_partitions, summa_orders, plexus_orders, reads_destinations):
         return [] if world == 1 else [(None, 1, "random")]

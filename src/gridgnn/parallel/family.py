@@ -4,7 +4,11 @@ models and the planner ask of an ``--algo``, answered by the family file that la
 Each family file (``blockrow.py``, ``summa.py``, ``plexus.py``, ``edge.py``) defines one :class:`Family` object and
 the :class:`~gridgnn.parallel.registry.Algorithm` specs it lays out; :mod:`gridgnn.parallel.registry` collects them.
 A caller never tests a family's or an algorithm's name: it calls a method of ``algorithm(name).family``, whose
-first argument is the algorithm's spec (its grid kind, sparsity-aware fetch, reduce-scattered sums).
+first argument is the algorithm's spec (its grid kind, sparsity-aware fetch, reduce-scattered sums). The byte,
+time and memory models of the planner (a room above this one) are written per layout family
+(:func:`gridgnn.planner.primitives.volume_model`, :func:`gridgnn.planner.memory.estimate_rank_memory`) and read
+what a family states here; a family that lays data out like another (``edge``: the block-row one) subclasses it
+and gives its own numbers (the stages and edges of each rank).
 
 =====================  ==================================================================================
 method                 what it answers
@@ -16,8 +20,6 @@ method                 what it answers
 ``vertex_blocks``      the most blocks an axis cuts the vertices into; ``layout_blocks``: adjacency shards
 ``row_blocks``         block-row families: the row blocks of the partition (graph partitioners apply)
 ``grad_members``       ranks the trainer's gradient all-reduce spans (0: the primitives sum the gradients)
-``volume``             the byte and work model of one step (:mod:`gridgnn.planner.primitives`)
-``memory``             each rank's memory estimate (:mod:`gridgnn.planner.memory`)
 ``candidates``         the configurations ``gridgnn plan`` and ``--algo auto`` rank
 =====================  ==================================================================================
 
@@ -95,16 +97,7 @@ class Family(ABC):
         """Ranks that hold distinct shares of each parameter's gradient (the trainer sums them over the plan's
         ``grad_axes``); 0: the primitives sum the gradients themselves."""
 
-    # ------------------------------------------------------------------ the models
-    @abstractmethod
-    def volume(self, spec, *, graph, source, rows, shape, world: int, replication: int, calls, block_rows: int = 0):
-        """The per-rank byte and work model of one step (a :class:`~gridgnn.planner.primitives.BlockRowVolume`
-        or a subclass): the records this family's engine runs."""
-
-    @abstractmethod
-    def memory(self, spec, ctx: dict, shape, row_bounds, which) -> dict:
-        """``{rank: (accumulator, set-up peak)}`` of :func:`gridgnn.planner.memory.estimate_rank_memory`."""
-
+    # ------------------------------------------------------------------ the planner
     def candidates(self, spec, world: int, *, row_partitions, summa_orders, plexus_orders,
                    reads_destinations: bool) -> list:
         """The :class:`~gridgnn.planner.plan.Candidate` configurations of ``spec`` for ``world`` processes."""

@@ -708,22 +708,6 @@ class PlexusFamily(Family):
     def grad_members(self, spec, world: int, replication: int, shape) -> int:
         return 0
 
-    def volume(self, spec, *, graph, source, rows, shape, world, replication, calls, block_rows=0):
-        from ..planner.primitives import PlexusVolume
-
-        labelled = graph.train_mask & (graph.y >= 0)
-        return PlexusVolume(source, tuple(shape), calls, labelled=labelled, block_rows=block_rows,
-                            scatter=spec.scatter)
-
-    def memory(self, spec, ctx, shape, row_bounds, which):
-        from ..planner import memory
-
-        if spec.scatter:
-            return memory._plexus_scattered(ctx, shape, which)
-        if ctx["trace"] is None:
-            return memory._plexus(ctx, shape, which)
-        return memory._plexus_traced(ctx, shape, which)
-
     def candidates(self, spec, world, *, row_partitions, summa_orders, plexus_orders, reads_destinations):
         from ..distributed.grid import ordered_factorizations
 

@@ -589,16 +589,6 @@ class SummaFamily(Family):
     def grad_members(self, spec, world: int, replication: int, shape) -> int:
         return self.layout_blocks(spec, shape)[0]
 
-    def volume(self, spec, *, graph, source, rows, shape, world, replication, calls, block_rows=0):
-        from ..planner.primitives import SummaVolume
-
-        return SummaVolume(source, tuple(shape))
-
-    def memory(self, spec, ctx, shape, row_bounds, which):
-        from ..planner import memory
-
-        return memory._summa(ctx, spec, shape, which)
-
     def candidates(self, spec, world, *, row_partitions, summa_orders, plexus_orders, reads_destinations):
         from ..distributed.grid import AXES, ordered_factorizations
 

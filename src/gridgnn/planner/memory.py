@@ -527,7 +527,7 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
     for r in which:
         if not 0 <= r < world:
             raise GridGnnError(f"rank {r} outside the {world} ranks of mesh {shape}")
-    per = spec.family.memory(spec, ctx, shape, row_bounds, which)
+    per = _family_memory(spec, ctx, shape, row_bounds, which)
     out = []
     for r in which:
         acc, setup = per[r]
@@ -540,6 +540,28 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
         acc.add("graph", graph_bytes, "host")
         out.append(acc.finish(r, dev, setup))
     return MemoryEstimate(algo, shape, dev, tuple(out), e)
+
+
+def _family_memory(spec, ctx, shape, row_bounds, which) -> dict:
+    """``{rank: (accumulator, set-up peak)}`` of ``spec``'s family: the block-row model (serial apart; a family that
+    subclasses block-row, such as ``edge``, through the stages and edges it states), SUMMA's, Plexus' (GCN exact, a
+    traced model, plexus-rs)."""
+    from ..parallel.blockrow import BlockRowFamily
+    from ..parallel.plexus import PlexusFamily
+    from ..parallel.summa import SummaFamily
+
+    family = spec.family
+    if isinstance(family, BlockRowFamily):
+        if spec.grid == "single":
+            return _serial(ctx, ctx["pats"]["rc"].total)
+        return _rowblock(ctx, spec, shape, row_bounds, which)
+    if isinstance(family, SummaFamily):
+        return _summa(ctx, spec, shape, which)
+    if isinstance(family, PlexusFamily):
+        if spec.scatter:
+            return _plexus_scattered(ctx, shape, which)
+        return _plexus(ctx, shape, which) if ctx["trace"] is None else _plexus_traced(ctx, shape, which)
+    raise GridGnnError(f"{spec.name}: the memory model has no estimate of the {family.name} family")
 
 
 def _setup_transient(ctx, read_nnz: float) -> tuple[float, str]:
@@ -685,13 +707,11 @@ def _params(acc: _Acc, ctx, elements: float, tensors: int, *, grad_allreduce: bo
         acc.cand("buffers", e * elements, "flat gradient of the gradient all-reduce")
 
 
-def _rowblock(ctx, spec, shape, row_bounds, which, *, rank_nnz=None):
-    """Serial excepted, the block-row family: each rank's block, its stages' edges and the buffers its schedule
-    (:class:`~gridgnn.partition.layout.BlockRowSchedule`, the one the engine runs) receives into. ``rank_nnz``:
-    the edges each rank holds where a family splits one block's edges by count (``edge``: every rank multiplies
-    the one block on its share), instead of by source chunk."""
+def _rowblock(ctx, spec, shape, row_bounds, which):
+    """Serial excepted, the block-row family: each rank's block, its stages' edges (the family's ``stages``; where
+    it splits a block's edges by count, ``rank_nnz``: ``edge``) and the buffers its schedule
+    (:class:`~gridgnn.partition.layout.BlockRowSchedule`, the one the engine runs) receives into."""
     from ..partition.layout import BlockRowSchedule
-    from ..partition.layout import stage_chunks as chunks
 
     n, dims, e = ctx["n"], ctx["dims"], ctx["e"]
     world = math.prod(shape)
@@ -710,12 +730,13 @@ def _rowblock(ctx, spec, shape, row_bounds, which, *, rank_nnz=None):
     pat = ctx["pats"]["rc"]
     z = pat.counts(bounds, bounds)  # z[p, q]: nonzeros of block (p, q)
     v = pat.nnz_cols(bounds) if sa else None
-    stage_lists = chunks(nb, c)
+    stage_lists = spec.family.stages(spec, world, c)  # each rank's, as its engine multiplies them
+    rank_nnz = spec.family.rank_nnz(spec, pat.total, world)
     out = {}
     size_tuple = tuple(int(s) for s in sizes)
     for r in which:
-        i, j = divmod(r, c)
-        stages = (0,) if rank_nnz is not None else tuple(stage_lists[j])
+        i = r // c
+        stages = stage_lists[r]
         counts = BlockRowSchedule.sparsity_aware_counts(v, i, stages) if sa else ()
         sched = BlockRowSchedule(size_tuple, i, stages, "row", "rep", c, *counts)
         ni = int(sizes[i])
@@ -730,8 +751,9 @@ def _rowblock(ctx, spec, shape, row_bounds, which, *, rank_nnz=None):
             parts = ([(ni, own)] if mine else []) + ([(recv, zrow - own)] if any(q != i for q in stages) else [])
             _blockrow_graph(acc, e, rows=ni, nnz=zrow, stages=parts, send=send)
         else:
+            per_stage = [zrow] if rank_nnz is not None else z[i, staged]
             _blockrow_graph(acc, e, rows=ni, nnz=zrow, single_block=nb == 1,
-                            stages=np.stack([sizes[staged], [zrow] if rank_nnz is not None else z[i, staged]], axis=1))
+                            stages=np.stack([sizes[staged], per_stage], axis=1))
         acc.add("features", ni * dims[0] * e + 11 * ni)
         _model_params(acc, ctx, dims, grad_allreduce=nb > 1)
         if ctx["trace"] is not None:

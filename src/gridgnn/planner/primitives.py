@@ -32,6 +32,11 @@ import scipy.sparse as sp
 from ..parallel.trace import PrimitiveCall, TracePlan, trace_graph, trace_model  # noqa: F401  (the trace lives
 # beside the primitives; its names stay importable from here)
 from ..distributed import accounting as acct
+from ..errors import GridGnnError
+from ..graph import gcn_normalize
+from ..parallel.blockrow import BlockRowFamily
+from ..parallel.plexus import PlexusFamily
+from ..parallel.summa import SummaFamily
 from ..partition import RowPartition, block_range, even_bounds
 from ..partition.counts import nnz_cols
 from ..partition.layout import layer_version, vertex_order
@@ -113,46 +118,42 @@ class BlockRowVolume:
         from ..distributed.grid import AXES
         from ..parallel.registry import algorithm
         from ..partition.layout import BlockRowSchedule
-        from ..partition.layout import stage_chunks as chunks
 
         self.world = world
         spec = algorithm(algo)
         self.sa = spec.sparsity_aware
-        self.c = replication if spec.grid == "1.5d" else 1
+        self.c = spec.family.replicas(spec, world, replication)
         self.nb = world // self.c
         self.sizes = rows.sizes().astype(np.float64)
-        self.chunks = chunks(self.nb, self.c)
+        self.stages = spec.family.stages(spec, world, replication)  # each rank's, as its engine multiplies them
+        #: the edges each rank multiplies where its family splits a block's edges by count (``edge``); ``None``:
+        #: the nonzeros of its block row in its stages' columns
+        self.rank_nnz = spec.family.rank_nnz(spec, matp.nnz, world)
         self.axes = {"fetch": (self.nb, self.c), "rep": (self.c, 1)}
         self.block = [r // self.c for r in range(world)]
-        self.column = [r % self.c for r in range(world)]
         v = nnz_cols(sp.csr_matrix(matp), rows.bounds) if self.sa else None
         sizes = tuple(int(s) for s in rows.sizes())
         names = AXES.get(spec.grid, ("p",))
         self.schedules = []  # each rank's schedule: the one its engine runs, on the grid's own axis names
         for r in range(world):
-            stages = tuple(self.chunks[self.column[r]])
-            counts = BlockRowSchedule.sparsity_aware_counts(v, self.block[r], stages) if self.sa else ()
-            self.schedules.append(BlockRowSchedule(sizes, self.block[r], stages, names[0], names[1:][0] if
+            counts = BlockRowSchedule.sparsity_aware_counts(v, self.block[r], self.stages[r]) if self.sa else ()
+            self.schedules.append(BlockRowSchedule(sizes, self.block[r], self.stages[r], names[0], names[1:][0] if
                                                    names[1:] else None, self.c, *counts))
         self.block_nnz = block_nnz(matp, None, None, rows.bounds, rows.bounds)
         self._unit: dict = {}
         if self.sa:  # each rank's nonzeros in its own block, of all it multiplies (the local stage's share)
             self.own_share = np.zeros(world)
             for r in range(world):
-                i, stages = self.block[r], self.chunks[self.column[r]]
+                i, stages = self.block[r], self.stages[r]
                 whole = float(self.block_nnz[i, list(stages)].sum())
                 self.own_share[r] = self.block_nnz[i, i] / whole if i in stages and whole else 0.0
-
-    #: the edges each rank multiplies, where a family splits a block's edges by count (``edge``); ``None``: the
-    #: nonzeros of its block row in its stages' columns
-    rank_nnz = None
 
     def work(self, call: PrimitiveCall) -> dict:
         """Local work of ``call`` on every rank (:func:`call_work`): block row ``B_i`` against the source blocks of
         its stages (1.5D: its chunk), whole feature rows; an oblivious product runs one kernel per stage."""
         out = {u: np.zeros(self.world) for u in WORK_UNITS}
         for r in range(self.world):
-            i, stages = self.block[r], self.chunks[self.column[r]]
+            i, stages = self.block[r], self.stages[r]
             nnz = float(self.rank_nnz[r] if self.rank_nnz is not None else self.block_nnz[i, list(stages)].sum())
             width = call.heads if call.name in ("sddmm_add", "edge_softmax", "row_sum") else call.width
             if call.name == "row_sum":
@@ -809,6 +810,26 @@ class PlexusVolume(BlockRowVolume):
 
     def grad(self, out: dict, nbytes: float, narrow: tuple | None = None) -> None:
         """No trainer all-reduce: the primitives reduce their own parameter gradients."""
+
+
+def volume_model(spec, *, graph, source, rows, shape, world: int, replication: int, calls, block_rows: int = 0):
+    r"""The byte and work model of one step of ``spec`` (an :class:`~gridgnn.parallel.family.Algorithm`): the records
+    its family's engine runs, per rank — :class:`BlockRowVolume` for the block-row family (and a family that
+    subclasses it, such as ``edge``, through the stages and edges it states), :class:`SummaVolume`,
+    :class:`PlexusVolume`. ``rows`` (block-row) or ``source`` (the others) is the layout; ``calls`` the traced
+    model (Plexus lays its tensors out after them)."""
+    family = spec.family
+    if isinstance(family, BlockRowFamily):
+        matp = rows.permute_matrix(gcn_normalize(graph)) if source is None else source.matrix("rc")
+        return BlockRowVolume(spec.name, matp, rows, world, replication)
+    if isinstance(family, SummaFamily):
+        return SummaVolume(source, tuple(shape))
+    if isinstance(family, PlexusFamily):
+        labelled = graph.train_mask & (graph.y >= 0)
+        return PlexusVolume(source, tuple(shape), calls, labelled=labelled, block_rows=block_rows,
+                            scatter=spec.scatter)
+    raise GridGnnError(f"{spec.name}: the planner has no byte model of the {family.name} family (a family of "
+                       "another layout brings its model to gridgnn.planner.primitives.volume_model)")
 
 
 def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams, elem_bytes: int,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..parallel.trace import trace
-from .primitives import step_bytes, step_work
+from .primitives import step_bytes, step_work, volume_model
 
 
 @dataclass
@@ -122,9 +122,8 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
     rules = layout_rules(algo, double=bool(getattr(source, "double", False)))
     traced = trace(build_model, graph.num_features, traits, rules)
     calls, nparams = traced.calls, traced.nparams
-    spec = algorithm(algo)
-    volume = spec.family.volume(spec, graph=graph, source=source, rows=rows, shape=shape, world=world,
-                                replication=replication, calls=calls, block_rows=block_rows)
+    volume = volume_model(algorithm(algo), graph=graph, source=source, rows=rows, shape=shape, world=world,
+                          replication=replication, calls=calls, block_rows=block_rows)
     detail: dict = {}
     total = step_bytes(calls, volume, traced.param_sizes or nparams, elem_bytes, detail, wire_bytes=wire_bytes,
                        loss=loss, grad_bucket_bytes=grad_bucket_bytes, grad_wire_bytes=grad_wire_bytes)
