@@ -20,8 +20,10 @@ def add_predict_arguments(p) -> None:
     p.add_argument("--data", metavar="SPEC",
                    help="the graph to predict (any SPEC of gridgnn train; features of the model's input width; "
                         "labels not needed; default: the embedded synthetic SBM)")
+    from ..parallel import ALGOS
+
     p.add_argument("--algo", default="serial", metavar="A",
-                   help="serial (default), 1d, 1d-sa, 1.5d, 1.5d-sa, 2d, 3d, plexus: every one gives the same logits")
+                   help=f"{', '.join(ALGOS)} (default serial): every one gives the same logits")
     p.add_argument("--nproc", type=int, metavar="P", help="processes (default 1, or the launcher's)")
     p.add_argument("--replication", type=int, default=1, metavar="C", help="c of 1.5D (default 1)")
     p.add_argument("--grid", metavar="X,Y[,Z]", help="grid of 2d, 3d and plexus")

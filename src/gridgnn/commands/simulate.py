@@ -38,7 +38,9 @@ def add_wire_argument(p) -> None:
 
 def add_simulate_arguments(p) -> None:
     add_model_arguments(p)
-    p.add_argument("--algo", metavar="A", help="1d, 1d-sa, 1.5d, 1.5d-sa, 2d, 3d, plexus (or serial)")
+    from ..parallel import ALGOS
+
+    p.add_argument("--algo", metavar="A", help=f"{', '.join(ALGOS)} (or an algorithm of your own by import path)")
     p.add_argument("--nproc", type=int, metavar="P", help="processes simulated (none are started)")
     p.add_argument("--replication", type=int, metavar="C")
     p.add_argument("--grid", metavar="X,Y[,Z]")

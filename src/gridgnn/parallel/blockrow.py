@@ -586,7 +586,8 @@ class BlockRowFamily(Family):
         from .blockrow_15d import build_15d
 
         build = build_1d if spec.grid == "1d" else build_15d
-        return build(comm, source, rows, sparsity_aware=spec.sparsity_aware, dtype=dtype, device=device)
+        return build(comm, source, rows, sparsity_aware=spec.sparsity_aware, dtype=dtype, device=device,
+                     name=spec.name)
 
     def rules(self, spec, *, double: bool = False):
         from ..distributed.grid import AXES

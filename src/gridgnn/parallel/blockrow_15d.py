@@ -29,7 +29,7 @@ from ..partition.layout import stage_chunks
 from .base import RowBlockPlan, make_graph
 
 
-def build_15d(comm, source, rows, *, sparsity_aware: bool, dtype, device) -> RowBlockPlan:
+def build_15d(comm, source, rows, *, sparsity_aware: bool, dtype, device, name: str | None = None) -> RowBlockPlan:
     """Instantiate 1.5D on this rank. ``rows.parts`` must equal P/c."""
     grid = comm.grid
     nb, c = grid.size("row"), grid.size("rep")
@@ -38,6 +38,6 @@ def build_15d(comm, source, rows, *, sparsity_aware: bool, dtype, device) -> Row
     stages = stage_chunks(nb, c)[grid.rank("rep")]
     agg = make_graph(comm, source, rows, grid.rank("row"), fetch_axis="row", stages=stages,
                      reduce_axis="rep", sparsity_aware=sparsity_aware, dtype=dtype, device=device)
-    return RowBlockPlan("1.5d-sa" if sparsity_aware else "1.5d", agg, rows, grid.rank("row"), "row", comm=comm,
+    return RowBlockPlan(name or ("1.5d-sa" if sparsity_aware else "1.5d"), agg, rows, grid.rank("row"), "row", comm=comm,
                         source=source,
                         copies=c)

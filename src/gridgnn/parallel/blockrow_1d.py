@@ -21,7 +21,7 @@ from ..errors import GridGnnError
 from .base import RowBlockPlan, make_graph
 
 
-def build_1d(comm, source, rows, *, sparsity_aware: bool, dtype, device) -> RowBlockPlan:
+def build_1d(comm, source, rows, *, sparsity_aware: bool, dtype, device, name: str | None = None) -> RowBlockPlan:
     """Instantiate 1D on this rank. ``rows.parts`` must equal P."""
     grid = comm.grid
     p = grid.size("p")
@@ -29,4 +29,5 @@ def build_1d(comm, source, rows, *, sparsity_aware: bool, dtype, device) -> RowB
         raise GridGnnError(f"1D needs {p} row blocks, the partition has {rows.parts}")
     agg = make_graph(comm, source, rows, grid.rank("p"), fetch_axis="p", stages=list(range(p)),
                      reduce_axis=None, sparsity_aware=sparsity_aware, dtype=dtype, device=device)
-    return RowBlockPlan("1d-sa" if sparsity_aware else "1d", agg, rows, grid.rank("p"), "p", comm=comm, source=source)
+    return RowBlockPlan(name or ("1d-sa" if sparsity_aware else "1d"), agg, rows, grid.rank("p"), "p", comm=comm,
+                        source=source)
