@@ -42,12 +42,14 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from ..distributed.grid import AXES
 from ..ops import semiring as sr
 from ..ops.pattern import Pattern, col_sum, row_reduce, sddmm_add, sddmm_dot, spmm
 from ..partition import RowPartition
 from ..partition.layout import BlockRowSchedule, stage_chunks
 from .aggregate import SourceKeys
 from .attention import FusedAttention, fusable
+from .checks import BlockRowRules
 from .family import Algorithm, Family, add_family
 from .graph import DistGraph
 
@@ -590,9 +592,6 @@ class BlockRowFamily(Family):
                      name=spec.name)
 
     def rules(self, spec, *, double: bool = False):
-        from ..distributed.grid import AXES
-        from .checks import BlockRowRules
-
         axes = AXES.get(spec.grid, (None,))
         return BlockRowRules(spec.name, *(axes if spec.grid != "single" else (None,)))
 

@@ -34,7 +34,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..partition import even_bounds
+from .base import RowBlockPlan
 from .blockrow import BlockRowFamily, BlockRowGraph
+from .checks import BlockRowRules
 from .family import Algorithm, add_family
 
 
@@ -61,8 +63,6 @@ class EdgeFamily(BlockRowFamily):
     order = 40
 
     def build(self, spec, comm, source, dims, *, rows, dtype, device, block_rows, program):
-        from .base import RowBlockPlan
-
         world = comm.grid.world_size
         local = local_edges(source.submatrix("rc", (0, rows.n), (0, rows.n)), world, comm.grid.rank("rep"))
         g = BlockRowGraph(comm, local, rows, 0, fetch_axis="row", stages=(0,), reduce_axis="rep", dtype=dtype,
@@ -70,8 +70,6 @@ class EdgeFamily(BlockRowFamily):
         return RowBlockPlan(spec.name, g, rows, 0, "row", comm=comm, source=source, copies=world)
 
     def rules(self, spec, *, double: bool = False):
-        from .checks import BlockRowRules
-
         return BlockRowRules(spec.name, "row", "rep")
 
     def takes_replication(self, spec) -> bool:

@@ -47,6 +47,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..distributed.grid import default_shape, grid_shape, ordered_factorizations
 from ..errors import GridGnnError
 from ..ops import semiring as sr
 from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
@@ -56,6 +57,7 @@ from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, plexus_destinations
 from .base import Plan
 from .family import Algorithm, Family, add_family
 from .aggregate import SourceKeys
+from .checks import PlexusRules
 from .graph import DistGraph
 
 
@@ -547,8 +549,6 @@ class PlexusPlan(Plan):
         L = len(dims) - 1
         self.program = [[c for c in program if c.layer == l] for l in range(L)]
         if scatter:  # the trace's rules refused these already; a program handed in directly meets the same line
-            from .checks import PlexusRules
-
             rules = PlexusRules(source.double, scatter=True)
             for c in program:
                 if c.name != "param_grad":
@@ -687,16 +687,12 @@ class PlexusFamily(Family):
                           scatter=spec.scatter)
 
     def rules(self, spec, *, double: bool = False):
-        from .checks import PlexusRules
-
         return PlexusRules(double, spec.scatter)
 
     def takes_grid_shape(self, spec) -> bool:
         return True
 
     def mesh_shape(self, spec, world: int, *, replication: int = 1, grid=None) -> tuple[int, ...]:
-        from ..distributed.grid import default_shape, grid_shape
-
         return default_shape("3d", world) if grid is None else grid_shape("3d", world, shape=grid)
 
     def vertex_blocks(self, spec, world: int, replication: int, shape) -> int:
@@ -709,8 +705,6 @@ class PlexusFamily(Family):
         return 0
 
     def candidates(self, spec, world, *, row_partitions, summa_orders, plexus_orders, reads_destinations):
-        from ..distributed.grid import ordered_factorizations
-
         if world == 1:
             return []
         return [(s, 1, o) for s in ordered_factorizations(world, 3) for o in plexus_orders]

@@ -38,11 +38,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..distributed.grid import AXES, default_shape, grid_shape, ordered_factorizations
 from ..ops import semiring as sr
 from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
 from ..partition.layout import SummaGeometry, SummaSchedule, layer_version
 from .base import Plan
+from .checks import SummaRules
 from .family import Algorithm, Family, add_family
 from .graph import DistGraph
 
@@ -567,17 +569,12 @@ class SummaFamily(Family):
         return SummaPlan(spec.name, comm, source, dims, dtype=dtype, device=device)
 
     def rules(self, spec, *, double: bool = False):
-        from ..distributed.grid import AXES
-        from .checks import SummaRules
-
         return SummaRules(spec.name, AXES[spec.grid], double)
 
     def takes_grid_shape(self, spec) -> bool:
         return True
 
     def mesh_shape(self, spec, world: int, *, replication: int = 1, grid=None) -> tuple[int, ...]:
-        from ..distributed.grid import default_shape, grid_shape
-
         return default_shape(spec.grid, world) if grid is None else grid_shape(spec.grid, world, shape=grid)
 
     def vertex_blocks(self, spec, world: int, replication: int, shape) -> int:
@@ -590,8 +587,6 @@ class SummaFamily(Family):
         return self.layout_blocks(spec, shape)[0]
 
     def candidates(self, spec, world, *, row_partitions, summa_orders, plexus_orders, reads_destinations):
-        from ..distributed.grid import AXES, ordered_factorizations
-
         if world == 1:
             return []
         orders = [o for o in summa_orders if not (reads_destinations and o in ("double-perm", "balanced-perm"))]

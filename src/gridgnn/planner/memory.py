@@ -119,6 +119,9 @@ from ..errors import GridGnnError
 from ..partition import block_range, even_bounds
 from ..partition.counts import NnzHistogram, nnz_cols
 from ..partition.layout import layer_version
+from ..parallel.blockrow import BlockRowFamily
+from ..parallel.plexus import PlexusFamily
+from ..parallel.summa import SummaFamily
 
 MIB = 2 ** 20
 GIB = 2 ** 30
@@ -546,10 +549,6 @@ def _family_memory(spec, ctx, shape, row_bounds, which) -> dict:
     """``{rank: (accumulator, set-up peak)}`` of ``spec``'s family: the block-row model (serial apart; a family that
     subclasses block-row, such as ``edge``, through the stages and edges it states), SUMMA's, Plexus' (GCN exact, a
     traced model, plexus-rs)."""
-    from ..parallel.blockrow import BlockRowFamily
-    from ..parallel.plexus import PlexusFamily
-    from ..parallel.summa import SummaFamily
-
     family = spec.family
     if isinstance(family, BlockRowFamily):
         if spec.grid == "single":
