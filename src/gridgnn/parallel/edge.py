@@ -36,7 +36,6 @@ import scipy.sparse as sp
 from ..partition import even_bounds
 from .base import RowBlockPlan
 from .blockrow import BlockRowFamily, BlockRowGraph
-from .checks import BlockRowRules
 from .family import Algorithm, add_family
 
 
@@ -68,9 +67,6 @@ class EdgeFamily(BlockRowFamily):
         g = BlockRowGraph(comm, local, rows, 0, fetch_axis="row", stages=(0,), reduce_axis="rep", dtype=dtype,
                           device=device)
         return RowBlockPlan(spec.name, g, rows, 0, "row", comm=comm, source=source, copies=world)
-
-    def rules(self, spec, *, double: bool = False):
-        return BlockRowRules(spec.name, "row", "rep")
 
     def takes_replication(self, spec) -> bool:
         return False

@@ -2,7 +2,7 @@ r"""A *family* of layouts as one object: what the trainer, the CLI, the layout c
 models and the planner ask of an ``--algo``, answered by the family file that lays it out.
 
 Each family file (``blockrow.py``, ``summa.py``, ``plexus.py``, ``edge.py``) defines one :class:`Family` object and
-the :class:`~gridgnn.parallel.registry.Algorithm` specs it lays out; :mod:`gridgnn.parallel.registry` collects them.
+the :class:`Algorithm` specs it lays out; :mod:`gridgnn.parallel.registry` collects them.
 A caller never tests a family's or an algorithm's name: it calls a method of ``algorithm(name).family``, whose
 first argument is the algorithm's spec (its grid kind, sparsity-aware fetch, reduce-scattered sums). The byte,
 time and memory models of the planner (a room above this one) are written per layout family
@@ -74,9 +74,12 @@ class Family(ABC):
         return False
 
     def mesh_shape(self, spec, world: int, *, replication: int = 1, grid=None) -> tuple[int, ...]:
-        """The mesh of ``spec.grid`` for ``world`` processes (``grid``: the ``--grid`` tuple, or ``None``)."""
-        from ..distributed.grid import grid_shape
+        """The mesh of ``spec.grid`` for ``world`` processes (``grid``: the ``--grid`` tuple, or ``None``: the most
+        square or cubic one where ``--grid`` applies)."""
+        from ..distributed.grid import default_shape, grid_shape
 
+        if grid is None and self.takes_grid_shape(spec):
+            return default_shape(spec.grid, world)
         return grid_shape(spec.grid, world, replication=replication, shape=grid)
 
     # ------------------------------------------------------------------ blocks

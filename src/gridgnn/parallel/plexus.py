@@ -47,7 +47,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..distributed.grid import default_shape, grid_shape, ordered_factorizations
+from ..distributed.grid import ordered_factorizations
 from ..errors import GridGnnError
 from ..ops import semiring as sr
 from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
@@ -691,9 +691,6 @@ class PlexusFamily(Family):
 
     def takes_grid_shape(self, spec) -> bool:
         return True
-
-    def mesh_shape(self, spec, world: int, *, replication: int = 1, grid=None) -> tuple[int, ...]:
-        return default_shape("3d", world) if grid is None else grid_shape("3d", world, shape=grid)
 
     def vertex_blocks(self, spec, world: int, replication: int, shape) -> int:
         return max(shape)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..distributed.grid import AXES, default_shape, grid_shape, ordered_factorizations
+from ..distributed.grid import AXES, ordered_factorizations
 from ..ops import semiring as sr
 from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
@@ -573,9 +573,6 @@ class SummaFamily(Family):
 
     def takes_grid_shape(self, spec) -> bool:
         return True
-
-    def mesh_shape(self, spec, world: int, *, replication: int = 1, grid=None) -> tuple[int, ...]:
-        return default_shape(spec.grid, world) if grid is None else grid_shape(spec.grid, world, shape=grid)
 
     def vertex_blocks(self, spec, world: int, replication: int, shape) -> int:
         return self.layout_blocks(spec, shape)[0]
