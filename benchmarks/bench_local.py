@@ -130,7 +130,7 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
 
     from gridgnn.graph import gcn_normalize
     from gridgnn.graph.spec import load_graph
-    from gridgnn.planner.memory import measured_peak_bytes
+    from gridgnn.distributed.machine import measured_peak_bytes
 
     torch.manual_seed(0)
     g = load_graph(spec)

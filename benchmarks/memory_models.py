@@ -20,7 +20,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from gridgnn.distributed.launch import launch  # noqa: E402
 from gridgnn.graph.synthetic import sbm_graph  # noqa: E402
 from gridgnn.parallel import algorithm  # noqa: E402
-from gridgnn.planner.memory import estimate_rank_memory, pattern_of  # noqa: E402
+from gridgnn.partition.counts import pattern_of  # noqa: E402
+from gridgnn.planner.memory import estimate_rank_memory  # noqa: E402
 from gridgnn.train.rank_layout import make_source, model_trace  # noqa: E402
 from tests.planner._measure import distributed_measure, model_builder  # noqa: E402
 

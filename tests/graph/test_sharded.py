@@ -268,7 +268,7 @@ _READER = r"""
 import json, sys, tracemalloc
 import numpy as np
 from gridgnn.graph.sharded import ShardedDataset
-from gridgnn.planner.memory import measured_peak_bytes as peak  # VmHWM: this process's own peak
+from gridgnn.distributed.machine import measured_peak_bytes as peak  # VmHWM: this process's own peak
 
 before = peak()
 tracemalloc.start()

@@ -1,7 +1,9 @@
 """The planner's fast path prices the same records as the plain one.
 
-``gridgnn plan`` shares each vertex order's block source (and the normalized matrix) between configurations, counts
-nonzeros per block in one pass over the unpermuted matrix (:meth:`InMemorySource.block_counts`) and sums a rank's
+``gridgnn plan`` shares each vertex order's block source (and the normalized matrix, and the model's trace) between
+configurations, counts nonzeros per block in one pass over the unpermuted matrix
+(:meth:`InMemorySource.block_counts`) and distinct columns per block row in one pass over the column-major pattern
+(:meth:`InMemorySource.nnz_cols`), prices the configurations in forked workers, and sums a rank's
 per-panel and per-stage records without building them (:meth:`SummaSchedule.panel_bytes`,
 :meth:`BlockRowSchedule.fetch_bytes`). The plain path slices every block the engine would read and runs every
 record one by one; every family's bytes, messages, local work and memory must come out equal, rank by rank.
@@ -15,7 +17,7 @@ import pytest
 
 from gridgnn.graph.spec import load_graph
 from gridgnn.parallel.source import InMemorySource
-from gridgnn.planner import memory as memory_model
+from gridgnn.partition import counts
 from gridgnn.planner.plan import candidates
 from gridgnn.planner.primitives import BlockRowVolume, SummaVolume
 from gridgnn.train.config import config_from_flags
@@ -29,6 +31,18 @@ def _sliced_counts(self, version, row_bounds, col_bounds):
     rb, cb = np.asarray(row_bounds), np.asarray(col_bounds)
     return np.array([[self.submatrix(version, (rb[a], rb[a + 1]), (cb[b], cb[b + 1])).nnz
                       for b in range(cb.size - 1)] for a in range(rb.size - 1)], dtype=np.int64)
+
+
+def _sliced_nnz_cols(self, version, bounds):
+    """Distinct columns per block from the engine's own slices, column by column (the plain path)."""
+    b = np.asarray(bounds)
+    k = b.size - 1
+    out = np.zeros((k, k), dtype=np.int64)
+    for row in range(k):
+        for q in range(k):
+            block = self.submatrix(version, (b[row], b[row + 1]), (b[q], b[q + 1]))
+            out[q, row] = np.unique(block.indices).size
+    return out
 
 
 def _pattern_of_matrices(source, *, layers: int = 2):
@@ -63,9 +77,10 @@ def test_fast_records_equal_the_plain_records(monkeypatch, model, P, comm):
     fast = _price_all(cfg, graph, {})  # the plan's path: one source per vertex order, summed records
     with monkeypatch.context() as m:
         m.setattr(InMemorySource, "block_counts", _sliced_counts)
+        m.setattr(InMemorySource, "nnz_cols", _sliced_nnz_cols)
         m.setattr(SummaVolume, "batched", False)
         m.setattr(BlockRowVolume, "batched", False)
-        m.setattr(memory_model, "pattern_of", _pattern_of_matrices)
+        m.setattr(counts, "pattern_of", _pattern_of_matrices)
         plain = _price_all(cfg, graph, None)
     assert fast.keys() == plain.keys()
     assert any(not isinstance(v, str) for k, v in fast.items() if k.startswith("2d"))
@@ -88,3 +103,23 @@ def test_fast_records_equal_the_plain_records(monkeypatch, model, P, comm):
         for unit in work_a:
             np.testing.assert_array_equal(work_a[unit], work_b[unit], err_msg=f"{name} {unit}")
         assert mem_a == mem_b, name
+
+
+def test_a_plan_priced_by_workers_equals_one_priced_here():
+    """The configurations priced by forked workers (each with its own cache of vertex orders, in groups that keep
+    one partition's configurations together) come out as priced in this process: the same rows, the same
+    ranking."""
+    from gridgnn.planner.timing import preset
+    from gridgnn.train.planning import plan_configs, plan_jobs
+
+    graph = load_graph(GRAPH, seed=0)
+    cfg = config_from_flags({"data": GRAPH, "nproc": 4, "algo": "1d", "model": "gat", "hidden": 8})
+    profile = preset("local-cpu")
+    here = plan_configs(cfg, graph, profile, jobs=1)
+    seen = []
+    forked = plan_configs(cfg, graph, profile, jobs=2, progress=lambda done, total: seen.append(done))
+    strip = [[{k: v for k, v in r.items() if k != "simulate_s"} for r in rows] for rows in (here, forked)]
+    assert strip[0] == strip[1] and len(here) > 20
+    assert seen == list(range(1, len(seen) + 1)) and seen[-1] == len(candidates(4, n=graph.n, reads_destinations=True))
+    # a small plan is priced here unless told otherwise; a large one by a worker per core
+    assert plan_jobs(None, 4, 30) == 1 and plan_jobs(3, 4, 2) == 2

@@ -27,11 +27,14 @@ from gridgnn.ops import kernels
 from gridgnn.parallel import algorithm
 from gridgnn.partition import RowPartition, even_bounds
 from gridgnn.partition.permute import single_permutation
-from gridgnn.planner.memory import (DROPOUT_FUSED_HASH_BYTES_PER_ELEMENT, DROPOUT_HASH_BYTES_PER_ELEMENT, GIB, NORMALIZE_PEAK_BYTES_PER_NNZ,
+from gridgnn.distributed.machine import (GIB, RUNTIME_PRIVATE_BYTES, RUNTIME_SHARED_BYTES, available_memory_bytes,
+                                        check_spawn, measured_peak_bytes, spawn_capacity)
+from gridgnn.planner.memory import (DROPOUT_FUSED_HASH_BYTES_PER_ELEMENT, DROPOUT_HASH_BYTES_PER_ELEMENT, NORMALIZE_PEAK_BYTES_PER_NNZ,
                                     NORMALIZE_PEAK_BYTES_PER_NODE, PERMUTE_PEAK_BYTES_PER_NNZ,
-                                    PERMUTE_PEAK_BYTES_PER_NODE, RUNTIME_PRIVATE_BYTES, RUNTIME_SHARED_BYTES,
-                                    NnzHistogram, available_memory_bytes, check_fits, check_spawn, dropout_hash_bytes_per_element,
-                                    estimate_rank_memory, measured_peak_bytes, pattern_of, spawn_capacity)
+                                    PERMUTE_PEAK_BYTES_PER_NODE,
+                                    check_fits, dropout_hash_bytes_per_element,
+                                    estimate_rank_memory)
+from gridgnn.partition.counts import NnzHistogram, pattern_of
 from gridgnn.graph.synthetic import sbm_graph
 from gridgnn.train.rank_layout import build_rank, make_source, model_trace
 
@@ -358,7 +361,7 @@ def test_measured_peak_grows_after_touching_200_mb():
     """In a fresh process (started from this large pytest process: the peak must be the child's own, not the
     inherited ``ru_maxrss``): the peak is positive, and after touching a 200 MiB tensor it is at least the resident
     size before it plus the tensor (the import-time peak may exceed the resident size, so compare with that)."""
-    code = ("import torch; from gridgnn.planner.memory import measured_peak_bytes as peak\n"
+    code = ("import torch; from gridgnn.distributed.machine import measured_peak_bytes as peak\n"
             "rss = lambda: next(int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith('VmRSS'))\n"
             "a, r = peak(), rss(); t = torch.empty(50 * 2**20, dtype=torch.float32); t.fill_(1.0)\n"
             "print(a, r, peak())")

@@ -24,6 +24,9 @@ def add_plan_arguments(p) -> None:
                    help="row partitions of the 1D/1.5D candidates (default random,metis)")
     p.add_argument("--memory", metavar="GiB", type=float,
                    help="memory the ranks of a node may use (default: this machine's available memory)")
+    p.add_argument("--jobs", type=int, metavar="N",
+                   help="worker processes that price the configurations (default: one per core for a large plan; "
+                        "1 for a small one); the plan is the same whatever the number")
     p.add_argument("--top", type=int, default=20, metavar="N", help="rows printed (default 20; plan.json has all)")
     p.add_argument("--out", metavar="FILE", help="write the ranked plan as JSON (e.g. plan.json)")
 
@@ -32,7 +35,7 @@ def run_plan_command(args) -> int:
     from ..errors import GridGnnError
     from ..graph.spec import load_graph
     from ..parallel import ALGOS
-    from ..planner.memory import available_memory_bytes
+    from ..distributed.machine import available_memory_bytes
     from ..planner.plan import Candidate
     from ..planner.timing import load_profile
     from ..train.config import config_from_flags
@@ -62,7 +65,8 @@ def run_plan_command(args) -> int:
     graph = load_graph(cfg.data, seed=cfg.seed)
     progress = Progress(0, what="plan", unit="configurations")
     try:
-        rows = plan_configs(cfg, graph, profile, available_bytes=avail, progress=progress, **listing)
+        rows = plan_configs(cfg, graph, profile, available_bytes=avail, progress=progress, jobs=args.jobs,
+                            **listing)
     finally:
         progress.close()
     wall = time.perf_counter() - t0

@@ -20,6 +20,7 @@ all-to-all of ``g`` padded pieces and their all-gather (:func:`allreduce_padded`
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple
 
 
@@ -100,6 +101,13 @@ def reducescatter(me: int, pieces) -> tuple[float, float]:
     return float(sum(p for k, p in enumerate(pieces) if k != me)), float((len(pieces) - 1) * pieces[me])
 
 
+@lru_cache(maxsize=1 << 12)
+def _piece_facts(pieces: tuple) -> tuple[int, int]:
+    """``(sum, max)`` of a record's row pieces (cached: the members of a group share one tuple of pieces, and a
+    planner prices it for every one of them)."""
+    return sum(pieces), max(pieces)
+
+
 def alltoallv(me: int, send, recv) -> tuple[float, float]:
     """``(sent, recv)`` of axis-rank ``me`` sending ``send[k]`` bytes to and receiving ``recv[k]`` bytes from each
     member ``k``."""
@@ -145,6 +153,16 @@ class Transfer(NamedTuple):
         """Whether anything is called (a group of one is not)."""
         return self.group > 1
 
+    @property
+    def total_rows(self) -> int:
+        """Rows of all the pieces (``allgather``/``reducescatter``), summed once per tuple of pieces."""
+        return _piece_facts(self.pieces)[0]
+
+    @property
+    def largest_piece(self) -> int:
+        """Rows of the largest piece, the one an all-gather pads the others to."""
+        return _piece_facts(self.pieces)[1]
+
     def calls(self, wire_elem: int = 0) -> int:
         """Collective calls this record makes: a narrowed all-reduce is an all-to-all and an all-gather, a narrowed
         ``reduce`` of more than two members an all-to-all and a gather (``wire_elem``: as in :meth:`bytes`)."""
@@ -177,7 +195,8 @@ class Transfer(NamedTuple):
         if self.kind == "alltoallv":
             return alltoallv(self.me, [s * row_bytes for s in self.send], [r * row_bytes for r in self.recv])
         if self.kind == "allgather":
-            return allgather(self.group, max(self.pieces) * row_bytes)
-        if self.kind == "reducescatter":
-            return reducescatter(self.me, [p * row_bytes for p in self.pieces])
+            return allgather(self.group, self.largest_piece * row_bytes)
+        if self.kind == "reducescatter":  # (reducescatter(me, pieces in bytes), summed in rows once per group)
+            total, mine = self.total_rows, self.pieces[self.me]
+            return float((total - mine) * row_bytes), float((len(self.pieces) - 1) * mine * row_bytes)
         raise ValueError(f"no accounting for collective {self.kind!r}")

@@ -524,7 +524,11 @@ def gcn_normalize(graph: Graph) -> sp.csr_matrix:
     dinv = np.zeros_like(deg)
     pos = deg > 0
     dinv[pos] = deg[pos] ** -0.5
-    out = sp.diags(dinv) @ mat @ sp.diags(dinv)
-    out = sp.csr_matrix(out)
+    # D^-1/2 (M + I) D^-1/2 entry by entry, (d_i · m_ij) · d_j as the product with the diagonals rounds it; an
+    # entry that becomes zero (a zero-weight loop on an isolated vertex) is dropped, as that product drops it
+    rows = np.repeat(np.arange(graph.n), np.diff(mat.indptr))
+    out = sp.csr_matrix(((dinv[rows] * mat.data) * dinv[mat.indices], mat.indices.copy(), mat.indptr.copy()),
+                        shape=mat.shape)
+    out.eliminate_zeros()
     out.sort_indices()
     return out

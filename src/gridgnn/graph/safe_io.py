@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..distributed.machine import available_memory
 from ..errors import GridGnnError
 
 __all__ = [
@@ -112,51 +113,6 @@ def human_bytes(nbytes: float) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- memory
-def _cgroup_headroom() -> int | None:
-    """Bytes left under this process's cgroup memory limit (v2 ``memory.max``, v1 ``limit_in_bytes``)."""
-    for limit_f, usage_f in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
-                             ("/sys/fs/cgroup/memory/memory.limit_in_bytes",
-                              "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
-        try:
-            limit = Path(limit_f).read_text().strip()
-            if limit == "max":
-                return None
-            used = int(Path(usage_f).read_text().strip())
-            if int(limit) >= 2 ** 60:  # v1 "unlimited"
-                return None
-            return max(0, int(limit) - used)
-        except (OSError, ValueError):
-            continue
-    return None
-
-
-def available_memory() -> int:
-    r"""Bytes of memory this process can still allocate, measured now.
-
-    ``MemAvailable`` of ``/proc/meminfo`` (Linux), else ``os.sysconf("SC_AVPHYS_PAGES") * SC_PAGE_SIZE``; the
-    smaller of that and the headroom of a cgroup memory limit (v2 ``memory.max``, v1 ``limit_in_bytes``). When nothing can be
-    measured, ``2**63 - 1`` (no ceiling).
-    """
-    avail = None
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    avail = int(line.split()[1]) * 1024
-                    break
-    except (OSError, ValueError, IndexError):
-        avail = None
-    if avail is None:
-        try:
-            avail = int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-        except (OSError, ValueError, AttributeError):
-            avail = None
-    cg = _cgroup_headroom()
-    if cg is not None:
-        avail = cg if avail is None else min(avail, cg)
-    return int(avail) if avail is not None and avail > 0 else np.iinfo(np.int64).max
-
-
 def check_alloc(nbytes: int, what: str) -> None:
     r"""Refuse to allocate ``nbytes`` for ``what`` when more than :func:`available_memory` is asked for.
 

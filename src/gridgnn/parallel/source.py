@@ -8,7 +8,8 @@ Both expose the same two calls, in the labels of a *row permutation* ``perm_r`` 
   alternates them layer by layer), where :math:`\hat M` is the GCN-normalized matrix (rows = destinations);
 * ``node_rows(name, ids)`` — rows of ``x``, ``y``, ``train_mask``, ``val_mask``, ``test_mask`` for original ids;
 * ``block_counts(version, row_bounds, col_bounds)`` — the nonzeros of every block of a version on a grid of bounds
-  (what the byte and memory models read: the planner never needs the blocks themselves).
+  (what the byte and memory models read: the planner never needs the blocks themselves); an in-memory source also
+  counts the distinct columns of each block row (``nnz_cols``).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..graph import Graph, gcn_normalize
+from ..partition.counts import nnz_cols
 from ..partition.permute import block_nnz
 
 
@@ -69,6 +71,18 @@ class InMemorySource:
         if key not in self._counts:
             pr, pc = (self.perm_r, self.perm_c) if version == "rc" else (self.perm_c, self.perm_r)
             self._counts[key] = block_nnz(self._mat, pr, pc, rb, cb)
+        return self._counts[key]
+
+    def nnz_cols(self, version: str, bounds) -> np.ndarray:
+        r"""``int64[k, k]``: :func:`~gridgnn.partition.counts.nnz_cols` of matrix ``version`` on the block bounds
+        ``bounds`` (the rows a sparsity-aware fetch moves; the byte and the memory model both read it), cached per
+        bounds."""
+        if version == "cr" and not self.double:
+            version = "rc"
+        b = np.asarray(bounds, np.int64)
+        key = ("cols", version, b.tobytes())
+        if key not in self._counts:
+            self._counts[key] = nnz_cols(self.matrix(version), b)
         return self._counts[key]
 
     def node_rows(self, name: str, ids: np.ndarray) -> np.ndarray:

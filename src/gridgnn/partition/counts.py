@@ -1,8 +1,12 @@
 r"""Nonzero statistics of a matrix on a grid of blocks, for the byte, time and memory models: exact counts per
 block (:func:`~gridgnn.partition.permute.block_nnz`), distinct columns per block (:func:`nnz_cols`, the rows a
 sparsity-aware fetch moves) and a histogram that estimates the counts of blocks it was not cut on
-(:class:`NnzHistogram`, what a sharded dataset's ``meta.json`` gives)."""
+(:class:`NnzHistogram`, what a sharded dataset's ``meta.json`` gives); the pattern a rank reads cheaply from its
+block source (:func:`pattern_of`) and the block counts and distinct columns of one matrix version
+(:class:`NnzPattern`), what the memory model reads."""
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -13,14 +17,22 @@ from .permute import block_nnz
 
 def nnz_cols(matp: sp.csr_matrix, bounds: np.ndarray) -> np.ndarray:
     """``V[q, l] = |NnzCols(l, q)|``: distinct columns of block ``q`` with an entry in block row ``l`` (the rows
-    the owner of ``q`` sends to ``l``; in 1.5D only within the process column whose chunk holds ``q``)."""
+    the owner of ``q`` sends to ``l``; in 1.5D only within the process column whose chunk holds ``q``).
+
+    One pass over the column-major pattern: a column's rows ascend, so the block rows it meets ascend too, and each
+    (column, block row) pair is counted where the block row changes along the column."""
+    bounds = np.asarray(bounds, np.int64)
     k = bounds.size - 1
-    col_block = np.searchsorted(bounds, np.arange(matp.shape[1]), side="right") - 1
-    v = np.zeros((k, k), dtype=np.int64)
-    for l in range(k):
-        cols = np.unique(matp.indices[matp.indptr[bounds[l]]:matp.indptr[bounds[l + 1]]])
-        v[:, l] = np.bincount(col_block[cols], minlength=k)
-    return v
+    csc = sp.csc_matrix(matp)
+    csc.sort_indices()
+    row_block = np.searchsorted(bounds, csc.indices, side="right") - 1  # the block row of every entry
+    starts = np.zeros(csc.nnz, dtype=bool)  # the first entry of each (column, block row) pair
+    if csc.nnz:
+        starts[csc.indptr[:-1][np.diff(csc.indptr) > 0]] = True
+        starts[1:] |= row_block[1:] != row_block[:-1]
+    col_block = np.searchsorted(bounds, np.arange(csc.shape[1]), side="right") - 1
+    entry_col_block = np.repeat(col_block, np.diff(csc.indptr))
+    return np.bincount(entry_col_block[starts] * k + row_block[starts], minlength=k * k).reshape(k, k)
 
 
 class NnzHistogram:
@@ -82,3 +94,106 @@ class NnzHistogram:
 
     def transpose(self) -> "NnzHistogram":
         return NnzHistogram(self.col_cuts, self.row_cuts, self.cells.T)
+
+
+class SourceVersion(NamedTuple):
+    """One matrix version of an in-memory block source (:class:`~gridgnn.parallel.source.InMemorySource`): its
+    block counts come from one pass over the unpermuted matrix; the permuted matrix is built only where distinct
+    columns are counted (the sparsity-aware block-row memory)."""
+
+    source: object
+    version: str
+
+
+class NnzPattern:
+    """The nonzeros of one matrix version as the memory model reads them: exact (a SciPy matrix or a
+    :class:`SourceVersion`) or a histogram; block counts and NnzCols."""
+
+    def __init__(self, src, n: int, nnz_hat: int):
+        self.src = None
+        if src is None:
+            src = NnzHistogram.uniform(n, nnz_hat)
+        if isinstance(src, SourceVersion):
+            if src.source.n != n:
+                raise GridGnnError(f"block source has {src.source.n} vertices, expected {n}")
+            self.src, self.mat, self.hist, self.total = src, None, None, src.source.stored_nnz
+        elif sp.issparse(src):
+            self.mat = sp.csr_matrix(src)
+            if self.mat.shape != (n, n):
+                raise GridGnnError(f"pattern is {self.mat.shape[0]}×{self.mat.shape[1]}, expected {n}×{n}")
+            self.hist, self.total = None, int(self.mat.nnz)
+        elif isinstance(src, NnzHistogram):
+            if src.n != n or int(src.col_cuts[-1]) != n:
+                raise GridGnnError(f"nnz histogram covers {src.n} vertices, expected {n}")
+            self.mat, self.hist, self.total = None, src, src.total
+        else:
+            raise GridGnnError(f"pattern must be a SciPy sparse matrix or an NnzHistogram, got {type(src).__name__}")
+        self._cache: dict = {}
+        self._t = None
+
+    def counts(self, row_bounds, col_bounds) -> np.ndarray:
+        key = ("c", tuple(np.asarray(row_bounds).tolist()), tuple(np.asarray(col_bounds).tolist()))
+        if key not in self._cache:
+            if self.src is not None:
+                out = self.src.source.block_counts(self.src.version, row_bounds, col_bounds).astype(np.float64)
+            elif self.mat is not None:
+                out = NnzHistogram.from_matrix(self.mat, row_bounds, col_bounds).cells
+            else:
+                out = self.hist.counts(row_bounds, col_bounds)
+            self._cache[key] = out
+        return self._cache[key]
+
+    def transposed(self) -> "NnzPattern":
+        if self._t is None:
+            t = NnzPattern.__new__(NnzPattern)
+            mat = self.src.source.matrix(self.src.version) if self.src is not None else self.mat
+            t.src = None
+            t.mat = None if mat is None else sp.csr_matrix(mat.T)
+            t.hist = None if self.hist is None else self.hist.transpose()
+            t.total, t._cache, t._t = self.total, {}, self
+            self._t = t
+        return self._t
+
+    def nnz_cols(self, bounds) -> np.ndarray:
+        r"""``V[q, p]`` = distinct columns of block ``q`` with a nonzero in block row ``p`` (exact for a matrix,
+        else :math:`n_q(1 - (1 - 1/n_q)^{z_{pq}})`)."""
+        key = ("v", tuple(np.asarray(bounds).tolist()))
+        if key not in self._cache:
+            if self.src is not None:
+                out = self.src.source.nnz_cols(self.src.version, bounds).astype(np.float64)
+            elif self.mat is not None:
+                out = nnz_cols(self.mat, np.asarray(bounds, np.int64)).astype(np.float64)
+            else:
+                z = self.counts(bounds, bounds)  # z[p, q]
+                nq = np.diff(np.asarray(bounds, np.float64))
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    keep = np.where(nq[None, :] > 0, 1.0 - 1.0 / np.maximum(nq[None, :], 1.0), 0.0)
+                    out = (nq[None, :] * (1.0 - np.power(keep, z))).T  # [q, p]
+            self._cache[key] = out
+        return self._cache[key]
+
+
+def nnz_patterns(pattern, n: int, nnz_hat: int) -> dict:
+    """``{"rc": NnzPattern, "cr": NnzPattern}`` ("cr" = "rc" when not given)."""
+    if isinstance(pattern, dict):
+        rc = NnzPattern(pattern.get("rc"), n, nnz_hat)
+        cr = NnzPattern(pattern["cr"], n, nnz_hat) if pattern.get("cr") is not None else rc
+        return {"rc": rc, "cr": cr}
+    p = NnzPattern(pattern, n, nnz_hat)
+    return {"rc": p, "cr": p}
+
+
+def pattern_of(source, *, layers: int = 2) -> dict | None:
+    r"""The nonzero pattern a rank can read cheaply from its block source, for ``estimate_rank_memory(pattern=)``:
+    an :class:`~gridgnn.parallel.source.InMemorySource` gives its permuted matrices (exact; the plan builds and
+    caches the same ones anyway), a :class:`~gridgnn.graph.sharded.ShardedDataset` its per-block counts from
+    ``meta.json``; anything else ``None`` (nonzeros spread evenly). The ``"cr"`` version is included only for a
+    double permutation and a model of ``layers >= 2`` (the only case where a plan uses it)."""
+    versions = ("rc", "cr") if getattr(source, "double", False) and layers >= 2 else ("rc",)
+    if hasattr(source, "block_counts"):  # InMemorySource: block counts without a permuted copy
+        return {v: SourceVersion(source, v) for v in versions}
+    meta = getattr(source, "meta", None)
+    if isinstance(meta, dict) and "block_nnz" in meta:
+        have = meta["block_nnz"]
+        return {v: NnzHistogram.from_sharded_meta(meta, v if v in have else "rc") for v in versions}
+    return None

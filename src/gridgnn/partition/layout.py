@@ -15,11 +15,12 @@ sharded, replicated or partial along (module docstrings of ``parallel/blockrow.p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 import scipy.sparse as sp
 
+from ..distributed.accounting import Transfer
 from ..errors import GridGnnError
 
 
@@ -101,8 +102,10 @@ def even_bounds(n: int, parts: int) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
+@lru_cache(maxsize=1 << 16)
 def even_range(n: int, parts: int, k: int) -> tuple[int, int]:
-    """``(start, stop)`` of block ``k`` of :func:`even_bounds` ``(n, parts)``, without building the bounds."""
+    """``(start, stop)`` of block ``k`` of :func:`even_bounds` ``(n, parts)``, without building the bounds (cached:
+    a planner asks it for every rank of every configuration)."""
     if parts < 1:
         raise GridGnnError(f"number of parts must be positive, got {parts}")
     if not 0 <= k < parts:
@@ -112,8 +115,15 @@ def even_range(n: int, parts: int, k: int) -> tuple[int, int]:
     return start, start + base + (1 if k < extra else 0)
 
 
+def even_size(n: int, parts: int, k: int) -> int:
+    """The size of block ``k`` of :func:`even_bounds` ``(n, parts)``."""
+    start, stop = even_range(n, parts, k)
+    return stop - start
+
+
+@lru_cache(maxsize=1 << 12)
 def even_sizes(n: int, parts: int) -> tuple:
-    """The block sizes of :func:`even_bounds` ``(n, parts)`` as a tuple of ints (larger first)."""
+    """The block sizes of :func:`even_bounds` ``(n, parts)`` as a tuple of ints (larger first; cached)."""
     if parts < 1:
         raise GridGnnError(f"number of parts must be positive, got {parts}")
     base, extra = divmod(int(n), int(parts))
@@ -163,15 +173,11 @@ class BlockRowSchedule:
     def stage_transfers(self, push: bool = False) -> list:
         """Oblivious: one broadcast per stage from the stage's owner (CAGNET Alg. 1 line 3, Alg. 2 line 4: one
         remote block at a time); ``push``: its adjoint, a reduce onto the owner."""
-        from ..distributed.accounting import Transfer
-
         return [Transfer("reduce" if push else "bcast", self.fetch_axis, self.blocks, self.me,
                          rows=int(self.sizes[q]), root=q) for q in self.stages]
 
     def halo_transfer(self, push: bool = False):
         """Sparsity-aware: one all-to-allv of the ``NnzCols`` rows (ICPP'24 Alg. 1 line 3); ``push``: the reverse."""
-        from ..distributed.accounting import Transfer
-
         send, recv = (self.recv, self.send) if push else (self.send, self.recv)
         return Transfer("alltoallv", self.fetch_axis, self.blocks, self.me, send=send, recv=recv)
 
@@ -209,8 +215,6 @@ class BlockRowSchedule:
 
     def row_all(self) -> list:
         """The all-reduce of a row-block result along the axis that splits rows (CAGNET Alg. 2 line 8)."""
-        from ..distributed.accounting import Transfer
-
         if self.rep_axis is None:
             return []
         return [Transfer("allreduce", self.rep_axis, self.replicas, 0, rows=int(self.sizes[self.me]))]
@@ -263,6 +267,10 @@ class EdgeLayout:
 
 
 PLEXUS_AXES = ("x", "y", "z")
+_AXIS_INDEX = {a: k for k, a in enumerate(PLEXUS_AXES)}
+#: the axis a node tensor is replicated along, by its ``(rows, cols)`` axes (``cols`` ``None``: the last one)
+_THIRD = {(r, c): next(a for a in PLEXUS_AXES if a not in (r, c)) for r in PLEXUS_AXES for c in (*PLEXUS_AXES, None)
+          if r != c}
 
 
 @dataclass(frozen=True)
@@ -284,7 +292,7 @@ class PlexusNodeLayout:
 
     @property
     def third(self) -> str:
-        return next(a for a in PLEXUS_AXES if a not in (self.rows, self.cols))
+        return _THIRD[self.rows, self.cols]
 
     def __str__(self) -> str:
         cols = f"columns split over {self.cols}" if self.cols else "every column"
@@ -440,30 +448,33 @@ class PlexusSchedule:
     nnz: int = 0
     block_rows: int = 0
 
+    def __post_init__(self):  # what every record asks, once (a planner builds a schedule per rank and layer)
+        sizes = dict(zip(PLEXUS_AXES, map(int, self.shape)))
+        coords = dict(zip(PLEXUS_AXES, map(int, self.me)))
+        object.__setattr__(self, "_sizes", sizes)
+        object.__setattr__(self, "_coords", coords)
+        object.__setattr__(self, "_rows", {a: even_size(self.n, sizes[a], coords[a]) for a in PLEXUS_AXES})
+
     def size(self, axis: str) -> int:
-        return int(self.shape[PLEXUS_AXES.index(axis)])
+        return self._sizes[axis]
 
     def coord(self, axis: str) -> int:
-        return int(self.me[PLEXUS_AXES.index(axis)])
+        return self._coords[axis]
 
     def nrows(self, axis: str) -> int:
         """Rows of this rank's vertex block along ``axis`` (``|V^axis|``)."""
-        r0, r1 = even_range(self.n, self.size(axis), self.coord(axis))
-        return r1 - r0
+        return self._rows[axis]
 
     def cols(self, width: int, axis: str | None) -> tuple[int, int]:
         """This rank's column block of a ``width``-column tensor split along ``axis`` (``None``: every column)."""
         if axis is None:
             return 0, width
-        return even_range(width, self.size(axis), self.coord(axis))
+        return even_range(width, self._sizes[axis], self._coords[axis])
 
     def ncols(self, width: int, axis: str | None) -> int:
-        c0, c1 = self.cols(width, axis)
-        return c1 - c0
+        return width if axis is None else even_size(width, self._sizes[axis], self._coords[axis])
 
     def _t(self, kind: str, axis: str, **kw):
-        from ..distributed.accounting import Transfer
-
         return Transfer(kind, axis, self.size(axis), self.coord(axis), **kw)
 
     # ------------------------------------------------------------------ split tensors (Alg. 1 line 2)
@@ -644,6 +655,13 @@ class SummaGeometry:
         """Boundaries of ``B(i, 0..z-1)`` relative to the start of ``R_i``."""
         return self.fine[i * self.z:(i + 1) * self.z + 1] - self.fine[i * self.z]
 
+    def fiber_pieces(self, i: int) -> tuple:
+        """Rows of ``B(i, 0..z-1)``, a tuple of ints (cached)."""
+        key = ("fiber", int(i))
+        if key not in self._arrays:
+            self._arrays[key] = tuple(int(d) for d in np.diff(self.fiber_bounds(i)))
+        return self._arrays[key]
+
 
 @dataclass(frozen=True)
 class SummaSchedule:
@@ -678,8 +696,6 @@ class SummaSchedule:
         return np.asarray(self.panel_nnz, np.int64)
 
     def _t(self, kind, which: int, **kw):
-        from ..distributed.accounting import Transfer
-
         group = (self.geo.pr, self.geo.pc, self.geo.z)[which]
         me = (self.i, self.j, self.k)[which]
         return Transfer(kind, self.axes[which] or "", group, me, **kw)
@@ -723,7 +739,17 @@ class SummaSchedule:
         (``None`` when nothing moves): a rank visits every panel of its layer, ``P·(pr + pc)`` records per call on
         the whole grid. Each record is a broadcast or a reduce, linear in its rows, so the sum is the accounting
         formula on the rows of the panels this rank roots and on those of the others (the tests check it equals
-        the records' own)."""
+        the records' own). Cached: a step asks it again for every primitive of the layer."""
+        key = (which, bool(push))
+        if key not in self._summed:
+            self._summed[key] = self._panel_bytes(which, push)
+        return self._summed[key]
+
+    @cached_property
+    def _summed(self) -> dict:
+        return {}
+
+    def _panel_bytes(self, which: str, push: bool):
         from ..distributed import accounting
 
         panels = self.geo.panels[self.k]
@@ -748,7 +774,7 @@ class SummaSchedule:
         return key, self.axes[axis] or "", s0 + s1, r0 + r1, len(panels)
 
     def fiber_pieces(self) -> tuple:
-        return tuple(int(d) for d in np.diff(self.geo.fiber_bounds(self.i)))
+        return self.geo.fiber_pieces(self.i)
 
     def fiber_gather(self):
         """``X[B(i, k)] → X[R_i]``: an all-gather over the fiber (rows of every layer's block)."""

@@ -7,8 +7,8 @@ A rank's peak is the sum of eight components (bytes; :math:`e` = bytes per eleme
 :func:`~gridgnn.graph.gcn_normalize` adds, at most ``n``)):
 
 =============== =======================================================================================
-``runtime``     the Python/torch process itself (:data:`RUNTIME_PRIVATE_BYTES` +
-                :data:`RUNTIME_SHARED_BYTES`, measured, see below)
+``runtime``     the Python/torch process itself (:data:`~gridgnn.distributed.machine.RUNTIME_PRIVATE_BYTES` +
+                :data:`~gridgnn.distributed.machine.RUNTIME_SHARED_BYTES`, measured, see below)
 ``graph``       what the process holds of the whole graph: in memory (``source="memory"``), the
                 :class:`~gridgnn.graph.Graph` (``8(n+1) + 8 nnz`` CSR, ``[8 nnz]`` weights,
                 ``n f_0 s_x`` features, ``8n`` labels, ``3n`` masks), the normalized :math:`\hat M` and
@@ -79,7 +79,7 @@ tqdm): ``RssAnon`` 222 MiB, ``RssFile`` 100 MiB, ``VmRSS`` 323 MiB. The numba ke
 same 1d-sa run at P = 2 with and without them (``GRIDGNN_KERNELS=torch``) — the constants below use these sums
 (without the kernels the runtime is overestimated by 139 MiB).
 ``import torch_geometric`` (only the Planetoid loader does) adds 100 MiB of ``RssAnon``
-(:data:`PYG_IMPORT_BYTES`). Against ``ru_maxrss`` of real runs (SBM, n = 200 000, 4 M edges, 64 features,
+(:data:`~gridgnn.distributed.machine.PYG_IMPORT_BYTES`). Against ``ru_maxrss`` of real runs (SBM, n = 200 000, 4 M edges, 64 features,
 hidden 128/256, 2 epochs: serial, 1d, 1d-sa, 1.5d, 2d, 3d, plexus at P ≤ 4) the total was within −12 % … +12 %
 of the measured peak of every rank (ranks of one run differ by up to 10 % among themselves: the C allocator keeps
 freed memory mapped).
@@ -108,36 +108,26 @@ counts such as a sharded dataset's ``meta.json`` holds); without it the nonzeros
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
-import scipy.sparse as sp
 
+from ..distributed.machine import (MIB, RUNTIME_PRIVATE_BYTES,
+                                  RUNTIME_SHARED_BYTES, format_gib)
 from ..errors import GridGnnError
 from ..partition import block_range, even_bounds
-from ..partition.counts import NnzHistogram, nnz_cols
+from ..partition.counts import nnz_patterns
 from ..partition.layout import layer_version
 from ..parallel.blockrow import BlockRowFamily
 from ..parallel.plexus import PlexusFamily
 from ..parallel.summa import SummaFamily
 
-MIB = 2 ** 20
-GIB = 2 ** 30
-
-#: Private (anonymous) resident memory of a gridgnn rank that has trained (measured 222 + 34 MiB, see above).
-RUNTIME_PRIVATE_BYTES = 258 * MIB
-#: File-backed resident memory of the shared libraries (measured 100 + 105 MiB); counted once per machine.
-RUNTIME_SHARED_BYTES = 205 * MIB
-#: Extra private memory of ``import torch_geometric`` (measured 100 MiB; only the Planetoid loader imports it).
-PYG_IMPORT_BYTES = 100 * MIB
 #: Allowance on a CUDA device for cuBLAS/cuSPARSE workspaces (not measured here: no GPU on the build machine;
 #: cuBLAS reserves up to 32 MiB per handle on Hopper). The CUDA context itself is already outside
 #: ``torch.cuda.mem_get_info``'s free bytes when a rank asks.
 CUDA_RUNTIME_BYTES = 64 * MIB
-#: Peak of :func:`~gridgnn.graph.gcn_normalize` (its result included): ``45 ẑ + 56 n`` bytes (tracemalloc).
-NORMALIZE_PEAK_BYTES_PER_NNZ, NORMALIZE_PEAK_BYTES_PER_NODE = 45, 56
+#: Peak of :func:`~gridgnn.graph.gcn_normalize` (its result included): ``36 ẑ + 44 n`` bytes (tracemalloc).
+NORMALIZE_PEAK_BYTES_PER_NNZ, NORMALIZE_PEAK_BYTES_PER_NODE = 36, 44
 #: Peak of permuting :math:`\hat M` (``M[perm_r][:, perm_c]``, the result included): ``25 ẑ + 21 n`` bytes.
 PERMUTE_PEAK_BYTES_PER_NNZ, PERMUTE_PEAK_BYTES_PER_NODE = 25, 21
 #: Peak of reading a submatrix from a sharded dataset (the returned block included), per nonzero read.
@@ -256,7 +246,10 @@ class _Acc:
             out, what = {}, {}
             for comp in COMPONENTS:
                 if comp in _MAX_COMPONENTS:
-                    best = max((self.cands[w][comp] for w in where_list), key=lambda t: t[0])
+                    best = (0, "")
+                    for w in where_list:  # the largest candidate (the first of equal ones)
+                        if self.cands[w][comp][0] > best[0]:
+                            best = self.cands[w][comp]
                     out[comp], what[comp] = best
                 else:
                     out[comp] = sum(self.sums[w][comp] for w in where_list)
@@ -277,108 +270,6 @@ class _Acc:
 
 
 # ----------------------------------------------------------------------------------------------- pattern
-class SourceVersion(NamedTuple):
-    """One matrix version of an in-memory block source (:class:`~gridgnn.parallel.source.InMemorySource`): its
-    block counts come from one pass over the unpermuted matrix; the permuted matrix is built only where distinct
-    columns are counted (the sparsity-aware block-row memory)."""
-
-    source: object
-    version: str
-
-
-class _Pattern:
-    """One matrix version: exact (a SciPy matrix or a :class:`SourceVersion`) or a histogram; block counts and
-    NnzCols."""
-
-    def __init__(self, src, n: int, nnz_hat: int):
-        self.src = None
-        if src is None:
-            src = NnzHistogram.uniform(n, nnz_hat)
-        if isinstance(src, SourceVersion):
-            if src.source.n != n:
-                raise GridGnnError(f"block source has {src.source.n} vertices, expected {n}")
-            self.src, self.mat, self.hist, self.total = src, None, None, src.source.stored_nnz
-        elif sp.issparse(src):
-            self.mat = sp.csr_matrix(src)
-            if self.mat.shape != (n, n):
-                raise GridGnnError(f"pattern is {self.mat.shape[0]}×{self.mat.shape[1]}, expected {n}×{n}")
-            self.hist, self.total = None, int(self.mat.nnz)
-        elif isinstance(src, NnzHistogram):
-            if src.n != n or int(src.col_cuts[-1]) != n:
-                raise GridGnnError(f"nnz histogram covers {src.n} vertices, expected {n}")
-            self.mat, self.hist, self.total = None, src, src.total
-        else:
-            raise GridGnnError(f"pattern must be a SciPy sparse matrix or an NnzHistogram, got {type(src).__name__}")
-        self._cache: dict = {}
-        self._t = None
-
-    def counts(self, row_bounds, col_bounds) -> np.ndarray:
-        key = ("c", tuple(np.asarray(row_bounds).tolist()), tuple(np.asarray(col_bounds).tolist()))
-        if key not in self._cache:
-            if self.src is not None:
-                out = self.src.source.block_counts(self.src.version, row_bounds, col_bounds).astype(np.float64)
-            elif self.mat is not None:
-                out = NnzHistogram.from_matrix(self.mat, row_bounds, col_bounds).cells
-            else:
-                out = self.hist.counts(row_bounds, col_bounds)
-            self._cache[key] = out
-        return self._cache[key]
-
-    def transposed(self) -> "_Pattern":
-        if self._t is None:
-            t = _Pattern.__new__(_Pattern)
-            mat = self.src.source.matrix(self.src.version) if self.src is not None else self.mat
-            t.src = None
-            t.mat = None if mat is None else sp.csr_matrix(mat.T)
-            t.hist = None if self.hist is None else self.hist.transpose()
-            t.total, t._cache, t._t = self.total, {}, self
-            self._t = t
-        return self._t
-
-    def nnz_cols(self, bounds) -> np.ndarray:
-        r"""``V[q, p]`` = distinct columns of block ``q`` with a nonzero in block row ``p`` (exact for a matrix,
-        else :math:`n_q(1 - (1 - 1/n_q)^{z_{pq}})`)."""
-        key = ("v", tuple(np.asarray(bounds).tolist()))
-        if key not in self._cache:
-            mat = self.src.source.matrix(self.src.version) if self.src is not None else self.mat
-            if mat is not None:
-                out = nnz_cols(mat, np.asarray(bounds, np.int64)).astype(np.float64)
-            else:
-                z = self.counts(bounds, bounds)  # z[p, q]
-                nq = np.diff(np.asarray(bounds, np.float64))
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    keep = np.where(nq[None, :] > 0, 1.0 - 1.0 / np.maximum(nq[None, :], 1.0), 0.0)
-                    out = (nq[None, :] * (1.0 - np.power(keep, z))).T  # [q, p]
-            self._cache[key] = out
-        return self._cache[key]
-
-
-def _patterns(pattern, n: int, nnz_hat: int) -> dict:
-    """``{"rc": _Pattern, "cr": _Pattern}`` ("cr" = "rc" when not given)."""
-    if isinstance(pattern, dict):
-        rc = _Pattern(pattern.get("rc"), n, nnz_hat)
-        cr = _Pattern(pattern["cr"], n, nnz_hat) if pattern.get("cr") is not None else rc
-        return {"rc": rc, "cr": cr}
-    p = _Pattern(pattern, n, nnz_hat)
-    return {"rc": p, "cr": p}
-
-
-def pattern_of(source, *, layers: int = 2) -> dict | None:
-    r"""The nonzero pattern a rank can read cheaply from its block source, for ``estimate_rank_memory(pattern=)``:
-    an :class:`~gridgnn.parallel.source.InMemorySource` gives its permuted matrices (exact; the plan builds and
-    caches the same ones anyway), a :class:`~gridgnn.graph.sharded.ShardedDataset` its per-block counts from
-    ``meta.json``; anything else ``None`` (nonzeros spread evenly). The ``"cr"`` version is included only for a
-    double permutation and a model of ``layers >= 2`` (the only case where a plan uses it)."""
-    versions = ("rc", "cr") if getattr(source, "double", False) and layers >= 2 else ("rc",)
-    if hasattr(source, "block_counts"):  # InMemorySource: block counts without a permuted copy
-        return {v: SourceVersion(source, v) for v in versions}
-    meta = getattr(source, "meta", None)
-    if isinstance(meta, dict) and "block_nnz" in meta:
-        have = meta["block_nnz"]
-        return {v: NnzHistogram.from_sharded_meta(meta, v if v in have else "rc") for v in versions}
-    return None
-
-
 # ----------------------------------------------------------------------------------------------- helpers
 def _index_bytes(n: int, nnz: float) -> int:
     """SciPy's index dtype: int32 while shape and nnz fit, else int64."""
@@ -389,17 +280,7 @@ def _torch_csr(rows: int, nnz: float, e: int) -> float:
     return 8 * (rows + 1) + (8 + e) * nnz
 
 
-def format_gib(nbytes: float) -> str:
-    """Bytes for a message: GiB from 0.1 GiB up (thousands separated), MiB/KiB/B below."""
-    v = nbytes / GIB
-    if v >= 100:
-        return f"{v:,.0f} GiB"
-    if v >= 0.1:
-        return f"{v:.2f} GiB"
-    for unit, size in (("MiB", MIB), ("KiB", 1024)):
-        if nbytes >= size:
-            return f"{nbytes / size:.1f} {unit}"
-    return f"{int(nbytes)} B"
+
 
 
 def _train_rows(train_rows, rank: int, rows: int) -> int:
@@ -460,7 +341,7 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
         double: the 2D/3D/Plexus layout has two vertex orders (``double-perm``): two matrix versions.
         row_bounds: block bounds of the 1D/1.5D row partition (``RowPartition.bounds``; default even).
         pattern: nonzeros of the permuted :math:`\hat M` in the plan's labels: a SciPy matrix (exact), an
-            :class:`~gridgnn.partition.counts.NnzHistogram`, or ``{"rc": ..., "cr": ...}`` (see :func:`pattern_of`); default: spread
+            :class:`~gridgnn.partition.counts.NnzHistogram`, or ``{"rc": ..., "cr": ...}`` (see :func:`~gridgnn.partition.counts.pattern_of`); default: spread
             evenly.
         dropout: drop probability (masks and hashing exist only when it is positive).
         bias: the model has biases.
@@ -473,8 +354,8 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
         weighted: the Graph stores edge weights.
         device: ``"cpu"`` or ``"cuda"`` (``per_component`` is then GPU memory; the host part is reported
             separately).
-        runtime_bytes: the per-process baseline (default :data:`RUNTIME_PRIVATE_BYTES` +
-            :data:`RUNTIME_SHARED_BYTES` on CPU, :data:`CUDA_RUNTIME_BYTES` on the GPU).
+        runtime_bytes: the per-process baseline (default :data:`~gridgnn.distributed.machine.RUNTIME_PRIVATE_BYTES` +
+            :data:`~gridgnn.distributed.machine.RUNTIME_SHARED_BYTES` on CPU, :data:`CUDA_RUNTIME_BYTES` on the GPU).
         ranks: which global ranks to estimate (default all).
         trace: the model's trace on this algorithm (:func:`gridgnn.train.rank_layout.model_trace`); default:
             GCN on ``dims``, whose components are exact.
@@ -499,7 +380,7 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
     dev = "cuda" if str(device).startswith("cuda") else "cpu"
     world = math.prod(shape)
     nnz_hat_given = nnz + n
-    pats = _patterns(pattern, n, nnz_hat_given)
+    pats = nnz_patterns(pattern, n, nnz_hat_given)
     nnz_hat = pats["rc"].total
     e = int(elem_bytes)
     src_kind = source or "memory"
@@ -525,7 +406,7 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
     ctx = dict(n=n, dims=dims, e=e, directed=bool(directed), double=double, pats=pats, dropout=float(dropout),
                bias=bool(bias), train_rows=train_rows, idx=_index_bytes(n, nnz_hat), block_rows=int(block_rows),
                src=src_kind, dev=dev, versions=versions, trace=trace, layers=_layers(dims, trace),
-               overlap=bool(overlap))
+               overlap=bool(overlap), hash_bytes=dropout_hash_bytes_per_element())
     which = range(world) if ranks is None else [int(r) for r in ranks]
     for r in which:
         if not 0 <= r < world:
@@ -583,7 +464,7 @@ def _setup_transient(ctx, read_nnz: float) -> tuple[float, str]:
 
 def _dropout_hash(acc: _Acc, ctx, layer: int, elements: float) -> None:
     if ctx["dropout"] > 0:
-        acc.cand("workspace", dropout_hash_bytes_per_element() * elements, f"dropout mask hashing, layer {layer}",
+        acc.cand("workspace", ctx["hash_bytes"] * elements, f"dropout mask hashing, layer {layer}",
                  "host")
 
 
@@ -871,10 +752,10 @@ def _summa(ctx, spec, shape, which):
                                                                                  else "") + f", layer {l}")
             fiber = sv.fiber_scatter()
             if fiber.moves:
-                acc.cand("buffers", (2 * sum(fiber.pieces) + fiber.group * fiber.pieces[fiber.me]) * wj * e,
+                acc.cand("buffers", (2 * fiber.total_rows + fiber.group * fiber.pieces[fiber.me]) * wj * e,
                          f"{algo} fiber reduce-scatter, layer {l}")
             if gather.moves:
-                acc.cand("buffers", 2 * nbk * gather.group * max(gather.pieces) * e,
+                acc.cand("buffers", 2 * nbk * gather.group * gather.largest_piece * e,
                          f"{algo} column all-gather, layer {l}")
         out[r] = (acc, _setup_transient(ctx, largest))
     return out
@@ -921,16 +802,16 @@ def _weight_buffers(acc: "_Acc", s, fi: int, w_out: int, e: int, layer: int) -> 
     get = s.weight_gather(fi)
     if get.moves:
         mine = get.pieces[get.me]
-        acc.cand("buffers", (get.group + 1) * max(get.pieces) * w_out * e, f"plexus weight all-gather, layer {layer}")
-        acc.cand("buffers", (2 * sum(get.pieces) + get.group * mine) * w_out * e,
+        acc.cand("buffers", (get.group + 1) * get.largest_piece * w_out * e, f"plexus weight all-gather, layer {layer}")
+        acc.cand("buffers", (2 * get.total_rows + get.group * mine) * w_out * e,
                  f"plexus weight-gradient reduce-scatter, layer {layer}")
 
 
 def _input_gather_buffer(acc: "_Acc", s, c_in: int, e: int) -> None:
     """The all-gather of the split layer-0 input over its third axis (schedule ``s`` of layer 0)."""
     get = s.input_gather()
-    n_in = sum(get.pieces)
-    acc.cand("buffers", ((get.group + 1) * max(get.pieces) * c_in + n_in * c_in) * e if get.moves else n_in * c_in * e,
+    n_in = get.total_rows
+    acc.cand("buffers", ((get.group + 1) * get.largest_piece * c_in + n_in * c_in) * e if get.moves else n_in * c_in * e,
              "plexus all-gather of the layer-0 input")
 
 
@@ -1097,7 +978,7 @@ def _plexus_shards(ctx, acc: "_Acc", layouts, vb, count, me) -> tuple[dict, floa
 def _gather_buffer(acc: "_Acc", get, cols: int, e: int, what: str) -> None:
     """An all-gather of row pieces ``get`` (``cols`` columns): the padded pieces received and the result."""
     if get.moves:
-        acc.cand("buffers", ((get.group + 1) * max(get.pieces) + sum(get.pieces)) * cols * e, what)
+        acc.cand("buffers", ((get.group + 1) * get.largest_piece + get.total_rows) * cols * e, what)
 
 
 def _plexus_scattered(ctx, shape, which):
@@ -1174,48 +1055,6 @@ def _plexus_scattered(ctx, shape, which):
     return out
 
 
-# ----------------------------------------------------------------------------------------------- machine
-def available_memory_bytes(device="cpu") -> int:
-    r"""Memory a new allocation can get now, in bytes.
-
-    CPU: :func:`gridgnn.graph.safe_io.available_memory` (``MemAvailable``, capped by what a cgroup limit
-    leaves): the whole machine's — the caller divides it among its local processes. CUDA (``"cuda"``,
-    ``"cuda:N"`` or a ``torch.device``): the device's free bytes (``torch.cuda.mem_get_info``).
-    """
-    name = str(device)
-    if name.startswith("cuda"):
-        import torch
-
-        free, _ = torch.cuda.mem_get_info(torch.device(name))
-        return int(free)
-    from ..graph.safe_io import available_memory
-
-    return available_memory()
-
-
-def measured_peak_bytes(device="cpu") -> int:
-    r"""Peak memory this process has used so far, in bytes: CPU — the peak resident set size of this process's
-    address space (Linux: ``VmHWM`` of ``/proc/self/status``; elsewhere ``getrusage(RUSAGE_SELF).ru_maxrss``,
-    which on Linux would be wrong here: it survives ``execve``, so a spawned rank would start at its parent's
-    peak); CUDA — the torch allocator's ``max_memory_allocated`` of the device."""
-    name = str(device)
-    if name.startswith("cuda"):
-        import torch
-
-        return int(torch.cuda.max_memory_allocated(torch.device(name)))
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    import resource
-
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return int(peak if sys.platform == "darwin" else peak * 1024)
-
-
 # ----------------------------------------------------------------------------------------------- checks
 def _advice(estimate: "MemoryEstimate", comps: list) -> str:
     """What to change, from the largest components of the peak rank (at most three, no repeats)."""
@@ -1248,7 +1087,7 @@ def check_fits(estimate: MemoryEstimate, available: int, *, nproc_local: int = 1
     r"""Raise :class:`~gridgnn.errors.GridGnnError` when the peak rank cannot fit.
 
     ``available`` is the free memory of the machine (CPU, measured before the ranks started) or of the rank's
-    GPU (CUDA), shared by ``nproc_local`` ranks. The shared-library pages (:data:`RUNTIME_SHARED_BYTES`) are
+    GPU (CUDA), shared by ``nproc_local`` ranks. The shared-library pages (:data:`~gridgnn.distributed.machine.RUNTIME_SHARED_BYTES`) are
     counted once per machine on CPU: the ranks fit when :math:`N (\text{total} - S) + S \le \text{available}`,
     i.e. when the peak rank's total is at most :math:`(\text{available} - S)/N + S` "per rank". The one-line
     message prints the peak rank's need and components, the memory per rank and what to change.
@@ -1272,29 +1111,3 @@ def check_fits(estimate: MemoryEstimate, available: int, *, nproc_local: int = 1
     raise GridGnnError(
         f"{who} but {format_gib(max(per_rank, 0))} of {where} are available per rank ({format_gib(available)} free "
         f"for {procs}); use {_advice(estimate, comps)}")
-
-
-def spawn_capacity(available: int, *, per_process: int = RUNTIME_PRIVATE_BYTES,
-                   shared: int = RUNTIME_SHARED_BYTES) -> int:
-    """How many gridgnn processes fit in ``available`` bytes before any data is loaded."""
-    return max(0, int((available - shared) // per_process))
-
-
-def check_spawn(nproc: int, available: int, *, per_process: int = RUNTIME_PRIVATE_BYTES,
-                shared: int = RUNTIME_SHARED_BYTES) -> None:
-    r"""Refuse to start ``nproc`` local processes whose bare runtime alone cannot fit:
-    :math:`\text{nproc} \cdot \text{per\_process} + \text{shared} > \text{available}` (defaults: the measured
-    baseline of a gridgnn rank, see the module docstring). Call it in the launcher, before spawning, with
-    :func:`available_memory_bytes` of the host; add :data:`PYG_IMPORT_BYTES` to ``per_process`` for Planetoid
-    data."""
-    if nproc < 1:
-        raise GridGnnError(f"--nproc must be >= 1, got {nproc}")
-    need = nproc * per_process + shared
-    if need <= available:
-        return
-    cap = spawn_capacity(available, per_process=per_process, shared=shared)
-    raise GridGnnError(
-        f"--nproc {nproc} needs about {format_gib(need)} just to start {nproc} processes (about "
-        f"{per_process / MIB:.0f} MiB each for Python, torch and gloo, before any data) but {format_gib(available)} "
-        f"are available on this machine; use at most --nproc {cap} here, or launch across machines "
-        f"(torchrun/srun)")

@@ -39,7 +39,7 @@ from ..parallel.plexus import PlexusFamily
 from ..parallel.summa import SummaFamily
 from ..partition import RowPartition, block_range, even_bounds
 from ..partition.counts import nnz_cols
-from ..partition.layout import layer_version, vertex_order
+from ..partition.layout import even_range, layer_version, vertex_order
 from ..partition.permute import block_nnz
 
 
@@ -112,9 +112,12 @@ class BlockRowVolume:
         algo: ``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa`` (or another registered block-row algorithm).
         matp: the permuted matrix (``n × n`` CSR, rows = destinations, the partition's labels).
         rows: the block-row partition; ``replication``: ``c`` of 1.5D.
+        source: the in-memory block source whose ``"rc"`` matrix ``matp`` is, when the caller has it: its cached
+            block and distinct-column counts are read (the memory model reads the same ones).
     """
 
-    def __init__(self, algo: str, matp: sp.csr_matrix, rows: RowPartition, world: int, replication: int = 1):
+    def __init__(self, algo: str, matp: sp.csr_matrix, rows: RowPartition, world: int, replication: int = 1, *,
+                 source=None):
         from ..distributed.grid import AXES
         from ..parallel.registry import algorithm
         from ..partition.layout import BlockRowSchedule
@@ -131,7 +134,11 @@ class BlockRowVolume:
         self.rank_nnz = spec.family.rank_nnz(spec, matp.nnz, world)
         self.axes = {"fetch": (self.nb, self.c), "rep": (self.c, 1)}
         self.block = [r // self.c for r in range(world)]
-        v = nnz_cols(sp.csr_matrix(matp), rows.bounds) if self.sa else None
+        counted = source is not None and hasattr(source, "nnz_cols")  # the source's counts, shared and cached
+        if not self.sa:
+            v = None
+        else:
+            v = source.nnz_cols("rc", rows.bounds) if counted else nnz_cols(sp.csr_matrix(matp), rows.bounds)
         sizes = tuple(int(s) for s in rows.sizes())
         names = AXES.get(spec.grid, ("p",))
         self.schedules = []  # each rank's schedule: the one its engine runs, on the grid's own axis names
@@ -139,7 +146,8 @@ class BlockRowVolume:
             counts = BlockRowSchedule.sparsity_aware_counts(v, self.block[r], self.stages[r]) if self.sa else ()
             self.schedules.append(BlockRowSchedule(sizes, self.block[r], self.stages[r], names[0], names[1:][0] if
                                                    names[1:] else None, self.c, *counts))
-        self.block_nnz = block_nnz(matp, None, None, rows.bounds, rows.bounds)
+        self.block_nnz = (source.block_counts("rc", rows.bounds, rows.bounds) if counted else
+                          block_nnz(matp, None, None, rows.bounds, rows.bounds))
         self._unit: dict = {}
         if self.sa:  # each rank's nonzeros in its own block, of all it multiplies (the local stage's share)
             self.own_share = np.zeros(world)
@@ -491,8 +499,8 @@ class SummaVolume(BlockRowVolume):
         need_v, need_x = call.grads
         select = call.name == "spmm_select"
         j = self.coords[r][1]
-        cb = even_bounds(call.width, self.pc)
-        wj = int(cb[j + 1] - cb[j]) * eb  # bytes of one row of X[:, C_j]
+        c0, c1 = even_range(call.width, self.pc, j)
+        wj = (c1 - c0) * eb  # bytes of one row of X[:, C_j]
         value_bytes = (eb if call.heads else 0) if select else eb * call.heads
         for ph, out in (("fwd", fwd), ("bwd", bwd)):
             if ph == "bwd":
@@ -526,27 +534,33 @@ class SummaVolume(BlockRowVolume):
         version = self.version(call.layer)
         for r, (i, j, k) in enumerate(self.coords):
             b0, b1 = self.geo.block(i, k)
-            panels = self.geo.panels[k]
-            counts = np.asarray(self.layer_nnz(version, i, k), np.float64)
-            own = self.geo.panel_arrays(k)[2] == j  # the panels column j owns
+            every, own, owned = self._panel_work(version, i, j, k)
             if call.name in ("spmm", "spmm_select"):
-                nnz = counts.sum()
-                cb = even_bounds(call.width, self.pc)
-                width, launches = int(cb[j + 1] - cb[j]), len(panels)
+                c0, c1 = even_range(call.width, self.pc, j)
+                nnz, width, launches = every, c1 - c0, len(self.geo.panels[k])
             elif call.name in ("sddmm_add", "sddmm_dot", "edge_softmax", "row_sum"):
-                nnz = counts[own].sum()
+                nnz = own
                 width = call.width if call.name == "sddmm_dot" else (1 if call.name == "row_sum" else call.heads)
-                launches = max(1, int(own.sum()))
+                launches = max(1, owned)
             else:
                 nnz, width, launches = 0, call.width, 1
             w = call_work(call, nnz=float(nnz), rows=float(b1 - b0), width=width, out_width=call.out_width,
                           launches=launches)
             if call.name in ("spmm", "spmm_select") and self.pc > 1:  # received panels: patterns built per call
-                got = counts[~own].sum()
-                w["nnz"] += got * (1 + any(call.grads))
+                w["nnz"] += (every - own) * (1 + any(call.grads))
             for u, v in w.items():
                 out[u][r] = v
         return out
+
+    def _panel_work(self, version: str, i: int, j: int, k: int) -> tuple[float, float, int]:
+        """``(nonzeros of every panel, of the panels column j owns, how many it owns)`` of fiber layer ``k`` in
+        the rows ``R_i`` (cached: every call asks)."""
+        key = ("work", version, i, j, k)
+        if key not in self._nnz:
+            counts = np.asarray(self.layer_nnz(version, i, k), np.float64)
+            own = self.geo.panel_arrays(k)[2] == j
+            self._nnz[key] = (float(counts.sum()), float(counts[own].sum()), int(own.sum()))
+        return self._nnz[key]
 
     def grad(self, out: dict, nbytes: float, narrow: tuple | None = None) -> None:
         """The weight gradients are summed over the process rows, then the fiber (replicas along the columns)."""
@@ -646,13 +660,13 @@ class PlexusVolume(BlockRowVolume):
         runs, built here from the source's shards alone."""
         from ..partition.layout import PLEXUS_AXES, PlexusSchedule
 
-        key = ("schedule", r, layer)
-        if key not in self._cache:
-            lay, me = self.layouts[layer], self.coords[r]
-            nnz = self._nnz(lay.graph, me) if lay.graph is not None else 0
-            self._cache[key] = PlexusSchedule(self.source.n, self.shape, tuple(me[a] for a in PLEXUS_AXES), lay,
-                                              nnz, self.block_rows)
-        return self._cache[key]
+        key = ("schedules", layer)
+        if key not in self._cache:  # every rank's, built once (a step asks them for each primitive of the layer)
+            lay = self.layouts[layer]
+            self._cache[key] = [PlexusSchedule(self.source.n, self.shape, tuple(me[a] for a in PLEXUS_AXES), lay,
+                                               self._nnz(lay.graph, me) if lay.graph is not None else 0,
+                                               self.block_rows) for me in self.coords]
+        return self._cache[key][r]
 
     AXIS_KEYS = {"x": "x", "y": "y", "z": "z"}  # the grid's own axis names
 
@@ -821,7 +835,7 @@ def volume_model(spec, *, graph, source, rows, shape, world: int, replication: i
     family = spec.family
     if isinstance(family, BlockRowFamily):
         matp = rows.permute_matrix(gcn_normalize(graph)) if source is None else source.matrix("rc")
-        return BlockRowVolume(spec.name, matp, rows, world, replication)
+        return BlockRowVolume(spec.name, matp, rows, world, replication, source=source)
     if isinstance(family, SummaFamily):
         return SummaVolume(source, tuple(shape))
     if isinstance(family, PlexusFamily):

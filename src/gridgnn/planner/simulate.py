@@ -96,7 +96,7 @@ class StepVolume:
 def step_volume(graph, algo: str, world: int, *, source, rows, shape, replication: int, build_model, traits: dict,
                 elem_bytes: int = 4, block_rows: int = 0, wire_bytes: int | None = None,
                 loss: bool = True, grad_bucket_bytes: int | None = None,
-                grad_wire_bytes: int | None = None) -> StepVolume:
+                grad_wire_bytes: int | None = None, traced=None) -> StepVolume:
     r"""The per-rank bytes of one training step.
 
     Args:
@@ -115,12 +115,16 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
         grad_bucket_bytes (int, optional): the gradient all-reduce's bucket size (``None``: 25 MiB, the trainer's).
         grad_wire_bytes (int, optional): bytes per element of the gradient buckets on the wire (``--grad-dtype``;
             ``None``: as held).
+        traced (optional): the model's :class:`~gridgnn.parallel.trace.Trace` with this algorithm's layout rules and
+            vertex orders, when the caller has it (a planner traces a model once per algorithm and order). (default:
+            ``None``: traced here)
     """
     from ..parallel.checks import layout_rules
     from ..parallel.registry import algorithm
 
-    rules = layout_rules(algo, double=bool(getattr(source, "double", False)))
-    traced = trace(build_model, graph.num_features, traits, rules)
+    if traced is None:
+        rules = layout_rules(algo, double=bool(getattr(source, "double", False)))
+        traced = trace(build_model, graph.num_features, traits, rules)
     calls, nparams = traced.calls, traced.nparams
     volume = volume_model(algorithm(algo), graph=graph, source=source, rows=rows, shape=shape, world=world,
                           replication=replication, calls=calls, block_rows=block_rows)

@@ -199,7 +199,7 @@ def _launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | No
 
     if env_context(cfg.device) is not None:  # this rank of a torchrun/srun job: its process holds the graph
         return _launch(worker, cfg, graph, *args)
-    from ..planner.memory import PYG_IMPORT_BYTES, RUNTIME_PRIVATE_BYTES, available_memory_bytes, check_spawn
+    from ..distributed.machine import PYG_IMPORT_BYTES, RUNTIME_PRIVATE_BYTES, available_memory_bytes, check_spawn
 
     host_memory = available_memory_bytes("cpu")
     one_load = one_load and graph is None and not (cfg.data or "").strip().startswith("sharded:")

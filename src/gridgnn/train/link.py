@@ -178,7 +178,7 @@ def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
     a :class:`~gridgnn.train.loop.RunLoop`. Returns the summary on rank 0 (``keep_model``: with the parameters)."""
     from ..graph.spec import load_graph
     from ..parallel.source import InMemorySource
-    from ..planner.memory import measured_peak_bytes
+    from ..distributed.machine import measured_peak_bytes
     from .checkpoint import restore
     from .console import Console
     from .loop import RunLoop, fmt

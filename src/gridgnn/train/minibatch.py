@@ -36,7 +36,7 @@ from ..distributed.grid import AXES
 from ..errors import GridGnnError
 from ..graph.spec import load_graph
 from ..partition import even_bounds
-from ..planner.memory import measured_peak_bytes
+from ..distributed.machine import measured_peak_bytes
 from ..sampling import minibatches
 from ..sampling.distributed import PartitionedPattern, fetch_rows, num_bulks, sample_rank
 from ..sampling.plan import GcnNormalization, MinibatchPlan

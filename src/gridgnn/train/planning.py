@@ -49,17 +49,20 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
                                        method=cfg.partition, seed=cfg.seed, normalized=normalized)
             if layouts is not None:
                 layouts[key] = (source, rows)
-    from ..graph.safe_io import available_memory
+    from ..distributed.machine import available_memory
     from ..nn import resolve_model
     from .trainer import _check_parameters
 
     # the trace builds the model once in float64: refused with the memory guard's line when it cannot fit
     _check_parameters(cfg, resolve_model(cfg.model), dims, available_memory(), 1, trains_on_host=False)
+    traced = None if layouts is None else layouts.get(("trace", cfg.algo, bool(getattr(source, "double", False))))
     vol = step_volume(graph, cfg.algo, world, source=source, rows=rows, shape=shape, replication=cfg.replication,
                       build_model=lambda plan: build_model(cfg, dims, plan, torch.float64),
                       traits=algo.traits, elem_bytes=8 if cfg.dtype == "float64" else 4,
                       block_rows=cfg.blocked_aggregation, wire_bytes=wire_element_bytes(cfg.comm_dtype, cfg.dtype),
-                      grad_wire_bytes=wire_element_bytes(cfg.grad_dtype, cfg.dtype))
+                      grad_wire_bytes=wire_element_bytes(cfg.grad_dtype, cfg.dtype), traced=traced)
+    if layouts is not None:  # the trace depends on the algorithm and the vertex orders alone, not on the grid
+        layouts[("trace", cfg.algo, bool(getattr(source, "double", False)))] = vol.trace
     return vol, shape, source, rows
 
 
@@ -80,14 +83,103 @@ def memory_per_rank(cfg, graph, source, rows, shape, traced=None) -> list[int]:
     return [int(r.total) for r in est.ranks]
 
 
+#: a plan of fewer rank records than this (``P`` × configurations) is priced in this process: forking workers
+#: costs more than it saves
+PARALLEL_PLAN_RECORDS = 8192
+
+#: what the workers of a parallel plan read, set before they fork (inherited, never pickled) and cleared after
+_SHARED: dict = {}
+
+
+def plan_jobs(jobs: int | None, world: int, count: int) -> int:
+    """Worker processes a plan of ``count`` configurations of ``world`` processes uses: ``jobs`` when given (at most
+    one per configuration), else one per usable core for a plan of at least :data:`PARALLEL_PLAN_RECORDS` rank
+    records where processes can fork, else 1 (priced in this process)."""
+    import multiprocessing as mp
+    import os
+
+    if jobs is not None:
+        if int(jobs) < 1:
+            raise GridGnnError(f"--jobs must be >= 1, got {jobs}")
+        return max(1, min(int(jobs), count))
+    if world * count < PARALLEL_PLAN_RECORDS or "fork" not in mp.get_all_start_methods():
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(cores, count))
+
+
+def _price_candidate(cfg, graph, profile, cand, layouts: dict, available_bytes, narrow_grads: bool):
+    """One configuration simulated, priced and its memory estimated: ``("row", row)``, ``("refused", message)``
+    (the model's trace refuses the layout) or ``None`` (left out: ``--grad-dtype`` on a layout whose primitives sum
+    the gradients)."""
+    from ..parallel.checks import LayoutError
+    from ..parallel.registry import algorithm
+    from ..planner.plan import price
+
+    c = dataclasses.replace(cfg, **cand.options())
+    c = dataclasses.replace(c, overlap=cfg.overlap and algorithm(cand.algo).overlap)
+    if narrow_grads and c.grad_sum_refusal(algorithm(c.algo)):
+        return None
+    t0 = time.perf_counter()
+    try:
+        vol, shape, source, part = simulate_config(c, graph, layouts)
+    except LayoutError as exc:  # the model's trace refuses this layout: not a configuration it can run
+        return "refused", str(exc)
+    mem = memory_per_rank(c, graph, source, part, shape, vol.trace)  # one trace per configuration
+    row = price(cand, vol, profile, nproc=cfg.nproc, memory=mem, available_bytes=available_bytes, overlap=c.overlap)
+    row["simulate_s"] = time.perf_counter() - t0
+    return "row", row
+
+
+def _price_group(indices: list[int]) -> list:
+    """A worker's task: the configurations ``indices`` of the plan in :data:`_SHARED`, with this worker's cache of
+    vertex orders (configurations of one order share it)."""
+    s = _SHARED
+    layouts = s.setdefault("layouts", {"normalized": s["normalized"]})
+    return [(k, _price_candidate(s["cfg"], s["graph"], s["profile"], s["cands"][k], layouts, s["available_bytes"],
+                                 s["narrow_grads"])) for k in indices]
+
+
+def _worker_start() -> None:
+    import gc
+
+    torch.set_num_threads(1)  # a forked worker: no OpenMP pool of the parent's, and the cores are the workers'
+    # what the parent held stays out of the collector's scans (and its pages unwritten); the records a plan
+    # allocates by the million are short-lived and acyclic: collect rarely
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+
+
+def _plan_groups(cfg, cands, jobs: int) -> list[list[int]]:
+    """The workers' tasks: configurations that share a vertex order together (a graph partition is computed once;
+    such a group holds the few block-row algorithms of one block count), a group larger than a worker's fair piece
+    cut (the many grids of one random order: rebuilding it is cheap), so that the workers stay busy."""
+    from ..parallel import algorithm
+    from .rank_layout import order_key
+
+    groups: dict = {}
+    for k, cand in enumerate(cands):
+        try:
+            shape = (1,) if algorithm(cand.algo).grid == "single" else \
+                dataclasses.replace(cfg, **cand.options()).mesh_shape(cfg.nproc)
+            key = order_key(cand.algo, cfg.nproc, replication=cand.replication, shape=shape, method=cand.partition,
+                            seed=cfg.seed)
+        except GridGnnError:  # (refused when it is priced)
+            key = ("alone", k)
+        groups.setdefault(key, []).append(k)
+    piece = max(1, -(-len(cands) // (16 * jobs)))
+    return [members[i:i + piece] for members in groups.values() for i in range(0, len(members), piece)]
+
+
 def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None = None, progress=None,
-                 **listing) -> list[dict]:
+                 jobs: int | None = None, **listing) -> list[dict]:
     r"""Every candidate configuration (:func:`~gridgnn.planner.plan.candidates`, ``listing`` passed on) for the
     model, widths and ``--nproc`` of ``cfg``, simulated, priced with ``profile`` and ranked
     (:func:`~gridgnn.planner.plan.rank_rows`); each row also has ``simulate_s``. ``progress(done, total)`` is
-    called after each candidate (priced or left out)."""
+    called after each candidate (priced or left out). ``jobs``: worker processes (:func:`plan_jobs`; they fork
+    from this one, so the graph is shared, not copied); the rows are the same whatever the number."""
     from ..nn import resolve_model
-    from ..planner.plan import candidates, price, rank_rows
+    from ..planner.plan import candidates, rank_rows
 
     if cands is None:
         reads = bool(getattr(resolve_model(cfg.model), "reads_destinations", False))
@@ -97,35 +189,44 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
         raise GridGnnError(f"no configuration of {cfg.nproc} processes" + (f" among {', '.join(only)}" if only else "")
                            + f" runs on a graph of {graph.n} vertices" + (" (serial runs on one process)"
                                                                            if only and "serial" in only else ""))
-    from ..parallel.checks import LayoutError
-
     from ..distributed.wire import WIRE_TYPES, wire_element_bytes
-    from ..parallel.registry import algorithm
+    from ..graph import gcn_normalize
 
-    layouts: dict = {}
-    rows, refused = [], []
     narrow_grads = wire_element_bytes(cfg.grad_dtype, cfg.dtype) < WIRE_TYPES[cfg.dtype].itemsize
-    for done, cand in enumerate(cands, 1):
-        if progress is not None and done > 1:
-            progress(done - 1, len(cands))
-        c = dataclasses.replace(cfg, **cand.options())
-        c = dataclasses.replace(c, overlap=cfg.overlap and algorithm(cand.algo).overlap)
-        if narrow_grads and c.grad_sum_refusal(algorithm(c.algo)):
-            continue  # --grad-dtype: only the layouts whose trainer sums the gradients
-        t0 = time.perf_counter()
+    results: list = [None] * len(cands)
+    done = 0
+
+    def landed(k, result):
+        nonlocal done
+        results[k] = result
+        done += 1
+        if progress is not None and done < len(cands):
+            progress(done, len(cands))
+
+    jobs = plan_jobs(jobs, cfg.nproc, len(cands))
+    layouts: dict = {"normalized": gcn_normalize(graph)}  # the normalized matrix, once for every configuration
+    if jobs == 1:
+        for k, cand in enumerate(cands):
+            landed(k, _price_candidate(cfg, graph, profile, cand, layouts, available_bytes, narrow_grads))
+    else:
+        import concurrent.futures as cf
+        import multiprocessing as mp
+
+        _SHARED.clear()
+        _SHARED.update(cfg=cfg, graph=graph, profile=profile, cands=cands, available_bytes=available_bytes,
+                       narrow_grads=narrow_grads, normalized=layouts["normalized"])
         try:
-            vol, shape, source, part = simulate_config(c, graph, layouts)
-        except LayoutError as exc:  # the model's trace refuses this layout: not a configuration it can run
-            refused.append(str(exc))
-            continue
-        mem = memory_per_rank(c, graph, source, part, shape, vol.trace)  # one trace per configuration
-        row = price(cand, vol, profile, nproc=cfg.nproc, memory=mem, available_bytes=available_bytes,
-                    overlap=c.overlap)
-        row["simulate_s"] = time.perf_counter() - t0
-        rows.append(row)
+            with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork"), initializer=_worker_start) as pool:
+                for fut in cf.as_completed([pool.submit(_price_group, g) for g in _plan_groups(cfg, cands, jobs)]):
+                    for k, result in fut.result():
+                        landed(k, result)
+        finally:
+            _SHARED.clear()
     if progress is not None:
         progress(len(cands), len(cands))
+    rows = [r[1] for r in results if r is not None and r[0] == "row"]
     if not rows:
+        refused = [r[1] for r in results if r is not None and r[0] == "refused"]
         raise GridGnnError(f"no configuration of {cfg.nproc} processes can run this model; e.g. {refused[0]}")
     return rank_rows(rows)
 
@@ -135,7 +236,7 @@ def resolve_auto(cfg, graph, *, profile=None, check_memory: bool = True, progres
     one) and return ``(config of the pick, its plan row, the number of candidates)``. The pick is the fastest
     predicted configuration that fits in this machine's available memory (``check_memory``; else the fastest).
     ``graph``: a loaded :class:`~gridgnn.graph.Graph`; ``progress``: as in :func:`plan_configs`."""
-    from ..planner.memory import available_memory_bytes
+    from ..distributed.machine import available_memory_bytes
     from ..planner.timing import load_profile
 
     profile = profile if profile is not None else load_profile(getattr(cfg, "profile", None))

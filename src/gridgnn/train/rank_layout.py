@@ -206,7 +206,8 @@ def estimate_memory(graph: Graph | None, source, algo: str, shape, dims, *, rows
     of a block-row algorithm, the vertex orders of ``source``) and the model: GCN on the widths ``dims``
     (``trace=None``, exact per component) or the model whose :func:`model_trace` on ``algo`` is ``trace``.
     Every rank computes the same numbers, so a run that cannot fit is refused alike on every rank."""
-    from ..planner.memory import estimate_rank_memory, pattern_of
+    from ..partition.counts import pattern_of
+    from ..planner.memory import estimate_rank_memory
 
     double = bool(getattr(source, "double", False))
     in_memory = graph is not None

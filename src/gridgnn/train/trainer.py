@@ -29,7 +29,8 @@ from ..nn import resolve_model
 from ..parallel import algorithm
 from ..partition import RowPartition, even_bounds
 from ..ops.kernels import compile_seconds
-from ..planner.memory import available_memory_bytes, check_fits, measured_peak_bytes
+from ..distributed.machine import available_memory_bytes, measured_peak_bytes
+from ..planner.memory import check_fits
 from .checkpoint import check_for_run, load_parameters, read_checkpoint, restore
 from .loop import RunLoop, compiling, fmt
 from .config import TrainConfig
@@ -503,7 +504,7 @@ def _check_parameters(cfg: TrainConfig, cls, dims: list[int], available: int, ra
     import inspect
 
     from ..nn import Model
-    from ..planner.memory import format_gib
+    from ..distributed.machine import format_gib
 
     if not (issubclass(cls, Model) or isinstance(inspect.getattr_static(cls, "parameter_shapes", None), staticmethod)):
         return  # shapes only by building the model
@@ -534,7 +535,7 @@ def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail
                           elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
                           block_rows=cfg.blocked_aggregation, device=device, trace=trace, overlap=cfg.overlap)
     from ..errors import note_memory
-    from ..planner.memory import format_gib
+    from ..distributed.machine import format_gib
 
     local = 1 if device.startswith("cuda") or ctx is None else ctx.local_world_size
     avail = available_memory_bytes(device) if device.startswith("cuda") else host_avail
