@@ -24,7 +24,8 @@ DATA = "synthetic:sbm?n=240&classes=4&avg_degree=6&features=6"
 
 def config(**kw) -> TrainConfig:
     base = dict(data=DATA, model="sage", sampler="sage", fanout="4,3", batch_size=9, bulk=2, layers=2, hidden=8,
-                epochs=2, dtype="float64", dropout=0.3, lr=0.02, seed=3, quiet=True)
+                epochs=2, dtype="float64", dropout=0.3, lr=0.02, seed=3, quiet=True,
+                keep="last")  # the parameters after the last step: what the reference trains to
     base.update(kw)
     cfg = TrainConfig(**base)
     cfg.validate()

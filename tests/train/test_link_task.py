@@ -28,11 +28,13 @@ def test_serial_link_prediction_learns_and_its_metrics_are_the_models_scores():
     assert records[-1]["loss"] < 0.8 * records[0]["loss"]
     best = max(range(len(records)), key=lambda i: (records[i]["val_auc"], -i))
     assert result["best_epoch"] == best and result["test_auc"] == records[best]["test_auc"]
-    # the last epoch's metrics, recomputed from the trained model: validation pairs scored on the training graph,
-    # test pairs on the training and validation edges (PyG's split), each with its own fixed negatives
+    # the kept epoch's metrics (--keep best: the best validation AUC's), recomputed from the trained model:
+    # validation pairs scored on the training graph, test pairs on the training and validation edges (PyG's
+    # split), each with its own fixed negatives
     g = load_graph(SBM, seed=0)
     s = link_split(g, 0.05, 0.1, seed=0)
-    last = records[-1]
+    assert result["keep"] == "best" and result["model_epoch"] == best
+    last = records[result["model_epoch"]]
     for name, graph in (("val", s.train_graph), ("test", s.test_graph)):
         src, dst = graph.edge_index()
         z = result.model(torch.from_numpy(g.x), np.stack([src, dst])).double().numpy()
@@ -163,7 +165,8 @@ def test_an_ogbl_dataset_trains_on_its_own_split(tmp_path, citation):
     g = load_graph(spec)
     s = g.meta["link_split"]
     model = gridgnn.load(str(tmp_path / "serial"))
-    last = [json.loads(x) for x in (tmp_path / "serial" / "metrics.jsonl").read_text().splitlines()][-1]
+    records = [json.loads(x) for x in (tmp_path / "serial" / "metrics.jsonl").read_text().splitlines()]
+    last = records[ser["model_epoch"]]  # the epoch whose parameters model.pt holds (--keep best)
     assert given_split(g, s).test_graph is g  # OGB's protocol: the training edges pass every split's messages
     z = model.predict(g)
     for name in ("val", "test"):

@@ -13,6 +13,8 @@ only plain containers, numbers, strings and tensors — loading it runs no code)
 ``params``            ``{"weights": [W_0 ... W_{L-1}], "biases": [b_0 ...]}``: full, *unsharded* tensors
 ``adam``              ``{"step": scalar, "exp_avg": {...}, "exp_avg_sq": {...}}``: Adam's moments, unsharded
 ``records``           every epoch's metric record so far (the ``metrics.jsonl`` lines), and ``best_epoch``
+``best_params``       ``--keep best``: the parameters after ``best_epoch`` (as ``params``), what the run hands on
+                      at its end unless a later epoch validates better
 ====================  ======================================================================================
 
 **Unsharding is exact.** An algorithm may shard the parameters (Plexus: ``plan.param_slice``) or replicate them.
@@ -261,6 +263,8 @@ def _check_structure(obj, path: str) -> None:
         raise _bad(where, "the optimizer step is not a positive scalar")
     for name in ("exp_avg", "exp_avg_sq"):
         _check_tensors(adam.get(name), shapes, dims, where, f"adam {name}", dtype)
+    if "best_params" in obj:
+        _check_tensors(obj["best_params"], shapes, dims, where, "best_params", dtype)
 
 
 def _plain(v, depth: int = 0) -> bool:
@@ -404,28 +408,32 @@ def unshard(comm, entries: list[tuple], groups: list[list[torch.Tensor]], *,
 
 
 def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: list[int], info: dict,
-                    epoch: int, records: list[dict], best_epoch: int, replicated: dict | None = None) -> None:
+                    epoch: int, records: list[dict], best_epoch: int, replicated: dict | None = None,
+                    kept: dict | None = None) -> None:
     r"""Collective: assemble the full parameters and Adam state (:func:`unshard`); rank 0 writes ``path``
     atomically. ``epoch`` = epochs done. ``replicated``: ``{name: [parameters]}`` every rank holds whole (rank 0's
-    are written, with their Adam state, under ``name``)."""
+    are written, with their Adam state, under ``name``). ``kept``: ``--keep best``'s copy of the best epoch's
+    parameters, ``{parameter: its value then}`` (this rank's shard), written as ``best_params``."""
     import gridgnn
 
     entries = _entries(model, plan, dims)
     states = [opt.state.get(e[2]) for e in entries]
     if any(not s for s in states):
         raise RuntimeError("a parameter has no optimizer state (checkpoints are written after an update)")
-    full = unshard(comm, entries, [[e[2] for e in entries], [s["exp_avg"] for s in states],
-                                   [s["exp_avg_sq"] for s in states]], root=0)
+    groups = [[e[2] for e in entries], [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]]
+    if kept is not None:
+        groups.append([kept[e[2]] for e in entries])
+    full = unshard(comm, entries, groups, root=0)
     if full is None:  # rank 0 writes
         return
-    params, avg, avg_sq = full
+    params, avg, avg_sq = full[:3]
 
-    def grouped(tensors, which=None):
+    def grouped(tensors, value):
         out = {}
         for e, t in zip(entries, tensors):
             out.setdefault(e[0], []).append(t)
         for name, ps in (replicated or {}).items():
-            out[name] = [(p if which is None else opt.state[p][which]).detach().cpu().clone() for p in ps]
+            out[name] = [value(p).detach().cpu().clone() for p in ps]
         return out
 
     obj = {
@@ -433,11 +441,14 @@ def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: li
         "gridgnn_version": gridgnn.__version__, "torch_version": str(torch.__version__),
         "epoch": int(epoch), "config": dict(config), "dims": [int(d) for d in dims],
         "graph": {"n": int(info["n"]), "nnz": int(info["nnz"])},
-        "params": grouped(params),
-        "adam": {"step": states[0]["step"].detach().cpu().clone(), "exp_avg": grouped(avg, "exp_avg"),
-                 "exp_avg_sq": grouped(avg_sq, "exp_avg_sq")},
+        "params": grouped(params, lambda p: p),
+        "adam": {"step": states[0]["step"].detach().cpu().clone(),
+                 "exp_avg": grouped(avg, lambda p: opt.state[p]["exp_avg"]),
+                 "exp_avg_sq": grouped(avg_sq, lambda p: opt.state[p]["exp_avg_sq"])},
         "records": [dict(r) for r in records], "best_epoch": int(best_epoch),
     }
+    if kept is not None:
+        obj["best_params"] = grouped(full[3], lambda p: kept[p])
     with atomic_write(path) as fh:
         torch.save(obj, fh)
 
@@ -470,6 +481,15 @@ def load_parameters(model, plan, params: dict, dims: list[int]) -> None:
     with torch.no_grad():
         for name, i, p, slc in _numbered(model, plan, dims):
             p.copy_(params[name][i][slc])
+
+
+def sliced_parameters(model, plan, params: dict, dims: list[int], replicated: dict | None = None) -> dict:
+    """Full parameters ``{name: [tensors]}`` (a checkpoint's) as this rank holds them, ``{parameter: tensor}``,
+    without touching the model (no collective); ``replicated`` as in :func:`restore`."""
+    out = {p: params[name][i][slc].to(p.device).contiguous().clone() for name, i, p, slc in _numbered(model, plan, dims)}
+    for name, ps in (replicated or {}).items():
+        out.update({p: params[name][i].to(p.device).clone() for i, p in enumerate(ps)})
+    return out
 
 
 def restore(model, opt, plan, ckpt: dict, dims: list[int], replicated: dict | None = None) -> None:

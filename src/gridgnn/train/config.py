@@ -251,6 +251,10 @@ class TrainConfig:
                                              "files)")
     save_logits: bool = opt(False, "run", help="also write logits.npy in original node order, in the run's --dtype "
                                                "(with ?relabel=1 also node_ids.npy: the file's id of each row)")
+    keep: str = opt("best", "run", choices=("best", "last"),
+                    help="the parameters the run hands on — model.pt (so predict and export), --save-logits and the "
+                         "Python API's model: those of the best validation epoch, whose metrics summary.json reports "
+                         "(best), or of the last epoch trained (last)")
     checkpoint_every: int = opt(0, "run", metavar="N", low=0, high=MAX_EPOCHS,
                                 help="write DIR/checkpoint.pt (full parameters and Adam state) every N epochs and at "
                                      "the end; 0 = never")
@@ -278,6 +282,7 @@ class TrainConfig:
         from ..parallel import algorithm
 
         self._check_types()
+        self.check_choices()  # (a Python or TOML value too: argparse checks only the flags' own)
         if self.algo == "auto":
             self._validate_auto()
             return

@@ -10,12 +10,14 @@ import contextlib
 import os
 
 from ..errors import GridGnnError
-from .checkpoint import CHECKPOINT, full_parameters, save_checkpoint
+import torch
+
+from .checkpoint import CHECKPOINT, full_parameters, save_checkpoint, sliced_parameters
 from .console import Console
 from .model_file import MODEL_FILE, TrainOutput, write_model_file
 from .outputs import (MetricsLog, OutLock, clear_outputs, incomplete, make_out_dir, previous_outputs,
                       remove_empty_dirs, write_json, write_logits)
-from .summary import best_epoch, validation_score
+from .summary import best_epoch, model_epoch, validation_score
 
 
 def fmt(v, spec: str) -> str:
@@ -68,6 +70,9 @@ class RunLoop:
         self.lead = comm.grid.global_rank == 0
         self.start = 0 if ckpt is None else ckpt["epoch"]
         self.history = [] if ckpt is None else [dict(r) for r in ckpt["records"]]  # every epoch's record
+        #: ``--keep best``: this rank's copy of the parameters after the best epoch so far, ``{parameter: value}``
+        #: (``None`` with ``--keep last``, and until an epoch is trained or resumed)
+        self.kept = self._kept_from(ckpt) if cfg.keep == "best" else None
         # --out is created now, after the set-up; nothing between this and `run` (which releases it) can fail
         self.files = _RunFiles(cfg, self.history) if self.lead and cfg.out else None
 
@@ -78,6 +83,8 @@ class RunLoop:
             for epoch in range(self.start, cfg.epochs):
                 rec = step(epoch)
                 self.history.append(rec)
+                if cfg.keep == "best" and best_epoch(self.history) == epoch:  # (every rank alike: the metrics
+                    self.kept = {p: p.detach().clone() for p in self._kept_parameters()}  # are all-reduced)
                 if self.files is not None:
                     self.files.metrics.append(rec)
                 stop = stops_early(self.history, cfg.early_stop)
@@ -86,11 +93,41 @@ class RunLoop:
                     save_checkpoint(self.comm, self.plan, self.model, self.opt,
                                     path=os.path.join(cfg.out, CHECKPOINT), config=cfg.to_dict(), dims=self.dims,
                                     info=self.info, epoch=epoch + 1, records=self.history,
-                                    best_epoch=best_epoch(self.history), replicated=self.replicated)
+                                    best_epoch=best_epoch(self.history), replicated=self.replicated,
+                                    kept=self.kept)
                 self.console.epoch_done(epoch, rec, self.line(rec))
                 self._after_epoch(stop)
                 if stop:
                     break
+            self._hand_on_kept()
+
+    def _kept_parameters(self) -> list:
+        """What ``--keep best`` copies: the model's parameters and those held outside it (``replicated``)."""
+        return [e[2] for e in self.model.parameter_entries()] + [p for ps in self.replicated.values() for p in ps]
+
+    def _kept_from(self, ckpt) -> dict | None:
+        """``--keep best`` on resume: the checkpoint's best parameters as this rank holds them (its last epoch's
+        where that epoch is the best). A checkpoint that was written with ``--keep last`` after a better epoch
+        has lost that epoch's parameters: refused, rather than handing on other parameters than the summary's."""
+        if ckpt is None:
+            return None
+        best, last = best_epoch(self.history), len(self.history) - 1
+        if "best_params" in ckpt:
+            return sliced_parameters(self.model, self.plan, ckpt["best_params"], self.dims, self.replicated)
+        if best != last:
+            raise GridGnnError(f"--keep best: the checkpoint holds the parameters of its last epoch ({last}) only, not "
+                               f"those of its best validation epoch ({best}); resume with --keep last, or retrain")
+        return {p: p.detach().clone() for p in self._kept_parameters()}
+
+    def _hand_on_kept(self) -> None:
+        """After the epochs: with ``--keep best`` the model takes the best epoch's parameters back (what model.pt,
+        ``--save-logits`` and the Python API's model then hold; the optimizer's state stays the last epoch's)."""
+        if self.kept is None or model_epoch(self.cfg.keep, self.history) == len(self.history) - 1:
+            return
+        with torch.no_grad():
+            for p, value in self.kept.items():
+                p.copy_(value)
+
 
     def _after_epoch(self, stop: bool) -> None:
         rec = self.history[-1]
@@ -142,7 +179,8 @@ class RunLoop:
 
         if logits is not None:
             write_logits(out, logits, original_ids, node_types)
-        write_model_file(os.path.join(out, MODEL_FILE), self.cfg.to_dict(), self.dims, params, len(self.history),
+        write_model_file(os.path.join(out, MODEL_FILE), self.cfg.to_dict(), self.dims, params,
+                         model_epoch(self.cfg.keep, self.history) + 1,  # epochs the parameters saw
                          input_pipeline=self.info.get("input_pipeline"))
         title = run_title(self.cfg, summary)
         if everyone is not None:

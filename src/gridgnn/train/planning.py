@@ -79,7 +79,8 @@ def memory_per_rank(cfg, graph, source, rows, shape, traced=None) -> list[int]:
     traced = memory_trace(cfg, dims, double=bool(getattr(source, "double", False)), traced=traced)
     est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
                           elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
-                          block_rows=cfg.blocked_aggregation, device="cpu", trace=traced, overlap=cfg.overlap)
+                          block_rows=cfg.blocked_aggregation, device="cpu", trace=traced, overlap=cfg.overlap,
+                          keep_best=cfg.keep == "best")
     return [int(r.total) for r in est.ranks]
 
 

@@ -19,6 +19,8 @@ from collections import defaultdict
 SUMMARY_KEYS = (
     # accuracy (at the best validation epoch) and time
     "test_acc", "val_acc", "best_epoch", "train_acc", "final_loss", "epoch_time_median_s", "eval_time_median_s",
+    # the parameters handed on (model.pt, --save-logits, the Python API's model): --keep, and whose epoch they are
+    "keep", "model_epoch",
     # link prediction (--task link; null for node classification): at the best validation AUC's epoch
     "task", "test_auc", "val_auc", "test_hits", "val_hits", "hits_k", "test_mrr", "val_mrr", "negatives",
     "link_split", "decoder",
@@ -61,6 +63,11 @@ def best_epoch(records: list[dict]) -> int:
     return best
 
 
+def model_epoch(keep: str, records: list[dict]) -> int:
+    """The epoch whose parameters a run hands on: the best validation epoch (``--keep best``) or the last."""
+    return best_epoch(records) if keep == "best" else len(records) - 1
+
+
 def traffic(everyone: list[dict], phases=None) -> dict:
     """Per-epoch communication from every rank's ``phases`` (``{key: {"sent", "recv", ...}}``; ``phases``: the
     phase names counted, ``None``: all): moved bytes per phase and in total, sent bytes, and the busiest rank's."""
@@ -96,6 +103,7 @@ def run_summary(cfg, history: list[dict], everyone: list[dict], *, mesh, data: s
     link = cfg.task == "link"
     values = {
         "test_acc": history[best].get("test_acc"), "val_acc": history[best].get("val_acc"), "best_epoch": best,
+        "keep": cfg.keep, "model_epoch": model_epoch(cfg.keep, history),
         "train_acc": history[best].get("train_acc"), "final_loss": history[-1]["loss"], "task": cfg.task,
         **({k: history[best].get(k) for k in ("test_auc", "val_auc", "test_hits", "val_hits", "test_mrr", "val_mrr")}
            if link else {}),

@@ -25,7 +25,7 @@ from ..graph.saved import as_pairs
 #: Fields of a training config that inference does not inherit: how and where the training ran (the inference's
 #: own algorithm, grid and processes are the arguments of :meth:`TrainedModel.predict`), and minibatch sampling.
 NOT_INHERITED = ("data", "algo", "nproc", "replication", "grid", "partition", "blocked_aggregation", "out",
-                 "save_logits", "overwrite", "resume", "checkpoint_every", "device", "quiet", "log_every",
+                 "save_logits", "keep", "overwrite", "resume", "checkpoint_every", "device", "quiet", "log_every",
                  "timeout_s", "profile", "sampler", "fanout", "batch_size", "bulk", "sample_graph", "eval_fanout",
                  "eval_batch_size", "overlap", "comm_dtype", "grad_dtype", "comm_check_every", "comm_tolerance", "task", "link_split",
                  "negatives", "hits_k", "embedding_dim", "decoder")
@@ -57,7 +57,9 @@ class TrainedModel:
         self.config, self.dims, self.params, self.summary = dict(config), list(dims), params, summary
         if "input_pipeline" not in self.config and isinstance((summary or {}).get("input_pipeline"), dict):
             self.config["input_pipeline"] = dict(summary["input_pipeline"])  # gridgnn.train's: in its summary
-        self.epoch = epoch if epoch is not None else (summary or {}).get("epochs_trained")  # epochs its weights saw
+        if epoch is None and summary is not None:  # epochs its weights saw: up to the one they were kept from
+            epoch = summary["model_epoch"] + 1 if summary.get("model_epoch") is not None else summary.get("epochs_trained")
+        self.epoch = epoch
         self._module = None
 
     def __repr__(self) -> str:

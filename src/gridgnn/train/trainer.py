@@ -533,7 +533,8 @@ def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail
     alike."""
     est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
                           elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
-                          block_rows=cfg.blocked_aggregation, device=device, trace=trace, overlap=cfg.overlap)
+                          block_rows=cfg.blocked_aggregation, device=device, trace=trace, overlap=cfg.overlap,
+                          keep_best=cfg.keep == "best")
     from ..errors import note_memory
     from ..distributed.machine import format_gib
 
