@@ -11,7 +11,8 @@ import pytest
 from gridgnn.train.console import log_interval
 
 SBM = "synthetic:sbm?n=200&classes=3&avg_degree=6&features=8"
-EPOCH_LINE = re.compile(r"^epoch +(\d+) \| loss ")
+#: ``epoch E/N | loss ... | rank 0 sent X kB | about T s left`` (``done`` on the last epoch)
+EPOCH_LINE = re.compile(r"^epoch +(\d+)/(\d+) \| loss .* \| rank 0 sent [\d.]+ kB \| (about ([\d.]+) s left|done)$")
 
 
 def _cli(*args):
@@ -31,8 +32,12 @@ def test_not_a_terminal_plain_lines_and_nothing_else():
     assert r.stderr == ""  # no bar, no warnings (resource_tracker, deprecations) at exit
     assert "\r" not in r.stdout and "\x1b" not in r.stdout
     lines = r.stdout.strip().splitlines()
-    epochs = [int(EPOCH_LINE.match(ln).group(1)) for ln in lines[:-1]]
+    found = [EPOCH_LINE.match(ln) for ln in lines[:-1]]
+    assert all(found), lines
+    epochs = [int(m.group(1)) for m in found]
     assert epochs == [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 19]  # every ceil(20/10) = 2 epochs, and the last
+    assert {int(m.group(2)) for m in found} == {20}  # of 20 epochs
+    assert [m.group(3) == "done" for m in found] == [False] * 10 + [True]  # the time left, until the last
     assert lines[-1].startswith("final: test_acc=")
     r = subprocess.run(_cli("--epochs", 3, "--log-every", 0), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip().splitlines()[0].startswith("final:") and r.stderr == ""

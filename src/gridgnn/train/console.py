@@ -1,7 +1,9 @@
 r"""What rank 0 shows while it trains.
 
 * On a terminal: one progress bar (on stderr) whose postfix carries the live loss and validation accuracy, and a
-  full epoch line (on stdout, above the bar) every ``--log-every`` epochs.
+  full epoch line (on stdout, above the bar) every ``--log-every`` epochs: ``epoch E/N`` (``E`` from 0, as the
+  records count), the loop's figures (loss, accuracies or AUC, time split, the bytes rank 0 sent) and the time
+  left, estimated from the run's epochs so far.
 * Not on a terminal (a pipe, a file, a batch job's log): no bar and no control characters — the epoch lines
   alone, plain text, flushed as they come.
 * ``--log-every`` left out: about ten epoch lines per run (every ``ceil(epochs / 10)``-th epoch and the last);
@@ -59,6 +61,7 @@ class Console:
         self.show, self.epochs = show, epochs
         self.every = log_interval(log_every, epochs)
         self._first = None  # (epoch, loss) of this run's first epoch
+        self._started, self._first_epoch = None, 0  # when this run's first epoch began, and its number
         self.bar = None
         if show and _is_terminal(sys.stderr):
             from tqdm import tqdm
@@ -71,13 +74,21 @@ class Console:
             self.bar.update(n)
 
     def epoch_done(self, epoch: int, record: dict, line: str) -> None:
-        """After epoch ``epoch``: the bar's postfix shows its loss and accuracies; ``line`` is printed when due."""
+        """After epoch ``epoch``: the bar's postfix shows its loss and accuracies; when due, the epoch line is
+        printed: ``epoch E/N`` (``E`` counted from 0, as the records and the summary count, of ``N`` epochs),
+        ``line`` (the loop's figures) and the time left, estimated from this run's epochs so far."""
+        now = time.perf_counter()
+        if self._started is None:  # this run's first epoch: its wall time is what the loop measured
+            self._started, self._first_epoch = now - float(record.get("epoch_time_s") or 0.0), epoch
         if self.bar is not None:
             val = record.get("val_acc") if record.get("val_acc") is not None else record.get("val_auc")
             self.bar.set_postfix_str(f"loss {record['loss']:.4f}" + ("" if val is None else f", val {val:.3f}"),
                                      refresh=True)
         if self.show and self.every and (epoch % self.every == 0 or epoch == self.epochs - 1):
-            self.write(line)
+            done = epoch - self._first_epoch + 1
+            left = (now - self._started) / done * (self.epochs - 1 - epoch)
+            self.write(f"epoch {epoch:4d}/{self.epochs} | {line} | " +
+                       ("done" if epoch == self.epochs - 1 else f"about {left:.{1 if left < 10 else 0}f} s left"))
         self._watch_loss(epoch, float(record["loss"]))
 
     def _watch_loss(self, epoch: int, loss: float) -> None:

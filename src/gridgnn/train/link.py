@@ -166,10 +166,10 @@ def gathered_metrics(comm, pairs: LinkPairs, name: str, pos: torch.Tensor, neg: 
 def _line(r: dict) -> str:
     from .loop import compiling, fmt
 
-    return (f"epoch {r['epoch']:4d} | loss {r['loss']:.4f} | AUC val {fmt(r['val_auc'], '.4f')} "
+    return (f"loss {r['loss']:.4f} | AUC val {fmt(r['val_auc'], '.4f')} "
             f"test {fmt(r['test_auc'], '.4f')} | {r['epoch_time_s'] * 1e3:7.1f} ms (compute "
             f"{r['compute_time_s'] * 1e3:.1f}, comm {r['comm_time_s'] * 1e3:.1f}{compiling(r)}) | "
-            f"{r['bytes_sent'] / 1e3:.1f} kB sent")
+            f"rank 0 sent {r['bytes_sent'] / 1e3:.1f} kB")
 
 
 def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
@@ -299,6 +299,6 @@ def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
         print(f"final: test AUC={fmt(summary['test_auc'], '.4f')} val AUC={fmt(summary['val_auc'], '.4f')} "
               f"Hits@{cfg.model_hits_k}={fmt(summary['test_hits'], '.4f')} MRR={fmt(summary['test_mrr'], '.4f')} "
               f"(best epoch {summary['best_epoch']}), epoch {summary['epoch_time_median_s'] * 1e3:.1f} ms median, "
-              f"{summary['comm_bytes_per_epoch']['total'] / 1e6:.3f} MB/epoch moved"
+              f"{summary['comm_bytes_per_epoch']['total'] / 1e6:.3f} MB moved per epoch (all ranks)"
               + (f"; outputs in {cfg.out}" if cfg.out else ""), flush=True)
     return loop.result(summary, params, keep_model)

@@ -343,7 +343,7 @@ def _mean_phases(logs: list[dict]) -> dict:
 def _line(r: dict) -> str:
     from .loop import compiling, fmt
 
-    return (f"epoch {r['epoch']:4d} | loss {r['loss']:.4f} | train {fmt(r['train_acc'], '.3f')} "
+    return (f"loss {r['loss']:.4f} | train {fmt(r['train_acc'], '.3f')} "
             f"val {fmt(r['val_acc'], '.3f')} test {fmt(r['test_acc'], '.3f')} | {r['minibatches']} minibatches, "
             f"{r['minibatches_per_s']:.1f}/s | sampling {r['sampling_s'] * 1e3:.0f} ms, fetch {r['fetch_s'] * 1e3:.0f} "
             f"ms, compute {r['compute_s'] * 1e3:.0f} ms{compiling(r)}")

@@ -366,7 +366,7 @@ def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, ca
     if not cfg.quiet:
         print(f"final: test_acc={fmt(summary['test_acc'], '.4f')} val_acc={fmt(summary['val_acc'], '.4f')} "
               f"(best epoch {summary['best_epoch']}), epoch {summary['epoch_time_median_s'] * 1e3:.1f} ms median, "
-              f"{summary['comm_bytes_per_epoch']['total'] / 1e6:.3f} MB/epoch moved, "
+              f"{summary['comm_bytes_per_epoch']['total'] / 1e6:.3f} MB moved per epoch (all ranks), "
               f"adjacency shards nnz max/mean {summary['nnz_max_over_mean']:.3f}"
               + (f"; outputs in {cfg.out}" if cfg.out else ""), flush=True)
     return loop.result(summary, params, keep_model)
@@ -605,10 +605,10 @@ def ratio(a, b) -> float | None:
 
 
 def _line(r: dict) -> str:
-    return (f"epoch {r['epoch']:4d} | loss {r['loss']:.4f} | train {fmt(r['train_acc'], '.3f')} "
+    return (f"loss {r['loss']:.4f} | train {fmt(r['train_acc'], '.3f')} "
             f"val {fmt(r['val_acc'], '.3f')} test {fmt(r['test_acc'], '.3f')} | {r['epoch_time_s'] * 1e3:7.1f} ms "
             f"(compute {r['compute_time_s'] * 1e3:.1f}, comm {r['comm_time_s'] * 1e3:.1f}{compiling(r)}) | "
-            f"{r['bytes_sent'] / 1e3:.1f} kB sent")
+            f"rank 0 sent {r['bytes_sent'] / 1e3:.1f} kB")
 
 
 def delta_of(before: dict, after: dict) -> dict:
