@@ -3,12 +3,17 @@ r"""Configurations of a run as the planner sees them: the simulated step of a :c
 of ``--algo auto`` (:func:`resolve_auto`)."""
 from __future__ import annotations
 
+import concurrent.futures as cf
 import dataclasses
+import gc
+import multiprocessing as mp
+import os
 import time
 
 import numpy as np
 import torch
 
+from ..distributed.machine import available_memory, available_memory_bytes
 from ..distributed.wire import wire_element_bytes
 from ..errors import GridGnnError
 
@@ -49,7 +54,6 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
                                        method=cfg.partition, seed=cfg.seed, normalized=normalized)
             if layouts is not None:
                 layouts[key] = (source, rows)
-    from ..distributed.machine import available_memory
     from ..nn import resolve_model
     from .trainer import _check_parameters
 
@@ -96,9 +100,6 @@ def plan_jobs(jobs: int | None, world: int, count: int) -> int:
     """Worker processes a plan of ``count`` configurations of ``world`` processes uses: ``jobs`` when given (at most
     one per configuration), else one per usable core for a plan of at least :data:`PARALLEL_PLAN_RECORDS` rank
     records where processes can fork, else 1 (priced in this process)."""
-    import multiprocessing as mp
-    import os
-
     if jobs is not None:
         if int(jobs) < 1:
             raise GridGnnError(f"--jobs must be >= 1, got {jobs}")
@@ -142,8 +143,6 @@ def _price_group(indices: list[int]) -> list:
 
 
 def _worker_start() -> None:
-    import gc
-
     torch.set_num_threads(1)  # a forked worker: no OpenMP pool of the parent's, and the cores are the workers'
     # what the parent held stays out of the collector's scans (and its pages unwritten); the records a plan
     # allocates by the million are short-lived and acyclic: collect rarely
@@ -210,9 +209,6 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
         for k, cand in enumerate(cands):
             landed(k, _price_candidate(cfg, graph, profile, cand, layouts, available_bytes, narrow_grads))
     else:
-        import concurrent.futures as cf
-        import multiprocessing as mp
-
         _SHARED.clear()
         _SHARED.update(cfg=cfg, graph=graph, profile=profile, cands=cands, available_bytes=available_bytes,
                        narrow_grads=narrow_grads, normalized=layouts["normalized"])
@@ -237,7 +233,6 @@ def resolve_auto(cfg, graph, *, profile=None, check_memory: bool = True, progres
     one) and return ``(config of the pick, its plan row, the number of candidates)``. The pick is the fastest
     predicted configuration that fits in this machine's available memory (``check_memory``; else the fastest).
     ``graph``: a loaded :class:`~gridgnn.graph.Graph`; ``progress``: as in :func:`plan_configs`."""
-    from ..distributed.machine import available_memory_bytes
     from ..planner.timing import load_profile
 
     profile = profile if profile is not None else load_profile(getattr(cfg, "profile", None))
