@@ -77,7 +77,7 @@ def test_a_checkpoint_without_the_best_parameters_is_refused_for_keep_best(tmp_p
     gridgnn.train(**{**RUN, "epochs": 8}, keep="last", out=str(first), checkpoint_every=8)
     ckpt = torch.load(first / "checkpoint.pt", weights_only=True)
     assert "best_params" not in ckpt and ckpt["best_epoch"] < 7
-    with pytest.raises(gridgnn.GridGnnError, match="--keep best: the checkpoint holds the parameters of its last "
-                                                   "epoch"):
+    with pytest.raises(gridgnn.GridGnnError, match="--keep best, but the checkpoint holds the parameters of its "
+                                                   "last epoch"):  # refused before any rank starts
         gridgnn.train(**RUN, keep="best", resume=str(first), out=str(tmp_path / "again"))
     gridgnn.train(**RUN, keep="last", resume=str(first), out=str(tmp_path / "again"))  # what the line says works

@@ -17,22 +17,16 @@ from .permute import block_nnz
 
 def nnz_cols(matp: sp.csr_matrix, bounds: np.ndarray) -> np.ndarray:
     """``V[q, l] = |NnzCols(l, q)|``: distinct columns of block ``q`` with an entry in block row ``l`` (the rows
-    the owner of ``q`` sends to ``l``; in 1.5D only within the process column whose chunk holds ``q``).
-
-    One pass over the column-major pattern: a column's rows ascend, so the block rows it meets ascend too, and each
-    (column, block row) pair is counted where the block row changes along the column."""
+    the owner of ``q`` sends to ``l``; in 1.5D only within the process column whose chunk holds ``q``). One block
+    row at a time: the memory it needs beyond the matrix is one block row's columns."""
     bounds = np.asarray(bounds, np.int64)
     k = bounds.size - 1
-    csc = sp.csc_matrix(matp)
-    csc.sort_indices()
-    row_block = np.searchsorted(bounds, csc.indices, side="right") - 1  # the block row of every entry
-    starts = np.zeros(csc.nnz, dtype=bool)  # the first entry of each (column, block row) pair
-    if csc.nnz:
-        starts[csc.indptr[:-1][np.diff(csc.indptr) > 0]] = True
-        starts[1:] |= row_block[1:] != row_block[:-1]
-    col_block = np.searchsorted(bounds, np.arange(csc.shape[1]), side="right") - 1
-    entry_col_block = np.repeat(col_block, np.diff(csc.indptr))
-    return np.bincount(entry_col_block[starts] * k + row_block[starts], minlength=k * k).reshape(k, k)
+    col_block = np.searchsorted(bounds, np.arange(matp.shape[1]), side="right") - 1
+    v = np.zeros((k, k), dtype=np.int64)
+    for l in range(k):
+        cols = np.unique(matp.indices[matp.indptr[bounds[l]]:matp.indptr[bounds[l + 1]]])
+        v[:, l] = np.bincount(col_block[cols], minlength=k)
+    return v
 
 
 class NnzHistogram:

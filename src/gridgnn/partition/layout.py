@@ -102,10 +102,14 @@ def even_bounds(n: int, parts: int) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
 
-@lru_cache(maxsize=1 << 16)
 def even_range(n: int, parts: int, k: int) -> tuple[int, int]:
-    """``(start, stop)`` of block ``k`` of :func:`even_bounds` ``(n, parts)``, without building the bounds (cached:
-    a planner asks it for every rank of every configuration)."""
+    """``(start, stop)`` of block ``k`` of :func:`even_bounds` ``(n, parts)``, without building the bounds (plain
+    ints, cached: a planner asks it for every rank of every configuration)."""
+    return _even_range(int(n), int(parts), int(k))
+
+
+@lru_cache(maxsize=1 << 16)
+def _even_range(n: int, parts: int, k: int) -> tuple[int, int]:
     if parts < 1:
         raise GridGnnError(f"number of parts must be positive, got {parts}")
     if not 0 <= k < parts:
@@ -121,9 +125,13 @@ def even_size(n: int, parts: int, k: int) -> int:
     return stop - start
 
 
-@lru_cache(maxsize=1 << 12)
 def even_sizes(n: int, parts: int) -> tuple:
     """The block sizes of :func:`even_bounds` ``(n, parts)`` as a tuple of ints (larger first; cached)."""
+    return _even_sizes(int(n), int(parts))
+
+
+@lru_cache(maxsize=1 << 12)
+def _even_sizes(n: int, parts: int) -> tuple:
     if parts < 1:
         raise GridGnnError(f"number of parts must be positive, got {parts}")
     base, extra = divmod(int(n), int(parts))

@@ -292,6 +292,18 @@ def check_for_run(ckpt: dict, resume: str, *, dims: list[int], info: dict, epoch
     check_epochs(ckpt, path, epochs)
 
 
+def check_keep(ckpt: dict, keep: str, path: str) -> None:
+    """``--keep best`` needs the best epoch's parameters: a checkpoint written with ``--keep last`` (or before
+    ``best_params`` existed) after a better epoch has only its last epoch's."""
+    from .summary import best_epoch
+
+    best, last = best_epoch(ckpt["records"]), ckpt["epoch"] - 1
+    if keep == "best" and "best_params" not in ckpt and best != last:
+        raise GridGnnError(f"--resume {path}: --keep best, but the checkpoint holds the parameters of its last epoch "
+                           f"({last}) only, not those of its best validation epoch ({best}); resume with --keep "
+                           "last, or retrain")
+
+
 def check_epochs(ckpt: dict, path: str, epochs: int) -> None:
     if epochs <= ckpt["epoch"]:
         raise GridGnnError(f"--resume {path} is at epoch {ckpt['epoch']} and --epochs is {epochs}: nothing is "

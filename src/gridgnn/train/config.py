@@ -744,9 +744,10 @@ def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConf
     cfg = TrainConfig(**kw)
     cfg.validate()
     if ckpt is not None:
-        from .checkpoint import check_epochs, checkpoint_file
+        from .checkpoint import check_epochs, check_keep, checkpoint_file
 
         check_epochs(ckpt, checkpoint_file(cfg.resume), cfg.epochs)
+        check_keep(ckpt, cfg.keep, checkpoint_file(cfg.resume))
     return cfg
 
 

@@ -12,7 +12,7 @@ import os
 from ..errors import GridGnnError
 import torch
 
-from .checkpoint import CHECKPOINT, full_parameters, save_checkpoint, sliced_parameters
+from .checkpoint import CHECKPOINT, check_keep, full_parameters, save_checkpoint, sliced_parameters
 from .console import Console
 from .model_file import MODEL_FILE, TrainOutput, write_model_file
 from .outputs import (MetricsLog, OutLock, clear_outputs, incomplete, make_out_dir, previous_outputs,
@@ -84,7 +84,7 @@ class RunLoop:
                 rec = step(epoch)
                 self.history.append(rec)
                 if cfg.keep == "best" and best_epoch(self.history) == epoch:  # (every rank alike: the metrics
-                    self.kept = {p: p.detach().clone() for p in self._kept_parameters()}  # are all-reduced)
+                    self._keep_now()  # are all-reduced)
                 if self.files is not None:
                     self.files.metrics.append(rec)
                 stop = stops_early(self.history, cfg.early_stop)
@@ -101,6 +101,15 @@ class RunLoop:
                     break
             self._hand_on_kept()
 
+    def _keep_now(self) -> None:
+        """``--keep best``: this epoch is the best so far; its parameters overwrite the kept copy (one copy held)."""
+        if self.kept is None:
+            self.kept = {p: p.detach().clone() for p in self._kept_parameters()}
+            return
+        with torch.no_grad():
+            for p, value in self.kept.items():
+                value.copy_(p)
+
     def _kept_parameters(self) -> list:
         """What ``--keep best`` copies: the model's parameters and those held outside it (``replicated``)."""
         return [e[2] for e in self.model.parameter_entries()] + [p for ps in self.replicated.values() for p in ps]
@@ -111,12 +120,9 @@ class RunLoop:
         has lost that epoch's parameters: refused, rather than handing on other parameters than the summary's."""
         if ckpt is None:
             return None
-        best, last = best_epoch(self.history), len(self.history) - 1
+        check_keep(ckpt, self.cfg.keep, CHECKPOINT)  # (refused before any rank started: config_from_flags)
         if "best_params" in ckpt:
             return sliced_parameters(self.model, self.plan, ckpt["best_params"], self.dims, self.replicated)
-        if best != last:
-            raise GridGnnError(f"--keep best: the checkpoint holds the parameters of its last epoch ({last}) only, not "
-                               f"those of its best validation epoch ({best}); resume with --keep last, or retrain")
         return {p: p.detach().clone() for p in self._kept_parameters()}
 
     def _hand_on_kept(self) -> None:

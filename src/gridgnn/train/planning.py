@@ -6,8 +6,10 @@ from __future__ import annotations
 import concurrent.futures as cf
 import dataclasses
 import gc
+import json
 import multiprocessing as mp
 import os
+import sys
 import time
 
 import numpy as np
@@ -59,15 +61,29 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
 
     # the trace builds the model once in float64: refused with the memory guard's line when it cannot fit
     _check_parameters(cfg, resolve_model(cfg.model), dims, available_memory(), 1, trains_on_host=False)
-    traced = None if layouts is None else layouts.get(("trace", cfg.algo, bool(getattr(source, "double", False))))
+    trace_key = _trace_key(cfg, dims, source)
+    traced = None if layouts is None else layouts.get(trace_key)
     vol = step_volume(graph, cfg.algo, world, source=source, rows=rows, shape=shape, replication=cfg.replication,
                       build_model=lambda plan: build_model(cfg, dims, plan, torch.float64),
                       traits=algo.traits, elem_bytes=8 if cfg.dtype == "float64" else 4,
                       block_rows=cfg.blocked_aggregation, wire_bytes=wire_element_bytes(cfg.comm_dtype, cfg.dtype),
                       grad_wire_bytes=wire_element_bytes(cfg.grad_dtype, cfg.dtype), traced=traced)
-    if layouts is not None:  # the trace depends on the algorithm and the vertex orders alone, not on the grid
-        layouts[("trace", cfg.algo, bool(getattr(source, "double", False)))] = vol.trace
+    if layouts is not None:
+        layouts[trace_key] = vol.trace
     return vol, shape, source, rows
+
+
+#: the options a plan's candidates differ in that the model's trace does not read (it runs the model on a tiny serial
+#: plan with the algorithm's layout rules, which read the vertex orders)
+_NOT_TRACED = ("grid", "replication", "partition", "overlap", "nproc")
+
+
+def _trace_key(cfg, dims, source) -> tuple:
+    """What the model's trace on ``cfg``'s algorithm depends on: the config but the layout options, the widths and
+    whether the source has two vertex orders."""
+    options = {k: v for k, v in cfg.to_dict().items() if k not in _NOT_TRACED}
+    return ("trace", json.dumps(options, sort_keys=True, default=str), tuple(dims),
+            bool(getattr(source, "double", False)))
 
 
 def memory_per_rank(cfg, graph, source, rows, shape, traced=None) -> list[int]:
@@ -96,18 +112,28 @@ PARALLEL_PLAN_RECORDS = 8192
 _SHARED: dict = {}
 
 
-def plan_jobs(jobs: int | None, world: int, count: int) -> int:
-    """Worker processes a plan of ``count`` configurations of ``world`` processes uses: ``jobs`` when given (at most
-    one per configuration), else one per usable core for a plan of at least :data:`PARALLEL_PLAN_RECORDS` rank
-    records where processes can fork, else 1 (priced in this process)."""
+#: what a worker of a parallel plan may hold beyond the pages it shares with the plan: its block sources (a permuted
+#: matrix per vertex order), their P × P block statistics and every rank's schedules (measured 1.4–2.3 GB per
+#: worker at P = 4096 on R-MAT scale 16: 1.8·10⁶ nonzeros)
+WORKER_FLOOR_BYTES = 2 * 2 ** 30
+WORKER_BYTES_PER_NNZ = 128
+WORKER_BYTES_PER_RANK_PAIR = 16
+
+
+def plan_jobs(jobs: int | None, world: int, count: int, nnz: int = 0) -> int:
+    """Worker processes a plan of ``count`` configurations of ``world`` processes on a graph of ``nnz`` stored
+    edges uses: ``jobs`` when given (at most one per configuration), else, on Linux and for a plan of at least
+    :data:`PARALLEL_PLAN_RECORDS` rank records, one per usable core as far as the available memory holds one
+    worker's allowance each (:data:`WORKER_FLOOR_BYTES` …), else 1 (priced in this process)."""
     if jobs is not None:
         if int(jobs) < 1:
             raise GridGnnError(f"--jobs must be >= 1, got {jobs}")
         return max(1, min(int(jobs), count))
-    if world * count < PARALLEL_PLAN_RECORDS or "fork" not in mp.get_all_start_methods():
-        return 1
+    if world * count < PARALLEL_PLAN_RECORDS or not sys.platform.startswith("linux"):
+        return 1  # (forking a process that has imported torch is safe on Linux alone)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(cores, count))
+    allowance = max(WORKER_FLOOR_BYTES, WORKER_BYTES_PER_NNZ * nnz + WORKER_BYTES_PER_RANK_PAIR * world * world)
+    return max(1, min(cores, count, available_memory() // allowance))
 
 
 def _price_candidate(cfg, graph, profile, cand, layouts: dict, available_bytes, narrow_grads: bool):
@@ -138,6 +164,8 @@ def _price_group(indices: list[int]) -> list:
     vertex orders (configurations of one order share it)."""
     s = _SHARED
     layouts = s.setdefault("layouts", {"normalized": s["normalized"]})
+    for key in [k for k in layouts if k != "normalized" and k[0] != "trace"]:
+        del layouts[key]  # a task is one vertex order's configurations: the sources of earlier tasks go
     return [(k, _price_candidate(s["cfg"], s["graph"], s["profile"], s["cands"][k], layouts, s["available_bytes"],
                                  s["narrow_grads"])) for k in indices]
 
@@ -151,11 +179,11 @@ def _worker_start() -> None:
 
 
 def _plan_groups(cfg, cands, jobs: int) -> list[list[int]]:
-    """The workers' tasks: configurations that share a vertex order together (a graph partition is computed once;
-    such a group holds the few block-row algorithms of one block count), a group larger than a worker's fair piece
-    cut (the many grids of one random order: rebuilding it is cheap), so that the workers stay busy."""
+    """The workers' tasks: configurations that share a vertex order together (a graph partition is computed once,
+    whatever the number of workers), a group whose order is rebuilt cheaply (:data:`~gridgnn.train.rank_layout.
+    SEEDED_ORDERS`: the many grids of one random permutation) cut into pieces, so that the workers stay busy."""
     from ..parallel import algorithm
-    from .rank_layout import order_key
+    from .rank_layout import SEEDED_ORDERS, order_key
 
     groups: dict = {}
     for k, cand in enumerate(cands):
@@ -168,7 +196,11 @@ def _plan_groups(cfg, cands, jobs: int) -> list[list[int]]:
             key = ("alone", k)
         groups.setdefault(key, []).append(k)
     piece = max(1, -(-len(cands) // (16 * jobs)))
-    return [members[i:i + piece] for members in groups.values() for i in range(0, len(members), piece)]
+    out = []
+    for members in groups.values():
+        step = piece if cands[members[0]].partition in SEEDED_ORDERS else len(members)
+        out += [members[i:i + step] for i in range(0, len(members), step)]
+    return out
 
 
 def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None = None, progress=None,
@@ -203,7 +235,7 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
         if progress is not None and done < len(cands):
             progress(done, len(cands))
 
-    jobs = plan_jobs(jobs, cfg.nproc, len(cands))
+    jobs = plan_jobs(jobs, cfg.nproc, len(cands), graph.nnz)
     layouts: dict = {"normalized": gcn_normalize(graph)}  # the normalized matrix, once for every configuration
     if jobs == 1:
         for k, cand in enumerate(cands):
@@ -213,10 +245,15 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
         _SHARED.update(cfg=cfg, graph=graph, profile=profile, cands=cands, available_bytes=available_bytes,
                        narrow_grads=narrow_grads, normalized=layouts["normalized"])
         try:
-            with cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork"), initializer=_worker_start) as pool:
+            pool = cf.ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork"), initializer=_worker_start)
+            try:
                 for fut in cf.as_completed([pool.submit(_price_group, g) for g in _plan_groups(cfg, cands, jobs)]):
                     for k, result in fut.result():
                         landed(k, result)
+            except BaseException:  # a configuration failed (or Ctrl-C): the queued ones are not priced
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+            pool.shutdown(wait=True)
         finally:
             _SHARED.clear()
     if progress is not None:

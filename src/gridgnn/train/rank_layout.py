@@ -19,6 +19,8 @@ from .step import LocalData
 BUILTIN_PARTITIONS = ("random", "single-perm", "identity")
 GRAPH_PARTITIONERS = ("metis", "metis-vol", "hypergraph", "balanced")
 PERMUTATIONS = ("random", "single-perm", "identity", "double-perm", "balanced-perm")
+#: the vertex orders that depend on ``n`` and the seed alone (cheap to build again; the others read the graph)
+SEEDED_ORDERS = ("random", "single-perm", "identity", "double-perm")
 
 
 def num_blocks(algo: str, world: int, replication: int) -> int:
