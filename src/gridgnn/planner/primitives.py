@@ -783,35 +783,43 @@ class PlexusVolume(BlockRowVolume):
         """Local work of ``call`` on every rank (:func:`call_work`): the rank's shard of the layer's adjacency
         (``V^t × V^r`` of the graph layout) on its column block ``C^q``; a ``linear`` multiplies its ``n_r ×
         |C^q(in)|`` block by the ``|C^q(in)| × |C^t(out)|`` weight block; node-wise work on the ``(r, q)`` block of
-        the tensor it reads (``add_bias``, ``head_mean``: the layer's output; ``head_scores``: the ``linear``'s)."""
-        out = {u: np.zeros(self.world) for u in WORK_UNITS}
+        the tensor it reads (``add_bias``, ``head_mean``: the layer's output; ``head_scores``: the ``linear``'s).
+        Every rank's sizes are read from its schedule and priced at once (arrays over the ranks)."""
         L = self.layouts[call.layer]
+        scheds = [self.schedule(r, call.layer) for r in range(self.world)]
+
+        def each(size) -> np.ndarray:
+            return np.array([size(s) for s in scheds], dtype=np.int64)
+
         node_wise = {"add_bias": L.output, "head_mean": L.output,
                      "head_scores": L.linear.after_linear() if L.linear is not None else L.output}
-        for r in range(self.world):
-            s = self.schedule(r, call.layer)
-            lay = node_wise.get(call.name, L.graph if L.graph is not None else L.output)
-            nnz, launches = 0, 1
-            if call.name == "linear" and self.scatter:  # plexus-rs: the row part, every output column
-                w = call_work(call, nnz=0.0, rows=float(s.part_rows(L.linear)),
-                              width=s.ncols(call.width, L.linear.cols), out_width=call.out_width)
-            elif call.name == "linear":
-                lay = L.linear
-                w = call_work(call, nnz=0.0, rows=float(s.nrows(lay.rows)), width=s.ncols(call.width, lay.cols),
-                              out_width=s.ncols(call.out_width, lay.third))
+        lay = node_wise.get(call.name, L.graph if L.graph is not None else L.output)
+        if call.name == "linear" and self.scatter:  # plexus-rs: the row part, every output column
+            w = call_work(call, nnz=0.0, rows=each(lambda s: s.part_rows(L.linear)).astype(np.float64),
+                          width=each(lambda s: s.ncols(call.width, L.linear.cols)), out_width=call.out_width)
+        elif call.name == "linear":
+            lay = L.linear
+            w = call_work(call, nnz=0.0, rows=each(lambda s: s.nrows(lay.rows)).astype(np.float64),
+                          width=each(lambda s: s.ncols(call.width, lay.cols)),
+                          out_width=each(lambda s: s.ncols(call.out_width, lay.third)))
+        else:
+            nnz, launches = 0.0, 1
+            if call.name in ("spmm", "spmm_select", "sddmm_dot"):
+                nnz, width = each(lambda s: s.nnz).astype(np.float64), each(lambda s: s.ncols(call.width, lay.cols))
+                if call.name != "sddmm_dot":
+                    launches = each(lambda s: len(s.aggregate()))
+            elif call.name in ("sddmm_add", "edge_softmax", "row_sum"):
+                nnz, width = each(lambda s: s.nnz).astype(np.float64), (1 if call.name == "row_sum" else call.heads)
             else:
-                if call.name in ("spmm", "spmm_select", "sddmm_dot"):
-                    nnz, width = s.nnz, s.ncols(call.width, lay.cols)
-                    if call.name != "sddmm_dot":
-                        launches = len(s.aggregate())
-                elif call.name in ("sddmm_add", "edge_softmax", "row_sum"):
-                    nnz, width = s.nnz, (1 if call.name == "row_sum" else call.heads)
-                else:
-                    width = s.ncols(call.width, lay.cols)
-                rows = s.part_rows(lay) if self.scatter and call.name == "add_bias" else s.nrows(lay.rows)
-                w = call_work(call, nnz=float(nnz), rows=float(rows), width=width, launches=launches)
-            for u, v in w.items():
-                out[u][r] = v
+                width = each(lambda s: s.ncols(call.width, lay.cols))
+            if self.scatter and call.name == "add_bias":
+                rows = each(lambda s: s.part_rows(lay))
+            else:
+                rows = each(lambda s: s.nrows(lay.rows))
+            w = call_work(call, nnz=nnz, rows=rows.astype(np.float64), width=width, launches=launches)
+        out = {u: np.zeros(self.world) for u in WORK_UNITS}
+        for u, v in w.items():
+            out[u][:] = v
         return out
 
     def loss(self, out: dict, elem_bytes: int) -> None:
