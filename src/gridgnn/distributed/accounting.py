@@ -98,7 +98,13 @@ def allgather(g: int, piece: float) -> tuple[float, float]:
 
 def reducescatter(me: int, pieces) -> tuple[float, float]:
     """``(sent, recv)`` of axis-rank ``me`` in a reduce-scatter whose member ``k`` keeps ``pieces[k]`` bytes."""
-    return float(sum(p for k, p in enumerate(pieces) if k != me)), float((len(pieces) - 1) * pieces[me])
+    return reducescatter_of(sum(pieces), pieces[me], len(pieces))
+
+
+def reducescatter_of(total: float, mine: float, g: int) -> tuple[float, float]:
+    """:func:`reducescatter` from the pieces' sum ``total`` and this member's ``mine`` (``g`` members): the others'
+    pieces sent, ``g − 1`` copies of one's own received."""
+    return float(total - mine), float((g - 1) * mine)
 
 
 @lru_cache(maxsize=1 << 12)
@@ -196,7 +202,6 @@ class Transfer(NamedTuple):
             return alltoallv(self.me, [s * row_bytes for s in self.send], [r * row_bytes for r in self.recv])
         if self.kind == "allgather":
             return allgather(self.group, self.largest_piece * row_bytes)
-        if self.kind == "reducescatter":  # (reducescatter(me, pieces in bytes), summed in rows once per group)
-            total, mine = self.total_rows, self.pieces[self.me]
-            return float((total - mine) * row_bytes), float((len(self.pieces) - 1) * mine * row_bytes)
+        if self.kind == "reducescatter":  # (the pieces summed in rows once per group)
+            return reducescatter_of(self.total_rows * row_bytes, self.pieces[self.me] * row_bytes, len(self.pieces))
         raise ValueError(f"no accounting for collective {self.kind!r}")

@@ -39,7 +39,7 @@ from ..parallel.plexus import PlexusFamily
 from ..parallel.summa import SummaFamily
 from ..partition import RowPartition, block_range, even_bounds
 from ..partition.counts import nnz_cols
-from ..partition.layout import even_range, layer_version, vertex_order
+from ..partition.layout import PLEXUS_AXES, PlexusSchedule, even_range, layer_version, vertex_order
 from ..partition.permute import block_nnz
 
 
@@ -602,7 +602,7 @@ class PlexusVolume(BlockRowVolume):
     def __init__(self, source, shape: tuple[int, int, int], calls: list, *, train_rows=None, labelled=None,
                  block_rows: int = 0, scatter: bool = False):
         from ..distributed.grid import coords_of
-        from ..partition.layout import PLEXUS_AXES, plexus_layouts, plexus_program
+        from ..partition.layout import plexus_layouts, plexus_program
 
         self.source, self.shape = source, tuple(shape)
         self.world = int(np.prod(shape))
@@ -658,15 +658,18 @@ class PlexusVolume(BlockRowVolume):
     def schedule(self, r: int, layer: int):
         """Rank ``r``'s :class:`~gridgnn.partition.layout.PlexusSchedule` of layer ``layer`` — the one its engine
         runs, built here from the source's shards alone."""
-        from ..partition.layout import PLEXUS_AXES, PlexusSchedule
+        return self.schedules(layer)[r]
 
+    def schedules(self, layer: int) -> list:
+        """Every rank's :meth:`schedule` of layer ``layer``, built once (a step asks them for each primitive of
+        the layer)."""
         key = ("schedules", layer)
-        if key not in self._cache:  # every rank's, built once (a step asks them for each primitive of the layer)
+        if key not in self._cache:
             lay = self.layouts[layer]
             self._cache[key] = [PlexusSchedule(self.source.n, self.shape, tuple(me[a] for a in PLEXUS_AXES), lay,
                                                self._nnz(lay.graph, me) if lay.graph is not None else 0,
                                                self.block_rows) for me in self.coords]
-        return self._cache[key][r]
+        return self._cache[key]
 
     AXIS_KEYS = {"x": "x", "y": "y", "z": "z"}  # the grid's own axis names
 
@@ -786,7 +789,7 @@ class PlexusVolume(BlockRowVolume):
         the tensor it reads (``add_bias``, ``head_mean``: the layer's output; ``head_scores``: the ``linear``'s).
         Every rank's sizes are read from its schedule and priced at once (arrays over the ranks)."""
         L = self.layouts[call.layer]
-        scheds = [self.schedule(r, call.layer) for r in range(self.world)]
+        scheds = self.schedules(call.layer)
 
         def each(size) -> np.ndarray:
             return np.array([size(s) for s in scheds], dtype=np.int64)

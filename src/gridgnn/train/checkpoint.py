@@ -51,6 +51,7 @@ import torch
 
 from ..errors import GridGnnError
 from .outputs import atomic_write
+from .summary import best_epoch
 
 CHECKPOINT = "checkpoint.pt"
 FORMAT = "gridgnn-checkpoint"
@@ -295,8 +296,6 @@ def check_for_run(ckpt: dict, resume: str, *, dims: list[int], info: dict, epoch
 def check_keep(ckpt: dict, keep: str, path: str) -> None:
     """``--keep best`` needs the best epoch's parameters: a checkpoint written with ``--keep last`` (or before
     ``best_params`` existed) after a better epoch has only its last epoch's."""
-    from .summary import best_epoch
-
     best, last = best_epoch(ckpt["records"]), ckpt["epoch"] - 1
     if keep == "best" and "best_params" not in ckpt and best != last:
         raise GridGnnError(f"--resume {path}: --keep best, but the checkpoint holds the parameters of its last epoch "
@@ -487,31 +486,37 @@ def _numbered(model, plan, dims: list[int]):
         yield name, seen[name], p, slc
 
 
-def load_parameters(model, plan, params: dict, dims: list[int]) -> None:
+def _held(model, plan, params: dict, dims: list[int], replicated: dict | None = None):
+    """``(parameter, the part of params it holds)`` of every parameter of this rank: the model's, sliced for its
+    plan, and ``replicated``'s (``{name: [parameters]}`` held whole, from ``params``' group ``name``)."""
+    for name, i, p, slc in _numbered(model, plan, dims):
+        yield p, params[name][i][slc]
+    for name, ps in (replicated or {}).items():
+        for i, p in enumerate(ps):
+            yield p, params[name][i]
+
+
+def load_parameters(model, plan, params: dict, dims: list[int], replicated: dict | None = None) -> None:
     """Copy full parameters ``{name: [tensors]}`` (a checkpoint's or :func:`full_parameters`') into the model,
     sliced for this rank's plan (no collective)."""
     with torch.no_grad():
-        for name, i, p, slc in _numbered(model, plan, dims):
-            p.copy_(params[name][i][slc])
+        for p, part in _held(model, plan, params, dims, replicated):
+            p.copy_(part)
 
 
 def sliced_parameters(model, plan, params: dict, dims: list[int], replicated: dict | None = None) -> dict:
     """Full parameters ``{name: [tensors]}`` (a checkpoint's) as this rank holds them, ``{parameter: tensor}``,
-    without touching the model (no collective); ``replicated`` as in :func:`restore`."""
-    out = {p: params[name][i][slc].to(p.device).contiguous().clone() for name, i, p, slc in _numbered(model, plan, dims)}
-    for name, ps in (replicated or {}).items():
-        out.update({p: params[name][i].to(p.device).clone() for i, p in enumerate(ps)})
-    return out
+    without touching the model (no collective)."""
+    return {p: part.to(p.device).contiguous().clone() for p, part in _held(model, plan, params, dims, replicated)}
 
 
 def restore(model, opt, plan, ckpt: dict, dims: list[int], replicated: dict | None = None) -> None:
     """Load the checkpoint's full parameters and Adam state, sliced for this rank's plan (no collective);
     ``replicated``: ``{name: [parameters]}`` held whole, loaded from the checkpoint's group ``name``."""
-    load_parameters(model, plan, ckpt["params"], dims)
+    load_parameters(model, plan, ckpt["params"], dims, replicated)
     with torch.no_grad():
         for name, ps in (replicated or {}).items():
             for i, p in enumerate(ps):
-                p.copy_(ckpt["params"][name][i])
                 opt.state[p] = {"step": ckpt["adam"]["step"].clone(),
                                 **{k: ckpt["adam"][k][name][i].to(p.device).clone() for k in ("exp_avg", "exp_avg_sq")}}
         for kind, i, p, slc in _numbered(model, plan, dims):

@@ -72,7 +72,9 @@ class RunLoop:
         self.history = [] if ckpt is None else [dict(r) for r in ckpt["records"]]  # every epoch's record
         #: ``--keep best``: this rank's copy of the parameters after the best epoch so far, ``{parameter: value}``
         #: (``None`` with ``--keep last``, and until an epoch is trained or resumed)
-        self.kept = self._kept_from(ckpt) if cfg.keep == "best" else None
+        self.kept = None
+        if cfg.keep == "best" and ckpt is not None:
+            self._resume_kept(ckpt)
         # --out is created now, after the set-up; nothing between this and `run` (which releases it) can fail
         self.files = _RunFiles(cfg, self.history) if self.lead and cfg.out else None
 
@@ -114,16 +116,15 @@ class RunLoop:
         """What ``--keep best`` copies: the model's parameters and those held outside it (``replicated``)."""
         return [e[2] for e in self.model.parameter_entries()] + [p for ps in self.replicated.values() for p in ps]
 
-    def _kept_from(self, ckpt) -> dict | None:
+    def _resume_kept(self, ckpt) -> None:
         """``--keep best`` on resume: the checkpoint's best parameters as this rank holds them (its last epoch's
         where that epoch is the best). A checkpoint that was written with ``--keep last`` after a better epoch
         has lost that epoch's parameters: refused, rather than handing on other parameters than the summary's."""
-        if ckpt is None:
-            return None
         check_keep(ckpt, self.cfg.keep, CHECKPOINT)  # (refused before any rank started: config_from_flags)
         if "best_params" in ckpt:
-            return sliced_parameters(self.model, self.plan, ckpt["best_params"], self.dims, self.replicated)
-        return {p: p.detach().clone() for p in self._kept_parameters()}
+            self.kept = sliced_parameters(self.model, self.plan, ckpt["best_params"], self.dims, self.replicated)
+        else:  # the restored parameters are the best epoch's
+            self._keep_now()
 
     def _hand_on_kept(self) -> None:
         """After the epochs: with ``--keep best`` the model takes the best epoch's parameters back (what model.pt,

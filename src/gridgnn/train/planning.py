@@ -36,7 +36,7 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
                     relations=graph.num_relations)  # the data's width
     algo = algorithm(cfg.algo)
     world = cfg.nproc
-    shape = (1,) if algo.grid == "single" else cfg.mesh_shape(world)
+    shape = _mesh_shape(cfg)
     check_vertex_count(graph.n, cfg.algo, world, cfg.replication, shape)
     dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
     if algo.grid == "single":
@@ -71,6 +71,13 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
     if layouts is not None:
         layouts[trace_key] = vol.trace
     return vol, shape, source, rows
+
+
+def _mesh_shape(cfg) -> tuple:
+    """The process grid of ``cfg``'s algorithm (serial: one process)."""
+    from ..parallel import algorithm
+
+    return (1,) if algorithm(cfg.algo).grid == "single" else cfg.mesh_shape(cfg.nproc)
 
 
 #: the options a plan's candidates differ in that the model's trace does not read (it runs the model on a tiny serial
@@ -153,7 +160,7 @@ def _price_candidate(cfg, graph, profile, cand, layouts: dict, available_bytes, 
         vol, shape, source, part = simulate_config(c, graph, layouts)
     except LayoutError as exc:  # the model's trace refuses this layout: not a configuration it can run
         return "refused", str(exc)
-    mem = memory_per_rank(c, graph, source, part, shape, vol.trace)  # one trace per configuration
+    mem = memory_per_rank(c, graph, source, part, shape, vol.trace)  # the simulator's trace, not another
     row = price(cand, vol, profile, nproc=cfg.nproc, memory=mem, available_bytes=available_bytes, overlap=c.overlap)
     row["simulate_s"] = time.perf_counter() - t0
     return "row", row
@@ -182,14 +189,12 @@ def _plan_groups(cfg, cands, jobs: int) -> list[list[int]]:
     """The workers' tasks: configurations that share a vertex order together (a graph partition is computed once,
     whatever the number of workers), a group whose order is rebuilt cheaply (:data:`~gridgnn.train.rank_layout.
     SEEDED_ORDERS`: the many grids of one random permutation) cut into pieces, so that the workers stay busy."""
-    from ..parallel import algorithm
     from .rank_layout import SEEDED_ORDERS, order_key
 
     groups: dict = {}
     for k, cand in enumerate(cands):
         try:
-            shape = (1,) if algorithm(cand.algo).grid == "single" else \
-                dataclasses.replace(cfg, **cand.options()).mesh_shape(cfg.nproc)
+            shape = _mesh_shape(dataclasses.replace(cfg, **cand.options()))
             key = order_key(cand.algo, cfg.nproc, replication=cand.replication, shape=shape, method=cand.partition,
                             seed=cfg.seed)
         except GridGnnError:  # (refused when it is priced)
