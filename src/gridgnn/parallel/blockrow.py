@@ -52,6 +52,8 @@ from .attention import FusedAttention, fusable
 from .checks import BlockRowRules
 from .family import Algorithm, Family, add_family
 from .graph import DistGraph
+from .program import LOCAL_ON_WHOLE_ROWS, Program, needs_grad
+from .trace import PrimitiveCall
 
 
 class BlockRowGraph(SourceKeys, DistGraph):
@@ -347,32 +349,39 @@ class BlockRowGraph(SourceKeys, DistGraph):
         order), for row reductions."""
         return self.pattern.row, self.n_local, self.pattern.crow
 
-    def row_all(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
+    def row_all(self, t: torch.Tensor, op: str = "sum", records=None) -> torch.Tensor:
         """All-reduce a row-block result along the axis that splits rows (1.5D ``"rep"``; CAGNET Alg. 2
-        line 8)."""
-        for rec in self.schedule.row_all():
+        line 8); ``records``: a program's ``row_all`` step (default: the schedule's)."""
+        for rec in self.schedule.row_all() if records is None else records:
             self.comm.all_reduce(t, rec.axis, op=op, wire=True)
         return t
 
     # ------------------------------------------------------------------ primitives
+    def program(self, name: str, width: int, heads: int, *inputs) -> Program:
+        """The :func:`program` of a call of ``name`` here (``inputs``: the tensors whose gradients it gives)."""
+        call = PrimitiveCall(name, 0, int(width), int(heads), needs_grad(*inputs))
+        return program(call, self.schedule, sparsity_aware=self.sparsity_aware)
+
     def spmm_sum(self, values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         r""":math:`Y = M(e) X` on the local rows. ``values``: ``nnz_i`` or ``nnz_i × K``; ``x``: ``n_i × K·F``."""
-        return _SpMM.apply(values, x, self)
+        return _SpMM.apply(values, x, self, self.program("spmm", x.shape[1], 0, values, x))
 
     def spmm_select(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str,
                     mask: torch.Tensor | None = None) -> torch.Tensor:
         r""":math:`Y_u = \bigoplus_v \alpha_{uv} \otimes X_v` for a selecting semiring (``max``, ``min``, ``max-plus``,
         ``min-plus``): partials stage by stage, folded with ⊕; 1.5D settles them along ``"rep"`` (a ⊕ all-reduce
         of ``n_i × W`` values and a ``min`` all-reduce of the winners' int64 keys)."""
-        return _SpMMSelect.apply(values, x, self, semiring, mask)
+        return _SpMMSelect.apply(values, x, self, semiring, mask,
+                                 self.program("spmm_select", x.shape[1], 0, values, x))
 
     def sddmm_add(self, s_dst: torch.Tensor, s_src: torch.Tensor) -> torch.Tensor:
         r""":math:`e_{uv,h} = s^{dst}_{u,h} + s^{src}_{v,h}`; ``s_*``: ``n_i × K`` → ``nnz_i × K``."""
-        return _SddmmAdd.apply(s_dst, s_src, self)
+        return _SddmmAdd.apply(s_dst, s_src, self, self.program("sddmm_add", 0, s_src.shape[1], s_dst, s_src))
 
     def sddmm_dot(self, x_dst: torch.Tensor, x_src: torch.Tensor, heads: int = 1) -> torch.Tensor:
         r""":math:`e_{uv,h} = \langle X^{dst}_{u,h}, X^{src}_{v,h} \rangle`; ``x_*``: ``n_i × K·F`` → ``nnz_i × K``."""
-        return _SddmmDot.apply(x_dst, x_src, self, heads)
+        return _SddmmDot.apply(x_dst, x_src, self, heads,
+                               self.program("sddmm_dot", x_src.shape[1], heads, x_dst, x_src))
 
     def at_destinations(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` laid out like :meth:`spmm`'s output: here sources and destinations share the rows (no move)."""
@@ -399,13 +408,83 @@ class BlockRowGraph(SourceKeys, DistGraph):
                                     score, heads, slope, keep, p)
 
 
+def program(call, sched: BlockRowSchedule, *, sparsity_aware: bool) -> Program:
+    r"""The records ``call`` (a :class:`~gridgnn.parallel.trace.PrimitiveCall`) runs on the rank of ``sched`` (its
+    :class:`~gridgnn.partition.layout.BlockRowSchedule`), forward and backward: what the autograd functions below
+    execute and :class:`gridgnn.planner.primitives.BlockRowVolume` sums. Three kinds of step: ``fetch`` (the rows
+    of the source blocks: CAGNET's broadcasts, or ICPP'24's all-to-allv of the rows a block reads), ``push`` (its
+    adjoint: partial sums returned to their owners) and ``row_all`` (the all-reduce of a row-block result along
+    ``"rep"``; no records without that axis). A row is ``cols`` elements wide (``W`` a node tensor's width, ``K``
+    its heads); the records are made when read.
+
+    ===================  ================================================  ===============================================
+    primitive            forward                                           backward
+    ===================  ================================================  ===============================================
+    ``spmm``             fetch(W), row_all(W)                              [oblivious, ∂e: fetch(W)], [∂X: push(W), row_all(W)]
+    ``spmm_select``      fetch(W), row_all(W, ⊕), row_all(W int64 keys)    as ``spmm``
+    ``sddmm_add``        fetch(K)                                          row_all(K), push(K), row_all(K)
+    ``sddmm_dot``        fetch(W)                                          [oblivious: fetch(W)], push(W), row_all(W) ×2
+    ``edge_softmax``     row_all(K, max), row_all(K)                       row_all(K)
+    ``row_sum``          row_all(1)                                        —
+    ===================  ================================================  ===============================================
+
+    Sparsity-aware, the backward reads the halo its forward fetched (kept) instead of fetching it again. The
+    primitives of :data:`~gridgnn.parallel.program.LOCAL_ON_WHOLE_ROWS` move nothing."""
+    prog = Program()
+    name, w, k = call.name, call.width, call.heads
+    if name in LOCAL_ON_WHOLE_ROWS:
+        return prog
+
+    def fetch(phase: str, cols: int, push: bool = False) -> None:
+        prog.add(phase, "push" if push else "fetch", lambda: sched.fetch(push), cols)
+
+    def row_all(phase: str, cols: int, unit: str = "elem", exact: bool = False) -> None:
+        prog.add(phase, "row_all", sched.row_all, cols, unit, exact)
+
+    again = not sparsity_aware  # the oblivious backward fetches the sources again
+    if name in ("spmm", "spmm_select"):
+        need_v, need_x = call.grads
+        fetch("fwd", w)
+        if name == "spmm":
+            row_all("fwd", w)
+        else:  # the ⊕ (max/min) all-reduce of the partials, then the min of the winners' int64 keys
+            row_all("fwd", w, exact=True)
+            row_all("fwd", w, "key", exact=True)
+        if need_v and again:
+            fetch("bwd", w)
+        if need_x:
+            fetch("bwd", w, push=True)
+            row_all("bwd", w)
+    elif name == "sddmm_add":
+        fetch("fwd", k)
+        row_all("bwd", k)
+        fetch("bwd", k, push=True)
+        row_all("bwd", k)
+    elif name == "sddmm_dot":
+        fetch("fwd", w)
+        if again:
+            fetch("bwd", w)
+        fetch("bwd", w, push=True)
+        row_all("bwd", w)
+        row_all("bwd", w)
+    elif name == "edge_softmax":
+        row_all("fwd", k, exact=True)  # the max
+        row_all("fwd", k)
+        row_all("bwd", k)
+    elif name == "row_sum":
+        row_all("fwd", 1)
+    else:
+        raise ValueError(f"the block-row family has no program for primitive {name!r}")
+    return prog
+
+
 def _select(values: torch.Tensor, eidx):
     return values if eidx is None else values[eidx]
 
 
 class _SpMM(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, values, x, g):
+    def forward(ctx, values, x, g, prog):
         x = x.contiguous()
         y = torch.zeros((g.n_local, x.shape[1]), dtype=x.dtype, device=x.device)
         keep = []
@@ -413,9 +492,11 @@ class _SpMM(torch.autograd.Function):
         def body(pat, eidx, xs):
             y.add_(spmm(pat, _select(values, eidx), xs))
 
+        prog.take("fwd", "fetch")
         g.sweep(x, body, keep=keep)
-        g.row_all(y)
-        ctx.g = g
+        g.row_all(y, records=prog.take("fwd", "row_all"))
+        prog.done("fwd")
+        ctx.g, ctx.prog = g, prog
         need_v, need_x = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         # keep only what the backward reads: values for dX; the sources for de (X, to fetch again, and the halo)
         ctx.save_for_backward(values if need_x else None, x if need_v else None,
@@ -443,15 +524,26 @@ class _SpMM(torch.autograd.Function):
                 return spmm(pat, _select(values, eidx), dy, transpose=True)
             return None
 
-        dx = g.sweep(x, body, push_width=ctx.width if need_x else None, halo=halo)
+        dx = g.sweep(x, body, push_width=ctx.width if need_x else None, halo=_took(ctx.prog, g, need_v, need_x, halo))
         if dx is not None:
-            g.row_all(dx)
-        return dvals, dx, None
+            g.row_all(dx, records=ctx.prog.take("bwd", "row_all"))
+        ctx.prog.done("bwd")
+        return dvals, dx, None, None
+
+
+def _took(prog, g, fetch: bool, push: bool, halo):
+    """Take a backward sweep's steps — the fetch (``fetch``: the sources are read; none where the sparsity-aware
+    forward kept the halo), the push (``push``) — and hand on ``halo``."""
+    if fetch and not g.sparsity_aware:
+        prog.take("bwd", "fetch")
+    if push:
+        prog.take("bwd", "push")
+    return halo
 
 
 class _SddmmAdd(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, s_dst, s_src, g):
+    def forward(ctx, s_dst, s_src, g, prog):
         e = s_dst.new_empty((g.nnz, s_dst.shape[1]))
 
         def body(pat, eidx, xs):
@@ -461,22 +553,27 @@ class _SddmmAdd(torch.autograd.Function):
             else:
                 e[eidx] = v
 
+        prog.take("fwd", "fetch")
         g.sweep(s_src.contiguous(), body)
-        ctx.g, ctx.k = g, s_src.shape[1]
+        prog.done("fwd")
+        ctx.g, ctx.k, ctx.prog = g, s_src.shape[1], prog
         return e
 
     @staticmethod
     def backward(ctx, de):
-        g = ctx.g
+        g, prog = ctx.g, ctx.prog
         de = de.contiguous()
-        ds_dst = g.row_all(row_reduce(g.pattern, de, "sum"))
+        ds_dst = g.row_all(row_reduce(g.pattern, de, "sum"), records=prog.take("bwd", "row_all"))
+        prog.take("bwd", "push")
         ds_src = g.sweep(None, lambda pat, eidx, xs: col_sum(pat, _select(de, eidx)), push_width=ctx.k)
-        return ds_dst, g.row_all(ds_src), None
+        ds_src = g.row_all(ds_src, records=prog.take("bwd", "row_all"))
+        prog.done("bwd")
+        return ds_dst, ds_src, None, None
 
 
 class _SddmmDot(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x_dst, x_src, g, heads):
+    def forward(ctx, x_dst, x_src, g, heads, prog):
         e = x_dst.new_empty((g.nnz, heads))
         x_dst, x_src = x_dst.contiguous(), x_src.contiguous()
         keep = []
@@ -488,8 +585,10 @@ class _SddmmDot(torch.autograd.Function):
             else:
                 e[eidx] = v
 
+        prog.take("fwd", "fetch")
         g.sweep(x_src, body, keep=keep)
-        ctx.g, ctx.heads = g, heads
+        prog.done("fwd")
+        ctx.g, ctx.heads, ctx.prog = g, heads, prog
         ctx.save_for_backward(x_dst, x_src, keep[0] if keep else None)
         return e
 
@@ -505,8 +604,12 @@ class _SddmmDot(torch.autograd.Function):
             dd.add_(spmm(pat, d, xs))
             return spmm(pat, d, x_dst, transpose=True)
 
-        ds = g.sweep(x_src, body, push_width=x_src.shape[1], halo=halo)
-        return g.row_all(dd), g.row_all(ds), None, None
+        prog = ctx.prog
+        ds = g.sweep(x_src, body, push_width=x_src.shape[1], halo=_took(prog, g, True, True, halo))
+        dd = g.row_all(dd, records=prog.take("bwd", "row_all"))
+        ds = g.row_all(ds, records=prog.take("bwd", "row_all"))
+        prog.done("bwd")
+        return dd, ds, None, None, None
 
 
 def _stage_positions(edge: torch.Tensor, eidx) -> torch.Tensor:
@@ -522,7 +625,7 @@ def _stage_positions(edge: torch.Tensor, eidx) -> torch.Tensor:
 
 class _SpMMSelect(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, values, x, g, semiring, mask):
+    def forward(ctx, values, x, g, semiring, mask, prog):
         x = x.contiguous()
         keys = g.source_keys()
         sel = sr.Selection(semiring, (g.n_local, x.shape[1]), x)
@@ -535,11 +638,16 @@ class _SpMMSelect(torch.autograd.Function):
             b, e = sr.partial(pat, v, xs, semiring, m, key=k)
             sel.fold(b, e, k, store=eidx)  # stage edges → local edges
 
+        prog.take("fwd", "fetch")
         g.sweep(x, body, keep=keep)
         if g.reduce_axis is not None:
-            sel.settle(lambda t, op: g.row_all(t, op=op))
+            sel.settle(lambda t, op: g.row_all(t, op=op, records=prog.take("fwd", "row_all")))
+        else:  # no axis splits the rows: the steps have no records
+            prog.take("fwd", "row_all")
+            prog.take("fwd", "row_all")
+        prog.done("fwd")
         best, edge = sel.best, sel.edge
-        ctx.g, ctx.semiring, ctx.width = g, semiring, x.shape[1]
+        ctx.g, ctx.semiring, ctx.width, ctx.prog = g, semiring, x.shape[1], prog
         need_v = ctx.needs_input_grad[0]
         ctx.save_for_backward(values, x if need_v else None, keep[0] if need_v and keep else None, edge)
         return sr.finish(semiring, best, edge)
@@ -563,10 +671,11 @@ class _SpMMSelect(torch.autograd.Function):
                     dvals.index_add_(0, eidx, dv)
             return dx
 
-        dx = g.sweep(x, body, push_width=ctx.width if need_x else None, halo=halo)
+        dx = g.sweep(x, body, push_width=ctx.width if need_x else None, halo=_took(ctx.prog, g, need_v, need_x, halo))
         if dx is not None:
-            g.row_all(dx)
-        return dvals, dx, None, None, None
+            g.row_all(dx, records=ctx.prog.take("bwd", "row_all"))
+        ctx.prog.done("bwd")
+        return dvals, dx, None, None, None, None
 
 
 class BlockRowFamily(Family):

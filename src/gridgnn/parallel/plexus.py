@@ -40,7 +40,8 @@ column block of the tensor they are added to, replicated; attention vectors are 
   holding different rows (and columns), so the trainer reduces no gradient.
 
 Every collective runs a record of the layer's :class:`~gridgnn.partition.layout.PlexusSchedule`
-(``Comm.execute``), the records :class:`gridgnn.planner.primitives.PlexusVolume` sums per primitive and rank.
+(``Comm.execute``), taken in order from the call's :func:`program` — the list
+:class:`gridgnn.planner.primitives.PlexusVolume` sums per primitive and rank.
 """
 from __future__ import annotations
 
@@ -59,6 +60,123 @@ from .family import Algorithm, Family, add_family
 from .aggregate import SourceKeys
 from .checks import PlexusRules
 from .graph import DistGraph
+from .program import Program, needs_grad
+from .trace import PrimitiveCall
+
+
+def program(call, s: PlexusSchedule, *, first: str | None, dst_counts=None) -> Program:
+    r"""The records ``call`` (a :class:`~gridgnn.parallel.trace.PrimitiveCall`) runs on the rank of schedule ``s``
+    (its layer's :class:`~gridgnn.partition.layout.PlexusSchedule`), forward and backward: what the autograd
+    functions below execute and :class:`gridgnn.planner.primitives.PlexusVolume` sums. ``first``: layer 0's first
+    move (``"linear"`` or ``"spmm"``; its reader all-gathers the split input); ``dst_counts()``: the rows each
+    member along ``r`` contributes to the destination gather (asked only by the primitives that gather).
+
+    Rows are counted in the records' unit and ``cols`` gives a row's elements: a node row of the tensor's local
+    columns (``|C^q(W)|``), a weight block's row (``|C^t(f_out)|``), an edge's ``K`` values, one parameter
+    element."""
+    prog = Program()
+    L, name = s.layer, call.name
+    if L.input.scatter:
+        _scattered_program(prog, call, s)
+        return prog
+    gathers = call.layer == 0 and L.input.split
+    if name == "linear":
+        lay = L.linear
+        w_in, w_out = s.ncols(call.width, lay.cols), s.ncols(call.out_width, lay.third)
+        if gathers and first == "linear":
+            prog.fwd("input_gather", s.input_gather(), w_in)
+        prog.fwd("weight_gather", s.weight_gather(call.width), w_out)  # Alg. 1 line 6
+        prog.fwd("linear_sum", s.linear_sum(), w_out)  # line 8
+        prog.bwd("weight_scatter", s.weight_scatter(call.width), w_out)  # lines 15-16
+        if call.grads[0]:
+            prog.bwd("linear_back", s.linear_back(), w_in)  # lines 19-20
+        return prog
+    lay = L.graph
+    wq = s.ncols(call.width, lay.cols) if lay is not None else 0
+    if name in ("spmm", "spmm_select", "at_destinations") and gathers and first == "spmm":
+        prog.fwd("input_gather", s.input_gather(), wq)  # (at_destinations: gathered for it alone)
+    if name in ("spmm", "spmm_select"):  # ∂e over q, ∂X over t
+        need_v, need_x = call.grads
+        if name == "spmm":
+            prog.fwd("aggregate", s.aggregate(), wq)  # line 4 (blocked aggregation: row blocks)
+        else:  # the ⊕ all-reduce and the winners' int64 keys
+            prog.fwd("row_all", s.row_all(), wq, exact=True)
+            prog.fwd("row_all", s.row_all(), wq, "key", exact=True)
+        if need_v:
+            prog.bwd("edge_sum", s.edge_sum(), call.heads if name == "spmm" else 1)
+        if need_x:
+            prog.bwd("source_sum", s.source_sum(), wq)  # line 23
+    elif name in ("sddmm_add", "sddmm_dot"):
+        c = call.heads if name == "sddmm_add" else wq
+        counts = dst_counts()
+        prog.fwd("dst_gather", s.dst_gather(counts), c)
+        if name == "sddmm_dot":
+            prog.fwd("edge_sum", s.edge_sum(), call.heads)
+        prog.bwd("dst_scatter", s.dst_scatter(counts), c)
+        prog.bwd("source_sum", s.source_sum(), c)
+        prog.bwd("source_sum", s.source_sum(), c)
+    elif name == "at_destinations":  # the destination rows all-gathered over r; backward over t
+        prog.fwd("dst_gather", s.dst_gather(dst_counts()), wq)
+        if call.grads[0]:
+            prog.bwd("source_sum", s.source_sum(), wq)
+    elif name == "row_sum":
+        prog.fwd("row_all", s.row_all(), 1)
+    elif name == "edge_softmax":  # max and sum forward, one sum backward
+        prog.fwd("row_all", s.row_all(), call.heads, exact=True)
+        prog.fwd("row_all", s.row_all(), call.heads)
+        prog.bwd("row_all", s.row_all(), call.heads)
+    elif name == "add_bias":
+        prog.bwd("bias_sum", s.bias_sum(s.ncols(call.width, L.output.cols)), 1)
+    elif name == "head_scores":
+        after = L.linear.after_linear()
+        prog.fwd("col_all", s.col_all(after), call.heads)
+        prog.bwd("param_sums", s.param_sums(after, call.width), 1)
+    elif name == "normalize_rows":  # the squared row norms, and the backward's row sums
+        prog.fwd("col_all", s.col_all(lay), 1)
+        if call.grads[0]:
+            prog.bwd("col_all", s.col_all(lay), 1)
+    elif name == "scale":  # the scalar's gradient (the split layer-0 input: over the third axis too)
+        if call.grads[1]:
+            prog.bwd("param_sums", s.param_sums(lay, 1), 1)
+    elif name == "head_mean":
+        if call.heads > 1:
+            per = call.width // call.heads
+            prog.fwd("col_all", s.col_all(L.output), per)
+            prog.bwd("col_all", s.col_all(L.output), per)
+    else:
+        raise ValueError(f"plexus has no program for primitive {name!r}")
+    return prog
+
+
+def _scattered_program(prog: Program, call, s: PlexusSchedule) -> None:
+    """``plexus-rs``: ``linear`` reduce-scatters ``n_part·f_out`` over ``q`` by column blocks (pieces of
+    ``n_part`` rows), all-gathers them backward, and sums the ``|C^q(f_in)| × f_out`` weight gradient over ``r``
+    and ``t``; ``spmm`` all-gathers its input's parts over ``t`` and reduce-scatters ``n_t·|C^q(W)|`` into parts
+    over ``r``, backward the adjoints [∂X] (after one all-gather of ``∂Y``), and [∂e] all-reduces ``nnz·K`` over
+    ``q``; ``add_bias`` sums the bias block over ``r`` and ``t``."""
+    L = s.layer
+    if call.name == "linear":
+        lay = L.linear
+        part = s.part_rows(lay)
+        prog.fwd("linear_scatter", s.linear_scatter(call.out_width), part)
+        prog.bwd("linear_gather", s.linear_gather(call.out_width), part)
+        prog.bwd("weight_sums", s.weight_sums(s.ncols(call.width, lay.cols) * call.out_width), 1)
+    elif call.name == "spmm":
+        gr = L.graph
+        wq = s.ncols(call.width, gr.cols)
+        prog.fwd("gather_parts", s.gather_parts(gr), wq)
+        prog.fwd("aggregate", s.aggregate(), wq)
+        need_v, need_x = call.grads
+        if need_v or need_x:
+            prog.bwd("gather_parts", s.gather_parts(gr.after_spmm()), wq)
+        if need_v:
+            prog.bwd("edge_sum", s.edge_sum(), call.heads)
+        if need_x:
+            prog.bwd("scatter_parts", s.scatter_parts(gr), wq)
+    elif call.name == "add_bias":
+        prog.bwd("bias_sum", s.bias_sum(s.ncols(call.width, L.output.cols)), 1)
+    else:
+        raise ValueError(f"plexus-rs has no layout for primitive {call.name!r}")
 
 
 class _Shard:
@@ -86,9 +204,10 @@ class PlexusGraph(SourceKeys, DistGraph):
     Attributes: ``gcn_values`` (the :math:`\hat M` values of the local edges), ``nnz``, ``nrow = |V^t_k|``.
     """
 
-    def __init__(self, plan, schedule: PlexusSchedule, shard: _Shard, *, gather_input: bool, width: int,
+    def __init__(self, plan, schedule: PlexusSchedule, shard: _Shard, *, layer: int, gather_input: bool, width: int,
                  dot_width: int):
         self.plan, self.schedule, self.layout, self.shard = plan, schedule, schedule.layer.graph, shard
+        self.layer = layer
         layout = self.layout
         self.r, self.q, self.t = layout.rows, layout.cols, layout.third
         self.pattern, self.nnz, self.gcn_values = shard.pattern, shard.nnz, shard.gcn_values
@@ -112,6 +231,12 @@ class PlexusGraph(SourceKeys, DistGraph):
         if self._dst is not None:
             tensors += [self._dst[0], self._dst[1]]
         return tensors, list(self.shard.edge_ids)
+
+    def program(self, name: str, width: int, heads: int, *inputs) -> Program:
+        """The :func:`program` of a call of ``name`` on this layer (``width``: the full width of the node tensor it
+        reads; ``inputs``: the tensors whose gradients it gives, in order)."""
+        call = PrimitiveCall(name, self.layer, width, heads, needs_grad(*inputs))
+        return program(call, self.schedule, first=self.plan.first_op, dst_counts=lambda: self.dst_spec()[2])
 
     def row_all(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
         """Per-row statistics of ``V^t`` summed (or max-ed) over ``r``, along which a row's edges are spread."""
@@ -138,114 +263,128 @@ class PlexusGraph(SourceKeys, DistGraph):
                          np.concatenate([[0], np.cumsum(counts)]))
         return self._dst
 
-    def gather_dst(self, x: torch.Tensor) -> torch.Tensor:
+    def gather_dst(self, x: torch.Tensor, rec) -> torch.Tensor:
         """Rows ``V^t_k`` (destination order) of a node tensor held as rows ``V^r``: an all-gather over ``r`` of
-        exactly the rows each member holds."""
-        mine, where, counts, _ = self.dst_spec()
+        exactly the rows each member holds (``rec``: the program's ``dst_gather``)."""
+        mine, where, _, _ = self.dst_spec()
         out = x.new_empty((self.nrow,) + tuple(x.shape[1:]))
-        out[where] = self.plan.comm.execute(self.schedule.dst_gather(counts), x[mine])
+        out[where] = self.plan.comm.execute(rec, x[mine])
         return out
 
-    def scatter_dst(self, d: torch.Tensor, n_rows: int) -> torch.Tensor:
+    def scatter_dst(self, d: torch.Tensor, n_rows: int, rec) -> torch.Tensor:
         """Adjoint of :meth:`gather_dst`: partial gradients of the destination rows summed over ``r`` onto their
-        holders (a reduce-scatter), placed in an ``n_rows``-row gradient."""
-        mine, where, counts, _ = self.dst_spec()
-        piece = self.plan.comm.execute(self.schedule.dst_scatter(counts), d[where])
+        holders (a reduce-scatter, ``rec``), placed in an ``n_rows``-row gradient."""
+        mine, where, _, _ = self.dst_spec()
+        piece = self.plan.comm.execute(rec, d[where])
         return d.new_zeros((n_rows,) + tuple(d.shape[1:])).index_add_(0, mine, piece)
 
-    def _input(self, x: torch.Tensor, *, last: bool) -> torch.Tensor:
+    def _input(self, x: torch.Tensor, *, last: bool, prog: Program | None = None) -> torch.Tensor:
         """The layer-0 input whole (Alg. 1 line 2) when this layer's graph primitives read it first: all-gathered
         over the third axis once, however many primitives read it (vanilla attention: ``sddmm_dot``, then
-        ``spmm``). The gathered tensor is kept for the next reader until the ``spmm`` (``last``) takes it."""
+        ``spmm``). The gathered tensor is kept for the next reader until the ``spmm`` (``last``) takes it. The
+        gather is a step of the ``spmm``'s program (``prog``), which an earlier reader may have run for it."""
         if not self.gather_input:
             return x
+        rec = prog.take_one("fwd", "input_gather") if prog is not None else self.schedule.input_gather()
         held, self._gathered = self._gathered, None
         if held is not None and held[0] is x:
             out = held[1]
         else:
-            out = self.plan.gather_input(x)
+            out = self.plan.gather_input(x, rec)
         if not last:
             self._gathered = (x, out)
         return out
 
     # ------------------------------------------------------------------ primitives
     def spmm_sum(self, values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        prog = self.program("spmm", self.width, as_edges(values).shape[1], values, x)
         if self.layout.scatter:
-            return _ScatteredSpMM.apply(values, x, self)
-        return _PlexusSpMM.apply(values, self._input(x, last=True), self)
+            return _ScatteredSpMM.apply(values, x, self, prog)
+        return _PlexusSpMM.apply(values, self._input(x, last=True, prog=prog), self, prog)
 
     def spmm_select(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str,
                     mask: torch.Tensor | None = None) -> torch.Tensor:
         r"""A selecting semiring on the shard (``(r, q) → (t, q)``): the local partial, settled over ``r`` by a ⊕
         all-reduce and a ``min`` all-reduce of the winners' keys (whole, not in blocks)."""
-        return _PlexusSpMMSelect.apply(values, self._input(x, last=True), self, semiring, mask)
+        prog = self.program("spmm_select", self.width, 0 if values is None else as_edges(values).shape[1], values, x)
+        return _PlexusSpMMSelect.apply(values, self._input(x, last=True, prog=prog), self, semiring, mask, prog)
 
     def sddmm_add(self, s_dst: torch.Tensor, s_src: torch.Tensor) -> torch.Tensor:
-        return _PlexusSddmm.apply(s_dst, s_src, self, 0)
+        prog = self.program("sddmm_add", s_src.shape[1], s_src.shape[1], s_dst, s_src)
+        return _PlexusSddmm.apply(s_dst, s_src, self, 0, prog)
 
     def sddmm_dot(self, x_dst: torch.Tensor, x_src: torch.Tensor, heads: int = 1) -> torch.Tensor:
-        return _PlexusSddmm.apply(self._input(x_dst, last=False), self._input(x_src, last=False), self, heads)
+        prog = self.program("sddmm_dot", self.dot_width, heads, x_dst, x_src)
+        return _PlexusSddmm.apply(self._input(x_dst, last=False), self._input(x_src, last=False), self, heads, prog)
 
     def at_destinations(self, x: torch.Tensor) -> torch.Tensor:
         r"""``x`` (laid out ``(r, q)`` as :meth:`spmm` reads it) laid out like :meth:`spmm`'s output ``(t, q)``: the
         rows ``V^t_k`` in the destinations' vertex order, all-gathered over ``r`` from their holders (the gather of
         ``sddmm``'s destination side). Backward: each rank keeps the gradient rows it handed out and the pieces
         are summed over ``t``. A skip term ``spmm(h) + at_destinations(h)`` (GIN, residuals) is then local."""
+        prog = self.program("at_destinations", self.width, 0, x)
         if self.gather_input:  # the split layer-0 input: gathered for this call alone (spmm keeps its own)
-            x = self.plan.gather_input(x)
-        return _ToDestinations.apply(x, self)
+            x = self.plan.gather_input(x, prog.take_one("fwd", "input_gather"))
+        return _ToDestinations.apply(x, self, prog)
 
 
 class _ToDestinations(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, g):
-        ctx.g, ctx.n = g, x.shape[0]
-        return g.gather_dst(x)
+    def forward(ctx, x, g, prog):
+        ctx.g, ctx.n, ctx.prog = g, x.shape[0], prog
+        out = g.gather_dst(x, prog.take_one("fwd", "dst_gather"))
+        prog.done("fwd")
+        return out
 
     @staticmethod
     def backward(ctx, dy):
-        g = ctx.g
+        g, prog = ctx.g, ctx.prog
         mine, where, _, bounds = g.dst_spec()
         me = g.plan.me[g.r]
         dx = dy.new_zeros((ctx.n,) + tuple(dy.shape[1:]))
         dx.index_add_(0, mine, dy[where[int(bounds[me]):int(bounds[me + 1])]])  # the rows this rank handed out
-        return g.plan.comm.execute(g.schedule.source_sum(), dx), None
+        dx = g.plan.comm.execute(prog.take_one("bwd", "source_sum"), dx)
+        prog.done("bwd")
+        return dx, None, None
 
 
 class _PlexusSpMM(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, values, x, g):
+    def forward(ctx, values, x, g, prog):
         plan = g.plan
         heads = as_edges(values).shape[1]
         col_heads = g.col_heads(heads)
         y = spmm(g.pattern, values, x, col_heads=col_heads)  # Alg. 1 line 3
         r0 = 0
-        for rec in g.schedule.aggregate():  # line 4 (blocked aggregation, §5.2: row blocks)
+        for rec in prog.take("fwd", "aggregate"):  # line 4 (blocked aggregation, §5.2: row blocks)
             plan.comm.execute(rec, y[r0:r0 + rec.rows])
             r0 += rec.rows
-        ctx.g, ctx.col_heads, ctx.shape = g, col_heads, values.shape
+        prog.done("fwd")
+        ctx.g, ctx.col_heads, ctx.shape, ctx.prog = g, col_heads, values.shape, prog
         ctx.save_for_backward(values, x if ctx.needs_input_grad[0] else None)
         return y
 
     @staticmethod
     def backward(ctx, dy):
         values, x = ctx.saved_tensors
-        return (*_spmm_grads(ctx, values, x, dy.contiguous(), ctx.g.schedule.source_sum()), None)
+        return (*_spmm_grads(ctx, values, x, dy.contiguous(), "source_sum"), None, None)
 
 
-def _spmm_grads(ctx, values, x, dy, dx_rec):
+def _spmm_grads(ctx, values, x, dy, dx_step):
     """``(∂e, ∂X)`` of a Plexus ``spmm`` from the whole ``∂Y`` block and the ``X`` block it multiplied: ``∂e`` the
-    per-head SDDMM over the local columns ``C^q``, all-reduced over ``q``; ``∂X = Aᵀ ∂Y`` summed by ``dx_rec``
-    (``None`` where not needed)."""
-    g = ctx.g
+    per-head SDDMM over the local columns ``C^q``, all-reduced over ``q``; ``∂X = Aᵀ ∂Y`` summed by the program's
+    step ``dx_step``."""
+    g, prog = ctx.g, ctx.prog
     comm = g.plan.comm
     dvals = dx = None
     if ctx.needs_input_grad[0]:
         heads = 1 if len(ctx.shape) == 1 else ctx.shape[1]
         dvals = sddmm_dot(g.pattern, dy, x, heads, col_heads=ctx.col_heads)  # partial over C^q
-        dvals = comm.execute(g.schedule.edge_sum(), dvals).reshape(ctx.shape)
+        dvals = comm.execute(prog.take_one("bwd", "edge_sum"), dvals).reshape(ctx.shape)
     if ctx.needs_input_grad[1]:
-        dx = comm.execute(dx_rec, spmm(g.pattern, values, dy, transpose=True, col_heads=ctx.col_heads))
+        dx = comm.execute(prog.take_one("bwd", dx_step),
+                          spmm(g.pattern, values, dy, transpose=True, col_heads=ctx.col_heads))
+    prog.done("bwd")
     return dvals, dx
 
 
@@ -255,13 +394,14 @@ class _ScatteredSpMM(torch.autograd.Function):
     over ``t`` into the input's parts (the gather's adjoint); ``∂e`` all-reduced over ``q``."""
 
     @staticmethod
-    def forward(ctx, values, x, g):
-        comm, sched = g.plan.comm, g.schedule
+    def forward(ctx, values, x, g, prog):
+        comm = g.plan.comm
         heads = as_edges(values).shape[1]
         col_heads = g.col_heads(heads)
-        x_all = comm.execute(sched.gather_parts(g.layout), x)
-        y = comm.execute(sched.aggregate()[0], spmm(g.pattern, values, x_all, col_heads=col_heads))
-        ctx.g, ctx.col_heads, ctx.shape = g, col_heads, values.shape
+        x_all = comm.execute(prog.take_one("fwd", "gather_parts"), x)
+        y = comm.execute(prog.take_one("fwd", "aggregate"), spmm(g.pattern, values, x_all, col_heads=col_heads))
+        prog.done("fwd")
+        ctx.g, ctx.col_heads, ctx.shape, ctx.prog = g, col_heads, values.shape, prog
         ctx.save_for_backward(values, x_all if ctx.needs_input_grad[0] else None)
         return y
 
@@ -269,22 +409,22 @@ class _ScatteredSpMM(torch.autograd.Function):
     def backward(ctx, dy):
         values, x_all = ctx.saved_tensors
         if not any(ctx.needs_input_grad[:2]):
-            return None, None, None
-        g = ctx.g
-        dy_all = g.plan.comm.execute(g.schedule.gather_parts(g.layout.after_spmm()), dy.contiguous())
-        return (*_spmm_grads(ctx, values, x_all, dy_all, g.schedule.scatter_parts(g.layout)), None)
+            return None, None, None, None
+        dy_all = ctx.g.plan.comm.execute(ctx.prog.take_one("bwd", "gather_parts"), dy.contiguous())
+        return (*_spmm_grads(ctx, values, x_all, dy_all, "scatter_parts"), None, None)
 
 
 class _PlexusSpMMSelect(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, values, x, g, semiring, mask):
+    def forward(ctx, values, x, g, semiring, mask, prog):
         comm = g.plan.comm
         keys = g.source_keys()
         b, e = sr.partial(g.pattern, values, x, semiring, mask, key=keys)
         sel = sr.Selection(semiring, tuple(b.shape), x)
         sel.fold(b, e, keys)
-        sel.settle(lambda t, op: comm.execute(g.schedule.row_all(), t, op=op))
-        ctx.g, ctx.semiring = g, semiring
+        sel.settle(lambda t, op: comm.execute(prog.take_one("fwd", "row_all"), t, op=op))
+        prog.done("fwd")
+        ctx.g, ctx.semiring, ctx.prog = g, semiring, prog
         ctx.save_for_backward(values, x if ctx.needs_input_grad[0] else None, sel.edge)
         return sr.finish(semiring, sel.best, sel.edge)
 
@@ -296,10 +436,11 @@ class _PlexusSpMMSelect(torch.autograd.Function):
         dv, dx = sr.semiring_backward(g.pattern, values, x, ctx.semiring, dy.contiguous(), edge, need_values=need_v,
                                       need_x=need_x)
         if need_v:
-            dv = comm.execute(g.schedule.edge_sum(), dv)  # partial over the columns C^q
+            dv = comm.execute(ctx.prog.take_one("bwd", "edge_sum"), dv)  # partial over the columns C^q
         if need_x:
-            dx = comm.execute(g.schedule.source_sum(), dx)
-        return dv, dx, None, None, None
+            dx = comm.execute(ctx.prog.take_one("bwd", "source_sum"), dx)
+        ctx.prog.done("bwd")
+        return dv, dx, None, None, None, None
 
 
 class _PlexusSddmm(torch.autograd.Function):
@@ -307,17 +448,18 @@ class _PlexusSddmm(torch.autograd.Function):
     of the rows of two ``(r, q)`` tensors."""
 
     @staticmethod
-    def forward(ctx, x_dst, x_src, g, heads):
+    def forward(ctx, x_dst, x_src, g, heads, prog):
         comm = g.plan.comm
-        d_g = g.gather_dst(x_dst)  # X_dst[V^t]
+        d_g = g.gather_dst(x_dst, prog.take_one("fwd", "dst_gather"))  # X_dst[V^t]
         pat = g.pattern
         if heads == 0:
             e = sddmm_add(pat, d_g, x_src)
             col_heads = None
         else:
             col_heads = g.col_heads(heads, g.dot_width)
-            e = comm.execute(g.schedule.edge_sum(), sddmm_dot(pat, d_g, x_src, heads, col_heads=col_heads))
-        ctx.g, ctx.heads, ctx.col_heads, ctx.n_dst = g, heads, col_heads, x_dst.shape[0]
+            e = comm.execute(prog.take_one("fwd", "edge_sum"), sddmm_dot(pat, d_g, x_src, heads, col_heads=col_heads))
+        prog.done("fwd")
+        ctx.g, ctx.heads, ctx.col_heads, ctx.n_dst, ctx.prog = g, heads, col_heads, x_dst.shape[0], prog
         ctx.save_for_backward(d_g if heads else None, x_src if heads else None)
         return e
 
@@ -334,8 +476,12 @@ class _PlexusSddmm(torch.autograd.Function):
         else:
             dd_g = spmm(pat, de, x_src, col_heads=ctx.col_heads)
             ds = spmm(pat, de, d_g, transpose=True, col_heads=ctx.col_heads)
-        dd = comm.execute(g.schedule.source_sum(), g.scatter_dst(dd_g, ctx.n_dst))
-        return dd, comm.execute(g.schedule.source_sum(), ds), None, None
+        prog = ctx.prog
+        dd = g.scatter_dst(dd_g, ctx.n_dst, prog.take_one("bwd", "dst_scatter"))
+        dd = comm.execute(prog.take_one("bwd", "source_sum"), dd)
+        ds = comm.execute(prog.take_one("bwd", "source_sum"), ds)
+        prog.done("bwd")
+        return dd, ds, None, None, None
 
 
 class _GatherSplit(torch.autograd.Function):
@@ -354,23 +500,25 @@ class _GatherSplit(torch.autograd.Function):
 
 class _PlexusLinear(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, w_part, comm, sched, width):
-        w_blk = comm.execute(sched.weight_gather(width), w_part)  # line 6
-        y = comm.execute(sched.linear_sum(), x @ w_blk)  # lines 7–8
-        ctx.comm, ctx.sched, ctx.width = comm, sched, width
+    def forward(ctx, x, w_part, comm, prog):
+        w_blk = comm.execute(prog.take_one("fwd", "weight_gather"), w_part)  # line 6
+        y = comm.execute(prog.take_one("fwd", "linear_sum"), x @ w_blk)  # lines 7–8
+        prog.done("fwd")
+        ctx.comm, ctx.prog = comm, prog
         ctx.save_for_backward(x, w_blk)
         return y
 
     @staticmethod
     def backward(ctx, dy):
         x, w_blk = ctx.saved_tensors
-        comm, sched = ctx.comm, ctx.sched
+        comm, prog = ctx.comm, ctx.prog
         dy = dy.contiguous()
-        dw = comm.execute(sched.weight_scatter(ctx.width), x.t() @ dy)  # lines 15–16
+        dw = comm.execute(prog.take_one("bwd", "weight_scatter"), x.t() @ dy)  # lines 15–16
         dx = None
         if ctx.needs_input_grad[0]:
-            dx = comm.execute(sched.linear_back(), dy @ w_blk.t())  # lines 19–20
-        return dx, dw, None, None, None
+            dx = comm.execute(prog.take_one("bwd", "linear_back"), dy @ w_blk.t())  # lines 19–20
+        prog.done("bwd")
+        return dx, dw, None, None
 
 
 class _ScatteredLinear(torch.autograd.Function):
@@ -380,35 +528,39 @@ class _ScatteredLinear(torch.autograd.Function):
     other rows (``r``, then ``t``)."""
 
     @staticmethod
-    def forward(ctx, x, w, comm, sched, width):
-        y = comm.execute(sched.linear_scatter(width), (x @ w).t().contiguous())
-        ctx.comm, ctx.sched, ctx.width = comm, sched, width
+    def forward(ctx, x, w, comm, prog):
+        y = comm.execute(prog.take_one("fwd", "linear_scatter"), (x @ w).t().contiguous())
+        prog.done("fwd")
+        ctx.comm, ctx.prog = comm, prog
         ctx.save_for_backward(x, w)
         return y.t().contiguous()
 
     @staticmethod
     def backward(ctx, dy):
         x, w = ctx.saved_tensors
-        comm, sched = ctx.comm, ctx.sched
-        dy_all = comm.execute(sched.linear_gather(ctx.width), dy.t().contiguous()).t()
+        comm, prog = ctx.comm, ctx.prog
+        dy_all = comm.execute(prog.take_one("bwd", "linear_gather"), dy.t().contiguous()).t()
         dw = x.t() @ dy_all
-        for rec in sched.weight_sums(dw.numel()):
+        for rec in prog.take("bwd", "weight_sums"):
             comm.execute(rec, dw.view(-1))
+        prog.done("bwd")
         dx = dy_all @ w.t() if ctx.needs_input_grad[0] else None
-        return dx, dw, None, None, None
+        return dx, dw, None, None
 
 
 class _AddBias(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, h, b, comm, sched):
-        ctx.comm, ctx.sched = comm, sched
+    def forward(ctx, h, b, comm, prog):
+        prog.done("fwd")
+        ctx.comm, ctx.prog = comm, prog
         return h + b
 
     @staticmethod
     def backward(ctx, dh):
         db = dh.sum(dim=0)
-        for rec in ctx.sched.bias_sum(db.numel()):  # over the rows axis (and the parts of a split output)
+        for rec in ctx.prog.take("bwd", "bias_sum"):  # over the rows axis (and the parts of a split output)
             ctx.comm.execute(rec, db)
+        ctx.prog.done("bwd")
         return dh, db, None, None
 
 
@@ -416,12 +568,14 @@ class _HeadScores(torch.autograd.Function):
     r""":math:`s_{v,h} = \sum_f X_{v,h,f}\, a_{h,f}` on a column block of ``X``: partial over ``cols``."""
 
     @staticmethod
-    def forward(ctx, x, att, comm, sched, lay, c0):
+    def forward(ctx, x, att, comm, prog, c0):
         flat = att.reshape(-1)[c0:c0 + x.shape[1]]
         per = att.shape[1]
         head = torch.arange(c0, c0 + x.shape[1], device=x.device) // per
-        s = comm.execute(sched.col_all(lay), x.new_zeros((x.shape[0], att.shape[0])).index_add_(1, head, x * flat))
-        ctx.comm, ctx.sched, ctx.lay, ctx.c0 = comm, sched, lay, c0
+        s = comm.execute(prog.take_one("fwd", "col_all"),
+                         x.new_zeros((x.shape[0], att.shape[0])).index_add_(1, head, x * flat))
+        prog.done("fwd")
+        ctx.comm, ctx.prog, ctx.c0 = comm, prog, c0
         ctx.save_for_backward(x, att, head)
         return s
 
@@ -432,9 +586,10 @@ class _HeadScores(torch.autograd.Function):
         dsc = ds[:, head]
         datt = att.new_zeros(att.numel())
         datt[ctx.c0:ctx.c0 + x.shape[1]] = (x * dsc).sum(dim=0)
-        for rec in ctx.sched.param_sums(ctx.lay, datt.numel()):
+        for rec in ctx.prog.take("bwd", "param_sums"):
             ctx.comm.execute(rec, datt)
-        return dsc * flat, datt.reshape(att.shape), None, None, None, None
+        ctx.prog.done("bwd")
+        return dsc * flat, datt.reshape(att.shape), None, None, None
 
 
 class _HeadMean(torch.autograd.Function):
@@ -442,22 +597,25 @@ class _HeadMean(torch.autograd.Function):
     result's ``width / heads`` columns are split the same way."""
 
     @staticmethod
-    def forward(ctx, h, plan, sched, heads, width):
+    def forward(ctx, h, plan, sched, heads, width, prog):
         per = width // heads
         lay = sched.layer.output
         c0, _ = sched.cols(width, lay.cols)
         o0, o1 = sched.cols(per, lay.cols)
         f = torch.arange(c0, c0 + h.shape[1], device=h.device) % per
-        full = plan.comm.execute(sched.col_all(lay), h.new_zeros((h.shape[0], per)).index_add_(1, f, h) / heads)
-        ctx.plan, ctx.sched, ctx.heads, ctx.per, ctx.o, ctx.f = plan, sched, heads, per, (o0, o1), f
+        full = plan.comm.execute(prog.take_one("fwd", "col_all"),
+                                 h.new_zeros((h.shape[0], per)).index_add_(1, f, h) / heads)
+        prog.done("fwd")
+        ctx.plan, ctx.prog, ctx.heads, ctx.per, ctx.o, ctx.f = plan, prog, heads, per, (o0, o1), f
         return full[:, o0:o1].contiguous()
 
     @staticmethod
     def backward(ctx, dy):
         full = dy.new_zeros((dy.shape[0], ctx.per))
         full[:, ctx.o[0]:ctx.o[1]] = dy
-        ctx.plan.comm.execute(ctx.sched.col_all(ctx.sched.layer.output), full)
-        return full[:, ctx.f] / ctx.heads, None, None, None, None
+        ctx.plan.comm.execute(ctx.prog.take_one("bwd", "col_all"), full)
+        ctx.prog.done("bwd")
+        return full[:, ctx.f] / ctx.heads, None, None, None, None, None
 
 
 class _NormalizeRows(torch.autograd.Function):
@@ -469,18 +627,20 @@ class _NormalizeRows(torch.autograd.Function):
     EPS = 1e-12
 
     @staticmethod
-    def forward(ctx, h, comm, rec):
-        norm = comm.execute(rec, (h * h).sum(dim=1, keepdim=True)).sqrt()
+    def forward(ctx, h, comm, prog):
+        norm = comm.execute(prog.take_one("fwd", "col_all"), (h * h).sum(dim=1, keepdim=True)).sqrt()
+        prog.done("fwd")
         n = norm.clamp_min(_NormalizeRows.EPS)
         y = h / n
-        ctx.comm, ctx.rec = comm, rec
+        ctx.comm, ctx.prog = comm, prog
         ctx.save_for_backward(y, n, norm > _NormalizeRows.EPS)
         return y
 
     @staticmethod
     def backward(ctx, dy):
         y, n, on = ctx.saved_tensors
-        t = ctx.comm.execute(ctx.rec, (dy * y).sum(dim=1, keepdim=True))
+        t = ctx.comm.execute(ctx.prog.take_one("bwd", "col_all"), (dy * y).sum(dim=1, keepdim=True))
+        ctx.prog.done("bwd")
         return (dy - y * t * on) / n, None, None
 
 
@@ -490,8 +650,9 @@ class _Scale(torch.autograd.Function):
     the third axis, is summed over it too)."""
 
     @staticmethod
-    def forward(ctx, h, s, comm, sched):
-        ctx.comm, ctx.sched = comm, sched
+    def forward(ctx, h, s, comm, prog):
+        prog.done("fwd")
+        ctx.comm, ctx.prog = comm, prog
         ctx.save_for_backward(h, s)
         return h * s
 
@@ -501,8 +662,9 @@ class _Scale(torch.autograd.Function):
         ds = None
         if ctx.needs_input_grad[1]:
             ds = (dy * h).sum().reshape(s.shape)
-            for rec in ctx.sched.param_sums(ctx.sched.layer.graph, ds.numel()):  # axis by axis, even over all
+            for rec in ctx.prog.take("bwd", "param_sums"):  # axis by axis, even over all
                 ctx.comm.execute(rec, ds)
+        ctx.prog.done("bwd")
         return dy * s if ctx.needs_input_grad[0] else None, ds, None, None
 
 
@@ -557,8 +719,10 @@ class PlexusPlan(Plan):
         self.layouts = plexus_layouts(ops, scatter=self.scatter)
         self.first_op = ops[0][0]
         # the width of each layer's linear input (its weight block's rows, split in parts along the linear's rows)
-        self._linear_width = {l: next(c.width for c in calls if c.name == "linear")
-                              for l, calls in enumerate(self.program) if self.layouts[l].linear is not None}
+        linear = {l: next(c for c in calls if c.name == "linear")
+                  for l, calls in enumerate(self.program) if self.layouts[l].linear is not None}
+        self._linear_width = {l: c.width for l, c in linear.items()}
+        self._linear_out = {l: c.out_width for l, c in linear.items()}
         shape, me = tuple(self.g[a] for a in PLEXUS_AXES), tuple(self.me[a] for a in PLEXUS_AXES)
         self._shards: dict = {}
         self.schedules: list[PlexusSchedule] = []  # per layer: the records of every collective it runs
@@ -573,7 +737,7 @@ class PlexusPlan(Plan):
             self.schedules.append(PlexusSchedule(n, shape, me, lay, self._shards[key].nnz, self.block_rows))
             width = {name: next((c.width for c in self.program[l] if c.name in (name, name + "_select")), 0)
                      for name in ("spmm", "sddmm_dot")}
-            self.graphs[l] = PlexusGraph(self, self.schedules[l], self._shards[key], width=width["spmm"],
+            self.graphs[l] = PlexusGraph(self, self.schedules[l], self._shards[key], layer=l, width=width["spmm"],
                                          dot_width=width["sddmm_dot"],
                                          gather_input=l == 0 and self.first_op == "spmm" and not scatter)
         out = self.layouts[-1].output
@@ -639,36 +803,54 @@ class PlexusPlan(Plan):
             raise GridGnnError(f"layer {layer} of this model calls no spmm: plexus has no graph layout for it")
         return self.graphs[layer]
 
-    def gather_input(self, x: torch.Tensor) -> torch.Tensor:
-        """The split layer-0 input's parts all-gathered over its third axis (Alg. 1 line 2)."""
-        return _GatherSplit.apply(x, self.comm, self.schedules[0].input_gather())
+    def gather_input(self, x: torch.Tensor, rec) -> torch.Tensor:
+        """The split layer-0 input's parts all-gathered over its third axis (Alg. 1 line 2; ``rec``: the reading
+        primitive's ``input_gather`` step)."""
+        return _GatherSplit.apply(x, self.comm, rec)
+
+    def _program(self, layer: int, name: str, width: int, heads: int, *inputs, out_width: int = 0) -> Program:
+        """The :func:`program` of a call of ``name`` on layer ``layer`` (``inputs``: the tensors whose gradients it
+        gives, in order)."""
+        call = PrimitiveCall(name, layer, int(width), int(heads), needs_grad(*inputs), out_width=int(out_width))
+        g = self.graphs.get(layer)
+        return program(call, self.schedules[layer], first=self.first_op,
+                       dst_counts=None if g is None else (lambda: g.dst_spec()[2]))
 
     def linear(self, layer: int, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        if self.scatter:
-            return _ScatteredLinear.apply(h, w, self.comm, self.schedules[layer], w.shape[1])  # every out column
+        width = self._linear_width[layer]
+        if self.scatter:  # the weight holds every output column
+            prog = self._program(layer, "linear", width, 0, h, w, out_width=w.shape[1])
+            return _ScatteredLinear.apply(h, w, self.comm, prog)
+        prog = self._program(layer, "linear", width, 0, h, w, out_width=self._linear_out[layer])
         if layer == 0 and self.first_op == "linear":
-            h = self.gather_input(h)
-        return _PlexusLinear.apply(h, w, self.comm, self.schedules[layer], self._linear_width[layer])
+            h = self.gather_input(h, prog.take_one("fwd", "input_gather"))
+        return _PlexusLinear.apply(h, w, self.comm, prog)
 
     def add_bias(self, layer: int, h: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return _AddBias.apply(h, b, self.comm, self.schedules[layer])
+        sched, axis = self.schedules[layer], self.layouts[layer].output.cols
+        width = next((c.width for c in self.program[layer]  # the traced call whose column block this is
+                      if c.name == "add_bias" and sched.ncols(c.width, axis) == b.numel()), b.numel())
+        return _AddBias.apply(h, b, self.comm, self._program(layer, "add_bias", width, 0, h, b))
 
     def head_scores(self, layer: int, x: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
         lay = self.layouts[layer].linear
         c0, _ = self.block_of(att.numel(), lay.third)
-        return _HeadScores.apply(x, att, self.comm, self.schedules[layer], lay.after_linear(), c0)
+        prog = self._program(layer, "head_scores", att.numel(), att.shape[0], x, att)
+        return _HeadScores.apply(x, att, self.comm, prog, c0)
 
     def head_mean(self, layer: int, h: torch.Tensor, heads: int, width: int) -> torch.Tensor:
         if heads == 1:
             return h
-        return _HeadMean.apply(h, self, self.schedules[layer], heads, width)
+        prog = self._program(layer, "head_mean", width, heads, h)
+        return _HeadMean.apply(h, self, self.schedules[layer], heads, width, prog)
 
     def normalize_rows(self, layer: int, h: torch.Tensor) -> torch.Tensor:
-        g = self.graph(layer)
-        return _NormalizeRows.apply(h, self.comm, g.schedule.col_all(g.layout))
+        self.graph(layer)
+        return _NormalizeRows.apply(h, self.comm, self._program(layer, "normalize_rows", 0, 0, h))
 
     def scale(self, layer: int, h: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-        return _Scale.apply(h, s, self.comm, self.graph(layer).schedule)
+        self.graph(layer)
+        return _Scale.apply(h, s, self.comm, self._program(layer, "scale", 0, 0, h, s))
 
 
 class PlexusFamily(Family):

@@ -42,11 +42,95 @@ from ..distributed.grid import AXES, ordered_factorizations
 from ..ops import semiring as sr
 from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
-from ..partition.layout import SummaGeometry, SummaSchedule, layer_version
+from ..partition.layout import SummaGeometry, SummaSchedule, even_size, layer_version
 from .base import Plan
 from .checks import SummaRules
 from .family import Algorithm, Family, add_family
 from .graph import DistGraph
+from .program import LOCAL_ON_WHOLE_ROWS, Program, needs_grad
+from .trace import PrimitiveCall
+
+
+#: the panel steps of a SUMMA program: step → (the schedule's record of one panel, whether it is the push); a
+#: step holds that record of every panel of the rank's fiber layer, in order
+PANEL_STEPS = {"pattern": ("pattern", False), "edges": ("edges", False), "mask": ("edges", False),
+               "rows_of": ("rows_of", False), "push_edges": ("edges", True), "push_rows": ("rows_of", True)}
+
+
+def program(call, s: SummaSchedule) -> Program:
+    r"""The records ``call`` (a :class:`~gridgnn.parallel.trace.PrimitiveCall`) runs on rank ``(i, j, k)`` of
+    schedule ``s`` (its :class:`~gridgnn.partition.layout.SummaSchedule` of the layer's matrix version), forward and
+    backward: what the autograd functions below execute and :class:`gridgnn.planner.primitives.SummaVolume` sums.
+    A row is ``cols`` elements wide: ``|C_j|`` of a node tensor's columns, an edge's values, a panel's index
+    entries (int64), a mask's bytes, a column of ``|B(i, k)|`` rows for the column all-gather.
+
+    * ``spmm`` / ``spmm_select`` (Alg. 3): per panel the pattern, the edge values (and a selection's mask) from
+      the owner column and ``X[p, C_j]`` from the owner row; 3D: the fiber's reduce-scatter (a selection: a ⊕
+      all-reduce of the values and a ``min`` of as many int64 keys); the column all-gather. Backward: the fiber
+      all-gather of ``∂Y``; per panel the pattern and values again, [∂e] ``X[p, C_j]`` again and the partial ``∂e``
+      pushed onto the owner column, [∂X] the rows pushed onto the owner row; [∂X] the column all-gather.
+    * ``sddmm_add`` / ``sddmm_dot``: the destination rows all-gathered over the fiber, the source rows of the panels
+      the rank's column owns; backward their push, the fiber reduce-scatter and two column all-reduces.
+    * ``edge_softmax`` (max and sum forward, one sum backward) and ``row_sum``: all-reduces over the process row.
+
+    The primitives of :data:`~gridgnn.parallel.program.LOCAL_ON_WHOLE_ROWS` move nothing. Panel records are made
+    when read (a planner sums them without building them: :meth:`SummaSchedule.panel_bytes`)."""
+    prog = Program()
+    name = call.name
+    if name in LOCAL_ON_WHOLE_ROWS:
+        return prog
+
+    def panels(phase: str, step: str, cols: float, unit: str = "elem") -> None:
+        which, push = PANEL_STEPS[step]
+        make = (lambda p: s.pattern(p)) if which == "pattern" else (lambda p: getattr(s, which)(p, push))
+        prog.add(phase, step, lambda: [make(p) for p in s.panels()], cols, unit)
+
+    if name in ("spmm", "spmm_select"):
+        need_v, need_x = call.grads
+        select = name == "spmm_select"
+        wj = even_size(call.width, s.shape[2], s.j)  # the columns C_j of X this rank multiplies
+        b0, b1 = s.geo.block(s.i, s.k)
+        values = (1 if call.heads else 0) if select else call.heads  # a selection's edge values: one per edge
+        for ph in ("fwd", "bwd"):
+            if ph == "bwd":
+                prog.bwd("fiber_gather", s.fiber_gather(), wj)
+            panels(ph, "pattern", 1, "key")  # Alg. 3 lines 9-10
+            if values:
+                panels(ph, "edges", values)
+            if select and call.masked and ph == "fwd":
+                panels(ph, "mask", 1, "byte")
+            if ph == "fwd" or need_v:
+                panels(ph, "rows_of", wj)
+            if ph == "bwd" and need_v:
+                panels(ph, "push_edges", 1 if select else call.heads)
+            if ph == "bwd" and need_x:
+                panels(ph, "push_rows", wj)
+            if ph == "fwd":
+                if select:
+                    prog.fwd("fiber_all", s.fiber_all(s.nrow), wj, exact=True)
+                    prog.fwd("fiber_all", s.fiber_all(s.nrow), wj, "key", exact=True)
+                else:
+                    prog.fwd("fiber_scatter", s.fiber_scatter(), wj)
+            if ph == "fwd" or need_x:
+                prog.add(ph, "gather_cols", s.gather_cols(call.width), b1 - b0)
+    elif name in ("sddmm_add", "sddmm_dot"):
+        w = call.width
+        b0, b1 = s.geo.block(s.i, s.k)
+        prog.fwd("fiber_gather", s.fiber_gather(), w)
+        prog.fwd("own_rows", lambda: [s.rows_of(p) for p in s.own_panels()], w)
+        prog.bwd("own_push_rows", lambda: [s.rows_of(p, push=True) for p in s.own_panels()], w)
+        prog.bwd("fiber_scatter", s.fiber_scatter(), w)
+        prog.bwd("col_all", s.col_all(b1 - b0), w)
+        prog.bwd("col_all", s.col_all(b1 - b0), w)
+    elif name == "edge_softmax":  # max and sum forward, one sum backward
+        prog.fwd("row_all", s.row_all, call.heads, exact=True)
+        prog.fwd("row_all", s.row_all, call.heads)
+        prog.bwd("row_all", s.row_all, call.heads)
+    elif name == "row_sum":
+        prog.fwd("row_all", s.row_all, 1)
+    else:
+        raise ValueError(f"the SUMMA family has no program for primitive {name!r}")
+    return prog
 
 
 class SummaGraph(DistGraph):
@@ -260,23 +344,22 @@ class SummaGraph(DistGraph):
             coming = start(items[k + 1], True) if k + 1 < len(items) else None
             yield got
 
-    def fiber_gather(self, x: torch.Tensor) -> torch.Tensor:
-        """``X[B(i, k)]`` → ``X[R_i]`` (all-gather over the fiber)."""
-        rec = self.schedule.fiber_gather()
+    def fiber_gather(self, x: torch.Tensor, rec) -> torch.Tensor:
+        """``X[B(i, k)]`` → ``X[R_i]`` (all-gather over the fiber; ``rec``: the program's step)."""
         if not rec.moves:
             return x
         return torch.cat(self.plan.comm.all_gather_rows(x.contiguous(), rec.axis, rows=list(rec.pieces), wire=True))
 
-    def fiber_scatter(self, t: torch.Tensor) -> torch.Tensor:
-        """``T[R_i]`` partial over the fiber → ``T[B(i, k)]`` summed (Split-3D reduce-scatter)."""
-        rec = self.schedule.fiber_scatter()
+    def fiber_scatter(self, t: torch.Tensor, rec) -> torch.Tensor:
+        """``T[R_i]`` partial over the fiber → ``T[B(i, k)]`` summed (Split-3D reduce-scatter; ``rec``: the
+        program's step)."""
         if not rec.moves:
             return t
         return self.plan.comm.reduce_scatter_rows(t.contiguous(), np.cumsum((0,) + rec.pieces), rec.axis, wire=True)
 
-    def gather_cols(self, t: torch.Tensor, width: int) -> torch.Tensor:
-        """``T[:, C_j]`` → ``T[:, :]`` on every rank of the process row (all-gather of the column blocks)."""
-        rec = self.schedule.gather_cols(width)
+    def gather_cols(self, t: torch.Tensor, rec) -> torch.Tensor:
+        """``T[:, C_j]`` → ``T[:, :]`` on every rank of the process row (all-gather of the column blocks; ``rec``:
+        the program's step)."""
         if not rec.moves:
             return t
         blocks = self.plan.comm.all_gather_rows(t.t().contiguous(), rec.axis, rows=list(rec.pieces), wire=True)
@@ -292,15 +375,15 @@ class SummaGraph(DistGraph):
         return self.edge_row, self.nrow, None
 
     def row_all(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
-        """All-reduce per-row statistics of ``R_i`` over the ranks of process row ``i`` (columns and fiber)."""
+        """All-reduce per-row statistics of ``R_i`` over the ranks of process row ``i`` (columns and fiber; the
+        ``row_all`` step of a program)."""
         for rec in self.schedule.row_all():
             if rec.moves:
                 self.plan.comm.all_reduce(t, rec.axis, op=op, wire=True)
         return t
 
-    def col_all(self, t: torch.Tensor) -> torch.Tensor:
-        """Sum over ``col_axis`` (the adjoint of a tensor replicated along it)."""
-        rec = self.schedule.col_all(t.shape[0])
+    def col_all(self, t: torch.Tensor, rec) -> torch.Tensor:
+        """Sum over ``col_axis`` (the adjoint of a tensor replicated along it; ``rec``: the program's step)."""
         if rec.moves:
             self.plan.comm.all_reduce(t, rec.axis, wire=True)
         return t
@@ -310,21 +393,31 @@ class SummaGraph(DistGraph):
         return self.schedule.own_panels()
 
     # ------------------------------------------------------------------ primitives
+    def program(self, name: str, width: int, heads: int, *inputs, masked: bool = False) -> Program:
+        """The :func:`program` of a call of ``name`` here (``inputs``: the tensors whose gradients it gives)."""
+        call = PrimitiveCall(name, 0, int(width), int(heads), needs_grad(*inputs), masked=masked)
+        return program(call, self.schedule)
+
     def spmm_sum(self, values: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        return _SummaSpMM.apply(values, x, self)
+        prog = self.program("spmm", x.shape[1], as_edges(values).shape[1], values, x)
+        return _SummaSpMM.apply(values, x, self, prog)
 
     def spmm_select(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str,
                     mask: torch.Tensor | None = None) -> torch.Tensor:
         r"""A selecting semiring (``max``, ``min``, ``max-plus``, ``min-plus``): the panels of Alg. 3 folded with ⊕
         into ``T[R_i, C_j]``; 3D settles the fiber layers with a ⊕ all-reduce and a ``min`` all-reduce of the
         winners' keys (not a reduce-scatter: ⊕ is no sum), keeps ``B(i, k)`` and all-gathers the columns."""
-        return _SummaSpMMSelect.apply(values, x, self, semiring, mask)
+        prog = self.program("spmm_select", x.shape[1], 0 if values is None else 1, values, x,
+                            masked=mask is not None)
+        return _SummaSpMMSelect.apply(values, x, self, semiring, mask, prog)
 
     def sddmm_add(self, s_dst: torch.Tensor, s_src: torch.Tensor) -> torch.Tensor:
-        return _SummaSddmm.apply(s_dst, s_src, self, 0)
+        prog = self.program("sddmm_add", s_src.shape[1], s_src.shape[1], s_dst, s_src)
+        return _SummaSddmm.apply(s_dst, s_src, self, 0, prog)
 
     def sddmm_dot(self, x_dst: torch.Tensor, x_src: torch.Tensor, heads: int = 1) -> torch.Tensor:
-        return _SummaSddmm.apply(x_dst, x_src, self, heads)
+        prog = self.program("sddmm_dot", x_src.shape[1], heads, x_dst, x_src)
+        return _SummaSddmm.apply(x_dst, x_src, self, heads, prog)
 
     def at_destinations(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` laid out like :meth:`spmm`'s output: the same rows ``B(i, k)`` in one vertex order (no move); a
@@ -334,13 +427,15 @@ class SummaGraph(DistGraph):
 
 class _SummaSpMM(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, values, x, g):
+    def forward(ctx, values, x, g, prog):
         plan = g.plan
         width = x.shape[1]
         c0, c1 = plan.col_block(width)
         heads = as_edges(values).shape[1]
         col_heads = head_columns(heads, width, c0, c1)
         t = x.new_zeros((g.nrow, c1 - c0))
+        for step in ("pattern", "edges", "rows_of"):  # every panel's, in the loop below
+            prog.take("fwd", step)
 
         def start(p, early):
             panel, rows = g._panel_coming(p, values, early=early), g._rows_coming(x, p, (c0, c1), early)
@@ -349,8 +444,10 @@ class _SummaSpMM(torch.autograd.Function):
         for pat, val, xp in g.stream(range(len(g.panels)), start):  # Alg. 3 line 3
             if pat.nnz:
                 t += spmm(pat, val, xp, col_heads=col_heads)  # line 11
-        y = g.gather_cols(g.fiber_scatter(t), width)
-        ctx.g, ctx.width, ctx.shape, ctx.col_heads = g, width, values.shape, col_heads
+        t = g.fiber_scatter(t, prog.take_one("fwd", "fiber_scatter"))
+        y = g.gather_cols(t, prog.take_one("fwd", "gather_cols"))
+        prog.done("fwd")
+        ctx.g, ctx.width, ctx.shape, ctx.col_heads, ctx.prog = g, width, values.shape, col_heads, prog
         need_v, need_x = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         ctx.save_for_backward(values, x if need_v else None)
         ctx.need = (need_v, need_x)
@@ -362,7 +459,9 @@ class _SummaSpMM(torch.autograd.Function):
         g, (need_v, need_x) = ctx.g, ctx.need
         plan = g.plan
         c0, c1 = plan.col_block(ctx.width)
-        dy_r = g.fiber_gather(dy[:, c0:c1].contiguous())  # dY[R_i, C_j]
+        prog = ctx.prog
+        dy_r = g.fiber_gather(dy[:, c0:c1].contiguous(), prog.take_one("bwd", "fiber_gather"))  # dY[R_i, C_j]
+        _take_panels(prog, True, need_v, need_x)
         heads = 1 if len(ctx.shape) == 1 else ctx.shape[1]
         dvals = dy.new_zeros(ctx.shape) if need_v else None
         dx = dy.new_zeros((plan.geo.block(plan.i, plan.k)[1] - g.b0, c1 - c0)) if need_x else None
@@ -376,18 +475,35 @@ class _SummaSpMM(torch.autograd.Function):
 
         g.backward_sweep(values, x, (c0, c1), need_v, body)
         if need_x:
-            dx = g.gather_cols(dx, ctx.width)
-        return dvals, dx, None
+            dx = g.gather_cols(dx, prog.take_one("bwd", "gather_cols"))
+        prog.done("bwd")
+        return dvals, dx, None, None
+
+
+def _take_panels(prog: Program, values: bool, need_v: bool, need_x: bool) -> None:
+    """Take the panel steps of a product's backward sweep (:meth:`SummaGraph.backward_sweep`): the pattern, the
+    values (where the call has some), [∂e] the sources and the edge push, [∂X] the row push."""
+    prog.take("bwd", "pattern")
+    if values:
+        prog.take("bwd", "edges")
+    if need_v:
+        prog.take("bwd", "rows_of")
+        prog.take("bwd", "push_edges")
+    if need_x:
+        prog.take("bwd", "push_rows")
 
 
 class _SummaSpMMSelect(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, values, x, g, semiring, mask):
+    def forward(ctx, values, x, g, semiring, mask, prog):
         plan = g.plan
         width = x.shape[1]
         c0, c1 = plan.col_block(width)
         sel = sr.Selection(semiring, (g.nrow, c1 - c0), x)
         offs = g.panel_offsets()
+        for step in ("pattern",) + (("edges",) if values is not None else ()) + \
+                (("mask",) if mask is not None else ()) + ("rows_of",):  # every panel's, in the loop below
+            prog.take("fwd", step)
         def start(p, early):
             panel, rows = g._panel_coming(p, values, mask, early=early), g._rows_coming(x, p, (c0, c1), early)
             return lambda: (*panel(), rows())
@@ -398,11 +514,15 @@ class _SummaSpMMSelect(torch.autograd.Function):
             b, e = sr.partial(pat, val, xp, semiring, msk, key=keys)
             sel.fold(b, e, keys, store=torch.arange(offs[p], offs[p + 1], device=x.device))
         if plan.fiber_axis is not None:  # 3D: the winners over the fiber's layers
-            settle = g.schedule.fiber_all(g.nrow)
-            sel.settle(lambda t, op: plan.comm.all_reduce(t, settle.axis, op=op))
+            sel.settle(lambda t, op: plan.comm.all_reduce(t, prog.take_one("fwd", "fiber_all").axis, op=op))
+        else:  # 2D: no fiber, nothing to settle
+            prog.take("fwd", "fiber_all")
+            prog.take("fwd", "fiber_all")
         f0, f1 = g.block_in_rows()
-        y = g.gather_cols(sr.finish(semiring, sel.best[f0:f1], sel.edge[f0:f1]).contiguous(), width)
-        ctx.g, ctx.semiring, ctx.width = g, semiring, width
+        y = g.gather_cols(sr.finish(semiring, sel.best[f0:f1], sel.edge[f0:f1]).contiguous(),
+                          prog.take_one("fwd", "gather_cols"))
+        prog.done("fwd")
+        ctx.g, ctx.semiring, ctx.width, ctx.prog = g, semiring, width, prog
         ctx.save_for_backward(values, x if ctx.needs_input_grad[0] else None, sel.edge)
         return y
 
@@ -413,7 +533,9 @@ class _SummaSpMMSelect(torch.autograd.Function):
         need_v, need_x = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         plan = g.plan
         c0, c1 = plan.col_block(ctx.width)
-        dy_r = g.fiber_gather(dy[:, c0:c1].contiguous())  # dY[R_i, C_j]
+        prog = ctx.prog
+        dy_r = g.fiber_gather(dy[:, c0:c1].contiguous(), prog.take_one("bwd", "fiber_gather"))  # dY[R_i, C_j]
+        _take_panels(prog, values is not None, need_v, need_x)
         dvals = values.new_zeros(values.shape) if need_v else None
         dx = dy.new_zeros((plan.geo.block(plan.i, plan.k)[1] - g.b0, c1 - c0)) if need_x else None
         offs = g.panel_offsets()
@@ -426,16 +548,19 @@ class _SummaSpMMSelect(torch.autograd.Function):
 
         g.backward_sweep(values, x, (c0, c1), need_v, body)
         if need_x:
-            dx = g.gather_cols(dx, ctx.width)
-        return dvals, dx, None, None, None
+            dx = g.gather_cols(dx, prog.take_one("bwd", "gather_cols"))
+        prog.done("bwd")
+        return dvals, dx, None, None, None, None
 
 
 class _SummaSddmm(torch.autograd.Function):
     """``heads = 0``: ``e = s_dst[u] + s_src[v]``; else the per-head dot product of the two rows."""
 
     @staticmethod
-    def forward(ctx, x_dst, x_src, g, heads):
-        d_r = g.fiber_gather(x_dst)  # X_dst[R_i]
+    def forward(ctx, x_dst, x_src, g, heads, prog):
+        d_r = g.fiber_gather(x_dst, prog.take_one("fwd", "fiber_gather"))  # X_dst[R_i]
+        prog.take("fwd", "own_rows")  # the panels this rank's column owns, in the loop below
+        prog.done("fwd")
         k = x_src.shape[1] if heads == 0 else heads
         e = x_dst.new_empty((g.nnz, k))
         srcs = {}
@@ -447,7 +572,7 @@ class _SummaSddmm(torch.autograd.Function):
             else:
                 e[off:off + pat.nnz] = sddmm_dot(pat, d_r, xp, heads)
                 srcs[p] = xp
-        ctx.g, ctx.heads, ctx.srcs = g, heads, srcs
+        ctx.g, ctx.heads, ctx.srcs, ctx.prog = g, heads, srcs, prog
         ctx.save_for_backward(d_r if heads else None)
         ctx.n_src = x_src.shape
         return e
@@ -460,6 +585,8 @@ class _SummaSddmm(torch.autograd.Function):
         w = ctx.n_src[1]
         dd_r = de.new_zeros((g.nrow, w))
         ds = de.new_zeros(ctx.n_src)
+        prog = ctx.prog
+        prog.take("bwd", "own_push_rows")  # in the loop below
         early, landing = g.plan.comm.overlap, None  # --overlap: a panel's push added during the next's products
         for p in g.my_panels():
             pat, off, _ = g.owned[p]
@@ -475,8 +602,11 @@ class _SummaSddmm(torch.autograd.Function):
             landing = g._push_rows(part, p, ds, early)
         if landing is not None:
             landing()
-        dd = g.col_all(g.fiber_scatter(dd_r))
-        return dd, g.col_all(ds), None, None
+        dd = g.fiber_scatter(dd_r, prog.take_one("bwd", "fiber_scatter"))
+        dd = g.col_all(dd, prog.take_one("bwd", "col_all"))
+        ds = g.col_all(ds, prog.take_one("bwd", "col_all"))
+        prog.done("bwd")
+        return dd, ds, None, None, None
 
 
 class SummaPlan(Plan):

@@ -11,18 +11,11 @@ the records of each rank's :class:`~gridgnn.partition.layout.BlockRowSchedule`, 
 accounting functions the communication layer records by (:mod:`gridgnn.distributed.accounting`);
 :func:`step_bytes` adds them up with the gradient all-reduce. Tests compare the sum with the bytes every rank measures, per collective and phase.
 
-Per primitive (``w`` = bytes per fetched row; *fetch* / *push* / *rep* as in :mod:`gridgnn.parallel.blockrow`):
-
-=================  ===========================================  =============================================
-primitive          forward                                      backward
-=================  ===========================================  =============================================
-``spmm``           fetch(W) + rep(W)                            [oblivious, ∂e: fetch(W)] + [∂X: push(W) + rep(W)]
-``sddmm_add``      fetch(K)                                     rep(K) + push(K) + rep(K)
-``sddmm_dot``      fetch(W)                                     [oblivious: fetch(W)] + push(W) + rep(W) + rep(W)
-``edge_softmax``   rep(K) (max) + rep(K) (sum)                  rep(K)
-``row_sum``        rep(1)                                       —
-``spmm_select``    fetch(W) + rep(W) + rep(W int64 keys)        [oblivious, ∂e: fetch(W)] + [∂X: push(W) + rep(W)]
-=================  ===========================================  =============================================
+Which records a primitive runs is written once, in its family's file: the *program* of a call
+(:mod:`gridgnn.parallel.program`; :func:`gridgnn.parallel.blockrow.program`, :func:`gridgnn.parallel.summa.program`,
+:func:`gridgnn.parallel.plexus.program`), the list of steps its engine takes in order. The volumes here price those
+steps with each rank's records (a step the engine runs once per stage or panel is summed without building its
+records, where the bytes are linear in a row's).
 """
 from __future__ import annotations
 
@@ -34,18 +27,15 @@ from ..parallel.trace import PrimitiveCall, TracePlan, trace_graph, trace_model 
 from ..distributed import accounting as acct
 from ..errors import GridGnnError
 from ..graph import gcn_normalize
-from ..parallel.blockrow import BlockRowFamily
-from ..parallel.plexus import PlexusFamily
-from ..parallel.summa import SummaFamily
+from ..parallel.blockrow import BlockRowFamily, program as blockrow_program
+from ..parallel.plexus import PlexusFamily, program as plexus_program_of
+from ..parallel.summa import PANEL_STEPS as SUMMA_PANEL_STEPS, SummaFamily, program as summa_program
 from ..partition import RowPartition, block_range, even_bounds
 from ..partition.counts import nnz_cols
 from ..partition.layout import PLEXUS_AXES, PlexusSchedule, even_range, layer_version, vertex_order
 from ..partition.permute import block_nnz
 
 
-#: Calls that move nothing on a layout whose node tensors hold every feature column (block-row, SUMMA): the
-#: weight is replicated, so ``linear`` is local (its gradient is summed with the others after the step).
-LOCAL_ON_WHOLE_ROWS = ("linear", "add_bias", "head_scores", "head_mean", "normalize_rows", "scale", "at_destinations")
 
 
 #: local work per rank of one training step, in the units the time model prices (:mod:`gridgnn.planner.timing`)
@@ -291,54 +281,18 @@ class BlockRowVolume:
 
     def primitive(self, call: PrimitiveCall, elem_bytes: int) -> tuple[dict, dict]:
         """``(forward, backward)`` volumes of one primitive call: ``{(collective, axis): (sent[P], recv[P],
-        calls[P])}``."""
+        calls[P])}`` — the steps of its program (:func:`gridgnn.parallel.blockrow.program`, the list its engine
+        runs; the steps are the same on every rank), each priced with every rank's own records."""
         fwd, bwd = {}, {}
         if call.name == "param_grad":
             self.param_grad(bwd, call, elem_bytes)
             return fwd, bwd
-        if call.name in LOCAL_ON_WHOLE_ROWS:
-            return fwd, bwd
-        w = call.width * elem_bytes
-        k = call.heads * elem_bytes
-        if call.name == "spmm":
-            need_v, need_x = call.grads
-            self.fetch(fwd, w)
-            self.rep(fwd, w)
-            if need_v and not self.sa:
-                self.fetch(bwd, w)
-            if need_x:
-                self.fetch(bwd, w, push=True)
-                self.rep(bwd, w)
-        elif call.name == "sddmm_add":
-            self.fetch(fwd, k)
-            self.rep(bwd, k)
-            self.fetch(bwd, k, push=True)
-            self.rep(bwd, k)
-        elif call.name == "sddmm_dot":
-            self.fetch(fwd, w)
-            if not self.sa:
-                self.fetch(bwd, w)
-            self.fetch(bwd, w, push=True)
-            self.rep(bwd, w)
-            self.rep(bwd, w)
-        elif call.name == "edge_softmax":
-            self.rep(fwd, k, exact=True)  # the max
-            self.rep(fwd, k)
-            self.rep(bwd, k)
-        elif call.name == "row_sum":
-            self.rep(fwd, elem_bytes)
-        elif call.name == "spmm_select":
-            need_v, need_x = call.grads
-            self.fetch(fwd, w)
-            self.rep(fwd, w, exact=True)  # the ⊕ (max/min) all-reduce of the partials
-            self.rep(fwd, call.width * 8, exact=True)  # the min all-reduce of the winners' int64 keys
-            if need_v and not self.sa:
-                self.fetch(bwd, w)
-            if need_x:
-                self.fetch(bwd, w, push=True)
-                self.rep(bwd, w)
-        else:
-            raise ValueError(f"no byte model for primitive {call.name!r}")
+        out = {"fwd": fwd, "bwd": bwd}
+        for st in blockrow_program(call, self.schedules[0], sparsity_aware=self.sa).steps:
+            if st.name == "row_all":
+                self.rep(out[st.phase], st.row_bytes(elem_bytes), exact=st.exact)
+            else:
+                self.fetch(out[st.phase], st.row_bytes(elem_bytes), push=st.name == "push")
         return fwd, bwd
 
     def loss(self, out: dict, elem_bytes: int) -> None:
@@ -459,71 +413,24 @@ class SummaVolume(BlockRowVolume):
     AXIS_KEYS = {"row": "row", "col": "col", "x": "row", "y": "col", "z": "fiber"}
 
     def primitive(self, call: PrimitiveCall, elem_bytes: int) -> tuple[dict, dict]:
+        """The records of ``call``'s program on each rank (:func:`gridgnn.parallel.summa.program`, the list its
+        engine runs); a panel step is summed without building its records where it can be
+        (:meth:`_panels`)."""
         fwd, bwd = {}, {}
         if call.name == "param_grad":
             self.param_grad(bwd, call, elem_bytes)
             return fwd, bwd
-        if call.name in LOCAL_ON_WHOLE_ROWS:
-            return fwd, bwd
-        eb, version = elem_bytes, self.version(call.layer)
-        for r, (i, j, k) in enumerate(self.coords):
+        out = {"fwd": fwd, "bwd": bwd}
+        version = self.version(call.layer)
+        for r in range(self.world):
             s = self.schedule(r, version)
-            b0, b1 = self.geo.block(i, k)
-            n_b = b1 - b0
-            if call.name in ("spmm", "spmm_select"):
-                self._product(fwd, bwd, r, s, call, eb, n_b)
-            elif call.name in ("sddmm_add", "sddmm_dot"):
-                w = call.width * eb
-                self._run(fwd, r, [s.fiber_gather()], w)
-                for p in s.own_panels():  # the owner column receives the source rows of its panels
-                    self._run(fwd, r, [s.rows_of(p)], w)
-                    self._run(bwd, r, [s.rows_of(p, push=True)], w)
-                self._run(bwd, r, [s.fiber_scatter(), s.col_all(n_b), s.col_all(n_b)], w)
-            elif call.name == "edge_softmax":  # max and sum forward, one sum backward
-                self._run(fwd, r, s.row_all(), call.heads * eb, exact=True)
-                self._run(fwd, r, s.row_all(), call.heads * eb)
-                self._run(bwd, r, s.row_all(), call.heads * eb)
-            elif call.name == "row_sum":
-                self._run(fwd, r, s.row_all(), eb)
-            else:
-                raise ValueError(f"no byte model for primitive {call.name!r}")
-        return fwd, bwd
-
-    def _product(self, fwd, bwd, r, s, call, eb, n_b) -> None:
-        """``spmm`` / ``spmm_select`` on rank ``r`` (schedule ``s``): per panel the pattern and the edge tensors
-        (values; a selection's mask forward, one byte per edge) from the owner column and ``X[p, C_j]`` from the
-        owner row; 3D: the fiber's reduce-scatter (a selection: a ⊕ all-reduce of the values and a ``min`` of as
-        many int64 keys); the column all-gather. Backward: the fiber all-gather of ``dY``, per panel the pattern
-        and values again, [∂e] ``X[p, C_j]`` again and the partial ``∂e`` reduced onto the owner column, [∂X] the
-        routed rows reduced onto the owner row, and the column all-gather."""
-        need_v, need_x = call.grads
-        select = call.name == "spmm_select"
-        j = self.coords[r][1]
-        c0, c1 = even_range(call.width, self.pc, j)
-        wj = (c1 - c0) * eb  # bytes of one row of X[:, C_j]
-        value_bytes = (eb if call.heads else 0) if select else eb * call.heads
-        for ph, out in (("fwd", fwd), ("bwd", bwd)):
-            if ph == "bwd":
-                self._run(out, r, [s.fiber_gather()], wj)
-            self._panels(out, r, s, "pattern", 8)  # per panel (Alg. 3 lines 9-10), summed over the panels
-            if value_bytes:
-                self._panels(out, r, s, "edges", value_bytes)
-            if select and call.masked and ph == "fwd":
-                self._panels(out, r, s, "edges", 1)
-            if ph == "fwd" or need_v:
-                self._panels(out, r, s, "rows_of", wj)
-            if ph == "bwd" and need_v:
-                self._panels(out, r, s, "edges", eb if select else call.heads * eb, push=True)
-            if ph == "bwd" and need_x:
-                self._panels(out, r, s, "rows_of", wj, push=True)
-            if ph == "fwd":
-                if select:
-                    self._run(out, r, [s.fiber_all(s.nrow)], wj, exact=True)
-                    self._run(out, r, [s.fiber_all(s.nrow)], wj // eb * 8, exact=True)
+            for st in summa_program(call, s).steps:
+                panel = SUMMA_PANEL_STEPS.get(st.name)
+                if panel is not None:
+                    self._panels(out[st.phase], r, s, panel[0], st.row_bytes(elem_bytes), push=panel[1])
                 else:
-                    self._run(out, r, [s.fiber_scatter()], wj)
-            if ph == "fwd" or need_x:
-                self._run(out, r, [s.gather_cols(call.width)], n_b * eb)
+                    self._run(out[st.phase], r, st.records, st.row_bytes(elem_bytes), exact=st.exact)
+        return fwd, bwd
 
     def work(self, call: PrimitiveCall) -> dict:
         """Local work of ``call`` on every rank ``(i, j, k)`` (:func:`call_work`): a product runs over the panels of
@@ -674,113 +581,19 @@ class PlexusVolume(BlockRowVolume):
     AXIS_KEYS = {"x": "x", "y": "y", "z": "z"}  # the grid's own axis names
 
     def primitive(self, call: PrimitiveCall, elem_bytes: int) -> tuple[dict, dict]:
-        """The records of each rank's :class:`~gridgnn.partition.layout.PlexusSchedule` that the engine runs for
-        ``call``, priced per row (``eb`` bytes per element)."""
+        """The records of ``call``'s program on each rank (:func:`gridgnn.parallel.plexus.program`, the list its
+        engine runs), priced per row (``elem_bytes`` bytes per element)."""
         fwd, bwd = {}, {}
-        eb = elem_bytes
         if call.name == "param_grad":
             self.param_grad(bwd, call, elem_bytes)
             return fwd, bwd
-        L = self.layouts[call.layer]
-        gathers_input = call.layer == 0 and L.input.split
-        for r, me in enumerate(self.coords):
-            s = self.schedule(r, call.layer)
-            run = self._run
-            if self.scatter:
-                self._scattered(fwd, bwd, r, s, L, call, eb)
-                continue
-            if call.name == "linear":
-                lay = L.linear
-                w_in, w_out = s.ncols(call.width, lay.cols) * eb, s.ncols(call.out_width, lay.third) * eb
-                if gathers_input and self.first == "linear":
-                    run(fwd, r, [s.input_gather()], w_in)
-                run(fwd, r, [s.weight_gather(call.width), s.linear_sum()], w_out)
-                run(bwd, r, [s.weight_scatter(call.width)], w_out)
-                if call.grads[0]:
-                    run(bwd, r, [s.linear_back()], w_in)
-                continue
-            lay = L.graph
-            wq = s.ncols(call.width, lay.cols) * eb if lay is not None else 0
-            if call.name in ("spmm", "spmm_select", "at_destinations") and gathers_input and self.first == "spmm":
-                run(fwd, r, [s.input_gather()], wq)  # (at_destinations: gathered for it alone)
-            if call.name in ("spmm", "spmm_select"):  # ∂e over q, ∂X over t
-                need_v, need_x = call.grads
-                if call.name == "spmm":
-                    run(fwd, r, s.aggregate(), wq)
-                else:  # the ⊕ all-reduce and the winners' int64 keys
-                    run(fwd, r, [s.row_all()], wq, exact=True)
-                    run(fwd, r, [s.row_all()], wq // eb * 8, exact=True)
-                if need_v:
-                    run(bwd, r, [s.edge_sum()], (call.heads if call.name == "spmm" else 1) * eb)
-                if need_x:
-                    run(bwd, r, [s.source_sum()], wq)
-            elif call.name in ("sddmm_add", "sddmm_dot"):
-                c = call.heads * eb if call.name == "sddmm_add" else wq
-                counts = self._dst_counts(lay, me)
-                run(fwd, r, [s.dst_gather(counts)], c)
-                run(bwd, r, [s.dst_scatter(counts), s.source_sum(), s.source_sum()], c)
-                if call.name == "sddmm_dot":
-                    run(fwd, r, [s.edge_sum()], call.heads * eb)
-            elif call.name == "at_destinations":  # the destination rows all-gathered over r; backward over t
-                run(fwd, r, [s.dst_gather(self._dst_counts(lay, me))], wq)
-                if call.grads[0]:
-                    run(bwd, r, [s.source_sum()], wq)
-            elif call.name == "row_sum":
-                run(fwd, r, [s.row_all()], eb)
-            elif call.name == "edge_softmax":  # max and sum forward, one sum backward
-                run(fwd, r, [s.row_all()], call.heads * eb, exact=True)  # the max
-                run(fwd, r, [s.row_all()], call.heads * eb)
-                run(bwd, r, [s.row_all()], call.heads * eb)
-            elif call.name == "add_bias":
-                run(bwd, r, s.bias_sum(s.ncols(call.width, L.output.cols)), eb)
-            elif call.name == "head_scores":
-                after = L.linear.after_linear()
-                run(fwd, r, [s.col_all(after)], call.heads * eb)
-                run(bwd, r, s.param_sums(after, call.width), eb)
-            elif call.name == "normalize_rows":  # the squared row norms, and the backward's row sums
-                run(fwd, r, [s.col_all(lay)], eb)
-                if call.grads[0]:
-                    run(bwd, r, [s.col_all(lay)], eb)
-            elif call.name == "scale":  # the scalar's gradient (the split layer-0 input: over the third axis too)
-                if call.grads[1]:
-                    run(bwd, r, s.param_sums(lay, 1), eb)
-            elif call.name == "head_mean":
-                if call.heads > 1:
-                    per = call.width // call.heads
-                    run(fwd, r, [s.col_all(L.output)], per * eb)
-                    run(bwd, r, [s.col_all(L.output)], per * eb)
-            else:
-                raise ValueError(f"no byte model for primitive {call.name!r}")
+        out = {"fwd": fwd, "bwd": bwd}
+        lay = self.layouts[call.layer].graph
+        for r, (me, s) in enumerate(zip(self.coords, self.schedules(call.layer))):
+            prog = plexus_program_of(call, s, first=self.first, dst_counts=lambda: self._dst_counts(lay, me))
+            for st in prog.steps:
+                self._run(out[st.phase], r, st.records, st.row_bytes(elem_bytes), exact=st.exact)
         return fwd, bwd
-
-    def _scattered(self, fwd, bwd, r, s, L, call, eb) -> None:
-        """``plexus-rs``: ``linear`` reduce-scatters ``n_part·f_out`` over ``q`` by column blocks (pieces of
-        ``n_part`` rows), all-gathers them backward, and sums the ``|C^q(f_in)| × f_out`` weight gradient over
-        ``r`` and ``t``; ``spmm`` all-gathers its input's parts over ``t`` and reduce-scatters ``n_t·|C^q(W)|``
-        into parts over ``r``, backward the adjoints [∂X] (after one all-gather of ``∂Y``), and [∂e] all-reduces
-        ``nnz·K`` over ``q``; ``add_bias`` sums the bias block over ``r`` and ``t``."""
-        run = self._run
-        if call.name == "linear":
-            lay = L.linear
-            part = s.part_rows(lay) * eb
-            run(fwd, r, [s.linear_scatter(call.out_width)], part)
-            run(bwd, r, [s.linear_gather(call.out_width)], part)
-            run(bwd, r, s.weight_sums(s.ncols(call.width, lay.cols) * call.out_width), eb)
-        elif call.name == "spmm":
-            gr = L.graph
-            wq = s.ncols(call.width, gr.cols) * eb
-            run(fwd, r, [s.gather_parts(gr), *s.aggregate()], wq)
-            need_v, need_x = call.grads
-            if need_v or need_x:
-                run(bwd, r, [s.gather_parts(gr.after_spmm())], wq)
-            if need_v:
-                run(bwd, r, [s.edge_sum()], call.heads * eb)
-            if need_x:
-                run(bwd, r, [s.scatter_parts(gr)], wq)
-        elif call.name == "add_bias":
-            run(bwd, r, s.bias_sum(s.ncols(call.width, L.output.cols)), eb)
-        else:
-            raise ValueError(f"plexus-rs has no layout for primitive {call.name!r}")
 
     def work(self, call: PrimitiveCall) -> dict:
         """Local work of ``call`` on every rank (:func:`call_work`): the rank's shard of the layer's adjacency
