@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .errors import CommFailure, GridGnnError, out_of_memory
+from .errors import CommFailure, GridGnnError, Terminated, out_of_memory
 
 
 def _train_parser(sub) -> None:
@@ -196,12 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class _Terminated(BaseException):
-    """SIGTERM in a process that runs the work itself (serial training, partition, shard)."""
-
-
 def _on_sigterm(signum, frame):  # noqa: ARG001 - signal handler signature
-    raise _Terminated()
+    raise Terminated()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -226,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gridgnn: interrupted (SIGINT)", file=sys.stderr, flush=True)
         return 130
-    except _Terminated:
+    except Terminated:
         print("gridgnn: interrupted (SIGTERM)", file=sys.stderr, flush=True)
         return 143
     finally:

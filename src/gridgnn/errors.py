@@ -11,6 +11,23 @@ class CommFailure(GridGnnError):
     more direct cause (an input error, a rank killed by a signal); exit status 1."""
 
 
+class Terminated(BaseException):
+    """SIGTERM in a process that runs the work itself (serial training, partition, shard): raised by the CLI's
+    handler so that the work stops as at Ctrl-C (exit status 143)."""
+
+
+def interrupt_signal(exc: BaseException) -> str | None:
+    """The signal that interrupted a run, when ``exc`` says it was interrupted — ``KeyboardInterrupt`` (SIGINT),
+    :class:`Terminated` (SIGTERM), or the launcher's exit with status 130 / 143 — else ``None``."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "SIGINT"
+    if isinstance(exc, Terminated):
+        return "SIGTERM"
+    if isinstance(exc, SystemExit) and exc.code in (130, 143):
+        return "SIGINT" if exc.code == 130 else "SIGTERM"
+    return None
+
+
 _MEMORY_NOTE = [""]  # what this process's memory guard estimated, for an allocation failure it did not foresee
 
 

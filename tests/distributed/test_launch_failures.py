@@ -4,6 +4,7 @@ Each test starts a real ``gridgnn train`` with spawned ranks, waits until it tra
 that every process is gone in time, the exit status, one ``gridgnn: error:`` line per cause, no traceback, and
 no temporary folder left behind."""
 import ipaddress
+import json
 import os
 import shutil
 import signal
@@ -16,6 +17,9 @@ import weakref
 from pathlib import Path
 
 import pytest
+
+import gridgnn
+from gridgnn.errors import GridGnnError
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="uses /proc and Linux signals")
 
@@ -182,17 +186,52 @@ def test_local_launch_listens_on_loopback_only_and_sigint_cleans_up(tmp_path):
     assert run.left_behind() == []
 
 
+def _kept(out, signal_name: str) -> dict:
+    """An interrupted run's --out: the metrics of its finished epochs and a summary saying so, no temporary file,
+    no lock."""
+    names = sorted(os.listdir(out))
+    assert [n for n in names if n.startswith(".")] == [], names
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert len(records) >= 2 and [r["epoch"] for r in records] == list(range(len(records)))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] == signal_name and summary["epochs_trained"] == len(records)
+    assert summary["config"]["out"] == str(out)
+    return summary
+
+
 def test_sigterm_to_launcher_ends_every_rank_with_143(tmp_path):
-    """... and leaves nothing in --out: rank 0, stopped by SIGTERM, cleans nothing itself; the launcher removes its
-    temporary metrics file and lock, and the folder it created (it was left holding ``.metrics.jsonl.<hex>.tmp``)."""
-    run = Run(tmp_path, "--nproc", 2, "--algo", "1d-sa", "--out", tmp_path / "new" / "out")
+    """... and keeps the epochs it finished: rank 0, stopped by SIGTERM, cleans nothing itself; the launcher turns
+    its temporary metrics file (``.metrics.jsonl.<hex>.tmp``) into ``metrics.jsonl`` with a ``summary.json`` marked
+    interrupted, and removes the lock."""
+    out = tmp_path / "new" / "out"
+    run = Run(tmp_path, "--nproc", 2, "--algo", "1d-sa", "--out", out)
     run.wait_training(2)
-    assert [n for n in os.listdir(tmp_path / "new" / "out") if n.startswith(".metrics.jsonl.") and n.endswith(".tmp")]
+    assert [n for n in os.listdir(out) if n.startswith(".metrics.jsonl.") and n.endswith(".tmp")]
     os.kill(run.proc.pid, signal.SIGTERM)
     assert run.finish(within=SIGNAL_EXIT_S) == 143
     assert "gridgnn: interrupted (SIGTERM)" in run.stderr() and "Traceback" not in run.stderr()
     assert run.left_behind() == []
-    assert not (tmp_path / "new").exists()
+    summary = _kept(out, "SIGTERM")
+    assert sorted(os.listdir(out)) == ["metrics.csv", "metrics.jsonl", "summary.json"] and summary["checkpoint"] is None
+
+
+def test_ctrl_c_to_a_serial_run_keeps_its_epochs_and_checkpoint(tmp_path):
+    """In one process (no launcher) the loop leaves its metrics to be kept; with --checkpoint-every the summary
+    names the checkpoint to resume from, and predict says why there is no model."""
+    out = tmp_path / "out"
+    run = Run(tmp_path, "--algo", "serial", "--out", out, "--checkpoint-every", 1)
+    run.wait_training(0)
+    os.kill(run.proc.pid, signal.SIGINT)
+    assert run.finish(within=SIGNAL_EXIT_S) == 130
+    assert run.errors() == [] and "gridgnn: interrupted (SIGINT)" in run.stderr()
+    summary = _kept(out, "SIGINT")
+    assert sorted(os.listdir(out)) == ["checkpoint.pt", "metrics.csv", "metrics.jsonl", "summary.json"]
+    assert summary["checkpoint"] == "checkpoint.pt"
+    run.out.seek(0)
+    assert f"--resume {out / 'checkpoint.pt'} --out {out} goes on" in run.out.read()
+    with pytest.raises(GridGnnError, match=f"its run was interrupted by SIGINT after {summary['epochs_trained']} "):
+        gridgnn.load(str(out))
 
 
 def test_launcher_killed_outright_leaves_no_rank(tmp_path):

@@ -137,7 +137,7 @@ def test_resume_from_a_checkpoint_with_nan_weights_is_refused_at_once(tmp_path, 
     assert run_main(["train", "--data", S, "--epochs", "2", "--hidden", "8", "--checkpoint-every", "1", "--quiet",
                      "--out", out]) == 0
     ck = torch.load(out / "checkpoint.pt", weights_only=True)
-    ck["adam"]["exp_avg"]["weights"][1][0, 0] = float("nan")
+    ck["optimizer"]["exp_avg"]["weights"][1][0, 0] = float("nan")
     torch.save(ck, out / "checkpoint.pt")
     assert run_main(["train", "--resume", out, "--epochs", "4", "--quiet", "--out", tmp_path / "b"]) == 2
     _one_line(capsys, "checkpoint.pt", "NaN or infinite")

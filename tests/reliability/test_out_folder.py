@@ -44,7 +44,8 @@ def test_two_runs_on_one_folder_one_trains_and_the_folder_is_its_own(tmp_path):
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert summary["config"]["seed"] == seed and len(metrics) == 300
     assert summary["final_loss"] == metrics[-1]["loss"]  # the summary and the metrics of one run
-    assert sorted(os.listdir(out)) == ["breakdown.png", "curves.png", "metrics.jsonl", "model.pt", "summary.json"]
+    assert sorted(os.listdir(out)) == ["breakdown.png", "curves.png", "metrics.csv", "metrics.jsonl", "model.pt",
+                                   "summary.json"]
 
 
 def test_shard_refuses_an_existing_dataset_without_overwrite(tmp_path, capsys):

@@ -126,9 +126,9 @@ def test_train_on_a_full_disk_names_the_file_and_the_missing_outputs(nproc, tmp_
     lines = _error_lines(r.stderr)
     assert len(lines) == 1 and r.stderr.strip() == lines[0], r.stderr
     assert f"cannot write {out}{os.sep}breakdown.png: File too large" in lines[0], lines[0]
-    assert lines[0].endswith(f"the outputs in {out} are incomplete: written metrics.jsonl, model.pt; missing "
+    assert lines[0].endswith(f"the outputs in {out} are incomplete: written metrics.jsonl, metrics.csv, model.pt; missing "
                              "breakdown.png, curves.png, summary.json"), lines[0]
-    assert sorted(os.listdir(out)) == ["metrics.jsonl", "model.pt"]  # complete files, no temporary one, no lock
+    assert sorted(os.listdir(out)) == ["metrics.csv", "metrics.jsonl", "model.pt"]  # complete files, no temporary one, no lock
 
 
 def test_export_on_a_full_disk_is_one_line_naming_the_file(run_dir, tmp_path, monkeypatch, capsys):

@@ -108,7 +108,7 @@ def _ckpt(folder):
 
 def _tensors(ck):
     out = []
-    for group in (ck["params"], ck["adam"]["exp_avg"], ck["adam"]["exp_avg_sq"]):
+    for group in (ck["params"], ck["optimizer"]["exp_avg"], ck["optimizer"]["exp_avg_sq"]):
         for name in sorted(group):
             out += group[name]
     return out
@@ -122,7 +122,7 @@ def _assert_bit_equal(ref, res):
     assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
     ca, cb = _ckpt(ref), _ckpt(res)
     assert ca["epoch"] == cb["epoch"] == 6 and ca["best_epoch"] == cb["best_epoch"]
-    assert float(ca["adam"]["step"]) == float(cb["adam"]["step"]) == 6.0
+    assert float(ca["optimizer"]["step"]) == float(cb["optimizer"]["step"]) == 6.0
     for x, y in zip(_tensors(ca), _tensors(cb), strict=True):
         assert x.dtype == y.dtype and x.shape == y.shape and x.numpy().tobytes() == y.numpy().tobytes()
     sa, sb = (json.loads((f / "summary.json").read_text()) for f in (ref, res))
@@ -240,7 +240,7 @@ def _make_bad(kind, src, folder, tmp_path):
         torch.save(ck, target)
     elif kind == "moments":
         ck = _ckpt(src)
-        del ck["adam"]["exp_avg_sq"]
+        del ck["optimizer"]["exp_avg_sq"]
         torch.save(ck, target)
     elif kind == "missing":
         target.unlink(missing_ok=True)
@@ -249,7 +249,7 @@ def _make_bad(kind, src, folder, tmp_path):
 @pytest.mark.parametrize("kind,needle", [
     ("not-gridgnn", "is not a gridgnn checkpoint"), ("text", "it was not written by torch.save"),
     ("truncated", "truncated or damaged"), ("code", "system, which no gridgnn file holds"),
-    ("future", "format version 99"), ("shape", "weights[1] has shape (16, 5)"), ("moments", "adam exp_avg_sq"),
+    ("future", "format version 99"), ("shape", "weights[1] has shape (16, 5)"), ("moments", "optimizer exp_avg_sq"),
     ("missing", "holds no checkpoint.pt"),
 ])
 def test_bad_checkpoint_is_one_clear_error(small_ckpt, tmp_path, capsys, kind, needle):

@@ -1,5 +1,6 @@
 """The --out folder: created only after a successful set-up, never half-written, previous outputs replaced only
 with --overwrite, strict JSON, a diverged run is an error naming the epoch."""
+import csv
 import json
 import os
 import re
@@ -50,15 +51,20 @@ def test_previous_outputs_need_overwrite_which_removes_only_gridgnn_files(tmp_pa
     (out / ".summary.json.tmp").write_text("{")  # left by a crashed writer
     before = (out / "summary.json").read_text()
     code = run_main(["train", "--data", SBM, "--epochs", 3, "--quiet", "--out", out])
-    _one_error(capsys, code, "already holds a previous run's outputs (metrics.jsonl, summary.json, logits.npy, "
-                             "model.pt, breakdown.png, curves.png, checkpoint.pt); add --overwrite")
+    _one_error(capsys, code, "already holds a previous run's outputs (metrics.jsonl, metrics.csv, summary.json, "
+                             "logits.npy, model.pt, breakdown.png, curves.png, checkpoint.pt); add --overwrite")
     assert (out / "summary.json").read_text() == before
     assert run_main(["train", "--data", SBM, "--epochs", 3, "--quiet", "--out", out, "--overwrite"]) == 0
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["breakdown.png", "curves.png", "metrics.jsonl", "model.pt", "notes.txt", "summary.json"]  # no
-    # stale logits/checkpoint
+    assert names == ["breakdown.png", "curves.png", "metrics.csv", "metrics.jsonl", "model.pt", "notes.txt",
+                     "summary.json"]  # no stale logits/checkpoint
     assert (out / "notes.txt").read_text() == "mine"
-    assert len((out / "metrics.jsonl").read_text().splitlines()) == 3
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert len(records) == 3
+    with open(out / "metrics.csv", newline="") as fh:  # the same records as a table, every key a column
+        table = list(csv.DictReader(fh))
+    assert [int(r["epoch"]) for r in table] == [0, 1, 2] and list(table[0]) == list(records[0])
+    assert [float(r["loss"]) for r in table] == [r["loss"] for r in records]  # (repr round-trips a float)
     assert _strict((out / "summary.json").read_text())["epochs"] == 3
 
 
@@ -123,3 +129,29 @@ def test_metrics_log_appears_only_when_committed(tmp_path):
     log.append({"epoch": 0})
     log.discard()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl"]
+
+
+def test_an_interrupted_runs_finished_epochs_are_kept(tmp_path):
+    """keep_interrupted: the complete lines of the temporary metrics (a line cut short by the signal ends them)
+    become metrics.jsonl and metrics.csv, the summary is the caller's, the temporary file and lock go; nothing is
+    kept without a finished epoch, or while another run holds the folder."""
+    from gridgnn.train.outputs import OutLock, keep_interrupted
+
+    log = MetricsLog(str(tmp_path / "metrics.jsonl"))
+    for e in range(3):
+        log.append({"epoch": e, "loss": 1.0 / (e + 1), "val_acc": None if e == 0 else 0.5})
+    log._fh.write('{"epoch": 3, "lo')  # cut short
+    log.close()
+    held = OutLock(str(tmp_path), quiet=True)
+    assert keep_interrupted(str(tmp_path), lambda recs: {"n": len(recs)}) == 0  # another run writes there
+    held.release()
+    assert keep_interrupted(str(tmp_path), lambda recs: {"n": len(recs), "last": recs[-1]["epoch"]}) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.csv", "metrics.jsonl", "summary.json"]
+    assert [json.loads(line)["epoch"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [0, 1, 2]
+    assert json.loads((tmp_path / "summary.json").read_text()) == {"n": 3, "last": 2}
+    assert (tmp_path / "metrics.csv").read_text().splitlines()[:2] == ["epoch,loss,val_acc", "0,1.0,"]
+    assert keep_interrupted(str(tmp_path), lambda recs: {}) == 0  # no temporary metrics left: nothing to keep
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    MetricsLog(str(empty / "metrics.jsonl")).close()
+    assert keep_interrupted(str(empty), lambda recs: {}) == 0 and len(list(empty.iterdir())) == 1

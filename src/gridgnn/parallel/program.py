@@ -93,10 +93,12 @@ class Program:
         return rec
 
     def done(self, phase: str) -> None:
-        """Check that the engine ran every step of ``phase``."""
+        """Check that the engine ran every step of ``phase``; the phase may then run again from its first step
+        (a backward through a retained graph, ``gradcheck``)."""
         left = self.phase(phase)[self._next[phase]:]
         if left:
             raise RuntimeError(f"the engine skipped {', '.join(s.name for s in left)} ({phase}) of its program")
+        self._next[phase] = 0
 
 
 def needs_grad(*inputs) -> tuple[bool, ...]:

@@ -325,7 +325,8 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
                          dropout: float = 0.5, bias: bool = True, block_rows: int = 0, train_rows=None,
                          source: str | None = None, feature_bytes: int = 4, weighted: bool = False,
                          device: str = "cpu", runtime_bytes: int | None = None, ranks=None,
-                         trace=None, overlap: bool = False, keep_best: bool = False) -> MemoryEstimate:
+                         trace=None, overlap: bool = False, keep_best: bool = False,
+                         optimizer_state: tuple[int, bool] = (2, True)) -> MemoryEstimate:
     r"""Peak memory of every rank of one training configuration (see the module docstring for the components
     and their formulas): of GCN on ``dims``, or of the model whose :class:`~gridgnn.parallel.trace.Trace` is
     ``trace`` (any model: see "Every other model" in the module docstring).
@@ -361,6 +362,8 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
             GCN on ``dims``, whose components are exact.
         overlap: ``--overlap``: the oblivious stage loops hold two remote blocks at a time.
         keep_best: ``--keep best``: every rank holds a copy of its parameters from the best epoch so far.
+        optimizer_state: ``(tensors, step counters)``: the optimizer's state tensors per parameter (Adam and AdamW
+            2, SGD with momentum 1, plain SGD 0) and whether it counts steps (Adam's float32 counters).
 
     Returns:
         :class:`MemoryEstimate` (``.ranks`` per rank, ``.peak``, ``.total``, ``.per_component``).
@@ -407,7 +410,8 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
     ctx = dict(n=n, dims=dims, e=e, directed=bool(directed), double=double, pats=pats, dropout=float(dropout),
                bias=bool(bias), train_rows=train_rows, idx=_index_bytes(n, nnz_hat), block_rows=int(block_rows),
                src=src_kind, dev=dev, versions=versions, trace=trace, layers=_layers(dims, trace),
-               overlap=bool(overlap), hash_bytes=dropout_hash_bytes_per_element(), kept=int(bool(keep_best)))
+               overlap=bool(overlap), hash_bytes=dropout_hash_bytes_per_element(), kept=int(bool(keep_best)),
+               moments=int(optimizer_state[0]), counters=bool(optimizer_state[1]))
     which = range(world) if ranks is None else [int(r) for r in ranks]
     for r in which:
         if not 0 <= r < world:
@@ -580,11 +584,11 @@ def _blockrow_graph(acc: _Acc, e: int, *, rows: int, nnz: float, stages, single_
 
 
 def _params(acc: _Acc, ctx, elements: float, tensors: int, *, grad_allreduce: bool) -> None:
-    """Parameters, gradients and Adam's moments (4e per element), ``--keep best``'s copy of the best epoch's
-    parameters (e per element) + Adam's float32 step counters."""
+    """Parameters, gradients and the optimizer's state (Adam's two moments: 4e per element in all),
+    ``--keep best``'s copy of the best epoch's parameters (e per element) + Adam's float32 step counters."""
     e = ctx["e"]
-    acc.add("parameters", (4 + ctx["kept"]) * e * elements + 4 * tensors)
-    acc.cand("workspace", e * elements, "Adam step temporaries")
+    acc.add("parameters", (2 + ctx["moments"] + ctx["kept"]) * e * elements + (4 * tensors if ctx["counters"] else 0))
+    acc.cand("workspace", e * elements, "optimizer step temporaries")
     if grad_allreduce:
         acc.cand("buffers", e * elements, "flat gradient of the gradient all-reduce")
 

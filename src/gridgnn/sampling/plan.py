@@ -33,7 +33,7 @@ from ..errors import GridGnnError
 from ..graph.graph import gcn_normalize
 from ..ops.pattern import Pattern
 from ..parallel.base import Plan
-from ..parallel.blockrow import BlockRowGraph, _SpMM
+from ..parallel.blockrow import BlockRowGraph
 from ..partition.layout import BlockRowSchedule
 
 
@@ -145,7 +145,7 @@ class SampledBlockGraph(BlockRowGraph):
             w = self.mean_weights if mask is None else self.mean_weights * mask.to(self.mean_weights.dtype)
             sums = self.row_sum(w)
             w = w / torch.where(sums > 0, sums, torch.ones_like(sums))[self.pattern.row]
-            return _SpMM.apply(w.to(x.dtype), x, self)
+            return self.spmm_sum(w.to(x.dtype), x)
         return super().spmm(values, x, semiring, mask)
 
 

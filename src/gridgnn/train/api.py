@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ..errors import GridGnnError
+from ..errors import GridGnnError, interrupt_signal
 from .config import TrainConfig, config_from_flags
 from .console import Progress
 
@@ -166,14 +166,14 @@ def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=())
         from .minibatch import minibatch_worker
 
         if cfg.nproc == 1 and env is None:
-            return minibatch_worker(None, cfg, graph, keep_model, callbacks)
+            return _here(minibatch_worker, cfg, graph, keep_model, callbacks)
         return _launch(minibatch_worker, cfg, graph, keep_model, callbacks if env else _spawnable(callbacks))[0]
     if cfg.task == "link":
         from .link import link_worker
 
         if cfg.algo == "serial":
             require_one_process(env)
-            return link_worker(None, cfg, graph, keep_model, callbacks)
+            return _here(link_worker, cfg, graph, keep_model, callbacks)
         if graph is not None and env is None:
             raise GridGnnError("--task link with spawned ranks reads its graph from --data SPEC; a graph in memory "
                                "trains with --algo serial (or save it: gridgnn.graph.save_npz, then data='npz:FILE')")
@@ -183,7 +183,7 @@ def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=())
 
     if cfg.algo == "serial":
         require_one_process(env)
-        return train_worker(None, cfg, graph, keep_model, callbacks)
+        return _here(train_worker, cfg, graph, keep_model, callbacks)
     return _launch_checked(train_worker, cfg, graph, keep_model, callbacks if env else _spawnable(callbacks))[0]
 
 
@@ -220,6 +220,21 @@ def _launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | No
         return _launch(worker, cfg, given, *args, host_memory=host_memory)
 
 
+def _here(worker, cfg: TrainConfig, *args):
+    """``worker(None, cfg, *args)`` in this process (one rank); interrupted, it keeps the epochs it finished
+    (:func:`keep_if_interrupted`) and leaves no temporary file behind."""
+    from .outputs import clean_after_ranks, out_dir_state
+
+    existing = out_dir_state(cfg.out)
+    try:
+        return worker(None, cfg, *args)
+    except BaseException as exc:
+        if interrupt_signal(exc) is not None:  # (a failure: the loop abandoned its files itself)
+            keep_if_interrupted(cfg, exc)
+            clean_after_ranks(cfg.out, existing)
+        raise
+
+
 def _launch(worker, cfg: TrainConfig, graph, *args, **kw) -> list:
     """:func:`~gridgnn.distributed.launch.launch` of ``worker(ctx, cfg, graph, *args)`` on ``cfg.nproc`` ranks;
     when it fails or is interrupted, the ranks' leftovers in ``--out`` are removed once they are gone
@@ -231,9 +246,32 @@ def _launch(worker, cfg: TrainConfig, graph, *args, **kw) -> list:
     try:
         return launch(worker, cfg.nproc, cfg, graph, *args, device=cfg.device, timeout_s=cfg.timeout_s,
                       collect=True, **kw)
-    except BaseException:
+    except BaseException as exc:
+        keep_if_interrupted(cfg, exc)
         clean_after_ranks(cfg.out, existing)
         raise
+
+
+def keep_if_interrupted(cfg: TrainConfig, exc: BaseException) -> int:
+    r"""A run that a signal interrupted (``exc``: :func:`~gridgnn.errors.interrupt_signal`) keeps, in ``--out``, the
+    metrics of the epochs it finished and a ``summary.json`` marked ``interrupted``
+    (:func:`~gridgnn.train.outputs.keep_interrupted`; its checkpoint, where ``--checkpoint-every`` wrote one,
+    stays); a line on stdout says so. Returns the epochs kept."""
+    from .checkpoint import CHECKPOINT
+    from .outputs import keep_interrupted
+    from .summary import interrupted_summary
+
+    why = interrupt_signal(exc)
+    if why is None or not cfg.out:
+        return 0
+    ckpt = CHECKPOINT if os.path.isfile(os.path.join(cfg.out, CHECKPOINT)) else None
+    kept = keep_interrupted(cfg.out, lambda records: interrupted_summary(cfg, records, why, ckpt))
+    if kept:
+        again = (f"; gridgnn train --resume {os.path.join(cfg.out, ckpt)} --out {cfg.out} goes on" if ckpt else
+                 " (no checkpoint: --checkpoint-every N writes one)")
+        print(f"kept the {kept} finished epoch(s) in {cfg.out}: metrics.jsonl, summary.json (interrupted){again}",
+              flush=True)
+    return kept
 
 
 def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=()):

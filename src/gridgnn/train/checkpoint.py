@@ -11,7 +11,10 @@ only plain containers, numbers, strings and tensors — loading it runs no code)
 ``config``            the run's :class:`~gridgnn.train.config.TrainConfig` as a dict
 ``dims``, ``graph``   layer widths ``[f_0, ..., f_L]``; ``n`` and ``nnz`` of the graph
 ``params``            ``{"weights": [W_0 ... W_{L-1}], "biases": [b_0 ...]}``: full, *unsharded* tensors
-``adam``              ``{"step": scalar, "exp_avg": {...}, "exp_avg_sq": {...}}``: Adam's moments, unsharded
+``optimizer``         ``{"name": "adam", "step": scalar, "exp_avg": {...}, "exp_avg_sq": {...}}``: the optimizer's
+                      per-parameter state, unsharded (:data:`~gridgnn.train.optim.STATE_KEYS`: AdamW the same,
+                      SGD ``momentum_buffer`` and no step, plain SGD nothing); files written before
+                      ``--optimizer`` hold Adam's under ``adam``
 ``records``           every epoch's metric record so far (the ``metrics.jsonl`` lines), and ``best_epoch``
 ``best_params``       ``--keep best``: the parameters after ``best_epoch`` (as ``params``), what the run hands on
                       at its end unless a later epoch validates better
@@ -25,10 +28,11 @@ buffer, and a SUM over the integers onto rank 0 (a reduce: rank 0 alone writes, 
 copy) assembles the full tensors: every element has exactly one non-zero contribution and integer addition of
 zeros is exact, so the result is bit-for-bit the owner's value (a float sum would turn ``-0.0`` into ``+0.0``).
 *Communication* per checkpoint (phase ``checkpoint``, outside the per-epoch counts): an all-reduce over all ranks
-of ``4|θ|`` bytes (int32 owner map) and a reduce of ``3e|θ|`` bytes (parameters and both moments; ``|θ|`` =
+of ``4|θ|`` bytes (int32 owner map) and a reduce of ``3e|θ|`` bytes (Adam: parameters and both moments; ``|θ|`` =
 number of parameters, ``e`` = bytes per element); the trained model at the end of a run, the same for ``e|θ|``.
 
-**Resume.** The trajectory depends only on the parameters, Adam's state and the epoch: initial weights come
+**Resume.** The trajectory depends only on the parameters, the optimizer's state and the epoch (the learning-rate
+schedule is a function of the epoch: :mod:`gridgnn.train.optim`): initial weights come
 from the seed, dropout masks are keyed by ``(seed, epoch, layer, global ids)``. A resumed run slices the full
 tensors with its own plan's ``param_slice`` and continues at ``epoch``; with the same algorithm and ``P`` it
 reproduces the uninterrupted run bit for bit on CPU, with another algorithm or ``P`` within float tolerance.
@@ -50,6 +54,7 @@ import os
 import torch
 
 from ..errors import GridGnnError
+from .optim import state_keys
 from .outputs import atomic_write
 from .summary import best_epoch
 
@@ -59,7 +64,8 @@ FORMAT_VERSION = 1
 
 #: Flags that change the trajectory: a resumed run must keep the checkpoint's values.
 TRAJECTORY = ("data", "feature_norm", "model", "heads", "attn_dropout", "aggr", "bases", "layers", "hidden",
-              "dropout", "seed", "lr", "weight_decay", "dtype", "task")
+              "dropout", "seed", "lr", "weight_decay", "optimizer", "momentum", "lr_schedule", "warmup", "lr_step",
+              "lr_gamma", "dtype", "task")
 #: Link prediction's trajectory flags, compared as the run uses them (a left-out flag's default included).
 LINK_TRAJECTORY = ("decoder", "negatives", "link_split", "embedding_dim")
 #: Flags that belong to one invocation and are never taken from the checkpoint.
@@ -255,15 +261,20 @@ def _check_structure(obj, path: str) -> None:
     if not isinstance(graph, dict) or not all(_is_int(graph.get(k)) for k in ("n", "nnz")):
         raise _bad(where, "no graph size")
     shapes, dtype = check_parameters(obj.get("params"), obj["config"], dims, where)
-    adam = obj.get("adam")
-    if not isinstance(adam, dict):
+    state = optimizer_state(obj)
+    if not isinstance(state, dict):
         raise _bad(where, "no optimizer state")
-    step = adam.get("step")
-    if not isinstance(step, torch.Tensor) or step.numel() != 1 or not step.is_floating_point() \
-            or not math.isfinite(float(step)) or float(step) < 1:
-        raise _bad(where, "the optimizer step is not a positive scalar")
-    for name in ("exp_avg", "exp_avg_sq"):
-        _check_tensors(adam.get(name), shapes, dims, where, f"adam {name}", dtype)
+    cfg = obj["config"]
+    name = cfg.get("optimizer", "adam")
+    if state.get("name") != name:
+        raise _bad(where, f"its optimizer state is {state.get('name')!r}'s, its config says {name!r}")
+    if name in ("adam", "adamw"):
+        step = state.get("step")
+        if not isinstance(step, torch.Tensor) or step.numel() != 1 or not step.is_floating_point() \
+                or not math.isfinite(float(step)) or float(step) < 1:
+            raise _bad(where, "the optimizer step is not a positive scalar")
+    for key in state_keys_of(cfg):
+        _check_tensors(state.get(key), shapes, dims, where, f"optimizer {key}", dtype)
     if "best_params" in obj:
         _check_tensors(obj["best_params"], shapes, dims, where, "best_params", dtype)
 
@@ -418,6 +429,20 @@ def unshard(comm, entries: list[tuple], groups: list[list[torch.Tensor]], *,
              for e, off, size in zip(entries, offs, sizes)] for g in range(len(groups))]
 
 
+def optimizer_state(ckpt: dict):
+    """The checkpoint's optimizer state, ``{"name": ..., ["step": ...,] key: {...}}`` (one written before
+    ``--optimizer``: its ``adam``)."""
+    if "optimizer" in ckpt:
+        return ckpt["optimizer"]
+    old = ckpt.get("adam")
+    return {"name": "adam", **old} if isinstance(old, dict) else old
+
+
+def state_keys_of(config: dict) -> tuple[str, ...]:
+    """The optimizer state a checkpoint of a run of ``config`` (a dict) holds per parameter."""
+    return state_keys(config.get("optimizer", "adam"), config.get("momentum"))
+
+
 def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: list[int], info: dict,
                     epoch: int, records: list[dict], best_epoch: int, replicated: dict | None = None,
                     kept: dict | None = None) -> None:
@@ -428,16 +453,17 @@ def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: li
     import gridgnn
 
     entries = _entries(model, plan, dims)
-    states = [opt.state.get(e[2]) for e in entries]
-    if any(not s for s in states):
+    keys = state_keys_of(config)
+    states = [opt.state.get(e[2]) or {} for e in entries]
+    if any(k not in s for s in states for k in keys):
         raise RuntimeError("a parameter has no optimizer state (checkpoints are written after an update)")
-    groups = [[e[2] for e in entries], [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]]
+    groups = [[e[2] for e in entries]] + [[s[k] for s in states] for k in keys]
     if kept is not None:
         groups.append([kept[e[2]] for e in entries])
     full = unshard(comm, entries, groups, root=0)
     if full is None:  # rank 0 writes
         return
-    params, avg, avg_sq = full[:3]
+    params, moments = full[0], dict(zip(keys, full[1:1 + len(keys)]))
 
     def grouped(tensors, value):
         out = {}
@@ -453,13 +479,13 @@ def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: li
         "epoch": int(epoch), "config": dict(config), "dims": [int(d) for d in dims],
         "graph": {"n": int(info["n"]), "nnz": int(info["nnz"])},
         "params": grouped(params, lambda p: p),
-        "adam": {"step": states[0]["step"].detach().cpu().clone(),
-                 "exp_avg": grouped(avg, lambda p: opt.state[p]["exp_avg"]),
-                 "exp_avg_sq": grouped(avg_sq, lambda p: opt.state[p]["exp_avg_sq"])},
+        "optimizer": {"name": config.get("optimizer", "adam"),
+                      **({"step": states[0]["step"].detach().cpu().clone()} if "step" in states[0] else {}),
+                      **{k: grouped(t, lambda p, k=k: opt.state[p][k]) for k, t in moments.items()}},
         "records": [dict(r) for r in records], "best_epoch": int(best_epoch),
     }
     if kept is not None:
-        obj["best_params"] = grouped(full[3], lambda p: kept[p])
+        obj["best_params"] = grouped(full[-1], lambda p: kept[p])
     with atomic_write(path) as fh:
         torch.save(obj, fh)
 
@@ -511,17 +537,20 @@ def sliced_parameters(model, plan, params: dict, dims: list[int], replicated: di
 
 
 def restore(model, opt, plan, ckpt: dict, dims: list[int], replicated: dict | None = None) -> None:
-    """Load the checkpoint's full parameters and Adam state, sliced for this rank's plan (no collective);
+    """Load the checkpoint's full parameters and optimizer state, sliced for this rank's plan (no collective);
     ``replicated``: ``{name: [parameters]}`` held whole, loaded from the checkpoint's group ``name``."""
     load_parameters(model, plan, ckpt["params"], dims, replicated)
+    state = optimizer_state(ckpt)
+    keys = state_keys_of(ckpt["config"])
+    step = {"step": state["step"]} if "step" in state else {}
+
+    def held(p, name, i, slc=()):
+        return {**{k: v.clone() for k, v in step.items()},
+                **{k: state[k][name][i][slc].to(p.device).contiguous().clone() for k in keys}}
+
     with torch.no_grad():
         for name, ps in (replicated or {}).items():
             for i, p in enumerate(ps):
-                opt.state[p] = {"step": ckpt["adam"]["step"].clone(),
-                                **{k: ckpt["adam"][k][name][i].to(p.device).clone() for k in ("exp_avg", "exp_avg_sq")}}
+                opt.state[p] = held(p, name, i)
         for kind, i, p, slc in _numbered(model, plan, dims):
-            opt.state[p] = {
-                "step": ckpt["adam"]["step"].clone(),
-                "exp_avg": ckpt["adam"]["exp_avg"][kind][i][slc].to(p.device).contiguous().clone(),
-                "exp_avg_sq": ckpt["adam"]["exp_avg_sq"][kind][i][slc].to(p.device).contiguous().clone(),
-            }
+            opt.state[p] = held(p, kind, i, slc)

@@ -213,10 +213,25 @@ class TrainConfig:
     timeout_s: float = opt(600.0, "parallel", metavar="SECONDS", low=0.0, low_open=True, high=MAX_TIMEOUT_S,
                            unit="seconds", help="seconds a collective may wait before the job is ended")
     # ---- optimizer
-    epochs: int = opt(200, "optimizer", metavar="N", low=1, high=MAX_EPOCHS, help="epochs of full-batch Adam")
-    lr: float = opt(0.01, "optimizer", metavar="LR", low=0.0, low_open=True, high=MAX_LR, help="Adam learning rate")
+    epochs: int = opt(200, "optimizer", metavar="N", low=1, high=MAX_EPOCHS, help="epochs of training")
+    lr: float = opt(0.01, "optimizer", metavar="LR", low=0.0, low_open=True, high=MAX_LR,
+                    help="learning rate (the largest of the schedule)")
     weight_decay: float = opt(5e-4, "optimizer", metavar="WD", low=0.0, high=MAX_WEIGHT_DECAY,
-                              help="Adam weight decay")
+                              help="weight decay (adam and sgd: an L2 term in the gradient; adamw: decoupled)")
+    optimizer: str = opt("adam", "optimizer", choices=("adam", "adamw", "sgd"),
+                         help="the update of every parameter, elementwise (the same on every algorithm and P)")
+    momentum: float | None = opt(None, "optimizer", metavar="M", low=0.0, high=1.0, high_open=True,
+                                 help="--optimizer sgd: momentum (default 0.9; 0: plain SGD)")
+    lr_schedule: str = opt("none", "optimizer", choices=("none", "cosine", "step"),
+                           help="the learning rate per epoch after the warm-up: constant, cosine to 0 at the last "
+                                "epoch, or times --lr-gamma every --lr-step epochs")
+    warmup: int = opt(0, "optimizer", metavar="W", low=0, high=MAX_EPOCHS,
+                      help="epochs of linear warm-up to --lr (epoch e < W trains at lr·(e+1)/W)")
+    lr_step: int | None = opt(None, "optimizer", metavar="N", low=1, high=MAX_EPOCHS,
+                              help="--lr-schedule step: epochs per step (default a third of the epochs after the "
+                                   "warm-up)")
+    lr_gamma: float | None = opt(None, "optimizer", metavar="G", low=0.0, low_open=True, high=1.0,
+                                 help="--lr-schedule step: the factor of each step (default 0.1)")
     dropout: float = opt(0.5, "optimizer", metavar="P", low=0.0, high=1.0, high_open=True,
                          help="dropout on every layer's input (keyed by node and feature: the same on every P)")
     seed: int = opt(0, "optimizer", metavar="S", low=0, high=SEED_LIMIT - 1, help="initial weights, dropout, splits")
@@ -321,6 +336,7 @@ class TrainConfig:
 
         if self.feature_norm not in FEATURE_NORMS:
             raise GridGnnError(f"--feature-norm must be one of {', '.join(FEATURE_NORMS)}, got {self.feature_norm!r}")
+        self._check_schedule()
         if self.checkpoint_every and self.out is None:
             raise GridGnnError(f"--checkpoint-every {self.checkpoint_every} needs --out DIR (the checkpoint is "
                                "DIR/checkpoint.pt)")
@@ -475,6 +491,17 @@ class TrainConfig:
             value = getattr(self, f.name)
             if spec is not None and value is not None:
                 spec.check(flag(f.name), value)
+
+    def _check_schedule(self) -> None:
+        """The optimizer's and the schedule's options apply where they are read."""
+        if self.momentum is not None and self.optimizer != "sgd":
+            raise GridGnnError(f"--momentum applies to --optimizer sgd, not {self.optimizer}")
+        for name in ("lr_step", "lr_gamma"):
+            if getattr(self, name) is not None and self.lr_schedule != "step":
+                raise GridGnnError(f"{flag(name)} applies to --lr-schedule step, not {self.lr_schedule}")
+        if self.warmup >= self.epochs:
+            raise GridGnnError(f"--warmup {self.warmup} leaves no epoch after the warm-up of --epochs {self.epochs} "
+                               "(give fewer warm-up epochs)")
 
     def check_choices(self) -> None:
         """Every field given (not ``None``) that declares its choices (:func:`opt`) holds one of them."""

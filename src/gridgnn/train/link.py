@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .optim import make_optimizer
 from ..errors import GridGnnError
 from ..nn.decoders import make_decoder
 from ..graph.links import LinkSplit, auc, given_split, hits_at, hits_per_positive, link_split, mrr, negative_pairs
@@ -214,8 +215,7 @@ def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
     pairs = LinkPairs(full, split, negatives=cfg.model_negatives, seed=cfg.seed, world=directory.world,
                       me=directory.me)
     decoder = make_decoder(cfg.model_decoder, dims[-1], seed=cfg.seed, dtype=rs.dtype).to(device)
-    opt = torch.optim.Adam(list(model.parameters()) + list(decoder.parameters()), lr=cfg.lr,
-                           weight_decay=cfg.weight_decay)
+    opt = make_optimizer(cfg, list(model.parameters()) + list(decoder.parameters()))
     info = {**rs.info, "data": cfg.data if graph is None else rs.info.get("data"), "nnz": full.nnz}
     replicated = {"decoder": list(decoder.parameters())} if any(True for _ in decoder.parameters()) else {}
     ckpt = rs.ckpt

@@ -9,14 +9,15 @@ from __future__ import annotations
 import contextlib
 import os
 
-from ..errors import GridGnnError
+from ..errors import GridGnnError, interrupt_signal
 import torch
 
 from .checkpoint import CHECKPOINT, check_keep, full_parameters, save_checkpoint, sliced_parameters
 from .console import Console
 from .model_file import MODEL_FILE, TrainOutput, write_model_file
+from .optim import set_rate
 from .outputs import (MetricsLog, OutLock, clear_outputs, incomplete, make_out_dir, previous_outputs,
-                      remove_empty_dirs, write_json, write_logits)
+                      remove_empty_dirs, write_json, write_logits, write_metrics_csv)
 from .summary import best_epoch, model_epoch, validation_score
 
 
@@ -83,7 +84,8 @@ class RunLoop:
         cfg = self.cfg
         with _recording(self.files, self.console):
             for epoch in range(self.start, cfg.epochs):
-                rec = step(epoch)
+                lr = set_rate(self.opt, cfg, epoch)
+                rec = {**step(epoch), "lr": lr}
                 self.history.append(rec)
                 if cfg.keep == "best" and best_epoch(self.history) == epoch:  # (every rank alike: the metrics
                     self._keep_now()  # are all-reduced)
@@ -169,7 +171,7 @@ class RunLoop:
 
     def write(self, summary: dict, params: dict | None, *, logits=None, original_ids=None, node_types=None,
               everyone=None) -> None:
-        """Rank 0's outputs in order: ``logits.npy``, ``model.pt``, ``breakdown.png`` (when ``everyone`` has the
+        """Rank 0's outputs in order: ``metrics.csv``, ``logits.npy``, ``model.pt``, ``breakdown.png`` (when ``everyone`` has the
         ranks' timings), ``curves.png`` and, last, ``summary.json`` (a ``summary.json`` marks a complete run)."""
         out = self.cfg.out
         if not out:
@@ -177,13 +179,14 @@ class RunLoop:
         try:
             self._write(out, summary, params, logits, original_ids, node_types, everyone)
         except GridGnnError as exc:  # a full disk: the line names the file, what was written and what is missing
-            planned = (["logits.npy"] if logits is not None else []) + [MODEL_FILE] + \
+            planned = ["metrics.csv"] + (["logits.npy"] if logits is not None else []) + [MODEL_FILE] + \
                 (["breakdown.png"] if everyone is not None else []) + ["curves.png", "summary.json"]
             raise incomplete(out, planned, exc) from None
 
     def _write(self, out, summary, params, logits, original_ids, node_types, everyone) -> None:
         from .report import breakdown_plot, curves_plot
 
+        write_metrics_csv(os.path.join(out, "metrics.csv"), self.history)
         if logits is not None:
             write_logits(out, logits, original_ids, node_types)
         write_model_file(os.path.join(out, MODEL_FILE), self.cfg.to_dict(), self.dims, params,
@@ -202,15 +205,20 @@ class RunLoop:
 
 @contextlib.contextmanager
 def _recording(files, console):
-    """The epochs of a run: on success ``metrics.jsonl`` is committed; on any failure the run's files are
-    abandoned (see :class:`_RunFiles`); the console's bar is closed either way (``files`` may be ``None``)."""
+    """The epochs of a run: on success ``metrics.jsonl`` is committed; on a failure the run's files are
+    abandoned (see :class:`_RunFiles`), on an interrupt (Ctrl-C, SIGTERM) left for
+    :func:`~gridgnn.train.api.keep_if_interrupted` to keep the epochs finished; the console's bar is closed either
+    way (``files`` may be ``None``)."""
     try:
         yield
         if files is not None:
             files.metrics.commit()
-    except BaseException:
+    except BaseException as exc:
         if files is not None:
-            files.abandon()
+            if interrupt_signal(exc) is None:
+                files.abandon()
+            else:
+                files.leave()
         raise
     finally:
         console.close()
@@ -246,6 +254,11 @@ class _RunFiles:
         self.metrics.discard()
         self.lock.release()
         remove_empty_dirs(self.created)
+
+    def leave(self) -> None:
+        """An interrupted loop: the temporary metrics stay (every finished epoch's line), the folder is free."""
+        self.metrics.close()
+        self.lock.release()
 
     def close(self) -> None:
         """The run's last output is written (or it failed after its loop): the folder is free again."""

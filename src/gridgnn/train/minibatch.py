@@ -31,6 +31,7 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
+from .optim import make_optimizer
 from ..distributed import Comm, ProcessGrid
 from ..distributed.grid import AXES
 from ..errors import GridGnnError
@@ -165,7 +166,7 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
              for name, m in (("val", graph.val_mask), ("test", graph.test_mask))}
     graph = graph.with_(x=None)  # every rank keeps only its block of the features (a given graph keeps its own)
     model = build_model(cfg, dims, None, dtype).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = make_optimizer(cfg, model.parameters())
     history, logs = [], []  # every epoch's record (a checkpoint's included); this run's communication
     if ckpt is not None:
         restore(model, opt, _WHOLE, ckpt, dims)

@@ -71,6 +71,10 @@ def model_file(run: str) -> str:
     path = os.path.join(run, MODEL_FILE) if os.path.isdir(run) else run
     if not os.path.lexists(path):
         if os.path.isdir(run):
+            stopped = _interrupted(run)
+            if stopped:
+                raise GridGnnError(f"{run} holds no {MODEL_FILE}: its run was {stopped} (summary.json); resume it "
+                                   "from its checkpoint.pt with gridgnn train --resume, or train it again")
             raise GridGnnError(f"{run} holds no {MODEL_FILE}: a run writes it after its last epoch when it has "
                                "--out (older runs did not; a checkpoint.pt there is not a model file)")
         raise GridGnnError(f"{run}: no such run folder or model file")
@@ -79,6 +83,21 @@ def model_file(run: str) -> str:
     except DataFileError as exc:
         raise GridGnnError(str(exc)) from None
     return path
+
+
+def _interrupted(folder: str) -> str:
+    """``"interrupted by SIGINT after 3 epochs"`` where ``folder``'s ``summary.json`` marks an interrupted run
+    (:func:`~gridgnn.train.summary.interrupted_summary`), else ``""``."""
+    import json
+
+    try:
+        with open(os.path.join(folder, "summary.json"), encoding="utf-8") as fh:
+            summary = json.loads(fh.read(1 << 20))
+    except (OSError, ValueError):
+        return ""
+    if not isinstance(summary, dict) or not isinstance(summary.get("interrupted"), str):
+        return ""
+    return f"interrupted by {summary['interrupted']} after {summary.get('epochs_trained')} epochs"
 
 
 def read_model_file(run: str) -> dict:

@@ -13,12 +13,14 @@ before anything is created.
   training loop ends — a ``metrics.jsonl`` therefore always holds every epoch of a finished loop. Rewriting the
   whole file atomically every epoch would cost :math:`O(E^2)` bytes over ``E`` epochs; the checkpoint (not
   the metrics file) is what a crashed run resumes from, and it carries the per-epoch records itself.
-* **Order.** ``metrics.jsonl``, ``logits.npy``, ``model.pt``, ``breakdown.png``, ``curves.png``, then
+* **Order.** ``metrics.jsonl``, ``metrics.csv`` (the same records as a table), ``logits.npy``, ``model.pt``, ``breakdown.png``, ``curves.png``, then
   ``summary.json`` last: a ``summary.json`` marks a complete run.
 * **Nothing before set-up.** Validation only *probes* ``--out`` (a temporary file created and removed in the
   nearest existing folder: ``os.access`` is meaningless for root); rank 0 creates it once the data are loaded
   and the plan is built, so a failed validation or set-up leaves no folder behind. A failed training loop
-  removes its temporary files and the folders it created if they are still empty.
+  removes its temporary files and the folders it created if they are still empty; an interrupted one (Ctrl-C,
+  SIGTERM) keeps the metrics of the epochs it finished and a ``summary.json`` marked interrupted
+  (:func:`keep_interrupted`).
 * **Previous outputs.** A folder that already holds one of :data:`OUTPUTS` is refused unless ``--overwrite``
   (or ``--resume`` of that same folder); then exactly those files, and stale ``.<name>.tmp`` files, are
   removed before the first new one is written — never anything else in the folder.
@@ -47,7 +49,7 @@ import tempfile
 from ..errors import GridGnnError
 
 #: The files a training run writes into ``--out`` (and the only ones ``--overwrite`` removes).
-OUTPUTS = ("metrics.jsonl", "summary.json", "logits.npy", "node_ids.npy", "node_types.json", "model.pt", "breakdown.png", "curves.png",
+OUTPUTS = ("metrics.jsonl", "metrics.csv", "summary.json", "logits.npy", "node_ids.npy", "node_types.json", "model.pt", "breakdown.png", "curves.png",
            "checkpoint.pt")
 
 
@@ -178,6 +180,20 @@ def write_json(path: str, obj) -> None:
         fh.write(text + "\n")
 
 
+def write_metrics_csv(path: str, records: list[dict]) -> None:
+    """``metrics.csv``: the epoch records of ``metrics.jsonl`` as a table for a spreadsheet — a header of every key
+    in the order the records first name it, one row per epoch, an empty cell where a record has no value."""
+    import csv
+
+    columns: dict = {}
+    for rec in records:
+        columns.update(dict.fromkeys(rec))
+    with atomic_write(path, "w") as fh:
+        table = csv.DictWriter(fh, fieldnames=list(columns), lineterminator="\n")
+        table.writeheader()
+        table.writerows({k: ("" if v is None else v) for k, v in rec.items()} for rec in records)
+
+
 def write_logits(out_dir: str, logits, original_ids=None, node_types=None) -> None:
     """``logits.npy`` (row ``i`` = vertex ``i`` of the loaded graph); for a relabelled graph (``?relabel=1``),
     ``node_ids.npy``: the file's id of each row; for a graph with vertex types (a ``HeteroData``),
@@ -250,6 +266,11 @@ class MetricsLog:
             os.replace(self.tmp, self.path)
         except OSError as exc:
             raise write_error(self.path, exc) from None
+
+    def close(self) -> None:
+        """Close the temporary file as it is (an interrupted run's: :func:`keep_interrupted` reads it)."""
+        with contextlib.suppress(OSError):
+            self._fh.close()
 
     def discard(self) -> None:
         with contextlib.suppress(OSError):
@@ -342,6 +363,49 @@ def clean_after_ranks(path: str | None, existing: str | None) -> None:
         created.insert(0, p)
         p = os.path.dirname(p)
     remove_empty_dirs(created)
+
+
+def keep_interrupted(path: str | None, summary_of) -> int:
+    r"""After an interrupted run has stopped (its ranks gone, or its loop left): keep what it finished. The
+    complete lines of its temporary ``metrics.jsonl`` (every finished epoch, appended and flushed one by one)
+    become ``metrics.jsonl`` (and ``metrics.csv``) and ``summary_of(records)`` its ``summary.json`` (marked
+    interrupted); the temporary
+    file goes. Unless another run holds ``--out`` (:class:`OutLock`). Returns the epochs kept (0: nothing was
+    finished, or there was nothing to keep: the caller's clean-up removes the rest)."""
+    if not path or not os.path.isdir(path):
+        return 0
+    try:
+        lock = OutLock(path, quiet=True)
+    except GridGnnError:
+        return 0  # held: another run is writing there
+    try:
+        pattern = _temp_pattern("metrics.jsonl")
+        temps = [f for f in os.listdir(path) if pattern.fullmatch(f)]
+        if len(temps) != 1:
+            return 0
+        tmp = os.path.join(path, temps[0])
+        records = []
+        with open(tmp, encoding="utf-8") as fh:
+            for line in fh:  # a line cut short by the signal ends the epochs kept
+                try:
+                    rec = json.loads(line) if line.endswith("\n") else None
+                except ValueError:
+                    rec = None
+                if not isinstance(rec, dict):
+                    break
+                records.append(rec)
+        if not records:
+            return 0
+        with atomic_write(os.path.join(path, "metrics.jsonl"), "w") as fh:
+            fh.write("".join(json.dumps(r, allow_nan=False) + "\n" for r in records))
+        write_metrics_csv(os.path.join(path, "metrics.csv"), records)
+        write_json(os.path.join(path, "summary.json"), summary_of(records))
+        os.unlink(tmp)
+        return len(records)
+    except (OSError, GridGnnError):
+        return 0  # (a full disk: the clean-up removes what is temporary)
+    finally:
+        lock.release()
 
 
 def _read_small(fd: int) -> str:

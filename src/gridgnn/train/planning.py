@@ -18,6 +18,7 @@ import torch
 from ..distributed.machine import available_memory, available_memory_bytes
 from ..distributed.wire import wire_element_bytes
 from ..errors import GridGnnError
+from .optim import memory_state
 
 
 def simulate_config(cfg, graph, layouts: dict | None = None):
@@ -107,7 +108,7 @@ def memory_per_rank(cfg, graph, source, rows, shape, traced=None) -> list[int]:
     est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
                           elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
                           block_rows=cfg.blocked_aggregation, device="cpu", trace=traced, overlap=cfg.overlap,
-                          keep_best=cfg.keep == "best")
+                          keep_best=cfg.keep == "best", optimizer_state=memory_state(cfg))
     return [int(r.total) for r in est.ranks]
 
 

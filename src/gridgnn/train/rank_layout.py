@@ -202,12 +202,13 @@ def _train_count(src) -> int:
 
 def estimate_memory(graph: Graph | None, source, algo: str, shape, dims, *, rows: RowPartition | None = None,
                     elem_bytes: int, dropout: float, block_rows: int = 0, device: str = "cpu", trace=None,
-                    overlap: bool = False, keep_best: bool = False):
+                    overlap: bool = False, keep_best: bool = False, optimizer_state: tuple[int, bool] = (2, True)):
     r"""The :class:`~gridgnn.planner.memory.MemoryEstimate` of every rank of this run, from what each rank
     knows before it builds its plan: the graph (or the sharded dataset's ``meta.json``), the layout (``rows``
     of a block-row algorithm, the vertex orders of ``source``) and the model: GCN on the widths ``dims``
     (``trace=None``, exact per component) or the model whose :func:`model_trace` on ``algo`` is ``trace``;
-    ``keep_best``: ``--keep best``'s copy of the parameters.
+    ``keep_best``: ``--keep best``'s copy of the parameters; ``optimizer_state``: the optimizer's state tensors per
+    parameter and whether it counts steps (:func:`~gridgnn.train.optim.memory_state`).
     Every rank computes the same numbers, so a run that cannot fit is refused alike on every rank."""
     from ..partition.counts import pattern_of
     from ..planner.memory import estimate_rank_memory
@@ -223,4 +224,5 @@ def estimate_memory(graph: Graph | None, source, algo: str, shape, dims, *, rows
         pattern=None if source is None else pattern_of(source, layers=len(dims) - 1),
         dropout=dropout, block_rows=block_rows, source=("memory" if in_memory else "sharded"),
         weighted=weighted, device=device, trace=trace, overlap=overlap, keep_best=keep_best,
+        optimizer_state=optimizer_state,
         feature_bytes=graph.x.dtype.itemsize if in_memory and graph.x is not None else 4)

@@ -124,5 +124,18 @@ def run_summary(cfg, history: list[dict], everyone: list[dict], *, mesh, data: s
     return {k: values.get(k) for k in SUMMARY_KEYS}
 
 
+def interrupted_summary(cfg, records: list[dict], signal: str, checkpoint: str | None) -> dict:
+    """``summary.json`` of a run that ``signal`` interrupted after the epochs of ``records`` (a resumed run's
+    inherited ones included): ``interrupted`` (the signal), the epochs planned and trained, the metrics at the best
+    epoch so far, the last loss, its ``checkpoint`` (the file name, where ``--checkpoint-every`` wrote one; else
+    ``None``) and the config. It has no ``model.pt``: the run stopped before its outputs."""
+    best = best_epoch(records)
+    metrics = {k: v for k, v in records[best].items()
+               if k.startswith(("train_", "val_", "test_")) and not k.endswith("_s") and v is not None}
+    return {"interrupted": signal, "task": cfg.task, "epochs": cfg.epochs, "epochs_trained": len(records),
+            "best_epoch": best, **metrics, "final_loss": records[-1].get("loss"), "checkpoint": checkpoint,
+            "config": cfg.to_dict()}
+
+
 def median_of(records: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in records)

@@ -20,6 +20,7 @@ from collections import defaultdict
 import numpy as np
 import torch
 
+from .optim import make_optimizer, memory_state
 from ..distributed import Comm, NullComm, ProcessGrid
 from ..errors import GridGnnError
 from ..graph.graph import require_nonnegative_weights
@@ -326,7 +327,7 @@ def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, ca
     graph, info, dims, ckpt, comm, device = rs.graph, rs.info, rs.dims, rs.ckpt, rs.comm, rs.device
     plan, data, model, memory = rs.plan, rs.data, rs.model, rs.memory
     world, rank = comm.grid.world_size, comm.grid.global_rank
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    opt = make_optimizer(cfg, model.parameters())
     if ckpt is not None:
         restore(model, opt, plan, ckpt, dims)
     console = Console(show=rank == 0 and not cfg.quiet, epochs=cfg.epochs, log_every=cfg.log_every,
@@ -534,7 +535,7 @@ def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail
     est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
                           elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
                           block_rows=cfg.blocked_aggregation, device=device, trace=trace, overlap=cfg.overlap,
-                          keep_best=cfg.keep == "best")
+                          keep_best=cfg.keep == "best", optimizer_state=memory_state(cfg))
     from ..errors import note_memory
     from ..distributed.machine import format_gib
 

@@ -1,0 +1,88 @@
+"""--optimizer, --momentum, --lr-schedule, --warmup: the rate of every epoch, the state a checkpoint carries (a
+resumed run equals the uninterrupted one bit for bit), the refusals, and what the memory guard counts."""
+import json
+import math
+
+import pytest
+
+from gridgnn.errors import GridGnnError
+from gridgnn.train.config import TrainConfig
+from gridgnn.train.optim import memory_state, rate, state_keys
+
+from ._runs import run_main
+
+S = "synthetic:sbm?n=120&classes=3&features=6&avg_degree=5"
+
+
+def test_the_rate_of_every_epoch():
+    cfg = TrainConfig(lr=0.1, epochs=10, warmup=2, lr_schedule="cosine")
+    rates = [rate(cfg, e) for e in range(10)]
+    assert rates[:2] == [0.05, 0.1]  # linear warm-up to lr
+    assert rates[2] == 0.1 and all(a > b for a, b in zip(rates[2:], rates[3:]))
+    assert math.isclose(rates[-1], 0.1 * 0.5 * (1 + math.cos(math.pi * 7 / 8)))
+    step = TrainConfig(lr=0.1, epochs=11, warmup=1, lr_schedule="step", lr_step=3, lr_gamma=0.5)
+    assert [rate(step, e) for e in range(11)] == [0.1] * 4 + [0.05] * 3 + [0.025] * 3 + [0.0125]
+    default_step = TrainConfig(lr=1.0, epochs=9, lr_schedule="step")  # a third of the epochs, times 0.1
+    assert [rate(default_step, e) for e in range(9)] == [1.0] * 3 + [0.1] * 3 + [pytest.approx(0.01)] * 3
+    assert {rate(TrainConfig(lr=0.3), e) for e in range(200)} == {0.3}
+
+
+@pytest.mark.parametrize("flags,needle", [
+    (dict(momentum=0.5), "--momentum applies to --optimizer sgd, not adam"),
+    (dict(lr_step=3), "--lr-step applies to --lr-schedule step, not none"),
+    (dict(lr_gamma=0.5, lr_schedule="cosine"), "--lr-gamma applies to --lr-schedule step, not cosine"),
+    (dict(warmup=5, epochs=5), "--warmup 5 leaves no epoch after the warm-up of --epochs 5"),
+    (dict(optimizer="lbfgs"), "optimizer"),
+])
+def test_options_that_would_be_ignored_are_refused(flags, needle):
+    with pytest.raises(GridGnnError, match=needle):
+        TrainConfig(data=S, **flags).validate()
+
+
+def test_state_and_memory_per_optimizer():
+    assert state_keys("adam", None) == state_keys("adamw", None) == ("exp_avg", "exp_avg_sq")
+    assert state_keys("sgd", None) == ("momentum_buffer",) and state_keys("sgd", 0.0) == ()
+    assert memory_state(TrainConfig()) == (2, True)
+    assert memory_state(TrainConfig(optimizer="sgd", momentum=0.0)) == (0, False)
+    from gridgnn.planner.memory import estimate_rank_memory
+
+    def params(state):
+        est = estimate_rank_memory("serial", (1,), 200, 1000, [16, 8, 4], elem_bytes=4, optimizer_state=state)
+        return est.ranks[0].per_component["parameters"]
+
+    elements = 16 * 8 + 8 + 8 * 4 + 4
+    assert params((2, True)) - params((1, False)) == 4 * elements + 4 * 4  # a moment less, no step counters
+
+
+@pytest.mark.parametrize("flags", [
+    dict(optimizer="sgd", momentum=0.8, lr_schedule="step", lr_step=2, warmup=1),
+    dict(optimizer="adamw", warmup=2),
+])
+def test_a_resumed_run_sets_the_same_rates_and_state(tmp_path, flags):
+    """SGD's momentum buffers (AdamW's moments and step) through a checkpoint, and the rates of epochs 3..5 set
+    from the epoch alone: the resumed run's records and state equal the uninterrupted run's bit for bit."""
+    import torch
+
+    common = ["train", "--data", S, "--hidden", 8, "--quiet", "--dtype", "float64", "--lr", 0.05,
+              "--checkpoint-every", 3]
+    for k, v in flags.items():
+        common += ["--" + k.replace("_", "-"), v]
+    assert run_main([*common, "--epochs", 6, "--out", tmp_path / "ref"]) == 0
+    assert run_main([*common, "--epochs", 3, "--out", tmp_path / "ck"]) == 0
+    assert run_main(["train", "--resume", tmp_path / "ck", "--epochs", 6, "--quiet", "--out", tmp_path / "res"]) == 0
+
+    def records(run):
+        return [{k: v for k, v in json.loads(line).items() if not k.endswith("_s")}
+                for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+
+    ref, res = records("ref"), records("res")
+    cfg = TrainConfig(lr=0.05, epochs=6, **flags)
+    assert ref == res and [r["lr"] for r in ref] == [rate(cfg, e) for e in range(6)]
+    a, b = (torch.load(tmp_path / run / "checkpoint.pt", weights_only=True)["optimizer"] for run in ("ref", "res"))
+    keys = state_keys(cfg.optimizer, cfg.momentum)
+    assert a["name"] == b["name"] == cfg.optimizer and set(a) - {"name", "step"} == set(keys)
+    assert ("step" in a) == (cfg.optimizer == "adamw")
+    for key in keys:
+        for name in a[key]:
+            for x, y in zip(a[key][name], b[key][name], strict=True):
+                assert x.numpy().tobytes() == y.numpy().tobytes()
