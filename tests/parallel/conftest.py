@@ -326,8 +326,10 @@ def overlap_cases(P: int) -> list[tuple[str, Case]]:
     s2, s3 = shapes_2d(P), shapes_3d(P)
     layouts += [("2d", dict(grid=s2[len(s2) // 2]), (gat, va)), ("3d", dict(grid=s3[len(s3) // 2]), (sage, agnn))]
     k = 0
-    for algo, where, models in layouts:
-        for m in models:
+    for j, (algo, where, models) in enumerate(layouts):
+        for i, m in enumerate(models):
+            if P >= 8 and (i + j) % 2:  # the paths of P = 2 and 4 again: one model per layout, alternating
+                continue
             gname = tuple(GRAPHS)[k % 2]
             k += 1
             case = Case(graph=GRAPHS[gname], algo=algo, **where, **m, **kw)
@@ -396,8 +398,10 @@ def attention_cases(P: int) -> list[tuple[str, Case]]:
 
         for algo in ("1d", "1d-sa"):
             add(f"{algo}-skewed", algo=algo, partition=skewed_partition(N, P, 5))
-        for c in [c for c in PS if P % c == 0]:
-            for algo in ("1.5d", "1.5d-sa"):
+        for i, c in enumerate([c for c in PS if P % c == 0]):
+            for m, algo in enumerate(("1.5d", "1.5d-sa")):
+                if P >= 8 and (i + m + tuple(models).index(model)) % 2:  # one of the two per c, rotating
+                    continue
                 add(f"{algo}-c{c}-skewed", algo=algo, replication=c, partition=skewed_partition(N, P // c, 6))
         half = len(shapes_3d(P)) > 3  # many 3D shapes: each model on every other one (AGNN and VA alternate)
         for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P))):
@@ -432,6 +436,8 @@ def sage_cases(P: int) -> list[tuple[str, Case]]:
         names = list(graphs) if aggr in ("max", "min") else list(GRAPHS)
         if P == 1:  # one block: one graph per aggregation (the tie graph for max and min)
             names = names[-1:]
+        elif P >= 8:  # the paths of P = 2 and 4 again: one graph per aggregation, rotating (ties for max)
+            names = [names[("mean", "sum", "max", "min").index(aggr) % len(names) - 1]]
         for gname in names:
             dname = tuple(dims)[k % 2]
             k += 1

@@ -150,8 +150,11 @@ def test_toml_key_spelled_two_ways_in_both_places_is_refused(tmp_path):
     f.write_text('weight-decay = 0.0\n[train]\nweight_decay = 0.1\n')
     with pytest.raises(GridGnnError, match="weight_decay given both at the top level and in"):
         read_config_file(f)
-    f.write_text('hidden = 8\n[optimizer]\nlr = 0.1\n')  # another table: an unknown option, not silence
+    f.write_text('hidden = 8\n[training]\nlr = 0.1\n')  # another table: an unknown option, not silence
     with pytest.raises(GridGnnError, match="unknown option"):
+        read_config_file(f)
+    f.write_text('hidden = 8\n[optimizer]\nlr = 0.1\n')  # a table named like an option
+    with pytest.raises(GridGnnError, match=r"\[optimizer\] is a table, but optimizer is an option that takes one"):
         read_config_file(f)
 
 

@@ -56,8 +56,8 @@ def test_state_and_memory_per_optimizer():
 
 @pytest.mark.parametrize("flags", [
     dict(optimizer="sgd", momentum=0.8, lr_schedule="step", lr_step=2, warmup=1),
-    dict(optimizer="adamw", warmup=2),
-])
+    dict(optimizer="sgd", momentum=0.0),  # plain SGD: no state at all
+])  # (AdamW: the cosine run below)
 def test_a_resumed_run_sets_the_same_rates_and_state(tmp_path, flags):
     """SGD's momentum buffers (AdamW's moments and step) through a checkpoint, and the rates of epochs 3..5 set
     from the epoch alone: the resumed run's records and state equal the uninterrupted run's bit for bit."""
@@ -81,8 +81,68 @@ def test_a_resumed_run_sets_the_same_rates_and_state(tmp_path, flags):
     a, b = (torch.load(tmp_path / run / "checkpoint.pt", weights_only=True)["optimizer"] for run in ("ref", "res"))
     keys = state_keys(cfg.optimizer, cfg.momentum)
     assert a["name"] == b["name"] == cfg.optimizer and set(a) - {"name", "step"} == set(keys)
-    assert ("step" in a) == (cfg.optimizer == "adamw")
+    assert "step" not in a and bool(keys) == (cfg.momentum != 0.0)
     for key in keys:
         for name in a[key]:
             for x, y in zip(a[key][name], b[key][name], strict=True):
                 assert x.numpy().tobytes() == y.numpy().tobytes()
+
+
+def _stop_after_epoch_2(rec):  # a callback: the run is interrupted after epoch 2 (its checkpoint written)
+    if rec["epoch"] == 2:
+        raise KeyboardInterrupt
+
+
+def test_a_cosine_run_interrupted_and_resumed_equals_the_uninterrupted_one(tmp_path):
+    """Ctrl-C in one process: the loop keeps the 3 finished epochs and the summary names the checkpoint; resuming
+    it with the same --epochs sets the cosine's rates of epochs 3..5 as the uninterrupted run did (bit for bit),
+    and another --epochs is refused, since the cosine spans them."""
+    import torch
+
+    import gridgnn
+
+    opts = dict(data=S, hidden=8, dtype="float64", lr=0.05, optimizer="adamw", lr_schedule="cosine", warmup=1,
+                epochs=6, checkpoint_every=1, quiet=True)
+    gridgnn.train(**opts, out=str(tmp_path / "ref"))
+    with pytest.raises(KeyboardInterrupt):
+        gridgnn.train(**opts, out=str(tmp_path / "cut"), callbacks=[_stop_after_epoch_2])
+    cut = tmp_path / "cut"
+    summary = json.loads((cut / "summary.json").read_text())
+    assert summary["interrupted"] == "SIGINT" and summary["epochs_trained"] == 3
+    assert summary["checkpoint"] == "checkpoint.pt" and not (cut / "model.pt").exists()
+    assert sorted(p.name for p in cut.iterdir()) == ["checkpoint.pt", "metrics.csv", "metrics.jsonl", "summary.json"]
+    assert run_main(["train", "--resume", cut, "--epochs", 8, "--quiet", "--out", tmp_path / "x"]) == 2
+    assert run_main(["train", "--resume", cut, "--quiet"]) == 0  # into its own folder, its --epochs 6
+
+    def records(run):
+        return [{k: v for k, v in json.loads(line).items() if not k.endswith("_s")}
+                for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+
+    ref, res = records("ref"), records("cut")
+    assert ref == res and [r["lr"] for r in ref] == [rate(TrainConfig(**opts), e) for e in range(6)]
+    a, b = (torch.load(tmp_path / run / "checkpoint.pt", weights_only=True)["optimizer"] for run in ("ref", "cut"))
+    assert a["name"] == "adamw" and float(a["step"]) == float(b["step"]) == 6
+    for key in ("exp_avg", "exp_avg_sq"):
+        for x, y in zip(a[key]["weights"], b[key]["weights"], strict=True):
+            assert x.numpy().tobytes() == y.numpy().tobytes()
+
+
+def test_a_checkpoint_written_before_optimizer_choices_resumes(tmp_path):
+    """Format 1 held Adam's state under "adam" and no optimizer fields in its config: read as Adam's."""
+    import torch
+
+    common = ["train", "--data", S, "--hidden", 8, "--quiet", "--dtype", "float64", "--checkpoint-every", 2]
+    assert run_main([*common, "--epochs", 4, "--out", tmp_path / "ref"]) == 0
+    assert run_main([*common, "--epochs", 2, "--out", tmp_path / "old"]) == 0
+    path = tmp_path / "old" / "checkpoint.pt"
+    ck = torch.load(path, weights_only=True)
+    state = ck.pop("optimizer")
+    assert state.pop("name") == "adam"
+    ck["adam"], ck["format_version"] = state, 1
+    for key in ("optimizer", "momentum", "lr_schedule", "warmup", "lr_step", "lr_gamma"):
+        del ck["config"][key]
+    torch.save(ck, path)
+    assert run_main(["train", "--resume", tmp_path / "old", "--epochs", 4, "--quiet", "--out", tmp_path / "res"]) == 0
+    ref, res = ([json.loads(line)["loss"] for line in (tmp_path / r / "metrics.jsonl").read_text().splitlines()]
+                for r in ("ref", "res"))
+    assert ref == res

@@ -816,20 +816,30 @@ class PlexusPlan(Plan):
         return program(call, self.schedules[layer], first=self.first_op,
                        dst_counts=None if g is None else (lambda: g.dst_spec()[2]))
 
+    def _traced_width(self, layer: int, name: str, cols: int, axis, out_width: int | None = None) -> int:
+        """The full width of the traced call of ``name`` in layer ``layer`` whose column block along ``axis`` has
+        ``cols`` columns (and ``out_width`` output columns), as the trace recorded it (a layer may call ``name``
+        on several widths)."""
+        sched = self.schedules[layer]
+        for c in self.program[layer]:
+            if c.name == name and sched.ncols(c.width, axis) == cols and out_width in (None, c.out_width):
+                return c.width
+        raise GridGnnError(f"layer {layer} calls {name} on {cols} local columns, which its trace never did: the "
+                           "model must call the same primitives on the same widths as when it was traced")
+
     def linear(self, layer: int, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        width = self._linear_width[layer]
-        if self.scatter:  # the weight holds every output column
+        if self.scatter:  # the weight holds the rows W[C^q, :] of every output column
+            width = self._traced_width(layer, "linear", w.shape[0], self.layouts[layer].linear.cols, w.shape[1])
             prog = self._program(layer, "linear", width, 0, h, w, out_width=w.shape[1])
             return _ScatteredLinear.apply(h, w, self.comm, prog)
+        width = self._linear_width[layer]
         prog = self._program(layer, "linear", width, 0, h, w, out_width=self._linear_out[layer])
         if layer == 0 and self.first_op == "linear":
             h = self.gather_input(h, prog.take_one("fwd", "input_gather"))
         return _PlexusLinear.apply(h, w, self.comm, prog)
 
     def add_bias(self, layer: int, h: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        sched, axis = self.schedules[layer], self.layouts[layer].output.cols
-        width = next((c.width for c in self.program[layer]  # the traced call whose column block this is
-                      if c.name == "add_bias" and sched.ncols(c.width, axis) == b.numel()), b.numel())
+        width = self._traced_width(layer, "add_bias", b.numel(), self.layouts[layer].output.cols)
         return _AddBias.apply(h, b, self.comm, self._program(layer, "add_bias", width, 0, h, b))
 
     def head_scores(self, layer: int, x: torch.Tensor, att: torch.Tensor) -> torch.Tensor:

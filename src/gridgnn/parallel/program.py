@@ -5,14 +5,18 @@ name, the :class:`~gridgnn.distributed.accounting.Transfer` records, the width o
 narrow it). Two readers take the same list:
 
 * the engine's autograd functions run it — each collective asks :meth:`Program.take` for its step by name, in
-  the program's order, and :meth:`Program.done` checks that a phase ran every step it lists, so an engine that
-  moved something its program does not say (or skipped a step) fails on the first call, on every rank;
+  the program's order, and :meth:`Program.done` checks that a phase ran every step it lists, so an engine whose
+  order of steps differs from its program's (or that skips one) fails on the first call, on every rank. Where a
+  step's records are run by the engine's own loop (a block-row stage sweep, SUMMA's panels) the engine takes the
+  step by name and its loop runs the same schedule's records; the generic ``edge_softmax`` and ``row_sum`` (one
+  code for every family, through the graph's ``row_all``), the fused attention kernels and Plexus' input gather of
+  a ``sddmm_dot`` that precedes its ``spmm`` run outside a program (the models read those programs only);
 * the planner's byte, time and memory models sum it (:meth:`Step.row_bytes` prices a row at the training
   element size), so the bytes a model predicts are the bytes of the records the engine ran.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -24,8 +28,7 @@ LOCAL_ON_WHOLE_ROWS = ("linear", "add_bias", "head_scores", "head_mean", "normal
 UNIT_BYTES = {"key": 8, "byte": 1}
 
 
-@dataclass(frozen=True)
-class Step:
+class Step(NamedTuple):
     """One collective of a primitive's program: ``phase`` (``"fwd"`` / ``"bwd"``), ``name`` (what the engine asks
     for: the schedule's record maker), ``made`` (its :class:`~gridgnn.distributed.accounting.Transfer` records, one
     or a list, or a function that makes them when :attr:`records` is first read: a planner pricing thousands of
@@ -64,7 +67,7 @@ class Program:
     def add(self, phase: str, name: str, records, cols: float, unit: str = "elem", exact: bool = False) -> None:
         """Add a step; ``records``: one :class:`~gridgnn.distributed.accounting.Transfer`, a list of them, or a
         function that makes them."""
-        self.steps.append(Step(phase, name, records, cols, unit, exact))
+        self.steps.append(Step(phase, name, records, cols, unit, exact))  # (a tuple: a planner makes millions)
 
     def fwd(self, name: str, records, cols: float, unit: str = "elem", exact: bool = False) -> None:
         self.add("fwd", name, records, cols, unit, exact)

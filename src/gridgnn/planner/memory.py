@@ -21,8 +21,8 @@ A rank's peak is the sum of eight components (bytes; :math:`e` = bytes per eleme
                 transposed blocks too; a Plexus shard :math:`A[V^t, V^r]` keeps its pattern with the
                 transposed order, :math:`8(n_t+1) + 8(n_r+1) + (32+e)\,z`, and the edge ids (host)
 ``features``    the layer-0 input block :math:`r_0 c_0 e` + labels and masks of the logits rows ``11 r_L``
-``parameters``  this rank's weights and biases, their gradients and Adam's two moments
-                (``4 e × elements``) + Adam's step counters (4 bytes per tensor)
+``parameters``  this rank's weights and biases, their gradients and the optimizer's state (Adam's two moments:
+                ``4 e × elements`` in all; SGD's momentum: 3) + Adam's step counters (4 bytes per tensor)
 ``activations`` tensors autograd keeps for backward: per layer the input side (dropped input, or
                 :math:`\hat M H` when the layer aggregates before the weight), the boolean dropout mask
                 (layers :math:`> 0`, 1 byte per element), the ReLU output (all but the last layer); Plexus' ``linear`` keeps its input
@@ -32,7 +32,7 @@ A rank's peak is the sum of eight components (bytes; :math:`e` = bytes per eleme
 ``workspace``   the largest local temporary of a step: the gradients and SpMM outputs of one layer's
                 backward (serial :math:`n(f_{out} + \max(f_{in}, f_{out}))e`, block-row
                 :math:`n_i(f_{out} + \max(f_{in}, f_{out}) + w)e`, SUMMA and Plexus likewise on their
-                blocks), Adam's temporaries (parameter bytes), the dropout hash
+                blocks), the optimizer's temporaries (parameter bytes), the dropout hash
                 (:func:`dropout_hash_bytes_per_element` per input element), or the set-up
                 transient (normalizing / permuting :math:`\hat M`, reading shards) where it exceeds
                 everything allocated after it

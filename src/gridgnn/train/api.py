@@ -166,14 +166,14 @@ def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=())
         from .minibatch import minibatch_worker
 
         if cfg.nproc == 1 and env is None:
-            return _here(minibatch_worker, cfg, graph, keep_model, callbacks)
+            return minibatch_worker(None, cfg, graph, keep_model, callbacks)
         return _launch(minibatch_worker, cfg, graph, keep_model, callbacks if env else _spawnable(callbacks))[0]
     if cfg.task == "link":
         from .link import link_worker
 
         if cfg.algo == "serial":
             require_one_process(env)
-            return _here(link_worker, cfg, graph, keep_model, callbacks)
+            return link_worker(None, cfg, graph, keep_model, callbacks)
         if graph is not None and env is None:
             raise GridGnnError("--task link with spawned ranks reads its graph from --data SPEC; a graph in memory "
                                "trains with --algo serial (or save it: gridgnn.graph.save_npz, then data='npz:FILE')")
@@ -183,7 +183,7 @@ def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=())
 
     if cfg.algo == "serial":
         require_one_process(env)
-        return _here(train_worker, cfg, graph, keep_model, callbacks)
+        return train_worker(None, cfg, graph, keep_model, callbacks)
     return _launch_checked(train_worker, cfg, graph, keep_model, callbacks if env else _spawnable(callbacks))[0]
 
 
@@ -220,21 +220,6 @@ def _launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | No
         return _launch(worker, cfg, given, *args, host_memory=host_memory)
 
 
-def _here(worker, cfg: TrainConfig, *args):
-    """``worker(None, cfg, *args)`` in this process (one rank); interrupted, it keeps the epochs it finished
-    (:func:`keep_if_interrupted`) and leaves no temporary file behind."""
-    from .outputs import clean_after_ranks, out_dir_state
-
-    existing = out_dir_state(cfg.out)
-    try:
-        return worker(None, cfg, *args)
-    except BaseException as exc:
-        if interrupt_signal(exc) is not None:  # (a failure: the loop abandoned its files itself)
-            keep_if_interrupted(cfg, exc)
-            clean_after_ranks(cfg.out, existing)
-        raise
-
-
 def _launch(worker, cfg: TrainConfig, graph, *args, **kw) -> list:
     """:func:`~gridgnn.distributed.launch.launch` of ``worker(ctx, cfg, graph, *args)`` on ``cfg.nproc`` ranks;
     when it fails or is interrupted, the ranks' leftovers in ``--out`` are removed once they are gone
@@ -242,35 +227,44 @@ def _launch(worker, cfg: TrainConfig, graph, *args, **kw) -> list:
     from ..distributed.launch import launch
     from .outputs import clean_after_ranks, out_dir_state
 
+    from ..distributed.launch import env_context
+
     existing = out_dir_state(cfg.out)
     try:
         return launch(worker, cfg.nproc, cfg, graph, *args, device=cfg.device, timeout_s=cfg.timeout_s,
                       collect=True, **kw)
     except BaseException as exc:
-        keep_if_interrupted(cfg, exc)
+        if env_context(cfg.device) is None:  # the launcher (a torchrun/srun rank 0 keeps them in its loop)
+            keep_if_interrupted(cfg, exc)
         clean_after_ranks(cfg.out, existing)
         raise
 
 
 def keep_if_interrupted(cfg: TrainConfig, exc: BaseException) -> int:
-    r"""A run that a signal interrupted (``exc``: :func:`~gridgnn.errors.interrupt_signal`) keeps, in ``--out``, the
-    metrics of the epochs it finished and a ``summary.json`` marked ``interrupted``
-    (:func:`~gridgnn.train.outputs.keep_interrupted`; its checkpoint, where ``--checkpoint-every`` wrote one,
-    stays); a line on stdout says so. Returns the epochs kept."""
+    r"""After the ranks of a local launch that a signal interrupted (``exc``:
+    :func:`~gridgnn.errors.interrupt_signal`) are gone: ``--out`` keeps the metrics of the epochs the run finished
+    and a ``summary.json`` marked ``interrupted`` (:func:`~gridgnn.train.outputs.keep_interrupted`; its checkpoint,
+    where ``--checkpoint-every`` wrote one, stays), with a line on stdout. One process (serial, or a rank of a
+    torchrun/srun job) keeps its own in its training loop. Never raises: the interrupt stays what ends the run.
+    Returns the epochs kept."""
+    import sys
+
     from .checkpoint import CHECKPOINT
-    from .outputs import keep_interrupted
+    from .outputs import keep_interrupted, kept_note
     from .summary import interrupted_summary
 
     why = interrupt_signal(exc)
     if why is None or not cfg.out:
         return 0
     ckpt = CHECKPOINT if os.path.isfile(os.path.join(cfg.out, CHECKPOINT)) else None
-    kept = keep_interrupted(cfg.out, lambda records: interrupted_summary(cfg, records, why, ckpt))
-    if kept:
-        again = (f"; gridgnn train --resume {os.path.join(cfg.out, ckpt)} --out {cfg.out} goes on" if ckpt else
-                 " (no checkpoint: --checkpoint-every N writes one)")
-        print(f"kept the {kept} finished epoch(s) in {cfg.out}: metrics.jsonl, summary.json (interrupted){again}",
-              flush=True)
+    try:
+        kept = keep_interrupted(cfg.out, lambda records: interrupted_summary(cfg, records, why, ckpt))
+    except Exception as exc:  # noqa: BLE001 - a full disk, or anything else: the interrupt stays the run's end
+        print(f"gridgnn: the finished epochs of the interrupted run could not be kept in {cfg.out}: {exc}",
+              file=sys.stderr, flush=True)
+        return 0
+    if kept and not cfg.quiet:
+        print(kept_note(cfg.out, kept, ckpt), flush=True)
     return kept
 
 

@@ -54,13 +54,15 @@ import os
 import torch
 
 from ..errors import GridGnnError
-from .optim import state_keys
+from .optim import STATE_KEYS, state_keys
 from .outputs import atomic_write
 from .summary import best_epoch
 
 CHECKPOINT = "checkpoint.pt"
 FORMAT = "gridgnn-checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: the versions this gridgnn reads (1: Adam's state under ``adam``, before ``--optimizer``)
+READS_VERSIONS = (1, 2)
 
 #: Flags that change the trajectory: a resumed run must keep the checkpoint's values.
 TRAJECTORY = ("data", "feature_norm", "model", "heads", "attn_dropout", "aggr", "bases", "layers", "hidden",
@@ -244,9 +246,9 @@ def _check_structure(obj, path: str) -> None:
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise GridGnnError(f"--resume {path} is not a gridgnn checkpoint")
     version = obj.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in READS_VERSIONS:
         raise GridGnnError(f"--resume {path} has checkpoint format version {version!r}; this gridgnn "
-                           f"reads version {FORMAT_VERSION}")
+                           f"reads versions {' and '.join(map(str, READS_VERSIONS))}")
     _check_config(obj.get("config"), where)
     dims, epoch, records = obj.get("dims"), obj.get("epoch"), obj.get("records")  # dims: check_parameters
     if not _is_int(epoch) or epoch < 1:
@@ -266,6 +268,10 @@ def _check_structure(obj, path: str) -> None:
         raise _bad(where, "no optimizer state")
     cfg = obj["config"]
     name = cfg.get("optimizer", "adam")
+    momentum = cfg.get("momentum")
+    if name not in STATE_KEYS or not (momentum is None or (isinstance(momentum, (int, float))
+                                                             and not isinstance(momentum, bool))):
+        raise _bad(where, f"its config names optimizer {name!r} with momentum {momentum!r}")
     if state.get("name") != name:
         raise _bad(where, f"its optimizer state is {state.get('name')!r}'s, its config says {name!r}")
     if name in ("adam", "adamw"):
@@ -329,6 +335,8 @@ def _resolved(key: str, value, model: str):
 
         if model in MODELS:
             return getattr(MODELS[model], "FEATURE_NORM", "none")
+    if value is None and key in ("momentum", "lr_gamma"):  # the defaults they stand for
+        return 0.9 if key == "momentum" else 0.1
     return value
 
 
@@ -347,6 +355,12 @@ def resume_base(ckpt: dict, given: dict, resume: str) -> dict:
             raise GridGnnError(f"{flag(key)} {given[key]!r} differs from the checkpoint's "
                                f"{saved.get(key, defaults[key])!r} ({path}); a resumed run keeps "
                                f"{', '.join(flag(k) for k in TRAJECTORY)} (leave them out to inherit them)")
+    schedule = given.get("lr_schedule", saved.get("lr_schedule", "none"))
+    spans = schedule == "cosine" or (schedule == "step" and given.get("lr_step", saved.get("lr_step")) is None)
+    if spans and "epochs" in given and given["epochs"] != saved.get("epochs", defaults["epochs"]):
+        raise GridGnnError(f"--epochs {given['epochs']} differs from the checkpoint's {saved.get('epochs')} ({path}): "
+                           f"--lr-schedule {schedule} spreads its rates over the run's epochs, so a resumed run keeps "
+                           "them (leave --epochs out; a step schedule with --lr-step N does not depend on them)")
     if saved.get("task", "node") == "link":  # the decoder, negatives, split and embedding width as used
         was = TrainConfig(**{k: v for k, v in saved.items() if k in defaults})
         now = TrainConfig(**{k: v for k, v in {**saved, **given}.items() if k in defaults})
@@ -446,9 +460,9 @@ def state_keys_of(config: dict) -> tuple[str, ...]:
 def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: list[int], info: dict,
                     epoch: int, records: list[dict], best_epoch: int, replicated: dict | None = None,
                     kept: dict | None = None) -> None:
-    r"""Collective: assemble the full parameters and Adam state (:func:`unshard`); rank 0 writes ``path``
+    r"""Collective: assemble the full parameters and optimizer state (:func:`unshard`); rank 0 writes ``path``
     atomically. ``epoch`` = epochs done. ``replicated``: ``{name: [parameters]}`` every rank holds whole (rank 0's
-    are written, with their Adam state, under ``name``). ``kept``: ``--keep best``'s copy of the best epoch's
+    are written, with their optimizer state, under ``name``). ``kept``: ``--keep best``'s copy of the best epoch's
     parameters, ``{parameter: its value then}`` (this rank's shard), written as ``best_params``."""
     import gridgnn
 

@@ -223,8 +223,9 @@ class TrainConfig:
     momentum: float | None = opt(None, "optimizer", metavar="M", low=0.0, high=1.0, high_open=True,
                                  help="--optimizer sgd: momentum (default 0.9; 0: plain SGD)")
     lr_schedule: str = opt("none", "optimizer", choices=("none", "cosine", "step"),
-                           help="the learning rate per epoch after the warm-up: constant, cosine to 0 at the last "
-                                "epoch, or times --lr-gamma every --lr-step epochs")
+                           help="the learning rate per epoch after the warm-up: constant, a cosine over the epochs "
+                                "left (from --lr towards 0), or times --lr-gamma every --lr-step epochs; cosine "
+                                "and a step of default length span the run's --epochs, which a resumed run keeps")
     warmup: int = opt(0, "optimizer", metavar="W", low=0, high=MAX_EPOCHS,
                       help="epochs of linear warm-up to --lr (epoch e < W trains at lr·(e+1)/W)")
     lr_step: int | None = opt(None, "optimizer", metavar="N", low=1, high=MAX_EPOCHS,
@@ -271,7 +272,7 @@ class TrainConfig:
                          "Python API's model: those of the best validation epoch, whose metrics summary.json reports "
                          "(best), or of the last epoch trained (last)")
     checkpoint_every: int = opt(0, "run", metavar="N", low=0, high=MAX_EPOCHS,
-                                help="write DIR/checkpoint.pt (full parameters and Adam state) every N epochs and at "
+                                help="write DIR/checkpoint.pt (full parameters and optimizer state) every N epochs and at "
                                      "the end; 0 = never")
     resume: str | None = opt(None, "run", metavar="DIR",
                              help="continue from DIR/checkpoint.pt with any --algo/--nproc; its config is the base, "
@@ -844,6 +845,9 @@ def read_config_file(path) -> dict:
         if name not in known or name == "config":
             unknown.append(str(key))
             continue
+        if isinstance(value, dict):  # [optimizer] lr = ... : a table named like an option is no section
+            raise GridGnnError(f"--config {p}: [{key}] is a table, but {key} is an option that takes one value; "
+                               "give options at the top level or in [train]")
         if name in LIST_FIELDS and isinstance(value, list) \
                 and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             value = ",".join(str(v) for v in value)

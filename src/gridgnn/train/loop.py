@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 
 from ..errors import GridGnnError, interrupt_signal
 import torch
@@ -16,8 +17,8 @@ from .checkpoint import CHECKPOINT, check_keep, full_parameters, save_checkpoint
 from .console import Console
 from .model_file import MODEL_FILE, TrainOutput, write_model_file
 from .optim import set_rate
-from .outputs import (MetricsLog, OutLock, clear_outputs, incomplete, make_out_dir, previous_outputs,
-                      remove_empty_dirs, write_json, write_logits, write_metrics_csv)
+from .outputs import (MetricsLog, OutLock, clear_outputs, incomplete, kept_note, make_out_dir, previous_outputs,
+                      remove_empty_dirs, write_json, write_kept, write_logits, write_metrics_csv)
 from .summary import best_epoch, model_epoch, validation_score
 
 
@@ -60,7 +61,7 @@ class RunLoop:
         line: an epoch record → its console line.
         callbacks: called on rank 0 with each epoch's record.
         replicated: parameters outside the model that every rank holds whole (link prediction's MLP decoder),
-            ``{name: [parameters]}``: a checkpoint holds them and their Adam state under ``name``.
+            ``{name: [parameters]}``: a checkpoint holds them and their optimizer state under ``name``.
     """
 
     def __init__(self, cfg, *, comm, plan, model, opt, dims, info, ckpt, console: Console, line, callbacks=(),
@@ -82,7 +83,7 @@ class RunLoop:
     def run(self, step) -> None:
         """Train ``step(epoch) -> record`` for each epoch left (every rank alike)."""
         cfg = self.cfg
-        with _recording(self.files, self.console):
+        with _recording(self.files, self.console, self._keep_interrupted):
             for epoch in range(self.start, cfg.epochs):
                 lr = set_rate(self.opt, cfg, epoch)
                 rec = {**step(epoch), "lr": lr}
@@ -104,6 +105,16 @@ class RunLoop:
                 if stop:
                     break
             self._hand_on_kept()
+
+    def _keep_interrupted(self, why: str) -> None:
+        """Interrupted by ``why`` (a signal's name), in this process: ``--out`` keeps the epochs finished
+        (:meth:`_RunFiles.keep`), with a line on stdout."""
+        from .summary import interrupted_summary
+
+        cfg = self.cfg
+        ckpt = CHECKPOINT if cfg.checkpoint_every and os.path.isfile(os.path.join(cfg.out, CHECKPOINT)) else None
+        if self.files.keep(self.history, interrupted_summary(cfg, self.history, why, ckpt)) and not cfg.quiet:
+            self.console.write(kept_note(cfg.out, len(self.history), ckpt))
 
     def _keep_now(self) -> None:
         """``--keep best``: this epoch is the best so far; its parameters overwrite the kept copy (one copy held)."""
@@ -172,7 +183,7 @@ class RunLoop:
     def write(self, summary: dict, params: dict | None, *, logits=None, original_ids=None, node_types=None,
               everyone=None) -> None:
         """Rank 0's outputs in order: ``metrics.csv``, ``logits.npy``, ``model.pt``, ``breakdown.png`` (when ``everyone`` has the
-        ranks' timings), ``curves.png`` and, last, ``summary.json`` (a ``summary.json`` marks a complete run)."""
+        ranks' timings), ``curves.png`` and, last, ``summary.json`` (a ``summary.json`` without ``interrupted`` marks a complete run)."""
         out = self.cfg.out
         if not out:
             return
@@ -204,21 +215,21 @@ class RunLoop:
 
 
 @contextlib.contextmanager
-def _recording(files, console):
+def _recording(files, console, keep):
     """The epochs of a run: on success ``metrics.jsonl`` is committed; on a failure the run's files are
-    abandoned (see :class:`_RunFiles`), on an interrupt (Ctrl-C, SIGTERM) left for
-    :func:`~gridgnn.train.api.keep_if_interrupted` to keep the epochs finished; the console's bar is closed either
-    way (``files`` may be ``None``)."""
+    abandoned (see :class:`_RunFiles`); on an interrupt (Ctrl-C, SIGTERM) ``keep(signal)`` keeps the epochs
+    finished. The console's bar is closed either way (``files`` may be ``None``)."""
     try:
         yield
         if files is not None:
             files.metrics.commit()
     except BaseException as exc:
+        why = interrupt_signal(exc)
         if files is not None:
-            if interrupt_signal(exc) is None:
+            if why is None:
                 files.abandon()
             else:
-                files.leave()
+                keep(why)
         raise
     finally:
         console.close()
@@ -255,10 +266,24 @@ class _RunFiles:
         self.lock.release()
         remove_empty_dirs(self.created)
 
-    def leave(self) -> None:
-        """An interrupted loop: the temporary metrics stay (every finished epoch's line), the folder is free."""
-        self.metrics.close()
-        self.lock.release()
+    def keep(self, records: list[dict], summary: dict) -> bool:
+        """An interrupted loop: the epochs of ``records`` (those finished, a checkpoint's included) become the
+        folder's ``metrics.jsonl``, ``metrics.csv`` and ``summary.json`` (:func:`write_kept`), written while the
+        folder is still held; with none, or where they cannot be written (one line on stderr), the run's files are
+        abandoned. Never raises (the interrupt stays what ends the run). Returns whether they were kept."""
+        if records:
+            self.metrics.close()
+            try:
+                write_kept(os.path.dirname(self.metrics.path) or ".", records, summary)
+            except Exception as exc:  # noqa: BLE001 - a full disk, or anything else: reported, not raised
+                print(f"gridgnn: the finished epochs of the interrupted run could not be kept: {exc}",
+                      file=sys.stderr, flush=True)
+            else:
+                self.metrics.discard()
+                self.lock.release()
+                return True
+        self.abandon()
+        return False
 
     def close(self) -> None:
         """The run's last output is written (or it failed after its loop): the folder is free again."""

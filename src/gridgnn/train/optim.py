@@ -3,16 +3,17 @@ r"""The optimizer and the learning-rate schedule of every trainer (full graph, m
 ``--optimizer adam | adamw | sgd`` (torch's, ``--momentum`` for SGD) updates each parameter elementwise, so a rank
 updating its shard of a parameter computes exactly what one process updating the whole would: training stays
 equal to serial on every algorithm and ``P``. ``--lr-schedule none | cosine | step`` with ``--warmup W`` sets the
-learning rate of epoch ``e`` (from 0) as a function of ``e`` alone, before the epoch trains:
+learning rate of epoch ``e`` (from 0) as a function of ``e`` and ``--epochs``, before the epoch trains:
 
 * warm-up, ``e < W``: ``lr · (e + 1) / W``;
 * then, with ``t = e − W`` of ``T = epochs − W``: ``none`` keeps ``lr``; ``cosine`` is
   ``lr · (1 + cos(π t / T)) / 2``; ``step`` is ``lr · gamma^⌊t / step⌋`` (``--lr-step``, default ``T / 3`` rounded
   up; ``--lr-gamma``).
 
-Because it depends on the epoch alone, a resumed run sets the same rates as an uninterrupted one, and a
-checkpoint holds no schedule state: only the optimizer's per-parameter state (:data:`STATE_KEYS`), sharded like
-the parameters.
+A resumed run keeps ``--epochs`` where the schedule spans them (cosine, a step of default length: refused
+otherwise, :func:`~gridgnn.train.checkpoint.resume_base`), so it sets the same rates as the uninterrupted run, and
+a checkpoint holds no schedule state: only the optimizer's per-parameter state (:data:`STATE_KEYS`), sharded like
+the parameters (PyTorch's ``CosineAnnealingLR`` with ``T_max = epochs − W`` gives the same cosine).
 """
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ before anything is created.
   whole file atomically every epoch would cost :math:`O(E^2)` bytes over ``E`` epochs; the checkpoint (not
   the metrics file) is what a crashed run resumes from, and it carries the per-epoch records itself.
 * **Order.** ``metrics.jsonl``, ``metrics.csv`` (the same records as a table), ``logits.npy``, ``model.pt``, ``breakdown.png``, ``curves.png``, then
-  ``summary.json`` last: a ``summary.json`` marks a complete run.
+  ``summary.json`` last: a ``summary.json`` marks a complete run (or, marked ``interrupted``, the end of an
+  interrupted one: :func:`keep_interrupted`).
 * **Nothing before set-up.** Validation only *probes* ``--out`` (a temporary file created and removed in the
   nearest existing folder: ``os.access`` is meaningless for root); rank 0 creates it once the data are loaded
   and the plan is built, so a failed validation or set-up leaves no folder behind. A failed training loop
@@ -191,7 +192,15 @@ def write_metrics_csv(path: str, records: list[dict]) -> None:
     with atomic_write(path, "w") as fh:
         table = csv.DictWriter(fh, fieldnames=list(columns), lineterminator="\n")
         table.writeheader()
-        table.writerows({k: ("" if v is None else v) for k, v in rec.items()} for rec in records)
+        table.writerows({k: _cell(v) for k, v in rec.items()} for rec in records)
+
+
+def _cell(v):
+    """A record's value in a CSV cell: empty for ``None``, JSON for a nested value (``--comm-dtype auto``'s
+    ``wire``)."""
+    if v is None:
+        return ""
+    return json.dumps(v, allow_nan=False) if isinstance(v, (dict, list)) else v
 
 
 def write_logits(out_dir: str, logits, original_ids=None, node_types=None) -> None:
@@ -365,13 +374,38 @@ def clean_after_ranks(path: str | None, existing: str | None) -> None:
     remove_empty_dirs(created)
 
 
+def write_kept(path: str, records: list[dict], summary: dict) -> None:
+    """An interrupted run's outputs (:func:`keep_interrupted`): ``metrics.jsonl`` and ``metrics.csv`` of the epochs
+    it finished and its ``summary.json`` (marked interrupted), each written atomically."""
+    with atomic_write(os.path.join(path, "metrics.jsonl"), "w") as fh:
+        fh.write("".join(json.dumps(r, allow_nan=False) + "\n" for r in records))
+    write_metrics_csv(os.path.join(path, "metrics.csv"), records)
+    write_json(os.path.join(path, "summary.json"), summary)
+
+
+def finished_records(tmp: str) -> list[dict]:
+    """The complete lines of a temporary ``metrics.jsonl`` (appended and flushed epoch by epoch): a line cut short
+    by a signal ends them."""
+    records = []
+    with open(tmp, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                rec = json.loads(line) if line.endswith("\n") else None
+            except ValueError:
+                rec = None
+            if not isinstance(rec, dict):
+                break
+            records.append(rec)
+    return records
+
+
 def keep_interrupted(path: str | None, summary_of) -> int:
-    r"""After an interrupted run has stopped (its ranks gone, or its loop left): keep what it finished. The
-    complete lines of its temporary ``metrics.jsonl`` (every finished epoch, appended and flushed one by one)
-    become ``metrics.jsonl`` (and ``metrics.csv``) and ``summary_of(records)`` its ``summary.json`` (marked
-    interrupted); the temporary
-    file goes. Unless another run holds ``--out`` (:class:`OutLock`). Returns the epochs kept (0: nothing was
-    finished, or there was nothing to keep: the caller's clean-up removes the rest)."""
+    r"""After the ranks of an interrupted local launch are gone (rank 0, stopped by SIGTERM, could not do it
+    itself): keep what the run finished. The complete lines of rank 0's temporary ``metrics.jsonl``
+    (:func:`finished_records`) become its outputs with ``summary_of(records)`` as the summary (:func:`write_kept`),
+    and the temporary file goes — unless another run holds ``--out`` (:class:`OutLock`). Returns the epochs kept
+    (0: none was finished, or nothing was left to keep: the caller's clean-up removes the rest). An ``OSError`` or
+    a full disk is the caller's to report."""
     if not path or not os.path.isdir(path):
         return 0
     try:
@@ -384,28 +418,21 @@ def keep_interrupted(path: str | None, summary_of) -> int:
         if len(temps) != 1:
             return 0
         tmp = os.path.join(path, temps[0])
-        records = []
-        with open(tmp, encoding="utf-8") as fh:
-            for line in fh:  # a line cut short by the signal ends the epochs kept
-                try:
-                    rec = json.loads(line) if line.endswith("\n") else None
-                except ValueError:
-                    rec = None
-                if not isinstance(rec, dict):
-                    break
-                records.append(rec)
+        records = finished_records(tmp)
         if not records:
             return 0
-        with atomic_write(os.path.join(path, "metrics.jsonl"), "w") as fh:
-            fh.write("".join(json.dumps(r, allow_nan=False) + "\n" for r in records))
-        write_metrics_csv(os.path.join(path, "metrics.csv"), records)
-        write_json(os.path.join(path, "summary.json"), summary_of(records))
+        write_kept(path, records, summary_of(records))
         os.unlink(tmp)
         return len(records)
-    except (OSError, GridGnnError):
-        return 0  # (a full disk: the clean-up removes what is temporary)
     finally:
         lock.release()
+
+
+def kept_note(out: str, epochs: int, checkpoint: str | None) -> str:
+    """The line that says what an interrupted run kept, and how to go on."""
+    again = (f"; gridgnn train --resume {os.path.join(out, checkpoint)} --out {out} goes on" if checkpoint else
+             " (no checkpoint: --checkpoint-every N writes one)")
+    return f"kept the {epochs} finished epoch(s) in {out}: metrics.jsonl, metrics.csv, summary.json (interrupted){again}"
 
 
 def _read_small(fd: int) -> str:

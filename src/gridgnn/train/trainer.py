@@ -515,7 +515,7 @@ def _check_parameters(cfg: TrainConfig, cls, dims: list[int], available: int, ra
     if ranks * per_rank > available:
         raise GridGnnError(f"--model {cfg.model} with --hidden {cfg.hidden} and --layers {cfg.layers} has "
                            f"{elements:.3g} parameters: {format_gib(per_rank)} per rank (a float64 copy to check its "
-                           f"layout; parameters, gradients and Adam's moments to train) on {ranks} local rank(s), "
+                           f"layout; parameters, gradients and the optimizer's state to train) on {ranks} local rank(s), "
                            f"{format_gib(available)} available; try a smaller --hidden or fewer --layers")
 
 
