@@ -30,7 +30,7 @@ def test_take_in_order_and_done():
     prog.done("fwd")
     with pytest.raises(RuntimeError, match=r"ran 'push' \(bwd\) where its program says 'row_all'"):
         prog.take("bwd", "push")
-    assert prog.take("bwd", "row_all") == ()
+    assert list(prog.take("bwd", "row_all")) == []
     with pytest.raises(RuntimeError, match="says 'nothing more'"):
         prog.take("bwd", "row_all")
 
@@ -43,7 +43,7 @@ def test_records_are_made_when_read_and_priced_per_unit():
     prog.fwd("mask", _rec(), 1, "byte")
     assert made == []  # a planner that sums a step's bytes another way never builds its records
     fetch, keys, mask = prog.steps
-    assert fetch.records == (_rec(),) and made == [1]
+    assert list(fetch.records) == [_rec()] and made == [1]
     assert (fetch.row_bytes(4), keys.row_bytes(4), mask.row_bytes(4)) == (24, 48, 1)
 
 

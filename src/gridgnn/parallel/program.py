@@ -44,10 +44,10 @@ class Step(NamedTuple):
     exact: bool = False
 
     @property
-    def records(self) -> tuple:
+    def records(self) -> tuple | list:
         """The records the step runs, in order."""
         made = self.made() if callable(self.made) else self.made
-        return tuple(made) if isinstance(made, list) else (made,)
+        return made if isinstance(made, list) else (made,)
 
     def row_bytes(self, elem_bytes: int) -> float:
         """Bytes of one row of the records, at ``elem_bytes`` per training element."""

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 
 from ..errors import GridGnnError, interrupt_signal
 from .config import TrainConfig, config_from_flags
@@ -247,8 +248,6 @@ def keep_if_interrupted(cfg: TrainConfig, exc: BaseException) -> int:
     where ``--checkpoint-every`` wrote one, stays), with a line on stdout. One process (serial, or a rank of a
     torchrun/srun job) keeps its own in its training loop. Never raises: the interrupt stays what ends the run.
     Returns the epochs kept."""
-    import sys
-
     from .checkpoint import CHECKPOINT
     from .outputs import keep_interrupted, kept_note
     from .summary import interrupted_summary

@@ -19,7 +19,7 @@ from .model_file import MODEL_FILE, TrainOutput, write_model_file
 from .optim import set_rate
 from .outputs import (MetricsLog, OutLock, clear_outputs, incomplete, kept_note, make_out_dir, previous_outputs,
                       remove_empty_dirs, write_json, write_kept, write_logits, write_metrics_csv)
-from .summary import best_epoch, model_epoch, validation_score
+from .summary import best_epoch, interrupted_summary, model_epoch, validation_score
 
 
 def fmt(v, spec: str) -> str:
@@ -109,8 +109,6 @@ class RunLoop:
     def _keep_interrupted(self, why: str) -> None:
         """Interrupted by ``why`` (a signal's name), in this process: ``--out`` keeps the epochs finished
         (:meth:`_RunFiles.keep`), with a line on stdout."""
-        from .summary import interrupted_summary
-
         cfg = self.cfg
         ckpt = CHECKPOINT if cfg.checkpoint_every and os.path.isfile(os.path.join(cfg.out, CHECKPOINT)) else None
         if self.files.keep(self.history, interrupted_summary(cfg, self.history, why, ckpt)) and not cfg.quiet:

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import GridGnnError
+from ..graph.safe_io import DataFileError
+from ..graph.saved import read_document
 from .outputs import atomic_write
 
 MODEL_FILE = "model.pt"
@@ -87,13 +89,11 @@ def model_file(run: str) -> str:
 
 def _interrupted(folder: str) -> str:
     """``"interrupted by SIGINT after 3 epochs"`` where ``folder``'s ``summary.json`` marks an interrupted run
-    (:func:`~gridgnn.train.summary.interrupted_summary`), else ``""``."""
-    import json
-
+    (:func:`~gridgnn.train.summary.interrupted_summary`), else ``""`` (also where it is missing or unreadable)."""
+    path = os.path.join(folder, "summary.json")
     try:
-        with open(os.path.join(folder, "summary.json"), encoding="utf-8") as fh:
-            summary = json.loads(fh.read(1 << 20))
-    except (OSError, ValueError):
+        summary = read_document(path, "a run summary", kind="json") if os.path.lexists(path) else None
+    except DataFileError:
         return ""
     if not isinstance(summary, dict) or not isinstance(summary.get("interrupted"), str):
         return ""
