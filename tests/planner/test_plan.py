@@ -1,6 +1,7 @@
 """`gridgnn plan`: exactly the valid configurations for P (brute force with the library's own grid checks, over
 P ≤ 64), deterministic and ranked; the time model's arithmetic; `--algo auto` trains the plan's pick and records
 the prediction next to the measurement."""
+import contextlib
 import json
 import re
 
@@ -309,3 +310,36 @@ def test_overlap_hides_the_stage_transfers_up_to_the_products():
     cfg = config_from_flags({"data": spec, "algo": "auto", "nproc": 4, "hidden": 16, "overlap": True})
     picked, row, _ = resolve_auto(cfg, graph, profile=profile, check_memory=False)
     assert picked.overlap == (picked.algo in overlap_algorithms()) == row["config"].get("overlap", False)
+
+
+def test_algo_auto_loads_its_data_once(monkeypatch):
+    """--algo auto plans on the graph of its SPEC and hands the same graph, unchanged by the planning, to the ranks
+    it spawns (they get shards of it): the SPEC is loaded (here: generated) once."""
+    import gridgnn.graph.spec as spec
+    from gridgnn.train import api
+    from gridgnn.train.config import TrainConfig
+
+    loads, handed = [], []
+    real = spec.load_graph
+
+    def counting(data, **kw):
+        loads.append(data)
+        return real(data, **kw)
+
+    @contextlib.contextmanager
+    def handed_over(cfg, graph, **kw):  # what the ranks would get, instead of spawning them
+        handed.append(graph)
+        yield None
+
+    monkeypatch.setattr(spec, "load_graph", counting)
+    monkeypatch.setattr("gridgnn.graph.load_graph", counting)
+    monkeypatch.setattr("gridgnn.train.handover.handed_over", handed_over)
+    monkeypatch.setattr(api, "_launch", lambda worker, cfg, graph, *a, **kw: [{"epoch_time_median_s": 0.1,
+                                                                                "config": {}}])
+    cfg = TrainConfig(data=SBM, hidden=8, nproc=2, algo="auto", profile="perlmutter-a100", epochs=1, quiet=True)
+    cfg.validate()
+    api.run(cfg)
+    assert loads == [SBM] and len(handed) == 1
+    fresh = real(SBM)
+    assert handed[0].x.tobytes() == fresh.x.tobytes() and handed[0].edge_index()[0].tobytes() == \
+        fresh.edge_index()[0].tobytes()

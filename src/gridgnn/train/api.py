@@ -154,10 +154,12 @@ def train(config: TrainConfig | None = None, *, graph=None, callbacks=(), **opti
     return Trainer(config, graph=graph, callbacks=callbacks, **options).fit()
 
 
-def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=()):
+def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=(), loaded=None):
     """Run a validated config: in this process (one rank), spawned here, or as this rank of a torchrun/srun job;
     the summary on rank 0 (``keep_model``: a :class:`~gridgnn.train.model_file.TrainOutput`, the summary and the
-    trained parameters). ``graph``: a graph in memory instead of ``cfg.data``."""
+    trained parameters). ``graph``: a graph in memory instead of ``cfg.data``; ``loaded``: the graph of
+    ``cfg.data`` already loaded here (``--algo auto`` planned on it), handed to ranks spawned here instead of
+    loading it again."""
     from ..distributed.launch import env_context
 
     if cfg.algo == "auto":
@@ -185,16 +187,18 @@ def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=())
     if cfg.algo == "serial":
         require_one_process(env)
         return train_worker(None, cfg, graph, keep_model, callbacks)
-    return _launch_checked(train_worker, cfg, graph, keep_model, callbacks if env else _spawnable(callbacks))[0]
+    return _launch_checked(train_worker, cfg, graph, keep_model, callbacks if env else _spawnable(callbacks),
+                           loaded=loaded)[0]
 
 
 def _launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | None = None,
-                    one_load: bool = True) -> list:
+                    one_load: bool = True, loaded=None) -> list:
     """:func:`_launch` after refusing, before any rank starts, what cannot work when the ranks are spawned here
     (their memory, a graph smaller than the layout). A graph reaches ranks spawned here as shards written once
     (:mod:`~gridgnn.train.handover`; ``dims``: a model's widths, for inference): a graph in memory, and — with
     ``one_load`` — the graph of a ``--data`` SPEC, loaded (or generated) once here rather than by every rank, so
-    that each rank holds only its blocks (a ``sharded:`` dataset is read by the ranks themselves)."""
+    that each rank holds only its blocks (a ``sharded:`` dataset is read by the ranks themselves); ``loaded``: that
+    graph, loaded already."""
     from ..distributed.launch import env_context
     from .handover import handed_over
 
@@ -213,7 +217,8 @@ def _launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | No
         if one_load:
             from ..graph import load_graph
 
-            graph, name = load_graph(cfg.data, seed=cfg.seed), cfg.data or "default"  # once, for every rank
+            graph = loaded if loaded is not None else load_graph(cfg.data, seed=cfg.seed)  # once, for every rank
+            name = cfg.data or "default"
     with handed_over(cfg, graph, dims=dims, name=name) as given:
         graph = None  # the shards hold it now: not kept here while the ranks run
         if given is not None:  # the shards may lie in memory (a tmpfs TMPDIR): what is left for the ranks
@@ -225,10 +230,8 @@ def _launch(worker, cfg: TrainConfig, graph, *args, **kw) -> list:
     """:func:`~gridgnn.distributed.launch.launch` of ``worker(ctx, cfg, graph, *args)`` on ``cfg.nproc`` ranks;
     when it fails or is interrupted, the ranks' leftovers in ``--out`` are removed once they are gone
     (:func:`~gridgnn.train.outputs.clean_after_ranks`)."""
-    from ..distributed.launch import launch
+    from ..distributed.launch import env_context, launch
     from .outputs import clean_after_ranks, out_dir_state
-
-    from ..distributed.launch import env_context
 
     existing = out_dir_state(cfg.out)
     try:
@@ -286,14 +289,15 @@ def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbac
     progress = Progress(0, what="--algo auto: planning", unit="configurations",
                         show=not cfg.quiet and (env is None or env.rank == 0))
     try:
-        picked, row, count = resolve_auto(cfg, load_graph(graph if graph is not None else cfg.data, seed=cfg.seed),
-                                          profile=profile, check_memory=env is None, progress=progress)
+        planned = load_graph(graph if graph is not None else cfg.data, seed=cfg.seed)
+        picked, row, count = resolve_auto(cfg, planned, profile=profile, check_memory=env is None, progress=progress)
     finally:
         progress.close()
     if not cfg.quiet and (env is None or env.rank == 0):
         print(f"--algo auto: {row['name']} on {cfg.nproc} processes (predicted {row['predicted_step_s'] * 1e3:.1f} ms "
               f"per step, the fastest of {count} configurations; profile {profile.name})", flush=True)
-    out = run(picked, graph, keep_model=keep_model, callbacks=callbacks)
+    out = run(picked, graph, keep_model=keep_model, callbacks=callbacks,
+              loaded=planned if graph is None else None)  # (the ranks get the graph planned on: one load)
     if out is None:
         return None
     summary = out.summary if keep_model else out
