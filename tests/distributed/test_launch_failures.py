@@ -217,8 +217,8 @@ def test_sigterm_to_launcher_ends_every_rank_with_143(tmp_path):
 
 
 def test_ctrl_c_to_a_serial_run_keeps_its_epochs_and_checkpoint(tmp_path):
-    """In one process (no launcher) the loop leaves its metrics to be kept; with --checkpoint-every the summary
-    names the checkpoint to resume from, and predict says why there is no model."""
+    """In one process (no launcher) the loop keeps its metrics itself; with --checkpoint-every the summary names
+    the checkpoint to resume from, and loading the run's model says why there is none."""
     out = tmp_path / "out"
     run = Run(tmp_path, "--algo", "serial", "--out", out, "--checkpoint-every", 1)
     run.wait_training(0)

@@ -59,8 +59,8 @@ def test_state_and_memory_per_optimizer():
     dict(optimizer="sgd", momentum=0.0),  # plain SGD: no state at all
 ])  # (AdamW: the cosine run below)
 def test_a_resumed_run_sets_the_same_rates_and_state(tmp_path, flags):
-    """SGD's momentum buffers (AdamW's moments and step) through a checkpoint, and the rates of epochs 3..5 set
-    from the epoch alone: the resumed run's records and state equal the uninterrupted run's bit for bit."""
+    """SGD's momentum buffers (plain SGD: none) through a checkpoint, and the rates of epochs 3..5 of a step
+    schedule of its own length: the resumed run's records and state equal the uninterrupted run's bit for bit."""
     import torch
 
     common = ["train", "--data", S, "--hidden", 8, "--quiet", "--dtype", "float64", "--lr", 0.05,
@@ -93,7 +93,7 @@ def _stop_after_epoch_2(rec):  # a callback: the run is interrupted after epoch 
         raise KeyboardInterrupt
 
 
-def test_a_cosine_run_interrupted_and_resumed_equals_the_uninterrupted_one(tmp_path):
+def test_a_cosine_run_interrupted_and_resumed_equals_the_uninterrupted_one(tmp_path, capsys):
     """Ctrl-C in one process: the loop keeps the 3 finished epochs and the summary names the checkpoint; resuming
     it with the same --epochs sets the cosine's rates of epochs 3..5 as the uninterrupted run did (bit for bit),
     and another --epochs is refused, since the cosine spans them."""
@@ -112,6 +112,7 @@ def test_a_cosine_run_interrupted_and_resumed_equals_the_uninterrupted_one(tmp_p
     assert summary["checkpoint"] == "checkpoint.pt" and not (cut / "model.pt").exists()
     assert sorted(p.name for p in cut.iterdir()) == ["checkpoint.pt", "metrics.csv", "metrics.jsonl", "summary.json"]
     assert run_main(["train", "--resume", cut, "--epochs", 8, "--quiet", "--out", tmp_path / "x"]) == 2
+    assert "--lr-schedule cosine spreads its rates over the run's epochs" in capsys.readouterr().err
     assert run_main(["train", "--resume", cut, "--quiet"]) == 0  # into its own folder, its --epochs 6
 
     def records(run):
@@ -146,3 +147,19 @@ def test_a_checkpoint_written_before_optimizer_choices_resumes(tmp_path):
     ref, res = ([json.loads(line)["loss"] for line in (tmp_path / r / "metrics.jsonl").read_text().splitlines()]
                 for r in ("ref", "res"))
     assert ref == res
+
+
+def test_what_a_resumed_run_may_change_of_the_schedule(tmp_path):
+    """--epochs may grow under a step schedule of its own length, not under a default-length one; the optimizer's
+    defaults compare equal to their values (momentum 0.9, lr-gamma 0.1)."""
+    from gridgnn.train.checkpoint import resume_base
+
+    (tmp_path / "checkpoint.pt").write_bytes(b"x")
+    sgd = {"config": {"optimizer": "sgd", "momentum": None, "lr_schedule": "step", "lr_step": 2, "epochs": 6}}
+    assert resume_base(sgd, {"epochs": 9, "momentum": 0.9, "lr_gamma": 0.1}, str(tmp_path))["lr_step"] == 2
+    with pytest.raises(GridGnnError, match="--momentum 0.5 differs from the checkpoint's None"):
+        resume_base(sgd, {"momentum": 0.5}, str(tmp_path))
+    default_step = {"config": {"lr_schedule": "step", "epochs": 6}}
+    with pytest.raises(GridGnnError, match="--lr-schedule step spreads its rates over the run's epochs"):
+        resume_base(default_step, {"epochs": 9}, str(tmp_path))
+    assert resume_base(default_step, {"epochs": 6}, str(tmp_path))["epochs"] == 6

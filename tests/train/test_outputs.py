@@ -155,3 +155,21 @@ def test_an_interrupted_runs_finished_epochs_are_kept(tmp_path):
     empty.mkdir()
     MetricsLog(str(empty / "metrics.jsonl")).close()
     assert keep_interrupted(str(empty), lambda recs: {}) == 0 and len(list(empty.iterdir())) == 1
+
+
+def test_a_run_interrupted_before_its_first_epoch_leaves_nothing(tmp_path):
+    """The loop's keep with no finished epoch: no summary is built, the temporary metrics, the lock and the folder
+    the run created are gone; a keep that fails (here: its summary) leaves none of the three outputs."""
+    from gridgnn.train.config import TrainConfig
+    from gridgnn.train.loop import _RunFiles
+
+    out = tmp_path / "new" / "run"
+    files = _RunFiles(TrainConfig(out=str(out)), [])
+    assert files.keep([], lambda: 1 / 0) is False and not (tmp_path / "new").exists()
+    files = _RunFiles(TrainConfig(out=str(out)), [{"epoch": 0, "loss": 1.0}])
+    assert files.keep([{"epoch": 0, "loss": 1.0}], lambda: {"bad": float("nan")}) is False  # strict JSON refuses
+    assert not (tmp_path / "new").exists()
+    files = _RunFiles(TrainConfig(out=str(out)), [])
+    files.metrics.append({"epoch": 0, "loss": 1.0})
+    assert files.keep([{"epoch": 0, "loss": 1.0}], lambda: {"interrupted": "SIGINT"}) is True
+    assert sorted(p.name for p in out.iterdir()) == ["metrics.csv", "metrics.jsonl", "summary.json"]

@@ -44,8 +44,8 @@ class Step(NamedTuple):
     exact: bool = False
 
     @property
-    def records(self) -> tuple | list:
-        """The records the step runs, in order."""
+    def records(self):
+        """The records the step runs, in order (a sequence: read it, do not change it)."""
         made = self.made() if callable(self.made) else self.made
         return made if isinstance(made, list) else (made,)
 
@@ -79,7 +79,7 @@ class Program:
         return [s for s in self.steps if s.phase == phase]
 
     # ------------------------------------------------------------------ the engine's side
-    def take(self, phase: str, name: str) -> tuple:
+    def take(self, phase: str, name: str):
         """The records of ``phase``'s next step, which must be ``name`` (the engine's next collective)."""
         steps = self.phase(phase)
         k = self._next[phase]

@@ -22,7 +22,7 @@ A rank's peak is the sum of eight components (bytes; :math:`e` = bytes per eleme
                 transposed order, :math:`8(n_t+1) + 8(n_r+1) + (32+e)\,z`, and the edge ids (host)
 ``features``    the layer-0 input block :math:`r_0 c_0 e` + labels and masks of the logits rows ``11 r_L``
 ``parameters``  this rank's weights and biases, their gradients and the optimizer's state (Adam's two moments:
-                ``4 e × elements`` in all; SGD's momentum: 3) + Adam's step counters (4 bytes per tensor)
+                ``4 e × elements`` in all; SGD's momentum: 3, plain SGD: 2) + Adam's step counters (4 bytes per tensor)
 ``activations`` tensors autograd keeps for backward: per layer the input side (dropped input, or
                 :math:`\hat M H` when the layer aggregates before the weight), the boolean dropout mask
                 (layers :math:`> 0`, 1 byte per element), the ReLU output (all but the last layer); Plexus' ``linear`` keeps its input

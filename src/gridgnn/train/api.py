@@ -157,9 +157,9 @@ def train(config: TrainConfig | None = None, *, graph=None, callbacks=(), **opti
 def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=(), loaded=None):
     """Run a validated config: in this process (one rank), spawned here, or as this rank of a torchrun/srun job;
     the summary on rank 0 (``keep_model``: a :class:`~gridgnn.train.model_file.TrainOutput`, the summary and the
-    trained parameters). ``graph``: a graph in memory instead of ``cfg.data``; ``loaded``: the graph of
-    ``cfg.data`` already loaded here (``--algo auto`` planned on it), handed to ranks spawned here instead of
-    loading it again."""
+    trained parameters). ``graph``: a graph in memory instead of ``cfg.data``; ``loaded``: a list holding the graph
+    of ``cfg.data`` already loaded here (``--algo auto`` planned on it), taken out of it and handed to ranks spawned
+    here instead of loading it again (so that nothing else holds it while they train)."""
     from ..distributed.launch import env_context
 
     if cfg.algo == "auto":
@@ -197,8 +197,8 @@ def _launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | No
     (their memory, a graph smaller than the layout). A graph reaches ranks spawned here as shards written once
     (:mod:`~gridgnn.train.handover`; ``dims``: a model's widths, for inference): a graph in memory, and — with
     ``one_load`` — the graph of a ``--data`` SPEC, loaded (or generated) once here rather than by every rank, so
-    that each rank holds only its blocks (a ``sharded:`` dataset is read by the ranks themselves); ``loaded``: that
-    graph, loaded already."""
+    that each rank holds only its blocks (a ``sharded:`` dataset is read by the ranks themselves); ``loaded``: a list
+    holding that graph, loaded already (taken out of it)."""
     from ..distributed.launch import env_context
     from .handover import handed_over
 
@@ -217,7 +217,7 @@ def _launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | No
         if one_load:
             from ..graph import load_graph
 
-            graph = loaded if loaded is not None else load_graph(cfg.data, seed=cfg.seed)  # once, for every rank
+            graph = loaded.pop() if loaded else load_graph(cfg.data, seed=cfg.seed)  # once, for every rank
             name = cfg.data or "default"
     with handed_over(cfg, graph, dims=dims, name=name) as given:
         graph = None  # the shards hold it now: not kept here while the ranks run
@@ -234,11 +234,12 @@ def _launch(worker, cfg: TrainConfig, graph, *args, **kw) -> list:
     from .outputs import clean_after_ranks, out_dir_state
 
     existing = out_dir_state(cfg.out)
+    launcher = env_context(cfg.device) is None  # (a torchrun/srun rank 0 keeps its epochs in its loop)
     try:
         return launch(worker, cfg.nproc, cfg, graph, *args, device=cfg.device, timeout_s=cfg.timeout_s,
                       collect=True, **kw)
     except BaseException as exc:
-        if env_context(cfg.device) is None:  # the launcher (a torchrun/srun rank 0 keeps them in its loop)
+        if launcher:
             keep_if_interrupted(cfg, exc)
         clean_after_ranks(cfg.out, existing)
         raise
@@ -289,15 +290,18 @@ def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbac
     progress = Progress(0, what="--algo auto: planning", unit="configurations",
                         show=not cfg.quiet and (env is None or env.rank == 0))
     try:
-        planned = load_graph(graph if graph is not None else cfg.data, seed=cfg.seed)
-        picked, row, count = resolve_auto(cfg, planned, profile=profile, check_memory=env is None, progress=progress)
+        planned = [load_graph(graph if graph is not None else cfg.data, seed=cfg.seed)]
+        picked, row, count = resolve_auto(cfg, planned[0], profile=profile, check_memory=env is None,
+                                          progress=progress)
     finally:
         progress.close()
     if not cfg.quiet and (env is None or env.rank == 0):
         print(f"--algo auto: {row['name']} on {cfg.nproc} processes (predicted {row['predicted_step_s'] * 1e3:.1f} ms "
               f"per step, the fastest of {count} configurations; profile {profile.name})", flush=True)
-    out = run(picked, graph, keep_model=keep_model, callbacks=callbacks,
-              loaded=planned if graph is None else None)  # (the ranks get the graph planned on: one load)
+    if graph is not None or env is not None or picked.algo == "serial":
+        planned.clear()  # this process (or each rank of a job) trains on its own graph: not kept meanwhile
+    out = run(picked, graph, keep_model=keep_model, callbacks=callbacks, loaded=planned)  # (spawned ranks: shards of
+    # the graph planned on, which _launch_checked takes out of the list: one load, not held while they train)
     if out is None:
         return None
     summary = out.summary if keep_model else out

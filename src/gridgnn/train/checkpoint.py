@@ -246,7 +246,7 @@ def _check_structure(obj, path: str) -> None:
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise GridGnnError(f"--resume {path} is not a gridgnn checkpoint")
     version = obj.get("format_version")
-    if version not in READS_VERSIONS:
+    if not _is_int(version) or version not in READS_VERSIONS:
         raise GridGnnError(f"--resume {path} has checkpoint format version {version!r}; this gridgnn "
                            f"reads versions {' and '.join(map(str, READS_VERSIONS))}")
     _check_config(obj.get("config"), where)

@@ -110,8 +110,9 @@ class RunLoop:
         """Interrupted by ``why`` (a signal's name), in this process: ``--out`` keeps the epochs finished
         (:meth:`_RunFiles.keep`), with a line on stdout."""
         cfg = self.cfg
-        ckpt = CHECKPOINT if cfg.checkpoint_every and os.path.isfile(os.path.join(cfg.out, CHECKPOINT)) else None
-        if self.files.keep(self.history, interrupted_summary(cfg, self.history, why, ckpt)) and not cfg.quiet:
+        ckpt = CHECKPOINT if os.path.isfile(os.path.join(cfg.out, CHECKPOINT)) else None
+        if self.files.keep(self.history, lambda: interrupted_summary(cfg, self.history, why, ckpt)) \
+                and not cfg.quiet:
             self.console.write(kept_note(cfg.out, len(self.history), ckpt))
 
     def _keep_now(self) -> None:
@@ -264,18 +265,20 @@ class _RunFiles:
         self.lock.release()
         remove_empty_dirs(self.created)
 
-    def keep(self, records: list[dict], summary: dict) -> bool:
+    def keep(self, records: list[dict], summary_of) -> bool:
         """An interrupted loop: the epochs of ``records`` (those finished, a checkpoint's included) become the
-        folder's ``metrics.jsonl``, ``metrics.csv`` and ``summary.json`` (:func:`write_kept`), written while the
-        folder is still held; with none, or where they cannot be written (one line on stderr), the run's files are
-        abandoned. Never raises (the interrupt stays what ends the run). Returns whether they were kept."""
+        folder's ``metrics.jsonl``, ``metrics.csv`` and ``summary.json`` (``summary_of()``; :func:`write_kept`),
+        written while the folder is still held; with none, or where they cannot be written (one line on stderr; a
+        second interrupt), the run's files are abandoned. Never raises (the interrupt stays what ends the run).
+        Returns whether they were kept."""
         if records:
             self.metrics.close()
             try:
-                write_kept(os.path.dirname(self.metrics.path) or ".", records, summary)
-            except Exception as exc:  # noqa: BLE001 - a full disk, or anything else: reported, not raised
-                print(f"gridgnn: the finished epochs of the interrupted run could not be kept: {exc}",
-                      file=sys.stderr, flush=True)
+                write_kept(os.path.dirname(self.metrics.path) or ".", records, summary_of())
+            except BaseException as exc:  # noqa: BLE001 - a full disk, a second Ctrl-C: the first interrupt ends it
+                if isinstance(exc, Exception):
+                    print(f"gridgnn: the finished epochs of the interrupted run could not be kept: {exc}",
+                          file=sys.stderr, flush=True)
             else:
                 self.metrics.discard()
                 self.lock.release()

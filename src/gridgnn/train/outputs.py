@@ -376,11 +376,21 @@ def clean_after_ranks(path: str | None, existing: str | None) -> None:
 
 def write_kept(path: str, records: list[dict], summary: dict) -> None:
     """An interrupted run's outputs (:func:`keep_interrupted`): ``metrics.jsonl`` and ``metrics.csv`` of the epochs
-    it finished and its ``summary.json`` (marked interrupted), each written atomically."""
-    with atomic_write(os.path.join(path, "metrics.jsonl"), "w") as fh:
-        fh.write("".join(json.dumps(r, allow_nan=False) + "\n" for r in records))
-    write_metrics_csv(os.path.join(path, "metrics.csv"), records)
-    write_json(os.path.join(path, "summary.json"), summary)
+    it finished and its ``summary.json`` (marked interrupted), each written atomically — all three or, where one
+    cannot be written, none (a folder holding some would refuse the next run as holding outputs)."""
+    written = []
+    try:
+        with atomic_write(os.path.join(path, "metrics.jsonl"), "w") as fh:
+            fh.write("".join(json.dumps(r, allow_nan=False) + "\n" for r in records))
+        written.append("metrics.jsonl")
+        write_metrics_csv(os.path.join(path, "metrics.csv"), records)
+        written.append("metrics.csv")
+        write_json(os.path.join(path, "summary.json"), summary)
+    except BaseException:
+        for name in written:
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(path, name))
+        raise
 
 
 def finished_records(tmp: str) -> list[dict]:
