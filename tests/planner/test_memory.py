@@ -154,7 +154,8 @@ TRACED_CASES = [("gat", "1d-sa", (4,), [24, 16, 4]), ("gat", "2d", (2, 2), [24, 
                 ("va", "1.5d", (2, 2), [24, 16, 4]), ("sage", "1.5d-sa", (2, 2), [24, 16, 4]),
                 ("sage", "2d", (1, 4), [24, 16, 4]), ("sage", "plexus", (2, 2, 1), [24, 16, 4]),
                 ("tests.api.zoo:GIN", "1d-sa", (4,), [24, 16, 4]), ("sage+sum", "plexus-rs", (2, 1, 2), [24, 16, 4]),
-                ("gine", "1.5d", (2, 2), [24, 16, 4]),
+                ("gine", "1.5d", (2, 2), [24, 16, 4]), ("gine", "2d", (2, 2), [24, 16, 4]),
+                ("gine", "3d", (1, 2, 2), [24, 16, 4]),
                 ("rgcn", "1d-sa", (4,), [24, 16, 4]), ("rgcn", "2d", (2, 2), [24, 16, 4]),
                 ("rgcn", "plexus", (1, 2, 2), [24, 16, 4]), ("gat", "edge", (1, 4), [24, 16, 4]),
                 ("sage", "edge", (1, 4), [24, 16, 4])]
@@ -166,9 +167,6 @@ def _typed(g, relations: int, seed: int):
     return Graph.from_edges(src, dst, g.n, edge_type=r.integers(0, relations, src.size), num_relations=relations,
                             x=g.x, y=g.y, train_mask=g.train_mask, val_mask=g.val_mask, test_mask=g.test_mask)
 
-
-# Known gap, not asserted: GINE on 2D and 3D (SUMMA), whose estimated activations are 1.6-1.7x below what a real
-# step saves (its nnz x f message tensors on the panels); R-GCN and GINE on the block rows are within the bounds.
 
 #: the graph each traced model reads: GM, with four edge features for GINE, three relation types for R-GCN
 GM_OF = {"gine": GM.with_(edge_attr=np.random.default_rng(3).normal(size=(GM.nnz, 4)).astype(np.float32)),

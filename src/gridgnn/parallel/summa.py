@@ -67,8 +67,10 @@ def program(call, s: SummaSchedule) -> Program:
     * ``spmm`` / ``spmm_select`` (Alg. 3): per panel the pattern, the edge values (and a selection's mask) from
       the owner column and ``X[p, C_j]`` from the owner row; 3D: the fiber's reduce-scatter (a selection: a ⊕
       all-reduce of the values and a ``min`` of as many int64 keys); the column all-gather. Backward: the fiber
-      all-gather of ``∂Y``; per panel the pattern and values again, [∂e] ``X[p, C_j]`` again and the partial ``∂e``
-      pushed onto the owner column, [∂X] the rows pushed onto the owner row; [∂X] the column all-gather.
+      all-gather of ``∂Y``; per panel the pattern again and [∂X, or a selection] the values, [∂e] ``X[p, C_j]``
+      again and the partial ``∂e`` pushed onto the owner column, [∂X] the rows pushed onto the owner row; [∂X] the
+      column all-gather. (``∂e = SDDMM(∂Y, X)`` reads no values: an ``spmm`` whose values alone need a gradient,
+      GINE's messages against ones, neither keeps nor moves them.)
     * ``sddmm_add`` / ``sddmm_dot``: the destination rows all-gathered over the fiber, the source rows of the panels
       the rank's column owns; backward their push, the fiber reduce-scatter and two column all-reduces.
     * ``edge_softmax`` (max and sum forward, one sum backward) and ``row_sum``: all-reduces over the process row.
@@ -95,7 +97,7 @@ def program(call, s: SummaSchedule) -> Program:
             if ph == "bwd":
                 prog.bwd("fiber_gather", s.fiber_gather(), wj)
             panels(ph, "pattern", 1, "key")  # Alg. 3 lines 9-10
-            if values:
+            if values and (ph == "fwd" or need_x or select):  # (∂e alone reads no values: GINE's messages)
                 panels(ph, "edges", values)
             if select and call.masked and ph == "fwd":
                 panels(ph, "mask", 1, "byte")
@@ -449,7 +451,8 @@ class _SummaSpMM(torch.autograd.Function):
         prog.done("fwd")
         ctx.g, ctx.width, ctx.shape, ctx.col_heads, ctx.prog = g, width, values.shape, col_heads, prog
         need_v, need_x = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        ctx.save_for_backward(values, x if need_v else None)
+        # keep what the backward reads: the values for ∂X (∂e = SDDMM(∂Y, X) reads none), X for ∂e
+        ctx.save_for_backward(values if need_x else None, x if need_v else None)
         ctx.need = (need_v, need_x)
         return y
 
@@ -461,7 +464,7 @@ class _SummaSpMM(torch.autograd.Function):
         c0, c1 = plan.col_block(ctx.width)
         prog = ctx.prog
         dy_r = g.fiber_gather(dy[:, c0:c1].contiguous(), prog.take_one("bwd", "fiber_gather"))  # dY[R_i, C_j]
-        _take_panels(prog, True, need_v, need_x)
+        _take_panels(prog, need_x, need_v, need_x)  # (the values travel for ∂X only)
         heads = 1 if len(ctx.shape) == 1 else ctx.shape[1]
         dvals = dy.new_zeros(ctx.shape) if need_v else None
         dx = dy.new_zeros((plan.geo.block(plan.i, plan.k)[1] - g.b0, c1 - c0)) if need_x else None
