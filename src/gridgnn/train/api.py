@@ -28,8 +28,11 @@ import os
 import sys
 
 from ..errors import GridGnnError, interrupt_signal
+from .checkpoint import CHECKPOINT
 from .config import TrainConfig, config_from_flags
 from .console import Progress
+from .outputs import keep_interrupted, kept_note
+from .summary import interrupted_summary
 
 
 class TrainingFailed(GridGnnError):
@@ -252,10 +255,6 @@ def keep_if_interrupted(cfg: TrainConfig, exc: BaseException) -> int:
     where ``--checkpoint-every`` wrote one, stays), with a line on stdout. One process (serial, or a rank of a
     torchrun/srun job) keeps its own in its training loop. Never raises: the interrupt stays what ends the run.
     Returns the epochs kept."""
-    from .checkpoint import CHECKPOINT
-    from .outputs import keep_interrupted, kept_note
-    from .summary import interrupted_summary
-
     why = interrupt_signal(exc)
     if why is None or not cfg.out:
         return 0

@@ -54,7 +54,7 @@ import os
 import torch
 
 from ..errors import GridGnnError
-from .optim import STATE_KEYS, state_keys
+from .optim import state_keys
 from .outputs import atomic_write
 from .summary import best_epoch
 
@@ -267,11 +267,7 @@ def _check_structure(obj, path: str) -> None:
     if not isinstance(state, dict):
         raise _bad(where, "no optimizer state")
     cfg = obj["config"]
-    name = cfg.get("optimizer", "adam")
-    momentum = cfg.get("momentum")
-    if name not in STATE_KEYS or not (momentum is None or (isinstance(momentum, (int, float))
-                                                             and not isinstance(momentum, bool))):
-        raise _bad(where, f"its config names optimizer {name!r} with momentum {momentum!r}")
+    name = cfg.get("optimizer", "adam")  # (a known one with a valid momentum: _check_config)
     if state.get("name") != name:
         raise _bad(where, f"its optimizer state is {state.get('name')!r}'s, its config says {name!r}")
     if name in ("adam", "adamw"):
