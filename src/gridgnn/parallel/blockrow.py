@@ -38,19 +38,23 @@ without processes.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 import torch
 
 from ..distributed.grid import AXES
+from ..errors import GridGnnError
 from ..ops import semiring as sr
 from ..ops.pattern import Pattern, col_sum, row_reduce, sddmm_add, sddmm_dot, spmm
-from ..partition import RowPartition
+from ..partition import RowPartition, even_bounds
 from ..partition.layout import BlockRowSchedule, stage_chunks
 from .aggregate import SourceKeys
 from .attention import FusedAttention, fusable
 from .checks import BlockRowRules
 from .family import Algorithm, Family, add_family
+from .footprint import Ledger, dropout_hash, gcn_rows_activations, model_params, rows_model, traced
 from .graph import DistGraph
 from .program import LOCAL_ON_WHOLE_ROWS, Program, needs_grad
 from .trace import PrimitiveCall
@@ -739,6 +743,15 @@ class BlockRowFamily(Family):
         the entries of its block row in its stages' columns)."""
         return None
 
+    def memory(self, spec, ctx, shape, *, row_bounds, ranks) -> dict:
+        r"""Serial: the whole matrix as one block. Otherwise each rank's block of ``B`` row blocks (``row_bounds``;
+        default even), its stages' edges (:meth:`stages`; where the family splits a block's edges by count,
+        :meth:`rank_nnz`) and the buffers its :class:`~gridgnn.partition.layout.BlockRowSchedule` receives into:
+        one remote block at a time (two with ``--overlap``), or the sparsity-aware all-to-allv's rows."""
+        if spec.grid == "single":
+            return _serial_memory(ctx)
+        return _rowblock_memory(self, spec, ctx, shape, row_bounds, ranks)
+
     def candidates(self, spec, world, *, row_partitions, summa_orders, plexus_orders, reads_destinations):
         if spec.grid == "single":
             return [(None, 1, "random")] if world == 1 else []
@@ -746,6 +759,112 @@ class BlockRowFamily(Family):
             return []
         reps = [c for c in range(2, world + 1) if world % c == 0] if spec.grid == "1.5d" else [1]
         return [(None, c, p) for c in reps for p in row_partitions]
+
+
+def _graph_memory(acc: Ledger, e: int, *, rows: int, nnz: float, stages, single_block: bool = False,
+                  send: float = 0.0) -> None:
+    """What a :class:`BlockRowGraph` keeps: the local pattern (row pointer, column and row of each edge), the GCN
+    values, the edge ids (host); then per stage ``(n_q, nnz_q)`` a pattern with its transpose (and the stage's edge
+    positions unless it holds every local edge) — one block reuses the local pattern. Sparsity-aware, the stages
+    are the block's own rows and the remote halo, plus the send lists."""
+    acc.add("adjacency", 8 * (rows + 1) + (16 + e) * nnz)
+    acc.add("adjacency", 16 * nnz, "host")
+    acc.add("adjacency", 8 * send)
+    if not len(stages):
+        return
+    size, nnz_q = np.asarray(stages, np.float64).reshape(-1, 2).T  # one pair per stage
+    if single_block:
+        acc.add("adjacency", np.round(8 * (size + 1) + 16 * nnz_q).sum())
+        return
+    acc.add("adjacency", np.round(8 * (rows + 1) + 16 * nnz_q + 8 * (size + 1) + 16 * nnz_q).sum())
+    acc.add("adjacency", np.round(8 * nnz_q[nnz_q != nnz]).sum())
+
+
+def _serial_memory(ctx) -> dict:
+    """The serial plan: the whole normalized matrix, every row of every tensor."""
+    n, dims, e = ctx.n, ctx.dims, ctx.e
+    nnz_hat = ctx.pats["rc"].total
+    acc = Ledger()
+    _graph_memory(acc, e, rows=n, nnz=nnz_hat, stages=[(n, nnz_hat)], single_block=True)
+    acc.add("features", n * dims[0] * e + 11 * n)
+    model_params(acc, ctx, grad_allreduce=False)
+    if ctx.trace is not None:
+        traced(acc, ctx, 0, lambda lay, l, cols: n * cols, lambda l: nnz_hat, n, dims[-1])
+    else:
+        gcn_rows_activations(acc, ctx, n, 0)
+        for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
+            acc.cand("workspace", n * (fo + max(fi, fo)) * e, f"layer {l} backward temporaries")
+            dropout_hash(acc, ctx, l, n * fi)
+    return {0: (acc, nnz_hat)}
+
+
+def _rowblock_memory(family, spec, ctx, shape, row_bounds, ranks) -> dict:
+    """:meth:`BlockRowFamily.memory` of a distributed block-row algorithm (or a family that subclasses it and
+    states its ``stages`` and ``rank_nnz``, such as ``edge``)."""
+    n, dims, e = ctx.n, ctx.dims, ctx.e
+    world = math.prod(shape)
+    algo = spec.name
+    is1d = spec.grid == "1d"
+    if is1d and len(shape) != 1 or not is1d and len(shape) != 2:
+        raise GridGnnError(f"{algo} needs a {'(P,)' if is1d else '(P/c, c)'} mesh, got {tuple(shape)}")
+    c = 1 if is1d else shape[1]
+    nb = world // c
+    bounds = even_bounds(n, nb) if row_bounds is None else np.asarray(row_bounds, dtype=np.int64)
+    if bounds.size != nb + 1 or bounds[0] != 0 or bounds[-1] != n or np.any(np.diff(bounds) < 0):
+        raise GridGnnError(f"{algo} on mesh {tuple(shape)} needs {nb} row blocks covering {n} vertices; "
+                           f"row_bounds has {bounds.size - 1}")
+    sizes = np.diff(bounds)
+    sa = spec.sparsity_aware
+    pat = ctx.pats["rc"]
+    z = pat.counts(bounds, bounds)  # z[p, q]: nonzeros of block (p, q)
+    v = pat.nnz_cols(bounds) if sa else None
+    stage_lists = family.stages(spec, world, c)  # each rank's, as its engine multiplies them
+    rank_nnz = family.rank_nnz(spec, pat.total, world)
+    out = {}
+    size_tuple = tuple(int(s) for s in sizes)
+    for r in ranks:
+        i = r // c
+        stages = stage_lists[r]
+        counts = BlockRowSchedule.sparsity_aware_counts(v, i, stages) if sa else ()
+        sched = BlockRowSchedule(size_tuple, i, stages, "row", "rep", c, *counts)
+        ni = int(sizes[i])
+        acc = Ledger()
+        mine = i in stages
+        staged = np.asarray(stages, np.int64)
+        zrow = float(rank_nnz[r]) if rank_nnz is not None else float(z[i, staged].sum())
+        if sa:  # two stages: the block's own rows (when it is a stage) and the rows received (the remote halo)
+            halo = sched.halo_transfer()
+            send, recv = float(sum(halo.send)), float(sum(halo.recv))
+            own = float(z[i, i]) if mine else 0.0
+            parts = ([(ni, own)] if mine else []) + ([(recv, zrow - own)] if any(q != i for q in stages) else [])
+            _graph_memory(acc, e, rows=ni, nnz=zrow, stages=parts, send=send)
+        else:
+            per_stage = [zrow] if rank_nnz is not None else z[i, staged]
+            _graph_memory(acc, e, rows=ni, nnz=zrow, single_block=nb == 1,
+                          stages=np.stack([sizes[staged], per_stage], axis=1))
+        acc.add("features", ni * dims[0] * e + 11 * ni)
+        model_params(acc, ctx, grad_allreduce=nb > 1)
+        rows_model(acc, ctx, r, ni, lambda l: zrow)
+        if sa and ctx.trace is not None:  # a primitive whose edge values need a gradient keeps the received rows
+            acc.add("activations", sum(recv * c.width * e for c in ctx.trace.calls
+                                       if c.name in ("sddmm_add", "sddmm_dot") or
+                                       c.name in ("spmm", "spmm_select") and c.grads[0] and c.width))
+        roots, remote = sched.remote_stages() if not sa else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        # the largest block broadcast to this rank (the first of them); --overlap: the next stage's block arrives
+        # while this one computes (two at a time; an upper bound: the two largest)
+        big = int(roots[np.argmax(remote)]) if remote.size else None
+        held = int(np.sort(remote)[-2:].sum()) if ctx.overlap else (int(remote.max()) if remote.size else 0)
+        for l, (cols, w, heads, fi) in enumerate(ctx.layers):
+            if sa:
+                # fetch: the rows sent, their flat copy, the halo received; push: the halo's partial sums, their
+                # pieces and flat copy, the rows received (with --overlap the own block's part alongside)
+                rows = max(2 * send + recv, send + 3 * recv + (ni if ctx.overlap else 0))
+                acc.cand("buffers", rows * w * e, f"{algo} all-to-allv rows, layer {l} fwd")
+            elif big is not None:
+                acc.cand("buffers", held * w * e, f"{algo} broadcast of block {big}"
+                         + (" and the next" if ctx.overlap else "") + f", layer {l} fwd")
+        out[r] = (acc, float(z[i, :].sum()))
+    return out
 
 
 BLOCK_ROW = add_family(BlockRowFamily())

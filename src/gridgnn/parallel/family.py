@@ -4,11 +4,12 @@ models and the planner ask of an ``--algo``, answered by the family file that la
 Each family file (``blockrow.py``, ``summa.py``, ``plexus.py``, ``edge.py``) defines one :class:`Family` object and
 the :class:`Algorithm` specs it lays out; :mod:`gridgnn.parallel.registry` collects them.
 A caller never tests a family's or an algorithm's name: it calls a method of ``algorithm(name).family``, whose
-first argument is the algorithm's spec (its grid kind, sparsity-aware fetch, reduce-scattered sums). The byte,
-time and memory models of the planner (a room above this one) are written per layout family
-(:func:`gridgnn.planner.primitives.volume_model`, :func:`gridgnn.planner.memory.estimate_rank_memory`) and read
-what a family states here; a family that lays data out like another (``edge``: the block-row one) subclasses it
-and gives its own numbers (the stages and edges of each rank).
+first argument is the algorithm's spec (its grid kind, sparsity-aware fetch, reduce-scattered sums). The memory
+model is the family's own (:meth:`Family.memory`, written into a :class:`~gridgnn.parallel.footprint.Ledger`;
+:func:`gridgnn.planner.memory.estimate_rank_memory` adds what every family shares); the byte and time models of
+the planner (a room above this one) price each family's programs (:func:`gridgnn.planner.primitives.volume_model`).
+A family that lays data out like another (``edge``: the block-row one) subclasses it and gives its own numbers (the
+stages and edges of each rank).
 
 =====================  ==================================================================================
 method                 what it answers
@@ -20,6 +21,7 @@ method                 what it answers
 ``vertex_blocks``      the most blocks an axis cuts the vertices into; ``layout_blocks``: adjacency shards
 ``row_blocks``         block-row families: the row blocks of the partition (graph partitioners apply)
 ``grad_members``       ranks the trainer's gradient all-reduce spans (0: the primitives sum the gradients)
+``memory``             each rank's bytes per component (the memory guard, ``plan``'s memory column)
 ``candidates``         the configurations ``gridgnn plan`` and ``--algo auto`` rank
 =====================  ==================================================================================
 
@@ -101,6 +103,15 @@ class Family(ABC):
         ``grad_axes``); 0: the primitives sum the gradients themselves."""
 
     # ------------------------------------------------------------------ the planner
+    def memory(self, spec, ctx, shape, *, row_bounds, ranks) -> dict:
+        """``{rank: (ledger, nonzeros read at set-up)}`` for the ``ranks`` asked: what each rank of ``spec`` on
+        ``shape`` holds (adjacency, features, parameters, activations) and the largest buffers and temporaries of
+        a step, written into a :class:`~gridgnn.parallel.footprint.Ledger` from the configuration ``ctx``
+        (:class:`~gridgnn.parallel.footprint.MemoryContext`; ``row_bounds``: a row-partitioned family's block
+        bounds). A family without one is refused by the memory guard, with this message."""
+        raise GridGnnError(f"{spec.name}: the {self.name} family states no memory model (Family.memory), so the "
+                           f"memory guard cannot check it; subclass a family whose layout it shares")
+
     def candidates(self, spec, world: int, *, row_partitions, summa_orders, plexus_orders,
                    reads_destinations: bool) -> list:
         """The :class:`~gridgnn.planner.plan.Candidate` configurations of ``spec`` for ``world`` processes."""

@@ -48,7 +48,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..distributed.grid import ordered_factorizations
+from ..distributed.grid import coords_of, ordered_factorizations
 from ..errors import GridGnnError
 from ..ops import semiring as sr
 from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
@@ -57,6 +57,8 @@ from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, plexus_destinations
                                 vertex_order)
 from .base import Plan
 from .family import Algorithm, Family, add_family
+from .footprint import (DROPOUT_MASK_BYTES_PER_ELEMENT, Ledger, dropout_hash, gcn_order, params, train_rows_at,
+                        traced)
 from .aggregate import SourceKeys
 from .checks import PlexusRules
 from .graph import DistGraph
@@ -893,10 +895,284 @@ class PlexusFamily(Family):
     def grad_members(self, spec, world: int, replication: int, shape) -> int:
         return 0
 
+    def memory(self, spec, ctx, shape, *, row_bounds, ranks) -> dict:
+        r"""Each rank's adjacency shards (one per ``(third, rows, version)`` of its layers' layouts), its parts of
+        the node tensors and weights on the layouts of the model's program, and the buffers of the all-gathers and
+        reduce-scatters its :class:`~gridgnn.partition.layout.PlexusSchedule` runs: GCN exactly, another model
+        from its trace, ``plexus-rs`` with every node tensor held as this rank's part of its row block."""
+        if spec.scatter:
+            return _scattered_memory(ctx, shape, ranks)
+        return (_gcn_memory if ctx.trace is None else _traced_memory)(ctx, shape, ranks)
+
     def candidates(self, spec, world, *, row_partitions, summa_orders, plexus_orders, reads_destinations):
         if world == 1:
             return []
         return [(s, 1, o) for s in ordered_factorizations(world, 3) for o in plexus_orders]
+
+
+# ----------------------------------------------------------------------------------------------- memory
+def _plexus_grid(ctx, shape, layouts):
+    r"""``(vertex bounds per axis, count)`` of a Plexus grid: ``count(version, rows, cols)`` = nonzeros of
+    :math:`\hat M` in a block (from the pattern's prefix sums on every axis's cuts)."""
+    n = ctx.n
+    if len(shape) != 3:
+        raise GridGnnError(f"plexus needs a 3-axis mesh, got {tuple(shape)}")
+    g = dict(zip(PLEXUS_AXES, shape))
+    for ax, size in g.items():
+        if size > n:
+            raise GridGnnError(f"grid axis {ax} has {size} processes but the graph only {n} vertices")
+    vb = {ax: even_bounds(n, g[ax]) for ax in PLEXUS_AXES}
+    cuts = np.unique(np.concatenate(list(vb.values())))
+    pos = {int(c): t for t, c in enumerate(cuts)}
+    used = sorted({lay.graph.version if ctx.double else "rc" for lay in layouts if lay.graph is not None})
+    pre = {v: np.pad(ctx.pats[v].counts(cuts, cuts), ((1, 0), (1, 0))).cumsum(0).cumsum(1) for v in used}
+
+    def count(v, rr, cc):
+        s = pre[v]
+        a, b, c, d = pos[rr[0]], pos[rr[1]], pos[cc[0]], pos[cc[1]]
+        return float(s[b, d] - s[a, d] - s[b, c] + s[a, c])
+
+    return vb, count
+
+
+def _plexus_rank(ctx, shape, layouts, rank: int):
+    """``(coordinates, schedules)`` of one Plexus rank: its :class:`~gridgnn.partition.layout.PlexusSchedule` per
+    layer (the engine's: vertex rows and column blocks, the parts and gathers whose buffers it sizes)."""
+    coords = tuple(coords_of(rank, shape))
+    return dict(zip(PLEXUS_AXES, coords)), [PlexusSchedule(ctx.n, tuple(shape), coords, lay) for lay in layouts]
+
+
+def _weight_buffers(acc: Ledger, s, fi: int, w_out: int, e: int, layer: int) -> None:
+    """The buffers of a Plexus ``linear``'s weight all-gather and its gradient's reduce-scatter (schedule ``s``)."""
+    get = s.weight_gather(fi)
+    if get.moves:
+        mine = get.pieces[get.me]
+        acc.cand("buffers", (get.group + 1) * get.largest_piece * w_out * e, f"plexus weight all-gather, layer {layer}")
+        acc.cand("buffers", (2 * get.total_rows + get.group * mine) * w_out * e,
+                 f"plexus weight-gradient reduce-scatter, layer {layer}")
+
+
+def _input_gather_buffer(acc: Ledger, s, c_in: int, e: int) -> None:
+    """The all-gather of the split layer-0 input over its third axis (schedule ``s`` of layer 0)."""
+    get = s.input_gather()
+    n_in = get.total_rows
+    acc.cand("buffers", ((get.group + 1) * get.largest_piece * c_in + n_in * c_in) * e if get.moves else n_in * c_in * e,
+             "plexus all-gather of the layer-0 input")
+
+
+def _gcn_memory(ctx, shape, ranks) -> dict:
+    """GCN on ``plexus``, exact: the layouts of its order of ``linear`` and ``spmm``, every tensor on its shard."""
+    dims, e = ctx.dims, ctx.e
+    L = len(dims) - 1
+    program = gcn_order(dims)
+    layouts = plexus_layouts(program)
+    vb, count = _plexus_grid(ctx, shape, layouts)
+
+    p = ctx.dropout
+    out = {}
+    for r in ranks:
+        me, scheds = _plexus_rank(ctx, shape, layouts, r)
+        nrows, ncols = scheds[0].nrows, scheds[0].ncols
+        acc = Ledger()
+        _, largest = _plexus_shards(ctx, acc, layouts, vb, count, me)
+        nparams = 0
+        for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
+            lay = layouts[l]
+            gr, lin = lay.graph, lay.linear
+            w_in, w_out = ncols(fi, lin.cols), ncols(fo, lin.third)
+            get = scheds[l].weight_gather(fi)
+            nparams += get.pieces[get.me] * w_out + (ncols(fo, lay.output.cols) if ctx.bias else 0)
+            n_lin = nrows(lin.rows)
+            # saved by linear: its input (the aggregated M̂H, the gathered layer-0 input, or the dropped input;
+            # with no dropout a later layer's input is the previous ReLU output) and the gathered weight block (the
+            # parameter itself where nothing is gathered)
+            fresh = program[l][0] == "spmm" or l == 0 or p > 0
+            acc.add("activations", ((n_lin * w_in) if fresh else 0) * e + (w_in * w_out * e if get.moves else 0))
+            inp = lay.input
+            n_in, c_in = nrows(inp.rows), ncols(fi, inp.cols)
+            if p > 0 and l > 0:
+                acc.add("activations", n_in * c_in * DROPOUT_MASK_BYTES_PER_ELEMENT)  # dropout mask of the input
+            if l < L - 1:
+                acc.add("activations", nrows(lay.output.rows) * ncols(fo, lay.output.cols) * e)  # ReLU output
+            if l == 0:
+                in_rows = scheds[0].input_parts()[me[inp.third]]
+                acc.add("features", in_rows * c_in * e)
+                dropout_hash(acc, ctx, l, in_rows * c_in)
+                _input_gather_buffer(acc, scheds[0], c_in, e)
+            else:
+                dropout_hash(acc, ctx, l, n_in * c_in)
+            _weight_buffers(acc, scheds[l], fi, w_out, e, l)
+            n_t, w_g = nrows(gr.third), ncols(min(fi, fo), gr.cols)
+            acc.cand("workspace", e * (2 * n_t * w_g + w_in * w_out + 2 * n_lin * max(w_in, w_out)),
+                     f"layer {l} backward temporaries")
+        last = layouts[-1].output
+        rows_out = nrows(last.rows)
+        c_loc = ncols(dims[-1], last.cols)
+        acc.add("features", 11 * rows_out)
+        m = train_rows_at(ctx.train_rows, r, rows_out)
+        acc.add("activations", rows_out * c_loc * e + m * (c_loc * e + 1 + 8))  # logits, softmax, flags, targets
+        params(acc, ctx, nparams, 2 * L if ctx.bias else L, grad_allreduce=False)
+        out[r] = (acc, largest)
+    return out
+
+
+#: primitives that read node values at the destinations of the edges (on Plexus: a row gather along ``r``)
+_READS_DST = ("sddmm_add", "sddmm_dot", "at_destinations")
+
+
+def _traced_memory(ctx, shape, ranks) -> dict:
+    """Plexus for a traced model: the layouts of its program (as the engine fixes them), its adjacency shards and
+    layer-0 input as for GCN, the linear weights sharded as :class:`PlexusPlan` shards
+    them (other parameters counted whole), the saved tensors on their layouts."""
+    n, dims, e, tr = ctx.n, ctx.dims, ctx.e, ctx.trace
+    L = len(dims) - 1
+    layouts = plexus_layouts([plexus_program([c.name for c in tr.calls if c.layer == l]) for l in range(L)])
+    vb, count = _plexus_grid(ctx, shape, layouts)
+    out = {}
+    for r in ranks:
+        me, scheds = _plexus_rank(ctx, shape, layouts, r)
+        nrows, ncols = scheds[0].nrows, scheds[0].ncols
+        acc = Ledger()
+        shards, largest = _plexus_shards(ctx, acc, layouts, vb, count, me)
+        gathers = set()
+        for l, lay in enumerate(layouts):
+            gr = lay.graph
+            if gr is None:
+                continue
+            key = (gr.third, gr.rows, gr.version if ctx.double else "rc")
+            rows_t, rows_r = block_range(vb[gr.third], me[gr.third]), block_range(vb[gr.rows], me[gr.rows])
+            if key not in gathers and any(c.layer == l and c.name in _READS_DST for c in tr.calls):
+                # the destination-row gather (PlexusGraph.dst_spec): where each row lands (n_t) and which of them
+                # this rank holds, the overlap of its V^t and V^r blocks (its expectation with two vertex orders)
+                gathers.add(key)
+                n_t, n_r = rows_t[1] - rows_t[0], rows_r[1] - rows_r[0]
+                held = n_t * n_r / n if ctx.double else max(0, min(rows_t[1], rows_r[1]) - max(rows_t[0], rows_r[0]))
+                acc.add("adjacency", 8 * (n_t + held))
+        inp = layouts[0].input
+        c_in = ncols(dims[0], inp.cols)
+        acc.add("features", scheds[0].input_parts()[me[inp.third]] * c_in * e)
+        if scheds[0].input_gather().moves:
+            _input_gather_buffer(acc, scheds[0], c_in, e)
+        local, whole = 0, 0
+        for c in tr.calls:
+            if c.name != "linear":
+                continue
+            s = scheds[c.layer]
+            w_out = s.ncols(c.out_width, layouts[c.layer].linear.third)
+            get = s.weight_gather(c.width)
+            local += get.pieces[get.me] * w_out
+            whole += c.width * c.out_width
+            _weight_buffers(acc, s, c.width, w_out, e, c.layer)
+        params(acc, ctx, local + max(tr.nparams - whole, 0), tr.ntensors, grad_allreduce=False)
+        last = layouts[-1].output
+        rows_out = nrows(last.rows)
+        acc.add("features", 11 * rows_out)
+
+        def node(lay, l, cols):
+            lay = lay or layouts[l].output
+            return nrows(lay.rows) * ncols(cols, lay.cols)
+
+        traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, ncols(dims[-1], last.cols),
+                graph_of=lambda l: l)  # a graph per layer
+        out[r] = (acc, largest)
+    return out
+
+
+def _plexus_shards(ctx, acc: Ledger, layouts, vb, count, me) -> tuple[dict, float]:
+    """The adjacency shards a Plexus rank builds, one per ``(third, rows, version)`` (pattern + transpose,
+    values, edge ids): ``({layer: nnz}, largest nnz)``."""
+    shards, largest = {}, 0.0
+    for l, lay in enumerate(layouts):
+        gr = lay.graph
+        if gr is None:
+            continue
+        key = (gr.third, gr.rows, gr.version if ctx.double else "rc")
+        if key not in shards:
+            rows_t, rows_r = block_range(vb[gr.third], me[gr.third]), block_range(vb[gr.rows], me[gr.rows])
+            shards[key] = z = count(key[2], rows_t, rows_r)
+            acc.add("adjacency", 8 * (rows_t[1] - rows_t[0] + 1) + 8 * (rows_r[1] - rows_r[0] + 1) + (32 + ctx.e) * z)
+            acc.add("adjacency", 16 * z, "host")
+            largest = max(largest, z)
+        shards[l] = shards[key]
+    return shards, largest
+
+
+def _gather_buffer(acc: Ledger, get, cols: int, e: int, what: str) -> None:
+    """An all-gather of row pieces ``get`` (``cols`` columns): the padded pieces received and the result."""
+    if get.moves:
+        acc.cand("buffers", ((get.group + 1) * get.largest_piece + get.total_rows) * cols * e, what)
+
+
+def _scattered_memory(ctx, shape, ranks) -> dict:
+    """``plexus-rs`` (GCN, or a traced model of its primitives): the adjacency shards as for plexus; every node
+    tensor held as this rank's part of its row block; the weight rows of the input's column block with every output
+    column, and the bias block; saved per layer: ``linear``'s input part, the ReLU output part, the dropout mask of
+    the input part; the gathers of ``spmm`` (its input over ``t``, ``∂Y`` over ``r``) and of ``linear``'s ``∂Y``
+    (column blocks over ``q``) and the partial sums before each reduce-scatter as candidate buffers."""
+    dims, e, p, tr = ctx.dims, ctx.e, ctx.dropout, ctx.trace
+    L = len(dims) - 1
+    program = (gcn_order(dims) if tr is None else
+               [plexus_program([c.name for c in tr.calls if c.layer == l]) for l in range(L)])
+    layouts = plexus_layouts(program, scatter=True)
+    vb, count = _plexus_grid(ctx, shape, layouts)
+    out = {}
+    for r in ranks:
+        me, scheds = _plexus_rank(ctx, shape, layouts, r)
+        ncols = scheds[0].ncols
+        acc = Ledger()
+        shards, largest = _plexus_shards(ctx, acc, layouts, vb, count, me)
+        inp = layouts[0].input
+        c_in = ncols(dims[0], inp.cols)
+        acc.add("features", scheds[0].part_rows(inp) * c_in * e)
+        last = layouts[-1].output
+        rows_out = scheds[0].part_rows(last)
+        acc.add("features", 11 * rows_out)
+        nparams, tensors = 0, 0
+        for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
+            lay, s = layouts[l], scheds[l]
+            n_part = s.part_rows(lay.input)  # every tensor of the layer: the same part of its rows (or the next)
+            if lay.linear is not None:
+                if tr is None:  # GCN's weight rows W[C^q, :] (a traced model: per linear call, below)
+                    nparams, tensors = nparams + ncols(fi, lay.linear.cols) * fo, tensors + 1
+                _gather_buffer(acc, s.linear_gather(fo), s.part_rows(lay.linear), e, f"plexus-rs ∂Y gather, layer {l}")
+                acc.cand("buffers", 2 * s.part_rows(lay.linear) * fo * e, f"plexus-rs linear partial sums, layer {l}")
+            if ctx.bias and tr is None:
+                nparams, tensors = nparams + ncols(fo, lay.output.cols), tensors + 1
+            if lay.graph is not None:
+                gr, w_g = lay.graph, ncols(min(fi, fo), lay.graph.cols)
+                _gather_buffer(acc, s.gather_parts(gr), w_g, e, f"plexus-rs spmm input gather, layer {l}")
+                _gather_buffer(acc, s.gather_parts(gr.after_spmm()), w_g, e, f"plexus-rs spmm ∂Y gather, layer {l}")
+                acc.cand("buffers", 2 * s.nrows(gr.third) * w_g * e, f"plexus-rs spmm partial sums, layer {l}")
+            if tr is not None:
+                continue
+            lin = lay.linear
+            if program[l][0] == "spmm" or p > 0:  # linear saves its input: the aggregation or the dropped input
+                acc.add("activations", s.part_rows(lin) * ncols(fi, lin.cols) * e)
+            if p > 0 and l > 0:
+                acc.add("activations", n_part * ncols(fi, lay.input.cols) * DROPOUT_MASK_BYTES_PER_ELEMENT)
+            if l < L - 1:
+                acc.add("activations", s.part_rows(lay.output) * ncols(fo, lay.output.cols) * e)  # ReLU output
+            dropout_hash(acc, ctx, l, n_part * ncols(fi, lay.input.cols))
+            acc.cand("workspace", e * (2 * s.nrows(lay.output.third) * max(fi, fo) + ncols(fi, lay.input.cols) * fo
+                                       + 2 * n_part * max(fi, fo)), f"layer {l} backward temporaries")
+        c_loc = ncols(dims[-1], last.cols)
+        if tr is None:
+            m = train_rows_at(ctx.train_rows, r, rows_out)
+            acc.add("activations", rows_out * c_loc * e + m * (c_loc * e + 1 + 8))  # logits, softmax, flags, targets
+            params(acc, ctx, nparams, tensors, grad_allreduce=False)
+        else:
+            lins = [c for c in tr.calls if c.name == "linear"]
+            local = sum(ncols(c.width, layouts[c.layer].linear.cols) * c.out_width for c in lins)
+            whole = sum(c.width * c.out_width for c in lins)
+            params(acc, ctx, local + max(tr.nparams - whole, 0), tr.ntensors, grad_allreduce=False)
+
+            def node(lay, l, cols):
+                lay = lay or layouts[l].output
+                return scheds[l].part_rows(lay) * ncols(cols, lay.cols)
+
+            traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, c_loc, graph_of=lambda l: l)
+        out[r] = (acc, largest)
+    return out
 
 
 PLEXUS = add_family(PlexusFamily())

@@ -38,7 +38,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..distributed.grid import AXES, ordered_factorizations
+from ..distributed.grid import AXES, coords_of, ordered_factorizations
+from ..errors import GridGnnError
 from ..ops import semiring as sr
 from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
@@ -46,6 +47,7 @@ from ..partition.layout import SummaGeometry, SummaSchedule, even_size, layer_ve
 from .base import Plan
 from .checks import SummaRules
 from .family import Algorithm, Family, add_family
+from .footprint import Ledger, model_params, rows_model
 from .graph import DistGraph
 from .program import LOCAL_ON_WHOLE_ROWS, Program, needs_grad
 from .trace import PrimitiveCall
@@ -716,11 +718,104 @@ class SummaFamily(Family):
     def grad_members(self, spec, world: int, replication: int, shape) -> int:
         return self.layout_blocks(spec, shape)[0]
 
+    def memory(self, spec, ctx, shape, *, row_bounds, ranks) -> dict:
+        r"""Each rank's owned panels :math:`M[R_i, p]` (``jo(p) = j``) per matrix version, its block of every
+        node tensor, and the buffers its :class:`~gridgnn.partition.layout.SummaSchedule` receives into: one
+        panel and its rows at a time (two with ``--overlap``), the fiber's reduce-scatter and the column
+        all-gather."""
+        return _summa_memory(spec, ctx, shape, ranks)
+
     def candidates(self, spec, world, *, row_partitions, summa_orders, plexus_orders, reads_destinations):
         if world == 1:
             return []
         orders = [o for o in summa_orders if not (reads_destinations and o in ("double-perm", "balanced-perm"))]
         return [(s, 1, o) for s in ordered_factorizations(world, len(AXES[spec.grid])) for o in orders]
+
+
+def _summa_memory(spec, ctx, shape, ranks) -> dict:
+    """:meth:`SummaFamily.memory`: the panels' nonzeros of every rank's row from the pattern's prefix sums on the
+    cuts of every panel and block, shared by the ranks of a process row."""
+    n, dims, e = ctx.n, ctx.dims, ctx.e
+    algo, axes = spec.name, len(AXES[spec.grid])
+    if len(shape) != axes:
+        raise GridGnnError(f"{algo} needs a {axes}-axis mesh, got {tuple(shape)}")
+    pr, pc = shape[0], shape[1]
+    zf = shape[2] if len(shape) == 3 else 1
+    geo = SummaGeometry(n, pr, pc, zf)
+    L = len(dims) - 1
+    cuts = sorted({int(c) for c in geo.fine} | {int(v) for k in range(zf) for p in geo.panels[k] for v in p[:2]})
+    cuts = np.asarray(cuts, dtype=np.int64)
+    pos = {int(c): t for t, c in enumerate(cuts)}
+    used = ["rc"] + (["cr"] if ctx.double and L >= 2 else [])
+    grids = {v: ctx.pats[v].counts(cuts, cuts) for v in used}
+    pre = {v: np.pad(g, ((1, 0), (1, 0))).cumsum(0).cumsum(1) for v, g in grids.items()}
+
+    layer_nnz: dict = {}  # (version, i, k) -> the panels' nonzeros in R_i, shared by the ranks of row i
+
+    def panel_nnz(v, i, k):
+        # every panel's block of R_i from the prefix sums on the cuts, rounded as round() does (half to even)
+        if (v, i, k) not in layer_nnz:
+            r0, r1 = geo.rows(i)
+            pan = np.array(geo.panels[k], np.int64).reshape(-1, 4)
+            c, d = np.searchsorted(cuts, pan[:, 0]), np.searchsorted(cuts, pan[:, 1])
+            a, b, t = pos[r0], pos[r1], pre[v]
+            layer_nnz[v, i, k] = np.round(t[b, d] - t[a, d] - t[b, c] + t[a, c]).astype(np.int64).tolist()
+        return layer_nnz[v, i, k]
+
+    def version(l):
+        return layer_version(l, ctx.double)
+
+    out = {}
+    for r in ranks:
+        i, j, k = (coords_of(r, shape) + (0,))[:3]
+        r0, r1 = geo.rows(i)
+        nr = r1 - r0
+        b0, b1 = geo.block(i, k)
+        nbk = b1 - b0
+        acc = Ledger()
+        largest = 0.0
+        owned_by = {}
+        # the engine's schedule per matrix version (the panels' nonzeros from the pattern's counts)
+        sched = {v: SummaSchedule.of(geo, i, j, k, ("row", "col", "fiber" if zf > 1 else None), panel_nnz(v, i, k))
+                 for v in used}
+        panel_rows, _, panel_owner = geo.panel_arrays(k)
+        mine = panel_owner == j
+        for v in used:  # one SummaGraph per matrix version: the owned panels M[R_i, p], jo(p) = j
+            z = np.asarray(sched[v].panel_nnz, np.int64)[mine]
+            # pattern (crow, col, row) + its transpose (t_crow, t_col, t_perm) + the broadcast index array
+            # (sched[v].pattern(p): nr + 1 + z entries)
+            acc.add("adjacency", int((8 * (nr + 1 + 2 * z) + 8 * (panel_rows[mine] + 1 + 2 * z)
+                                      + 8 * (nr + 1 + z)).sum()))
+            owned = float(z.sum())
+            largest = max(largest, float(z.max(initial=0)))
+            acc.add("adjacency", (e + 8) * owned)  # GCN values and the row of every local edge
+            acc.add("adjacency", 16 * owned, "host")  # edge ids
+            owned_by[v] = owned
+        acc.add("features", nbk * dims[0] * e + 11 * nbk)
+        model_params(acc, ctx, grad_allreduce=pr * zf > 1)
+        rows_model(acc, ctx, r, nbk, lambda l: owned_by[version(l)], graph_of=version)
+        for l, (cols, width, heads, fi) in enumerate(ctx.layers):
+            sv = sched[version(l)]
+            gather = sv.gather_cols(width)  # the column blocks C_j of the layer's width
+            wj = gather.pieces[j]
+            # a received panel (its owner column is not j): its index array (sv.pattern(p): nr + 1 + z entries),
+            # the pattern built from it and its values (sv.edges(p): z); every panel: its rows sv.rows_of(p)
+            z = np.asarray(sv.panel_nnz, np.float64)
+            held = np.where(panel_owner == j, 0.0, 8 * (2 * (nr + 1) + 3 * z) + e * z) + panel_rows * wj * e
+            held = held.tolist()
+            # --overlap: the next panel arrives while this one computes (two at a time; the two largest)
+            best = sum(sorted(held)[-2:]) if ctx.overlap else max(held, default=0.0)
+            acc.cand("buffers", best + nr * wj * e, f"{algo} panel broadcast" + (" and the next" if ctx.overlap
+                                                                                 else "") + f", layer {l}")
+            fiber = sv.fiber_scatter()
+            if fiber.moves:
+                acc.cand("buffers", (2 * fiber.total_rows + fiber.group * fiber.pieces[fiber.me]) * wj * e,
+                         f"{algo} fiber reduce-scatter, layer {l}")
+            if gather.moves:
+                acc.cand("buffers", 2 * nbk * gather.group * gather.largest_piece * e,
+                         f"{algo} column all-gather, layer {l}")
+        out[r] = (acc, largest)
+    return out
 
 
 SUMMA = add_family(SummaFamily())

@@ -658,24 +658,47 @@ class PlexusVolume(BlockRowVolume):
         """No trainer all-reduce: the primitives reduce their own parameter gradients."""
 
 
+#: the byte and work model of each layout family class, looked up along the family's class hierarchy (the nearest
+#: registered class answers: ``edge`` subclasses the block-row family and is priced by its model, through the
+#: stages and edges it states); a family of another layout adds its own with :func:`register_volume_model`
+VOLUME_MODELS: dict = {}
+
+
+def register_volume_model(family_class, build):
+    """Price the algorithms of ``family_class`` (and of its subclasses) with ``build(spec, *, graph, source, rows,
+    shape, world, replication, calls, block_rows)``, which returns a :class:`BlockRowVolume`-like model."""
+    VOLUME_MODELS[family_class] = build
+    return build
+
+
 def volume_model(spec, *, graph, source, rows, shape, world: int, replication: int, calls, block_rows: int = 0):
     r"""The byte and work model of one step of ``spec`` (an :class:`~gridgnn.parallel.family.Algorithm`): the records
-    its family's engine runs, per rank — :class:`BlockRowVolume` for the block-row family (and a family that
-    subclasses it, such as ``edge``, through the stages and edges it states), :class:`SummaVolume`,
-    :class:`PlexusVolume`. ``rows`` (block-row) or ``source`` (the others) is the layout; ``calls`` the traced
+    its family's engine runs, per rank (:data:`VOLUME_MODELS`: :class:`BlockRowVolume`, :class:`SummaVolume`,
+    :class:`PlexusVolume`). ``rows`` (block-row) or ``source`` (the others) is the layout; ``calls`` the traced
     model (Plexus lays its tensors out after them)."""
     family = spec.family
-    if isinstance(family, BlockRowFamily):
-        matp = rows.permute_matrix(gcn_normalize(graph)) if source is None else source.matrix("rc")
-        return BlockRowVolume(spec.name, matp, rows, world, replication, source=source)
-    if isinstance(family, SummaFamily):
-        return SummaVolume(source, tuple(shape))
-    if isinstance(family, PlexusFamily):
-        labelled = graph.train_mask & (graph.y >= 0)
-        return PlexusVolume(source, tuple(shape), calls, labelled=labelled, block_rows=block_rows,
-                            scatter=spec.scatter)
+    for cls in type(family).__mro__:
+        if cls in VOLUME_MODELS:
+            return VOLUME_MODELS[cls](spec, graph=graph, source=source, rows=rows, world=world,
+                                      shape=None if shape is None else tuple(shape),
+                                      replication=replication, calls=calls, block_rows=block_rows)
     raise GridGnnError(f"{spec.name}: the planner has no byte model of the {family.name} family (a family of "
-                       "another layout brings its model to gridgnn.planner.primitives.volume_model)")
+                       "another layout registers one: gridgnn.planner.primitives.register_volume_model)")
+
+
+def _block_row_volume(spec, *, graph, source, rows, world, replication, **_):
+    matp = rows.permute_matrix(gcn_normalize(graph)) if source is None else source.matrix("rc")
+    return BlockRowVolume(spec.name, matp, rows, world, replication, source=source)
+
+
+def _plexus_volume(spec, *, graph, source, shape, calls, block_rows, **_):
+    labelled = graph.train_mask & (graph.y >= 0)
+    return PlexusVolume(source, shape, calls, labelled=labelled, block_rows=block_rows, scatter=spec.scatter)
+
+
+register_volume_model(BlockRowFamily, _block_row_volume)
+register_volume_model(SummaFamily, lambda spec, *, source, shape, **_: SummaVolume(source, shape))
+register_volume_model(PlexusFamily, _plexus_volume)
 
 
 def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams, elem_bytes: int,

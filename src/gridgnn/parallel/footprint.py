@@ -1,0 +1,225 @@
+r"""What a family's memory model writes into: one rank's :class:`Ledger` of bytes per component, the
+:class:`MemoryContext` of the configuration it is asked about, and the accounting every family shares (the
+parameters with their optimizer state, the tensors a model's trace saved scaled to a rank's layout, GCN's saved
+tensors on a block of rows, the dropout hash).
+
+Each family file answers :meth:`~gridgnn.parallel.family.Family.memory` with its own layout (its blocks, its
+schedule's records, the buffers its engine receives into) and these helpers; :mod:`gridgnn.planner.memory` sums
+the ledgers with what is the same for every family (the runtime, the whole-graph copy, the set-up transients) and
+checks the result. The components and their formulas are listed in :mod:`gridgnn.planner.memory`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: the components of a rank's peak, in report order
+COMPONENTS = ("runtime", "graph", "adjacency", "features", "parameters", "activations", "buffers", "workspace")
+#: components that are peaks of one moment (the largest candidate), not sums
+MAX_COMPONENTS = ("buffers", "workspace")
+#: What autograd keeps of a dropout: the boolean mask.
+DROPOUT_MASK_BYTES_PER_ELEMENT = 1
+
+
+@dataclass(frozen=True)
+class MemoryContext:
+    r"""One configuration, as every family's memory model reads it.
+
+    Attributes:
+        n: vertices; dims: ``[f_0, hidden..., classes]``; e: bytes per element of the training dtype.
+        directed: the graph is directed; double: two vertex orders (2D/3D/Plexus ``double-perm``).
+        pats: the nonzero patterns of :math:`\hat M` per version (``"rc"``, ``"cr"``;
+            :func:`~gridgnn.partition.counts.nnz_patterns`).
+        dropout, bias: the model's; train_rows: labelled rows per rank (an int, a sequence, ``rank -> int`` or
+            ``None``: every logits row).
+        idx: bytes of a SciPy index; block_rows: Plexus blocked aggregation (0: off).
+        src: what the process holds of the whole graph (``memory``, ``serial``, ``sharded``, ``none``).
+        dev: ``cpu`` or ``cuda``; versions: permuted matrix versions held in memory.
+        trace: the model's :class:`~gridgnn.parallel.trace.Trace` (``None``: GCN on ``dims``, counted exactly).
+        layers: per layer ``(columns, fetched, heads, consumed)`` (:func:`layers_of`).
+        overlap: ``--overlap`` (two transfers in flight); hash_bytes: host bytes per element the dropout hash
+            allocates; kept: 1 with ``--keep best``'s copy of the parameters; moments: the optimizer's state tensors
+            per parameter; counters: it keeps float32 step counters.
+    """
+
+    n: int
+    dims: list
+    e: int
+    directed: bool
+    double: bool
+    pats: dict
+    dropout: float
+    bias: bool
+    train_rows: object
+    idx: int
+    block_rows: int
+    src: str
+    dev: str
+    versions: int
+    trace: object
+    layers: list
+    overlap: bool
+    hash_bytes: int
+    kept: int
+    moments: int
+    counters: bool
+
+
+class Ledger:
+    """One rank's contributions per component, tagged host (``"host"``) or the computing device (``"dev"``):
+    :meth:`add` sums, :meth:`cand` keeps the largest candidate of a peak component with what it is."""
+
+    def __init__(self):
+        self.sums = {"dev": dict.fromkeys(COMPONENTS, 0), "host": dict.fromkeys(COMPONENTS, 0)}
+        self.cands = {"dev": {k: (0, "") for k in MAX_COMPONENTS}, "host": {k: (0, "") for k in MAX_COMPONENTS}}
+
+    def add(self, comp: str, nbytes, where: str = "dev") -> None:
+        self.sums[where][comp] += int(round(nbytes))
+
+    def cand(self, comp: str, nbytes, what: str, where: str = "dev") -> None:
+        nbytes = int(round(nbytes))
+        if nbytes > self.cands[where][comp][0]:
+            self.cands[where][comp] = (nbytes, what)
+
+    def pick(self, where_list) -> tuple[dict, dict]:
+        """``(bytes per component, what each peak component is)`` over the tags in ``where_list``."""
+        out, what = {}, {}
+        for comp in COMPONENTS:
+            if comp in MAX_COMPONENTS:
+                best = (0, "")
+                for w in where_list:  # the largest candidate (the first of equal ones)
+                    if self.cands[w][comp][0] > best[0]:
+                        best = self.cands[w][comp]
+                out[comp], what[comp] = best
+            else:
+                out[comp] = sum(self.sums[w][comp] for w in where_list)
+        return out, what
+
+
+# ----------------------------------------------------------------------------------------------- shared rules
+def train_rows_at(train_rows, rank: int, rows: int) -> int:
+    """Labelled training rows among ``rows`` logits rows of ``rank`` (``None``: all of them)."""
+    if train_rows is None:
+        return rows
+    if callable(train_rows):
+        return int(train_rows(rank))
+    if np.ndim(train_rows) == 0:
+        return int(train_rows)
+    return int(train_rows[rank])
+
+
+def gcn_order(dims) -> list[tuple[str, ...]]:
+    """GCN's order of ``linear`` and ``spmm`` per layer (:func:`gridgnn.nn.gcn.gcn_layer`: the narrower side is
+    aggregated), the program the Plexus layouts follow."""
+    return [("linear", "spmm") if fo < fi else ("spmm", "linear") for fi, fo in zip(dims[:-1], dims[1:])]
+
+
+#: primitives that fetch node values across ranks
+FETCHING = ("spmm", "spmm_select", "sddmm_add", "sddmm_dot", "at_destinations")
+
+
+def layers_of(dims, trace) -> list[tuple[int, int, int, int]]:
+    r"""Per layer ``(columns, fetched, heads, consumed)``: the widest node tensor the step keeps, the widest node
+    tensor a primitive of the layer fetches across ranks (GCN: :math:`\min(f_{in}, f_{out})`), the widest edge
+    tensor (GCN: none) and the layer's input width."""
+    if trace is None:
+        return [(max(fi, fo), min(fi, fo), 0, fi) for fi, fo in zip(dims[:-1], dims[1:])]
+    out = []
+    for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
+        cols = [s.cols for s in trace.saved if s.layer == l and s.kind == "node"]
+        heads = [s.cols for s in trace.saved if s.layer == l and s.kind == "edge"]
+        widths = [c.width for c in trace.calls if c.layer == l and c.name in FETCHING]
+        out.append((max([fi, fo, *cols]), max(widths, default=0), max(heads, default=0), fi))
+    return out
+
+
+def dropout_hash(acc: Ledger, ctx: MemoryContext, layer: int, elements: float) -> None:
+    """The host memory of hashing a dropout mask of ``elements`` (a workspace candidate)."""
+    if ctx.dropout > 0:
+        acc.cand("workspace", ctx.hash_bytes * elements, f"dropout mask hashing, layer {layer}", "host")
+
+
+def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: int, out_cols: int,
+           graph_of=None) -> None:
+    r"""Activations and workspace of a traced model: every tensor autograd saved in the trace, scaled to this
+    rank (``node(layout, layer, columns)`` and ``edges(layer)`` give its local elements), the logits and targets;
+    per layer the backward's temporaries (two node tensors of the widest kept width, the fetched width, and two
+    edge tensors of the widest heads) and the dropout hash of its input. ``graph_of(layer)``: which of the rank's
+    graphs a layer uses (each looks the edge table up once; default: one graph for every layer)."""
+    e, tr = ctx.e, ctx.trace
+    for s in tr.saved:
+        size = s.itemsize or e
+        if s.kind == "node":
+            acc.add("activations", node(s.layout, s.layer, s.cols) * size)
+        elif s.kind == "edge":
+            acc.add("activations", edges(s.layer) * s.cols * size)
+        else:
+            acc.add("activations", s.cols * size)
+    m = train_rows_at(ctx.train_rows, rank, out_rows)
+    acc.add("activations", out_rows * out_cols * e + 8 * m)  # the logits and the targets
+    per_edge = 0
+    if tr.edge_dim:  # the local edges' features and the mask of the input's edges (g.edge_features)
+        per_edge += tr.edge_dim * e + 1
+    if getattr(tr, "relations", 0):  # the local edges' per-relation mean weights (g.relation_values)
+        per_edge += tr.relations * e
+    if per_edge:  # once per graph of the rank (SUMMA: per matrix version, Plexus: per layer)
+        first = {}
+        for l in range(len(ctx.layers)):
+            first.setdefault(0 if graph_of is None else graph_of(l), l)
+        acc.add("features", sum(edges(l) for l in first.values()) * per_edge)
+    for l, (cols, fetched, heads, fi) in enumerate(ctx.layers):
+        acc.cand("workspace", (node(None, l, 2 * cols + fetched) + 2 * edges(l) * heads) * e,
+                 f"layer {l} backward temporaries")
+        dropout_hash(acc, ctx, l, node(None, l, fi))
+
+
+def params(acc: Ledger, ctx: MemoryContext, elements: float, tensors: int, *, grad_allreduce: bool) -> None:
+    """Parameters, gradients and the optimizer's state (Adam's two moments: 4e per element in all),
+    ``--keep best``'s copy of the best epoch's parameters (e per element) + Adam's float32 step counters; the
+    optimizer's temporaries and (``grad_allreduce``) the flat gradient the trainer all-reduces."""
+    e = ctx.e
+    acc.add("parameters", (2 + ctx.moments + ctx.kept) * e * elements + (4 * tensors if ctx.counters else 0))
+    acc.cand("workspace", e * elements, "optimizer step temporaries")
+    if grad_allreduce:
+        acc.cand("buffers", e * elements, "flat gradient of the gradient all-reduce")
+
+
+def model_params(acc: Ledger, ctx: MemoryContext, *, grad_allreduce: bool) -> None:
+    """Parameters of the whole model, held by every rank (block-row, SUMMA, serial)."""
+    tr, dims = ctx.trace, ctx.dims
+    if tr is not None:
+        params(acc, ctx, tr.nparams, tr.ntensors, grad_allreduce=grad_allreduce)
+        return
+    L = len(dims) - 1
+    params(acc, ctx, sum(fi * fo + (fo if ctx.bias else 0) for fi, fo in zip(dims[:-1], dims[1:])),
+           2 * L if ctx.bias else L, grad_allreduce=grad_allreduce)
+
+
+def gcn_rows_activations(acc: Ledger, ctx: MemoryContext, rows: int, rank: int) -> None:
+    """GCN on a block of ``rows`` whole rows (serial, block-row, SUMMA): what autograd keeps per layer (see
+    :class:`~gridgnn.parallel.base.RowBlockPlan`), the logits, the log-softmax of the labelled rows, the targets."""
+    dims, e, p = ctx.dims, ctx.e, ctx.dropout
+    L = len(dims) - 1
+    for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
+        if p > 0 or fo >= fi:  # the dropped input (H W first) or M̂ H (aggregate first) is a new saved tensor
+            acc.add("activations", rows * fi * e)
+        if p > 0 and l > 0:
+            acc.add("activations", rows * fi * DROPOUT_MASK_BYTES_PER_ELEMENT)  # the boolean dropout mask
+        if l < L - 1:
+            acc.add("activations", rows * fo * e)  # ReLU output
+    m = train_rows_at(ctx.train_rows, rank, rows)
+    acc.add("activations", rows * dims[-1] * e + m * dims[-1] * e + 8 * m)  # logits, log-softmax, targets
+
+
+def rows_model(acc: Ledger, ctx: MemoryContext, rank: int, rows: int, edges, graph_of=None) -> None:
+    """Activations and workspace of any model on a block of ``rows`` whole rows whose layer ``l`` has
+    ``edges(l)`` local edges (block-row, SUMMA): the trace scaled to the block (``graph_of`` as for
+    :func:`traced`), or GCN's exact tensors and backward temporaries."""
+    if ctx.trace is not None:
+        traced(acc, ctx, rank, lambda lay, l, cols: rows * cols, edges, rows, ctx.dims[-1], graph_of=graph_of)
+        return
+    gcn_rows_activations(acc, ctx, rows, rank)
+    for l, (cols, w, heads, fi) in enumerate(ctx.layers):
+        acc.cand("workspace", rows * (cols + ctx.dims[l + 1] + w) * ctx.e, f"layer {l} backward temporaries")
+        dropout_hash(acc, ctx, l, rows * fi)
