@@ -101,8 +101,8 @@ class BlockRowGraph(SourceKeys, DistGraph):
         self.pattern = Pattern.from_scipy(local, device=device)
         self.nnz = self.pattern.nnz
         self.gcn_values = torch.from_numpy(local.data.astype(np.float64)).to(dtype).to(device)
-        row = np.repeat(np.arange(local.shape[0], dtype=np.int64), np.diff(local.indptr))
-        self._edge_ids = (rows.perm[int(b[self.me]) + row], rows.perm[local.indices.astype(np.int64)])
+        self._edge_ids = None  # built on first use (edge-keyed randomness, edge features): edge_ids()
+        self._order, self._row0 = rows.perm, int(b[self.me])
         if sparsity_aware:
             self._setup_sparsity_aware(local, col_block)
         replicas = 1 if reduce_axis is None or comm is None else comm.grid.size(reduce_axis)
@@ -139,11 +139,19 @@ class BlockRowGraph(SourceKeys, DistGraph):
                 tensors.append(eidx)
         for pat in pats:
             tensors += pat.index_tensors()
-        return [t for t in tensors if t is not None], list(self._edge_ids)
+        return [t for t in tensors if t is not None], list(self._edge_ids or ())
 
+    @property
+    def edge_ids_built(self) -> bool:
+        """Whether :meth:`edge_ids` was asked (a trace tells the memory model whether a model holds them)."""
+        return self._edge_ids is not None
 
     def edge_ids(self) -> tuple[np.ndarray, np.ndarray]:
-        """Original (destination, source) vertex ids of the local edges, in edge order."""
+        """Original (destination, source) vertex ids of the local edges, in edge order (built on first use and
+        kept: a model that never asks, such as GCN, holds no ``2 × 8`` bytes per edge for them)."""
+        if self._edge_ids is None:
+            pat = self.pattern
+            self._edge_ids = (self._order[self._row0 + pat.row.cpu().numpy()], self._order[pat.col.cpu().numpy()])
         return self._edge_ids
 
     # ------------------------------------------------------------------ sparsity-aware set-up
@@ -762,13 +770,13 @@ class BlockRowFamily(Family):
 
 
 def _graph_memory(acc: Ledger, e: int, *, rows: int, nnz: float, stages, single_block: bool = False,
-                  send: float = 0.0) -> None:
+                  send: float = 0.0, ids: bool = False) -> None:
     """What a :class:`BlockRowGraph` keeps: the local pattern (row pointer, column and row of each edge), the GCN
-    values, the edge ids (host); then per stage ``(n_q, nnz_q)`` a pattern with its transpose (and the stage's edge
+    values, the edge ids (host; ``ids``: where the model asks for them); then per stage ``(n_q, nnz_q)`` a pattern with its transpose (and the stage's edge
     positions unless it holds every local edge) — one block reuses the local pattern. Sparsity-aware, the stages
     are the block's own rows and the remote halo, plus the send lists."""
     acc.add("adjacency", 8 * (rows + 1) + (16 + e) * nnz)
-    acc.add("adjacency", 16 * nnz, "host")
+    acc.add("adjacency", 16 * nnz * ids, "host")
     acc.add("adjacency", 8 * send)
     if not len(stages):
         return
@@ -785,7 +793,7 @@ def _serial_memory(ctx) -> dict:
     n, dims, e = ctx.n, ctx.dims, ctx.e
     nnz_hat = ctx.pats["rc"].total
     acc = Ledger()
-    _graph_memory(acc, e, rows=n, nnz=nnz_hat, stages=[(n, nnz_hat)], single_block=True)
+    _graph_memory(acc, e, rows=n, nnz=nnz_hat, stages=[(n, nnz_hat)], single_block=True, ids=ctx.edge_ids)
     acc.add("features", n * dims[0] * e + 11 * n)
     model_params(acc, ctx, grad_allreduce=False)
     if ctx.trace is not None:
@@ -837,10 +845,10 @@ def _rowblock_memory(family, spec, ctx, shape, row_bounds, ranks) -> dict:
             send, recv = float(sum(halo.send)), float(sum(halo.recv))
             own = float(z[i, i]) if mine else 0.0
             parts = ([(ni, own)] if mine else []) + ([(recv, zrow - own)] if any(q != i for q in stages) else [])
-            _graph_memory(acc, e, rows=ni, nnz=zrow, stages=parts, send=send)
+            _graph_memory(acc, e, rows=ni, nnz=zrow, stages=parts, send=send, ids=ctx.edge_ids)
         else:
             per_stage = [zrow] if rank_nnz is not None else z[i, staged]
-            _graph_memory(acc, e, rows=ni, nnz=zrow, single_block=nb == 1,
+            _graph_memory(acc, e, rows=ni, nnz=zrow, single_block=nb == 1, ids=ctx.edge_ids,
                           stages=np.stack([sizes[staged], per_stage], axis=1))
         acc.add("features", ni * dims[0] * e + 11 * ni)
         model_params(acc, ctx, grad_allreduce=nb > 1)

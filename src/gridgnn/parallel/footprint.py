@@ -40,7 +40,8 @@ class MemoryContext:
         layers: per layer ``(columns, fetched, heads, consumed)`` (:func:`layers_of`).
         overlap: ``--overlap`` (two transfers in flight); hash_bytes: host bytes per element the dropout hash
             allocates; kept: 1 with ``--keep best``'s copy of the parameters; moments: the optimizer's state tensors
-            per parameter; counters: it keeps float32 step counters.
+            per parameter; counters: it keeps float32 step counters; edge_ids: the model asks for the edges'
+            original ids (:attr:`~gridgnn.parallel.trace.Trace.edge_ids`), which a graph then keeps (host).
     """
 
     n: int
@@ -64,6 +65,7 @@ class MemoryContext:
     kept: int
     moments: int
     counters: bool
+    edge_ids: bool = False
 
 
 class Ledger:

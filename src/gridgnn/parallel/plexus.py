@@ -193,9 +193,18 @@ class _Shard:
         self.pattern = Pattern.from_scipy(m, device=plan.device, transpose=True)
         self.nnz = self.pattern.nnz
         self.gcn_values = torch.from_numpy(m.data.astype(np.float64)).to(plan.dtype).to(plan.device)
-        order_out, order_in = (src.perm_r, src.perm_c) if version == "rc" else (src.perm_c, src.perm_r)
-        p = self.pattern
-        self.edge_ids = (order_out[p.row.cpu().numpy() + rows[0]], order_in[p.col.cpu().numpy() + cols[0]])
+        self._orders = (src.perm_r, src.perm_c) if version == "rc" else (src.perm_c, src.perm_r)
+        self._origin = (rows[0], cols[0])
+        self._edge_ids = None
+
+    @property
+    def edge_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """Original (destination, source) ids of the shard's edges (built on first use and kept: a model that never
+        asks, such as GCN, holds none)."""
+        if self._edge_ids is None:
+            (order_out, order_in), (r0, c0), p = self._orders, self._origin, self.pattern
+            self._edge_ids = (order_out[p.row.cpu().numpy() + r0], order_in[p.col.cpu().numpy() + c0])
+        return self._edge_ids
 
 
 class PlexusGraph(SourceKeys, DistGraph):
@@ -232,7 +241,7 @@ class PlexusGraph(SourceKeys, DistGraph):
         tensors = self.pattern.index_tensors() + [self.gcn_values]
         if self._dst is not None:
             tensors += [self._dst[0], self._dst[1]]
-        return tensors, list(self.shard.edge_ids)
+        return tensors, list(self.shard._edge_ids or ())
 
     def program(self, name: str, width: int, heads: int, *inputs) -> Program:
         """The :func:`program` of a call of ``name`` on this layer (``width``: the full width of the node tensor it
@@ -1091,7 +1100,7 @@ def _plexus_shards(ctx, acc: Ledger, layouts, vb, count, me) -> tuple[dict, floa
             rows_t, rows_r = block_range(vb[gr.third], me[gr.third]), block_range(vb[gr.rows], me[gr.rows])
             shards[key] = z = count(key[2], rows_t, rows_r)
             acc.add("adjacency", 8 * (rows_t[1] - rows_t[0] + 1) + 8 * (rows_r[1] - rows_r[0] + 1) + (32 + ctx.e) * z)
-            acc.add("adjacency", 16 * z, "host")
+            acc.add("adjacency", 16 * z * ctx.edge_ids, "host")  # edge ids, where the model asks for them
             largest = max(largest, z)
         shards[l] = shards[key]
     return shards, largest

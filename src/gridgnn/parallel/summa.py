@@ -156,7 +156,7 @@ class SummaGraph(DistGraph):
         self.nrow = r1 - r0
         self.b0 = geo.block(i, k)[0]
         self.panels = geo.panels[k]
-        self.owned, values, rows, cols, off = {}, [], [], [], 0
+        self.owned, values, off = {}, [], 0
         order_out, order_in = plan.orders(version)
         for p, (v0, v1, _, jo) in enumerate(self.panels):
             if jo != plan.j:
@@ -167,17 +167,14 @@ class SummaGraph(DistGraph):
             idx = torch.cat([pat.crow, pat.col])
             self.owned[p] = (pat, off, idx)
             values.append(m.data.astype(np.float64))
-            rows.append(pat.row.cpu().numpy() + r0)
-            cols.append(pat.col.cpu().numpy() + v0)
             off += pat.nnz
         self.nnz = off
         self.gcn_values = torch.from_numpy(np.concatenate(values) if values else np.zeros(0)).to(plan.dtype)
         self.gcn_values = self.gcn_values.to(plan.device)
         self.edge_row = torch.cat([pat.row for pat, _, _ in self.owned.values()]) if self.owned else \
             torch.zeros(0, dtype=torch.int64, device=plan.device)
-        r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-        c = np.concatenate(cols) if cols else np.zeros(0, np.int64)
-        self._edge_ids = (order_out[r], order_in[c])
+        self._edge_ids = None  # built on first use: edge_ids()
+        self._orders, self._r0 = (order_out, order_in), r0
         self._order_in = order_in
         with comm.phase("setup"):
             allnnz = comm.all_gather_json({p: v[0].nnz for p, v in self.owned.items()}, plan.col_axis)
@@ -186,7 +183,15 @@ class SummaGraph(DistGraph):
                                          [self.panel_nnz[p] for p in range(len(self.panels))])
 
     def edge_ids(self) -> tuple[np.ndarray, np.ndarray]:
-        """Original (destination, source) vertex ids of the local edges, in edge order."""
+        """Original (destination, source) vertex ids of the local edges, in edge order (the owned panels in
+        order; built on first use and kept: a model that never asks, such as GCN, holds none)."""
+        if self._edge_ids is None:
+            (order_out, order_in), r0 = self._orders, self._r0
+            rows = [pat.row.cpu().numpy() + r0 for pat, _, _ in self.owned.values()]
+            cols = [pat.col.cpu().numpy() + self.panels[p][0] for p, (pat, _, _) in self.owned.items()]
+            r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+            c = np.concatenate(cols) if cols else np.zeros(0, np.int64)
+            self._edge_ids = (order_out[r], order_in[c])
         return self._edge_ids
 
     def held(self) -> tuple[list, list]:
@@ -194,7 +199,7 @@ class SummaGraph(DistGraph):
         tensors = [self.gcn_values, self.edge_row]
         for pat, _, idx in self.owned.values():
             tensors += pat.index_tensors() + [idx]
-        return tensors, list(self._edge_ids)
+        return tensors, list(self._edge_ids or ())
 
     # ------------------------------------------------------------------ communication helpers
     def _panel(self, p: int, values: torch.Tensor | None, *more: torch.Tensor | None):
@@ -789,7 +794,7 @@ def _summa_memory(spec, ctx, shape, ranks) -> dict:
             owned = float(z.sum())
             largest = max(largest, float(z.max(initial=0)))
             acc.add("adjacency", (e + 8) * owned)  # GCN values and the row of every local edge
-            acc.add("adjacency", 16 * owned, "host")  # edge ids
+            acc.add("adjacency", 16 * owned * ctx.edge_ids, "host")  # edge ids, where the model asks for them
             owned_by[v] = owned
         acc.add("features", nbk * dims[0] * e + 11 * nbk)
         model_params(acc, ctx, grad_allreduce=pr * zf > 1)

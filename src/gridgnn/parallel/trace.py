@@ -86,6 +86,7 @@ class Trace:
     edge_dim: int = 0  # width of the edge features the model reads (its ``edge_dim``; 0: none)
     relations: int = 0  # relation types the model reads (its ``num_relations``; 0: none)
     param_sizes: tuple = ()  # elements of each trained parameter tensor, in model order (the gradient buckets)
+    edge_ids: bool = False  # the model asked for the edges' original ids (keyed edge randomness, edge data)
 
 
 # ---------------------------------------------------------------------------------------------------- raw ops
@@ -629,7 +630,7 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
     axes, grad_calls = tracer.finish(model)
     params = list(model.parameters())
     return Trace(plan.calls + grad_calls, sum(p.numel() for p in params), axes, saved, len(params), edge_dim,
-                 relations, tuple(p.numel() for p in params if p.requires_grad))
+                 relations, tuple(p.numel() for p in params if p.requires_grad), plan._plan.dgraph.edge_ids_built)
 
 
 class _SavedLog:

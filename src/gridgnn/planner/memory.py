@@ -19,7 +19,9 @@ A rank's peak is the sum of eight components (bytes; :math:`e` = bytes per eleme
                 block-row engines): :math:`\iota(r+1) + (\iota+8)\,z`; SUMMA panel:
                 :math:`8(r+1+z) + e\,z`. A directed graph (and any double permutation of 2D/3D) keeps the
                 transposed blocks too; a Plexus shard :math:`A[V^t, V^r]` keeps its pattern with the
-                transposed order, :math:`8(n_t+1) + 8(n_r+1) + (32+e)\,z`, and the edge ids (host)
+                transposed order, :math:`8(n_t+1) + 8(n_r+1) + (32+e)\,z`. Every family: the edges' original
+                ids, :math:`16z` of host memory, only for a model that asks for them (keyed edge dropout, edge
+                features, the selecting semirings; :attr:`~gridgnn.parallel.trace.Trace.edge_ids`)
 ``features``    the layer-0 input block :math:`r_0 c_0 e` + labels and masks of the logits rows ``11 r_L``
 ``parameters``  this rank's weights and biases, their gradients and the optimizer's state (Adam's two moments:
                 ``4 e × elements`` in all; SGD's momentum: 3, plain SGD: 2) + Adam's step counters (4 bytes per tensor)
@@ -358,7 +360,8 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
                         dropout=float(dropout), bias=bool(bias), train_rows=train_rows, idx=_index_bytes(n, nnz_hat),
                         block_rows=int(block_rows), src=src_kind, dev=dev, versions=versions, trace=trace,
                         layers=layers_of(dims, trace), overlap=bool(overlap), hash_bytes=dropout_hash_bytes_per_element(),
-                        kept=int(bool(keep_best)), moments=int(optimizer_state[0]), counters=bool(optimizer_state[1]))
+                        kept=int(bool(keep_best)), moments=int(optimizer_state[0]), counters=bool(optimizer_state[1]),
+                        edge_ids=bool(getattr(trace, "edge_ids", False)))
     which = range(world) if ranks is None else [int(r) for r in ranks]
     for r in which:
         if not 0 <= r < world:
