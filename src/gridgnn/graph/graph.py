@@ -514,21 +514,44 @@ def gcn_normalize(graph: Graph) -> sp.csr_matrix:
         ``float64`` CSR matrix (n × n) with sorted indices.
     """
     require_nonnegative_weights(graph)
-    mat = graph.csr()
-    rows = np.repeat(np.arange(graph.n), np.diff(mat.indptr))
-    has_loop = np.zeros(graph.n, dtype=bool)
-    has_loop[rows[mat.indices == rows]] = True
+    mat = with_self_loops(graph.csr(), 0)
+    return scale_rows(mat, 0, inverse_sqrt_degrees(mat))
+
+
+def with_self_loops(rows: sp.csr_matrix, lo: int) -> sp.csr_matrix:
+    r"""Rows ``lo, lo+1, …`` of :math:`M + I` as :func:`gcn_normalize` forms it (``rows``: those rows of :math:`M`,
+    all ``n`` columns): existing self-loops keep their weight, missing ones get 1. Row by row the same arithmetic
+    as on the whole matrix, so a matrix processed a band of rows at a time (``gridgnn shard`` streaming) gets the
+    same bits."""
+    h, n = rows.shape
+    rows = sp.csr_matrix(rows)
+    row = lo + np.repeat(np.arange(h), np.diff(rows.indptr))
+    has_loop = np.zeros(h, dtype=bool)
+    has_loop[row[rows.indices == row] - lo] = True
     add = np.where(has_loop, 0.0, 1.0)  # existing self-loops keep their weight, missing ones get 1
-    mat = (mat + sp.diags(add, format="csr")).tocsr()
-    deg = np.asarray(mat.sum(axis=1)).reshape(-1)
+    diag = sp.csr_matrix((add, lo + np.arange(h), np.arange(h + 1)), shape=(h, n))
+    return (rows + diag).tocsr()
+
+
+def inverse_sqrt_degrees(rows: sp.csr_matrix) -> np.ndarray:
+    r""":math:`D^{-1/2}` of rows of :math:`M + I` (:func:`with_self_loops`): each row's weighted degree to the power
+    :math:`-1/2`, 0 for a row of degree 0."""
+    deg = np.asarray(rows.sum(axis=1)).reshape(-1)
     dinv = np.zeros_like(deg)
     pos = deg > 0
     dinv[pos] = deg[pos] ** -0.5
+    return dinv
+
+
+def scale_rows(rows: sp.csr_matrix, lo: int, dinv: np.ndarray) -> sp.csr_matrix:
+    r"""Rows ``lo, …`` of :math:`D^{-1/2}(M + I)D^{-1/2}` from those rows of :math:`M + I` and every vertex's
+    :math:`D^{-1/2}` (``dinv``, length ``n``)."""
+    h = rows.shape[0]
     # D^-1/2 (M + I) D^-1/2 entry by entry, (d_i · m_ij) · d_j as the product with the diagonals rounds it; an
     # entry that becomes zero (a zero-weight loop on an isolated vertex) is dropped, as that product drops it
-    rows = np.repeat(np.arange(graph.n), np.diff(mat.indptr))
-    out = sp.csr_matrix(((dinv[rows] * mat.data) * dinv[mat.indices], mat.indices.copy(), mat.indptr.copy()),
-                        shape=mat.shape)
+    row = lo + np.repeat(np.arange(h), np.diff(rows.indptr))
+    out = sp.csr_matrix(((dinv[row] * rows.data) * dinv[rows.indices], rows.indices.copy(), rows.indptr.copy()),
+                        shape=rows.shape)
     out.eliminate_zeros()
     out.sort_indices()
     return out

@@ -66,9 +66,14 @@ def degree_features(indptr: np.ndarray, indices: np.ndarray, n: int) -> np.ndarr
         counts the stored entries of row ``i`` (edges ``j → i``) and the out-degree of ``j`` counts the entries
         of column ``j``.
     """
-    indeg = np.diff(np.asarray(indptr, dtype=np.int64)).astype(np.float64)
-    outdeg = np.bincount(np.asarray(indices, dtype=np.int64), minlength=n).astype(np.float64)
-    return np.stack([np.ones(n), np.log1p(indeg), np.log1p(outdeg)], axis=1).astype(np.float32)
+    return degree_columns(np.diff(np.asarray(indptr, dtype=np.int64)),
+                          np.bincount(np.asarray(indices, dtype=np.int64), minlength=n))
+
+
+def degree_columns(indeg: np.ndarray, outdeg: np.ndarray) -> np.ndarray:
+    """:func:`degree_features` from each vertex's in-degree and out-degree (counts of stored entries)."""
+    indeg, outdeg = indeg.astype(np.float64), outdeg.astype(np.float64)
+    return np.stack([np.ones(indeg.size), np.log1p(indeg), np.log1p(outdeg)], axis=1).astype(np.float32)
 
 
 def default_split(n: int, y: np.ndarray | None, seed: int = 0,
@@ -410,10 +415,7 @@ def _vertex_count(p, ids: np.ndarray, linenos, *, num_nodes, relabel: bool, entr
     ``ids`` are the 0-based ids of the file, ``int64[E, 2]``; ``header_n`` is the count a file header declares
     (Matrix Market, whose indices are already checked against it), ``None`` when ``n`` comes from the largest id.
     """
-    if relabel and num_nodes is not None:
-        raise GridGnnError(f"{p}: give either num_nodes= or relabel=1, not both")
-    if num_nodes is not None and (isinstance(num_nodes, bool) or int(num_nodes) != num_nodes or num_nodes <= 0):
-        raise GridGnnError(f"{p}: num_nodes must be a positive integer, got {short(num_nodes)}")
+    check_count_options(p, num_nodes, relabel)
     if relabel:
         uniq, inv = np.unique(ids, return_inverse=True)
         return int(uniq.size), inv.reshape(ids.shape).astype(np.int64), uniq.astype(np.int64)
@@ -425,25 +427,144 @@ def _vertex_count(p, ids: np.ndarray, linenos, *, num_nodes, relabel: bool, entr
             check_plausible_vertex_count(n, entries, str(p), confirm=f"?num_nodes={n} or ?relabel=1")
         check_vertex_count(n, str(p))
         return n, ids, None
-    top = int(ids.max()) if ids.size else -1
     if num_nodes is not None:
         n = int(num_nodes)
         check_vertex_count(n, f"{p}: num_nodes={n}")
-        if top >= n:
-            k = int(np.flatnonzero((ids >= n).any(axis=1))[0])
-            raise GridGnnError(f"{p}: line {linenos[k]}: vertex id {int(ids[k].max())} out of range for {n} "
-                               f"vertices (valid 0..{n - 1})")
+        out_of_range(p, ids, linenos, n)
         return n, ids, None
+    return count_from_largest(p, int(ids.max()) if ids.size else -1, entries), ids, None
+
+
+def check_count_options(p, num_nodes, relabel: bool) -> None:
+    """``num_nodes=`` and ``relabel=`` as the vertex-count rules accept them."""
+    if relabel and num_nodes is not None:
+        raise GridGnnError(f"{p}: give either num_nodes= or relabel=1, not both")
+    if num_nodes is not None and (isinstance(num_nodes, bool) or int(num_nodes) != num_nodes or num_nodes <= 0):
+        raise GridGnnError(f"{p}: num_nodes must be a positive integer, got {short(num_nodes)}")
+
+
+def out_of_range(p, ids: np.ndarray, linenos, n: int) -> None:
+    """Refuse the first edge (in file order) whose id is not below ``n``, naming its line."""
+    if ids.size and int(ids.max()) >= n:
+        k = int(np.flatnonzero((ids >= n).any(axis=1))[0])
+        raise GridGnnError(f"{p}: line {linenos[k]}: vertex id {int(ids[k].max())} out of range for {n} "
+                           f"vertices (valid 0..{n - 1})")
+
+
+def count_from_largest(p, top: int, entries: int) -> int:
+    """``n = largest id + 1`` of a file of ``entries`` edges, under the plausibility rule and the memory ceiling."""
     if top >= MAX_ID:
         raise GridGnnError(f"{p}: vertex id {top} leaves no room for a 64-bit vertex count; pass ?relabel=1")
     n = top + 1
     check_plausible_vertex_count(n, entries, str(p), confirm="?num_nodes=N (ids must be below N) or ?relabel=1 "
                                                              "(ids compacted to 0..k-1)")
     check_vertex_count(n, str(p))
-    return n, ids, None
+    return n
 
 
 # ---------------------------------------------------------------------------------------------- edge list
+def _text_pieces(p: Path, chunk_bytes: int | None):
+    """``(text, first line number)`` of the file in pieces that end at a line end (``chunk_bytes``: about that many
+    bytes each; ``None``: the whole file at once), decoded as UTF-8 (a bad byte is named by its offset in the file)."""
+    try:
+        fh = open(p, "rb")
+    except OSError as e:
+        raise GridGnnError(f"{p}: cannot read file: {e.strerror or e}") from None
+    with fh:
+        offset, lineno, rest = 0, 1, b""
+        while True:
+            try:
+                block = fh.read(-1 if chunk_bytes is None else chunk_bytes)
+            except OSError as e:
+                raise GridGnnError(f"{p}: cannot read file: {e.strerror or e}") from None
+            raw = rest + block
+            # whole (no chunk size, or the end of the file): everything left; else up to the last line end
+            cut = len(raw) if chunk_bytes is None or not block else raw.rfind(b"\n") + 1
+            if cut == 0 and block:
+                rest = raw  # no line end yet: read on
+                continue
+            piece, rest = raw[:cut], raw[cut:]
+            try:
+                text = piece.decode("utf-8")
+            except UnicodeDecodeError as e:
+                bad = offset + e.start
+                raise GridGnnError(f"{p}: not UTF-8 text (byte {bad} is {piece[e.start:e.start + 1]!r}); an edge "
+                                   f"list is a text file") from None
+            if text:
+                lines = text.splitlines()
+                yield lines, lineno
+                lineno += len(lines)
+            offset += len(piece)
+            if not block:
+                return
+
+
+def edgelist_chunks(path, *, edge_features: bool = False, chunk_bytes: int | None = None):
+    r"""The edges of a text edge list (:func:`load_edgelist`'s format and checks), parsed a piece of the file at a
+    time: yields ``(ids, weights, attr, linenos)`` — ``int64[E, 2]`` ``(src, dst)`` ids as in the file (checked
+    non-negative), ``float64[E]`` weights (a third column) or ``None``, ``float64[E, d]`` edge features (with
+    ``edge_features``) or ``None``, and each edge's line number. ``chunk_bytes``: about that many bytes of text per
+    piece (``None``: the whole file as one). Every piece has the first edge line's column count."""
+    p = Path(path)
+    ncols = first = None
+    for lines, start in _text_pieces(p, chunk_bytes):
+        rows: list[list[str]] = []
+        linenos: list[int] = []
+        for lineno, line in enumerate(lines, start=start):
+            s = line.strip()
+            if not s or s[0] in "#%":
+                continue
+            toks = s.replace(",", " ").split()
+            if first is None and not rows and not any(_is_number(t) for t in toks):
+                continue  # header line
+            rows.append(toks)
+            linenos.append(lineno)
+        del lines
+        if not rows:
+            continue
+        if ncols is None:
+            ncols, first = len(rows[0]), linenos[0]
+            if edge_features and ncols < 3:
+                raise GridGnnError(f"{p}: line {first}: expected src dst and at least one edge feature "
+                                   f"(edge_features=1), found {ncols} columns")
+            if not edge_features and ncols not in (2, 3):
+                raise GridGnnError(f"{p}: line {first}: expected 2 or 3 columns (src dst [weight]), found {ncols}"
+                                   + (" (edge features in the later columns: edge_features=1)" if ncols > 3 else ""))
+        lens = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+        bad = np.flatnonzero(lens != ncols)
+        if bad.size:
+            k = int(bad[0])
+            raise GridGnnError(f"{p}: line {linenos[k]}: expected {ncols} columns (as on line {first}), "
+                               f"found {len(rows[k])}")
+        ids = np.empty((len(rows), 2), dtype=np.int64)
+        for c in (0, 1):
+            ids[:, c] = _int_column(p, [r[c] for r in rows], linenos, "vertex id")
+        neg = np.flatnonzero((ids < 0).any(axis=1))
+        if neg.size:
+            k = int(neg[0])
+            raise GridGnnError(f"{p}: line {linenos[k]}: negative vertex id {int(ids[k].min())} (ids are 0-based)")
+        weights = attr = None
+        if edge_features:
+            try:
+                attr = np.array([r[2:] for r in rows], dtype=np.float64)
+            except (ValueError, OverflowError, TypeError):
+                k = next(i for i, r in enumerate(rows) if not all(_is_number(t) for t in r[2:]))
+                raise GridGnnError(f"{p}: line {linenos[k]}: an edge feature is not a number") from None
+        elif ncols == 3:
+            col = [r[2] for r in rows]
+            try:
+                weights = np.array(col, dtype=np.float64)
+            except (ValueError, OverflowError, TypeError):
+                k = next((i for i, t in enumerate(col) if not _is_number(t)), 0)
+                raise GridGnnError(f"{p}: line {linenos[k]}: weight {short(col[k])} is not a number") from None
+            nonfin = np.flatnonzero(~np.isfinite(weights))
+            if nonfin.size:
+                k = int(nonfin[0])
+                raise GridGnnError(f"{p}: line {linenos[k]}: weight {short(col[k])} is NaN or inf")
+        del rows
+        yield ids, weights, attr, linenos
+
+
 def load_edgelist(path, directed: bool | None = None, *, num_nodes: int | None = None, relabel: bool = False,
                   seed: int = 0, edge_features: bool = False) -> Graph:
     r"""Load a text edge list: one edge ``src dst`` or ``src dst weight`` per line (with ``edge_features``:
@@ -483,69 +604,10 @@ def load_edgelist(path, directed: bool | None = None, *, num_nodes: int | None =
             64-bit-overflowing id, an implausible or too large vertex count, a bad weight.
     """
     p = _check_file(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise GridGnnError(f"{p}: cannot read file: {e.strerror or e}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise GridGnnError(f"{p}: not UTF-8 text (byte {e.start} is {raw[e.start:e.start + 1]!r}); an edge list "
-                           f"is a text file") from None
-    del raw
-    rows: list[list[str]] = []
-    linenos: list[int] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        s = line.strip()
-        if not s or s[0] in "#%":
-            continue
-        toks = s.replace(",", " ").split()
-        if not rows and not any(_is_number(t) for t in toks):
-            continue  # header line
-        rows.append(toks)
-        linenos.append(lineno)
-    del text
-    if not rows:
+    chunks = list(edgelist_chunks(p, edge_features=edge_features))
+    if not chunks:
         raise GridGnnError(f"{p}: empty graph (no edges in the file)")
-    ncols = len(rows[0])
-    if edge_features and ncols < 3:
-        raise GridGnnError(f"{p}: line {linenos[0]}: expected src dst and at least one edge feature "
-                           f"(edge_features=1), found {ncols} columns")
-    if not edge_features and ncols not in (2, 3):
-        raise GridGnnError(f"{p}: line {linenos[0]}: expected 2 or 3 columns (src dst [weight]), found {ncols}"
-                           + (" (edge features in the later columns: edge_features=1)" if ncols > 3 else ""))
-    lens = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
-    bad = np.flatnonzero(lens != ncols)
-    if bad.size:
-        k = int(bad[0])
-        raise GridGnnError(f"{p}: line {linenos[k]}: expected {ncols} columns (as on line {linenos[0]}), "
-                           f"found {len(rows[k])}")
-    ids = np.empty((len(rows), 2), dtype=np.int64)
-    for c in (0, 1):
-        ids[:, c] = _int_column(p, [r[c] for r in rows], linenos, "vertex id")
-    neg = np.flatnonzero((ids < 0).any(axis=1))
-    if neg.size:
-        k = int(neg[0])
-        raise GridGnnError(f"{p}: line {linenos[k]}: negative vertex id {int(ids[k].min())} (ids are 0-based)")
-    weights = attr = None
-    if edge_features:
-        try:
-            attr = np.array([r[2:] for r in rows], dtype=np.float64)
-        except (ValueError, OverflowError, TypeError):
-            k = next(i for i, r in enumerate(rows) if not all(_is_number(t) for t in r[2:]))
-            raise GridGnnError(f"{p}: line {linenos[k]}: an edge feature is not a number") from None
-    elif ncols == 3:
-        col = [r[2] for r in rows]
-        try:
-            weights = np.array(col, dtype=np.float64)
-        except (ValueError, OverflowError, TypeError):
-            k = next((i for i, t in enumerate(col) if not _is_number(t)), 0)
-            raise GridGnnError(f"{p}: line {linenos[k]}: weight {short(col[k])} is not a number") from None
-        nonfin = np.flatnonzero(~np.isfinite(weights))
-        if nonfin.size:
-            k = int(nonfin[0])
-            raise GridGnnError(f"{p}: line {linenos[k]}: weight {short(col[k])} is NaN or inf")
-    del rows
+    ((ids, weights, attr, linenos),) = chunks  # the whole file is one chunk
     n, ids, original = _vertex_count(p, ids, linenos, num_nodes=num_nodes, relabel=relabel, entries=len(ids))
     try:
         g = Graph.from_edges(ids[:, 0], ids[:, 1], n, weights=weights, directed=directed, name=p.stem,

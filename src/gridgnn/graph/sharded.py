@@ -138,37 +138,54 @@ def _block_name(version: str, a: int, b: int) -> str:
     return f"{version}/block_{a:03d}_{b:03d}.npz"
 
 
-def _write_version(mat: sp.csr_matrix, out: Path, version: str, rb: np.ndarray, cb: np.ndarray) -> list:
-    """Cut ``mat`` into blocks and write them; returns the R×C list of file names."""
+def block_index_dtype(cb: np.ndarray):
+    """The dtype of a block's column indices: int32 while every column block is narrower than :math:`2^{31}`."""
+    return np.int32 if int(np.diff(cb).max()) < 2 ** 31 else np.int64
+
+
+def write_band(band: sp.csr_matrix, out: Path, version: str, a: int, cb: np.ndarray) -> tuple[list, list]:
+    """Cut the row band ``a`` of a permuted matrix version (its rows, every column; CSR with sorted indices) into
+    its column blocks and write them; returns the C file names and their nonzero counts."""
+    rows = band.shape[0]
+    C = cb.size - 1
+    idx_dtype = block_index_dtype(cb)
+    local_row = np.repeat(np.arange(rows, dtype=np.int64), np.diff(band.indptr))
+    blk = np.searchsorted(cb, band.indices, side="right") - 1
+    # stable: inside each (block, row) the columns stay sorted
+    order = np.argsort(blk * rows + local_row, kind="stable")
+    blk_sorted = blk[order]
+    row_sorted = local_row[order]
+    col_sorted = band.indices[order]
+    data_sorted = band.data[order]
+    edges = np.searchsorted(blk_sorted, np.arange(C + 1), side="left")
+    names, counts = [], []
+    for b in range(C):
+        s, e = int(edges[b]), int(edges[b + 1])
+        nrow = np.bincount(row_sorted[s:e], minlength=rows)
+        indptr = np.concatenate([[0], np.cumsum(nrow)]).astype(np.int64)
+        names.append(write_block(out, version, a, b, indptr, (col_sorted[s:e] - cb[b]).astype(idx_dtype),
+                                 data_sorted[s:e], rows, int(cb[b + 1] - cb[b])))
+        counts.append(e - s)
+    return names, counts
+
+
+def write_block(out: Path, version: str, a: int, b: int, indptr, indices, data, rows: int, cols: int) -> str:
+    """Block ``(a, b)`` of a matrix version as its ``.npz`` (CSR: block-local sorted columns); returns its name."""
+    name = _block_name(version, a, b)
+    np.savez(out / name, indptr=np.asarray(indptr, np.int64), indices=indices, data=np.asarray(data, np.float64),
+             shape=np.array([rows, cols], dtype=np.int64))
+    return name
+
+
+def _write_version(mat: sp.csr_matrix, out: Path, version: str, rb: np.ndarray, cb: np.ndarray) -> tuple:
+    """Cut ``mat`` into blocks and write them; returns the R×C list of file names and the ``int64[R, C]`` counts."""
     (out / version).mkdir(parents=True, exist_ok=True)
-    R, C = rb.size - 1, cb.size - 1
-    names = []
-    idx_dtype = np.int32 if int(np.diff(cb).max()) < 2 ** 31 else np.int64
-    for a in range(R):
-        r0, r1 = int(rb[a]), int(rb[a + 1])
-        band = mat[r0:r1]
-        rows = r1 - r0
-        local_row = np.repeat(np.arange(rows, dtype=np.int64), np.diff(band.indptr))
-        blk = np.searchsorted(cb, band.indices, side="right") - 1
-        # stable: inside each (block, row) the columns stay sorted
-        order = np.argsort(blk * rows + local_row, kind="stable")
-        blk_sorted = blk[order]
-        row_sorted = local_row[order]
-        col_sorted = band.indices[order]
-        data_sorted = band.data[order]
-        edges = np.searchsorted(blk_sorted, np.arange(C + 1), side="left")
-        row_names = []
-        for b in range(C):
-            s, e = int(edges[b]), int(edges[b + 1])
-            counts = np.bincount(row_sorted[s:e], minlength=rows)
-            indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-            name = _block_name(version, a, b)
-            np.savez(out / name, indptr=indptr, indices=(col_sorted[s:e] - cb[b]).astype(idx_dtype),
-                     data=data_sorted[s:e].astype(np.float64),
-                     shape=np.array([rows, int(cb[b + 1] - cb[b])], dtype=np.int64))
-            row_names.append(name)
+    names, counts = [], []
+    for a in range(rb.size - 1):
+        row_names, row_counts = write_band(mat[int(rb[a]):int(rb[a + 1])], out, version, a, cb)
         names.append(row_names)
-    return names
+        counts.append(row_counts)
+    return names, np.array(counts, dtype=np.int64).reshape(rb.size - 1, cb.size - 1)
 
 
 def _checksums(out: Path, files):
@@ -178,6 +195,39 @@ def _checksums(out: Path, files):
     if isinstance(files, list):
         return [_checksums(out, f) for f in files]
     return {k: _checksums(out, v) for k, v in files.items()}
+
+
+def _check_blocks(blocks, n: int) -> tuple[int, int]:
+    try:
+        R, C = (int(v) for v in blocks)
+    except (TypeError, ValueError):
+        raise GridGnnError(f"blocks must be a pair (R, C), got {blocks!r}") from None
+    if R < 1 or C < 1 or R > n or C > n:
+        raise GridGnnError(f"blocks {R}×{C} invalid for n={n}: each count must be in 1..n")
+    return R, C
+
+
+def _check_node_chunks(node_chunks, n: int, R: int, C: int) -> int:
+    if node_chunks is None:
+        node_chunks = max(1, min(R * C, math.ceil(n / 1024)))
+    if isinstance(node_chunks, bool) or int(node_chunks) != node_chunks or not 1 <= node_chunks <= n:
+        raise GridGnnError(f"node_chunks must be an integer in 1..n={n}, got {node_chunks!r}")
+    return int(node_chunks)
+
+
+def prepare_dir(out_dir) -> Path:
+    """The dataset folder, created, without a ``meta.json`` (a half-rewritten folder must not look complete)."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise GridGnnError(f"sharded output {out} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        stale = out / "meta.json"
+        if stale.exists():
+            stale.unlink()
+    except OSError as exc:
+        raise GridGnnError(f"cannot create sharded dataset directory {out}: {exc.strerror or exc}") from exc
+    return out
 
 
 def write_sharded(graph: Graph, out_dir, *, perm_r, perm_c, blocks=(8, 8), partition_name: str = "identity",
@@ -203,30 +253,12 @@ def write_sharded(graph: Graph, out_dir, *, perm_r, perm_c, blocks=(8, 8), parti
     if not isinstance(graph, Graph):
         raise GridGnnError(f"write_sharded needs a gridgnn Graph, got {type(graph).__name__}")
     n = graph.n
-    try:
-        R, C = (int(v) for v in blocks)
-    except (TypeError, ValueError):
-        raise GridGnnError(f"blocks must be a pair (R, C), got {blocks!r}") from None
-    if R < 1 or C < 1 or R > n or C > n:
-        raise GridGnnError(f"blocks {R}×{C} invalid for n={n}: each count must be in 1..n")
+    R, C = _check_blocks(blocks, n)
     perm_r = _check_perm(perm_r, n, "perm_r")
     perm_c = _check_perm(perm_c, n, "perm_c")
     same = bool(np.array_equal(perm_r, perm_c))
-    if node_chunks is None:
-        node_chunks = max(1, min(R * C, math.ceil(n / 1024)))
-    if isinstance(node_chunks, bool) or int(node_chunks) != node_chunks or not 1 <= node_chunks <= n:
-        raise GridGnnError(f"node_chunks must be an integer in 1..n={n}, got {node_chunks!r}")
-    node_chunks = int(node_chunks)
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise GridGnnError(f"sharded output {out} exists and is not a directory")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        stale = out / "meta.json"
-        if stale.exists():
-            stale.unlink()  # a half-rewritten directory must not look complete
-    except OSError as exc:
-        raise GridGnnError(f"cannot create sharded dataset directory {out}: {exc.strerror or exc}") from exc
+    node_chunks = _check_node_chunks(node_chunks, n, R, C)
+    out = prepare_dir(out_dir)
 
     mat = gcn_normalize(graph) if normalize else graph.csr()
     mat = sp.csr_matrix(mat)
@@ -237,25 +269,39 @@ def write_sharded(graph: Graph, out_dir, *, perm_r, perm_c, blocks=(8, 8), parti
                            "an undirected or unweighted graph cannot: is it marked undirected but not symmetric?")
     rb = _even_bounds(n, R)
     cb = _even_bounds(n, C)
-    np.save(out / "perm_r.npy", perm_r)
-    np.save(out / "perm_c.npy", perm_c)
-    files: dict = {"perm_r": "perm_r.npy", "perm_c": "perm_c.npy"}
+    files = write_perms(out, perm_r, perm_c)
     block_counts = {}
     for version, (pr, pc) in (("rc", (perm_r, perm_c)), ("cr", (perm_c, perm_r))):
         if version == "cr" and same:
             break
         pm = _permuted(mat, pr, pc)
-        files[version] = _write_version(pm, out, version, rb, cb)
+        files[version], block_counts[version] = _write_version(pm, out, version, rb, cb)
         del pm
-        block_counts[version] = _count_blocks(mat, pr, pc, rb, cb)
+    node_arrays, files["nodes"], nb = write_node_arrays(
+        out, {name: getattr(graph, name) for name in NODE_ARRAYS}, n, node_chunks)
+    meta = dataset_meta(
+        out, files, n=n, nnz=graph.nnz, matrix_nnz=mat.nnz, n_train=_labelled_train(graph),
+        num_features=graph.num_features, num_classes=graph.num_classes, directed=graph.directed,
+        normalized=normalize, rb=rb, cb=cb, method=partition_name, seed=seed, same=same, block_counts=block_counts,
+        nb=nb, node_arrays=node_arrays, weighted=graph.values is not None, name=graph.name, graph_meta=graph.meta)
+    return write_meta(out, meta)
 
-    # node arrays, chunked in original order
+
+def write_perms(out: Path, perm_r: np.ndarray, perm_c: np.ndarray) -> dict:
+    """The two permutation files; returns the ``files`` dict that names them."""
+    np.save(out / "perm_r.npy", perm_r)
+    np.save(out / "perm_c.npy", perm_c)
+    return {"perm_r": "perm_r.npy", "perm_c": "perm_c.npy"}
+
+
+def write_node_arrays(out: Path, arrays: dict, n: int, node_chunks: int) -> tuple[dict, dict, np.ndarray]:
+    """Node arrays (``{name: array or None}``, original vertex order) in ``node_chunks`` chunks; returns their
+    ``node_arrays`` (dtype and trailing shape), their file names and the chunk bounds."""
     nb = _even_bounds(n, node_chunks)
     (out / "nodes").mkdir(exist_ok=True)
-    node_arrays = {}
-    files["nodes"] = {}
+    node_arrays, names_of = {}, {}
     for name in NODE_ARRAYS:
-        arr = getattr(graph, name)
+        arr = arrays.get(name)
         if arr is None:
             continue
         arr = np.ascontiguousarray(arr)
@@ -265,27 +311,35 @@ def write_sharded(graph: Graph, out_dir, *, perm_r, perm_c, blocks=(8, 8), parti
             fname = f"nodes/{name}_{k:04d}.npy"
             np.save(out / fname, arr[nb[k]:nb[k + 1]])
             names.append(fname)
-        files["nodes"][name] = names
+        names_of[name] = names
+    return node_arrays, names_of, nb
 
+
+def dataset_meta(out: Path, files: dict, *, n: int, nnz: int, matrix_nnz: int, n_train: int, num_features: int,
+                 num_classes: int, directed: bool, normalized: bool, rb, cb, method: str, seed, same: bool,
+                 block_counts: dict, nb, node_arrays: dict, weighted: bool, name: str, graph_meta: dict) -> dict:
+    """The ``meta.json`` of a dataset whose files are written (their checksums are taken here)."""
     def ratio(c: np.ndarray) -> float:
         return float(c.max() / c.mean()) if c.mean() > 0 else 1.0
 
     allc = np.concatenate([c.reshape(-1) for c in block_counts.values()])
-    meta = dict(
-        format_version=FORMAT_VERSION, n=int(n), nnz=int(graph.nnz), matrix_nnz=int(mat.nnz),
-        n_train=_labelled_train(graph),
-        num_features=graph.num_features,
-        num_classes=graph.num_classes, directed=bool(graph.directed), normalized=bool(normalize),
-        blocks=[R, C], row_bounds=rb.tolist(), col_bounds=cb.tolist(), method=str(partition_name),
-        seed=seed, versions=["rc"] if same else ["rc", "cr"],
+    return dict(
+        format_version=FORMAT_VERSION, n=int(n), nnz=int(nnz), matrix_nnz=int(matrix_nnz), n_train=int(n_train),
+        num_features=int(num_features), num_classes=int(num_classes), directed=bool(directed),
+        normalized=bool(normalized), blocks=[rb.size - 1, cb.size - 1], row_bounds=rb.tolist(),
+        col_bounds=cb.tolist(), method=str(method), seed=seed, versions=["rc"] if same else ["rc", "cr"],
         nnz_max_over_mean=ratio(allc),
         nnz_max_over_mean_by_version={v: ratio(c) for v, c in block_counts.items()},
         block_nnz={v: c.tolist() for v, c in block_counts.items()},
         node_chunk_bounds=nb.tolist(), node_arrays=node_arrays, files=files,
-        checksums=_checksums(out, files), weighted=graph.values is not None,
-        name=graph.name, spec=graph.meta.get("spec"),
-        data_notes={k: graph.meta[k] for k in DATA_NOTES if isinstance(graph.meta.get(k), (str, int))},
+        checksums=_checksums(out, files), weighted=bool(weighted),
+        name=name, spec=graph_meta.get("spec"),
+        data_notes={k: graph_meta[k] for k in DATA_NOTES if isinstance(graph_meta.get(k), (str, int))},
     )
+
+
+def write_meta(out: Path, meta: dict) -> dict:
+    """``meta.json``, written last and atomically (a folder without it is no dataset)."""
     tmp = out / "meta.json.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(meta, fh, indent=1)
@@ -298,17 +352,6 @@ def _labelled_train(graph: Graph) -> int:
     if graph.train_mask is None or graph.y is None:
         return 0
     return int((np.asarray(graph.train_mask, bool) & (np.asarray(graph.y) >= 0)).sum())
-
-
-def _count_blocks(mat, pr, pc, rb, cb) -> np.ndarray:
-    n = mat.shape[0]
-    R, C = rb.size - 1, cb.size - 1
-    row_block = np.empty(n, dtype=np.int64)
-    row_block[pr] = np.searchsorted(rb, np.arange(n), side="right") - 1
-    col_block = np.empty(n, dtype=np.int64)
-    col_block[pc] = np.searchsorted(cb, np.arange(n), side="right") - 1
-    key = np.repeat(row_block * C, np.diff(mat.indptr)) + col_block[mat.indices]
-    return np.bincount(key, minlength=R * C).reshape(R, C).astype(np.int64)
 
 
 #: dtype kinds allowed for each node array, and its trailing shape rank

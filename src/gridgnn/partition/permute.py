@@ -318,8 +318,18 @@ def make_permutations(method: str, mat, row_blocks: int, col_blocks: int, seed: 
     Raises:
         GridGnnError: unknown method (listing the valid ones).
     """
-    mat = _csr(mat)
-    n = mat.shape[0]
+    if method == "balanced-perm":
+        return balanced_permutation(_csr(mat), row_blocks, col_blocks, seed)
+    return permutations_of_size(method, _csr(mat).shape[0], seed)
+
+
+#: the methods whose permutations depend on the vertex count and the seed alone (not on the matrix)
+SIZE_ONLY_METHODS = ("identity", "single-perm", "double-perm")
+
+
+def permutations_of_size(method: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`make_permutations` of a method of :data:`SIZE_ONLY_METHODS`, from the vertex count alone (what a
+    graph sharded in passes knows before it has read its matrix)."""
     if method == "identity":
         p = np.arange(n, dtype=np.int64)
         return p, p
@@ -328,8 +338,9 @@ def make_permutations(method: str, mat, row_blocks: int, col_blocks: int, seed: 
         return p, p
     if method == "double-perm":
         return double_permutation(n, seed)
-    if method == "balanced-perm":
-        return balanced_permutation(mat, row_blocks, col_blocks, seed)
+    if method in METHODS:
+        raise GridGnnError(f"the {method} permutation reads the matrix; with the graph sharded in passes use one "
+                           f"of {', '.join(SIZE_ONLY_METHODS)}")
     raise GridGnnError(f"unknown permutation method {method!r}; valid: {', '.join(METHODS)}")
 
 
