@@ -1,0 +1,362 @@
+r"""A text edge list larger than memory, sharded in passes (``gridgnn shard --memory-budget``, issue 45): bit for bit
+the dataset that :func:`~gridgnn.graph.sharded.write_sharded` writes of the graph
+:func:`~gridgnn.graph.loaders.load_edgelist` loads, while this process holds one piece of the file, one band of
+rows or a few arrays of one number per vertex at a time. Ids are 64-bit throughout.
+
+The passes, with what each holds:
+
+1. **parse** (:class:`StreamedEdgeList`): the file a piece at a time, checked as the loader checks it
+   (:func:`~gridgnn.graph.loaders.edgelist_chunks`); each piece's edges spilled to a scratch folder as binary
+   (``int64`` ids, ``float64`` weights); the largest id (or, with ``relabel``, the distinct ids).
+2. **bucket**: every edge into the band of rows of its destination; bands are contiguous vertex ranges of about
+   equal entry counts, as many as the budget needs.
+3. **merge**: per band, the band's rows of :math:`M` exactly as the loader builds the whole matrix (SciPy's
+   COO → CSR of the band's edges in file order sums the duplicates; an unweighted entry is 1), and, for an
+   undirected or undetermined graph, each merged entry sent transposed to the band of its column.
+4. **symmetrize** (``directed=0``: :math:`\max(M, M^\mathsf{T})` per band) or **detect** (``directed`` not given:
+   :math:`M \ne M^\mathsf{T}` counted per band).
+5. **degrees**: per band, the rows of :math:`M + I` (:func:`~gridgnn.graph.graph.with_self_loops`) and their
+   :math:`D^{-1/2}`; in- and out-degrees for the degree features.
+6. **normalize and permute**: per band, :math:`\hat M`'s rows (:func:`~gridgnn.graph.graph.scale_rows`); every
+   entry sent, with its new row and column, to the band of its new row in each matrix version.
+7. **write**: per block of the dataset, its CSR sorted by column (:func:`~gridgnn.graph.sharded.write_block`, as
+   the in-memory path writes it); the node arrays (the degree features) and ``meta.json``. A block is the unit
+   written, so the dataset's ``--blocks`` must cut the matrix into blocks that fit the budget.
+
+Every operation is row-local with the in-memory path's arithmetic in the same order, which is why the values are
+the same bits. The scratch folder sits inside the dataset's folder while it is written and is removed before
+``meta.json`` is.
+"""
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import GridGnnError
+from .graph import inverse_sqrt_degrees, scale_rows, with_self_loops
+from .loaders import (_check_file, check_count_options, count_from_largest, degree_columns, edgelist_chunks,
+                      out_of_range)
+from .safe_io import check_vertex_count
+from .sharded import (VALUE_BOUND, _check_blocks, _check_node_chunks, _check_perm, _even_bounds, block_index_dtype,
+                      dataset_meta, prepare_dir, values_bounded, write_block, write_meta, write_node_arrays,
+                      write_perms)
+
+__all__ = ["StreamedEdgeList", "BAND_BYTES_PER_ENTRY", "BYTES_PER_VERTEX", "TEXT_BYTES_PER_BYTE"]
+
+#: Peak bytes per stored entry of a band while it is merged, symmetrized, normalized or written (the band's edges,
+#: SciPy's COO → CSR copies, the transposed rows and the maximum, the permuted keys): sets the number of bands.
+BAND_BYTES_PER_ENTRY = 200
+#: Peak bytes per stored entry of one block while pass 7 writes it (its entries read back, the COO → CSR copies).
+BLOCK_BYTES_PER_ENTRY = 96
+#: Arrays of one number per vertex held across the passes: the two permutations and their inverses, D^-1/2, the
+#: degrees, the band counts, the distinct ids and the features (with their float64 temporaries).
+BYTES_PER_VERTEX = 200
+#: Python's parse of one byte of edge-list text (the lines, their tokens, the parsed arrays): sets the piece size.
+TEXT_BYTES_PER_BYTE = 64
+#: The smallest piece of text read at a time.
+MIN_PIECE_BYTES = 1 << 16
+
+
+class _Buckets:
+    """Append-only binary buckets in a scratch folder: bucket ``k`` holds one file per column (fixed dtypes), the
+    rows appended in order (a stable scatter keeps the file order inside every bucket)."""
+
+    def __init__(self, folder: Path, name: str, dtypes: tuple):
+        self.folder = folder / name
+        self.folder.mkdir(parents=True)
+        self.dtypes = dtypes
+        self.rows: dict[int, int] = {}
+
+    def _file(self, k: int, j: int) -> Path:
+        return self.folder / f"{k}.{j}"
+
+    def add(self, k: int, *columns) -> None:
+        """Append ``columns`` (equal lengths) to bucket ``k``."""
+        for j, (col, dt) in enumerate(zip(columns, self.dtypes)):
+            with open(self._file(k, j), "ab") as fh:
+                np.ascontiguousarray(col, dtype=dt).tofile(fh)
+        self.rows[k] = self.rows.get(k, 0) + len(columns[0])
+
+    def scatter(self, keys: np.ndarray, *columns) -> None:
+        """Append each row to the bucket its key names, in the given order within each bucket."""
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        cuts = np.flatnonzero(np.diff(keys)) + 1
+        for lo, hi in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [keys.size]])):
+            if hi > lo:
+                sel = order[lo:hi]
+                self.add(int(keys[lo]), *[c[sel] for c in columns])
+
+    def read(self, k: int) -> list[np.ndarray]:
+        """Bucket ``k``'s columns (empty arrays when it has no rows)."""
+        if k not in self.rows:
+            return [np.zeros(0, dt) for dt in self.dtypes]
+        return [np.fromfile(self._file(k, j), dtype=dt) for j, dt in enumerate(self.dtypes)]
+
+    def pieces(self, k: int, rows: int):
+        """Bucket ``k``'s columns, ``rows`` at a time."""
+        total = self.rows.get(k, 0)
+        handles = [open(self._file(k, j), "rb") for j in range(len(self.dtypes))] if total else []
+        try:
+            for start in range(0, total, rows):
+                count = min(rows, total - start)
+                yield [np.fromfile(fh, dtype=dt, count=count) for fh, dt in zip(handles, self.dtypes)]
+        finally:
+            for fh in handles:
+                fh.close()
+
+    def drop(self, k: int) -> None:
+        for j in range(len(self.dtypes)):
+            self._file(k, j).unlink(missing_ok=True)
+        self.rows.pop(k, None)
+
+
+_CSR_PARTS = (("indptr", np.int64), ("indices", np.int64), ("data", np.float64))
+
+
+def _save_csr(folder: Path, k: int, mat: sp.csr_matrix) -> None:
+    """A band's CSR as raw binary scratch files (this process's own, read back by :func:`_load_csr`)."""
+    for name, dt in _CSR_PARTS:
+        np.ascontiguousarray(getattr(mat, name), dtype=dt).tofile(folder / f"{k}.{name}")
+
+
+def _load_csr(folder: Path, k: int, shape) -> sp.csr_matrix:
+    indptr, indices, data = (np.fromfile(folder / f"{k}.{name}", dtype=dt) for name, dt in _CSR_PARTS)
+    return sp.csr_matrix((data, indices, indptr), shape=shape)
+
+
+class StreamedEdgeList:
+    r"""An edge list parsed once, a piece at a time, into a scratch folder (pass 1 of the module docstring); then
+    :meth:`write_sharded` writes the dataset (passes 2–7) under ``memory_budget`` bytes.
+
+    Args:
+        path: the edge-list file (:func:`~gridgnn.graph.loaders.load_edgelist`'s format; no edge features).
+        scratch: a new folder for the spilled edges (removed by :meth:`close`).
+        memory_budget: bytes this process may use for the passes' data.
+        directed, num_nodes, relabel: as :func:`~gridgnn.graph.loaders.load_edgelist` takes them.
+        spec: the data SPEC, recorded in ``meta.json`` as the in-memory path records it.
+
+    Attributes:
+        n (int): vertices; ``entries`` (int): edges listed in the file; ``weighted`` (bool): a weight column.
+    """
+
+    def __init__(self, path, scratch, *, memory_budget: int, directed: bool | None = None, num_nodes=None,
+                 relabel: bool = False, spec: str | None = None):
+        self.path = p = _check_file(path)
+        check_count_options(p, num_nodes, relabel)
+        self.budget = int(memory_budget)
+        self.directed, self.spec = directed, spec
+        self.scratch = Path(scratch)
+        self.scratch.mkdir(parents=True)
+        self.edges = _Buckets(self.scratch, "edges", (np.int64, np.int64, np.float64))
+        top, uniq, entries, weighted = -1, None, 0, False
+        piece = max(MIN_PIECE_BYTES, self.budget // TEXT_BYTES_PER_BYTE)
+        for ids, w, _, linenos in edgelist_chunks(p, chunk_bytes=piece):
+            if num_nodes is not None:
+                out_of_range(p, ids, linenos, int(num_nodes))
+            top = max(top, int(ids.max()))
+            if relabel:
+                here = np.unique(ids)
+                uniq = here if uniq is None else np.union1d(uniq, here)
+            weighted = w is not None
+            self.edges.add(0, ids[:, 1], ids[:, 0], np.ones(len(ids)) if w is None else w)  # (dst, src, w)
+            entries += len(ids)
+        if not entries:
+            raise GridGnnError(f"{p}: empty graph (no edges in the file)")
+        if relabel:
+            self.n, self.original_ids = int(uniq.size), uniq.astype(np.int64)
+        elif num_nodes is not None:
+            self.n, self.original_ids = int(num_nodes), None
+            check_vertex_count(self.n, f"{p}: num_nodes={self.n}")
+        else:
+            self.n, self.original_ids = count_from_largest(p, top, entries), None
+        self.entries, self.weighted = entries, weighted
+
+    def close(self) -> None:
+        """Remove the scratch folder."""
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    # ------------------------------------------------------------------ the passes
+    def _edge_pieces(self):
+        """The spilled edges in file order, ``(dst, src, w)`` in vertex ids (relabelled), a budget's share at a time."""
+        rows = max(1 << 12, self.budget // (4 * BAND_BYTES_PER_ENTRY))
+        for dst, src, w in self.edges.pieces(0, rows):
+            if self.original_ids is not None:
+                dst, src = np.searchsorted(self.original_ids, dst), np.searchsorted(self.original_ids, src)
+            yield dst, src, w
+
+    def _bands(self, transposed: bool) -> np.ndarray:
+        """Bounds of contiguous vertex bands of about equal entry counts (each edge in its destination's band, and
+        with ``transposed`` in its source's too), as many as the budget needs."""
+        n = self.n
+        fixed = BYTES_PER_VERTEX * n
+        if fixed >= self.budget:
+            raise GridGnnError(f"a memory budget of {self.budget} bytes cannot hold the {n} vertices' arrays "
+                               f"({BYTES_PER_VERTEX} bytes each, {fixed} in all); give a larger --memory-budget")
+        count = np.zeros(n, np.int64)
+        for dst, src, _ in self._edge_pieces():
+            count += np.bincount(dst, minlength=n)
+            if transposed:
+                count += np.bincount(src, minlength=n)
+        total = int(count.sum())
+        bands = max(1, min(n, math.ceil(total * BAND_BYTES_PER_ENTRY / (self.budget - fixed))))
+        cum = np.cumsum(count)
+        cuts = np.searchsorted(cum, total * np.arange(1, bands) / bands, side="right")
+        return np.unique(np.concatenate([[0], cuts, [n]])).astype(np.int64)
+
+    def write_sharded(self, out_dir, *, perm_r, perm_c, blocks, partition_name: str, seed, normalize: bool = True,
+                      node_chunks: int | None = None) -> dict:
+        """Write the dataset (passes 2–7); returns its ``meta`` (as :func:`~gridgnn.graph.sharded.write_sharded`)."""
+        n, p = self.n, self.path
+        R, C = _check_blocks(blocks, n)
+        perm_r, perm_c = _check_perm(perm_r, n, "perm_r"), _check_perm(perm_c, n, "perm_c")
+        same = bool(np.array_equal(perm_r, perm_c))
+        node_chunks = _check_node_chunks(node_chunks, n, R, C)
+        out = prepare_dir(out_dir)
+        directed = self.directed
+        bounds = self._bands(transposed=directed is not True)
+        nb_rows = bounds.size - 1
+
+        def band_of(v):
+            return np.searchsorted(bounds, v, side="right") - 1
+
+        # pass 2: every edge into its destination's band
+        by_row = _Buckets(self.scratch, "rows", (np.int64, np.int64, np.float64))
+        for dst, src, w in self._edge_pieces():
+            by_row.scatter(band_of(dst), dst, src, w)
+        self.edges.drop(0)
+        # pass 3: merge per band (and send each merged entry to its column's band, transposed)
+        merged_dir = self.scratch / "merged"
+        merged_dir.mkdir()
+        trans = _Buckets(self.scratch, "trans", (np.int64, np.int64, np.float64)) if directed is not True else None
+        merged = 0
+        for k in range(nb_rows):
+            lo, hi = int(bounds[k]), int(bounds[k + 1])
+            dst, src, w = by_row.read(k)
+            mat = sp.coo_matrix((w, (dst - lo, src)), shape=(hi - lo, n)).tocsr()
+            mat.sum_duplicates()
+            merged += dst.size - mat.nnz
+            if not self.weighted:
+                mat.data[:] = 1.0
+            by_row.drop(k)
+            _save_csr(merged_dir, k, mat)
+            if trans is not None:
+                row = lo + np.repeat(np.arange(hi - lo, dtype=np.int64), np.diff(mat.indptr))
+                trans.scatter(band_of(mat.indices), mat.indices.astype(np.int64), row, mat.data)
+        # pass 4: symmetrize, or detect symmetry
+        asymmetric = 0
+        if trans is not None:
+            for k in range(nb_rows):
+                lo, hi = int(bounds[k]), int(bounds[k + 1])
+                mat = _load_csr(merged_dir, k, (hi - lo, n))
+                r, c, v = trans.read(k)
+                mt = sp.coo_matrix((v, (r - lo, c)), shape=(hi - lo, n)).tocsr()
+                mt.sum_duplicates()
+                trans.drop(k)
+                if directed is False:
+                    _save_csr(merged_dir, k, mat.maximum(mt).tocsr())
+                else:
+                    asymmetric += (mat != mt).nnz
+            if directed is None:
+                directed = asymmetric != 0
+        # pass 5: M's degrees, M + I's D^-1/2, the weights' checks
+        indeg, outdeg = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        dinv = np.zeros(n) if normalize else None
+        nnz, values_kept, negative, first_negative = 0, False, 0, None
+        for k in range(nb_rows):
+            lo, hi = int(bounds[k]), int(bounds[k + 1])
+            mat = _load_csr(merged_dir, k, (hi - lo, n))
+            mat.sum_duplicates()
+            nnz += mat.nnz
+            indeg[lo:hi] = np.diff(mat.indptr)
+            outdeg += np.bincount(mat.indices, minlength=n)
+            if self.weighted and not np.all(mat.data == 1.0):
+                values_kept = True
+            neg = np.flatnonzero(mat.data < 0)
+            if neg.size and first_negative is None:
+                e = int(neg[0])
+                first_negative = (int(mat.indices[e]), lo + int(np.searchsorted(mat.indptr, e, side="right") - 1),
+                                  float(mat.data[e]))
+            negative += neg.size
+            if normalize:
+                dinv[lo:hi] = inverse_sqrt_degrees(with_self_loops(mat, lo))
+        if nnz == 0:
+            raise GridGnnError(f"{p}: empty graph (no edges)")
+        if normalize and values_kept and negative:
+            src, dst, w = first_negative
+            if self.original_ids is not None:
+                src, dst = int(self.original_ids[src]), int(self.original_ids[dst])
+            raise GridGnnError(f"edge weights must be non-negative to train (the normalization divides by weighted "
+                               f"degrees): edge {src} -> {dst} has weight {w:g}, and {negative - 1} more are "
+                               f"negative")
+        # pass 6: M̂'s rows, each entry to the band of its new row in each version
+        rb, cb = _even_bounds(n, R), _even_bounds(n, C)
+        versions = [("rc", perm_r, perm_c)] + ([] if same else [("cr", perm_c, perm_r)])
+        inverse = {}
+        for perm in (perm_r, perm_c):
+            inv = np.empty(n, np.int64)
+            inv[perm] = np.arange(n, dtype=np.int64)
+            inverse[id(perm)] = inv
+        # (a block of the dataset at a time is what pass 7 holds: the entries go to the bucket of their block)
+        permuted = {v: _Buckets(self.scratch, v, (np.int64, np.int64, np.float64)) for v, _, _ in versions}
+        matrix_nnz, largest = 0, 0.0
+        bounded = values_bounded(normalize, directed, values_kept)
+        for k in range(nb_rows):
+            lo, hi = int(bounds[k]), int(bounds[k + 1])
+            mat = _load_csr(merged_dir, k, (hi - lo, n))
+            mat.sum_duplicates()
+            mat = scale_rows(with_self_loops(mat, lo), lo, dinv) if normalize else mat
+            matrix_nnz += mat.nnz
+            if mat.nnz:
+                largest = max(largest, float(mat.data.max()))
+            row = lo + np.repeat(np.arange(hi - lo, dtype=np.int64), np.diff(mat.indptr))
+            for v, pr, pc in versions:
+                new_row, new_col = inverse[id(pr)][row], inverse[id(pc)][mat.indices]
+                block = (np.searchsorted(rb, new_row, side="right") - 1) * C \
+                    + np.searchsorted(cb, new_col, side="right") - 1
+                permuted[v].scatter(block, new_row, new_col, mat.data)
+            for name, _ in _CSR_PARTS:
+                (merged_dir / f"{k}.{name}").unlink()
+        if bounded and matrix_nnz and largest > VALUE_BOUND:
+            raise GridGnnError(f"the normalized matrix of {p.stem} holds {largest:.6g}, above 1, which an undirected "
+                               "or unweighted graph cannot: is it marked undirected but not symmetric?")
+        # pass 7: the blocks, the node arrays, meta.json
+        files = write_perms(out, perm_r, perm_c)
+        block_counts = {}
+        idx_dtype = block_index_dtype(cb)
+        room = self.budget - BYTES_PER_VERTEX * n
+        for v, _, _ in versions:
+            biggest = max(permuted[v].rows.values(), default=0)
+            if biggest * BLOCK_BYTES_PER_ENTRY > room:
+                raise GridGnnError(f"a block of the {R}x{C} dataset holds {biggest} entries, more than a memory budget "
+                                   f"of {self.budget} bytes lets this process write at once ({BLOCK_BYTES_PER_ENTRY} "
+                                   f"bytes each): cut the matrix into more --blocks")
+            (out / v).mkdir(parents=True, exist_ok=True)
+            names, counts = [[None] * C for _ in range(R)], np.zeros((R, C), np.int64)
+            for a in range(R):
+                for b in range(C):
+                    shape = (int(rb[a + 1] - rb[a]), int(cb[b + 1] - cb[b]))
+                    new_row, new_col, val = permuted[v].read(a * C + b)
+                    blk = sp.coo_matrix((val, (new_row - rb[a], new_col - cb[b])), shape=shape).tocsr()
+                    blk.sum_duplicates()
+                    permuted[v].drop(a * C + b)
+                    names[a][b] = write_block(out, v, a, b, blk.indptr, blk.indices.astype(idx_dtype), blk.data,
+                                              *shape)
+                    counts[a, b] = blk.nnz
+            files[v], block_counts[v] = names, counts
+        node_arrays, files["nodes"], nb = write_node_arrays(out, {"x": degree_columns(indeg, outdeg)}, n, node_chunks)
+        graph_meta = {"spec": self.spec, "features": "degree"}
+        if merged:
+            graph_meta["duplicate_edges_merged"] = int(merged)
+        if self.directed is False:
+            graph_meta["symmetrized"] = 1
+        self.close()
+        meta = dataset_meta(out, files, n=n, nnz=nnz, matrix_nnz=matrix_nnz, n_train=0, num_features=3,
+                            num_classes=0, directed=bool(directed), normalized=normalize, rb=rb, cb=cb,
+                            method=partition_name, seed=seed, same=same, block_counts=block_counts, nb=nb,
+                            node_arrays=node_arrays, weighted=values_kept, name=p.stem, graph_meta=graph_meta)
+        return write_meta(out, meta)

@@ -1,0 +1,163 @@
+"""``gridgnn shard`` in passes (issue 45): an edge list that does not fit the memory budget is sharded a piece of text,
+a band of rows and a block at a time, and the dataset is bit for bit the one the in-memory path writes (every array
+of every file, and meta.json but for the zip files' hashes); its peak memory stays within the budget; what it cannot
+do is refused in one line."""
+import json
+import shutil
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gridgnn.cli import main
+from gridgnn.commands import shard as shard_cmd
+from gridgnn.commands.shard import parse_size, shard
+from gridgnn.errors import GridGnnError
+from gridgnn.graph import stream
+from gridgnn.graph.sharded import ShardedDataset
+
+
+def edge_list(path: Path, *, n: int, m: int, seed: int, weighted: bool, loops: bool = True, crlf: bool = False,
+              trailing_newline: bool = True, offset: int = 0) -> Path:
+    """A text edge list with a comment, a header, duplicate edges, self-loops and isolated vertices."""
+    r = np.random.default_rng(seed)
+    src, dst = r.integers(0, n - 3, m) + offset, r.integers(0, n - 3, m) + offset  # the last 3 ids: no edge
+    src[:5], dst[:5] = src[5:10], dst[5:10]  # duplicates
+    if loops:
+        src[10:14] = dst[10:14]
+    lines = ["# generated", "src,dst" + (",w" if weighted else "")]
+    for k, (a, b) in enumerate(zip(src, dst)):
+        lines.append(f"{a} {b} {r.integers(1, 4) if weighted and k % 3 else 1}" if weighted else f"{a}\t{b}")
+        if k % 50 == 7:
+            lines.append("% a comment between edges")
+    text = ("\r\n" if crlf else "\n").join(lines) + ("\n" if trailing_newline else "")
+    path.write_bytes(text.encode())
+    return path
+
+
+def contents(folder) -> tuple[dict, dict]:
+    """Every array of every file, and meta.json without the checksums (a zip file records when it was written)."""
+    folder, out = Path(folder), {}
+    for f in sorted(folder.rglob("*.np[yz]")):
+        rel = str(f.relative_to(folder))
+        if f.suffix == ".npz":
+            with np.load(f) as z:
+                out.update({f"{rel}:{k}": z[k] for k in z.files})
+        else:
+            out[rel] = np.load(f)
+    meta = json.loads((folder / "meta.json").read_text())
+    meta.pop("checksums")
+    return out, meta
+
+
+def assert_same(a, b) -> None:
+    (xa, ma), (xb, mb) = contents(a), contents(b)
+    assert xa.keys() == xb.keys()
+    for k in xa:
+        assert xa[k].dtype == xb[k].dtype and np.array_equal(xa[k], xb[k]), k
+    assert ma == mb
+
+
+@pytest.fixture
+def passes(monkeypatch):
+    """Make a small file take the streamed path with many pieces of text, bands and blocks (the constants that size
+    them, scaled down), and count the pieces and bands it used."""
+    monkeypatch.setattr(shard_cmd, "IN_MEMORY_BYTES_PER_TEXT_BYTE", 1 << 22)
+    monkeypatch.setattr(stream, "MIN_PIECE_BYTES", 200)
+    monkeypatch.setattr(stream, "TEXT_BYTES_PER_BYTE", 1 << 20)  # 1 MiB budget: pieces of the smallest size
+    monkeypatch.setattr(stream, "BAND_BYTES_PER_ENTRY", 1 << 14)  # 1 MiB budget: about 64 entries per band
+    monkeypatch.setattr(stream, "BLOCK_BYTES_PER_ENTRY", 8)
+    seen = {"bands": 0}
+    bands = stream.StreamedEdgeList._bands
+
+    def counted(self, transposed):
+        b = bands(self, transposed)
+        seen["bands"] = b.size - 1
+        return b
+    monkeypatch.setattr(stream.StreamedEdgeList, "_bands", counted)
+    return seen
+
+
+CASES = [  # directed, weighted, method, blocks, normalize, extra SPEC parameters, file options
+    (None, False, "double-perm", "3x2", True, "", {}),
+    ("0", True, "double-perm", "2x3", True, "", {"crlf": True}),
+    ("1", True, "single-perm", "4x4", True, "", {"trailing_newline": False}),
+    ("0", False, "identity", "1x1", True, "&num_nodes=130", {}),
+    (None, True, "double-perm", "3x3", False, "", {}),
+    ("1", False, "double-perm", "2x2", True, "&relabel=1", {"offset": 10 ** 12}),
+]
+
+
+@pytest.mark.parametrize("directed,weighted,method,blocks,normalize,extra,opts", CASES)
+def test_streamed_dataset_is_the_in_memory_one_bit_for_bit(tmp_path, passes, directed, weighted, method, blocks,
+                                                           normalize, extra, opts):
+    f = edge_list(tmp_path / "g.txt", n=120, m=700, seed=len(extra) + 3 * bool(weighted), weighted=weighted, **opts)
+    spec = f"edgelist:{f}" + (f"?directed={directed}" if directed else "?") + extra
+    spec = spec.replace("?&", "?").rstrip("?")
+    kw = dict(blocks=blocks, method=method, seed=3, normalize=normalize, node_chunks=3)
+    mem = shard(spec, str(tmp_path / "mem"), **kw, memory_budget=1 << 40)
+    assert not mem["streamed"]
+    got = shard(spec, str(tmp_path / "passes"), **kw, memory_budget="1M")
+    assert got["streamed"] and passes["bands"] >= 8
+    assert_same(tmp_path / "mem", tmp_path / "passes")
+    ShardedDataset(tmp_path / "passes")  # and the reader takes it (every checksum matches its file)
+    assert not any(p.name.startswith(".passes") for p in tmp_path.iterdir())  # the scratch folder is gone
+
+
+def test_errors_name_the_same_line_as_the_in_memory_loader(tmp_path, passes):
+    f = edge_list(tmp_path / "g.txt", n=60, m=300, seed=1, weighted=False)
+    lines = f.read_text().splitlines()
+    lines[250] = "17 x9"
+    f.write_text("\n".join(lines) + "\n")
+    with pytest.raises(GridGnnError) as mem:
+        shard(f"edgelist:{f}", str(tmp_path / "a"), blocks="2x2", memory_budget=1 << 40)
+    with pytest.raises(GridGnnError) as streamed:
+        shard(f"edgelist:{f}", str(tmp_path / "b"), blocks="2x2", memory_budget="1M")
+    assert str(streamed.value) == str(mem.value) and "line 251" in str(mem.value)
+    assert not (tmp_path / "b").exists() and not any(p.name.startswith(".b.") for p in tmp_path.iterdir())
+
+
+def test_what_passes_cannot_do_is_refused_in_one_line(tmp_path, passes):
+    f = edge_list(tmp_path / "g.txt", n=60, m=300, seed=2, weighted=False)
+    with pytest.raises(GridGnnError, match="the balanced-perm permutation reads the matrix"):
+        shard(f"edgelist:{f}", str(tmp_path / "a"), blocks="2x2", method="balanced-perm", memory_budget="1M")
+    with pytest.raises(GridGnnError, match="holds no edge features"):
+        shard(f"edgelist:{f}?edge_features=1", str(tmp_path / "a"), blocks="2x2", memory_budget="1M")
+    edges = stream.StreamedEdgeList(f, tmp_path / "s", memory_budget=1000)
+    with pytest.raises(GridGnnError, match=f"cannot hold the {edges.n} vertices"):
+        edges.write_sharded(tmp_path / "x", perm_r=np.arange(edges.n), perm_c=np.arange(edges.n), blocks=(2, 2),
+                            partition_name="identity", seed=0)
+    edges.close()
+    for bad in ("2Q", "-1G", "", "0.5K"):
+        with pytest.raises(GridGnnError, match="--memory-budget"):
+            parse_size(bad)
+    assert parse_size("1.5G") == 3 << 29 and parse_size("512M") == 1 << 29 and parse_size(1 << 21) == 1 << 21
+
+
+def test_peak_memory_stays_within_the_budget(tmp_path):
+    """Unpatched constants: a graph whose in-memory path needs several times the budget is sharded within it
+    (tracemalloc counts every NumPy and SciPy array and every Python object)."""
+    r = np.random.default_rng(5)
+    n, m = 20000, 150000
+    src, dst = r.integers(0, n, m), r.integers(0, n, m)
+    f = tmp_path / "big.txt"
+    f.write_text("\n".join(f"{a} {b}" for a, b in zip(src, dst)) + "\n")
+    budget = 8 << 20
+    assert f.stat().st_size * shard_cmd.IN_MEMORY_BYTES_PER_TEXT_BYTE > 4 * budget
+    tracemalloc.start()
+    try:
+        meta = shard(f"edgelist:{f}?directed=0", str(tmp_path / "ds"), blocks="4x4", memory_budget=budget)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert meta["streamed"] and meta["nnz"] > 2 * m * 0.95
+    assert peak <= budget, peak
+
+
+def test_the_command_line_says_it_sharded_in_passes(tmp_path, passes, capsys):
+    f = edge_list(tmp_path / "g.txt", n=80, m=400, seed=4, weighted=True)
+    assert main(["shard", "--data", f"edgelist:{f}?directed=0", "--blocks", "2x2", "--out", str(tmp_path / "ds"),
+                 "--memory-budget", "1M"]) == 0
+    assert "in passes" in capsys.readouterr().out
+    shutil.rmtree(tmp_path / "ds")
