@@ -128,6 +128,10 @@ def test_what_passes_cannot_do_is_refused_in_one_line(tmp_path, passes):
     with pytest.raises(GridGnnError, match=f"cannot hold the {edges.n} vertices"):
         edges.write_sharded(tmp_path / "x", perm_r=np.arange(edges.n), perm_c=np.arange(edges.n), blocks=(2, 2),
                             partition_name="identity", seed=0)
+    edges.budget = stream.BYTES_PER_VERTEX * edges.n + 600  # the vertices fit, a quarter of the matrix does not
+    with pytest.raises(GridGnnError, match=r"the 2x2 blocks of this graph would hold about \d+ entries each"):
+        edges.write_sharded(tmp_path / "x", perm_r=np.arange(edges.n), perm_c=np.arange(edges.n), blocks=(2, 2),
+                            partition_name="identity", seed=0)
     edges.close()
     for bad in ("2Q", "-1G", "", "0.5K"):
         with pytest.raises(GridGnnError, match="--memory-budget"):

@@ -189,21 +189,25 @@ class StreamedEdgeList:
                 dst, src = np.searchsorted(self.original_ids, dst), np.searchsorted(self.original_ids, src)
             yield dst, src, w
 
+    def _room(self) -> int:
+        """The budget left beside the arrays of one number per vertex (refused when there is none)."""
+        fixed = BYTES_PER_VERTEX * self.n
+        if fixed >= self.budget:
+            raise GridGnnError(f"a memory budget of {self.budget} bytes cannot hold the {self.n} vertices' arrays "
+                               f"({BYTES_PER_VERTEX} bytes each, {fixed} in all); give a larger --memory-budget")
+        return self.budget - fixed
+
     def _bands(self, transposed: bool) -> np.ndarray:
         """Bounds of contiguous vertex bands of about equal entry counts (each edge in its destination's band, and
         with ``transposed`` in its source's too), as many as the budget needs."""
         n = self.n
-        fixed = BYTES_PER_VERTEX * n
-        if fixed >= self.budget:
-            raise GridGnnError(f"a memory budget of {self.budget} bytes cannot hold the {n} vertices' arrays "
-                               f"({BYTES_PER_VERTEX} bytes each, {fixed} in all); give a larger --memory-budget")
         count = np.zeros(n, np.int64)
         for dst, src, _ in self._edge_pieces():
             count += np.bincount(dst, minlength=n)
             if transposed:
                 count += np.bincount(src, minlength=n)
         total = int(count.sum())
-        bands = max(1, min(n, math.ceil(total * BAND_BYTES_PER_ENTRY / (self.budget - fixed))))
+        bands = max(1, min(n, math.ceil(total * BAND_BYTES_PER_ENTRY / self._room())))
         cum = np.cumsum(count)
         cuts = np.searchsorted(cum, total * np.arange(1, bands) / bands, side="right")
         return np.unique(np.concatenate([[0], cuts, [n]])).astype(np.int64)
@@ -218,6 +222,15 @@ class StreamedEdgeList:
         node_chunks = _check_node_chunks(node_chunks, n, R, C)
         out = prepare_dir(out_dir)
         directed = self.directed
+        room = self._room()
+        # the blocks of M̂ hold about this many entries each (the listed edges, their reverses, the self-loops):
+        # refused now rather than after the passes when one block could not be written at once
+        expected = ((1 if directed is True else 2) * self.entries + n) / (R * C)
+        if expected * BLOCK_BYTES_PER_ENTRY > room:
+            raise GridGnnError(f"the {R}x{C} blocks of this graph would hold about {expected:.0f} entries each, more "
+                               f"than a memory budget of {self.budget} bytes lets this process write at once "
+                               f"({BLOCK_BYTES_PER_ENTRY} bytes each, beside {BYTES_PER_VERTEX} per vertex): cut the "
+                               "matrix into more --blocks or give a larger --memory-budget")
         bounds = self._bands(transposed=directed is not True)
         nb_rows = bounds.size - 1
 
@@ -328,7 +341,6 @@ class StreamedEdgeList:
         files = write_perms(out, perm_r, perm_c)
         block_counts = {}
         idx_dtype = block_index_dtype(cb)
-        room = self.budget - BYTES_PER_VERTEX * n
         for v, _, _ in versions:
             biggest = max(permuted[v].rows.values(), default=0)
             if biggest * BLOCK_BYTES_PER_ENTRY > room:
