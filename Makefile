@@ -17,7 +17,7 @@ $(PY):
 $(STAMP): $(PY) pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[test,partition]"
+	$(PY) -m pip install -q -e ".[test,partition,log]"
 	touch $(STAMP)
 
 install: $(STAMP)

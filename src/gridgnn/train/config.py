@@ -280,6 +280,9 @@ class TrainConfig:
     quiet: bool = opt(False, "run", help="no progress bar or per-epoch lines")
     log_every: int | None = opt(None, "run", metavar="N", low=0, high=MAX_EPOCHS,
                                 help="an epoch line every N epochs (default: about 10 lines per run; 0: none)")
+    log: str = opt("none", "run", choices=("none", "tensorboard"),
+                   help="also log every epoch's record for TensorBoard into OUT/tensorboard (needs --out and the "
+                        "tensorboard package: pip install gridgnn[log]); tensorboard --logdir OUT shows it live")
 
     def __post_init__(self) -> None:
         # the list flags take Python's natural type too: fanout=[15, 10, 5] is --fanout 15,10,5
@@ -343,6 +346,12 @@ class TrainConfig:
                                "DIR/checkpoint.pt)")
         if self.overwrite and self.out is None:
             raise GridGnnError("--overwrite applies to the outputs in --out; give --out DIR")
+        if self.log == "tensorboard":
+            from .outputs import check_tensorboard
+
+            if self.out is None:
+                raise GridGnnError("--log tensorboard writes OUT/tensorboard; give --out DIR")
+            check_tensorboard()
         if self.out is not None:
             from .outputs import check_out_dir
 
@@ -785,7 +794,7 @@ LIST_FIELDS = ("grid", "fanout", "eval_fanout")
 MAX_CONFIG_BYTES = 16 * 2**20
 #: Fields of a previous run's config that a rerun from its ``summary.json`` does not take: where it wrote, what
 #: it resumed, how it was shown, the device and the timeout belong to that invocation (give them again).
-RERUN_DROPS = ("out", "resume", "overwrite", "quiet", "log_every", "device", "timeout_s")
+RERUN_DROPS = ("out", "resume", "overwrite", "quiet", "log_every", "log", "device", "timeout_s")
 
 
 def _field_name(key) -> str:

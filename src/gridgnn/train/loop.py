@@ -17,8 +17,8 @@ from .checkpoint import CHECKPOINT, check_keep, full_parameters, save_checkpoint
 from .console import Console
 from .model_file import MODEL_FILE, TrainOutput, write_model_file
 from .optim import set_rate
-from .outputs import (MetricsLog, OutLock, clear_outputs, incomplete, kept_note, make_out_dir, previous_outputs,
-                      remove_empty_dirs, write_json, write_kept, write_logits, write_metrics_csv)
+from .outputs import (MetricsLog, OutLock, TensorBoardLog, clear_outputs, incomplete, kept_note, make_out_dir,
+                      previous_outputs, remove_empty_dirs, write_json, write_kept, write_logits, write_metrics_csv)
 from .summary import best_epoch, interrupted_summary, model_epoch, validation_score
 
 
@@ -91,7 +91,7 @@ class RunLoop:
                 if cfg.keep == "best" and best_epoch(self.history) == epoch:  # (every rank alike: the metrics
                     self._keep_now()  # are all-reduced)
                 if self.files is not None:
-                    self.files.metrics.append(rec)
+                    self.files.append(rec)
                 stop = stops_early(self.history, cfg.early_stop)
                 if cfg.out and cfg.checkpoint_every and ((epoch + 1) % cfg.checkpoint_every == 0
                                                          or epoch == cfg.epochs - 1 or stop):
@@ -221,7 +221,7 @@ def _recording(files, console, keep):
     try:
         yield
         if files is not None:
-            files.metrics.commit()
+            files.commit()
     except BaseException as exc:
         why = interrupt_signal(exc)
         if files is not None:
@@ -254,14 +254,32 @@ class _RunFiles:
                                        "add --overwrite to replace them, or choose another --out")
             clear_outputs(out, keep=(CHECKPOINT,) if here else ())
             self.metrics = MetricsLog(os.path.join(out, "metrics.jsonl"), history)
+            self.events = None
+            self.events = TensorBoardLog(out, history) if cfg.log == "tensorboard" else None
         except BaseException:
+            if getattr(self, "metrics", None) is not None:
+                self.metrics.discard()
             if self.lock is not None:
                 self.lock.release()
             remove_empty_dirs(self.created)
             raise
 
+    def append(self, rec: dict) -> None:
+        """One epoch's record: a line of ``metrics.jsonl`` (and, with ``--log tensorboard``, its scalars)."""
+        self.metrics.append(rec)
+        if self.events is not None:
+            self.events.append(rec)
+
+    def commit(self) -> None:
+        """The loop ended: ``metrics.jsonl`` (and ``tensorboard/``) take their final names."""
+        self.metrics.commit()
+        if self.events is not None:
+            self.events.commit()
+
     def abandon(self) -> None:
         self.metrics.discard()
+        if self.events is not None:
+            self.events.discard()
         self.lock.release()
         remove_empty_dirs(self.created)
 
@@ -281,6 +299,10 @@ class _RunFiles:
                           file=sys.stderr, flush=True)
             else:
                 self.metrics.discard()
+                if self.events is not None:
+                    with contextlib.suppress(Exception):  # the events go with the metrics, or not at all
+                        self.events.commit()
+                    self.events.discard()
                 self.lock.release()
                 return True
         self.abandon()

@@ -13,6 +13,9 @@ before anything is created.
   training loop ends — a ``metrics.jsonl`` therefore always holds every epoch of a finished loop. Rewriting the
   whole file atomically every epoch would cost :math:`O(E^2)` bytes over ``E`` epochs; the checkpoint (not
   the metrics file) is what a crashed run resumes from, and it carries the per-epoch records itself.
+* **tensorboard/** (``--log tensorboard``): TensorBoard's event files of the same records, written live into
+  ``OUT/.tensorboard.<8 hex>.tmp/`` (``tensorboard --logdir OUT`` reads it while the run goes on) and renamed with
+  ``metrics.jsonl``: kept and removed with it (:class:`TensorBoardLog`).
 * **Order.** ``metrics.jsonl``, ``metrics.csv`` (the same records as a table), ``logits.npy``, ``model.pt``, ``breakdown.png``, ``curves.png``, then
   ``summary.json`` last: a ``summary.json`` marks a complete run (or, marked ``interrupted``, the end of an
   interrupted one: :func:`keep_interrupted`).
@@ -43,6 +46,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import sys
 import tempfile
@@ -51,7 +55,7 @@ from ..errors import GridGnnError
 
 #: The files a training run writes into ``--out`` (and the only ones ``--overwrite`` removes).
 OUTPUTS = ("metrics.jsonl", "metrics.csv", "summary.json", "logits.npy", "node_ids.npy", "node_types.json", "model.pt", "breakdown.png", "curves.png",
-           "checkpoint.pt")
+           "checkpoint.pt", "tensorboard")
 
 
 def temp_path(path: str) -> str:
@@ -374,6 +378,87 @@ def clean_after_ranks(path: str | None, existing: str | None) -> None:
     remove_empty_dirs(created)
 
 
+def check_tensorboard() -> None:
+    """``--log tensorboard`` needs the ``tensorboard`` package (torch's writer imports it): one line when missing."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter  # noqa: F401
+    except ImportError:
+        raise GridGnnError("--log tensorboard needs the tensorboard package: pip install tensorboard "
+                           "(or gridgnn[log])") from None
+
+
+def scalars(rec: dict):
+    """``(tag, value)`` of every number of an epoch record (booleans and the epoch itself aside)."""
+    for key, value in rec.items():
+        if key != "epoch" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            yield key, float(value)
+
+
+class TensorBoardLog:
+    r"""``OUT/tensorboard``: one scalar per number of every epoch record (``loss``, the task's metrics, the times,
+    ``bytes_sent`` of rank 0, ``lr``), at the record's ``epoch`` as step, written by torch's
+    :class:`~torch.utils.tensorboard.SummaryWriter` into ``OUT/.tensorboard.<8 hex>.tmp/`` and flushed every epoch
+    (TensorBoard finds the hidden folder under ``--logdir OUT``); :meth:`commit` renames it onto
+    ``OUT/tensorboard`` (a previous one replaced), :meth:`discard` removes it.
+
+    Args:
+        out: ``--out``.
+        records: the records to start with (a resumed run's inherited epochs).
+    """
+
+    NAME = "tensorboard"
+
+    def __init__(self, out: str, records=()):
+        check_tensorboard()
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.path = os.path.join(out, self.NAME)
+        self.tmp = os.path.join(out, f".{self.NAME}.{_token()}.tmp")
+        try:
+            os.mkdir(self.tmp)
+        except OSError as exc:
+            raise write_error(self.path, exc) from None
+        self.writer = SummaryWriter(log_dir=self.tmp)
+        for rec in records:
+            self.append(rec)
+
+    def append(self, rec: dict) -> None:
+        step = int(rec.get("epoch", 0))
+        try:
+            for tag, value in scalars(rec):
+                self.writer.add_scalar(tag, value, global_step=step)
+            self.writer.flush()
+        except OSError as exc:
+            raise write_error(self.path, exc) from None
+
+    def commit(self) -> None:
+        """The events complete: ``OUT/.tensorboard.*.tmp`` becomes ``OUT/tensorboard``."""
+        self.writer.close()
+        try:
+            if os.path.isdir(self.path) and not os.path.islink(self.path):
+                shutil.rmtree(self.path)
+            os.replace(self.tmp, self.path)
+        except OSError as exc:
+            raise write_error(self.path, exc) from None
+
+    def discard(self) -> None:
+        with contextlib.suppress(Exception):
+            self.writer.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def keep_tensorboard(path: str) -> None:
+    """An interrupted run's events (:func:`keep_interrupted`): the one temporary ``.tensorboard.*.tmp`` folder of
+    ``path`` becomes ``tensorboard`` (nothing when there is none)."""
+    pattern = _temp_pattern(TensorBoardLog.NAME)
+    temps = [f for f in os.listdir(path) if pattern.fullmatch(f) and os.path.isdir(os.path.join(path, f))]
+    if len(temps) == 1:
+        final = os.path.join(path, TensorBoardLog.NAME)
+        if os.path.isdir(final) and not os.path.islink(final):
+            shutil.rmtree(final)
+        os.replace(os.path.join(path, temps[0]), final)
+
+
 def write_kept(path: str, records: list[dict], summary: dict) -> None:
     """An interrupted run's outputs (:func:`keep_interrupted`): ``metrics.jsonl`` and ``metrics.csv`` of the epochs
     it finished and its ``summary.json`` (marked interrupted), each written atomically — all three or, where one
@@ -433,6 +518,7 @@ def keep_interrupted(path: str | None, summary_of) -> int:
             return 0
         write_kept(path, records, summary_of(records))
         os.unlink(tmp)
+        keep_tensorboard(path)
         return len(records)
     finally:
         lock.release()
@@ -580,7 +666,10 @@ def clear_outputs(path: str, *, keep: tuple[str, ...] = ()) -> list[str]:
             if os.path.basename(target) in keep or not os.path.lexists(target):
                 continue
             try:
-                os.unlink(target)
+                if name == TensorBoardLog.NAME and os.path.isdir(target) and not os.path.islink(target):
+                    shutil.rmtree(target)  # the one output that is a folder (of event files)
+                else:
+                    os.unlink(target)
             except IsADirectoryError:
                 raise GridGnnError(f"cannot replace {target}: it is a directory") from None
             except OSError as exc:

@@ -25,7 +25,7 @@ from ..graph.saved import as_pairs
 #: Fields of a training config that inference does not inherit: how and where the training ran (the inference's
 #: own algorithm, grid and processes are the arguments of :meth:`TrainedModel.predict`), and minibatch sampling.
 NOT_INHERITED = ("data", "algo", "nproc", "replication", "grid", "partition", "blocked_aggregation", "out",
-                 "save_logits", "keep", "overwrite", "resume", "checkpoint_every", "device", "quiet", "log_every",
+                 "save_logits", "keep", "overwrite", "resume", "checkpoint_every", "device", "quiet", "log_every", "log",
                  "timeout_s", "profile", "sampler", "fanout", "batch_size", "bulk", "sample_graph", "eval_fanout",
                  "eval_batch_size", "overlap", "comm_dtype", "grad_dtype", "comm_check_every", "comm_tolerance", "task", "link_split",
                  "negatives", "hits_k", "embedding_dim", "decoder")
