@@ -73,15 +73,23 @@ def main():
     ap.add_argument("--epochs", type=int, default=100)
     ap.add_argument("--nproc", type=int, default=4)
     ap.add_argument("--algos", default=None, help="comma-separated subset of the algorithms (serial always runs)")
+    ap.add_argument("--defaults", action="store_true",
+                    help="gridgnn serially at --task link's own defaults (gridgnn.train(data=..., task='link', "
+                         "seed=S): no other option given) instead of the setup written out")
     args = ap.parse_args()
     g = load_planetoid(args.cora)
-    configs = every_algorithm(args.nproc, args.algos)
+    configs = every_algorithm(args.nproc, args.algos) if not args.defaults else [("serial", 1, {})]
     hyper = dict(data=f"planetoid:{args.cora}", task="link", layers=2, hidden=128, embedding_dim=64, lr=0.01,
                  weight_decay=0.0, dropout=0.0, epochs=args.epochs, negatives=1)
     res = {"pyg": [], **{c[0]: [] for c in configs}}
     for seed in range(args.seeds):
         res["pyg"].append(train_pyg(g, seed, args.epochs))
         for algo, p, kw in configs:
+            if args.defaults:
+                import gridgnn
+
+                res[algo].append(gridgnn.train(data=hyper["data"], task="link", seed=seed, quiet=True)["test_auc"])
+                continue
             res[algo].append(run(algo=algo, nproc=p, seed=seed, **hyper, **kw)["test_auc"])
         print(f"seed {seed}: " + "  ".join(f"{k}={v[-1]:.4f}" for k, v in res.items()), flush=True)
     print(f"\n| run | P | mean test AUC ({args.seeds} seeds) | std | max abs diff to serial (same seed) |")

@@ -14,7 +14,7 @@ def _train_parser(sub) -> None:
     declaration (the same range the config checks)."""
     from dataclasses import MISSING, fields
 
-    from .train.config import SECTIONS, TrainConfig, field_range, flag
+    from .train.config import SECTIONS, TrainConfig, field_range, flag, task_default_note
 
     # argument_default=SUPPRESS: a flag left out is absent from the namespace, so run_train knows which flags
     # were given (a resumed run overrides its checkpoint's config with exactly those); defaults live in TrainConfig.
@@ -46,6 +46,8 @@ def _train_parser(sub) -> None:
             notes = []
             if f.default is not MISSING and f.default is not None:
                 notes.append(f"default {f.default:g}" if isinstance(f.default, float) else f"default {f.default}")
+            if task_default_note(f):
+                notes.append(task_default_note(f))
             spec = field_range(f)
             if spec is not None:
                 notes.append(spec.bound_text() + (f" {spec.unit}" if spec.unit else ""))

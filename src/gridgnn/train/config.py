@@ -67,12 +67,27 @@ SECTIONS = {"data": "data and model", "task": "task: node classification or link
 
 
 def opt(default, section: str, *, help, metavar: str | None = None, choices: tuple = (), low=None, high=None,
-        low_open: bool = False, high_open: bool = False, unit: str = ""):
+        low_open: bool = False, high_open: bool = False, unit: str = "", per_task: dict | None = None):
     """A config field with what the command line and the checks need: its section (:data:`SECTIONS`), its help
-    (text, or a function of the registry), and for a number its range (checked by :meth:`TrainConfig.validate`,
-    shown in ``--help``)."""
+    (text, or a function of the registry), for a number its range (checked by :meth:`TrainConfig.validate`,
+    shown in ``--help``), and ``per_task``: its default for a ``--task`` other than ``node`` (:func:`task_defaults`)."""
     return field(default=default, metadata={"section": section, "help": help, "metavar": metavar, "choices": choices,
-                                            "range": (low, high, low_open, high_open, unit)})
+                                            "range": (low, high, low_open, high_open, unit),
+                                            "per_task": dict(per_task or {})})
+
+
+def task_defaults(task: str) -> dict:
+    """``{field: default}`` where ``--task task`` has a default of its own (``link``: PyG's ``link_pred.py`` setup —
+    128 → 64, no dropout, no weight decay, 100 epochs), applied to the fields a run leaves out
+    (:func:`config_from_flags`)."""
+    return {f.name: f.metadata["per_task"][task] for f in fields(TrainConfig)
+            if task in f.metadata.get("per_task", {})}
+
+
+def task_default_note(f) -> str:
+    """The ``--help`` words of a field's task defaults (``--task link: 0``)."""
+    per = f.metadata.get("per_task", {})
+    return "; ".join(f"--task {t}: {v:g}" if isinstance(v, float) else f"--task {t}: {v}" for t, v in per.items())
 
 
 def _help_data() -> str:
@@ -147,7 +162,8 @@ class TrainConfig:
                                 help="relation types a model that reads them (rgcn) is built for (default: the "
                                      "data's; a graph with another count is refused)")
     layers: int = opt(2, "data", metavar="L", low=1, high=MAX_LAYERS, help=_help_layers)
-    hidden: int = opt(16, "data", metavar="H", low=1, high=MAX_HIDDEN, help="width of the hidden layers")
+    hidden: int = opt(16, "data", metavar="H", low=1, high=MAX_HIDDEN, per_task={"link": 128},
+                      help="width of the hidden layers")
     feature_norm: str = opt("auto", "data", choices=("auto", "none", "row", "l2"),
                             help="input features as loaded (none), each row divided by its sum (row) or scaled to unit "
                                  "L2 norm (l2); auto: the model's choice (va: l2), else the data's convention "
@@ -169,9 +185,9 @@ class TrainConfig:
                               help="--task link: how a pair is scored from its endpoints' embeddings: dot (their dot "
                                    "product, default) or mlp (OGB's LinkPredictor: z_u * z_v through Linear, ReLU, "
                                    "Linear)")
-    embedding_dim: int | None = opt(None, "task", metavar="D", low=1, high=MAX_HIDDEN,
+    embedding_dim: int | None = opt(None, "task", metavar="D", low=1, high=MAX_HIDDEN, per_task={"link": 64},
                                     help="--task link: width of the vertex embeddings the decoder scores (the last "
-                                         "layer's output; default --hidden)")
+                                         "layer's output)")
     # ---- parallel
     algo: str = opt("serial", "parallel", metavar="NAME", help=_help_algo)
     profile: str | None = opt(None, "parallel", metavar="FILE|PRESET",
@@ -213,10 +229,11 @@ class TrainConfig:
     timeout_s: float = opt(600.0, "parallel", metavar="SECONDS", low=0.0, low_open=True, high=MAX_TIMEOUT_S,
                            unit="seconds", help="seconds a collective may wait before the job is ended")
     # ---- optimizer
-    epochs: int = opt(200, "optimizer", metavar="N", low=1, high=MAX_EPOCHS, help="epochs of training")
+    epochs: int = opt(200, "optimizer", metavar="N", low=1, high=MAX_EPOCHS, per_task={"link": 100},
+                      help="epochs of training")
     lr: float = opt(0.01, "optimizer", metavar="LR", low=0.0, low_open=True, high=MAX_LR,
                     help="learning rate (the largest of the schedule)")
-    weight_decay: float = opt(5e-4, "optimizer", metavar="WD", low=0.0, high=MAX_WEIGHT_DECAY,
+    weight_decay: float = opt(5e-4, "optimizer", metavar="WD", low=0.0, high=MAX_WEIGHT_DECAY, per_task={"link": 0.0},
                               help="weight decay (adam and sgd: an L2 term in the gradient; adamw: decoupled)")
     optimizer: str = opt("adam", "optimizer", choices=("adam", "adamw", "sgd"),
                          help="the update of every parameter, elementwise (the same on every algorithm and P)")
@@ -233,7 +250,7 @@ class TrainConfig:
                                    "warm-up)")
     lr_gamma: float | None = opt(None, "optimizer", metavar="G", low=0.0, low_open=True, high=1.0,
                                  help="--lr-schedule step: the factor of each step (default 0.1)")
-    dropout: float = opt(0.5, "optimizer", metavar="P", low=0.0, high=1.0, high_open=True,
+    dropout: float = opt(0.5, "optimizer", metavar="P", low=0.0, high=1.0, high_open=True, per_task={"link": 0.0},
                          help="dropout on every layer's input (keyed by node and feature: the same on every P)")
     seed: int = opt(0, "optimizer", metavar="S", low=0, high=SEED_LIMIT - 1, help="initial weights, dropout, splits")
     dtype: str = opt("float32", "optimizer", choices=("float32", "float64"), help="parameters and node tensors")
@@ -725,6 +742,8 @@ def _field_docs() -> str:
             text = f.metadata["help"]() if callable(f.metadata["help"]) else f.metadata["help"]
             spec = field_range(f)
             notes = [f"default ``{f.default!r}``"] if f.default not in (MISSING, None) else []
+            if task_default_note(f):
+                notes.append(task_default_note(f))
             if spec is not None:
                 notes.append(spec.bound_text())
             lines.append(f"        {f.name} ({f.type}): {text} ({'; '.join(notes)})")
@@ -774,6 +793,8 @@ def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConf
         ckpt = read_checkpoint(given["resume"])
         base = resume_base(ckpt, given, given["resume"])
     kw = {**base, **given}
+    for key, value in task_defaults(kw.get("task", "node")).items():  # the task's own defaults, where left out
+        kw.setdefault(key, value)
     if given.get("nproc") is None:
         kw["nproc"] = env_world if env_world is not None else base.get("nproc", 1)
     if "layers" not in given and "layers" not in base:  # the model's own depth (AGNN: 4, PyG's Cora example)
