@@ -96,3 +96,22 @@ def test_every_numeric_flag_declares_its_range_and_help_shows_it():
         assert spec.bound_text() in helps[flag(f.name)], (f.name, helps[flag(f.name)])
         with pytest.raises(GridGnnError, match=f"{flag(f.name)} must be"):  # and the config checks that range
             spec.check(flag(f.name), (spec.low - 1) if spec.low is not None else spec.high * 2)
+
+
+def test_the_link_task_has_defaults_of_its_own_and_a_given_value_wins():
+    """--task link takes PyG's link_pred.py setup for the fields it leaves out (declared per field, shown in
+    --help); a value given — even the node task's default — wins; the node task is unchanged."""
+    from gridgnn.train.config import config_from_flags, task_defaults
+
+    link = config_from_flags({"task": "link"})
+    assert (link.hidden, link.embedding_dim, link.dropout, link.weight_decay, link.epochs) == (128, 64, 0.0, 0.0, 100)
+    assert task_defaults("link") == {"hidden": 128, "embedding_dim": 64, "epochs": 100, "weight_decay": 0.0,
+                                     "dropout": 0.0}
+    given = config_from_flags({"task": "link", "dropout": 0.5, "hidden": 16})
+    assert (given.dropout, given.hidden, given.weight_decay) == (0.5, 16, 0.0)
+    node = config_from_flags({})
+    assert (node.hidden, node.dropout, node.weight_decay, node.epochs) == (16, 0.5, 5e-4, 200)
+    import gridgnn.train.api as api
+
+    assert api.Trainer(task="link", dropout=0.5).resolved_config().dropout == 0.5  # a keyword given insists
+    assert api.Trainer(task="link").resolved_config().dropout == 0.0
