@@ -793,8 +793,10 @@ def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConf
         ckpt = read_checkpoint(given["resume"])
         base = resume_base(ckpt, given, given["resume"])
     kw = {**base, **given}
-    for key, value in task_defaults(kw.get("task", "node")).items():  # the task's own defaults, where left out
-        kw.setdefault(key, value)
+    task = kw.get("task", "node")
+    if isinstance(task, str):  # (another type is refused by the checks below)
+        for key, value in task_defaults(task).items():  # the task's own defaults, where left out
+            kw.setdefault(key, value)
     if given.get("nproc") is None:
         kw["nproc"] = env_world if env_world is not None else base.get("nproc", 1)
     if "layers" not in given and "layers" not in base:  # the model's own depth (AGNN: 4, PyG's Cora example)
