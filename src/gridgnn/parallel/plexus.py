@@ -951,6 +951,17 @@ def _plexus_rank(ctx, shape, layouts, rank: int):
     return dict(zip(PLEXUS_AXES, coords)), [PlexusSchedule(ctx.n, tuple(shape), coords, lay) for lay in layouts]
 
 
+def _plexus_ranks(ctx, shape, layouts, ranks):
+    """Per rank asked, its memory model's start: ``(rank, coordinates, schedules, ledger holding its adjacency
+    shards, {layer: shard nnz}, the largest shard's nnz, the vertex bounds per axis)``."""
+    vb, count = _plexus_grid(ctx, shape, layouts)
+    for r in ranks:
+        me, scheds = _plexus_rank(ctx, shape, layouts, r)
+        acc = Ledger()
+        shards, largest = _plexus_shards(ctx, acc, layouts, vb, count, me)
+        yield r, me, scheds, acc, shards, largest, vb
+
+
 def _weight_buffers(acc: Ledger, s, fi: int, w_out: int, e: int, layer: int) -> None:
     """The buffers of a Plexus ``linear``'s weight all-gather and its gradient's reduce-scatter (schedule ``s``)."""
     get = s.weight_gather(fi)
@@ -975,15 +986,10 @@ def _gcn_memory(ctx, shape, ranks) -> dict:
     L = len(dims) - 1
     program = gcn_order(dims)
     layouts = plexus_layouts(program)
-    vb, count = _plexus_grid(ctx, shape, layouts)
-
     p = ctx.dropout
     out = {}
-    for r in ranks:
-        me, scheds = _plexus_rank(ctx, shape, layouts, r)
+    for r, me, scheds, acc, _, largest, _ in _plexus_ranks(ctx, shape, layouts, ranks):
         nrows, ncols = scheds[0].nrows, scheds[0].ncols
-        acc = Ledger()
-        _, largest = _plexus_shards(ctx, acc, layouts, vb, count, me)
         nparams = 0
         for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
             lay = layouts[l]
@@ -1036,13 +1042,9 @@ def _traced_memory(ctx, shape, ranks) -> dict:
     n, dims, e, tr = ctx.n, ctx.dims, ctx.e, ctx.trace
     L = len(dims) - 1
     layouts = plexus_layouts([plexus_program([c.name for c in tr.calls if c.layer == l]) for l in range(L)])
-    vb, count = _plexus_grid(ctx, shape, layouts)
     out = {}
-    for r in ranks:
-        me, scheds = _plexus_rank(ctx, shape, layouts, r)
+    for r, me, scheds, acc, shards, largest, vb in _plexus_ranks(ctx, shape, layouts, ranks):
         nrows, ncols = scheds[0].nrows, scheds[0].ncols
-        acc = Ledger()
-        shards, largest = _plexus_shards(ctx, acc, layouts, vb, count, me)
         gathers = set()
         for l, lay in enumerate(layouts):
             gr = lay.graph
@@ -1123,13 +1125,9 @@ def _scattered_memory(ctx, shape, ranks) -> dict:
     program = (gcn_order(dims) if tr is None else
                [plexus_program([c.name for c in tr.calls if c.layer == l]) for l in range(L)])
     layouts = plexus_layouts(program, scatter=True)
-    vb, count = _plexus_grid(ctx, shape, layouts)
     out = {}
-    for r in ranks:
-        me, scheds = _plexus_rank(ctx, shape, layouts, r)
+    for r, me, scheds, acc, shards, largest, _ in _plexus_ranks(ctx, shape, layouts, ranks):
         ncols = scheds[0].ncols
-        acc = Ledger()
-        shards, largest = _plexus_shards(ctx, acc, layouts, vb, count, me)
         inp = layouts[0].input
         c_in = ncols(dims[0], inp.cols)
         acc.add("features", scheds[0].part_rows(inp) * c_in * e)
