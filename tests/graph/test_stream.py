@@ -19,7 +19,7 @@ from gridgnn.graph.sharded import ShardedDataset
 
 
 def edge_list(path: Path, *, n: int, m: int, seed: int, weighted: bool, loops: bool = True, crlf: bool = False,
-              trailing_newline: bool = True, offset: int = 0) -> Path:
+              trailing_newline: bool = True, offset: int = 0, cr: bool = False) -> Path:
     """A text edge list with a comment, a header, duplicate edges, self-loops and isolated vertices."""
     r = np.random.default_rng(seed)
     src, dst = r.integers(0, n - 3, m) + offset, r.integers(0, n - 3, m) + offset  # the last 3 ids: no edge
@@ -31,7 +31,8 @@ def edge_list(path: Path, *, n: int, m: int, seed: int, weighted: bool, loops: b
         lines.append(f"{a} {b} {r.integers(1, 4) if weighted and k % 3 else 1}" if weighted else f"{a}\t{b}")
         if k % 50 == 7:
             lines.append("% a comment between edges")
-    text = ("\r\n" if crlf else "\n").join(lines) + ("\n" if trailing_newline else "")
+    end = "\r\n" if crlf else "\r" if cr else "\n"
+    text = end.join(lines) + (end if trailing_newline else "")
     path.write_bytes(text.encode())
     return path
 
@@ -86,6 +87,7 @@ CASES = [  # directed, weighted, method, blocks, normalize, extra SPEC parameter
     ("0", False, "identity", "1x1", True, "&num_nodes=130", {}),
     (None, True, "double-perm", "3x3", False, "", {}),
     ("1", False, "double-perm", "2x2", True, "&relabel=1", {"offset": 10 ** 12}),
+    (None, False, "double-perm", "2x2", True, "", {"cr": True}),  # old Mac line ends: pieces cut at a lone \r
 ]
 
 
@@ -133,10 +135,18 @@ def test_what_passes_cannot_do_is_refused_in_one_line(tmp_path, passes):
         edges.write_sharded(tmp_path / "x", perm_r=np.arange(edges.n), perm_c=np.arange(edges.n), blocks=(2, 2),
                             partition_name="identity", seed=0)
     edges.close()
-    for bad in ("2Q", "-1G", "", "0.5K"):
+    for bad in ("2Q", "-1G", "", "0.5K", "9" * 400):
         with pytest.raises(GridGnnError, match="--memory-budget"):
             parse_size(bad)
     assert parse_size("1.5G") == 3 << 29 and parse_size("512M") == 1 << 29 and parse_size(1 << 21) == 1 << 21
+
+
+def test_without_a_budget_what_passes_cannot_do_is_read_in_memory(tmp_path, passes):
+    """A file the passes would take (here: any, the in-memory estimate patched up) with balanced-perm and no
+    --memory-budget is read in memory, as before the passes existed; with a budget it is refused before parsing."""
+    f = edge_list(tmp_path / "g.txt", n=60, m=300, seed=3, weighted=False)
+    meta = shard(f"edgelist:{f}", str(tmp_path / "a"), blocks="2x2", method="balanced-perm")
+    assert meta["streamed"] is False and meta["method"] == "balanced-perm"
 
 
 def test_peak_memory_stays_within_the_budget(tmp_path):

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from pathlib import Path
 
@@ -120,7 +121,10 @@ def parse_size(text) -> int:
         unit = m.group(2).lower() if m else None
         if m is None or unit not in _SIZE_UNITS:
             raise GridGnnError(f"--memory-budget must be a size such as 2G, 512M or a number of bytes, got {text!r}")
-        value = int(float(m.group(1)) * _SIZE_UNITS[unit])
+        value = float(m.group(1)) * _SIZE_UNITS[unit]
+        if not math.isfinite(value) or value > 1 << 62:
+            raise GridGnnError(f"--memory-budget {text!r} is larger than any machine's memory")
+        value = int(value)
     if value < 1 << 20:
         raise GridGnnError(f"--memory-budget {text!r} is below 1 MiB")
     return value
@@ -213,7 +217,9 @@ def _write_replacing(out: str, write, lock=None) -> dict:
         cause = os_error_in(exc) if isinstance(exc, Exception) and not isinstance(exc, GridGnnError) else None
         if cause is not None:  # a full disk, a folder that refuses files: one line naming the dataset
             where = os.path.relpath(cause.filename, tmp) if isinstance(cause.filename, str) else ""
-            named = f" ({where})" if where and not where.startswith("..") else ""
+            if where.startswith(".."):  # a file outside the new dataset: a streamed shard's scratch file
+                where = str(cause.filename)
+            named = f" ({where})" if where else ""
             raise write_error(f"the sharded dataset {out}{named}", cause) from None
         raise
     if lock is not None:
@@ -312,13 +318,16 @@ def run_perm_report(args) -> int:
 IN_MEMORY_BYTES_PER_TEXT_BYTE = 40
 
 
-def _streamed_edge_list(data, budget: int | None):
+def _streamed_edge_list(data, budget: int | None, method: str):
     """``(path, params)`` of a ``edgelist:`` SPEC that does not fit ``budget`` (default: the memory free now) in
-    memory, and so is sharded in passes; ``None`` for any other data (read in memory)."""
+    memory, and so is sharded in passes; ``None`` for any other data (read in memory). What the passes cannot do
+    (``balanced-perm``, edge features) is refused now with a budget given, and read in memory without one (as
+    before there were passes; the loader refuses what cannot fit)."""
     import os
 
     from ..graph.safe_io import available_memory
     from ..graph.spec import parse_spec
+    from ..partition.permute import SIZE_ONLY_METHODS
 
     if not isinstance(data, str) or not data.startswith("edgelist:"):
         return None
@@ -329,10 +338,14 @@ def _streamed_edge_list(data, budget: int | None):
         return None  # the loader names the file's problem
     if need <= (available_memory() if budget is None else budget):
         return None
-    if params.get("edge_features"):
-        raise GridGnnError(f"{path}: a sharded dataset holds no edge features, and this edge list is sharded in "
-                           "passes (it does not fit the memory budget): drop edge_features=1")
-    return path, params
+    cannot = (f"the {method} permutation reads the matrix (use one of {', '.join(SIZE_ONLY_METHODS)})"
+              if method not in SIZE_ONLY_METHODS else
+              "a sharded dataset holds no edge features (drop edge_features=1)" if params.get("edge_features") else None)
+    if cannot is None:
+        return path, params
+    if budget is None:
+        return None
+    raise GridGnnError(f"{path} does not fit --memory-budget in memory, so it would be sharded in passes, but {cannot}")
 
 
 def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: int = 0, node_chunks: int | None = None,
@@ -384,7 +397,7 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
         raise GridGnnError(f"unknown permutation method {method!r}; valid: {', '.join(METHODS)}")
     seed = int(seed or 0)
     budget = None if memory_budget is None else parse_size(memory_budget)
-    streamed = _streamed_edge_list(data, budget)
+    streamed = _streamed_edge_list(data, budget, method)
     # one shard per folder: hold --out (OutLock, as train does) from here until the new dataset is in place
     created = make_out_dir(out)
     try:
@@ -426,15 +439,23 @@ def _shard_streamed(data: str, streamed, out: str, *, R: int, C: int, method: st
     from ..graph.stream import StreamedEdgeList
     from ..partition.permute import permutations_of_size
 
+    from ..train.outputs import os_error_in, write_error
+
     path, params = streamed
     target = Path(out).absolute()
     scratch = target.parent / _side_name(target, "scratch")
     edges = None
     try:
-        edges = StreamedEdgeList(Path(path).expanduser(), scratch,
-                                 memory_budget=available_memory() if budget is None else budget,
-                                 directed=params.get("directed"), num_nodes=params.get("num_nodes"),
-                                 relabel=params.get("relabel", False), spec=data)
+        try:
+            edges = StreamedEdgeList(Path(path).expanduser(), scratch,
+                                     memory_budget=available_memory() if budget is None else budget,
+                                     directed=params.get("directed"), num_nodes=params.get("num_nodes"),
+                                     relabel=params.get("relabel", False), spec=data)
+        except Exception as exc:  # a full disk, a folder that refuses files: one line naming the scratch folder
+            cause = None if isinstance(exc, GridGnnError) else os_error_in(exc)
+            if cause is None:
+                raise
+            raise write_error(f"the scratch files of gridgnn shard ({scratch})", cause) from None
         if R > edges.n or C > edges.n:
             raise GridGnnError(f"--blocks {R}x{C} needs at least {max(R, C)} vertices, the graph has {edges.n}")
         perm_r, perm_c = permutations_of_size(method, edges.n, seed)

@@ -464,39 +464,47 @@ def count_from_largest(p, top: int, entries: int) -> int:
 
 # ---------------------------------------------------------------------------------------------- edge list
 def _text_pieces(p: Path, chunk_bytes: int | None):
-    """``(text, first line number)`` of the file in pieces that end at a line end (``chunk_bytes``: about that many
-    bytes each; ``None``: the whole file at once), decoded as UTF-8 (a bad byte is named by its offset in the file)."""
+    """``([lines], first line number)`` of the file in pieces that end at a line end (``\\n``, ``\\r\\n`` or a lone
+    ``\\r``; ``chunk_bytes``: about that many bytes each, ``None``: the whole file at once), decoded as UTF-8 (a bad
+    byte is named by its offset in the file). The lines come in a one-item list for the caller to take out
+    (``.pop()``): the generator keeps no reference to them, nor to the bytes, while it waits."""
     try:
         fh = open(p, "rb")
     except OSError as e:
         raise GridGnnError(f"{p}: cannot read file: {e.strerror or e}") from None
     with fh:
-        offset, lineno, rest = 0, 1, b""
-        while True:
+        offset, lineno, rest, ended = 0, 1, b"", False
+        while not ended:
             try:
                 block = fh.read(-1 if chunk_bytes is None else chunk_bytes)
             except OSError as e:
                 raise GridGnnError(f"{p}: cannot read file: {e.strerror or e}") from None
+            ended = not block
             raw = rest + block
-            # whole (no chunk size, or the end of the file): everything left; else up to the last line end
-            cut = len(raw) if chunk_bytes is None or not block else raw.rfind(b"\n") + 1
-            if cut == 0 and block:
-                rest = raw  # no line end yet: read on
-                continue
+            del block
+            if chunk_bytes is None or ended:
+                cut = len(raw)  # whole (no chunk size, or the end of the file): everything left
+            else:  # after the last line end; a final \r waits for the next block (it may start with \n)
+                cut = max(raw.rfind(b"\n"), raw.rfind(b"\r", 0, len(raw) - 1)) + 1
+                if cut == 0:
+                    rest = raw  # no line end yet: read on
+                    continue
             piece, rest = raw[:cut], raw[cut:]
+            del raw
             try:
                 text = piece.decode("utf-8")
             except UnicodeDecodeError as e:
                 bad = offset + e.start
                 raise GridGnnError(f"{p}: not UTF-8 text (byte {bad} is {piece[e.start:e.start + 1]!r}); an edge "
                                    f"list is a text file") from None
-            if text:
-                lines = text.splitlines()
-                yield lines, lineno
-                lineno += len(lines)
             offset += len(piece)
-            if not block:
-                return
+            del piece
+            if text:
+                box = [text.splitlines()]
+                del text
+                count = len(box[0])
+                yield box, lineno
+                lineno += count
 
 
 def edgelist_chunks(path, *, edge_features: bool = False, chunk_bytes: int | None = None):
@@ -507,7 +515,8 @@ def edgelist_chunks(path, *, edge_features: bool = False, chunk_bytes: int | Non
     piece (``None``: the whole file as one). Every piece has the first edge line's column count."""
     p = Path(path)
     ncols = first = None
-    for lines, start in _text_pieces(p, chunk_bytes):
+    for box, start in _text_pieces(p, chunk_bytes):
+        lines = box.pop()
         rows: list[list[str]] = []
         linenos: list[int] = []
         for lineno, line in enumerate(lines, start=start):

@@ -24,8 +24,9 @@ The passes, with what each holds:
    written, so the dataset's ``--blocks`` must cut the matrix into blocks that fit the budget.
 
 Every operation is row-local with the in-memory path's arithmetic in the same order, which is why the values are
-the same bits. The scratch folder sits inside the dataset's folder while it is written and is removed before
-``meta.json`` is.
+the same bits. The scratch folder (``gridgnn shard`` puts it beside ``--out``) is removed before ``meta.json`` is
+written. A band holds whole rows, so one vertex of more entries than a band's share of the budget makes its band
+larger than the share (only the blocks written in pass 7 are checked against the budget).
 """
 from __future__ import annotations
 
