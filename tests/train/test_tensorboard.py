@@ -77,3 +77,26 @@ def test_a_launch_interrupted_by_sigterm_keeps_the_events(tmp_path):
     assert keep_interrupted(str(tmp_path), lambda recs: {"n": len(recs)}) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.csv", "metrics.jsonl", "summary.json", "tensorboard"]
     assert scalars(tmp_path / "tensorboard")["loss"] == [(0, 1.0), (1, 0.5)]
+
+
+def test_a_tensorboard_folder_of_the_users_own_is_never_an_output(tmp_path):
+    """Only a folder gridgnn wrote (its marker inside) counts as a previous output and is replaced; one of the
+    user's is left alone by a run and by --overwrite, and --log tensorboard into it is refused in one line."""
+    from gridgnn.train.outputs import clear_outputs, previous_outputs
+
+    out = tmp_path / "run"
+    (out / "tensorboard").mkdir(parents=True)
+    (out / "tensorboard" / "mine.txt").write_text("my own events")
+    assert previous_outputs(str(out)) == [] and clear_outputs(str(out)) == []
+    assert (out / "tensorboard" / "mine.txt").exists()
+    TrainConfig(out=str(out)).validate()  # a run without --log tensorboard writes there freely
+    with pytest.raises(GridGnnError, match="holds a tensorboard folder that no gridgnn run wrote"):
+        TrainConfig(out=str(out), log="tensorboard").validate()
+    ours = tmp_path / "ours"
+    import gridgnn
+
+    for _ in range(2):  # the second run replaces the first one's events (--overwrite)
+        gridgnn.train(data="synthetic:sbm?n=100&classes=2&avg_degree=4&features=4", epochs=2, quiet=True,
+                      out=str(ours), log="tensorboard", overwrite=True)
+        assert "tensorboard" in previous_outputs(str(ours))
+        assert [s for s, _ in scalars(ours / "tensorboard")["loss"]] == [0, 1]

@@ -364,11 +364,15 @@ class TrainConfig:
         if self.overwrite and self.out is None:
             raise GridGnnError("--overwrite applies to the outputs in --out; give --out DIR")
         if self.log == "tensorboard":
-            from .outputs import check_tensorboard
+            from .outputs import TensorBoardLog, check_tensorboard, is_our_events
 
             if self.out is None:
                 raise GridGnnError("--log tensorboard writes OUT/tensorboard; give --out DIR")
             check_tensorboard()
+            events = os.path.join(self.out, TensorBoardLog.NAME)
+            if os.path.lexists(events) and not is_our_events(events):
+                raise GridGnnError(f"--out {self.out} holds a {TensorBoardLog.NAME} folder that no gridgnn run wrote; "
+                                   "--log tensorboard writes there: move it, or choose another --out")
         if self.out is not None:
             from .outputs import check_out_dir
 

@@ -407,15 +407,22 @@ class TensorBoardLog:
     """
 
     NAME = "tensorboard"
+    #: the file that marks the folder as gridgnn's (:func:`is_our_events`)
+    MARKER = ".gridgnn-events"
 
     def __init__(self, out: str, records=()):
         check_tensorboard()
         from torch.utils.tensorboard import SummaryWriter
 
         self.path = os.path.join(out, self.NAME)
+        if os.path.lexists(self.path) and not is_our_events(self.path):
+            raise GridGnnError(f"--out {out} holds a {self.NAME} folder that no gridgnn run wrote; --log tensorboard "
+                               "writes there: move it, or choose another --out")
         self.tmp = os.path.join(out, f".{self.NAME}.{_token()}.tmp")
         try:
             os.mkdir(self.tmp)
+            with open(os.path.join(self.tmp, self.MARKER), "w", encoding="utf-8") as fh:
+                fh.write("written by gridgnn train --log tensorboard; replaced by the next run into this folder\n")
         except OSError as exc:
             raise write_error(self.path, exc) from None
         self.writer = SummaryWriter(log_dir=self.tmp)
@@ -435,7 +442,7 @@ class TensorBoardLog:
         """The events complete: ``OUT/.tensorboard.*.tmp`` becomes ``OUT/tensorboard``."""
         self.writer.close()
         try:
-            if os.path.isdir(self.path) and not os.path.islink(self.path):
+            if is_our_events(self.path):
                 shutil.rmtree(self.path)
             os.replace(self.tmp, self.path)
         except OSError as exc:
@@ -454,9 +461,10 @@ def keep_tensorboard(path: str) -> None:
     temps = [f for f in os.listdir(path) if pattern.fullmatch(f) and os.path.isdir(os.path.join(path, f))]
     if len(temps) == 1:
         final = os.path.join(path, TensorBoardLog.NAME)
-        if os.path.isdir(final) and not os.path.islink(final):
+        if is_our_events(final):
             shutil.rmtree(final)
-        os.replace(os.path.join(path, temps[0]), final)
+        if not os.path.lexists(final):
+            os.replace(os.path.join(path, temps[0]), final)
 
 
 def write_kept(path: str, records: list[dict], summary: dict) -> None:
@@ -589,8 +597,17 @@ def check_out_file(path: str) -> None:
 
 
 def previous_outputs(path: str) -> list[str]:
-    """The :data:`OUTPUTS` already present in folder ``path`` (none when it does not exist)."""
-    return [name for name in OUTPUTS if os.path.lexists(os.path.join(path, name))]
+    """The :data:`OUTPUTS` already present in folder ``path`` (none when it does not exist; a ``tensorboard``
+    folder only when gridgnn wrote it: :func:`is_our_events`)."""
+    return [name for name in OUTPUTS if os.path.lexists(os.path.join(path, name))
+            and (name != TensorBoardLog.NAME or is_our_events(os.path.join(path, name)))]
+
+
+def is_our_events(folder: str) -> bool:
+    """Whether ``folder`` is a ``tensorboard`` folder a gridgnn run wrote (its marker file is inside): only such a
+    folder counts as a previous output, is replaced by ``--overwrite`` or a resumed run — never one of the user's."""
+    return os.path.isdir(folder) and not os.path.islink(folder) and \
+        os.path.isfile(os.path.join(folder, TensorBoardLog.MARKER))
 
 
 def check_out_dir(path: str, *, overwrite: bool = False, resuming_here: bool = False) -> None:
@@ -665,6 +682,8 @@ def clear_outputs(path: str, *, keep: tuple[str, ...] = ()) -> list[str]:
         for target in [os.path.join(path, name)] + [os.path.join(path, f) for f in temps]:
             if os.path.basename(target) in keep or not os.path.lexists(target):
                 continue
+            if name == TensorBoardLog.NAME and os.path.basename(target) == name and not is_our_events(target):
+                continue  # a tensorboard folder of the user's own: not a previous output
             try:
                 if name == TensorBoardLog.NAME and os.path.isdir(target) and not os.path.islink(target):
                     shutil.rmtree(target)  # the one output that is a folder (of event files)
