@@ -109,6 +109,7 @@ def test_the_link_task_has_defaults_of_its_own_and_a_given_value_wins():
                                      "dropout": 0.0}
     given = config_from_flags({"task": "link", "dropout": 0.5, "hidden": 16})
     assert (given.dropout, given.hidden, given.weight_decay) == (0.5, 16, 0.0)
+    assert given.model_embedding_dim == 16  # --hidden given: the embeddings are as wide (the 64 goes with 128)
     node = config_from_flags({})
     assert (node.hidden, node.dropout, node.weight_decay, node.epochs) == (16, 0.5, 5e-4, 200)
     import gridgnn.train.api as api

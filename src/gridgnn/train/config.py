@@ -67,13 +67,15 @@ SECTIONS = {"data": "data and model", "task": "task: node classification or link
 
 
 def opt(default, section: str, *, help, metavar: str | None = None, choices: tuple = (), low=None, high=None,
-        low_open: bool = False, high_open: bool = False, unit: str = "", per_task: dict | None = None):
+        low_open: bool = False, high_open: bool = False, unit: str = "", per_task: dict | None = None,
+        task_default_with: str | None = None):
     """A config field with what the command line and the checks need: its section (:data:`SECTIONS`), its help
     (text, or a function of the registry), for a number its range (checked by :meth:`TrainConfig.validate`,
-    shown in ``--help``), and ``per_task``: its default for a ``--task`` other than ``node`` (:func:`task_defaults`)."""
+    shown in ``--help``), and ``per_task``: its default for a ``--task`` other than ``node`` (:func:`task_defaults`),
+    taken only where the field ``task_default_with`` takes its task default too (the two belong together)."""
     return field(default=default, metadata={"section": section, "help": help, "metavar": metavar, "choices": choices,
                                             "range": (low, high, low_open, high_open, unit),
-                                            "per_task": dict(per_task or {})})
+                                            "per_task": dict(per_task or {}), "task_default_with": task_default_with})
 
 
 def task_defaults(task: str) -> dict:
@@ -186,8 +188,9 @@ class TrainConfig:
                                    "product, default) or mlp (OGB's LinkPredictor: z_u * z_v through Linear, ReLU, "
                                    "Linear)")
     embedding_dim: int | None = opt(None, "task", metavar="D", low=1, high=MAX_HIDDEN, per_task={"link": 64},
+                                    task_default_with="hidden",
                                     help="--task link: width of the vertex embeddings the decoder scores (the last "
-                                         "layer's output)")
+                                         "layer's output; default --hidden when --hidden is given)")
     # ---- parallel
     algo: str = opt("serial", "parallel", metavar="NAME", help=_help_algo)
     profile: str | None = opt(None, "parallel", metavar="FILE|PRESET",
@@ -799,8 +802,11 @@ def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConf
     kw = {**base, **given}
     task = kw.get("task", "node")
     if isinstance(task, str):  # (another type is refused by the checks below)
-        for key, value in task_defaults(task).items():  # the task's own defaults, where left out
-            kw.setdefault(key, value)
+        left_out = {f.name for f in fields(TrainConfig)} - set(kw)
+        for f in fields(TrainConfig):  # the task's own defaults, where left out
+            with_ = f.metadata.get("task_default_with")
+            if f.name in left_out and task in f.metadata.get("per_task", {}) and (with_ is None or with_ in left_out):
+                kw[f.name] = f.metadata["per_task"][task]
     if given.get("nproc") is None:
         kw["nproc"] = env_world if env_world is not None else base.get("nproc", 1)
     if "layers" not in given and "layers" not in base:  # the model's own depth (AGNN: 4, PyG's Cora example)
