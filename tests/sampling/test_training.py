@@ -17,6 +17,7 @@ from gridgnn.sampling.plan import GcnNormalization, MinibatchPlan
 from gridgnn.testing import minibatch_state_worker
 from gridgnn.train.config import TrainConfig
 from gridgnn.train.minibatch import minibatch_worker, neighbours, schedule
+from gridgnn.train.rank_layout import attach_edge_features
 from gridgnn.train.trainer import build_model
 
 DATA = "synthetic:sbm?n=240&classes=4&avg_degree=6&features=6"
@@ -53,7 +54,9 @@ def reference(cfg: TrainConfig, world: int) -> dict:
             model.train()
             model.epoch = epoch * len(steps) + n
             opt.zero_grad()
-            out = model(torch.from_numpy(g.x[s.nodes[0]]).double(), MinibatchPlan(s, gcn=gcn))
+            plan = MinibatchPlan(s, gcn=gcn)
+            attach_edge_features(plan, g, len(plan.graphs))
+            out = model(torch.from_numpy(g.x[s.nodes[0]]).double(), plan)
             (F.cross_entropy(out, y[s.nodes[-1]], reduction="sum") / len(s.nodes[-1])).backward()
             opt.step()
     return model.state_dict()
@@ -64,10 +67,16 @@ def assert_same(state, ref):
         torch.testing.assert_close(state[k], v, rtol=1e-9, atol=1e-11, msg=k)
 
 
+#: the graphs of the models that read edge features or relation types
+EDGE_DATA = {"gine": DATA + "&edge_features=3", "gatv2": DATA + "&edge_features=3",
+             "rgcn": "synthetic:typed-sbm?n=240&relations=3"}
+
+
 @pytest.mark.parametrize("sampler,model", [("sage", "sage"), ("ladies", "sage"), ("sage", "gcn"), ("ladies", "gcn"),
-                                           ("sage", "gat"), ("ladies", "va")])
+                                           ("sage", "gat"), ("ladies", "va"), ("sage", "gine"), ("ladies", "rgcn")])
 def test_one_process_equals_the_reference(sampler, model):
-    cfg = config(sampler=sampler, model=model, fanout="4,3" if sampler == "sage" else "12,10")
+    cfg = config(sampler=sampler, model=model, fanout="4,3" if sampler == "sage" else "12,10",
+                 data=EDGE_DATA.get(model, DATA))
     out = minibatch_worker(None, cfg, return_state=True)
     assert_same(out["state"], reference(cfg, 1))
     assert out["summary"]["minibatches_per_epoch"] == len(minibatches(np.zeros(out_train(cfg)), 9))
@@ -94,6 +103,17 @@ def test_four_ranks_in_lockstep_equal_the_reference():
     assert summary["fetch_bytes_per_epoch"] == pytest.approx(fetch_model(cfg, 4), rel=1e-12)
 
 
+def test_two_ranks_with_edge_features_equal_the_reference():
+    """GINE on sampled minibatches over 2 ranks (graph-partitioned sampling): each rank's samples read their edges'
+    features from the graph by original ids, and both ranks end with the one-process reference's parameters."""
+    cfg = config(nproc=2, model="gine", data=EDGE_DATA["gine"], sample_graph="partitioned")
+    ranks = launch(minibatch_state_worker, 2, cfg, device="cpu", collect=True)
+    cfg.edge_dim = 3  # (settled from the data by each rank)
+    ref = reference(cfg, 2)
+    for r in ranks:
+        assert_same(r["state"], ref)
+
+
 def fetch_model(cfg: TrainConfig, world: int) -> float:
     """Bytes of the training fetches per epoch (all ranks), from the samples and the byte model."""
     g = load_graph(cfg.data, seed=cfg.seed)
@@ -114,7 +134,7 @@ def fetch_model(cfg: TrainConfig, world: int) -> float:
 
 
 def test_minibatch_flags_are_checked():
-    with pytest.raises(GridGnnError, match="--model gcn, gat, va or sage"):
+    with pytest.raises(GridGnnError, match="--model gcn, gat, va, sage, gine, gatv2 or rgcn"):
         config(model="agnn", layers=3)
     with pytest.raises(GridGnnError, match="--algo"):
         config(algo="1d", nproc=2)

@@ -46,6 +46,7 @@ class GATv2(Model):
 
     OPTIONS = GAT.OPTIONS
     reads_destinations = True
+    trains_on_samples = True  # a sample's edges read their features or relations by original ids
 
     def __init__(self, dims: list[int], *, heads: int = 8, out_heads: int = 1, edge_dim: int | None = None,
                  dropout: float = 0.6, attn_dropout: float | None = None, seed: int = 0, dtype=torch.float32,

@@ -37,6 +37,7 @@ class GINE(Model):
 
     requires_edge_features = True  # the trainer refuses a graph without them before anything starts
     reads_destinations = True  # its sddmm_add reads the destinations' rows: one vertex order outside Plexus
+    trains_on_samples = True  # a sample's edges read their features by original ids, as every layout's do
 
     def __init__(self, dims: list[int], *, edge_dim: int | None = None, eps: float = 0.0, **kw):
         super().__init__(dims, **kw)
@@ -58,7 +59,8 @@ class GINE(Model):
         if not self.edge_dim:
             raise GridGnnError("--model gine reads edge features (edge_attr); the graph carries none")
         edge = g.edge_features @ self.param("edge_weight", layer) + self.param("edge_bias", layer)  # nnz × f
-        source = g.sddmm_add(torch.zeros_like(g.at_destinations(h)), h)  # h_v on each edge v → u
+        source = g.sddmm_add(torch.zeros_like(h), h)  # h_v on each edge v → u (s_dst laid out as the input, as
+        # every layout takes it: on a sampled block the destinations' own rows are read from it)
         msg = torch.relu(source + edge) * g.input_edges.unsqueeze(1).to(h.dtype)
         return g.spmm(msg, torch.ones_like(h))  # one head per column: Σ_v msg[vu, c] · 1
 

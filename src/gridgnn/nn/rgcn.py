@@ -50,6 +50,7 @@ class RGCN(Model):
                                help="basis matrices per R-GCN layer shared by every relation (0: one per relation)")}
     requires_relations = True  # the trainer refuses a graph without relation types before anything starts
     reads_destinations = True  # the root term adds the input's rows to the aggregation's: one vertex order
+    trains_on_samples = True  # a sample's edges read their features or relations by original ids
 
     def __init__(self, dims: list[int], *, num_relations: int | None = None, bases: int = 0, **kw):
         super().__init__(dims, **kw)

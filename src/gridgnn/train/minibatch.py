@@ -44,6 +44,7 @@ from ..sampling.plan import GcnNormalization, MinibatchPlan
 from .checkpoint import WHOLE as _WHOLE  # every rank holds every parameter whole
 from .config import TrainConfig
 from .console import Console
+from .rank_layout import attach_edge_features
 from .step import allreduce_grads
 
 PHASES = ("sample", "fetch", "fwd", "bwd", "grad", "eval", "metrics")
@@ -92,6 +93,7 @@ class _Pipeline:
         self.y = torch.from_numpy(np.asarray(graph.y, dtype=np.int64)).to(device)
         self.pattern = PartitionedPattern(comm, self.adj) if cfg.model_sample_graph == "partitioned" else None
         self.gcn = GcnNormalization(graph, self.adj)  # built when a model first reads gcn_values
+        self.edges = graph  # whose edge features and relation types a sample's edges read (by original ids)
         self.fanouts = cfg.model_fanouts
         self.eval_fanouts = cfg.model_eval_fanouts
 
@@ -117,7 +119,10 @@ class _Pipeline:
             t1 = time.perf_counter()
             stats["fetch_s"] += t1 - t0
             n_step = sum(len(batches[t]) for t in ids if t >= 0)
-            plan = MinibatchPlan(mine, dtype=self.dtype, device=self.device, gcn=self.gcn) if mine is not None else None
+            plan = None
+            if mine is not None:
+                plan = MinibatchPlan(mine, dtype=self.dtype, device=self.device, gcn=self.gcn)
+                attach_edge_features(plan, self.edges, len(plan.graphs))
             step_fn(plan, x, None if mine is None else self.y[torch.from_numpy(mine.nodes[-1]).to(self.device)],
                     n_step, step0 + n)
             stats["compute_s"] += time.perf_counter() - t1
@@ -135,7 +140,7 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
     from .checkpoint import check_for_run, read_checkpoint, restore
     from .loop import RunLoop, fmt
     from ..graph.pipeline import console_lines, pipeline_record
-    from .trainer import build_model, check_data, in_memory_name, with_feature_norm
+    from .trainer import build_model, check_data, in_memory_name, settle_edge_dim, with_feature_norm
 
     from ..errors import note_memory
 
@@ -145,6 +150,8 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
     graph = with_feature_norm(load_graph(cfg.data if graph is None else graph, seed=cfg.seed), cfg,
                               owned=graph is None)
     require_nonnegative_weights(graph)  # on every rank, before anything starts
+    settle_edge_dim(cfg, graph.edge_dim, edges_note=graph.meta.get("edge_features_dropped"),
+                    relations=graph.num_relations)  # a model that reads them is built for the data's
     labelled = graph.y is not None and graph.train_mask is not None
     train_ids = np.flatnonzero(graph.train_mask & (graph.y >= 0)) if labelled else np.zeros(0, np.int64)
     world = 1 if ctx is None else ctx.world_size
