@@ -155,3 +155,38 @@ def test_full_fanout_with_edge_features_or_relations_equals_the_full_graph_model
     torch.testing.assert_close(mini[0], full[0], rtol=1e-10, atol=1e-12)
     for a, b in zip(mini[1], full[1]):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("sampler,fanout", [("sage", 2), ("ladies", 30)])
+def test_sampled_relation_weights_are_a_mean_per_relation(sampler, fanout):
+    """R-GCN on a sample with few neighbours kept: each destination's weights of each relation sum to the full
+    graph's, 1, where a kept neighbour brings the relation (a self-loop of the data keeps its exact share), so the
+    sampled aggregation is a (sampling-weighted) mean, not a mean shrunk by the neighbours left out; with no kept
+    neighbour of the relation only the self-loop's share remains (the estimate of the neighbours' part is 0)."""
+    g = load_graph("synthetic:typed-sbm?n=240&relations=3", seed=1)
+    src, dst = g.edge_index()
+    loops = np.arange(0, g.n, 11)  # self-loops of the data, of relation 0
+    kinds = np.concatenate([np.argmax(g.edge_type_counts, axis=1), np.zeros(loops.size, np.int64)])
+    g = Graph.from_edges(np.concatenate([src, loops]), np.concatenate([dst, loops]), g.n, edge_type=kinds,
+                         num_relations=3, x=g.x, y=g.y, train_mask=g.train_mask, val_mask=g.val_mask,
+                         test_mask=g.test_mask)
+    adj = neighbours(g)
+    plan = MinibatchPlan(sample_bulk(adj, [np.arange(0, g.n, 2)], [fanout], sampler=sampler, seed=3))
+    sg = plan.graph(0)
+    sg.edge_table = g
+    w = sg.relation_weights()
+    row = sg.pattern.row.numpy()
+    sums = np.zeros((sg.n_local, 3))
+    np.add.at(sums, row, w)
+    counts = g.relation_counts(*sg.edge_ids())
+    own = sg.pattern.col.numpy() == sg._own.numpy()[row]
+    reached = np.zeros((sg.n_local, 3), bool)
+    np.logical_or.at(reached, row[~own], counts[~own] > 0)
+    assert reached.sum() > 50 and np.allclose(sums[reached], 1.0)
+    alone = np.zeros((sg.n_local, 3))
+    np.add.at(alone, row[own], counts[own] / np.maximum(g.relation_degree()[sg.edge_ids()[0][own]], 1.0))
+    assert np.allclose(sums[~reached], alone[~reached])
+    full = g.relation_rows(*sg.edge_ids())  # the full graph's weights of the same entries sum to less
+    fsums = np.zeros((sg.n_local, 3))
+    np.add.at(fsums, row, full)
+    assert fsums[reached].mean() < 0.95

@@ -321,8 +321,8 @@ IN_MEMORY_BYTES_PER_TEXT_BYTE = 40
 def _streamed_edge_list(data, budget: int | None, method: str):
     """``(path, params)`` of a ``edgelist:`` SPEC that does not fit ``budget`` (default: the memory free now) in
     memory, and so is sharded in passes; ``None`` for any other data (read in memory). What the passes cannot do
-    (``balanced-perm``, edge features) is refused now with a budget given, and read in memory without one (as
-    before there were passes; the loader refuses what cannot fit)."""
+    (``balanced-perm``, edge features) is refused now with a budget given, and read in memory without one, as
+    before there were passes (the estimate is rough: such a file may fit, and nothing checks that it does)."""
     import os
 
     from ..graph.safe_io import available_memory

@@ -80,8 +80,11 @@ class Graph:
     node_types: dict | None = None
 
     _relation_degree = None  # the edges of each relation into each vertex (relation_rows), counted once
+    _edge_keys = None  # (dst·n + src of every stored entry, sorted?) for find_edges, built once
+    _loop_fill = None  # loop_fill(), built once
 
     def __post_init__(self) -> None:
+        self._edge_keys = self._loop_fill = None  # (the lookups of this graph's own arrays)
         self.indptr = np.ascontiguousarray(self.indptr, dtype=np.int64)
         self.indices = np.ascontiguousarray(self.indices, dtype=np.int64)
         if self.values is not None:
@@ -241,17 +244,27 @@ class Graph:
         hold (a self-loop of the pattern :math:`M + I`)."""
         if self.edge_type_counts is None:
             raise GridGnnError("this graph carries no relation types (edge_type)")
+        dst = np.asarray(dst, dtype=np.int64)
+        return self.relation_counts(dst, src) / np.maximum(self.relation_degree()[dst], 1.0)
+
+    def relation_counts(self, dst: np.ndarray, src: np.ndarray) -> np.ndarray:
+        r"""``float64[k, R]``: :math:`c_r(v\to u)` of each edge ``src → dst``, the edges of relation ``r`` joining
+        them (zero for a pair the graph does not hold)."""
+        dst = np.asarray(dst, dtype=np.int64)
+        at, found = self.find_edges(dst, src)
+        out = np.zeros((dst.size, self.num_relations), dtype=np.float64)
+        out[found] = self.edge_type_counts[at[found]]
+        return out
+
+    def relation_degree(self) -> np.ndarray:
+        r"""``float64[n, R]``: :math:`|N_r(u)|`, the edges of each relation into each vertex (built once)."""
         if self._relation_degree is None:  # per CSR row (destination): the sum of its entries' counts
             deg = np.zeros((self.n, self.num_relations), dtype=np.float64)
             full = np.diff(self.indptr) > 0
             if full.any():
                 deg[full] = np.add.reduceat(self.edge_type_counts, self.indptr[:-1][full], axis=0, dtype=np.float64)
             self._relation_degree = deg
-        dst = np.asarray(dst, dtype=np.int64)
-        at, found = self.find_edges(dst, src)
-        out = np.zeros((dst.size, self.num_relations), dtype=np.float64)
-        out[found] = self.edge_type_counts[at[found]] / np.maximum(self._relation_degree[dst[found]], 1.0)
-        return out
+        return self._relation_degree
 
     @staticmethod
     def unmerged_features(src, dst, n: int, edge_attr) -> tuple[object, str | None]:
@@ -293,20 +306,26 @@ class Graph:
         """``(stored entry, found)`` of each edge ``src → dst``: where the graph stores it (meaningful where found,
         for a graph whose rows are sorted) and whether it holds it."""
         n = self.n
-        keys = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr)) * n + self.indices
+        if self._edge_keys is None:  # built once (a sampled minibatch looks its edges up every step)
+            keys = np.repeat(np.arange(n, dtype=np.int64), np.diff(self.indptr)) * n + self.indices
+            ordered = not (keys.size > 1 and np.any(keys[1:] < keys[:-1]))  # else a hand-built CSR, rows unsorted
+            self._edge_keys = (keys if ordered else np.sort(keys), ordered)
+        keys, ordered = self._edge_keys
         want = np.asarray(dst, dtype=np.int64) * n + np.asarray(src, dtype=np.int64)
-        if keys.size > 1 and np.any(keys[1:] < keys[:-1]):  # a hand-built CSR with unsorted rows
-            return np.full(want.shape, -1), _lookup(np.sort(keys), want)[1]
+        if not ordered:
+            return np.full(want.shape, -1), _lookup(keys, want)[1]
         return _lookup(keys, want)
 
     def loop_fill(self) -> np.ndarray:
         """``float[n, d]``: the mean of the features of the edges into each vertex (zeros without any) — PyG's
         ``fill_value="mean"`` for the self-loops it adds."""
-        deg = np.diff(self.indptr)
-        rows = np.repeat(np.arange(self.n, dtype=np.int64), deg)
-        total = np.zeros((self.n, self.edge_dim), dtype=np.float64)
-        np.add.at(total, rows, np.asarray(self.edge_attr, dtype=np.float64))
-        return total / np.maximum(deg, 1)[:, None]
+        if self._loop_fill is None:  # built once (a sampled minibatch looks its self entries up every step)
+            deg = np.diff(self.indptr)
+            rows = np.repeat(np.arange(self.n, dtype=np.int64), deg)
+            total = np.zeros((self.n, self.edge_dim), dtype=np.float64)
+            np.add.at(total, rows, np.asarray(self.edge_attr, dtype=np.float64))
+            self._loop_fill = total / np.maximum(deg, 1)[:, None]
+        return self._loop_fill
 
     @classmethod
     def from_scipy(cls, mat, *, directed: bool | None = None, weighted: bool = True, **kwargs) -> "Graph":

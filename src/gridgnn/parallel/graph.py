@@ -84,10 +84,14 @@ class DistGraph(ABC):
                                    "synthetic:sbm?edge_features=D)")
             dst, src = self.edge_ids()
             feats, given = self.edge_table.edge_rows(dst, src)
-            v = self.gcn_values
-            self._edge_cache = (torch.from_numpy(feats).to(v.dtype).to(v.device),
-                                torch.from_numpy(given).to(v.device))
+            dtype, device = self.values_spec()
+            self._edge_cache = (torch.from_numpy(feats).to(dtype).to(device), torch.from_numpy(given).to(device))
         return self._edge_cache
+
+    def values_spec(self) -> tuple[torch.dtype, torch.device]:
+        """The dtype and device of this graph's edge values (those the looked-up edge tensors take)."""
+        v = self.gcn_values
+        return v.dtype, v.device
 
     @property
     def edge_features(self) -> torch.Tensor:
@@ -114,10 +118,13 @@ class DistGraph(ABC):
                 raise GridGnnError("the model reads relation types (g.relation_values), but the graph carries none: "
                                    "load data with edge_type (a PyG Data's edge_type, a HeteroData, an npz "
                                    "'edge_type', synthetic:typed-sbm)")
-            dst, src = self.edge_ids()
-            v = self.gcn_values
-            self._relation_cache = torch.from_numpy(self.edge_table.relation_rows(dst, src)).to(v.dtype).to(v.device)
+            dtype, device = self.values_spec()
+            self._relation_cache = torch.from_numpy(self.relation_weights()).to(dtype).to(device)
         return self._relation_cache
+
+    def relation_weights(self) -> np.ndarray:
+        """``float64[nnz, R]`` of :attr:`relation_values`: each local edge's weight in its relations' means."""
+        return self.edge_table.relation_rows(*self.edge_ids())
 
     def spmm(self, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "sum",
              mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -116,6 +116,34 @@ class SampledBlockGraph(BlockRowGraph):
             self._gcn_values = torch.from_numpy(w).to(self.dtype).to(self.device)
         return self._gcn_values
 
+    def values_spec(self) -> tuple[torch.dtype, torch.device]:
+        """The plan's dtype and device (not :attr:`gcn_values`, which only a GCN layer needs built)."""
+        return self.dtype, torch.device(self.device)
+
+    def relation_weights(self) -> np.ndarray:
+        r"""Each sampled edge's weight in its relations' means, the sampler's estimator of R-GCN's mean over
+        :math:`N_r(u)`: the destination's own entry (a self-loop of the data) exactly, :math:`c_r(u	o u)/|N_r(u)|`;
+        the kept neighbours share the rest, :math:`(|N_r(u)| - c_r(u	o u))/|N_r(u)|`, as their sampling-weighted mean
+        (``mean_weights``: GraphSAGE's kept neighbours alike, LADIES' :math:`1/p`). Every neighbour kept, it is the
+        full graph's :math:`c_r(v	o u)/|N_r(u)|`; with fewer, each destination's weights of a relation still sum to
+        the full graph's."""
+        dst, src = self.edge_ids()
+        table = self.edge_table
+        counts = table.relation_counts(dst, src)  # c_r(v → u) of each entry
+        deg = table.relation_degree()[dst]  # |N_r(u)| of each entry's destination
+        row = self.pattern.row.cpu().numpy()
+        own = self.pattern.col.cpu().numpy() == self._own.cpu().numpy()[row]
+        m = self.n_local
+        self_count = np.zeros((m, counts.shape[1]))
+        self_count[row[own]] = counts[own]
+        weighted = counts * np.where(own, 0.0, self._weights)[:, None]  # the kept neighbours' share
+        total = np.zeros((m, counts.shape[1]))
+        np.add.at(total, row, weighted)
+        share = (deg - self_count[row]) / np.maximum(deg, 1.0)
+        out = np.where(total[row] > 0, share * weighted / np.where(total[row] > 0, total[row], 1.0), 0.0)
+        out[own] = counts[own] / np.maximum(deg[own], 1.0)
+        return out
+
     def sweep(self, fetch, body, *, push_width=None, halo=None, keep=None):
         """One local block: ``body`` reads the sources themselves; what it returns is already their gradient
         (nothing is fetched, so nothing is kept for ``keep``)."""

@@ -92,8 +92,10 @@ class _Pipeline:
         self.x_local = torch.from_numpy(np.asarray(graph.x[lo:hi])).to(dtype).to(device)  # vertex block i only
         self.y = torch.from_numpy(np.asarray(graph.y, dtype=np.int64)).to(device)
         self.pattern = PartitionedPattern(comm, self.adj) if cfg.model_sample_graph == "partitioned" else None
-        self.gcn = GcnNormalization(graph, self.adj)  # built when a model first reads gcn_values
-        self.edges = graph  # whose edge features and relation types a sample's edges read (by original ids)
+        bare = graph.with_(x=None)  # (what the run keeps of the whole graph holds no features: a rank keeps its block)
+        self.gcn = GcnNormalization(bare, self.adj)  # built when a model first reads gcn_values
+        # whose edge features and relation types a sample's edges read (by original ids), where the graph has them
+        self.edges = bare if graph.edge_attr is not None or graph.edge_type_counts is not None else None
         self.fanouts = cfg.model_fanouts
         self.eval_fanouts = cfg.model_eval_fanouts
 

@@ -419,15 +419,20 @@ class TensorBoardLog:
             raise GridGnnError(f"--out {out} holds a {self.NAME} folder that no gridgnn run wrote; --log tensorboard "
                                "writes there: move it, or choose another --out")
         self.tmp = os.path.join(out, f".{self.NAME}.{_token()}.tmp")
+        self.writer = None
         try:
             os.mkdir(self.tmp)
             with open(os.path.join(self.tmp, self.MARKER), "w", encoding="utf-8") as fh:
                 fh.write("written by gridgnn train --log tensorboard; replaced by the next run into this folder\n")
-        except OSError as exc:
-            raise write_error(self.path, exc) from None
-        self.writer = SummaryWriter(log_dir=self.tmp)
-        for rec in records:
-            self.append(rec)
+            self.writer = SummaryWriter(log_dir=self.tmp)
+            for rec in records:
+                self.append(rec)
+        except BaseException as exc:
+            self.discard()  # nothing of it stays behind
+            cause = os_error_in(exc) if isinstance(exc, Exception) and not isinstance(exc, GridGnnError) else None
+            if cause is not None:
+                raise write_error(self.path, cause) from None
+            raise
 
     def append(self, rec: dict) -> None:
         step = int(rec.get("epoch", 0))
@@ -440,8 +445,8 @@ class TensorBoardLog:
 
     def commit(self) -> None:
         """The events complete: ``OUT/.tensorboard.*.tmp`` becomes ``OUT/tensorboard``."""
-        self.writer.close()
         try:
+            self.writer.close()
             if is_our_events(self.path):
                 shutil.rmtree(self.path)
             os.replace(self.tmp, self.path)
@@ -449,8 +454,9 @@ class TensorBoardLog:
             raise write_error(self.path, exc) from None
 
     def discard(self) -> None:
-        with contextlib.suppress(Exception):
-            self.writer.close()
+        if self.writer is not None:
+            with contextlib.suppress(Exception):
+                self.writer.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
