@@ -31,6 +31,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import re
+import shutil
 import time
 from pathlib import Path
 
@@ -38,7 +41,9 @@ import numpy as np
 
 from ..errors import GridGnnError
 from ..partition.layout import even_bounds
-from ..partition.permute import METHODS, balance_report, make_permutations
+from ..graph.safe_io import available_memory
+from ..graph.spec import parse_spec
+from ..partition.permute import METHODS, SIZE_ONLY_METHODS, balance_report, make_permutations
 
 __all__ = ["shard", "parse_blocks", "add_shard_arguments", "run_shard_command", "add_perm_report_arguments",
            "run_perm_report", "perm_report"]
@@ -115,8 +120,6 @@ def parse_size(text) -> int:
     if isinstance(text, (int, np.integer)) and not isinstance(text, bool):
         value = int(text)
     else:
-        import re
-
         m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*", str(text))
         unit = m.group(2).lower() if m else None
         if m is None or unit not in _SIZE_UNITS:
@@ -323,12 +326,6 @@ def _streamed_edge_list(data, budget: int | None, method: str):
     memory, and so is sharded in passes; ``None`` for any other data (read in memory). What the passes cannot do
     (``balanced-perm``, edge features) is refused now with a budget given, and read in memory without one, as
     before there were passes (the estimate is rough: such a file may fit, and nothing checks that it does)."""
-    import os
-
-    from ..graph.safe_io import available_memory
-    from ..graph.spec import parse_spec
-    from ..partition.permute import SIZE_ONLY_METHODS
-
     if not isinstance(data, str) or not data.startswith("edgelist:"):
         return None
     _, path, params = parse_spec(data)
@@ -435,10 +432,8 @@ def _shard_streamed(data: str, streamed, out: str, *, R: int, C: int, method: st
                     normalize: bool, budget: int | None, lock) -> dict:
     """:func:`shard` of an edge list in passes (:class:`~gridgnn.graph.stream.StreamedEdgeList`), its scratch
     folder beside ``out`` (removed whatever happens; a killed run's is swept by the next shard)."""
-    from ..graph.safe_io import available_memory
     from ..graph.stream import StreamedEdgeList
     from ..partition.permute import permutations_of_size
-
     from ..train.outputs import os_error_in, write_error
 
     path, params = streamed
@@ -463,8 +458,6 @@ def _shard_streamed(data: str, streamed, out: str, *, R: int, C: int, method: st
             folder, perm_r=perm_r, perm_c=perm_c, blocks=(R, C), partition_name=method, seed=seed,
             normalize=normalize, node_chunks=node_chunks), lock)
     finally:
-        import shutil
-
         shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -517,9 +517,13 @@ def require_nonnegative_weights(graph: Graph) -> None:
         src, dst = int(graph.indices[k]), int(np.searchsorted(graph.indptr, k, side="right") - 1)
         if graph.original_ids is not None:  # a relabelled file: its own ids
             src, dst = int(graph.original_ids[src]), int(graph.original_ids[dst])
-        raise GridGnnError(f"edge weights must be non-negative to train (the normalization divides by weighted "
-                           f"degrees): edge {src} -> {dst} has weight {float(graph.values[k]):g}, and "
-                           f"{negative.size - 1} more are negative")
+        raise negative_weight_error(src, dst, float(graph.values[k]), negative.size - 1)
+
+
+def negative_weight_error(src: int, dst: int, weight: float, more: int) -> GridGnnError:
+    """The one line that refuses negative edge weights, naming the first (``src -> dst``, ids of the file)."""
+    return GridGnnError(f"edge weights must be non-negative to train (the normalization divides by weighted "
+                        f"degrees): edge {src} -> {dst} has weight {weight:g}, and {more} more are negative")
 
 
 def gcn_normalize(graph: Graph) -> sp.csr_matrix:

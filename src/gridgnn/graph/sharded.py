@@ -134,6 +134,12 @@ def values_bounded(normalized: bool, directed: bool, weighted: bool) -> bool:
     return bool(normalized and (not directed or not weighted))
 
 
+def above_one_error(name: str, largest: float) -> GridGnnError:
+    """The one line that refuses to write a normalized matrix holding a value above 1 where it cannot."""
+    return GridGnnError(f"the normalized matrix of {name} holds {largest:.6g}, above 1, which an undirected or "
+                        "unweighted graph cannot: is it marked undirected but not symmetric?")
+
+
 def _block_name(version: str, a: int, b: int) -> str:
     return f"{version}/block_{a:03d}_{b:03d}.npz"
 
@@ -265,8 +271,7 @@ def write_sharded(graph: Graph, out_dir, *, perm_r, perm_c, blocks=(8, 8), parti
     mat.sum_duplicates()
     if values_bounded(normalize, graph.directed, graph.values is not None) and mat.nnz \
             and float(mat.data.max()) > VALUE_BOUND:  # what the reader refuses: never write it
-        raise GridGnnError(f"the normalized matrix of {graph.name} holds {float(mat.data.max()):.6g}, above 1, which "
-                           "an undirected or unweighted graph cannot: is it marked undirected but not symmetric?")
+        raise above_one_error(graph.name, float(mat.data.max()))
     rb = _even_bounds(n, R)
     cb = _even_bounds(n, C)
     files = write_perms(out, perm_r, perm_c)

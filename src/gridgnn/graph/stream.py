@@ -38,11 +38,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import GridGnnError
-from .graph import inverse_sqrt_degrees, scale_rows, with_self_loops
+from .graph import inverse_sqrt_degrees, negative_weight_error, scale_rows, with_self_loops
 from .loaders import (_check_file, check_count_options, count_from_largest, degree_columns, edgelist_chunks,
                       out_of_range)
 from .safe_io import check_vertex_count
-from .sharded import (VALUE_BOUND, _check_blocks, _check_node_chunks, _check_perm, _even_bounds, block_index_dtype,
+from .sharded import (VALUE_BOUND, _check_blocks, above_one_error, _check_node_chunks, _check_perm, _even_bounds, block_index_dtype,
                       dataset_meta, prepare_dir, values_bounded, write_block, write_meta, write_node_arrays,
                       write_perms)
 
@@ -304,9 +304,7 @@ class StreamedEdgeList:
             src, dst, w = first_negative
             if self.original_ids is not None:
                 src, dst = int(self.original_ids[src]), int(self.original_ids[dst])
-            raise GridGnnError(f"edge weights must be non-negative to train (the normalization divides by weighted "
-                               f"degrees): edge {src} -> {dst} has weight {w:g}, and {negative - 1} more are "
-                               f"negative")
+            raise negative_weight_error(src, dst, w, negative - 1)
         # pass 6: M̂'s rows, each entry to the band of its new row in each version
         rb, cb = _even_bounds(n, R), _even_bounds(n, C)
         versions = [("rc", perm_r, perm_c)] + ([] if same else [("cr", perm_c, perm_r)])
@@ -336,8 +334,7 @@ class StreamedEdgeList:
             for name, _ in _CSR_PARTS:
                 (merged_dir / f"{k}.{name}").unlink()
         if bounded and matrix_nnz and largest > VALUE_BOUND:
-            raise GridGnnError(f"the normalized matrix of {p.stem} holds {largest:.6g}, above 1, which an undirected "
-                               "or unweighted graph cannot: is it marked undirected but not symmetric?")
+            raise above_one_error(p.stem, largest)
         # pass 7: the blocks, the node arrays, meta.json
         files = write_perms(out, perm_r, perm_c)
         block_counts = {}
