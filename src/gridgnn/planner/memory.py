@@ -120,8 +120,7 @@ import numpy as np
 from ..distributed.machine import (MIB, RUNTIME_PRIVATE_BYTES,
                                   RUNTIME_SHARED_BYTES, format_gib)
 from ..errors import GridGnnError
-from ..parallel.footprint import (COMPONENTS, DROPOUT_MASK_BYTES_PER_ELEMENT, Ledger,  # noqa: F401 (re-exported)
-                                  MemoryContext, layers_of)
+from ..parallel.footprint import Ledger, MemoryContext, layers_of
 from ..partition.counts import nnz_patterns
 
 #: Allowance on a CUDA device for cuBLAS/cuSPARSE workspaces (not measured here: no GPU on the build machine;
@@ -155,7 +154,7 @@ class RankMemory:
 
     Attributes:
         rank: global rank.
-        per_component: bytes per component (:data:`COMPONENTS`) in the memory the rank computes in (host
+        per_component: bytes per component (:data:`~gridgnn.parallel.footprint.COMPONENTS`) in the memory the rank computes in (host
             memory on CPU, the GPU's memory on CUDA).
         host_per_component: CUDA only: what stays in host memory (runtime, the graph copy, SciPy blocks,
             the dropout hash, set-up transients); empty on CPU, where everything is in ``per_component``.
