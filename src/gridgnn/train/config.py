@@ -11,6 +11,7 @@ from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
 from ..nn.base import TRAINER_OPTIONS, Option, declared_options, model_options, resolve_model  # noqa: E402
 from ..nn.gat import MAX_HEADS  # noqa: E402
 from ..parallel.registry import ALGORITHMS, overlap_algorithms  # noqa: E402
+from .outputs import TensorBoardLog, check_out_dir, check_tensorboard, is_our_events
 
 #: the built-in models (``--model`` also takes any registered name or ``package.module:Class``)
 MODELS = BUILTIN_MODELS = tuple(_MODEL_REGISTRY)
@@ -78,12 +79,17 @@ def opt(default, section: str, *, help, metavar: str | None = None, choices: tup
                                             "per_task": dict(per_task or {}), "task_default_with": task_default_with})
 
 
-def task_defaults(task: str) -> dict:
+def task_defaults(task: str, given=()) -> dict:
     """``{field: default}`` where ``--task task`` has a default of its own (``link``: PyG's ``link_pred.py`` setup —
-    128 → 64, no dropout, no weight decay, 100 epochs), applied to the fields a run leaves out
-    (:func:`config_from_flags`)."""
-    return {f.name: f.metadata["per_task"][task] for f in fields(TrainConfig)
-            if task in f.metadata.get("per_task", {})}
+    128 → 64, no dropout, no weight decay, 100 epochs), for the fields left out of ``given`` (a default that goes
+    with another field's, ``task_default_with``, only where that one is left out too): what
+    :func:`config_from_flags` applies."""
+    out = {}
+    for f in fields(TrainConfig):
+        with_ = f.metadata.get("task_default_with")
+        if task in f.metadata.get("per_task", {}) and f.name not in given and (with_ is None or with_ not in given):
+            out[f.name] = f.metadata["per_task"][task]
+    return out
 
 
 def task_default_note(f) -> str:
@@ -367,8 +373,6 @@ class TrainConfig:
         if self.overwrite and self.out is None:
             raise GridGnnError("--overwrite applies to the outputs in --out; give --out DIR")
         if self.log == "tensorboard":
-            from .outputs import TensorBoardLog, check_tensorboard, is_our_events
-
             if self.out is None:
                 raise GridGnnError("--log tensorboard writes OUT/tensorboard; give --out DIR")
             check_tensorboard()
@@ -377,8 +381,6 @@ class TrainConfig:
                 raise GridGnnError(f"--out {self.out} holds a {TensorBoardLog.NAME} folder that no gridgnn run wrote; "
                                    "--log tensorboard writes there: move it, or choose another --out")
         if self.out is not None:
-            from .outputs import check_out_dir
-
             check_out_dir(self.out, overwrite=self.overwrite, resuming_here=self.resumes_into_out())
         from ..distributed.wire import check_comm_dtype
 
@@ -802,11 +804,7 @@ def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConf
     kw = {**base, **given}
     task = kw.get("task", "node")
     if isinstance(task, str):  # (another type is refused by the checks below)
-        left_out = {f.name for f in fields(TrainConfig)} - set(kw)
-        for f in fields(TrainConfig):  # the task's own defaults, where left out
-            with_ = f.metadata.get("task_default_with")
-            if f.name in left_out and task in f.metadata.get("per_task", {}) and (with_ is None or with_ in left_out):
-                kw[f.name] = f.metadata["per_task"][task]
+        kw.update(task_defaults(task, given=set(kw)))  # the task's own defaults, where left out
     if given.get("nproc") is None:
         kw["nproc"] = env_world if env_world is not None else base.get("nproc", 1)
     if "layers" not in given and "layers" not in base:  # the model's own depth (AGNN: 4, PyG's Cora example)
