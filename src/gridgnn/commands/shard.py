@@ -43,7 +43,9 @@ from ..errors import GridGnnError
 from ..partition.layout import even_bounds
 from ..graph.safe_io import available_memory
 from ..graph.spec import parse_spec
-from ..partition.permute import METHODS, SIZE_ONLY_METHODS, balance_report, make_permutations
+from ..graph.stream import StreamedEdgeList
+from ..partition.permute import METHODS, SIZE_ONLY_METHODS, balance_report, make_permutations, permutations_of_size
+from ..train.outputs import OutLock, atomic_write, make_out_dir, os_error_in, remove_empty_dirs, write_error
 
 __all__ = ["shard", "parse_blocks", "add_shard_arguments", "run_shard_command", "add_perm_report_arguments",
            "run_perm_report", "perm_report"]
@@ -137,8 +139,6 @@ def _check_shard_out(out: str, overwrite: bool) -> None:
     """``gridgnn shard --out DIR``: a new folder, an empty one, or (with ``--overwrite``) a sharded dataset —
     never a folder of other files, which the replacement would delete. Checked before anything is created, and
     again once :func:`shard` holds the folder's lock (its ``.gridgnn.lock`` does not count as a file)."""
-    from ..train.outputs import OutLock
-
     p = Path(out)
     if p.absolute().parent.is_dir():
         _clean_stale(p.absolute())  # first: a dataset a killed run moved aside is back, and --overwrite applies to it
@@ -215,8 +215,6 @@ def _write_replacing(out: str, write, lock=None) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
         if old.exists() and not target.exists():
             os.replace(old, target)
-        from ..train.outputs import os_error_in, write_error
-
         cause = os_error_in(exc) if isinstance(exc, Exception) and not isinstance(exc, GridGnnError) else None
         if cause is not None:  # a full disk, a folder that refuses files: one line naming the dataset
             where = os.path.relpath(cause.filename, tmp) if isinstance(cause.filename, str) else ""
@@ -290,8 +288,6 @@ def run_perm_report(args) -> int:
     out = getattr(args, "out", None)
     if out:
         from ..partition.partitioners import partition_text
-        from ..train.outputs import atomic_write
-
         out = Path(out)
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -383,7 +379,6 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
     from ..graph.graph import gcn_normalize
     from ..graph.sharded import write_sharded
     from ..graph.spec import load_graph
-    from ..train.outputs import OutLock, make_out_dir, remove_empty_dirs
 
     if not out:
         raise GridGnnError("gridgnn shard needs --out DIR (Python: out=)")
@@ -432,9 +427,6 @@ def _shard_streamed(data: str, streamed, out: str, *, R: int, C: int, method: st
                     normalize: bool, budget: int | None, lock) -> dict:
     """:func:`shard` of an edge list in passes (:class:`~gridgnn.graph.stream.StreamedEdgeList`), its scratch
     folder beside ``out`` (removed whatever happens; a killed run's is swept by the next shard)."""
-    from ..graph.stream import StreamedEdgeList
-    from ..partition.permute import permutations_of_size
-    from ..train.outputs import os_error_in, write_error
 
     path, params = streamed
     target = Path(out).absolute()

@@ -27,11 +27,12 @@ import dataclasses
 import os
 import sys
 
+from ..distributed.launch import env_context, launch
 from ..errors import GridGnnError, interrupt_signal
 from .checkpoint import CHECKPOINT
 from .config import TrainConfig, config_from_flags
 from .console import Progress
-from .outputs import keep_interrupted, kept_note
+from .outputs import OutLock, clean_after_ranks, keep_interrupted, kept_note, out_dir_state, write_json
 from .summary import interrupted_summary
 
 
@@ -79,7 +80,6 @@ class Trainer:
     def resolved_config(self) -> TrainConfig:
         """The validated config the run will use (a checkpoint's config as the base with ``resume``; ``nproc`` of
         the launcher under torchrun/srun)."""
-        from ..distributed.launch import env_context
 
         defaults = TrainConfig().to_dict()
         given = {k: v for k, v in self.config.to_dict().items() if v != defaults[k] or k in self.options}
@@ -163,7 +163,6 @@ def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=(),
     trained parameters). ``graph``: a graph in memory instead of ``cfg.data``; ``loaded``: a list holding the graph
     of ``cfg.data`` already loaded here (``--algo auto`` planned on it), taken out of it and handed to ranks spawned
     here instead of loading it again (so that nothing else holds it while they train)."""
-    from ..distributed.launch import env_context
 
     if cfg.algo == "auto":
         return _run_auto(cfg, graph, keep_model=keep_model, callbacks=callbacks)
@@ -202,7 +201,6 @@ def _launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | No
     ``one_load`` — the graph of a ``--data`` SPEC, loaded (or generated) once here rather than by every rank, so
     that each rank holds only its blocks (a ``sharded:`` dataset is read by the ranks themselves); ``loaded``: a list
     holding that graph, loaded already (taken out of it)."""
-    from ..distributed.launch import env_context
     from .handover import handed_over
 
     if env_context(cfg.device) is not None:  # this rank of a torchrun/srun job: its process holds the graph
@@ -233,8 +231,6 @@ def _launch(worker, cfg: TrainConfig, graph, *args, **kw) -> list:
     """:func:`~gridgnn.distributed.launch.launch` of ``worker(ctx, cfg, graph, *args)`` on ``cfg.nproc`` ranks;
     when it fails or is interrupted, the ranks' leftovers in ``--out`` are removed once they are gone
     (:func:`~gridgnn.train.outputs.clean_after_ranks`)."""
-    from ..distributed.launch import env_context, launch
-    from .outputs import clean_after_ranks, out_dir_state
 
     existing = out_dir_state(cfg.out)
     launcher = env_context(cfg.device) is None  # (a torchrun/srun rank 0 keeps its epochs in its loop)
@@ -277,10 +273,8 @@ def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbac
     check that depends on each node's free memory is left to the trainer's guard there)."""
     from ..graph.spec import load_graph
     from ..planner.timing import load_profile
-    from .outputs import OutLock, write_json
     from .planning import resolve_auto
 
-    from ..distributed.launch import env_context
 
     profile = load_profile(cfg.profile)
     env = env_context(cfg.device)
