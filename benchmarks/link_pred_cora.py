@@ -6,7 +6,12 @@ negative per positive every epoch, Adam lr 0.01 without weight decay or dropout,
 epoch with the best validation AUC. The split and the negatives are PyG's in the PyG runs and gridgnn's keyed ones
 in gridgnn's (the same sizes and properties, other edges): the comparison is of means over seeds.
 
+With ``--sampled``, gridgnn's runs are those of link prediction on sampled minibatches (``--sampler sage``): every
+neighbour with one minibatch of every training positive per epoch (the full-graph run's epochs), and ``--fanout``
+neighbours per hop with minibatches of ``--batch-size`` positives, at P = 1 and 2.
+
 Usage: python benchmarks/link_pred_cora.py [CORA_DIR] [--seeds 5] [--epochs 100] [--nproc 4] [--algos 1d,2d]
+       python benchmarks/link_pred_cora.py [CORA_DIR] --sampled [--fanout 10,10] [--batch-size 512]
 """
 from __future__ import annotations
 
@@ -76,9 +81,18 @@ def main():
     ap.add_argument("--defaults", action="store_true",
                     help="gridgnn serially at --task link's own defaults (gridgnn.train(data=..., task='link', "
                          "seed=S): no other option given) instead of the setup written out")
+    ap.add_argument("--sampled", action="store_true", help="serial full-graph and sampled minibatch runs")
+    ap.add_argument("--fanout", default="10,10", help="--sampled: neighbours per hop")
+    ap.add_argument("--batch-size", type=int, default=512, help="--sampled: training positives per minibatch")
     args = ap.parse_args()
     g = load_planetoid(args.cora)
     configs = every_algorithm(args.nproc, args.algos) if not args.defaults else [("serial", 1, {})]
+    if args.sampled:
+        sampled = dict(algo="serial", sampler="sage", fanout=args.fanout, batch_size=args.batch_size)
+        configs = [("serial", 1, {}),
+                   ("sampled, every neighbour, one batch", 1, dict(sampled, fanout="-1", batch_size=10 ** 6)),
+                   (f"sampled, fanout {args.fanout}, batch {args.batch_size}", 1, sampled),
+                   (f"sampled, fanout {args.fanout}, batch {args.batch_size}, P=2", 2, sampled)]
     hyper = dict(data=f"planetoid:{args.cora}", task="link", layers=2, hidden=128, embedding_dim=64, lr=0.01,
                  weight_decay=0.0, dropout=0.0, epochs=args.epochs, negatives=1)
     res = {"pyg": [], **{c[0]: [] for c in configs}}
@@ -90,12 +104,12 @@ def main():
 
                 res[algo].append(gridgnn.train(data=hyper["data"], task="link", seed=seed, quiet=True)["test_auc"])
                 continue
-            res[algo].append(run(algo=algo, nproc=p, seed=seed, **hyper, **kw)["test_auc"])
+            res[algo].append(run(**{"algo": algo, **kw}, nproc=p, seed=seed, **hyper)["test_auc"])
         print(f"seed {seed}: " + "  ".join(f"{k}={v[-1]:.4f}" for k, v in res.items()), flush=True)
     print(f"\n| run | P | mean test AUC ({args.seeds} seeds) | std | max abs diff to serial (same seed) |")
     print("|---|---|---|---|---|")
     for name, v in res.items():
-        p = 1 if name in ("pyg", "serial") else args.nproc
+        p = next((c[1] for c in configs if c[0] == name), 1)
         gap = "" if name == "pyg" else f"{max(abs(a - b) for a, b in zip(v, res['serial'])):.4f}"
         print(f"| {name} | {p} | {statistics.mean(v):.4f} | {statistics.pstdev(v):.4f} | {gap} |")
     print(f"\ngap (gridgnn serial − PyG): {statistics.mean(res['serial']) - statistics.mean(res['pyg']):+.4f}")

@@ -94,7 +94,6 @@ def test_spawned_link_prediction_equals_serial(tmp_path):
 
 @pytest.mark.parametrize("options,words", [
     (dict(negatives=2), "--negatives applies to --task link"),
-    (dict(task="link", sampler="sage"), "--sampler"),
     (dict(task="link", save_logits=True, out="x"), "--save-logits"),
     (dict(task="link", link_split="0.9,0.05"), "three fractions"),
     (dict(task="link", link_split="0.5,0.3,0.3"), "add up to 1"),

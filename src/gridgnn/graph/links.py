@@ -135,15 +135,24 @@ def link_split(graph: Graph, val: float = 0.05, test: float = 0.1, *, seed: int 
 def negative_pairs(graph: Graph, count: int, k: int = 1, *, seed: int = 0, split: str = "train",
                    epoch: int = 0, first: int = 0) -> np.ndarray:
     r"""``int64[2, count · k]``: ``k`` negative pairs ``(source, destination)`` for each of the positives
-    ``first … first + count − 1`` of ``split``, drawn uniformly by keyed hashing, redrawn (up to
+    ``first … first + count − 1`` of ``split`` (:func:`negatives_of` those positives)."""
+    return negatives_of(graph, np.arange(first, first + count, dtype=np.int64), k, seed=seed, split=split,
+                        epoch=epoch)
+
+
+def negatives_of(graph: Graph, positives: np.ndarray, k: int = 1, *, seed: int = 0, split: str = "train",
+                 epoch: int = 0) -> np.ndarray:
+    r"""``int64[2, len(positives) · k]``: ``k`` negative pairs ``(source, destination)`` for each positive of
+    ``split`` whose index ``positives`` holds, in that order, drawn uniformly by keyed hashing, redrawn (up to
     :data:`NEGATIVE_ATTEMPTS` times) while a pair is an edge of ``graph`` or a self-loop. Pair ``j`` of positive
-    ``i`` depends only on (seed, split, epoch, i, j): any rank can draw any slice, in any order."""
+    ``i`` depends only on (seed, split, epoch, i, j): any rank can draw any positives' pairs, in any order (a
+    full-graph rank its slice, a minibatch its shuffled positives)."""
     if split not in _SPLIT_TAG:
         raise GridGnnError(f"split must be one of {', '.join(_SPLIT_TAG)}, got {split!r}")
     n = graph.n
-    ids = np.arange(first, first + count, dtype=np.uint64)
+    ids = np.asarray(positives, dtype=np.int64).astype(np.uint64)
     pos = np.repeat(ids, k)
-    draw = np.tile(np.arange(k, dtype=np.uint64), count)
+    draw = np.tile(np.arange(k, dtype=np.uint64), ids.size)
     out = np.empty((2, pos.size), dtype=np.int64)
     todo = np.arange(pos.size)
     for attempt in range(NEGATIVE_ATTEMPTS):

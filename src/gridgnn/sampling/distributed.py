@@ -331,3 +331,15 @@ def fetch_bytes(frontiers: list, bounds: np.ndarray, c: int, row_bytes: int) -> 
 
 __all__ = ["MODES", "PartitionedPattern", "fetch_bytes", "fetch_rows", "num_bulks", "rank_batches", "sample_rank",
            "sampling_bytes"]
+
+
+def schedule(num_batches: int, world: int, k: int) -> list[tuple[int, int, list[int]]]:
+    """The steps of an epoch: ``(bulk, s, [minibatch of each rank or −1])`` — rank ``r`` trains minibatch
+    ``bulk·P·k + r·k + s`` in step ``s`` of bulk ``bulk``, if it exists; steps where no rank has one are skipped."""
+    out = []
+    for bulk in range(num_bulks(num_batches, world, k)):
+        for s in range(k):
+            ids = [t if t < num_batches else -1 for t in (bulk * world * k + r * k + s for r in range(world))]
+            if any(t >= 0 for t in ids):
+                out.append((bulk, s, ids))
+    return out

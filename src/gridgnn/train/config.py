@@ -470,8 +470,7 @@ class TrainConfig:
                 if getattr(self, name) is not None:
                     raise GridGnnError(f"{flag(name)} applies to --task link")
             return
-        for name, bad in (("--sampler (minibatch training)", self.sampler is not None),
-                          ("--save-logits (node classification's logits)", self.save_logits),
+        for name, bad in (("--save-logits (node classification's logits)", self.save_logits),
                           ("sharded: data (link prediction splits the edges of the graph itself)",
                            bool(self.data and self.data.startswith("sharded:")))):
             if bad:

@@ -21,12 +21,21 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .optim import make_optimizer
+from ..distributed.machine import measured_peak_bytes
 from ..errors import GridGnnError
-from ..nn.decoders import make_decoder
 from ..graph.links import LinkSplit, auc, given_split, hits_at, hits_per_positive, link_split, mrr, negative_pairs
+from ..graph.spec import load_graph
+from ..nn.decoders import make_decoder
+from ..ops.kernels import compile_seconds
 from ..parallel.pairs import RowDirectory, fetch_rows
+from ..parallel.source import InMemorySource
+from .checkpoint import restore
+from .console import Console
+from .loop import RunLoop, compiling, fmt
+from .optim import make_optimizer
+from .rank_layout import build_rank
 from .step import allreduce_grads
+from .trainer import _rank_record, _summary, build_model, delta_of, setup_rank, unlabelled, with_feature_norm
 
 
 def slice_bounds(count: int, parts: int, part: int) -> tuple[int, int]:
@@ -155,50 +164,74 @@ def gathered_metrics(comm, pairs: LinkPairs, name: str, pos: torch.Tensor, neg: 
         b = b.reshape(-1).cpu().numpy()
         all_pos.append(b[:c])
         all_neg.append(b[c:])
-    p, n = np.concatenate(all_pos), np.concatenate(all_neg)
-    if p.size == 0 or n.size == 0:
+    return split_metrics(np.concatenate(all_pos), np.concatenate(all_neg), per_positive=pairs.groups[name],
+                         own=pairs.split.neg_per_positive is not None, hits_k=hits_k)
+
+
+def split_metrics(pos: np.ndarray, neg: np.ndarray, *, per_positive: int | None, own: bool, hits_k: int) -> dict:
+    """AUC, Hits@K and MRR of a split's scores, ``pos`` of its positives and ``neg`` of its negatives in their
+    order (``per_positive``: ``K`` negatives per positive, positive-major; ``None``: every negative against every
+    positive, no MRR; ``own``: the dataset's own ``K`` per positive, ogbl-citation2, whose Hits@K ranks a positive
+    among its own negatives)."""
+    if pos.size == 0 or neg.size == 0:
         return {"auc": None, "hits": None, "mrr": None}
-    k = pairs.groups[name]  # negatives per positive (None: every negative against every positive)
-    own = pairs.split.neg_per_positive is not None  # a dataset's own K per positive (ogbl-citation2): its Hits@K
-    hits = hits_per_positive(p, n.reshape(-1, k), hits_k) if own else hits_at(p, n, hits_k)
-    return {"auc": auc(p, n), "hits": hits, "mrr": None if k is None else mrr(p, n.reshape(-1, k))}
+    k = per_positive
+    hits = hits_per_positive(pos, neg.reshape(-1, k), hits_k) if own else hits_at(pos, neg, hits_k)
+    return {"auc": auc(pos, neg), "hits": hits, "mrr": None if k is None else mrr(pos, neg.reshape(-1, k))}
+
+
+def split_for_run(cfg, full) -> tuple[LinkSplit, bool]:
+    """The edge split a ``--task link`` run trains on: the dataset's own (OGB ogbl-*; ``--link-split`` refused)
+    or ``--link-split``'s random one; and whether it is the dataset's own."""
+    given = full.meta.get("link_split")
+    if given is None:
+        _, val, test = cfg.model_link_split
+        return link_split(full, val, test, seed=cfg.seed), False
+    if cfg.link_split is not None:
+        raise GridGnnError(f"--link-split: {cfg.data} holds its own link split (split/{full.meta.get('ogb_split')}); "
+                           "drop --link-split")
+    return given_split(full, given), True
+
+
+def selected_metric(split: LinkSplit, own: bool) -> str:
+    """The validation metric that picks the best epoch: the AUC for a random split; OGB's for a dataset's own split
+    (MRR with negatives per positive, else Hits@K)."""
+    if not own:
+        return "val_auc"
+    return "val_mrr" if split.neg_per_positive is not None else "val_hits"
+
+
+def link_metric_fields(got: dict) -> dict:
+    """An epoch record's link metrics from ``{"val": metrics, "test": metrics}`` (:func:`split_metrics`)."""
+    return {f"{name}_{m}": got[name][m] for m in ("auc", "hits", "mrr") for name in ("val", "test")}
 
 
 def _line(r: dict) -> str:
-    from .loop import compiling, fmt
-
     return (f"loss {r['loss']:.4f} | AUC val {fmt(r['val_auc'], '.4f')} "
             f"test {fmt(r['test_auc'], '.4f')} | {r['epoch_time_s'] * 1e3:7.1f} ms (compute "
             f"{r['compute_time_s'] * 1e3:.1f}, comm {r['comm_time_s'] * 1e3:.1f}{compiling(r)}) | "
             f"rank 0 sent {r['bytes_sent'] / 1e3:.1f} kB")
 
 
+def own_split_field(full, own: bool) -> dict:
+    """The summary's ``link_split`` of a dataset's own split (a random split's is the config's fractions)."""
+    return {"link_split": f"the dataset's: split/{full.meta.get('ogb_split')}"} if own else {}
+
+
+def final_metrics(cfg, summary: dict) -> str:
+    """The start of a link run's last line: its test metrics at the best epoch."""
+    return (f"final: test AUC={fmt(summary['test_auc'], '.4f')} val AUC={fmt(summary['val_auc'], '.4f')} "
+            f"Hits@{cfg.model_hits_k}={fmt(summary['test_hits'], '.4f')} MRR={fmt(summary['test_mrr'], '.4f')} "
+            f"(best epoch {summary['best_epoch']})")
+
+
 def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
     """``--task link`` on this rank (``ctx`` = ``None``: one process): the split, the set-up of the training graph
     (:func:`~gridgnn.train.trainer.setup_rank`) and of the test graph on the same vertex layout, then the epochs of
     a :class:`~gridgnn.train.loop.RunLoop`. Returns the summary on rank 0 (``keep_model``: with the parameters)."""
-    from ..graph.spec import load_graph
-    from ..parallel.source import InMemorySource
-    from ..distributed.machine import measured_peak_bytes
-    from .checkpoint import restore
-    from .console import Console
-    from .loop import RunLoop, fmt
-    from .rank_layout import build_rank
-    from .trainer import _rank_record, _summary, build_model, delta_of, setup_rank, unlabelled, with_feature_norm
-
-    from ..ops.kernels import compile_seconds
-
     t_start = time.perf_counter()
     full = load_graph(cfg.data if graph is None else graph, seed=cfg.seed)  # every rank alike, before any collective
-    given = full.meta.get("link_split")
-    if given is not None:  # the dataset's own split (OGB ogbl-*)
-        if cfg.link_split is not None:
-            raise GridGnnError(f"--link-split: {cfg.data} holds its own link split (split/{full.meta.get('ogb_split')}"
-                               "); drop --link-split")
-        split = given_split(full, given)
-    else:
-        _, val, test = cfg.model_link_split
-        split = link_split(full, val, test, seed=cfg.seed)
+    split, own = split_for_run(cfg, full)
     dims = [full.num_features] + [cfg.hidden] * (cfg.layers - 1) + [cfg.model_embedding_dim]
     rs = setup_rank(ctx, cfg, split.train_graph, dims=dims)
     comm, plan, data, model, device = rs.comm, rs.plan, rs.data, rs.model, rs.device
@@ -227,9 +260,7 @@ def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
     loop = RunLoop(cfg, comm=comm, plan=plan, model=model, opt=opt, dims=dims, info={**info, "nnz": rs.info["nnz"]},
                    ckpt=ckpt, console=console, line=_line, callbacks=callbacks, replicated=replicated)
     epochs = []
-    # the validation metric that picks the best epoch: OGB's for a dataset's own split (MRR with negatives per
-    # positive, else Hits@K), the AUC for a random split
-    select = "val_auc" if given is None else ("val_mrr" if split.neg_per_positive is not None else "val_hits")
+    select = selected_metric(split, own)
 
     def step(epoch: int) -> dict:
         before = comm.log.snapshot()
@@ -266,9 +297,7 @@ def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
         comm_train = sum(v[3] for k, v in delta.items() if k.split(".")[0] in ("fwd", "bwd", "grad", "decode",
                                                                                   "decode_bwd"))
         rec = {"epoch": epoch, "loss": total, "train_acc": None, "val_acc": None, "test_acc": None,
-               "val_auc": got["val"]["auc"], "test_auc": got["test"]["auc"], "val_hits": got["val"]["hits"],
-               "test_hits": got["test"]["hits"], "val_mrr": got["val"]["mrr"], "test_mrr": got["test"]["mrr"],
-               "epoch_time_s": t1 - t0, "eval_time_s": t2 - t1, "comm_time_s": comm_train,
+               **link_metric_fields(got), "epoch_time_s": t1 - t0, "eval_time_s": t2 - t1, "comm_time_s": comm_train,
                "compute_time_s": max(0.0, (t1 - t0) - comm_train), "bytes_sent": sum(v[0] for v in delta.values()),
                "compile_time_s": compiled, "select": select}
         if wire is not None:
@@ -289,16 +318,12 @@ def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
             params["decoder"] = [p.detach().cpu().clone() for p in decoder.parameters()]
         if rank != 0:
             return None
-        own = None if given is None else f"the dataset's: split/{full.meta.get('ogb_split')}"
         summary = _summary(cfg, info, world, comm.grid, loop.history, epochs, everyone,
                            time.perf_counter() - t_start, wire=comm.wire,
-                           resumed_from=None if ckpt is None else loop.start,
-                           **({} if own is None else {"link_split": own}))
+                           resumed_from=None if ckpt is None else loop.start, **own_split_field(full, own))
         loop.write(summary, params, everyone=everyone)
     if not cfg.quiet:
-        print(f"final: test AUC={fmt(summary['test_auc'], '.4f')} val AUC={fmt(summary['val_auc'], '.4f')} "
-              f"Hits@{cfg.model_hits_k}={fmt(summary['test_hits'], '.4f')} MRR={fmt(summary['test_mrr'], '.4f')} "
-              f"(best epoch {summary['best_epoch']}), epoch {summary['epoch_time_median_s'] * 1e3:.1f} ms median, "
+        print(f"{final_metrics(cfg, summary)}, epoch {summary['epoch_time_median_s'] * 1e3:.1f} ms median, "
               f"{summary['comm_bytes_per_epoch']['total'] / 1e6:.3f} MB moved per epoch (all ranks)"
               + (f"; outputs in {cfg.out}" if cfg.out else ""), flush=True)
     return loop.result(summary, params, keep_model)

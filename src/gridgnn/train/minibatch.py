@@ -31,21 +31,30 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
-from .optim import make_optimizer
 from ..distributed import Comm, ProcessGrid
 from ..distributed.grid import AXES
-from ..errors import GridGnnError
-from ..graph.spec import load_graph
-from ..partition import even_bounds
 from ..distributed.machine import measured_peak_bytes
+from ..errors import GridGnnError, note_memory
+from ..graph.graph import require_nonnegative_weights
+from ..graph.pipeline import console_lines, pipeline_record
+from ..graph.spec import load_graph
+from ..ops.kernels import compile_seconds
+from ..partition import even_bounds
 from ..sampling import minibatches
-from ..sampling.distributed import PartitionedPattern, fetch_rows, num_bulks, sample_rank
+from ..sampling.distributed import PartitionedPattern, fetch_rows, sample_rank, schedule
 from ..sampling.plan import GcnNormalization, MinibatchPlan
 from .checkpoint import WHOLE as _WHOLE  # every rank holds every parameter whole
+from .checkpoint import check_for_run, read_checkpoint, restore
 from .config import TrainConfig
 from .console import Console
+from .loop import RunLoop, compiling, fmt
+from .optim import make_optimizer
 from .rank_layout import attach_edge_features
+from .sampled_link import LinkSamples
 from .step import allreduce_grads
+from .summary import count, median_of, run_summary, traffic
+from .trainer import (build_model, check_data, delta_of, in_memory_name, ratio, settle_edge_dim,
+                      with_feature_norm)
 
 PHASES = ("sample", "fetch", "fwd", "bwd", "grad", "eval", "metrics")
 
@@ -58,18 +67,6 @@ def neighbours(graph) -> sp.csr_matrix:
     return a
 
 
-def schedule(num_batches: int, world: int, k: int) -> list[tuple[int, int, list[int]]]:
-    """The steps of an epoch: ``(bulk, s, [minibatch of each rank or −1])`` — rank ``r`` trains minibatch
-    ``bulk·P·k + r·k + s`` in step ``s`` of bulk ``bulk``, if it exists; steps where no rank has one are skipped."""
-    out = []
-    for bulk in range(num_bulks(num_batches, world, k)):
-        for s in range(k):
-            ids = [t if t < num_batches else -1 for t in (bulk * world * k + r * k + s for r in range(world))]
-            if any(t >= 0 for t in ids):
-                out.append((bulk, s, ids))
-    return out
-
-
 def _grid(ctx, cfg: TrainConfig):
     if ctx is None:
         return ProcessGrid("1.5d", (1, 1), AXES["1.5d"], 0, None), "cpu"
@@ -79,9 +76,10 @@ def _grid(ctx, cfg: TrainConfig):
 
 
 class _Pipeline:
-    """This rank's data and the loop over the minibatches of one pass (training or evaluation)."""
+    """This rank's data of one graph and the loop over the minibatches of one pass (training or evaluation).
+    ``features``: this rank's block of the features where another pipeline (of the same vertices) holds it."""
 
-    def __init__(self, cfg: TrainConfig, graph, comm, device, dtype):
+    def __init__(self, cfg: TrainConfig, graph, comm, device, dtype, *, features: torch.Tensor | None = None):
         self.cfg, self.comm, self.device, self.dtype = cfg, comm, device, dtype
         self.world = comm.grid.world_size
         self.adj = neighbours(graph)
@@ -89,8 +87,8 @@ class _Pipeline:
         self.bounds = even_bounds(graph.n, blocks)
         i = comm.grid.rank("row")
         lo, hi = int(self.bounds[i]), int(self.bounds[i + 1])
-        self.x_local = torch.from_numpy(np.asarray(graph.x[lo:hi])).to(dtype).to(device)  # vertex block i only
-        self.y = torch.from_numpy(np.asarray(graph.y, dtype=np.int64)).to(device)
+        self.x_local = torch.from_numpy(np.asarray(graph.x[lo:hi])).to(dtype).to(device) if features is None \
+            else features  # vertex block i only
         self.pattern = PartitionedPattern(comm, self.adj) if cfg.model_sample_graph == "partitioned" else None
         bare = graph.with_(x=None)  # (what the run keeps of the whole graph holds no features: a rank keeps its block)
         self.gcn = GcnNormalization(bare, self.adj)  # built when a model first reads gcn_values
@@ -99,10 +97,18 @@ class _Pipeline:
         self.fanouts = cfg.model_fanouts
         self.eval_fanouts = cfg.model_eval_fanouts
 
-    def run(self, batches, *, fanouts, epoch: int, step0: int, step_fn, stats, fetch_phase: str) -> int:
-        """Every step of ``batches`` (the same list on every rank); ``step_fn(plan_or_None, x, targets, n_step,
-        step)`` trains or evaluates this rank's minibatch of the step (``None``: it has none, but the step's
-        collectives still run). Returns the number of steps."""
+    def on(self, graph) -> "_Pipeline":
+        """The pipeline of ``graph``, a graph of the same vertices and features (link prediction's test graph),
+        on this one's feature block."""
+        return _Pipeline(self.cfg, graph, self.comm, self.device, self.dtype, features=self.x_local)
+
+    def run(self, batches, *, fanouts, epoch: int, step0: int, step_fn, stats, fetch_phase: str,
+            sizes=None) -> int:
+        """Every step of ``batches`` (the same sequence on every rank, of each minibatch's output vertices; it is
+        indexed only where a minibatch is sampled); ``step_fn(plan_or_None, x, t, n_step, step)`` trains or
+        evaluates this rank's minibatch ``t`` of the step (``None``, ``t = −1``: it has none, but the step's
+        collectives still run); ``n_step``: the sum of ``sizes`` (default the batches' lengths) over the step's
+        minibatches of all ranks. Returns the number of steps."""
         cfg, comm, k = self.cfg, self.comm, self.cfg.model_bulk
         steps = schedule(len(batches), self.world, k)
         sample, current = None, -1
@@ -120,48 +126,125 @@ class _Pipeline:
                 x = fetch_rows(comm, self.x_local, self.bounds, mine.nodes[0] if mine else np.zeros(0, np.int64))
             t1 = time.perf_counter()
             stats["fetch_s"] += t1 - t0
-            n_step = sum(len(batches[t]) for t in ids if t >= 0)
+            n_step = sum(len(batches[t]) if sizes is None else sizes[t] for t in ids if t >= 0)
             plan = None
             if mine is not None:
                 plan = MinibatchPlan(mine, dtype=self.dtype, device=self.device, gcn=self.gcn)
                 attach_edge_features(plan, self.edges, len(plan.graphs))
-            step_fn(plan, x, None if mine is None else self.y[torch.from_numpy(mine.nodes[-1]).to(self.device)],
-                    n_step, step0 + n)
+            step_fn(plan, x, ids[rank], n_step, step0 + n)
             stats["compute_s"] += time.perf_counter() - t1
             stats["minibatches"] += sum(t >= 0 for t in ids)
         return len(steps)
 
 
+class NodeSamples:
+    r"""Node classification on sampled minibatches: what the minibatch loop asks of a task (link prediction's is
+    :class:`~gridgnn.train.sampled_link.LinkSamples`).
+
+    Built on every rank before any collective (the data are checked there): ``graph`` the graph the model trains
+    on, ``dims`` its widths, ``info`` what a checkpoint records of the data; :meth:`start` after the process
+    group; then per epoch :meth:`train_batches` (the minibatches' output vertices and the loss terms of each),
+    :meth:`train_loss` of a step's minibatch, :meth:`evaluate`; ``parameters`` / ``replicated``: the trainable
+    parameters outside the model."""
+
+    task = "node"
+
+    def __init__(self, cfg: TrainConfig, loaded, world: int, *, owned: bool, data: str):
+        self.cfg = cfg
+        graph = with_feature_norm(loaded, cfg, owned=owned)
+        labelled = graph.y is not None and graph.train_mask is not None
+        self.train_ids = np.flatnonzero(graph.train_mask & (graph.y >= 0)) if labelled else np.zeros(0, np.int64)
+        check_data(graph.n, graph.num_features, graph.num_classes, len(self.train_ids), world // cfg.replication)
+        self.dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
+        self.split = {name: np.flatnonzero(m & (graph.y >= 0)) if m is not None else np.zeros(0, np.int64)
+                      for name, m in (("val", graph.val_mask), ("test", graph.test_mask))}
+        self.graph = graph
+        self.info = {"n": graph.n, "nnz": graph.nnz, "f": graph.num_features, "classes": graph.num_classes,
+                     "data": data, "input_pipeline": pipeline_record(graph.meta, cfg.feature_norm_for(graph.meta))}
+        self.parameters, self.replicated = [], {}
+
+    def start(self, comm, pipe: _Pipeline, model) -> None:
+        self.pipe, self.model, self.comm = pipe, model, comm
+        self.y = torch.from_numpy(np.asarray(self.graph.y, dtype=np.int64)).to(pipe.device)
+        self.graph = self.graph.with_(x=None)  # every rank keeps only its block of the features
+
+    def train_batches(self, epoch: int):
+        return minibatches(self.train_ids, self.cfg.model_batch_size, seed=self.cfg.seed, epoch=epoch), None
+
+    def num_train_batches(self) -> int:
+        return len(minibatches(self.train_ids, self.cfg.model_batch_size))
+
+    def train_loss(self, out, plan, t: int, epoch: int):
+        """The cross-entropy summed over the minibatch's targets, its correct predictions and its targets."""
+        y = self.y[torch.from_numpy(plan.out_rows()).to(self.y.device)]
+        return F.cross_entropy(out, y, reduction="sum"), int((out.detach().argmax(1) == y).sum()), len(y)
+
+    def evaluate(self, epoch: int):
+        """The validation and test vertices classified (eval fanout, phase ``eval``): this rank's counts, summed by
+        the loop over all ranks with its own (phase ``metrics``), and what makes their accuracies of the sums."""
+        pipe, model, cfg = self.pipe, self.model, self.cfg
+        counts = torch.zeros(4, dtype=torch.float64)  # correct, n (val, test)
+        for slot, name in ((0, "val"), (2, "test")):
+            def eval_step(plan, x, t, n_step, step, slot=slot):
+                if plan is None:
+                    return
+                model.eval()
+                with torch.no_grad():
+                    pred = model(x, plan).argmax(1)
+                y = self.y[torch.from_numpy(plan.out_rows()).to(self.y.device)]
+                counts[slot] += int((pred == y).sum())
+                counts[slot + 1] += len(y)
+
+            ids = self.split[name]
+            size = cfg.model_eval_batch_size
+            batches = [ids[i:i + size] for i in range(0, len(ids), size)]
+            pipe.run(batches, fanouts=pipe.eval_fanouts, epoch=epoch, step0=0, step_fn=eval_step,
+                     stats=defaultdict(float), fetch_phase="eval")
+        return counts.tolist(), lambda vec: {"val_acc": ratio(vec[0], vec[1]), "test_acc": ratio(vec[2], vec[3])}
+
+    def train_metrics(self, correct: float, targets: float) -> dict:
+        return {"train_acc": ratio(correct, targets)}
+
+    def line(self, r: dict) -> str:
+        """The task's part of an epoch's console line (the loop adds the minibatches' numbers)."""
+        return (f"loss {r['loss']:.4f} | train {fmt(r['train_acc'], '.3f')} "
+                f"val {fmt(r['val_acc'], '.3f')} test {fmt(r['test_acc'], '.3f')}")
+
+    def summary_fields(self) -> dict:
+        return {}
+
+    def final(self, summary: dict) -> str:
+        return (f"final: test_acc={fmt(summary['test_acc'], '.4f')} val_acc={fmt(summary['val_acc'], '.4f')} "
+                f"(best epoch {summary['best_epoch']})")
+
+
+def _minibatch_line(task, r: dict) -> str:
+    return (f"{task.line(r)} | {r['minibatches']} minibatches, {r['minibatches_per_s']:.1f}/s | sampling {r['sampling_s'] * 1e3:.0f} "
+            f"ms, fetch {r['fetch_s'] * 1e3:.0f} ms, compute {r['compute_s'] * 1e3:.0f} ms{compiling(r)}")
+
+
 def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, callbacks=(), *,
                      return_state: bool = False):
-    """Train with sampled minibatches on this rank (``ctx`` = ``None``: one process). Returns the summary on
-    rank 0 (``keep_model``: a :class:`~gridgnn.train.model_file.TrainOutput`, the summary and the trained
-    parameters; ``return_state``: on every rank ``{"summary", "state", "history"}``, the trained parameters in
-    ``state``, for tests; ``callbacks``: called on rank 0 with each epoch's record)."""
-    from ..graph.graph import require_nonnegative_weights
-    from .checkpoint import check_for_run, read_checkpoint, restore
-    from .loop import RunLoop, fmt
-    from ..graph.pipeline import console_lines, pipeline_record
-    from .trainer import build_model, check_data, in_memory_name, settle_edge_dim, with_feature_norm
-
-    from ..errors import note_memory
-
+    """Train with sampled minibatches on this rank (``ctx`` = ``None``: one process), node classification or
+    (``--task link``) link prediction. Returns the summary on rank 0 (``keep_model``: a
+    :class:`~gridgnn.train.model_file.TrainOutput`, the summary and the trained parameters; ``return_state``: on
+    every rank ``{"summary", "state", "history"}``, the trained parameters in ``state``, for tests;
+    ``callbacks``: called on rank 0 with each epoch's record)."""
     note_memory("")  # no memory guard runs here: no estimate of an earlier run in this process is reported
     t_start = time.perf_counter()
     in_memory = graph is not None
-    graph = with_feature_norm(load_graph(cfg.data if graph is None else graph, seed=cfg.seed), cfg,
-                              owned=graph is None)
-    require_nonnegative_weights(graph)  # on every rank, before anything starts
-    settle_edge_dim(cfg, graph.edge_dim, edges_note=graph.meta.get("edge_features_dropped"),
-                    relations=graph.num_relations)  # a model that reads them is built for the data's
-    labelled = graph.y is not None and graph.train_mask is not None
-    train_ids = np.flatnonzero(graph.train_mask & (graph.y >= 0)) if labelled else np.zeros(0, np.int64)
+    loaded = load_graph(cfg.data if graph is None else graph, seed=cfg.seed)
+    require_nonnegative_weights(loaded)  # on every rank, before anything starts
+    settle_edge_dim(cfg, loaded.edge_dim, edges_note=loaded.meta.get("edge_features_dropped"),
+                    relations=loaded.num_relations)  # a model that reads them is built for the data's
     world = 1 if ctx is None else ctx.world_size
-    check_data(graph.n, graph.num_features, graph.num_classes, len(train_ids), world // cfg.replication)
-    dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
-    info = {"n": graph.n, "nnz": graph.nnz, "f": graph.num_features, "classes": graph.num_classes,
-            "data": in_memory_name(graph) if in_memory else cfg.data or "default",
-            "input_pipeline": pipeline_record(graph.meta, cfg.feature_norm_for(graph.meta))}
+    data = in_memory_name(loaded) if in_memory else cfg.data or "default"
+    if cfg.task == "link":
+        task = LinkSamples(cfg, loaded, world, owned=not in_memory, data=data)
+    else:
+        task = NodeSamples(cfg, loaded, world, owned=not in_memory, data=data)
+    del loaded
+    dims, info = task.dims, task.info
     ckpt = None
     if cfg.resume is not None:  # read and checked on every rank, before the first collective
         ckpt = read_checkpoint(cfg.resume)
@@ -170,59 +253,58 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
     grid, device = _grid(ctx, cfg)
     comm = Comm(grid, sync_cuda=ctx is not None, ranks_per_node=None if ctx is None else ctx.ranks_per_node)
     dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
-    pipe = _Pipeline(cfg, graph, comm, device, dtype)
-    split = {name: np.flatnonzero(m & (graph.y >= 0)) if m is not None else np.zeros(0, np.int64)
-             for name, m in (("val", graph.val_mask), ("test", graph.test_mask))}
-    graph = graph.with_(x=None)  # every rank keeps only its block of the features (a given graph keeps its own)
+    pipe = _Pipeline(cfg, task.graph, comm, device, dtype)
     model = build_model(cfg, dims, None, dtype).to(device)
-    opt = make_optimizer(cfg, model.parameters())
-    history, logs = [], []  # every epoch's record (a checkpoint's included); this run's communication
+    task.start(comm, pipe, model)
+    opt = make_optimizer(cfg, list(model.parameters()) + task.parameters)
     if ckpt is not None:
-        restore(model, opt, _WHOLE, ckpt, dims)
+        restore(model, opt, _WHOLE, ckpt, dims, task.replicated)
     lead = grid.global_rank == 0
-    steps_per_epoch = len(schedule(len(minibatches(train_ids, cfg.model_batch_size)), world, cfg.model_bulk))
+    steps_per_epoch = len(schedule(task.num_train_batches(), world, cfg.model_bulk))
     console = Console(show=lead and not cfg.quiet, epochs=cfg.epochs, log_every=cfg.log_every,
                       total=cfg.epochs * steps_per_epoch, initial=start * steps_per_epoch,
                       desc=f"{cfg.sampler} P={world}", unit="minibatch")
     loop = RunLoop(cfg, comm=comm, plan=_WHOLE, model=model, opt=opt, dims=dims, info=info, ckpt=ckpt,
-                   console=console, line=_line, callbacks=callbacks)
-    for note in console_lines(graph.meta):  # the loader's silent choices, one line each
+                   console=console, line=lambda r: _minibatch_line(task, r), callbacks=callbacks,
+                   replicated=task.replicated)
+    for note in console_lines(task.graph.meta):  # the loader's silent choices, one line each
         console.write(note)
     logs = []  # this run's communication per epoch
 
     def step(epoch: int) -> dict:
-        rec, delta = _epoch(pipe, model, opt, comm, train_ids, split, epoch, epoch * steps_per_epoch, console)
+        rec, delta = _epoch(pipe, task, model, opt, comm, epoch, epoch * steps_per_epoch, console)
         logs.append(delta)
         return rec
 
     loop.run(step)
     history = loop.history
     with loop.outputs():
-        logits_full = _infer_all(pipe, model, comm, graph.n, dims[-1]) if cfg.save_logits and cfg.out else None
+        logits_full = _infer_all(pipe, model, comm, task.graph.n, dims[-1]) if cfg.save_logits and cfg.out \
+            else None
         mine = {"rank": grid.global_rank, "peak_memory_bytes": measured_peak_bytes(device),
                 "phases": _mean_phases(logs)}
         with comm.phase("io"):
             everyone = comm.all_gather_json(mine, grid.names) if world > 1 else [mine]
         state = {"state": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}, "history": history}
         params = loop.parameters(keep_model)
+        for name, ps in task.replicated.items():  # whole on every rank: rank 0's are everyone's
+            if params is not None:
+                params[name] = [p.detach().cpu().clone() for p in ps]
         if not lead:
             return {"summary": None, **state} if return_state else None
-        summary = _summary(cfg, graph, grid, history, everyone, time.perf_counter() - t_start,
+        summary = _summary(cfg, task.graph, grid, history, everyone, time.perf_counter() - t_start,
                            resumed_from=None if ckpt is None else start, data=info["data"],
-                           input_pipeline=info["input_pipeline"])
-        loop.write(summary, params, logits=logits_full, original_ids=graph.original_ids,
-                   node_types=graph.node_types)
+                           input_pipeline=info.get("input_pipeline"), **task.summary_fields())
+        loop.write(summary, params, logits=logits_full, original_ids=task.graph.original_ids,
+                   node_types=task.graph.node_types)
     if not cfg.quiet:
-        print(f"final: test_acc={fmt(summary['test_acc'], '.4f')} val_acc={fmt(summary['val_acc'], '.4f')} "
-              f"(best epoch {summary['best_epoch']}), {summary['minibatches_per_s']:.1f} minibatches/s, epoch "
+        print(f"{task.final(summary)}, {summary['minibatches_per_s']:.1f} minibatches/s, epoch "
               f"{summary['epoch_time_median_s'] * 1e3:.1f} ms median (sampling {summary['sampling_s'] * 1e3:.1f}, "
               f"fetch {summary['fetch_s'] * 1e3:.1f}, compute {summary['compute_s'] * 1e3:.1f})"
               + (f"; outputs in {cfg.out}" if cfg.out else ""), flush=True)
     if return_state:
         return {"summary": summary, **state}
     return loop.result(summary, params, keep_model)
-
-
 
 
 def _infer_all(pipe: _Pipeline, model, comm, n: int, classes: int) -> np.ndarray | None:
@@ -232,7 +314,7 @@ def _infer_all(pipe: _Pipeline, model, comm, n: int, classes: int) -> np.ndarray
     training steps are; the rows go to rank 0 in one gather (phase ``io``)."""
     ids, outs = [], []
 
-    def infer(plan, x, y, n_step, step):
+    def infer(plan, x, t, n_step, step):
         if plan is None:
             return
         model.eval()
@@ -258,78 +340,63 @@ def _infer_all(pipe: _Pipeline, model, comm, n: int, classes: int) -> np.ndarray
     return full
 
 
-def _epoch(pipe: _Pipeline, model, opt, comm, train_ids, split, epoch: int, step0: int, console):
-    from .trainer import delta_of as _delta
-    from .trainer import ratio as _ratio
-
-    from ..ops.kernels import compile_seconds
-
-    cfg = pipe.cfg
+def _epoch(pipe: _Pipeline, task, model, opt, comm, epoch: int, step0: int, console):
+    """One epoch of ``task`` on sampled minibatches: the training steps (each an optimizer update on the union of
+    the step's minibatches of all ranks), then the task's evaluation. Returns the record and this epoch's
+    communication."""
     before = comm.log.snapshot()
     compiled = compile_seconds()
     stats = defaultdict(float)
-    totals = torch.zeros(8, dtype=torch.float64)  # loss sum, correct, targets (train); correct, n (val, test)
+    totals = torch.zeros(3, dtype=torch.float64)  # loss sum, correct, loss terms (train)
+    extra = task.parameters
 
-    def train_step(plan, x, y, n_step, step):
+    def train_step(plan, x, t, n_step, step):
         model.train()
         model.epoch = step  # dropout keyed by the global step
         opt.zero_grad(set_to_none=False)
         if plan is not None:
             with comm.phase("fwd"):
-                logits = model(x, plan)
-                loss = F.cross_entropy(logits, y, reduction="sum") / n_step
+                out = model(x, plan)
+                total, correct, terms = task.train_loss(out, plan, t, epoch)
+                loss = total / n_step
             with comm.phase("bwd"):
                 loss.backward()
             totals[0] += float(loss.detach()) * n_step
-            totals[1] += int((logits.detach().argmax(1) == y).sum())
-            totals[2] += len(y)
-        for p in model.parameters():  # a rank without a minibatch contributes zeros
+            totals[1] += correct or 0
+            totals[2] += terms
+        for p in list(model.parameters()) + extra:  # a rank without a minibatch contributes zeros
             if p.grad is None:
                 p.grad = torch.zeros_like(p)
         allreduce_grads(model, comm, comm.grid.names)
+        if extra:
+            allreduce_grads(torch.nn.ParameterList(extra), comm, comm.grid.names)
         opt.step()
         console.advance()
 
     t0 = time.perf_counter()
-    batches = minibatches(train_ids, cfg.model_batch_size, seed=cfg.seed, epoch=epoch)
+    batches, sizes = task.train_batches(epoch)
     pipe.run(batches, fanouts=pipe.fanouts, epoch=epoch, step0=step0, step_fn=train_step, stats=stats,
-             fetch_phase="fetch")
+             fetch_phase="fetch", sizes=sizes)
     t1 = time.perf_counter()
     compiled = compile_seconds() - compiled  # of the training steps' time
-    train_stats = dict(stats)
-
-    for slot, name in ((3, "val"), (5, "test")):
-        def eval_step(plan, x, y, n_step, step, slot=slot):
-            if plan is None:
-                return
-            model.eval()
-            with torch.no_grad():
-                pred = model(x, plan).argmax(1)
-            totals[slot] += int((pred == y).sum())
-            totals[slot + 1] += len(y)
-
-        ids = split[name]
-        size = cfg.model_eval_batch_size
-        batches = [ids[i:i + size] for i in range(0, len(ids), size)]
-        pipe.run(batches, fanouts=pipe.eval_fanouts, epoch=epoch, step0=0, step_fn=eval_step,
-                 stats=defaultdict(float), fetch_phase="eval")
+    counts, metrics_of = task.evaluate(epoch)
     t2 = time.perf_counter()
-    vec = totals.to(comm.wire_device())
+    vec = torch.cat([totals, torch.tensor(counts, dtype=torch.float64)]).to(comm.wire_device())
     with comm.phase("metrics"):
         comm.all_reduce(vec, comm.grid.names)
     vec = vec.cpu().numpy()
+    metrics = metrics_of(vec[3:])
     if not math.isfinite(vec[0]):
         raise GridGnnError(f"training diverged at epoch {epoch}: the loss is {vec[0]} (try a smaller --lr)")
-    delta = _delta(before, comm.log.snapshot())
+    delta = delta_of(before, comm.log.snapshot())
     elapsed = t1 - t0
     rec = {
-        "epoch": epoch, "loss": float(vec[0] / max(vec[2], 1)),
-        "train_acc": _ratio(vec[1], vec[2]), "val_acc": _ratio(vec[3], vec[4]), "test_acc": _ratio(vec[5], vec[6]),
+        "epoch": epoch, "loss": float(vec[0] / max(vec[2], 1)), **task.train_metrics(vec[1], vec[2]), **metrics,
         "epoch_time_s": elapsed, "eval_time_s": t2 - t1,
-        "minibatches": int(train_stats.get("minibatches", 0)),
-        "minibatches_per_s": train_stats.get("minibatches", 0) / elapsed if elapsed > 0 else 0.0,
-        "sampling_s": train_stats.get("sampling_s", 0.0), "fetch_s": train_stats.get("fetch_s", 0.0),
-        "compute_s": train_stats.get("compute_s", 0.0),
+        "minibatches": int(stats.get("minibatches", 0)),
+        "minibatches_per_s": stats.get("minibatches", 0) / elapsed if elapsed > 0 else 0.0,
+        "sampling_s": stats.get("sampling_s", 0.0), "fetch_s": stats.get("fetch_s", 0.0),
+        "compute_s": stats.get("compute_s", 0.0),
         "sampling_bytes": sum(v[0] for k, v in delta.items() if k.startswith("sample.")),
         "fetch_bytes": sum(v[0] for k, v in delta.items() if k.startswith("fetch.")),
         "bytes_sent": sum(v[0] for v in delta.values()),
@@ -339,8 +406,6 @@ def _epoch(pipe: _Pipeline, model, opt, comm, train_ids, split, epoch: int, step
 
 
 def _mean_phases(logs: list[dict]) -> dict:
-    from .summary import count
-
     per = defaultdict(lambda: [0, 0, 0])  # summed exactly, divided once
     for delta in logs:
         for k, v in delta.items():
@@ -350,19 +415,9 @@ def _mean_phases(logs: list[dict]) -> dict:
     return {k: {"sent": count(v[0] / n), "recv": count(v[1] / n), "calls": count(v[2] / n)} for k, v in per.items()}
 
 
-def _line(r: dict) -> str:
-    from .loop import compiling, fmt
-
-    return (f"loss {r['loss']:.4f} | train {fmt(r['train_acc'], '.3f')} "
-            f"val {fmt(r['val_acc'], '.3f')} test {fmt(r['test_acc'], '.3f')} | {r['minibatches']} minibatches, "
-            f"{r['minibatches_per_s']:.1f}/s | sampling {r['sampling_s'] * 1e3:.0f} ms, fetch {r['fetch_s'] * 1e3:.0f} "
-            f"ms, compute {r['compute_s'] * 1e3:.0f} ms{compiling(r)}")
-
-
 def _summary(cfg: TrainConfig, graph, grid, history, everyone, wall: float, *, resumed_from: int | None = None,
-             data: str = "default", input_pipeline: dict | None = None) -> dict:
+             data: str = "default", input_pipeline: dict | None = None, **task_fields) -> dict:
     """The run's summary (:func:`~gridgnn.train.summary.run_summary`: the schema of full-graph runs too)."""
-    from .summary import count, median_of, run_summary, traffic
 
     moved = traffic(everyone)
 
@@ -383,6 +438,6 @@ def _summary(cfg: TrainConfig, graph, grid, history, everyone, wall: float, *, r
         sample_graph=cfg.model_sample_graph,
         # the sampler's P/c x c grid; features 1.5D-partitioned in vertex order (even bounds)
         algo="minibatch", grid=list(grid.shape), blocked_aggregation=0, replication=cfg.replication,
-        partition="identity",
+        partition="identity", **task_fields,
         **({} if input_pipeline is None else {"input_pipeline": input_pipeline,
                                               "feature_norm": input_pipeline["feature_norm"]}))

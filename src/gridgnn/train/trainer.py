@@ -74,7 +74,7 @@ def check_data(n: int, num_features: int, num_classes: int, n_train: int, blocks
         raise GridGnnError(f"cannot split {n} vertices into {blocks} row blocks")
 
 
-def _check_inference_data(n: int, num_features: int, dims: list[int], blocks: int, *, degree: bool = False,
+def check_inference_data(n: int, num_features: int, dims: list[int], blocks: int, *, degree: bool = False,
                           trained: str | None = None) -> None:
     """A graph a trained model on ``dims`` can run on: features of its input width, no labels needed. ``degree``:
     the graph came without features (it holds gridgnn's degree features); ``trained``: the model's record of its
@@ -189,7 +189,7 @@ def checked_graph(cfg: TrainConfig, given, blocks: int, *, dims: list[int] | Non
             int((graph.train_mask & (graph.y >= 0)).sum())
         check_data(graph.n, graph.num_features, graph.num_classes, n_train, blocks)
         return graph
-    _check_inference_data(graph.n, graph.num_features, dims, blocks, degree=graph.meta.get("features") == "degree",
+    check_inference_data(graph.n, graph.num_features, dims, blocks, degree=graph.meta.get("features") == "degree",
                           trained=getattr(cfg, "trained_features", None))
     if getattr(cfg, "trained_symmetrized", False) and graph.directed:  # the run's loader added reverse edges
         graph = graph.symmetrized()
@@ -223,7 +223,7 @@ def _prepare_sharded(cfg: TrainConfig, handed, blocks: int, shape, single: bool,
     if dims is None:
         check_data(ds.n, ds.num_features, ds.num_classes, int(meta.get("n_train", 0)), blocks)
     else:
-        _check_inference_data(ds.n, ds.num_features, dims, blocks, degree=notes.get("features") == "degree",
+        check_inference_data(ds.n, ds.num_features, dims, blocks, degree=notes.get("features") == "degree",
                               trained=getattr(cfg, "trained_features", None))
         info["classes"] = dims[-1]
     rows = None

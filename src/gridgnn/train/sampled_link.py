@@ -1,0 +1,211 @@
+r"""Link prediction on sampled minibatches (``--task link --sampler sage|ladies``): the task the minibatch loop
+(:mod:`gridgnn.train.minibatch`) runs for ``--task link``, equal to the full-graph link model
+(:mod:`gridgnn.train.link`) when every neighbour is sampled.
+
+* **split**: the edges are split as for full-graph link prediction (:func:`~gridgnn.train.link.split_for_run`);
+  the encoder trains on the training graph and the validation pairs are scored on it, the test pairs on the test
+  graph (training and validation edges), each sampled on its own graph from the same feature blocks.
+* **training minibatches**: the training positives in a keyed random order of (seed, epoch), cut into minibatches
+  of ``--batch-size`` positives (PyG's ``LinkNeighborLoader`` counts its batches so); each positive brings its
+  ``--negatives`` ``K`` negatives, keyed by (seed, epoch, positive, draw) as the full-graph run draws them
+  (:func:`~gridgnn.graph.links.negatives_of`). A minibatch's output vertices are its pairs' endpoints; the sampler
+  samples their neighbourhoods on the training graph.
+* **loss**: binary cross-entropy summed over a step's pairs of every rank and divided by their number: a step is
+  one optimizer update on the union of the step's minibatches, and with one step per epoch (a batch of every
+  positive) the full-graph step.
+* **evaluation**: every split's positives in chunks of ``--eval-batch-size`` with their negatives (the same pairs as
+  the full-graph run's), sampled with ``--eval-fanout`` (default every neighbour: exact); the scores go to every rank
+  (phase ``metrics``) and the metrics are computed from all of them in the split's order.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import torch
+
+from ..graph.links import negative_pairs, negatives_of
+from ..graph.pipeline import pipeline_record
+from ..nn.decoders import make_decoder
+from ..sampling import minibatches
+from ..sampling.distributed import schedule
+from .link import (final_metrics, link_loss, link_metric_fields, own_split_field, selected_metric, slice_bounds,
+                   split_for_run, split_metrics)
+from .loop import fmt
+from .trainer import check_inference_data, unlabelled, with_feature_norm
+
+
+class _Endpoints:
+    """The output vertices of each minibatch of pairs (sorted endpoints), drawn only where indexed:
+    ``pairs_of(t)`` → ``(positives, negatives)``, ``int64[2, ·]`` each."""
+
+    def __init__(self, count: int, pairs_of):
+        self.count, self.pairs_of = count, pairs_of
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, t: int) -> np.ndarray:
+        return np.unique(np.concatenate(self.pairs_of(t), axis=1))
+
+
+def rows_of(plan, pairs: np.ndarray) -> torch.Tensor:
+    """The rows of a minibatch's outputs (``plan.out_rows()``) that hold each endpoint of ``pairs``."""
+    out = np.asarray(plan.out_rows())
+    order = np.argsort(out, kind="stable")
+    return torch.from_numpy(order[np.searchsorted(out[order], pairs)])
+
+
+class LinkSamples:
+    r"""``--task link`` on sampled minibatches: the task interface of
+    :class:`~gridgnn.train.minibatch.NodeSamples`. ``loaded``: the graph as loaded (its edges are what the
+    validation and test negatives avoid)."""
+
+    task = "link"
+
+    def __init__(self, cfg, loaded, world: int, *, owned: bool, data: str):
+        self.cfg = cfg
+        self.split, self.own = split_for_run(cfg, loaded)
+        self.full = loaded.with_(x=None)
+        train = self.split.train_graph
+        self.dims = [train.num_features] + [cfg.hidden] * (cfg.layers - 1) + [cfg.model_embedding_dim]
+        check_inference_data(train.n, train.num_features, self.dims, world // cfg.replication,
+                             degree=train.meta.get("features") == "degree")
+        self.graph = with_feature_norm(unlabelled(train), cfg)  # (a copy: the split's graphs share the loaded x)
+        self.test_graph = unlabelled(self.split.test_graph).with_(x=self.graph.x)  # the same normalized features
+        self.info = {"n": train.n, "nnz": train.nnz, "f": train.num_features, "classes": self.dims[-1],
+                     "data": data, "input_pipeline": pipeline_record(train.meta, cfg.feature_norm_for(train.meta))}
+        self.k = cfg.model_negatives
+        self.select = selected_metric(self.split, self.own)
+        self.parameters, self.replicated = [], {}
+
+    def start(self, comm, pipe, model) -> None:
+        """After the process group: the test graph's pipeline on this rank's feature block, the decoder."""
+        cfg = self.cfg
+        self.comm, self.pipe, self.model = comm, pipe, model
+        self.test_pipe = pipe.on(self.test_graph)
+        self.decoder = make_decoder(cfg.model_decoder, self.dims[-1], seed=cfg.seed, dtype=pipe.dtype).to(pipe.device)
+        self.parameters = list(self.decoder.parameters())
+        self.replicated = {"decoder": self.parameters} if self.parameters else {}
+        self.graph, self.test_graph = self.graph.with_(x=None), self.test_graph.with_(x=None)
+
+    # ------------------------------------------------------------------------------------------- training
+    def _order(self, epoch: int) -> list[np.ndarray]:
+        positives = np.arange(self.split.train.shape[1], dtype=np.int64)
+        return minibatches(positives, self.cfg.model_batch_size, seed=self.cfg.seed, epoch=epoch)
+
+    def _train_pairs(self, order, t: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        ids = order[t]
+        return self.split.train[:, ids], negatives_of(self.split.train_graph, ids, self.k, seed=self.cfg.seed,
+                                                      split="train", epoch=epoch)
+
+    def train_batches(self, epoch: int):
+        """The epoch's minibatches of training positives (their endpoints) and the pairs each scores."""
+        order = self._order(epoch)
+        self._epoch_order = (epoch, order)
+        return (_Endpoints(len(order), lambda t: self._train_pairs(order, t, epoch)),
+                [len(b) * (1 + self.k) for b in order])
+
+    def num_train_batches(self) -> int:
+        return len(self._order(0))
+
+    def train_loss(self, out, plan, t: int, epoch: int):
+        """Binary cross-entropy summed over minibatch ``t``'s pairs (no accuracy), and their number."""
+        pos, neg = self._train_pairs(self._epoch_order[1], t, epoch)
+        sp, sn = self._scores(out, plan, pos, neg)
+        return link_loss(sp, sn, 1), None, len(sp) + len(sn)
+
+    def _scores(self, out, plan, pos: np.ndarray, neg: np.ndarray):
+        rows = rows_of(plan, np.concatenate([pos, neg], axis=1)).to(out.device)
+        s = self.decoder(out[rows[0]], out[rows[1]])
+        return s[:pos.shape[1]], s[pos.shape[1]:]
+
+    def train_metrics(self, correct, targets) -> dict:
+        return {"train_acc": None, "val_acc": None, "test_acc": None}
+
+    # ----------------------------------------------------------------------------------------- evaluation
+    def _chunks(self, name: str) -> tuple[list, int | None]:
+        """Split ``name`` in chunks of ``--eval-batch-size`` positives: per chunk its positives' and negatives'
+        spans, and the negatives per positive (``None``: a dataset's negatives scored against every positive,
+        cut in as many chunks)."""
+        e = getattr(self.split, name).shape[1]
+        given = getattr(self.split, f"{name}_neg")
+        size = self.cfg.model_eval_batch_size
+        spans = [(a, min(a + size, e)) for a in range(0, e, size)]
+        k = self.k if given is None else self.split.neg_per_positive
+        if k is None:
+            neg = [slice_bounds(given.shape[1], len(spans), t) for t in range(len(spans))]
+        else:
+            neg = [(a * k, b * k) for a, b in spans]
+        return list(zip(spans, neg)), k
+
+    def _eval_pairs(self, name: str, chunk) -> tuple[np.ndarray, np.ndarray]:
+        (a, b), (c, d) = chunk
+        given = getattr(self.split, f"{name}_neg")
+        neg = negative_pairs(self.full, b - a, self.k, seed=self.cfg.seed, split=name, first=a) if given is None \
+            else given[:, c:d]
+        return getattr(self.split, name)[:, a:b], neg
+
+    def evaluate(self, epoch: int):
+        """Every split's pairs scored (phase ``eval``), the scores of all ranks gathered on every rank (``metrics``),
+        and the split's AUC, Hits@K and MRR; nothing for the loop to sum."""
+        got = {name: self._split_metrics(name, pipe, epoch) for name, pipe in (("val", self.pipe),
+                                                                                ("test", self.test_pipe))}
+        metrics = {**link_metric_fields(got), "select": self.select}
+        return [], lambda vec: metrics
+
+    def _split_metrics(self, name: str, pipe, epoch: int) -> dict:
+        chunks, k = self._chunks(name)
+        sizes = [(b - a) + (d - c) for (a, b), (c, d) in chunks]
+        mine = []
+
+        def score(plan, x, t, n_step, step):
+            if plan is None:
+                return
+            self.model.eval()
+            with torch.no_grad():
+                mine.append(torch.cat(self._scores(self.model(x, plan), plan, *self._eval_pairs(name, chunks[t]))))
+
+        pipe.run(_Endpoints(len(chunks), lambda t: self._eval_pairs(name, chunks[t])), fanouts=pipe.eval_fanouts,
+                 epoch=epoch, step0=0, step_fn=score, stats=defaultdict(float), fetch_phase="eval", sizes=sizes)
+        scored = self._gathered(chunks, sizes, mine)
+        pos = np.concatenate([s[:b - a] for ((a, b), _), s in zip(chunks, scored)]) if chunks else np.zeros(0)
+        neg = np.concatenate([s[b - a:] for ((a, b), _), s in zip(chunks, scored)]) if chunks else np.zeros(0)
+        return split_metrics(pos, neg, per_positive=k, own=self.split.neg_per_positive is not None,
+                             hits_k=self.cfg.model_hits_k)
+
+    def _gathered(self, chunks, sizes, mine) -> list[np.ndarray]:
+        """Each chunk's scores (positives first), from the ranks that scored them."""
+        if not chunks:
+            return []
+        comm, world = self.comm, self.comm.grid.world_size
+        scored_by = [[] for _ in range(world)]  # each rank's chunks, in the order it scored them
+        for _, _, ids in schedule(len(chunks), world, self.cfg.model_bulk):
+            for r, t in enumerate(ids):
+                if t >= 0:
+                    scored_by[r].append(t)
+        local = (torch.cat(mine) if mine else torch.zeros(0)).double().reshape(-1, 1)
+        if world > 1:
+            with comm.phase("metrics"):
+                blocks = comm.all_gather_rows(local.to(comm.wire_device()), tuple(comm.grid.names),
+                                              rows=[sum(sizes[t] for t in ts) for ts in scored_by])
+        else:
+            blocks = [local]
+        out = [None] * len(chunks)
+        for ts, block in zip(scored_by, blocks):
+            block = block.reshape(-1).cpu().numpy()
+            at = 0
+            for t in ts:
+                out[t] = block[at:at + sizes[t]]
+                at += sizes[t]
+        return out
+
+    # ------------------------------------------------------------------------------------------ reporting
+    def line(self, r: dict) -> str:
+        return f"loss {r['loss']:.4f} | AUC val {fmt(r['val_auc'], '.4f')} test {fmt(r['test_auc'], '.4f')}"
+
+    def summary_fields(self) -> dict:
+        return own_split_field(self.full, self.own)
+
+    def final(self, summary: dict) -> str:
+        return final_metrics(self.cfg, summary)
