@@ -19,6 +19,7 @@ def _train_parser(sub) -> None:
     # argument_default=SUPPRESS: a flag left out is absent from the namespace, so run_train knows which flags
     # were given (a resumed run overrides its checkpoint's config with exactly those); defaults live in TrainConfig.
     p = sub.add_parser("train", help="train a GNN (serial or distributed)", argument_default=argparse.SUPPRESS,
+                       allow_abbrev=False,
                        description="Full-graph GNN training, or minibatch training with --sampler. With no --data the "
                                    "embedded synthetic SBM runs. Every flag is also a TrainConfig field of the same "
                                    "name (--weight-decay: weight_decay) and a key of a --config TOML file.")
@@ -113,7 +114,7 @@ PERM_METHODS = ("identity", "single-perm", "double-perm", "balanced-perm")
 
 
 def _partition_parser(sub) -> None:
-    p = sub.add_parser("partition", help="partition or permute a graph and report its quality",
+    p = sub.add_parser("partition", help="partition or permute a graph and report its quality", allow_abbrev=False,
                        description="Vertex partitions for 1d/1.5d (--parts K: edge cut, send/receive volumes) or "
                                    "row/column permutations for 2d/3d/plexus (--blocks RxC: max/mean nnz of the "
                                    "adjacency blocks).")
@@ -153,7 +154,10 @@ def run_partition(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    parser = argparse.ArgumentParser(prog="gridgnn", description="Communication-avoiding distributed GNN training.")
+    # allow_abbrev=False everywhere: a flag is matched whole, never by a prefix, so a flag added later cannot change
+    # what an old command line means (with prefixes, `--log 5` read as `--log-every 5` before --log existed)
+    parser = argparse.ArgumentParser(prog="gridgnn", description="Communication-avoiding distributed GNN training.",
+                                     allow_abbrev=False)
     parser.error = _top_level_error  # e.g. unrecognized arguments: one line too
     parser.add_argument("--version", action="version", version=f"gridgnn {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -190,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
          "write a trained run's model as a PyG module or a state_dict",
          "The model of a run folder as a torch_geometric.nn.Sequential of PyG layers with the trained weights "
          "(--to pyg: GCN, GAT, AGNN, SAGE) or as its parameters (--to state-dict: any model).")):
-        p = sub.add_parser(name, help=short, description=long)
+        p = sub.add_parser(name, help=short, description=long, allow_abbrev=False)
         getattr(module, add)(p)
         p.set_defaults(func=getattr(module, run))
     for name in ("partition", "shard", "simulate", "calibrate", "plan", "predict", "export"):

@@ -209,3 +209,13 @@ def test_ranks_agree_on_a_partition_that_is_not_reproducible(tmp_path):
     a, b = np.load(tmp_path / "h" / "logits.npy"), np.load(tmp_path / "s" / "logits.npy")
     assert a.dtype == b.dtype == np.float64  # --dtype float64 logits are saved unrounded, distributed or not
     assert np.abs(a - b).max() <= 1e-5 * np.abs(b).max()
+
+
+@pytest.mark.parametrize("argv", [["train", "--log", "5"], ["train", "--epoch", "1"], ["train", "--log-ev", "2"],
+                                  ["simulate", "--hid", "8"], ["plan", "--npro", "2"], ["shard", "--memory", "1G"]])
+def test_a_flag_is_never_matched_by_a_prefix(argv, capsys):
+    """A flag is read whole: a prefix of a longer flag is refused (exit 2), so a flag added later cannot change what
+    an older command line means (``--log 5`` is refused by --log's choices, never read as ``--log-every 5``)."""
+    assert run_main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gridgnn: error:"), err
