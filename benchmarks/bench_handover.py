@@ -13,7 +13,7 @@ import _common  # noqa: F401 - puts src/ on the path
 
 import gridgnn
 from gridgnn.graph.spec import load_graph
-from gridgnn.train.api import _launch
+from gridgnn.train.launching import launch_ranks
 from gridgnn.train.config import TrainConfig
 from gridgnn.train.trainer import train_worker
 
@@ -37,7 +37,7 @@ def main() -> None:
         t1 = time.perf_counter()
         cfg = TrainConfig(**opts)
         cfg.validate()
-        whole = _launch(train_worker, cfg, graph, False, ())[0]  # the reference: every rank unpickles the graph
+        whole = launch_ranks(train_worker, cfg, graph, False, ())[0]  # the reference: every rank unpickles the graph
         t2 = time.perf_counter()
         assert shards["final_loss"] == whole["final_loss"], (shards["final_loss"], whole["final_loss"])
         a, b = max(whole["peak_memory_bytes"]), max(shards["peak_memory_bytes"])

@@ -93,7 +93,7 @@ def as_cand(config: dict) -> tuple:
 def plan_rows(spec: str, p: int, profile) -> list[dict]:
     """``gridgnn plan``'s rows (every valid configuration) for this graph and P, in process."""
     from gridgnn.graph.spec import load_graph
-    from gridgnn.train.config import config_from_flags
+    from gridgnn.train.invocation import config_from_flags
     from gridgnn.train.planning import plan_configs
 
     cfg = config_from_flags({"data": spec, "nproc": p, "algo": "1d", "hidden": HIDDEN})

@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
 from gridgnn.graph.spec import load_graph  # noqa: E402
 from gridgnn.planner.timing import load_profile, predict_step  # noqa: E402
-from gridgnn.train.config import config_from_flags  # noqa: E402
+from gridgnn.train.invocation import config_from_flags  # noqa: E402
 from gridgnn.train.planning import simulate_config  # noqa: E402
 
 DEFAULT = "64:4x4x4,64:2x8x4,256:8x8x4,256:4x16x4,1024:16x8x8,1024:8x16x8"

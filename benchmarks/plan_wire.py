@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 from gridgnn.graph.spec import load_graph  # noqa: E402
 from gridgnn.parallel.registry import overlap_algorithms  # noqa: E402
 from gridgnn.planner.timing import load_profile, predict_step  # noqa: E402
-from gridgnn.train.config import config_from_flags  # noqa: E402
+from gridgnn.train.invocation import config_from_flags  # noqa: E402
 from gridgnn.train.planning import simulate_config  # noqa: E402
 
 DEFAULT = ("64:1.5d:c=8,64:1.5d-sa:c=8,64:3d:4x4x4,64:plexus:4x4x4,256:1.5d:c=16,256:1.5d-sa:c=16,256:plexus:8x8x4,"

@@ -77,7 +77,7 @@ def scaling(args) -> None:
     from gridgnn.graph.spec import load_graph
     from gridgnn.planner.plan import candidates
     from gridgnn.planner.timing import load_profile
-    from gridgnn.train.config import config_from_flags
+    from gridgnn.train.invocation import config_from_flags
     from gridgnn.train.planning import plan_configs
 
     prof = load_profile(args.profile)
@@ -118,7 +118,7 @@ def heatmap(args) -> None:
     import matplotlib.pyplot as plt
 
     from gridgnn.graph.spec import load_graph
-    from gridgnn.train.config import config_from_flags
+    from gridgnn.train.invocation import config_from_flags
     from gridgnn.train.planning import simulate_config
 
     flags = {"data": args.data, "nproc": args.nproc, "algo": args.algo, "hidden": args.hidden,

@@ -17,12 +17,12 @@ Rooms (dependencies point downward): ``cli``/``train`` → ``nn`` → ``sampling
 """
 from .errors import GridGnnError
 
-__version__ = "0.2.0"
+from ._version import __version__
 
 _LAZY = {
     "TrainConfig": ("gridgnn.train.config", "TrainConfig"),
     "Trainer": ("gridgnn.train.api", "Trainer"),
-    "TrainingFailed": ("gridgnn.train.api", "TrainingFailed"),
+    "TrainingFailed": ("gridgnn.train.launching", "TrainingFailed"),
     "load_graph": ("gridgnn.graph.spec", "load_graph"),
     "Graph": ("gridgnn.graph.graph", "Graph"),
     "Model": ("gridgnn.nn.base", "Model"),

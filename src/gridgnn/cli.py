@@ -80,7 +80,7 @@ def _top_level_error(message: str):
 def train_config(args):
     """The validated :class:`~gridgnn.train.config.TrainConfig` of a parsed ``gridgnn train`` command line."""
     from .distributed.launch import env_context
-    from .train.config import config_from_flags
+    from .train.invocation import config_from_flags
 
     given = {k: v for k, v in vars(args).items() if k not in ("command", "func", "config")}
     if getattr(args, "config", None) is not None:  # the file's options, the flags on the command line over them
@@ -152,7 +152,7 @@ def run_partition(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from ._version import __version__
 
     # allow_abbrev=False everywhere: a flag is matched whole, never by a prefix, so a flag added later cannot change
     # what an old command line means (with prefixes, `--log 5` read as `--log-every 5` before --log existed)

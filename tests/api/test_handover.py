@@ -9,7 +9,7 @@ import pytest
 
 import gridgnn
 from gridgnn.errors import GridGnnError
-from gridgnn.train import api
+from gridgnn.train import launching
 from gridgnn.train.handover import GraphShards
 
 SMALL = "synthetic:sbm?n=240&classes=3&avg_degree=6&features=8"
@@ -19,13 +19,13 @@ SMALL = "synthetic:sbm?n=240&classes=3&avg_degree=6&features=8"
 def handed(monkeypatch):
     """Records what each launch hands its ranks (type, and whether its shards exist at that moment)."""
     seen = []
-    real = api._launch
+    real = launching.launch_ranks
 
     def recording(worker, cfg, graph, *args, **kw):
         seen.append((graph, graph is not None and os.path.isfile(os.path.join(graph.path, "meta.json"))))
         return real(worker, cfg, graph, *args, **kw)
 
-    monkeypatch.setattr(api, "_launch", recording)
+    monkeypatch.setattr(launching, "launch_ranks", recording)
     return seen
 
 
@@ -42,7 +42,7 @@ def test_ranks_read_shards_and_train_as_from_the_spec(tmp_path, handed):
 
     cfg = gridgnn.TrainConfig(data=SMALL, out=str(tmp_path / "ranks"), **common)
     cfg.validate()
-    ranks = api._launch(train_worker, cfg, None, False, ())[0]  # the ranks load the spec themselves
+    ranks = launching.launch_ranks(train_worker, cfg, None, False, ())[0]  # the ranks load the spec themselves
     (given, existed), (from_spec, _), (none, _) = handed
     assert isinstance(given, GraphShards) and existed and given.bounds is None and none is None
     assert isinstance(from_spec, GraphShards) and from_spec.name == SMALL == spec["data"] == ranks["data"]
@@ -77,7 +77,7 @@ def test_shards_are_removed_when_the_launch_fails(monkeypatch):
         seen.append(graph.path)
         raise SystemExit(1)
 
-    monkeypatch.setattr(api, "_launch", failing)
+    monkeypatch.setattr(launching, "launch_ranks", failing)
     graph = gridgnn.load_graph(SMALL)
     with pytest.raises(gridgnn.TrainingFailed):
         gridgnn.train(graph=graph, algo="1d", nproc=2, epochs=1, quiet=True)

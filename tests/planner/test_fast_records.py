@@ -20,7 +20,7 @@ from gridgnn.parallel.source import InMemorySource
 from gridgnn.partition import counts
 from gridgnn.planner.plan import candidates
 from gridgnn.planner.primitives import BlockRowVolume, SummaVolume
-from gridgnn.train.config import config_from_flags
+from gridgnn.train.invocation import config_from_flags
 from gridgnn.train.planning import memory_per_rank, simulate_config
 
 GRAPH = "synthetic:rmat?scale=8&edge_factor=6&features=12&classes=4"

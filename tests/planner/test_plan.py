@@ -15,7 +15,7 @@ from gridgnn.graph.spec import load_graph
 from gridgnn.parallel.registry import overlap_algorithms
 from gridgnn.planner.plan import PLEXUS_ORDERS, ROW_PARTITIONS, SUMMA_ORDERS, Candidate, candidates
 from gridgnn.planner.timing import Profile, fit_profile, predict_step
-from gridgnn.train.config import config_from_flags
+from gridgnn.train.invocation import config_from_flags
 from gridgnn.train.planning import plan_configs
 
 from ..train._runs import cli_batch, run_main
@@ -274,7 +274,7 @@ def test_overlap_hides_the_stage_transfers_up_to_the_products():
 
     from gridgnn.graph.spec import load_graph
     from gridgnn.planner.timing import HALO, OVERLAPPED, load_profile, predict_step
-    from gridgnn.train.config import config_from_flags
+    from gridgnn.train.invocation import config_from_flags
     from gridgnn.train.planning import resolve_auto, simulate_config
 
     spec = "synthetic:sbm?n=400&classes=4&avg_degree=8&features=32"
@@ -316,7 +316,7 @@ def test_algo_auto_loads_its_data_once(monkeypatch):
     """--algo auto plans on the graph of its SPEC and hands the same graph, unchanged by the planning, to the ranks
     it spawns (they get shards of it): the SPEC is loaded (here: generated) once."""
     import gridgnn.graph.spec as spec
-    from gridgnn.train import api
+    from gridgnn.train import api, launching
     from gridgnn.train.config import TrainConfig
 
     loads, handed = [], []
@@ -331,11 +331,11 @@ def test_algo_auto_loads_its_data_once(monkeypatch):
         handed.append(graph)
         yield None
 
-    monkeypatch.setattr(spec, "load_graph", counting)
-    monkeypatch.setattr("gridgnn.graph.load_graph", counting)
-    monkeypatch.setattr("gridgnn.train.handover.handed_over", handed_over)
-    monkeypatch.setattr(api, "_launch", lambda worker, cfg, graph, *a, **kw: [{"epoch_time_median_s": 0.1,
-                                                                                "config": {}}])
+    for where in (spec, api, launching):  # every name the run may load a graph through
+        monkeypatch.setattr(where, "load_graph", counting)
+    monkeypatch.setattr(launching, "handed_over", handed_over)
+    monkeypatch.setattr(launching, "launch_ranks", lambda worker, cfg, graph, *a, **kw: [{"epoch_time_median_s": 0.1,
+                                                                                         "config": {}}])
     cfg = TrainConfig(data=SBM, hidden=8, nproc=2, algo="auto", profile="perlmutter-a100", epochs=1, quiet=True)
     cfg.validate()
     api.run(cfg)

@@ -63,7 +63,7 @@ def test_pair_matrix_attributes_every_received_byte_to_a_group_peer(flags):
 
     from gridgnn.distributed.grid import coords_of
     from gridgnn.graph.spec import load_graph
-    from gridgnn.train.config import config_from_flags
+    from gridgnn.train.invocation import config_from_flags
     from gridgnn.train.planning import simulate_config
 
     cfg = config_from_flags({"data": SBM, "hidden": 6, **flags})

@@ -289,7 +289,7 @@ def test_the_python_exception_carries_the_ranks_first_line(tmp_path):
     above'. A graph the ranks load themselves (link prediction) fails on the ranks: the exception carries their
     first line; one the launching process loads for them (node classification) is refused before any rank starts,
     with the same line."""
-    from gridgnn.train.api import TrainingFailed
+    from gridgnn.train.launching import TrainingFailed
 
     f = tmp_path / "neg.txt"
     f.write_text("0 1 -1\n1 2 -1\n2 0 -1\n")

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 import gridgnn
 from gridgnn.cli import build_parser, train_config
 from gridgnn.errors import GridGnnError
-from gridgnn.train.config import TrainConfig, config_from_flags, field_range, flag, read_config_file
+from gridgnn.train.config import TrainConfig, field_range, flag, read_config_file
+from gridgnn.train.invocation import config_from_flags
 
 TINY = "synthetic:sbm?n=60&classes=3&avg_degree=4&features=6"
 #: fields left at their defaults: they name files and folders (the loaders' own fuzz tests cover those), or the device

@@ -107,7 +107,7 @@ def test_docs_statements_on_headers_and_labels(tmp_path):
     """docs/data.md: every line without numbers before the first edge is a header (two of them included); one
     class of labels is named as one, not as none."""
     from gridgnn.graph.spec import load_graph
-    from gridgnn.train.trainer import check_data as _check_data
+    from gridgnn.train.data_checks import check_data as _check_data
 
     f = tmp_path / "g.csv"
     f.write_text("source,target\nfrom,to\n0,1\n1,2\n")

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from gridgnn.distributed.launch import launch
 from gridgnn.errors import GridGnnError
 from gridgnn.graph.spec import load_graph
-from gridgnn.train.trainer import with_feature_norm
+from gridgnn.train.data_checks import with_feature_norm
 from gridgnn.partition import even_bounds
 from gridgnn.sampling import minibatches, sample_bulk
 from gridgnn.sampling.distributed import fetch_bytes

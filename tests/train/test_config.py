@@ -101,7 +101,8 @@ def test_every_numeric_flag_declares_its_range_and_help_shows_it():
 def test_the_link_task_has_defaults_of_its_own_and_a_given_value_wins():
     """--task link takes PyG's link_pred.py setup for the fields it leaves out (declared per field, shown in
     --help); a value given — even the node task's default — wins; the node task is unchanged."""
-    from gridgnn.train.config import config_from_flags, task_defaults
+    from gridgnn.train.config import task_defaults
+    from gridgnn.train.invocation import config_from_flags
 
     link = config_from_flags({"task": "link"})
     assert (link.hidden, link.embedding_dim, link.dropout, link.weight_decay, link.epochs) == (128, 64, 0.0, 0.0, 100)

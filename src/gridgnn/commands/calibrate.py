@@ -37,7 +37,8 @@ def fit_rows(profile, run_dirs: list[str]) -> list[dict]:
     from ..graph.saved import read_document
     from ..graph.spec import load_graph
     from ..planner.plan import Candidate, price
-    from ..train.config import config_from_flags, read_config_file
+    from ..train.config import read_config_file
+    from ..train.invocation import config_from_flags
     from ..train.planning import simulate_config
 
     rows, graphs = [], {}

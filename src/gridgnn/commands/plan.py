@@ -38,7 +38,7 @@ def run_plan_command(args) -> int:
     from ..distributed.machine import available_memory_bytes
     from ..planner.plan import Candidate
     from ..planner.timing import load_profile
-    from ..train.config import config_from_flags
+    from ..train.invocation import config_from_flags
     from ..train.console import Progress
     from ..train.outputs import write_report
     from ..train.planning import plan_configs

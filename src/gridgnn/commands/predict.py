@@ -49,7 +49,7 @@ def _npy(path: str) -> str:
 def run_predict_command(args) -> int:
     import numpy as np
 
-    from ..train.api import TrainingFailed
+    from ..train.launching import TrainingFailed
     from ..train.outputs import atomic_write, check_new_files, make_parent
     from ..train.trained import load
 

@@ -54,7 +54,7 @@ def add_simulate_arguments(p) -> None:
 
 def run_simulate_command(args) -> int:
     from ..errors import GridGnnError
-    from ..train.config import config_from_flags
+    from ..train.invocation import config_from_flags
     from ..train.outputs import write_report
 
     given = {k: getattr(args, k) for k in SIMULATE_FLAGS if getattr(args, k) is not None}

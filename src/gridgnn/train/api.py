@@ -25,23 +25,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 
-from ..distributed.launch import env_context, launch
-from ..errors import GridGnnError, interrupt_signal
-from .checkpoint import CHECKPOINT
-from .config import TrainConfig, config_from_flags
+from ..distributed.launch import env_context
+from ..errors import GridGnnError
+from ..graph.spec import load_graph
+from ..planner.timing import load_profile
+from .config import TrainConfig
 from .console import Progress
-from .outputs import OutLock, clean_after_ranks, keep_interrupted, kept_note, out_dir_state, write_json
-from .summary import interrupted_summary
-
-
-class TrainingFailed(GridGnnError):
-    """A spawned training job ended with an error on some rank (``exit_status``: what ``gridgnn train`` exits with)."""
-
-    def __init__(self, message: str, exit_status: int):
-        super().__init__(message)
-        self.exit_status = exit_status
+from .invocation import config_from_flags
+from .launching import failed_launch, launch_checked, launch_ranks, require_one_process, spawnable
+from .link import link_worker
+from .minibatch import minibatch_worker
+from .outputs import OutLock, write_json
+from .planning import resolve_auto
+from .trained import TrainedModel, TrainResult
+from .trainer import train_worker
 
 
 class Trainer:
@@ -90,8 +88,6 @@ class Trainer:
         """Train; returns a :class:`~gridgnn.train.trained.TrainResult` on rank 0 — the summary (a dict, as
         ``summary.json``) with the trained model (``result.model``, ``result.predict(...)``) — and ``None`` on
         the other ranks of a torchrun/srun job."""
-        from .trained import TrainedModel, TrainResult
-
         if self.graph is not None and self.config.data is not None:
             raise GridGnnError(f"give either a graph in memory or data={self.config.data!r}, not both")
         cfg = self.resolved_config()
@@ -120,37 +116,6 @@ def _checked_callbacks(callbacks) -> tuple:
     return callbacks
 
 
-def _spawnable(callbacks) -> tuple:
-    """Callbacks a spawned rank 0 can receive: picklable — a module-level function or an instance of a module-level
-    class, not a lambda or a closure (checked before any rank starts)."""
-    import pickle
-
-    for cb in callbacks:
-        try:
-            pickle.dumps(cb)
-        except Exception as exc:  # noqa: BLE001 - any pickling failure means the same thing here
-            raise GridGnnError(f"the callback {cb!r} cannot be sent to the spawned ranks ({type(exc).__name__}): "
-                               "use a module-level function or an instance of a module-level class") from None
-    return callbacks
-
-
-def failed_launch(exc: SystemExit, what: str) -> "TrainingFailed":
-    """The :class:`TrainingFailed` of a spawned job that ended with ``exc`` (the launcher has printed every rank's
-    message)."""
-    code = exc.code if isinstance(exc.code, int) else 1
-    lines = getattr(exc, "lines", None)  # a LaunchFailed: what the launcher printed
-    if lines:
-        more = f" (and {len(lines) - 1} more line(s) above)" if len(lines) > 1 else ""
-        return TrainingFailed(f"{what} failed (exit status {code}): {lines[0]}{more}", code)
-    return TrainingFailed(f"{what} failed (exit status {code}); the ranks' messages are above", code)
-
-
-def require_one_process(env) -> None:
-    """``--algo serial`` runs in this process: refused as one rank of a launcher's larger job."""
-    if env is not None and env.world_size > 1:
-        raise GridGnnError("--algo serial runs one process, but the launcher started several")
-
-
 def train(config: TrainConfig | None = None, *, graph=None, callbacks=(), **options):
     """``Trainer(config, graph=graph, callbacks=callbacks, **options).fit()``: the summary and the trained model
     (:class:`~gridgnn.train.trained.TrainResult`) on rank 0."""
@@ -168,102 +133,23 @@ def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=(),
         return _run_auto(cfg, graph, keep_model=keep_model, callbacks=callbacks)
     env = env_context(cfg.device)
     if cfg.sampler is not None:
-        from .minibatch import minibatch_worker
-
         if cfg.nproc == 1 and env is None:
             return minibatch_worker(None, cfg, graph, keep_model, callbacks)
-        return _launch(minibatch_worker, cfg, graph, keep_model, callbacks if env else _spawnable(callbacks))[0]
+        return launch_ranks(minibatch_worker, cfg, graph, keep_model, callbacks if env else spawnable(callbacks))[0]
     if cfg.task == "link":
-        from .link import link_worker
-
         if cfg.algo == "serial":
             require_one_process(env)
             return link_worker(None, cfg, graph, keep_model, callbacks)
         if graph is not None and env is None:
             raise GridGnnError("--task link with spawned ranks reads its graph from --data SPEC; a graph in memory "
                                "trains with --algo serial (or save it: gridgnn.graph.save_npz, then data='npz:FILE')")
-        return _launch_checked(link_worker, cfg, graph, keep_model, callbacks if env else _spawnable(callbacks),
+        return launch_checked(link_worker, cfg, graph, keep_model, callbacks if env else spawnable(callbacks),
                                one_load=False)[0]
-    from .trainer import train_worker
-
     if cfg.algo == "serial":
         require_one_process(env)
         return train_worker(None, cfg, graph, keep_model, callbacks)
-    return _launch_checked(train_worker, cfg, graph, keep_model, callbacks if env else _spawnable(callbacks),
+    return launch_checked(train_worker, cfg, graph, keep_model, callbacks if env else spawnable(callbacks),
                            loaded=loaded)[0]
-
-
-def _launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | None = None,
-                    one_load: bool = True, loaded=None) -> list:
-    """:func:`_launch` after refusing, before any rank starts, what cannot work when the ranks are spawned here
-    (their memory, a graph smaller than the layout). A graph reaches ranks spawned here as shards written once
-    (:mod:`~gridgnn.train.handover`; ``dims``: a model's widths, for inference): a graph in memory, and — with
-    ``one_load`` — the graph of a ``--data`` SPEC, loaded (or generated) once here rather than by every rank, so
-    that each rank holds only its blocks (a ``sharded:`` dataset is read by the ranks themselves); ``loaded``: a list
-    holding that graph, loaded already (taken out of it)."""
-    from .handover import handed_over
-
-    if env_context(cfg.device) is not None:  # this rank of a torchrun/srun job: its process holds the graph
-        return _launch(worker, cfg, graph, *args)
-    from ..distributed.machine import PYG_IMPORT_BYTES, RUNTIME_PRIVATE_BYTES, available_memory_bytes, check_spawn
-
-    host_memory = available_memory_bytes("cpu")
-    one_load = one_load and graph is None and not (cfg.data or "").strip().startswith("sharded:")
-    # the ranks import PyG only where they load a planetoid: SPEC themselves
-    planetoid = graph is None and not one_load and (cfg.data or "").strip().lower().startswith("planetoid:")
-    check_spawn(cfg.nproc, host_memory, per_process=RUNTIME_PRIVATE_BYTES + (PYG_IMPORT_BYTES if planetoid else 0))
-    name = None
-    if graph is None:
-        _check_data_before_spawn(cfg, loaders=1 if one_load else cfg.nproc)
-        if one_load:
-            from ..graph import load_graph
-
-            graph = loaded.pop() if loaded else load_graph(cfg.data, seed=cfg.seed)  # once, for every rank
-            name = cfg.data or "default"
-    with handed_over(cfg, graph, dims=dims, name=name) as given:
-        graph = None  # the shards hold it now: not kept here while the ranks run
-        if given is not None:  # the shards may lie in memory (a tmpfs TMPDIR): what is left for the ranks
-            host_memory = available_memory_bytes("cpu")
-        return _launch(worker, cfg, given, *args, host_memory=host_memory)
-
-
-def _launch(worker, cfg: TrainConfig, graph, *args, **kw) -> list:
-    """:func:`~gridgnn.distributed.launch.launch` of ``worker(ctx, cfg, graph, *args)`` on ``cfg.nproc`` ranks;
-    when it fails or is interrupted, the ranks' leftovers in ``--out`` are removed once they are gone
-    (:func:`~gridgnn.train.outputs.clean_after_ranks`)."""
-
-    existing = out_dir_state(cfg.out)
-    launcher = env_context(cfg.device) is None  # (a torchrun/srun rank 0 keeps its epochs in its loop)
-    try:
-        return launch(worker, cfg.nproc, cfg, graph, *args, device=cfg.device, timeout_s=cfg.timeout_s,
-                      collect=True, **kw)
-    except BaseException as exc:
-        if launcher:
-            keep_if_interrupted(cfg, exc)
-        clean_after_ranks(cfg.out, existing)
-        raise
-
-
-def keep_if_interrupted(cfg: TrainConfig, exc: BaseException) -> int:
-    r"""After the ranks of a local launch that a signal interrupted (``exc``:
-    :func:`~gridgnn.errors.interrupt_signal`) are gone: ``--out`` keeps the metrics of the epochs the run finished
-    and a ``summary.json`` marked ``interrupted`` (:func:`~gridgnn.train.outputs.keep_interrupted`; its checkpoint,
-    where ``--checkpoint-every`` wrote one, stays), with a line on stdout. One process (serial, or a rank of a
-    torchrun/srun job) keeps its own in its training loop. Never raises: the interrupt stays what ends the run.
-    Returns the epochs kept."""
-    why = interrupt_signal(exc)
-    if why is None or not cfg.out:
-        return 0
-    ckpt = CHECKPOINT if os.path.isfile(os.path.join(cfg.out, CHECKPOINT)) else None
-    try:
-        kept = keep_interrupted(cfg.out, lambda records: interrupted_summary(cfg, records, why, ckpt))
-    except Exception as exc:  # noqa: BLE001 - a full disk, or anything else: the interrupt stays the run's end
-        print(f"gridgnn: the finished epochs of the interrupted run could not be kept in {cfg.out}: {exc}",
-              file=sys.stderr, flush=True)
-        return 0
-    if kept and not cfg.quiet:
-        print(kept_note(cfg.out, kept, ckpt), flush=True)
-    return kept
 
 
 def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=()):
@@ -271,10 +157,6 @@ def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbac
     prediction next to the measurement in ``summary.json`` (``plan``: the pick, its predicted step time, the
     number of candidates, the profile). Every rank of a torchrun/srun job plans alike (deterministic: the memory
     check that depends on each node's free memory is left to the trainer's guard there)."""
-    from ..graph.spec import load_graph
-    from ..planner.timing import load_profile
-    from .planning import resolve_auto
-
 
     profile = load_profile(cfg.profile)
     env = env_context(cfg.device)
@@ -310,26 +192,3 @@ def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbac
         finally:
             lock.release()
     return out
-
-
-def _check_data_before_spawn(cfg: TrainConfig, loaders: int) -> None:
-    """What the data spec tells without loading the graph (synthetic generators; a sharded dataset's checked
-    ``meta.json``): a graph with fewer vertices than the layout has blocks, and ``loaders`` processes (this one,
-    or every rank) each generating the whole synthetic graph on this machine beyond its memory."""
-    from ..graph.safe_io import check_alloc
-    from ..graph.spec import DEFAULT_SPEC, spec_sizes
-    from .rank_layout import check_vertex_count
-
-    data = (cfg.data or "").strip()
-    if data.startswith("sharded:"):
-        from ..graph.sharded import ShardedDataset
-
-        n = ShardedDataset(data[len("sharded:"):]).n
-    else:
-        sizes = spec_sizes(cfg.data)
-        if sizes is None:
-            return
-        n, gen_bytes = sizes
-        who = f"{loaders} ranks each" if loaders > 1 else "this process"
-        check_alloc(loaders * gen_bytes, f"{who} generating {cfg.data or DEFAULT_SPEC}")
-    check_vertex_count(n, cfg.algo, cfg.nproc, cfg.replication, cfg.mesh_shape(cfg.nproc))

@@ -53,9 +53,18 @@ import os
 
 import torch
 
+from .._version import __version__
 from ..errors import GridGnnError
+from ..graph.safe_io import DataFileError, regular_file
+from ..graph.saved import read_torch
+from ..nn import MODELS
+from ..nn.base import TRAINER_OPTIONS
+from ..nn.decoders import MLPDecoder
+from ..parallel import ALGORITHMS
+from ..plugins import is_import_path
+from .config import TrainConfig, flag
 from .optim import state_keys
-from .outputs import atomic_write
+from .outputs import atomic_write, resume_folder
 from .summary import best_epoch
 
 CHECKPOINT = "checkpoint.pt"
@@ -83,7 +92,6 @@ _INT_OF_WIDTH = {2: torch.int16, 4: torch.int32, 8: torch.int64}
 def checkpoint_file(resume: str) -> str:
     """``DIR/checkpoint.pt`` for a folder ``DIR``, or ``resume`` itself when it names a file — a regular file
     (a FIFO or a device would block the read or never end)."""
-    from ..graph.safe_io import DataFileError, regular_file
 
     if not resume:
         raise GridGnnError("--resume must name a folder holding checkpoint.pt")
@@ -102,11 +110,6 @@ def checkpoint_file(resume: str) -> str:
     return path
 
 
-def resume_folder(resume: str) -> str:
-    """The folder a resumed run writes into by default: ``DIR``, or the folder of a checkpoint file."""
-    return resume if os.path.isdir(resume) else (os.path.dirname(resume) or ".")
-
-
 def read_checkpoint(resume: str) -> dict:
     r"""Load and check ``checkpoint_file(resume)`` (no collective). Anything that is not a complete checkpoint
     of this format — another file, a truncated or damaged one, one with code in it (refused by
@@ -121,8 +124,6 @@ def load_plain(path: str, what: str):
     """A ``torch.save`` file through the checked reader (:func:`gridgnn.graph.saved.read_torch`: loading runs no
     code; plain containers and values, dense finite CPU tensors, bounded depth); a file it refuses is a
     :class:`GridGnnError` ``"{what}: why"``."""
-    from ..graph.safe_io import DataFileError
-    from ..graph.saved import read_torch
 
     try:
         return read_torch(path, "the file")
@@ -163,13 +164,9 @@ def _check_tensors(group, shapes: dict, dims, path: str, name: str, dtype) -> No
 
 def _model_shapes(cfg: dict, dims, path: str) -> dict:
     """The full parameter shapes of the checkpoint's ``--model`` on ``dims`` (from the model registry)."""
-    from ..nn import MODELS
-    from ..nn.base import TRAINER_OPTIONS
-    from .config import TrainConfig
 
     model = cfg.get("model", "gcn")
     if model not in MODELS:  # a plugin (package.module:Class) was resolved from the command line by now
-        from ..nn.base import is_import_path
 
         if is_import_path(model):
             raise GridGnnError(f"{path} holds the model {model}, a model of your own: give --model {model} on the "
@@ -183,14 +180,12 @@ def _model_shapes(cfg: dict, dims, path: str) -> dict:
         raise _bad(path, f"its model options: {exc}") from None
     shapes = MODELS[model].parameter_shapes(dims, **conf.model_kwargs())
     if cfg.get("task") == "link" and cfg.get("decoder") == "mlp":  # a link model's decoder (model.pt only)
-        from ..nn.decoders import MLPDecoder
 
         shapes = {**shapes, "decoder": MLPDecoder.shapes(int(dims[-1]))}
     return shapes
 
 
 def _check_config(cfg, path: str) -> None:
-    from .config import TrainConfig
 
     if not isinstance(cfg, dict):
         raise _bad(path, "no config")
@@ -215,8 +210,6 @@ def _check_config(cfg, path: str) -> None:
     if cfg.get("dtype", "float32") not in _DTYPES:
         raise _bad(path, f"config dtype {cfg.get('dtype')!r} is neither float32 nor float64")
     # the same choices and ranges as the flags of gridgnn train (a saved config is a config like any other)
-    from ..parallel import ALGORITHMS
-    from ..plugins import is_import_path
 
     try:
         conf = TrainConfig(**{k: v for k, v in cfg.items() if k in defaults})
@@ -327,7 +320,6 @@ def _resolved(key: str, value, model: str):
     """A trajectory flag's value as the run uses it: ``--feature-norm auto`` is a built-in model's choice (``l2``
     and ``auto`` agree for VA); a model of the user's own is not imported for this (compared as written)."""
     if key == "feature_norm" and value == "auto":
-        from ..nn import MODELS  # the package registers the built-in models
 
         if model in MODELS:
             return getattr(MODELS[model], "FEATURE_NORM", "none")
@@ -339,7 +331,6 @@ def _resolved(key: str, value, model: str):
 def resume_base(ckpt: dict, given: dict, resume: str) -> dict:
     r"""The config fields a resumed run takes from the checkpoint (see the module docstring), after checking
     that the flags ``given`` on the command line agree on the trajectory. The caller overlays ``given``."""
-    from .config import TrainConfig, flag
 
     saved = dict(ckpt["config"])
     saved.setdefault("feature_norm", "none")  # written before --feature-norm: its features were used as loaded
@@ -367,7 +358,6 @@ def resume_base(ckpt: dict, given: dict, resume: str) -> dict:
                                    f"resumed link run keeps {', '.join(flag(k) for k in LINK_TRAJECTORY)} (leave "
                                    "them out to inherit them)")
     base = {k: v for k, v in saved.items() if k in defaults and k not in PER_INVOCATION}
-    from ..plugins import is_import_path
 
     if is_import_path(saved.get("algo")) and "algo" not in given:  # no code is imported on a file's word
         raise GridGnnError(f"--resume {path} was trained with {saved['algo']}, an algorithm of your own: give --algo "
@@ -460,8 +450,6 @@ def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: li
     atomically. ``epoch`` = epochs done. ``replicated``: ``{name: [parameters]}`` every rank holds whole (rank 0's
     are written, with their optimizer state, under ``name``). ``kept``: ``--keep best``'s copy of the best epoch's
     parameters, ``{parameter: its value then}`` (this rank's shard), written as ``best_params``."""
-    import gridgnn
-
     entries = _entries(model, plan, dims)
     keys = state_keys_of(config)
     states = [opt.state.get(e[2]) or {} for e in entries]
@@ -485,7 +473,7 @@ def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: li
 
     obj = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
-        "gridgnn_version": gridgnn.__version__, "torch_version": str(torch.__version__),
+        "gridgnn_version": __version__, "torch_version": str(torch.__version__),
         "epoch": int(epoch), "config": dict(config), "dims": [int(d) for d in dims],
         "graph": {"n": int(info["n"]), "nnz": int(info["nnz"])},
         "params": grouped(params, lambda p: p),

@@ -11,7 +11,7 @@ from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
 from ..nn.base import TRAINER_OPTIONS, Option, declared_options, model_options, resolve_model  # noqa: E402
 from ..nn.gat import MAX_HEADS  # noqa: E402
 from ..parallel.registry import ALGORITHMS, overlap_algorithms  # noqa: E402
-from .outputs import TensorBoardLog, check_out_dir, check_tensorboard, is_our_events
+from .outputs import TensorBoardLog, check_out_dir, check_tensorboard, is_our_events, resume_folder
 
 #: the built-in models (``--model`` also takes any registered name or ``package.module:Class``)
 MODELS = BUILTIN_MODELS = tuple(_MODEL_REGISTRY)
@@ -83,7 +83,7 @@ def task_defaults(task: str, given=()) -> dict:
     """``{field: default}`` where ``--task task`` has a default of its own (``link``: PyG's ``link_pred.py`` setup —
     128 → 64, no dropout, no weight decay, 100 epochs), for the fields left out of ``given`` (a default that goes
     with another field's, ``task_default_with``, only where that one is left out too): what
-    :func:`config_from_flags` applies."""
+    :func:`~gridgnn.train.invocation.config_from_flags` applies."""
     out = {}
     for f in fields(TrainConfig):
         with_ = f.metadata.get("task_default_with")
@@ -694,8 +694,6 @@ class TrainConfig:
         """``--resume`` names the folder (or the checkpoint in the folder) that ``--out`` names."""
         if self.resume is None or self.out is None:
             return False
-        from .checkpoint import resume_folder
-
         folder = resume_folder(self.resume)
         try:
             return os.path.samefile(folder, self.out)
@@ -776,46 +774,6 @@ def _check_builds(model, cfg: "TrainConfig") -> None:
         raise GridGnnError(f"--model {cfg.model} has no parameters to train")
 
 
-
-
-def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConfig:
-    r"""The run's :class:`TrainConfig` from the flags ``given`` on the command line (a flag left out is absent
-    from the dict), validated.
-
-    Without ``--resume`` a flag left out takes its default. With ``--resume DIR`` the checkpoint's config is the
-    base and only the flags given override it (rules: :func:`gridgnn.train.checkpoint.resume_base`); the
-    checkpoint is read and checked here, before anything is spawned. ``--nproc`` left out: the launcher's world
-    size under torchrun/srun (``env_world``), else the base's, else 1.
-    """
-    known = {f.name for f in fields(TrainConfig)}
-    unknown = set(given) - known
-    if unknown:
-        raise GridGnnError(f"unknown training option(s): {', '.join(sorted(unknown))}")
-    base: dict = {}
-    ckpt = None
-    if given.get("model") is not None:  # a model of the user's own is imported now, on the user's word
-        resolve_model(given["model"])
-    if given.get("resume") is not None:
-        from .checkpoint import read_checkpoint, resume_base
-
-        ckpt = read_checkpoint(given["resume"])
-        base = resume_base(ckpt, given, given["resume"])
-    kw = {**base, **given}
-    task = kw.get("task", "node")
-    if isinstance(task, str):  # (another type is refused by the checks below)
-        kw.update(task_defaults(task, given=set(kw)))  # the task's own defaults, where left out
-    if given.get("nproc") is None:
-        kw["nproc"] = env_world if env_world is not None else base.get("nproc", 1)
-    if "layers" not in given and "layers" not in base:  # the model's own depth (AGNN: 4, PyG's Cora example)
-        kw["layers"] = getattr(resolve_model(kw.get("model", "gcn")), "DEFAULT_LAYERS", 2)
-    cfg = TrainConfig(**kw)
-    cfg.validate()
-    if ckpt is not None:
-        from .checkpoint import check_epochs, check_keep, checkpoint_file
-
-        check_epochs(ckpt, checkpoint_file(cfg.resume), cfg.epochs)
-        check_keep(ckpt, cfg.keep, checkpoint_file(cfg.resume))
-    return cfg
 
 
 #: Fields a config file may give as a list of integers (the comma-separated flag)

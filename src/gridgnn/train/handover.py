@@ -1,6 +1,6 @@
 r"""A graph reaches spawned ranks as shards, not as P whole copies: a graph handed over from Python, and the graph
 of a ``--data`` SPEC, which the launching process loads (or generates) once for all its ranks
-(:func:`gridgnn.train.api._launch_checked`; a ``sharded:`` dataset the ranks read themselves, and link prediction,
+(:func:`gridgnn.train.launching.launch_checked`; a ``sharded:`` dataset the ranks read themselves, and link prediction,
 which splits the edges of the graph itself, still loads the SPEC on every rank).
 
 ``gridgnn.train(graph=g, algo="2d", nproc=P)`` (and ``TrainedModel.predict(g, nproc=P)``) spawns ``P`` processes on
@@ -25,8 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..distributed.launch import private_tempdir
 from ..errors import GridGnnError
+from ..graph import Graph
+from ..graph.sharded import write_sharded
 from .config import TrainConfig
+from .data_checks import checked_graph, in_memory_name, settle_edge_dim
 from .rank_layout import layout_blocks, vertex_blocks, vertex_orders
 
 
@@ -52,8 +56,6 @@ def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None, name:
     if graph is None:
         yield None
         return
-    from ..graph.sharded import write_sharded
-    from .trainer import checked_graph, in_memory_name, settle_edge_dim
 
     world = cfg.nproc
     shape = cfg.mesh_shape(world)
@@ -66,7 +68,6 @@ def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None, name:
         blocks, bounds = (rows.parts, rows.parts), [int(b) for b in rows.bounds]
     else:
         blocks, bounds = layout_blocks(cfg.algo, tuple(shape)), None
-    from ..distributed.launch import private_tempdir
 
     base = private_tempdir()  # marked: a later launch sweeps it if this process is killed outright
     folder = os.path.join(base, "graph")
@@ -84,7 +85,6 @@ def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None, name:
         counts = graph.edge_type_counts if cfg.relations else None
         if attr is not None or counts is not None:  # shards hold no edge features nor relation types: a model
             # that reads them gets the edge table whole on each rank
-            from ..graph import Graph
 
             edges = Graph(indptr=graph.indptr, indices=graph.indices, n=graph.n, directed=graph.directed,
                           edge_attr=attr, edge_type_counts=counts, name=graph.name)

@@ -35,7 +35,8 @@ from .loop import RunLoop, compiling, fmt
 from .optim import make_optimizer
 from .rank_layout import build_rank
 from .step import allreduce_grads
-from .trainer import _rank_record, _summary, build_model, delta_of, setup_rank, unlabelled, with_feature_norm
+from .data_checks import unlabelled, with_feature_norm
+from .trainer import _rank_record, _summary, build_model, delta_of, setup_rank
 
 
 def slice_bounds(count: int, parts: int, part: int) -> tuple[int, int]:

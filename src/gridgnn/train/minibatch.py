@@ -53,8 +53,8 @@ from .rank_layout import attach_edge_features
 from .sampled_link import LinkSamples
 from .step import allreduce_grads
 from .summary import count, median_of, run_summary, traffic
-from .trainer import (build_model, check_data, delta_of, in_memory_name, ratio, settle_edge_dim,
-                      with_feature_norm)
+from .data_checks import check_data, in_memory_name, settle_edge_dim, with_feature_norm
+from .trainer import build_model, delta_of, ratio
 
 PHASES = ("sample", "fetch", "fwd", "bwd", "grad", "eval", "metrics")
 

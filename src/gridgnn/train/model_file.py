@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .._version import __version__
 from ..errors import GridGnnError
 from ..graph.safe_io import DataFileError
 from ..graph.saved import read_document
@@ -50,12 +51,10 @@ def write_model_file(path: str, config: dict, dims: list[int], params: dict, epo
                      input_pipeline: dict | None = None) -> None:
     """Write ``model.pt`` atomically (rank 0; ``params`` as :func:`~gridgnn.train.checkpoint.full_parameters`;
     ``input_pipeline``: the run's record, kept as ``config["input_pipeline"]``)."""
-    import gridgnn
-
     config = dict(config)
     if input_pipeline is not None:
         config["input_pipeline"] = dict(input_pipeline)
-    obj = {"format": FORMAT, "format_version": FORMAT_VERSION, "gridgnn_version": gridgnn.__version__,
+    obj = {"format": FORMAT, "format_version": FORMAT_VERSION, "gridgnn_version": __version__,
            "torch_version": str(torch.__version__), "config": config, "dims": [int(d) for d in dims],
            "epoch": int(epoch), "params": {k: [t.detach().cpu() for t in v] for k, v in params.items()}}
     with atomic_write(path) as fh:

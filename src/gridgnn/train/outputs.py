@@ -701,3 +701,8 @@ def clear_outputs(path: str, *, keep: tuple[str, ...] = ()) -> list[str]:
                 raise GridGnnError(f"cannot remove the previous {target}: {_why(exc)}") from None
             removed.append(os.path.basename(target))
     return removed
+
+
+def resume_folder(resume: str) -> str:
+    """The folder a resumed run writes into by default: ``DIR``, or the folder of a checkpoint file."""
+    return resume if os.path.isdir(resume) else (os.path.dirname(resume) or ".")

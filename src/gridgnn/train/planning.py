@@ -16,23 +16,25 @@ import numpy as np
 import torch
 
 from ..distributed.machine import available_memory, available_memory_bytes
-from ..distributed.wire import wire_element_bytes
+from ..distributed.wire import WIRE_TYPES, wire_element_bytes
 from ..errors import GridGnnError
+from ..graph import gcn_normalize
+from ..nn import resolve_model
+from ..parallel import algorithm
+from ..parallel.checks import LayoutError
+from ..partition import RowPartition
+from ..planner.plan import candidates, price, rank_rows
+from ..planner.simulate import step_volume
+from ..planner.timing import load_profile
+from .data_checks import settle_edge_dim
 from .optim import memory_state
+from .rank_layout import SEEDED_ORDERS, check_vertex_count, estimate_memory, make_source, order_key
+from .trainer import _check_parameters, build_model, memory_trace
 
 
 def simulate_config(cfg, graph, layouts: dict | None = None):
     r"""``(StepVolume, shape, source, rows)`` of a validated full-graph :class:`~gridgnn.train.config.TrainConfig`
     on ``graph`` (no processes started). ``layouts`` caches the partitions and permutations across calls."""
-    from ..parallel import algorithm
-    from ..partition import RowPartition
-    from ..planner.simulate import step_volume
-    from ..graph import gcn_normalize
-    from .rank_layout import check_vertex_count, make_source, order_key
-    from .trainer import build_model
-
-    from .trainer import settle_edge_dim
-
     settle_edge_dim(cfg, graph.edge_dim, edges_note=graph.meta.get("edge_features_dropped"),
                     relations=graph.num_relations)  # the data's width
     algo = algorithm(cfg.algo)
@@ -57,8 +59,6 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
                                        method=cfg.partition, seed=cfg.seed, normalized=normalized)
             if layouts is not None:
                 layouts[key] = (source, rows)
-    from ..nn import resolve_model
-    from .trainer import _check_parameters
 
     # the trace builds the model once in float64: refused with the memory guard's line when it cannot fit
     _check_parameters(cfg, resolve_model(cfg.model), dims, available_memory(), 1, trains_on_host=False)
@@ -76,8 +76,6 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
 
 def _mesh_shape(cfg) -> tuple:
     """The process grid of ``cfg``'s algorithm (serial: one process)."""
-    from ..parallel import algorithm
-
     return (1,) if algorithm(cfg.algo).grid == "single" else cfg.mesh_shape(cfg.nproc)
 
 
@@ -98,9 +96,6 @@ def memory_per_rank(cfg, graph, source, rows, shape, traced=None) -> list[int]:
     """Every rank's estimated peak bytes (:mod:`gridgnn.planner.memory`). ``traced``: the model's trace on this
     layout when the caller has it (the simulator's, :attr:`~gridgnn.planner.simulate.StepVolume.trace`); GCN's
     exact model reads none."""
-    from .rank_layout import estimate_memory
-    from .trainer import memory_trace, settle_edge_dim
-
     settle_edge_dim(cfg, graph.edge_dim, edges_note=graph.meta.get("edge_features_dropped"),
                     relations=graph.num_relations)
     dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
@@ -148,10 +143,6 @@ def _price_candidate(cfg, graph, profile, cand, layouts: dict, available_bytes, 
     """One configuration simulated, priced and its memory estimated: ``("row", row)``, ``("refused", message)``
     (the model's trace refuses the layout) or ``None`` (left out: ``--grad-dtype`` on a layout whose primitives sum
     the gradients)."""
-    from ..parallel.checks import LayoutError
-    from ..parallel.registry import algorithm
-    from ..planner.plan import price
-
     c = dataclasses.replace(cfg, **cand.options())
     c = dataclasses.replace(c, overlap=cfg.overlap and algorithm(cand.algo).overlap)
     if narrow_grads and c.grad_sum_refusal(algorithm(c.algo)):
@@ -190,8 +181,6 @@ def _plan_groups(cfg, cands, jobs: int) -> list[list[int]]:
     """The workers' tasks: configurations that share a vertex order together (a graph partition is computed once,
     whatever the number of workers), a group whose order is rebuilt cheaply (:data:`~gridgnn.train.rank_layout.
     SEEDED_ORDERS`: the many grids of one random permutation) cut into pieces, so that the workers stay busy."""
-    from .rank_layout import SEEDED_ORDERS, order_key
-
     groups: dict = {}
     for k, cand in enumerate(cands):
         try:
@@ -216,9 +205,6 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
     (:func:`~gridgnn.planner.plan.rank_rows`); each row also has ``simulate_s``. ``progress(done, total)`` is
     called after each candidate (priced or left out). ``jobs``: worker processes (:func:`plan_jobs`; they fork
     from this one, so the graph is shared, not copied); the rows are the same whatever the number."""
-    from ..nn import resolve_model
-    from ..planner.plan import candidates, rank_rows
-
     if cands is None:
         reads = bool(getattr(resolve_model(cfg.model), "reads_destinations", False))
         cands = candidates(cfg.nproc, n=graph.n, reads_destinations=reads, **listing)
@@ -227,8 +213,6 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
         raise GridGnnError(f"no configuration of {cfg.nproc} processes" + (f" among {', '.join(only)}" if only else "")
                            + f" runs on a graph of {graph.n} vertices" + (" (serial runs on one process)"
                                                                            if only and "serial" in only else ""))
-    from ..distributed.wire import WIRE_TYPES, wire_element_bytes
-    from ..graph import gcn_normalize
 
     narrow_grads = wire_element_bytes(cfg.grad_dtype, cfg.dtype) < WIRE_TYPES[cfg.dtype].itemsize
     results: list = [None] * len(cands)
@@ -276,8 +260,6 @@ def resolve_auto(cfg, graph, *, profile=None, check_memory: bool = True, progres
     one) and return ``(config of the pick, its plan row, the number of candidates)``. The pick is the fastest
     predicted configuration that fits in this machine's available memory (``check_memory``; else the fastest).
     ``graph``: a loaded :class:`~gridgnn.graph.Graph`; ``progress``: as in :func:`plan_configs`."""
-    from ..planner.timing import load_profile
-
     profile = profile if profile is not None else load_profile(getattr(cfg, "profile", None))
     base = dataclasses.replace(cfg, algo="serial" if cfg.nproc == 1 else "1d", grid=None, replication=1,
                                partition="random")

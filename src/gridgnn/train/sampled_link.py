@@ -32,7 +32,7 @@ from ..sampling.distributed import schedule
 from .link import (final_metrics, link_loss, link_metric_fields, own_split_field, selected_metric, slice_bounds,
                    split_for_run, split_metrics)
 from .loop import fmt
-from .trainer import check_inference_data, unlabelled, with_feature_norm
+from .data_checks import check_inference_data, unlabelled, with_feature_norm
 
 
 class _Endpoints:

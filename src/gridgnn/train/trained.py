@@ -200,7 +200,7 @@ class TrainedModel:
                  blocked_aggregation=0, device="auto", timeout_s=600.0):
         """``(logits, original ids or None)`` on rank 0 (``None`` elsewhere)."""
         from ..distributed.launch import env_context
-        from .api import _launch_checked, failed_launch, require_one_process
+        from .launching import failed_launch, launch_checked, require_one_process
         from .trainer import predict_worker
 
         if isinstance(grid, (list, tuple)):
@@ -220,7 +220,7 @@ class TrainedModel:
             require_one_process(env)
             return predict_worker(None, cfg, graph, self.dims, self.params)
         try:
-            return _launch_checked(predict_worker, cfg, graph, self.dims, self.params, dims=self.dims)[0]
+            return launch_checked(predict_worker, cfg, graph, self.dims, self.params, dims=self.dims)[0]
         except SystemExit as exc:  # the launcher has printed every rank's message
             raise failed_launch(exc, "inference") from None
 

@@ -1,0 +1,47 @@
+r"""The config one invocation runs: the flags given (a ``--config`` file's options under them) over a ``--resume``
+checkpoint's config, the task's own defaults where left out, validated — above :mod:`.config` (the fields and
+their checks) and :mod:`.checkpoint` (what a checkpoint holds and the resume rules)."""
+from __future__ import annotations
+
+from dataclasses import fields
+
+from ..errors import GridGnnError
+from ..nn.base import resolve_model
+from .checkpoint import check_epochs, check_keep, checkpoint_file, read_checkpoint, resume_base
+from .config import TrainConfig, task_defaults
+
+
+def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConfig:
+    r"""The run's :class:`TrainConfig` from the flags ``given`` on the command line (a flag left out is absent
+    from the dict), validated.
+
+    Without ``--resume`` a flag left out takes its default. With ``--resume DIR`` the checkpoint's config is the
+    base and only the flags given override it (rules: :func:`gridgnn.train.checkpoint.resume_base`); the
+    checkpoint is read and checked here, before anything is spawned. ``--nproc`` left out: the launcher's world
+    size under torchrun/srun (``env_world``), else the base's, else 1.
+    """
+    known = {f.name for f in fields(TrainConfig)}
+    unknown = set(given) - known
+    if unknown:
+        raise GridGnnError(f"unknown training option(s): {', '.join(sorted(unknown))}")
+    base: dict = {}
+    ckpt = None
+    if given.get("model") is not None:  # a model of the user's own is imported now, on the user's word
+        resolve_model(given["model"])
+    if given.get("resume") is not None:
+        ckpt = read_checkpoint(given["resume"])
+        base = resume_base(ckpt, given, given["resume"])
+    kw = {**base, **given}
+    task = kw.get("task", "node")
+    if isinstance(task, str):  # (another type is refused by the checks below)
+        kw.update(task_defaults(task, given=set(kw)))  # the task's own defaults, where left out
+    if given.get("nproc") is None:
+        kw["nproc"] = env_world if env_world is not None else base.get("nproc", 1)
+    if "layers" not in given and "layers" not in base:  # the model's own depth (AGNN: 4, PyG's Cora example)
+        kw["layers"] = getattr(resolve_model(kw.get("model", "gcn")), "DEFAULT_LAYERS", 2)
+    cfg = TrainConfig(**kw)
+    cfg.validate()
+    if ckpt is not None:
+        check_epochs(ckpt, checkpoint_file(cfg.resume), cfg.epochs)
+        check_keep(ckpt, cfg.keep, checkpoint_file(cfg.resume))
+    return cfg
