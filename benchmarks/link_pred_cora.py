@@ -85,6 +85,8 @@ def main():
     ap.add_argument("--fanout", default="10,10", help="--sampled: neighbours per hop")
     ap.add_argument("--batch-size", type=int, default=512, help="--sampled: training positives per minibatch")
     args = ap.parse_args()
+    if args.sampled and args.defaults:
+        ap.error("--sampled and --defaults are two different tables: give one")
     g = load_planetoid(args.cora)
     configs = every_algorithm(args.nproc, args.algos) if not args.defaults else [("serial", 1, {})]
     if args.sampled:

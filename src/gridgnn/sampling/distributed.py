@@ -329,10 +329,6 @@ def fetch_bytes(frontiers: list, bounds: np.ndarray, c: int, row_bytes: int) -> 
     return sent, recv
 
 
-__all__ = ["MODES", "PartitionedPattern", "fetch_bytes", "fetch_rows", "num_bulks", "rank_batches", "sample_rank",
-           "sampling_bytes"]
-
-
 def schedule(num_batches: int, world: int, k: int) -> list[tuple[int, int, list[int]]]:
     """The steps of an epoch: ``(bulk, s, [minibatch of each rank or −1])`` — rank ``r`` trains minibatch
     ``bulk·P·k + r·k + s`` in step ``s`` of bulk ``bulk``, if it exists; steps where no rank has one are skipped."""
@@ -343,3 +339,7 @@ def schedule(num_batches: int, world: int, k: int) -> list[tuple[int, int, list[
             if any(t >= 0 for t in ids):
                 out.append((bulk, s, ids))
     return out
+
+
+__all__ = ["MODES", "PartitionedPattern", "fetch_bytes", "fetch_rows", "num_bulks", "rank_batches", "sample_rank",
+           "sampling_bytes", "schedule"]

@@ -141,8 +141,9 @@ def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=(),
             require_one_process(env)
             return link_worker(None, cfg, graph, keep_model, callbacks)
         if graph is not None and env is None:
-            raise GridGnnError("--task link with spawned ranks reads its graph from --data SPEC; a graph in memory "
-                               "trains with --algo serial (or save it: gridgnn.graph.save_npz, then data='npz:FILE')")
+            raise GridGnnError("--task link with spawned full-graph ranks reads its graph from --data SPEC; a graph in "
+                               "memory trains with --algo serial or --sampler (or save it: gridgnn.graph.save_npz, "
+                               "then data='npz:FILE')")
         return launch_checked(link_worker, cfg, graph, keep_model, callbacks if env else spawnable(callbacks),
                                one_load=False)[0]
     if cfg.algo == "serial":

@@ -273,7 +273,8 @@ class TrainConfig:
                                   f"vertices per layer (ladies, default --batch-size), each -1 (all) or in [1, "
                                   f"{MAX_FANOUT}]; a list from Python and TOML")
     batch_size: int | None = opt(None, "sampling", metavar="B", low=1, high=MAX_ROWS,
-                                 help="training vertices per minibatch (default 1024)")
+                                 help="training vertices per minibatch (--task link: training positives, each with its "
+                                      "--negatives; default 1024)")
     bulk: int | None = opt(None, "sampling", metavar="K", low=1, high=MAX_BULK,
                            help="minibatches each rank samples at once (default 1)")
     sample_graph: str | None = opt(None, "sampling", choices=("replicated", "partitioned"),
@@ -283,7 +284,8 @@ class TrainConfig:
                                   help="fanout of the evaluation minibatches (default -1: every neighbour, exact "
                                        "inference)")
     eval_batch_size: int | None = opt(None, "sampling", metavar="B", low=1, high=MAX_ROWS,
-                                      help="vertices per evaluation minibatch (default --batch-size)")
+                                      help="vertices per evaluation minibatch (--task link: positives, with their "
+                                           "negatives; default --batch-size)")
     # ---- run and outputs
     out: str | None = opt(None, "run", metavar="DIR",
                           help="write metrics.jsonl, model.pt (the trained model: gridgnn predict, export), "

@@ -44,6 +44,33 @@ def slice_bounds(count: int, parts: int, part: int) -> tuple[int, int]:
     return count * part // parts, count * (part + 1) // parts
 
 
+def split_pieces(split: LinkSplit, name: str, spans: list[tuple[int, int]], k: int):
+    """Split ``name``'s pairs cut into pieces: ``spans`` of its positives (contiguous, in order, covering them) and
+    the span of the negatives that go with each — ``K`` per positive, positive-major, for keyed negatives (``k``) or
+    a dataset's ``K`` per positive; a dataset's negatives scored against every positive cut in as many near-equal
+    spans. Returns the negatives' spans and the negatives per positive (``None``: against every positive)."""
+    given = getattr(split, f"{name}_neg")
+    per = k if given is None else split.neg_per_positive
+    if per is None:
+        return [slice_bounds(given.shape[1], len(spans), t) for t in range(len(spans))], None
+    return [(a * per, b * per) for a, b in spans], per
+
+
+def piece_pairs(split: LinkSplit, full, name: str, pos_span: tuple[int, int], neg_span: tuple[int, int], k: int,
+                seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The positives and negatives of one piece of split ``name`` (:func:`split_pieces`): keyed negatives drawn
+    for its positives (avoiding the edges of ``full``), a dataset's sliced."""
+    (a, b), (c, d) = pos_span, neg_span
+    given = getattr(split, f"{name}_neg")
+    neg = negative_pairs(full, b - a, k, seed=seed, split=name, first=a) if given is None else given[:, c:d]
+    return getattr(split, name)[:, a:b], neg
+
+
+def link_dims(cfg, num_features: int) -> list[int]:
+    """The encoder's widths: the features, ``--hidden`` per layer but the last, ``--embedding-dim``."""
+    return [num_features] + [cfg.hidden] * (cfg.layers - 1) + [cfg.model_embedding_dim]
+
+
 class LinkPairs:
     r"""The pairs one rank scores and what it knows of all ranks' pairs.
 
@@ -59,23 +86,10 @@ class LinkPairs:
         self.world, self.me = int(world), int(me)
         self.fixed, self.groups, self._counts = {}, {}, {}
         for name in ("val", "test"):
-            pos, given = getattr(split, name), getattr(split, f"{name}_neg")
-            e = pos.shape[1]
+            e = getattr(split, name).shape[1]
             spans = [slice_bounds(e, world, r) for r in range(world)]
-            lo, hi = spans[me]
-            if given is None:  # keyed: K per positive, drawn for this rank's slice
-                self.groups[name] = self.k
-                nspans = [(a * self.k, b * self.k) for a, b in spans]
-                neg = negative_pairs(full, hi - lo, self.k, seed=self.seed, split=name, first=lo)
-            else:
-                k = split.neg_per_positive
-                self.groups[name] = k  # None: negatives scored against every positive (no MRR)
-                if k is None:
-                    nspans = [slice_bounds(given.shape[1], world, r) for r in range(world)]
-                else:
-                    nspans = [(a * k, b * k) for a, b in spans]
-                neg = given[:, nspans[me][0]:nspans[me][1]]
-            self.fixed[name] = (pos[:, lo:hi], neg)
+            nspans, self.groups[name] = split_pieces(split, name, spans, self.k)
+            self.fixed[name] = piece_pairs(split, full, name, spans[me], nspans[me], self.k, self.seed)
             self._counts[name] = [(b - a, d - c) for (a, b), (c, d) in zip(spans, nspans)]
 
     def counts(self, name: str) -> list[tuple[int, int]]:
@@ -233,7 +247,7 @@ def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
     t_start = time.perf_counter()
     full = load_graph(cfg.data if graph is None else graph, seed=cfg.seed)  # every rank alike, before any collective
     split, own = split_for_run(cfg, full)
-    dims = [full.num_features] + [cfg.hidden] * (cfg.layers - 1) + [cfg.model_embedding_dim]
+    dims = link_dims(cfg, full.num_features)
     rs = setup_rank(ctx, cfg, split.train_graph, dims=dims)
     comm, plan, data, model, device = rs.comm, rs.plan, rs.data, rs.model, rs.device
     world, rank = comm.grid.world_size, comm.grid.global_rank

@@ -19,6 +19,11 @@ On a ``P/c × c`` grid (``--nproc P --replication c``; axes ``"row"``, ``"rep"``
   inference), phase ``eval``.
 
 Dropout masks are keyed by (seed, global step, layer, vertex, feature), so a step's masks do not depend on P.
+
+The loop runs a *task*: node classification (:class:`NodeSamples`: minibatches of training vertices, the
+cross-entropy, accuracies) or link prediction (:class:`~gridgnn.train.sampled_link.LinkSamples`: minibatches of
+training positives with their negatives, whose endpoints are the outputs, the binary cross-entropy, AUC, Hits@K
+and MRR); what is said above of vertices holds for a minibatch's output vertices.
 """
 from __future__ import annotations
 
@@ -108,7 +113,8 @@ class _Pipeline:
         indexed only where a minibatch is sampled); ``step_fn(plan_or_None, x, t, n_step, step)`` trains or
         evaluates this rank's minibatch ``t`` of the step (``None``, ``t = −1``: it has none, but the step's
         collectives still run); ``n_step``: the sum of ``sizes`` (default the batches' lengths) over the step's
-        minibatches of all ranks. Returns the number of steps."""
+        minibatches of all ranks. Returns the steps (:func:`~gridgnn.sampling.distributed.schedule`: which minibatch
+        each rank ran in each)."""
         cfg, comm, k = self.cfg, self.comm, self.cfg.model_bulk
         steps = schedule(len(batches), self.world, k)
         sample, current = None, -1
@@ -134,7 +140,7 @@ class _Pipeline:
             step_fn(plan, x, ids[rank], n_step, step0 + n)
             stats["compute_s"] += time.perf_counter() - t1
             stats["minibatches"] += sum(t >= 0 for t in ids)
-        return len(steps)
+        return steps
 
 
 class NodeSamples:
@@ -159,6 +165,7 @@ class NodeSamples:
         self.split = {name: np.flatnonzero(m & (graph.y >= 0)) if m is not None else np.zeros(0, np.int64)
                       for name, m in (("val", graph.val_mask), ("test", graph.test_mask))}
         self.graph = graph
+        self.summary_size = (graph.n, graph.nnz)
         self.info = {"n": graph.n, "nnz": graph.nnz, "f": graph.num_features, "classes": graph.num_classes,
                      "data": data, "input_pipeline": pipeline_record(graph.meta, cfg.feature_norm_for(graph.meta))}
         self.parameters, self.replicated = [], {}
@@ -292,7 +299,7 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
                 params[name] = [p.detach().cpu().clone() for p in ps]
         if not lead:
             return {"summary": None, **state} if return_state else None
-        summary = _summary(cfg, task.graph, grid, history, everyone, time.perf_counter() - t_start,
+        summary = _summary(cfg, task.summary_size, grid, history, everyone, time.perf_counter() - t_start,
                            resumed_from=None if ckpt is None else start, data=info["data"],
                            input_pipeline=info.get("input_pipeline"), **task.summary_fields())
         loop.write(summary, params, logits=logits_full, original_ids=task.graph.original_ids,
@@ -415,9 +422,10 @@ def _mean_phases(logs: list[dict]) -> dict:
     return {k: {"sent": count(v[0] / n), "recv": count(v[1] / n), "calls": count(v[2] / n)} for k, v in per.items()}
 
 
-def _summary(cfg: TrainConfig, graph, grid, history, everyone, wall: float, *, resumed_from: int | None = None,
+def _summary(cfg: TrainConfig, size: tuple[int, int], grid, history, everyone, wall: float, *, resumed_from: int | None = None,
              data: str = "default", input_pipeline: dict | None = None, **task_fields) -> dict:
-    """The run's summary (:func:`~gridgnn.train.summary.run_summary`: the schema of full-graph runs too)."""
+    """The run's summary (:func:`~gridgnn.train.summary.run_summary`: the schema of full-graph runs too) of a graph
+    of ``size`` ``(n, nnz)``."""
 
     moved = traffic(everyone)
 
@@ -426,7 +434,7 @@ def _summary(cfg: TrainConfig, graph, grid, history, everyone, wall: float, *, r
                          if k.startswith(prefix + ".")))
 
     return run_summary(
-        cfg, history, everyone, mesh=grid, data=data, n=graph.n, nnz=graph.nnz, wall=wall, resumed_from=resumed_from,
+        cfg, history, everyone, mesh=grid, data=data, n=size[0], nnz=size[1], wall=wall, resumed_from=resumed_from,
         epoch_time_median_s=median_of(history, "epoch_time_s"), eval_time_median_s=median_of(history, "eval_time_s"),
         **moved,
         minibatches_per_epoch=history[-1]["minibatches"], minibatches_per_s=median_of(history, "minibatches_per_s"),

@@ -21,32 +21,39 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import dataclasses
+
 import numpy as np
 import torch
 
-from ..graph.links import negative_pairs, negatives_of
+from ..graph.links import negatives_of
 from ..graph.pipeline import pipeline_record
 from ..nn.decoders import make_decoder
 from ..sampling import minibatches
-from ..sampling.distributed import schedule
-from .link import (final_metrics, link_loss, link_metric_fields, own_split_field, selected_metric, slice_bounds,
-                   split_for_run, split_metrics)
+from .link import (final_metrics, link_dims, link_loss, link_metric_fields, own_split_field, piece_pairs,
+                   selected_metric, split_for_run, split_metrics, split_pieces)
 from .loop import fmt
 from .data_checks import check_inference_data, unlabelled, with_feature_norm
 
 
 class _Endpoints:
-    """The output vertices of each minibatch of pairs (sorted endpoints), drawn only where indexed:
-    ``pairs_of(t)`` → ``(positives, negatives)``, ``int64[2, ·]`` each."""
+    """The minibatches of pairs of one pass, as the pipeline indexes them: the output vertices of minibatch ``t``
+    (its pairs' sorted endpoints), its pairs drawn (``pairs_of(t)`` → ``(positives, negatives)``) where it is first
+    indexed — when it is sampled — and kept for its scoring (:meth:`pairs`)."""
 
     def __init__(self, count: int, pairs_of):
-        self.count, self.pairs_of = count, pairs_of
+        self.count, self.pairs_of, self.drawn = count, pairs_of, {}
 
     def __len__(self) -> int:
         return self.count
 
+    def pairs(self, t: int) -> tuple[np.ndarray, np.ndarray]:
+        if t not in self.drawn:
+            self.drawn[t] = self.pairs_of(t)
+        return self.drawn[t]
+
     def __getitem__(self, t: int) -> np.ndarray:
-        return np.unique(np.concatenate(self.pairs_of(t), axis=1))
+        return np.unique(np.concatenate(self.pairs(t), axis=1))
 
 
 def rows_of(plan, pairs: np.ndarray) -> torch.Tensor:
@@ -59,28 +66,34 @@ def rows_of(plan, pairs: np.ndarray) -> torch.Tensor:
 class LinkSamples:
     r"""``--task link`` on sampled minibatches: the task interface of
     :class:`~gridgnn.train.minibatch.NodeSamples`. ``loaded``: the graph as loaded (its edges are what the
-    validation and test negatives avoid)."""
+    validation and test negatives avoid; no rank keeps its features beyond its own block once started)."""
 
     task = "link"
 
     def __init__(self, cfg, loaded, world: int, *, owned: bool, data: str):
         self.cfg = cfg
-        self.split, self.own = split_for_run(cfg, loaded)
+        split, self.own = split_for_run(cfg, loaded)
         self.full = loaded.with_(x=None)
-        train = self.split.train_graph
-        self.dims = [train.num_features] + [cfg.hidden] * (cfg.layers - 1) + [cfg.model_embedding_dim]
+        self.summary_size = (loaded.n, loaded.nnz)  # the graph as loaded, as a full-graph link run reports it
+        train = split.train_graph
+        self.dims = link_dims(cfg, train.num_features)
         check_inference_data(train.n, train.num_features, self.dims, world // cfg.replication,
                              degree=train.meta.get("features") == "degree")
-        self.graph = with_feature_norm(unlabelled(train), cfg)  # (a copy: the split's graphs share the loaded x)
-        self.test_graph = unlabelled(self.split.test_graph).with_(x=self.graph.x)  # the same normalized features
+        # the split's graphs share the features (the loaded ones, or the training edges' degrees): normalized once
+        self.graph = with_feature_norm(unlabelled(train), cfg, owned=owned)
+        self.test_graph = unlabelled(split.test_graph).with_(x=self.graph.x)
+        self.split = dataclasses.replace(split, train_graph=train.with_(x=None),
+                                         test_graph=split.test_graph.with_(x=None))
         self.info = {"n": train.n, "nnz": train.nnz, "f": train.num_features, "classes": self.dims[-1],
                      "data": data, "input_pipeline": pipeline_record(train.meta, cfg.feature_norm_for(train.meta))}
         self.k = cfg.model_negatives
         self.select = selected_metric(self.split, self.own)
         self.parameters, self.replicated = [], {}
+        self.evaluation = {name: self._pieces(name) for name in ("val", "test")}
 
     def start(self, comm, pipe, model) -> None:
-        """After the process group: the test graph's pipeline on this rank's feature block, the decoder."""
+        """After the process group: the test graph's pipeline on this rank's feature block, the decoder; from now on
+        no graph of the task holds features."""
         cfg = self.cfg
         self.comm, self.pipe, self.model = comm, pipe, model
         self.test_pipe = pipe.on(self.test_graph)
@@ -90,29 +103,25 @@ class LinkSamples:
         self.graph, self.test_graph = self.graph.with_(x=None), self.test_graph.with_(x=None)
 
     # ------------------------------------------------------------------------------------------- training
-    def _order(self, epoch: int) -> list[np.ndarray]:
-        positives = np.arange(self.split.train.shape[1], dtype=np.int64)
-        return minibatches(positives, self.cfg.model_batch_size, seed=self.cfg.seed, epoch=epoch)
-
-    def _train_pairs(self, order, t: int, epoch: int) -> tuple[np.ndarray, np.ndarray]:
-        ids = order[t]
-        return self.split.train[:, ids], negatives_of(self.split.train_graph, ids, self.k, seed=self.cfg.seed,
-                                                      split="train", epoch=epoch)
-
     def train_batches(self, epoch: int):
-        """The epoch's minibatches of training positives (their endpoints) and the pairs each scores."""
-        order = self._order(epoch)
-        self._epoch_order = (epoch, order)
-        return (_Endpoints(len(order), lambda t: self._train_pairs(order, t, epoch)),
-                [len(b) * (1 + self.k) for b in order])
+        """The epoch's minibatches of training positives in a keyed order (their endpoints, their pairs drawn as
+        they are sampled) and the pairs each scores."""
+        positives = np.arange(self.split.train.shape[1], dtype=np.int64)
+        order = minibatches(positives, self.cfg.model_batch_size, seed=self.cfg.seed, epoch=epoch)
+
+        def pairs_of(t):
+            return self.split.train[:, order[t]], negatives_of(self.split.train_graph, order[t], self.k,
+                                                                seed=self.cfg.seed, split="train", epoch=epoch)
+
+        self.batches = _Endpoints(len(order), pairs_of)
+        return self.batches, [len(b) * (1 + self.k) for b in order]
 
     def num_train_batches(self) -> int:
-        return len(self._order(0))
+        return -(-self.split.train.shape[1] // self.cfg.model_batch_size)
 
     def train_loss(self, out, plan, t: int, epoch: int):
         """Binary cross-entropy summed over minibatch ``t``'s pairs (no accuracy), and their number."""
-        pos, neg = self._train_pairs(self._epoch_order[1], t, epoch)
-        sp, sn = self._scores(out, plan, pos, neg)
+        sp, sn = self._scores(out, plan, *self.batches.pairs(t))
         return link_loss(sp, sn, 1), None, len(sp) + len(sn)
 
     def _scores(self, out, plan, pos: np.ndarray, neg: np.ndarray):
@@ -124,27 +133,17 @@ class LinkSamples:
         return {"train_acc": None, "val_acc": None, "test_acc": None}
 
     # ----------------------------------------------------------------------------------------- evaluation
-    def _chunks(self, name: str) -> tuple[list, int | None]:
-        """Split ``name`` in chunks of ``--eval-batch-size`` positives: per chunk its positives' and negatives'
-        spans, and the negatives per positive (``None``: a dataset's negatives scored against every positive,
-        cut in as many chunks)."""
+    def _pieces(self, name: str):
+        """Split ``name`` in chunks of ``--eval-batch-size`` positives with their negatives
+        (:func:`~gridgnn.train.link.split_pieces`): the chunks (their pairs kept once drawn: a rank draws the same
+        chunks every epoch), each chunk's number of pairs, and the negatives per positive."""
         e = getattr(self.split, name).shape[1]
-        given = getattr(self.split, f"{name}_neg")
         size = self.cfg.model_eval_batch_size
         spans = [(a, min(a + size, e)) for a in range(0, e, size)]
-        k = self.k if given is None else self.split.neg_per_positive
-        if k is None:
-            neg = [slice_bounds(given.shape[1], len(spans), t) for t in range(len(spans))]
-        else:
-            neg = [(a * k, b * k) for a, b in spans]
-        return list(zip(spans, neg)), k
-
-    def _eval_pairs(self, name: str, chunk) -> tuple[np.ndarray, np.ndarray]:
-        (a, b), (c, d) = chunk
-        given = getattr(self.split, f"{name}_neg")
-        neg = negative_pairs(self.full, b - a, self.k, seed=self.cfg.seed, split=name, first=a) if given is None \
-            else given[:, c:d]
-        return getattr(self.split, name)[:, a:b], neg
+        nspans, per = split_pieces(self.split, name, spans, self.k)
+        chunks = _Endpoints(len(spans), lambda t: piece_pairs(self.split, self.full, name, spans[t], nspans[t],
+                                                                self.k, self.cfg.seed))
+        return chunks, [(b - a) + (d - c) for (a, b), (c, d) in zip(spans, nspans)], [b - a for a, b in spans], per
 
     def evaluate(self, epoch: int):
         """Every split's pairs scored (phase ``eval``), the scores of all ranks gathered on every rank (``metrics``),
@@ -155,8 +154,7 @@ class LinkSamples:
         return [], lambda vec: metrics
 
     def _split_metrics(self, name: str, pipe, epoch: int) -> dict:
-        chunks, k = self._chunks(name)
-        sizes = [(b - a) + (d - c) for (a, b), (c, d) in chunks]
+        chunks, sizes, positives, per = self.evaluation[name]
         mine = []
 
         def score(plan, x, t, n_step, step):
@@ -164,26 +162,22 @@ class LinkSamples:
                 return
             self.model.eval()
             with torch.no_grad():
-                mine.append(torch.cat(self._scores(self.model(x, plan), plan, *self._eval_pairs(name, chunks[t]))))
+                mine.append(torch.cat(self._scores(self.model(x, plan), plan, *chunks.pairs(t))))
 
-        pipe.run(_Endpoints(len(chunks), lambda t: self._eval_pairs(name, chunks[t])), fanouts=pipe.eval_fanouts,
-                 epoch=epoch, step0=0, step_fn=score, stats=defaultdict(float), fetch_phase="eval", sizes=sizes)
-        scored = self._gathered(chunks, sizes, mine)
-        pos = np.concatenate([s[:b - a] for ((a, b), _), s in zip(chunks, scored)]) if chunks else np.zeros(0)
-        neg = np.concatenate([s[b - a:] for ((a, b), _), s in zip(chunks, scored)]) if chunks else np.zeros(0)
-        return split_metrics(pos, neg, per_positive=k, own=self.split.neg_per_positive is not None,
+        steps = pipe.run(chunks, fanouts=pipe.eval_fanouts, epoch=epoch, step0=0, step_fn=score,
+                         stats=defaultdict(float), fetch_phase="eval", sizes=sizes)
+        scored = self._gathered(steps, sizes, mine)
+        pos = np.concatenate([s[:m] for s, m in zip(scored, positives)]) if scored else np.zeros(0)
+        neg = np.concatenate([s[m:] for s, m in zip(scored, positives)]) if scored else np.zeros(0)
+        return split_metrics(pos, neg, per_positive=per, own=self.split.neg_per_positive is not None,
                              hits_k=self.cfg.model_hits_k)
 
-    def _gathered(self, chunks, sizes, mine) -> list[np.ndarray]:
-        """Each chunk's scores (positives first), from the ranks that scored them."""
-        if not chunks:
+    def _gathered(self, steps, sizes, mine) -> list[np.ndarray]:
+        """Each chunk's scores (positives first), from the ranks that scored them in the pass's ``steps``."""
+        if not sizes:
             return []
         comm, world = self.comm, self.comm.grid.world_size
-        scored_by = [[] for _ in range(world)]  # each rank's chunks, in the order it scored them
-        for _, _, ids in schedule(len(chunks), world, self.cfg.model_bulk):
-            for r, t in enumerate(ids):
-                if t >= 0:
-                    scored_by[r].append(t)
+        scored_by = [[t for _, _, ids in steps if ids[r] >= 0 for t in (ids[r],)] for r in range(world)]
         local = (torch.cat(mine) if mine else torch.zeros(0)).double().reshape(-1, 1)
         if world > 1:
             with comm.phase("metrics"):
@@ -191,7 +185,7 @@ class LinkSamples:
                                               rows=[sum(sizes[t] for t in ts) for ts in scored_by])
         else:
             blocks = [local]
-        out = [None] * len(chunks)
+        out = [None] * len(sizes)
         for ts, block in zip(scored_by, blocks):
             block = block.reshape(-1).cpu().numpy()
             at = 0
