@@ -17,7 +17,7 @@ from _common import against_pyg, run
 from gridgnn.graph import gcn_normalize
 from gridgnn.graph.spec import load_graph
 from gridgnn.nn import GATv2, GINE
-from gridgnn.parallel.serial import build_serial
+from gridgnn.parallel.blockrow import build_serial
 from gridgnn.train.rank_layout import attach_edge_features
 
 LAYOUTS = {"1d": {}, "1d-sa": {}, "1.5d": {"replication": 2}, "1.5d-sa": {"replication": 2}, "2d": {}, "3d": {}}

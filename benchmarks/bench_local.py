@@ -180,7 +180,7 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
 
             BlockRowGraph.fused_attention = lambda self, *a, **k: None
         from gridgnn.nn import MODELS
-        from gridgnn.parallel.serial import build_serial
+        from gridgnn.parallel.blockrow import build_serial
 
         plan = build_serial(gcn_normalize(g), dtype=torch.float32, device=device)
         opts = {"gcn": dict(dropout=0.5), "gat": dict(dropout=0.6, heads=8), "agnn": dict(dropout=0.5),

@@ -68,7 +68,7 @@ def pyg_accuracy(spec: str, seed: int, epochs: int, hidden: int, bases: int | No
 def timing_table(n: int, hidden: int = 64, repeats: int = 5) -> None:
     from gridgnn.graph import gcn_normalize
     from gridgnn.nn import RGCN
-    from gridgnn.parallel.serial import build_serial
+    from gridgnn.parallel.blockrow import build_serial
     from gridgnn.train.rank_layout import attach_edge_features
 
     print(f"serial forward+backward of one step, 2 layers, hidden {hidden}, median of {repeats} "

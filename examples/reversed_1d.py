@@ -12,7 +12,7 @@ From Python, importing this module registers it: ``gridgnn.TrainConfig(algo="1d-
 from __future__ import annotations
 
 from gridgnn.parallel import Algorithm, register
-from gridgnn.parallel.base import RowBlockPlan, make_graph
+from gridgnn.parallel.blockrow import RowBlockPlan, make_graph
 
 
 def build_reversed_1d(spec, comm, source, dims, *, rows, dtype, device, **_):

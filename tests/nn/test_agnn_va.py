@@ -8,7 +8,7 @@ from torch_geometric.nn import AGNNConv
 from gridgnn.errors import GridGnnError
 from gridgnn.graph import gcn_normalize
 from gridgnn.nn import AGNN, VA
-from gridgnn.parallel.serial import build_serial
+from gridgnn.parallel.blockrow import build_serial
 
 from ..parallel.conftest import random_graph
 

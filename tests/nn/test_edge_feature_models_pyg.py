@@ -11,7 +11,7 @@ from torch_geometric.nn import GINEConv
 from gridgnn.errors import GridGnnError
 from gridgnn.graph import Graph, gcn_normalize
 from gridgnn.nn import GATv2, GINE
-from gridgnn.parallel.serial import build_serial
+from gridgnn.parallel.blockrow import build_serial
 from gridgnn.train.rank_layout import attach_edge_features
 
 

@@ -9,7 +9,7 @@ from torch_geometric.nn import GATConv
 from gridgnn.graph import gcn_normalize
 from gridgnn.nn import GAT, hashed_edge_dropout
 from gridgnn.nn.dropout import edge_keep_mask
-from gridgnn.parallel.serial import build_serial
+from gridgnn.parallel.blockrow import build_serial
 
 from ..parallel.conftest import random_graph
 

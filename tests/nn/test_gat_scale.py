@@ -6,7 +6,7 @@ import torch
 from gridgnn.graph import Graph, gcn_normalize
 from gridgnn.nn import GAT
 from gridgnn.ops.loss import masked_cross_entropy
-from gridgnn.parallel.serial import build_serial
+from gridgnn.parallel.blockrow import build_serial
 
 
 def test_one_gat_step_on_a_million_vertices():

@@ -5,7 +5,7 @@ import torch
 from torch_geometric.nn import GCNConv
 
 from gridgnn.nn import GCN, keep_mask
-from gridgnn.parallel.serial import build_serial
+from gridgnn.parallel.blockrow import build_serial
 from gridgnn.graph import gcn_normalize
 
 from ..parallel.conftest import random_graph

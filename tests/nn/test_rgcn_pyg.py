@@ -13,7 +13,7 @@ from gridgnn.errors import GridGnnError
 from gridgnn.graph import Graph, gcn_normalize, load_graph
 from gridgnn.graph.loaders import load_npz, save_npz
 from gridgnn.nn import RGCN
-from gridgnn.parallel.serial import build_serial
+from gridgnn.parallel.blockrow import build_serial
 from gridgnn.train.rank_layout import attach_edge_features
 
 R = 4

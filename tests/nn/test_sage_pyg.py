@@ -9,7 +9,7 @@ from torch_geometric.nn import SAGEConv
 from gridgnn.errors import GridGnnError
 from gridgnn.graph import Graph, gcn_normalize
 from gridgnn.nn import SAGE
-from gridgnn.parallel.serial import build_serial
+from gridgnn.parallel.blockrow import build_serial
 
 
 def loop_free_graph(n: int, m: int, *, directed: bool, seed: int, isolated: int = 3, f: int = 7) -> Graph:

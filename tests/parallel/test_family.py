@@ -23,7 +23,7 @@ class BareFamily(Family):
     name = "bare-test"
 
     def plan_class(self, spec):
-        from gridgnn.parallel.base import RowBlockPlan
+        from gridgnn.parallel.blockrow import RowBlockPlan
 
         return RowBlockPlan
 

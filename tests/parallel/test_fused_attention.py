@@ -10,7 +10,7 @@ import torch
 
 from gridgnn.ops import kernels as K
 from gridgnn.parallel.attention import attend, attend_composed
-from gridgnn.parallel.serial import build_serial
+from gridgnn.parallel.blockrow import build_serial
 
 pytestmark = pytest.mark.skipif(not K.HAVE_NUMBA, reason="numba is not installed: only the composition runs")
 

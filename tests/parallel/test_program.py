@@ -10,7 +10,7 @@ from gridgnn.distributed.accounting import Transfer
 from gridgnn.parallel import blockrow
 from gridgnn.parallel.blockrow import BlockRowGraph
 from gridgnn.parallel.program import Program, needs_grad
-from gridgnn.parallel.trace import PrimitiveCall
+from gridgnn.parallel.program import PrimitiveCall
 from gridgnn.partition import RowPartition
 
 

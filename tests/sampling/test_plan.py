@@ -13,7 +13,7 @@ from gridgnn.nn.gat import GAT
 from gridgnn.nn.gcn import GCN
 from gridgnn.nn.sage import SAGE
 from gridgnn.nn.va import VA
-from gridgnn.parallel.serial import build_serial
+from gridgnn.parallel.blockrow import build_serial
 from gridgnn.sampling import minibatches, sample_bulk
 from gridgnn.sampling.plan import GcnNormalization, MinibatchPlan
 

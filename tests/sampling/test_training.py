@@ -172,7 +172,7 @@ def test_cli_minibatch_run_writes_its_summary(tmp_path, capsys):
 def full_graph_logits(cfg: TrainConfig, state) -> np.ndarray:
     """The trained parameters on the whole graph (serial full-graph SAGE, eval mode): what exact inference gives."""
     from gridgnn.graph import gcn_normalize
-    from gridgnn.parallel.serial import build_serial
+    from gridgnn.parallel.blockrow import build_serial
 
     g = with_feature_norm(load_graph(cfg.data, seed=cfg.seed), cfg)
     dims = [g.num_features] + [cfg.hidden] * (cfg.layers - 1) + [g.num_classes]

@@ -1,7 +1,6 @@
 """Distributed algorithms (one module each) behind one interface: a :class:`Plan` on each rank."""
-from .base import Plan, RowBlockPlan, is_symmetric
-from .blockrow_1d import build_1d
-from .blockrow_15d import build_15d
+from .base import Plan, is_symmetric
+from .blockrow import RowBlockPlan, build_1d, build_15d
 from .family import Family
 from .registry import ALGORITHMS, Algorithm, algorithm, register
 

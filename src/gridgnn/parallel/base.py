@@ -1,16 +1,13 @@
 """What every distributed algorithm hands to the models and the trainer: a *plan* on this rank."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
 from ..ops.loss import masked_cross_entropy
-from ..partition import RowPartition
 from ..partition.layout import layer_orders, vertex_order
-from .blockrow import BlockRowGraph
 from .sharded_loss import sharded_argmax, sharded_cross_entropy
 
 
@@ -106,64 +103,6 @@ class Plan:
         return sharded_argmax(logits, c0=c0, comm=self.comm, axis=self.class_axis)
 
 
-@dataclass
-class RowBlockPlan(Plan):
-    r"""A block-row algorithm (serial, 1D, 1.5D) on this rank: rows of every matrix split by ``rows``,
-    all feature columns local, weights replicated.
-
-    Attributes:
-        dgraph: the :class:`~gridgnn.parallel.blockrow.BlockRowGraph` of this rank (every layer uses it).
-        rows: the block-row partition (new labels); ``my_block``: the block this rank holds.
-        block_axis: the axis along which blocks differ; weight gradients are summed along it (replicas
-            along other axes hold identical values and identical gradients).
-        copies: replication ``c`` (1.5D), else 1.
-    """
-
-    name: str
-    dgraph: BlockRowGraph
-    rows: RowPartition
-    my_block: int
-    block_axis: str
-    comm: object = None
-    copies: int = 1
-    source: object = None
-
-    @property
-    def local_slice(self) -> slice:
-        return self.rows.block(self.my_block)
-
-    @property
-    def grad_axes(self):
-        return self.block_axis
-
-    def input(self, x: np.ndarray | None = None) -> np.ndarray:
-        if self.source is not None:
-            return self.source.node_rows("x", self.out_rows())
-        return x[self.out_rows()]
-
-    def out_rows(self) -> np.ndarray:
-        return self.rows.perm[self.local_slice]
-
-    def in_rows(self, layer: int) -> np.ndarray:
-        return self.out_rows()
-
-    def in_cols(self, layer: int, f: int) -> tuple[int, int]:
-        return (0, f)
-
-    def out_cols(self, c) -> tuple[int, int]:
-        return (0, c)
-
-    def shard_nnz(self) -> list[int]:
-        return [self.dgraph.nnz]
-
-    def graph(self, layer: int) -> BlockRowGraph:
-        return self.dgraph
-
-    def linear(self, layer: int, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        """``H W`` on the local rows: the weight is replicated (its gradient is summed over ``grad_axes``)."""
-        return h @ w
-
-
 class _SumGrad(torch.autograd.Function):
     """The identity forward; backward, the gradient summed over ``axes`` (one ring all-reduce per axis)."""
 
@@ -178,13 +117,6 @@ class _SumGrad(torch.autograd.Function):
         for axis in ctx.axes:
             ctx.comm.all_reduce(dp, axis)
         return dp, None, None
-
-
-def make_graph(comm, source, rows: RowPartition, my_block: int, **kw) -> BlockRowGraph:
-    r"""The distributed graph of block row ``my_block`` of :math:`\hat M` (its transpose is never stored: the
-    backward pushes partial sums to the sources' owners)."""
-    r = (int(rows.bounds[my_block]), int(rows.bounds[my_block + 1]))
-    return BlockRowGraph(comm, source.submatrix("rc", r, (0, rows.n)), rows, my_block, **kw)
 
 
 def is_symmetric(mat: sp.csr_matrix) -> bool:

@@ -39,6 +39,7 @@ without processes.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -52,12 +53,12 @@ from ..partition import RowPartition, even_bounds
 from ..partition.layout import BlockRowSchedule, stage_chunks
 from .aggregate import SourceKeys
 from .attention import FusedAttention, fusable
+from .base import Plan
 from .checks import BlockRowRules
 from .family import Algorithm, Family, add_family
 from .footprint import Ledger, dropout_hash, gcn_rows_activations, model_params, rows_model, traced
 from .graph import DistGraph
-from .program import LOCAL_ON_WHOLE_ROWS, Program, needs_grad
-from .trace import PrimitiveCall
+from .program import LOCAL_ON_WHOLE_ROWS, PrimitiveCall, Program, needs_grad
 
 
 class BlockRowGraph(SourceKeys, DistGraph):
@@ -421,7 +422,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
 
 
 def program(call, sched: BlockRowSchedule, *, sparsity_aware: bool) -> Program:
-    r"""The records ``call`` (a :class:`~gridgnn.parallel.trace.PrimitiveCall`) runs on the rank of ``sched`` (its
+    r"""The records ``call`` (a :class:`~gridgnn.parallel.program.PrimitiveCall`) runs on the rank of ``sched`` (its
     :class:`~gridgnn.partition.layout.BlockRowSchedule`), forward and backward: what the autograd functions below
     execute and :class:`gridgnn.planner.primitives.BlockRowVolume` sums. Three kinds of step: ``fetch`` (the rows
     of the source blocks: CAGNET's broadcasts, or ICPP'24's all-to-allv of the rows a block reads), ``push`` (its
@@ -690,6 +691,153 @@ class _SpMMSelect(torch.autograd.Function):
         return dvals, dx, None, None, None, None
 
 
+# ------------------------------------------------------------------------------------------- the plans
+@dataclass
+class RowBlockPlan(Plan):
+    r"""A block-row algorithm (serial, 1D, 1.5D) on this rank: rows of every matrix split by ``rows``,
+    all feature columns local, weights replicated.
+
+    Attributes:
+        dgraph: the :class:`~gridgnn.parallel.blockrow.BlockRowGraph` of this rank (every layer uses it).
+        rows: the block-row partition (new labels); ``my_block``: the block this rank holds.
+        block_axis: the axis along which blocks differ; weight gradients are summed along it (replicas
+            along other axes hold identical values and identical gradients).
+        copies: replication ``c`` (1.5D), else 1.
+    """
+
+    name: str
+    dgraph: BlockRowGraph
+    rows: RowPartition
+    my_block: int
+    block_axis: str
+    comm: object = None
+    copies: int = 1
+    source: object = None
+
+    @property
+    def local_slice(self) -> slice:
+        return self.rows.block(self.my_block)
+
+    @property
+    def grad_axes(self):
+        return self.block_axis
+
+    def input(self, x: np.ndarray | None = None) -> np.ndarray:
+        if self.source is not None:
+            return self.source.node_rows("x", self.out_rows())
+        return x[self.out_rows()]
+
+    def out_rows(self) -> np.ndarray:
+        return self.rows.perm[self.local_slice]
+
+    def in_rows(self, layer: int) -> np.ndarray:
+        return self.out_rows()
+
+    def in_cols(self, layer: int, f: int) -> tuple[int, int]:
+        return (0, f)
+
+    def out_cols(self, c) -> tuple[int, int]:
+        return (0, c)
+
+    def shard_nnz(self) -> list[int]:
+        return [self.dgraph.nnz]
+
+    def graph(self, layer: int) -> BlockRowGraph:
+        return self.dgraph
+
+    def linear(self, layer: int, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        """``H W`` on the local rows: the weight is replicated (its gradient is summed over ``grad_axes``)."""
+        return h @ w
+
+
+def make_graph(comm, source, rows: RowPartition, my_block: int, **kw) -> BlockRowGraph:
+    r"""The distributed graph of block row ``my_block`` of :math:`\hat M` (its transpose is never stored: the
+    backward pushes partial sums to the sources' owners)."""
+    r = (int(rows.bounds[my_block]), int(rows.bounds[my_block + 1]))
+    return BlockRowGraph(comm, source.submatrix("rc", r, (0, rows.n)), rows, my_block, **kw)
+
+
+
+def build_serial(mat: sp.csr_matrix, *, dtype=torch.float64, device="cpu") -> RowBlockPlan:
+    r"""The serial plan on the normalized matrix ``mat`` (rows = destinations).
+
+    ``--algo serial``: the reference. One process, no ``torch.distributed``: the block-row distributed graph
+    with one block and one stage (:mod:`gridgnn.parallel.blockrow`), so the serial primitives are the very code the
+    distributed ones run on each block. Checked against PyG ``GCNConv`` / ``GATConv`` in ``tests/nn``.
+    """
+    rows = RowPartition.identity(mat.shape[0], 1)
+    return RowBlockPlan("serial", BlockRowGraph(None, mat, rows, 0, dtype=dtype, device=device), rows, 0, "p")
+
+
+def build_1d(comm, source, rows, *, sparsity_aware: bool, dtype, device, name: str | None = None) -> RowBlockPlan:
+    r"""Instantiate 1D on this rank (``rows.parts`` must equal P).
+
+    ``--algo 1d`` and ``--algo 1d-sa``: 1D block-row GCN aggregation on the grid ``("p",)``.
+
+    * ``1d`` — CAGNET (SC'20) Algorithm 1, BLOCKROWFW::
+
+          for j = 1..P:  BROADCAST(H_j)  ;  T_i += Aᵀ_ij H_j          # n_i × f local result
+
+    * ``1d-sa`` — ICPP'24 Algorithm 1: setup exchanges ``NnzCols(i, j)`` once; each product
+      ``T ← [H[NnzCols(k, i)]]_k ; ALLTOALLV(T) ; Z_i ← Σ_j Aᵀ_ij Ĥ_j``.
+
+    Backward computes :math:`A G` with the stored row blocks of :math:`A` (no transpose communication);
+    the weight gradient :math:`(H^{l-1})^\mathsf{T} A G^l` is a small all-reduce over ``"p"`` (the trainer's
+    ``grad.allreduce``).
+
+    *Communication* per product and rank (f-wide rows, ``w`` bytes each): ``1d`` sends ``n_i w`` and receives
+    ``(n - n_i) w``; ``1d-sa`` sends :math:`\sum_{k \ne i}|NnzCols(k,i)| w` and receives
+    :math:`\sum_{j \ne i}|NnzCols(i,j)| w`.
+    """
+    grid = comm.grid
+    p = grid.size("p")
+    if rows.parts != p:
+        raise GridGnnError(f"1D needs {p} row blocks, the partition has {rows.parts}")
+    agg = make_graph(comm, source, rows, grid.rank("p"), fetch_axis="p", stages=list(range(p)),
+                     reduce_axis=None, sparsity_aware=sparsity_aware, dtype=dtype, device=device)
+    return RowBlockPlan(name or ("1d-sa" if sparsity_aware else "1d"), agg, rows, grid.rank("p"), "p", comm=comm,
+                        source=source)
+
+
+def build_15d(comm, source, rows, *, sparsity_aware: bool, dtype, device, name: str | None = None) -> RowBlockPlan:
+    r"""Instantiate 1.5D on this rank (``rows.parts`` must equal P/c).
+
+    ``--algo 1.5d`` and ``--algo 1.5d-sa``: 1.5D block-row aggregation on the grid ``("row", "rep")`` of
+    shape ``P/c × c``. Process ``P(i, j)`` holds block row ``i`` of :math:`A^\mathsf{T}` and :math:`H`
+    (``B = P/c`` blocks, each replicated on the ``c`` members of process row ``P(i, :)`` = the ``"rep"`` group).
+
+    The ``B`` source blocks are split into ``c`` contiguous chunks, chunk ``j`` for process column ``P(:, j)``
+    (the ``"row"`` group). When ``c² ∤ P`` the chunks differ by at most one block (the paper gives the extra
+    stages to the last column; we spread them), and when ``B < c`` some columns have no stage and contribute
+    zero partial sums.
+
+    * ``1.5d`` — CAGNET (SC'20) Algorithm 2, BLOCK1.5DFW::
+
+          for q in chunk(j):  Ĥ ← BCAST(H_q, P(:, j))  ;  Ẑ += SpMM(Aᵀ_iq, Ĥ)
+          Z_i ← ALLREDUCE(Ẑ, +, P(i, :))
+
+    * ``1.5d-sa`` — ICPP'24 Algorithm 2: the owner ``P(q, j)`` of each stage sends each ``P(l, j)`` only the rows
+      ``NnzCols(l, q)`` (we post all stages of a product as one all-to-allv along ``"row"``, the same volume as the
+      paper's per-stage ISend/Recv), one local SpMM, then the same all-reduce along ``"rep"``.
+
+    Backward runs the same algorithm on the row blocks of :math:`A`; replicas hold the full gradient of the
+    replicated block, so the all-reduce's backward moves nothing and weight gradients are summed over ``"row"``.
+
+    *Communication* per product and rank: oblivious — ``|chunk(j)|`` broadcasts of ``n_q w`` along ``"row"``;
+    sparsity-aware — the NnzCols rows of the chunk; both — ring all-reduce of ``n_i w`` over ``c`` members.
+    """
+    grid = comm.grid
+    nb, c = grid.size("row"), grid.size("rep")
+    if rows.parts != nb:
+        raise GridGnnError(f"1.5D with P/c={nb} needs {nb} row blocks, the partition has {rows.parts}")
+    stages = stage_chunks(nb, c)[grid.rank("rep")]
+    agg = make_graph(comm, source, rows, grid.rank("row"), fetch_axis="row", stages=stages,
+                     reduce_axis="rep", sparsity_aware=sparsity_aware, dtype=dtype, device=device)
+    return RowBlockPlan(name or ("1.5d-sa" if sparsity_aware else "1.5d"), agg, rows, grid.rank("row"), "row", comm=comm,
+                        source=source,
+                        copies=c)
+
+
 class BlockRowFamily(Family):
     r"""``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``: ``B`` row blocks of a partition (1 serial, ``P`` 1D,
     ``P/c`` 1.5D), node tensors whole in their columns, weights replicated (their gradients summed over the
@@ -700,14 +848,9 @@ class BlockRowFamily(Family):
     row_partitioned = True
 
     def plan_class(self, spec):
-        from .base import RowBlockPlan
-
         return RowBlockPlan
 
     def build(self, spec, comm, source, dims, *, rows, dtype, device, block_rows, program):
-        from .blockrow_1d import build_1d
-        from .blockrow_15d import build_15d
-
         build = build_1d if spec.grid == "1d" else build_15d
         return build(comm, source, rows, sparsity_aware=spec.sparsity_aware, dtype=dtype, device=device,
                      name=spec.name)

@@ -263,11 +263,3 @@ class PlexusRules(LayoutRules):
                 lay = "no layout" if want is None else f"({want})"
                 self.refuse(f"layer {layer}: {qualified(name)} reads a node tensor laid out as ({got}), but plexus "
                             f"runs layer {layer}'s {name} on {lay}{hint}")
-
-
-def layout_rules(algo: str, *, double: bool = False) -> LayoutRules:
-    """The rules of ``algo`` (``double``: its source has two vertex orders)."""
-    from .registry import algorithm
-
-    spec = algorithm(algo)
-    return spec.family.rules(spec, double=double)

@@ -34,8 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..partition import even_bounds
-from .base import RowBlockPlan
-from .blockrow import BlockRowFamily, BlockRowGraph
+from .blockrow import BlockRowFamily, BlockRowGraph, RowBlockPlan
 from .family import Algorithm, add_family
 
 

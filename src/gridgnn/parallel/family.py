@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import GridGnnError
+from .base import Plan
 
 
 class Family(ABC):
@@ -53,8 +54,6 @@ class Family(ABC):
 
     def traits(self, spec) -> dict:
         """The :attr:`~gridgnn.parallel.base.Plan.TRAITS` of the plan (what a model's trace must see)."""
-        from .base import Plan
-
         cls = self.plan_class(spec)
         return {name: getattr(cls, name) for name in Plan.TRAITS}
 
@@ -140,9 +139,7 @@ def add_family(family: Family) -> Family:
 
 
 def family_named(name: str) -> Family:
-    if name not in FAMILIES:
-        from . import registry  # noqa: F401  (loads the built-in families)
-    if name not in FAMILIES:
+    if name not in FAMILIES:  # (the package's __init__ has loaded the built-in ones: parallel.registry)
         raise GridGnnError(f"no layout family {name!r}; the families are {', '.join(FAMILIES)}")
     return FAMILIES[name]
 

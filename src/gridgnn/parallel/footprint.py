@@ -200,7 +200,7 @@ def model_params(acc: Ledger, ctx: MemoryContext, *, grad_allreduce: bool) -> No
 
 def gcn_rows_activations(acc: Ledger, ctx: MemoryContext, rows: int, rank: int) -> None:
     """GCN on a block of ``rows`` whole rows (serial, block-row, SUMMA): what autograd keeps per layer (see
-    :class:`~gridgnn.parallel.base.RowBlockPlan`), the logits, the log-softmax of the labelled rows, the targets."""
+    :class:`~gridgnn.parallel.blockrow.RowBlockPlan`), the logits, the log-softmax of the labelled rows, the targets."""
     dims, e, p = ctx.dims, ctx.e, ctx.dropout
     L = len(dims) - 1
     for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):

@@ -62,12 +62,11 @@ from .footprint import (DROPOUT_MASK_BYTES_PER_ELEMENT, Ledger, dropout_hash, gc
 from .aggregate import SourceKeys
 from .checks import PlexusRules
 from .graph import DistGraph
-from .program import Program, needs_grad
-from .trace import PrimitiveCall
+from .program import PrimitiveCall, Program, needs_grad
 
 
 def program(call, s: PlexusSchedule, *, first: str | None, dst_counts=None) -> Program:
-    r"""The records ``call`` (a :class:`~gridgnn.parallel.trace.PrimitiveCall`) runs on the rank of schedule ``s``
+    r"""The records ``call`` (a :class:`~gridgnn.parallel.program.PrimitiveCall`) runs on the rank of schedule ``s``
     (its layer's :class:`~gridgnn.partition.layout.PlexusSchedule`), forward and backward: what the autograd
     functions below execute and :class:`gridgnn.planner.primitives.PlexusVolume` sums. ``first``: layer 0's first
     move (``"linear"`` or ``"spmm"``; its reader all-gathers the split input); ``dst_counts()``: the rows each

@@ -16,6 +16,7 @@ narrow it). Two readers take the same list:
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
@@ -109,3 +110,21 @@ def needs_grad(*inputs) -> tuple[bool, ...]:
     ``grads`` of the call an engine builds its program for."""
     on = torch.is_grad_enabled()
     return tuple(bool(on and t is not None and t.requires_grad) for t in inputs)
+
+
+@dataclass(frozen=True)
+class PrimitiveCall:
+    """One primitive of a traced step: ``width`` = columns of the node tensor it fetches (heads for the
+    score primitives; the input width of a ``linear``, the full width of a ``head_scores`` / ``head_mean``
+    input; the parameter's size for ``param_grad``), ``heads`` = columns of its edge values (heads of
+    ``head_scores`` / ``head_mean``), ``grads`` = which inputs need a gradient, ``out_width`` = the output width
+    of a ``linear``, ``axes`` = the mesh axes a ``param_grad`` all-reduce runs over."""
+
+    name: str
+    layer: int
+    width: int
+    heads: int
+    grads: tuple[bool, ...]
+    out_width: int = 0
+    masked: bool = False  # spmm_select: an edge mask travels with the pattern (heads: 1 with edge values, else 0)
+    axes: tuple[str, ...] = ()

@@ -20,6 +20,9 @@ from __future__ import annotations
 
 from importlib import import_module
 
+from ..errors import GridGnnError
+from ..plugins import import_object, is_import_path
+from .checks import LayoutRules
 from .family import FAMILIES, Algorithm, Family, add_family, family_named  # noqa: F401  (the registry's names)
 
 #: the family files of the package, each defining a :class:`~gridgnn.parallel.family.Family` and its ``ALGORITHMS``
@@ -61,9 +64,6 @@ def algorithm(name: str) -> Algorithm:
     resolved: a ``--config`` file or a checkpoint naming an import path is refused unless the command line names it
     too (no code runs from data). Raises :class:`~gridgnn.errors.GridGnnError` with one line for an unknown name or
     a path that does not lead to an :class:`Algorithm`."""
-    from ..errors import GridGnnError
-    from ..plugins import import_object, is_import_path
-
     if name in ALGORITHMS:
         return ALGORITHMS[name]
     if name in BY_IMPORT_PATH:
@@ -80,3 +80,9 @@ def algorithm(name: str) -> Algorithm:
         raise GridGnnError(f"--algo {name}: {exc} (by another algorithm)") from None
     BY_IMPORT_PATH[name] = spec
     return spec
+
+
+def layout_rules(algo: str, *, double: bool = False) -> LayoutRules:
+    """The rules of ``algo`` (``double``: its source has two vertex orders)."""
+    spec = algorithm(algo)
+    return spec.family.rules(spec, double=double)

@@ -49,8 +49,7 @@ from .checks import SummaRules
 from .family import Algorithm, Family, add_family
 from .footprint import Ledger, model_params, rows_model
 from .graph import DistGraph
-from .program import LOCAL_ON_WHOLE_ROWS, Program, needs_grad
-from .trace import PrimitiveCall
+from .program import LOCAL_ON_WHOLE_ROWS, PrimitiveCall, Program, needs_grad
 
 
 #: the panel steps of a SUMMA program: step → (the schedule's record of one panel, whether it is the push); a
@@ -60,7 +59,7 @@ PANEL_STEPS = {"pattern": ("pattern", False), "edges": ("edges", False), "mask":
 
 
 def program(call, s: SummaSchedule) -> Program:
-    r"""The records ``call`` (a :class:`~gridgnn.parallel.trace.PrimitiveCall`) runs on rank ``(i, j, k)`` of
+    r"""The records ``call`` (a :class:`~gridgnn.parallel.program.PrimitiveCall`) runs on rank ``(i, j, k)`` of
     schedule ``s`` (its :class:`~gridgnn.partition.layout.SummaSchedule` of the layer's matrix version), forward and
     backward: what the autograd functions below execute and :class:`gridgnn.planner.primitives.SummaVolume` sums.
     A row is ``cols`` elements wide: ``|C_j|`` of a node tensor's columns, an edge's values, a panel's index

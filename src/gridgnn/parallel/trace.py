@@ -36,26 +36,10 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from .checks import LayoutRules, layout_rules, qualified
 from ..partition.layout import EdgeLayout
-
-
-@dataclass(frozen=True)
-class PrimitiveCall:
-    """One primitive of a traced step: ``width`` = columns of the node tensor it fetches (heads for the
-    score primitives; the input width of a ``linear``, the full width of a ``head_scores`` / ``head_mean``
-    input; the parameter's size for ``param_grad``), ``heads`` = columns of its edge values (heads of
-    ``head_scores`` / ``head_mean``), ``grads`` = which inputs need a gradient, ``out_width`` = the output width
-    of a ``linear``, ``axes`` = the mesh axes a ``param_grad`` all-reduce runs over."""
-
-    name: str
-    layer: int
-    width: int
-    heads: int
-    grads: tuple[bool, ...]
-    out_width: int = 0
-    masked: bool = False  # spmm_select: an edge mask travels with the pattern (heads: 1 with edge values, else 0)
-    axes: tuple[str, ...] = ()
+from .checks import LayoutRules, qualified
+from .program import PrimitiveCall
+from .registry import layout_rules
 
 
 @dataclass(frozen=True)
@@ -596,7 +580,7 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
     parameter slices); ``traits``: those of the algorithm modelled (``Algorithm.traits``)."""
     from ..graph import gcn_normalize
     from ..ops.loss import masked_cross_entropy
-    from .serial import build_serial
+    from .blockrow import build_serial
 
     g = trace_graph(f0)
     plan = TracePlan(build_serial(gcn_normalize(g)), traits, rules)

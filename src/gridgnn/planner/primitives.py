@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..parallel.trace import PrimitiveCall, TracePlan, trace_graph, trace_model  # noqa: F401  (the trace lives
+from ..parallel.program import PrimitiveCall
+from ..parallel.trace import TracePlan, trace_graph, trace_model  # noqa: F401  (the trace lives
 # beside the primitives; its names stay importable from here)
 from ..distributed import accounting as acct
 from ..errors import GridGnnError

@@ -119,7 +119,7 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
             vertex orders, when the caller has it (a planner traces a model once per algorithm and order). (default:
             ``None``: traced here)
     """
-    from ..parallel.checks import layout_rules
+    from ..parallel.registry import layout_rules
     from ..parallel.registry import algorithm
 
     if traced is None:

@@ -11,7 +11,7 @@ import torch
 from ..errors import GridGnnError
 from ..graph import Graph, gcn_normalize
 from ..parallel import algorithm, build_plan
-from ..parallel.serial import build_serial
+from ..parallel.blockrow import build_serial
 from ..parallel.source import InMemorySource
 from ..partition import RowPartition, even_bounds
 from .step import LocalData
@@ -158,7 +158,7 @@ def model_trace(dims, model=None, algo: str = "serial", *, double: bool = False)
     """The :class:`~gridgnn.parallel.trace.Trace` of one training step of ``model`` (``plan → model``; default GCN
     on ``dims``) on a tiny serial plan, checked against the layouts of ``algo`` (``double``: two vertex orders)."""
     from ..nn import GCN
-    from ..parallel.checks import layout_rules
+    from ..parallel.registry import layout_rules
     from ..parallel.trace import trace
 
     if model is None:
