@@ -117,3 +117,84 @@ def test_the_link_task_has_defaults_of_its_own_and_a_given_value_wins():
 
     assert api.Trainer(task="link", dropout=0.5).resolved_config().dropout == 0.5  # a keyword given insists
     assert api.Trainer(task="link").resolved_config().dropout == 0.0
+
+
+# ------------------------------------------------------------------------------------------------ field roles
+#: a value other than the default for each field (what the role tests change it to)
+_OTHER = {"data": "synthetic:sbm?n=60", "model": "gat", "heads": 2, "attn_dropout": 0.25, "aggr": "max", "bases": 2,
+          "edge_dim": 3, "relations": 2, "task": "link", "link_split": "0.8,0.1,0.1", "decoder": "mlp",
+          "algo": "1d", "profile": "local-cpu", "grid": "2,2", "partition": "identity", "fanout": "5,5",
+          "eval_fanout": "5", "sampler": "sage", "sample_graph": "partitioned", "out": "elsewhere",
+          "resume": "elsewhere", "comm_dtype": "bfloat16", "grad_dtype": "bfloat16", "lr_schedule": "step",
+          "optimizer": "sgd", "dtype": "float64", "keep": "last", "log": "tensorboard", "feature_norm": "row",
+          "device": "cpu"}
+
+
+def _other(f):
+    from dataclasses import MISSING
+
+    if f.name in _OTHER:
+        return _OTHER[f.name]
+    d = f.default if f.default is not MISSING else None
+    if isinstance(d, bool):
+        return not d
+    if f.metadata.get("choices"):
+        return next(c for c in f.metadata["choices"] if c != d)
+    if "float" in str(f.type):
+        return 0.25 if d is None else d / 2
+    return 3 if d is None else d + 1
+
+
+def test_every_config_field_declares_a_role():
+    """What a field is to the run is declared with it (:data:`ROLES`): a field added without one fails here, and
+    the rules of resume, rerun and inference read nothing else."""
+    from dataclasses import fields
+
+    from gridgnn.train.config import ROLES, TrainConfig
+
+    missing = [f.name for f in fields(TrainConfig) if f.metadata.get("role") not in ROLES]
+    assert not missing, f"config fields without a role: {missing}"
+
+
+def test_each_role_decides_what_a_resumed_run_rerun_or_inference_takes(tmp_path):
+    """For every field, changed from its default in a saved config: a resumed run keeps a ``model``/``trajectory``
+    field (a different value given is refused, naming the flag), takes a ``layout`` field unless ``--algo``
+    changes, takes a ``run``/``display`` field unless given, never takes an ``invocation`` field; a rerun from a
+    summary drops ``invocation`` and ``display`` fields; inference takes the ``model`` fields and the seed."""
+    import json
+    from dataclasses import fields
+
+    from gridgnn.errors import GridGnnError
+    from gridgnn.train.checkpoint import resume_base
+    from gridgnn.train.config import TrainConfig, flag, read_config_file
+    from gridgnn.train.trained import TrainedModel
+
+    (tmp_path / "checkpoint.pt").write_bytes(b"")  # resume_base reads the path only
+    resume = str(tmp_path)
+    defaults = TrainConfig().to_dict()
+    for f in fields(TrainConfig):
+        role, name, value = f.metadata["role"], f.name, _other(f)
+        saved = {**defaults, "algo": "1d", name: value}
+        if role == "link":
+            saved["task"] = "link"
+        base = resume_base({"config": saved}, {}, resume)
+        if role == "invocation":
+            assert name not in base or (name == "out" and base[name] == resume), name
+        else:
+            assert base[name] == value, (name, role)
+        if role in ("model", "trajectory", "link"):
+            other = defaults[name] if defaults[name] != value else _other(f)
+            with pytest.raises(GridGnnError, match=flag(name)):
+                resume_base({"config": saved}, {name: other}, resume)
+        if role == "layout":
+            assert name not in resume_base({"config": saved}, {"algo": "2d"}, resume), name
+        if role in ("run", "display"):
+            assert "algo" in base and base[name] == value
+        # a rerun from a summary.json
+        (tmp_path / "summary.json").write_text(json.dumps({"config": {name: value}, "data": None}))
+        rerun = read_config_file(tmp_path / "summary.json")
+        assert (name in rerun) == (role not in ("invocation", "display")), (name, role)
+        # inference of a model trained with it (which runs quiet whatever the training did)
+        cfg = TrainedModel({**defaults, name: value}, [4, 3], {})._train_config()
+        if name != "quiet":
+            assert (getattr(cfg, name) == value) == (role == "model" or name == "seed"), (name, role)

@@ -62,7 +62,7 @@ from ..nn.base import TRAINER_OPTIONS
 from ..nn.decoders import MLPDecoder
 from ..parallel import ALGORITHMS
 from ..plugins import is_import_path
-from .config import TrainConfig, flag
+from .config import TrainConfig, fields_of_role, flag
 from .optim import state_keys
 from .outputs import atomic_write, resume_folder
 from .summary import best_epoch
@@ -73,16 +73,14 @@ FORMAT_VERSION = 2
 #: the versions this gridgnn reads (1: Adam's state under ``adam``, before ``--optimizer``)
 READS_VERSIONS = (1, 2)
 
-#: Flags that change the trajectory: a resumed run must keep the checkpoint's values.
-TRAJECTORY = ("data", "feature_norm", "model", "heads", "attn_dropout", "aggr", "bases", "layers", "hidden",
-              "dropout", "seed", "lr", "weight_decay", "optimizer", "momentum", "lr_schedule", "warmup", "lr_step",
-              "lr_gamma", "dtype", "task")
+#: The flags a resumed run keeps (the fields of roles ``model`` and ``trajectory``, :data:`~gridgnn.train.config.ROLES`).
+TRAJECTORY = fields_of_role("model", "trajectory")
 #: Link prediction's trajectory flags, compared as the run uses them (a left-out flag's default included).
-LINK_TRAJECTORY = ("decoder", "negatives", "link_split", "embedding_dim")
+LINK_TRAJECTORY = fields_of_role("link")
 #: Flags that belong to one invocation and are never taken from the checkpoint.
-PER_INVOCATION = ("out", "resume", "overwrite", "quiet", "device", "timeout_s")
-#: Flags that belong to an algorithm: not inherited when ``--algo`` changes.
-ALGO_LAYOUT = ("nproc", "replication", "grid", "partition", "blocked_aggregation", "grad_dtype")
+PER_INVOCATION = fields_of_role("invocation")
+#: Flags that belong to an algorithm's layout: not inherited when ``--algo`` changes.
+ALGO_LAYOUT = fields_of_role("layout")
 
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _INT_OF_WIDTH = {2: torch.int16, 4: torch.int32, 8: torch.int64}

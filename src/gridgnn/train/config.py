@@ -67,16 +67,48 @@ SECTIONS = {"data": "data and model", "task": "task: node classification or link
             "sampling": "minibatch sampling (--sampler)", "run": "run, outputs and checkpoints"}
 
 
-def opt(default, section: str, *, help, metavar: str | None = None, choices: tuple = (), low=None, high=None,
-        low_open: bool = False, high_open: bool = False, unit: str = "", per_task: dict | None = None,
-        task_default_with: str | None = None):
-    """A config field with what the command line and the checks need: its section (:data:`SECTIONS`), its help
-    (text, or a function of the registry), for a number its range (checked by :meth:`TrainConfig.validate`,
-    shown in ``--help``), and ``per_task``: its default for a ``--task`` other than ``node`` (:func:`task_defaults`),
-    taken only where the field ``task_default_with`` takes its task default too (the two belong together)."""
-    return field(default=default, metadata={"section": section, "help": help, "metavar": metavar, "choices": choices,
-                                            "range": (low, high, low_open, high_open, unit),
-                                            "per_task": dict(per_task or {}), "task_default_with": task_default_with})
+#: What a field is to the run, which every rule about inheriting a config reads (a resumed run from its checkpoint,
+#: a rerun from a summary, inference from a model file): each field declares one (:func:`opt`).
+ROLES = {
+    "model": "shapes the model: a resumed run keeps it; inference takes it from the trained model",
+    "trajectory": "changes what training computes: a resumed run keeps it",
+    "link": "link prediction's trajectory, compared as the run uses it (its default resolved): a resumed link run "
+            "keeps it",
+    "layout": "lays the run out on its processes: a resumed run takes it from the checkpoint unless --algo changes",
+    "run": "the run's algorithm, length, sampling and outputs: a resumed run takes it from the checkpoint unless "
+           "given",
+    "display": "how a run shows its progress: a resumed run takes it from the checkpoint, a rerun from a summary "
+               "does not",
+    "invocation": "where and how one invocation runs: never taken from a checkpoint or a summary",
+}
+
+
+def opt(default, section: str, *, role: str, help, metavar: str | None = None, choices: tuple = (), low=None,
+        high=None, low_open: bool = False, high_open: bool = False, unit: str = "", per_task: dict | None = None,
+        task_default_with: str | None = None, infer: bool | None = None):
+    """A config field with what the command line and the checks need: its section (:data:`SECTIONS`), its
+    ``role`` (:data:`ROLES`), its help (text, or a function of the registry), for a number its range (checked by
+    :meth:`TrainConfig.validate`, shown in ``--help``), and ``per_task``: its default for a ``--task`` other than
+    ``node`` (:func:`task_defaults`), taken only where the field ``task_default_with`` takes its task default too
+    (the two belong together). ``infer``: inference of a trained model takes the field from its config (default:
+    the fields of role ``model``)."""
+    if role not in ROLES:
+        raise ValueError(f"a config field's role is one of {', '.join(ROLES)}, not {role!r}")
+    return field(default=default, metadata={"section": section, "role": role, "help": help, "metavar": metavar,
+                                            "choices": choices, "range": (low, high, low_open, high_open, unit),
+                                            "per_task": dict(per_task or {}), "task_default_with": task_default_with,
+                                            "infer": role == "model" if infer is None else infer})
+
+
+def fields_of_role(*roles: str) -> tuple[str, ...]:
+    """The config fields of the roles ``roles``, in declaration order."""
+    return tuple(f.name for f in fields(TrainConfig) if f.metadata["role"] in roles)
+
+
+def inference_fields() -> tuple[str, ...]:
+    """The config fields inference of a trained model takes from its config (what builds the model, and the seed
+    that keys a random vertex order as in training)."""
+    return tuple(f.name for f in fields(TrainConfig) if f.metadata["infer"])
 
 
 def task_defaults(task: str, given=()) -> dict:
@@ -157,158 +189,158 @@ class TrainConfig:
     """
 
     # ---- data and model
-    data: str | None = opt(None, "data", metavar="SPEC", help=_help_data)
-    model: str = opt("gcn", "data", metavar="NAME", help=_help_model)
-    heads: int | None = opt(None, "data", metavar="K", help=lambda: _model_option_help("heads"))
-    attn_dropout: float | None = opt(None, "data", metavar="P", help=lambda: _model_option_help("attn_dropout"))
-    aggr: str | None = opt(None, "data", metavar="A", help=lambda: _model_option_help("aggr"))
-    bases: int | None = opt(None, "data", metavar="B", help=lambda: _model_option_help("bases"))
-    edge_dim: int | None = opt(None, "data", metavar="D", low=0, high=MAX_HIDDEN,
+    data: str | None = opt(None, "data", role="trajectory", metavar="SPEC", help=_help_data)
+    model: str = opt("gcn", "data", role="model", metavar="NAME", help=_help_model)
+    heads: int | None = opt(None, "data", role="model", metavar="K", help=lambda: _model_option_help("heads"))
+    attn_dropout: float | None = opt(None, "data", role="model", metavar="P", help=lambda: _model_option_help("attn_dropout"))
+    aggr: str | None = opt(None, "data", role="model", metavar="A", help=lambda: _model_option_help("aggr"))
+    bases: int | None = opt(None, "data", role="model", metavar="B", help=lambda: _model_option_help("bases"))
+    edge_dim: int | None = opt(None, "data", role="model", metavar="D", low=0, high=MAX_HIDDEN,
                                help="width of the edge features a model that reads them (gine, gatv2) is built for "
                                     "(default: the data's; a graph whose features differ is refused)")
-    relations: int | None = opt(None, "data", metavar="R", low=1, high=4096,
+    relations: int | None = opt(None, "data", role="model", metavar="R", low=1, high=4096,
                                 help="relation types a model that reads them (rgcn) is built for (default: the "
                                      "data's; a graph with another count is refused)")
-    layers: int = opt(2, "data", metavar="L", low=1, high=MAX_LAYERS, help=_help_layers)
-    hidden: int = opt(16, "data", metavar="H", low=1, high=MAX_HIDDEN, per_task={"link": 128},
+    layers: int = opt(2, "data", role="model", metavar="L", low=1, high=MAX_LAYERS, help=_help_layers)
+    hidden: int = opt(16, "data", role="model", metavar="H", low=1, high=MAX_HIDDEN, per_task={"link": 128},
                       help="width of the hidden layers")
-    feature_norm: str = opt("auto", "data", choices=("auto", "none", "row", "l2"),
+    feature_norm: str = opt("auto", "data", role="model", choices=("auto", "none", "row", "l2"),
                             help="input features as loaded (none), each row divided by its sum (row) or scaled to unit "
                                  "L2 norm (l2); auto: the model's choice (va: l2), else the data's convention "
                                  "(planetoid: row), else none. The model records it; predict and export apply it")
     # ---- task
-    task: str = opt("node", "task", choices=("node", "link"),
+    task: str = opt("node", "task", role="trajectory", choices=("node", "link"),
                     help="node classification, or link prediction: the edges split into training, validation and "
                          "test positives (PyG RandomLinkSplit semantics), keyed negative pairs, the encoder's "
                          "vertex embeddings scored by their dot product, binary cross-entropy; AUC, Hits@K, MRR")
-    link_split: str | None = opt(None, "task", metavar="TRAIN,VAL,TEST",
+    link_split: str | None = opt(None, "task", role="link", metavar="TRAIN,VAL,TEST",
                                  help="--task link: the fractions of the edges (an undirected edge counted once) for "
                                       "training, validation and test; they add up to 1 (default 0.85,0.05,0.1)")
-    negatives: int | None = opt(None, "task", metavar="K", low=1, high=MAX_NEGATIVES,
+    negatives: int | None = opt(None, "task", role="link", metavar="K", low=1, high=MAX_NEGATIVES,
                                 help="--task link: negative pairs per positive, drawn afresh each epoch for training "
                                      "and once for validation and test (default 1)")
-    hits_k: int | None = opt(None, "task", metavar="K", low=1, high=MAX_ROWS,
+    hits_k: int | None = opt(None, "task", role="run", metavar="K", low=1, high=MAX_ROWS,
                              help="--task link: the K of Hits@K (default 50, OGB's ogbl-collab)")
-    decoder: str | None = opt(None, "task", choices=("dot", "mlp"),
+    decoder: str | None = opt(None, "task", role="link", choices=("dot", "mlp"),
                               help="--task link: how a pair is scored from its endpoints' embeddings: dot (their dot "
                                    "product, default) or mlp (OGB's LinkPredictor: z_u * z_v through Linear, ReLU, "
                                    "Linear)")
-    embedding_dim: int | None = opt(None, "task", metavar="D", low=1, high=MAX_HIDDEN, per_task={"link": 64},
+    embedding_dim: int | None = opt(None, "task", role="link", metavar="D", low=1, high=MAX_HIDDEN, per_task={"link": 64},
                                     task_default_with="hidden",
                                     help="--task link: width of the vertex embeddings the decoder scores (the last "
                                          "layer's output; default --hidden when --hidden is given)")
     # ---- parallel
-    algo: str = opt("serial", "parallel", metavar="NAME", help=_help_algo)
-    profile: str | None = opt(None, "parallel", metavar="FILE|PRESET",
+    algo: str = opt("serial", "parallel", role="run", metavar="NAME", help=_help_algo)
+    profile: str | None = opt(None, "parallel", role="run", metavar="FILE|PRESET",
                               help="--algo auto: the machine profile it plans with (gridgnn calibrate --out FILE, or "
                                    "local-cpu, perlmutter-a100, frontier-mi250x; default local-cpu)")
-    nproc: int = opt(1, "parallel", metavar="P", low=1, high=MAX_NPROC,
+    nproc: int = opt(1, "parallel", role="layout", metavar="P", low=1, high=MAX_NPROC,
                      help="processes to spawn (under torchrun/srun: the launcher's world size)")
-    replication: int = opt(1, "parallel", metavar="C", low=1, high=MAX_NPROC,
+    replication: int = opt(1, "parallel", role="layout", metavar="C", low=1, high=MAX_NPROC,
                            help="c of the 1.5D algorithms (divides P)")
-    grid: str | None = opt(None, "parallel", metavar="X,Y[,Z]",
+    grid: str | None = opt(None, "parallel", role="layout", metavar="X,Y[,Z]",
                            help="process grid of 2d (PR,PC), 3d (X,Y,Z: rows, columns, fiber) and plexus (X,Y,Z); "
                                 "default: the most square / cubic factorization of P")
-    blocked_aggregation: int = opt(0, "parallel", metavar="ROWS", low=0, high=MAX_ROWS,
+    blocked_aggregation: int = opt(0, "parallel", role="layout", metavar="ROWS", low=0, high=MAX_ROWS,
                                    help="plexus: SpMM and its all-reduce in row blocks of ROWS rows (Plexus §5.2); "
                                         "0 = off")
-    partition: str = opt("random", "parallel", metavar="METHOD|FILE",
+    partition: str = opt("random", "parallel", role="layout", metavar="METHOD|FILE",
                          help="1d/1.5d: random, identity, metis, metis-vol, hypergraph, balanced, or a partition "
                               "FILE; 2d/3d/plexus: random (one permutation), identity, double-perm, balanced-perm")
-    device: str = opt("auto", "parallel", choices=("auto", "cpu", "cuda"), help="where the ranks compute")
-    comm_dtype: str | None = opt(None, "parallel", choices=("float64", "float32", "bfloat16", "float16", "auto"),
+    device: str = opt("auto", "parallel", role="invocation", choices=("auto", "cpu", "cuda"), help="where the ranks compute")
+    comm_dtype: str | None = opt(None, "parallel", role="run", choices=("float64", "float32", "bfloat16", "float16", "auto"),
                                  help="the type node rows and partial sums cross the wire in (sums still add in "
                                       "--dtype); auto: bfloat16, guarded (--comm-check-every, --comm-tolerance); "
                                       "weights and their gradients never narrowed (default: --dtype)")
-    comm_check_every: int | None = opt(None, "parallel", metavar="K", low=1, high=MAX_EPOCHS,
+    comm_check_every: int | None = opt(None, "parallel", role="run", metavar="K", low=1, high=MAX_EPOCHS,
                                        help="--comm-dtype auto: compare the narrow and the exact wire every K steps "
                                             "(default 50)")
-    comm_tolerance: float | None = opt(None, "parallel", metavar="TOL", low=0.0, low_open=True, high=1.0,
+    comm_tolerance: float | None = opt(None, "parallel", role="run", metavar="TOL", low=0.0, low_open=True, high=1.0,
                                        help="--comm-dtype auto: the largest relative error a collective may show "
                                             "and stay narrow (default 0.01)")
-    grad_dtype: str | None = opt(None, "parallel", choices=("float64", "float32", "bfloat16"),
+    grad_dtype: str | None = opt(None, "parallel", role="layout", choices=("float64", "float32", "bfloat16"),
                                  help="the type the weights' gradients cross the wire in, summed in --dtype (an "
                                       "all-to-all of pieces, a local sum, an all-gather); not guarded: the update "
                                       "then differs from serial training (default: --dtype)")
-    overlap: bool = opt(False, "parallel", help="1d/1.5d/2d/3d: start each stage's (panel's) broadcasts while the "
+    overlap: bool = opt(False, "parallel", role="run", help="1d/1.5d/2d/3d: start each stage's (panel's) broadcasts while the "
                                                 "previous one computes, and finish its push during the next (two "
                                                 "remote blocks held at a time); -sa: the halo travels while the "
                                                 "block's own rows compute; the gradient buckets are summed during "
                                                 "the backward (bit for bit the same result)")
-    timeout_s: float = opt(600.0, "parallel", metavar="SECONDS", low=0.0, low_open=True, high=MAX_TIMEOUT_S,
+    timeout_s: float = opt(600.0, "parallel", role="invocation", metavar="SECONDS", low=0.0, low_open=True, high=MAX_TIMEOUT_S,
                            unit="seconds", help="seconds a collective may wait before the job is ended")
     # ---- optimizer
-    epochs: int = opt(200, "optimizer", metavar="N", low=1, high=MAX_EPOCHS, per_task={"link": 100},
+    epochs: int = opt(200, "optimizer", role="run", metavar="N", low=1, high=MAX_EPOCHS, per_task={"link": 100},
                       help="epochs of training")
-    lr: float = opt(0.01, "optimizer", metavar="LR", low=0.0, low_open=True, high=MAX_LR,
+    lr: float = opt(0.01, "optimizer", role="trajectory", metavar="LR", low=0.0, low_open=True, high=MAX_LR,
                     help="learning rate (the largest of the schedule)")
-    weight_decay: float = opt(5e-4, "optimizer", metavar="WD", low=0.0, high=MAX_WEIGHT_DECAY, per_task={"link": 0.0},
+    weight_decay: float = opt(5e-4, "optimizer", role="trajectory", metavar="WD", low=0.0, high=MAX_WEIGHT_DECAY, per_task={"link": 0.0},
                               help="weight decay (adam and sgd: an L2 term in the gradient; adamw: decoupled)")
-    optimizer: str = opt("adam", "optimizer", choices=("adam", "adamw", "sgd"),
+    optimizer: str = opt("adam", "optimizer", role="trajectory", choices=("adam", "adamw", "sgd"),
                          help="the update of every parameter, elementwise (the same on every algorithm and P)")
-    momentum: float | None = opt(None, "optimizer", metavar="M", low=0.0, high=1.0, high_open=True,
+    momentum: float | None = opt(None, "optimizer", role="trajectory", metavar="M", low=0.0, high=1.0, high_open=True,
                                  help="--optimizer sgd: momentum (default 0.9; 0: plain SGD)")
-    lr_schedule: str = opt("none", "optimizer", choices=("none", "cosine", "step"),
+    lr_schedule: str = opt("none", "optimizer", role="trajectory", choices=("none", "cosine", "step"),
                            help="the learning rate per epoch after the warm-up: constant, a cosine over the epochs "
                                 "left (from --lr towards 0), or times --lr-gamma every --lr-step epochs; cosine "
                                 "and a step of default length span the run's --epochs, which a resumed run keeps")
-    warmup: int = opt(0, "optimizer", metavar="W", low=0, high=MAX_EPOCHS,
+    warmup: int = opt(0, "optimizer", role="trajectory", metavar="W", low=0, high=MAX_EPOCHS,
                       help="epochs of linear warm-up to --lr (epoch e < W trains at lr·(e+1)/W)")
-    lr_step: int | None = opt(None, "optimizer", metavar="N", low=1, high=MAX_EPOCHS,
+    lr_step: int | None = opt(None, "optimizer", role="trajectory", metavar="N", low=1, high=MAX_EPOCHS,
                               help="--lr-schedule step: epochs per step (default a third of the epochs after the "
                                    "warm-up)")
-    lr_gamma: float | None = opt(None, "optimizer", metavar="G", low=0.0, low_open=True, high=1.0,
+    lr_gamma: float | None = opt(None, "optimizer", role="trajectory", metavar="G", low=0.0, low_open=True, high=1.0,
                                  help="--lr-schedule step: the factor of each step (default 0.1)")
-    dropout: float = opt(0.5, "optimizer", metavar="P", low=0.0, high=1.0, high_open=True, per_task={"link": 0.0},
+    dropout: float = opt(0.5, "optimizer", role="trajectory", metavar="P", low=0.0, high=1.0, high_open=True, per_task={"link": 0.0},
                          help="dropout on every layer's input (keyed by node and feature: the same on every P)")
-    seed: int = opt(0, "optimizer", metavar="S", low=0, high=SEED_LIMIT - 1, help="initial weights, dropout, splits")
-    dtype: str = opt("float32", "optimizer", choices=("float32", "float64"), help="parameters and node tensors")
-    early_stop: int = opt(0, "optimizer", metavar="PATIENCE", low=0, high=MAX_EPOCHS,
+    seed: int = opt(0, "optimizer", role="trajectory", infer=True, metavar="S", low=0, high=SEED_LIMIT - 1, help="initial weights, dropout, splits")
+    dtype: str = opt("float32", "optimizer", role="model", choices=("float32", "float64"), help="parameters and node tensors")
+    early_stop: int = opt(0, "optimizer", role="run", metavar="PATIENCE", low=0, high=MAX_EPOCHS,
                           help="stop when the validation accuracy has not improved for PATIENCE epochs (the same "
                                "epoch on every algorithm and P; 0 = never)")
     # ---- minibatch sampling
-    sampler: str | None = opt(None, "sampling", choices=("sage", "ladies"), help=_help_sampler)
-    fanout: str | None = opt(None, "sampling", metavar="S1,S2,..",
+    sampler: str | None = opt(None, "sampling", role="run", choices=("sage", "ladies"), help=_help_sampler)
+    fanout: str | None = opt(None, "sampling", role="run", metavar="S1,S2,..",
                              help=f"per layer from the batch outwards: neighbours per vertex (sage, default 10) or "
                                   f"vertices per layer (ladies, default --batch-size), each -1 (all) or in [1, "
                                   f"{MAX_FANOUT}]; a list from Python and TOML")
-    batch_size: int | None = opt(None, "sampling", metavar="B", low=1, high=MAX_ROWS,
+    batch_size: int | None = opt(None, "sampling", role="run", metavar="B", low=1, high=MAX_ROWS,
                                  help="training vertices per minibatch (--task link: training positives, each with its "
                                       "--negatives; default 1024)")
-    bulk: int | None = opt(None, "sampling", metavar="K", low=1, high=MAX_BULK,
+    bulk: int | None = opt(None, "sampling", role="run", metavar="K", low=1, high=MAX_BULK,
                            help="minibatches each rank samples at once (default 1)")
-    sample_graph: str | None = opt(None, "sampling", choices=("replicated", "partitioned"),
+    sample_graph: str | None = opt(None, "sampling", role="run", choices=("replicated", "partitioned"),
                                    help="sampling with the graph on every rank, or 1.5D-partitioned (Algorithm 2); "
                                         "default replicated")
-    eval_fanout: str | None = opt(None, "sampling", metavar="S1,S2,..",
+    eval_fanout: str | None = opt(None, "sampling", role="run", metavar="S1,S2,..",
                                   help="fanout of the evaluation minibatches (default -1: every neighbour, exact "
                                        "inference)")
-    eval_batch_size: int | None = opt(None, "sampling", metavar="B", low=1, high=MAX_ROWS,
+    eval_batch_size: int | None = opt(None, "sampling", role="run", metavar="B", low=1, high=MAX_ROWS,
                                       help="vertices per evaluation minibatch (--task link: positives, with their "
                                            "negatives; default --batch-size)")
     # ---- run and outputs
-    out: str | None = opt(None, "run", metavar="DIR",
+    out: str | None = opt(None, "run", role="invocation", metavar="DIR",
                           help="write metrics.jsonl, model.pt (the trained model: gridgnn predict, export), "
                                "curves.png, breakdown.png and summary.json (each to a temporary name, then renamed); "
                                "a DIR holding a previous run's outputs needs --overwrite")
-    overwrite: bool = opt(False, "run", help="remove the previous run's outputs in --out first (only gridgnn's own "
+    overwrite: bool = opt(False, "run", role="invocation", help="remove the previous run's outputs in --out first (only gridgnn's own "
                                              "files)")
-    save_logits: bool = opt(False, "run", help="also write logits.npy in original node order, in the run's --dtype "
+    save_logits: bool = opt(False, "run", role="run", help="also write logits.npy in original node order, in the run's --dtype "
                                                "(with ?relabel=1 also node_ids.npy: the file's id of each row)")
-    keep: str = opt("best", "run", choices=("best", "last"),
+    keep: str = opt("best", "run", role="run", choices=("best", "last"),
                     help="the parameters the run hands on — model.pt (so predict and export), --save-logits and the "
                          "Python API's model: those of the best validation epoch, whose metrics summary.json reports "
                          "(best), or of the last epoch trained (last)")
-    checkpoint_every: int = opt(0, "run", metavar="N", low=0, high=MAX_EPOCHS,
+    checkpoint_every: int = opt(0, "run", role="run", metavar="N", low=0, high=MAX_EPOCHS,
                                 help="write DIR/checkpoint.pt (full parameters and optimizer state) every N epochs and at "
                                      "the end; 0 = never")
-    resume: str | None = opt(None, "run", metavar="DIR",
+    resume: str | None = opt(None, "run", role="invocation", metavar="DIR",
                              help="continue from DIR/checkpoint.pt with any --algo/--nproc; its config is the base, "
                                   "the flags given override it (--out defaults to DIR)")
-    quiet: bool = opt(False, "run", help="no progress bar or per-epoch lines")
-    log_every: int | None = opt(None, "run", metavar="N", low=0, high=MAX_EPOCHS,
+    quiet: bool = opt(False, "run", role="invocation", help="no progress bar or per-epoch lines")
+    log_every: int | None = opt(None, "run", role="display", metavar="N", low=0, high=MAX_EPOCHS,
                                 help="an epoch line every N epochs (default: about 10 lines per run; 0: none)")
-    log: str = opt("none", "run", choices=("none", "tensorboard"),
+    log: str = opt("none", "run", role="display", choices=("none", "tensorboard"),
                    help="also log every epoch's record for TensorBoard into OUT/tensorboard (needs --out and the "
                         "tensorboard package: pip install gridgnn[log]); tensorboard --logdir OUT shows it live")
 
@@ -782,9 +814,9 @@ def _check_builds(model, cfg: "TrainConfig") -> None:
 LIST_FIELDS = ("grid", "fanout", "eval_fanout")
 #: Largest config file read (a config is a few hundred bytes; a summary.json a few kB per rank).
 MAX_CONFIG_BYTES = 16 * 2**20
-#: Fields of a previous run's config that a rerun from its ``summary.json`` does not take: where it wrote, what
-#: it resumed, how it was shown, the device and the timeout belong to that invocation (give them again).
-RERUN_DROPS = ("out", "resume", "overwrite", "quiet", "log_every", "log", "device", "timeout_s")
+#: Fields of a previous run's config that a rerun from its ``summary.json`` does not take (roles ``invocation`` and
+#: ``display``): where it wrote, what it resumed, how it was shown, the device and the timeout (give them again).
+RERUN_DROPS = fields_of_role("invocation", "display")
 
 
 def _field_name(key) -> str:

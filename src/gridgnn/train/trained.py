@@ -14,21 +14,12 @@ model (:meth:`TrainedModel.to_pyg`).
 """
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import torch
 
 from ..errors import GridGnnError
 from ..graph.saved import as_pairs
-
-#: Fields of a training config that inference does not inherit: how and where the training ran (the inference's
-#: own algorithm, grid and processes are the arguments of :meth:`TrainedModel.predict`), and minibatch sampling.
-NOT_INHERITED = ("data", "algo", "nproc", "replication", "grid", "partition", "blocked_aggregation", "out",
-                 "save_logits", "keep", "overwrite", "resume", "checkpoint_every", "device", "quiet", "log_every", "log",
-                 "timeout_s", "profile", "sampler", "fanout", "batch_size", "bulk", "sample_graph", "eval_fanout",
-                 "eval_batch_size", "overlap", "comm_dtype", "grad_dtype", "comm_check_every", "comm_tolerance", "task", "link_split",
-                 "negatives", "hits_k", "embedding_dim", "decoder")
 
 
 def pair_scores(z: np.ndarray, pairs, decoder) -> np.ndarray:
@@ -76,10 +67,10 @@ class TrainedModel:
         return dict(rec) if isinstance(rec, dict) else None
 
     def _train_config(self, **changes):
-        from .config import TrainConfig
+        from .config import TrainConfig, inference_fields
 
-        known = {f.name for f in dataclasses.fields(TrainConfig)}
-        kw = {k: v for k, v in self.config.items() if k in known and k not in NOT_INHERITED}
+        inherited = inference_fields()  # what builds the model (and the seed of a random vertex order)
+        kw = {k: v for k, v in self.config.items() if k in inherited}
         rec = self.input_pipeline
         as_loaded = rec is None and kw.get("feature_norm", "none") == "none"
         if rec is not None:  # the normalization the run resolved, whatever the data's convention
