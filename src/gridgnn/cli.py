@@ -12,9 +12,7 @@ def _train_parser(sub) -> None:
     """``gridgnn train``'s flags, generated from :class:`~gridgnn.train.config.TrainConfig`'s fields: one flag per
     field (``weight_decay`` → ``--weight-decay``), grouped by section, its help, default and range from the field's
     declaration (the same range the config checks)."""
-    from dataclasses import MISSING, fields
-
-    from .train.config import SECTIONS, TrainConfig, field_range, flag, task_default_note
+    from .train.config import add_flags
 
     # argument_default=SUPPRESS: a flag left out is absent from the namespace, so run_train knows which flags
     # were given (a resumed run overrides its checkpoint's config with exactly those); defaults live in TrainConfig.
@@ -27,34 +25,7 @@ def _train_parser(sub) -> None:
     p.add_argument("--config", metavar="FILE",
                    help="options from a TOML file (keys = these flags), or a previous run's summary.json (or its "
                         "folder) to rerun it; flags given here override the file")
-    groups = {key: p.add_argument_group(title) for key, title in SECTIONS.items()}
-    for f in fields(TrainConfig):
-        meta = f.metadata
-        text = meta["help"]() if callable(meta["help"]) else meta["help"]
-        kw: dict = {}
-        if f.type in ("bool", bool):
-            kw["action"] = "store_true"
-        else:
-            kind = str(f.type)
-            if "int" in kind:
-                kw["type"] = int
-            elif "float" in kind:
-                kw["type"] = float
-            if meta.get("choices"):
-                kw["choices"] = meta["choices"]
-            elif meta.get("metavar"):
-                kw["metavar"] = meta["metavar"]
-            notes = []
-            if f.default is not MISSING and f.default is not None:
-                notes.append(f"default {f.default:g}" if isinstance(f.default, float) else f"default {f.default}")
-            if task_default_note(f):
-                notes.append(task_default_note(f))
-            spec = field_range(f)
-            if spec is not None:
-                notes.append(spec.bound_text() + (f" {spec.unit}" if spec.unit else ""))
-            if notes:
-                text = f"{text} ({'; '.join(notes)})"
-        groups[meta["section"]].add_argument(flag(f.name), dest=f.name, help=text, **kw)
+    add_flags(p)
 
 
 def _one_line_error(message: str, command: str = "train"):

@@ -219,3 +219,28 @@ def test_a_flag_is_never_matched_by_a_prefix(argv, capsys):
     assert run_main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("gridgnn: error:"), err
+
+
+def test_the_commands_flags_of_config_fields_are_trains():
+    """simulate, plan and predict read config fields with the flags train generates from their declarations: the
+    same choices, types and ranges, every model option included (no hand-written copy that drifts)."""
+    from gridgnn.cli import build_parser
+    from gridgnn.commands.plan import PLAN_FLAGS
+    from gridgnn.commands.predict import PREDICT_LAYOUT
+    from gridgnn.commands.simulate import SIMULATE_FLAGS
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices
+
+    def actions(cmd):
+        return {a.dest: a for a in sub[cmd]._actions}
+
+    train = actions("train")
+    for cmd, names in (("simulate", SIMULATE_FLAGS), ("plan", PLAN_FLAGS), ("predict", PREDICT_LAYOUT + ("nproc",))):
+        mine = actions(cmd)
+        for name in names:
+            a, b = mine[name], train[name]
+            assert (a.option_strings, a.choices, a.type, a.nargs) == (b.option_strings, b.choices, b.type, b.nargs), \
+                (cmd, name)
+    for name in ("attn_dropout", "edge_dim", "relations", "feature_norm"):
+        assert name in actions("simulate") and name in actions("plan")
+    assert run_main(["simulate", "--model", "gat", "--attn-dropout", "2"]) == 2  # the field's range, one line

@@ -5,20 +5,19 @@ from __future__ import annotations
 import math
 import time
 
-from .simulate import SIMULATE_FLAGS, add_model_arguments, add_wire_argument
+from ..train.config import add_flags, given_flags
+from .simulate import SIMULATE_FLAGS, fixed_wire
 
-PLAN_FLAGS = tuple(f for f in SIMULATE_FLAGS if f not in ("algo", "replication", "grid", "partition"))
+#: The config fields ``plan`` reads: those of ``simulate`` but the layout, which it chooses.
+PLAN_FLAGS = tuple(f for f in SIMULATE_FLAGS if f not in ("algo", "replication", "grid", "partition",
+                                                          "blocked_aggregation"))
 
 
 def add_plan_arguments(p) -> None:
-    add_model_arguments(p)
-    p.add_argument("--nproc", type=int, metavar="P", help="processes planned for (none are started)")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--dtype", choices=("float32", "float64"))
-    add_wire_argument(p)
-    p.add_argument("--profile", metavar="FILE|PRESET",
-                   help="machine profile (gridgnn calibrate --out FILE, or local-cpu, perlmutter-a100, "
-                        "frontier-mi250x; default local-cpu)")
+    add_flags(p, PLAN_FLAGS + ("profile",), helps={
+        "nproc": "processes planned for (none are started)",
+        "profile": "machine profile (gridgnn calibrate --out FILE, or local-cpu, perlmutter-a100, frontier-mi250x; "
+                   "default local-cpu)"})
     p.add_argument("--algos", metavar="A,B", help="only these algorithms (default: all)")
     p.add_argument("--partitions", metavar="M,N",
                    help="row partitions of the 1D/1.5D candidates (default random,metis)")
@@ -43,11 +42,12 @@ def run_plan_command(args) -> int:
     from ..train.outputs import write_report
     from ..train.planning import plan_configs
 
-    given = {k: getattr(args, k) for k in PLAN_FLAGS if getattr(args, k) is not None}
+    given = given_flags(args, PLAN_FLAGS)
     given.setdefault("nproc", 1)
+    fixed_wire(given)
     given["algo"] = "serial" if given["nproc"] == 1 else "1d"
     cfg = config_from_flags(given)
-    profile = load_profile(args.profile)
+    profile = load_profile(getattr(args, "profile", None))
     listing = {}
     if args.algos:
         listing["algos"] = [a.strip() for a in args.algos.split(",") if a.strip()]

@@ -7,6 +7,11 @@ class ids) in the graph's vertex order as ``.npy``. ``export`` writes the model 
 its plain ``state_dict`` (``--to state-dict``)."""
 from __future__ import annotations
 
+from ..train.config import add_flags
+
+#: The config fields that lay an inference out (``--nproc`` apart: the launcher's by default).
+PREDICT_LAYOUT = ("algo", "replication", "grid", "partition", "blocked_aggregation", "device", "timeout_s")
+
 
 def _add_model_arguments(p) -> None:
     p.add_argument("--run", required=True, metavar="DIR",
@@ -22,16 +27,10 @@ def add_predict_arguments(p) -> None:
                         "labels not needed; default: the embedded synthetic SBM)")
     from ..parallel import ALGOS
 
-    p.add_argument("--algo", default="serial", metavar="A",
-                   help=f"{', '.join(ALGOS)} (default serial): every one gives the same logits")
-    p.add_argument("--nproc", type=int, metavar="P", help="processes (default 1, or the launcher's)")
-    p.add_argument("--replication", type=int, default=1, metavar="C", help="c of 1.5D (default 1)")
-    p.add_argument("--grid", metavar="X,Y[,Z]", help="grid of 2d, 3d and plexus")
-    p.add_argument("--partition", default="random", metavar="METHOD|FILE", help="as gridgnn train (default random)")
-    p.add_argument("--blocked-aggregation", type=int, default=0, metavar="ROWS", help="Plexus row blocks (0: off)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--timeout", type=float, default=600.0, dest="timeout_s", metavar="SECONDS",
-                   help="seconds a collective may wait before the job is ended (default 600)")
+    # the layout of the inference: the config fields of gridgnn train, generated from their declarations
+    add_flags(p, ("nproc",), sections=False, helps={"nproc": "processes (default 1, or the launcher's)"})
+    add_flags(p, PREDICT_LAYOUT, given_only=False, sections=False,
+              helps={"algo": f"{', '.join(ALGOS)}: every one gives the same logits"})
     p.add_argument("--classes", action="store_true", help="write the predicted class ids (int64), not the logits")
     p.add_argument("--pairs", metavar="PAIRS.npy",
                    help="a link-prediction model (--task link): score these vertex pairs (int [2, m] or [m, 2], ids "
@@ -72,7 +71,7 @@ def run_predict_command(args) -> int:
 
         pairs = read_pairs(args.pairs)  # the checked reader, before any work
     try:
-        result = model._predict(args.data, algo=args.algo, nproc=args.nproc, grid=args.grid,
+        result = model._predict(args.data, algo=args.algo, nproc=getattr(args, "nproc", None), grid=args.grid,
                                 replication=args.replication, partition=args.partition,
                                 blocked_aggregation=args.blocked_aggregation, device=args.device,
                                 timeout_s=args.timeout_s)

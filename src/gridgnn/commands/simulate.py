@@ -5,61 +5,36 @@ from __future__ import annotations
 
 import time
 
-SIMULATE_FLAGS = ("data", "model", "heads", "aggr", "bases", "layers", "hidden", "algo", "nproc", "replication", "grid",
-                  "partition", "seed", "dtype", "comm_dtype", "grad_dtype", "overlap")
+from ..errors import GridGnnError
+from ..train.config import add_flags, given_flags
 
-
-def add_model_arguments(p) -> None:
-    """The data and model flags that ``simulate`` and ``plan`` share with ``train``."""
-    p.add_argument("--data", metavar="SPEC", help="data SPEC (default: the embedded synthetic SBM)")
-    from ..nn import MODELS
-
-    p.add_argument("--model", metavar="NAME", help=f"{', '.join(MODELS)} (default gcn), or package.module:Class")
-    p.add_argument("--heads", type=int, metavar="K")
-    p.add_argument("--aggr", choices=("mean", "sum", "max", "min"))
-    p.add_argument("--bases", type=int, metavar="B", help="rgcn: basis matrices per layer (0: one per relation)")
-    p.add_argument("--layers", type=int, metavar="L")
-    p.add_argument("--hidden", type=int, metavar="H")
-
-
-def add_wire_argument(p) -> None:
-    """``--comm-dtype``, ``--grad-dtype`` and ``--overlap`` as ``simulate`` and ``plan`` price them (the fixed wire types: ``auto``
-    decides while training)."""
-    p.add_argument("--comm-dtype", dest="comm_dtype", choices=("float64", "float32", "bfloat16", "float16"),
-                   help="the wire type of node rows and partial sums (default: --dtype; auto's choices are made "
-                        "while training)")
-    p.add_argument("--grad-dtype", dest="grad_dtype", choices=("float64", "float32", "bfloat16"),
-                   help="the wire type of the weights' gradients (default: --dtype)")
-    p.add_argument("--overlap", action="store_true", default=None,
-                   help="transfers overlapped with the computation (the stage loops of 1d, 1.5d, 2d, 3d: two remote "
-                        "blocks in memory; the -sa halo; the gradient buckets; plan: the time model hides what the "
-                        "computation can)")
+#: The config fields ``simulate`` reads (its flags are generated from their declarations, as ``train``'s): the data,
+#: the model, the layout and the wire of one full-graph configuration.
+SIMULATE_FLAGS = ("data", "model", "heads", "attn_dropout", "aggr", "bases", "edge_dim", "relations", "layers",
+                  "hidden", "feature_norm", "algo", "nproc", "replication", "grid", "partition", "blocked_aggregation",
+                  "seed", "dtype", "comm_dtype", "grad_dtype", "overlap")
 
 
 def add_simulate_arguments(p) -> None:
-    add_model_arguments(p)
-    from ..parallel import ALGOS
-
-    p.add_argument("--algo", metavar="A", help=f"{', '.join(ALGOS)} (or an algorithm of your own by import path)")
-    p.add_argument("--nproc", type=int, metavar="P", help="processes simulated (none are started)")
-    p.add_argument("--replication", type=int, metavar="C")
-    p.add_argument("--grid", metavar="X,Y[,Z]")
-    p.add_argument("--partition", metavar="METHOD|FILE")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--dtype", choices=("float32", "float64"))
-    add_wire_argument(p)
+    add_flags(p, SIMULATE_FLAGS, helps={"nproc": "processes simulated (none are started)"})
     p.add_argument("--out", metavar="FILE", help="write the per-rank volumes as JSON")
     p.add_argument("--per-rank", action="store_true", help="also print one line per rank")
 
 
+def fixed_wire(given: dict) -> None:
+    """``simulate`` and ``plan`` price a fixed wire: ``--comm-dtype auto`` decides while training."""
+    if given.get("comm_dtype") == "auto":
+        raise GridGnnError("--comm-dtype auto decides while training; give the wire type to price (float32, "
+                           "bfloat16, float16)")
+
+
 def run_simulate_command(args) -> int:
-    from ..errors import GridGnnError
     from ..train.invocation import config_from_flags
     from ..train.outputs import write_report
 
-    given = {k: getattr(args, k) for k in SIMULATE_FLAGS if getattr(args, k) is not None}
-    if given.get("nproc") is None:
-        given["nproc"] = 1
+    given = given_flags(args, SIMULATE_FLAGS)
+    given.setdefault("nproc", 1)
+    fixed_wire(given)
     if given.get("algo") == "auto":
         raise GridGnnError("gridgnn simulate models one configuration; gridgnn plan ranks them all (what --algo "
                            "auto picks)")

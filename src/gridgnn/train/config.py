@@ -105,6 +105,60 @@ def fields_of_role(*roles: str) -> tuple[str, ...]:
     return tuple(f.name for f in fields(TrainConfig) if f.metadata["role"] in roles)
 
 
+def add_flags(parser, names=None, *, given_only: bool = True, helps: dict | None = None, sections: bool = True):
+    """One flag per config field of ``names`` (default: every field), generated from its declaration: the flag
+    (``weight_decay`` → ``--weight-decay``), its help with its default, task defaults and range, its choices or
+    metavar, its type; grouped by section (``sections``). ``given_only``: a flag left out is absent from the
+    namespace (the command knows what was given; the defaults live in :class:`TrainConfig`), else it holds the
+    field's default. ``helps``: ``{field: text}`` where a command reads a field its own way. Every command that
+    takes config fields (``train``, ``simulate``, ``plan``, ``predict``) builds them here."""
+    import argparse
+    from dataclasses import MISSING
+
+    wanted = None if names is None else set(names)
+    chosen = [f for f in fields(TrainConfig) if wanted is None or f.name in wanted]
+    if wanted is not None and len(chosen) != len(wanted):
+        raise ValueError(f"no config fields {sorted(wanted - {f.name for f in chosen})}")
+    groups = {}
+    for f in chosen:
+        meta = f.metadata
+        text = (helps or {}).get(f.name) or (meta["help"]() if callable(meta["help"]) else meta["help"])
+        kw: dict = {"default": argparse.SUPPRESS if given_only else f.default}
+        if f.type in ("bool", bool):
+            kw["action"] = "store_true"
+        else:
+            kind = str(f.type)
+            if "int" in kind:
+                kw["type"] = int
+            elif "float" in kind:
+                kw["type"] = float
+            if meta.get("choices"):
+                kw["choices"] = meta["choices"]
+            elif meta.get("metavar"):
+                kw["metavar"] = meta["metavar"]
+            notes = []
+            if f.default is not MISSING and f.default is not None:
+                notes.append(f"default {f.default:g}" if isinstance(f.default, float) else f"default {f.default}")
+            if task_default_note(f):
+                notes.append(task_default_note(f))
+            spec = field_range(f)
+            if spec is not None:
+                notes.append(spec.bound_text() + (f" {spec.unit}" if spec.unit else ""))
+            if notes:
+                text = f"{text} ({'; '.join(notes)})"
+        where = parser
+        if sections:
+            if meta["section"] not in groups:
+                groups[meta["section"]] = parser.add_argument_group(SECTIONS[meta["section"]])
+            where = groups[meta["section"]]
+        where.add_argument(flag(f.name), dest=f.name, help=text, **kw)
+
+
+def given_flags(args, names) -> dict:
+    """``{field: value}`` of the config flags of ``names`` given on a command line parsed with :func:`add_flags`."""
+    return {k: getattr(args, k) for k in names if hasattr(args, k)}
+
+
 def inference_fields() -> tuple[str, ...]:
     """The config fields inference of a trained model takes from its config (what builds the model, and the seed
     that keys a random vertex order as in training)."""
