@@ -111,9 +111,10 @@ def test_flags_are_a_config_or_one_error_line(kw, capsys):
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(kw=CONFIGS)
-def test_toml_files_are_a_config_or_one_error(kw, tmp_path):
-    lines = []
+@given(kw=CONFIGS, sectioned=st.booleans())
+def test_toml_files_are_a_config_or_one_error(kw, sectioned, tmp_path):
+    """The options at the top level, or each in the table of its section (``[optimizer]`` ...)."""
+    lines, tables = [], {}
     for name, value in kw.items():
         if value is None:
             continue
@@ -127,13 +128,21 @@ def test_toml_files_are_a_config_or_one_error(kw, tmp_path):
             text = "[" + ", ".join(map(str, value)) + "]"
         else:
             text = str(value)
-        lines.append(f"{name} = {text}")
+        if sectioned:
+            tables.setdefault(SECTION_OF[name], []).append(f"{name} = {text}")
+        else:
+            lines.append(f"{name} = {text}")
+    for section, rows in tables.items():
+        lines += [f"[{section}]", *rows]
     path = tmp_path / "run.toml"
     path.write_text("\n".join(lines) + "\n")
     try:
         config_from_flags(dict(read_config_file(str(path)), data=TINY))
     except GridGnnError:
         pass
+
+
+SECTION_OF = {f.name: f.metadata["section"] for f in fields(TrainConfig)}
 
 
 def test_the_generator_reaches_both_outcomes():

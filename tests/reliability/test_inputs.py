@@ -153,8 +153,16 @@ def test_toml_key_spelled_two_ways_in_both_places_is_refused(tmp_path):
     f.write_text('hidden = 8\n[training]\nlr = 0.1\n')  # another table: an unknown option, not silence
     with pytest.raises(GridGnnError, match="unknown option"):
         read_config_file(f)
-    f.write_text('hidden = 8\n[optimizer]\nlr = 0.1\n')  # a table named like an option
-    with pytest.raises(GridGnnError, match=r"\[optimizer\] is a table, but optimizer is an option that takes one"):
+    f.write_text('hidden = 8\n[optimizer]\nlr = 0.1\noptimizer = "sgd"\n')  # the tables of the sections
+    assert read_config_file(f) == {"hidden": 8, "lr": 0.1, "optimizer": "sgd"}
+    f.write_text('hidden = 8\n[data]\nlr = 0.1\n')  # an option in another section's table
+    with pytest.raises(GridGnnError, match=r"lr is an option of \[optimizer\], not of \[data\]"):
+        read_config_file(f)
+    f.write_text('lr = 0.2\n[optimizer]\nlr = 0.1\n')
+    with pytest.raises(GridGnnError, match=r"lr given both at the top level and in \[optimizer\]"):
+        read_config_file(f)
+    f.write_text('[run]\nquiet = true\n[run.more]\nepochs = 3\n')  # a table inside a section: no option
+    with pytest.raises(GridGnnError, match=r"unknown option\(s\) more"):
         read_config_file(f)
 
 

@@ -879,11 +879,35 @@ def _field_name(key) -> str:
     return "timeout_s" if key == "timeout" else str(key).replace("-", "_")
 
 
+def _toml_options(doc: dict, path: str) -> dict:
+    """A TOML config's options from its top level, a ``[train]`` table (any option) and the tables of the sections
+    (:data:`SECTIONS`: ``[data]``, ``[task]``, ``[parallel]``, ``[optimizer]``, ``[sampling]``, ``[run]``, each
+    holding its own options only); an option given twice (``weight-decay`` and ``weight_decay`` too) or in another
+    section's table is refused, naming where."""
+    section_of = {f.name: f.metadata["section"] for f in fields(TrainConfig)}
+    out, where = {}, {}
+    for key, value in doc.items():
+        if isinstance(value, dict) and (key == "train" or key in SECTIONS):
+            items, place = value.items(), f"in [{key}]"
+        else:
+            items, place = ((key, value),), "at the top level"
+        for k, v in items:
+            name = _field_name(k)
+            if key in SECTIONS and isinstance(value, dict) and section_of.get(name, key) != key:
+                raise GridGnnError(f"--config {path}: {k} is an option of [{section_of[name]}], not of [{key}]")
+            if name in where:
+                raise GridGnnError(f"--config {path}: {name} given both {where[name]} and {place}")
+            where[name] = place
+            out[k] = v
+    return out
+
+
 def read_config_file(path) -> dict:
     r"""The training options of a config file, as ``{field: value}`` (the flags ``--config`` stands for).
 
-    * ``*.toml``: top-level keys and those of a ``[train]`` table (a key in both is refused); a key is a field
-      name or its flag without the dashes (``weight-decay`` or ``weight_decay``, ``timeout``); lists become
+    * ``*.toml``: top-level keys, those of a ``[train]`` table and those of the sections' tables (``[data]``,
+      ``[optimizer]``, ...: each its own options; :func:`_toml_options`); a key is a field name or its flag
+      without the dashes (``weight-decay`` or ``weight_decay``, ``timeout``); lists become
       comma-separated strings (``grid = [2, 2]``, ``fanout = [15, 10, 5]``).
     * ``summary.json`` of a previous run, or the folder holding it: its ``config`` (the resolved config of that
       run) without ``out``, ``resume`` and ``overwrite``.
@@ -916,13 +940,8 @@ def read_config_file(path) -> dict:
         if doc.get("data") is None and str(summary_data).startswith("in-memory:"):
             raise GridGnnError(f"--config {p}: that run trained on a graph handed over from Python "
                                f"({summary_data}); give --data to rerun it on a file")
-    elif isinstance(doc.get("train"), dict):  # a [train] table and the top-level keys beside it: all of them
-        table = doc["train"]
-        top = {k: v for k, v in doc.items() if k != "train"}
-        twice = sorted({_field_name(k) for k in top} & {_field_name(k) for k in table})  # weight-decay = weight_decay
-        if twice:
-            raise GridGnnError(f"--config {p}: {', '.join(twice)} given both at the top level and in [train]")
-        doc = {**top, **table}
+    else:
+        doc = _toml_options(doc, p)
     known = {f.name for f in fields(TrainConfig)}
     out, unknown = {}, []
     for key, value in doc.items():
