@@ -128,7 +128,7 @@ def test_sampled_link_prediction_trains_as_well_as_the_full_graph_run():
     full = gridgnn.train(**run)
     got = []
     summary = gridgnn.train(**run, sampler="sage", fanout="5", batch_size=256, callbacks=[got.append])
-    assert summary["task"] == "link" and summary["algo"] == "minibatch" and summary["test_acc"] is None
+    assert summary["task"] == "link" and summary["algo"] == "minibatch" and "test_acc" not in summary
     assert summary["minibatches_per_epoch"] == math.ceil(train_positives() / 256)
     assert got[-1]["loss"] < 0.75 * got[0]["loss"]
     assert summary["test_auc"] > full["test_auc"] - 0.03, (summary["test_auc"], full["test_auc"])

@@ -41,7 +41,7 @@ def _same(a, b, keys=("loss", "train_acc", "val_acc", "test_acc", "bytes_sent"))
 def test_float32_wire_is_todays_run_bit_for_bit(runs):
     (s0, m0), (s1, m1) = runs["default"], runs["float32"]
     assert _same(m0, m1)
-    assert s0["comm_bytes_per_epoch"] == s1["comm_bytes_per_epoch"] and s1["comm_wire"] is None
+    assert s0["comm_bytes_per_epoch"] == s1["comm_bytes_per_epoch"] and s1["comm_wire"] is None  # (no --comm-dtype)
 
 
 def test_overlap_is_the_same_run_bit_for_bit(runs):

@@ -177,7 +177,7 @@ def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbac
     if graph is not None or env is not None or picked.algo == "serial":
         planned.clear()  # this process (or each rank of a job) trains on its own graph: not kept meanwhile
     out = run(picked, graph, keep_model=keep_model, callbacks=callbacks, loaded=planned)  # (spawned ranks: shards of
-    # the graph planned on, which _launch_checked takes out of the list: one load, not held while they train)
+    # the graph planned on, which launch_checked takes out of the list: one load, not held while they train)
     if out is None:
         return None
     summary = out.summary if keep_model else out

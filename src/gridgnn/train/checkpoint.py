@@ -350,7 +350,7 @@ def resume_base(ckpt: dict, given: dict, resume: str) -> dict:
         was = TrainConfig(**{k: v for k, v in saved.items() if k in defaults})
         now = TrainConfig(**{k: v for k, v in {**saved, **given}.items() if k in defaults})
         for key in LINK_TRAJECTORY:
-            old, new = (getattr(c, f"model_{key}") for c in (was, now))
+            old, new = (getattr(c, f"model_{key}", getattr(c, key)) for c in (was, now))  # its default resolved
             if key in given and old != new:
                 raise GridGnnError(f"{flag(key)} {given[key]!r} differs from the checkpoint's {old!r} ({path}); a "
                                    f"resumed link run keeps {', '.join(flag(k) for k in LINK_TRAJECTORY)} (leave "

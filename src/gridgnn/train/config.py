@@ -122,7 +122,8 @@ def add_flags(parser, names=None, *, given_only: bool = True, helps: dict | None
     groups = {}
     for f in chosen:
         meta = f.metadata
-        text = (helps or {}).get(f.name) or (meta["help"]() if callable(meta["help"]) else meta["help"])
+        own = (helps or {}).get(f.name)  # a command's own words: its default said there, the range added
+        text = own or (meta["help"]() if callable(meta["help"]) else meta["help"])
         kw: dict = {"default": argparse.SUPPRESS if given_only else f.default}
         if f.type in ("bool", bool):
             kw["action"] = "store_true"
@@ -137,7 +138,7 @@ def add_flags(parser, names=None, *, given_only: bool = True, helps: dict | None
             elif meta.get("metavar"):
                 kw["metavar"] = meta["metavar"]
             notes = []
-            if f.default is not MISSING and f.default is not None:
+            if f.default is not MISSING and f.default is not None and not own:
                 notes.append(f"default {f.default:g}" if isinstance(f.default, float) else f"default {f.default}")
             if task_default_note(f):
                 notes.append(task_default_note(f))
@@ -910,7 +911,7 @@ def read_config_file(path) -> dict:
       without the dashes (``weight-decay`` or ``weight_decay``, ``timeout``); lists become
       comma-separated strings (``grid = [2, 2]``, ``fanout = [15, 10, 5]``).
     * ``summary.json`` of a previous run, or the folder holding it: its ``config`` (the resolved config of that
-      run) without ``out``, ``resume`` and ``overwrite``.
+      run) without :data:`RERUN_DROPS` (the fields of roles ``invocation`` and ``display``).
 
     Values are checked by :meth:`TrainConfig.validate` like flags; unknown keys are refused, naming them."""
     p = os.path.expanduser(os.fspath(path))
@@ -949,9 +950,9 @@ def read_config_file(path) -> dict:
         if name not in known or name == "config":
             unknown.append(str(key))
             continue
-        if isinstance(value, dict):  # [optimizer] lr = ... : a table named like an option is no section
-            raise GridGnnError(f"--config {p}: [{key}] is a table, but {key} is an option that takes one value; "
-                               "give options at the top level or in [train]")
+        if isinstance(value, dict):  # [train.optimizer], [run.keep] ...: a table inside a table is no option
+            raise GridGnnError(f"--config {p}: {key} is given a table, but it is an option that takes one value; "
+                               "give options at the top level, in [train] or in their section's table")
         if name in LIST_FIELDS and isinstance(value, list) \
                 and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             value = ",".join(str(v) for v in value)

@@ -1,6 +1,9 @@
-r"""``summary.json``: one schema for full-graph and minibatch runs (:data:`SUMMARY_KEYS`, every key in every
-summary; what does not apply to a run is ``null``), built by :func:`run_summary` from what every loop has — the
-epoch records, every rank's per-phase communication, the config — plus the loop's own values.
+r"""``summary.json``: one schema for every task and batch source (:data:`SUMMARY_KEYS`, in order), of which a run's
+summary holds the keys that apply to it (:func:`summary_keys`: the common ones, its task's — node classification's
+accuracies or link prediction's metrics — and its batch source's — the full graph's layout or the minibatches'),
+built by :func:`run_summary` from what every loop has — the epoch records, every rank's per-phase communication,
+the config — plus the loop's own values. A value is ``null`` where the run has none: the accuracy of an empty
+split, a model option the model does not take, no narrowed wire (``comm_wire``), a run that was not resumed.
 
 Bytes are *moved* bytes: per collective the larger of the totals received and sent over all ranks (the receivers'
 for a broadcast, the senders' for its adjoint, a reduce; equal for all-reduce, all-gather, all-to-allv), per epoch,
@@ -11,23 +14,22 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 
-#: Every key of a summary, in order. Loop-specific keys are ``null`` where they do not apply: ``algo`` is
-#: ``"minibatch"`` for a sampled run (its grid is the P/c x c grid of the sampler), ``sampler`` ... ``bulk`` are
-#: ``null`` for full-graph training, ``nnz_max_over_mean`` and ``estimated_peak_memory_bytes`` for minibatches.
-#: ``input_pipeline`` is the record ``model.pt`` holds (:mod:`gridgnn.graph.pipeline`: the feature normalization the
+#: Every key a summary may hold, in order (a run's summary: those of :func:`summary_keys`). ``algo`` is
+#: ``"minibatch"`` for a sampled run (its grid is the P/c x c grid of the sampler). ``input_pipeline`` is the record
+#: ``model.pt`` holds (:mod:`gridgnn.graph.pipeline`: the feature normalization the
 #: run resolved, degree features, the default split, the duplicate-edge rule); ``feature_norm`` the resolved one.
 SUMMARY_KEYS = (
     # accuracy (at the best validation epoch) and time
     "test_acc", "val_acc", "best_epoch", "train_acc", "final_loss", "epoch_time_median_s", "eval_time_median_s",
     # the parameters handed on (model.pt, --save-logits, the Python API's model): --keep, and whose epoch they are
     "keep", "model_epoch",
-    # link prediction (--task link; null for node classification): at the best validation AUC's epoch
+    # link prediction (--task link; a node-classification summary has none): at the best validation AUC's epoch
     "task", "test_auc", "val_auc", "test_hits", "val_hits", "hits_k", "test_mrr", "val_mrr", "negatives",
     "link_split", "decoder",
     # communication per epoch
     "comm_bytes_per_epoch", "comm_sent_bytes_per_epoch", "max_rank_send_bytes_per_epoch",
     "max_rank_recv_bytes_per_epoch", "setup_comm_bytes", "nnz_max_over_mean", "comm_wire",
-    # minibatches (null for full-graph training)
+    # minibatches (a full-graph summary has none; it has setup_comm_bytes ... comm_wire and the memory estimate)
     "minibatches_per_epoch", "minibatches_per_s", "sampling_s", "fetch_s", "compute_s", "sampling_bytes_per_epoch",
     "fetch_bytes_per_epoch", "sampler", "fanout", "eval_fanout", "batch_size", "eval_batch_size", "bulk",
     "sample_graph",
@@ -37,6 +39,24 @@ SUMMARY_KEYS = (
     "n", "nnz", "estimated_peak_memory_bytes", "peak_memory_bytes", "wall_time_s", "checkpoint_every",
     "resumed_from_epoch", "input_pipeline", "config",
 )
+
+
+#: The keys only a task's summaries hold (the rest of :data:`SUMMARY_KEYS` is common but for :data:`SOURCE_KEYS`).
+TASK_KEYS = {"node": ("test_acc", "val_acc", "train_acc"),
+             "link": ("test_auc", "val_auc", "test_hits", "val_hits", "hits_k", "test_mrr", "val_mrr", "negatives",
+                      "link_split", "decoder")}
+#: The keys only a batch source's summaries hold: the full graph laid out on the ranks, or sampled minibatches.
+SOURCE_KEYS = {"full-graph": ("setup_comm_bytes", "nnz_max_over_mean", "comm_wire", "estimated_peak_memory_bytes"),
+               "minibatch": ("minibatches_per_epoch", "minibatches_per_s", "sampling_s", "fetch_s", "compute_s",
+                             "sampling_bytes_per_epoch", "fetch_bytes_per_epoch", "sampler", "fanout", "eval_fanout",
+                             "batch_size", "eval_batch_size", "bulk", "sample_graph")}
+
+
+def summary_keys(task: str, source: str) -> tuple[str, ...]:
+    """The keys of the summary of a ``task`` run on batch ``source`` (``full-graph`` or ``minibatch``), in order."""
+    other = {k for t, ks in TASK_KEYS.items() if t != task for k in ks} | \
+        {k for s, ks in SOURCE_KEYS.items() if s != source for k in ks}
+    return tuple(k for k in SUMMARY_KEYS if k not in other)
 
 
 def count(x: float) -> int | float:
@@ -96,19 +116,16 @@ def traffic(everyone: list[dict], phases=None) -> dict:
 
 def run_summary(cfg, history: list[dict], everyone: list[dict], *, mesh, data: str, n: int, nnz: int, wall: float,
                 resumed_from: int | None, **specific) -> dict:
-    """The summary of a run on the process grid ``mesh``: the accuracies at the best epoch of ``history`` (every epoch's record, a checkpoint's
-    included), the run's config and size, ``everyone``'s peak memory, and the loop's ``specific`` values (its
-    times, its traffic, ...); every key of :data:`SUMMARY_KEYS`, in order (a key it does not know is an error)."""
+    """The summary of a run on the process grid ``mesh``: the metrics at the best epoch of ``history`` (every epoch's
+    record, a checkpoint's included), the run's config and size, ``everyone``'s peak memory, and the loop's
+    ``specific`` values (its times, its traffic, ...); the keys of :func:`summary_keys` for its task and batch source,
+    in order (a key outside :data:`SUMMARY_KEYS`, or one of its keys that no value was given for, is an error)."""
     best = best_epoch(history)
-    link = cfg.task == "link"
+    metrics = [k for k in TASK_KEYS[cfg.task] if k.startswith(("train_", "val_", "test_"))]
     values = {
-        "test_acc": history[best].get("test_acc"), "val_acc": history[best].get("val_acc"), "best_epoch": best,
+        **{k: history[best].get(k) for k in metrics}, "best_epoch": best,
         "keep": cfg.keep, "model_epoch": model_epoch(cfg.keep, history),
-        "train_acc": history[best].get("train_acc"), "final_loss": history[-1]["loss"], "task": cfg.task,
-        **({k: history[best].get(k) for k in ("test_auc", "val_auc", "test_hits", "val_hits", "test_mrr", "val_mrr")}
-           if link else {}),
-        "hits_k": cfg.model_hits_k if link else None, "negatives": cfg.model_negatives if link else None,
-        "link_split": list(cfg.model_link_split) if link else None, "decoder": cfg.model_decoder if link else None,  # a dataset's own split: the loop's value
+        "final_loss": history[-1]["loss"], "task": cfg.task,
         "nproc": mesh.world_size, "grid_axes": list(mesh.names), "seed": cfg.seed, "model": cfg.model,
         "heads": cfg.model_heads, "aggr": cfg.model_aggr, "layers": cfg.layers, "hidden": cfg.hidden,
         "epochs": cfg.epochs, "epochs_trained": len(history), "early_stop": cfg.early_stop,
@@ -117,11 +134,19 @@ def run_summary(cfg, history: list[dict], everyone: list[dict], *, mesh, data: s
         "checkpoint_every": cfg.checkpoint_every, "resumed_from_epoch": resumed_from,
         "config": cfg.to_dict(),  # the resolved config: gridgnn train --config DIR/summary.json reruns the run
     }
+    if cfg.task == "link":  # (a dataset's own split: the loop gives its link_split)
+        values.update(hits_k=cfg.model_hits_k, negatives=cfg.model_negatives,
+                      link_split=list(cfg.model_link_split), decoder=cfg.model_decoder)
+    keys = summary_keys(cfg.task, "minibatch" if cfg.sampler is not None else "full-graph")
+    foreign = sorted(set(specific) - set(keys))
+    if foreign:  # a loop's value that its task and batch source do not report: a schema out of step with the loop
+        raise KeyError(f"summary keys outside this run's schema ({cfg.task}, "
+                       f"{'minibatch' if cfg.sampler is not None else 'full-graph'}): {foreign}")
     values.update(specific)
-    unknown = sorted(set(values) - set(SUMMARY_KEYS))
-    if unknown:
-        raise KeyError(f"summary keys outside SUMMARY_KEYS: {unknown}")
-    return {k: values.get(k) for k in SUMMARY_KEYS}
+    missing = [k for k in keys if k not in values]
+    if missing:
+        raise KeyError(f"summary keys without a value: {missing}")
+    return {k: values[k] for k in keys}
 
 
 def interrupted_summary(cfg, records: list[dict], signal: str, checkpoint: str | None) -> dict:

@@ -77,7 +77,9 @@ class TrainedModel:
             kw["feature_norm"] = rec["feature_norm"]
         elif as_loaded:  # written before the record: features "as loaded", which included the loader's
             kw["feature_norm"] = "auto"  # convention (planetoid: row); auto gives it
-        cfg = TrainConfig(**{**kw, "quiet": True, **changes})
+        # inference runs no dropout: its trace and memory guard see none (a model of the user's own that calls
+        # F.dropout is then harmless to its layouts, as in eval mode)
+        cfg = TrainConfig(**{**kw, "quiet": True, "dropout": 0.0, **changes})
         if as_loaded and cfg.model_feature_norm != "none":
             cfg.feature_norm = "none"  # VA's old "none": the model's own choice is not the old behaviour
         cfg.trained_features = None if rec is None else rec["features"]  # checked against the graph's (inference)
