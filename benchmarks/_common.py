@@ -8,7 +8,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
 from gridgnn.distributed.launch import launch  # noqa: E402
 from gridgnn.train.config import TrainConfig  # noqa: E402
-from gridgnn.train.trainer import train_worker  # noqa: E402
+from gridgnn.train.full_graph import train_worker  # noqa: E402
 
 
 def every_algorithm(nproc: int, algos: str | None = None) -> list[tuple[str, int, dict]]:
@@ -34,12 +34,9 @@ def run(**kw) -> dict:
         if cfg.nproc == 1:
             return minibatch_worker(None, cfg)
         return [s for s in launch(minibatch_worker, cfg.nproc, cfg, device=cfg.device, collect=True) if s][0]
-    worker = train_worker
-    if cfg.task == "link":
-        from gridgnn.train.link import link_worker as worker
     if cfg.algo == "serial":
-        return worker(None, cfg)
-    return launch(worker, cfg.nproc, cfg, device=cfg.device, collect=True)[0]
+        return train_worker(None, cfg)
+    return launch(train_worker, cfg.nproc, cfg, device=cfg.device, collect=True)[0]
 
 
 def against_pyg(model, plan, x, pyg_inputs: tuple, repeats: int) -> tuple[float, float, float]:

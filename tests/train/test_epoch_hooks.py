@@ -13,7 +13,7 @@ from gridgnn.distributed.launch import launch
 from gridgnn.errors import GridGnnError
 from gridgnn.ops.kernels import _timed_first_calls, compile_seconds
 from gridgnn.train.loop import compiling, stops_early
-from gridgnn.train.trainer import _line
+from gridgnn.train.full_graph import _step_line
 
 from ._runs import group_worker, run_main
 
@@ -121,9 +121,9 @@ def test_epoch_line_names_kernel_compilation():
     assert compile_seconds() - before >= first + 0.05
     assert compiling({"compile_time_s": 0.8123}) == "; of it 812 ms compiling kernels"
     assert compiling({"compile_time_s": 0.0}) == "" and compiling({}) == ""
-    assert "812 ms compiling kernels) |" in _line({"epoch": 0, "loss": 1.0, "train_acc": 0.5, "val_acc": None,
-                                                  "test_acc": None, "epoch_time_s": 0.9, "compute_time_s": 0.9,
-                                                  "comm_time_s": 0.0, "bytes_sent": 0, "compile_time_s": 0.8123})
+    assert "812 ms compiling kernels) |" in _step_line({"epoch": 0, "loss": 1.0, "epoch_time_s": 0.9,
+                                                       "compute_time_s": 0.9, "comm_time_s": 0.0, "bytes_sent": 0,
+                                                       "compile_time_s": 0.8123})
     result = gridgnn.train(data=SBM, model="gat", heads=2, epochs=2, quiet=True, callbacks=[rec := Recorder()])
     assert result["epochs_trained"] == 2
     assert all(r["compile_time_s"] >= 0 for r in rec.records)

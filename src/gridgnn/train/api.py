@@ -34,12 +34,11 @@ from .config import TrainConfig
 from .console import Progress
 from .invocation import config_from_flags
 from .launching import failed_launch, launch_checked, launch_ranks, require_one_process, spawnable
-from .link import link_worker
 from .minibatch import minibatch_worker
 from .outputs import OutLock, write_json
 from .planning import resolve_auto
 from .trained import TrainedModel, TrainResult
-from .trainer import train_worker
+from .full_graph import train_worker
 
 
 class Trainer:
@@ -136,15 +135,12 @@ def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=(),
         if cfg.nproc == 1 and env is None:
             return minibatch_worker(None, cfg, graph, keep_model, callbacks)
         return launch_ranks(minibatch_worker, cfg, graph, keep_model, callbacks if env else spawnable(callbacks))[0]
-    if cfg.task == "link":
-        if cfg.algo == "serial":
-            require_one_process(env)
-            return link_worker(None, cfg, graph, keep_model, callbacks)
+    if cfg.task == "link" and cfg.algo != "serial":
         if graph is not None and env is None:
             raise GridGnnError("--task link with spawned full-graph ranks reads its graph from --data SPEC; a graph in "
                                "memory trains with --algo serial or --sampler (or save it: gridgnn.graph.save_npz, "
                                "then data='npz:FILE')")
-        return launch_checked(link_worker, cfg, graph, keep_model, callbacks if env else spawnable(callbacks),
+        return launch_checked(train_worker, cfg, graph, keep_model, callbacks if env else spawnable(callbacks),
                                one_load=False)[0]
     if cfg.algo == "serial":
         require_one_process(env)

@@ -14,29 +14,22 @@ The metrics (AUC, OGB's Hits@K and MRR) are computed from every rank's scores, g
 """
 from __future__ import annotations
 
-import math
-import time
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..distributed.machine import measured_peak_bytes
 from ..errors import GridGnnError
 from ..graph.links import LinkSplit, auc, given_split, hits_at, hits_per_positive, link_split, mrr, negative_pairs
 from ..graph.spec import load_graph
 from ..nn.decoders import make_decoder
-from ..ops.kernels import compile_seconds
 from ..parallel.pairs import RowDirectory, fetch_rows
 from ..parallel.source import InMemorySource
-from .checkpoint import restore
-from .console import Console
-from .loop import RunLoop, compiling, fmt
-from .optim import make_optimizer
+from .loop import fmt
 from .rank_layout import build_rank
 from .step import allreduce_grads
 from .data_checks import unlabelled, with_feature_norm
-from .trainer import _rank_record, _summary, build_model, delta_of, setup_rank
+from .trainer import build_model, setup_rank
 
 
 def slice_bounds(count: int, parts: int, part: int) -> tuple[int, int]:
@@ -221,16 +214,10 @@ def link_metric_fields(got: dict) -> dict:
     return {f"{name}_{m}": got[name][m] for m in ("auc", "hits", "mrr") for name in ("val", "test")}
 
 
-def _line(r: dict) -> str:
-    return (f"loss {r['loss']:.4f} | AUC val {fmt(r['val_auc'], '.4f')} "
-            f"test {fmt(r['test_auc'], '.4f')} | {r['epoch_time_s'] * 1e3:7.1f} ms (compute "
-            f"{r['compute_time_s'] * 1e3:.1f}, comm {r['comm_time_s'] * 1e3:.1f}{compiling(r)}) | "
-            f"rank 0 sent {r['bytes_sent'] / 1e3:.1f} kB")
-
-
-def own_split_field(full, own: bool) -> dict:
-    """The summary's ``link_split`` of a dataset's own split (a random split's is the config's fractions)."""
-    return {"link_split": f"the dataset's: split/{full.meta.get('ogb_split')}"} if own else {}
+def own_split_field(meta: dict, own: bool) -> dict:
+    """The summary's ``link_split`` of a dataset's own split (``meta``: the loaded graph's; a random split's is the
+    config's fractions)."""
+    return {"link_split": f"the dataset's: split/{meta.get('ogb_split')}"} if own else {}
 
 
 def final_metrics(cfg, summary: dict) -> str:
@@ -240,105 +227,64 @@ def final_metrics(cfg, summary: dict) -> str:
             f"(best epoch {summary['best_epoch']})")
 
 
-def link_worker(ctx, cfg, graph=None, keep_model: bool = False, callbacks=()):
-    """``--task link`` on this rank (``ctx`` = ``None``: one process): the split, the set-up of the training graph
-    (:func:`~gridgnn.train.trainer.setup_rank`) and of the test graph on the same vertex layout, then the epochs of
-    a :class:`~gridgnn.train.loop.RunLoop`. Returns the summary on rank 0 (``keep_model``: with the parameters)."""
-    t_start = time.perf_counter()
-    full = load_graph(cfg.data if graph is None else graph, seed=cfg.seed)  # every rank alike, before any collective
-    split, own = split_for_run(cfg, full)
-    dims = link_dims(cfg, full.num_features)
-    rs = setup_rank(ctx, cfg, split.train_graph, dims=dims)
-    comm, plan, data, model, device = rs.comm, rs.plan, rs.data, rs.model, rs.device
-    world, rank = comm.grid.world_size, comm.grid.global_rank
-    test_graph = with_feature_norm(unlabelled(split.test_graph), cfg)  # labels are not read
-    source = None if rs.source is None else InMemorySource(test_graph, rs.source.perm_r, rs.source.perm_c,
-                                                           method=rs.source.method)
-    plan_t, data_t = build_rank(test_graph, cfg.algo, comm, dims, source=source, rows=rs.rows, dtype=rs.dtype,
-                                device=device, block_rows=cfg.blocked_aggregation,
-                                model=lambda p: build_model(cfg, dims, p, torch.float64))
-    directory = RowDirectory(comm, data.node_ids, plan.out_cols(dims[-1]), dims[-1], full.n)
-    setup_log = comm.log.snapshot()
-    comm.log.reset()
-    pairs = LinkPairs(full, split, negatives=cfg.model_negatives, seed=cfg.seed, world=directory.world,
-                      me=directory.me)
-    decoder = make_decoder(cfg.model_decoder, dims[-1], seed=cfg.seed, dtype=rs.dtype).to(device)
-    opt = make_optimizer(cfg, list(model.parameters()) + list(decoder.parameters()))
-    info = {**rs.info, "data": cfg.data if graph is None else rs.info.get("data"), "nnz": full.nnz}
-    replicated = {"decoder": list(decoder.parameters())} if any(True for _ in decoder.parameters()) else {}
-    ckpt = rs.ckpt
-    if ckpt is not None:  # --resume: the encoder's shards and the decoder, with Adam's state (no collective)
-        restore(model, opt, plan, ckpt, dims, replicated)
-    console = Console(show=rank == 0 and not cfg.quiet, epochs=cfg.epochs, log_every=cfg.log_every,
-                      total=cfg.epochs, initial=0 if ckpt is None else ckpt["epoch"], desc=f"link {cfg.algo} P={world}")
-    # a checkpoint records the graph the encoder trains on (the training graph of the split: --resume checks it)
-    loop = RunLoop(cfg, comm=comm, plan=plan, model=model, opt=opt, dims=dims, info={**info, "nnz": rs.info["nnz"]},
-                   ckpt=ckpt, console=console, line=_line, callbacks=callbacks, replicated=replicated)
-    epochs = []
-    select = selected_metric(split, own)
+class LinkTask:
+    r"""Link prediction on the whole graph, the task :func:`~gridgnn.train.full_graph.train_worker` runs for
+    ``--task link``: the split (before any collective, on every rank alike), the training graph laid out as node
+    classification lays a graph out (:func:`~gridgnn.train.trainer.setup_rank`) and the test graph on the same
+    vertex layout, the directory of the embeddings' holders, the pairs of this rank and the decoder (its parameters
+    held whole on every rank, their gradients summed over all)."""
 
-    def step(epoch: int) -> dict:
-        before = comm.log.snapshot()
-        if comm.wire is not None:  # --comm-dtype: the encoder's node data on the narrow wire, guarded as in
-            comm.wire.begin_step(epoch)  # node classification (the decoder's fetch stays exact)
-        compiled = compile_seconds()
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss, _ = link_forward_backward(model, plan, comm, data, directory, pairs, decoder, epoch=epoch)
-        opt.step()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        t1 = time.perf_counter()
-        compiled = compile_seconds() - compiled
-        got = {name: gathered_metrics(comm, pairs, name,
-                                      *split_scores(model, p, comm, d, directory, pairs, decoder, name),
-                                      cfg.model_hits_k)
-               for name, p, d in (("val", plan, data), ("test", plan_t, data_t))}
-        wire = comm.wire.settle(comm) if comm.wire is not None else None
-        overflow = float(comm.wire is not None and comm.wire.overflow is not None)
-        vec = torch.cat([loss.double().reshape(1).cpu(), torch.tensor([overflow], dtype=torch.float64)])
-        vec = vec.to(comm.wire_device())
-        with comm.phase("metrics"):
-            comm.all_reduce(vec, comm.grid.names)
-        total = float(vec[0].item())
-        t2 = time.perf_counter()
-        if vec[1] > 0:  # some rank's float16 wire overflowed: every rank stops here with the first rank's words
-            with comm.phase("metrics"):
-                first = next(m for m in comm.all_gather_json(comm.wire.overflow, comm.grid.names) if m)
-            raise GridGnnError(f"epoch {epoch}: {first}")
-        if not math.isfinite(total):
-            raise GridGnnError(f"training diverged at epoch {epoch}: the loss is {total} (try a smaller --lr)")
-        delta = delta_of(before, comm.log.snapshot())
-        comm_train = sum(v[3] for k, v in delta.items() if k.split(".")[0] in ("fwd", "bwd", "grad", "decode",
-                                                                                  "decode_bwd"))
-        rec = {"epoch": epoch, "loss": total, "train_acc": None, "val_acc": None, "test_acc": None,
-               **link_metric_fields(got), "epoch_time_s": t1 - t0, "eval_time_s": t2 - t1, "comm_time_s": comm_train,
-               "compute_time_s": max(0.0, (t1 - t0) - comm_train), "bytes_sent": sum(v[0] for v in delta.values()),
-               "compile_time_s": compiled, "select": select}
-        if wire is not None:
-            rec["wire"] = wire
-        epochs.append((rec, delta))
-        console.advance()
-        return rec
+    def __init__(self, ctx, cfg, graph):
+        self.cfg = cfg
+        full = load_graph(cfg.data if graph is None else graph, seed=cfg.seed)  # every rank alike, before any collective
+        self.split, self.own = split_for_run(cfg, full)
+        self.full_meta = full.meta
+        dims = link_dims(cfg, full.num_features)
+        self.rs = rs = setup_rank(ctx, cfg, self.split.train_graph, dims=dims)
+        comm = rs.comm
+        test_graph = with_feature_norm(unlabelled(self.split.test_graph), cfg)  # labels are not read
+        source = None if rs.source is None else InMemorySource(test_graph, rs.source.perm_r, rs.source.perm_c,
+                                                               method=rs.source.method)
+        self.plan_t, self.data_t = build_rank(test_graph, cfg.algo, comm, dims, source=source, rows=rs.rows,
+                                              dtype=rs.dtype, device=rs.device, block_rows=cfg.blocked_aggregation,
+                                              model=lambda p: build_model(cfg, dims, p, torch.float64))
+        self.directory = RowDirectory(comm, rs.data.node_ids, rs.plan.out_cols(dims[-1]), dims[-1], full.n)
+        self.setup_log = comm.log.snapshot()
+        comm.log.reset()
+        self.pairs = LinkPairs(full, self.split, negatives=cfg.model_negatives, seed=cfg.seed,
+                               world=self.directory.world, me=self.directory.me)
+        self.decoder = make_decoder(cfg.model_decoder, dims[-1], seed=cfg.seed, dtype=rs.dtype).to(rs.device)
+        self.parameters = list(self.decoder.parameters())
+        self.replicated = {"decoder": self.parameters} if self.parameters else {}
+        # the summary reports the graph as loaded; a checkpoint records the graph the encoder trains on (the split's
+        # training graph: --resume checks it)
+        self.info = {**rs.info, "data": cfg.data if graph is None else rs.info.get("data"), "nnz": full.nnz}
+        self.checkpoint_info = {**self.info, "nnz": rs.info["nnz"]}
+        self.select = selected_metric(self.split, self.own)
 
-    loop.run(step)
-    with loop.outputs():
-        mine = _rank_record(rank, epochs, setup_log, plan.shard_nnz())
-        mine["estimated_peak_memory_bytes"] = None if rs.memory is None else rs.memory.ranks[rank].total
-        mine["peak_memory_bytes"] = measured_peak_bytes(device)
-        with comm.phase("io"):
-            everyone = comm.all_gather_json(mine, comm.grid.names)
-        params = loop.parameters(keep_model)
-        if params is not None and cfg.model_decoder != "dot":  # replicated: rank 0's are everyone's
-            params["decoder"] = [p.detach().cpu().clone() for p in decoder.parameters()]
-        if rank != 0:
-            return None
-        summary = _summary(cfg, info, world, comm.grid, loop.history, epochs, everyone,
-                           time.perf_counter() - t_start, wire=comm.wire,
-                           resumed_from=None if ckpt is None else loop.start, **own_split_field(full, own))
-        loop.write(summary, params, everyone=everyone)
-    if not cfg.quiet:
-        print(f"{final_metrics(cfg, summary)}, epoch {summary['epoch_time_median_s'] * 1e3:.1f} ms median, "
-              f"{summary['comm_bytes_per_epoch']['total'] / 1e6:.3f} MB moved per epoch (all ranks)"
-              + (f"; outputs in {cfg.out}" if cfg.out else ""), flush=True)
-    return loop.result(summary, params, keep_model)
+    def train_step(self, model, epoch: int) -> torch.Tensor:
+        rs = self.rs
+        loss, _ = link_forward_backward(model, rs.plan, rs.comm, rs.data, self.directory, self.pairs, self.decoder,
+                                        epoch=epoch)
+        return loss
+
+    def evaluate(self, model, epoch: int):
+        """The validation pairs scored on the training graph, the test pairs on the test graph, their metrics from
+        every rank's scores (gathered: nothing left for the loop to sum)."""
+        rs = self.rs
+        got = {name: gathered_metrics(rs.comm, self.pairs, name,
+                                      *split_scores(model, p, rs.comm, d, self.directory, self.pairs, self.decoder,
+                                                    name), self.cfg.model_hits_k)
+               for name, p, d in (("val", rs.plan, rs.data), ("test", self.plan_t, self.data_t))}
+        metrics = {"train_acc": None, "val_acc": None, "test_acc": None, **link_metric_fields(got),
+                   "select": self.select}
+        return [], lambda vec: (float(vec[0]), metrics, None)
+
+    def line(self, r: dict) -> str:
+        return f"loss {r['loss']:.4f} | AUC val {fmt(r['val_auc'], '.4f')} test {fmt(r['test_auc'], '.4f')}"
+
+    def summary_fields(self) -> dict:
+        return own_split_field(self.full_meta, self.own)
+
+    def final(self, summary: dict) -> str:
+        return final_metrics(self.cfg, summary)

@@ -199,7 +199,7 @@ class LinkSamples:
         return f"loss {r['loss']:.4f} | AUC val {fmt(r['val_auc'], '.4f')} test {fmt(r['test_auc'], '.4f')}"
 
     def summary_fields(self) -> dict:
-        return own_split_field(self.full, self.own)
+        return own_split_field(self.full.meta, self.own)
 
     def final(self, summary: dict) -> str:
         return final_metrics(self.cfg, summary)

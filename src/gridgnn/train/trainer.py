@@ -1,11 +1,13 @@
-r"""The training loop. Each rank: load and validate the data (and a ``--resume`` checkpoint) before any
-collective, partition, join the process group, build its algorithm plan and rows, then train. Rank 0 prints,
-and writes into ``--out`` (created only once the set-up has succeeded; every file written to a temporary name
-and renamed, see :mod:`gridgnn.train.outputs`): ``metrics.jsonl``, ``checkpoint.pt`` (``--checkpoint-every``,
-see :mod:`gridgnn.train.checkpoint`), ``logits.npy`` (``--save-logits``, original node order; with
-``?relabel=1`` also ``node_ids.npy``, the file's id of each row), ``model.pt`` (the trained model,
-:mod:`gridgnn.train.model_file`), ``breakdown.png``, ``curves.png`` and, last, ``summary.json`` (strict JSON: the
-accuracy of an empty split is ``null``; :mod:`gridgnn.train.summary`).
+r"""A rank's set-up for full-graph training and inference (:func:`setup_rank`): load and validate the data (and a
+``--resume`` checkpoint) before any collective, partition, join the process group, check the memory, build the
+algorithm's plan, the rank's blocks and the model; inference of a trained model (:func:`predict_worker`); and the
+full-graph summary (:func:`_summary`). The epochs and outputs are :mod:`gridgnn.train.full_graph`'s, whose rank 0
+writes into ``--out`` (created only once the set-up has succeeded; every file written to a temporary name and
+renamed, see :mod:`gridgnn.train.outputs`): ``metrics.jsonl``, ``checkpoint.pt`` (``--checkpoint-every``, see
+:mod:`gridgnn.train.checkpoint`), ``logits.npy`` (``--save-logits``, original node order; with ``?relabel=1`` also
+``node_ids.npy``, the file's id of each row), ``model.pt`` (the trained model, :mod:`gridgnn.train.model_file`),
+``breakdown.png``, ``curves.png`` and, last, ``summary.json`` (strict JSON: the accuracy of an empty split is
+``null``; :mod:`gridgnn.train.summary`).
 
 A non-finite loss ends the run with an error naming the epoch rather than a summary of ``null`` losses: every
 later epoch would be garbage, and a script must not mistake a diverged run for a finished one."""
@@ -14,32 +16,28 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 import statistics
-import time
 from collections import defaultdict
 
 import numpy as np
 import torch
 
-from .optim import make_optimizer, memory_state
+from .optim import memory_state
 from ..distributed import Comm, NullComm, ProcessGrid
 from ..errors import GridGnnError
 from ..graph.pipeline import console_lines, pipeline_record
 from ..nn import resolve_model
 from ..parallel import algorithm
 from ..partition import RowPartition, even_bounds
-from ..ops.kernels import compile_seconds
-from ..distributed.machine import available_memory_bytes, measured_peak_bytes
+from ..distributed.machine import available_memory_bytes
 from ..planner.memory import check_fits
-from .checkpoint import check_for_run, load_parameters, read_checkpoint, restore
-from .loop import RunLoop, compiling, fmt
+from .checkpoint import check_for_run, load_parameters, read_checkpoint
 from .config import TrainConfig
-from .console import Console
 from .data_checks import (check_data, check_inference_data, checked_graph, in_memory_name, settle_edge_dim,
                           with_feature_norm)
 from .handover import GraphShards
 from .rank_layout import (GRAPH_PARTITIONERS, build_rank, estimate_memory, make_source, model_trace, num_blocks,
                           vertex_blocks)
-from .step import evaluate, forward_backward
+from .step import evaluate
 from .summary import count, run_summary, traffic
 
 EPOCH_PHASES = ("fwd", "bwd", "grad", "eval", "metrics", "probe", "decode", "decode_bwd")
@@ -189,63 +187,6 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
                      source=source, rows=rows)
 
 
-def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, callbacks=()):
-    """Run full-graph training on this rank (``ctx`` = ``None`` for ``--algo serial``; ``graph``: a graph in memory
-    instead of ``cfg.data``): :func:`setup_rank`, then the epochs and outputs of a
-    :class:`~gridgnn.train.loop.RunLoop` whose step is one full-graph epoch. Returns the summary on rank 0
-    (``keep_model``: a :class:`TrainOutput`, the summary and the trained parameters); ``callbacks``: called on
-    rank 0 with each epoch's record."""
-    t_start = time.perf_counter()
-    rs = setup_rank(ctx, cfg, graph)
-    graph, info, dims, ckpt, comm, device = rs.graph, rs.info, rs.dims, rs.ckpt, rs.comm, rs.device
-    plan, data, model, memory = rs.plan, rs.data, rs.model, rs.memory
-    world, rank = comm.grid.world_size, comm.grid.global_rank
-    opt = make_optimizer(cfg, model.parameters())
-    if ckpt is not None:
-        restore(model, opt, plan, ckpt, dims)
-    console = Console(show=rank == 0 and not cfg.quiet, epochs=cfg.epochs, log_every=cfg.log_every,
-                      total=cfg.epochs, initial=0 if ckpt is None else ckpt["epoch"], desc=f"{cfg.algo} P={world}")
-    loop = RunLoop(cfg, comm=comm, plan=plan, model=model, opt=opt, dims=dims, info=info, ckpt=ckpt, console=console,
-                   line=_line, callbacks=callbacks)
-    for note in info.get("input_notes", ()):  # the loader's silent choices, one line each
-        console.write(note)
-    epochs = []  # this run's (record, per-phase communication) of each epoch
-
-    def step(epoch: int) -> dict:
-        rec, delta = _train_epoch(model, opt, plan, comm, data, epoch, device)
-        epochs.append((rec, delta))
-        console.advance()
-        return rec
-
-    loop.run(step)
-    with loop.outputs():
-        # ---- gather per-rank records (once, phase io) and the logits
-        mine = _rank_record(rank, epochs, rs.setup_log, plan.shard_nnz())
-        mine["estimated_peak_memory_bytes"] = None if memory is None else memory.ranks[rank].total
-        mine["peak_memory_bytes"] = measured_peak_bytes(device)
-        with comm.phase("io"):
-            everyone = comm.all_gather_json(mine, comm.grid.names)
-            logits_full = None
-            if cfg.save_logits and cfg.out:
-                logits, _ = evaluate(model, plan, comm, data)
-                logits_full = _gather_logits(comm, logits, data.node_ids, plan.out_cols(info["classes"]), info)
-        params = loop.parameters(keep_model)
-        if rank != 0:
-            return None
-        summary = _summary(cfg, info, world, comm.grid, loop.history, epochs, everyone,
-                           time.perf_counter() - t_start, resumed_from=None if ckpt is None else loop.start,
-                           wire=comm.wire)
-        loop.write(summary, params, logits=logits_full, original_ids=rs.original_ids,
-                   node_types=rs.node_types, everyone=everyone)
-    if not cfg.quiet:
-        print(f"final: test_acc={fmt(summary['test_acc'], '.4f')} val_acc={fmt(summary['val_acc'], '.4f')} "
-              f"(best epoch {summary['best_epoch']}), epoch {summary['epoch_time_median_s'] * 1e3:.1f} ms median, "
-              f"{summary['comm_bytes_per_epoch']['total'] / 1e6:.3f} MB moved per epoch (all ranks), "
-              f"adjacency shards nnz max/mean {summary['nnz_max_over_mean']:.3f}"
-              + (f"; outputs in {cfg.out}" if cfg.out else ""), flush=True)
-    return loop.result(summary, params, keep_model)
-
-
 def predict_worker(ctx, cfg: TrainConfig, graph, dims: list[int], params: dict):
     r"""Inference of a trained model (full parameters ``params`` on ``dims``) on every vertex of ``graph`` (or of
     ``cfg.data``) with ``cfg.algo`` on this rank (``ctx`` = ``None``: one process): the same set-up as training
@@ -279,57 +220,6 @@ def wire_policy(cfg):
     auto = cfg.comm_dtype == "auto"
     return WirePolicy(WIRE_TYPES[cfg.comm_dtype], guard=auto,
                       check_every=cfg.comm_check_every or 50, tolerance=cfg.comm_tolerance or 1e-2)
-
-
-def _train_epoch(model, opt, plan, comm, data, epoch: int, device: str) -> tuple[dict, dict]:
-    r"""One training step (phases ``fwd``, ``bwd``, ``grad``), the evaluation (``eval``) and the metrics
-    all-reduce (``metrics``); returns the epoch's record and this rank's per-phase communication. A non-finite
-    loss, or non-finite outputs after the update, ends the run on every rank alike (the test is on all-reduced
-    values) with a :class:`GridGnnError` naming the epoch. With ``--comm-dtype auto`` an epoch may probe the
-    narrow wire (:class:`~gridgnn.distributed.wire.WirePolicy`); its record then has ``wire``."""
-    before = comm.log.snapshot()
-    if comm.wire is not None:
-        comm.wire.begin_step(epoch)
-    compiled = compile_seconds()
-    t0 = time.perf_counter()
-    opt.zero_grad(set_to_none=True)
-    loss, _ = forward_backward(model, plan, comm, data, epoch=epoch)
-    opt.step()
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    t1 = time.perf_counter()
-    compiled = compile_seconds() - compiled  # of the training step's time
-    logits, counts = evaluate(model, plan, comm, data)
-    wire = comm.wire.settle(comm) if comm.wire is not None else None
-    bad = (~torch.isfinite(logits)).sum().double().reshape(1).cpu()
-    overflow = torch.tensor([float(comm.wire is not None and comm.wire.overflow is not None)], dtype=torch.float64)
-    vec = torch.cat([loss.double().reshape(1).cpu(), counts, bad, overflow]).to(device)
-    with comm.phase("metrics"):
-        comm.all_reduce(vec, comm.grid.names)
-    vec = vec.cpu().numpy() / plan.copies
-    t2 = time.perf_counter()
-    if vec[8] > 0:  # some rank's float16 wire overflowed: every rank stops here with the first rank's words
-        with comm.phase("metrics"):
-            first = next(m for m in comm.all_gather_json(comm.wire.overflow, comm.grid.names) if m)
-        raise GridGnnError(f"epoch {epoch}: {first}")
-    if not math.isfinite(vec[0]):
-        raise GridGnnError(f"training diverged at epoch {epoch}: the loss is {vec[0]} (try a smaller --lr)")
-    if vec[7] > 0:
-        raise GridGnnError(f"training diverged at epoch {epoch}: the model's outputs are not finite after the "
-                           "update (try a smaller --lr)")
-    delta = delta_of(before, comm.log.snapshot())
-    comm_train = sum(v[3] for k, v in delta.items() if k.split(".")[0] in ("fwd", "bwd", "grad"))
-    rec = {
-        "epoch": epoch, "loss": float(vec[0]),
-        "train_acc": ratio(vec[1], vec[2]), "val_acc": ratio(vec[3], vec[4]), "test_acc": ratio(vec[5], vec[6]),
-        "epoch_time_s": t1 - t0, "eval_time_s": t2 - t1,
-        "comm_time_s": comm_train, "compute_time_s": max(0.0, (t1 - t0) - comm_train),
-        "bytes_sent": sum(v[0] for v in delta.values()),
-        "compile_time_s": compiled,  # numba compiling (or loading) kernels, within epoch_time_s
-    }
-    if wire is not None:
-        rec["wire"] = wire
-    return rec, delta
 
 
 def _host_memory_for_ranks(ctx) -> int:
@@ -476,13 +366,6 @@ def _max_over_mean(values) -> float:
 def ratio(a, b) -> float | None:
     """An accuracy; ``None`` (JSON ``null``) for an empty split."""
     return float(a / b) if b > 0 else None
-
-
-def _line(r: dict) -> str:
-    return (f"loss {r['loss']:.4f} | train {fmt(r['train_acc'], '.3f')} "
-            f"val {fmt(r['val_acc'], '.3f')} test {fmt(r['test_acc'], '.3f')} | {r['epoch_time_s'] * 1e3:7.1f} ms "
-            f"(compute {r['compute_time_s'] * 1e3:.1f}, comm {r['comm_time_s'] * 1e3:.1f}{compiling(r)}) | "
-            f"rank 0 sent {r['bytes_sent'] / 1e3:.1f} kB")
 
 
 def delta_of(before: dict, after: dict) -> dict:
