@@ -74,7 +74,7 @@ none for a broadcast), so they add no buffer.
 
 **How the runtime baseline was measured** (torch 2.13.0+cpu, NumPy, SciPy 1.17.1, Python 3.11, Linux 6.18),
 from ``/proc/self/status`` of ranks started by :func:`gridgnn.distributed.launch.launch`. After
-``import gridgnn.train.trainer``, ``init_process_group("gloo")`` and one all-reduce (P = 1 … 32; the value does
+``import gridgnn.train.trainer`` (the rank's module then), ``init_process_group("gloo")`` and one all-reduce (P = 1 … 32; the value does
 not change with P): ``RssAnon`` 155 MiB (private to each process), ``RssFile`` 82 MiB (shared libraries, shared
 by all local processes through the page cache), ``VmRSS`` 237 MiB. After ``train_worker`` trained a 64-vertex
 SBM graph for 2 epochs (serial, and 1d/1d-sa/2d/plexus at P = 4; the lazily loaded optimizer and autograd code,

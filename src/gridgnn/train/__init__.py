@@ -1,4 +1,4 @@
-r"""Training: the config (:mod:`.config`), the full-graph and minibatch loops (:mod:`.trainer`,
+r"""Training: the config (:mod:`.config`), the full-graph and minibatch workers of every task (:mod:`.full_graph`,
 :mod:`.minibatch`), outputs and checkpoints, and the Python entry point (:mod:`.api`).
 
 The package itself is callable: ``gridgnn.train(config, graph=None, **options)`` is

@@ -40,7 +40,7 @@ class NodeTask:
         self.cfg = cfg
         self.rs = setup_rank(ctx, cfg, graph)
         self.info = self.checkpoint_info = self.rs.info
-        self.setup_log = self.rs.setup_log
+        self.setup_bytes = sum(v.sent for v in self.rs.setup_log.values())
         self.parameters, self.replicated = [], {}
 
     def train_step(self, model, epoch: int) -> torch.Tensor:
@@ -113,7 +113,7 @@ def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, ca
     loop.run(step)
     with loop.outputs():
         # ---- gather per-rank records (once, phase io) and the logits
-        mine = _rank_record(rank, epochs, task.setup_log, plan.shard_nnz())
+        mine = _rank_record(rank, epochs, task.setup_bytes, plan.shard_nnz())
         mine["estimated_peak_memory_bytes"] = None if rs.memory is None else rs.memory.ranks[rank].total
         mine["peak_memory_bytes"] = measured_peak_bytes(device)
         with comm.phase("io"):

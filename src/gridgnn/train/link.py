@@ -21,6 +21,7 @@ import torch.nn.functional as F
 
 from ..errors import GridGnnError
 from ..graph.links import LinkSplit, auc, given_split, hits_at, hits_per_positive, link_split, mrr, negative_pairs
+from ..graph.pipeline import console_lines
 from ..graph.spec import load_graph
 from ..nn.decoders import make_decoder
 from ..parallel.pairs import RowDirectory, fetch_rows
@@ -214,6 +215,12 @@ def link_metric_fields(got: dict) -> dict:
     return {f"{name}_{m}": got[name][m] for m in ("auc", "hits", "mrr") for name in ("val", "test")}
 
 
+def link_input_notes(meta: dict) -> list[str]:
+    """The loader's silent choices worth a console line for link prediction (a default split of the labelled
+    vertices is not one: link prediction splits the edges)."""
+    return console_lines({k: v for k, v in (meta or {}).items() if k != "split_default"})
+
+
 def own_split_field(meta: dict, own: bool) -> dict:
     """The summary's ``link_split`` of a dataset's own split (``meta``: the loaded graph's; a random split's is the
     config's fractions)."""
@@ -249,7 +256,8 @@ class LinkTask:
                                               dtype=rs.dtype, device=rs.device, block_rows=cfg.blocked_aggregation,
                                               model=lambda p: build_model(cfg, dims, p, torch.float64))
         self.directory = RowDirectory(comm, rs.data.node_ids, rs.plan.out_cols(dims[-1]), dims[-1], full.n)
-        self.setup_log = comm.log.snapshot()
+        # the set-up's bytes: the training graph's plan (setup_rank's log), the test graph's and the directory
+        self.setup_bytes = sum(v.sent for v in rs.setup_log.values()) + sum(v.sent for v in comm.log.snapshot().values())
         comm.log.reset()
         self.pairs = LinkPairs(full, self.split, negatives=cfg.model_negatives, seed=cfg.seed,
                                world=self.directory.world, me=self.directory.me)
@@ -258,7 +266,8 @@ class LinkTask:
         self.replicated = {"decoder": self.parameters} if self.parameters else {}
         # the summary reports the graph as loaded; a checkpoint records the graph the encoder trains on (the split's
         # training graph: --resume checks it)
-        self.info = {**rs.info, "data": cfg.data if graph is None else rs.info.get("data"), "nnz": full.nnz}
+        self.info = {**rs.info, "data": cfg.data if graph is None else rs.info.get("data"), "nnz": full.nnz,
+                     "input_notes": link_input_notes(self.split.train_graph.meta)}
         self.checkpoint_info = {**self.info, "nnz": rs.info["nnz"]}
         self.select = selected_metric(self.split, self.own)
 
@@ -279,6 +288,10 @@ class LinkTask:
         metrics = {"train_acc": None, "val_acc": None, "test_acc": None, **link_metric_fields(got),
                    "select": self.select}
         return [], lambda vec: (float(vec[0]), metrics, None)
+
+    def logits(self, model):
+        """No logits: a link model's outputs are embeddings (``--save-logits`` is refused with ``--task link``)."""
+        return None
 
     def line(self, r: dict) -> str:
         return f"loss {r['loss']:.4f} | AUC val {fmt(r['val_auc'], '.4f')} test {fmt(r['test_auc'], '.4f')}"

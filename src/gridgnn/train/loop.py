@@ -1,5 +1,5 @@
-r"""What every training loop shares (full-graph :mod:`~gridgnn.train.trainer` and sampled minibatches
-:mod:`~gridgnn.train.minibatch` are two step sources of it): :class:`RunLoop` runs the epochs — each epoch's record
+r"""What every training loop shares (the full graph, :mod:`~gridgnn.train.full_graph`, and sampled minibatches,
+:mod:`~gridgnn.train.minibatch`, are its two batch sources, each running a task): :class:`RunLoop` runs the epochs — each epoch's record
 into ``metrics.jsonl``, checkpoints when due, the console, the per-epoch callbacks and ``--early-stop`` — and writes
 the outputs after the last epoch in their crash-safe order (``logits.npy``, ``model.pt``, the plots, ``summary.json``
 last), holding ``--out`` until the last is written.

@@ -166,6 +166,7 @@ class NodeSamples:
                       for name, m in (("val", graph.val_mask), ("test", graph.test_mask))}
         self.graph = graph
         self.summary_size = (graph.n, graph.nnz)
+        self.input_notes = console_lines(graph.meta)
         self.info = {"n": graph.n, "nnz": graph.nnz, "f": graph.num_features, "classes": graph.num_classes,
                      "data": data, "input_pipeline": pipeline_record(graph.meta, cfg.feature_norm_for(graph.meta))}
         self.parameters, self.replicated = [], {}
@@ -274,7 +275,7 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
     loop = RunLoop(cfg, comm=comm, plan=_WHOLE, model=model, opt=opt, dims=dims, info=info, ckpt=ckpt,
                    console=console, line=lambda r: _minibatch_line(task, r), callbacks=callbacks,
                    replicated=task.replicated)
-    for note in console_lines(task.graph.meta):  # the loader's silent choices, one line each
+    for note in task.input_notes:  # the loader's silent choices, one line each
         console.write(note)
     logs = []  # this run's communication per epoch
 

@@ -30,7 +30,7 @@ from ..graph.links import negatives_of
 from ..graph.pipeline import pipeline_record
 from ..nn.decoders import make_decoder
 from ..sampling import minibatches
-from .link import (final_metrics, link_dims, link_loss, link_metric_fields, own_split_field, piece_pairs,
+from .link import (final_metrics, link_dims, link_input_notes, link_loss, link_metric_fields, own_split_field, piece_pairs,
                    selected_metric, split_for_run, split_metrics, split_pieces)
 from .loop import fmt
 from .data_checks import check_inference_data, unlabelled, with_feature_norm
@@ -86,6 +86,7 @@ class LinkSamples:
                                          test_graph=split.test_graph.with_(x=None))
         self.info = {"n": train.n, "nnz": train.nnz, "f": train.num_features, "classes": self.dims[-1],
                      "data": data, "input_pipeline": pipeline_record(train.meta, cfg.feature_norm_for(train.meta))}
+        self.input_notes = link_input_notes(train.meta)
         self.k = cfg.model_negatives
         self.select = selected_metric(self.split, self.own)
         self.parameters, self.replicated = [], {}

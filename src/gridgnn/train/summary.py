@@ -131,7 +131,7 @@ def run_summary(cfg, history: list[dict], everyone: list[dict], *, mesh, data: s
         "epochs": cfg.epochs, "epochs_trained": len(history), "early_stop": cfg.early_stop,
         "feature_norm": cfg.model_feature_norm, "dtype": cfg.dtype, "data": data, "n": n, "nnz": nnz,
         "peak_memory_bytes": [er["peak_memory_bytes"] for er in everyone], "wall_time_s": wall,
-        "checkpoint_every": cfg.checkpoint_every, "resumed_from_epoch": resumed_from,
+        "checkpoint_every": cfg.checkpoint_every, "resumed_from_epoch": resumed_from, "input_pipeline": None,
         "config": cfg.to_dict(),  # the resolved config: gridgnn train --config DIR/summary.json reruns the run
     }
     if cfg.task == "link":  # (a dataset's own split: the loop gives its link_split)

@@ -380,7 +380,7 @@ def delta_of(before: dict, after: dict) -> dict:
     return out
 
 
-def _rank_record(rank: int, epochs: list, setup_log: dict, shard_nnz: list) -> dict:
+def _rank_record(rank: int, epochs: list, setup_bytes: int, shard_nnz: list) -> dict:
     """This rank's per-epoch averages (bytes, calls, seconds per phase key) and times, for rank 0."""
     n = len(epochs)
     per = defaultdict(lambda: [0, 0, 0, 0.0])  # integer bytes and calls summed exactly, then divided once
@@ -394,7 +394,7 @@ def _rank_record(rank: int, epochs: list, setup_log: dict, shard_nnz: list) -> d
                        "seconds": v[3] / n} for k, v in per.items()},
         "epoch_times": [r["epoch_time_s"] for r, _ in epochs],
         "compute_times": [r["compute_time_s"] for r, _ in epochs],
-        "setup_bytes": sum(v.sent for v in setup_log.values()),
+        "setup_bytes": int(setup_bytes),
         "shard_nnz": shard_nnz,
     }
 
