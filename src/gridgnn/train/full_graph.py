@@ -23,16 +23,17 @@ from .checkpoint import restore
 from .config import TrainConfig
 from .console import Console
 from .link import LinkTask
-from .loop import RunLoop, compiling, fmt
+from .loop import RunLoop, compiling
 from .optim import make_optimizer
 from .step import evaluate, forward_backward
+from .tasks import NodeReport
 from .trainer import _gather_logits, _rank_record, _summary, delta_of, ratio, setup_rank
 
 #: the phases of a training step (what ``comm_time_s`` counts)
 STEP_PHASES = ("fwd", "bwd", "grad", "decode", "decode_bwd")
 
 
-class NodeTask:
+class NodeTask(NodeReport):
     """Node classification on the whole graph: the plan's sharded cross-entropy over the labelled training rows,
     the accuracies of the three splits (each row counted on ``plan.copies`` ranks)."""
 
@@ -68,17 +69,6 @@ class NodeTask:
         rs = self.rs
         out, _ = evaluate(model, rs.plan, rs.comm, rs.data)
         return _gather_logits(rs.comm, out, rs.data.node_ids, rs.plan.out_cols(rs.info["classes"]), rs.info)
-
-    def line(self, r: dict) -> str:
-        return (f"loss {r['loss']:.4f} | train {fmt(r['train_acc'], '.3f')} "
-                f"val {fmt(r['val_acc'], '.3f')} test {fmt(r['test_acc'], '.3f')}")
-
-    def summary_fields(self) -> dict:
-        return {}
-
-    def final(self, summary: dict) -> str:
-        return (f"final: test_acc={fmt(summary['test_acc'], '.4f')} val_acc={fmt(summary['val_acc'], '.4f')} "
-                f"(best epoch {summary['best_epoch']})")
 
 
 def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, callbacks=()):

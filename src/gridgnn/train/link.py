@@ -221,6 +221,20 @@ def link_input_notes(meta: dict) -> list[str]:
     return console_lines({k: v for k, v in (meta or {}).items() if k != "split_default"})
 
 
+class LinkReport:
+    """Link prediction, whatever its batch source: the loss and the AUCs per epoch, the dataset's own split named in
+    the summary (``own``, ``full_meta``: the loaded graph's meta), the test metrics at the best epoch last."""
+
+    def line(self, r: dict) -> str:
+        return f"loss {r['loss']:.4f} | AUC val {fmt(r['val_auc'], '.4f')} test {fmt(r['test_auc'], '.4f')}"
+
+    def summary_fields(self) -> dict:
+        return own_split_field(self.full_meta, self.own)
+
+    def final(self, summary: dict) -> str:
+        return final_metrics(self.cfg, summary)
+
+
 def own_split_field(meta: dict, own: bool) -> dict:
     """The summary's ``link_split`` of a dataset's own split (``meta``: the loaded graph's; a random split's is the
     config's fractions)."""
@@ -234,7 +248,7 @@ def final_metrics(cfg, summary: dict) -> str:
             f"(best epoch {summary['best_epoch']})")
 
 
-class LinkTask:
+class LinkTask(LinkReport):
     r"""Link prediction on the whole graph, the task :func:`~gridgnn.train.full_graph.train_worker` runs for
     ``--task link``: the split (before any collective, on every rank alike), the training graph laid out as node
     classification lays a graph out (:func:`~gridgnn.train.trainer.setup_rank`) and the test graph on the same
@@ -292,12 +306,3 @@ class LinkTask:
     def logits(self, model):
         """No logits: a link model's outputs are embeddings (``--save-logits`` is refused with ``--task link``)."""
         return None
-
-    def line(self, r: dict) -> str:
-        return f"loss {r['loss']:.4f} | AUC val {fmt(r['val_auc'], '.4f')} test {fmt(r['test_auc'], '.4f')}"
-
-    def summary_fields(self) -> dict:
-        return own_split_field(self.full_meta, self.own)
-
-    def final(self, summary: dict) -> str:
-        return final_metrics(self.cfg, summary)

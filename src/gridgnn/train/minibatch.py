@@ -52,12 +52,13 @@ from .checkpoint import WHOLE as _WHOLE  # every rank holds every parameter whol
 from .checkpoint import check_for_run, read_checkpoint, restore
 from .config import TrainConfig
 from .console import Console
-from .loop import RunLoop, compiling, fmt
+from .loop import RunLoop, compiling
 from .optim import make_optimizer
 from .rank_layout import attach_edge_features
 from .sampled_link import LinkSamples
 from .step import allreduce_grads
 from .summary import count, median_of, run_summary, traffic
+from .tasks import NodeReport
 from .data_checks import check_data, in_memory_name, settle_edge_dim, with_feature_norm
 from .trainer import build_model, delta_of, ratio
 
@@ -143,7 +144,7 @@ class _Pipeline:
         return steps
 
 
-class NodeSamples:
+class NodeSamples(NodeReport):
     r"""Node classification on sampled minibatches: what the minibatch loop asks of a task (link prediction's is
     :class:`~gridgnn.train.sampled_link.LinkSamples`).
 
@@ -212,18 +213,6 @@ class NodeSamples:
 
     def train_metrics(self, correct: float, targets: float) -> dict:
         return {"train_acc": ratio(correct, targets)}
-
-    def line(self, r: dict) -> str:
-        """The task's part of an epoch's console line (the loop adds the minibatches' numbers)."""
-        return (f"loss {r['loss']:.4f} | train {fmt(r['train_acc'], '.3f')} "
-                f"val {fmt(r['val_acc'], '.3f')} test {fmt(r['test_acc'], '.3f')}")
-
-    def summary_fields(self) -> dict:
-        return {}
-
-    def final(self, summary: dict) -> str:
-        return (f"final: test_acc={fmt(summary['test_acc'], '.4f')} val_acc={fmt(summary['val_acc'], '.4f')} "
-                f"(best epoch {summary['best_epoch']})")
 
 
 def _minibatch_line(task, r: dict) -> str:

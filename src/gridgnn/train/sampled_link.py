@@ -30,9 +30,8 @@ from ..graph.links import negatives_of
 from ..graph.pipeline import pipeline_record
 from ..nn.decoders import make_decoder
 from ..sampling import minibatches
-from .link import (final_metrics, link_dims, link_input_notes, link_loss, link_metric_fields, own_split_field, piece_pairs,
+from .link import (LinkReport, link_dims, link_input_notes, link_loss, link_metric_fields, piece_pairs,
                    selected_metric, split_for_run, split_metrics, split_pieces)
-from .loop import fmt
 from .data_checks import check_inference_data, unlabelled, with_feature_norm
 
 
@@ -63,7 +62,7 @@ def rows_of(plan, pairs: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(order[np.searchsorted(out[order], pairs)])
 
 
-class LinkSamples:
+class LinkSamples(LinkReport):
     r"""``--task link`` on sampled minibatches: the task interface of
     :class:`~gridgnn.train.minibatch.NodeSamples`. ``loaded``: the graph as loaded (its edges are what the
     validation and test negatives avoid; no rank keeps its features beyond its own block once started)."""
@@ -74,6 +73,7 @@ class LinkSamples:
         self.cfg = cfg
         split, self.own = split_for_run(cfg, loaded)
         self.full = loaded.with_(x=None)
+        self.full_meta = loaded.meta
         self.summary_size = (loaded.n, loaded.nnz)  # the graph as loaded, as a full-graph link run reports it
         train = split.train_graph
         self.dims = link_dims(cfg, train.num_features)
@@ -194,13 +194,3 @@ class LinkSamples:
                 out[t] = block[at:at + sizes[t]]
                 at += sizes[t]
         return out
-
-    # ------------------------------------------------------------------------------------------ reporting
-    def line(self, r: dict) -> str:
-        return f"loss {r['loss']:.4f} | AUC val {fmt(r['val_auc'], '.4f')} test {fmt(r['test_auc'], '.4f')}"
-
-    def summary_fields(self) -> dict:
-        return own_split_field(self.full.meta, self.own)
-
-    def final(self, summary: dict) -> str:
-        return final_metrics(self.cfg, summary)
