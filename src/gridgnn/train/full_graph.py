@@ -27,10 +27,8 @@ from .loop import RunLoop, compiling
 from .optim import make_optimizer
 from .step import evaluate, forward_backward
 from .tasks import NodeReport
-from .trainer import _gather_logits, _rank_record, _summary, delta_of, ratio, setup_rank
+from .trainer import STEP_PHASES, _gather_logits, _rank_record, _summary, delta_of, ratio, setup_rank
 
-#: the phases of a training step (what ``comm_time_s`` counts)
-STEP_PHASES = ("fwd", "bwd", "grad", "decode", "decode_bwd")
 
 
 class NodeTask(NodeReport):

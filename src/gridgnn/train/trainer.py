@@ -40,7 +40,9 @@ from .rank_layout import (GRAPH_PARTITIONERS, build_rank, estimate_memory, make_
 from .step import evaluate
 from .summary import count, run_summary, traffic
 
-EPOCH_PHASES = ("fwd", "bwd", "grad", "eval", "metrics", "probe", "decode", "decode_bwd")
+#: the phases of a full-graph training step (what an epoch's ``comm_time_s`` counts), and of a whole epoch
+STEP_PHASES = ("fwd", "bwd", "grad", "decode", "decode_bwd")
+EPOCH_PHASES = STEP_PHASES + ("eval", "metrics", "probe")
 
 
 def _prepare(cfg: TrainConfig, world: int, given=None, *, dims: list[int] | None = None):
