@@ -29,7 +29,8 @@ def prefetch_row(typingctx, arr, i):
         aryty = signature.args[0]
         ary = context.make_array(aryty)(context, builder, args[0])
         zero = context.get_constant(nbtypes.intp, 0)
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1], zero], wraparound=False)
+        row = context.cast(builder, args[1], signature.args[1], nbtypes.intp)  # an int32 column index widened
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [row, zero], wraparound=False)
         i8p = ir.IntType(8).as_pointer()
         i32 = ir.IntType(32)
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),

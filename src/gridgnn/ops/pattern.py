@@ -32,13 +32,28 @@ warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in bet
 warnings.filterwarnings("ignore", message=".*Sparse invariant checks are implicitly disabled.*")
 
 SDDMM_CHUNK_ELEMENTS = 1 << 22  # elements of the gathered rows per chunk of the dot-product SDDMM
+INT32_MAX = int(np.iinfo(np.int32).max)
+
+
+def index_dtype(*sizes: float) -> torch.dtype:
+    r"""The index dtype of a sparse block whose extents and stored entries are ``sizes`` (rows, columns, nnz):
+    ``int32`` while every one fits (SciPy's own rule), else ``int64``. Row pointers, columns, rows, the transposed
+    order and edge positions of a block are all below its largest size, so 4 bytes per index suffice for every
+    block of a graph below 2³¹ vertices and 2³¹ entries per block."""
+    return torch.int32 if max(sizes, default=0) <= INT32_MAX else torch.int64
+
+
+def index_bytes(*sizes: float) -> int:
+    """Bytes per index of a block of ``sizes`` (:func:`index_dtype`): 4 or 8."""
+    return 4 if max(sizes, default=0) <= INT32_MAX else 8
 
 
 class Pattern:
     r"""Structure of a local ``m × k`` sparse block: CSR arrays, the row of every edge and the transposed order.
 
     Args:
-        crow, col: CSR row pointer and column of each edge (``int64`` tensors, columns sorted within a row).
+        crow, col: CSR row pointer and column of each edge (integer tensors, columns sorted within a row); kept
+            in :func:`index_dtype` of ``(m, k, nnz)`` (``int32`` below 2³¹: 4 bytes per index, cast if given wider).
         shape: ``(m, k)``.
         transpose: build the transposed order now (else on first use).
         row: the row of each edge, when another pattern of the same rows has it (else made from ``crow``).
@@ -50,11 +65,12 @@ class Pattern:
 
     def __init__(self, crow: torch.Tensor, col: torch.Tensor, shape: tuple[int, int], *, transpose: bool = False,
                  row: torch.Tensor | None = None):
-        self.crow, self.col = crow, col
         self.shape = (int(shape[0]), int(shape[1]))
         self.nnz = int(col.numel())
-        self.row = row if row is not None else \
-            torch.repeat_interleave(torch.arange(self.shape[0], device=crow.device), crow[1:] - crow[:-1])
+        dt = index_dtype(*self.shape, self.nnz)
+        self.crow, self.col = crow.to(dt), col.to(dt)
+        self.row = row.to(dt) if row is not None else torch.repeat_interleave(
+            torch.arange(self.shape[0], dtype=dt, device=crow.device), self.crow[1:] - self.crow[:-1])
         self._t = None
         if transpose:
             self.transpose()
@@ -65,19 +81,26 @@ class Pattern:
         mat = sp.csr_matrix(mat)
         mat.sum_duplicates()
         mat.sort_indices()
-        crow = torch.from_numpy(mat.indptr.astype(np.int64)).to(device)
-        col = torch.from_numpy(mat.indices.astype(np.int64)).to(device)
+        dt = np.int32 if index_dtype(*mat.shape, mat.nnz) == torch.int32 else np.int64
+        crow = torch.from_numpy(mat.indptr.astype(dt)).to(device)
+        col = torch.from_numpy(mat.indices.astype(dt)).to(device)
         return cls(crow, col, mat.shape, transpose=transpose)
 
     @property
     def device(self):
         return self.crow.device
 
+    @property
+    def index_dtype(self) -> torch.dtype:
+        """The dtype of every index tensor of this pattern (:func:`index_dtype`)."""
+        return self.crow.dtype
+
     def transpose(self):
         """``(t_crow, t_col, t_perm)``, built once."""
         if self._t is None:
-            t_perm = torch.sort(self.col, stable=True).indices  # by column, rows ascending within a column
-            t_crow = torch.zeros(self.shape[1] + 1, dtype=torch.int64, device=self.device)
+            dt = self.index_dtype
+            t_perm = torch.sort(self.col, stable=True).indices.to(dt)  # by column, rows ascending within a column
+            t_crow = torch.zeros(self.shape[1] + 1, dtype=dt, device=self.device)
             t_crow[1:] = torch.cumsum(torch.bincount(self.col, minlength=self.shape[1]), 0)
             self._t = (t_crow, self.row[t_perm], t_perm)
         return self._t
@@ -189,7 +212,7 @@ def reduce_rows(row: torch.Tensor, m: int, values: torch.Tensor, op: str,
     if op == "sum":
         return vals.new_zeros((m, vals.shape[1])).index_add_(0, row, vals)
     out = vals.new_full((m, vals.shape[1]), float("-inf"))
-    return out.scatter_reduce(0, row.unsqueeze(1).expand_as(vals), vals, reduce="amax", include_self=True)
+    return out.scatter_reduce(0, row.long().unsqueeze(1).expand_as(vals), vals, reduce="amax", include_self=True)
 
 
 def exp_shifted(row: torch.Tensor, m: torch.Tensor, e: torch.Tensor,

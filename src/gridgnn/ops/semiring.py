@@ -98,13 +98,13 @@ def partial(pat: Pattern, values: torch.Tensor | None, x: torch.Tensor, semiring
         if e1 == e0:
             continue
         msg = _messages(semiring, values, x, pat.col, e0, e1)
-        local = (pat.row[e0:e1] - r0).unsqueeze(1).expand_as(msg)
+        local = (pat.row[e0:e1].long() - r0).unsqueeze(1).expand_as(msg)  # scatter_reduce's index: int64
         if mask is not None:
             msg = msg.masked_fill(~mask[e0:e1].unsqueeze(1), fill)
         b = best[r0:r1].scatter_reduce(0, local, msg, reduce=red, include_self=True)
         best[r0:r1] = b
         hit = (msg == b.gather(0, local)) & torch.isfinite(msg)
-        keys = (pat.col if key is None else key)[e0:e1].unsqueeze(1).expand_as(msg)
+        keys = (pat.col if key is None else key)[e0:e1].long().unsqueeze(1).expand_as(msg)
         cand = torch.where(hit, keys, torch.full_like(keys, _BIG))
         low = torch.full((r1 - r0, width), _BIG, dtype=torch.int64, device=x.device)
         low = low.scatter_reduce(0, local, cand, reduce="amin", include_self=True)  # the smallest key attaining it
@@ -198,7 +198,7 @@ def semiring_backward(pat: Pattern, values, x, semiring: str, dy: torch.Tensor, 
         return dvals, dx
     u, f = torch.nonzero(state >= 0, as_tuple=True)
     e = state[u, f]
-    src = pat.col[e]
+    src = pat.col[e].long()
     g = dy[u, f]
     if need_x:
         w = g if (values is None or is_plus(semiring)) else g * values[e]

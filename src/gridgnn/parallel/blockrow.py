@@ -48,7 +48,7 @@ import torch
 from ..distributed.grid import AXES
 from ..errors import GridGnnError
 from ..ops import semiring as sr
-from ..ops.pattern import Pattern, col_sum, row_reduce, sddmm_add, sddmm_dot, spmm
+from ..ops.pattern import INT32_MAX, Pattern, col_sum, index_bytes, row_reduce, sddmm_add, sddmm_dot, spmm
 from ..partition import RowPartition, even_bounds
 from ..partition.layout import BlockRowSchedule, stage_chunks
 from .aggregate import SourceKeys
@@ -121,7 +121,12 @@ class BlockRowGraph(SourceKeys, DistGraph):
                     self.pattern.transpose()
                     continue
                 self.stage_blocks[q] = (Pattern.from_scipy(sub, device=device, transpose=True),
-                                        None if whole else torch.from_numpy(eidx).to(device))
+                                        None if whole else self._positions(eidx))
+
+    def _positions(self, eidx: np.ndarray) -> torch.Tensor:
+        """Positions of a stage's edges in the local edge order, in the local pattern's index dtype."""
+        return torch.from_numpy(eidx.astype(np.int32 if self.pattern.index_dtype == torch.int32 else np.int64)
+                                ).to(self.device)
 
     # ------------------------------------------------------------------ layout queries
     def held(self) -> tuple[list, list]:
@@ -152,7 +157,8 @@ class BlockRowGraph(SourceKeys, DistGraph):
         kept: a model that never asks, such as GCN, holds no ``2 × 8`` bytes per edge for them)."""
         if self._edge_ids is None:
             pat = self.pattern
-            self._edge_ids = (self._order[self._row0 + pat.row.cpu().numpy()], self._order[pat.col.cpu().numpy()])
+            self._edge_ids = (self._order[self._row0 + pat.row.cpu().numpy().astype(np.int64)],
+                              self._order[pat.col.cpu().numpy()])
         return self._edge_ids
 
     # ------------------------------------------------------------------ sparsity-aware set-up
@@ -187,7 +193,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
             eidx = np.flatnonzero(sel)
             sub = sp.csr_matrix((np.ones(eidx.size), (row[eidx], compact[eidx])), shape=(local.shape[0], width))
             return (Pattern.from_scipy(sub, device=dev, transpose=True),
-                    None if eidx.size == self.nnz else torch.from_numpy(eidx).to(dev))
+                    None if eidx.size == self.nnz else self._positions(eidx))
 
         self.local_stage = stage(mine, self.n_local) if i in self.stages else None
         self.remote_stage = stage(~mine, int(self.remote_offsets[-1])) if any(q != i for q in self.stages) else None
@@ -196,7 +202,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
         """The fused kernels' one pattern over the whole halo ``[X_q or X_q[NnzCols(i, q)] for q in stages]`` (stage
         order), made from the two stages for the call that asks (it shares the local pattern's rows; not kept)."""
         before = int(self.remote_offsets[self.me]) if self.local_stage is not None else 0
-        col = torch.empty(self.nnz, dtype=torch.int64, device=self.device)
+        col = torch.empty(self.nnz, dtype=self.pattern.index_dtype, device=self.device)
         width = 0
         for st, shift in ((self.local_stage, before), (self.remote_stage, None)):
             if st is None:
@@ -912,23 +918,26 @@ class BlockRowFamily(Family):
         return [(None, c, p) for c in reps for p in row_partitions]
 
 
-def _graph_memory(acc: Ledger, e: int, *, rows: int, nnz: float, stages, single_block: bool = False,
+def _graph_memory(acc: Ledger, e: int, *, rows: int, cols: int, nnz: float, stages, single_block: bool = False,
                   send: float = 0.0, ids: bool = False) -> None:
-    """What a :class:`BlockRowGraph` keeps: the local pattern (row pointer, column and row of each edge), the GCN
-    values, the edge ids (host; ``ids``: where the model asks for them); then per stage ``(n_q, nnz_q)`` a pattern with its transpose (and the stage's edge
-    positions unless it holds every local edge) — one block reuses the local pattern. Sparsity-aware, the stages
-    are the block's own rows and the remote halo, plus the send lists."""
-    acc.add("adjacency", 8 * (rows + 1) + (16 + e) * nnz)
+    """What a :class:`BlockRowGraph` keeps: the local pattern (row pointer, column and row of each edge; ``rows ×
+    cols``), the GCN values, the edge ids (host; ``ids``: where the model asks for them); then per stage
+    ``(n_q, nnz_q)`` a pattern with its transpose (and the stage's edge positions unless it holds every local
+    edge) — one block reuses the local pattern. Sparsity-aware, the stages are the block's own rows and the remote
+    halo, plus the send lists. Every index in :func:`~gridgnn.ops.pattern.index_bytes` of its block."""
+    ib = index_bytes(rows, cols, nnz)
+    acc.add("adjacency", ib * (rows + 1) + (2 * ib + e) * nnz)
     acc.add("adjacency", 16 * nnz * ids, "host")
     acc.add("adjacency", 8 * send)
     if not len(stages):
         return
     size, nnz_q = np.asarray(stages, np.float64).reshape(-1, 2).T  # one pair per stage
     if single_block:
-        acc.add("adjacency", np.round(8 * (size + 1) + 16 * nnz_q).sum())
+        acc.add("adjacency", np.round(ib * (size + 1 + 2 * nnz_q)).sum())
         return
-    acc.add("adjacency", np.round(8 * (rows + 1) + 16 * nnz_q + 8 * (size + 1) + 16 * nnz_q).sum())
-    acc.add("adjacency", np.round(8 * nnz_q[nnz_q != nnz]).sum())
+    ibq = np.where(np.maximum(np.maximum(size, nnz_q), rows) <= INT32_MAX, 4, 8)
+    acc.add("adjacency", np.round(ibq * (rows + 1 + 2 * nnz_q + size + 1 + 2 * nnz_q)).sum())
+    acc.add("adjacency", np.round(ib * nnz_q[nnz_q != nnz]).sum())
 
 
 def _serial_memory(ctx) -> dict:
@@ -936,7 +945,7 @@ def _serial_memory(ctx) -> dict:
     n, dims, e = ctx.n, ctx.dims, ctx.e
     nnz_hat = ctx.pats["rc"].total
     acc = Ledger()
-    _graph_memory(acc, e, rows=n, nnz=nnz_hat, stages=[(n, nnz_hat)], single_block=True, ids=ctx.edge_ids)
+    _graph_memory(acc, e, rows=n, cols=n, nnz=nnz_hat, stages=[(n, nnz_hat)], single_block=True, ids=ctx.edge_ids)
     acc.add("features", n * dims[0] * e + 11 * n)
     model_params(acc, ctx, grad_allreduce=False)
     if ctx.trace is not None:
@@ -988,10 +997,10 @@ def _rowblock_memory(family, spec, ctx, shape, row_bounds, ranks) -> dict:
             send, recv = float(sum(halo.send)), float(sum(halo.recv))
             own = float(z[i, i]) if mine else 0.0
             parts = ([(ni, own)] if mine else []) + ([(recv, zrow - own)] if any(q != i for q in stages) else [])
-            _graph_memory(acc, e, rows=ni, nnz=zrow, stages=parts, send=send, ids=ctx.edge_ids)
+            _graph_memory(acc, e, rows=ni, cols=n, nnz=zrow, stages=parts, send=send, ids=ctx.edge_ids)
         else:
             per_stage = [zrow] if rank_nnz is not None else z[i, staged]
-            _graph_memory(acc, e, rows=ni, nnz=zrow, single_block=nb == 1, ids=ctx.edge_ids,
+            _graph_memory(acc, e, rows=ni, cols=n, nnz=zrow, single_block=nb == 1, ids=ctx.edge_ids,
                           stages=np.stack([sizes[staged], per_stage], axis=1))
         acc.add("features", ni * dims[0] * e + 11 * ni)
         model_params(acc, ctx, grad_allreduce=nb > 1)

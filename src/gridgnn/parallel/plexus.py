@@ -51,7 +51,7 @@ import torch
 from ..distributed.grid import coords_of, ordered_factorizations
 from ..errors import GridGnnError
 from ..ops import semiring as sr
-from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
+from ..ops.pattern import Pattern, as_edges, index_bytes, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
 from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, plexus_destinations, plexus_layouts, plexus_program,
                                 vertex_order)
@@ -202,7 +202,8 @@ class _Shard:
         asks, such as GCN, holds none)."""
         if self._edge_ids is None:
             (order_out, order_in), (r0, c0), p = self._orders, self._origin, self.pattern
-            self._edge_ids = (order_out[p.row.cpu().numpy() + r0], order_in[p.col.cpu().numpy() + c0])
+            self._edge_ids = (order_out[p.row.cpu().numpy().astype(np.int64) + r0],
+                              order_in[p.col.cpu().numpy().astype(np.int64) + c0])
         return self._edge_ids
 
 
@@ -1100,7 +1101,9 @@ def _plexus_shards(ctx, acc: Ledger, layouts, vb, count, me) -> tuple[dict, floa
         if key not in shards:
             rows_t, rows_r = block_range(vb[gr.third], me[gr.third]), block_range(vb[gr.rows], me[gr.rows])
             shards[key] = z = count(key[2], rows_t, rows_r)
-            acc.add("adjacency", 8 * (rows_t[1] - rows_t[0] + 1) + 8 * (rows_r[1] - rows_r[0] + 1) + (32 + ctx.e) * z)
+            n_t, n_r = rows_t[1] - rows_t[0], rows_r[1] - rows_r[0]
+            ib = index_bytes(n_t, n_r, z)  # pattern (crow, col, row) and its transpose (t_crow, t_col, t_perm)
+            acc.add("adjacency", ib * (n_t + 1 + n_r + 1 + 4 * z) + ctx.e * z)
             acc.add("adjacency", 16 * z * ctx.edge_ids, "host")  # edge ids, where the model asks for them
             largest = max(largest, z)
         shards[l] = shards[key]

@@ -41,7 +41,7 @@ import torch
 from ..distributed.grid import AXES, coords_of, ordered_factorizations
 from ..errors import GridGnnError
 from ..ops import semiring as sr
-from ..ops.pattern import Pattern, as_edges, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
+from ..ops.pattern import INT32_MAX, Pattern, as_edges, index_bytes, index_dtype, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
 from ..partition.layout import SummaGeometry, SummaSchedule, even_size, layer_version
 from .base import Plan
@@ -63,7 +63,7 @@ def program(call, s: SummaSchedule) -> Program:
     schedule ``s`` (its :class:`~gridgnn.partition.layout.SummaSchedule` of the layer's matrix version), forward and
     backward: what the autograd functions below execute and :class:`gridgnn.planner.primitives.SummaVolume` sums.
     A row is ``cols`` elements wide: ``|C_j|`` of a node tensor's columns, an edge's values, a panel's index
-    entries (int64), a mask's bytes, a column of ``|B(i, k)|`` rows for the column all-gather.
+    entries (:attr:`~gridgnn.partition.layout.SummaSchedule.index_bytes` each), a mask's bytes, a column of ``|B(i, k)|`` rows for the column all-gather.
 
     * ``spmm`` / ``spmm_select`` (Alg. 3): per panel the pattern, the edge values (and a selection's mask) from
       the owner column and ``X[p, C_j]`` from the owner row; 3D: the fiber's reduce-scatter (a selection: a ⊕
@@ -97,7 +97,7 @@ def program(call, s: SummaSchedule) -> Program:
         for ph in ("fwd", "bwd"):
             if ph == "bwd":
                 prog.bwd("fiber_gather", s.fiber_gather(), wj)
-            panels(ph, "pattern", 1, "key")  # Alg. 3 lines 9-10
+            panels(ph, "pattern", s.index_bytes, "byte")  # Alg. 3 lines 9-10
             if values and (ph == "fwd" or need_x or select):  # (∂e alone reads no values: GINE's messages)
                 panels(ph, "edges", values)
             if select and call.masked and ph == "fwd":
@@ -155,39 +155,42 @@ class SummaGraph(DistGraph):
         self.nrow = r1 - r0
         self.b0 = geo.block(i, k)[0]
         self.panels = geo.panels[k]
-        self.owned, values, off = {}, [], 0
+        own, values, off = {}, [], 0
         order_out, order_in = plan.orders(version)
         for p, (v0, v1, _, jo) in enumerate(self.panels):
             if jo != plan.j:
                 continue
             m = plan.source.submatrix(version, (r0, r1), (v0, v1))
             m.sort_indices()
-            pat = Pattern.from_scipy(m, device=plan.device, transpose=True)
-            idx = torch.cat([pat.crow, pat.col])
-            self.owned[p] = (pat, off, idx)
+            own[p] = (Pattern.from_scipy(m, device=plan.device), off)
             values.append(m.data.astype(np.float64))
-            off += pat.nnz
+            off += m.nnz
         self.nnz = off
         self.gcn_values = torch.from_numpy(np.concatenate(values) if values else np.zeros(0)).to(plan.dtype)
         self.gcn_values = self.gcn_values.to(plan.device)
-        self.edge_row = torch.cat([pat.row for pat, _, _ in self.owned.values()]) if self.owned else \
-            torch.zeros(0, dtype=torch.int64, device=plan.device)
+        self.edge_row = torch.cat([pat.row for pat, _ in own.values()]).to(index_dtype(self.nrow, off)) \
+            if own else torch.zeros(0, dtype=index_dtype(self.nrow), device=plan.device)
         self._edge_ids = None  # built on first use: edge_ids()
         self._orders, self._r0 = (order_out, order_in), r0
         self._order_in = order_in
         with comm.phase("setup"):
-            allnnz = comm.all_gather_json({p: v[0].nnz for p, v in self.owned.items()}, plan.col_axis)
+            allnnz = comm.all_gather_json({p: pat.nnz for p, (pat, _) in own.items()}, plan.col_axis)
         self.panel_nnz = {int(p): v for d in allnnz for p, v in d.items()}
         self.schedule = SummaSchedule.of(geo, i, plan.j, k, (plan.row_axis, plan.col_axis, plan.fiber_axis),
                                          [self.panel_nnz[p] for p in range(len(self.panels))])
+        self.owned = {}
+        for p, (pat, first) in own.items():  # the index array broadcast to the process row, in the schedule's
+            idx = torch.cat([pat.crow, pat.col]).to(self.schedule.index_dtype)  # wire dtype; the pattern reads it
+            self.owned[p] = (Pattern(idx[:self.nrow + 1], idx[self.nrow + 1:], pat.shape, row=pat.row,
+                                     transpose=True), first, idx)
 
     def edge_ids(self) -> tuple[np.ndarray, np.ndarray]:
         """Original (destination, source) vertex ids of the local edges, in edge order (the owned panels in
         order; built on first use and kept: a model that never asks, such as GCN, holds none)."""
         if self._edge_ids is None:
             (order_out, order_in), r0 = self._orders, self._r0
-            rows = [pat.row.cpu().numpy() + r0 for pat, _, _ in self.owned.values()]
-            cols = [pat.col.cpu().numpy() + self.panels[p][0] for p, (pat, _, _) in self.owned.items()]
+            rows = [pat.row.cpu().numpy().astype(np.int64) + r0 for pat, _, _ in self.owned.values()]
+            cols = [pat.col.cpu().numpy().astype(np.int64) + self.panels[p][0] for p, (pat, _, _) in self.owned.items()]
             r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
             c = np.concatenate(cols) if cols else np.zeros(0, np.int64)
             self._edge_ids = (order_out[r], order_in[c])
@@ -217,7 +220,7 @@ class SummaGraph(DistGraph):
             pat, off, idx = self.owned[p]
         else:
             pat, off = None, 0
-            idx = torch.empty(get.rows, dtype=torch.int64, device=plan.device)
+            idx = torch.empty(get.rows, dtype=self.schedule.index_dtype, device=plan.device)
         started = [plan.comm.broadcast(idx, get.root, get.axis, tag=get.key, async_op=early)]
         pieces = []
         for t in (values, *more):
@@ -246,7 +249,8 @@ class SummaGraph(DistGraph):
     def panel_keys(self, p: int, pat: Pattern) -> torch.Tensor:
         """Original vertex id of the source of every edge of panel ``p`` (the selecting semirings' tie-break)."""
         v0 = self.panels[p][0]
-        return torch.from_numpy(np.ascontiguousarray(self._order_in[v0 + pat.col.cpu().numpy()])).to(pat.device)
+        return torch.from_numpy(np.ascontiguousarray(self._order_in[v0 + pat.col.cpu().numpy().astype(np.int64)])
+                                ).to(pat.device)
 
     def panel_offsets(self) -> list[int]:
         """First edge of every panel of this fiber layer in one numbering of all of them."""
@@ -786,13 +790,16 @@ def _summa_memory(spec, ctx, shape, ranks) -> dict:
         mine = panel_owner == j
         for v in used:  # one SummaGraph per matrix version: the owned panels M[R_i, p], jo(p) = j
             z = np.asarray(sched[v].panel_nnz, np.int64)[mine]
-            # pattern (crow, col, row) + its transpose (t_crow, t_col, t_perm) + the broadcast index array
-            # (sched[v].pattern(p): nr + 1 + z entries)
-            acc.add("adjacency", int((8 * (nr + 1 + 2 * z) + 8 * (panel_rows[mine] + 1 + 2 * z)
-                                      + 8 * (nr + 1 + z)).sum()))
+            # pattern (crow, col, row) + its transpose (t_crow, t_col, t_perm), in its block's index bytes; its
+            # crow and col are views of the broadcast index array (sched[v].pattern(p): nr + 1 + z entries of the
+            # wire's bytes) where the two widths agree, else that array is a copy of them
+            wb = sched[v].index_bytes
+            ib = np.where(np.maximum(np.maximum(panel_rows[mine], z), nr) <= INT32_MAX, 4, 8)
+            acc.add("adjacency", int((ib * (nr + 1 + 2 * z) + ib * (panel_rows[mine] + 1 + 2 * z)
+                                      + np.where(ib == wb, 0, wb) * (nr + 1 + z)).sum()))
             owned = float(z.sum())
             largest = max(largest, float(z.max(initial=0)))
-            acc.add("adjacency", (e + 8) * owned)  # GCN values and the row of every local edge
+            acc.add("adjacency", (e + index_bytes(nr, owned)) * owned)  # GCN values and the row of every local edge
             acc.add("adjacency", 16 * owned * ctx.edge_ids, "host")  # edge ids, where the model asks for them
             owned_by[v] = owned
         acc.add("features", nbk * dims[0] * e + 11 * nbk)
@@ -805,7 +812,8 @@ def _summa_memory(spec, ctx, shape, ranks) -> dict:
             # a received panel (its owner column is not j): its index array (sv.pattern(p): nr + 1 + z entries),
             # the pattern built from it and its values (sv.edges(p): z); every panel: its rows sv.rows_of(p)
             z = np.asarray(sv.panel_nnz, np.float64)
-            held = np.where(panel_owner == j, 0.0, 8 * (2 * (nr + 1) + 3 * z) + e * z) + panel_rows * wj * e
+            held = np.where(panel_owner == j, 0.0, sv.index_bytes * (2 * (nr + 1) + 3 * z) + e * z) \
+                + panel_rows * wj * e
             held = held.tolist()
             # --overlap: the next panel arrives while this one computes (two at a time; the two largest)
             best = sum(sorted(held)[-2:]) if ctx.overlap else max(held, default=0.0)

@@ -19,9 +19,11 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 
 from ..distributed.accounting import Transfer
 from ..errors import GridGnnError
+from ..ops.pattern import index_bytes
 
 
 @dataclass(frozen=True)
@@ -677,7 +679,8 @@ class SummaSchedule:
     :class:`~gridgnn.distributed.accounting.Transfer` records: the engine
     (:class:`~gridgnn.parallel.summa.SummaGraph`) runs them, the byte model
     (:class:`~gridgnn.planner.primitives.SummaVolume`) sums them. Rows are counted in the unit the caller prices
-    (a sparse panel's index array in int64 entries, its edge tensors per edge, node tensors per row).
+    (a sparse panel's index array in entries of :attr:`index_bytes`, its edge tensors per edge, node tensors per
+    row).
 
     Args:
         shape: ``(n, pr, pc, z)`` of the :class:`SummaGeometry` ``geo``; ``i, j, k``: this rank.
@@ -703,6 +706,18 @@ class SummaSchedule:
         """:attr:`panel_nnz` as an ``int64`` array."""
         return np.asarray(self.panel_nnz, np.int64)
 
+    @cached_property
+    def index_bytes(self) -> int:
+        """Bytes per entry of a panel's index array on the wire (and in the patterns read from it): 4 while the
+        vertex count and every panel's nonzeros fit ``int32`` (:func:`~gridgnn.ops.pattern.index_bytes`), else 8
+        — one width for every panel of the layer, the same on the owner and the receivers."""
+        return index_bytes(self.geo.n, max(self.panel_nnz, default=0))
+
+    @property
+    def index_dtype(self) -> torch.dtype:
+        """The torch dtype of :attr:`index_bytes`."""
+        return torch.int32 if self.index_bytes == 4 else torch.int64
+
     def _t(self, kind, which: int, **kw):
         group = (self.geo.pr, self.geo.pc, self.geo.z)[which]
         me = (self.i, self.j, self.k)[which]
@@ -722,7 +737,7 @@ class SummaSchedule:
         return [p for p, pan in enumerate(self.geo.panels[self.k]) if pan[3] == self.j]
 
     def pattern(self, p: int):
-        """The index array of ``M[R_i, p]`` (``|R_i| + 1 + nnz`` int64 entries) broadcast along the process row
+        """The index array of ``M[R_i, p]`` (``|R_i| + 1 + nnz`` entries of :attr:`index_bytes`) broadcast along the process row
         from the owner column (Alg. 3 line 9)."""
         return self._t("bcast", 1, rows=self.nrow + 1 + self.panel_nnz[p], root=self.geo.panels[self.k][p][3],
                        tag="bcast_sparse", exact=True)

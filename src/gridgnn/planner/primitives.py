@@ -327,8 +327,8 @@ class SummaVolume(BlockRowVolume):
     structure of the source's matrix versions (:mod:`gridgnn.parallel.summa`).
 
     Per primitive and rank ``(i, j, k)`` (``w`` bytes per element, panels ``p`` of fiber layer ``k``):
-    ``spmm`` — per panel a ``bcast_sparse`` of the index and value arrays (``8(|R_i|+1+nnz) + K w·nnz``, the owner
-    column sends) and a ``bcast`` of ``|p|·|C_j|`` from the owner row; 3D reduce-scatter of ``|R_i|·|C_j|``
+    ``spmm`` — per panel a ``bcast_sparse`` of the index and value arrays (``b(|R_i|+1+nnz) + K w·nnz``, ``b``: 4
+    bytes per index below 2³¹, the owner column sends) and a ``bcast`` of ``|p|·|C_j|`` from the owner row; 3D reduce-scatter of ``|R_i|·|C_j|``
     over the fiber; all-gather of the column blocks (padded to the widest, ``(pc−1)·max|C|·|B(i,k)|``).
     Backward: fiber all-gather of ``dY``, per panel ``bcast_sparse`` again, ``∂X``: a ``reduce`` of ``|p|·|C_j|``
     onto the owner row and the column all-gather; ``∂e``: the ``bcast`` of ``X[p, C_j]`` again and a ``reduce`` of
