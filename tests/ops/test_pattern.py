@@ -82,3 +82,21 @@ def test_edge_softmax_rows_sum_to_one():
     has = P.row_reduce(g.pattern, torch.ones_like(a), "sum") > 0
     assert torch.allclose(sums[has], torch.ones_like(sums[has]))
     assert torch.isfinite(a).all()
+
+
+def test_indices_are_int32_below_2_31_and_int64_beyond_keeping_every_value():
+    """A block's indices take 4 bytes while its rows, columns and entries fit int32 (SciPy's rule), 8 beyond: a
+    block of two rows whose columns reach past 2³¹ keeps its column ids exact; the transposed order too."""
+    a = random_pattern(7, 5, 0.5, 3)
+    pat = P.Pattern.from_scipy(a, transpose=True)
+    assert pat.index_dtype == torch.int32 and P.index_bytes(7, 5, pat.nnz) == 4
+    assert all(t.dtype == torch.int32 for t in pat.index_tensors())
+    np.testing.assert_array_equal(pat.col.numpy(), a.indices)
+    np.testing.assert_array_equal(pat.row.numpy(), np.repeat(np.arange(7), np.diff(a.indptr)))
+    wide = P.INT32_MAX + 10
+    cols = torch.tensor([5, wide - 1, 3], dtype=torch.int64)
+    big = P.Pattern(torch.tensor([0, 2, 3]), cols, (2, wide))
+    assert big.index_dtype == torch.int64 and P.index_bytes(2, wide, 3) == 8
+    assert big.col.tolist() == [5, wide - 1, 3] and big.row.tolist() == [0, 0, 1]
+    given64 = P.Pattern(torch.tensor([0, 2, 3]), torch.tensor([1, 4, 0]), (2, 5))  # int64 given, int32 kept
+    assert given64.index_dtype == torch.int32 and given64.col.tolist() == [1, 4, 0]
