@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 import torch
 
+from gridgnn.errors import GridGnnError
+from gridgnn.graph import files
 from gridgnn.train import outputs
 
 from ..train._runs import run_main
@@ -49,7 +51,7 @@ def test_a_link_planted_at_the_temporary_name_is_not_followed(command, run_dir, 
     out.parent.mkdir()
     # the old fixed name, and the name the next temporary file would take (the token made predictable here)
     tokens = iter(["deadbeef", "0123abcd", "4567cdef", "89ab0123"])
-    monkeypatch.setattr(outputs, "_token", lambda: next(tokens))
+    monkeypatch.setattr(files, "temp_token", lambda: next(tokens))
     for name in (f".{out.name}.tmp", f".{out.name}.deadbeef.tmp"):
         os.symlink(victim, out.parent / name)
     argv = {"predict": ["predict", "--run", run_dir, "--data", SBM, "--out", out],
@@ -137,13 +139,13 @@ def test_export_on_a_full_disk_is_one_line_naming_the_file(run_dir, tmp_path, mo
         self.error = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         raise self.error
 
-    monkeypatch.setattr(outputs._File, "write", full)
+    monkeypatch.setattr(files._File, "write", full)
     out = tmp_path / "m.pt"
     assert run_main(["export", "--run", run_dir, "--to", "pyg", "--out", out]) == 2
     assert capsys.readouterr().err.strip() == f"gridgnn: error: cannot write {out}: No space left on device"
     assert os.listdir(tmp_path) == []
-    with pytest.raises(outputs.GridGnnError, match="No space left on device"):
-        with outputs.atomic_write(str(out)) as fh:
+    with pytest.raises(GridGnnError, match="No space left on device"):
+        with files.atomic_write(str(out)) as fh:
             torch.save({"w": torch.zeros(50_000)}, fh)  # past the writer's buffer: torch's own RuntimeError
 
 

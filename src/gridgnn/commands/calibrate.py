@@ -126,7 +126,7 @@ def _report_fit(fit: dict, rows: list[dict], what: str) -> None:
 def run_calibrate_command(args) -> int:
     from ..errors import GridGnnError
     from ..planner.timing import fit_profile, load_profile
-    from ..train.outputs import write_report
+    from ..graph.files import write_report
 
     if args.max_nproc < 1:
         raise GridGnnError(f"--max-nproc must be >= 1, got {args.max_nproc}")

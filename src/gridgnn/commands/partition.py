@@ -127,7 +127,7 @@ def run_partition_command(args: argparse.Namespace) -> int:
                                max_recv_rows=int(recv_b.max()))
     print(format_report(rep))
     if args.out:
-        from ..train.outputs import atomic_write, make_parent
+        from ..graph.files import atomic_write, make_parent
 
         make_parent(args.out)
         with atomic_write(args.out, "w") as fh:  # each file complete or absent, whatever stops the command

@@ -39,7 +39,7 @@ def run_plan_command(args) -> int:
     from ..planner.timing import load_profile
     from ..train.invocation import config_from_flags
     from ..train.console import Progress
-    from ..train.outputs import write_report
+    from ..graph.files import write_report
     from ..train.planning import plan_configs
 
     given = given_flags(args, PLAN_FLAGS)

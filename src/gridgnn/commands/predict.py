@@ -49,7 +49,8 @@ def run_predict_command(args) -> int:
     import numpy as np
 
     from ..train.launching import TrainingFailed
-    from ..train.outputs import atomic_write, check_new_files, make_parent
+    from ..graph.files import atomic_write, make_parent
+    from ..train.outputs import check_new_files
     from ..train.trained import load
 
     from ..errors import GridGnnError
@@ -118,7 +119,8 @@ def add_export_arguments(p) -> None:
 def run_export_command(args) -> int:
     import torch
 
-    from ..train.outputs import atomic_write, check_new_files, make_parent
+    from ..graph.files import atomic_write, make_parent
+    from ..train.outputs import check_new_files
     from ..train.trained import load
 
     check_new_files([args.out], overwrite=args.overwrite)

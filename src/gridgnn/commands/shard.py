@@ -45,7 +45,7 @@ from ..graph.safe_io import available_memory
 from ..graph.spec import parse_spec
 from ..graph.stream import StreamedEdgeList
 from ..partition.permute import METHODS, SIZE_ONLY_METHODS, balance_report, make_permutations, permutations_of_size
-from ..train.outputs import OutLock, atomic_write, make_out_dir, os_error_in, remove_empty_dirs, write_error
+from ..graph.files import OutLock, atomic_write, make_out_dir, os_error_in, remove_empty_dirs, write_error
 
 __all__ = ["shard", "parse_blocks", "add_shard_arguments", "run_shard_command", "add_perm_report_arguments",
            "run_perm_report", "perm_report"]
@@ -197,7 +197,7 @@ def _clean_stale(target: Path) -> None:
 def _write_replacing(out: str, write, lock=None) -> dict:
     """``write(folder)`` into a new hidden folder beside ``out``, then put it in ``out``'s place (the previous
     dataset is removed only once the new one is complete; a failure leaves ``out`` as it was). ``lock``: the
-    :class:`~gridgnn.train.outputs.OutLock` of ``out``, released once the new folder is in place (its file went
+    :class:`~gridgnn.graph.files.OutLock` of ``out``, released once the new folder is in place (its file went
     with the previous folder, so releasing it there cannot remove the lock of a run that has locked the new one)."""
     import os
     import shutil

@@ -30,7 +30,7 @@ def fixed_wire(given: dict) -> None:
 
 def run_simulate_command(args) -> int:
     from ..train.invocation import config_from_flags
-    from ..train.outputs import write_report
+    from ..graph.files import write_report
 
     given = given_flags(args, SIMULATE_FLAGS)
     given.setdefault("nproc", 1)

@@ -63,6 +63,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import GridGnnError
+from .files import atomic_write
 from .graph import Graph, gcn_normalize
 from .safe_io import (MAX_ID, DataFileError, check_alloc, memmap_npy, npy_header, read_npy, read_npz,
                       regular_file, short)
@@ -344,11 +345,10 @@ def dataset_meta(out: Path, files: dict, *, n: int, nnz: int, matrix_nnz: int, n
 
 
 def write_meta(out: Path, meta: dict) -> dict:
-    """``meta.json``, written last and atomically (a folder without it is no dataset)."""
-    tmp = out / "meta.json.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
+    """``meta.json``, written last and atomically (:func:`~gridgnn.graph.files.atomic_write`: a folder without it is
+    no dataset)."""
+    with atomic_write(str(out / "meta.json"), "w") as fh:
         json.dump(meta, fh, indent=1)
-    os.replace(tmp, out / "meta.json")
     return meta
 
 

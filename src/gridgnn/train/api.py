@@ -35,7 +35,7 @@ from .console import Progress
 from .invocation import config_from_flags
 from .launching import failed_launch, launch_checked, launch_ranks, require_one_process, spawnable
 from .minibatch import minibatch_worker
-from .outputs import OutLock, write_json
+from ..graph.files import OutLock, write_json
 from .planning import resolve_auto
 from .trained import TrainedModel, TrainResult
 from .full_graph import train_worker

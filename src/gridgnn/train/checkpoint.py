@@ -64,7 +64,8 @@ from ..parallel import ALGORITHMS
 from ..plugins import is_import_path
 from .config import TrainConfig, fields_of_role, flag
 from .optim import state_keys
-from .outputs import atomic_write, resume_folder
+from ..graph.files import atomic_write
+from .outputs import resume_folder
 from .summary import best_epoch
 
 CHECKPOINT = "checkpoint.pt"

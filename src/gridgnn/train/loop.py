@@ -17,8 +17,9 @@ from .checkpoint import CHECKPOINT, check_keep, full_parameters, save_checkpoint
 from .console import Console
 from .model_file import MODEL_FILE, TrainOutput, write_model_file
 from .optim import set_rate
-from .outputs import (MetricsLog, OutLock, TensorBoardLog, clear_outputs, incomplete, kept_note, make_out_dir,
-                      previous_outputs, remove_empty_dirs, write_json, write_kept, write_logits, write_metrics_csv)
+from ..graph.files import OutLock, make_out_dir, remove_empty_dirs, write_json
+from .outputs import (MetricsLog, TensorBoardLog, clear_outputs, incomplete, kept_note, previous_outputs, write_kept,
+                      write_logits, write_metrics_csv)
 from .summary import best_epoch, interrupted_summary, model_epoch, validation_score
 
 

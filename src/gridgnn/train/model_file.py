@@ -30,7 +30,7 @@ from .._version import __version__
 from ..errors import GridGnnError
 from ..graph.safe_io import DataFileError
 from ..graph.saved import read_document
-from .outputs import atomic_write
+from ..graph.files import atomic_write
 
 MODEL_FILE = "model.pt"
 FORMAT = "gridgnn-model"

@@ -2,7 +2,8 @@ r"""The ``--out`` folder: which files a run owns, how they are written (crash-sa
 before anything is created.
 
 * **Atomic writes.** Every file a command writes (train, predict, export, partition, shard, simulate, plan,
-  calibrate) goes through :func:`atomic_write`: a temporary ``OUT/.<name>.<8 hex>.tmp``, unique per call and
+  calibrate) goes through :func:`~gridgnn.graph.files.atomic_write` (written once, below ``train/``, for every command
+  and the sharded datasets): a temporary ``OUT/.<name>.<8 hex>.tmp``, unique per call and
   created exclusively (``O_CREAT | O_EXCL | O_NOFOLLOW``: never through a link planted at that name, never a
   file of someone else), then ``fsync`` and :func:`os.replace` onto ``OUT/<name>`` (atomic on POSIX within one
   folder): a reader, or a crash at any moment, sees either the previous complete file or the new complete one,
@@ -30,7 +31,7 @@ before anything is created.
   removed before the first new one is written — never anything else in the folder.
 * **Incomplete outputs.** When an output cannot be written after the training loop (a full disk), the error
   names the file and, in the same line, the outputs the folder holds and those missing (:func:`incomplete`).
-* **One run per folder.** Rank 0 holds :class:`OutLock` (``OUT/.gridgnn.lock``, an exclusive ``flock``) from the
+* **One run per folder.** Rank 0 holds :class:`~gridgnn.graph.files.OutLock` (``OUT/.gridgnn.lock``, an exclusive ``flock``) from the
   moment it creates the folder until its last output is written, and checks for previous outputs only once it
   holds it: a second run on the same ``--out`` is refused naming the holder, whatever the timing. The lock dies
   with its process; the file is removed on every exit Python sees, and one left by a killed run is taken over
@@ -39,19 +40,15 @@ before anything is created.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
-import io
 import json
 import os
 import re
-import secrets
 import shutil
-import socket
-import sys
 import tempfile
 
 from ..errors import GridGnnError
+from ..graph.files import (OutLock, atomic_write, create_temp, os_error_in, os_reason, remove_empty_dirs,
+                           temp_token, write_error, write_json)
 
 #: The files a training run writes into ``--out`` (and the only ones ``--overwrite`` removes).
 OUTPUTS = ("metrics.jsonl", "metrics.csv", "summary.json", "logits.npy", "node_ids.npy", "node_types.json", "model.pt", "breakdown.png", "curves.png",
@@ -68,121 +65,6 @@ def temp_path(path: str) -> str:
 def _temp_pattern(name: str):
     """``.NAME.tmp`` (old) and ``.NAME.<8 hex>.tmp`` (:func:`create_temp`): gridgnn's temporary names of ``NAME``."""
     return re.compile(rf"\.{re.escape(name)}\.(?:[0-9a-f]{{8}}\.)?tmp")
-
-
-def _token() -> str:
-    return secrets.token_hex(4)
-
-
-def create_temp(path: str) -> tuple[int, str]:
-    """A new temporary file beside ``path`` (``DIR/.NAME.<8 hex>.tmp``), created exclusively and never through a
-    link (``O_CREAT | O_EXCL | O_NOFOLLOW``; mode ``0666`` less the umask, as :func:`open` makes it); returns
-    ``(fd, name)``. An ``OSError`` becomes a :class:`GridGnnError` naming ``path``."""
-    head, tail = os.path.split(path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    for _ in range(100):
-        tmp = os.path.join(head, f".{tail}.{_token()}.tmp")
-        try:
-            return os.open(tmp, flags, 0o666), tmp
-        except FileExistsError:
-            continue  # taken (by chance, or planted): another name
-        except OSError as exc:
-            raise write_error(path, exc) from None
-    raise GridGnnError(f"cannot write {path}: no free temporary name in {head or '.'}")
-
-
-#: what a full disk looks like (``EFBIG``: a file size limit such as ``ulimit -f``, the disk of one process)
-DISK_FULL = tuple(getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG") if hasattr(errno, n))
-
-
-def _why(exc: OSError) -> str:
-    text = exc.strerror or type(exc).__name__
-    if exc.errno == getattr(errno, "EFBIG", None):
-        text += " (a file size limit was reached: the disk of this process is full)"
-    return text
-
-
-def write_error(path: str, exc: OSError) -> GridGnnError:
-    """``cannot write PATH: <why>``, one line."""
-    return GridGnnError(f"cannot write {path}: {_why(exc)}")
-
-
-def os_error_in(exc: BaseException | None) -> OSError | None:
-    """The ``OSError`` at the root of ``exc``, following ``__cause__`` / ``__context__`` (``torch.save`` into a file
-    object reports a failed write as ``RuntimeError: ... unexpected pos``, with the ``OSError`` as its context)."""
-    seen = 0
-    while exc is not None and seen < 20:
-        if isinstance(exc, OSError):
-            return exc
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return None
-
-
-class _File(io.FileIO):
-    """A raw file that remembers the ``OSError`` of its last failed write (what a writer that swallows it, such as
-    torch's zip writer, reports only as a ``RuntimeError``)."""
-
-    error: OSError | None = None
-
-    def write(self, b):
-        try:
-            return super().write(b)
-        except OSError as exc:
-            self.error = exc
-            raise
-
-
-def _open_temp(path: str, mode: str):
-    fd, tmp = create_temp(path)
-    try:
-        raw = _File(fd, "wb", closefd=True)
-    except BaseException:
-        os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    fh = io.BufferedWriter(raw)
-    if "b" not in mode:
-        fh = io.TextIOWrapper(fh, encoding="utf-8")
-    return fh, raw, tmp
-
-
-@contextlib.contextmanager
-def atomic_write(path: str, mode: str = "wb"):
-    r"""The one writer of every output: open a new temporary file beside ``path`` (:func:`create_temp`: exclusive,
-    never through a link); on a clean exit flush, ``fsync`` and :func:`os.replace` it onto ``path``; on any
-    exception remove it and leave ``path`` as it was. An ``OSError`` (disk full, permissions), also one that the
-    writing code wrapped (``torch.save``'s ``RuntimeError``), becomes a :class:`GridGnnError` naming the file.
-
-    Args:
-        path: the final file name.
-        mode: ``"wb"`` (default) or ``"w"`` (UTF-8 text).
-    """
-    fh, raw, tmp = _open_temp(path, mode)
-    try:
-        yield fh
-        fh.flush()
-        os.fsync(raw.fileno())
-        fh.close()
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError, ValueError):
-            fh.close()
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        if isinstance(exc, GridGnnError) or not isinstance(exc, Exception):
-            raise
-        cause = raw.error or os_error_in(exc)
-        if cause is not None:
-            raise write_error(path, cause) from None
-        raise
-
-
-def write_json(path: str, obj) -> None:
-    """Strict JSON (``NaN``/``Infinity`` refused: they are not JSON), written atomically."""
-    text = json.dumps(obj, indent=2, allow_nan=False)
-    with atomic_write(path, "w") as fh:
-        fh.write(text + "\n")
 
 
 def write_metrics_csv(path: str, records: list[dict]) -> None:
@@ -221,22 +103,6 @@ def write_logits(out_dir: str, logits, original_ids=None, node_types=None) -> No
             np.save(fh, original_ids)
     if node_types is not None:
         write_json(os.path.join(out_dir, "node_types.json"), node_types)
-
-
-def write_report(path: str, obj) -> None:
-    """:func:`write_json` of a command's ``--out FILE`` (``simulate``, ``plan``, ``calibrate``), creating its
-    folder first as ``train --out`` does."""
-    make_parent(path)
-    write_json(path, obj)
-
-
-def make_parent(path: str) -> list[str]:
-    """Create the folder of an ``--out FILE`` and its missing parents (one line on failure); returns the folders
-    created, outermost first (:func:`remove_empty_dirs` undoes it)."""
-    try:
-        return make_out_dir(os.path.dirname(os.path.abspath(path)))
-    except GridGnnError as exc:
-        raise GridGnnError(f"cannot write {path}: {exc}") from None
 
 
 def incomplete(out: str, planned, exc: GridGnnError) -> GridGnnError:
@@ -290,63 +156,6 @@ class MetricsLog:
             self._fh.close()
         with contextlib.suppress(OSError):
             os.unlink(self.tmp)
-
-
-class OutLock:
-    r"""An exclusive hold of ``--out`` by this process: ``flock`` on ``folder/.gridgnn.lock``, which names the
-    holder (``pid N on HOST``). A second holder, in this process or another, is refused with one line naming the
-    first; :meth:`release` removes the file. A file whose lock nobody holds (its run was killed) is taken over
-    with a note on stderr (``quiet``: silently). The kernel drops the lock with the process, so a crash never
-    blocks the folder. On a file system without ``flock`` (some Lustre and NFS mounts) the run goes on unlocked,
-    with a note."""
-
-    NAME = ".gridgnn.lock"
-    UNSUPPORTED = (errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP)
-
-    def __init__(self, folder: str, *, quiet: bool = False):
-        self.path = os.path.join(folder, self.NAME)
-        while True:
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            except OSError as exc:
-                raise GridGnnError(f"cannot lock --out {folder}: {_why(exc)}") from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno in self.UNSUPPORTED:
-                    if not quiet:
-                        print(f"gridgnn: note: --out {folder}: this file system cannot lock files; a second run "
-                              "on the same folder would not be refused", file=sys.stderr)
-                    break
-                holder = _read_small(fd) or "another run"
-                os.close(fd)
-                if isinstance(exc, BlockingIOError):
-                    raise GridGnnError(f"--out {folder} is in use by another run ({holder}); wait for it to end "
-                                       "or choose another --out") from None
-                raise GridGnnError(f"cannot lock --out {folder}: {_why(exc)}") from None
-            try:  # the previous holder may have removed the file between our open and our lock: start again
-                if os.fstat(fd).st_ino == os.stat(self.path).st_ino:
-                    break
-            except FileNotFoundError:
-                pass
-            os.close(fd)
-        left = _read_small(fd)
-        if left and not quiet:
-            print(f"gridgnn: note: --out {folder}: taking over the lock left by {left} (that run ended without "
-                  "releasing it)", file=sys.stderr)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
-        self.fd = fd
-
-    def release(self) -> None:
-        """Remove the file and drop the lock (idempotent)."""
-        if self.fd is None:
-            return
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
-        with contextlib.suppress(OSError):
-            os.close(self.fd)
-        self.fd = None
 
 
 def out_dir_state(path: str | None) -> str | None:
@@ -418,7 +227,7 @@ class TensorBoardLog:
         if os.path.lexists(self.path) and not is_our_events(self.path):
             raise GridGnnError(f"--out {out} holds a {self.NAME} folder that no gridgnn run wrote; --log tensorboard "
                                "writes there: move it, or choose another --out")
-        self.tmp = os.path.join(out, f".{self.NAME}.{_token()}.tmp")
+        self.tmp = os.path.join(out, f".{self.NAME}.{temp_token()}.tmp")
         self.writer = None
         try:
             os.mkdir(self.tmp)
@@ -545,15 +354,6 @@ def kept_note(out: str, epochs: int, checkpoint: str | None) -> str:
     return f"kept the {epochs} finished epoch(s) in {out}: metrics.jsonl, metrics.csv, summary.json (interrupted){again}"
 
 
-def _read_small(fd: int) -> str:
-    """The holder a lock file names (at most 200 bytes of it, printable)."""
-    try:
-        text = os.pread(fd, 200, 0).decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return "".join(c for c in text if c.isprintable()).strip()
-
-
 def _nearest_existing(path: str) -> str:
     p = path
     while not os.path.lexists(p):
@@ -572,7 +372,7 @@ def _probe(folder: str, what: str) -> None:
         os.close(fd)
         os.unlink(name)
     except OSError as exc:
-        raise GridGnnError(f"cannot write {what}: {folder} refuses new files ({_why(exc)})") from None
+        raise GridGnnError(f"cannot write {what}: {folder} refuses new files ({os_reason(exc)})") from None
 
 
 def check_new_files(paths, *, overwrite: bool) -> None:
@@ -641,39 +441,6 @@ def check_out_dir(path: str, *, overwrite: bool = False, resuming_here: bool = F
     _probe(anc, f"--out {path}")
 
 
-def make_out_dir(path: str) -> list[str]:
-    """Create ``path`` and its missing parents; returns the folders created (outermost first)."""
-    missing = []
-    p = os.path.abspath(path)
-    while not os.path.lexists(p):
-        missing.append(p)
-        parent = os.path.dirname(p)
-        if parent == p:
-            break
-        p = parent
-    created = []
-    for d in reversed(missing):
-        try:
-            os.mkdir(d)
-        except FileExistsError:
-            continue  # made concurrently by someone else: fine if it is a directory (checked below)
-        except OSError as exc:
-            remove_empty_dirs(created)
-            raise GridGnnError(f"cannot create --out {path}: {_why(exc)}") from None
-        created.append(d)
-    if not os.path.isdir(path):
-        remove_empty_dirs(created)
-        raise GridGnnError(f"--out {path} exists and is not a directory")
-    return created
-
-
-def remove_empty_dirs(created: list[str]) -> None:
-    """Remove the folders of :func:`make_out_dir` that are still empty (innermost first; never a non-empty one)."""
-    for d in reversed(created):
-        with contextlib.suppress(OSError):
-            os.rmdir(d)
-
-
 def clear_outputs(path: str, *, keep: tuple[str, ...] = ()) -> list[str]:
     """Remove the :data:`OUTPUTS` in ``path`` (except ``keep``) and the stale temporary names of them
     (``.NAME.tmp``, ``.NAME.<8 hex>.tmp``); returns the names removed. Nothing else in the folder is touched."""
@@ -681,7 +448,7 @@ def clear_outputs(path: str, *, keep: tuple[str, ...] = ()) -> list[str]:
     try:
         listing = os.listdir(path)
     except OSError as exc:
-        raise GridGnnError(f"cannot read --out {path}: {_why(exc)}") from None
+        raise GridGnnError(f"cannot read --out {path}: {os_reason(exc)}") from None
     for name in OUTPUTS:
         pattern = _temp_pattern(name)
         temps = sorted(f for f in listing if pattern.fullmatch(f))
@@ -698,7 +465,7 @@ def clear_outputs(path: str, *, keep: tuple[str, ...] = ()) -> list[str]:
             except IsADirectoryError:
                 raise GridGnnError(f"cannot replace {target}: it is a directory") from None
             except OSError as exc:
-                raise GridGnnError(f"cannot remove the previous {target}: {_why(exc)}") from None
+                raise GridGnnError(f"cannot remove the previous {target}: {os_reason(exc)}") from None
             removed.append(os.path.basename(target))
     return removed
 

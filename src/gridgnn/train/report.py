@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from .outputs import atomic_write
+from ..graph.files import atomic_write
 
 
 def breakdown_plot(everyone: list[dict], path: str, *, title: str = "") -> None:
