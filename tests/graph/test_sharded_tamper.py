@@ -324,3 +324,23 @@ def test_huge_n_is_refused_before_reading_permutations(graph, tmp_path):
     p = _write(graph, tmp_path / "ds")
     _tamper(p, n=10 ** 15)
     _refused(p, "meta.json", "n=1000000000000000", "available")
+
+
+def test_block_distinct_columns_are_exact_and_a_tampered_count_is_refused(graph, tmp_path):
+    """``block_nnz_cols`` holds the distinct columns of every block (what a sparsity-aware fetch moves); one above
+    its block's entries or width is refused naming the cell, an old dataset without it still opens."""
+    p = _write(graph, tmp_path / "ds")
+    ds = ShardedDataset(p)
+    for v in ds.versions:
+        for a in range(3):
+            for b in range(4):
+                blk = ds.submatrix(v, (int(ds.row_bounds[a]), int(ds.row_bounds[a + 1])),
+                                   (int(ds.col_bounds[b]), int(ds.col_bounds[b + 1])))
+                assert ds.block_cols[v][a][b] == np.unique(blk.indices).size, (v, a, b)
+    meta = _meta(p)
+    meta["block_nnz_cols"]["rc"][1][2] = int(np.diff(ds.col_bounds)[2]) + 1
+    _save_meta(p, meta)
+    _refused(p, "block_nnz_cols['rc'][1][2] must be an integer in 0..")
+    del meta["block_nnz_cols"]
+    _save_meta(p, meta)
+    assert ShardedDataset(p).block_cols is None

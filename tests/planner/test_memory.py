@@ -243,6 +243,25 @@ def test_sharded_dataset_counts_give_the_exact_adjacency(tmp_path):
             assert est.ranks[r].per_component["features"] == feature_bytes(data), (algo, shape, r)
 
 
+def test_sharded_dataset_on_the_run_cuts_gives_the_exact_sparsity_aware_halo(tmp_path):
+    """A sharded dataset cut on a sparsity-aware run's row blocks (what a SPEC or a graph handed to spawned ranks
+    writes) knows each block's distinct columns, so the estimate from its meta.json equals the one from the matrix
+    itself, component by component (the halo rows of the fetch and its buffers included); on other cuts it falls
+    back to the even-spread expectation."""
+    perm = single_permutation(GD.n, 5)
+    write_sharded(GD, tmp_path / "ds", perm_r=perm, perm_c=perm, blocks=(4, 4))
+    ds = ShardedDataset(tmp_path / "ds")
+    dims = [6, 7, 3]
+    rows = RowPartition(ds.perm_r, even_bounds(ds.n, 4), ds.method)
+    kw = dict(directed=True, row_bounds=rows.bounds, dropout=0.5)
+    from_meta = estimate_rank_memory("1d-sa", (4,), ds.n, int(ds.meta["nnz"]), dims, pattern=pattern_of(ds), **kw)
+    exact = estimate_rank_memory("1d-sa", (4,), ds.n, int(ds.meta["nnz"]), dims,
+                                 pattern=sp.csr_matrix(gcn_normalize(GD))[perm][:, perm], **kw)
+    for a, b in zip(from_meta.ranks, exact.ranks):
+        assert a.per_component == b.per_component, a.rank
+    assert pattern_of(ds)["rc"].cols_on(even_bounds(ds.n, 2)) is None
+
+
 def test_histogram_on_the_layout_cuts_is_exact_and_interpolates_between_them():
     mat = gcn_normalize(GD)
     cuts = even_bounds(GD.n, 4)

@@ -150,9 +150,9 @@ def block_index_dtype(cb: np.ndarray):
     return np.int32 if int(np.diff(cb).max()) < 2 ** 31 else np.int64
 
 
-def write_band(band: sp.csr_matrix, out: Path, version: str, a: int, cb: np.ndarray) -> tuple[list, list]:
+def write_band(band: sp.csr_matrix, out: Path, version: str, a: int, cb: np.ndarray) -> tuple[list, list, list]:
     """Cut the row band ``a`` of a permuted matrix version (its rows, every column; CSR with sorted indices) into
-    its column blocks and write them; returns the C file names and their nonzero counts."""
+    its column blocks and write them; returns the C file names, their nonzero counts and their distinct columns."""
     rows = band.shape[0]
     C = cb.size - 1
     idx_dtype = block_index_dtype(cb)
@@ -165,34 +165,40 @@ def write_band(band: sp.csr_matrix, out: Path, version: str, a: int, cb: np.ndar
     col_sorted = band.indices[order]
     data_sorted = band.data[order]
     edges = np.searchsorted(blk_sorted, np.arange(C + 1), side="left")
-    names, counts = [], []
+    names, counts, cols = [], [], []
     for b in range(C):
         s, e = int(edges[b]), int(edges[b + 1])
         nrow = np.bincount(row_sorted[s:e], minlength=rows)
         indptr = np.concatenate([[0], np.cumsum(nrow)]).astype(np.int64)
-        names.append(write_block(out, version, a, b, indptr, (col_sorted[s:e] - cb[b]).astype(idx_dtype),
-                                 data_sorted[s:e], rows, int(cb[b + 1] - cb[b])))
+        name, distinct = write_block(out, version, a, b, indptr, (col_sorted[s:e] - cb[b]).astype(idx_dtype),
+                                     data_sorted[s:e], rows, int(cb[b + 1] - cb[b]))
+        names.append(name)
         counts.append(e - s)
-    return names, counts
+        cols.append(distinct)
+    return names, counts, cols
 
 
-def write_block(out: Path, version: str, a: int, b: int, indptr, indices, data, rows: int, cols: int) -> str:
-    """Block ``(a, b)`` of a matrix version as its ``.npz`` (CSR: block-local sorted columns); returns its name."""
+def write_block(out: Path, version: str, a: int, b: int, indptr, indices, data, rows: int, cols: int) -> tuple:
+    """Block ``(a, b)`` of a matrix version as its ``.npz`` (CSR: block-local sorted columns); returns its name and
+    its distinct columns (``block_nnz_cols``: the rows a sparsity-aware fetch of this block moves)."""
     name = _block_name(version, a, b)
     np.savez(out / name, indptr=np.asarray(indptr, np.int64), indices=indices, data=np.asarray(data, np.float64),
              shape=np.array([rows, cols], dtype=np.int64))
-    return name
+    return name, int(np.count_nonzero(np.bincount(indices, minlength=cols))) if len(indices) else 0
 
 
 def _write_version(mat: sp.csr_matrix, out: Path, version: str, rb: np.ndarray, cb: np.ndarray) -> tuple:
-    """Cut ``mat`` into blocks and write them; returns the R×C list of file names and the ``int64[R, C]`` counts."""
+    """Cut ``mat`` into blocks and write them; returns the R×C list of file names, the ``int64[R, C]`` counts and
+    the ``int64[R, C]`` distinct columns."""
     (out / version).mkdir(parents=True, exist_ok=True)
-    names, counts = [], []
+    names, counts, cols = [], [], []
     for a in range(rb.size - 1):
-        row_names, row_counts = write_band(mat[int(rb[a]):int(rb[a + 1])], out, version, a, cb)
+        row_names, row_counts, row_cols = write_band(mat[int(rb[a]):int(rb[a + 1])], out, version, a, cb)
         names.append(row_names)
         counts.append(row_counts)
-    return names, np.array(counts, dtype=np.int64).reshape(rb.size - 1, cb.size - 1)
+        cols.append(row_cols)
+    shape = (rb.size - 1, cb.size - 1)
+    return names, np.array(counts, dtype=np.int64).reshape(shape), np.array(cols, dtype=np.int64).reshape(shape)
 
 
 def _checksums(out: Path, files):
@@ -276,12 +282,12 @@ def write_sharded(graph: Graph, out_dir, *, perm_r, perm_c, blocks=(8, 8), parti
     rb = _even_bounds(n, R)
     cb = _even_bounds(n, C)
     files = write_perms(out, perm_r, perm_c)
-    block_counts = {}
+    block_counts, block_cols = {}, {}
     for version, (pr, pc) in (("rc", (perm_r, perm_c)), ("cr", (perm_c, perm_r))):
         if version == "cr" and same:
             break
         pm = _permuted(mat, pr, pc)
-        files[version], block_counts[version] = _write_version(pm, out, version, rb, cb)
+        files[version], block_counts[version], block_cols[version] = _write_version(pm, out, version, rb, cb)
         del pm
     node_arrays, files["nodes"], nb = write_node_arrays(
         out, {name: getattr(graph, name) for name in NODE_ARRAYS}, n, node_chunks)
@@ -289,7 +295,7 @@ def write_sharded(graph: Graph, out_dir, *, perm_r, perm_c, blocks=(8, 8), parti
         out, files, n=n, nnz=graph.nnz, matrix_nnz=mat.nnz, n_train=_labelled_train(graph),
         num_features=graph.num_features, num_classes=graph.num_classes, directed=graph.directed,
         normalized=normalize, rb=rb, cb=cb, method=partition_name, seed=seed, same=same, block_counts=block_counts,
-        nb=nb, node_arrays=node_arrays, weighted=graph.values is not None, name=graph.name, graph_meta=graph.meta)
+        block_cols=block_cols, nb=nb, node_arrays=node_arrays, weighted=graph.values is not None, name=graph.name, graph_meta=graph.meta)
     return write_meta(out, meta)
 
 
@@ -323,7 +329,8 @@ def write_node_arrays(out: Path, arrays: dict, n: int, node_chunks: int) -> tupl
 
 def dataset_meta(out: Path, files: dict, *, n: int, nnz: int, matrix_nnz: int, n_train: int, num_features: int,
                  num_classes: int, directed: bool, normalized: bool, rb, cb, method: str, seed, same: bool,
-                 block_counts: dict, nb, node_arrays: dict, weighted: bool, name: str, graph_meta: dict) -> dict:
+                 block_counts: dict, block_cols: dict, nb, node_arrays: dict, weighted: bool, name: str,
+                 graph_meta: dict) -> dict:
     """The ``meta.json`` of a dataset whose files are written (their checksums are taken here)."""
     def ratio(c: np.ndarray) -> float:
         return float(c.max() / c.mean()) if c.mean() > 0 else 1.0
@@ -337,6 +344,7 @@ def dataset_meta(out: Path, files: dict, *, n: int, nnz: int, matrix_nnz: int, n
         nnz_max_over_mean=ratio(allc),
         nnz_max_over_mean_by_version={v: ratio(c) for v, c in block_counts.items()},
         block_nnz={v: c.tolist() for v, c in block_counts.items()},
+        block_nnz_cols={v: c.tolist() for v, c in block_cols.items()},
         node_chunk_bounds=nb.tolist(), node_arrays=node_arrays, files=files,
         checksums=_checksums(out, files), weighted=bool(weighted),
         name=name, spec=graph_meta.get("spec"),
@@ -396,6 +404,9 @@ class ShardedDataset:
       shape against the bounds and its entry count against ``block_nnz``; its values are finite, and for a
       normalized store non-negative and, where :func:`values_bounded` (an undirected or unweighted graph), at
       most 1;
+    * ``block_nnz_cols`` (optional: per version, the distinct columns of every block, which the memory and byte
+      models read as the rows a sparsity-aware fetch moves on these cuts): each at most its block's entries and
+      width;
     * ``row_bounds`` and ``col_bounds`` are the even split of ``n`` into ``R`` and ``C`` blocks (what the writer
       writes: other bounds would contradict the block files that only the ranks read);
     * ``checksums``: a SHA-256 and a size for every file of ``files``; opening compares every file's size (a
@@ -460,6 +471,7 @@ class ShardedDataset:
         if not same and "cr" not in self.versions:
             raise GridGnnError(f"{mpath} is inconsistent: perm_r != perm_c but versions lists only 'rc' (odd "
                                f"layers would use P_r M P_c^T instead of P_c M P_r^T)")
+        self.block_cols = self._check_block_cols(meta.get("block_nnz_cols"))
         self._check_node_arrays()
 
     # ------------------------------------------------------------------ validation
@@ -513,6 +525,26 @@ class ShardedDataset:
                 any(not isinstance(row, list) or len(row) != C for row in value):
             raise self._bad(f"{what} is not {R}×{C}")
         return [[check(value[a][b], f"{what}[{a}][{b}]") for b in range(C)] for a in range(R)]
+
+    def _check_block_cols(self, value) -> dict | None:
+        """``block_nnz_cols`` (per version, the distinct columns of every block; absent from datasets written before
+        it): each at most its block's entries and its block's width."""
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise self._bad(f"block_nnz_cols must be an object with one grid per version, got {short(value)}")
+        widths = np.diff(self.col_bounds)
+        out = {}
+        for v in self.versions:
+            nnz = self._block_nnz[v]
+            grid = self._grid(value.get(v), f"block_nnz_cols[{v!r}]", lambda x, what: x)
+            for a, row in enumerate(grid):
+                for b, x in enumerate(row):
+                    top = min(nnz[a][b], int(widths[b]))
+                    if not _is_int(x) or not 0 <= x <= top:
+                        raise self._bad(f"block_nnz_cols[{v!r}][{a}][{b}] must be an integer in 0..{top}, got {short(x)}")
+            out[v] = grid
+        return out
 
     def _check_meta(self, meta: dict) -> None:
         self.n = self._int(meta, "n", 1, MAX_ID)
@@ -821,7 +853,7 @@ class ShardedDataset:
 
     def graph_meta(self) -> dict:
         """A copy of ``meta.json`` without the per-file lists (n, nnz, blocks, bounds, method, balance, ...)."""
-        return {k: v for k, v in self.meta.items() if k not in ("files", "block_nnz", "checksums")}
+        return {k: v for k, v in self.meta.items() if k not in ("files", "block_nnz", "block_nnz_cols", "checksums")}
 
     @property
     def double(self) -> bool:

@@ -337,7 +337,7 @@ class StreamedEdgeList:
             raise above_one_error(p.stem, largest)
         # pass 7: the blocks, the node arrays, meta.json
         files = write_perms(out, perm_r, perm_c)
-        block_counts = {}
+        block_counts, block_cols = {}, {}
         idx_dtype = block_index_dtype(cb)
         for v, _, _ in versions:
             biggest = max(permuted[v].rows.values(), default=0)
@@ -346,7 +346,7 @@ class StreamedEdgeList:
                                    f"of {self.budget} bytes lets this process write at once ({BLOCK_BYTES_PER_ENTRY} "
                                    f"bytes each): cut the matrix into more --blocks")
             (out / v).mkdir(parents=True, exist_ok=True)
-            names, counts = [[None] * C for _ in range(R)], np.zeros((R, C), np.int64)
+            names, counts, cols = [[None] * C for _ in range(R)], np.zeros((R, C), np.int64), np.zeros((R, C), np.int64)
             for a in range(R):
                 for b in range(C):
                     shape = (int(rb[a + 1] - rb[a]), int(cb[b + 1] - cb[b]))
@@ -354,10 +354,10 @@ class StreamedEdgeList:
                     blk = sp.coo_matrix((val, (new_row - rb[a], new_col - cb[b])), shape=shape).tocsr()
                     blk.sum_duplicates()
                     permuted[v].drop(a * C + b)
-                    names[a][b] = write_block(out, v, a, b, blk.indptr, blk.indices.astype(idx_dtype), blk.data,
-                                              *shape)
+                    names[a][b], cols[a, b] = write_block(out, v, a, b, blk.indptr, blk.indices.astype(idx_dtype),
+                                                          blk.data, *shape)
                     counts[a, b] = blk.nnz
-            files[v], block_counts[v] = names, counts
+            files[v], block_counts[v], block_cols[v] = names, counts, cols
         node_arrays, files["nodes"], nb = write_node_arrays(out, {"x": degree_columns(indeg, outdeg)}, n, node_chunks)
         graph_meta = {"spec": self.spec, "features": "degree"}
         if merged:
@@ -367,6 +367,7 @@ class StreamedEdgeList:
         self.close()
         meta = dataset_meta(out, files, n=n, nnz=nnz, matrix_nnz=matrix_nnz, n_train=0, num_features=3,
                             num_classes=0, directed=bool(directed), normalized=normalize, rb=rb, cb=cb,
-                            method=partition_name, seed=seed, same=same, block_counts=block_counts, nb=nb,
+                            method=partition_name, seed=seed, same=same, block_counts=block_counts,
+                            block_cols=block_cols, nb=nb,
                             node_arrays=node_arrays, weighted=values_kept, name=p.stem, graph_meta=graph_meta)
         return write_meta(out, meta)

@@ -37,12 +37,16 @@ class NnzHistogram:
     Args:
         row_cuts, col_cuts: increasing ``int[R+1]`` / ``int[C+1]`` from 0 to ``n``.
         counts: ``[R, C]`` nonzeros per cell.
+        cols: ``[R, C]`` distinct columns per cell (a sharded dataset's ``block_nnz_cols``), or ``None``:
+            :meth:`NnzPattern.nnz_cols` on the cells' own cuts is then exact.
     """
 
-    def __init__(self, row_cuts, col_cuts, counts):
+    def __init__(self, row_cuts, col_cuts, counts, cols=None):
         self.row_cuts = np.asarray(row_cuts, dtype=np.int64)
         self.col_cuts = np.asarray(col_cuts, dtype=np.int64)
-        self.cells = np.asarray(counts, dtype=np.float64).reshape(self.row_cuts.size - 1, self.col_cuts.size - 1)
+        shape = (self.row_cuts.size - 1, self.col_cuts.size - 1)
+        self.cells = np.asarray(counts, dtype=np.float64).reshape(shape)
+        self.cols = None if cols is None else np.asarray(cols, dtype=np.float64).reshape(shape)
 
     @property
     def n(self) -> int:
@@ -63,10 +67,11 @@ class NnzHistogram:
         return cls(row_cuts, col_cuts, block_nnz(mat, None, None, row_cuts, col_cuts))
 
     @classmethod
-    def from_sharded_meta(cls, meta: dict, version: str = "rc") -> "NnzHistogram":
-        """The per-block counts ``meta.json`` of a sharded dataset stores (``block_nnz[version]``)."""
+    def from_sharded_meta(cls, meta: dict, version: str = "rc", cols=None) -> "NnzHistogram":
+        """The per-block counts ``meta.json`` of a sharded dataset stores (``block_nnz[version]``; ``cols``: its
+        checked ``block_nnz_cols[version]``, when it has them)."""
         try:
-            return cls(meta["row_bounds"], meta["col_bounds"], meta["block_nnz"][version])
+            return cls(meta["row_bounds"], meta["col_bounds"], meta["block_nnz"][version], cols)
         except (KeyError, TypeError, ValueError) as exc:
             raise GridGnnError(f"sharded meta.json has no usable block_nnz[{version!r}]: {exc!r}") from None
 
@@ -87,7 +92,15 @@ class NnzHistogram:
         return fr @ self.cells @ fc.T
 
     def transpose(self) -> "NnzHistogram":
-        return NnzHistogram(self.col_cuts, self.row_cuts, self.cells.T)
+        return NnzHistogram(self.col_cuts, self.row_cuts, self.cells.T)  # (distinct rows per cell: not known)
+
+    def cols_on(self, bounds) -> np.ndarray | None:
+        """``V[q, p]`` (distinct columns of block ``q`` in block row ``p``) exactly, when ``bounds`` are the cells'
+        own row and column cuts and the distinct columns are known; else ``None``."""
+        b = np.asarray(bounds, np.int64)
+        if self.cols is None or not (np.array_equal(b, self.row_cuts) and np.array_equal(b, self.col_cuts)):
+            return None
+        return self.cols.T.copy()
 
 
 class SourceVersion(NamedTuple):
@@ -149,14 +162,17 @@ class NnzPattern:
         return self._t
 
     def nnz_cols(self, bounds) -> np.ndarray:
-        r"""``V[q, p]`` = distinct columns of block ``q`` with a nonzero in block row ``p`` (exact for a matrix,
-        else :math:`n_q(1 - (1 - 1/n_q)^{z_{pq}})`)."""
+        r"""``V[q, p]`` = distinct columns of block ``q`` with a nonzero in block row ``p`` (exact for a matrix, and
+        for a sharded dataset's histogram on its own cuts; else :math:`n_q(1 - (1 - 1/n_q)^{z_{pq}})`, the
+        expectation for entries spread evenly, above it for a skewed column degree)."""
         key = ("v", tuple(np.asarray(bounds).tolist()))
         if key not in self._cache:
             if self.src is not None:
                 out = self.src.source.nnz_cols(self.src.version, bounds).astype(np.float64)
             elif self.mat is not None:
                 out = nnz_cols(self.mat, np.asarray(bounds, np.int64)).astype(np.float64)
+            elif (known := self.hist.cols_on(bounds)) is not None:  # a sharded dataset cut on these bounds
+                out = known
             else:
                 z = self.counts(bounds, bounds)  # z[p, q]
                 nq = np.diff(np.asarray(bounds, np.float64))
@@ -189,5 +205,7 @@ def pattern_of(source, *, layers: int = 2) -> dict | None:
     meta = getattr(source, "meta", None)
     if isinstance(meta, dict) and "block_nnz" in meta:
         have = meta["block_nnz"]
-        return {v: NnzHistogram.from_sharded_meta(meta, v if v in have else "rc") for v in versions}
+        cols = getattr(source, "block_cols", None) or {}
+        return {v: NnzHistogram.from_sharded_meta(meta, key, cols.get(key))
+                for v in versions for key in [v if v in have else "rc"]}
     return None
