@@ -86,13 +86,18 @@ def test_edge_softmax_rows_sum_to_one():
 
 def test_indices_are_int32_below_2_31_and_int64_beyond_keeping_every_value():
     """A block's indices take 4 bytes while its rows, columns and entries fit int32 (SciPy's rule), 8 beyond: a
-    block of two rows whose columns reach past 2³¹ keeps its column ids exact; the transposed order too."""
+    block of two rows whose columns reach past 2³¹ keeps its column ids exact."""
     a = random_pattern(7, 5, 0.5, 3)
     pat = P.Pattern.from_scipy(a, transpose=True)
     assert pat.index_dtype == torch.int32 and P.index_bytes(7, 5, pat.nnz) == 4
     assert all(t.dtype == torch.int32 for t in pat.index_tensors())
     np.testing.assert_array_equal(pat.col.numpy(), a.indices)
     np.testing.assert_array_equal(pat.row.numpy(), np.repeat(np.arange(7), np.diff(a.indptr)))
+    t_crow, t_col, t_perm = pat.transpose()
+    at = a.T.tocsr()
+    np.testing.assert_array_equal(t_crow.numpy(), at.indptr)
+    np.testing.assert_array_equal(t_col.numpy(), at.indices)
+    np.testing.assert_array_equal(pat.col[t_perm.long()].numpy(), np.repeat(np.arange(5), np.diff(at.indptr)))
     wide = P.INT32_MAX + 10
     cols = torch.tensor([5, wide - 1, 3], dtype=torch.int64)
     big = P.Pattern(torch.tensor([0, 2, 3]), cols, (2, wide))

@@ -57,7 +57,7 @@ def _row_runs(pat: Pattern, width: int):
     r0 = 0
     while r0 < m:
         e0 = int(crow[r0])
-        bound = torch.tensor(e0 + step, dtype=crow.dtype, device=crow.device)
+        bound = torch.tensor(e0 + step, dtype=torch.int64, device=crow.device)  # may pass an int32 pointer's range
         r1 = int(torch.searchsorted(crow, bound, right=True)) - 1
         r1 = min(m, max(r1, r0 + 1))
         yield r0, r1, e0, int(crow[r1])

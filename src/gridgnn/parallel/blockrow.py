@@ -208,8 +208,9 @@ class BlockRowGraph(SourceKeys, DistGraph):
             if st is None:
                 continue
             pat, eidx = st
-            c = pat.col + shift if shift is not None else torch.where(
-                pat.col < before, pat.col, pat.col + (self.n_local if self.local_stage is not None else 0))
+            pc = pat.col.to(col.dtype)  # a stage may fit int32 where the halo's columns need int64
+            c = pc + shift if shift is not None else torch.where(
+                pc < before, pc, pc + (self.n_local if self.local_stage is not None else 0))
             col[slice(None) if eidx is None else eidx] = c
             width += pat.shape[1]
         return Pattern(self.pattern.crow, col, (self.n_local, width), row=self.pattern.row)

@@ -15,11 +15,13 @@ A rank's peak is the sum of eight components (bytes; :math:`e` = bytes per eleme
                 each permuted version (``8 ẑ + ι(ẑ + n + 1)`` each, 1 version, 2 with the double
                 permutation) and the vertex orders (``8n`` each); serial: the Graph only; sharded: the
                 two orders ``16n``
-``adjacency``   the plan's sparse blocks. Torch CSR: :math:`8(r+1) + (8+e)\,z`; SciPy CSR (kept by the
-                block-row engines): :math:`\iota(r+1) + (\iota+8)\,z`; SUMMA panel:
-                :math:`8(r+1+z) + e\,z`. A directed graph (and any double permutation of 2D/3D) keeps the
-                transposed blocks too; a Plexus shard :math:`A[V^t, V^r]` keeps its pattern with the
-                transposed order, :math:`8(n_t+1) + 8(n_r+1) + (32+e)\,z`. Every family: the edges' original
+``adjacency``   the plan's sparse blocks, every index in :math:`\iota` bytes (4 while the block's rows, columns
+                and entries fit ``int32``, else 8: :func:`~gridgnn.ops.pattern.index_bytes`). A pattern:
+                :math:`\iota(r+1) + 2\iota z` (row pointer, column and row of each edge) with its values
+                :math:`e z`; its transposed order :math:`\iota(k+1) + 2\iota z`; SUMMA panel: the pattern read in
+                place from the index array it broadcasts. A directed graph (and any double permutation of 2D/3D)
+                keeps the transposed blocks too; a Plexus shard :math:`A[V^t, V^r]` keeps its pattern with the
+                transposed order, :math:`\iota(n_t+1) + \iota(n_r+1) + (4\iota+e)\,z`. Every family: the edges' original
                 ids, :math:`16z` of host memory, only for a model that asks for them (keyed edge dropout, edge
                 features, the selecting semirings; :attr:`~gridgnn.parallel.trace.Trace.edge_ids`)
 ``features``    the layer-0 input block :math:`r_0 c_0 e` + labels and masks of the logits rows ``11 r_L``
@@ -51,7 +53,7 @@ rank on block ``i`` handling stages ``S``:
                 :math:`\max(2s + v,\; s + v + n_i[i \in S] + v)\,we`, :math:`s = \sum_{k\ne i} V_{ik}`
                 (rows sent), :math:`v = \sum_{q \in S, q \ne i} V_{qi}` (rows received),
                 :math:`V_{qp} = |NnzCols(p, q)|`
-``2d``/``3d``   one SUMMA panel: the sparse panel :math:`8(|R_i|+1+z_p) + e z_p` when another column owns
+``2d``/``3d``   one SUMMA panel: the sparse panel :math:`\iota(|R_i|+1+z_p) + e z_p` when another column owns
                 it, plus :math:`|p|\,|C_j| e` when another row owns it; 3D's fiber reduce-scatter
                 :math:`(2|R_i| + z|B|)|C_j| e`; the row gather of the partial SUMMA :math:`|B|(2w - |C_j|)e`
 ``plexus``      the all-gathered shards: layer-0 input :math:`(G_c+1)\lceil n_a/G_c\rceil w e + n_a w e`, the
