@@ -59,8 +59,10 @@ def main() -> int:
         for algo in [a.strip() for a in args.algos.split(",") if a.strip()]:
             shards, out = os.path.join(work, f"shards-{algo}"), os.path.join(work, f"run-{algo}")
             row = {"algo": algo}
+            # a 1D run's row blocks are the dataset's own cuts: its distinct columns per block give the exact halo
+            cut = ["--blocks", f"{args.nproc}x{args.nproc}"] if algo in ("1d", "1d-sa") else []
             row["shard_s"], row["shard_gib"], code = run(["shard", "--data", spec, "--out", shards, "--method",
-                                                          METHOD.get(algo, "single-perm"), "--overwrite"])
+                                                          METHOD.get(algo, "single-perm"), "--overwrite", *cut])
             if code:
                 row["failed"] = f"shard exit {code}"
                 rows.append(row)

@@ -2,7 +2,8 @@ r"""gridgnn: communication-avoiding distributed GNN training on ``torch.distribu
 
 The public surface (everything else is internal and may change between versions):
 
-* training: :class:`TrainConfig`, :class:`Trainer`, ``gridgnn.train(config)`` (``gridgnn.train.api``), which
+* training: :class:`TrainConfig` (or built from its sections, ``TrainConfig.from_sections(DataOptions(...),
+  OptimizerOptions(...), ...)``), :class:`Trainer`, ``gridgnn.train(config)`` (``gridgnn.train.api``), which
   returns the summary with the trained model; :func:`load` reads a run's model back (:class:`TrainedModel`:
   ``predict`` on any graph and algorithm, ``to_pyg``);
 * data: :func:`load_graph` (a data SPEC, a PyG ``Data`` or a :class:`Graph` in, a :class:`Graph` out), :class:`Graph`;
@@ -21,6 +22,8 @@ from ._version import __version__
 
 _LAZY = {
     "TrainConfig": ("gridgnn.train.config", "TrainConfig"),
+    **{name: ("gridgnn.train.config", name) for name in ("DataOptions", "TaskOptions", "ParallelOptions",
+                                                          "OptimizerOptions", "SamplingOptions", "RunOptions")},
     "Trainer": ("gridgnn.train.api", "Trainer"),
     "TrainingFailed": ("gridgnn.train.launching", "TrainingFailed"),
     "load_graph": ("gridgnn.graph.spec", "load_graph"),

@@ -198,3 +198,33 @@ def test_each_role_decides_what_a_resumed_run_rerun_or_inference_takes(tmp_path)
         cfg = TrainedModel({**defaults, name: value}, [4, 3], {})._train_config()
         if name != "quiet":
             assert (getattr(cfg, name) == value) == (role == "model" or name == "seed"), (name, role)
+
+
+def test_section_options_hold_every_field_once_and_build_the_same_config():
+    """The section classes are made from the fields' declarations: every field is in exactly one of them (a field
+    added to TrainConfig lands in its section with nothing restated), a config built from sections equals the flat
+    one, its sections() give the same objects back, and a value given twice (or a section twice) is refused."""
+    import dataclasses
+
+    from gridgnn import TrainConfig
+    from gridgnn.train.config import SECTION_CLASSES, DataOptions, OptimizerOptions, RunOptions
+
+    names = [f.name for c in SECTION_CLASSES.values() for f in dataclasses.fields(c)]
+    assert sorted(names) == sorted(f.name for f in dataclasses.fields(TrainConfig)) and len(set(names)) == len(names)
+    for key, cls in SECTION_CLASSES.items():
+        for f in dataclasses.fields(cls):
+            assert f.metadata["section"] == key and f.default == TrainConfig.__dataclass_fields__[f.name].default
+    cfg = TrainConfig.from_sections(DataOptions(model="gat", hidden=24), OptimizerOptions(lr=0.05, epochs=7),
+                                    quiet=True, algo="1d", nproc=2)
+    assert cfg == TrainConfig(model="gat", hidden=24, lr=0.05, epochs=7, quiet=True, algo="1d", nproc=2)
+    secs = cfg.sections()
+    assert list(secs) == list(SECTION_CLASSES) and secs["optimizer"] == OptimizerOptions(lr=0.05, epochs=7)
+    assert TrainConfig.from_sections(*secs.values()) == cfg
+    with pytest.raises(GridGnnError, match="lr is given twice: in OptimizerOptions and as an option"):
+        TrainConfig.from_sections(OptimizerOptions(lr=0.05), lr=0.1)
+    with pytest.raises(GridGnnError, match="RunOptions section is given twice"):
+        TrainConfig.from_sections(RunOptions(quiet=True), RunOptions())
+    with pytest.raises(GridGnnError, match="takes section options"):
+        TrainConfig.from_sections({"lr": 0.1})
+    with pytest.raises(TypeError, match="OptimizerOptions.*hidden"):
+        OptimizerOptions(hidden=3)  # a field of another section

@@ -849,6 +849,66 @@ if TrainConfig.__doc__:  # None under python -OO
     TrainConfig.__doc__ += _field_docs()
 
 
+#: The class of each section's options (``gridgnn.OptimizerOptions`` ...), for :meth:`TrainConfig.from_sections`
+SECTION_CLASS_NAMES = {"data": "DataOptions", "task": "TaskOptions", "parallel": "ParallelOptions",
+                       "optimizer": "OptimizerOptions", "sampling": "SamplingOptions", "run": "RunOptions"}
+
+
+def _section_class(key: str) -> type:
+    """A kw-only dataclass of the fields of section ``key``, made from their declarations in :class:`TrainConfig`
+    (defaults, types, section, role, help and range: one source, nothing restated)."""
+    from dataclasses import make_dataclass
+
+    own = [(f.name, f.type, field(default=f.default, metadata=f.metadata)) for f in fields(TrainConfig)
+           if f.metadata["section"] == key]
+    cls = make_dataclass(SECTION_CLASS_NAMES[key], own, kw_only=True)
+    cls.__module__ = __name__  # picklable (spawned ranks), and shown as gridgnn.train.config.X
+    cls.__doc__ = (f"The {SECTIONS[key]} options of a training config (the ``[{key}]`` table of a config file): "
+                   f"{', '.join(name for name, _, _ in own)}. Combine sections with "
+                   f":meth:`TrainConfig.from_sections`; each field is documented in :class:`TrainConfig`.")
+    return cls
+
+
+SECTION_CLASSES = {key: _section_class(key) for key in SECTIONS}
+DataOptions, TaskOptions, ParallelOptions = (SECTION_CLASSES[k] for k in ("data", "task", "parallel"))
+OptimizerOptions, SamplingOptions, RunOptions = (SECTION_CLASSES[k] for k in ("optimizer", "sampling", "run"))
+
+
+def _from_sections(cls, *sections, **options) -> "TrainConfig":
+    r"""A config from section objects (:data:`SECTION_CLASSES`, each section at most once) and further keyword
+    options. As with :class:`~gridgnn.train.api.Trainer`, a field left at its default counts as not given (a task's
+    own default still applies to it, an option may set it); a field set both in a section and as an option is
+    refused (one place per value)."""
+    kw, seen, set_in = {}, {}, {}
+    section_of = {c: key for key, c in SECTION_CLASSES.items()}
+    for sec in sections:
+        key = section_of.get(type(sec))
+        if key is None:
+            raise GridGnnError(f"TrainConfig.from_sections takes section options ({', '.join(SECTION_CLASS_NAMES.values())}), "
+                               f"got {type(sec).__name__}")
+        if key in seen:
+            raise GridGnnError(f"the {SECTION_CLASS_NAMES[key]} section is given twice")
+        seen[key] = sec
+        for f in fields(sec):
+            kw[f.name] = getattr(sec, f.name)
+            if kw[f.name] != f.default:
+                set_in[f.name] = SECTION_CLASS_NAMES[key]
+    twice = sorted(set(set_in) & set(options))
+    if twice:
+        raise GridGnnError(f"{twice[0]} is given twice: in {set_in[twice[0]]} and as an option")
+    kw.update(options)
+    return cls(**kw)
+
+
+def _sections(self) -> dict:
+    """This config's values as section objects, ``{section: DataOptions(...), ...}`` (:data:`SECTIONS` order)."""
+    return {key: c(**{f.name: getattr(self, f.name) for f in fields(c)}) for key, c in SECTION_CLASSES.items()}
+
+
+TrainConfig.from_sections = classmethod(_from_sections)
+TrainConfig.sections = _sections
+
+
 def _check_builds(model, cfg: "TrainConfig") -> None:
     """The model builds on small widths with these options and has parameters (one error line otherwise: a model
     of the user's own may fail in any way)."""
