@@ -340,7 +340,26 @@ def test_block_distinct_columns_are_exact_and_a_tampered_count_is_refused(graph,
     meta = _meta(p)
     meta["block_nnz_cols"]["rc"][1][2] = int(np.diff(ds.col_bounds)[2]) + 1
     _save_meta(p, meta)
-    _refused(p, "block_nnz_cols['rc'][1][2] must be an integer in 0..")
+    _refused(p, "block_nnz_cols['rc'][1][2] must be an integer in ")
     del meta["block_nnz_cols"]
     _save_meta(p, meta)
     assert ShardedDataset(p).block_cols is None
+
+
+def test_distinct_columns_below_what_the_block_needs_are_refused_at_opening_and_reading(graph, tmp_path):
+    """A count too low would shrink the memory guard's halo: below ``ceil(entries / rows)`` it is refused when
+    the dataset opens, and any other disagreement with the block when the block is read."""
+    p = _write(graph, tmp_path / "ds", double=False)
+    meta = _meta(p)
+    a, b = next((a, b) for a in range(3) for b in range(4) if meta["block_nnz"]["rc"][a][b] > 1)
+    good = meta["block_nnz_cols"]["rc"][a][b]
+    meta["block_nnz_cols"]["rc"][a][b] = 0
+    _save_meta(p, meta)
+    _refused(p, f"block_nnz_cols['rc'][{a}][{b}] must be an integer in ")
+    # a count the opening checks cannot tell from the truth: the block itself, once read, can
+    meta["block_nnz_cols"]["rc"][a][b] = good + 1 if good < min(meta["block_nnz"]["rc"][a][b], 9) else good - 1
+    _save_meta(p, meta)
+    ds = ShardedDataset(p)
+    with pytest.raises(GridGnnError, match="distinct columns but meta.json block_nnz_cols says"):
+        ds.submatrix("rc", (int(ds.row_bounds[a]), int(ds.row_bounds[a + 1])),
+                     (int(ds.col_bounds[b]), int(ds.col_bounds[b + 1])))

@@ -245,7 +245,7 @@ def test_sharded_dataset_counts_give_the_exact_adjacency(tmp_path):
 
 def test_sharded_dataset_on_the_run_cuts_gives_the_exact_sparsity_aware_halo(tmp_path):
     """A sharded dataset cut on a sparsity-aware run's row blocks (what a SPEC or a graph handed to spawned ranks
-    writes) knows each block's distinct columns, so the estimate from its meta.json equals the one from the matrix
+    writes for even row blocks: random or identity partitions) knows each block's distinct columns, so the estimate from its meta.json equals the one from the matrix
     itself, component by component (the halo rows of the fetch and its buffers included); on other cuts it falls
     back to the even-spread expectation."""
     perm = single_permutation(GD.n, 5)

@@ -226,5 +226,7 @@ def test_section_options_hold_every_field_once_and_build_the_same_config():
         TrainConfig.from_sections(RunOptions(quiet=True), RunOptions())
     with pytest.raises(GridGnnError, match="takes section options"):
         TrainConfig.from_sections({"lr": 0.1})
+    with pytest.raises(GridGnnError, match="unknown training option"):
+        TrainConfig.from_sections(RunOptions(quiet=True), learning_rate=0.1)
     with pytest.raises(TypeError, match="OptimizerOptions.*hidden"):
         OptimizerOptions(hidden=3)  # a field of another section

@@ -215,7 +215,10 @@ def _write_replacing(out: str, write, lock=None) -> dict:
         shutil.rmtree(tmp, ignore_errors=True)
         if old.exists() and not target.exists():
             os.replace(old, target)
-        cause = os_error_in(exc) if isinstance(exc, Exception) and not isinstance(exc, GridGnnError) else None
+        if isinstance(exc, GridGnnError):  # a write of gridgnn.graph.files (meta.json) keeps its OSError
+            cause = getattr(exc, "os_error", None)
+        else:
+            cause = os_error_in(exc) if isinstance(exc, Exception) else None
         if cause is not None:  # a full disk, a folder that refuses files: one line naming the dataset
             where = os.path.relpath(cause.filename, tmp) if isinstance(cause.filename, str) else ""
             if where.startswith(".."):  # a file outside the new dataset: a streamed shard's scratch file

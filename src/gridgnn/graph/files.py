@@ -64,8 +64,11 @@ def os_reason(exc: OSError) -> str:
 
 
 def write_error(path: str, exc: OSError) -> GridGnnError:
-    """``cannot write PATH: <why>``, one line."""
-    return GridGnnError(f"cannot write {path}: {os_reason(exc)}")
+    """``cannot write PATH: <why>``, one line (the ``OSError`` kept as its ``os_error``, for a caller that names
+    the file otherwise)."""
+    err = GridGnnError(f"cannot write {path}: {os_reason(exc)}")
+    err.os_error = exc
+    return err
 
 
 def os_error_in(exc: BaseException | None) -> OSError | None:

@@ -21,7 +21,8 @@ Directory layout (format version 2)::
 
     meta.json            n, nnz (of M), matrix_nnz (stored, of M̂), num_features, num_classes, directed, weighted,
                          blocks [R, C], row_bounds, col_bounds, method, seed, normalized, nnz_max_over_mean
-                         (+ per version), node_chunk_bounds, node_arrays (dtype and trailing shape), files (every
+                         (+ per version), block_nnz and block_nnz_cols (per version, the entries and the
+                         distinct columns of every block), node_chunk_bounds, node_arrays (dtype and trailing shape), files (every
                          file name below) and checksums (the same structure as files: {"sha256", "bytes"} of each)
     perm_r.npy perm_c.npy
     rc/block_A_B.npz     CSR of block (A, B): indptr (int64[rows+1]), indices (int32/int64, block-local
@@ -533,16 +534,17 @@ class ShardedDataset:
             return None
         if not isinstance(value, dict):
             raise self._bad(f"block_nnz_cols must be an object with one grid per version, got {short(value)}")
-        widths = np.diff(self.col_bounds)
+        widths, heights = np.diff(self.col_bounds), np.diff(self.row_bounds)
         out = {}
         for v in self.versions:
             nnz = self._block_nnz[v]
             grid = self._grid(value.get(v), f"block_nnz_cols[{v!r}]", lambda x, what: x)
             for a, row in enumerate(grid):
-                for b, x in enumerate(row):
-                    top = min(nnz[a][b], int(widths[b]))
-                    if not _is_int(x) or not 0 <= x <= top:
-                        raise self._bad(f"block_nnz_cols[{v!r}][{a}][{b}] must be an integer in 0..{top}, got {short(x)}")
+                for b, x in enumerate(row):  # a row of the block has at most one entry per distinct column
+                    low, top = -(-nnz[a][b] // max(1, int(heights[a]))), min(nnz[a][b], int(widths[b]))
+                    if not _is_int(x) or not low <= x <= top:
+                        raise self._bad(f"block_nnz_cols[{v!r}][{a}][{b}] must be an integer in {low}..{top}, "
+                                        f"got {short(x)}")
             out[v] = grid
         return out
 
@@ -819,6 +821,10 @@ class ShardedDataset:
             bad = f"{indices.size} entries but meta.json block_nnz says {want}"
         elif indices.size and (indices.min() < 0 or int(indices.max()) >= cols):
             bad = f"column index out of range 0..{cols - 1}"
+        elif self.block_cols is not None and \
+                (distinct := int(np.count_nonzero(np.bincount(indices, minlength=cols)))) != \
+                self.block_cols[version][a][b]:
+            bad = f"{distinct} distinct columns but meta.json block_nnz_cols says {self.block_cols[version][a][b]}"
         elif not np.all(np.isfinite(data)):
             bad = "values are not finite"
         elif self.meta["normalized"] and np.any(data < 0):

@@ -164,7 +164,8 @@ class NnzPattern:
     def nnz_cols(self, bounds) -> np.ndarray:
         r"""``V[q, p]`` = distinct columns of block ``q`` with a nonzero in block row ``p`` (exact for a matrix, and
         for a sharded dataset's histogram on its own cuts; else :math:`n_q(1 - (1 - 1/n_q)^{z_{pq}})`, the
-        expectation for entries spread evenly, above it for a skewed column degree)."""
+        expectation for entries spread evenly at random: above the truth for skewed column degrees, below it for a
+        block whose entries spread over its columns more evenly than chance, such as a band)."""
         key = ("v", tuple(np.asarray(bounds).tolist()))
         if key not in self._cache:
             if self.src is not None:

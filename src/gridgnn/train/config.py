@@ -893,6 +893,9 @@ def _from_sections(cls, *sections, **options) -> "TrainConfig":
             kw[f.name] = getattr(sec, f.name)
             if kw[f.name] != f.default:
                 set_in[f.name] = SECTION_CLASS_NAMES[key]
+    unknown = sorted(set(options) - set(_SECTION_OF))
+    if unknown:
+        raise GridGnnError(f"unknown training option(s): {', '.join(unknown)}")
     twice = sorted(set(set_in) & set(options))
     if twice:
         raise GridGnnError(f"{twice[0]} is given twice: in {set_in[twice[0]]} and as an option")
@@ -905,6 +908,7 @@ def _sections(self) -> dict:
     return {key: c(**{f.name: getattr(self, f.name) for f in fields(c)}) for key, c in SECTION_CLASSES.items()}
 
 
+_SECTION_OF = {f.name: f.metadata["section"] for f in fields(TrainConfig)}
 TrainConfig.from_sections = classmethod(_from_sections)
 TrainConfig.sections = _sections
 

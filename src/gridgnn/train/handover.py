@@ -77,9 +77,12 @@ def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None, name:
             try:
                 write_sharded(graph, folder, perm_r=perm_r, perm_c=perm_c, blocks=blocks,
                               partition_name=cfg.partition, normalize=True, seed=cfg.seed)
-            except OSError as exc:
+            except (OSError, GridGnnError) as exc:
+                cause = exc if isinstance(exc, OSError) else getattr(exc, "os_error", None)  # meta.json's writer
+                if cause is None:
+                    raise
                 raise GridGnnError(f"cannot write the graph's shards for the spawned ranks to {folder}: "
-                                   f"{exc.strerror or exc} (set TMPDIR to a folder with room)") from None
+                                   f"{cause.strerror or cause} (set TMPDIR to a folder with room)") from None
         edges = None
         attr = graph.edge_attr if cfg.edge_dim else None
         counts = graph.edge_type_counts if cfg.relations else None
