@@ -5,7 +5,8 @@ configurations, counts nonzeros per block in one pass over the unpermuted matrix
 (:meth:`InMemorySource.block_counts`) and distinct columns per block row in one pass over the column-major pattern
 (:meth:`InMemorySource.nnz_cols`), prices the configurations in forked workers, and sums a rank's
 per-panel and per-stage records without building them (:meth:`SummaSchedule.panel_bytes`,
-:meth:`BlockRowSchedule.fetch_bytes`). The plain path slices every block the engine would read and runs every
+:meth:`BlockRowSchedule.fetch_bytes`), and prices a Plexus program once per group of ranks with the same sizes
+(:meth:`PlexusVolume._signature`; an uneven graph and odd widths split the groups). The plain path slices every block the engine would read and runs every
 record one by one; every family's bytes, messages, local work and memory must come out equal, rank by rank.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from gridgnn.graph.spec import load_graph
 from gridgnn.parallel.source import InMemorySource
 from gridgnn.partition import counts
 from gridgnn.planner.plan import candidates
-from gridgnn.planner.primitives import BlockRowVolume, SummaVolume
+from gridgnn.planner.primitives import BlockRowVolume, PlexusVolume, SummaVolume
 from gridgnn.train.invocation import config_from_flags
 from gridgnn.train.planning import memory_per_rank, simulate_config
 
@@ -65,10 +66,16 @@ def _price_all(cfg, graph, layouts):
     return out
 
 
-@pytest.mark.parametrize("model,P,comm", [("gcn", 4, None), ("gat", 8, None), ("sage", 4, "bfloat16")])
-def test_fast_records_equal_the_plain_records(monkeypatch, model, P, comm):
-    graph = load_graph(GRAPH, seed=0)
-    flags = {"data": GRAPH, "nproc": P, "algo": "1d", "model": model, "hidden": 8, "layers": 2}
+#: an uneven graph (203 vertices) and odd widths: unequal blocks along every axis
+UNEVEN = "synthetic:sbm?n=203&classes=3&avg_degree=6&features=7"
+
+
+@pytest.mark.parametrize("model,P,comm,data,hidden", [("gcn", 4, None, GRAPH, 8), ("gat", 8, None, GRAPH, 8),
+                                                      ("sage", 4, "bfloat16", GRAPH, 8),
+                                                      ("gcn", 8, "bfloat16", UNEVEN, 5)])
+def test_fast_records_equal_the_plain_records(monkeypatch, model, P, comm, data, hidden):
+    graph = load_graph(data, seed=0)
+    flags = {"data": data, "nproc": P, "algo": "1d", "model": model, "hidden": hidden, "layers": 2}
     if model == "sage":
         flags["aggr"] = "max"
     if comm:
@@ -80,6 +87,7 @@ def test_fast_records_equal_the_plain_records(monkeypatch, model, P, comm):
         m.setattr(InMemorySource, "nnz_cols", _sliced_nnz_cols)
         m.setattr(SummaVolume, "batched", False)
         m.setattr(BlockRowVolume, "batched", False)
+        m.setattr(PlexusVolume, "batched", False)
         m.setattr(counts, "pattern_of", _pattern_of_matrices)
         plain = _price_all(cfg, graph, None)
     assert fast.keys() == plain.keys()

@@ -489,6 +489,10 @@ class SummaVolume(BlockRowVolume):
                     self._grad_cast(r, sent, recv, narrow)
 
 
+#: the primitives whose Plexus records read the destination gather's per-member row counts
+_PLEXUS_READS_DST = ("sddmm_add", "sddmm_dot", "at_destinations")
+
+
 class PlexusVolume(BlockRowVolume):
     r"""Per-rank bytes of each Plexus primitive on the grid ``shape = (Gx, Gy, Gz)`` for a model's traced ``calls``
     (they fix the layouts, :func:`~gridgnn.partition.layout.plexus_layouts`), from the source's shards alone: the
@@ -589,9 +593,37 @@ class PlexusVolume(BlockRowVolume):
 
     AXIS_KEYS = {"x": "x", "y": "y", "z": "z"}  # the grid's own axis names
 
+    #: price the program once for every group of ranks whose records are the same (:meth:`_signature`); ``False``:
+    #: every rank's program (the plain path, which the tests compare with)
+    batched: bool = True
+
+    def _signature(self, call: PrimitiveCall, me: dict, s) -> tuple | None:
+        r"""What rank ``me``'s records of ``call`` depend on, or ``None`` (its own). A record's rows are even splits
+        :math:`\lfloor X/g \rfloor + [c < X \bmod g]` of the vertex count, the call's widths and those split once
+        more along another axis; a coordinate enters only through :math:`[c < X \bmod g]` (ring all-reduces and
+        padded all-gathers read sizes alone, a reduce-scatter its own piece), the edge count only where a
+        primitive all-reduces edge values, and the destination gather its members' row counts (those ranks keep
+        their own)."""
+        name = call.name
+        if name in _PLEXUS_READS_DST:
+            return None
+        base = {self.source.n, call.width, call.out_width, call.heads, 1}
+        if call.heads:
+            base.add(call.width // call.heads)
+        xs = set(base)
+        for q in base:
+            for g in self.g.values():
+                xs.update((q // g, q // g + 1))
+        xs = sorted(xs)
+        key = [tuple(me[a] < x % self.g[a] for x in xs) for a in PLEXUS_AXES]
+        reads_nnz = name == "sddmm_dot" or name in ("spmm", "spmm_select") and call.grads[0]
+        key.append(s.nnz if reads_nnz else -1)
+        return tuple(key)
+
     def primitive(self, call: PrimitiveCall, elem_bytes: int) -> tuple[dict, dict]:
         """The records of ``call``'s program on each rank (:func:`gridgnn.parallel.plexus.program`, the list its
-        engine runs), priced per row (``elem_bytes`` bytes per element)."""
+        engine runs), priced per row (``elem_bytes`` bytes per element): once per group of ranks of one
+        :meth:`_signature`, added to each of them."""
         fwd, bwd = {}, {}
         if call.name == "param_grad":
             self.param_grad(bwd, call, elem_bytes)
@@ -599,9 +631,33 @@ class PlexusVolume(BlockRowVolume):
         out = {"fwd": fwd, "bwd": bwd}
         lay = self.layouts[call.layer].graph
         run, first, dst = self._run, self.first, self._dst_counts
-        for r, (me, s) in enumerate(zip(self.coords, self.schedules(call.layer))):
-            for st in plexus_program_of(call, s, first=first, dst_counts=lambda: dst(lay, me)).steps:
-                run(out[st.phase], r, st.records, st.row_bytes(elem_bytes), exact=st.exact)
+        scheds = self.schedules(call.layer)
+        groups: dict = {}
+        for r, (me, s) in enumerate(zip(self.coords, scheds)):
+            sig = self._signature(call, me, s) if self.batched else None
+            groups.setdefault(("rank", r) if sig is None else sig, []).append(r)
+        for ranks in groups.values():
+            r0 = ranks[0]
+            me = self.coords[r0]
+            steps = plexus_program_of(call, scheds[r0], first=first, dst_counts=lambda: dst(lay, me)).steps
+            if len(ranks) == 1:
+                for st in steps:
+                    run(out[st.phase], r0, st.records, st.row_bytes(elem_bytes), exact=st.exact)
+                continue
+            one = {"fwd": {}, "bwd": {}}  # the first rank's records, then added to every rank of the group
+            cast = self.cast_elems[r0] if self.wire_elem else 0.0
+            for st in steps:
+                run(one[st.phase], r0, st.records, st.row_bytes(elem_bytes), exact=st.exact)
+            idx = np.asarray(ranks)
+            for phase, got in one.items():
+                for k, arrays in got.items():
+                    acc = out[phase].get(k)
+                    if acc is None:
+                        acc = out[phase][k] = (np.zeros(self.world), np.zeros(self.world), np.zeros(self.world))
+                    for a, b in zip(acc, arrays):
+                        a[idx] += b[r0]
+            if self.wire_elem:
+                self.cast_elems[idx[1:]] += self.cast_elems[r0] - cast
         return fwd, bwd
 
     def work(self, call: PrimitiveCall) -> dict:
