@@ -6,7 +6,8 @@ configurations, counts nonzeros per block in one pass over the unpermuted matrix
 (:meth:`InMemorySource.nnz_cols`), prices the configurations in forked workers, and sums a rank's
 per-panel and per-stage records without building them (:meth:`SummaSchedule.panel_bytes`,
 :meth:`BlockRowSchedule.fetch_bytes`), and prices a Plexus program once per group of ranks with the same sizes
-(:meth:`PlexusVolume._signature`; an uneven graph and odd widths split the groups). The plain path slices every block the engine would read and runs every
+(:meth:`PlexusVolume._signature`; an uneven graph and odd widths split the groups), and GCN's Plexus memory once per
+class of equally sized ranks (``plexus.GROUP_RANKS``). The plain path slices every block the engine would read and runs every
 record one by one; every family's bytes, messages, local work and memory must come out equal, rank by rank.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 
 from gridgnn.graph.spec import load_graph
+from gridgnn.parallel import plexus
 from gridgnn.parallel.source import InMemorySource
 from gridgnn.partition import counts
 from gridgnn.planner.plan import candidates
@@ -88,6 +90,7 @@ def test_fast_records_equal_the_plain_records(monkeypatch, model, P, comm, data,
         m.setattr(SummaVolume, "batched", False)
         m.setattr(BlockRowVolume, "batched", False)
         m.setattr(PlexusVolume, "batched", False)
+        m.setattr(plexus, "GROUP_RANKS", False)
         m.setattr(counts, "pattern_of", _pattern_of_matrices)
         plain = _price_all(cfg, graph, None)
     assert fast.keys() == plain.keys()

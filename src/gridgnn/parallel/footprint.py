@@ -79,6 +79,13 @@ class Ledger:
     def add(self, comp: str, nbytes, where: str = "dev") -> None:
         self.sums[where][comp] += int(round(nbytes))
 
+    def copy(self) -> "Ledger":
+        """An independent ledger of the same contributions (a rank of the same sizes as this one's)."""
+        out = Ledger()
+        out.sums = {w: dict(d) for w, d in self.sums.items()}
+        out.cands = {w: dict(d) for w, d in self.cands.items()}
+        return out
+
     def cand(self, comp: str, nbytes, what: str, where: str = "dev") -> None:
         nbytes = int(round(nbytes))
         if nbytes > self.cands[where][comp][0]:

@@ -54,7 +54,7 @@ from ..ops import semiring as sr
 from ..ops.pattern import Pattern, as_edges, index_bytes, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
 from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, plexus_destinations, plexus_layouts, plexus_program,
-                                vertex_order)
+                                split_classes, vertex_order)
 from .base import Plan
 from .family import Algorithm, Family, add_family
 from .footprint import (DROPOUT_MASK_BYTES_PER_ELEMENT, Ledger, dropout_hash, gcn_order, params, train_rows_at,
@@ -980,55 +980,81 @@ def _input_gather_buffer(acc: Ledger, s, c_in: int, e: int) -> None:
              "plexus all-gather of the layer-0 input")
 
 
+#: price GCN's memory once per class of equally sized ranks (:func:`~gridgnn.partition.layout.split_classes`), their
+#: own shards and labelled rows added per rank; ``False``: every rank on its own (the plain path the tests compare)
+GROUP_RANKS = True
+
+
 def _gcn_memory(ctx, shape, ranks) -> dict:
-    """GCN on ``plexus``, exact: the layouts of its order of ``linear`` and ``spmm``, every tensor on its shard."""
-    dims, e = ctx.dims, ctx.e
-    L = len(dims) - 1
+    """GCN on ``plexus``, exact: the layouts of its order of ``linear`` and ``spmm``, every tensor on its shard. What
+    depends on a rank's sizes alone is written once per class of its coordinates
+    (:func:`~gridgnn.partition.layout.split_classes`); its adjacency shards and its labelled rows are its own."""
+    dims = ctx.dims
     program = gcn_order(dims)
     layouts = plexus_layouts(program)
-    p = ctx.dropout
+    vb, count = _plexus_grid(ctx, shape, layouts)
+    cls = split_classes(dict(zip(PLEXUS_AXES, map(int, shape))), {ctx.n, 1, *dims})
+    sized: dict = {}  # class -> (ledger of the sizes' parts, logits rows, logits columns)
     out = {}
-    for r, me, scheds, acc, _, largest, _ in _plexus_ranks(ctx, shape, layouts, ranks):
-        nrows, ncols = scheds[0].nrows, scheds[0].ncols
-        nparams = 0
-        for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
-            lay = layouts[l]
-            gr, lin = lay.graph, lay.linear
-            w_in, w_out = ncols(fi, lin.cols), ncols(fo, lin.third)
-            get = scheds[l].weight_gather(fi)
-            nparams += get.pieces[get.me] * w_out + (ncols(fo, lay.output.cols) if ctx.bias else 0)
-            n_lin = nrows(lin.rows)
-            # saved by linear: its input (the aggregated M̂H, the gathered layer-0 input, or the dropped input;
-            # with no dropout a later layer's input is the previous ReLU output) and the gathered weight block (the
-            # parameter itself where nothing is gathered)
-            fresh = program[l][0] == "spmm" or l == 0 or p > 0
-            acc.add("activations", ((n_lin * w_in) if fresh else 0) * e + (w_in * w_out * e if get.moves else 0))
-            inp = lay.input
-            n_in, c_in = nrows(inp.rows), ncols(fi, inp.cols)
-            if p > 0 and l > 0:
-                acc.add("activations", n_in * c_in * DROPOUT_MASK_BYTES_PER_ELEMENT)  # dropout mask of the input
-            if l < L - 1:
-                acc.add("activations", nrows(lay.output.rows) * ncols(fo, lay.output.cols) * e)  # ReLU output
-            if l == 0:
-                in_rows = scheds[0].input_parts()[me[inp.third]]
-                acc.add("features", in_rows * c_in * e)
-                dropout_hash(acc, ctx, l, in_rows * c_in)
-                _input_gather_buffer(acc, scheds[0], c_in, e)
-            else:
-                dropout_hash(acc, ctx, l, n_in * c_in)
-            _weight_buffers(acc, scheds[l], fi, w_out, e, l)
-            n_t, w_g = nrows(gr.third), ncols(min(fi, fo), gr.cols)
-            acc.cand("workspace", e * (2 * n_t * w_g + w_in * w_out + 2 * n_lin * max(w_in, w_out)),
-                     f"layer {l} backward temporaries")
-        last = layouts[-1].output
-        rows_out = nrows(last.rows)
-        c_loc = ncols(dims[-1], last.cols)
-        acc.add("features", 11 * rows_out)
+    for r in ranks:
+        coords = dict(zip(PLEXUS_AXES, coords_of(r, shape)))
+        key = tuple(cls[a][coords[a]] for a in PLEXUS_AXES) if GROUP_RANKS else r
+        if key not in sized:
+            sized[key] = _gcn_sized(ctx, layouts, program, coords, _plexus_rank(ctx, shape, layouts, r)[1])
+        base, rows_out, c_loc = sized[key]
+        acc = base.copy()
+        _, largest = _plexus_shards(ctx, acc, layouts, vb, count, coords)
         m = train_rows_at(ctx.train_rows, r, rows_out)
-        acc.add("activations", rows_out * c_loc * e + m * (c_loc * e + 1 + 8))  # logits, softmax, flags, targets
-        params(acc, ctx, nparams, 2 * L if ctx.bias else L, grad_allreduce=False)
+        acc.add("activations", m * (c_loc * ctx.e + 1 + 8))  # the loss's softmax rows, flags and targets
         out[r] = (acc, largest)
     return out
+
+
+def _gcn_sized(ctx, layouts, program, me, scheds) -> tuple:
+    """What a GCN rank of coordinates ``me`` holds that depends on its block sizes alone: ``(ledger, logits rows,
+    logits columns)``."""
+    dims, e = ctx.dims, ctx.e
+    L = len(dims) - 1
+    p = ctx.dropout
+    acc = Ledger()
+    nrows, ncols = scheds[0].nrows, scheds[0].ncols
+    nparams = 0
+    for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
+        lay = layouts[l]
+        gr, lin = lay.graph, lay.linear
+        w_in, w_out = ncols(fi, lin.cols), ncols(fo, lin.third)
+        get = scheds[l].weight_gather(fi)
+        nparams += get.pieces[get.me] * w_out + (ncols(fo, lay.output.cols) if ctx.bias else 0)
+        n_lin = nrows(lin.rows)
+        # saved by linear: its input (the aggregated M̂H, the gathered layer-0 input, or the dropped input;
+        # with no dropout a later layer's input is the previous ReLU output) and the gathered weight block (the
+        # parameter itself where nothing is gathered)
+        fresh = program[l][0] == "spmm" or l == 0 or p > 0
+        acc.add("activations", ((n_lin * w_in) if fresh else 0) * e + (w_in * w_out * e if get.moves else 0))
+        inp = lay.input
+        n_in, c_in = nrows(inp.rows), ncols(fi, inp.cols)
+        if p > 0 and l > 0:
+            acc.add("activations", n_in * c_in * DROPOUT_MASK_BYTES_PER_ELEMENT)  # dropout mask of the input
+        if l < L - 1:
+            acc.add("activations", nrows(lay.output.rows) * ncols(fo, lay.output.cols) * e)  # ReLU output
+        if l == 0:
+            in_rows = scheds[0].input_parts()[me[inp.third]]
+            acc.add("features", in_rows * c_in * e)
+            dropout_hash(acc, ctx, l, in_rows * c_in)
+            _input_gather_buffer(acc, scheds[0], c_in, e)
+        else:
+            dropout_hash(acc, ctx, l, n_in * c_in)
+        _weight_buffers(acc, scheds[l], fi, w_out, e, l)
+        n_t, w_g = nrows(gr.third), ncols(min(fi, fo), gr.cols)
+        acc.cand("workspace", e * (2 * n_t * w_g + w_in * w_out + 2 * n_lin * max(w_in, w_out)),
+                 f"layer {l} backward temporaries")
+    last = layouts[-1].output
+    rows_out = nrows(last.rows)
+    c_loc = ncols(dims[-1], last.cols)
+    acc.add("features", 11 * rows_out)
+    acc.add("activations", rows_out * c_loc * e)  # the logits
+    params(acc, ctx, nparams, 2 * L if ctx.bias else L, grad_allreduce=False)
+    return acc, rows_out, c_loc
 
 
 #: primitives that read node values at the destinations of the edges (on Plexus: a row gather along ``r``)

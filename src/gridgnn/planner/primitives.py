@@ -33,7 +33,7 @@ from ..parallel.plexus import PlexusFamily, program as plexus_program_of
 from ..parallel.summa import PANEL_STEPS as SUMMA_PANEL_STEPS, SummaFamily, program as summa_program
 from ..partition import RowPartition, block_range, even_bounds
 from ..partition.counts import nnz_cols
-from ..partition.layout import PLEXUS_AXES, PlexusSchedule, even_range, layer_version, vertex_order
+from ..partition.layout import PLEXUS_AXES, PlexusSchedule, even_range, layer_version, split_classes, vertex_order
 from ..partition.permute import block_nnz
 
 
@@ -597,28 +597,24 @@ class PlexusVolume(BlockRowVolume):
     #: every rank's program (the plain path, which the tests compare with)
     batched: bool = True
 
-    def _signature(self, call: PrimitiveCall, me: dict, s) -> tuple | None:
-        r"""What rank ``me``'s records of ``call`` depend on, or ``None`` (its own). A record's rows are even splits
-        :math:`\lfloor X/g \rfloor + [c < X \bmod g]` of the vertex count, the call's widths and those split once
-        more along another axis; a coordinate enters only through :math:`[c < X \bmod g]` (ring all-reduces and
-        padded all-gathers read sizes alone, a reduce-scatter its own piece), the edge count only where a
-        primitive all-reduces edge values, and the destination gather its members' row counts (those ranks keep
-        their own)."""
+    def _signature(self, call: PrimitiveCall):
+        r"""``signature(me, schedule)``: what a rank's records of ``call`` depend on, or ``None`` (each rank its
+        own). A record's rows are even splits :math:`\lfloor X/g \rfloor + [c < X \bmod g]` of the vertex count,
+        the call's widths and those split once more along another axis; a coordinate enters only through
+        :math:`[c < X \bmod g]` (:func:`~gridgnn.partition.layout.split_classes`: ring all-reduces and padded
+        all-gathers read sizes alone, a reduce-scatter its own piece), the edge count only where a primitive
+        all-reduces edge values, and the destination gather its members' row counts (those ranks keep their
+        own)."""
         name = call.name
-        if name in _PLEXUS_READS_DST:
+        if not self.batched or name in _PLEXUS_READS_DST:
             return None
         base = {self.source.n, call.width, call.out_width, call.heads, 1}
         if call.heads:
             base.add(call.width // call.heads)
-        xs = set(base)
-        for q in base:
-            for g in self.g.values():
-                xs.update((q // g, q // g + 1))
-        xs = sorted(xs)
-        key = [tuple(me[a] < x % self.g[a] for x in xs) for a in PLEXUS_AXES]
+        cls = split_classes(self.g, base)
+        cx, cy, cz = (cls[a] for a in PLEXUS_AXES)
         reads_nnz = name == "sddmm_dot" or name in ("spmm", "spmm_select") and call.grads[0]
-        key.append(s.nnz if reads_nnz else -1)
-        return tuple(key)
+        return lambda me, s: (cx[me["x"]], cy[me["y"]], cz[me["z"]], s.nnz if reads_nnz else -1)
 
     def primitive(self, call: PrimitiveCall, elem_bytes: int) -> tuple[dict, dict]:
         """The records of ``call``'s program on each rank (:func:`gridgnn.parallel.plexus.program`, the list its
@@ -633,9 +629,9 @@ class PlexusVolume(BlockRowVolume):
         run, first, dst = self._run, self.first, self._dst_counts
         scheds = self.schedules(call.layer)
         groups: dict = {}
+        signature = self._signature(call)
         for r, (me, s) in enumerate(zip(self.coords, scheds)):
-            sig = self._signature(call, me, s) if self.batched else None
-            groups.setdefault(("rank", r) if sig is None else sig, []).append(r)
+            groups.setdefault(("rank", r) if signature is None else signature(me, s), []).append(r)
         for ranks in groups.values():
             r0 = ranks[0]
             me = self.coords[r0]
