@@ -105,9 +105,9 @@ def main() -> int:
             continue
         peaks = ", ".join(f"{p:.2f} ({e:.2f})" if e is not None else f"{p:.2f}"
                           for p, e in zip(r["rank_peak_gib"], r["rank_estimate_gib"]))
+        predict = r["failed"] if "failed" in r else f"{r['predict_s']:.1f} ({r['predict_gib']:.2f})"
         print(f"| {r['algo']} | {r['shard_s']:.1f} ({r['shard_gib']:.2f}) | {r['startup_s']:.1f} | "
-              f"{r['first_epoch_s']:.2f} ({r['first_compile_s']:.2f}) | {r['median_epoch_s']:.2f} | "
-              f"{r.get('predict_s', float('nan')):.1f} ({r.get('predict_gib', float('nan')):.2f}) | "
+              f"{r['first_epoch_s']:.2f} ({r['first_compile_s']:.2f}) | {r['median_epoch_s']:.2f} | {predict} | "
               f"{r['launcher_gib']:.2f} | {peaks} |")
     return 0
 

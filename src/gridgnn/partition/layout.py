@@ -439,11 +439,12 @@ def plexus_destinations(source, lay: PlexusNodeLayout, t_rows: tuple[int, int], 
 
 def split_classes(sizes: dict, quantities) -> dict:
     r"""What a rank's even splits of ``quantities`` depend on, per axis ``a`` of ``sizes`` (``g`` members): the class
-    of each coordinate ``c`` (``{axis: [class id per coordinate]}``), equal for two coordinates when they lie on the
+    of each coordinate ``c`` (``{axis: (class id per coordinate)}``, cached: do not change it), equal for two coordinates when they lie on the
     same side of :math:`X \bmod g` for every ``X`` of ``quantities`` and of those split once along any axis (an even
     split is :math:`\lfloor X/g \rfloor + [c < X \bmod g]`). Ranks of the same class on every axis hold blocks of
-    the same sizes of all of them (and of their parts split once more): a model that reads sizes alone prices one
-    rank per class."""
+    the same sizes of all of them and of their parts split once more — two levels, as deep as any Plexus record
+    splits (a part of a part of a part may differ within a class: add the intermediate sizes to ``quantities``
+    before splitting deeper): a model that reads sizes alone prices one rank per class."""
     return _split_classes(tuple((a, int(g)) for a, g in sizes.items()), frozenset(int(q) for q in quantities))
 
 
@@ -455,7 +456,7 @@ def _split_classes(sizes: tuple, quantities: frozenset) -> dict:
             xs.update((q // g, q // g + 1))
     rem = {g: sorted({x % g for x in xs}) for _, g in sizes}
     # coordinate c's class: how many of the axis' distinct remainders lie above it
-    return {a: [sum(c < m for m in rem[g]) for c in range(g)] for a, g in sizes}
+    return {a: tuple(sum(c < m for m in rem[g]) for c in range(g)) for a, g in sizes}  # shared by the cache: read-only
 
 
 @dataclass(frozen=True)
