@@ -23,29 +23,22 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from gridgnn.distributed.launch import launch  # noqa: E402
 from gridgnn.graph.spec import load_graph  # noqa: E402
-from tests.planner._measure import measure_rank  # noqa: E402
+from tests.planner._measure import Counter, measure_rank  # noqa: E402
 
 SHAPES = {"1d": (4,), "1d-sa": (4,), "1.5d": (2, 2), "1.5d-sa": (2, 2), "2d": (2, 2), "3d": (1, 2, 2),
           "plexus": (2, 2, 1), "edge": (1, 4)}
 
 
 def split_bytes(plan) -> tuple[int, int]:
-    """``(index bytes, value bytes)`` of the tensors the plan's graphs hold (each storage once)."""
-    seen, idx, val = set(), 0, 0
+    """``(index bytes, value bytes)`` of the tensors the plan's graphs hold (each storage once: the memory tests'
+    :class:`Counter`, one for each kind, sharing what they have seen)."""
+    idx, val = Counter(), Counter()
+    val.seen = idx.seen
     graphs = [plan.dgraph] if hasattr(plan, "dgraph") else list(plan.graphs.values())
     for g in graphs:
-        tensors, _ = g.held()
-        for t in tensors:
-            s = t.untyped_storage()
-            key = (s.data_ptr(), s.nbytes())
-            if key in seen:
-                continue
-            seen.add(key)
-            if t.is_floating_point():
-                val += s.nbytes()
-            else:
-                idx += s.nbytes()
-    return idx, val
+        for t in g.held()[0]:
+            (val if t.is_floating_point() else idx).tensor(t)
+    return idx.total, val.total
 
 
 def worker(ctx, graph, cases, dims):

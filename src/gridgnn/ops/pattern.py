@@ -40,11 +40,14 @@ def index_dtype(*sizes: float) -> torch.dtype:
     ``int32`` while every one fits (SciPy's own rule), else ``int64``. Row pointers, columns, rows, the transposed
     order and edge positions of a block are all below its largest size, so 4 bytes per index suffice for every
     block of a graph below 2³¹ vertices and 2³¹ entries per block."""
-    return torch.int32 if max(sizes, default=0) <= INT32_MAX else torch.int64
+    return torch.int32 if index_bytes(*sizes) == 4 else torch.int64
 
 
-def index_bytes(*sizes: float) -> int:
-    """Bytes per index of a block of ``sizes`` (:func:`index_dtype`): 4 or 8."""
+def index_bytes(*sizes):
+    """Bytes per index of a block of ``sizes`` (:func:`index_dtype`): 4 or 8 — per element where the sizes are
+    arrays (one per block)."""
+    if any(isinstance(v, np.ndarray) for v in sizes):
+        return np.where(np.maximum.reduce(np.broadcast_arrays(*map(np.asarray, sizes))) <= INT32_MAX, 4, 8)
     return 4 if max(sizes, default=0) <= INT32_MAX else 8
 
 

@@ -48,7 +48,7 @@ import torch
 from ..distributed.grid import AXES
 from ..errors import GridGnnError
 from ..ops import semiring as sr
-from ..ops.pattern import INT32_MAX, Pattern, col_sum, index_bytes, row_reduce, sddmm_add, sddmm_dot, spmm
+from ..ops.pattern import Pattern, col_sum, index_bytes, row_reduce, sddmm_add, sddmm_dot, spmm
 from ..partition import RowPartition, even_bounds
 from ..partition.layout import BlockRowSchedule, stage_chunks
 from .aggregate import SourceKeys
@@ -936,7 +936,7 @@ def _graph_memory(acc: Ledger, e: int, *, rows: int, cols: int, nnz: float, stag
     if single_block:
         acc.add("adjacency", np.round(ib * (size + 1 + 2 * nnz_q)).sum())
         return
-    ibq = np.where(np.maximum(np.maximum(size, nnz_q), rows) <= INT32_MAX, 4, 8)
+    ibq = index_bytes(size, nnz_q, rows)
     acc.add("adjacency", np.round(ibq * (rows + 1 + 2 * nnz_q + size + 1 + 2 * nnz_q)).sum())
     acc.add("adjacency", np.round(ib * nnz_q[nnz_q != nnz]).sum())
 

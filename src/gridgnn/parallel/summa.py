@@ -41,7 +41,7 @@ import torch
 from ..distributed.grid import AXES, coords_of, ordered_factorizations
 from ..errors import GridGnnError
 from ..ops import semiring as sr
-from ..ops.pattern import INT32_MAX, Pattern, as_edges, index_bytes, index_dtype, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
+from ..ops.pattern import Pattern, as_edges, index_bytes, index_dtype, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
 from ..partition.layout import SummaGeometry, SummaSchedule, even_size, layer_version
 from .base import Plan
@@ -794,7 +794,7 @@ def _summa_memory(spec, ctx, shape, ranks) -> dict:
             # crow and col are views of the broadcast index array (sched[v].pattern(p): nr + 1 + z entries of the
             # wire's bytes) where the two widths agree, else that array is a copy of them
             wb = sched[v].index_bytes
-            ib = np.where(np.maximum(np.maximum(panel_rows[mine], z), nr) <= INT32_MAX, 4, 8)
+            ib = index_bytes(panel_rows[mine], z, nr)
             acc.add("adjacency", int((ib * (nr + 1 + 2 * z) + ib * (panel_rows[mine] + 1 + 2 * z)
                                       + np.where(ib == wb, 0, wb) * (nr + 1 + z)).sum()))
             owned = float(z.sum())
