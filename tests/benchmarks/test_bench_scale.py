@@ -20,6 +20,8 @@ def test_every_stage_runs_and_the_table_holds_each_measurement(tmp_path):
     assert len(cells) == 8 and "exit" not in row, row
     peaks = cells[7].split(", ")
     assert len(peaks) == 2 and all("(" in p for p in peaks), row  # each rank's peak with the guard's estimate
+    stages = next(line for line in out.stdout.splitlines() if line.startswith("1d-sa start-up by stage"))
+    assert all(f"{k} " in stages for k in ("spawn", "read", "join", "memory", "build", "model")), stages
     logits = np.load(tmp_path / "predict-1d-sa.npy")
     assert logits.shape == (256, 3) and np.isfinite(logits).all()
     assert (tmp_path / "run-1d-sa" / "summary.json").is_file() and not (tmp_path / "shards-1d-sa").exists()

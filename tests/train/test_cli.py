@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -22,11 +23,19 @@ def gridgnn(*args, timeout=300):
 
 def test_default_data_trains_and_writes_outputs(tmp_path):
     out = tmp_path / "run"
+    t0 = time.perf_counter()
     r = gridgnn("train", "--epochs", 60, "--nproc", 2, "--algo", "1d-sa", "--out", out, "--save-logits",
                 "--log-every", 20)
+    took = time.perf_counter() - t0
     assert r.returncode == 0, r.stderr
     s = json.loads((out / "summary.json").read_text())
     assert SUMMARY_KEYS <= set(s)
+    # the start-up by stage: the launcher's (the SPEC generated once, its shards written), then rank 0's own
+    stages = s["startup_s"]
+    assert list(stages) == ["checks", "load", "shard", "spawn", "read", "join", "memory", "build", "model",
+                            "optimizer", "total"], stages
+    assert min(stages.values()) >= 0 and abs(sum(stages.values()) - 2 * stages["total"]) < 0.01
+    assert stages["total"] < took
     assert s["nproc"] == 2 and s["algo"] == "1d-sa" and s["grid"] == [2]
     from gridgnn.graph.spec import load_graph
 

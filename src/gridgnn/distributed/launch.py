@@ -70,6 +70,7 @@ class LaunchContext:
     initialized: bool = False
     store_file: str | None = None  # local launch: FileStore rendezvous (no listening store socket)
     host_memory: int | None = None  # local launch: the host memory the caller measured before spawning
+    startup: dict | None = None  # local launch: the caller's start-up clock, continued on the ranks
 
     @property
     def backend(self) -> str:
@@ -624,10 +625,11 @@ def _wait(procs, err_dir: str) -> None:
 
 
 def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0, collect: bool = False,
-           host_memory: int | None = None):
+           host_memory: int | None = None, startup: dict | None = None):
     """Run ``fn(ctx, *args)`` on every rank; returns the list of per-rank results when ``collect``.
     ``host_memory``: bytes of host memory the caller measured before the launch, handed to the spawned ranks
-    as ``ctx.host_memory`` (their memory check then uses one number for all of them).
+    as ``ctx.host_memory`` (their memory check then uses one number for all of them); ``startup``: plain data the
+    spawned ranks receive as ``ctx.startup`` (the caller's start-up clock).
 
     Under torchrun/srun this process is one rank (``nproc`` must match or be omitted) and the list holds
     only this rank's result. Otherwise ``nproc`` processes are spawned here (see the module docstring for
@@ -673,7 +675,8 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
         edir = os.path.join(tmp, "errors")
         os.makedirs(edir)
         proto = LaunchContext(0, nproc, 0, nproc, dev, timeout_s=timeout_s,
-                              store_file=os.path.join(tmp, "rendezvous"), host_memory=host_memory)
+                              store_file=os.path.join(tmp, "rendezvous"), host_memory=host_memory,
+                              startup=startup)
         # Children inherit the blocked mask (SIGINT stays blocked in them) and the loopback-only interfaces.
         os.environ.update(env_keys)
         signal.pthread_sigmask(signal.SIG_BLOCK, set(handled))

@@ -91,6 +91,7 @@ def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, ca
     for note in task.info.get("input_notes", ()):  # the loader's silent choices, one line each
         console.write(note)
     epochs = []  # this run's (record, per-phase communication) of each epoch
+    rs.startup.lap("optimizer")
 
     def step(epoch: int) -> dict:
         rec, delta = _epoch(task, model, opt, comm, epoch, device)
@@ -115,7 +116,7 @@ def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, ca
             return None
         summary = _summary(cfg, task.info, world, comm.grid, loop.history, epochs, everyone,
                            time.perf_counter() - t_start, resumed_from=None if ckpt is None else loop.start,
-                           wire=comm.wire, **task.summary_fields())
+                           wire=comm.wire, startup_s=rs.startup.summary(), **task.summary_fields())
         loop.write(summary, params, logits=logits_full, original_ids=rs.original_ids, node_types=rs.node_types,
                    everyone=everyone)
     if not cfg.quiet:

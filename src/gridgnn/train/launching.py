@@ -20,6 +20,7 @@ from .config import TrainConfig
 from .handover import handed_over
 from .outputs import clean_after_ranks, keep_interrupted, kept_note, out_dir_state
 from .rank_layout import check_vertex_count
+from .startup import StartupClock
 from .summary import interrupted_summary
 
 
@@ -67,9 +68,11 @@ def launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | Non
     (:mod:`~gridgnn.train.handover`; ``dims``: a model's widths, for inference): a graph in memory, and — with
     ``one_load`` — the graph of a ``--data`` SPEC, loaded (or generated) once here rather than by every rank, so
     that each rank holds only its blocks (a ``sharded:`` dataset is read by the ranks themselves); ``loaded``: a list
-    holding that graph, loaded already (taken out of it)."""
+    holding that graph, loaded already (taken out of it). The start-up clock (:mod:`~gridgnn.train.startup`) begins
+    here and travels to the ranks."""
     if env_context(cfg.device) is not None:  # this rank of a torchrun/srun job: its process holds the graph
         return launch_ranks(worker, cfg, graph, *args)
+    clock = StartupClock()
     host_memory = available_memory_bytes("cpu")
     one_load = one_load and graph is None and not (cfg.data or "").strip().startswith("sharded:")
     # the ranks import PyG only where they load a planetoid: SPEC themselves
@@ -78,14 +81,19 @@ def launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | Non
     name = None
     if graph is None:
         _check_data_before_spawn(cfg, loaders=1 if one_load else cfg.nproc)
+        clock.lap("checks")
         if one_load:
             graph = loaded.pop() if loaded else load_graph(cfg.data, seed=cfg.seed)  # once, for every rank
             name = cfg.data or "default"
+            clock.lap("load")
+    else:
+        clock.lap("checks")
     with handed_over(cfg, graph, dims=dims, name=name) as given:
         graph = None  # the shards hold it now: not kept here while the ranks run
         if given is not None:  # the shards may lie in memory (a tmpfs TMPDIR): what is left for the ranks
             host_memory = available_memory_bytes("cpu")
-        return launch_ranks(worker, cfg, given, *args, host_memory=host_memory)
+            clock.lap("shard")
+        return launch_ranks(worker, cfg, given, *args, host_memory=host_memory, startup=clock.handoff())
 
 
 def launch_ranks(worker, cfg: TrainConfig, graph, *args, **kw) -> list:
@@ -95,6 +103,8 @@ def launch_ranks(worker, cfg: TrainConfig, graph, *args, **kw) -> list:
 
     existing = out_dir_state(cfg.out)
     launcher = env_context(cfg.device) is None  # (a torchrun/srun rank 0 keeps its epochs in its loop)
+    if launcher and "startup" not in kw:  # the ranks' start-up clock begins at their launch
+        kw["startup"] = StartupClock().handoff()
     try:
         return launch(worker, cfg.nproc, cfg, graph, *args, device=cfg.device, timeout_s=cfg.timeout_s,
                       collect=True, **kw)

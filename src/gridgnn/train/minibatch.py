@@ -56,6 +56,7 @@ from .loop import RunLoop, compiling
 from .optim import make_optimizer
 from .rank_layout import attach_edge_features
 from .sampled_link import LinkSamples
+from .startup import StartupClock
 from .step import allreduce_grads
 from .summary import count, median_of, run_summary, traffic
 from .tasks import NodeReport
@@ -229,6 +230,7 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
     ``callbacks``: called on rank 0 with each epoch's record)."""
     note_memory("")  # no memory guard runs here: no estimate of an earlier run in this process is reported
     t_start = time.perf_counter()
+    clock = StartupClock.on_rank(ctx)
     in_memory = graph is not None
     loaded = load_graph(cfg.data if graph is None else graph, seed=cfg.seed)
     require_nonnegative_weights(loaded)  # on every rank, before anything starts
@@ -247,12 +249,15 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
         ckpt = read_checkpoint(cfg.resume)
         check_for_run(ckpt, cfg.resume, dims=dims, info=info, epochs=cfg.epochs)
     start = 0 if ckpt is None else ckpt["epoch"]
+    clock.lap("read")
     grid, device = _grid(ctx, cfg)
     comm = Comm(grid, sync_cuda=ctx is not None, ranks_per_node=None if ctx is None else ctx.ranks_per_node)
+    clock.lap("join")
     dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
     pipe = _Pipeline(cfg, task.graph, comm, device, dtype)
     model = build_model(cfg, dims, None, dtype).to(device)
     task.start(comm, pipe, model)
+    clock.lap("model")
     opt = make_optimizer(cfg, list(model.parameters()) + task.parameters)
     if ckpt is not None:
         restore(model, opt, _WHOLE, ckpt, dims, task.replicated)
@@ -267,6 +272,7 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
     for note in task.input_notes:  # the loader's silent choices, one line each
         console.write(note)
     logs = []  # this run's communication per epoch
+    clock.lap("optimizer")
 
     def step(epoch: int) -> dict:
         rec, delta = _epoch(pipe, task, model, opt, comm, epoch, epoch * steps_per_epoch, console)
@@ -291,7 +297,8 @@ def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False
             return {"summary": None, **state} if return_state else None
         summary = _summary(cfg, task.summary_size, grid, history, everyone, time.perf_counter() - t_start,
                            resumed_from=None if ckpt is None else start, data=info["data"],
-                           input_pipeline=info.get("input_pipeline"), **task.summary_fields())
+                           input_pipeline=info.get("input_pipeline"), startup_s=clock.summary(),
+                           **task.summary_fields())
         loop.write(summary, params, logits=logits_full, original_ids=task.graph.original_ids,
                    node_types=task.graph.node_types)
     if not cfg.quiet:

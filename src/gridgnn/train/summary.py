@@ -36,7 +36,7 @@ SUMMARY_KEYS = (
     # the run
     "algo", "grid", "nproc", "grid_axes", "blocked_aggregation", "replication", "partition", "seed", "model",
     "heads", "aggr", "layers", "hidden", "epochs", "epochs_trained", "early_stop", "feature_norm", "dtype", "data",
-    "n", "nnz", "estimated_peak_memory_bytes", "peak_memory_bytes", "wall_time_s", "checkpoint_every",
+    "n", "nnz", "estimated_peak_memory_bytes", "peak_memory_bytes", "wall_time_s", "startup_s", "checkpoint_every",
     "resumed_from_epoch", "input_pipeline", "config",
 )
 

@@ -37,6 +37,7 @@ from .data_checks import (check_data, check_inference_data, checked_graph, in_me
 from .handover import GraphShards
 from .rank_layout import (GRAPH_PARTITIONERS, build_rank, estimate_memory, make_source, model_trace, num_blocks,
                           vertex_blocks)
+from .startup import StartupClock
 from .step import evaluate
 from .summary import count, run_summary, traffic
 
@@ -129,6 +130,7 @@ class RankSetup:
     node_types: object = None  # the vertex types' names and id ranges (a HeteroData), else None
     source: object = None  # the block source and row partition the plan was built from (another graph on the
     rows: object = None  # same vertex layout is built from them: link prediction's test graph)
+    startup: object = None  # the start-up clock (gridgnn.train.startup.StartupClock), lapped up to the model
 
 
 def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = None) -> RankSetup:
@@ -139,6 +141,7 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     from ..errors import note_memory
 
     note_memory("")  # this run's guard notes its own estimate (an earlier run in this process may have left one)
+    clock = StartupClock.on_rank(ctx)
     resolve_model(cfg.model)  # a model of the user's own (package.module:Class) is imported on this rank too
     world = 1 if ctx is None else ctx.world_size
     host_avail = _host_memory_for_ranks(ctx)  # before this rank loads anything
@@ -156,6 +159,7 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     if cfg.resume is not None:  # read and checked on every rank, before the first collective
         ckpt = read_checkpoint(cfg.resume)
         check_for_run(ckpt, cfg.resume, dims=dims, info=info, epochs=cfg.epochs)
+    clock.lap("read")
 
     if ctx is None:
         comm, device = NullComm(), ("cuda" if cfg.device == "cuda" else "cpu")
@@ -168,11 +172,13 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
                     wire=wire_policy(cfg), overlap=cfg.overlap, grad_wire=grad_wire(cfg))
         if graph is not None and source is None:
             source, rows = _layout_on_rank0(comm, graph, cfg, world, shape)
+    clock.lap("join")
     # the memory guard reads a model's trace (GCN: none, and GCN is traced by build_rank after the guard), which
     # build_rank then reuses
     trace = memory_trace(cfg, dims, double=bool(getattr(source, "double", False)), available=host_avail,
                          ranks=1 if ctx is None else ctx.local_world_size, trains_on_host=device == "cpu")
     memory = _check_memory(cfg, graph, source, rows, shape, dims, device, host_avail, ctx, trace)
+    clock.lap("memory")
 
     plan, data = build_rank(graph, cfg.algo, comm, dims, source=source, rows=rows, dtype=dtype, device=device,
                             edges=edges,
@@ -180,13 +186,14 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
                             model=lambda p: build_model(cfg, dims, p, torch.float64), trace=trace)
     setup_log = comm.log.snapshot()
     comm.log.reset()
+    clock.lap("build")
     model = build_model(cfg, dims, plan, dtype).to(device)
+    clock.lap("model")
     original_ids = graph.original_ids if graph is not None else getattr(given, "original_ids", None)
     node_types = graph.node_types if graph is not None else getattr(given, "node_types", None)
     return RankSetup(graph=graph, info=info, dims=dims, dtype=dtype, ckpt=ckpt, comm=comm, device=device, plan=plan,
                      data=data, model=model, memory=memory, setup_log=setup_log, original_ids=original_ids,
-                     node_types=node_types,
-                     source=source, rows=rows)
+                     node_types=node_types, source=source, rows=rows, startup=clock)
 
 
 def predict_worker(ctx, cfg: TrainConfig, graph, dims: list[int], params: dict):
