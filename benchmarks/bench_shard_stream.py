@@ -49,8 +49,9 @@ def run_shard(spec: str, out: Path, blocks: str, budget: str | None) -> tuple[fl
     cmd = [time_bin, "-f", "PEAK_KB %M", sys.executable, "-m", "gridgnn", "shard", "--data", spec, "--blocks", blocks,
            "--out", str(out), "--overwrite"] + (["--memory-budget", budget] if budget else [])
     t0 = time.perf_counter()
-    res = subprocess.run(cmd, check=True, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(SRC)})
+    res = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(SRC)})
+    if res.returncode:
+        sys.exit(f"gridgnn shard exited {res.returncode}: {res.stderr.strip()}")
     seconds = time.perf_counter() - t0
     peak = int(res.stderr.rsplit("PEAK_KB", 1)[1].split()[0]) * 1024
     return seconds, peak, json.loads((out / "meta.json").read_text())

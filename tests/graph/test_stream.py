@@ -107,6 +107,76 @@ def test_streamed_dataset_is_the_in_memory_one_bit_for_bit(tmp_path, passes, dir
     assert not any(p.name.startswith(".passes") for p in tmp_path.iterdir())  # the scratch folder is gone
 
 
+def matrix_market(path: Path, *, n: int, m: int, seed: int, field: str, symmetry: str, crlf: bool = False) -> Path:
+    """A Matrix Market coordinate file with comments (between entries too), duplicate entries, diagonal entries and
+    isolated vertices; a symmetric file lists its lower triangle."""
+    r = np.random.default_rng(seed)
+    i, j = r.integers(1, n - 2, m), r.integers(1, n - 2, m)  # the last 3 vertices: no entry
+    i[:5], j[:5] = i[5:10], j[5:10]  # duplicates
+    if symmetry == "skew-symmetric":
+        i, j = np.maximum(i, j) + 1, np.minimum(i, j)  # strictly lower
+    elif symmetry == "symmetric":
+        i, j = np.maximum(i, j), np.minimum(i, j)
+        j[10:14] = i[10:14]  # diagonal entries
+    lines = [f"%%MatrixMarket matrix coordinate {field} {symmetry}", "% generated", "%", f"{n} {n} {m}"]
+    for k, (a, b) in enumerate(zip(i, j)):
+        v = "" if field == "pattern" else f" {r.integers(1, 4)}" if field == "integer" else f" {r.random():.6f}"
+        lines.append(f"{a} {b}{v}")
+        if k % 60 == 11:
+            lines.append("% a comment between entries")
+    end = "\r\n" if crlf else "\n"
+    path.write_bytes((end.join(lines) + end).encode())
+    return path
+
+
+MTX_CASES = [  # field, symmetry, method, blocks, extra SPEC parameters, file options
+    ("pattern", "symmetric", "double-perm", "3x2", "", {}),
+    ("real", "general", "single-perm", "2x3", "", {"crlf": True}),
+    ("integer", "symmetric", "identity", "4x4", "?relabel=1", {}),
+    ("real", "symmetric", "double-perm", "2x2", "?num_nodes=130", {}),
+]
+
+
+@pytest.mark.parametrize("field,symmetry,method,blocks,extra,opts", MTX_CASES)
+def test_a_streamed_matrix_market_file_is_the_in_memory_dataset_bit_for_bit(tmp_path, passes, field, symmetry,
+                                                                             method, blocks, extra, opts):
+    f = matrix_market(tmp_path / "g.mtx", n=130, m=600, seed=len(extra), field=field, symmetry=symmetry, **opts)
+    spec = f"mtx:{f}{extra}"
+    kw = dict(blocks=blocks, method=method, seed=5, node_chunks=3)
+    mem = shard(spec, str(tmp_path / "mem"), **kw, memory_budget=1 << 40)
+    got = shard(spec, str(tmp_path / "passes"), **kw, memory_budget="1M")
+    assert not mem["streamed"] and got["streamed"] and passes["bands"] >= 8
+    assert_same(tmp_path / "mem", tmp_path / "passes")
+    ShardedDataset(tmp_path / "passes")
+
+
+def test_a_skew_symmetric_file_is_refused_alike(tmp_path, passes):
+    """Its mirrored entries are negative weights, which the GCN normalization refuses, naming the same entry."""
+    f = matrix_market(tmp_path / "g.mtx", n=60, m=200, seed=3, field="real", symmetry="skew-symmetric")
+    with pytest.raises(GridGnnError) as mem:
+        shard(f"mtx:{f}", str(tmp_path / "a"), blocks="2x2", memory_budget=1 << 40)
+    with pytest.raises(GridGnnError) as streamed:
+        shard(f"mtx:{f}", str(tmp_path / "b"), blocks="2x2", memory_budget="1M")
+    assert str(streamed.value) == str(mem.value) and "negative" in str(mem.value)
+
+
+@pytest.mark.parametrize("line,entries", [("17 x9 0.5", 300), ("17 999 0.5", 300), ("17 3 nan", 300),
+                                          (None, 301), (None, 299)])
+def test_a_malformed_matrix_market_file_names_the_same_line(tmp_path, passes, line, entries):
+    f = matrix_market(tmp_path / "g.mtx", n=60, m=300, seed=1, field="real", symmetry="general")
+    lines = f.read_text().splitlines()
+    lines[3] = f"60 60 {entries}"
+    if line is not None:
+        lines[250] = line
+    f.write_text("\n".join(lines) + "\n")
+    with pytest.raises(GridGnnError) as mem:
+        shard(f"mtx:{f}", str(tmp_path / "a"), blocks="2x2", memory_budget=1 << 40)
+    with pytest.raises(GridGnnError) as streamed:
+        shard(f"mtx:{f}", str(tmp_path / "b"), blocks="2x2", memory_budget="1M")
+    assert str(streamed.value) == str(mem.value)
+    assert ("line 251" in str(mem.value)) == (line is not None), str(mem.value)
+
+
 def test_errors_name_the_same_line_as_the_in_memory_loader(tmp_path, passes):
     f = edge_list(tmp_path / "g.txt", n=60, m=300, seed=1, weighted=False)
     lines = f.read_text().splitlines()
@@ -149,19 +219,22 @@ def test_without_a_budget_what_passes_cannot_do_is_read_in_memory(tmp_path, pass
     assert meta["streamed"] is False and meta["method"] == "balanced-perm"
 
 
-def test_peak_memory_stays_within_the_budget(tmp_path):
+@pytest.mark.parametrize("fmt", ["edgelist", "mtx"])
+def test_peak_memory_stays_within_the_budget(tmp_path, fmt):
     """Unpatched constants: a graph whose in-memory path needs several times the budget is sharded within it
     (tracemalloc counts every NumPy and SciPy array and every Python object)."""
     r = np.random.default_rng(5)
     n, m = 20000, 150000
     src, dst = r.integers(0, n, m), r.integers(0, n, m)
     f = tmp_path / "big.txt"
-    f.write_text("\n".join(f"{a} {b}" for a, b in zip(src, dst)) + "\n")
+    head = f"%%MatrixMarket matrix coordinate pattern symmetric\n{n} {n} {m}\n" if fmt == "mtx" else ""
+    f.write_text(head + "\n".join(f"{a + (fmt == 'mtx')} {b + (fmt == 'mtx')}" for a, b in zip(src, dst)) + "\n")
     budget = 8 << 20
     assert f.stat().st_size * shard_cmd.IN_MEMORY_BYTES_PER_TEXT_BYTE > 4 * budget
     tracemalloc.start()
     try:
-        meta = shard(f"edgelist:{f}?directed=0", str(tmp_path / "ds"), blocks="4x4", memory_budget=budget)
+        meta = shard(f"edgelist:{f}?directed=0" if fmt == "edgelist" else f"mtx:{f}", str(tmp_path / "ds"),
+                     blocks="4x4", memory_budget=budget)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -103,8 +103,8 @@ def add_shard_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
                         help="replace the sharded dataset already in --out (once the new one is complete)")
     parser.add_argument("--memory-budget", default=None, metavar="SIZE",
                         help="memory this command may use (e.g. 2G, 512M; default what the machine has free): a text "
-                             "edge list (edgelist:FILE) that would not fit is sharded in passes within it, giving "
-                             "the same dataset")
+                             "edge list or Matrix Market file (edgelist:FILE, mtx:FILE) that would not fit is sharded "
+                             "in passes within it, giving the same dataset")
     return parser
 
 
@@ -320,14 +320,18 @@ def run_perm_report(args) -> int:
 IN_MEMORY_BYTES_PER_TEXT_BYTE = 40
 
 
-def _streamed_edge_list(data, budget: int | None, method: str):
-    """``(path, params)`` of a ``edgelist:`` SPEC that does not fit ``budget`` (default: the memory free now) in
-    memory, and so is sharded in passes; ``None`` for any other data (read in memory). What the passes cannot do
+#: The text formats sharded in passes when they do not fit (:class:`~gridgnn.graph.stream.StreamedEdgeList`).
+STREAMED_SCHEMES = ("edgelist", "mtx")
+
+
+def _streamed_text(data, budget: int | None, method: str):
+    """``(scheme, path, params)`` of an ``edgelist:`` or ``mtx:`` SPEC that does not fit ``budget`` (default: the
+    memory free now) in memory, and so is sharded in passes; ``None`` for any other data (read in memory). What the passes cannot do
     (``balanced-perm``, edge features) is refused now with a budget given, and read in memory without one, as
     before there were passes (the estimate is rough: such a file may fit, and nothing checks that it does)."""
-    if not isinstance(data, str) or not data.startswith("edgelist:"):
+    if not isinstance(data, str) or not data.startswith(tuple(f"{k}:" for k in STREAMED_SCHEMES)):
         return None
-    _, path, params = parse_spec(data)
+    scheme, path, params = parse_spec(data)
     try:
         need = os.path.getsize(Path(path).expanduser()) * IN_MEMORY_BYTES_PER_TEXT_BYTE
     except OSError:
@@ -338,7 +342,7 @@ def _streamed_edge_list(data, budget: int | None, method: str):
               if method not in SIZE_ONLY_METHODS else
               "a sharded dataset holds no edge features (drop edge_features=1)" if params.get("edge_features") else None)
     if cannot is None:
-        return path, params
+        return scheme, path, params
     if budget is None:
         return None
     raise GridGnnError(f"{path} does not fit --memory-budget in memory, so it would be sharded in passes, but {cannot}")
@@ -392,7 +396,7 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
         raise GridGnnError(f"unknown permutation method {method!r}; valid: {', '.join(METHODS)}")
     seed = int(seed or 0)
     budget = None if memory_budget is None else parse_size(memory_budget)
-    streamed = _streamed_edge_list(data, budget, method)
+    streamed = _streamed_text(data, budget, method)
     # one shard per folder: hold --out (OutLock, as train does) from here until the new dataset is in place
     created = make_out_dir(out)
     try:
@@ -431,7 +435,7 @@ def _shard_streamed(data: str, streamed, out: str, *, R: int, C: int, method: st
     """:func:`shard` of an edge list in passes (:class:`~gridgnn.graph.stream.StreamedEdgeList`), its scratch
     folder beside ``out`` (removed whatever happens; a killed run's is swept by the next shard)."""
 
-    path, params = streamed
+    scheme, path, params = streamed
     target = Path(out).absolute()
     scratch = target.parent / _side_name(target, "scratch")
     edges = None
@@ -440,7 +444,7 @@ def _shard_streamed(data: str, streamed, out: str, *, R: int, C: int, method: st
             edges = StreamedEdgeList(Path(path).expanduser(), scratch,
                                      memory_budget=available_memory() if budget is None else budget,
                                      directed=params.get("directed"), num_nodes=params.get("num_nodes"),
-                                     relabel=params.get("relabel", False), spec=data)
+                                     relabel=params.get("relabel", False), spec=data, fmt=scheme)
         except Exception as exc:  # a full disk, a folder that refuses files: one line naming the scratch folder
             cause = None if isinstance(exc, GridGnnError) else os_error_in(exc)
             if cause is None:
@@ -481,7 +485,7 @@ def run_shard_command(args) -> int:
           f"(seed {meta['seed']}): nnz max/mean {meta['nnz_max_over_mean']:.4f} ({per}); "
           f"{len(meta['versions'])} matrix version(s), {len(meta['node_chunk_bounds']) - 1} node chunk(s), "
           f"{size / 2**20:.1f} MiB in {args.out}, {seconds:.1f} s"
-          + (" (in passes: the edge list does not fit the memory budget)" if meta.get("streamed") else ""))
+          + (" (in passes: the file does not fit the memory budget)" if meta.get("streamed") else ""))
     if meta.get("edge_features_not_written"):
         print(f"note: the graph's edge features ({meta['edge_features_not_written']} wide) are not written: a "
               "sharded dataset holds none (a model that reads them trains on the original --data)")

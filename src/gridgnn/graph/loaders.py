@@ -420,19 +420,25 @@ def _vertex_count(p, ids: np.ndarray, linenos, *, num_nodes, relabel: bool, entr
         uniq, inv = np.unique(ids, return_inverse=True)
         return int(uniq.size), inv.reshape(ids.shape).astype(np.int64), uniq.astype(np.int64)
     if header_n is not None:
-        n = int(header_n)
-        if num_nodes is not None and int(num_nodes) != n:
-            raise GridGnnError(f"{p}: num_nodes={num_nodes} differs from the {n} vertices of the header")
-        if num_nodes is None:
-            check_plausible_vertex_count(n, entries, str(p), confirm=f"?num_nodes={n} or ?relabel=1")
-        check_vertex_count(n, str(p))
-        return n, ids, None
+        return header_count(p, header_n, num_nodes, entries), ids, None
     if num_nodes is not None:
         n = int(num_nodes)
         check_vertex_count(n, f"{p}: num_nodes={n}")
         out_of_range(p, ids, linenos, n)
         return n, ids, None
     return count_from_largest(p, int(ids.max()) if ids.size else -1, entries), ids, None
+
+
+def header_count(p, header_n: int, num_nodes, entries: int) -> int:
+    """The vertex count a file header declares (Matrix Market), confirmed by ``num_nodes`` where given, under the
+    plausibility rule for ``entries`` entries otherwise, and the memory ceiling."""
+    n = int(header_n)
+    if num_nodes is not None and int(num_nodes) != n:
+        raise GridGnnError(f"{p}: num_nodes={num_nodes} differs from the {n} vertices of the header")
+    if num_nodes is None:
+        check_plausible_vertex_count(n, entries, str(p), confirm=f"?num_nodes={n} or ?relabel=1")
+    check_vertex_count(n, str(p))
+    return n
 
 
 def check_count_options(p, num_nodes, relabel: bool) -> None:
@@ -658,6 +664,152 @@ def _mtx_entry_error(p, body: bytes, lineno: int, ncols: int, rows: int) -> Grid
 _MM_SYMMETRIES = ("general", "symmetric", "skew-symmetric", "hermitian")
 
 
+def mtx_header(p, readline) -> tuple[str, str, int, int, int]:
+    """``(field, symmetry, rows, entries, line number of the size line)`` of a Matrix Market file whose lines
+    ``readline()`` returns (ASCII bytes, ``b""`` at the end): the banner, comment lines, the size line; checked as
+    :func:`load_mtx` states. The next ``readline()`` returns the first line after the size line."""
+    lineno, header = 0, []
+    while len(header) < 2:
+        raw = readline()
+        if not raw:
+            break
+        line = raw.decode("ascii").strip()
+        lineno += 1
+        if not header or (line and not line.startswith("%")):
+            header.append((lineno, line))
+    first = header[0][1] if header else ""
+    banner = first.split()
+    if len(banner) != 5 or banner[0].lower() != "%%matrixmarket" or banner[1].lower() != "matrix":
+        raise GridGnnError(f"{p}: not a Matrix Market file (the first line must be '%%MatrixMarket matrix "
+                           f"coordinate FIELD SYMMETRY', got {short(first)})")
+    fmt, field, symmetry = (t.lower() for t in banner[2:])
+    if fmt != "coordinate":
+        raise GridGnnError(f"{p}: Matrix Market format {short(fmt)} is not supported (need 'coordinate')")
+    if field == "complex" or symmetry == "hermitian":
+        raise GridGnnError(f"{p}: complex Matrix Market values are not supported")
+    if field not in _MM_FIELDS or symmetry not in _MM_SYMMETRIES:
+        raise GridGnnError(f"{p}: not a Matrix Market file (unknown field {short(field)} or symmetry "
+                           f"{short(symmetry)})")
+    if len(header) < 2:
+        raise GridGnnError(f"{p}: Matrix Market file without the size line 'rows cols entries'")
+    size_lineno, size_line = header[1]
+    vals = [_parse_int(t) for t in size_line.split()]
+    if len(vals) != 3 or any(v is None or v < 0 or v > MAX_ID for v in vals):
+        raise GridGnnError(f"{p}: line {size_lineno}: malformed Matrix Market size line {short(size_line)} "
+                           f"(expected three non-negative integers 'rows cols entries')")
+    rows, cols, nnz = vals
+    if rows != cols:
+        raise GridGnnError(f"{p}: adjacency must be square, got {rows}×{cols}")
+    if rows == 0:
+        raise GridGnnError(f"{p}: empty graph (0 vertices)")
+    if nnz == 0:
+        raise GridGnnError(f"{p}: empty graph (the header declares no entries)")
+    return field, symmetry, rows, nnz, lineno
+
+
+def _mtx_room(p, nnz: int, nbytes: int) -> None:
+    """Refuse a header that declares more entries than the ``nbytes`` after the size line can hold."""
+    if nnz > nbytes // 4 + 1:  # an entry line takes at least 4 bytes ("1 1\n")
+        raise GridGnnError(f"{p}: the header declares {nnz} entries, the file has {nbytes} bytes after "
+                           f"the size line (at most {nbytes // 4 + 1} entries)")
+
+
+def _mtx_entries(p, body: bytes, lineno: int, field: str, rows: int, nnz: int, *, declared: int | None = None):
+    """The entry lines of ``body`` (ASCII; the lines after line ``lineno``) as ``(ij, weights, count)``:
+    ``int64[E, 2]`` 1-based ``(i, j)`` checked in ``1..rows``, ``float64[E]`` finite values (``None`` for a
+    ``pattern`` file) and ``E``. ``nnz``: the entries the header declares, all in ``body``; or, where ``body`` is a
+    piece of the file, the entries still to come of the ``declared`` ones (the piece may hold fewer, never more)."""
+    ncols = 2 if field == "pattern" else 3
+    dtype = [("i", np.int64), ("j", np.int64)] + ([("v", np.float64)] if ncols == 3 else [])
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            entries = np.loadtxt(io.BytesIO(body), dtype=dtype, comments="%", ndmin=1, encoding="ascii",
+                                 max_rows=nnz + 1)
+    except (ValueError, OverflowError, TypeError) as e:
+        raise _mtx_entry_error(p, body, lineno, ncols, rows) or \
+            GridGnnError(f"{p}: malformed Matrix Market entries: {short(str(e), 160)}") from None
+    if entries.size > nnz or (declared is None and entries.size != nnz):
+        raise GridGnnError(f"{p}: the header declares {nnz if declared is None else declared} entries, the file has "
+                           f"{'more' if entries.size > nnz else entries.size} entry lines")
+    ij = np.stack([entries["i"], entries["j"]], axis=1)
+    weights = None if ncols == 2 else np.ascontiguousarray(entries["v"])
+    del entries
+    if np.any((ij < 1) | (ij > rows)) or (weights is not None and not np.all(np.isfinite(weights))):
+        raise _mtx_entry_error(p, body, lineno, ncols, rows) or \
+            GridGnnError(f"{p}: an entry index is out of range 1..{rows} or a value is NaN or inf")
+    return ij, weights, len(ij)
+
+
+def mtx_chunks(path, *, chunk_bytes: int):
+    r"""A Matrix Market file (:func:`load_mtx`'s format and checks) a piece at a time: returns ``(field,
+    symmetry, rows, entries, pieces)``, ``pieces`` yielding ``(ij, weights)`` — ``int64[E, 2]`` 0-based ``(i, j)``
+    in file order and ``float64[E]`` values (``None`` for ``pattern``) — of about ``chunk_bytes`` bytes of text
+    each; the entries' count is checked against the header's as the pieces run out. Lines end at ``
+``
+    (``
+`` too), as :func:`load_mtx` counts them."""
+    p = _check_file(path)
+    try:
+        fh = open(p, "rb")
+    except OSError as e:
+        raise GridGnnError(f"{p}: cannot read file: {e.strerror or e}") from None
+    size = p.stat().st_size
+    offset, lineno = 0, 0
+
+    def readline():
+        nonlocal offset, lineno
+        line = fh.readline()
+        _ascii_or_refuse(p, line, offset, lineno)
+        offset += len(line)
+        lineno += line.count(b"\n")
+        return line
+
+    try:
+        field, symmetry, rows, nnz, lineno = mtx_header(p, readline)
+        _mtx_room(p, nnz, size - offset)
+    except BaseException:
+        fh.close()
+        raise
+
+    def pieces():
+        nonlocal offset, lineno
+        seen, rest = 0, b""
+        with fh:
+            while True:
+                block = fh.read(chunk_bytes)
+                raw = rest + block
+                cut = len(raw) if not block else raw.rfind(b"\n") + 1
+                if block and cut == 0:
+                    rest = raw
+                    continue
+                piece, rest = raw[:cut], raw[cut:]
+                del raw
+                _ascii_or_refuse(p, piece, offset, lineno)
+                offset += len(piece)
+                if piece:
+                    ij, w, count = _mtx_entries(p, piece, lineno, field, rows, nnz - seen, declared=nnz)
+                    seen += count
+                    if count:
+                        yield ij - 1, w
+                lineno += piece.count(b"\n")
+                if not block:
+                    break
+        if seen != nnz:
+            raise GridGnnError(f"{p}: the header declares {nnz} entries, the file has {seen} entry lines")
+
+    return field, symmetry, rows, nnz, pieces()
+
+
+def _ascii_or_refuse(p, raw: bytes, offset: int, lineno: int) -> None:
+    """:func:`load_mtx`'s refusal of a byte that is not ASCII (``raw`` starts at byte ``offset`` of the file, on
+    line ``lineno + 1``)."""
+    if not raw.isascii():
+        pos = int(np.argmax(np.frombuffer(raw, dtype=np.uint8) > 127))
+        line = lineno + raw.count(b"\n", 0, pos) + 1
+        raise GridGnnError(f"{p}: not a Matrix Market file (byte {offset + pos} on line {line} is not ASCII)")
+
+
 def load_mtx(path, *, num_nodes: int | None = None, relabel: bool = False, seed: int = 0) -> Graph:
     r"""Load a Matrix Market coordinate file.
 
@@ -694,67 +846,12 @@ def load_mtx(path, *, num_nodes: int | None = None, relabel: bool = False, seed:
         pos = int(np.argmax(np.frombuffer(raw, dtype=np.uint8) > 127))
         line = raw.count(b"\n", 0, pos) + 1
         raise GridGnnError(f"{p}: not a Matrix Market file (byte {pos} on line {line} is not ASCII)")
-    # header: banner, comments, size line (read line by line; the entries are parsed by numpy below)
-    pos, lineno, header = 0, 0, []
-    while pos < len(raw) and len(header) < 2:
-        end = raw.find(b"\n", pos)
-        end = len(raw) if end < 0 else end + 1
-        line = raw[pos:end].decode("ascii").strip()
-        lineno += 1
-        pos = end
-        if not header or (line and not line.startswith("%")):
-            header.append((lineno, line))
-    first = header[0][1] if header else ""
-    banner = first.split()
-    if len(banner) != 5 or banner[0].lower() != "%%matrixmarket" or banner[1].lower() != "matrix":
-        raise GridGnnError(f"{p}: not a Matrix Market file (the first line must be '%%MatrixMarket matrix "
-                           f"coordinate FIELD SYMMETRY', got {short(first)})")
-    fmt, field, symmetry = (t.lower() for t in banner[2:])
-    if fmt != "coordinate":
-        raise GridGnnError(f"{p}: Matrix Market format {short(fmt)} is not supported (need 'coordinate')")
-    if field == "complex" or symmetry == "hermitian":
-        raise GridGnnError(f"{p}: complex Matrix Market values are not supported")
-    if field not in _MM_FIELDS or symmetry not in _MM_SYMMETRIES:
-        raise GridGnnError(f"{p}: not a Matrix Market file (unknown field {short(field)} or symmetry "
-                           f"{short(symmetry)})")
-    if len(header) < 2:
-        raise GridGnnError(f"{p}: Matrix Market file without the size line 'rows cols entries'")
-    size_lineno, size_line = header[1]
-    vals = [_parse_int(t) for t in size_line.split()]
-    if len(vals) != 3 or any(v is None or v < 0 or v > MAX_ID for v in vals):
-        raise GridGnnError(f"{p}: line {size_lineno}: malformed Matrix Market size line {short(size_line)} "
-                           f"(expected three non-negative integers 'rows cols entries')")
-    rows, cols, nnz = vals
-    if rows != cols:
-        raise GridGnnError(f"{p}: adjacency must be square, got {rows}×{cols}")
-    if rows == 0:
-        raise GridGnnError(f"{p}: empty graph (0 vertices)")
-    if nnz == 0:
-        raise GridGnnError(f"{p}: empty graph (the header declares no entries)")
-    body = raw[pos:]
-    del raw
-    if nnz > len(body) // 4 + 1:  # an entry line takes at least 4 bytes ("1 1\n")
-        raise GridGnnError(f"{p}: the header declares {nnz} entries, the file has {len(body)} bytes after the size "
-                           f"line (at most {len(body) // 4 + 1} entries)")
-    ncols = 2 if field == "pattern" else 3
-    dtype = [("i", np.int64), ("j", np.int64)] + ([("v", np.float64)] if ncols == 3 else [])
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            entries = np.loadtxt(io.BytesIO(body), dtype=dtype, comments="%", ndmin=1, encoding="ascii",
-                                 max_rows=nnz + 1)
-    except (ValueError, OverflowError, TypeError) as e:
-        raise _mtx_entry_error(p, body, lineno, ncols, rows) or \
-            GridGnnError(f"{p}: malformed Matrix Market entries: {short(str(e), 160)}") from None
-    if entries.size != nnz:
-        raise GridGnnError(f"{p}: the header declares {nnz} entries, the file has "
-                           f"{'more' if entries.size > nnz else entries.size} entry lines")
-    ij = np.stack([entries["i"], entries["j"]], axis=1)
-    weights = None if ncols == 2 else np.ascontiguousarray(entries["v"])
-    del entries
-    if np.any((ij < 1) | (ij > rows)) or (weights is not None and not np.all(np.isfinite(weights))):
-        raise _mtx_entry_error(p, body, lineno, ncols, rows) or \
-            GridGnnError(f"{p}: an entry index is out of range 1..{rows} or a value is NaN or inf")
+    head = io.BytesIO(raw)
+    field, symmetry, rows, nnz, lineno = mtx_header(p, head.readline)
+    body = raw[head.tell():]
+    del raw, head
+    _mtx_room(p, nnz, len(body))
+    ij, weights, _ = _mtx_entries(p, body, lineno, field, rows, nnz)
     del body
     ij -= 1
     if symmetry in ("symmetric", "skew-symmetric"):

@@ -1,12 +1,13 @@
-r"""A text edge list larger than memory, sharded in passes (``gridgnn shard --memory-budget``, issue 45): bit for bit
-the dataset that :func:`~gridgnn.graph.sharded.write_sharded` writes of the graph
-:func:`~gridgnn.graph.loaders.load_edgelist` loads, while this process holds one piece of the file, one band of
+r"""A text edge list or Matrix Market file larger than memory, sharded in passes (``gridgnn shard --memory-budget``,
+issue 45): bit for bit the dataset that :func:`~gridgnn.graph.sharded.write_sharded` writes of the graph
+:func:`~gridgnn.graph.loaders.load_edgelist` (or :func:`~gridgnn.graph.loaders.load_mtx`) loads, while this process holds one piece of the file, one band of
 rows or a few arrays of one number per vertex at a time. Ids are 64-bit throughout.
 
 The passes, with what each holds:
 
 1. **parse** (:class:`StreamedEdgeList`): the file a piece at a time, checked as the loader checks it
-   (:func:`~gridgnn.graph.loaders.edgelist_chunks`); each piece's edges spilled to a scratch folder as binary
+   (:func:`~gridgnn.graph.loaders.edgelist_chunks`, :func:`~gridgnn.graph.loaders.mtx_chunks`: a symmetric Matrix
+   Market file's mirrored entries spilled apart and appended after the listed ones, the loader's order); each piece's edges spilled to a scratch folder as binary
    (``int64`` ids, ``float64`` weights); the largest id (or, with ``relabel``, the distinct ids).
 2. **bucket**: every edge into the band of rows of its destination; bands are contiguous vertex ranges of about
    equal entry counts, as many as the budget needs.
@@ -40,7 +41,7 @@ import scipy.sparse as sp
 from ..errors import GridGnnError
 from .graph import inverse_sqrt_degrees, negative_weight_error, scale_rows, with_self_loops
 from .loaders import (_check_file, check_count_options, count_from_largest, degree_columns, edgelist_chunks,
-                      out_of_range)
+                      header_count, mtx_chunks, out_of_range)
 from .safe_io import check_vertex_count
 from .sharded import (VALUE_BOUND, _check_blocks, above_one_error, _check_node_chunks, _check_perm, _even_bounds, block_index_dtype,
                       dataset_meta, prepare_dir, values_bounded, write_block, write_meta, write_node_arrays,
@@ -135,7 +136,9 @@ class StreamedEdgeList:
     :meth:`write_sharded` writes the dataset (passes 2–7) under ``memory_budget`` bytes.
 
     Args:
-        path: the edge-list file (:func:`~gridgnn.graph.loaders.load_edgelist`'s format; no edge features).
+        path: the edge-list file (:func:`~gridgnn.graph.loaders.load_edgelist`'s format; no edge features), or with
+            ``fmt="mtx"`` a Matrix Market file (:func:`~gridgnn.graph.loaders.load_mtx`'s; ``directed`` then follows
+            its symmetry).
         scratch: a new folder for the spilled edges (removed by :meth:`close`).
         memory_budget: bytes this process may use for the passes' data.
         directed, num_nodes, relabel: as :func:`~gridgnn.graph.loaders.load_edgelist` takes them.
@@ -146,7 +149,7 @@ class StreamedEdgeList:
     """
 
     def __init__(self, path, scratch, *, memory_budget: int, directed: bool | None = None, num_nodes=None,
-                 relabel: bool = False, spec: str | None = None):
+                 relabel: bool = False, spec: str | None = None, fmt: str = "edgelist"):
         self.path = p = _check_file(path)
         check_count_options(p, num_nodes, relabel)
         self.budget = int(memory_budget)
@@ -154,28 +157,59 @@ class StreamedEdgeList:
         self.scratch = Path(scratch)
         self.scratch.mkdir(parents=True)
         self.edges = _Buckets(self.scratch, "edges", (np.int64, np.int64, np.float64))
-        top, uniq, entries, weighted = -1, None, 0, False
+        self._top, self._uniq, self.entries, self.weighted = -1, None, 0, False
         piece = max(MIN_PIECE_BYTES, self.budget // TEXT_BYTES_PER_BYTE)
-        for ids, w, _, linenos in edgelist_chunks(p, chunk_bytes=piece):
-            if num_nodes is not None:
-                out_of_range(p, ids, linenos, int(num_nodes))
-            top = max(top, int(ids.max()))
-            if relabel:
-                here = np.unique(ids)
-                uniq = here if uniq is None else np.union1d(uniq, here)
-            weighted = w is not None
-            self.edges.add(0, ids[:, 1], ids[:, 0], np.ones(len(ids)) if w is None else w)  # (dst, src, w)
-            entries += len(ids)
-        if not entries:
+        header_n = None
+        if fmt == "mtx":
+            header_n = self._parse_mtx(p, piece, relabel)
+        else:
+            for ids, w, _, linenos in edgelist_chunks(p, chunk_bytes=piece):
+                if num_nodes is not None:
+                    out_of_range(p, ids, linenos, int(num_nodes))
+                self._add(ids, w, relabel)
+        if not self.entries:
             raise GridGnnError(f"{p}: empty graph (no edges in the file)")
         if relabel:
-            self.n, self.original_ids = int(uniq.size), uniq.astype(np.int64)
+            self.n, self.original_ids = int(self._uniq.size), self._uniq.astype(np.int64)
+        elif header_n is not None:
+            self.n, self.original_ids = header_count(p, header_n, num_nodes, self._header_entries), None
         elif num_nodes is not None:
             self.n, self.original_ids = int(num_nodes), None
             check_vertex_count(self.n, f"{p}: num_nodes={self.n}")
         else:
-            self.n, self.original_ids = count_from_largest(p, top, entries), None
-        self.entries, self.weighted = entries, weighted
+            self.n, self.original_ids = count_from_largest(p, self._top, self.entries), None
+
+    def _add(self, ids: np.ndarray, w, relabel: bool) -> None:
+        """Spill the edges ``ids`` (``int64[E, 2]`` ``(src, dst)``) with their weights ``w`` (or ``None``)."""
+        self._top = max(self._top, int(ids.max()))
+        if relabel:
+            here = np.unique(ids)
+            self._uniq = here if self._uniq is None else np.union1d(self._uniq, here)
+        self.weighted = w is not None
+        self.edges.add(0, ids[:, 1], ids[:, 0], np.ones(len(ids)) if w is None else w)  # (dst, src, w)
+        self.entries += len(ids)
+
+    def _parse_mtx(self, p: Path, piece: int, relabel: bool) -> int:
+        """Pass 1 of a Matrix Market file (:func:`~gridgnn.graph.loaders.load_mtx`'s reading): the entries ``i → j``
+        in file order, then — a symmetric or skew-symmetric file — every off-diagonal entry mirrored (negated for
+        skew-symmetric), in that order as the loader concatenates them; ``directed`` follows the symmetry. Returns
+        the header's vertex count."""
+        field, symmetry, rows, self._header_entries, chunks = mtx_chunks(p, chunk_bytes=piece)
+        mirrored = symmetry in ("symmetric", "skew-symmetric")
+        mirror = _Buckets(self.scratch, "mirror", (np.int64, np.int64, np.float64)) if mirrored else None
+        for ij, w in chunks:
+            self._add(ij, w, relabel)
+            if mirror is not None:
+                off = ij[:, 0] != ij[:, 1]
+                v = np.ones(int(off.sum())) if w is None else (-w[off] if symmetry == "skew-symmetric" else w[off])
+                mirror.add(0, ij[off, 0], ij[off, 1], v)  # the edge j → i: (dst, src) = (i, j)
+        if mirror is not None:
+            rows_per_piece = max(1 << 12, self.budget // (4 * BAND_BYTES_PER_ENTRY))
+            for dst, src, v in mirror.pieces(0, rows_per_piece):
+                self._add(np.stack([src, dst], axis=1), None if field == "pattern" else v, relabel)
+            mirror.drop(0)
+        self.directed = False if symmetry == "symmetric" else None
+        return rows
 
     def close(self) -> None:
         """Remove the scratch folder."""
