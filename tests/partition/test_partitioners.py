@@ -10,6 +10,7 @@ import scipy.sparse as sp
 
 from gridgnn.errors import GridGnnError
 from gridgnn.graph import Graph
+from gridgnn.graph.synthetic import rmat_graph
 from gridgnn.partition import RowPartition
 from gridgnn.partition.partitioners import (METHODS, column_nets, load_partition_file, partition_graph,
                                             partition_vector, repair_empty_parts, spread_isolated,
@@ -244,3 +245,32 @@ def test_isolated_vertices_do_not_pile_up_in_one_part():
         part = partition_vector(g, 4, method)
         counts = np.bincount(part, minlength=4)
         assert counts.max() <= 1.2 * counts.mean(), (method, counts)
+
+
+@pytest.mark.parametrize("method", ["metis", "metis-vol", "hypergraph", "balanced", "balanced:hypergraph"])
+def test_a_partitioner_that_cannot_fit_is_refused_before_it_starts(monkeypatch, method):
+    """The measured peak per stored nonzero (the partitioner's structures beside the graph) against the memory
+    available: refused with the bytes it would need, before the package is called."""
+    from gridgnn.graph import safe_io
+    from gridgnn.partition import partitioners as pt
+
+    g = rmat_graph(9, edge_factor=8, seed=1, features=1)
+    need = pt.partition_peak_bytes(method, g.n, g.nnz)
+    assert need >= (100 if "metis" in method or method == "balanced" else 220) * g.nnz
+    called = []
+    for name in ("_metis", "_hypergraph"):
+        monkeypatch.setattr(pt, name, lambda *a, **k: called.append(a))
+    monkeypatch.setattr(safe_io, "available_memory", lambda: need - 1)
+    with pytest.raises(GridGnnError, match=rf"partition method '{method}' on {g.n} vertices .* needs .*\({need} bytes\)"):
+        partition_vector(g, 4, method)
+    assert not called
+    monkeypatch.setattr(safe_io, "available_memory", lambda: 64 * g.n)
+    assert partition_vector(g, 4, "random").shape == (g.n,)  # random: its arrays of one number per vertex
+
+
+def test_metis_needs_more_per_nonzero_as_a_skewed_graph_grows():
+    """The measured growth (R-MAT scale 18: 122, scale 20: 164 bytes per nonzero) stays under the model."""
+    from gridgnn.partition.partitioners import partition_peak_bytes
+
+    for nnz, measured in ((7_610_038, 122.2), (15_483_150, 141.4), (31_403_682, 163.5)):
+        assert partition_peak_bytes("metis", 0, nnz) / nnz >= measured
