@@ -135,3 +135,19 @@ def test_rmat_deterministic_and_parameters():
         rmat_graph(0)
     with pytest.raises(GridGnnError, match="edge_factor"):
         rmat_graph(5, edge_factor=0)
+
+
+@pytest.mark.parametrize("n,m,seed", [(1, 0, 0), (7, 30, 1), (500, 4000, 2), (3000, 800, 3)])
+def test_undirected_pairs_become_the_csr_scipy_builds(n, m, seed):
+    """The generators' CSR placed directly (below-diagonal columns from SciPy's counting transpose, then the
+    above) equals SciPy's COO → CSR of both directions, entry for entry."""
+    import scipy.sparse as sp
+
+    from gridgnn.graph.synthetic import _from_undirected_pairs, _unique_pairs
+
+    r = np.random.default_rng(seed)
+    u, v = _unique_pairs(r.integers(0, n, m), r.integers(0, n, m), n)
+    want = sp.csr_matrix((np.ones(2 * u.size), (np.concatenate([u, v]), np.concatenate([v, u]))), shape=(n, n))
+    want.sum_duplicates()
+    g = _from_undirected_pairs(u, v, n)
+    assert np.array_equal(g.indptr, want.indptr) and np.array_equal(g.indices, want.indices)

@@ -47,13 +47,22 @@ def _check_float(name: str, value, lo: float, hi: float | None = None, lo_open: 
 
 
 def _from_undirected_pairs(u: np.ndarray, v: np.ndarray, n: int, **kwargs) -> Graph:
-    """Graph from unique pairs ``u < v`` (each becomes two stored entries)."""
-    rows = np.concatenate([u, v])
-    cols = np.concatenate([v, u])
-    mat = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n, n))
-    mat.sum_duplicates()
-    mat.sort_indices()
-    return Graph(indptr=mat.indptr, indices=mat.indices, values=None, n=n, directed=False, **kwargs)
+    """Graph from unique pairs ``u < v`` sorted by ``(u, v)`` (:func:`_unique_pairs`' order; each becomes two stored
+    entries), its CSR placed directly: row ``r`` holds its columns below ``r`` (the pairs ``(c, r)``: the upper
+    triangle's column ``r``, from SciPy's counting transpose), then those above (the pairs ``(r, c)``, in order)."""
+    u, v = np.asarray(u, np.int64), np.asarray(v, np.int64)
+    above = np.bincount(u, minlength=n)
+    upper_ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(above, out=upper_ptr[1:])
+    lower = sp.csr_matrix((np.ones(v.size, np.bool_), v, upper_ptr), shape=(n, n)).T.tocsr()  # sorted rows
+    below = np.diff(lower.indptr)
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(below + above, out=indptr[1:])
+    indices = np.empty(int(indptr[-1]), np.int64)
+    indices[np.repeat(indptr[:-1] - lower.indptr[:-1], below) + np.arange(v.size)] = lower.indices
+    del lower
+    indices[np.repeat(indptr[:-1] + below - upper_ptr[:-1], above) + np.arange(u.size)] = v
+    return Graph(indptr=indptr, indices=indices, values=None, n=n, directed=False, **kwargs)
 
 
 def _unique_pairs(u: np.ndarray, v: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:

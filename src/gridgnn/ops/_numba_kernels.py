@@ -548,3 +548,18 @@ def sage_rows_kernel(indptr, indices, nodes, row_keys, s, offsets, runs, out):
             chosen = np.sort(at[:s])
             for t in range(s):
                 out[o + t] = indices[chosen[t]]
+
+
+@njit(cache=True, nogil=True)
+def block_cols_kernel(indptr, indices, rows, bounds, col_block, seen, out):
+    """``out[q, l]`` += the distinct columns of block ``q`` among the entries of rows ``rows[bounds[l]:bounds[l +
+    1]]`` (``seen``: one stamp per column, ``-1`` at first; block ``l`` stamps the columns it met). One pass over
+    the entries, in block order (the stamps are shared: serial)."""
+    for l in range(bounds.size - 1):
+        for t in range(bounds[l], bounds[l + 1]):
+            r = rows[t]
+            for e in range(indptr[r], indptr[r + 1]):
+                c = indices[e]
+                if seen[c] != l:
+                    seen[c] = l
+                    out[col_block[c], l] += 1

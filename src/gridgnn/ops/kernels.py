@@ -27,6 +27,8 @@ kernel                   computes                                         replac
                          ``A`` (``Q`` selects one vertex per row)          then :func:`top_per_row`
 :func:`relabel`         per minibatch: next frontier and the columns of    global sorts of (minibatch, vertex)
                          the sampled entries in it                         keys (:mod:`gridgnn.sampling.matrix`)
+:func:`block_cols`      the distinct columns per block of a (permuted)     a ``np.unique`` per block row of the
+                         matrix, read through its row order                 permuted copy (:mod:`~gridgnn.partition.counts`)
 :func:`attend_forward`,  GAT / AGNN attention on whole rows: score →       ``sddmm → LeakyReLU → edge_softmax →
 :func:`attend_backward`  softmax → (dropout) → aggregate, and back,        dropout → spmm`` and their backwards
                          keeping only ``K`` scalars per edge               (:mod:`gridgnn.parallel.attention`)
@@ -73,7 +75,8 @@ _JIT: dict = {}
 #: below this many inner-loop operations a kernel runs its serial twin (waking a thread pool costs more)
 SERIAL_BELOW = 1 << 16
 _NAMES = ("spmm", "spmm_one", "spmm_cols", "sddmm_dot", "sddmm_cols", "sddmm_add", "segment", "keyed_mask", "edge_mask", "masked_scale",
-          "row_exp", "row_dot", "row_apply", "attend_fwd", "attend_bwd", "top_rows", "relabel", "sage_rows")
+          "row_exp", "row_dot", "row_apply", "attend_fwd", "attend_bwd", "top_rows", "relabel", "sage_rows",
+          "block_cols")
 
 
 _COMPILE_S = [0.0]  # seconds spent in calls that compiled (or loaded from the cache) a new kernel signature
@@ -335,6 +338,19 @@ def attend_backward(crow: torch.Tensor, col: torch.Tensor, a_dst: torch.Tensor, 
         _ranges(None, x.shape[1], heads), _keep_array(keep), keep is not None, _scalar(x, q), _runs(c), _np(g_edge),
         _np(g_dst))
     return g_edge, g_dst
+
+
+def block_cols(indptr: np.ndarray, indices: np.ndarray, rows: np.ndarray, bounds: np.ndarray,
+               col_block: np.ndarray, blocks: int) -> np.ndarray:
+    """``int64[blocks, R]``: per column block ``q`` and block ``l`` of the rows ``rows[bounds[l]:bounds[l + 1]]``
+    of a CSR matrix, the distinct columns ``c`` (of block ``col_block[c]``) that those rows' entries hold: one pass
+    over the entries, no sort (:func:`gridgnn.partition.counts.nnz_cols`, whose loop of ``np.unique`` it equals)."""
+    out = np.zeros((int(blocks), len(bounds) - 1), dtype=np.int64)
+    seen = np.full(len(col_block), -1, dtype=np.int64)
+    _kernel("block_cols", 0)(np.ascontiguousarray(indptr, dtype=np.int64), np.ascontiguousarray(indices),
+                             np.ascontiguousarray(rows, dtype=np.int64), np.ascontiguousarray(bounds, dtype=np.int64),
+                             np.ascontiguousarray(col_block, dtype=np.int64), seen, out)
+    return out
 
 
 def top_per_row(indptr: np.ndarray, indices: np.ndarray, probs: np.ndarray, row_keys: np.ndarray, s: int) -> np.ndarray:

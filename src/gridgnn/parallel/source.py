@@ -82,7 +82,8 @@ class InMemorySource:
         b = np.asarray(bounds, np.int64)
         key = ("cols", version, b.tobytes())
         if key not in self._counts:
-            self._counts[key] = nnz_cols(self.matrix(version), b)
+            pr, pc = (self.perm_r, self.perm_c) if version == "rc" else (self.perm_c, self.perm_r)
+            self._counts[key] = nnz_cols(self._mat, b, pr, pc)  # read through the orders: no permuted copy
         return self._counts[key]
 
     def node_rows(self, name: str, ids: np.ndarray) -> np.ndarray:

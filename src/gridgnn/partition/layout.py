@@ -239,7 +239,7 @@ class BlockRowSchedule:
         others = np.arange(blocks) != me
         send = np.where(others & staged[me], nnz_cols[me], 0)
         recv = np.where(others & staged, nnz_cols[:, me], 0)
-        return tuple(int(v) for v in send), tuple(int(v) for v in recv)
+        return tuple(send.tolist()), tuple(recv.tolist())
 
 
 @dataclass(frozen=True)

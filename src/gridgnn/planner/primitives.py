@@ -101,14 +101,15 @@ class BlockRowVolume:
 
     Args:
         algo: ``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa`` (or another registered block-row algorithm).
-        matp: the permuted matrix (``n × n`` CSR, rows = destinations, the partition's labels).
+        matp: the permuted matrix (``n × n`` CSR, rows = destinations, the partition's labels), or ``None`` where
+            ``source`` gives every count (no permuted copy is built).
         rows: the block-row partition; ``replication``: ``c`` of 1.5D.
         source: the in-memory block source whose ``"rc"`` matrix ``matp`` is, when the caller has it: its cached
             block and distinct-column counts are read (the memory model reads the same ones).
     """
 
-    def __init__(self, algo: str, matp: sp.csr_matrix, rows: RowPartition, world: int, replication: int = 1, *,
-                 source=None):
+    def __init__(self, algo: str, matp: sp.csr_matrix | None, rows: RowPartition, world: int, replication: int = 1,
+                 *, source=None):
         from ..distributed.grid import AXES
         from ..parallel.registry import algorithm
         from ..partition.layout import BlockRowSchedule
@@ -122,7 +123,7 @@ class BlockRowVolume:
         self.stages = spec.family.stages(spec, world, replication)  # each rank's, as its engine multiplies them
         #: the edges each rank multiplies where its family splits a block's edges by count (``edge``); ``None``:
         #: the nonzeros of its block row in its stages' columns
-        self.rank_nnz = spec.family.rank_nnz(spec, matp.nnz, world)
+        self.rank_nnz = spec.family.rank_nnz(spec, source.stored_nnz if matp is None else matp.nnz, world)
         self.axes = {"fetch": (self.nb, self.c), "rep": (self.c, 1)}
         self.block = [r // self.c for r in range(world)]
         counted = source is not None and hasattr(source, "nnz_cols")  # the source's counts, shared and cached
@@ -740,7 +741,8 @@ def volume_model(spec, *, graph, source, rows, shape, world: int, replication: i
 
 
 def _block_row_volume(spec, *, graph, source, rows, world, replication, **_):
-    matp = rows.permute_matrix(gcn_normalize(graph)) if source is None else source.matrix("rc")
+    counted = source is not None and hasattr(source, "nnz_cols")  # its cached counts: no permuted copy needed
+    matp = None if counted else rows.permute_matrix(gcn_normalize(graph)) if source is None else source.matrix("rc")
     return BlockRowVolume(spec.name, matp, rows, world, replication, source=source)
 
 
