@@ -6,7 +6,7 @@ tensors on a block of rows, the dropout hash).
 Each family file answers :meth:`~gridgnn.parallel.family.Family.memory` with its own layout (its blocks, its
 schedule's records, the buffers its engine receives into) and these helpers; :mod:`gridgnn.planner.memory` sums
 the ledgers with what is the same for every family (the runtime, the whole-graph copy, the set-up transients) and
-checks the result. The components and their formulas are listed in :mod:`gridgnn.planner.memory`.
+checks the result. The components and their formulas are listed in ``docs/memory.md``.
 """
 from __future__ import annotations
 

@@ -1,116 +1,14 @@
 r"""Memory guard: the peak memory of every rank, estimated from the layout before anything large is allocated,
 the memory a rank may use, the peak it actually used, and the two checks that fail early with the numbers.
 
-A rank's peak is the sum of eight components (bytes; :math:`e` = bytes per element of ``--dtype``,
-:math:`\iota` = bytes of a SciPy index, 4 below :math:`2^{31}` rows and entries, else 8;
-:math:`\hat z` = nonzeros of the normalized matrix :math:`\hat M` (the graph's ``nnz`` plus the self-loops that
-:func:`~gridgnn.graph.gcn_normalize` adds, at most ``n``)):
-
-=============== =======================================================================================
-``runtime``     the Python/torch process itself (:data:`~gridgnn.distributed.machine.RUNTIME_PRIVATE_BYTES` +
-                :data:`~gridgnn.distributed.machine.RUNTIME_SHARED_BYTES`, measured, see below)
-``graph``       what the process holds of the whole graph: in memory (``source="memory"``), the
-                :class:`~gridgnn.graph.Graph` (``8(n+1) + 8 nnz`` CSR, ``[8 nnz]`` weights,
-                ``n f_0 s_x`` features, ``8n`` labels, ``3n`` masks), the normalized :math:`\hat M` and
-                each permuted version (``8 ẑ + ι(ẑ + n + 1)`` each, 1 version, 2 with the double
-                permutation) and the vertex orders (``8n`` each); serial: the Graph only; sharded: the
-                two orders ``16n``
-``adjacency``   the plan's sparse blocks, every index in :math:`\iota` bytes (4 while the block's rows, columns
-                and entries fit ``int32``, else 8: :func:`~gridgnn.ops.pattern.index_bytes`). A pattern:
-                :math:`\iota(r+1) + 2\iota z` (row pointer, column and row of each edge) with its values
-                :math:`e z`; its transposed order :math:`\iota(k+1) + 2\iota z`; SUMMA panel: the pattern read in
-                place from the index array it broadcasts. A directed graph (and any double permutation of 2D/3D)
-                keeps the transposed blocks too; a Plexus shard :math:`A[V^t, V^r]` keeps its pattern with the
-                transposed order, :math:`\iota(n_t+1) + \iota(n_r+1) + (4\iota+e)\,z`. Every family: the edges' original
-                ids, :math:`16z` of host memory, only for a model that asks for them (keyed edge dropout, edge
-                features, the selecting semirings; :attr:`~gridgnn.parallel.trace.Trace.edge_ids`)
-``features``    the layer-0 input block :math:`r_0 c_0 e` + labels and masks of the logits rows ``11 r_L``
-``parameters``  this rank's weights and biases, their gradients and the optimizer's state (Adam's two moments:
-                ``4 e × elements`` in all; SGD's momentum: 3, plain SGD: 2) + Adam's step counters (4 bytes per tensor)
-``activations`` tensors autograd keeps for backward: per layer the input side (dropped input, or
-                :math:`\hat M H` when the layer aggregates before the weight), the boolean dropout mask
-                (layers :math:`> 0`, 1 byte per element), the ReLU output (all but the last layer); Plexus' ``linear`` keeps its input
-                block and the gathered weight block (none where its row axis has one member: the weight is
-                its own parameter); plus the logits and what the loss keeps (``m`` rows)
-``buffers``     the largest communication working set of a step (see the table)
-``workspace``   the largest local temporary of a step: the gradients and SpMM outputs of one layer's
-                backward (serial :math:`n(f_{out} + \max(f_{in}, f_{out}))e`, block-row
-                :math:`n_i(f_{out} + \max(f_{in}, f_{out}) + w)e`, SUMMA and Plexus likewise on their
-                blocks), the optimizer's temporaries (parameter bytes), the dropout hash
-                (:func:`dropout_hash_bytes_per_element` per input element), or the set-up
-                transient (normalizing / permuting :math:`\hat M`, reading shards) where it exceeds
-                everything allocated after it
-=============== =======================================================================================
-
-``buffers`` and ``workspace`` are peaks of different moments; their sum makes ``total`` an upper bound by at
-most the smaller of the two. Communication buffers per product of width :math:`w` (bytes :math:`w e` per row),
-rank on block ``i`` handling stages ``S``:
-
-=============== =======================================================================================
-``1d``/``1.5d`` one remote block at a time (CAGNET's memory bound): :math:`\max_{q \in S, q \ne i} n_q\,we`;
-                with ``--overlap`` two (the two largest; likewise the panels of ``2d``/``3d``)
-``-sa`` twins   the send copies, their flattened message, the received rows and the assembled input:
-                :math:`\max(2s + v,\; s + v + n_i[i \in S] + v)\,we`, :math:`s = \sum_{k\ne i} V_{ik}`
-                (rows sent), :math:`v = \sum_{q \in S, q \ne i} V_{qi}` (rows received),
-                :math:`V_{qp} = |NnzCols(p, q)|`
-``2d``/``3d``   one SUMMA panel: the sparse panel :math:`\iota(|R_i|+1+z_p) + e z_p` when another column owns
-                it, plus :math:`|p|\,|C_j| e` when another row owns it; 3D's fiber reduce-scatter
-                :math:`(2|R_i| + z|B|)|C_j| e`; the row gather of the partial SUMMA :math:`|B|(2w - |C_j|)e`
-``plexus``      the all-gathered shards: layer-0 input :math:`(G_c+1)\lceil n_a/G_c\rceil w e + n_a w e`, the
-                weight block :math:`(G_c+1)\lceil w_{in}/G_c\rceil w_{out} e`, the weight-gradient
-                reduce-scatter :math:`(2 w_{in} + G_c\,|\text{own rows}|) w_{out} e` (blocked aggregation
-                all-reduces row blocks of the SpMM output in place: no buffer)
-all but plexus  the flat gradient for the gradient all-reduce: parameter bytes
-=============== =======================================================================================
-
-Each family's part is its family object's :meth:`~gridgnn.parallel.family.Family.memory` (in its file, written
-into a :class:`~gridgnn.parallel.footprint.Ledger`); this module adds the runtime, the graph copy and the set-up
-transient, which are the same for every family. The SUMMA and Plexus families size these from the records of each
-rank's schedule
-(:class:`~gridgnn.partition.layout.SummaSchedule`, :class:`~gridgnn.partition.layout.PlexusSchedule`: the
-panels' roots and sizes, the fiber and column pieces, the weight and input parts), the block-row branch from its
-:class:`~gridgnn.partition.layout.BlockRowSchedule` — the records the engines run.
-
-Gloo's all-reduce and broadcast work in place (measured: under 2 MiB of scratch for a 200 MiB all-reduce and
-none for a broadcast), so they add no buffer.
-
-**How the runtime baseline was measured** (torch 2.13.0+cpu, NumPy, SciPy 1.17.1, Python 3.11, Linux 6.18),
-from ``/proc/self/status`` of ranks started by :func:`gridgnn.distributed.launch.launch`. After
-``import gridgnn.train.trainer`` (the rank's module then), ``init_process_group("gloo")`` and one all-reduce (P = 1 … 32; the value does
-not change with P): ``RssAnon`` 155 MiB (private to each process), ``RssFile`` 82 MiB (shared libraries, shared
-by all local processes through the page cache), ``VmRSS`` 237 MiB. After ``train_worker`` trained a 64-vertex
-SBM graph for 2 epochs (serial, and 1d/1d-sa/2d/plexus at P = 4; the lazily loaded optimizer and autograd code,
-tqdm): ``RssAnon`` 222 MiB, ``RssFile`` 100 MiB, ``VmRSS`` 323 MiB. The numba kernels
-(:mod:`gridgnn.ops.kernels`, loaded from numba's cache by every rank that trains on CPU) add 34 MiB of
-``RssAnon`` and 105 MiB of ``RssFile`` (LLVM's shared library), measured as the difference of the peaks of the
-same 1d-sa run at P = 2 with and without them (``GRIDGNN_KERNELS=torch``) — the constants below use these sums
-(without the kernels the runtime is overestimated by 139 MiB).
-``import torch_geometric`` (only the Planetoid loader does) adds 100 MiB of ``RssAnon``
-(:data:`~gridgnn.distributed.machine.PYG_IMPORT_BYTES`). Against ``ru_maxrss`` of real runs (SBM, n = 200 000, 4 M edges, 64 features,
-hidden 128/256, 2 epochs: serial, 1d, 1d-sa, 1.5d, 2d, 3d, plexus at P ≤ 4) the total was within −12 % … +12 %
-of the measured peak of every rank (ranks of one run differ by up to 10 % among themselves: the C allocator keeps
-freed memory mapped).
-The set-up constants (:data:`NORMALIZE_PEAK_BYTES_PER_NNZ` …) are ``tracemalloc`` peaks of
-:func:`~gridgnn.graph.gcn_normalize`, a permutation and a shard read on R-MAT and SBM graphs.
-
-**Every other model** (GAT, AGNN, VA, SAGE, a model of the user's own) is estimated from its trace
-(:func:`gridgnn.parallel.trace.trace`, the same one step on a 3-vertex graph that the byte models and the layout
-checks read): ``runtime``, ``graph``, ``adjacency`` and ``features`` as above (plus, on Plexus, the
-destination-row gather of a layer that reads destination values: ``8(n_t + |V^t ∩ V^r|)``); ``parameters`` from
-the trace's parameter count (Plexus: the ``linear`` weights on their shards, every other parameter whole);
-``activations`` = every tensor autograd saved in the trace (a hook, one entry per storage), a node tensor scaled
-to the rank's rows and columns of its layout, an edge tensor to the rank's edges of its layer, plus the logits
-and targets (the sparsity-aware algorithms keep the received rows for a primitive whose edge values need a
-gradient); ``buffers`` as above with each layer's widest fetched node tensor; ``workspace`` per layer two node
-tensors of the widest kept width, the fetched width and two edge tensors of the widest heads. Tested against one
-real step of every built-in model on every algorithm at P = 4: activations within 1.5x of what autograd saved
-(0.76 … 1.24 measured), parameters exact (Plexus at most 10 % above), adjacency and features exact.
-
-Inputs are what a rank knows after partitioning and before building its plan; the exact per-block nonzeros
-and ``NnzCols`` come from ``pattern`` (the permuted matrix itself, or a :class:`~gridgnn.partition.counts.NnzHistogram` of per-block
-counts such as a sharded dataset's ``meta.json`` holds); without it the nonzeros are spread evenly
-(the expectation under a random permutation) and ``NnzCols`` is its balls-in-bins expectation
-:math:`n_q(1 - (1 - 1/n_q)^{z_{pq}})`.
+A rank's peak is the sum of eight components — ``runtime``, ``graph``, ``adjacency``, ``features``,
+``parameters``, ``activations``, ``buffers`` and ``workspace`` (:data:`~gridgnn.parallel.footprint.COMPONENTS`) —
+whose formulas, inputs and measured constants ``docs/memory.md`` states. Each family's part is its family object's
+:meth:`~gridgnn.parallel.family.Family.memory` (in its file, written into a
+:class:`~gridgnn.parallel.footprint.Ledger` from the records of its schedule); this module adds what is the same for
+every family — the runtime, the whole-graph copy (:func:`graph_copy_bytes`) and the set-up transient — and checks
+the sum (:func:`check_fits`). GCN is counted exactly per component; every other model from its trace
+(:func:`gridgnn.parallel.trace.trace`).
 """
 from __future__ import annotations
 
@@ -277,9 +175,9 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
                          device: str = "cpu", runtime_bytes: int | None = None, ranks=None,
                          trace=None, overlap: bool = False, keep_best: bool = False,
                          optimizer_state: tuple[int, bool] = (2, True)) -> MemoryEstimate:
-    r"""Peak memory of every rank of one training configuration (see the module docstring for the components
-    and their formulas): of GCN on ``dims``, or of the model whose :class:`~gridgnn.parallel.trace.Trace` is
-    ``trace`` (any model: see "Every other model" in the module docstring).
+    r"""Peak memory of every rank of one training configuration (``docs/memory.md`` states the components and
+    their formulas): of GCN on ``dims``, or of the model whose :class:`~gridgnn.parallel.trace.Trace` is ``trace``
+    (any model: "Every other model" there).
 
     Args:
         algo: ``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``, ``2d``, ``3d`` or ``plexus``.
