@@ -8,7 +8,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
 from gridgnn.distributed.launch import launch  # noqa: E402
 from gridgnn.train.config import TrainConfig  # noqa: E402
-from gridgnn.train.full_graph import train_worker  # noqa: E402
+from gridgnn.train.worker import train_worker  # noqa: E402
 
 
 def every_algorithm(nproc: int, algos: str | None = None) -> list[tuple[str, int, dict]]:
@@ -29,11 +29,10 @@ def run(**kw) -> dict:
     cfg = TrainConfig(quiet=True, **kw)
     cfg.validate()
     if cfg.sampler is not None:
-        from gridgnn.train.minibatch import minibatch_worker
-
+        
         if cfg.nproc == 1:
-            return minibatch_worker(None, cfg)
-        return [s for s in launch(minibatch_worker, cfg.nproc, cfg, device=cfg.device, collect=True) if s][0]
+            return train_worker(None, cfg)
+        return [s for s in launch(train_worker, cfg.nproc, cfg, device=cfg.device, collect=True) if s][0]
     if cfg.algo == "serial":
         return train_worker(None, cfg)
     return launch(train_worker, cfg.nproc, cfg, device=cfg.device, collect=True)[0]

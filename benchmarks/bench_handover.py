@@ -15,7 +15,7 @@ import gridgnn
 from gridgnn.graph.spec import load_graph
 from gridgnn.train.launching import launch_ranks
 from gridgnn.train.config import TrainConfig
-from gridgnn.train.full_graph import train_worker
+from gridgnn.train.worker import train_worker
 
 
 def main() -> None:

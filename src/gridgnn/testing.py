@@ -238,7 +238,7 @@ def sampling_worker(ctx, cases: list[SampleCase]) -> list[dict]:
 
 def minibatch_state_worker(ctx, cfg) -> dict:
     """Worker for :func:`gridgnn.distributed.launch.launch`: minibatch training of ``cfg`` returning every rank's
-    trained parameters (:func:`gridgnn.train.minibatch.minibatch_worker`)."""
-    from .train.minibatch import minibatch_worker
+    trained parameters (:func:`gridgnn.train.worker.train_worker`)."""
+    from .train.worker import train_worker
 
-    return minibatch_worker(ctx, cfg, return_state=True)
+    return train_worker(ctx, cfg, return_state=True)

@@ -38,7 +38,7 @@ def test_ranks_read_shards_and_train_as_from_the_spec(tmp_path, handed):
                   dtype="float64", save_logits=True, quiet=True, seed=5)
     mem = gridgnn.train(graph=graph.with_(original_ids=ids), out=str(tmp_path / "mem"), **common)
     spec = gridgnn.train(data=SMALL, out=str(tmp_path / "spec"), **common)  # loaded once here, handed over too
-    from gridgnn.train.full_graph import train_worker
+    from gridgnn.train.worker import train_worker
 
     cfg = gridgnn.TrainConfig(data=SMALL, out=str(tmp_path / "ranks"), **common)
     cfg.validate()

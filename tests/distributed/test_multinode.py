@@ -62,7 +62,7 @@ def test_two_nodes_train_like_serial(tmp_path):
         for a in agents:
             _kill_node(a)
     from gridgnn.train.config import TrainConfig
-    from gridgnn.train.full_graph import train_worker
+    from gridgnn.train.worker import train_worker
 
     ref = train_worker(None, TrainConfig(data=SBM, algo="serial", epochs=3, dtype="float64", seed=4, quiet=True))
     s = json.loads((tmp_path / "two-nodes" / "summary.json").read_text())

@@ -16,7 +16,8 @@ from gridgnn.sampling.distributed import fetch_bytes
 from gridgnn.sampling.plan import GcnNormalization, MinibatchPlan
 from gridgnn.testing import minibatch_state_worker
 from gridgnn.train.config import TrainConfig
-from gridgnn.train.minibatch import minibatch_worker, neighbours, schedule
+from gridgnn.train.minibatch import neighbours, schedule
+from gridgnn.train.worker import train_worker
 from gridgnn.train.rank_layout import attach_edge_features
 from gridgnn.train.trainer import build_model
 
@@ -77,7 +78,7 @@ EDGE_DATA = {"gine": DATA + "&edge_features=3", "gatv2": DATA + "&edge_features=
 def test_one_process_equals_the_reference(sampler, model):
     cfg = config(sampler=sampler, model=model, fanout="4,3" if sampler == "sage" else "12,10",
                  data=EDGE_DATA.get(model, DATA))
-    out = minibatch_worker(None, cfg, return_state=True)
+    out = train_worker(None, cfg, return_state=True)
     assert_same(out["state"], reference(cfg, 1))
     assert out["summary"]["minibatches_per_epoch"] == len(minibatches(np.zeros(out_train(cfg)), 9))
 
@@ -190,7 +191,7 @@ def test_saved_logits_are_exact_inference_of_the_trained_model(tmp_path, world, 
     cfg = config(save_logits=True, out=str(tmp_path / f"p{world}"), eval_batch_size=50, model=model,
                  **({"nproc": 4, "replication": 2, "sample_graph": "partitioned"} if world > 1 else {}))
     if world == 1:
-        state = minibatch_worker(None, cfg, return_state=True)["state"]
+        state = train_worker(None, cfg, return_state=True)["state"]
     else:
         state = launch(minibatch_state_worker, 4, cfg, device="cpu", collect=True)[0]["state"]
     logits = np.load(tmp_path / f"p{world}" / "logits.npy")

@@ -65,7 +65,7 @@ def group_worker(ctx, argvs):
     """Run every ``gridgnn train`` command line in ``argvs`` on this rank, in order (see the module docstring)."""
     from gridgnn.cli import build_parser, train_config
     from gridgnn.distributed import Comm, ProcessGrid
-    from gridgnn.train.full_graph import train_worker
+    from gridgnn.train.worker import train_worker
 
     ctx.init()
     world = Comm(ProcessGrid.build("1d", "cpu"))

@@ -170,7 +170,7 @@ def _set_threads(local_world: int) -> None:
 
 #: what a fork server imports once, before it forks the ranks: the training code, and torch's compiler front end
 #: (every torch optimizer imports it on first use, about 2 s per process on a small CPU)
-FORKSERVER_PRELOAD = ("__main__", "gridgnn.train.full_graph", "torch._dynamo")
+FORKSERVER_PRELOAD = ("__main__", "gridgnn.train.worker", "torch._dynamo")
 
 
 def _start_context():

@@ -34,11 +34,10 @@ from .config import TrainConfig
 from .console import Progress
 from .invocation import config_from_flags
 from .launching import failed_launch, launch_checked, launch_ranks, require_one_process, spawnable
-from .minibatch import minibatch_worker
 from ..graph.files import OutLock, write_json
 from .planning import resolve_auto
 from .trained import TrainedModel, TrainResult
-from .full_graph import train_worker
+from .worker import train_worker
 
 
 class Trainer:
@@ -133,8 +132,8 @@ def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=(),
     env = env_context(cfg.device)
     if cfg.sampler is not None:
         if cfg.nproc == 1 and env is None:
-            return minibatch_worker(None, cfg, graph, keep_model, callbacks)
-        return launch_ranks(minibatch_worker, cfg, graph, keep_model, callbacks if env else spawnable(callbacks))[0]
+            return train_worker(None, cfg, graph, keep_model, callbacks)
+        return launch_ranks(train_worker, cfg, graph, keep_model, callbacks if env else spawnable(callbacks))[0]
     if cfg.task == "link" and cfg.algo != "serial":
         if graph is not None and env is None:
             raise GridGnnError("--task link with spawned full-graph ranks reads its graph from --data SPEC; a graph in "

@@ -1,8 +1,9 @@
-r"""Full-graph training, one worker for every task: each rank is set up (:func:`~gridgnn.train.trainer.setup_rank`:
-the data checked before any collective, the process group, the plan and the model), then a
-:class:`~gridgnn.train.loop.RunLoop` runs one step per epoch on the whole graph — the task's forward and backward
-with the gradient sums, one optimizer update, the task's evaluation, one all-reduce of what the ranks counted
-(phase ``metrics``), the checks that end a diverged run on every rank alike — and the outputs follow.
+r"""The full graph as a batch source: each rank is set up (:func:`~gridgnn.train.trainer.setup_rank`: the data
+checked before any collective, the process group, the plan and the model), and each epoch is one step on the whole
+graph — the task's forward and backward with the gradient sums, one optimizer update, the task's evaluation, one
+all-reduce of what the ranks counted (phase ``metrics``), the checks that end a diverged run on every rank alike.
+:func:`~gridgnn.train.worker.train_worker` runs it (:class:`FullGraph`) as it runs sampled minibatches
+(:class:`~gridgnn.train.minibatch.Minibatches`).
 
 A *task* says what is trained and measured on the plan: node classification (:class:`NodeTask`: the sharded
 cross-entropy of the labelled rows, accuracies) or link prediction (:class:`~gridgnn.train.link.LinkTask`: the
@@ -19,12 +20,9 @@ import torch
 from ..distributed.machine import measured_peak_bytes
 from ..errors import GridGnnError
 from ..ops.kernels import compile_seconds
-from .checkpoint import restore
 from .config import TrainConfig
-from .console import Console
 from .link import LinkTask
-from .loop import RunLoop, compiling
-from .optim import make_optimizer
+from .loop import compiling
 from .step import evaluate, forward_backward
 from .tasks import NodeReport
 from .trainer import STEP_PHASES, _gather_logits, _rank_record, _summary, delta_of, ratio, setup_rank
@@ -69,62 +67,65 @@ class NodeTask(NodeReport):
         return _gather_logits(rs.comm, out, rs.data.node_ids, rs.plan.out_cols(rs.info["classes"]), rs.info)
 
 
-def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, callbacks=()):
-    """Full-graph training of ``cfg``'s task on this rank (``ctx`` = ``None`` for ``--algo serial``; ``graph``: a
-    graph in memory instead of ``cfg.data``). Returns the summary on rank 0 (``keep_model``: a
-    :class:`~gridgnn.train.model_file.TrainOutput`, the summary and the trained parameters); ``callbacks``: called on
-    rank 0 with each epoch's record."""
-    t_start = time.perf_counter()
-    task = LinkTask(ctx, cfg, graph) if cfg.task == "link" else NodeTask(ctx, cfg, graph)
-    rs = task.rs
-    comm, plan, model, dims, ckpt, device = rs.comm, rs.plan, rs.model, rs.dims, rs.ckpt, rs.device
-    world, rank = comm.grid.world_size, comm.grid.global_rank
-    opt = make_optimizer(cfg, list(model.parameters()) + task.parameters)
-    if ckpt is not None:  # the model's shards and the task's parameters held whole, with the optimizer's state
-        restore(model, opt, plan, ckpt, dims, task.replicated)
-    console = Console(show=rank == 0 and not cfg.quiet, epochs=cfg.epochs, log_every=cfg.log_every,
-                      total=cfg.epochs, initial=0 if ckpt is None else ckpt["epoch"],
-                      desc=f"{'link ' if cfg.task == 'link' else ''}{cfg.algo} P={world}")
-    loop = RunLoop(cfg, comm=comm, plan=plan, model=model, opt=opt, dims=dims, info=task.checkpoint_info,
-                   ckpt=ckpt, console=console, line=lambda r: f"{task.line(r)} | {_step_line(r)}",
-                   callbacks=callbacks, replicated=task.replicated)
-    for note in task.info.get("input_notes", ()):  # the loader's silent choices, one line each
-        console.write(note)
-    epochs = []  # this run's (record, per-phase communication) of each epoch
-    rs.startup.lap("optimizer")
+class FullGraph:
+    r"""The full graph as the batch source (:func:`~gridgnn.train.worker.train_worker` runs it): this rank set up
+    for ``cfg``'s task (:class:`NodeTask` or :class:`~gridgnn.train.link.LinkTask`: the data checked, the process
+    group, the plan and the model), one training step of the whole graph per epoch, the records every rank
+    gathers, the summary's full-graph keys."""
 
-    def step(epoch: int) -> dict:
-        rec, delta = _epoch(task, model, opt, comm, epoch, device)
-        epochs.append((rec, delta))
+    source = "full-graph"
+    breakdown = True  # each rank's record holds its epochs' compute and collectives (breakdown.png)
+
+    def __init__(self, ctx, cfg: TrainConfig, graph=None):
+        self.cfg = cfg
+        self.task = task = LinkTask(ctx, cfg, graph) if cfg.task == "link" else NodeTask(ctx, cfg, graph)
+        rs = self.rs = task.rs
+        self.comm, self.plan, self.model, self.dims, self.ckpt = rs.comm, rs.plan, rs.model, rs.dims, rs.ckpt
+        self.checkpoint_info, self.startup = task.checkpoint_info, rs.startup
+        self.notes = task.info.get("input_notes", ())  # the loader's silent choices, one line each
+        self.epochs = []  # this run's (record, per-phase communication) of each epoch
+        self.original_ids, self.node_types = rs.original_ids, rs.node_types
+
+    def progress(self) -> dict:
+        """The console's count: epochs."""
+        cfg = self.cfg
+        return dict(total=cfg.epochs, initial=0 if self.ckpt is None else self.ckpt["epoch"],
+                    desc=f"{'link ' if cfg.task == 'link' else ''}{cfg.algo} P={self.comm.grid.world_size}")
+
+    def line(self, r: dict) -> str:
+        return f"{self.task.line(r)} | {_step_line(r)}"
+
+    def epoch(self, epoch: int, opt, console) -> dict:
+        rec, delta = _epoch(self.task, self.model, opt, self.comm, epoch, self.rs.device)
+        self.epochs.append((rec, delta))
         console.advance()
         return rec
 
-    loop.run(step)
-    with loop.outputs():
-        # ---- gather per-rank records (once, phase io) and the logits
-        mine = _rank_record(rank, epochs, task.setup_bytes, plan.shard_nnz())
+    def rank_record(self) -> dict:
+        """What this rank reports (gathered once, phase ``io``): its traffic per epoch, its shards, its memory."""
+        rs = self.rs
+        rank = self.comm.grid.global_rank
+        mine = _rank_record(rank, self.epochs, self.task.setup_bytes, self.plan.shard_nnz())
         mine["estimated_peak_memory_bytes"] = None if rs.memory is None else rs.memory.ranks[rank].total
-        mine["peak_memory_bytes"] = measured_peak_bytes(device)
+        mine["peak_memory_bytes"] = measured_peak_bytes(rs.device)
+        return mine
+
+    def gather(self, mine: dict, logits: bool) -> tuple[list, object]:
+        """Every rank's record, then (``logits``) every vertex's logits on rank 0 (phase ``io``)."""
+        comm = self.comm
         with comm.phase("io"):
             everyone = comm.all_gather_json(mine, comm.grid.names)
-            logits_full = task.logits(model) if cfg.save_logits and cfg.out else None
-        params = loop.parameters(keep_model)
-        for name, ps in task.replicated.items():  # whole on every rank: rank 0's are everyone's
-            if params is not None:
-                params[name] = [p.detach().cpu().clone() for p in ps]
-        if rank != 0:
-            return None
-        summary = _summary(cfg, task.info, world, comm.grid, loop.history, epochs, everyone,
-                           time.perf_counter() - t_start, resumed_from=None if ckpt is None else loop.start,
-                           wire=comm.wire, startup_s=rs.startup.summary(), **task.summary_fields())
-        loop.write(summary, params, logits=logits_full, original_ids=rs.original_ids, node_types=rs.node_types,
-                   everyone=everyone)
-    if not cfg.quiet:
-        print(f"{task.final(summary)}, epoch {summary['epoch_time_median_s'] * 1e3:.1f} ms median, "
-              f"{summary['comm_bytes_per_epoch']['total'] / 1e6:.3f} MB moved per epoch (all ranks), "
-              f"adjacency shards nnz max/mean {summary['nnz_max_over_mean']:.3f}"
-              + (f"; outputs in {cfg.out}" if cfg.out else ""), flush=True)
-    return loop.result(summary, params, keep_model)
+            return everyone, self.task.logits(self.model) if logits else None
+
+    def summary(self, history, everyone, wall: float, resumed_from) -> dict:
+        return _summary(self.cfg, self.task.info, self.comm.grid.world_size, self.comm.grid, history, self.epochs,
+                        everyone, wall, resumed_from=resumed_from, wire=self.comm.wire,
+                        startup_s=self.startup.summary(), **self.task.summary_fields())
+
+    def final(self, summary: dict) -> str:
+        return (f"{self.task.final(summary)}, epoch {summary['epoch_time_median_s'] * 1e3:.1f} ms median, "
+                f"{summary['comm_bytes_per_epoch']['total'] / 1e6:.3f} MB moved per epoch (all ranks), "
+                f"adjacency shards nnz max/mean {summary['nnz_max_over_mean']:.3f}")
 
 
 def _step_line(r: dict) -> str:

@@ -249,7 +249,7 @@ def final_metrics(cfg, summary: dict) -> str:
 
 
 class LinkTask(LinkReport):
-    r"""Link prediction on the whole graph, the task :func:`~gridgnn.train.full_graph.train_worker` runs for
+    r"""Link prediction on the whole graph, the task :func:`~gridgnn.train.worker.train_worker` runs for
     ``--task link``: the split (before any collective, on every rank alike), the training graph laid out as node
     classification lays a graph out (:func:`~gridgnn.train.trainer.setup_rank`) and the test graph on the same
     vertex layout, the directory of the embeddings' holders, the pairs of this rank and the decoder (its parameters

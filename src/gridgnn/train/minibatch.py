@@ -49,11 +49,9 @@ from ..sampling import minibatches
 from ..sampling.distributed import PartitionedPattern, fetch_rows, sample_rank, schedule
 from ..sampling.plan import GcnNormalization, MinibatchPlan
 from .checkpoint import WHOLE as _WHOLE  # every rank holds every parameter whole
-from .checkpoint import check_for_run, read_checkpoint, restore
+from .checkpoint import check_for_run, read_checkpoint
 from .config import TrainConfig
-from .console import Console
-from .loop import RunLoop, compiling
-from .optim import make_optimizer
+from .loop import compiling
 from .rank_layout import attach_edge_features
 from .sampled_link import LinkSamples
 from .startup import StartupClock
@@ -221,94 +219,92 @@ def _minibatch_line(task, r: dict) -> str:
             f"ms, fetch {r['fetch_s'] * 1e3:.0f} ms, compute {r['compute_s'] * 1e3:.0f} ms{compiling(r)}")
 
 
-def minibatch_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, callbacks=(), *,
-                     return_state: bool = False):
-    """Train with sampled minibatches on this rank (``ctx`` = ``None``: one process), node classification or
-    (``--task link``) link prediction. Returns the summary on rank 0 (``keep_model``: a
-    :class:`~gridgnn.train.model_file.TrainOutput`, the summary and the trained parameters; ``return_state``: on
-    every rank ``{"summary", "state", "history"}``, the trained parameters in ``state``, for tests;
-    ``callbacks``: called on rank 0 with each epoch's record)."""
-    note_memory("")  # no memory guard runs here: no estimate of an earlier run in this process is reported
-    t_start = time.perf_counter()
-    clock = StartupClock.on_rank(ctx)
-    in_memory = graph is not None
-    loaded = load_graph(cfg.data if graph is None else graph, seed=cfg.seed)
-    require_nonnegative_weights(loaded)  # on every rank, before anything starts
-    settle_edge_dim(cfg, loaded.edge_dim, edges_note=loaded.meta.get("edge_features_dropped"),
-                    relations=loaded.num_relations)  # a model that reads them is built for the data's
-    world = 1 if ctx is None else ctx.world_size
-    data = in_memory_name(loaded) if in_memory else cfg.data or "default"
-    if cfg.task == "link":
-        task = LinkSamples(cfg, loaded, world, owned=not in_memory, data=data)
-    else:
-        task = NodeSamples(cfg, loaded, world, owned=not in_memory, data=data)
-    del loaded
-    dims, info = task.dims, task.info
-    ckpt = None
-    if cfg.resume is not None:  # read and checked on every rank, before the first collective
-        ckpt = read_checkpoint(cfg.resume)
-        check_for_run(ckpt, cfg.resume, dims=dims, info=info, epochs=cfg.epochs)
-    start = 0 if ckpt is None else ckpt["epoch"]
-    clock.lap("read")
-    grid, device = _grid(ctx, cfg)
-    comm = Comm(grid, sync_cuda=ctx is not None, ranks_per_node=None if ctx is None else ctx.ranks_per_node)
-    clock.lap("join")
-    dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
-    pipe = _Pipeline(cfg, task.graph, comm, device, dtype)
-    model = build_model(cfg, dims, None, dtype).to(device)
-    task.start(comm, pipe, model)
-    clock.lap("model")
-    opt = make_optimizer(cfg, list(model.parameters()) + task.parameters)
-    if ckpt is not None:
-        restore(model, opt, _WHOLE, ckpt, dims, task.replicated)
-    lead = grid.global_rank == 0
-    steps_per_epoch = len(schedule(task.num_train_batches(), world, cfg.model_bulk))
-    console = Console(show=lead and not cfg.quiet, epochs=cfg.epochs, log_every=cfg.log_every,
-                      total=cfg.epochs * steps_per_epoch, initial=start * steps_per_epoch,
-                      desc=f"{cfg.sampler} P={world}", unit="minibatch")
-    loop = RunLoop(cfg, comm=comm, plan=_WHOLE, model=model, opt=opt, dims=dims, info=info, ckpt=ckpt,
-                   console=console, line=lambda r: _minibatch_line(task, r), callbacks=callbacks,
-                   replicated=task.replicated)
-    for note in task.input_notes:  # the loader's silent choices, one line each
-        console.write(note)
-    logs = []  # this run's communication per epoch
-    clock.lap("optimizer")
+class Minibatches:
+    r"""Sampled minibatches as the batch source (:func:`~gridgnn.train.worker.train_worker` runs it): the graph
+    loaded on every rank, the task's minibatch form (:class:`NodeSamples` or
+    :class:`~gridgnn.train.sampled_link.LinkSamples`), the ``P/c × c`` grid and this rank's pipeline and model; each
+    epoch the bulk-sampled training steps and the task's evaluation; the summary's minibatch keys."""
 
-    def step(epoch: int) -> dict:
-        rec, delta = _epoch(pipe, task, model, opt, comm, epoch, epoch * steps_per_epoch, console)
-        logs.append(delta)
+    source = "minibatch"
+    breakdown = False
+    plan = _WHOLE  # every rank holds every parameter whole (a checkpoint's shards are the whole tensors)
+
+    def __init__(self, ctx, cfg: TrainConfig, graph=None):
+        note_memory("")  # no memory guard runs here: no estimate of an earlier run in this process is reported
+        self.cfg = cfg
+        self.startup = clock = StartupClock.on_rank(ctx)
+        in_memory = graph is not None
+        loaded = load_graph(cfg.data if graph is None else graph, seed=cfg.seed)
+        require_nonnegative_weights(loaded)  # on every rank, before anything starts
+        settle_edge_dim(cfg, loaded.edge_dim, edges_note=loaded.meta.get("edge_features_dropped"),
+                        relations=loaded.num_relations)  # a model that reads them is built for the data's
+        world = 1 if ctx is None else ctx.world_size
+        data = in_memory_name(loaded) if in_memory else cfg.data or "default"
+        samples = LinkSamples if cfg.task == "link" else NodeSamples
+        self.task = task = samples(cfg, loaded, world, owned=not in_memory, data=data)
+        del loaded
+        self.dims, self.checkpoint_info = task.dims, task.info
+        self.ckpt = None
+        if cfg.resume is not None:  # read and checked on every rank, before the first collective
+            self.ckpt = read_checkpoint(cfg.resume)
+            check_for_run(self.ckpt, cfg.resume, dims=self.dims, info=task.info, epochs=cfg.epochs)
+        clock.lap("read")
+        grid, self.device = _grid(ctx, cfg)
+        self.comm = Comm(grid, sync_cuda=ctx is not None, ranks_per_node=None if ctx is None else ctx.ranks_per_node)
+        clock.lap("join")
+        dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
+        self.pipe = _Pipeline(cfg, task.graph, self.comm, self.device, dtype)
+        self.model = build_model(cfg, self.dims, None, dtype).to(self.device)
+        task.start(self.comm, self.pipe, self.model)
+        clock.lap("model")
+        self.steps_per_epoch = len(schedule(task.num_train_batches(), world, cfg.model_bulk))
+        self.notes = task.input_notes  # the loader's silent choices, one line each
+        self.logs = []  # this run's communication per epoch
+        self.original_ids, self.node_types = task.graph.original_ids, task.graph.node_types
+
+    def progress(self) -> dict:
+        """The console's count: minibatch steps."""
+        cfg, start = self.cfg, 0 if self.ckpt is None else self.ckpt["epoch"]
+        return dict(total=cfg.epochs * self.steps_per_epoch, initial=start * self.steps_per_epoch,
+                    desc=f"{cfg.sampler} P={self.comm.grid.world_size}", unit="minibatch")
+
+    def line(self, r: dict) -> str:
+        return _minibatch_line(self.task, r)
+
+    def epoch(self, epoch: int, opt, console) -> dict:
+        rec, delta = _epoch(self.pipe, self.task, self.model, opt, self.comm, epoch, epoch * self.steps_per_epoch,
+                            console)
+        self.logs.append(delta)
         return rec
 
-    loop.run(step)
-    history = loop.history
-    with loop.outputs():
-        logits_full = _infer_all(pipe, model, comm, task.graph.n, dims[-1]) if cfg.save_logits and cfg.out \
-            else None
-        mine = {"rank": grid.global_rank, "peak_memory_bytes": measured_peak_bytes(device),
-                "phases": _mean_phases(logs)}
+    def rank_record(self) -> dict:
+        """What this rank reports: its peak memory and its traffic per phase and epoch."""
+        return {"rank": self.comm.grid.global_rank, "peak_memory_bytes": measured_peak_bytes(self.device),
+                "phases": _mean_phases(self.logs)}
+
+    def gather(self, mine: dict, logits: bool) -> tuple[list, object]:
+        """Every vertex's logits on rank 0 (``logits``: inferred in minibatches, phase ``io``), then every rank's
+        record."""
+        comm = self.comm
+        full = _infer_all(self.pipe, self.model, comm, self.task.graph.n, self.dims[-1]) if logits else None
         with comm.phase("io"):
-            everyone = comm.all_gather_json(mine, grid.names) if world > 1 else [mine]
-        state = {"state": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}, "history": history}
-        params = loop.parameters(keep_model)
-        for name, ps in task.replicated.items():  # whole on every rank: rank 0's are everyone's
-            if params is not None:
-                params[name] = [p.detach().cpu().clone() for p in ps]
-        if not lead:
-            return {"summary": None, **state} if return_state else None
-        summary = _summary(cfg, task.summary_size, grid, history, everyone, time.perf_counter() - t_start,
-                           resumed_from=None if ckpt is None else start, data=info["data"],
-                           input_pipeline=info.get("input_pipeline"), startup_s=clock.summary(),
-                           **task.summary_fields())
-        loop.write(summary, params, logits=logits_full, original_ids=task.graph.original_ids,
-                   node_types=task.graph.node_types)
-    if not cfg.quiet:
-        print(f"{task.final(summary)}, {summary['minibatches_per_s']:.1f} minibatches/s, epoch "
-              f"{summary['epoch_time_median_s'] * 1e3:.1f} ms median (sampling {summary['sampling_s'] * 1e3:.1f}, "
-              f"fetch {summary['fetch_s'] * 1e3:.1f}, compute {summary['compute_s'] * 1e3:.1f})"
-              + (f"; outputs in {cfg.out}" if cfg.out else ""), flush=True)
-    if return_state:
-        return {"summary": summary, **state}
-    return loop.result(summary, params, keep_model)
+            everyone = comm.all_gather_json(mine, comm.grid.names) if comm.grid.world_size > 1 else [mine]
+        return everyone, full
+
+    def summary(self, history, everyone, wall: float, resumed_from) -> dict:
+        info = self.task.info
+        return _summary(self.cfg, self.task.summary_size, self.comm.grid, history, everyone, wall,
+                        resumed_from=resumed_from, data=info["data"], input_pipeline=info.get("input_pipeline"),
+                        startup_s=self.startup.summary(), **self.task.summary_fields())
+
+    def final(self, summary: dict) -> str:
+        return (f"{self.task.final(summary)}, {summary['minibatches_per_s']:.1f} minibatches/s, epoch "
+                f"{summary['epoch_time_median_s'] * 1e3:.1f} ms median (sampling {summary['sampling_s'] * 1e3:.1f}, "
+                f"fetch {summary['fetch_s'] * 1e3:.1f}, compute {summary['compute_s'] * 1e3:.1f})")
+
+    def state(self) -> dict:
+        """This rank's trained parameters (tests compare ranks and runs)."""
+        return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
 
 
 def _infer_all(pipe: _Pipeline, model, comm, n: int, classes: int) -> np.ndarray | None:
