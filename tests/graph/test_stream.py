@@ -248,3 +248,13 @@ def test_the_command_line_says_it_sharded_in_passes(tmp_path, passes, capsys):
                  "--memory-budget", "1M"]) == 0
     assert "in passes" in capsys.readouterr().out
     shutil.rmtree(tmp_path / "ds")
+
+
+def test_a_symmetric_matrix_market_file_is_sized_by_its_entries_once(tmp_path, passes, monkeypatch):
+    """Its spilled edges already hold both directions: the blocks' expected size counts them once (not again for
+    the reverses an undirected edge list adds), so a budget that holds its blocks is not refused."""
+    f = matrix_market(tmp_path / "g.mtx", n=130, m=600, seed=2, field="pattern", symmetry="symmetric")
+    room = (1 << 20) - stream.BYTES_PER_VERTEX * 130
+    monkeypatch.setattr(stream, "BLOCK_BYTES_PER_ENTRY", room // 1900)  # M̂ has about 1,330 entries; twice: 2,500
+    got = shard(f"mtx:{f}", str(tmp_path / "passes"), blocks="1x1", memory_budget="1M")
+    assert got["streamed"] and got["matrix_nnz"] < 1900

@@ -274,3 +274,20 @@ def test_metis_needs_more_per_nonzero_as_a_skewed_graph_grows():
 
     for nnz, measured in ((7_610_038, 122.2), (15_483_150, 141.4), (31_403_682, 163.5)):
         assert partition_peak_bytes("metis", 0, nnz) / nnz >= measured
+
+
+def test_the_estimate_counts_what_each_method_reads(monkeypatch):
+    """METIS reads M + Mᵀ (up to twice a directed graph's entries); balanced:best runs only the starts whose
+    package is installed, so a missing Mt-KaHyPar does not price its start."""
+    import importlib.util
+
+    from gridgnn.partition import partitioners as pt
+
+    n, nnz = 1000, 2_000_000
+    assert pt.partition_peak_bytes("metis", n, nnz, symmetric=False) >= 2 * pt.partition_peak_bytes("metis", n, nnz) - 64 * n
+    assert pt.partition_peak_bytes("balanced:best", n, nnz) == pt.partition_peak_bytes("hypergraph", n, nnz)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mtkahypar" else real(name, *a))
+    assert pt.partition_peak_bytes("balanced:best", n, nnz) == pt.partition_peak_bytes("metis", n, nnz)
+    assert pt.balanced_start("balanced") == "metis" and pt.balanced_start("balanced:hypergraph") == "hypergraph"
+    assert pt.balanced_start("metis") is None

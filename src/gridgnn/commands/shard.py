@@ -316,7 +316,8 @@ def run_perm_report(args) -> int:
 
 
 #: Peak bytes of the in-memory path per byte of edge-list text (the parsed lines and tokens dominate; measured
-#: with tracemalloc: 37 on a file of 600,000 short lines)
+#: with tracemalloc: 37 on a file of 600,000 short lines); a Matrix Market file is held to it too (its ``loadtxt``
+#: parse costs less: the passes then start somewhat earlier than they must)
 IN_MEMORY_BYTES_PER_TEXT_BYTE = 40
 
 
@@ -372,8 +373,9 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
         normalize (bool): store the GCN matrix :math:`D^{-1/2}(M+I)D^{-1/2}` (training needs it) rather than
             :math:`M`. (default: ``True``)
         overwrite (bool): replace a sharded dataset already in ``out``. (default: ``False``)
-        memory_budget (int | str, optional): bytes (or ``"2G"``) this call may use; a text edge list
-            (``edgelist:FILE``) whose in-memory path would need more is sharded in passes within it
+        memory_budget (int | str, optional): bytes (or ``"2G"``) this call may use; a text edge list or Matrix
+            Market file (``edgelist:FILE``, ``mtx:FILE``) whose in-memory path would need more is sharded in passes
+            within it
             (:mod:`gridgnn.graph.stream`: the same dataset, bit for bit). (default: the memory free now)
 
     Returns:
@@ -432,7 +434,7 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
 
 def _shard_streamed(data: str, streamed, out: str, *, R: int, C: int, method: str, seed: int, node_chunks,
                     normalize: bool, budget: int | None, lock) -> dict:
-    """:func:`shard` of an edge list in passes (:class:`~gridgnn.graph.stream.StreamedEdgeList`), its scratch
+    """:func:`shard` of an edge list or Matrix Market file in passes (:class:`~gridgnn.graph.stream.StreamedEdgeList`), its scratch
     folder beside ``out`` (removed whatever happens; a killed run's is swept by the next shard)."""
 
     scheme, path, params = streamed

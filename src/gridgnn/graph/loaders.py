@@ -730,8 +730,7 @@ def _mtx_entries(p, body: bytes, lineno: int, field: str, rows: int, nnz: int, *
         raise _mtx_entry_error(p, body, lineno, ncols, rows) or \
             GridGnnError(f"{p}: malformed Matrix Market entries: {short(str(e), 160)}") from None
     if entries.size > nnz or (declared is None and entries.size != nnz):
-        raise GridGnnError(f"{p}: the header declares {nnz if declared is None else declared} entries, the file has "
-                           f"{'more' if entries.size > nnz else entries.size} entry lines")
+        raise _count_error(p, nnz if declared is None else declared, "more" if entries.size > nnz else entries.size)
     ij = np.stack([entries["i"], entries["j"]], axis=1)
     weights = None if ncols == 2 else np.ascontiguousarray(entries["v"])
     del entries
@@ -745,10 +744,8 @@ def mtx_chunks(path, *, chunk_bytes: int):
     r"""A Matrix Market file (:func:`load_mtx`'s format and checks) a piece at a time: returns ``(field,
     symmetry, rows, entries, pieces)``, ``pieces`` yielding ``(ij, weights)`` — ``int64[E, 2]`` 0-based ``(i, j)``
     in file order and ``float64[E]`` values (``None`` for ``pattern``) — of about ``chunk_bytes`` bytes of text
-    each; the entries' count is checked against the header's as the pieces run out. Lines end at ``
-``
-    (``
-`` too), as :func:`load_mtx` counts them."""
+    each; the entries' count is checked against the header's as the pieces run out. Lines end at a line feed
+    (CRLF too), as :func:`load_mtx` counts them; of a file with several faults, the first in file order is named."""
     p = _check_file(path)
     try:
         fh = open(p, "rb")
@@ -796,9 +793,14 @@ def mtx_chunks(path, *, chunk_bytes: int):
                 if not block:
                     break
         if seen != nnz:
-            raise GridGnnError(f"{p}: the header declares {nnz} entries, the file has {seen} entry lines")
+            raise _count_error(p, nnz, seen)
 
     return field, symmetry, rows, nnz, pieces()
+
+
+def _count_error(p, declared: int, found) -> GridGnnError:
+    """A Matrix Market file whose entry lines are not the header's count (``found``: a number, or ``"more"``)."""
+    return GridGnnError(f"{p}: the header declares {declared} entries, the file has {found} entry lines")
 
 
 def _ascii_or_refuse(p, raw: bytes, offset: int, lineno: int) -> None:
@@ -842,10 +844,7 @@ def load_mtx(path, *, num_nodes: int | None = None, relabel: bool = False, seed:
         raw = p.read_bytes()
     except OSError as e:
         raise GridGnnError(f"{p}: cannot read file: {e.strerror or e}") from None
-    if not raw.isascii():
-        pos = int(np.argmax(np.frombuffer(raw, dtype=np.uint8) > 127))
-        line = raw.count(b"\n", 0, pos) + 1
-        raise GridGnnError(f"{p}: not a Matrix Market file (byte {pos} on line {line} is not ASCII)")
+    _ascii_or_refuse(p, raw, 0, 0)
     head = io.BytesIO(raw)
     field, symmetry, rows, nnz, lineno = mtx_header(p, head.readline)
     body = raw[head.tell():]

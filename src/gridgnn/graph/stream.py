@@ -145,7 +145,8 @@ class StreamedEdgeList:
         spec: the data SPEC, recorded in ``meta.json`` as the in-memory path records it.
 
     Attributes:
-        n (int): vertices; ``entries`` (int): edges listed in the file; ``weighted`` (bool): a weight column.
+        n (int): vertices; ``entries`` (int): edges spilled (those the file lists; a symmetric Matrix Market file's
+        mirrored ones too); ``weighted`` (bool): a weight column.
     """
 
     def __init__(self, path, scratch, *, memory_budget: int, directed: bool | None = None, num_nodes=None,
@@ -158,6 +159,7 @@ class StreamedEdgeList:
         self.scratch.mkdir(parents=True)
         self.edges = _Buckets(self.scratch, "edges", (np.int64, np.int64, np.float64))
         self._top, self._uniq, self.entries, self.weighted = -1, None, 0, False
+        self._mirrored = False  # the spilled edges hold both directions already (a symmetric Matrix Market file)
         piece = max(MIN_PIECE_BYTES, self.budget // TEXT_BYTES_PER_BYTE)
         header_n = None
         if fmt == "mtx":
@@ -204,10 +206,10 @@ class StreamedEdgeList:
                 v = np.ones(int(off.sum())) if w is None else (-w[off] if symmetry == "skew-symmetric" else w[off])
                 mirror.add(0, ij[off, 0], ij[off, 1], v)  # the edge j → i: (dst, src) = (i, j)
         if mirror is not None:
-            rows_per_piece = max(1 << 12, self.budget // (4 * BAND_BYTES_PER_ENTRY))
-            for dst, src, v in mirror.pieces(0, rows_per_piece):
+            for dst, src, v in mirror.pieces(0, self._piece_rows()):
                 self._add(np.stack([src, dst], axis=1), None if field == "pattern" else v, relabel)
             mirror.drop(0)
+        self._mirrored = mirrored
         self.directed = False if symmetry == "symmetric" else None
         return rows
 
@@ -218,11 +220,14 @@ class StreamedEdgeList:
     # ------------------------------------------------------------------ the passes
     def _edge_pieces(self):
         """The spilled edges in file order, ``(dst, src, w)`` in vertex ids (relabelled), a budget's share at a time."""
-        rows = max(1 << 12, self.budget // (4 * BAND_BYTES_PER_ENTRY))
-        for dst, src, w in self.edges.pieces(0, rows):
+        for dst, src, w in self.edges.pieces(0, self._piece_rows()):
             if self.original_ids is not None:
                 dst, src = np.searchsorted(self.original_ids, dst), np.searchsorted(self.original_ids, src)
             yield dst, src, w
+
+    def _piece_rows(self) -> int:
+        """Edges read back from a scratch bucket at a time: a budget's share."""
+        return max(1 << 12, self.budget // (4 * BAND_BYTES_PER_ENTRY))
 
     def _room(self) -> int:
         """The budget left beside the arrays of one number per vertex (refused when there is none)."""
@@ -260,7 +265,8 @@ class StreamedEdgeList:
         room = self._room()
         # the blocks of M̂ hold about this many entries each (the listed edges, their reverses, the self-loops):
         # refused now rather than after the passes when one block could not be written at once
-        expected = ((1 if directed is True else 2) * self.entries + n) / (R * C)
+        listed = self.entries if self._mirrored or directed is True else 2 * self.entries  # with the reverses
+        expected = (listed + n) / (R * C)
         if expected * BLOCK_BYTES_PER_ENTRY > room:
             raise GridGnnError(f"the {R}x{C} blocks of this graph would hold about {expected:.0f} entries each, more "
                                f"than a memory budget of {self.budget} bytes lets this process write at once "

@@ -51,6 +51,10 @@ def _from_undirected_pairs(u: np.ndarray, v: np.ndarray, n: int, **kwargs) -> Gr
     entries), its CSR placed directly: row ``r`` holds its columns below ``r`` (the pairs ``(c, r)``: the upper
     triangle's column ``r``, from SciPy's counting transpose), then those above (the pairs ``(r, c)``, in order)."""
     u, v = np.asarray(u, np.int64), np.asarray(v, np.int64)
+    key = u * n + v
+    if u.size and (np.any(u >= v) or np.any(key[1:] <= key[:-1])):  # (a caller's bug: the placement needs the order)
+        raise ValueError("_from_undirected_pairs needs unique pairs u < v sorted by (u, v)")
+    del key
     above = np.bincount(u, minlength=n)
     upper_ptr = np.zeros(n + 1, np.int64)
     np.cumsum(above, out=upper_ptr[1:])

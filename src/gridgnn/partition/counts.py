@@ -20,23 +20,24 @@ def nnz_cols(matp: sp.csr_matrix, bounds: np.ndarray, perm_r=None, perm_c=None) 
     the owner of ``q`` sends to ``l``; in 1.5D only within the process column whose chunk holds ``q``) of the
     matrix ``matp``, or given the orders ``perm_r``/``perm_c`` (``perm[new] = old``) of ``matp[perm_r][:,
     perm_c]``, read in place. With the numba kernels: one pass over the entries
-    (:func:`~gridgnn.ops.kernels.block_cols`); else one block row at a time, whose columns are the memory it
-    needs beyond the matrix."""
+    (:func:`~gridgnn.ops.kernels.block_cols`); else the permuted copy, one block row at a time."""
     bounds = np.asarray(bounds, np.int64)
     k = bounds.size - 1
-    n_cols = matp.shape[1]
-    new_col = np.arange(n_cols) if perm_c is None else np.argsort(np.asarray(perm_c, np.int64))
-    col_block = np.searchsorted(bounds, new_col, side="right") - 1  # of each stored column id
+    n_rows, n_cols = matp.shape
+    if bounds[0] != 0 or bounds[-1] != n_rows or n_rows != n_cols or np.any(np.diff(bounds) < 0):
+        raise ValueError(f"nnz_cols needs block bounds from 0 to {n_rows} of a square matrix, got {bounds.tolist()}")
     from ..ops import kernels
 
     if kernels.enabled():
-        rows = np.arange(matp.shape[0], dtype=np.int64) if perm_r is None else np.asarray(perm_r, np.int64)
+        new_col = np.arange(n_cols) if perm_c is None else np.argsort(np.asarray(perm_c, np.int64))
+        col_block = np.searchsorted(bounds, new_col, side="right") - 1  # of each stored column id
+        rows = np.arange(n_rows, dtype=np.int64) if perm_r is None else np.asarray(perm_r, np.int64)
         return kernels.block_cols(matp.indptr, matp.indices, rows, bounds, col_block, k)
-    if perm_r is not None or perm_c is not None:
-        matp = sp.csr_matrix(matp[np.arange(matp.shape[0]) if perm_r is None else perm_r])
-        col_block = np.searchsorted(bounds, np.arange(n_cols), side="right") - 1
-        if perm_c is not None:
-            matp = sp.csr_matrix(matp[:, perm_c])
+    if perm_r is not None:
+        matp = sp.csr_matrix(matp[perm_r])
+    if perm_c is not None:
+        matp = sp.csr_matrix(matp[:, perm_c])
+    col_block = np.searchsorted(bounds, np.arange(n_cols), side="right") - 1
     v = np.zeros((k, k), dtype=np.int64)
     for l in range(k):
         cols = np.unique(matp.indices[matp.indptr[bounds[l]]:matp.indptr[bounds[l + 1]]])

@@ -50,6 +50,7 @@ coarsening is slow), Mt-KaHyPar about 220 (and about 9 µs per nonzero on 2 core
 from __future__ import annotations
 
 import heapq
+import importlib.util
 import os
 import threading
 
@@ -173,7 +174,7 @@ def _hypergraph(mat, parts, seed, imbalance, weights):
     return part
 
 
-def _balanced(mat, parts, seed, imbalance, weights, start: str = "metis"):
+def _balanced(mat, parts, seed, imbalance, weights, start: str):
     from .refine import refine_max_volume
 
     if start == "best":
@@ -190,7 +191,7 @@ def _balanced(mat, parts, seed, imbalance, weights, start: str = "metis"):
             send = volume_matrix(mat, part, parts).sum(axis=1)
             keys.append((int(send.max()), int(send.sum())))
         return candidates[min(range(len(keys)), key=keys.__getitem__)]
-    if start not in _DISPATCH or start == "balanced":
+    if start not in _DISPATCH:
         raise GridGnnError(f"unknown start {start!r} for partition method 'balanced'; use balanced:<method> with "
                            f"one of random, metis, metis-vol, hypergraph, best")
     try:
@@ -218,13 +219,12 @@ _DISPATCH = {
     "metis": lambda m, k, s, e, w: _metis(m, k, s, e, w, "cut"),
     "metis-vol": lambda m, k, s, e, w: _metis(m, k, s, e, w, "vol"),
     "hypergraph": _hypergraph,
-    "balanced": _balanced,
-}
+}  # (balanced and balanced:<start>: _method_fn, from the start they refine)
 
 
 def _method_fn(method: str):
-    if isinstance(method, str) and method.startswith("balanced:"):
-        start = method.split(":", 1)[1]
+    start = balanced_start(method) if isinstance(method, str) else None
+    if start is not None:
         return lambda m, k, s, e, w: _balanced(m, k, s, e, w, start)
     if method not in _DISPATCH:
         raise GridGnnError(f"unknown partition method {method!r}; choose one of {', '.join(METHODS)} "
@@ -321,19 +321,31 @@ METIS_BYTES_PER_NNZ_FLOOR = 100
 METIS_BYTES_PER_NNZ_SLOPE = 22
 
 
-def partition_peak_bytes(method: str, n: int, nnz: int) -> int:
-    """Peak memory of ``method`` beside the graph it partitions (``n`` vertices, ``nnz`` stored nonzeros of
-    :math:`M`): the partitioner's own structures, plus the per-vertex arrays of the part map, the weights and the
-    refinement (``balanced``: its start's peak, the larger). An upper estimate from the measurements above."""
-    start = method.split(":", 1)[1] if method.startswith("balanced:") else "metis" if method == "balanced" else method
-    if start == "best":  # each start in turn, one at a time
-        return max(partition_peak_bytes(m, n, nnz) for m in ("metis", "hypergraph"))
-    per_nnz = 0.0
+def balanced_start(method: str) -> str | None:
+    """The start method ``balanced`` refines (``balanced:<start>``; plain ``balanced``: METIS), ``None`` for a
+    method that is not ``balanced``."""
+    if method == "balanced":
+        return "metis"
+    return method.split(":", 1)[1] if method.startswith("balanced:") else None
+
+
+def partition_peak_bytes(method: str, n: int, nnz: int, *, symmetric: bool = True) -> int:
+    r"""Peak memory of ``method`` beside the graph it partitions (``n`` vertices, ``nnz`` stored nonzeros of
+    :math:`M`; not ``symmetric``: METIS reads :math:`M + M^\mathsf{T}`, up to twice the entries): the partitioner's
+    own structures, plus the per-vertex arrays of the part map, the weights and the refinement (``balanced``: its
+    start's peak; ``balanced:best``: the largest of the starts whose package is installed, which it runs one at a
+    time). An upper estimate from the measurements above."""
+    start = balanced_start(method) or method
+    if start == "best":
+        installed = [m for m in ("metis", "hypergraph") if importlib.util.find_spec(_PACKAGES[m]) is not None]
+        return max([partition_peak_bytes(m, n, nnz, symmetric=symmetric) for m in installed], default=64 * n)
+    per_nnz, read = 0.0, nnz
     if start in ("metis", "metis-vol"):
-        per_nnz = max(METIS_BYTES_PER_NNZ_FLOOR, METIS_BYTES_PER_NNZ_SLOPE * (np.log2(max(nnz, 2)) - 17))
+        read = nnz if symmetric else 2 * nnz
+        per_nnz = max(METIS_BYTES_PER_NNZ_FLOOR, METIS_BYTES_PER_NNZ_SLOPE * (np.log2(max(read, 2)) - 17))
     elif start == "hypergraph":
         per_nnz = HYPERGRAPH_BYTES_PER_NNZ
-    return int(per_nnz * nnz + 64 * n)
+    return int(per_nnz * read + 64 * n)
 
 
 # ---------------------------------------------------------------------------------------------- entry points
@@ -365,7 +377,8 @@ def partition_vector(graph_or_csr, parts: int, method: str, *, seed: int = 0,
         raise GridGnnError(f"imbalance must be in [0, 10), got {imbalance}")
     if parts == 1:
         return np.zeros(n, dtype=np.int64)
-    check_alloc(partition_peak_bytes(method, n, mat.nnz),
+    symmetric = getattr(graph_or_csr, "directed", True) is False  # (a bare matrix: counted as directed)
+    check_alloc(partition_peak_bytes(method, n, mat.nnz, symmetric=symmetric),
                 f"partition method {method!r} on {n} vertices and {mat.nnz} stored nonzeros")
     weights = vertex_weights(mat)
     part = fn(mat, parts, int(seed), float(imbalance), weights)

@@ -36,6 +36,7 @@ from .invocation import config_from_flags
 from .launching import failed_launch, launch_checked, launch_ranks, require_one_process, spawnable
 from ..graph.files import OutLock, write_json
 from .planning import resolve_auto
+from .startup import StartupClock
 from .trained import TrainedModel, TrainResult
 from .worker import train_worker
 
@@ -120,12 +121,13 @@ def train(config: TrainConfig | None = None, *, graph=None, callbacks=(), **opti
     return Trainer(config, graph=graph, callbacks=callbacks, **options).fit()
 
 
-def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=(), loaded=None):
+def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=(), loaded=None, clock=None):
     """Run a validated config: in this process (one rank), spawned here, or as this rank of a torchrun/srun job;
     the summary on rank 0 (``keep_model``: a :class:`~gridgnn.train.model_file.TrainOutput`, the summary and the
     trained parameters). ``graph``: a graph in memory instead of ``cfg.data``; ``loaded``: a list holding the graph
     of ``cfg.data`` already loaded here (``--algo auto`` planned on it), taken out of it and handed to ranks spawned
-    here instead of loading it again (so that nothing else holds it while they train)."""
+    here instead of loading it again (so that nothing else holds it while they train); ``clock``: the start-up clock
+    ``--algo auto`` began (its load and planning), which ranks spawned here for the full graph continue."""
 
     if cfg.algo == "auto":
         return _run_auto(cfg, graph, keep_model=keep_model, callbacks=callbacks)
@@ -145,7 +147,7 @@ def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=(),
         require_one_process(env)
         return train_worker(None, cfg, graph, keep_model, callbacks)
     return launch_checked(train_worker, cfg, graph, keep_model, callbacks if env else spawnable(callbacks),
-                           loaded=loaded)[0]
+                           loaded=loaded, clock=clock)[0]
 
 
 def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=()):
@@ -160,10 +162,13 @@ def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbac
     # on its own node (the trainer's memory guard still refuses a pick that cannot fit)
     progress = Progress(0, what="--algo auto: planning", unit="configurations",
                         show=not cfg.quiet and (env is None or env.rank == 0))
+    clock = StartupClock()
     try:
         planned = [load_graph(graph if graph is not None else cfg.data, seed=cfg.seed)]
+        clock.lap("load")
         picked, row, count = resolve_auto(cfg, planned[0], profile=profile, check_memory=env is None,
                                           progress=progress)
+        clock.lap("plan")
     finally:
         progress.close()
     if not cfg.quiet and (env is None or env.rank == 0):
@@ -171,7 +176,7 @@ def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbac
               f"per step, the fastest of {count} configurations; profile {profile.name})", flush=True)
     if graph is not None or env is not None or picked.algo == "serial":
         planned.clear()  # this process (or each rank of a job) trains on its own graph: not kept meanwhile
-    out = run(picked, graph, keep_model=keep_model, callbacks=callbacks, loaded=planned)  # (spawned ranks: shards of
+    out = run(picked, graph, keep_model=keep_model, callbacks=callbacks, loaded=planned, clock=clock)  # (spawned ranks: shards of
     # the graph planned on, which launch_checked takes out of the list: one load, not held while they train)
     if out is None:
         return None

@@ -62,17 +62,17 @@ def require_one_process(env) -> None:
 
 
 def launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | None = None,
-                    one_load: bool = True, loaded=None) -> list:
+                    one_load: bool = True, loaded=None, clock=None) -> list:
     """:func:`launch_ranks` after refusing, before any rank starts, what cannot work when the ranks are spawned here
     (their memory, a graph smaller than the layout). A graph reaches ranks spawned here as shards written once
     (:mod:`~gridgnn.train.handover`; ``dims``: a model's widths, for inference): a graph in memory, and — with
     ``one_load`` — the graph of a ``--data`` SPEC, loaded (or generated) once here rather than by every rank, so
     that each rank holds only its blocks (a ``sharded:`` dataset is read by the ranks themselves); ``loaded``: a list
     holding that graph, loaded already (taken out of it). The start-up clock (:mod:`~gridgnn.train.startup`) begins
-    here and travels to the ranks."""
+    here (``clock``: continues one a caller began) and travels to the ranks."""
     if env_context(cfg.device) is not None:  # this rank of a torchrun/srun job: its process holds the graph
         return launch_ranks(worker, cfg, graph, *args)
-    clock = StartupClock()
+    clock = StartupClock() if clock is None else clock
     host_memory = available_memory_bytes("cpu")
     one_load = one_load and graph is None and not (cfg.data or "").strip().startswith("sharded:")
     # the ranks import PyG only where they load a planetoid: SPEC themselves

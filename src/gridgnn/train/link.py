@@ -28,6 +28,7 @@ from ..parallel.pairs import RowDirectory, fetch_rows
 from ..parallel.source import InMemorySource
 from .loop import fmt
 from .rank_layout import build_rank
+from .startup import StartupClock
 from .step import allreduce_grads
 from .data_checks import unlabelled, with_feature_norm
 from .trainer import build_model, setup_rank
@@ -257,11 +258,13 @@ class LinkTask(LinkReport):
 
     def __init__(self, ctx, cfg, graph):
         self.cfg = cfg
+        clock = StartupClock.on_rank(ctx)
         full = load_graph(cfg.data if graph is None else graph, seed=cfg.seed)  # every rank alike, before any collective
         self.split, self.own = split_for_run(cfg, full)
+        clock.lap("split")
         self.full_meta = full.meta
         dims = link_dims(cfg, full.num_features)
-        self.rs = rs = setup_rank(ctx, cfg, self.split.train_graph, dims=dims)
+        self.rs = rs = setup_rank(ctx, cfg, self.split.train_graph, dims=dims, clock=clock)
         comm = rs.comm
         test_graph = with_feature_norm(unlabelled(self.split.test_graph), cfg)  # labels are not read
         source = None if rs.source is None else InMemorySource(test_graph, rs.source.perm_r, rs.source.perm_c,
@@ -275,6 +278,7 @@ class LinkTask(LinkReport):
         comm.log.reset()
         self.pairs = LinkPairs(full, self.split, negatives=cfg.model_negatives, seed=cfg.seed,
                                world=self.directory.world, me=self.directory.me)
+        clock.lap("build")  # the test graph's plan, the directory, the pairs
         self.decoder = make_decoder(cfg.model_decoder, dims[-1], seed=cfg.seed, dtype=rs.dtype).to(rs.device)
         self.parameters = list(self.decoder.parameters())
         self.replicated = {"decoder": self.parameters} if self.parameters else {}

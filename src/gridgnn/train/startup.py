@@ -10,6 +10,11 @@ layout made on rank 0 (``join``), the memory guard (``memory``), the plan with i
 exchanges (``build``), the model (``model``), the optimizer and a checkpoint restored (``optimizer``). One process
 (``--algo serial``) and a rank of a torchrun/srun job begin the clock at their own set-up. ``total`` is the sum: the
 time from the first stage to the first epoch, on rank 0.
+
+Where they differ: ``--task link`` reads and splits the whole graph on every rank first (``split``), and its test
+graph's plan, the embeddings' directory and the pairs add to ``build``; ``--algo auto`` begins the clock with its own
+``load`` and ``plan`` (the ranks it spawns for the full graph continue it); sampled minibatches record ``read`` (the
+graph and the task's minibatches), ``join``, ``model`` (the sampling pipeline with the model) and ``optimizer``.
 """
 from __future__ import annotations
 

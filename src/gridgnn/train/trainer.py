@@ -133,15 +133,16 @@ class RankSetup:
     startup: object = None  # the start-up clock (gridgnn.train.startup.StartupClock), lapped up to the model
 
 
-def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = None) -> RankSetup:
+def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = None, clock=None) -> RankSetup:
     r"""Everything before the first epoch, on this rank (``ctx`` = ``None``: one process): load and check the data
     (and a ``--resume`` checkpoint) before any collective, join the process group, lay the graph out, check the
     memory, build the plan, the local blocks and the model. ``dims``: the layer widths of a trained model whose
-    inference this is (the graph then needs features of width ``dims[0]`` and no labels)."""
+    inference this is (the graph then needs features of width ``dims[0]`` and no labels); ``clock``: the start-up
+    clock a caller began (:class:`~gridgnn.train.startup.StartupClock`; default: this rank's)."""
     from ..errors import note_memory
 
     note_memory("")  # this run's guard notes its own estimate (an earlier run in this process may have left one)
-    clock = StartupClock.on_rank(ctx)
+    clock = StartupClock.on_rank(ctx) if clock is None else clock
     resolve_model(cfg.model)  # a model of the user's own (package.module:Class) is imported on this rank too
     world = 1 if ctx is None else ctx.world_size
     host_avail = _host_memory_for_ranks(ctx)  # before this rank loads anything
