@@ -29,7 +29,7 @@ LAYOUTS = [("1d", {}), ("1d-sa", {}), ("1.5d", {"replication": 2}), ("1.5d-sa", 
 def _predict_group(ctx, model: TrainedModel, jobs):
     """Every ``(data, algo, options)`` of ``jobs`` predicted on this rank of one spawned group (rank 0: the
     logits)."""
-    from gridgnn.train.trainer import predict_worker
+    from gridgnn.train.rank_setup import predict_worker
 
     out = []
     for data, algo, options in jobs:

@@ -19,7 +19,7 @@ from gridgnn.train.config import TrainConfig
 from gridgnn.train.minibatch import neighbours, schedule
 from gridgnn.train.worker import train_worker
 from gridgnn.train.rank_layout import attach_edge_features
-from gridgnn.train.trainer import build_model
+from gridgnn.train.rank_setup import build_model
 
 DATA = "synthetic:sbm?n=240&classes=4&avg_degree=6&features=6"
 

@@ -1,4 +1,4 @@
-r"""The full graph as a batch source: each rank is set up (:func:`~gridgnn.train.trainer.setup_rank`: the data
+r"""The full graph as a batch source: each rank is set up (:func:`~gridgnn.train.rank_setup.setup_rank`: the data
 checked before any collective, the process group, the plan and the model), and each epoch is one step on the whole
 graph — the task's forward and backward with the gradient sums, one optimizer update, the task's evaluation, one
 all-reduce of what the ranks counted (phase ``metrics``), the checks that end a diverged run on every rank alike.
@@ -25,7 +25,7 @@ from .link import LinkTask
 from .loop import compiling
 from .step import evaluate, forward_backward
 from .tasks import NodeReport
-from .trainer import STEP_PHASES, _gather_logits, _rank_record, _summary, delta_of, ratio, setup_rank
+from .rank_setup import STEP_PHASES, _gather_logits, _rank_record, _summary, delta_of, ratio, setup_rank
 
 
 

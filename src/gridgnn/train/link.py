@@ -31,7 +31,7 @@ from .rank_layout import build_rank
 from .startup import StartupClock
 from .step import allreduce_grads
 from .data_checks import unlabelled, with_feature_norm
-from .trainer import build_model, setup_rank
+from .rank_setup import build_model, setup_rank
 
 
 def slice_bounds(count: int, parts: int, part: int) -> tuple[int, int]:
@@ -252,7 +252,7 @@ def final_metrics(cfg, summary: dict) -> str:
 class LinkTask(LinkReport):
     r"""Link prediction on the whole graph, the task :func:`~gridgnn.train.worker.train_worker` runs for
     ``--task link``: the split (before any collective, on every rank alike), the training graph laid out as node
-    classification lays a graph out (:func:`~gridgnn.train.trainer.setup_rank`) and the test graph on the same
+    classification lays a graph out (:func:`~gridgnn.train.rank_setup.setup_rank`) and the test graph on the same
     vertex layout, the directory of the embeddings' holders, the pairs of this rank and the decoder (its parameters
     held whole on every rank, their gradients summed over all)."""
 

@@ -59,7 +59,7 @@ from .step import allreduce_grads
 from .summary import count, median_of, run_summary, traffic
 from .tasks import NodeReport
 from .data_checks import check_data, in_memory_name, settle_edge_dim, with_feature_norm
-from .trainer import build_model, delta_of, ratio
+from .rank_setup import build_model, delta_of, ratio
 
 PHASES = ("sample", "fetch", "fwd", "bwd", "grad", "eval", "metrics")
 

@@ -1,4 +1,4 @@
-r"""The optimizer and the learning-rate schedule of every trainer (full graph, minibatches, link prediction).
+r"""The optimizer and the learning-rate schedule of every run (full graph, minibatches, link prediction).
 
 ``--optimizer adam | adamw | sgd`` (torch's, ``--momentum`` for SGD) updates each parameter elementwise, so a rank
 updating its shard of a parameter computes exactly what one process updating the whole would: training stays

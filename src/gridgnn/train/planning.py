@@ -29,7 +29,7 @@ from ..planner.timing import load_profile
 from .data_checks import settle_edge_dim
 from .optim import memory_state
 from .rank_layout import SEEDED_ORDERS, check_vertex_count, estimate_memory, make_source, order_key
-from .trainer import _check_parameters, build_model, memory_trace
+from .rank_setup import _check_parameters, build_model, memory_trace
 
 
 def simulate_config(cfg, graph, layouts: dict | None = None):

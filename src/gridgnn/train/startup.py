@@ -5,7 +5,7 @@ checks before any rank starts (``checks``), the graph of a SPEC loaded or genera
 written for the ranks (``shard``); the clock travels to the ranks (:attr:`LaunchContext.startup
 <gridgnn.distributed.launch.LaunchContext>`), where ``spawn`` is the time from the launch to the rank's first line
 of set-up (the processes' start, their imports). Each rank then records its own set-up
-(:func:`~gridgnn.train.trainer.setup_rank`): its data read and checked (``read``), the process group joined and a
+(:func:`~gridgnn.train.rank_setup.setup_rank`): its data read and checked (``read``), the process group joined and a
 layout made on rank 0 (``join``), the memory guard (``memory``), the plan with its local blocks and set-up
 exchanges (``build``), the model (``model``), the optimizer and a checkpoint restored (``optimizer``). One process
 (``--algo serial``) and a rank of a torchrun/srun job begin the clock at their own set-up. ``total`` is the sum: the

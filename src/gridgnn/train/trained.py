@@ -97,7 +97,7 @@ class TrainedModel:
         if self._module is None:
             from ..nn import resolve_model
             from .checkpoint import WHOLE, load_parameters
-            from .trainer import build_model
+            from .rank_setup import build_model
 
             resolve_model(self.config.get("model", "gcn"))
             model = build_model(self._train_config(), self.dims, None, self.dtype)
@@ -194,7 +194,7 @@ class TrainedModel:
         """``(logits, original ids or None)`` on rank 0 (``None`` elsewhere)."""
         from ..distributed.launch import env_context
         from .launching import failed_launch, launch_checked, require_one_process
-        from .trainer import predict_worker
+        from .rank_setup import predict_worker
 
         if isinstance(grid, (list, tuple)):
             grid = ",".join(str(v) for v in grid)

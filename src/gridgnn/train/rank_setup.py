@@ -1,8 +1,8 @@
 r"""A rank's set-up for full-graph training and inference (:func:`setup_rank`): load and validate the data (and a
 ``--resume`` checkpoint) before any collective, partition, join the process group, check the memory, build the
 algorithm's plan, the rank's blocks and the model; inference of a trained model (:func:`predict_worker`); and the
-full-graph summary (:func:`_summary`). The epochs and outputs are :mod:`gridgnn.train.full_graph`'s, whose rank 0
-writes into ``--out`` (created only once the set-up has succeeded; every file written to a temporary name and
+full-graph summary (:func:`_summary`). The epochs and outputs are :mod:`gridgnn.train.worker`'s (the full graph as a
+batch source: :mod:`gridgnn.train.full_graph`), whose rank 0 writes into ``--out`` (created only once the set-up has succeeded; every file written to a temporary name and
 renamed, see :mod:`gridgnn.train.outputs`): ``metrics.jsonl``, ``checkpoint.pt`` (``--checkpoint-every``, see
 :mod:`gridgnn.train.checkpoint`), ``logits.npy`` (``--save-logits``, original node order; with ``?relabel=1`` also
 ``node_ids.npy``, the file's id of each row), ``model.pt`` (the trained model, :mod:`gridgnn.train.model_file`),
