@@ -1,5 +1,6 @@
-"""Two torchrun agents on this machine as two nodes (c10d rendezvous on loopback, one rank per node): training equals
-serial, and losing a node (its agent and its rank killed outright) ends the other within a bounded time with one
+"""Two torchrun agents on this machine as two nodes (c10d rendezvous on loopback, one rank per node): training from a
+dataset sharded first (the big-graph path under torchrun/srun: each rank reads its blocks) equals serial training
+of the graph, and losing a node (its agent and its rank killed outright) ends the other within a bounded time with one
 gridgnn error line, no traceback."""
 import json
 import os
@@ -22,7 +23,7 @@ SBM = "synthetic:sbm?n=300&classes=3&avg_degree=6&features=8"
 LOSS_EXIT_S = 30
 
 
-def _agents(tmp_path, *train_args) -> list[subprocess.Popen]:
+def _agents(tmp_path, *train_args, data: str = SBM) -> list[subprocess.Popen]:
     """Two torchrun agents, each one node of one rank, meeting at a c10d rendezvous that agent 0 hosts."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
     env["PYTHONUNBUFFERED"] = "1"
@@ -32,7 +33,7 @@ def _agents(tmp_path, *train_args) -> list[subprocess.Popen]:
         cmd = [TORCHRUN, "--nnodes", "2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
                "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"gridgnn-{port}",
                "--rdzv-conf", f"is_host={int(node == 0)}", "--max-restarts", "0",
-               "-m", "gridgnn", "train", "--data", SBM, *map(str, train_args)]
+               "-m", "gridgnn", "train", "--data", data, *map(str, train_args)]
         out.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                     cwd=tmp_path, start_new_session=True))
     return out
@@ -51,9 +52,12 @@ def _kill_node(agent: subprocess.Popen) -> None:
             pass
 
 
-def test_two_nodes_train_like_serial(tmp_path):
+def test_two_nodes_train_from_shards_like_serial(tmp_path):
+    from gridgnn.commands.shard import shard
+
+    shard(SBM, str(tmp_path / "shards"), blocks="2x2", method="single-perm", seed=4)  # gridgnn shard, first
     common = ["--algo", "1d", "--epochs", 3, "--dtype", "float64", "--seed", 4, "--quiet"]
-    agents = _agents(tmp_path, *common, "--out", tmp_path / "two-nodes")
+    agents = _agents(tmp_path, *common, "--out", tmp_path / "two-nodes", data=f"sharded:{tmp_path / 'shards'}")
     try:
         for a in agents:
             _, err = a.communicate(timeout=240)
@@ -66,8 +70,9 @@ def test_two_nodes_train_like_serial(tmp_path):
 
     ref = train_worker(None, TrainConfig(data=SBM, algo="serial", epochs=3, dtype="float64", seed=4, quiet=True))
     s = json.loads((tmp_path / "two-nodes" / "summary.json").read_text())
-    assert s["nproc"] == 2 and s["algo"] == "1d"
+    assert s["nproc"] == 2 and s["algo"] == "1d" and s["data"].startswith("sharded:")
     assert abs(s["final_loss"] - ref["final_loss"]) <= 1e-9 * abs(ref["final_loss"])
+    assert s["test_acc"] == ref["test_acc"] and s["best_epoch"] == ref["best_epoch"]
 
 
 def test_a_lost_node_ends_the_other(tmp_path):
