@@ -170,7 +170,17 @@ class BlockRowGraph(SourceKeys, DistGraph):
         comm, b, i = self.comm, self.rows.bounds, self.me
         g = comm.grid.size(self.fetch_axis)
         cols = local.indices.astype(np.int64)
-        need = {q: np.unique(cols[col_block == q] - b[q]) for q in self.stages if q != i}
+        mine = col_block == i
+        # the remote halo: the distinct columns the other stages' edges read, ascending — by block, then by row
+        # within it, the order the rows arrive in — and each remote edge's position in it (marked and numbered on
+        # an array of one entry per column: linear, no sort)
+        remote = cols[~mine]
+        seen = np.zeros(local.shape[1], dtype=bool)
+        seen[remote] = True
+        halo = np.flatnonzero(seen)
+        del seen
+        cuts = np.searchsorted(halo, b)
+        need = {q: halo[cuts[q]:cuts[q + 1]] - b[q] for q in self.stages if q != i}
         self.recv_rows = [len(need.get(k, ())) for k in range(g)]
         dev = self.device
         with comm.phase("setup"):
@@ -183,17 +193,20 @@ class BlockRowGraph(SourceKeys, DistGraph):
         self.send_rows = [int(t.numel()) for t in self.send_idx]
         self.remote_offsets = np.concatenate([[0], np.cumsum(self.recv_rows)]).astype(np.int64)
         compact = cols - b[i]
-        for q, rows_q in need.items():
-            sel = col_block == q
-            compact[sel] = self.remote_offsets[q] + np.searchsorted(rows_q, cols[sel] - b[q])
+        slot = np.empty(local.shape[1], dtype=np.int64)
+        slot[halo] = np.arange(halo.size)
+        compact[~mine] = slot[remote]
+        del slot
         row = np.repeat(np.arange(local.shape[0], dtype=np.int64), np.diff(local.indptr))
-        mine = col_block == i
 
-        def stage(sel, width):  # the selected edges keep their order (columns ascend with the global column)
-            eidx = np.flatnonzero(sel)
-            sub = sp.csr_matrix((np.ones(eidx.size), (row[eidx], compact[eidx])), shape=(local.shape[0], width))
-            return (Pattern.from_scipy(sub, device=dev, transpose=True),
-                    None if eidx.size == self.nnz else self._positions(eidx))
+        def stage(sel, width):  # the selected edges keep their order (columns ascend with the global column): the
+            eidx = np.flatnonzero(sel)  # stage's CSR is theirs as they lie, rows counted, nothing sorted
+            rows = row[eidx]
+            crow = np.zeros(local.shape[0] + 1, np.int64)
+            np.cumsum(np.bincount(rows, minlength=local.shape[0]), out=crow[1:])
+            pat = Pattern(torch.from_numpy(crow).to(dev), torch.from_numpy(compact[eidx]).to(dev),
+                          (local.shape[0], width), transpose=True, row=torch.from_numpy(rows).to(dev))
+            return pat, None if eidx.size == self.nnz else self._positions(eidx)
 
         self.local_stage = stage(mine, self.n_local) if i in self.stages else None
         self.remote_stage = stage(~mine, int(self.remote_offsets[-1])) if any(q != i for q in self.stages) else None
