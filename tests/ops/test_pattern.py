@@ -105,3 +105,18 @@ def test_indices_are_int32_below_2_31_and_int64_beyond_keeping_every_value():
     assert big.col.tolist() == [5, wide - 1, 3] and big.row.tolist() == [0, 0, 1]
     given64 = P.Pattern(torch.tensor([0, 2, 3]), torch.tensor([1, 4, 0]), (2, 5))  # int64 given, int32 kept
     assert given64.index_dtype == torch.int32 and given64.col.tolist() == [1, 4, 0]
+
+
+@pytest.mark.parametrize("m,k,nnz,seed", [(1, 1, 0, 0), (30, 20, 100, 1), (500, 2000, 9000, 2), (40, 3, 400, 3)])
+def test_the_transposed_order_is_the_stable_sort_by_column(m, k, nnz, seed):
+    """The CPU's counting transpose (SciPy's, of the edge positions) equals the stable sort by column that the
+    device path runs: the same pointer, rows and positions, in the pattern's index dtype."""
+    r = np.random.default_rng(seed)
+    mat = sp.csr_matrix((np.ones(nnz), (r.integers(0, m, nnz), r.integers(0, k, nnz))), shape=(m, k))
+    pat = P.Pattern.from_scipy(mat)
+    t_crow, t_col, t_perm = pat.transpose()
+    want_perm = torch.sort(pat.col, stable=True).indices.to(pat.index_dtype)
+    want_crow = torch.zeros(k + 1, dtype=pat.index_dtype)
+    want_crow[1:] = torch.cumsum(torch.bincount(pat.col, minlength=k), 0)
+    assert t_perm.dtype == t_crow.dtype == t_col.dtype == pat.index_dtype
+    assert torch.equal(t_perm, want_perm) and torch.equal(t_crow, want_crow) and torch.equal(t_col, pat.row[want_perm])

@@ -99,9 +99,17 @@ class Pattern:
         return self.crow.dtype
 
     def transpose(self):
-        """``(t_crow, t_col, t_perm)``, built once."""
+        """``(t_crow, t_col, t_perm)``, built once: the edges by column, rows ascending within a column (on the CPU
+        SciPy's counting transpose of the edge positions, one pass; on a device a stable sort)."""
         if self._t is None:
             dt = self.index_dtype
+            if self.device.type == "cpu":
+                npdt = np.int32 if dt == torch.int32 else np.int64
+                pos = sp.csr_matrix((np.arange(self.nnz, dtype=npdt), self.col.numpy(), self.crow.numpy()),
+                                    shape=self.shape).tocsc()
+                self._t = tuple(torch.from_numpy(np.ascontiguousarray(a, dtype=npdt))
+                                for a in (pos.indptr, pos.indices, pos.data))
+                return self._t
             t_perm = torch.sort(self.col, stable=True).indices.to(dt)  # by column, rows ascending within a column
             t_crow = torch.zeros(self.shape[1] + 1, dtype=dt, device=self.device)
             t_crow[1:] = torch.cumsum(torch.bincount(self.col, minlength=self.shape[1]), 0)
