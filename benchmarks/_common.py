@@ -28,12 +28,7 @@ def run(**kw) -> dict:
     """Train with ``TrainConfig(**kw)`` (quiet) and return rank 0's summary."""
     cfg = TrainConfig(quiet=True, **kw)
     cfg.validate()
-    if cfg.sampler is not None:
-        
-        if cfg.nproc == 1:
-            return train_worker(None, cfg)
-        return [s for s in launch(train_worker, cfg.nproc, cfg, device=cfg.device, collect=True) if s][0]
-    if cfg.algo == "serial":
+    if cfg.algo == "serial" or (cfg.sampler is not None and cfg.nproc == 1):
         return train_worker(None, cfg)
     return launch(train_worker, cfg.nproc, cfg, device=cfg.device, collect=True)[0]
 

@@ -120,3 +120,23 @@ def test_the_transposed_order_is_the_stable_sort_by_column(m, k, nnz, seed):
     want_crow[1:] = torch.cumsum(torch.bincount(pat.col, minlength=k), 0)
     assert t_perm.dtype == t_crow.dtype == t_col.dtype == pat.index_dtype
     assert torch.equal(t_perm, want_perm) and torch.equal(t_crow, want_crow) and torch.equal(t_col, pat.row[want_perm])
+
+
+def test_the_transposed_order_in_64_bit_indices_and_of_a_column_view(monkeypatch):
+    """The same with 64-bit indices (a block past the int32 bound, made so by lowering it) and with the columns
+    a strided view of a wider array (a SUMMA panel's pattern reads its broadcast array in place)."""
+    r = np.random.default_rng(7)
+    mat = sp.csr_matrix((np.ones(300), (r.integers(0, 20, 300), r.integers(0, 30, 300))), shape=(20, 30))
+    mat.sum_duplicates()
+    monkeypatch.setattr(P, "INT32_MAX", 10)
+    wide = P.Pattern.from_scipy(mat)
+    assert wide.index_dtype == torch.int64
+    monkeypatch.undo()
+    both = torch.from_numpy(np.stack([mat.indices, mat.indices]).T.copy().astype(np.int32))  # a column view
+    view = P.Pattern(torch.from_numpy(mat.indptr.astype(np.int32)), both[:, 0], mat.shape)
+    assert not view.col.is_contiguous() or view.col.data_ptr() != both.data_ptr()
+    for pat in (wide, view):
+        t_crow, t_col, t_perm = pat.transpose()
+        want = torch.sort(pat.col, stable=True).indices.to(pat.index_dtype)
+        assert t_perm.dtype == pat.index_dtype and torch.equal(t_perm, want) and torch.equal(t_col, pat.row[want])
+        assert t_crow[-1] == pat.nnz

@@ -81,3 +81,16 @@ def test_a_checkpoint_without_the_best_parameters_is_refused_for_keep_best(tmp_p
                                                    "last epoch"):  # refused before any rank starts
         gridgnn.train(**RUN, keep="best", resume=str(first), out=str(tmp_path / "again"))
     gridgnn.train(**RUN, keep="last", resume=str(first), out=str(tmp_path / "again"))  # what the line says works
+
+
+def test_one_loop_hands_back_the_state_of_either_batch_source():
+    """``train_worker(return_state=True)``, the tests' hook, answers alike for the full graph and for minibatches:
+    the summary, this rank's parameters and the epoch records (the parameters are the model's)."""
+    from gridgnn.train.config import TrainConfig
+    from gridgnn.train.worker import train_worker
+
+    tiny = "synthetic:sbm?n=60&classes=3&avg_degree=4&features=6"
+    for extra in ({"algo": "serial"}, {"sampler": "sage", "fanout": "3,3"}):
+        out = train_worker(None, TrainConfig(data=tiny, epochs=2, hidden=8, quiet=True, **extra), return_state=True)
+        assert out["summary"]["epochs_trained"] == 2 and len(out["history"]) == 2
+        assert out["state"] and all(v.dtype.is_floating_point for v in out["state"].values())

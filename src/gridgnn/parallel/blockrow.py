@@ -48,7 +48,8 @@ import torch
 from ..distributed.grid import AXES
 from ..errors import GridGnnError
 from ..ops import semiring as sr
-from ..ops.pattern import Pattern, col_sum, index_bytes, row_reduce, sddmm_add, sddmm_dot, spmm
+from ..ops.pattern import (INT32_MAX, Pattern, col_sum, index_bytes, index_dtype, row_reduce, sddmm_add, sddmm_dot,
+                           spmm)
 from ..partition import RowPartition, even_bounds
 from ..partition.layout import BlockRowSchedule, stage_chunks
 from .aggregate import SourceKeys
@@ -193,7 +194,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
         self.send_rows = [int(t.numel()) for t in self.send_idx]
         self.remote_offsets = np.concatenate([[0], np.cumsum(self.recv_rows)]).astype(np.int64)
         compact = cols - b[i]
-        slot = np.empty(local.shape[1], dtype=np.int64)
+        slot = np.empty(local.shape[1], dtype=np.int32 if halo.size <= INT32_MAX else np.int64)
         slot[halo] = np.arange(halo.size)
         compact[~mine] = slot[remote]
         del slot
@@ -201,11 +202,12 @@ class BlockRowGraph(SourceKeys, DistGraph):
 
         def stage(sel, width):  # the selected edges keep their order (columns ascend with the global column): the
             eidx = np.flatnonzero(sel)  # stage's CSR is theirs as they lie, rows counted, nothing sorted
+            dt = np.int32 if index_dtype(local.shape[0], width, eidx.size) == torch.int32 else np.int64
             rows = row[eidx]
             crow = np.zeros(local.shape[0] + 1, np.int64)
             np.cumsum(np.bincount(rows, minlength=local.shape[0]), out=crow[1:])
-            pat = Pattern(torch.from_numpy(crow).to(dev), torch.from_numpy(compact[eidx]).to(dev),
-                          (local.shape[0], width), transpose=True, row=torch.from_numpy(rows).to(dev))
+            pat = Pattern(*(torch.from_numpy(a.astype(dt)).to(dev) for a in (crow, compact[eidx])),
+                          (local.shape[0], width), transpose=True, row=torch.from_numpy(rows.astype(dt)).to(dev))
             return pat, None if eidx.size == self.nnz else self._positions(eidx)
 
         self.local_stage = stage(mine, self.n_local) if i in self.stages else None

@@ -1,5 +1,6 @@
-r"""Training: the config (:mod:`.config`), the full-graph and minibatch workers of every task (:mod:`.full_graph`,
-:mod:`.minibatch`), outputs and checkpoints, and the Python entry point (:mod:`.api`).
+r"""Training: the config (:mod:`.config`), the one training loop (:mod:`.worker`) over a task on a batch source —
+the full graph (:mod:`.full_graph`) or sampled minibatches (:mod:`.minibatch`) —, outputs and checkpoints, and the
+Python entry point (:mod:`.api`).
 
 The package itself is callable: ``gridgnn.train(config, graph=None, **options)`` is
 :func:`gridgnn.train.api.train` — train and return the summary on rank 0.

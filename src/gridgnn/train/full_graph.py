@@ -73,7 +73,6 @@ class FullGraph:
     group, the plan and the model), one training step of the whole graph per epoch, the records every rank
     gathers, the summary's full-graph keys."""
 
-    source = "full-graph"
     breakdown = True  # each rank's record holds its epochs' compute and collectives (breakdown.png)
 
     def __init__(self, ctx, cfg: TrainConfig, graph=None):
@@ -121,6 +120,10 @@ class FullGraph:
         return _summary(self.cfg, self.task.info, self.comm.grid.world_size, self.comm.grid, history, self.epochs,
                         everyone, wall, resumed_from=resumed_from, wire=self.comm.wire,
                         startup_s=self.startup.summary(), **self.task.summary_fields())
+
+    def state(self) -> dict:
+        """This rank's parameters (its shards of them; tests compare ranks and runs)."""
+        return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
 
     def final(self, summary: dict) -> str:
         return (f"{self.task.final(summary)}, epoch {summary['epoch_time_median_s'] * 1e3:.1f} ms median, "

@@ -225,7 +225,6 @@ class Minibatches:
     :class:`~gridgnn.train.sampled_link.LinkSamples`), the ``P/c × c`` grid and this rank's pipeline and model; each
     epoch the bulk-sampled training steps and the task's evaluation; the summary's minibatch keys."""
 
-    source = "minibatch"
     breakdown = False
     plan = _WHOLE  # every rank holds every parameter whole (a checkpoint's shards are the whole tensors)
 

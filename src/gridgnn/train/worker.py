@@ -10,8 +10,8 @@ checkpoint shards the parameters), ``dims``, ``ckpt`` and ``checkpoint_info``, `
 ``notes``, ``original_ids``, ``node_types`` and ``breakdown`` (its ranks' records plot the compute and
 each collective per rank); ``progress()`` (the console's count), ``line(record)``,
 ``epoch(epoch, opt, console)`` (one epoch's record), ``rank_record()``, ``gather(mine, logits)`` (every rank's
-record and, asked, every vertex's logits on rank 0), ``summary(history, everyone, wall, resumed_from)`` and
-``final(summary)``.
+record and, asked, every vertex's logits on rank 0), ``summary(history, everyone, wall, resumed_from)``,
+``final(summary)`` and ``state()`` (this rank's parameters).
 """
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, ca
                  return_state: bool = False):
     """Train ``cfg``'s task on its batch source on this rank (``ctx`` = ``None``: one process; ``graph``: a graph
     in memory instead of ``cfg.data``). Returns the summary on rank 0 (``keep_model``: a
-    :class:`~gridgnn.train.model_file.TrainOutput`, the summary and the trained parameters; ``return_state``, with
-    minibatches: on every rank ``{"summary", "state", "history"}``, the trained parameters in ``state``, for tests);
+    :class:`~gridgnn.train.model_file.TrainOutput`, the summary and the trained parameters; ``return_state``: on
+    every rank ``{"summary", "state", "history"}``, this rank's trained parameters in ``state``, for tests);
     ``callbacks``: called on rank 0 with each epoch's record."""
     t_start = time.perf_counter()
     source = batch_source(cfg)(ctx, cfg, graph)
