@@ -12,6 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import GridGnnError
+from ..ops import kernels
 from .permute import block_nnz
 
 
@@ -26,8 +27,6 @@ def nnz_cols(matp: sp.csr_matrix, bounds: np.ndarray, perm_r=None, perm_c=None) 
     n_rows, n_cols = matp.shape
     if bounds[0] != 0 or bounds[-1] != n_rows or n_rows != n_cols or np.any(np.diff(bounds) < 0):
         raise ValueError(f"nnz_cols needs block bounds from 0 to {n_rows} of a square matrix, got {bounds.tolist()}")
-    from ..ops import kernels
-
     if kernels.enabled():
         new_col = np.arange(n_cols) if perm_c is None else np.argsort(np.asarray(perm_c, np.int64))
         col_block = np.searchsorted(bounds, new_col, side="right") - 1  # of each stored column id
