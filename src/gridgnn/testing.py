@@ -17,6 +17,7 @@ from .nn import resolve_model
 from .parallel import algorithm
 from .parallel.checks import LayoutError
 from .partition import RowPartition
+from .train.worker import train_worker
 from .parallel.source import InMemorySource
 from .train.rank_layout import build_rank, make_source
 from .train.step import forward_backward
@@ -239,6 +240,5 @@ def sampling_worker(ctx, cases: list[SampleCase]) -> list[dict]:
 def minibatch_state_worker(ctx, cfg) -> dict:
     """Worker for :func:`gridgnn.distributed.launch.launch`: minibatch training of ``cfg`` returning every rank's
     trained parameters (:func:`gridgnn.train.worker.train_worker`)."""
-    from .train.worker import train_worker
 
     return train_worker(ctx, cfg, return_state=True)

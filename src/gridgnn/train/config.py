@@ -4,7 +4,7 @@ from __future__ import annotations
 import inspect
 
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, make_dataclass
 
 from ..errors import GridGnnError
 from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
@@ -857,7 +857,6 @@ SECTION_CLASS_NAMES = {"data": "DataOptions", "task": "TaskOptions", "parallel":
 def _section_class(key: str) -> type:
     """A kw-only dataclass of the fields of section ``key``, made from their declarations in :class:`TrainConfig`
     (defaults, types, section, role, help and range: one source, nothing restated)."""
-    from dataclasses import make_dataclass
 
     own = [(f.name, f.type, field(default=f.default, metadata=f.metadata)) for f in fields(TrainConfig)
            if f.metadata["section"] == key]

@@ -20,6 +20,7 @@ import torch
 
 from ..errors import GridGnnError
 from ..graph.saved import as_pairs
+from .rank_setup import build_model, predict_worker
 
 
 def pair_scores(z: np.ndarray, pairs, decoder) -> np.ndarray:
@@ -97,7 +98,6 @@ class TrainedModel:
         if self._module is None:
             from ..nn import resolve_model
             from .checkpoint import WHOLE, load_parameters
-            from .rank_setup import build_model
 
             resolve_model(self.config.get("model", "gcn"))
             model = build_model(self._train_config(), self.dims, None, self.dtype)
@@ -194,7 +194,6 @@ class TrainedModel:
         """``(logits, original ids or None)`` on rank 0 (``None`` elsewhere)."""
         from ..distributed.launch import env_context
         from .launching import failed_launch, launch_checked, require_one_process
-        from .rank_setup import predict_worker
 
         if isinstance(grid, (list, tuple)):
             grid = ",".join(str(v) for v in grid)
