@@ -121,10 +121,6 @@ class FullGraph:
                         everyone, wall, resumed_from=resumed_from, wire=self.comm.wire,
                         startup_s=self.startup.summary(), **self.task.summary_fields())
 
-    def state(self) -> dict:
-        """This rank's parameters (its shards of them; tests compare ranks and runs)."""
-        return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
-
     def final(self, summary: dict) -> str:
         return (f"{self.task.final(summary)}, epoch {summary['epoch_time_median_s'] * 1e3:.1f} ms median, "
                 f"{summary['comm_bytes_per_epoch']['total'] / 1e6:.3f} MB moved per epoch (all ranks), "

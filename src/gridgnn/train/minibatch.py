@@ -301,10 +301,6 @@ class Minibatches:
                 f"{summary['epoch_time_median_s'] * 1e3:.1f} ms median (sampling {summary['sampling_s'] * 1e3:.1f}, "
                 f"fetch {summary['fetch_s'] * 1e3:.1f}, compute {summary['compute_s'] * 1e3:.1f})")
 
-    def state(self) -> dict:
-        """This rank's trained parameters (tests compare ranks and runs)."""
-        return {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
-
 
 def _infer_all(pipe: _Pipeline, model, comm, n: int, classes: int) -> np.ndarray | None:
     r"""``--save-logits``: the trained model's logits of every vertex (``n × classes``, original order) on rank 0,

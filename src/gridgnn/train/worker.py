@@ -10,8 +10,8 @@ checkpoint shards the parameters), ``dims``, ``ckpt`` and ``checkpoint_info``, `
 ``notes``, ``original_ids``, ``node_types`` and ``breakdown`` (its ranks' records plot the compute and
 each collective per rank); ``progress()`` (the console's count), ``line(record)``,
 ``epoch(epoch, opt, console)`` (one epoch's record), ``rank_record()``, ``gather(mine, logits)`` (every rank's
-record and, asked, every vertex's logits on rank 0), ``summary(history, everyone, wall, resumed_from)``,
-``final(summary)`` and ``state()`` (this rank's parameters).
+record and, asked, every vertex's logits on rank 0), ``summary(history, everyone, wall, resumed_from)`` and
+``final(summary)``.
 """
 from __future__ import annotations
 
@@ -59,7 +59,8 @@ def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, ca
         for name, ps in task.replicated.items():  # whole on every rank: rank 0's are everyone's
             if params is not None:
                 params[name] = [p.detach().cpu().clone() for p in ps]
-        state = {"state": source.state(), "history": loop.history} if return_state else None
+        state = {"state": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
+                 "history": loop.history} if return_state else None
         if not lead:
             return {"summary": None, **state} if return_state else None
         summary = source.summary(loop.history, everyone, time.perf_counter() - t_start,
