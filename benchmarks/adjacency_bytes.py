@@ -5,9 +5,9 @@ step (so what is built on first use, such as a transpose, exists) and counts eve
 storage (``tests/planner/_measure.py``, the count the memory tests compare the model with, byte for byte). Prints per
 algorithm the stored nonzeros of the largest rank's copies of the matrix (``shard_nnz``: one per block-row block, per
 SUMMA matrix version, per Plexus shard), its adjacency bytes split into index and value bytes, and both per stored
-nonzero per copy. The block-row families keep the local block and, per stage, the same edges by source block with
-their transpose (a second copy, the oblivious 1D's CAGNET stage loop); SUMMA and Plexus keep a pattern and its
-transpose per copy.
+nonzero per copy. Every family keeps a pattern (row pointer, column; the row of each edge only on a GPU) and its
+transposed order per copy; the block-row families hold the columns in their stages' patterns (the oblivious 1D's
+CAGNET stage loop), with each stage's edge positions where a block row splits in several stages.
 
 Usage: python benchmarks/adjacency_bytes.py [--data SPEC] [--nproc 4] [--algos 1d,1d-sa,...]
 """

@@ -43,12 +43,29 @@ def index_dtype(*sizes: float) -> torch.dtype:
     return torch.int32 if index_bytes(*sizes) == 4 else torch.int64
 
 
+def np_index(dtype: torch.dtype):
+    """The NumPy dtype of a torch index dtype (``int32`` or ``int64``)."""
+    return np.int32 if dtype == torch.int32 else np.int64
+
+
 def index_bytes(*sizes):
     """Bytes per index of a block of ``sizes`` (:func:`index_dtype`): 4 or 8 — per element where the sizes are
     arrays (one per block)."""
     if any(isinstance(v, np.ndarray) for v in sizes):
         return np.where(np.maximum.reduce(np.broadcast_arrays(*map(np.asarray, sizes))) <= INT32_MAX, 4, 8)
     return 4 if max(sizes, default=0) <= INT32_MAX else 8
+
+
+def holds_row(device) -> bool:
+    """Whether a pattern on ``device`` keeps the row of every edge (:class:`Pattern`): off the CPU, where the torch
+    compositions gather by it; the CPU derives it when asked (one pass over ``crow``)."""
+    return torch.device(device).type != "cpu"
+
+
+def rows_of(crow: torch.Tensor) -> torch.Tensor:
+    """The row of every edge of a CSR row pointer (``crow``'s dtype and device)."""
+    m = crow.numel() - 1
+    return torch.repeat_interleave(torch.arange(m, dtype=crow.dtype, device=crow.device), crow[1:] - crow[:-1])
 
 
 class Pattern:
@@ -61,9 +78,11 @@ class Pattern:
         transpose: build the transposed order now (else on first use).
         row: the row of each edge, when another pattern of the same rows has it (else made from ``crow``).
     Attributes:
-        row: destination row of each edge. ``transpose()`` gives ``(t_crow, t_col, t_perm)``: the CSR of the
-        transpose, whose edge ``t`` is edge ``t_perm[t]`` of this pattern (built once, on first use, so a block
-        row of ``n`` columns never keeps an ``n + 1`` pointer it does not need).
+        row: destination row of each edge — kept on a device, whose torch compositions gather by it; on the CPU
+        derived from ``crow`` when asked and not kept (:func:`holds_row`: the numba kernels walk ``crow``, so a
+        CPU pattern is column + value, 8 bytes per stored entry, not 12). ``transpose()`` gives ``(t_crow, t_col,
+        t_perm)``: the CSR of the transpose, whose edge ``t`` is edge ``t_perm[t]`` of this pattern (built once, on
+        first use, so a block row of ``n`` columns never keeps an ``n + 1`` pointer it does not need).
     """
 
     def __init__(self, crow: torch.Tensor, col: torch.Tensor, shape: tuple[int, int], *, transpose: bool = False,
@@ -72,8 +91,9 @@ class Pattern:
         self.nnz = int(col.numel())
         dt = index_dtype(*self.shape, self.nnz)
         self.crow, self.col = crow.to(dt), col.to(dt)
-        self.row = row.to(dt) if row is not None else torch.repeat_interleave(
-            torch.arange(self.shape[0], dtype=dt, device=crow.device), self.crow[1:] - self.crow[:-1])
+        self._row = None
+        if holds_row(self.crow.device):
+            self._row = row.to(dt) if row is not None else rows_of(self.crow)
         self._t = None
         if transpose:
             self.transpose()
@@ -84,7 +104,7 @@ class Pattern:
         mat = sp.csr_matrix(mat)
         mat.sum_duplicates()
         mat.sort_indices()
-        dt = np.int32 if index_dtype(*mat.shape, mat.nnz) == torch.int32 else np.int64
+        dt = np_index(index_dtype(*mat.shape, mat.nnz))
         crow = torch.from_numpy(mat.indptr.astype(dt)).to(device)
         col = torch.from_numpy(mat.indices.astype(dt)).to(device)
         return cls(crow, col, mat.shape, transpose=transpose)
@@ -92,6 +112,11 @@ class Pattern:
     @property
     def device(self):
         return self.crow.device
+
+    @property
+    def row(self) -> torch.Tensor:
+        """The destination row of every edge (kept on a device; on the CPU made from ``crow`` for the caller)."""
+        return self._row if self._row is not None else rows_of(self.crow)
 
     @property
     def index_dtype(self) -> torch.dtype:
@@ -104,7 +129,7 @@ class Pattern:
         if self._t is None:
             dt = self.index_dtype
             if self.device.type == "cpu":
-                npdt = np.int32 if dt == torch.int32 else np.int64
+                npdt = np_index(dt)
                 pos = sp.csr_matrix((np.arange(self.nnz, dtype=npdt), self.col.numpy(), self.crow.numpy()),
                                     shape=self.shape).tocsc()
                 self._t = tuple(torch.from_numpy(np.ascontiguousarray(a, dtype=npdt))
@@ -125,7 +150,7 @@ class Pattern:
 
     def index_tensors(self) -> list:
         """The index tensors held now (the transpose's once built)."""
-        return [self.crow, self.col, self.row] + list(self._t or ())
+        return [self.crow, self.col] + ([self._row] if self._row is not None else []) + list(self._t or ())
 
 
 def _heads(values: torch.Tensor) -> int:
@@ -194,9 +219,10 @@ def sddmm_dot_reference(pat: Pattern, dst: torch.Tensor, src: torch.Tensor, head
     step = max(1, SDDMM_CHUNK_ELEMENTS // max(1, width))
     per = width // heads  # equal heads side by side (the default split): one reduction over a heads × per view
     even = per * heads == width and list(col_heads) == [(h, h * per, (h + 1) * per) for h in range(heads)]
+    row = pat.row
     for e0 in range(0, pat.nnz, step):
         e1 = min(pat.nnz, e0 + step)
-        prod = dst[pat.row[e0:e1]] * src[pat.col[e0:e1]]
+        prod = dst[row[e0:e1]] * src[pat.col[e0:e1]]
         if even:
             out[e0:e1] = prod.view(e1 - e0, heads, per).sum(dim=2)
             continue
@@ -212,14 +238,16 @@ def sddmm_add(pat: Pattern, s_dst: torch.Tensor, s_src: torch.Tensor) -> torch.T
     return s_dst[pat.row] + s_src[pat.col]
 
 
-def reduce_rows(row: torch.Tensor, m: int, values: torch.Tensor, op: str,
+def reduce_rows(row: torch.Tensor | None, m: int, values: torch.Tensor, op: str,
                 crow: torch.Tensor | None = None) -> torch.Tensor:
     """Per destination row (``row[e]`` of each edge, ``m`` rows), ``"sum"`` or ``"max"`` of the edge values
     (``nnz × K`` → ``m × K``); an empty row gives 0 (sum) or −inf (max). ``crow``: the CSR pointer when the edges
-    are in row order (a segmented reduction then replaces the scatter)."""
+    are in row order (a segmented reduction then replaces the scatter; ``row`` may then be ``None``)."""
     vals = as_edges(values)
     if crow is not None and kernels.fused(vals):
         return kernels.segment_reduce(crow, vals, op)
+    if row is None:
+        row = rows_of(crow)
     if op == "sum":
         return vals.new_zeros((m, vals.shape[1])).index_add_(0, row, vals)
     out = vals.new_full((m, vals.shape[1]), float("-inf"))
@@ -264,7 +292,7 @@ def softmax_grad_rows(row: torch.Tensor, a: torch.Tensor, da: torch.Tensor, r: t
 
 def row_reduce(pat: Pattern, values: torch.Tensor, op: str) -> torch.Tensor:
     """:func:`reduce_rows` over the rows of ``pat``."""
-    return reduce_rows(pat.row, pat.shape[0], values, op, crow=pat.crow)
+    return reduce_rows(pat._row, pat.shape[0], values, op, crow=pat.crow)
 
 
 def col_sum(pat: Pattern, values: torch.Tensor) -> torch.Tensor:

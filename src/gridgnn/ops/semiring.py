@@ -94,11 +94,12 @@ def partial(pat: Pattern, values: torch.Tensor | None, x: torch.Tensor, semiring
     if pat.nnz == 0 or width == 0:
         return best, edge
     red = "amax" if is_max(semiring) else "amin"
+    row = pat.row
     for r0, r1, e0, e1 in _row_runs(pat, width):
         if e1 == e0:
             continue
         msg = _messages(semiring, values, x, pat.col, e0, e1)
-        local = (pat.row[e0:e1].long() - r0).unsqueeze(1).expand_as(msg)  # scatter_reduce's index: int64
+        local = (row[e0:e1].long() - r0).unsqueeze(1).expand_as(msg)  # scatter_reduce's index: int64
         if mask is not None:
             msg = msg.masked_fill(~mask[e0:e1].unsqueeze(1), fill)
         b = best[r0:r1].scatter_reduce(0, local, msg, reduce=red, include_self=True)

@@ -19,7 +19,7 @@ from ..ops.semiring import SELECTING, check_semiring
 
 
 class SourceKeys:
-    """For a distributed graph whose local edges lie in one pattern (``self.pattern``) and that knows their
+    """For a distributed graph (a :class:`~gridgnn.parallel.graph.DistGraph`) that knows its local edges'
     original ids (``edge_ids()``): the original id of every local edge's source, the selecting semirings'
     tie-break key (ties resolve as in the serial run whatever the permutation), built once on first use."""
 
@@ -28,7 +28,7 @@ class SourceKeys:
     def source_keys(self) -> torch.Tensor:
         if self._source_keys is None:
             ids = np.ascontiguousarray(self.edge_ids()[1], dtype=np.int64)
-            self._source_keys = torch.from_numpy(ids).to(self.pattern.device)
+            self._source_keys = torch.from_numpy(ids).to(self.values_spec()[1])
         return self._source_keys
 
 

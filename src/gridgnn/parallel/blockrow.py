@@ -48,8 +48,8 @@ import torch
 from ..distributed.grid import AXES
 from ..errors import GridGnnError
 from ..ops import semiring as sr
-from ..ops.pattern import (INT32_MAX, Pattern, col_sum, index_bytes, index_dtype, row_reduce, sddmm_add, sddmm_dot,
-                           spmm)
+from ..ops.pattern import (INT32_MAX, Pattern, col_sum, holds_row, index_bytes, index_dtype, np_index, reduce_rows,
+                           rows_of, sddmm_add, sddmm_dot, spmm)
 from ..partition import RowPartition, even_bounds
 from ..partition.layout import BlockRowSchedule, stage_chunks
 from .aggregate import SourceKeys
@@ -100,8 +100,14 @@ class BlockRowGraph(SourceKeys, DistGraph):
             local = sp.csr_matrix((local.data[keep], (row, local.indices[keep])), shape=local.shape)
             local.sort_indices()
             col_block = col_block[keep]
-        self.pattern = Pattern.from_scipy(local, device=device)
-        self.nnz = self.pattern.nnz
+        self.nnz = int(local.nnz)
+        self.index_dtype = index_dtype(self.n_local, local.shape[1], self.nnz)
+        # the local edges in CSR order are the edge tensors' order; their columns live in the stages' patterns (one
+        # copy of the edges: a row's edges of one stage are a run of it), only the row pointer here — except with
+        # one block and one stage, where the stage is the local pattern itself
+        self.pattern = None
+        self.crow = torch.from_numpy(local.indptr.astype(np_index(self.index_dtype))).to(device)
+        self._row = rows_of(self.crow) if holds_row(device) else None
         self.gcn_values = torch.from_numpy(local.data.astype(np.float64)).to(dtype).to(device)
         self._edge_ids = None  # built on first use (edge-keyed randomness, edge features): edge_ids()
         self._order, self._row0 = rows.perm, int(b[self.me])
@@ -117,36 +123,34 @@ class BlockRowGraph(SourceKeys, DistGraph):
                 eidx = np.flatnonzero(col_block == q)
                 sub = sp.csr_matrix(local[:, int(b[q]):int(b[q + 1])])
                 whole = eidx.size == self.nnz  # all edges, in order: no selection needed
-                if whole and rows.parts == 1:  # one block: the stage is the local pattern itself
-                    self.stage_blocks[q] = (self.pattern, None)
-                    self.pattern.transpose()
-                    continue
-                self.stage_blocks[q] = (Pattern.from_scipy(sub, device=device, transpose=True),
-                                        None if whole else self._positions(eidx))
+                pat = Pattern.from_scipy(sub, device=device, transpose=True)
+                if whole and rows.parts == 1:  # one block: the stage is the local pattern itself (one row pointer)
+                    self.pattern, self.crow, self._row = pat, pat.crow, pat._row
+                self.stage_blocks[q] = (pat, None if whole else self._positions(eidx))
 
     def _positions(self, eidx: np.ndarray) -> torch.Tensor:
-        """Positions of a stage's edges in the local edge order, in the local pattern's index dtype."""
-        return torch.from_numpy(eidx.astype(np.int32 if self.pattern.index_dtype == torch.int32 else np.int64)
-                                ).to(self.device)
+        """Positions of a stage's edges in the local edge order, in the local block's index dtype."""
+        return torch.from_numpy(eidx.astype(np_index(self.index_dtype))).to(self.device)
 
     # ------------------------------------------------------------------ layout queries
     def held(self) -> tuple[list, list]:
         """``(tensors, arrays)`` this graph keeps: index and value tensors, and the host edge-id arrays."""
-        pats = [self.pattern]
-        tensors = [self.gcn_values]
+        pats = []
+        tensors = [self.crow, self._row, self.gcn_values]
         if self.sparsity_aware:
             for st in (self.local_stage, self.remote_stage):
                 if st is not None:
                     pats.append(st[0])
                     tensors.append(st[1])
             tensors += self.send_idx
+            arrays = [self._halo_ids]
         else:
             for pat, eidx in self.stage_blocks.values():
                 pats.append(pat)
                 tensors.append(eidx)
         for pat in pats:
             tensors += pat.index_tensors()
-        return [t for t in tensors if t is not None], list(self._edge_ids or ())
+        return [t for t in tensors if t is not None], (arrays if self.sparsity_aware else []) + list(self._edge_ids or ())
 
     @property
     def edge_ids_built(self) -> bool:
@@ -157,10 +161,24 @@ class BlockRowGraph(SourceKeys, DistGraph):
         """Original (destination, source) vertex ids of the local edges, in edge order (built on first use and
         kept: a model that never asks, such as GCN, holds no ``2 × 8`` bytes per edge for them)."""
         if self._edge_ids is None:
-            pat = self.pattern
-            self._edge_ids = (self._order[self._row0 + pat.row.cpu().numpy().astype(np.int64)],
-                              self._order[pat.col.cpu().numpy()])
+            row = rows_of(self.crow).cpu().numpy().astype(np.int64)
+            self._edge_ids = (self._order[self._row0 + row], self._order[self._local_columns()])
         return self._edge_ids
+
+    def _local_columns(self) -> np.ndarray:
+        """The column (new label) of every local edge, in edge order, gathered from the stages (a transient)."""
+        col = np.empty(self.nnz, np.int64)
+        if self.sparsity_aware:  # the own block's columns are local to it; the remote halo's are its slots
+            parts = [(st, lambda c: c + int(self.rows.bounds[self.me])) if k == 0 else (st, lambda c: self._halo_ids[c])
+                     for k, st in enumerate((self.local_stage, self.remote_stage))]
+        else:
+            parts = [(st, lambda c, q=q: c + int(self.rows.bounds[q])) for q, st in self.stage_blocks.items()]
+        for st, to_global in parts:
+            if st is not None:
+                pat, eidx = st
+                col[slice(None) if eidx is None else eidx.cpu().numpy()] = to_global(
+                    pat.col.cpu().numpy().astype(np.int64))
+        return col
 
     # ------------------------------------------------------------------ sparsity-aware set-up
     def _setup_sparsity_aware(self, local: sp.csr_matrix, col_block: np.ndarray) -> None:
@@ -180,6 +198,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
         seen[remote] = True
         halo = np.flatnonzero(seen)
         del seen
+        self._halo_ids = halo  # the remote halo's columns (host; the edges' ids, where a model asks, read them)
         cuts = np.searchsorted(halo, b)
         need = {q: halo[cuts[q]:cuts[q + 1]] - b[q] for q in self.stages if q != i}
         self.recv_rows = [len(need.get(k, ())) for k in range(g)]
@@ -202,12 +221,13 @@ class BlockRowGraph(SourceKeys, DistGraph):
 
         def stage(sel, width):  # the selected edges keep their order (columns ascend with the global column): the
             eidx = np.flatnonzero(sel)  # stage's CSR is theirs as they lie, rows counted, nothing sorted
-            dt = np.int32 if index_dtype(local.shape[0], width, eidx.size) == torch.int32 else np.int64
+            dt = np_index(index_dtype(local.shape[0], width, eidx.size))
             rows = row[eidx]
             crow = np.zeros(local.shape[0] + 1, np.int64)
             np.cumsum(np.bincount(rows, minlength=local.shape[0]), out=crow[1:])
             pat = Pattern(*(torch.from_numpy(a.astype(dt)).to(dev) for a in (crow, compact[eidx])),
-                          (local.shape[0], width), transpose=True, row=torch.from_numpy(rows.astype(dt)).to(dev))
+                          (local.shape[0], width), transpose=True,
+                          row=torch.from_numpy(rows.astype(dt)).to(dev) if holds_row(dev) else None)
             return pat, None if eidx.size == self.nnz else self._positions(eidx)
 
         self.local_stage = stage(mine, self.n_local) if i in self.stages else None
@@ -217,7 +237,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
         """The fused kernels' one pattern over the whole halo ``[X_q or X_q[NnzCols(i, q)] for q in stages]`` (stage
         order), made from the two stages for the call that asks (it shares the local pattern's rows; not kept)."""
         before = int(self.remote_offsets[self.me]) if self.local_stage is not None else 0
-        col = torch.empty(self.nnz, dtype=self.pattern.index_dtype, device=self.device)
+        col = torch.empty(self.nnz, dtype=self.index_dtype, device=self.device)
         width = 0
         for st, shift in ((self.local_stage, before), (self.remote_stage, None)):
             if st is None:
@@ -228,7 +248,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
                 pc < before, pc, pc + (self.n_local if self.local_stage is not None else 0))
             col[slice(None) if eidx is None else eidx] = c
             width += pat.shape[1]
-        return Pattern(self.pattern.crow, col, (self.n_local, width), row=self.pattern.row)
+        return Pattern(self.crow, col, (self.n_local, width), row=self._row)
 
     # ------------------------------------------------------------------ fetch and push
     def _fetch_remote(self, x: torch.Tensor, *, early: bool = False):
@@ -382,7 +402,11 @@ class BlockRowGraph(SourceKeys, DistGraph):
     def edge_rows(self) -> tuple[torch.Tensor, int, torch.Tensor | None]:
         """The local row of every local edge, the number of local rows and the CSR pointer (edges are in row
         order), for row reductions."""
-        return self.pattern.row, self.n_local, self.pattern.crow
+        return self._row if self._row is not None else rows_of(self.crow), self.n_local, self.crow
+
+    def row_reduce(self, values: torch.Tensor, op: str) -> torch.Tensor:
+        """Per local row, ``"sum"`` or ``"max"`` of the edge values over the local edges (segmented on ``crow``)."""
+        return reduce_rows(self._row, self.n_local, values, op, crow=self.crow)
 
     def row_all(self, t: torch.Tensor, op: str = "sum", records=None) -> torch.Tensor:
         """All-reduce a row-block result along the axis that splits rows (1.5D ``"rep"``; CAGNET Alg. 2
@@ -598,7 +622,7 @@ class _SddmmAdd(torch.autograd.Function):
     def backward(ctx, de):
         g, prog = ctx.g, ctx.prog
         de = de.contiguous()
-        ds_dst = g.row_all(row_reduce(g.pattern, de, "sum"), records=prog.take("bwd", "row_all"))
+        ds_dst = g.row_all(g.row_reduce(de, "sum"), records=prog.take("bwd", "row_all"))
         prog.take("bwd", "push")
         ds_src = g.sweep(None, lambda pat, eidx, xs: col_sum(pat, _select(de, eidx)), push_width=ctx.k)
         ds_src = g.row_all(ds_src, records=prog.take("bwd", "row_all"))
@@ -935,24 +959,26 @@ class BlockRowFamily(Family):
 
 
 def _graph_memory(acc: Ledger, e: int, *, rows: int, cols: int, nnz: float, stages, single_block: bool = False,
-                  send: float = 0.0, ids: bool = False) -> None:
-    """What a :class:`BlockRowGraph` keeps: the local pattern (row pointer, column and row of each edge; ``rows ×
-    cols``), the GCN values, the edge ids (host; ``ids``: where the model asks for them); then per stage
-    ``(n_q, nnz_q)`` a pattern with its transpose (and the stage's edge positions unless it holds every local
-    edge) — one block reuses the local pattern. Sparsity-aware, the stages are the block's own rows and the remote
-    halo, plus the send lists. Every index in :func:`~gridgnn.ops.pattern.index_bytes` of its block."""
+                  send: float = 0.0, halo: float = 0.0, ids: bool = False, rows_held: bool = False) -> None:
+    """What a :class:`BlockRowGraph` keeps: the local row pointer (``rows × cols``; the row of each edge with
+    ``rows_held``, a device's), the GCN values, the edge ids (host; ``ids``: where the model asks for them); then
+    per stage ``(n_q, nnz_q)`` a pattern (row pointer, column; rows with ``rows_held``) with its transpose and the
+    stage's edge positions unless it holds every local edge — one block's stage is the local pattern (its row pointer
+    and rows counted once). Sparsity-aware, the stages are the block's own rows and the remote halo, plus the send
+    lists and the halo's columns (host). Every index in :func:`~gridgnn.ops.pattern.index_bytes` of its block."""
     ib = index_bytes(rows, cols, nnz)
-    acc.add("adjacency", ib * (rows + 1) + (2 * ib + e) * nnz)
+    acc.add("adjacency", ib * (rows + 1) + (ib * rows_held + e) * nnz)
     acc.add("adjacency", 16 * nnz * ids, "host")
     acc.add("adjacency", 8 * send)
+    acc.add("adjacency", 8 * halo, "host")
     if not len(stages):
         return
     size, nnz_q = np.asarray(stages, np.float64).reshape(-1, 2).T  # one pair per stage
     if single_block:
-        acc.add("adjacency", np.round(ib * (size + 1 + 2 * nnz_q)).sum())
+        acc.add("adjacency", np.round(ib * (nnz_q + size + 1 + 2 * nnz_q)).sum())
         return
     ibq = index_bytes(size, nnz_q, rows)
-    acc.add("adjacency", np.round(ibq * (rows + 1 + 2 * nnz_q + size + 1 + 2 * nnz_q)).sum())
+    acc.add("adjacency", np.round(ibq * (rows + 1 + (1 + rows_held) * nnz_q + size + 1 + 2 * nnz_q)).sum())
     acc.add("adjacency", np.round(ib * nnz_q[nnz_q != nnz]).sum())
 
 
@@ -961,7 +987,8 @@ def _serial_memory(ctx) -> dict:
     n, dims, e = ctx.n, ctx.dims, ctx.e
     nnz_hat = ctx.pats["rc"].total
     acc = Ledger()
-    _graph_memory(acc, e, rows=n, cols=n, nnz=nnz_hat, stages=[(n, nnz_hat)], single_block=True, ids=ctx.edge_ids)
+    _graph_memory(acc, e, rows=n, cols=n, nnz=nnz_hat, stages=[(n, nnz_hat)], single_block=True, ids=ctx.edge_ids,
+                  rows_held=holds_row(ctx.dev))
     acc.add("features", n * dims[0] * e + 11 * n)
     model_params(acc, ctx, grad_allreduce=False)
     if ctx.trace is not None:
@@ -1013,11 +1040,12 @@ def _rowblock_memory(family, spec, ctx, shape, row_bounds, ranks) -> dict:
             send, recv = float(sum(halo.send)), float(sum(halo.recv))
             own = float(z[i, i]) if mine else 0.0
             parts = ([(ni, own)] if mine else []) + ([(recv, zrow - own)] if any(q != i for q in stages) else [])
-            _graph_memory(acc, e, rows=ni, cols=n, nnz=zrow, stages=parts, send=send, ids=ctx.edge_ids)
+            _graph_memory(acc, e, rows=ni, cols=n, nnz=zrow, stages=parts, send=send, halo=recv, ids=ctx.edge_ids,
+                          rows_held=holds_row(ctx.dev))
         else:
             per_stage = [zrow] if rank_nnz is not None else z[i, staged]
             _graph_memory(acc, e, rows=ni, cols=n, nnz=zrow, single_block=nb == 1, ids=ctx.edge_ids,
-                          stages=np.stack([sizes[staged], per_stage], axis=1))
+                          stages=np.stack([sizes[staged], per_stage], axis=1), rows_held=holds_row(ctx.dev))
         acc.add("features", ni * dims[0] * e + 11 * ni)
         model_params(acc, ctx, grad_allreduce=nb > 1)
         rows_model(acc, ctx, r, ni, lambda l: zrow)

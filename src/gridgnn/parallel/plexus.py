@@ -51,7 +51,7 @@ import torch
 from ..distributed.grid import coords_of, ordered_factorizations
 from ..errors import GridGnnError
 from ..ops import semiring as sr
-from ..ops.pattern import Pattern, as_edges, index_bytes, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
+from ..ops.pattern import Pattern, as_edges, holds_row, index_bytes, col_sum, head_columns, row_reduce, sddmm_add, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
 from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, plexus_destinations, plexus_layouts, plexus_program,
                                 split_classes, vertex_order)
@@ -482,7 +482,7 @@ class _PlexusSddmm(torch.autograd.Function):
         de = de.contiguous()
         pat = g.pattern
         if heads == 0:
-            dd_g = reduce_rows(pat.row, g.nrow, de, "sum")
+            dd_g = row_reduce(pat, de, "sum")
             ds = col_sum(pat, de)
         else:
             dd_g = spmm(pat, de, x_src, col_heads=ctx.col_heads)
@@ -1128,8 +1128,9 @@ def _plexus_shards(ctx, acc: Ledger, layouts, vb, count, me) -> tuple[dict, floa
             rows_t, rows_r = block_range(vb[gr.third], me[gr.third]), block_range(vb[gr.rows], me[gr.rows])
             shards[key] = z = count(key[2], rows_t, rows_r)
             n_t, n_r = rows_t[1] - rows_t[0], rows_r[1] - rows_r[0]
-            ib = index_bytes(n_t, n_r, z)  # pattern (crow, col, row) and its transpose (t_crow, t_col, t_perm)
-            acc.add("adjacency", ib * (n_t + 1 + n_r + 1 + 4 * z) + ctx.e * z)
+            # pattern (crow, col; the row of each edge on a device) and its transpose (t_crow, t_col, t_perm)
+            ib = index_bytes(n_t, n_r, z)
+            acc.add("adjacency", ib * (n_t + 1 + n_r + 1 + (3 + holds_row(ctx.dev)) * z) + ctx.e * z)
             acc.add("adjacency", 16 * z * ctx.edge_ids, "host")  # edge ids, where the model asks for them
             largest = max(largest, z)
         shards[l] = shards[key]

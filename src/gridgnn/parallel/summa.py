@@ -41,7 +41,8 @@ import torch
 from ..distributed.grid import AXES, coords_of, ordered_factorizations
 from ..errors import GridGnnError
 from ..ops import semiring as sr
-from ..ops.pattern import Pattern, as_edges, index_bytes, index_dtype, col_sum, head_columns, reduce_rows, sddmm_add, sddmm_dot, spmm
+from ..ops.pattern import (Pattern, as_edges, col_sum, head_columns, holds_row, index_bytes, index_dtype, row_reduce,
+                           sddmm_add, sddmm_dot, spmm)
 from ..partition import block_range, even_bounds
 from ..partition.layout import SummaGeometry, SummaSchedule, even_size, layer_version
 from .base import Plan
@@ -168,8 +169,6 @@ class SummaGraph(DistGraph):
         self.nnz = off
         self.gcn_values = torch.from_numpy(np.concatenate(values) if values else np.zeros(0)).to(plan.dtype)
         self.gcn_values = self.gcn_values.to(plan.device)
-        self.edge_row = torch.cat([pat.row for pat, _ in own.values()]).to(index_dtype(self.nrow, off)) \
-            if own else torch.zeros(0, dtype=index_dtype(self.nrow), device=plan.device)
         self._edge_ids = None  # built on first use: edge_ids()
         self._orders, self._r0 = (order_out, order_in), r0
         self._order_in = order_in
@@ -181,8 +180,11 @@ class SummaGraph(DistGraph):
         self.owned = {}
         for p, (pat, first) in own.items():  # the index array broadcast to the process row, in the schedule's
             idx = torch.cat([pat.crow, pat.col]).to(self.schedule.index_dtype)  # wire dtype; the pattern reads it
-            self.owned[p] = (Pattern(idx[:self.nrow + 1], idx[self.nrow + 1:], pat.shape, row=pat.row,
+            self.owned[p] = (Pattern(idx[:self.nrow + 1], idx[self.nrow + 1:], pat.shape, row=pat._row,
                                      transpose=True), first, idx)
+        # the row of every local edge (the owned panels in order), for the row reductions: kept on a device, made
+        # when asked on the CPU (as a pattern's rows, :func:`~gridgnn.ops.pattern.holds_row`)
+        self._edge_row = self._rows() if holds_row(plan.device) else None
 
     def edge_ids(self) -> tuple[np.ndarray, np.ndarray]:
         """Original (destination, source) vertex ids of the local edges, in edge order (the owned panels in
@@ -198,7 +200,7 @@ class SummaGraph(DistGraph):
 
     def held(self) -> tuple[list, list]:
         """``(tensors, arrays)`` this graph keeps."""
-        tensors = [self.gcn_values, self.edge_row]
+        tensors = [self.gcn_values] + ([self._edge_row] if self._edge_row is not None else [])
         for pat, _, idx in self.owned.values():
             tensors += pat.index_tensors() + [idx]
         return tensors, list(self._edge_ids or ())
@@ -380,11 +382,18 @@ class SummaGraph(DistGraph):
     def edge_rows(self) -> tuple[torch.Tensor, int, torch.Tensor | None]:
         """The row (within ``R_i``) of every local edge, ``|R_i|``, and the CSR pointer when the edges are in row
         order (one owned panel), else ``None``."""
+        row = self._edge_row if self._edge_row is not None else self._rows()
         if len(self.owned) == 1:
             pat = next(iter(self.owned.values()))[0]
             if pat.shape[0] == self.nrow:
-                return self.edge_row, self.nrow, pat.crow
-        return self.edge_row, self.nrow, None
+                return row, self.nrow, pat.crow
+        return row, self.nrow, None
+
+    def _rows(self) -> torch.Tensor:
+        """The row of every local edge, the owned panels in order."""
+        if not self.owned:
+            return torch.zeros(0, dtype=index_dtype(self.nrow), device=self.plan.device)
+        return torch.cat([pat.row for pat, _, _ in self.owned.values()]).to(index_dtype(self.nrow, self.nnz))
 
     def row_all(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
         """All-reduce per-row statistics of ``R_i`` over the ranks of process row ``i`` (columns and fiber; the
@@ -605,7 +614,7 @@ class _SummaSddmm(torch.autograd.Function):
             pat, off, _ = g.owned[p]
             d = de[off:off + pat.nnz]
             if heads == 0:
-                dd_r += reduce_rows(pat.row, g.nrow, d, "sum")
+                dd_r += row_reduce(pat, d, "sum")
                 part = col_sum(pat, d)
             else:
                 dd_r += spmm(pat, d, ctx.srcs[p])
@@ -790,16 +799,18 @@ def _summa_memory(spec, ctx, shape, ranks) -> dict:
         mine = panel_owner == j
         for v in used:  # one SummaGraph per matrix version: the owned panels M[R_i, p], jo(p) = j
             z = np.asarray(sched[v].panel_nnz, np.int64)[mine]
-            # pattern (crow, col, row) + its transpose (t_crow, t_col, t_perm), in its block's index bytes; its
-            # crow and col are views of the broadcast index array (sched[v].pattern(p): nr + 1 + z entries of the
-            # wire's bytes) where the two widths agree, else that array is a copy of them
+            # pattern (crow, col; the row of each edge on a device) + its transpose (t_crow, t_col, t_perm), in its
+            # block's index bytes; its crow and col are views of the broadcast index array (sched[v].pattern(p):
+            # nr + 1 + z entries of the wire's bytes) where the two widths agree, else that array is a copy of them
             wb = sched[v].index_bytes
             ib = index_bytes(panel_rows[mine], z, nr)
-            acc.add("adjacency", int((ib * (nr + 1 + 2 * z) + ib * (panel_rows[mine] + 1 + 2 * z)
+            rows_held = holds_row(ctx.dev)
+            acc.add("adjacency", int((ib * (nr + 1 + (1 + rows_held) * z) + ib * (panel_rows[mine] + 1 + 2 * z)
                                       + np.where(ib == wb, 0, wb) * (nr + 1 + z)).sum()))
             owned = float(z.sum())
             largest = max(largest, float(z.max(initial=0)))
-            acc.add("adjacency", (e + index_bytes(nr, owned)) * owned)  # GCN values and the row of every local edge
+            # GCN values and, on a device, the row of every local edge
+            acc.add("adjacency", (e + rows_held * index_bytes(nr, owned)) * owned)
             acc.add("adjacency", 16 * owned * ctx.edge_ids, "host")  # edge ids, where the model asks for them
             owned_by[v] = owned
         acc.add("features", nbk * dims[0] * e + 11 * nbk)
