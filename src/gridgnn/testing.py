@@ -14,7 +14,7 @@ import torch
 from .distributed import Comm, NullComm, ProcessGrid
 from .graph import Graph
 from .nn import resolve_model
-from .parallel import algorithm
+from .parallel import algorithm, one_process
 from .parallel.checks import LayoutError
 from .partition import RowPartition
 from .train.worker import train_worker
@@ -80,7 +80,7 @@ def run_case(case: Case, comm, device: str = "cpu") -> CaseResult:
     source = rows = None
     split = link_setup(case) if case.task == "link" else None
     graph = case.graph if split is None else split.train_graph
-    if case.algo == "serial":
+    if one_process(case.algo):
         pass
     elif isinstance(case.partition, RowPartition):
         rows = case.partition

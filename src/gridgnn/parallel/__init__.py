@@ -2,7 +2,7 @@
 from .base import Plan, is_symmetric
 from .blockrow import RowBlockPlan, build_1d, build_15d
 from .family import Family
-from .registry import ALGORITHMS, Algorithm, algorithm, register
+from .registry import ALGORITHMS, Algorithm, algorithm, one_process, register
 
 ALGOS = tuple(ALGORITHMS)  # the built-in ones; registered algorithms are in ALGORITHMS
 
@@ -17,5 +17,5 @@ def build_plan(algo: str, comm, source, dims, *, rows=None, dtype, device, block
                  program=program)
 
 
-__all__ = ["ALGORITHMS", "ALGOS", "Algorithm", "Family", "Plan", "algorithm", "register", "RowBlockPlan", "build_1d", "build_15d",
+__all__ = ["ALGORITHMS", "ALGOS", "Algorithm", "Family", "Plan", "algorithm", "one_process", "register", "RowBlockPlan", "build_1d", "build_15d",
            "build_plan", "is_symmetric"]

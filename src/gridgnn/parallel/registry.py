@@ -82,6 +82,12 @@ def algorithm(name: str) -> Algorithm:
     return spec
 
 
+def one_process(algo: str) -> bool:
+    """Whether ``algo`` trains in the launching process with no process group (its grid is ``single``: the serial
+    reference) rather than on ranks of a launch; ``auto`` is a plan, not yet an algorithm: ``False``."""
+    return algo != "auto" and algorithm(algo).grid == "single"
+
+
 def layout_rules(algo: str, *, double: bool = False) -> LayoutRules:
     """The rules of ``algo`` (``double``: its source has two vertex orders)."""
     spec = algorithm(algo)

@@ -30,6 +30,7 @@ from ..distributed.launch import env_context
 from ..errors import GridGnnError
 from ..graph.spec import load_graph
 from ..planner.timing import load_profile
+from ..parallel import one_process
 from .config import TrainConfig
 from .console import Progress
 from .invocation import config_from_flags
@@ -136,14 +137,14 @@ def run(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbacks=(),
         if cfg.nproc == 1 and env is None:
             return train_worker(None, cfg, graph, keep_model, callbacks)
         return launch_ranks(train_worker, cfg, graph, keep_model, callbacks if env else spawnable(callbacks))[0]
-    if cfg.task == "link" and cfg.algo != "serial":
+    if cfg.task == "link" and not one_process(cfg.algo):
         if graph is not None and env is None:
             raise GridGnnError("--task link with spawned full-graph ranks reads its graph from --data SPEC; a graph in "
                                "memory trains with --algo serial or --sampler (or save it: gridgnn.graph.save_npz, "
                                "then data='npz:FILE')")
         return launch_checked(train_worker, cfg, graph, keep_model, callbacks if env else spawnable(callbacks),
                                one_load=False)[0]
-    if cfg.algo == "serial":
+    if one_process(cfg.algo):
         require_one_process(env)
         return train_worker(None, cfg, graph, keep_model, callbacks)
     return launch_checked(train_worker, cfg, graph, keep_model, callbacks if env else spawnable(callbacks),
@@ -174,7 +175,7 @@ def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbac
     if not cfg.quiet and (env is None or env.rank == 0):
         print(f"--algo auto: {row['name']} on {cfg.nproc} processes (predicted {row['predicted_step_s'] * 1e3:.1f} ms "
               f"per step, the fastest of {count} configurations; profile {profile.name})", flush=True)
-    if graph is not None or env is not None or picked.algo == "serial":
+    if graph is not None or env is not None or one_process(picked.algo):
         planned.clear()  # this process (or each rank of a job) trains on its own graph: not kept meanwhile
     out = run(picked, graph, keep_model=keep_model, callbacks=callbacks, loaded=planned, clock=clock)  # (spawned ranks: shards of
     # the graph planned on, which launch_checked takes out of the list: one load, not held while they train)

@@ -10,7 +10,7 @@ from ..errors import GridGnnError
 from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
 from ..nn.base import TRAINER_OPTIONS, Option, declared_options, model_options, resolve_model  # noqa: E402
 from ..nn.gat import MAX_HEADS  # noqa: E402
-from ..parallel.registry import ALGORITHMS, overlap_algorithms  # noqa: E402
+from ..parallel.registry import ALGORITHMS, one_process, overlap_algorithms  # noqa: E402
 from .outputs import TensorBoardLog, check_out_dir, check_tensorboard, is_our_events, resume_folder
 
 #: the built-in models (``--model`` also takes any registered name or ``package.module:Class``)
@@ -666,7 +666,7 @@ class TrainConfig:
             able = samplable_models()
             raise GridGnnError(f"--sampler trains --model {', '.join(able[:-1])} or {able[-1]} on minibatches; "
                                f"got --model {self.model}")
-        if self.algo != "serial":
+        if not one_process(self.algo):
             raise GridGnnError(f"--sampler trains on minibatches over a P/c x c grid (--nproc P --replication c); "
                                f"--algo {self.algo} selects a full-graph algorithm: leave it out")
         for name, bad in (("--grid", self.grid is not None), ("--blocked-aggregation", self.blocked_aggregation),

@@ -20,7 +20,7 @@ from ..distributed.wire import WIRE_TYPES, wire_element_bytes
 from ..errors import GridGnnError
 from ..graph import gcn_normalize
 from ..nn import resolve_model
-from ..parallel import algorithm
+from ..parallel import algorithm, one_process
 from ..parallel.checks import LayoutError
 from ..partition import RowPartition
 from ..planner.plan import candidates, price, rank_rows
@@ -211,8 +211,8 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
     if not cands:
         only = listing.get("algos")
         raise GridGnnError(f"no configuration of {cfg.nproc} processes" + (f" among {', '.join(only)}" if only else "")
-                           + f" runs on a graph of {graph.n} vertices" + (" (serial runs on one process)"
-                                                                           if only and "serial" in only else ""))
+                           + f" runs on a graph of {graph.n} vertices"
+                           + "".join(f" ({a} runs on one process)" for a in (only or ()) if one_process(a)))
 
     narrow_grads = wire_element_bytes(cfg.grad_dtype, cfg.dtype) < WIRE_TYPES[cfg.dtype].itemsize
     results: list = [None] * len(cands)

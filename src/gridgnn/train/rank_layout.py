@@ -10,7 +10,7 @@ import torch
 
 from ..errors import GridGnnError
 from ..graph import Graph, gcn_normalize
-from ..parallel import algorithm, build_plan
+from ..parallel import algorithm, build_plan, one_process
 from ..parallel.blockrow import build_serial
 from ..parallel.source import InMemorySource
 from ..partition import RowPartition, even_bounds
@@ -132,7 +132,7 @@ def build_rank(graph: Graph, algo: str, comm, dims, *, source=None, rows: RowPar
     in-memory source's)."""
     if trace is None:
         trace = model_trace(dims, model, algo, double=bool(getattr(source, "double", False)))
-    if algo == "serial":
+    if one_process(algo):
         plan = build_serial(gcn_normalize(graph), dtype=dtype, device=device)
     else:
         plan = build_plan(algo, comm, source, dims, rows=rows, dtype=dtype, device=device, block_rows=block_rows,
@@ -218,7 +218,7 @@ def estimate_memory(graph: Graph | None, source, algo: str, shape, dims, *, rows
     g_or_src = graph if in_memory else source
     weighted = in_memory and graph.values is not None
     return estimate_rank_memory(
-        algo, (1,) if algo == "serial" else tuple(shape), g_or_src.n,
+        algo, (1,) if one_process(algo) else tuple(shape), g_or_src.n,
         graph.nnz if in_memory else int(source.meta["nnz"]), dims, elem_bytes=elem_bytes,
         directed=bool(g_or_src.directed), double=double, row_bounds=None if rows is None else rows.bounds,
         pattern=None if source is None else pattern_of(source, layers=len(dims) - 1),

@@ -20,6 +20,7 @@ import torch
 
 from ..errors import GridGnnError
 from ..graph.saved import as_pairs
+from ..parallel import one_process
 from .rank_setup import build_model, predict_worker
 
 
@@ -208,7 +209,7 @@ class TrainedModel:
         if cfg.algo == "auto":
             raise GridGnnError("predict runs a chosen algorithm; --algo auto plans training runs")
         cfg.validate()
-        if cfg.algo == "serial":
+        if one_process(cfg.algo):
             require_one_process(env)
             return predict_worker(None, cfg, graph, self.dims, self.params)
         try:
