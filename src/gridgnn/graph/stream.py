@@ -43,6 +43,7 @@ from .graph import inverse_sqrt_degrees, negative_weight_error, scale_rows, with
 from .loaders import (_check_file, check_count_options, count_from_largest, degree_columns, edgelist_chunks,
                       header_count, mtx_chunks, out_of_range)
 from .safe_io import check_vertex_count
+from .synthetic import RmatStream
 from .sharded import (VALUE_BOUND, _check_blocks, above_one_error, _check_node_chunks, _check_perm, _even_bounds, block_index_dtype,
                       dataset_meta, prepare_dir, values_bounded, write_block, write_meta, write_node_arrays,
                       write_perms)
@@ -153,13 +154,7 @@ class StreamedEdgeList:
                  relabel: bool = False, spec: str | None = None, fmt: str = "edgelist"):
         self.path = p = _check_file(path)
         check_count_options(p, num_nodes, relabel)
-        self.budget = int(memory_budget)
-        self.directed, self.spec = directed, spec
-        self.scratch = Path(scratch)
-        self.scratch.mkdir(parents=True)
-        self.edges = _Buckets(self.scratch, "edges", (np.int64, np.int64, np.float64))
-        self._top, self._uniq, self.entries, self.weighted = -1, None, 0, False
-        self._mirrored = False  # the spilled edges hold both directions already (a symmetric Matrix Market file)
+        self._open(scratch, memory_budget, directed, spec)
         piece = max(MIN_PIECE_BYTES, self.budget // TEXT_BYTES_PER_BYTE)
         header_n = None
         if fmt == "mtx":
@@ -180,6 +175,45 @@ class StreamedEdgeList:
             check_vertex_count(self.n, f"{p}: num_nodes={self.n}")
         else:
             self.n, self.original_ids = count_from_largest(p, self._top, self.entries), None
+
+    def _open(self, scratch, memory_budget: int, directed: bool | None, spec: str | None) -> None:
+        """The state before pass 1: the budget, the scratch folder and its edge bucket, nothing spilled yet."""
+        self.budget = int(memory_budget)
+        self.directed, self.spec = directed, spec
+        self.scratch = Path(scratch)
+        self.scratch.mkdir(parents=True)
+        self.edges = _Buckets(self.scratch, "edges", (np.int64, np.int64, np.float64))
+        self._top, self._uniq, self.entries, self.weighted = -1, None, 0, False
+        self._mirrored = False  # the spilled edges hold both directions already (a symmetric Matrix Market file)
+        self.nodes = None  # a generated graph's node arrays, name and meta (else the degree features are written)
+
+    @classmethod
+    def rmat(cls, scratch, *, memory_budget: int, spec: str | None = None, scale, edge_factor=16, seed=0,
+             features=16, classes=4) -> "StreamedEdgeList":
+        r"""Pass 1 of a generated R-MAT graph (:func:`~gridgnn.graph.synthetic.rmat_graph`'s arguments): its edges
+        generated a budget's share at a time (:class:`~gridgnn.graph.synthetic.RmatStream`: the same draws as the
+        whole graph's), self-loops left out, each spilled once (the passes merge its duplicates and symmetrize, as
+        :func:`~gridgnn.graph.synthetic.rmat_graph` keeps each pair once, both ways); the node arrays generated
+        whole (one number per vertex each, and the features). :meth:`write_sharded` then writes the dataset the
+        in-memory path writes of ``rmat_graph``, bit for bit."""
+        stream = RmatStream(scale, edge_factor, seed, features, classes)
+        self = cls.__new__(cls)
+        self.path = Path(stream.name)
+        self._open(scratch, memory_budget, False, spec)
+        self.n, self.original_ids = stream.n, None
+        perm, rng = stream.permutation()
+        x, y, (train, val, test) = stream.node_data(rng)
+        self.nodes = dict(arrays=dict(x=x, y=y, train_mask=train, val_mask=val, test_mask=test), name=stream.name,
+                          graph_meta={**stream.meta(), "spec": spec})
+        self._room()  # the vertices' arrays and the node data fit, or one line now
+        piece = 2 * max(1, self._piece_rows() // 2)  # even: every piece starts on a whole step of the stream
+        for e0 in range(0, stream.m, piece):
+            src, dst = stream.edges(e0, min(stream.m, e0 + piece), perm)
+            keep = src != dst
+            self._add(np.stack([src[keep], dst[keep]], axis=1).astype(np.int64), None, False)
+        if not self.entries:
+            raise GridGnnError(f"{stream.name}: empty graph (every generated edge is a self-loop)")
+        return self
 
     def _add(self, ids: np.ndarray, w, relabel: bool) -> None:
         """Spill the edges ``ids`` (``int64[E, 2]`` ``(src, dst)``) with their weights ``w`` (or ``None``)."""
@@ -232,10 +266,13 @@ class StreamedEdgeList:
     def _room(self) -> int:
         """The budget left beside the arrays of one number per vertex (refused when there is none)."""
         fixed = BYTES_PER_VERTEX * self.n
-        if fixed >= self.budget:
+        nodes = sum(a.nbytes for a in self.nodes["arrays"].values()) if self.nodes is not None else 0
+        if fixed + nodes >= self.budget:
+            held = f" and its node data ({nodes} bytes)" if nodes else ""
             raise GridGnnError(f"a memory budget of {self.budget} bytes cannot hold the {self.n} vertices' arrays "
-                               f"({BYTES_PER_VERTEX} bytes each, {fixed} in all); give a larger --memory-budget")
-        return self.budget - fixed
+                               f"({BYTES_PER_VERTEX} bytes each, {fixed} in all){held}; give a larger "
+                               "--memory-budget")
+        return self.budget - fixed - nodes
 
     def _bands(self, transposed: bool) -> np.ndarray:
         """Bounds of contiguous vertex bands of about equal entry counts (each edge in its destination's band, and
@@ -398,16 +435,23 @@ class StreamedEdgeList:
                                                           blk.data, *shape)
                     counts[a, b] = blk.nnz
             files[v], block_counts[v], block_cols[v] = names, counts, cols
-        node_arrays, files["nodes"], nb = write_node_arrays(out, {"x": degree_columns(indeg, outdeg)}, n, node_chunks)
-        graph_meta = {"spec": self.spec, "features": "degree"}
-        if merged:
-            graph_meta["duplicate_edges_merged"] = int(merged)
-        if self.directed is False:
-            graph_meta["symmetrized"] = 1
+        if self.nodes is None:  # a file's graph: the degree features, as the loaders give it
+            arrays, name = {"x": degree_columns(indeg, outdeg)}, p.stem
+            graph_meta = {"spec": self.spec, "features": "degree"}
+            if merged:
+                graph_meta["duplicate_edges_merged"] = int(merged)
+            if self.directed is False:
+                graph_meta["symmetrized"] = 1
+            n_train, num_features, num_classes = 0, 3, 0
+        else:  # a generated graph's own node arrays, name and meta
+            arrays, name, graph_meta = self.nodes["arrays"], self.nodes["name"], self.nodes["graph_meta"]
+            n_train = int((arrays["train_mask"] & (arrays["y"] >= 0)).sum())
+            num_features, num_classes = int(arrays["x"].shape[1]), int(arrays["y"].max(initial=-1)) + 1
+        node_arrays, files["nodes"], nb = write_node_arrays(out, arrays, n, node_chunks)
         self.close()
-        meta = dataset_meta(out, files, n=n, nnz=nnz, matrix_nnz=matrix_nnz, n_train=0, num_features=3,
-                            num_classes=0, directed=bool(directed), normalized=normalize, rb=rb, cb=cb,
-                            method=partition_name, seed=seed, same=same, block_counts=block_counts,
-                            block_cols=block_cols, nb=nb,
-                            node_arrays=node_arrays, weighted=values_kept, name=p.stem, graph_meta=graph_meta)
+        meta = dataset_meta(out, files, n=n, nnz=nnz, matrix_nnz=matrix_nnz, n_train=n_train,
+                            num_features=num_features, num_classes=num_classes, directed=bool(directed),
+                            normalized=normalize, rb=rb, cb=cb, method=partition_name, seed=seed, same=same,
+                            block_counts=block_counts, block_cols=block_cols, nb=nb,
+                            node_arrays=node_arrays, weighted=values_kept, name=name, graph_meta=graph_meta)
         return write_meta(out, meta)

@@ -305,34 +305,102 @@ def rmat_graph(scale, edge_factor=16, seed=0, features=16, classes=4) -> Graph:
         An undirected :class:`Graph` with ``n = 2**scale`` vertices, ``x`` ``float32[n, features]``,
         ``y`` ``int64[n]`` and three masks.
     """
-    scale = _check_int("scale", scale, 1)
-    if scale > 30:
-        raise GridGnnError(f"scale must be at most 30, got {scale}")
-    edge_factor = _check_int("edge_factor", edge_factor, 1)
-    features = _check_int("features", features, 1)
-    classes = _check_int("classes", classes, 1)
-    n = 1 << scale
-    m = n * edge_factor
-    check_alloc(rmat_generation_bytes(scale, edge_factor, features), f"synthetic:rmat with scale={scale}, edge_factor={edge_factor}, features={features}")
-    rng = np.random.default_rng(seed)
-    idt = np.int32 if scale < 31 else np.int64
-    src = np.zeros(m, dtype=idt)
-    dst = np.zeros(m, dtype=idt)
-    ab, abc = _RMAT_A + _RMAT_B, _RMAT_A + _RMAT_B + _RMAT_C
-    for _level in range(scale):  # most significant bit first; vectorized over all m edges
-        r = rng.random(m, dtype=np.float32)
-        src <<= 1
-        src |= r >= ab                                     # quadrants c, d
-        dst <<= 1
-        dst |= ((r >= _RMAT_A) & (r < ab)) | (r >= abc)    # quadrants b, d
-        del r
-    perm = rng.permutation(n)
-    u, v = _unique_pairs(perm[src], perm[dst], n)
-    del src, dst
-    x = rng.standard_normal((n, features)).astype(np.float32)
-    y = rng.integers(0, classes, size=n).astype(np.int64)
-    train, val, test = default_split(n, y, seed)
-    meta = dict(generator="rmat", scale=scale, edge_factor=edge_factor, seed=seed, features=features,
-                classes=classes, a=_RMAT_A, b=_RMAT_B, c=_RMAT_C, d=1 - abc)
+    stream = RmatStream(scale, edge_factor, seed, features, classes)
+    n, m = stream.n, stream.m
+    check_alloc(rmat_generation_bytes(stream.scale, stream.edge_factor, stream.features),
+                f"synthetic:rmat with scale={scale}, edge_factor={edge_factor}, features={features}")
+    perm, rng = stream.permutation()
+    key = np.empty(m, np.int64)  # each generated pair's key (min·n + max), self-loops left out
+    kept = 0
+    for e0 in range(0, m, RMAT_CHUNK_EDGES):
+        here = pair_keys(*stream.edges(e0, min(m, e0 + RMAT_CHUNK_EDGES), perm), n)
+        key[kept:kept + here.size] = here
+        kept += here.size
+    key = key[:kept]
+    key.sort()  # sort + adjacent-difference is much faster than np.unique's hash path for int64 keys
+    if key.size:
+        key = key[np.concatenate([[True], key[1:] != key[:-1]])]
+    u, v = key // n, key % n
+    del key
+    x, y, (train, val, test) = stream.node_data(rng)
     return _from_undirected_pairs(u, v, n, x=x, y=y, train_mask=train, val_mask=val, test_mask=test,
-                                  name=f"rmat-s{scale}-e{edge_factor}", meta=meta)
+                                  name=stream.name, meta=stream.meta())
+
+
+#: generated edges per piece of :func:`rmat_graph` (the pieces' arrays are about 40 bytes per edge)
+RMAT_CHUNK_EDGES = 1 << 22
+
+
+def pair_keys(u: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
+    """The key ``min·n + max`` of every pair ``(u, v)`` with ``u ≠ v`` (an undirected edge; self-loops dropped)."""
+    keep = u != v
+    lo = np.minimum(u[keep], v[keep]).astype(np.int64)
+    return lo * n + np.maximum(u[keep], v[keep])
+
+
+class RmatStream:
+    r"""The random draws of :func:`rmat_graph`, in pieces: the stream of ``numpy.random.default_rng(seed)``
+    (PCG64), each piece read where it lies in it. The stream holds, in order, the ``scale`` levels' ``float32``
+    uniforms of all ``m = n·edge_factor`` edges (level by level; a ``float32`` is half of one 64-bit step, so the
+    uniforms of edges ``e0:e1`` of level ``L`` start ``(L·m + e0)/2`` steps in, for even ``e0`` and ``m``, where
+    PCG64's ``advance`` goes), then the vertex permutation, the features and the labels. So a piece of the edges
+    is generated alone, in any order, and the pieces together are the graph whatever the piece size:
+    :func:`rmat_graph` generates a piece of the edge list at a time, ``gridgnn shard`` spills the pieces to disk
+    (:mod:`gridgnn.graph.stream`).
+
+    Attributes: ``n``, ``m``, ``name`` and :func:`rmat_graph`'s arguments (checked)."""
+
+    def __init__(self, scale, edge_factor=16, seed=0, features=16, classes=4):
+        self.scale = _check_int("scale", scale, 1)
+        if self.scale > 30:
+            raise GridGnnError(f"scale must be at most 30, got {scale}")
+        self.edge_factor = _check_int("edge_factor", edge_factor, 1)
+        self.features = _check_int("features", features, 1)
+        self.classes = _check_int("classes", classes, 1)
+        self.seed = seed
+        self.n = 1 << self.scale
+        self.m = self.n * self.edge_factor  # even: every piece of even start begins on a whole 64-bit step
+        self.name = f"rmat-s{self.scale}-e{self.edge_factor}"
+        self._state = np.random.default_rng(seed).bit_generator.state
+
+    def _at(self, steps: int) -> np.random.Generator:
+        """A generator ``steps`` 64-bit draws into the stream."""
+        bits = np.random.PCG64()
+        bits.state = self._state
+        bits.advance(int(steps))
+        return np.random.Generator(bits)
+
+    def permutation(self) -> tuple[np.ndarray, np.random.Generator]:
+        """The vertex permutation (Graph500's scrambling of the ids) and the generator after it (the node data's)."""
+        rng = self._at(self.scale * self.m // 2)
+        return rng.permutation(self.n), rng
+
+    def edges(self, e0: int, e1: int, perm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Generated edges ``e0:e1`` (``e0`` even) as ``(source, destination)`` permuted vertex ids (``int64``): each
+        of the ``scale`` levels picks a quadrant, most significant bit first."""
+        if e0 % 2:
+            raise ValueError("a piece of R-MAT edges starts at an even edge")
+        src = np.zeros(e1 - e0, dtype=np.int32)  # scale ≤ 30
+        dst = np.zeros(e1 - e0, dtype=np.int32)
+        ab, abc = _RMAT_A + _RMAT_B, _RMAT_A + _RMAT_B + _RMAT_C
+        for level in range(self.scale):
+            r = self._at((level * self.m + e0) // 2).random(e1 - e0, dtype=np.float32)
+            src <<= 1
+            src |= r >= ab                                     # quadrants c, d
+            dst <<= 1
+            dst |= ((r >= _RMAT_A) & (r < ab)) | (r >= abc)    # quadrants b, d
+            del r
+        return perm[src], perm[dst]
+
+    def node_data(self, rng: np.random.Generator):
+        """``(x, y, (train, val, test))``: i.i.d. standard Gaussian features, uniform labels, a 60/20/20 split
+        (``rng``: the generator :meth:`permutation` handed back)."""
+        x = rng.standard_normal((self.n, self.features)).astype(np.float32)
+        y = rng.integers(0, self.classes, size=self.n).astype(np.int64)
+        return x, y, default_split(self.n, y, self.seed)
+
+    def meta(self) -> dict:
+        """The graph's ``meta`` (the generator and its parameters)."""
+        return dict(generator="rmat", scale=self.scale, edge_factor=self.edge_factor, seed=self.seed,
+                    features=self.features, classes=self.classes, a=_RMAT_A, b=_RMAT_B, c=_RMAT_C,
+                    d=1 - (_RMAT_A + _RMAT_B + _RMAT_C))
