@@ -62,6 +62,11 @@ def holds_row(device) -> bool:
     return torch.device(device).type != "cpu"
 
 
+def row_index(row: torch.Tensor | None, crow: torch.Tensor | None) -> torch.Tensor:
+    """``row`` (the row of every edge), or where a caller passes ``None`` the rows of the CSR pointer ``crow``."""
+    return row if row is not None else rows_of(crow)
+
+
 def rows_of(crow: torch.Tensor) -> torch.Tensor:
     """The row of every edge of a CSR row pointer (``crow``'s dtype and device)."""
     m = crow.numel() - 1
@@ -76,7 +81,8 @@ class Pattern:
             in :func:`index_dtype` of ``(m, k, nnz)`` (``int32`` below 2³¹: 4 bytes per index, cast if given wider).
         shape: ``(m, k)``.
         transpose: build the transposed order now (else on first use).
-        row: the row of each edge, when another pattern of the same rows has it (else made from ``crow``).
+        row: the row of each edge, when another pattern of the same rows has it (else made from ``crow``); kept
+            only where :func:`holds_row` (ignored on the CPU).
     Attributes:
         row: destination row of each edge — kept on a device, whose torch compositions gather by it; on the CPU
         derived from ``crow`` when asked and not kept (:func:`holds_row`: the numba kernels walk ``crow``, so a
@@ -246,15 +252,14 @@ def reduce_rows(row: torch.Tensor | None, m: int, values: torch.Tensor, op: str,
     vals = as_edges(values)
     if crow is not None and kernels.fused(vals):
         return kernels.segment_reduce(crow, vals, op)
-    if row is None:
-        row = rows_of(crow)
+    row = row_index(row, crow)
     if op == "sum":
         return vals.new_zeros((m, vals.shape[1])).index_add_(0, row, vals)
     out = vals.new_full((m, vals.shape[1]), float("-inf"))
     return out.scatter_reduce(0, row.long().unsqueeze(1).expand_as(vals), vals, reduce="amax", include_self=True)
 
 
-def exp_shifted(row: torch.Tensor, m: torch.Tensor, e: torch.Tensor,
+def exp_shifted(row: torch.Tensor | None, m: torch.Tensor, e: torch.Tensor,
                 crow: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The numerator and the local denominator of a softmax per destination row: :math:`x_{uv} = \exp(e_{uv} -
     m_u)` (``nnz × K``, ``m``: ``rows × K`` shifts) and :math:`\sum_v x_{uv}` (``rows × K``); one pass with
@@ -262,32 +267,33 @@ def exp_shifted(row: torch.Tensor, m: torch.Tensor, e: torch.Tensor,
     e = as_edges(e)
     if crow is not None and kernels.fused(e, m):
         return kernels.row_exp(crow, e, m)
+    row = row_index(row, crow)
     ex = torch.exp(e - m[row])
     return ex, reduce_rows(row, m.shape[0], ex, "sum")
 
 
-def divide_rows(row: torch.Tensor, ex: torch.Tensor, s: torch.Tensor, crow: torch.Tensor | None = None) -> torch.Tensor:
+def divide_rows(row: torch.Tensor | None, ex: torch.Tensor, s: torch.Tensor, crow: torch.Tensor | None = None) -> torch.Tensor:
     """``ex[e] / s[row[e]]`` per edge and head."""
     if crow is not None and kernels.fused(ex, s):
         return kernels.row_apply(crow, ex, None, s)
-    return ex / s[row]
+    return ex / s[row_index(row, crow)]
 
 
-def dot_rows(row: torch.Tensor, rows: int, a: torch.Tensor, b: torch.Tensor,
+def dot_rows(row: torch.Tensor | None, rows: int, a: torch.Tensor, b: torch.Tensor,
              crow: torch.Tensor | None = None) -> torch.Tensor:
     """Per destination row and head, ``Σ_v a_uv b_uv`` of two ``nnz × K`` edge tensors."""
     if crow is not None and kernels.fused(a, b):
         return kernels.row_dot(crow, a, b)
-    return reduce_rows(row, rows, a * b, "sum")
+    return reduce_rows(row_index(row, crow), rows, a * b, "sum")
 
 
-def softmax_grad_rows(row: torch.Tensor, a: torch.Tensor, da: torch.Tensor, r: torch.Tensor,
+def softmax_grad_rows(row: torch.Tensor | None, a: torch.Tensor, da: torch.Tensor, r: torch.Tensor,
                       crow: torch.Tensor | None = None) -> torch.Tensor:
     r""":math:`\alpha_{uv} (\partial\alpha_{uv} - r_u)` per edge and head (``r``: the row sums of
     :math:`\alpha \odot \partial\alpha`)."""
     if crow is not None and kernels.fused(a, da, r):
         return kernels.row_apply(crow, a, da, r)
-    return a * (da - r[row])
+    return a * (da - r[row_index(row, crow)])
 
 
 def row_reduce(pat: Pattern, values: torch.Tensor, op: str) -> torch.Tensor:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..ops.pattern import row_index
 from ..ops.semiring import SELECTING, check_semiring
 
 
@@ -39,7 +40,6 @@ def aggregate(g, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "
     check_semiring(semiring)
     if semiring in SELECTING:
         return g.spmm_select(values, x, semiring, mask)
-    row = g.edge_rows()[0]
     if values is None:
         eff = torch.ones(g.nnz, dtype=x.dtype, device=x.device) if mask is None else mask.to(x.dtype)
     else:
@@ -47,5 +47,6 @@ def aggregate(g, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "
     if semiring == "mean":
         kept = torch.ones(g.nnz, dtype=x.dtype, device=x.device) if mask is None else mask.to(x.dtype)
         count = g.row_sum(kept)  # kept edges per destination row, over every rank holding some
-        eff = eff / count.clamp(min=1)[row]
+        row, _, crow = g.edge_rows()
+        eff = eff / count.clamp(min=1)[row_index(row, crow)]
     return g.spmm(eff, x)

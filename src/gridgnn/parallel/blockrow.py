@@ -76,7 +76,9 @@ class BlockRowGraph(SourceKeys, DistGraph):
         reduce_axis: axis along which a row's edges are split (1.5D: ``"rep"``), or ``None``.
         sparsity_aware: fetch only ``NnzCols`` rows with all-to-allv (after a set-up exchange).
     Attributes:
-        pattern: the local edges (:class:`~gridgnn.ops.pattern.Pattern`, ``n_i × n``).
+        crow: the local CSR row pointer (the edges in CSR order are the edge tensors' order; their columns live in
+            the stages' patterns). pattern: the local edges as one :class:`~gridgnn.ops.pattern.Pattern` only with
+            one block and one stage (the stage itself; else ``None``).
         gcn_values: ``nnz_i`` values of :math:`\hat M` in edge order (not trainable).
     """
 
@@ -107,7 +109,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
         # one block and one stage, where the stage is the local pattern itself
         self.pattern = None
         self.crow = torch.from_numpy(local.indptr.astype(np_index(self.index_dtype))).to(device)
-        self._row = rows_of(self.crow) if holds_row(device) else None
+        self._row = None  # the row of each edge: kept on a device only (ops.pattern.holds_row), set below
         self.gcn_values = torch.from_numpy(local.data.astype(np.float64)).to(dtype).to(device)
         self._edge_ids = None  # built on first use (edge-keyed randomness, edge features): edge_ids()
         self._order, self._row0 = rows.perm, int(b[self.me])
@@ -127,6 +129,8 @@ class BlockRowGraph(SourceKeys, DistGraph):
                 if whole and rows.parts == 1:  # one block: the stage is the local pattern itself (one row pointer)
                     self.pattern, self.crow, self._row = pat, pat.crow, pat._row
                 self.stage_blocks[q] = (pat, None if whole else self._positions(eidx))
+        if self._row is None and holds_row(device):
+            self._row = rows_of(self.crow)
 
     def _positions(self, eidx: np.ndarray) -> torch.Tensor:
         """Positions of a stage's edges in the local edge order, in the local block's index dtype."""
@@ -198,7 +202,8 @@ class BlockRowGraph(SourceKeys, DistGraph):
         seen[remote] = True
         halo = np.flatnonzero(seen)
         del seen
-        self._halo_ids = halo  # the remote halo's columns (host; the edges' ids, where a model asks, read them)
+        # the remote halo's columns (host, 4 bytes each below 2³¹ vertices; the edges' ids, where asked, read them)
+        self._halo_ids = halo.astype(np.int32) if local.shape[1] <= INT32_MAX else halo
         cuts = np.searchsorted(halo, b)
         need = {q: halo[cuts[q]:cuts[q + 1]] - b[q] for q in self.stages if q != i}
         self.recv_rows = [len(need.get(k, ())) for k in range(g)]
@@ -402,7 +407,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
     def edge_rows(self) -> tuple[torch.Tensor, int, torch.Tensor | None]:
         """The local row of every local edge, the number of local rows and the CSR pointer (edges are in row
         order), for row reductions."""
-        return self._row if self._row is not None else rows_of(self.crow), self.n_local, self.crow
+        return self._row, self.n_local, self.crow  # (no rows on the CPU: the kernels walk crow)
 
     def row_reduce(self, values: torch.Tensor, op: str) -> torch.Tensor:
         """Per local row, ``"sum"`` or ``"max"`` of the edge values over the local edges (segmented on ``crow``)."""
@@ -965,12 +970,13 @@ def _graph_memory(acc: Ledger, e: int, *, rows: int, cols: int, nnz: float, stag
     per stage ``(n_q, nnz_q)`` a pattern (row pointer, column; rows with ``rows_held``) with its transpose and the
     stage's edge positions unless it holds every local edge — one block's stage is the local pattern (its row pointer
     and rows counted once). Sparsity-aware, the stages are the block's own rows and the remote halo, plus the send
-    lists and the halo's columns (host). Every index in :func:`~gridgnn.ops.pattern.index_bytes` of its block."""
+    lists and the halo's columns (host, in the index bytes of ``cols``). Every index in
+    :func:`~gridgnn.ops.pattern.index_bytes` of its block."""
     ib = index_bytes(rows, cols, nnz)
     acc.add("adjacency", ib * (rows + 1) + (ib * rows_held + e) * nnz)
     acc.add("adjacency", 16 * nnz * ids, "host")
     acc.add("adjacency", 8 * send)
-    acc.add("adjacency", 8 * halo, "host")
+    acc.add("adjacency", index_bytes(cols) * halo, "host")
     if not len(stages):
         return
     size, nnz_q = np.asarray(stages, np.float64).reshape(-1, 2).T  # one pair per stage

@@ -6,7 +6,7 @@ The scores are an edge tensor held whole (``nnz_local × K``), so no source bloc
 the row sum of the exponentials, are reduced over the local edges and then over the ranks that share a row
 (``graph.row_all``: 1.5D ``rep``; SUMMA columns and fiber; nothing for 1D). Backward:
 :math:`\partial e = \alpha \odot (\partial\alpha - \sum_{v'} \alpha_{uv'} \partial\alpha_{uv'})` with the same
-row reduction. A graph provides ``edge_rows()`` → ``(row of each local edge, local rows, CSR pointer or None)`` and
+row reduction. A graph provides ``edge_rows()`` → ``(row of each local edge or None, local rows, CSR pointer or None)`` and
 ``row_all(t, op)``; with a pointer the row reductions are segmented (:func:`~gridgnn.ops.kernels.segment_reduce`).
 """
 from __future__ import annotations

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..errors import GridGnnError
-from ..ops.pattern import reduce_rows
+from ..ops.pattern import reduce_rows, row_index
 from .aggregate import aggregate
 from .edge_softmax import EdgeSoftmax
 
@@ -41,9 +41,10 @@ class DistGraph(ABC):
         """Original (destination, source) vertex ids of the local edges, in edge order."""
 
     @abstractmethod
-    def edge_rows(self) -> tuple[torch.Tensor, int, torch.Tensor | None]:
+    def edge_rows(self) -> tuple[torch.Tensor | None, int, torch.Tensor | None]:
         """The local row of every local edge, the number of local rows and the CSR pointer (``None`` when the edges
-        are not in row order)."""
+        are not in row order). With a pointer the rows may be ``None`` (a CPU graph keeps none: the kernels walk
+        the pointer; :func:`~gridgnn.ops.pattern.row_index` makes them where a composition needs them)."""
 
     @abstractmethod
     def row_all(self, t: torch.Tensor, op: str = "sum") -> torch.Tensor:
@@ -137,8 +138,8 @@ class DistGraph(ABC):
     def row_sum(self, e: torch.Tensor) -> torch.Tensor:
         """Per local destination row, the sum of the edge tensor ``e`` (``nnz``) over every rank holding part of the
         row (no gradient)."""
-        row, rows, _ = self.edge_rows()
-        return self.row_all(reduce_rows(row, rows, e.detach(), "sum")).reshape(-1)
+        row, rows, crow = self.edge_rows()
+        return self.row_all(reduce_rows(row_index(row, crow), rows, e.detach(), "sum")).reshape(-1)
 
     def edge_softmax(self, e: torch.Tensor) -> torch.Tensor:
         r""":math:`\alpha_{uv} = \exp(e_{uv} - m_u) / \sum_{v'} \exp(e_{uv'} - m_u)` per destination row and head."""

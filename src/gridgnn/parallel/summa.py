@@ -382,12 +382,11 @@ class SummaGraph(DistGraph):
     def edge_rows(self) -> tuple[torch.Tensor, int, torch.Tensor | None]:
         """The row (within ``R_i``) of every local edge, ``|R_i|``, and the CSR pointer when the edges are in row
         order (one owned panel), else ``None``."""
-        row = self._edge_row if self._edge_row is not None else self._rows()
         if len(self.owned) == 1:
             pat = next(iter(self.owned.values()))[0]
             if pat.shape[0] == self.nrow:
-                return row, self.nrow, pat.crow
-        return row, self.nrow, None
+                return self._edge_row, self.nrow, pat.crow  # (no rows on the CPU: the kernels walk crow)
+        return self._edge_row if self._edge_row is not None else self._rows(), self.nrow, None
 
     def _rows(self) -> torch.Tensor:
         """The row of every local edge, the owned panels in order."""
@@ -821,9 +820,11 @@ def _summa_memory(spec, ctx, shape, ranks) -> dict:
             gather = sv.gather_cols(width)  # the column blocks C_j of the layer's width
             wj = gather.pieces[j]
             # a received panel (its owner column is not j): its index array (sv.pattern(p): nr + 1 + z entries),
-            # the pattern built from it and its values (sv.edges(p): z); every panel: its rows sv.rows_of(p)
+            # the pattern built from it (row pointer and column; the row of each edge on a device) and its values
+            # (sv.edges(p): z); every panel: its rows sv.rows_of(p)
             z = np.asarray(sv.panel_nnz, np.float64)
-            held = np.where(panel_owner == j, 0.0, sv.index_bytes * (2 * (nr + 1) + 3 * z) + e * z) \
+            held = np.where(panel_owner == j, 0.0,
+                            sv.index_bytes * (2 * (nr + 1) + (2 + holds_row(ctx.dev)) * z) + e * z) \
                 + panel_rows * wj * e
             held = held.tolist()
             # --overlap: the next panel arrives while this one computes (two at a time; the two largest)
