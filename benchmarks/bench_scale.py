@@ -8,8 +8,11 @@ next to the memory guard's estimate.
 Each stage runs as its own process (`os.wait4` gives its peak resident set; the ranks report their own peaks in
 `summary.json`), so the numbers are those of the command line a user runs.
 
+``--memory-budget`` is handed to `gridgnn shard`: below what the in-memory shard needs, R-MAT is generated and sharded
+in passes (`graph/stream.py`), the same dataset bit for bit.
+
 Usage: python benchmarks/bench_scale.py [--scale 22] [--edge-factor 16] [--nproc 4] [--algos 1d-sa,plexus,2d]
-           [--hidden 64] [--layers 3] [--epochs 3] [--work DIR] [--keep]
+           [--hidden 64] [--layers 3] [--epochs 3] [--memory-budget SIZE] [--work DIR] [--keep]
 """
 from __future__ import annotations
 
@@ -48,6 +51,7 @@ def main() -> int:
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--memory-budget", default=None, help="gridgnn shard's --memory-budget (default: its own)")
     ap.add_argument("--work", default=None, help="folder for the shards and runs (default: a temporary one)")
     ap.add_argument("--keep", action="store_true", help="keep the work folder")
     args = ap.parse_args()
@@ -62,6 +66,8 @@ def main() -> int:
             row = {"algo": algo}
             # a 1D run's row blocks are the dataset's own cuts: its distinct columns per block give the exact halo
             cut = ["--blocks", f"{args.nproc}x{args.nproc}"] if algo in ("1d", "1d-sa") else []
+            if args.memory_budget:
+                cut += ["--memory-budget", str(args.memory_budget)]
             row["shard_s"], row["shard_gib"], code = run(["shard", "--data", spec, "--out", shards, "--method",
                                                           METHOD.get(algo, "single-perm"), "--overwrite", *cut])
             if code:

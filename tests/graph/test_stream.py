@@ -1,5 +1,5 @@
-"""``gridgnn shard`` in passes (issue 45): an edge list that does not fit the memory budget is sharded a piece of text,
-a band of rows and a block at a time, and the dataset is bit for bit the one the in-memory path writes (every array
+"""``gridgnn shard`` in passes (issue 45): an edge list (or a generated R-MAT graph) that does not fit the memory
+budget is sharded a piece of text (of generated edges), a band of rows and a block at a time, and the dataset is bit for bit the one the in-memory path writes (every array
 of every file, and meta.json but for the zip files' hashes); its peak memory stays within the budget; what it cannot
 do is refused in one line."""
 import json

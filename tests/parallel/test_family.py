@@ -85,3 +85,14 @@ def test_a_subclass_family_is_estimated_and_priced_by_its_base(registered):
     assert a.bytes.keys() == b.bytes.keys() and a.bytes["fwd.bcast"][0].sum() > 0
     for k in a.bytes:
         assert all(np.array_equal(x, y) for x, y in zip(a.bytes[k], b.bytes[k])), k
+
+
+def test_the_one_process_path_is_read_from_the_grid_not_the_name(registered):
+    """An algorithm of another name on the ``single`` grid trains in the launching process like ``serial`` (the
+    trainer, predict and the memory check ask :func:`registry.one_process`); every built-in distributed algorithm
+    and ``auto`` do not."""
+    assert registry.one_process("serial")
+    assert not any(registry.one_process(a) for a in registry.BUILTIN if a != "serial")
+    assert not registry.one_process("auto")
+    mine = registered(Algorithm("my-serial", "single", registry.ALGORITHMS["serial"].family))
+    assert registry.one_process("my-serial") and mine.one_process

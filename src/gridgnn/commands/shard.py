@@ -515,7 +515,7 @@ def run_shard_command(args) -> int:
           f"(seed {meta['seed']}): nnz max/mean {meta['nnz_max_over_mean']:.4f} ({per}); "
           f"{len(meta['versions'])} matrix version(s), {len(meta['node_chunk_bounds']) - 1} node chunk(s), "
           f"{size / 2**20:.1f} MiB in {args.out}, {seconds:.1f} s"
-          + (" (in passes: the file does not fit the memory budget)" if meta.get("streamed") else ""))
+          + (" (in passes: in memory it would not fit the memory budget)" if meta.get("streamed") else ""))
     if meta.get("edge_features_not_written"):
         print(f"note: the graph's edge features ({meta['edge_features_not_written']} wide) are not written: a "
               "sharded dataset holds none (a model that reads them trains on the original --data)")

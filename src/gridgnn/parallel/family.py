@@ -171,6 +171,12 @@ class Algorithm:
             object.__setattr__(self, "family", family_named(self.family))
 
     @property
+    def one_process(self) -> bool:
+        """It trains in the launching process with no process group (its grid is ``single``: the serial reference)
+        rather than on ranks of a launch."""
+        return self.grid == "single"
+
+    @property
     def takes_replication(self) -> bool:
         return self.family.takes_replication(self)
 

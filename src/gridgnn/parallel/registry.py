@@ -83,9 +83,9 @@ def algorithm(name: str) -> Algorithm:
 
 
 def one_process(algo: str) -> bool:
-    """Whether ``algo`` trains in the launching process with no process group (its grid is ``single``: the serial
-    reference) rather than on ranks of a launch; ``auto`` is a plan, not yet an algorithm: ``False``."""
-    return algo != "auto" and algorithm(algo).grid == "single"
+    """:attr:`Algorithm.one_process` of the algorithm ``algo`` names; ``auto`` is a plan, not yet an algorithm:
+    ``False``."""
+    return algo != "auto" and algorithm(algo).one_process
 
 
 def layout_rules(algo: str, *, double: bool = False) -> LayoutRules:

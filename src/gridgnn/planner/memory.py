@@ -225,7 +225,7 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
     dims = [int(d) for d in dims]
     if len(dims) < 2 or min(dims) < 1:
         raise GridGnnError(f"dims must hold at least two positive widths, got {dims}")
-    single = spec.grid == "single"
+    single = spec.one_process
     shape = (1,) if single else tuple(int(s) for s in shape)
     if min(shape) < 1:
         raise GridGnnError(f"mesh shape {shape} has an empty axis")

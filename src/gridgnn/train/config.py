@@ -504,7 +504,7 @@ class TrainConfig:
         if sharded and self.partition != "random":
             raise GridGnnError("a sharded dataset fixes the vertex order it was written with; drop --partition "
                                "(choose it with gridgnn shard --method)")
-        if algo.grid == "single":
+        if algo.one_process:
             if self.nproc != 1:
                 raise GridGnnError(f"--algo serial runs one process; got --nproc {self.nproc}")
         else:

@@ -42,7 +42,7 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
     shape = _mesh_shape(cfg)
     check_vertex_count(graph.n, cfg.algo, world, cfg.replication, shape)
     dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
-    if algo.grid == "single":
+    if algo.one_process:
         source, rows = None, RowPartition(np.arange(graph.n), np.array([0, graph.n]), "none")
     else:  # configurations of one vertex order share its source (and the block counts it caches)
         key = order_key(cfg.algo, world, replication=cfg.replication, shape=shape, method=cfg.partition,
@@ -76,7 +76,7 @@ def simulate_config(cfg, graph, layouts: dict | None = None):
 
 def _mesh_shape(cfg) -> tuple:
     """The process grid of ``cfg``'s algorithm (serial: one process)."""
-    return (1,) if algorithm(cfg.algo).grid == "single" else cfg.mesh_shape(cfg.nproc)
+    return (1,) if algorithm(cfg.algo).one_process else cfg.mesh_shape(cfg.nproc)
 
 
 #: the options a plan's candidates differ in that the model's trace does not read (it runs the model on a tiny serial

@@ -52,7 +52,7 @@ def _prepare(cfg: TrainConfig, world: int, given=None, *, dims: list[int] | None
     yet): ``(graph, source, rows, shape, info)``. ``dims``: inference of a trained model on these widths (no labels
     needed; ``info["classes"]`` is the model's output width)."""
     algo = algorithm(cfg.algo)
-    single = algo.grid == "single"
+    single = algo.one_process
     shape = (1,) if single else cfg.mesh_shape(world)
     blocks = vertex_blocks(cfg.algo, world, cfg.replication, shape)
     handed = given if isinstance(given, GraphShards) else None
