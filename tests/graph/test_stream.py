@@ -282,15 +282,24 @@ def test_a_generated_rmat_graph_streams_into_the_in_memory_dataset_bit_for_bit(t
     got = shard(spec, str(tmp_path / "passes"), blocks=blocks, method=method, seed=3, memory_budget="1M")
     assert got["streamed"] and passes["bands"] > 1 and len(pieces) > 1
     assert all(e1 - e0 == 300 for e0, e1 in pieces[:-1])
-    ref = shard(spec, str(tmp_path / "memory"), blocks=blocks, method=method, seed=3)
+    ref = shard(spec, str(tmp_path / "memory"), blocks=blocks, method=method, seed=3, memory_budget="1T")
     assert not ref["streamed"]
     assert_same(tmp_path / "passes", tmp_path / "memory")
 
 
-def test_rmat_pieces_are_the_whole_generation_in_any_size():
+def test_rmat_pieces_are_the_whole_generation_in_any_size(monkeypatch):
     """The generator's pieces, each read where it lies in the stream, are the whole edge list, whatever their size;
-    an odd start (half a 64-bit step) is refused."""
+    an odd start (half a 64-bit step) is refused; the graph generated in small pieces of edges and of feature rows
+    is the graph generated in large ones."""
+    from gridgnn.graph import synthetic
     from gridgnn.graph.synthetic import RmatStream
+
+    whole_graph = synthetic.rmat_graph(9, 4, seed=2, features=6, classes=3)
+    monkeypatch.setattr(synthetic, "RMAT_CHUNK_EDGES", 10)
+    monkeypatch.setattr(synthetic, "RMAT_FEATURE_ELEMENTS", 25)
+    pieces_graph = synthetic.rmat_graph(9, 4, seed=2, features=6, classes=3)
+    for f in ("indptr", "indices", "x", "y", "train_mask", "val_mask", "test_mask"):
+        assert np.array_equal(getattr(whole_graph, f), getattr(pieces_graph, f)), f
 
     s = RmatStream(8, 4, seed=9)
     perm, _ = s.permutation()

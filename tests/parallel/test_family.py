@@ -96,3 +96,7 @@ def test_the_one_process_path_is_read_from_the_grid_not_the_name(registered):
     assert not registry.one_process("auto")
     mine = registered(Algorithm("my-serial", "single", registry.ALGORITHMS["serial"].family))
     assert registry.one_process("my-serial") and mine.one_process
+    # a builder of its own on that grid would be passed over by the serial plan: refused when registered
+    with pytest.raises(GridGnnError, match="single grid, which trains the serial plan"):
+        registry.register(Algorithm("my-own", "single", registry.ALGORITHMS["serial"].family, build=lambda *a, **k: 0))
+    assert "my-own" not in registry.ALGORITHMS

@@ -103,8 +103,9 @@ def add_shard_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPar
                         help="replace the sharded dataset already in --out (once the new one is complete)")
     parser.add_argument("--memory-budget", default=None, metavar="SIZE",
                         help="memory this command may use (e.g. 2G, 512M; default what the machine has free): a text "
-                             "edge list or Matrix Market file (edgelist:FILE, mtx:FILE) that would not fit is sharded "
-                             "in passes within it, giving the same dataset")
+                             "edge list, Matrix Market file or generated R-MAT graph (edgelist:FILE, mtx:FILE, "
+                             "synthetic:rmat?...) that would not fit is sharded in passes within it, giving the same "
+                             "dataset")
     return parser
 
 
@@ -258,8 +259,7 @@ def perm_report(graph, method: str, blocks, seed: int = 0) -> tuple[np.ndarray, 
     R, C = parse_blocks(blocks)
     if method not in METHODS:
         raise GridGnnError(f"unknown permutation method {method!r}; valid: {', '.join(METHODS)}")
-    if R > graph.n or C > graph.n:
-        raise GridGnnError(f"--blocks {R}x{C} needs at least {max(R, C)} vertices, the graph has {graph.n}")
+    _check_blocks_fit(R, C, graph.n)
     mat = gcn_normalize(graph)
     t0 = time.perf_counter()
     perm_r, perm_c = make_permutations(method, mat, R, C, seed)
@@ -335,15 +335,24 @@ def _in_memory_bytes(scheme: str, path, params) -> int | None:
     """What sharding the source in memory would take, roughly (``None``: a file the loader will name the problem of)."""
     if scheme == "synthetic:rmat":
         try:
-            n = 1 << int(params["scale"])
-            return IN_MEMORY_BYTES_PER_RMAT_EDGE * n * int(params.get("edge_factor", 16)) \
-                + n * (4 * int(params.get("features", 16)) + BYTES_PER_VERTEX)
-        except (TypeError, ValueError):
-            return None  # the generator names the bad parameter
+            scale, sizes = int(params["scale"]), [int(params.get(k, d)) for k, d in (("edge_factor", 16),
+                                                                                    ("features", 16))]
+        except (TypeError, ValueError, OverflowError):
+            return None
+        if not 1 <= scale <= 30 or min(sizes) < 1:
+            return None  # the generator names the bad parameter, in one line
+        n = 1 << scale
+        return IN_MEMORY_BYTES_PER_RMAT_EDGE * n * sizes[0] + n * (4 * sizes[1] + BYTES_PER_VERTEX)
     try:
         return os.path.getsize(Path(path).expanduser()) * IN_MEMORY_BYTES_PER_TEXT_BYTE
     except OSError:
         return None
+
+
+def _check_blocks_fit(R: int, C: int, n: int) -> None:
+    """Refuse ``--blocks RxC`` on a graph of fewer than ``max(R, C)`` vertices, in one line."""
+    if R > n or C > n:
+        raise GridGnnError(f"--blocks {R}x{C} needs at least {max(R, C)} vertices, the graph has {n}")
 
 
 def _streamed_source(data, budget: int | None, method: str):
@@ -398,9 +407,9 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
         normalize (bool): store the GCN matrix :math:`D^{-1/2}(M+I)D^{-1/2}` (training needs it) rather than
             :math:`M`. (default: ``True``)
         overwrite (bool): replace a sharded dataset already in ``out``. (default: ``False``)
-        memory_budget (int | str, optional): bytes (or ``"2G"``) this call may use; a text edge list or Matrix
-            Market file (``edgelist:FILE``, ``mtx:FILE``) whose in-memory path would need more is sharded in passes
-            within it
+        memory_budget (int | str, optional): bytes (or ``"2G"``) this call may use; a text edge list, Matrix
+            Market file or generated R-MAT graph (``edgelist:FILE``, ``mtx:FILE``, ``synthetic:rmat?...``) whose
+            in-memory path would need more is sharded in passes within it
             (:mod:`gridgnn.graph.stream`: the same dataset, bit for bit). (default: the memory free now)
 
     Returns:
@@ -440,8 +449,7 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
             done = True
             return {**meta, "edge_features_not_written": 0, "relations_not_written": 0, "streamed": True}
         graph = load_graph(data, seed=seed)
-        if R > graph.n or C > graph.n:
-            raise GridGnnError(f"--blocks {R}x{C} needs at least {max(R, C)} vertices, the graph has {graph.n}")
+        _check_blocks_fit(R, C, graph.n)
         mat = gcn_normalize(graph) if normalize else graph.csr()
         perm_r, perm_c = make_permutations(method, mat, R, C, seed)
         del mat
@@ -470,6 +478,7 @@ def _shard_streamed(data: str, streamed, out: str, *, R: int, C: int, method: st
         try:
             room = available_memory() if budget is None else budget
             if scheme == "synthetic:rmat":
+                _check_blocks_fit(R, C, 1 << int(params["scale"]))  # before any edge is generated
                 edges = StreamedEdgeList.rmat(scratch, memory_budget=room, spec=data, seed=seed, **params)
             else:
                 edges = StreamedEdgeList(Path(path).expanduser(), scratch, memory_budget=room,
@@ -480,8 +489,7 @@ def _shard_streamed(data: str, streamed, out: str, *, R: int, C: int, method: st
             if cause is None:
                 raise
             raise write_error(f"the scratch files of gridgnn shard ({scratch})", cause) from None
-        if R > edges.n or C > edges.n:
-            raise GridGnnError(f"--blocks {R}x{C} needs at least {max(R, C)} vertices, the graph has {edges.n}")
+        _check_blocks_fit(R, C, edges.n)
         perm_r, perm_c = permutations_of_size(method, edges.n, seed)
         return _write_replacing(out, lambda folder: edges.write_sharded(
             folder, perm_r=perm_r, perm_c=perm_c, blocks=(R, C), partition_name=method, seed=seed,

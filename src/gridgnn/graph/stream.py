@@ -1,6 +1,7 @@
-r"""A text edge list or Matrix Market file larger than memory, sharded in passes (``gridgnn shard --memory-budget``,
-issue 45): bit for bit the dataset that :func:`~gridgnn.graph.sharded.write_sharded` writes of the graph
-:func:`~gridgnn.graph.loaders.load_edgelist` (or :func:`~gridgnn.graph.loaders.load_mtx`) loads, while this process holds one piece of the file, one band of
+r"""A text edge list, Matrix Market file or generated R-MAT graph larger than memory, sharded in passes (``gridgnn
+shard --memory-budget``, issue 45): bit for bit the dataset that :func:`~gridgnn.graph.sharded.write_sharded` writes
+of the graph :func:`~gridgnn.graph.loaders.load_edgelist` (:func:`~gridgnn.graph.loaders.load_mtx`,
+:func:`~gridgnn.graph.synthetic.rmat_graph`) gives, while this process holds one piece of the file, one band of
 rows or a few arrays of one number per vertex at a time. Ids are 64-bit throughout.
 
 The passes, with what each holds:
@@ -8,7 +9,8 @@ The passes, with what each holds:
 1. **parse** (:class:`StreamedEdgeList`): the file a piece at a time, checked as the loader checks it
    (:func:`~gridgnn.graph.loaders.edgelist_chunks`, :func:`~gridgnn.graph.loaders.mtx_chunks`: a symmetric Matrix
    Market file's mirrored entries spilled apart and appended after the listed ones, the loader's order); each piece's edges spilled to a scratch folder as binary
-   (``int64`` ids, ``float64`` weights); the largest id (or, with ``relabel``, the distinct ids).
+   (``int64`` ids, ``float64`` weights); the largest id (or, with ``relabel``, the distinct ids). A generated R-MAT
+   graph (:meth:`StreamedEdgeList.rmat`) is generated a piece of edges at a time instead (self-loops left out).
 2. **bucket**: every edge into the band of rows of its destination; bands are contiguous vertex ranges of about
    equal entry counts, as many as the budget needs.
 3. **merge**: per band, the band's rows of :math:`M` exactly as the loader builds the whole matrix (SciPy's
@@ -21,7 +23,8 @@ The passes, with what each holds:
 6. **normalize and permute**: per band, :math:`\hat M`'s rows (:func:`~gridgnn.graph.graph.scale_rows`); every
    entry sent, with its new row and column, to the band of its new row in each matrix version.
 7. **write**: per block of the dataset, its CSR sorted by column (:func:`~gridgnn.graph.sharded.write_block`, as
-   the in-memory path writes it); the node arrays (the degree features) and ``meta.json``. A block is the unit
+   the in-memory path writes it); the node arrays (a file's degree features; a generated graph's own features,
+   labels and masks) and ``meta.json``. A block is the unit
    written, so the dataset's ``--blocks`` must cut the matrix into blocks that fit the budget.
 
 Every operation is row-local with the in-memory path's arithmetic in the same order, which is why the values are
@@ -201,11 +204,12 @@ class StreamedEdgeList:
         self.path = Path(stream.name)
         self._open(scratch, memory_budget, False, spec)
         self.n, self.original_ids = stream.n, None
+        self.nodes = dict(bytes=stream.node_bytes())
+        self._room()  # the vertices' arrays and the node data fit, or one line now (before either is made)
         perm, rng = stream.permutation()
         x, y, (train, val, test) = stream.node_data(rng)
         self.nodes = dict(arrays=dict(x=x, y=y, train_mask=train, val_mask=val, test_mask=test), name=stream.name,
-                          graph_meta={**stream.meta(), "spec": spec})
-        self._room()  # the vertices' arrays and the node data fit, or one line now
+                          graph_meta={**stream.meta(), "spec": spec}, bytes=stream.node_bytes())
         piece = 2 * max(1, self._piece_rows() // 2)  # even: every piece starts on a whole step of the stream
         for e0 in range(0, stream.m, piece):
             src, dst = stream.edges(e0, min(stream.m, e0 + piece), perm)
@@ -266,7 +270,7 @@ class StreamedEdgeList:
     def _room(self) -> int:
         """The budget left beside the arrays of one number per vertex (refused when there is none)."""
         fixed = BYTES_PER_VERTEX * self.n
-        nodes = sum(a.nbytes for a in self.nodes["arrays"].values()) if self.nodes is not None else 0
+        nodes = self.nodes["bytes"] if self.nodes is not None else 0
         if fixed + nodes >= self.budget:
             held = f" and its node data ({nodes} bytes)" if nodes else ""
             raise GridGnnError(f"a memory budget of {self.budget} bytes cannot hold the {self.n} vertices' arrays "

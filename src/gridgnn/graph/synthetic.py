@@ -329,6 +329,8 @@ def rmat_graph(scale, edge_factor=16, seed=0, features=16, classes=4) -> Graph:
 
 #: generated edges per piece of :func:`rmat_graph` (the pieces' arrays are about 40 bytes per edge)
 RMAT_CHUNK_EDGES = 1 << 22
+#: feature draws (float64) per piece of rows of :meth:`RmatStream.node_data`
+RMAT_FEATURE_ELEMENTS = 1 << 22
 
 
 def pair_keys(u: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
@@ -392,10 +394,19 @@ class RmatStream:
             del r
         return perm[src], perm[dst]
 
+    def node_bytes(self) -> int:
+        """Bytes of :meth:`node_data`'s arrays: float32 features, int64 labels and three boolean masks per vertex
+        (the features' float64 draws are made a bounded piece of rows at a time)."""
+        return self.n * (4 * self.features + 8 + 3)
+
     def node_data(self, rng: np.random.Generator):
         """``(x, y, (train, val, test))``: i.i.d. standard Gaussian features, uniform labels, a 60/20/20 split
-        (``rng``: the generator :meth:`permutation` handed back)."""
-        x = rng.standard_normal((self.n, self.features)).astype(np.float32)
+        (``rng``: the generator :meth:`permutation` handed back). The features are drawn a piece of rows at a time
+        (the same draws as one call: a normal takes whole 64-bit steps), so their float64 draws never double them."""
+        x = np.empty((self.n, self.features), np.float32)
+        rows = max(1, RMAT_FEATURE_ELEMENTS // self.features)
+        for r0 in range(0, self.n, rows):
+            x[r0:r0 + rows] = rng.standard_normal((min(self.n, r0 + rows) - r0, self.features))
         y = rng.integers(0, self.classes, size=self.n).astype(np.int64)
         return x, y, default_split(self.n, y, self.seed)
 

@@ -46,10 +46,16 @@ def overlap_algorithms() -> tuple[str, ...]:
 
 def register(spec: Algorithm) -> Algorithm:
     """Make ``spec`` an ``--algo`` (its family's layouts, byte model and planner rules apply): an algorithm is one
-    file that registers itself. Re-registering the same spec is allowed; another spec under a taken name is not."""
+    file that registers itself. Re-registering the same spec is allowed; another spec under a taken name is not, nor
+    a builder or family of its own on the ``single`` grid (:attr:`Algorithm.one_process`: that grid trains the
+    serial plan in the launching process)."""
     old = ALGORITHMS.get(spec.name)
     if old is not None and old != spec:
         raise ValueError(f"--algo {spec.name} is already registered")
+    serial = ALGORITHMS.get("serial")
+    if spec.one_process and serial is not None and (spec.build is not None or spec.family is not serial.family):
+        raise GridGnnError(f"--algo {spec.name} is on the single grid, which trains the serial plan in the launching "
+                           "process; a builder or family of its own takes a process grid (1d, 1.5d, 2d or 3d)")
     ALGORITHMS[spec.name] = spec
     return spec
 

@@ -506,7 +506,7 @@ class TrainConfig:
                                "(choose it with gridgnn shard --method)")
         if algo.one_process:
             if self.nproc != 1:
-                raise GridGnnError(f"--algo serial runs one process; got --nproc {self.nproc}")
+                raise GridGnnError(f"--algo {self.algo} runs one process; got --nproc {self.nproc}")
         else:
             self.mesh_shape(self.nproc)
         if self.overlap and not algo.overlap:
