@@ -105,8 +105,8 @@ class BlockRowGraph(SourceKeys, DistGraph):
         self.nnz = int(local.nnz)
         self.index_dtype = index_dtype(self.n_local, local.shape[1], self.nnz)
         # the local edges in CSR order are the edge tensors' order; their columns live in the stages' patterns (one
-        # copy of the edges: a row's edges of one stage are a run of it), only the row pointer here — except with
-        # one block and one stage, where the stage is the local pattern itself
+        # copy of the edges: each stage holds its own, with their positions in the edge order), only the row pointer
+        # here — except with one block and one stage, where the stage is the local pattern itself
         self.pattern = None
         self.crow = torch.from_numpy(local.indptr.astype(np_index(self.index_dtype))).to(device)
         self._row = None  # the row of each edge: kept on a device only (ops.pattern.holds_row), set below
@@ -139,7 +139,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
     # ------------------------------------------------------------------ layout queries
     def held(self) -> tuple[list, list]:
         """``(tensors, arrays)`` this graph keeps: index and value tensors, and the host edge-id arrays."""
-        pats = []
+        pats, arrays = [], [self._halo_ids] if self.sparsity_aware else []
         tensors = [self.crow, self._row, self.gcn_values]
         if self.sparsity_aware:
             for st in (self.local_stage, self.remote_stage):
@@ -147,14 +147,13 @@ class BlockRowGraph(SourceKeys, DistGraph):
                     pats.append(st[0])
                     tensors.append(st[1])
             tensors += self.send_idx
-            arrays = [self._halo_ids]
         else:
             for pat, eidx in self.stage_blocks.values():
                 pats.append(pat)
                 tensors.append(eidx)
         for pat in pats:
             tensors += pat.index_tensors()
-        return [t for t in tensors if t is not None], (arrays if self.sparsity_aware else []) + list(self._edge_ids or ())
+        return [t for t in tensors if t is not None], arrays + list(self._edge_ids or ())
 
     @property
     def edge_ids_built(self) -> bool:
@@ -173,8 +172,8 @@ class BlockRowGraph(SourceKeys, DistGraph):
         """The column (new label) of every local edge, in edge order, gathered from the stages (a transient)."""
         col = np.empty(self.nnz, np.int64)
         if self.sparsity_aware:  # the own block's columns are local to it; the remote halo's are its slots
-            parts = [(st, lambda c: c + int(self.rows.bounds[self.me])) if k == 0 else (st, lambda c: self._halo_ids[c])
-                     for k, st in enumerate((self.local_stage, self.remote_stage))]
+            b0 = int(self.rows.bounds[self.me])
+            parts = [(self.local_stage, lambda c: c + b0), (self.remote_stage, lambda c: self._halo_ids[c])]
         else:
             parts = [(st, lambda c, q=q: c + int(self.rows.bounds[q])) for q, st in self.stage_blocks.items()]
         for st, to_global in parts:
