@@ -1065,9 +1065,12 @@ def _rowblock_memory(family, spec, ctx, shape, row_bounds, ranks) -> dict:
         held = int(np.sort(remote)[-2:].sum()) if ctx.overlap else (int(remote.max()) if remote.size else 0)
         for l, (cols, w, heads, fi) in enumerate(ctx.layers):
             if sa:
-                # fetch: the rows sent, their flat copy, the halo received; push: the halo's partial sums, their
-                # pieces and flat copy, the rows received (with --overlap the own block's part alongside)
-                rows = max(2 * send + recv, send + 3 * recv + (ni if ctx.overlap else 0))
+                # fetch: the rows sent, their flat copy, the halo received; push (the halo's pieces are views of its
+                # partial sums): the partial sums and their flat copy while the rows come in, then the partial sums
+                # and the rows received beside the own block's part — with --overlap all at once
+                own = ni if mine else 0
+                push = send + 2 * recv + own if ctx.overlap else max(send + 2 * recv, send + recv + own)
+                rows = max(2 * send + recv, push)
                 acc.cand("buffers", rows * w * e, f"{algo} all-to-allv rows, layer {l} fwd")
             elif big is not None:
                 acc.cand("buffers", held * w * e, f"{algo} broadcast of block {big}"
