@@ -208,8 +208,8 @@ class StreamedEdgeList:
         self._room()  # the vertices' arrays and the node data fit, or one line now (before either is made)
         perm, rng = stream.permutation()
         x, y, (train, val, test) = stream.node_data(rng)
-        self.nodes = dict(arrays=dict(x=x, y=y, train_mask=train, val_mask=val, test_mask=test), name=stream.name,
-                          graph_meta={**stream.meta(), "spec": spec}, bytes=stream.node_bytes())
+        self.nodes.update(arrays=dict(x=x, y=y, train_mask=train, val_mask=val, test_mask=test), name=stream.name,
+                          graph_meta={**stream.meta(), "spec": spec})
         piece = 2 * max(1, self._piece_rows() // 2)  # even: every piece starts on a whole step of the stream
         for e0 in range(0, stream.m, piece):
             src, dst = stream.edges(e0, min(stream.m, e0 + piece), perm)

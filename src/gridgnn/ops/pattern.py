@@ -122,7 +122,12 @@ class Pattern:
     @property
     def row(self) -> torch.Tensor:
         """The destination row of every edge (kept on a device; on the CPU made from ``crow`` for the caller)."""
-        return self._row if self._row is not None else rows_of(self.crow)
+        return row_index(self._row, self.crow)
+
+    @property
+    def kept_row(self) -> torch.Tensor | None:
+        """The rows this pattern keeps (:func:`holds_row`), else ``None``: what a caller hands on to share them."""
+        return self._row
 
     @property
     def index_dtype(self) -> torch.dtype:
@@ -298,7 +303,7 @@ def softmax_grad_rows(row: torch.Tensor | None, a: torch.Tensor, da: torch.Tenso
 
 def row_reduce(pat: Pattern, values: torch.Tensor, op: str) -> torch.Tensor:
     """:func:`reduce_rows` over the rows of ``pat``."""
-    return reduce_rows(pat._row, pat.shape[0], values, op, crow=pat.crow)
+    return reduce_rows(pat.kept_row, pat.shape[0], values, op, crow=pat.crow)
 
 
 def col_sum(pat: Pattern, values: torch.Tensor) -> torch.Tensor:

@@ -127,7 +127,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
                 whole = eidx.size == self.nnz  # all edges, in order: no selection needed
                 pat = Pattern.from_scipy(sub, device=device, transpose=True)
                 if whole and rows.parts == 1:  # one block: the stage is the local pattern itself (one row pointer)
-                    self.pattern, self.crow, self._row = pat, pat.crow, pat._row
+                    self.pattern, self.crow, self._row = pat, pat.crow, pat.kept_row
                 self.stage_blocks[q] = (pat, None if whole else self._positions(eidx))
         if self._row is None and holds_row(device):
             self._row = rows_of(self.crow)

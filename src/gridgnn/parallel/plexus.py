@@ -234,7 +234,7 @@ class PlexusGraph(SourceKeys, DistGraph):
         return self.shard.edge_ids
 
     def edge_rows(self) -> tuple[torch.Tensor, int, torch.Tensor | None]:
-        return self.pattern._row, self.nrow, self.pattern.crow  # (no rows on the CPU: the kernels walk crow)
+        return self.pattern.kept_row, self.nrow, self.pattern.crow  # (no rows on the CPU: the kernels walk crow)
 
     def held(self) -> tuple[list, list]:
         """``(tensors, arrays)`` this graph keeps (the shard may be shared with other layers)."""

@@ -180,7 +180,7 @@ class SummaGraph(DistGraph):
         self.owned = {}
         for p, (pat, first) in own.items():  # the index array broadcast to the process row, in the schedule's
             idx = torch.cat([pat.crow, pat.col]).to(self.schedule.index_dtype)  # wire dtype; the pattern reads it
-            self.owned[p] = (Pattern(idx[:self.nrow + 1], idx[self.nrow + 1:], pat.shape, row=pat._row,
+            self.owned[p] = (Pattern(idx[:self.nrow + 1], idx[self.nrow + 1:], pat.shape, row=pat.kept_row,
                                      transpose=True), first, idx)
         # the row of every local edge (the owned panels in order), for the row reductions: kept on a device, made
         # when asked on the CPU (as a pattern's rows, :func:`~gridgnn.ops.pattern.holds_row`)

@@ -98,7 +98,7 @@ class SampledBlockGraph(BlockRowGraph):
         self.pattern = Pattern(torch.from_numpy(crow).to(device), torch.from_numpy(cols).to(device), (m, k),
                                transpose=True)
         self.nnz, self.index_dtype = self.pattern.nnz, self.pattern.index_dtype
-        self.crow, self._row = self.pattern.crow, self.pattern._row  # one block, one stage: the local pattern
+        self.crow, self._row = self.pattern.crow, self.pattern.kept_row  # one block, one stage: the local pattern
         self.mean_weights = torch.from_numpy(weights).to(dtype).to(device)
         dst_ids, src_ids = np.asarray(dst_ids, dtype=np.int64), np.asarray(src_ids, dtype=np.int64)
         self._edge_ids = (dst_ids[rows], src_ids[cols])
