@@ -310,3 +310,56 @@ def test_rmat_pieces_are_the_whole_generation_in_any_size(monkeypatch):
             assert np.array_equal(np.concatenate([p[k] for p in parts]), whole[k]), size
     with pytest.raises(ValueError, match="even edge"):
         s.edges(1, 5, perm)
+
+
+def _bytes_under(folder: Path, skip: Path) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and f != skip)
+
+
+@pytest.mark.parametrize("directed,method,weighted", [(None, "double-perm", False), ("0", "single-perm", True),
+                                                      ("1", "double-perm", True)])
+def test_the_disk_estimate_bounds_what_the_passes_hold(tmp_path, passes, monkeypatch, directed, method, weighted):
+    """:func:`~gridgnn.graph.stream.disk_need` is at least the most bytes the scratch folder and the new dataset
+    held at once (measured after every spill and every written block), and within a small factor of it."""
+    f = edge_list(tmp_path / "g.txt", n=150, m=900, seed=7, weighted=weighted)
+    spec = f"edgelist:{f}" + (f"?directed={directed}" if directed else "")
+    peak, needs = [0], []
+    for owner, name in ((stream._Buckets, "add"), (stream, "_save_csr"), (stream, "write_block")):
+        real = getattr(owner, name)
+
+        def measured(*a, _real=real, **k):
+            out = _real(*a, **k)
+            peak[0] = max(peak[0], _bytes_under(tmp_path, f))
+            return out
+        monkeypatch.setattr(owner, name, measured)
+    check = stream.check_disk
+
+    def recorded(scratch, out, need, *, held=0):
+        needs.append(need)
+        return check(scratch, out, need, held=held)
+    monkeypatch.setattr(stream, "check_disk", recorded)
+    got = shard(spec, str(tmp_path / "ds"), blocks="3x2", method=method, seed=1, memory_budget="1M")
+    assert got["streamed"] and len(needs) == 1
+    need = needs[0][2]  # the scratch folder and the dataset share tmp_path's disk
+    assert peak[0] <= need <= 3 * peak[0], (peak[0], needs[0])
+
+
+def test_a_disk_too_small_for_the_passes_is_refused_before_them(tmp_path, passes, monkeypatch, capsys):
+    """The free disk beside --out cannot hold the scratch files and the dataset: one line, before any pass (a
+    generated graph: before any edge is generated), and nothing left behind."""
+    f = edge_list(tmp_path / "g.txt", n=150, m=900, seed=7, weighted=False)
+    real = shutil.disk_usage
+    monkeypatch.setattr(stream.shutil, "disk_usage", lambda p: real(p)._replace(free=30_000))
+    generated = []
+    monkeypatch.setattr(stream.RmatStream, "edges", lambda *a: generated.append(a))
+    monkeypatch.setattr(shard_cmd, "IN_MEMORY_BYTES_PER_RMAT_EDGE", 1 << 20)
+    bands = []
+    monkeypatch.setattr(stream.StreamedEdgeList, "_bands", lambda *a: bands.append(a))
+    for spec in (f"edgelist:{f}", "synthetic:rmat?scale=8&edge_factor=8"):
+        assert main(["shard", "--data", spec, "--blocks", "2x2", "--out", str(tmp_path / "ds"),
+                     "--memory-budget", "1M"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "of disk for the scratch files and the dataset" in err and "are free there" in err, err
+        assert len(err.splitlines()) == 1
+    assert not generated and not bands
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.txt"]

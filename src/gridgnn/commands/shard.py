@@ -44,7 +44,8 @@ from ..partition.layout import even_bounds
 from ..graph.safe_io import available_memory
 from ..graph.spec import parse_spec
 from ..graph.stream import BYTES_PER_VERTEX, StreamedEdgeList
-from ..partition.permute import METHODS, SIZE_ONLY_METHODS, balance_report, make_permutations, permutations_of_size
+from ..partition.permute import (METHODS, SIZE_ONLY_METHODS, balance_report, make_permutations, permutations_of_size,
+                                 size_only_versions)
 from ..graph.files import OutLock, atomic_write, make_out_dir, os_error_in, remove_empty_dirs, write_error
 
 __all__ = ["shard", "parse_blocks", "add_shard_arguments", "run_shard_command", "add_perm_report_arguments",
@@ -477,9 +478,10 @@ def _shard_streamed(data: str, streamed, out: str, *, R: int, C: int, method: st
     try:
         try:
             room = available_memory() if budget is None else budget
-            if scheme == "synthetic:rmat":
-                _check_blocks_fit(R, C, 1 << int(params["scale"]))  # before any edge is generated
-                edges = StreamedEdgeList.rmat(scratch, memory_budget=room, spec=data, seed=seed, **params)
+            if scheme == "synthetic:rmat":  # its size known before any edge is generated
+                _check_blocks_fit(R, C, 1 << int(params["scale"]))
+                edges = StreamedEdgeList.rmat(scratch, memory_budget=room, spec=data, seed=seed,
+                                              disk=(target.parent, size_only_versions(method), (R, C)), **params)
             else:
                 edges = StreamedEdgeList(Path(path).expanduser(), scratch, memory_budget=room,
                                          directed=params.get("directed"), num_nodes=params.get("num_nodes"),

@@ -45,13 +45,14 @@ from ..errors import GridGnnError
 from .graph import inverse_sqrt_degrees, negative_weight_error, scale_rows, with_self_loops
 from .loaders import (_check_file, check_count_options, count_from_largest, degree_columns, edgelist_chunks,
                       header_count, mtx_chunks, out_of_range)
-from .safe_io import check_vertex_count
+from .safe_io import check_vertex_count, human_bytes
 from .synthetic import RmatStream
 from .sharded import (VALUE_BOUND, _check_blocks, above_one_error, _check_node_chunks, _check_perm, _even_bounds, block_index_dtype,
                       dataset_meta, prepare_dir, values_bounded, write_block, write_meta, write_node_arrays,
                       write_perms)
 
-__all__ = ["StreamedEdgeList", "BAND_BYTES_PER_ENTRY", "BYTES_PER_VERTEX", "TEXT_BYTES_PER_BYTE"]
+__all__ = ["StreamedEdgeList", "BAND_BYTES_PER_ENTRY", "BYTES_PER_VERTEX", "TEXT_BYTES_PER_BYTE", "disk_need",
+           "check_disk"]
 
 #: Peak bytes per stored entry of a band while it is merged, symmetrized, normalized or written (the band's edges,
 #: SciPy's COO → CSR copies, the transposed rows and the maximum, the permuted keys): sets the number of bands.
@@ -65,6 +66,10 @@ BYTES_PER_VERTEX = 200
 TEXT_BYTES_PER_BYTE = 64
 #: The smallest piece of text read at a time.
 MIN_PIECE_BYTES = 1 << 16
+#: Scratch bytes of one spilled entry (``int64`` row and column, ``float64`` value) and of one entry of a band's
+#: merged CSR (``int64`` column, ``float64`` value; its row pointer is 8 bytes per vertex).
+SPILL_BYTES_PER_ENTRY = 24
+MERGED_BYTES_PER_ENTRY = 16
 
 
 class _Buckets:
@@ -135,6 +140,60 @@ def _load_csr(folder: Path, k: int, shape) -> sp.csr_matrix:
     return sp.csr_matrix((data, indices, indptr), shape=shape)
 
 
+def disk_need(n: int, listed: int, *, reverses: bool, symmetrize: bool, versions: int, blocks: tuple[int, int],
+              node_bytes: int) -> tuple[int, int, int]:
+    r"""``(scratch, dataset, together)``: the most bytes the passes hold in the scratch folder at once, the bytes of
+    the written dataset, and the most both hold at once (where they share a disk) — upper bounds, for a check of
+    the disk before the passes.
+
+    ``listed`` entries are spilled in pass 1 (:data:`SPILL_BYTES_PER_ENTRY` each); pass 2 copies them into bands
+    (both copies on disk until the first is dropped); pass 3 merges a band at a time into CSR
+    (:data:`MERGED_BYTES_PER_ENTRY` per entry and 8 bytes per vertex) and, with ``reverses`` (an undirected or
+    undetermined graph), spills each merged entry transposed; pass 4, with ``symmetrize``, may double the merged
+    entries (the maximum with the transpose); pass 6 spills every entry of :math:`\hat M` (the merged ones and the
+    ``n`` self-loops) once per matrix version (``versions``, 1 or 2) while the merged bands are still there; pass 7
+    writes the dataset (per version every entry as a column of at most 8 bytes and a ``float64`` value, each
+    block's ``int64`` row pointer; the permutations and ``node_bytes`` of node arrays) while it drops the spilled
+    blocks."""
+    R, C = blocks
+    merged = 2 * listed if symmetrize else listed
+    entries = merged + n  # M̂: the merged entries and the self-loops
+    spill, csr = SPILL_BYTES_PER_ENTRY, MERGED_BYTES_PER_ENTRY
+    trans = spill * listed if reverses else 0
+    permuted = spill * versions * entries
+    scratch = max(2 * spill * listed,                                     # pass 2
+                  spill * listed + csr * listed + 8 * n + trans,          # pass 3
+                  csr * merged + 8 * n + trans,                           # pass 4
+                  csr * merged + 8 * n + permuted)                        # pass 6
+    dataset = versions * (16 * entries + 8 * C * (n + R)) + 16 * n + node_bytes
+    return scratch, dataset, max(scratch, permuted + dataset)              # pass 7 beside the others
+
+
+def _existing(folder: Path) -> Path:
+    """``folder``, or its nearest parent that exists (where a folder not made yet will lie)."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
+def check_disk(scratch, out, need: tuple[int, int, int], *, held: int = 0) -> None:
+    """Refuse, in one line, passes whose :func:`disk_need` ``need`` would not fit the free disk of the scratch
+    folder and of the dataset's folder (both at once where they share a filesystem); ``held``: scratch bytes already
+    on disk (counted in ``need``, no longer free)."""
+    scratch, out = _existing(Path(scratch)), _existing(Path(out))
+    need_scratch, need_dataset, need_together = need
+    if scratch.stat().st_dev == out.stat().st_dev:
+        wants = [(scratch, need_together, held, "the scratch files and the dataset")]
+    else:
+        wants = [(scratch, need_scratch, held, "the scratch files"), (out, need_dataset, 0, "the dataset")]
+    for folder, want, mine, what in wants:
+        free = shutil.disk_usage(folder).free + mine
+        if want > free:
+            raise GridGnnError(f"sharding in passes needs up to about {human_bytes(want)} of disk for {what} in "
+                               f"{folder}, but {human_bytes(free)} are free there: free disk space or put --out on "
+                               "a larger disk")
+
+
 class StreamedEdgeList:
     r"""An edge list parsed once, a piece at a time, into a scratch folder (pass 1 of the module docstring); then
     :meth:`write_sharded` writes the dataset (passes 2–7) under ``memory_budget`` bytes.
@@ -192,13 +251,14 @@ class StreamedEdgeList:
 
     @classmethod
     def rmat(cls, scratch, *, memory_budget: int, spec: str | None = None, scale, edge_factor=16, seed=0,
-             features=16, classes=4) -> "StreamedEdgeList":
+             features=16, classes=4, disk: tuple | None = None) -> "StreamedEdgeList":
         r"""Pass 1 of a generated R-MAT graph (:func:`~gridgnn.graph.synthetic.rmat_graph`'s arguments): its edges
         generated a budget's share at a time (:class:`~gridgnn.graph.synthetic.RmatStream`: the same draws as the
         whole graph's), self-loops left out, each spilled once (the passes merge its duplicates and symmetrize, as
         :func:`~gridgnn.graph.synthetic.rmat_graph` keeps each pair once, both ways); the node arrays generated
         whole (one number per vertex each, and the features). :meth:`write_sharded` then writes the dataset the
-        in-memory path writes of ``rmat_graph``, bit for bit."""
+        in-memory path writes of ``rmat_graph``, bit for bit. ``disk``: ``(out, versions, blocks)`` of the dataset
+        to come, for :func:`check_disk` before any edge is generated."""
         stream = RmatStream(scale, edge_factor, seed, features, classes)
         self = cls.__new__(cls)
         self.path = Path(stream.name)
@@ -206,6 +266,9 @@ class StreamedEdgeList:
         self.n, self.original_ids = stream.n, None
         self.nodes = dict(bytes=stream.node_bytes())
         self._room()  # the vertices' arrays and the node data fit, or one line now (before either is made)
+        if disk is not None:  # and the disk holds the passes (every generated edge spilled, at most)
+            out, versions, blocks = disk
+            check_disk(self.scratch, out, self.disk_need(versions=versions, blocks=blocks, listed=stream.m))
         perm, rng = stream.permutation()
         x, y, (train, val, test) = stream.node_data(rng)
         self.nodes.update(arrays=dict(x=x, y=y, train_mask=train, val_mask=val, test_mask=test), name=stream.name,
@@ -278,6 +341,13 @@ class StreamedEdgeList:
                                "--memory-budget")
         return self.budget - fixed - nodes
 
+    def disk_need(self, *, versions: int, blocks: tuple[int, int], listed: int | None = None) -> tuple[int, int, int]:
+        """:func:`disk_need` of this graph's passes (``listed``: the entries spilled, by default those spilled)."""
+        node_bytes = self.nodes["bytes"] if self.nodes is not None else 12 * self.n  # or 3 float32 degree columns
+        return disk_need(self.n, self.entries if listed is None else listed, reverses=self.directed is not True,
+                         symmetrize=self.directed is False and not self._mirrored, versions=versions, blocks=blocks,
+                         node_bytes=node_bytes)
+
     def _bands(self, transposed: bool) -> np.ndarray:
         """Bounds of contiguous vertex bands of about equal entry counts (each edge in its destination's band, and
         with ``transposed`` in its source's too), as many as the budget needs."""
@@ -313,6 +383,8 @@ class StreamedEdgeList:
                                f"than a memory budget of {self.budget} bytes lets this process write at once "
                                f"({BLOCK_BYTES_PER_ENTRY} bytes each, beside {BYTES_PER_VERTEX} per vertex): cut the "
                                "matrix into more --blocks or give a larger --memory-budget")
+        check_disk(self.scratch, out, self.disk_need(versions=1 if same else 2, blocks=(R, C)),
+                   held=SPILL_BYTES_PER_ENTRY * self.entries)
         bounds = self._bands(transposed=directed is not True)
         nb_rows = bounds.size - 1
 

@@ -327,6 +327,13 @@ def make_permutations(method: str, mat, row_blocks: int, col_blocks: int, seed: 
 SIZE_ONLY_METHODS = ("identity", "single-perm", "double-perm")
 
 
+def size_only_versions(method: str) -> int:
+    """The matrix versions a dataset of a :data:`SIZE_ONLY_METHODS` method holds: 1 where its two permutations are
+    one (``identity``, ``single-perm``), 2 for ``double-perm`` (what :func:`permutations_of_size` returns, known
+    before the permutations are made)."""
+    return 2 if method == "double-perm" else 1
+
+
 def permutations_of_size(method: str, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """:func:`make_permutations` of a method of :data:`SIZE_ONLY_METHODS`, from the vertex count alone (what a
     graph sharded in passes knows before it has read its matrix)."""
