@@ -2,7 +2,7 @@
 
 For each model and algorithm at P = 4 (one spawned group runs them all), every rank builds its plan, runs one
 forward/backward with an autograd saved-tensor hook and one Adam step, and counts what it holds; the estimate
-(:func:`gridgnn.planner.memory.estimate_rank_memory`, GCN exact per component, the others from their traces) is
+(:func:`gridgnn.planner.memory.estimate_rank_memory`, every model from its trace) is
 computed beside it. Prints, per model and algorithm, the estimated / measured ratio of the activations (min and
 max over the ranks) and of the parameters with Adam's state, and the estimated peak of the largest rank. Usage:
     python benchmarks/memory_models.py [--n 1200] [--degree 12] [--features 24] [--hidden 16]
@@ -47,8 +47,7 @@ def main():
     for k, (_, a, s, p, dims, q, m) in enumerate(cases):
         c = s[1] if algorithm(a).grid == "1.5d" else 1
         source, rows = make_source(graph, a, 4, replication=c, shape=s, method=p, seed=1)
-        tr = None if m == "gcn" else model_trace(dims, model_builder(m, dims, q, torch.float64), a,
-                                                  double=bool(getattr(source, "double", False)))
+        tr = model_trace(dims, model_builder(m, dims, q, torch.float64), a, double=bool(getattr(source, "double", False)))
         meas = [res[r][k] for r in range(4)]
         est = estimate_rank_memory(a, s, graph.n, graph.nnz, dims, elem_bytes=4, directed=graph.directed,
                                    row_bounds=None if rows is None else rows.bounds,

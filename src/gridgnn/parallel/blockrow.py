@@ -57,7 +57,7 @@ from .attention import FusedAttention, fusable
 from .base import Plan
 from .checks import BlockRowRules
 from .family import Algorithm, Family, add_family
-from .footprint import Ledger, dropout_hash, gcn_rows_activations, model_params, rows_model, traced
+from .footprint import Ledger, model_params, rows_model, traced
 from .graph import DistGraph
 from .program import LOCAL_ON_WHOLE_ROWS, PrimitiveCall, Program, needs_grad
 
@@ -996,13 +996,7 @@ def _serial_memory(ctx) -> dict:
                   rows_held=holds_row(ctx.dev))
     acc.add("features", n * dims[0] * e + 11 * n)
     model_params(acc, ctx, grad_allreduce=False)
-    if ctx.trace is not None:
-        traced(acc, ctx, 0, lambda lay, l, cols: n * cols, lambda l: nnz_hat, n, dims[-1])
-    else:
-        gcn_rows_activations(acc, ctx, n, 0)
-        for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
-            acc.cand("workspace", n * (fo + max(fi, fo)) * e, f"layer {l} backward temporaries")
-            dropout_hash(acc, ctx, l, n * fi)
+    traced(acc, ctx, 0, lambda lay, l, cols: n * cols, lambda l: nnz_hat, n, dims[-1])
     return {0: (acc, nnz_hat)}
 
 
@@ -1054,7 +1048,7 @@ def _rowblock_memory(family, spec, ctx, shape, row_bounds, ranks) -> dict:
         acc.add("features", ni * dims[0] * e + 11 * ni)
         model_params(acc, ctx, grad_allreduce=nb > 1)
         rows_model(acc, ctx, r, ni, lambda l: zrow)
-        if sa and ctx.trace is not None:  # a primitive whose edge values need a gradient keeps the received rows
+        if sa:  # a primitive whose edge values need a gradient keeps the received rows
             acc.add("activations", sum(recv * c.width * e for c in ctx.trace.calls
                                        if c.name in ("sddmm_add", "sddmm_dot") or
                                        c.name in ("spmm", "spmm_select") and c.grads[0] and c.width))

@@ -36,7 +36,7 @@ class MemoryContext:
         idx: bytes of a SciPy index; block_rows: Plexus blocked aggregation (0: off).
         src: what the process holds of the whole graph (``memory``, ``serial``, ``sharded``, ``none``).
         dev: ``cpu`` or ``cuda``; versions: permuted matrix versions held in memory.
-        trace: the model's :class:`~gridgnn.parallel.trace.Trace` (``None``: GCN on ``dims``, counted exactly).
+        trace: the model's :class:`~gridgnn.parallel.trace.Trace`.
         layers: per layer ``(columns, fetched, heads, consumed)`` (:func:`layers_of`).
         overlap: ``--overlap`` (two transfers in flight); hash_bytes: host bytes per element the dropout hash
             allocates; kept: 1 with ``--keep best``'s copy of the parameters; moments: the optimizer's state tensors
@@ -118,12 +118,6 @@ def train_rows_at(train_rows, rank: int, rows: int) -> int:
     return int(train_rows[rank])
 
 
-def gcn_order(dims) -> list[tuple[str, ...]]:
-    """GCN's order of ``linear`` and ``spmm`` per layer (:func:`gridgnn.nn.gcn.gcn_layer`: the narrower side is
-    aggregated), the program the Plexus layouts follow."""
-    return [("linear", "spmm") if fo < fi else ("spmm", "linear") for fi, fo in zip(dims[:-1], dims[1:])]
-
-
 #: primitives that fetch node values across ranks
 FETCHING = ("spmm", "spmm_select", "sddmm_add", "sddmm_dot", "at_destinations")
 
@@ -132,8 +126,6 @@ def layers_of(dims, trace) -> list[tuple[int, int, int, int]]:
     r"""Per layer ``(columns, fetched, heads, consumed)``: the widest node tensor the step keeps, the widest node
     tensor a primitive of the layer fetches across ranks (GCN: :math:`\min(f_{in}, f_{out})`), the widest edge
     tensor (GCN: none) and the layer's input width."""
-    if trace is None:
-        return [(max(fi, fo), min(fi, fo), 0, fi) for fi, fo in zip(dims[:-1], dims[1:])]
     out = []
     for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
         cols = [s.cols for s in trace.saved if s.layer == l and s.kind == "node"]
@@ -150,23 +142,27 @@ def dropout_hash(acc: Ledger, ctx: MemoryContext, layer: int, elements: float) -
 
 
 def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: int, out_cols: int,
-           graph_of=None) -> None:
+           graph_of=None, *, saved=None, flags: bool = False) -> None:
     r"""Activations and workspace of a traced model: every tensor autograd saved in the trace, scaled to this
     rank (``node(layout, layer, columns)`` and ``edges(layer)`` give its local elements), the logits and targets;
     per layer the backward's temporaries (two node tensors of the widest kept width, the fetched width, and two
     edge tensors of the widest heads) and the dropout hash of its input. ``graph_of(layer)``: which of the rank's
-    graphs a layer uses (each looks the edge table up once; default: one graph for every layer)."""
+    graphs a layer uses (each looks the edge table up once; default: one graph for every layer). ``saved``: the
+    saved tensors to count (default the trace's); ``flags``: the loss over logits split in class blocks
+    (``sharded_cross_entropy``) keeps a flag per labelled row."""
     e, tr = ctx.e, ctx.trace
-    for s in tr.saved:
+    m = train_rows_at(ctx.train_rows, rank, out_rows)
+    for s in tr.saved if saved is None else saved:
         size = s.itemsize or e
         if s.kind == "node":
             acc.add("activations", node(s.layout, s.layer, s.cols) * size)
         elif s.kind == "edge":
             acc.add("activations", edges(s.layer) * s.cols * size)
+        elif s.kind == "loss":  # a row per labelled logits row, at the logits' columns of this rank
+            acc.add("activations", m * out_cols * s.cols // max(1, ctx.dims[-1]) * size)
         else:
             acc.add("activations", s.cols * size)
-    m = train_rows_at(ctx.train_rows, rank, out_rows)
-    acc.add("activations", out_rows * out_cols * e + 8 * m)  # the logits and the targets
+    acc.add("activations", out_rows * out_cols * e + (8 + flags) * m)  # the logits, the targets (and flags)
     per_edge = 0
     if tr.edge_dim:  # the local edges' features and the mask of the input's edges (g.edge_features)
         per_edge += tr.edge_dim * e + 1
@@ -196,39 +192,10 @@ def params(acc: Ledger, ctx: MemoryContext, elements: float, tensors: int, *, gr
 
 def model_params(acc: Ledger, ctx: MemoryContext, *, grad_allreduce: bool) -> None:
     """Parameters of the whole model, held by every rank (block-row, SUMMA, serial)."""
-    tr, dims = ctx.trace, ctx.dims
-    if tr is not None:
-        params(acc, ctx, tr.nparams, tr.ntensors, grad_allreduce=grad_allreduce)
-        return
-    L = len(dims) - 1
-    params(acc, ctx, sum(fi * fo + (fo if ctx.bias else 0) for fi, fo in zip(dims[:-1], dims[1:])),
-           2 * L if ctx.bias else L, grad_allreduce=grad_allreduce)
-
-
-def gcn_rows_activations(acc: Ledger, ctx: MemoryContext, rows: int, rank: int) -> None:
-    """GCN on a block of ``rows`` whole rows (serial, block-row, SUMMA): what autograd keeps per layer (see
-    :class:`~gridgnn.parallel.blockrow.RowBlockPlan`), the logits, the log-softmax of the labelled rows, the targets."""
-    dims, e, p = ctx.dims, ctx.e, ctx.dropout
-    L = len(dims) - 1
-    for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
-        if p > 0 or fo >= fi:  # the dropped input (H W first) or M̂ H (aggregate first) is a new saved tensor
-            acc.add("activations", rows * fi * e)
-        if p > 0 and l > 0:
-            acc.add("activations", rows * fi * DROPOUT_MASK_BYTES_PER_ELEMENT)  # the boolean dropout mask
-        if l < L - 1:
-            acc.add("activations", rows * fo * e)  # ReLU output
-    m = train_rows_at(ctx.train_rows, rank, rows)
-    acc.add("activations", rows * dims[-1] * e + m * dims[-1] * e + 8 * m)  # logits, log-softmax, targets
+    params(acc, ctx, ctx.trace.nparams, ctx.trace.ntensors, grad_allreduce=grad_allreduce)
 
 
 def rows_model(acc: Ledger, ctx: MemoryContext, rank: int, rows: int, edges, graph_of=None) -> None:
-    """Activations and workspace of any model on a block of ``rows`` whole rows whose layer ``l`` has
-    ``edges(l)`` local edges (block-row, SUMMA): the trace scaled to the block (``graph_of`` as for
-    :func:`traced`), or GCN's exact tensors and backward temporaries."""
-    if ctx.trace is not None:
-        traced(acc, ctx, rank, lambda lay, l, cols: rows * cols, edges, rows, ctx.dims[-1], graph_of=graph_of)
-        return
-    gcn_rows_activations(acc, ctx, rows, rank)
-    for l, (cols, w, heads, fi) in enumerate(ctx.layers):
-        acc.cand("workspace", rows * (cols + ctx.dims[l + 1] + w) * ctx.e, f"layer {l} backward temporaries")
-        dropout_hash(acc, ctx, l, rows * fi)
+    """Activations and workspace of a model on a block of ``rows`` whole rows whose layer ``l`` has ``edges(l)``
+    local edges (block-row, SUMMA): its trace scaled to the block (``graph_of`` as for :func:`traced`)."""
+    traced(acc, ctx, rank, lambda lay, l, cols: rows * cols, edges, rows, ctx.dims[-1], graph_of=graph_of)

@@ -57,8 +57,7 @@ from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, plexus_destinations
                                 split_classes, vertex_order)
 from .base import Plan
 from .family import Algorithm, Family, add_family
-from .footprint import (DROPOUT_MASK_BYTES_PER_ELEMENT, Ledger, dropout_hash, gcn_order, params, train_rows_at,
-                        traced)
+from .footprint import (Ledger, params, traced)
 from .aggregate import SourceKeys
 from .checks import PlexusRules
 from .graph import DistGraph
@@ -907,11 +906,11 @@ class PlexusFamily(Family):
     def memory(self, spec, ctx, shape, *, row_bounds, ranks) -> dict:
         r"""Each rank's adjacency shards (one per ``(third, rows, version)`` of its layers' layouts), its parts of
         the node tensors and weights on the layouts of the model's program, and the buffers of the all-gathers and
-        reduce-scatters its :class:`~gridgnn.partition.layout.PlexusSchedule` runs: GCN exactly, another model
-        from its trace, ``plexus-rs`` with every node tensor held as this rank's part of its row block."""
+        reduce-scatters its :class:`~gridgnn.partition.layout.PlexusSchedule` runs, the model read from its trace
+        (GCN's tensors exact), ``plexus-rs`` with every node tensor held as this rank's part of its row block."""
         if spec.scatter:
             return _scattered_memory(ctx, shape, ranks)
-        return (_gcn_memory if ctx.trace is None else _traced_memory)(ctx, shape, ranks)
+        return _traced_memory(ctx, shape, ranks)
 
     def candidates(self, spec, world, *, row_partitions, summa_orders, plexus_orders, reads_destinations):
         if world == 1:
@@ -951,12 +950,28 @@ def _plexus_rank(ctx, shape, layouts, rank: int):
     return dict(zip(PLEXUS_AXES, coords)), [PlexusSchedule(ctx.n, tuple(shape), coords, lay) for lay in layouts]
 
 
+#: build one rank's schedules per class of equally sized ranks (:func:`~gridgnn.partition.layout.split_classes`;
+#: the memory model reads their sizes alone); ``False``: every rank's own (the plain path the tests compare)
+GROUP_RANKS = True
+
+
 def _plexus_ranks(ctx, shape, layouts, ranks):
     """Per rank asked, its memory model's start: ``(rank, coordinates, schedules, ledger holding its adjacency
-    shards, {layer: shard nnz}, the largest shard's nnz, the vertex bounds per axis)``."""
+    shards, {layer: shard nnz}, the largest shard's nnz, the vertex bounds per axis)``. The schedules are built
+    once per class of coordinates whose blocks and parts have the same sizes (of the vertices and of every width
+    the trace records), since the model reads sizes from them; the shards are each rank's own."""
     vb, count = _plexus_grid(ctx, shape, layouts)
+    tr = ctx.trace
+    widths = {ctx.n, 1, *ctx.dims, *(c.width for c in tr.calls), *(c.out_width for c in tr.calls),
+              *(s.cols for s in tr.saved)}
+    cls = split_classes(dict(zip(PLEXUS_AXES, map(int, shape))), widths) if GROUP_RANKS else None
+    built: dict = {}
     for r in ranks:
-        me, scheds = _plexus_rank(ctx, shape, layouts, r)
+        me = dict(zip(PLEXUS_AXES, coords_of(r, shape)))
+        key = tuple(cls[a][me[a]] for a in PLEXUS_AXES) if cls is not None else r
+        if key not in built:
+            built[key] = _plexus_rank(ctx, shape, layouts, r)[1]
+        scheds = built[key]
         acc = Ledger()
         shards, largest = _plexus_shards(ctx, acc, layouts, vb, count, me)
         yield r, me, scheds, acc, shards, largest, vb
@@ -980,83 +995,6 @@ def _input_gather_buffer(acc: Ledger, s, c_in: int, e: int) -> None:
              "plexus all-gather of the layer-0 input")
 
 
-#: price GCN's memory once per class of equally sized ranks (:func:`~gridgnn.partition.layout.split_classes`), their
-#: own shards and labelled rows added per rank; ``False``: every rank on its own (the plain path the tests compare)
-GROUP_RANKS = True
-
-
-def _gcn_memory(ctx, shape, ranks) -> dict:
-    """GCN on ``plexus``, exact: the layouts of its order of ``linear`` and ``spmm``, every tensor on its shard. What
-    depends on a rank's sizes alone is written once per class of its coordinates
-    (:func:`~gridgnn.partition.layout.split_classes`); its adjacency shards and its labelled rows are its own."""
-    dims = ctx.dims
-    program = gcn_order(dims)
-    layouts = plexus_layouts(program)
-    vb, count = _plexus_grid(ctx, shape, layouts)
-    cls = split_classes(dict(zip(PLEXUS_AXES, map(int, shape))), {ctx.n, 1, *dims})
-    sized: dict = {}  # class -> (ledger of the sizes' parts, logits rows, logits columns)
-    out = {}
-    for r in ranks:
-        coords = dict(zip(PLEXUS_AXES, coords_of(r, shape)))
-        key = tuple(cls[a][coords[a]] for a in PLEXUS_AXES) if GROUP_RANKS else r
-        if key not in sized:
-            sized[key] = _gcn_sized(ctx, layouts, program, coords, _plexus_rank(ctx, shape, layouts, r)[1])
-        base, rows_out, c_loc = sized[key]
-        acc = base.copy()
-        _, largest = _plexus_shards(ctx, acc, layouts, vb, count, coords)
-        m = train_rows_at(ctx.train_rows, r, rows_out)
-        acc.add("activations", m * (c_loc * ctx.e + 1 + 8))  # the loss's softmax rows, flags and targets
-        out[r] = (acc, largest)
-    return out
-
-
-def _gcn_sized(ctx, layouts, program, me, scheds) -> tuple:
-    """What a GCN rank of coordinates ``me`` holds that depends on its block sizes alone: ``(ledger, logits rows,
-    logits columns)``."""
-    dims, e = ctx.dims, ctx.e
-    L = len(dims) - 1
-    p = ctx.dropout
-    acc = Ledger()
-    nrows, ncols = scheds[0].nrows, scheds[0].ncols
-    nparams = 0
-    for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
-        lay = layouts[l]
-        gr, lin = lay.graph, lay.linear
-        w_in, w_out = ncols(fi, lin.cols), ncols(fo, lin.third)
-        get = scheds[l].weight_gather(fi)
-        nparams += get.pieces[get.me] * w_out + (ncols(fo, lay.output.cols) if ctx.bias else 0)
-        n_lin = nrows(lin.rows)
-        # saved by linear: its input (the aggregated M̂H, the gathered layer-0 input, or the dropped input;
-        # with no dropout a later layer's input is the previous ReLU output) and the gathered weight block (the
-        # parameter itself where nothing is gathered)
-        fresh = program[l][0] == "spmm" or l == 0 or p > 0
-        acc.add("activations", ((n_lin * w_in) if fresh else 0) * e + (w_in * w_out * e if get.moves else 0))
-        inp = lay.input
-        n_in, c_in = nrows(inp.rows), ncols(fi, inp.cols)
-        if p > 0 and l > 0:
-            acc.add("activations", n_in * c_in * DROPOUT_MASK_BYTES_PER_ELEMENT)  # dropout mask of the input
-        if l < L - 1:
-            acc.add("activations", nrows(lay.output.rows) * ncols(fo, lay.output.cols) * e)  # ReLU output
-        if l == 0:
-            in_rows = scheds[0].input_parts()[me[inp.third]]
-            acc.add("features", in_rows * c_in * e)
-            dropout_hash(acc, ctx, l, in_rows * c_in)
-            _input_gather_buffer(acc, scheds[0], c_in, e)
-        else:
-            dropout_hash(acc, ctx, l, n_in * c_in)
-        _weight_buffers(acc, scheds[l], fi, w_out, e, l)
-        n_t, w_g = nrows(gr.third), ncols(min(fi, fo), gr.cols)
-        acc.cand("workspace", e * (2 * n_t * w_g + w_in * w_out + 2 * n_lin * max(w_in, w_out)),
-                 f"layer {l} backward temporaries")
-    last = layouts[-1].output
-    rows_out = nrows(last.rows)
-    c_loc = ncols(dims[-1], last.cols)
-    acc.add("features", 11 * rows_out)
-    acc.add("activations", rows_out * c_loc * e)  # the logits
-    params(acc, ctx, nparams, 2 * L if ctx.bias else L, grad_allreduce=False)
-    return acc, rows_out, c_loc
-
-
 #: primitives that read node values at the destinations of the edges (on Plexus: a row gather along ``r``)
 _READS_DST = ("sddmm_add", "sddmm_dot", "at_destinations")
 
@@ -1067,7 +1005,13 @@ def _traced_memory(ctx, shape, ranks) -> dict:
     them (other parameters counted whole), the saved tensors on their layouts."""
     n, dims, e, tr = ctx.n, ctx.dims, ctx.e, ctx.trace
     L = len(dims) - 1
-    layouts = plexus_layouts([plexus_program([c.name for c in tr.calls if c.layer == l]) for l in range(L)])
+    ops = [plexus_program([c.name for c in tr.calls if c.layer == l]) for l in range(L)]
+    layouts = plexus_layouts(ops)
+    # the layer-0 input that a first linear reads is all-gathered (PlexusPlan.linear): linear saves that gathered
+    # copy in its own layout, where the trace saw the (dropped) input itself, its first saved tensor when dropped
+    gathered = ops[0][0] == "linear"
+    dropped = next((s for s in tr.saved if s.layer == 0), None) if gathered and ctx.dropout > 0 else None
+    saved = [s for s in tr.saved if s is not dropped]
     out = {}
     for r, me, scheds, acc, shards, largest, vb in _plexus_ranks(ctx, shape, layouts, ranks):
         nrows, ncols = scheds[0].nrows, scheds[0].ncols
@@ -1092,14 +1036,21 @@ def _traced_memory(ctx, shape, ranks) -> dict:
             _input_gather_buffer(acc, scheds[0], c_in, e)
         local, whole = 0, 0
         for c in tr.calls:
+            if c.name == "add_bias":  # a bias: the output's column block
+                local += ncols(c.width, layouts[c.layer].output.cols)
+                whole += c.width
             if c.name != "linear":
                 continue
-            s = scheds[c.layer]
-            w_out = s.ncols(c.out_width, layouts[c.layer].linear.third)
+            s, lin = scheds[c.layer], layouts[c.layer].linear
+            w_in, w_out = ncols(c.width, lin.cols), s.ncols(c.out_width, lin.third)
             get = s.weight_gather(c.width)
             local += get.pieces[get.me] * w_out
             whole += c.width * c.out_width
             _weight_buffers(acc, s, c.width, w_out, e, c.layer)
+            if get.moves:  # linear saves the gathered weight block (where nothing moves, the parameter itself)
+                acc.add("activations", w_in * w_out * e)
+            if gathered and c.layer == 0:
+                acc.add("activations", nrows(lin.rows) * w_in * e)
         params(acc, ctx, local + max(tr.nparams - whole, 0), tr.ntensors, grad_allreduce=False)
         last = layouts[-1].output
         rows_out = nrows(last.rows)
@@ -1110,7 +1061,7 @@ def _traced_memory(ctx, shape, ranks) -> dict:
             return nrows(lay.rows) * ncols(cols, lay.cols)
 
         traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, ncols(dims[-1], last.cols),
-                graph_of=lambda l: l)  # a graph per layer
+                graph_of=lambda l: l, saved=saved, flags=True)  # a graph per layer; the loss over class blocks
         out[r] = (acc, largest)
     return out
 
@@ -1144,16 +1095,17 @@ def _gather_buffer(acc: Ledger, get, cols: int, e: int, what: str) -> None:
 
 
 def _scattered_memory(ctx, shape, ranks) -> dict:
-    """``plexus-rs`` (GCN, or a traced model of its primitives): the adjacency shards as for plexus; every node
-    tensor held as this rank's part of its row block; the weight rows of the input's column block with every output
-    column, and the bias block; saved per layer: ``linear``'s input part, the ReLU output part, the dropout mask of
-    the input part; the gathers of ``spmm`` (its input over ``t``, ``∂Y`` over ``r``) and of ``linear``'s ``∂Y``
-    (column blocks over ``q``) and the partial sums before each reduce-scatter as candidate buffers."""
-    dims, e, p, tr = ctx.dims, ctx.e, ctx.dropout, ctx.trace
+    """``plexus-rs`` (a traced model of its primitives): the adjacency shards as for plexus; every node tensor held
+    as this rank's part of its row block; the weight rows of the input's column block with every output column, and
+    the bias block; the saved tensors on their parts; the gathers of ``spmm`` (its input over ``t``, ``∂Y`` over
+    ``r``) and of ``linear``'s ``∂Y`` (column blocks over ``q``) and the partial sums before each reduce-scatter as
+    candidate buffers."""
+    dims, e, tr = ctx.dims, ctx.e, ctx.trace
     L = len(dims) - 1
-    program = (gcn_order(dims) if tr is None else
-               [plexus_program([c.name for c in tr.calls if c.layer == l]) for l in range(L)])
-    layouts = plexus_layouts(program, scatter=True)
+    layouts = plexus_layouts([plexus_program([c.name for c in tr.calls if c.layer == l]) for l in range(L)],
+                             scatter=True)
+    lins = [c for c in tr.calls if c.name == "linear"]
+    biases = [c for c in tr.calls if c.name == "add_bias"]  # a bias: the output's column block
     out = {}
     for r, me, scheds, acc, shards, largest, _ in _plexus_ranks(ctx, shape, layouts, ranks):
         ncols = scheds[0].ncols
@@ -1163,50 +1115,27 @@ def _scattered_memory(ctx, shape, ranks) -> dict:
         last = layouts[-1].output
         rows_out = scheds[0].part_rows(last)
         acc.add("features", 11 * rows_out)
-        nparams, tensors = 0, 0
         for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
             lay, s = layouts[l], scheds[l]
-            n_part = s.part_rows(lay.input)  # every tensor of the layer: the same part of its rows (or the next)
             if lay.linear is not None:
-                if tr is None:  # GCN's weight rows W[C^q, :] (a traced model: per linear call, below)
-                    nparams, tensors = nparams + ncols(fi, lay.linear.cols) * fo, tensors + 1
                 _gather_buffer(acc, s.linear_gather(fo), s.part_rows(lay.linear), e, f"plexus-rs ∂Y gather, layer {l}")
                 acc.cand("buffers", 2 * s.part_rows(lay.linear) * fo * e, f"plexus-rs linear partial sums, layer {l}")
-            if ctx.bias and tr is None:
-                nparams, tensors = nparams + ncols(fo, lay.output.cols), tensors + 1
             if lay.graph is not None:
                 gr, w_g = lay.graph, ncols(min(fi, fo), lay.graph.cols)
                 _gather_buffer(acc, s.gather_parts(gr), w_g, e, f"plexus-rs spmm input gather, layer {l}")
                 _gather_buffer(acc, s.gather_parts(gr.after_spmm()), w_g, e, f"plexus-rs spmm ∂Y gather, layer {l}")
                 acc.cand("buffers", 2 * s.nrows(gr.third) * w_g * e, f"plexus-rs spmm partial sums, layer {l}")
-            if tr is not None:
-                continue
-            lin = lay.linear
-            if program[l][0] == "spmm" or p > 0:  # linear saves its input: the aggregation or the dropped input
-                acc.add("activations", s.part_rows(lin) * ncols(fi, lin.cols) * e)
-            if p > 0 and l > 0:
-                acc.add("activations", n_part * ncols(fi, lay.input.cols) * DROPOUT_MASK_BYTES_PER_ELEMENT)
-            if l < L - 1:
-                acc.add("activations", s.part_rows(lay.output) * ncols(fo, lay.output.cols) * e)  # ReLU output
-            dropout_hash(acc, ctx, l, n_part * ncols(fi, lay.input.cols))
-            acc.cand("workspace", e * (2 * s.nrows(lay.output.third) * max(fi, fo) + ncols(fi, lay.input.cols) * fo
-                                       + 2 * n_part * max(fi, fo)), f"layer {l} backward temporaries")
-        c_loc = ncols(dims[-1], last.cols)
-        if tr is None:
-            m = train_rows_at(ctx.train_rows, r, rows_out)
-            acc.add("activations", rows_out * c_loc * e + m * (c_loc * e + 1 + 8))  # logits, softmax, flags, targets
-            params(acc, ctx, nparams, tensors, grad_allreduce=False)
-        else:
-            lins = [c for c in tr.calls if c.name == "linear"]
-            local = sum(ncols(c.width, layouts[c.layer].linear.cols) * c.out_width for c in lins)
-            whole = sum(c.width * c.out_width for c in lins)
-            params(acc, ctx, local + max(tr.nparams - whole, 0), tr.ntensors, grad_allreduce=False)
+        local = sum(ncols(c.width, layouts[c.layer].linear.cols) * c.out_width for c in lins) \
+            + sum(ncols(c.width, layouts[c.layer].output.cols) for c in biases)
+        whole = sum(c.width * c.out_width for c in lins) + sum(c.width for c in biases)
+        params(acc, ctx, local + max(tr.nparams - whole, 0), tr.ntensors, grad_allreduce=False)
 
-            def node(lay, l, cols):
-                lay = lay or layouts[l].output
-                return scheds[l].part_rows(lay) * ncols(cols, lay.cols)
+        def node(lay, l, cols):
+            lay = lay or layouts[l].output
+            return scheds[l].part_rows(lay) * ncols(cols, lay.cols)
 
-            traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, c_loc, graph_of=lambda l: l)
+        traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, ncols(dims[-1], last.cols),
+               graph_of=lambda l: l, flags=True)
         out[r] = (acc, largest)
     return out
 

@@ -46,7 +46,9 @@ from .registry import layout_rules
 class SavedTensor:
     """A tensor autograd keeps for the backward of the traced step (what the memory model scales to a rank's
     block): a node tensor (``kind="node"``, laid out as ``layout``), an edge tensor (``"edge"``, of layer
-    ``layer``'s graph) or a tensor of neither (``"other"``, ``cols`` = its elements); ``cols`` = elements per row;
+    ``layer``'s graph), a tensor of the loss with a row per labelled vertex (``"loss"``: the log-softmax of the
+    labelled logits rows) or a tensor of none of these (``"other"``, ``cols`` = its elements); ``cols`` = elements
+    per row;
     ``itemsize`` = 0 for the training dtype (floating point), else the bytes of its elements (a boolean mask: 1)."""
 
     layer: int
@@ -603,12 +605,14 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
         counts[np.arange(g.nnz), np.arange(g.nnz) % relations] = 1  # every stored edge in some relation
         dgraph.edge_table = table.with_(edge_type_counts=counts)
         held = held + [dgraph.relation_values]
-    kept = _SavedLog(tracer, [x, *model.parameters(), *held], n=g.n, nnz=plan._plan.dgraph.nnz)
+    labelled = torch.ones(3, dtype=torch.bool)  # the training mask: a rank's own tensor, held before the step
+    kept = _SavedLog(tracer, [x, labelled, *model.parameters(), *held], n=g.n, nnz=plan._plan.dgraph.nnz)
     with torch.autograd.graph.saved_tensors_hooks(kept.pack, lambda t: t):
         with _Checker(tracer):
             out = model(x, plan)
         tracer.layer = plan.calls[-1].layer if plan.calls else 0  # the loss belongs to the last layer
-        loss = masked_cross_entropy(out, torch.from_numpy(g.y), torch.ones(3, dtype=torch.bool), 3)
+        kept.in_loss = True
+        loss = masked_cross_entropy(out, torch.from_numpy(g.y), labelled, 3)
     saved = kept.records()  # after the forward: the outputs of raw operations are tagged once they return
     loss.backward()
     axes, grad_calls = tracer.finish(model)
@@ -626,6 +630,7 @@ class _SavedLog:
         self.t, self.n, self.nnz = tracer, n, nnz
         self.seen = {c.untyped_storage().data_ptr() for c in constants}
         self.kept: list = []
+        self.in_loss = False  # set once the model's forward has returned: what is saved next is the loss's
 
     def pack(self, t):
         if t.dim() == 0 or t.layout != torch.strided or not (t.is_floating_point() or t.dtype == torch.bool):
@@ -633,7 +638,7 @@ class _SavedLog:
         ptr = t.untyped_storage().data_ptr()
         if ptr not in self.seen:
             self.seen.add(ptr)
-            self.kept.append((t, self.t.layer))
+            self.kept.append((t, self.t.layer, self.in_loss))
         return t
 
     def records(self) -> list[SavedTensor]:
@@ -641,12 +646,14 @@ class _SavedLog:
         for u, lay in self.t.layout.values():
             by_storage.setdefault(u.untyped_storage().data_ptr(), lay)
         out, last = [], None
-        for t, layer in self.kept:
+        for t, layer, in_loss in self.kept:
             store = t.untyped_storage()
             elements = store.nbytes() // t.element_size()
             itemsize = 0 if t.is_floating_point() else t.element_size()
             lay = by_storage.get(store.data_ptr())
-            if isinstance(lay, EdgeLayout) or lay is None and t.shape[0] == self.nnz:
+            if in_loss and lay is None and t.shape[0] == self.n:  # a row per labelled vertex (all 3 are)
+                out.append(SavedTensor(layer, "loss", elements // self.n, itemsize))
+            elif isinstance(lay, EdgeLayout) or lay is None and t.shape[0] == self.nnz:
                 out.append(SavedTensor(layer, "edge", elements // self.nnz, itemsize, lay))
             elif lay is not None or t.shape[0] == self.n or t.dim() == 2 and t.shape[1] == self.n:
                 last = lay or last

@@ -7,17 +7,20 @@ whose formulas, inputs and measured constants ``docs/memory.md`` states. Each fa
 :meth:`~gridgnn.parallel.family.Family.memory` (in its file, written into a
 :class:`~gridgnn.parallel.footprint.Ledger` from the records of its schedule); this module adds what is the same for
 every family — the runtime, the whole-graph copy (:func:`graph_copy_bytes`) and the set-up transient — and checks
-the sum (:func:`check_fits`). GCN is counted exactly per component; every other model from its trace
-(:func:`gridgnn.parallel.trace.trace`).
+the sum (:func:`check_fits`). Every model, GCN included, is read from its trace
+(:func:`gridgnn.parallel.trace.trace`: what autograd saves, the primitive calls); GCN's activations, parameters,
+adjacency and features are then exact (tested byte for byte against real steps).
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
-from ..distributed.machine import (MIB, RUNTIME_PRIVATE_BYTES,
+from ..distributed.machine import (MIB, RUNTIME_PRIVATE_BYTES, available_memory,
                                   RUNTIME_SHARED_BYTES, format_gib)
 from ..errors import GridGnnError
 from ..parallel.footprint import Ledger, MemoryContext, layers_of
@@ -168,6 +171,32 @@ def graph_copy_bytes(n: int, nnz: int, f0: int, *, source: str = "memory", nnz_h
 
 
 # ----------------------------------------------------------------------------------------------- estimate
+#: Bytes per parameter of a trace of a model (its float64 parameters, their gradients and Glorot's draws)
+TRACE_BYTES_PER_PARAMETER = 24
+
+
+@functools.lru_cache(maxsize=256)
+def gcn_trace(dims: tuple, algo: str, *, dropout: bool, bias: bool, double: bool):
+    """The :class:`~gridgnn.parallel.trace.Trace` of GCN on ``dims`` laid out for ``algo`` (with dropout or
+    without, with biases or without; ``double``: two vertex orders): what :func:`estimate_rank_memory` reads when
+    it is given no trace (the trace is the same whatever the dropout probability, so long as it is positive)."""
+    from ..nn import GCN
+    from ..parallel import algorithm
+    from ..parallel.registry import layout_rules
+    from ..parallel.trace import trace
+
+    elements = sum(fi * fo + fo * bias for fi, fo in zip(dims[:-1], dims[1:]))
+    need, avail = TRACE_BYTES_PER_PARAMETER * elements, available_memory()
+    if need > avail:  # the trace builds the model (on a 3-vertex graph): the parameters cannot be made here
+        raise GridGnnError(f"GCN with widths {list(dims)} has {elements:.3g} parameters: tracing it takes "
+                           f"{format_gib(need)} but {format_gib(avail)} are free; try a smaller --hidden or fewer "
+                           "--layers")
+
+    def model(plan):
+        return GCN(list(dims), dropout=0.5 if dropout else 0.0, bias=bias, seed=0, dtype=torch.float64, plan=plan)
+    return trace(model, dims[0], algorithm(algo).traits, layout_rules(algo, double=double))
+
+
 def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes: int = 4,
                          directed: bool = False, double: bool = False, row_bounds=None, pattern=None,
                          dropout: float = 0.5, bias: bool = True, block_rows: int = 0, train_rows=None,
@@ -176,8 +205,8 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
                          trace=None, overlap: bool = False, keep_best: bool = False,
                          optimizer_state: tuple[int, bool] = (2, True)) -> MemoryEstimate:
     r"""Peak memory of every rank of one training configuration (``docs/memory.md`` states the components and
-    their formulas): of GCN on ``dims``, or of the model whose :class:`~gridgnn.parallel.trace.Trace` is ``trace``
-    (any model: "Every other model" there).
+    their formulas) of the model whose :class:`~gridgnn.parallel.trace.Trace` is ``trace`` (default: GCN on
+    ``dims``, :func:`gcn_trace`).
 
     Args:
         algo: ``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``, ``2d``, ``3d`` or ``plexus``.
@@ -207,7 +236,7 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
             :data:`~gridgnn.distributed.machine.RUNTIME_SHARED_BYTES` on CPU, :data:`CUDA_RUNTIME_BYTES` on the GPU).
         ranks: which global ranks to estimate (default all).
         trace: the model's trace on this algorithm (:func:`gridgnn.train.rank_layout.model_trace`); default:
-            GCN on ``dims``, whose components are exact.
+            GCN's on ``dims`` with ``dropout`` and ``bias`` (:func:`gcn_trace`).
         overlap: ``--overlap``: the oblivious stage loops hold two remote blocks at a time.
         keep_best: ``--keep best``: every rank holds a copy of its parameters from the best epoch so far.
         optimizer_state: ``(tensors, step counters)``: the optimizer's state tensors per parameter (Adam and AdamW
@@ -225,6 +254,8 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
     dims = [int(d) for d in dims]
     if len(dims) < 2 or min(dims) < 1:
         raise GridGnnError(f"dims must hold at least two positive widths, got {dims}")
+    if trace is None:
+        trace = gcn_trace(tuple(dims), algo, dropout=float(dropout) > 0, bias=bool(bias), double=bool(double))
     single = spec.one_process
     shape = (1,) if single else tuple(int(s) for s in shape)
     if min(shape) < 1:

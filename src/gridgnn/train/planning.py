@@ -94,8 +94,7 @@ def _trace_key(cfg, dims, source) -> tuple:
 
 def memory_per_rank(cfg, graph, source, rows, shape, traced=None) -> list[int]:
     """Every rank's estimated peak bytes (:mod:`gridgnn.planner.memory`). ``traced``: the model's trace on this
-    layout when the caller has it (the simulator's, :attr:`~gridgnn.planner.simulate.StepVolume.trace`); GCN's
-    exact model reads none."""
+    layout when the caller has it (the simulator's, :attr:`~gridgnn.planner.simulate.StepVolume.trace`)."""
     settle_edge_dim(cfg, graph.edge_dim, edges_note=graph.meta.get("edge_features_dropped"),
                     relations=graph.num_relations)
     dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]

@@ -205,8 +205,8 @@ def estimate_memory(graph: Graph | None, source, algo: str, shape, dims, *, rows
                     overlap: bool = False, keep_best: bool = False, optimizer_state: tuple[int, bool] = (2, True)):
     r"""The :class:`~gridgnn.planner.memory.MemoryEstimate` of every rank of this run, from what each rank
     knows before it builds its plan: the graph (or the sharded dataset's ``meta.json``), the layout (``rows``
-    of a block-row algorithm, the vertex orders of ``source``) and the model: GCN on the widths ``dims``
-    (``trace=None``, exact per component) or the model whose :func:`model_trace` on ``algo`` is ``trace``;
+    of a block-row algorithm, the vertex orders of ``source``) and the model whose :func:`model_trace` on
+    ``algo`` is ``trace`` (``None``: GCN on the widths ``dims``);
     ``keep_best``: ``--keep best``'s copy of the parameters; ``optimizer_state``: the optimizer's state tensors per
     parameter and whether it counts steps (:func:`~gridgnn.train.optim.memory_state`).
     Every rank computes the same numbers, so a run that cannot fit is refused alike on every rank."""

@@ -29,7 +29,7 @@ from ..nn import resolve_model
 from ..parallel import algorithm
 from ..partition import RowPartition, even_bounds
 from ..distributed.machine import available_memory_bytes
-from ..planner.memory import check_fits
+from ..planner.memory import TRACE_BYTES_PER_PARAMETER, check_fits
 from .checkpoint import check_for_run, load_parameters, read_checkpoint
 from .config import TrainConfig
 from .data_checks import (check_data, check_inference_data, checked_graph, in_memory_name, settle_edge_dim,
@@ -253,17 +253,13 @@ def _resident_bytes() -> int:
 
 def memory_trace(cfg: TrainConfig, dims: list[int], *, double: bool = False, available: int | None = None,
                  ranks: int = 1, trains_on_host: bool = True, traced=None):
-    """What the memory model reads of ``--model``: ``None`` for GCN (its components are modelled exactly), else the
-    model's trace on ``cfg.algo`` (:func:`~gridgnn.train.rank_layout.model_trace`; ``double``: the layout has two
-    vertex orders). The trace builds the whole model in float64 on each of the ``ranks`` local ranks: given the
+    """What the memory model reads of ``--model``: the model's trace on ``cfg.algo``
+    (:func:`~gridgnn.train.rank_layout.model_trace`; ``double``: the layout has two vertex orders), GCN's as any
+    other's. The trace builds the whole model in float64 on each of the ``ranks`` local ranks: given the
     bytes ``available`` to them, a model whose parameter shapes are known without building it (every built-in one)
     is refused first when those copies, or (``trains_on_host``) training's own parameters, gradients and Adam
     moments, cannot fit. ``traced``: the model's trace on this layout when the caller has one (reused)."""
-    from ..nn import GCN
-
     cls = resolve_model(cfg.model)
-    if cls is GCN:
-        return None
     if traced is not None:
         return traced
     if available is not None:
@@ -284,10 +280,11 @@ def _check_parameters(cfg: TrainConfig, cls, dims: list[int], available: int, ra
         return  # shapes only by building the model
     shapes = cls.parameter_shapes(dims, **cfg.model_kwargs())
     elements = sum(math.prod(s) for group in shapes.values() for s in group)
-    per_rank = max(8 * elements, 4 * (8 if cfg.dtype == "float64" else 4) * elements * trains_on_host)
+    per_rank = max(TRACE_BYTES_PER_PARAMETER * elements,
+                   4 * (8 if cfg.dtype == "float64" else 4) * elements * trains_on_host)
     if ranks * per_rank > available:
         raise GridGnnError(f"--model {cfg.model} with --hidden {cfg.hidden} and --layers {cfg.layers} has "
-                           f"{elements:.3g} parameters: {format_gib(per_rank)} per rank (a float64 copy to check its "
+                           f"{elements:.3g} parameters: {format_gib(per_rank)} per rank (a float64 trace to check its "
                            f"layout; parameters, gradients and the optimizer's state to train) on {ranks} local rank(s), "
                            f"{format_gib(available)} available; try a smaller --hidden or fewer --layers")
 
