@@ -94,7 +94,11 @@ def main() -> int:
         if code:
             return code
         pids = sorted(int(p.stem.split("-")[1]) for p in logs.glob("ev-*.log") if p.stat().st_size)
-        pid = pids[args.rank_log]
+        if args.rank_log >= len(pids):
+            print(f"no forked rank logged {args.rank_log + 1} events' worth ({len(pids)} logged): the timeline needs "
+                  "ranks forked by a local launch (--nproc > 1, the default fork server)", file=sys.stderr)
+            return 1
+        pid = pids[args.rank_log]  # in the order the ranks were forked (process ids rise)
         events = [line.split() for line in open(logs / f"ev-{pid}.log")]
         samples = [tuple(map(float, line.split())) for line in open(logs / f"rss-{pid}.log") if len(line.split()) == 2]
         print(f"{'event':45s} {'seconds':>8s} {'at start GiB':>13s} {'most until next GiB':>20s}")

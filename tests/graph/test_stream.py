@@ -345,8 +345,9 @@ def test_the_disk_estimate_bounds_what_the_passes_hold(tmp_path, passes, monkeyp
 
 
 def test_a_disk_too_small_for_the_passes_is_refused_before_them(tmp_path, passes, monkeypatch, capsys):
-    """The free disk beside --out cannot hold the scratch files and the dataset: one line, before any pass (a
-    generated graph: before any edge is generated), and nothing left behind."""
+    """The free disk beside --out cannot hold the scratch files and the dataset: one line, once the file is parsed
+    and before the passes that shard it (a generated graph: before any edge is generated), and nothing left
+    behind."""
     f = edge_list(tmp_path / "g.txt", n=150, m=900, seed=7, weighted=False)
     real = shutil.disk_usage
     monkeypatch.setattr(stream.shutil, "disk_usage", lambda p: real(p)._replace(free=30_000))
@@ -363,3 +364,19 @@ def test_a_disk_too_small_for_the_passes_is_refused_before_them(tmp_path, passes
         assert len(err.splitlines()) == 1
     assert not generated and not bands
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.txt"]
+
+
+def test_scratch_and_dataset_on_two_disks_are_checked_apart(tmp_path, monkeypatch):
+    """Where the scratch folder and the dataset lie on different filesystems, each must hold its own part: the
+    scratch's peak (with the edges spilled already counted as its own) and the dataset."""
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "out").mkdir()
+    monkeypatch.setattr(stream, "_device", lambda folder: 1 if folder.name == "scratch" else 2)
+    free, real = {"scratch": 1000, "out": 500}, shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(stream.shutil, "disk_usage", lambda f: real._replace(free=free[f.name]))
+    stream.check_disk(tmp_path / "scratch", tmp_path / "out", (1200, 500, 1700), held=300)  # each fits on its own
+    with pytest.raises(GridGnnError, match=r"for the scratch files in .*scratch, but 1000 B are free there beside "
+                                           r"the 100 B of edges spilled already"):
+        stream.check_disk(tmp_path / "scratch", tmp_path / "out", (1200, 500, 1700), held=100)
+    with pytest.raises(GridGnnError, match=r"for the dataset in .*out, but 500 B are free there: free"):
+        stream.check_disk(tmp_path / "scratch", tmp_path / "out", (1200, 501, 1701), held=300)

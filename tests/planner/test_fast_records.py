@@ -134,3 +134,19 @@ def test_a_plan_priced_by_workers_equals_one_priced_here():
     assert seen == list(range(1, len(seen) + 1)) and seen[-1] == len(candidates(4, n=graph.n, reads_destinations=True))
     # a small plan is priced here unless told otherwise; a large one by a worker per core
     assert plan_jobs(None, 4, 30) == 1 and plan_jobs(3, 4, 2) == 2
+
+
+@pytest.mark.parametrize("shape,n,dims", [((1, 1, 6), 143, [40, 31]), ((2, 3, 1), 97, [13, 29, 7]),
+                                          ((1, 5, 3), 211, [17, 33, 9])])
+def test_plexus_memory_per_class_of_ranks_is_every_rank_s_own(monkeypatch, shape, n, dims):
+    """The Plexus memory model builds one rank's schedules per class of equally sized ranks: every rank's estimate
+    equals the one built from its own schedules, with the workspace's sum of widths (``2·kept + fetched``) among
+    the sizes the classes split (sizes where it splits unlike any width alone)."""
+    from gridgnn.planner.memory import estimate_rank_memory
+
+    for algo in ("plexus", "plexus-rs"):
+        grouped = estimate_rank_memory(algo, shape, n, 6 * n, dims)
+        with monkeypatch.context() as m:
+            m.setattr(plexus, "GROUP_RANKS", False)
+            plain = estimate_rank_memory(algo, shape, n, 6 * n, dims)
+        assert [r.per_component for r in grouped.ranks] == [r.per_component for r in plain.ranks], algo

@@ -139,6 +139,7 @@ DIST_CASES = [("1d-sa-undirected", GU, "1d-sa", (4,), "random", [6, 5, 3], 0.5),
               ("3d-1x2x2-double", GD, "3d", (1, 2, 2), "double-perm", [6, 7, 4, 3], 0.5),
               ("plexus-2x1x2-double", GU, "plexus", (2, 1, 2), "double-perm", [6, 8, 5, 7, 3], 0.5),
               ("plexus-1x2x2-directed", GD, "plexus", (1, 2, 2), "random", [6, 4, 3], 0.0),
+              ("plexus-2x2x1-no-dropout", GU, "plexus", (2, 2, 1), "random", [6, 4, 3], 0.0),
               ("plexus-rs-2x1x2-double", GU, "plexus-rs", (2, 1, 2), "double-perm", [6, 8, 5, 3], 0.5),
               ("plexus-rs-1x2x2-directed", GD, "plexus-rs", (1, 2, 2), "random", [6, 4, 3], 0.0),
               ("edge-directed", GD, "edge", (1, 4), "random", [6, 8, 3], 0.5)]

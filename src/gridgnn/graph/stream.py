@@ -176,22 +176,28 @@ def _existing(folder: Path) -> Path:
     return folder
 
 
+def _device(folder: Path) -> int:
+    """The filesystem ``folder`` lies on."""
+    return folder.stat().st_dev
+
+
 def check_disk(scratch, out, need: tuple[int, int, int], *, held: int = 0) -> None:
     """Refuse, in one line, passes whose :func:`disk_need` ``need`` would not fit the free disk of the scratch
     folder and of the dataset's folder (both at once where they share a filesystem); ``held``: scratch bytes already
     on disk (counted in ``need``, no longer free)."""
     scratch, out = _existing(Path(scratch)), _existing(Path(out))
     need_scratch, need_dataset, need_together = need
-    if scratch.stat().st_dev == out.stat().st_dev:
+    if _device(scratch) == _device(out):
         wants = [(scratch, need_together, held, "the scratch files and the dataset")]
     else:
         wants = [(scratch, need_scratch, held, "the scratch files"), (out, need_dataset, 0, "the dataset")]
     for folder, want, mine, what in wants:
-        free = shutil.disk_usage(folder).free + mine
-        if want > free:
+        free = shutil.disk_usage(folder).free
+        if want > free + mine:
+            spilled = f" beside the {human_bytes(mine)} of edges spilled already" if mine else ""
             raise GridGnnError(f"sharding in passes needs up to about {human_bytes(want)} of disk for {what} in "
-                               f"{folder}, but {human_bytes(free)} are free there: free disk space or put --out on "
-                               "a larger disk")
+                               f"{folder}, but {human_bytes(free)} are free there{spilled}: free disk space or put "
+                               "--out on a larger disk")
 
 
 class StreamedEdgeList:

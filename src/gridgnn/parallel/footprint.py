@@ -1,7 +1,7 @@
 r"""What a family's memory model writes into: one rank's :class:`Ledger` of bytes per component, the
 :class:`MemoryContext` of the configuration it is asked about, and the accounting every family shares (the
-parameters with their optimizer state, the tensors a model's trace saved scaled to a rank's layout, GCN's saved
-tensors on a block of rows, the dropout hash).
+parameters with their optimizer state, the tensors a model's trace saved scaled to a rank's layout, the dropout
+hash).
 
 Each family file answers :meth:`~gridgnn.parallel.family.Family.memory` with its own layout (its blocks, its
 schedule's records, the buffers its engine receives into) and these helpers; :mod:`gridgnn.planner.memory` sums
@@ -18,8 +18,6 @@ import numpy as np
 COMPONENTS = ("runtime", "graph", "adjacency", "features", "parameters", "activations", "buffers", "workspace")
 #: components that are peaks of one moment (the largest candidate), not sums
 MAX_COMPONENTS = ("buffers", "workspace")
-#: What autograd keeps of a dropout: the boolean mask.
-DROPOUT_MASK_BYTES_PER_ELEMENT = 1
 
 
 @dataclass(frozen=True)
@@ -31,7 +29,7 @@ class MemoryContext:
         directed: the graph is directed; double: two vertex orders (2D/3D/Plexus ``double-perm``).
         pats: the nonzero patterns of :math:`\hat M` per version (``"rc"``, ``"cr"``;
             :func:`~gridgnn.partition.counts.nnz_patterns`).
-        dropout, bias: the model's; train_rows: labelled rows per rank (an int, a sequence, ``rank -> int`` or
+        dropout: the model's; train_rows: labelled rows per rank (an int, a sequence, ``rank -> int`` or
             ``None``: every logits row).
         idx: bytes of a SciPy index; block_rows: Plexus blocked aggregation (0: off).
         src: what the process holds of the whole graph (``memory``, ``serial``, ``sharded``, ``none``).
@@ -51,7 +49,6 @@ class MemoryContext:
     double: bool
     pats: dict
     dropout: float
-    bias: bool
     train_rows: object
     idx: int
     block_rows: int
@@ -142,17 +139,19 @@ def dropout_hash(acc: Ledger, ctx: MemoryContext, layer: int, elements: float) -
 
 
 def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: int, out_cols: int,
-           graph_of=None, *, saved=None, flags: bool = False) -> None:
+           graph_of=None, *, skip=frozenset(), flags: bool = False) -> None:
     r"""Activations and workspace of a traced model: every tensor autograd saved in the trace, scaled to this
     rank (``node(layout, layer, columns)`` and ``edges(layer)`` give its local elements), the logits and targets;
     per layer the backward's temporaries (two node tensors of the widest kept width, the fetched width, and two
     edge tensors of the widest heads) and the dropout hash of its input. ``graph_of(layer)``: which of the rank's
-    graphs a layer uses (each looks the edge table up once; default: one graph for every layer). ``saved``: the
-    saved tensors to count (default the trace's); ``flags``: the loss over logits split in class blocks
+    graphs a layer uses (each looks the edge table up once; default: one graph for every layer). ``skip``: indices
+    of saved tensors the family counts otherwise; ``flags``: the loss over logits split in class blocks
     (``sharded_cross_entropy``) keeps a flag per labelled row."""
     e, tr = ctx.e, ctx.trace
     m = train_rows_at(ctx.train_rows, rank, out_rows)
-    for s in tr.saved if saved is None else saved:
+    for j, s in enumerate(tr.saved):
+        if j in skip:
+            continue
         size = s.itemsize or e
         if s.kind == "node":
             acc.add("activations", node(s.layout, s.layer, s.cols) * size)

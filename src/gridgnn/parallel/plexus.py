@@ -963,7 +963,7 @@ def _plexus_ranks(ctx, shape, layouts, ranks):
     vb, count = _plexus_grid(ctx, shape, layouts)
     tr = ctx.trace
     widths = {ctx.n, 1, *ctx.dims, *(c.width for c in tr.calls), *(c.out_width for c in tr.calls),
-              *(s.cols for s in tr.saved)}
+              *(s.cols for s in tr.saved), *(2 * cols + fetched for cols, fetched, _, _ in ctx.layers)}
     cls = split_classes(dict(zip(PLEXUS_AXES, map(int, shape))), widths) if GROUP_RANKS else None
     built: dict = {}
     for r in ranks:
@@ -1001,17 +1001,19 @@ _READS_DST = ("sddmm_add", "sddmm_dot", "at_destinations")
 
 def _traced_memory(ctx, shape, ranks) -> dict:
     """Plexus for a traced model: the layouts of its program (as the engine fixes them), its adjacency shards and
-    layer-0 input as for GCN, the linear weights sharded as :class:`PlexusPlan` shards
-    them (other parameters counted whole), the saved tensors on their layouts."""
+    layer-0 input, the linear weights and biases sharded as :class:`PlexusPlan` shards them (other parameters
+    counted whole), the saved tensors on their layouts (linear's gathered weight blocks and gathered layer-0 input
+    beside them)."""
     n, dims, e, tr = ctx.n, ctx.dims, ctx.e, ctx.trace
     L = len(dims) - 1
     ops = [plexus_program([c.name for c in tr.calls if c.layer == l]) for l in range(L)]
     layouts = plexus_layouts(ops)
     # the layer-0 input that a first linear reads is all-gathered (PlexusPlan.linear): linear saves that gathered
-    # copy in its own layout, where the trace saw the (dropped) input itself, its first saved tensor when dropped
-    gathered = ops[0][0] == "linear"
-    dropped = next((s for s in tr.saved if s.layer == 0), None) if gathered and ctx.dropout > 0 else None
-    saved = [s for s in tr.saved if s is not dropped]
+    # copy in its own layout, where the trace saw the input itself (saved as a tensor of its own when it was
+    # dropped, not when it is the features)
+    first = next((i for i, c in enumerate(tr.calls) if c.layer == 0), None)
+    gathered = ops[0][0] == "linear" and first is not None and tr.calls[first].name == "linear"
+    dropped = tr.linear_inputs.get(first) if gathered else None
     out = {}
     for r, me, scheds, acc, shards, largest, vb in _plexus_ranks(ctx, shape, layouts, ranks):
         nrows, ncols = scheds[0].nrows, scheds[0].ncols
@@ -1035,7 +1037,7 @@ def _traced_memory(ctx, shape, ranks) -> dict:
         if scheds[0].input_gather().moves:
             _input_gather_buffer(acc, scheds[0], c_in, e)
         local, whole = 0, 0
-        for c in tr.calls:
+        for i, c in enumerate(tr.calls):
             if c.name == "add_bias":  # a bias: the output's column block
                 local += ncols(c.width, layouts[c.layer].output.cols)
                 whole += c.width
@@ -1049,8 +1051,8 @@ def _traced_memory(ctx, shape, ranks) -> dict:
             _weight_buffers(acc, s, c.width, w_out, e, c.layer)
             if get.moves:  # linear saves the gathered weight block (where nothing moves, the parameter itself)
                 acc.add("activations", w_in * w_out * e)
-            if gathered and c.layer == 0:
-                acc.add("activations", nrows(lin.rows) * w_in * e)
+            if gathered and i == first and (dropped is not None or scheds[0].input_gather().moves):
+                acc.add("activations", nrows(lin.rows) * w_in * e)  # a copy of its own
         params(acc, ctx, local + max(tr.nparams - whole, 0), tr.ntensors, grad_allreduce=False)
         last = layouts[-1].output
         rows_out = nrows(last.rows)
@@ -1061,7 +1063,7 @@ def _traced_memory(ctx, shape, ranks) -> dict:
             return nrows(lay.rows) * ncols(cols, lay.cols)
 
         traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, ncols(dims[-1], last.cols),
-                graph_of=lambda l: l, saved=saved, flags=True)  # a graph per layer; the loss over class blocks
+                graph_of=lambda l: l, skip={dropped}, flags=True)  # a graph per layer; the loss over class blocks
         out[r] = (acc, largest)
     return out
 

@@ -73,6 +73,9 @@ class Trace:
     relations: int = 0  # relation types the model reads (its ``num_relations``; 0: none)
     param_sizes: tuple = ()  # elements of each trained parameter tensor, in model order (the gradient buckets)
     edge_ids: bool = False  # the model asked for the edges' original ids (keyed edge randomness, edge data)
+    #: per forward ``linear`` call whose input autograd saved as a tensor of its own: ``{call index: index in
+    #: saved}`` (an engine that gathers that input saves the gathered copy instead)
+    linear_inputs: dict = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------------------------------- raw ops
@@ -167,6 +170,19 @@ class _Tracer:
         self.calls: list = []  # (name, layer, operand layouts)
         self.paused = False
         self.layer = 0
+        self.saved_log = None  # the step's _SavedLog (what autograd saved so far)
+        self.linear_inputs: dict = {}  # index of a logged linear call → index of its input among the saved
+
+    def linear_returned(self, at: int, h) -> None:
+        """The logged ``linear`` call ``at`` on the node tensor ``h`` has returned: note which saved tensor, if any,
+        is ``h``'s storage."""
+        log = self.saved_log
+        if log is None:
+            return
+        ptr = h.untyped_storage().data_ptr()
+        j = next((j for j, (t, *_) in enumerate(log.kept) if t.untyped_storage().data_ptr() == ptr), None)
+        if j is not None:
+            self.linear_inputs[at] = j
 
     # ------------------------------------------------------------------ bookkeeping
     @contextlib.contextmanager
@@ -540,10 +556,13 @@ class TracePlan:
     def _run(self, name, layer, width, heads, h, *params, fn, out_width=0):
         t = self.tracer
         lay = t.primitive(name, layer, [h], params)
+        at = len(self.calls)
         self.calls.append(PrimitiveCall(name, layer, int(width), int(heads),
                                         tuple(bool(x.requires_grad) for x in (h, *params)), int(out_width)))
         with t.pause():
             out = _fresh(fn(), (h,))
+        if name == "linear":
+            t.linear_returned(at, h)
         return t.tag(out, lay)
 
     def linear(self, layer: int, h, w):
@@ -607,6 +626,7 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
         held = held + [dgraph.relation_values]
     labelled = torch.ones(3, dtype=torch.bool)  # the training mask: a rank's own tensor, held before the step
     kept = _SavedLog(tracer, [x, labelled, *model.parameters(), *held], n=g.n, nnz=plan._plan.dgraph.nnz)
+    tracer.saved_log = kept
     with torch.autograd.graph.saved_tensors_hooks(kept.pack, lambda t: t):
         with _Checker(tracer):
             out = model(x, plan)
@@ -618,7 +638,8 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
     axes, grad_calls = tracer.finish(model)
     params = list(model.parameters())
     return Trace(plan.calls + grad_calls, sum(p.numel() for p in params), axes, saved, len(params), edge_dim,
-                 relations, tuple(p.numel() for p in params if p.requires_grad), plan._plan.dgraph.edge_ids_built)
+                 relations, tuple(p.numel() for p in params if p.requires_grad), plan._plan.dgraph.edge_ids_built,
+                 dict(tracer.linear_inputs))
 
 
 class _SavedLog:

@@ -246,7 +246,8 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
         :class:`MemoryEstimate` (``.ranks`` per rank, ``.peak``, ``.total``, ``.per_component``).
 
     Raises:
-        GridGnnError: an unknown algorithm or a shape that does not fit it.
+        GridGnnError: an unknown algorithm or a shape that does not fit it; with no ``trace``, a GCN whose
+            parameters could not be made here to trace it (:func:`gcn_trace`).
     """
     from ..parallel import algorithm
 
@@ -287,7 +288,7 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
         graph_bytes += nnz * relations * 4 + n * relations * 8 + 16 * nnz \
             + (8 * (n + 1 + nnz) if src_kind == "sharded" and not edge_dim else 0)
     ctx = MemoryContext(n=n, dims=dims, e=e, directed=bool(directed), double=double, pats=pats,
-                        dropout=float(dropout), bias=bool(bias), train_rows=train_rows, idx=_index_bytes(n, nnz_hat),
+                        dropout=float(dropout), train_rows=train_rows, idx=_index_bytes(n, nnz_hat),
                         block_rows=int(block_rows), src=src_kind, dev=dev, versions=versions, trace=trace,
                         layers=layers_of(dims, trace), overlap=bool(overlap), hash_bytes=dropout_hash_bytes_per_element(),
                         kept=int(bool(keep_best)), moments=int(optimizer_state[0]), counters=bool(optimizer_state[1]),

@@ -174,8 +174,7 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
         if graph is not None and source is None:
             source, rows = _layout_on_rank0(comm, graph, cfg, world, shape)
     clock.lap("join")
-    # the memory guard reads a model's trace (GCN: none, and GCN is traced by build_rank after the guard), which
-    # build_rank then reuses
+    # the memory guard reads the model's trace, which build_rank then reuses
     trace = memory_trace(cfg, dims, double=bool(getattr(source, "double", False)), available=host_avail,
                          ranks=1 if ctx is None else ctx.local_world_size, trains_on_host=device == "cpu")
     memory = _check_memory(cfg, graph, source, rows, shape, dims, device, host_avail, ctx, trace)
