@@ -13,7 +13,7 @@ from gridgnn.parallel.blockrow import BlockRowFamily
 from gridgnn.parallel.family import Algorithm, Family
 from gridgnn.partition import RowPartition
 from gridgnn.planner import primitives
-from gridgnn.planner.memory import estimate_rank_memory
+from tests.planner._measure import gcn_estimate as estimate_rank_memory
 from gridgnn.planner.simulate import step_volume
 
 

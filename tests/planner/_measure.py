@@ -186,3 +186,16 @@ def distributed_measure(ctx, cases) -> list[dict]:
                                 model=model_builder(name, dims, dropout, torch.float64))
         out.append(measure_rank(plan, data, comm, dims, dropout=dropout, model=name))
     return out
+
+
+def gcn_estimate(algo: str, shape, n: int, nnz: int, dims, **kw):
+    """:func:`gridgnn.planner.memory.estimate_rank_memory` of GCN on ``dims`` (its cached trace,
+    :func:`gridgnn.train.rank_layout.gcn_trace`, with the estimate's dropout and vertex orders) unless a ``trace`` is
+    given."""
+    from gridgnn.planner.memory import estimate_rank_memory
+    from gridgnn.train.rank_layout import gcn_trace
+
+    if kw.get("trace") is None:
+        kw["trace"] = gcn_trace(tuple(dims), algo, dropout=kw.get("dropout", 0.5) > 0,
+                                double=bool(kw.get("double", False)))
+    return estimate_rank_memory(algo, shape, n, nnz, dims, **kw)

@@ -142,7 +142,7 @@ def test_plexus_memory_per_class_of_ranks_is_every_rank_s_own(monkeypatch, shape
     """The Plexus memory model builds one rank's schedules per class of equally sized ranks: every rank's estimate
     equals the one built from its own schedules, with the workspace's sum of widths (``2·kept + fetched``) among
     the sizes the classes split (sizes where it splits unlike any width alone)."""
-    from gridgnn.planner.memory import estimate_rank_memory
+    from ._measure import gcn_estimate as estimate_rank_memory
 
     for algo in ("plexus", "plexus-rs"):
         grouped = estimate_rank_memory(algo, shape, n, 6 * n, dims)

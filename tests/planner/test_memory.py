@@ -32,14 +32,13 @@ from gridgnn.distributed.machine import (GIB, RUNTIME_PRIVATE_BYTES, RUNTIME_SHA
 from gridgnn.planner.memory import (DROPOUT_FUSED_HASH_BYTES_PER_ELEMENT, DROPOUT_HASH_BYTES_PER_ELEMENT, NORMALIZE_PEAK_BYTES_PER_NNZ,
                                     NORMALIZE_PEAK_BYTES_PER_NODE, PERMUTE_PEAK_BYTES_PER_NNZ,
                                     PERMUTE_PEAK_BYTES_PER_NODE,
-                                    check_fits, dropout_hash_bytes_per_element,
-                                    estimate_rank_memory)
+                                    check_fits, dropout_hash_bytes_per_element)
 from gridgnn.partition.counts import NnzHistogram, pattern_of
 from gridgnn.graph.synthetic import sbm_graph
 from gridgnn.train.rank_layout import build_rank, make_source, model_trace
 
-from ._measure import (adjacency_bytes, distributed_measure, feature_bytes, graph_bytes, model_builder,
-                       parameter_bytes, train_step_saved)
+from ._measure import (adjacency_bytes, distributed_measure, feature_bytes, gcn_estimate as estimate_rank_memory,
+                       graph_bytes, model_builder, parameter_bytes, train_step_saved)
 
 EXACT = ("adjacency", "features", "parameters", "activations")
 
@@ -469,8 +468,6 @@ def test_overlap_holds_the_two_largest_remote_blocks():
     """--overlap: the oblivious stage loop holds the next stage's block while this one computes — the buffers of a
     1D rank are the two largest remote blocks (one without it); what the step keeps is unchanged."""
     import numpy as np
-
-    from gridgnn.planner.memory import estimate_rank_memory
 
     bounds = np.array([0, 10, 40, 45, 100])  # uneven blocks
     dims = [16, 8, 4]

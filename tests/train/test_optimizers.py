@@ -44,7 +44,7 @@ def test_state_and_memory_per_optimizer():
     assert state_keys("sgd", None) == ("momentum_buffer",) and state_keys("sgd", 0.0) == ()
     assert memory_state(TrainConfig()) == (2, True)
     assert memory_state(TrainConfig(optimizer="sgd", momentum=0.0)) == (0, False)
-    from gridgnn.planner.memory import estimate_rank_memory
+    from tests.planner._measure import gcn_estimate as estimate_rank_memory
 
     def params(state):
         est = estimate_rank_memory("serial", (1,), 200, 1000, [16, 8, 4], elem_bytes=4, optimizer_state=state)

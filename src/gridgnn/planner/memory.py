@@ -13,14 +13,12 @@ adjacency and features are then exact (tested byte for byte against real steps).
 """
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
-from ..distributed.machine import (MIB, RUNTIME_PRIVATE_BYTES, available_memory,
+from ..distributed.machine import (MIB, RUNTIME_PRIVATE_BYTES,
                                   RUNTIME_SHARED_BYTES, format_gib)
 from ..errors import GridGnnError
 from ..parallel.footprint import Ledger, MemoryContext, layers_of
@@ -175,28 +173,6 @@ def graph_copy_bytes(n: int, nnz: int, f0: int, *, source: str = "memory", nnz_h
 TRACE_BYTES_PER_PARAMETER = 24
 
 
-@functools.lru_cache(maxsize=256)
-def gcn_trace(dims: tuple, algo: str, *, dropout: bool, bias: bool, double: bool):
-    """The :class:`~gridgnn.parallel.trace.Trace` of GCN on ``dims`` laid out for ``algo`` (with dropout or
-    without, with biases or without; ``double``: two vertex orders): what :func:`estimate_rank_memory` reads when
-    it is given no trace (the trace is the same whatever the dropout probability, so long as it is positive)."""
-    from ..nn import GCN
-    from ..parallel import algorithm
-    from ..parallel.registry import layout_rules
-    from ..parallel.trace import trace
-
-    elements = sum(fi * fo + fo * bias for fi, fo in zip(dims[:-1], dims[1:]))
-    need, avail = TRACE_BYTES_PER_PARAMETER * elements, available_memory()
-    if need > avail:  # the trace builds the model (on a 3-vertex graph): the parameters cannot be made here
-        raise GridGnnError(f"GCN with widths {list(dims)} has {elements:.3g} parameters: tracing it takes "
-                           f"{format_gib(need)} but {format_gib(avail)} are free; try a smaller --hidden or fewer "
-                           "--layers")
-
-    def model(plan):
-        return GCN(list(dims), dropout=0.5 if dropout else 0.0, bias=bias, seed=0, dtype=torch.float64, plan=plan)
-    return trace(model, dims[0], algorithm(algo).traits, layout_rules(algo, double=double))
-
-
 def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes: int = 4,
                          directed: bool = False, double: bool = False, row_bounds=None, pattern=None,
                          dropout: float = 0.5, bias: bool = True, block_rows: int = 0, train_rows=None,
@@ -205,8 +181,7 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
                          trace=None, overlap: bool = False, keep_best: bool = False,
                          optimizer_state: tuple[int, bool] = (2, True)) -> MemoryEstimate:
     r"""Peak memory of every rank of one training configuration (``docs/memory.md`` states the components and
-    their formulas) of the model whose :class:`~gridgnn.parallel.trace.Trace` is ``trace`` (default: GCN on
-    ``dims``, :func:`gcn_trace`).
+    their formulas) of the model whose :class:`~gridgnn.parallel.trace.Trace` is ``trace``.
 
     Args:
         algo: ``serial``, ``1d``, ``1d-sa``, ``1.5d``, ``1.5d-sa``, ``2d``, ``3d`` or ``plexus``.
@@ -235,8 +210,8 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
         runtime_bytes: the per-process baseline (default :data:`~gridgnn.distributed.machine.RUNTIME_PRIVATE_BYTES` +
             :data:`~gridgnn.distributed.machine.RUNTIME_SHARED_BYTES` on CPU, :data:`CUDA_RUNTIME_BYTES` on the GPU).
         ranks: which global ranks to estimate (default all).
-        trace: the model's trace on this algorithm (:func:`gridgnn.train.rank_layout.model_trace`); default:
-            GCN's on ``dims`` with ``dropout`` and ``bias`` (:func:`gcn_trace`).
+        trace: the model's trace on this algorithm (:func:`gridgnn.train.rank_layout.model_trace`; GCN's on
+            ``dims``: :func:`gridgnn.train.rank_layout.gcn_trace`); required.
         overlap: ``--overlap``: the oblivious stage loops hold two remote blocks at a time.
         keep_best: ``--keep best``: every rank holds a copy of its parameters from the best epoch so far.
         optimizer_state: ``(tensors, step counters)``: the optimizer's state tensors per parameter (Adam and AdamW
@@ -246,8 +221,7 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
         :class:`MemoryEstimate` (``.ranks`` per rank, ``.peak``, ``.total``, ``.per_component``).
 
     Raises:
-        GridGnnError: an unknown algorithm or a shape that does not fit it; with no ``trace``, a GCN whose
-            parameters could not be made here to trace it (:func:`gcn_trace`).
+        GridGnnError: an unknown algorithm, a shape that does not fit it, or no ``trace``.
     """
     from ..parallel import algorithm
 
@@ -255,8 +229,9 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
     dims = [int(d) for d in dims]
     if len(dims) < 2 or min(dims) < 1:
         raise GridGnnError(f"dims must hold at least two positive widths, got {dims}")
-    if trace is None:
-        trace = gcn_trace(tuple(dims), algo, dropout=float(dropout) > 0, bias=bool(bias), double=bool(double))
+    if trace is None:  # the model is a room above: its trace comes from there
+        raise GridGnnError("estimate_rank_memory needs the model's trace (gridgnn.train.rank_layout.model_trace, "
+                           "or gcn_trace for GCN)")
     single = spec.one_process
     shape = (1,) if single else tuple(int(s) for s in shape)
     if min(shape) < 1:

@@ -2,18 +2,21 @@ r"""Per-rank set-up shared by the trainer and the fidelity harness: vertex order
 → algorithm plan → this rank's blocks."""
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
+from ..distributed.machine import available_memory, format_gib
 from ..errors import GridGnnError
 from ..graph import Graph, gcn_normalize
 from ..parallel import algorithm, build_plan, one_process
 from ..parallel.blockrow import build_serial
 from ..parallel.source import InMemorySource
 from ..partition import RowPartition, even_bounds
+from ..planner.memory import TRACE_BYTES_PER_PARAMETER, estimate_rank_memory
 from .step import LocalData
 
 BUILTIN_PARTITIONS = ("random", "single-perm", "identity")
@@ -154,6 +157,27 @@ def attach_edge_features(plan, graph, layers: int) -> None:
         plan.graph(layer).edge_table = graph
 
 
+@functools.lru_cache(maxsize=256)
+def gcn_trace(dims: tuple, algo: str, *, dropout: bool = True, bias: bool = True, double: bool = False):
+    """:func:`model_trace` of GCN on ``dims`` laid out for ``algo`` (with dropout or without, with biases or
+    without; ``double``: two vertex orders), cached: what the memory model reads of GCN (the trace is the same
+    whatever the dropout probability, so long as it is positive). A GCN whose parameters cannot be made here to
+    trace it (:data:`~gridgnn.planner.memory.TRACE_BYTES_PER_PARAMETER` each) is refused in one line."""
+    from ..nn import GCN
+
+    dims = [int(d) for d in dims]
+    elements = sum(fi * fo + fo * bias for fi, fo in zip(dims[:-1], dims[1:]))
+    need, avail = TRACE_BYTES_PER_PARAMETER * elements, available_memory()
+    if need > avail:  # the trace builds the model (on a 3-vertex graph): the parameters cannot be made here
+        raise GridGnnError(f"GCN with widths {dims} has {elements:.3g} parameters: tracing it takes "
+                           f"{format_gib(need)} but {format_gib(avail)} are free; try a smaller --hidden or fewer "
+                           "--layers")
+
+    def model(plan):
+        return GCN(dims, dropout=0.5 if dropout else 0.0, bias=bias, seed=0, dtype=torch.float64, plan=plan)
+    return model_trace(dims, model, algo, double=double)
+
+
 def model_trace(dims, model=None, algo: str = "serial", *, double: bool = False):
     """The :class:`~gridgnn.parallel.trace.Trace` of one training step of ``model`` (``plan → model``; default GCN
     on ``dims``) on a tiny serial plan, checked against the layouts of ``algo`` (``double``: two vertex orders)."""
@@ -211,12 +235,13 @@ def estimate_memory(graph: Graph | None, source, algo: str, shape, dims, *, rows
     parameter and whether it counts steps (:func:`~gridgnn.train.optim.memory_state`).
     Every rank computes the same numbers, so a run that cannot fit is refused alike on every rank."""
     from ..partition.counts import pattern_of
-    from ..planner.memory import estimate_rank_memory
 
     double = bool(getattr(source, "double", False))
     in_memory = graph is not None
     g_or_src = graph if in_memory else source
     weighted = in_memory and graph.values is not None
+    if trace is None:
+        trace = gcn_trace(tuple(dims), algo, dropout=dropout > 0, double=double)
     return estimate_rank_memory(
         algo, (1,) if one_process(algo) else tuple(shape), g_or_src.n,
         graph.nnz if in_memory else int(source.meta["nnz"]), dims, elem_bytes=elem_bytes,
