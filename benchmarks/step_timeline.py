@@ -95,7 +95,7 @@ def main() -> int:
             return code
         pids = sorted(int(p.stem.split("-")[1]) for p in logs.glob("ev-*.log") if p.stat().st_size)
         if args.rank_log >= len(pids):
-            print(f"no forked rank logged {args.rank_log + 1} events' worth ({len(pids)} logged): the timeline needs "
+            print(f"--rank-log {args.rank_log}: only {len(pids)} forked rank(s) logged events; the timeline needs "
                   "ranks forked by a local launch (--nproc > 1, the default fork server)", file=sys.stderr)
             return 1
         pid = pids[args.rank_log]  # in the order the ranks were forked (process ids rise)

@@ -139,6 +139,7 @@ DIST_CASES = [("1d-sa-undirected", GU, "1d-sa", (4,), "random", [6, 5, 3], 0.5),
               ("plexus-2x1x2-double", GU, "plexus", (2, 1, 2), "double-perm", [6, 8, 5, 7, 3], 0.5),
               ("plexus-1x2x2-directed", GD, "plexus", (1, 2, 2), "random", [6, 4, 3], 0.0),
               ("plexus-2x2x1-no-dropout", GU, "plexus", (2, 2, 1), "random", [6, 4, 3], 0.0),
+              ("plexus-1x2x2-linear-first", GU, "plexus", (1, 2, 2), "random", [6, 4, 3], 0.5),
               ("plexus-rs-2x1x2-double", GU, "plexus-rs", (2, 1, 2), "double-perm", [6, 8, 5, 3], 0.5),
               ("plexus-rs-1x2x2-directed", GD, "plexus-rs", (1, 2, 2), "random", [6, 4, 3], 0.0),
               ("edge-directed", GD, "edge", (1, 4), "random", [6, 8, 3], 0.5)]
@@ -355,6 +356,17 @@ def test_check_fits_refuses_an_impossible_hidden_with_the_numbers():
     with pytest.raises(GridGnnError, match=r"has 1.44e\+12 parameters: tracing it takes [\d,.]+ GiB .* try a smaller "
                                            r"--hidden"):
         estimate_rank_memory("1d", (4,), 2708, 10556, [1433, 10 ** 9, 7])
+
+
+def test_the_estimate_reads_the_model_it_is_handed():
+    """The planner's estimate takes the model's trace (a room above builds models): without one it is refused in
+    one line; GCN's trace is built once per widths and layout, whatever form the widths come in."""
+    from gridgnn.planner import memory
+    from gridgnn.train.rank_layout import gcn_trace
+
+    with pytest.raises(GridGnnError, match="needs the model's trace"):
+        memory.estimate_rank_memory("1d", (4,), 100, 400, [8, 4, 2])
+    assert gcn_trace([8, 4, 2], "1d") is gcn_trace((8, 4, 2), "1d", dropout=True)
 
 
 def test_check_fits_passes_a_small_config_and_names_the_graph_copy():

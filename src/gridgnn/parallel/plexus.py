@@ -1008,12 +1008,12 @@ def _traced_memory(ctx, shape, ranks) -> dict:
     L = len(dims) - 1
     ops = [plexus_program([c.name for c in tr.calls if c.layer == l]) for l in range(L)]
     layouts = plexus_layouts(ops)
-    # the layer-0 input that a first linear reads is all-gathered (PlexusPlan.linear): linear saves that gathered
-    # copy in its own layout, where the trace saw the input itself (saved as a tensor of its own when it was
-    # dropped, not when it is the features)
-    first = next((i for i, c in enumerate(tr.calls) if c.layer == 0), None)
-    gathered = ops[0][0] == "linear" and first is not None and tr.calls[first].name == "linear"
-    dropped = tr.linear_inputs.get(first) if gathered else None
+    # where layer 0 starts with linear, every layer-0 linear reads the all-gathered input (PlexusPlan.linear) and
+    # saves that gathered copy in its own layout, where the trace saw the input itself (saved by the linear as a
+    # tensor of its own when it was dropped, not when it is the features)
+    gathered = [i for i, c in enumerate(tr.calls) if c.layer == 0 and c.name == "linear"] \
+        if ops[0][0] == "linear" else []
+    dropped = {tr.linear_inputs[i] for i in gathered if i in tr.linear_inputs}
     out = {}
     for r, me, scheds, acc, shards, largest, vb in _plexus_ranks(ctx, shape, layouts, ranks):
         nrows, ncols = scheds[0].nrows, scheds[0].ncols
@@ -1051,7 +1051,7 @@ def _traced_memory(ctx, shape, ranks) -> dict:
             _weight_buffers(acc, s, c.width, w_out, e, c.layer)
             if get.moves:  # linear saves the gathered weight block (where nothing moves, the parameter itself)
                 acc.add("activations", w_in * w_out * e)
-            if gathered and i == first and (dropped is not None or scheds[0].input_gather().moves):
+            if i in gathered and (i in tr.linear_inputs or scheds[0].input_gather().moves):
                 acc.add("activations", nrows(lin.rows) * w_in * e)  # a copy of its own
         params(acc, ctx, local + max(tr.nparams - whole, 0), tr.ntensors, grad_allreduce=False)
         last = layouts[-1].output
@@ -1063,7 +1063,7 @@ def _traced_memory(ctx, shape, ranks) -> dict:
             return nrows(lay.rows) * ncols(cols, lay.cols)
 
         traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, ncols(dims[-1], last.cols),
-                graph_of=lambda l: l, skip={dropped}, flags=True)  # a graph per layer; the loss over class blocks
+                graph_of=lambda l: l, skip=dropped, flags=True)  # a graph per layer; the loss over class blocks
         out[r] = (acc, largest)
     return out
 

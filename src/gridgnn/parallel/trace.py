@@ -173,14 +173,19 @@ class _Tracer:
         self.saved_log = None  # the step's _SavedLog (what autograd saved so far)
         self.linear_inputs: dict = {}  # index of a logged linear call → index of its input among the saved
 
-    def linear_returned(self, at: int, h) -> None:
-        """The logged ``linear`` call ``at`` on the node tensor ``h`` has returned: note which saved tensor, if any,
-        is ``h``'s storage."""
-        log = self.saved_log
-        if log is None:
+    def saved_count(self) -> int:
+        """How many tensors autograd has saved so far in the traced step."""
+        return 0 if self.saved_log is None else len(self.saved_log.kept)
+
+    def linear_returned(self, at: int, h, start: int) -> None:
+        """The logged ``linear`` call ``at`` on the node tensor ``h`` has returned: note which tensor it saved, if
+        any (of those saved since ``start``: one saved earlier by another operation is that one's), is ``h``'s
+        storage."""
+        if self.saved_log is None:
             return
         ptr = h.untyped_storage().data_ptr()
-        j = next((j for j, (t, *_) in enumerate(log.kept) if t.untyped_storage().data_ptr() == ptr), None)
+        kept = self.saved_log.kept
+        j = next((j for j in range(start, len(kept)) if kept[j][0].untyped_storage().data_ptr() == ptr), None)
         if j is not None:
             self.linear_inputs[at] = j
 
@@ -556,13 +561,13 @@ class TracePlan:
     def _run(self, name, layer, width, heads, h, *params, fn, out_width=0):
         t = self.tracer
         lay = t.primitive(name, layer, [h], params)
-        at = len(self.calls)
+        at, start = len(self.calls), t.saved_count()
         self.calls.append(PrimitiveCall(name, layer, int(width), int(heads),
                                         tuple(bool(x.requires_grad) for x in (h, *params)), int(out_width)))
         with t.pause():
             out = _fresh(fn(), (h,))
         if name == "linear":
-            t.linear_returned(at, h)
+            t.linear_returned(at, h, start)
         return t.tag(out, lay)
 
     def linear(self, layer: int, h, w):

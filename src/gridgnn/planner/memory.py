@@ -175,7 +175,7 @@ TRACE_BYTES_PER_PARAMETER = 24
 
 def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes: int = 4,
                          directed: bool = False, double: bool = False, row_bounds=None, pattern=None,
-                         dropout: float = 0.5, bias: bool = True, block_rows: int = 0, train_rows=None,
+                         dropout: float = 0.5, block_rows: int = 0, train_rows=None,
                          source: str | None = None, feature_bytes: int = 4, weighted: bool = False,
                          device: str = "cpu", runtime_bytes: int | None = None, ranks=None,
                          trace=None, overlap: bool = False, keep_best: bool = False,
@@ -197,7 +197,6 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
             :class:`~gridgnn.partition.counts.NnzHistogram`, or ``{"rc": ..., "cr": ...}`` (see :func:`~gridgnn.partition.counts.pattern_of`); default: spread
             evenly.
         dropout: drop probability (masks and hashing exist only when it is positive).
-        bias: the model has biases.
         block_rows: Plexus blocked aggregation (0 = off).
         train_rows: labelled training rows among each rank's logits rows (an int, a sequence by rank or
             ``rank -> int``); default all of them (an upper bound).

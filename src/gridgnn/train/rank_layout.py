@@ -157,15 +157,19 @@ def attach_edge_features(plan, graph, layers: int) -> None:
         plan.graph(layer).edge_table = graph
 
 
-@functools.lru_cache(maxsize=256)
-def gcn_trace(dims: tuple, algo: str, *, dropout: bool = True, bias: bool = True, double: bool = False):
+def gcn_trace(dims, algo: str, *, dropout: bool = True, bias: bool = True, double: bool = False):
     """:func:`model_trace` of GCN on ``dims`` laid out for ``algo`` (with dropout or without, with biases or
     without; ``double``: two vertex orders), cached: what the memory model reads of GCN (the trace is the same
     whatever the dropout probability, so long as it is positive). A GCN whose parameters cannot be made here to
     trace it (:data:`~gridgnn.planner.memory.TRACE_BYTES_PER_PARAMETER` each) is refused in one line."""
+    return _gcn_trace(tuple(int(d) for d in dims), str(algo), bool(dropout), bool(bias), bool(double))
+
+
+@functools.lru_cache(maxsize=256)
+def _gcn_trace(dims: tuple, algo: str, dropout: bool, bias: bool, double: bool):
     from ..nn import GCN
 
-    dims = [int(d) for d in dims]
+    dims = list(dims)
     elements = sum(fi * fo + fo * bias for fi, fo in zip(dims[:-1], dims[1:]))
     need, avail = TRACE_BYTES_PER_PARAMETER * elements, available_memory()
     if need > avail:  # the trace builds the model (on a 3-vertex graph): the parameters cannot be made here
