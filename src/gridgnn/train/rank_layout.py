@@ -12,7 +12,10 @@ import torch
 from ..distributed.machine import available_memory, format_gib
 from ..errors import GridGnnError
 from ..graph import Graph, gcn_normalize
+from ..nn import GCN
 from ..parallel import algorithm, build_plan, one_process
+from ..parallel.registry import layout_rules
+from ..parallel.trace import trace
 from ..parallel.blockrow import build_serial
 from ..parallel.source import InMemorySource
 from ..partition import RowPartition, even_bounds
@@ -167,8 +170,6 @@ def gcn_trace(dims, algo: str, *, dropout: bool = True, bias: bool = True, doubl
 
 @functools.lru_cache(maxsize=256)
 def _gcn_trace(dims: tuple, algo: str, dropout: bool, bias: bool, double: bool):
-    from ..nn import GCN
-
     dims = list(dims)
     elements = sum(fi * fo + fo * bias for fi, fo in zip(dims[:-1], dims[1:]))
     need, avail = TRACE_BYTES_PER_PARAMETER * elements, available_memory()
@@ -185,9 +186,6 @@ def _gcn_trace(dims: tuple, algo: str, dropout: bool, bias: bool, double: bool):
 def model_trace(dims, model=None, algo: str = "serial", *, double: bool = False):
     """The :class:`~gridgnn.parallel.trace.Trace` of one training step of ``model`` (``plan → model``; default GCN
     on ``dims``) on a tiny serial plan, checked against the layouts of ``algo`` (``double``: two vertex orders)."""
-    from ..nn import GCN
-    from ..parallel.registry import layout_rules
-    from ..parallel.trace import trace
 
     if model is None:
         def model(plan):
