@@ -1036,11 +1036,8 @@ def _traced_memory(ctx, shape, ranks) -> dict:
         acc.add("features", scheds[0].input_parts()[me[inp.third]] * c_in * e)
         if scheds[0].input_gather().moves:
             _input_gather_buffer(acc, scheds[0], c_in, e)
-        local, whole = 0, 0
+        local, whole = _bias_blocks(tr, layouts, ncols)
         for i, c in enumerate(tr.calls):
-            if c.name == "add_bias":  # a bias: the output's column block
-                local += ncols(c.width, layouts[c.layer].output.cols)
-                whole += c.width
             if c.name != "linear":
                 continue
             s, lin = scheds[c.layer], layouts[c.layer].linear
@@ -1090,6 +1087,13 @@ def _plexus_shards(ctx, acc: Ledger, layouts, vb, count, me) -> tuple[dict, floa
     return shards, largest
 
 
+def _bias_blocks(tr, layouts, ncols) -> tuple[int, int]:
+    """``(elements this rank holds, elements in all)`` of the biases a traced model adds with ``add_bias``: each
+    bias's block of its layer's output columns (as :meth:`PlexusPlan.add_bias` slices it)."""
+    biases = [c for c in tr.calls if c.name == "add_bias"]
+    return (sum(ncols(c.width, layouts[c.layer].output.cols) for c in biases), sum(c.width for c in biases))
+
+
 def _gather_buffer(acc: Ledger, get, cols: int, e: int, what: str) -> None:
     """An all-gather of row pieces ``get`` (``cols`` columns): the padded pieces received and the result."""
     if get.moves:
@@ -1107,7 +1111,6 @@ def _scattered_memory(ctx, shape, ranks) -> dict:
     layouts = plexus_layouts([plexus_program([c.name for c in tr.calls if c.layer == l]) for l in range(L)],
                              scatter=True)
     lins = [c for c in tr.calls if c.name == "linear"]
-    biases = [c for c in tr.calls if c.name == "add_bias"]  # a bias: the output's column block
     out = {}
     for r, me, scheds, acc, shards, largest, _ in _plexus_ranks(ctx, shape, layouts, ranks):
         ncols = scheds[0].ncols
@@ -1127,9 +1130,9 @@ def _scattered_memory(ctx, shape, ranks) -> dict:
                 _gather_buffer(acc, s.gather_parts(gr), w_g, e, f"plexus-rs spmm input gather, layer {l}")
                 _gather_buffer(acc, s.gather_parts(gr.after_spmm()), w_g, e, f"plexus-rs spmm ∂Y gather, layer {l}")
                 acc.cand("buffers", 2 * s.nrows(gr.third) * w_g * e, f"plexus-rs spmm partial sums, layer {l}")
-        local = sum(ncols(c.width, layouts[c.layer].linear.cols) * c.out_width for c in lins) \
-            + sum(ncols(c.width, layouts[c.layer].output.cols) for c in biases)
-        whole = sum(c.width * c.out_width for c in lins) + sum(c.width for c in biases)
+        local, whole = _bias_blocks(tr, layouts, ncols)
+        local += sum(ncols(c.width, layouts[c.layer].linear.cols) * c.out_width for c in lins)
+        whole += sum(c.width * c.out_width for c in lins)
         params(acc, ctx, local + max(tr.nparams - whole, 0), tr.ntensors, grad_allreduce=False)
 
         def node(lay, l, cols):

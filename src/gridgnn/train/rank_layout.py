@@ -3,6 +3,7 @@ r"""Per-rank set-up shared by the trainer and the fidelity harness: vertex order
 from __future__ import annotations
 
 import functools
+import math
 import os
 
 import numpy as np
@@ -171,7 +172,7 @@ def gcn_trace(dims, algo: str, *, dropout: bool = True, bias: bool = True, doubl
 @functools.lru_cache(maxsize=256)
 def _gcn_trace(dims: tuple, algo: str, dropout: bool, bias: bool, double: bool):
     dims = list(dims)
-    elements = sum(fi * fo + fo * bias for fi, fo in zip(dims[:-1], dims[1:]))
+    elements = sum(math.prod(s) for group in GCN.parameter_shapes(dims, bias=bias).values() for s in group)
     need, avail = TRACE_BYTES_PER_PARAMETER * elements, available_memory()
     if need > avail:  # the trace builds the model (on a 3-vertex graph): the parameters cannot be made here
         raise GridGnnError(f"GCN with widths {dims} has {elements:.3g} parameters: tracing it takes "
@@ -185,11 +186,10 @@ def _gcn_trace(dims: tuple, algo: str, dropout: bool, bias: bool, double: bool):
 
 def model_trace(dims, model=None, algo: str = "serial", *, double: bool = False):
     """The :class:`~gridgnn.parallel.trace.Trace` of one training step of ``model`` (``plan → model``; default GCN
-    on ``dims``) on a tiny serial plan, checked against the layouts of ``algo`` (``double``: two vertex orders)."""
-
+    on ``dims`` with dropout, :func:`gcn_trace`) on a tiny serial plan, checked against the layouts of ``algo``
+    (``double``: two vertex orders)."""
     if model is None:
-        def model(plan):
-            return GCN(dims, dropout=0.5, seed=0, dtype=torch.float64, plan=plan)
+        return gcn_trace(dims, algo, double=double)
     return trace(model, dims[0], algorithm(algo).traits, layout_rules(algo, double=double))
 
 
