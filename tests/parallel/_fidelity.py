@@ -35,6 +35,29 @@ def check_against_serial(case, per_rank, P=None):
     return ref
 
 
+#: unit roundoff of each wire type
+UNIT = {"bfloat16": 2.0 ** -8, "float16": 2.0 ** -11}
+
+
+def check_within_wire_precision(case, per_rank, P):
+    ref = serial_case(case)
+    logits = rel(assemble(per_rank, case.graph.n, case.dims[-1]), ref.logits)
+    grads = []
+    for r in per_rank:  # norm-wise over a rank's parameters (a gradient that cancels is relatively noisier)
+        diff = np.concatenate([(g - gr[s]).ravel() for g, gr, s in zip(r.grads, ref.grads, r.grad_slices)])
+        norm = np.concatenate([gr[s].ravel() for gr, s in zip(ref.grads, r.grad_slices)])
+        grads.append(np.linalg.norm(diff) / np.linalg.norm(norm))
+    if case.grad_wire is not None:  # only the gradients crossed narrowed: the forward is exact
+        u = UNIT[case.grad_wire]
+        assert logits < RTOL and 0 < max(grads) < 4 * u, (logits, grads)
+    elif case.wire == "float32":
+        assert logits < RTOL and max(grads) < RTOL, (logits, grads)
+    else:
+        u = UNIT[case.wire]
+        assert logits < 8 * u and max(grads) < 32 * u, (logits, grads)  # within a few roundings
+        assert logits + max(grads) > 0  # and narrowed: something did cross rounded
+
+
 def trained_graph(case):
     """The graph the case's model aggregates over: its graph, or a link case's training graph."""
     return case.graph if case.task == "node" else link_setup(case).train_graph

@@ -1,5 +1,6 @@
 r"""The one instrumented communication layer. Nothing else in gridgnn imports ``torch.distributed``
-for data movement (``distributed/launch.py`` only initializes and tears down the process group).
+for data movement (``distributed/launch.py`` only initializes and tears down the process group;
+``distributed/staged.py`` is the host-staged form of the same calls, a test mode in which ranks share a GPU).
 
 Every call names a mesh axis (``"p"``, ``"row"``, ``"rep"``, ...) and a collective tag; the phase prefix
 (``fwd``, ``bwd``, ``grad``, ``eval``, ``metrics``, ``setup``, ``io``) comes from :meth:`Comm.phase`. Each rank
@@ -44,7 +45,7 @@ import torch
 import torch.distributed as dist
 
 from ..errors import CommFailure, GridGnnError
-from . import accounting
+from . import accounting, staged
 from .wire import WIRE_PHASES
 
 
@@ -182,6 +183,7 @@ class Comm:
         # time each call on the device with CUDA events (no device-wide synchronize: transfers may overlap compute)
         self._on_device = bool(sync_cuda) and getattr(getattr(grid, "mesh", None), "device_type", "cpu") == "cuda"
         self.wire = wire  # a WirePolicy: node data crosses narrowed (None: as held)
+        self._net = staged.network()  # torch.distributed, or its host-staged form (ranks sharing a GPU: tests)
 
     # ------------------------------------------------------------------ bookkeeping
     @contextlib.contextmanager
@@ -331,7 +333,7 @@ class Comm:
             if use is False:
                 return Pending.done(self.broadcast(tensor, root, axis, tag, wire=wire))
             buf = tensor if use is None else self._bcast_buffer(tensor, use, me == root, tag, axis)
-            work = self._start(lambda: dist.broadcast(buf, src=src, group=group, async_op=True), tag, axis)
+            work = self._start(lambda: self._net.broadcast(buf, src=src, group=group, async_op=True), tag, axis)
             self._record(tag, *accounting.bcast(me, root, _nbytes(buf)), 0.0)
 
             def arrived():
@@ -341,13 +343,13 @@ class Comm:
 
             return Pending(self, tag, axis, work, arrived)
         if low is None:
-            secs = self._run(lambda: dist.broadcast(tensor, src=src, group=group), tag, axis)
+            secs = self._run(lambda: self._net.broadcast(tensor, src=src, group=group), tag, axis)
             self._record(tag, *accounting.bcast(me, root, _nbytes(tensor)), secs)
             return tensor
 
         def run(dt):
             buf = self._bcast_buffer(tensor, dt, me == root, tag, axis)
-            secs = self._run(lambda: dist.broadcast(buf, src=src, group=group), tag, axis)
+            secs = self._run(lambda: self._net.broadcast(buf, src=src, group=group), tag, axis)
             self._record(tag, *accounting.bcast(me, root, _nbytes(buf)), secs)
             return tensor if me == root else buf.to(tensor.dtype)
 
@@ -372,7 +374,7 @@ class Comm:
             if use is False:
                 return Pending.done(self.reduce(tensor, root, axis, tag, wire=wire))
             if use is None:
-                work = self._start(lambda: dist.reduce(tensor, dst=dst, op=dist.ReduceOp.SUM, group=group,
+                work = self._start(lambda: self._net.reduce(tensor, dst=dst, op=dist.ReduceOp.SUM, group=group,
                                                        async_op=True), tag, axis)
                 self._record(tag, *accounting.reduce(me, root, _nbytes(tensor)), 0.0)
                 return Pending(self, tag, axis, work, lambda: tensor)
@@ -386,14 +388,14 @@ class Comm:
 
             return Pending(self, tag, axis, work, landed)
         if low is None:
-            secs = self._run(lambda: dist.reduce(tensor, dst=dst, op=dist.ReduceOp.SUM, group=group), tag, axis)
+            secs = self._run(lambda: self._net.reduce(tensor, dst=dst, op=dist.ReduceOp.SUM, group=group), tag, axis)
             self._record(tag, *accounting.reduce(me, root, _nbytes(tensor)), secs)
             return tensor
 
         def run(dt):
             if dt is None:
                 buf = tensor.clone()
-                secs = self._run(lambda: dist.reduce(buf, dst=dst, op=dist.ReduceOp.SUM, group=group), tag, axis)
+                secs = self._run(lambda: self._net.reduce(buf, dst=dst, op=dist.ReduceOp.SUM, group=group), tag, axis)
                 self._record(tag, *accounting.reduce(me, root, _nbytes(buf)), secs)
                 return buf if me == root else tensor  # only the root's result is defined
             began = self._begin()
@@ -419,7 +421,7 @@ class Comm:
         if g == 2:
             buf = self._cast(tensor.contiguous(), dt, tag, axis)
             got = [torch.empty_like(buf) for _ in range(g)] if me == root else None
-            work = issue(lambda: dist.gather(buf, got, dst=dst, group=group, async_op=async_op), tag, axis)
+            work = issue(lambda: self._net.gather(buf, got, dst=dst, group=group, async_op=async_op), tag, axis)
             self._record(tag, *accounting.gather(me, root, g, _nbytes(buf)), 0.0)
 
             def summed(work=work):
@@ -434,14 +436,14 @@ class Comm:
         flat[:numel] = tensor.reshape(-1)
         send = self._cast(flat, dt, tag, axis)
         recv = torch.empty_like(send)
-        work = issue(lambda: dist.all_to_all_single(recv, send, group=group, async_op=async_op), tag, axis)
+        work = issue(lambda: self._net.all_to_all_single(recv, send, group=group, async_op=async_op), tag, axis)
         self._record(tag, *accounting.reduce_padded(me, root, g, c * send.element_size()), 0.0, calls=2)
 
         def summed(work=None):
             mine = _sum_members(flat[me * c:(me + 1) * c], list(recv.reshape(g, c)), me)
             part = self._cast(mine, dt, tag, axis)
             got = [torch.empty_like(part) for _ in range(g)] if me == root else None
-            self._run(lambda: dist.gather(part, got, dst=dst, group=group), tag, axis)
+            self._run(lambda: self._net.gather(part, got, dst=dst, group=group), tag, axis)
             if me != root:
                 return tensor
             pieces = [mine if k == me else got[k].to(tensor.dtype) for k in range(g)]
@@ -484,19 +486,19 @@ class Comm:
         if async_op:
             if wire:
                 raise ValueError("Comm.all_reduce starts exact data only (async_op with wire)")
-            work = self._start(lambda: dist.all_reduce(tensor, op=red, group=group, async_op=True), "allreduce", axis)
+            work = self._start(lambda: self._net.all_reduce(tensor, op=red, group=group, async_op=True), "allreduce", axis)
             self._record("allreduce", *accounting.allreduce(g, _nbytes(tensor)), 0.0)
             return Pending(self, "allreduce", axis, work, lambda: tensor)
         low = self._low(wire and op == "sum", tensor)
         if low is None:
-            secs = self._run(lambda: dist.all_reduce(tensor, op=red, group=group), "allreduce", axis)
+            secs = self._run(lambda: self._net.all_reduce(tensor, op=red, group=group), "allreduce", axis)
             self._record("allreduce", *accounting.allreduce(g, _nbytes(tensor)), secs)
             return tensor
 
         def run(dt):
             if dt is None:
                 buf = tensor.clone()
-                secs = self._run(lambda: dist.all_reduce(buf, op=red, group=group), "allreduce", axis)
+                secs = self._run(lambda: self._net.all_reduce(buf, op=red, group=group), "allreduce", axis)
                 self._record("allreduce", *accounting.allreduce(g, _nbytes(buf)), secs)
                 return buf
             return self._narrow_all_reduce(tensor, dt, axis)[1]()
@@ -516,7 +518,7 @@ class Comm:
         flat[:numel] = tensor.reshape(-1)
         send = self._cast(flat, dt, "allreduce", axis)
         recv = torch.empty_like(send)
-        call = lambda: dist.all_to_all_single(recv, send, group=group, async_op=async_op)  # noqa: E731
+        call = lambda: self._net.all_to_all_single(recv, send, group=group, async_op=async_op)  # noqa: E731
         work, secs = (self._start(call, "allreduce", axis), 0.0) if async_op else (None, self._run(call, "allreduce",
                                                                                                    axis))
         self.log.record(key, *accounting.allreduce_padded(g, c * send.element_size()), secs, calls=2)
@@ -526,7 +528,7 @@ class Comm:
             pieces[me] = flat[me * c:(me + 1) * c]  # one's own piece never crossed the wire
             mine = self._cast(pieces.sum(dim=0), dt, "allreduce", axis)
             got = [torch.empty_like(mine) for _ in range(g)]
-            self.log.add_seconds(key, self._run(lambda: dist.all_gather(got, mine, group=group), "allreduce", axis))
+            self.log.add_seconds(key, self._run(lambda: self._net.all_gather(got, mine, group=group), "allreduce", axis))
             return torch.cat(got)[:numel].to(tensor.dtype).reshape(tensor.shape)
 
         return work, summed
@@ -554,7 +556,7 @@ class Comm:
         def issue(dt, start: bool):
             out = flat_send if dt is None else self._cast(flat_send, dt, "alltoallv", axis)
             flat_recv = out.new_empty(sum(out_splits))
-            call = lambda: dist.all_to_all_single(flat_recv, out, out_splits, in_splits,  # noqa: E731
+            call = lambda: self._net.all_to_all_single(flat_recv, out, out_splits, in_splits,  # noqa: E731
                                                   group=group, async_op=start)
             work, secs = (self._start(call, "alltoallv", axis), 0.0) if start else (None, self._run(call, "alltoallv",
                                                                                                    axis))
@@ -609,7 +611,7 @@ class Comm:
         def run(dt):
             out = flat_send if dt is None else self._cast(flat_send, dt, "reducescatter", axis)
             flat_recv = out.new_empty(rows * width * g)
-            secs = self._run(lambda: dist.all_to_all_single(flat_recv, out, out_splits, in_splits, group=group),
+            secs = self._run(lambda: self._net.all_to_all_single(flat_recv, out, out_splits, in_splits, group=group),
                              "reducescatter", axis)
             es = out.element_size()
             self._record("reducescatter", *accounting.reducescatter(me, [s * es for s in in_splits]), secs)
@@ -633,7 +635,7 @@ class Comm:
         def run(dt):
             mine = tensor.contiguous() if dt is None else self._cast(tensor, dt, "allgather", axis)
             out = [torch.empty_like(mine) for _ in range(g)]
-            secs = self._run(lambda: dist.all_gather(out, mine, group=group), "allgather", axis)
+            secs = self._run(lambda: self._net.all_gather(out, mine, group=group), "allgather", axis)
             self._record("allgather", *accounting.allgather(g, _nbytes(mine)), secs)
             return out if dt is None else [o.to(tensor.dtype) for o in out]
 
@@ -674,12 +676,12 @@ class Comm:
         def run():
             size = torch.tensor([payload.numel()], dtype=torch.int64, device=dev)
             sizes = [torch.empty_like(size) for _ in range(g)]
-            dist.all_gather(sizes, size, group=group)
+            self._net.all_gather(sizes, size, group=group)
             width = max(int(s.item()) for s in sizes)
             buf = torch.zeros(width, dtype=torch.uint8, device=dev)
             buf[: payload.numel()] = payload.to(dev)
             bufs = [torch.empty_like(buf) for _ in range(g)]
-            dist.all_gather(bufs, buf, group=group)
+            self._net.all_gather(bufs, buf, group=group)
             return [bytes(b[: int(s.item())].cpu().numpy()) for b, s in zip(bufs, sizes)]
 
         box = []
@@ -702,7 +704,7 @@ class Comm:
         pad[: tensor.shape[0]] = tensor
         out = [torch.empty_like(pad) for _ in range(g)] if me == root else None
         dst = dist.get_global_rank(group, root)
-        secs = self._run(lambda: dist.gather(pad, out, dst=dst, group=group), "gather", axis)
+        secs = self._run(lambda: self._net.gather(pad, out, dst=dst, group=group), "gather", axis)
         self._record("gather", *accounting.gather(me, root, g, _nbytes(pad)), secs)
         return None if out is None else [b[:h] for b, h in zip(out, heights)]
 

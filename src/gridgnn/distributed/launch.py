@@ -55,6 +55,7 @@ from dataclasses import dataclass
 import torch
 
 from ..errors import CommFailure, GridGnnError, out_of_memory
+from . import staged
 
 
 @dataclass
@@ -71,10 +72,11 @@ class LaunchContext:
     store_file: str | None = None  # local launch: FileStore rendezvous (no listening store socket)
     host_memory: int | None = None  # local launch: the host memory the caller measured before spawning
     startup: dict | None = None  # local launch: the caller's start-up clock, continued on the ranks
+    stage_on_host: bool = False  # local launch, tests: ranks share the GPUs, collectives staged over gloo
 
     @property
     def backend(self) -> str:
-        return "nccl" if self.device.startswith("cuda") else "gloo"
+        return "nccl" if self.device.startswith("cuda") and not self.stage_on_host else "gloo"
 
     @property
     def ranks_per_node(self) -> int | None:
@@ -89,8 +91,9 @@ class LaunchContext:
         import torch.distributed as dist
 
         if self.device.startswith("cuda"):
-            torch.cuda.set_device(self.local_rank)
-            self.device = f"cuda:{self.local_rank}"
+            gpu = self.local_rank % torch.cuda.device_count() if self.stage_on_host else self.local_rank
+            torch.cuda.set_device(gpu)
+            self.device = f"cuda:{gpu}"
         method = (f"file://{self.store_file}" if self.store_file is not None
                   else f"tcp://{self.master_addr}:{self.master_port}")
         # NCCL: the rank's GPU named up front (else torch guesses it from the global rank, and says so)
@@ -103,6 +106,7 @@ class LaunchContext:
         except (RuntimeError, ValueError) as exc:
             raise CommFailure(f"rank {self.rank}: the rendezvous of {self.world_size} ranks failed: "
                               f"{_first_line(exc)}") from None
+        staged.activate(self.stage_on_host)
         self.initialized = True
 
     def shutdown(self, *, clean: bool = True) -> None:
@@ -114,6 +118,7 @@ class LaunchContext:
             if clean:
                 dist.barrier()
             dist.destroy_process_group()
+            staged.activate(False)
             self.initialized = False
 
 
@@ -625,11 +630,13 @@ def _wait(procs, err_dir: str) -> None:
 
 
 def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0, collect: bool = False,
-           host_memory: int | None = None, startup: dict | None = None):
+           host_memory: int | None = None, startup: dict | None = None, stage_on_host: bool = False):
     """Run ``fn(ctx, *args)`` on every rank; returns the list of per-rank results when ``collect``.
     ``host_memory``: bytes of host memory the caller measured before the launch, handed to the spawned ranks
     as ``ctx.host_memory`` (their memory check then uses one number for all of them); ``startup``: plain data the
-    spawned ranks receive as ``ctx.startup`` (the caller's start-up clock).
+    spawned ranks receive as ``ctx.startup`` (the caller's start-up clock). ``stage_on_host`` (a test mode, spawned
+    ranks only): the ranks share the visible GPUs and their collectives cross gloo on host copies
+    (:mod:`gridgnn.distributed.staged`), so that P ranks run their device code on one GPU.
 
     Under torchrun/srun this process is one rank (``nproc`` must match or be omitted) and the list holds
     only this rank's result. Otherwise ``nproc`` processes are spawned here (see the module docstring for
@@ -637,6 +644,8 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
     """
     ctx = env_context(device)
     if ctx is not None:
+        if stage_on_host:
+            raise GridGnnError("host-staged collectives are a local test mode: not under torchrun/srun")
         if nproc not in (None, ctx.world_size):
             raise GridGnnError(f"--nproc {nproc} disagrees with the launcher's WORLD_SIZE={ctx.world_size}")
         ctx.timeout_s = timeout_s
@@ -656,7 +665,7 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
     if nproc is None or nproc < 1:
         raise GridGnnError(f"--nproc must be a positive integer, got {nproc}")
     dev = resolve_device(device)
-    if dev == "cuda" and nproc > torch.cuda.device_count():
+    if dev == "cuda" and nproc > torch.cuda.device_count() and not stage_on_host:
         raise GridGnnError(f"--nproc {nproc} exceeds the {torch.cuda.device_count()} visible CUDA devices")
     _check_main_guard()
     mpctx = _start_context()
@@ -676,7 +685,7 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
         os.makedirs(edir)
         proto = LaunchContext(0, nproc, 0, nproc, dev, timeout_s=timeout_s,
                               store_file=os.path.join(tmp, "rendezvous"), host_memory=host_memory,
-                              startup=startup)
+                              startup=startup, stage_on_host=stage_on_host)
         # Children inherit the blocked mask (SIGINT stays blocked in them) and the loopback-only interfaces.
         os.environ.update(env_keys)
         signal.pthread_sigmask(signal.SIG_BLOCK, set(handled))

@@ -1,0 +1,47 @@
+"""Host-staged collectives (:mod:`gridgnn.distributed.staged`, the test mode in which ranks share one GPU) on the
+CPU: every collective the Comm issues crosses fresh host buffers over gloo and is copied back — at once, or at
+``wait()`` for a started one — and the run still equals the serial reference with the bytes of the model; the same
+path a GPU run takes (tests/parallel/test_cuda.py runs it on a device)."""
+import pytest
+
+from gridgnn.distributed import staged
+from gridgnn.distributed.launch import launch
+from gridgnn.errors import GridGnnError
+from gridgnn.testing import Refusal, distributed_worker
+
+from ._fidelity import check_against_serial, check_bytes, check_within_wire_precision
+from .conftest import staged_cases
+
+P = 2
+
+
+def _staged_worker(ctx, cases):
+    out = distributed_worker(ctx, cases)
+    return out, dict(staged.STAGED.calls), staged.network() is staged.STAGED
+
+
+def test_staged_collectives_equal_serial_with_the_model_bytes():
+    named = staged_cases(P, every_algorithm=False)
+    out = launch(_staged_worker, P, [c for _, c in named], device="cpu", stage_on_host=True, collect=True)
+    for r in range(P):
+        assert out[r][2], "the ranks' Comm did not issue its collectives through the staged network"
+        # every kind of collective the engines use went through the host buffers, started ones included
+        assert set(out[r][1]) == {"broadcast", "reduce", "all_reduce", "gather", "all_gather", "all_to_all_single"}
+    for k, (name, case) in enumerate(named):
+        per_rank = [out[r][0][k] for r in range(P)]
+        assert not isinstance(per_rank[0], Refusal), name
+        if case.grad_wire is None and case.wire is None:
+            check_against_serial(case, per_rank, P)
+        else:
+            check_within_wire_precision(case, per_rank, P)
+        check_bytes(case, per_rank, P)
+
+
+def test_staged_collectives_are_a_local_mode_only(monkeypatch):
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29999")
+    with pytest.raises(GridGnnError, match="local test mode"):
+        launch(_staged_worker, 1, [], device="cpu", stage_on_host=True)
