@@ -13,7 +13,8 @@ On one synthetic graph (default: SBM, 100,000 vertices, average degree 20, 128 f
    the torch references (``GRIDGNN_KERNELS=torch``); GAT and AGNN also with the attention composed of the
    numba primitives instead of its fused kernels; GAT (8 heads × 8, one output head, 2 layers, dropout 0.6 on
    inputs and attention) — PyG ``GATConv`` and gridgnn likewise; AGNN (PyG's example: linear → 2 propagations →
-   linear, hidden 64) and VA (hidden 64) — PyG ``AGNNConv`` and gridgnn.
+   linear, hidden 64) and VA (hidden 64) — PyG ``AGNNConv`` and gridgnn; GraphSAGE (mean, 2 layers, hidden 128,
+   dropout 0.5) — PyG ``SAGEConv`` on ``edge_index`` and on the CSR ``adj_t``, and gridgnn.
 3. **Bytes per epoch at P = 4** of every algorithm and model, from the byte models (``model_bytes.py``), which
    the test suite checks against measured bytes.
 
@@ -138,7 +139,8 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
     y = torch.from_numpy(g.y).to(device)
     train = torch.from_numpy(g.train_mask & (g.y >= 0)).to(device)
     f, c = g.num_features, g.num_classes
-    dims = {"gcn": [f, 128, 128, c], "gat": [f, 8, c], "agnn": [f, 64, 64, 64, c], "va": [f, 64, c]}[model]
+    dims = {"gcn": [f, 128, 128, c], "gat": [f, 8, c], "agnn": [f, 64, 64, 64, c], "va": [f, 64, c],
+            "sage": [f, 128, c]}[model]
     if impl.startswith("pyg"):
         import torch_geometric.nn as pygnn
 
@@ -149,6 +151,15 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
             adj = adj.to(device)
         if model == "gcn":
             convs = torch.nn.ModuleList([pygnn.GCNConv(a, b, cached=True) for a, b in zip(dims[:-1], dims[1:])])
+
+            def forward():
+                h = x
+                for i, conv in enumerate(convs):
+                    h = conv(F.dropout(h, 0.5, training=True), adj)
+                    h = torch.relu(h) if i < len(convs) - 1 else h
+                return h
+        elif model == "sage":
+            convs = torch.nn.ModuleList([pygnn.SAGEConv(a, b, aggr="mean") for a, b in zip(dims[:-1], dims[1:])])
 
             def forward():
                 h = x
@@ -184,7 +195,7 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
 
         plan = build_serial(gcn_normalize(g), dtype=torch.float32, device=device)
         opts = {"gcn": dict(dropout=0.5), "gat": dict(dropout=0.6, heads=8), "agnn": dict(dropout=0.5),
-                "va": dict(dropout=0.5)}[model]
+                "va": dict(dropout=0.5), "sage": dict(dropout=0.5, aggr="mean")}[model]
         net = MODELS[model].from_options(dims, plan=None, dtype=torch.float32, seed=0, **opts).to(device)
         net.train()
 
@@ -215,9 +226,10 @@ RUNS = {  # model → implementations, the first PyG one is the reference of the
     "gat": ("pyg", "gridgnn", "gridgnn-composed", "gridgnn-torch"),
     "agnn": ("pyg", "gridgnn", "gridgnn-composed", "gridgnn-torch"),
     "va": ("gridgnn", "gridgnn-torch"),
+    "sage": ("pyg", "pyg-csr", "gridgnn", "gridgnn-torch"),
 }
 GPU_RUNS = {"gcn": ("pyg", "pyg-csr", "gridgnn"), "gat": ("pyg", "gridgnn"), "agnn": ("pyg", "gridgnn"),
-            "va": ("gridgnn",)}  # on a GPU gridgnn runs torch's kernels: the numba ones are the CPU's
+            "va": ("gridgnn",), "sage": ("pyg", "pyg-csr", "gridgnn")}  # on a GPU gridgnn runs torch's kernels: the numba ones are the CPU's
 NAMES = {"pyg": "PyG (edge_index)", "pyg-csr": "PyG (CSR adj_t)", "gridgnn": "gridgnn serial (numba kernels)",
          "gridgnn-composed": "gridgnn serial (numba kernels, attention unfused)",
          "gridgnn-torch": "gridgnn serial (torch references)"}
