@@ -15,7 +15,6 @@ loop lies in exactly one shard of its row, in either vertex order of the double 
 """
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -23,12 +22,6 @@ from ..errors import GridGnnError
 from .base import Model, Option, parameter_group
 
 AGGREGATIONS = ("mean", "sum", "max", "min")
-
-
-def neighbour_mask(g) -> torch.Tensor:
-    """The local edges ``src → dst`` with ``dst ≠ src`` (bool, in edge order)."""
-    dst, src = g.edge_ids()
-    return torch.from_numpy(np.asarray(dst) != np.asarray(src))
 
 
 class SAGE(Model):
@@ -86,7 +79,7 @@ class SAGE(Model):
         for layer in range(self.num_layers):
             h = self.input_dropout(h, plan, layer, self.dims[layer])
             g = plan.graph(layer)
-            loops = neighbour_mask(g).to(h.device)  # True: a neighbour, False: the vertex itself
+            loops = g.off_diagonal  # True: a neighbour, False: the vertex itself
             agg = g.spmm(None, h, semiring=self.aggr, mask=loops)
             root = h if plan.root_in_aggregate_layout else g.spmm(None, h, mask=~loops)  # h_u, laid out as agg
             h = plan.linear(layer, agg, self.param("weights", layer)) \

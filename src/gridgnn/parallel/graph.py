@@ -34,6 +34,7 @@ class DistGraph(ABC):
     edge_table = None
     _edge_cache = None
     _relation_cache = None
+    _off_diagonal = None
 
     # ------------------------------------------------------------------ what a family provides
     @abstractmethod
@@ -101,6 +102,17 @@ class DistGraph(ABC):
         :math:`M + I` adds carries the mean of its vertex's incoming edge features (PyG's
         ``add_remaining_self_loops(fill_value="mean")``); :attr:`input_edges` tells them apart."""
         return self._edge_data()[0]
+
+    @property
+    def off_diagonal(self) -> torch.Tensor:
+        """``bool[nnz]``: ``True`` where a local edge joins two vertices (destination ≠ source), ``False`` on a
+        self-loop (the pattern's or the data's), in edge order on the edge values' device — built once per graph (a
+        model that masks the self-loops every layer, GraphSAGE, would otherwise compare the ids on the host and copy
+        the mask to the device each time)."""
+        if self._off_diagonal is None:
+            dst, src = self.edge_ids()
+            self._off_diagonal = torch.from_numpy(np.asarray(dst) != np.asarray(src)).to(self.values_spec()[1])
+        return self._off_diagonal
 
     @property
     def input_edges(self) -> torch.Tensor:

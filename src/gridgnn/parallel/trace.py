@@ -435,6 +435,10 @@ class _TraceGraph:
         return self._edge_tensor(lambda: self._inner.input_edges)
 
     @property
+    def off_diagonal(self) -> torch.Tensor:
+        return self._edge_tensor(lambda: self._inner.off_diagonal)
+
+    @property
     def relation_values(self) -> torch.Tensor:
         return self._edge_tensor(lambda: self._inner.relation_values)
 
