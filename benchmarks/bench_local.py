@@ -19,6 +19,7 @@ On one synthetic graph (default: SBM, 100,000 vertices, average degree 20, 128 f
    the test suite checks against measured bytes.
 
 Usage: python benchmarks/bench_local.py [--data SPEC] [--epochs 5] [--warmup 1] [--skip kernels,epochs,bytes]
+       [--device cuda] [--profile DIR]
 """
 from __future__ import annotations
 
@@ -124,7 +125,8 @@ def kernels_section(spec: str, extra: tuple[int, int] | None) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ epochs
-def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: str = "cpu") -> dict:
+def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: str = "cpu",
+           profile_dir: str | None = None) -> dict:
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -206,19 +208,44 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
         params = net.parameters()
     opt = torch.optim.Adam(params, lr=0.005, weight_decay=5e-4)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    times = []
-    for epoch in range(warmup + epochs):
-        sync()
-        t0 = time.perf_counter()
+
+    def step():
         opt.zero_grad()
         out = forward()
         F.cross_entropy(out[train], y[train]).backward()
         opt.step()
+
+    times = []
+    for epoch in range(warmup + epochs):
+        sync()
+        t0 = time.perf_counter()
+        step()
         sync()
         if epoch >= warmup:
             times.append(time.perf_counter() - t0)
-    return {"epoch_ms": 1e3 * statistics.median(times), "peak_bytes": measured_peak_bytes(device), "n": g.n,
-            "nnz": g.nnz}
+    result = {"epoch_ms": 1e3 * statistics.median(times), "peak_bytes": measured_peak_bytes(device), "n": g.n,
+              "nnz": g.nnz}
+    if profile_dir and (impl.startswith("gridgnn") or impl == "pyg-csr"):  # ours and the best of PyG
+        write_profile(step, sync, device, os.path.join(profile_dir, f"profile-{model}-{impl}.txt"))
+    return result
+
+
+def write_profile(step, sync, device: str, path: str, epochs: int = 3) -> None:
+    """``epochs`` more epochs under torch.profiler: the operators and kernels by their own device time (on a GPU)
+    and by their own host time, written to ``path``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with profile(activities=acts) as prof:
+        for _ in range(epochs):
+            step()
+        sync()
+    table = prof.key_averages()
+    with open(path, "w") as fh:
+        fh.write(f"{epochs} epochs under torch.profiler\n")
+        if device == "cuda":
+            fh.write(table.table(sort_by="self_device_time_total", row_limit=30) + "\n")
+        fh.write(table.table(sort_by="self_cpu_time_total", row_limit=30) + "\n")
 
 
 RUNS = {  # model → implementations, the first PyG one is the reference of the ratios
@@ -235,7 +262,8 @@ NAMES = {"pyg": "PyG (edge_index)", "pyg-csr": "PyG (CSR adj_t)", "gridgnn": "gr
          "gridgnn-torch": "gridgnn serial (torch references)"}
 
 
-def epochs_section(spec: str, epochs: int, warmup: int, models: list[str], device: str = "cpu") -> None:
+def epochs_section(spec: str, epochs: int, warmup: int, models: list[str], device: str = "cpu",
+                   profile_dir: str | None = None) -> None:
     peak = "VmHWM of the worker process" if device == "cpu" else "torch.cuda.max_memory_allocated"
     print(f"\nepochs on {device}: median of {epochs} after {warmup} warm-up, float32; peak = {peak}")
     print("\n| model | run | epoch time (ms) | × PyG best | peak memory (MiB) | × PyG best |")
@@ -244,7 +272,8 @@ def epochs_section(spec: str, epochs: int, warmup: int, models: list[str], devic
         res = {}
         for impl in (RUNS if device == "cpu" else GPU_RUNS)[model]:
             r = subprocess.run([sys.executable, __file__, "--worker", impl, "--model", model, "--data", spec,
-                                "--epochs", str(epochs), "--warmup", str(warmup), "--device", device],
+                                "--epochs", str(epochs), "--warmup", str(warmup), "--device", device]
+                               + (["--profile", profile_dir] if profile_dir else []),
                                capture_output=True, text=True)
             line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
             if not line:
@@ -267,24 +296,26 @@ def main():
     ap.add_argument("--data", default=DEFAULT)
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
-    ap.add_argument("--models", default="gcn,gat,agnn,va")
+    ap.add_argument("--models", default="gcn,gat,agnn,va,sage")
     ap.add_argument("--skip", default="", help="comma-separated sections to skip: kernels, epochs, bytes")
     ap.add_argument("--spmm-n", type=int, default=200_000)
     ap.add_argument("--spmm-nnz", type=int, default=4_000_000)
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the epochs section runs")
+    ap.add_argument("--profile", metavar="DIR", help="after the timed epochs, profile 3 more of each gridgnn run "
+                    "(torch.profiler; and PyG's CSR run) into DIR/profile-MODEL-RUN.txt")
     ap.add_argument("--worker")
     ap.add_argument("--model")
     args = ap.parse_args()
     if args.worker:
         print("RESULT " + json.dumps(worker(args.worker, args.model, args.data, args.epochs, args.warmup,
-                                                 args.device)))
+                                                 args.device, args.profile)))
         return
     skip = set(filter(None, args.skip.split(",")))
     print(f"data: {args.data}")
     if "kernels" not in skip:
         kernels_section(args.data, (args.spmm_n, args.spmm_nnz) if args.spmm_n else None)
     if "epochs" not in skip:
-        epochs_section(args.data, args.epochs, args.warmup, args.models.split(","), args.device)
+        epochs_section(args.data, args.epochs, args.warmup, args.models.split(","), args.device, args.profile)
     if "bytes" not in skip:
         print("\nbytes per training epoch at P = 4 (byte models, float32, random partition / permutation):\n",
               flush=True)

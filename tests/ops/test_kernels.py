@@ -216,3 +216,28 @@ def test_one_head_per_column_on_a_column_block_equals_the_reference(monkeypatch)
     for fn, args in ((P.sddmm_dot, (pat, d, x, heads)), (P.spmm, (pat, vals, x))):
         got, want = fn(*args, col_heads=local), reference(monkeypatch, fn, *args, col_heads=local)
         torch.testing.assert_close(got, want, **TOL[torch.float64])
+
+
+def test_device_ids_are_copied_once_per_host_array_and_forgotten_with_it():
+    """The dropout's ids cross to the device once per host array (a plan's rows, every layer and epoch); a view of
+    the same memory finds the same copy, another array its own, and a freed array's entry goes with it (an address
+    reused by a new array never finds a stale copy)."""
+    import gc
+
+    a = np.arange(10, 30, dtype=np.int64)
+    first = D.device_ids(a, "cpu")
+    assert D.device_ids(a, "cpu") is first and D.device_ids(a[:], "cpu") is first
+    assert np.array_equal(first.numpy(), a)
+    part = D.device_ids(a[5:9], "cpu")
+    assert part is not first and np.array_equal(part.numpy(), a[5:9])
+    assert np.array_equal(D.device_ids(a[::2], "cpu").numpy(), a[::2])
+    keys = [k for k in D._DEVICE_IDS if k[0] == a.__array_interface__["data"][0]]
+    assert keys
+    del a
+    gc.collect()
+    assert not any(k in D._DEVICE_IDS for k in keys)
+    for _ in range(20):  # new arrays (some at a freed address): each finds its own ids
+        b = np.arange(7, 27, dtype=np.int64) * 3
+        assert np.array_equal(D.device_ids(b, "cpu").numpy(), b)
+        del b
+    assert np.array_equal(D.device_ids([4, 5, 6], "cpu").numpy(), [4, 5, 6])

@@ -6,16 +6,19 @@ the layer input, ``feature`` = global column id, so column-sharded layouts draw 
 ``(1 − p) · 2⁶⁴``. On the host it is computed in ``uint64`` (well-defined wrap-around): in one parallel numba pass
 (:func:`gridgnn.ops.kernels.keyed_mask`, 1 byte per element) when numba is present, else in NumPy
 (:func:`keep_mask_reference`, the same bits, three ``uint64`` temporaries per element). On a GPU it is computed
-there, in torch ``int64`` arithmetic holding the same bits (:func:`gridgnn.ops.hashing.mix_tensor`): only the ids
-cross to the device, not the mask.
+there: by one Triton kernel where Triton is present (:mod:`gridgnn.ops.triton_kernels`), else in torch ``int64``
+arithmetic holding the same bits (:func:`gridgnn.ops.hashing.mix_tensor`, in chunks of rows): only the ids cross
+to the device, not the mask.
 Autograd keeps the boolean mask (1 byte per element), not a mask in the training dtype.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 import torch
 
-from ..ops import kernels
+from ..ops import kernels, triton_kernels
 from ..ops.hashing import G, as_int64, below_tensor, mix, mix_tensor
 from ..ops.masked import MaskedScale
 
@@ -63,6 +66,9 @@ def keep_mask_tensor(node_ids: torch.Tensor, features: int, p: float, *, seed: i
     """:func:`keep_mask` on ``node_ids``' device (an ``int64`` tensor): the same bits, in torch ``int64``, drawn in
     chunks of rows."""
     c0, c1 = cols if cols is not None else (0, features)
+    if triton_kernels.usable(node_ids.device):  # one fused pass, no temporaries
+        return triton_kernels.node_keep_mask(node_ids, features, c0, c1, int(_node_key(seed, epoch, layer)),
+                                             int(_threshold(p)))
     node_ids = node_ids.reshape(-1, 1)
     col = torch.arange(c0, c1, dtype=torch.int64, device=node_ids.device)
     key, threshold = as_int64(_node_key(seed, epoch, layer)), _threshold(p)
@@ -82,6 +88,31 @@ def keep_mask_reference(node_ids: np.ndarray, features: int, p: float, *, seed: 
     return h < _threshold(p)
 
 
+#: host id arrays' device copies: (address, length, stride, device) → (a weak reference to the array that owns the
+#: memory, the copy); an entry is dropped when that array is freed, so an address reused by another array never
+#: finds a stale copy
+_DEVICE_IDS: dict = {}
+
+
+def device_ids(node_ids, device) -> torch.Tensor:
+    """``node_ids`` (a host array of ``int64`` ids) on ``device``, copied once while the host array lives: a plan
+    hands the same rows to every layer's dropout every epoch (its id arrays are never written once built), and a
+    copy from pageable host memory each time would wait for the device each time."""
+    ids = np.asarray(node_ids, dtype=np.int64)
+    owner = ids
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    if ids.ndim != 1 or owner.base is not None:  # memory not owned by an ndarray (a buffer, a mapped file): copy
+        return torch.from_numpy(np.ascontiguousarray(ids)).to(device)
+    key = (ids.__array_interface__["data"][0], ids.size, ids.strides, str(device))
+    hit = _DEVICE_IDS.get(key)
+    if hit is not None and hit[0]() is owner:
+        return hit[1]
+    copy = torch.from_numpy(np.ascontiguousarray(ids)).to(device, copy=True)  # (never a view that keeps ids alive)
+    _DEVICE_IDS[key] = (weakref.ref(owner, lambda _, key=key: _DEVICE_IDS.pop(key, None)), copy)
+    return copy
+
+
 def hashed_dropout(x: torch.Tensor, p: float, node_ids: np.ndarray, *, seed: int, epoch: int, layer: int,
                    training: bool, features: int | None = None, cols: tuple[int, int] | None = None) -> torch.Tensor:
     r"""Inverted dropout: kept entries scaled by :math:`1/(1-p)`.
@@ -94,9 +125,9 @@ def hashed_dropout(x: torch.Tensor, p: float, node_ids: np.ndarray, *, seed: int
     if not training or p <= 0.0:
         return x
     features = x.shape[1] if features is None else features
-    if x.device.type != "cpu":  # drawn on the device: the ids cross, not the mask
-        ids = torch.as_tensor(np.asarray(node_ids, dtype=np.int64)).to(x.device)
-        mask = keep_mask_tensor(ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols)
+    if x.device.type != "cpu":  # drawn on the device: the ids cross (once per array), not the mask
+        mask = keep_mask_tensor(device_ids(node_ids, x.device), features, p, seed=seed, epoch=epoch, layer=layer,
+                                cols=cols)
     else:
         mask = torch.from_numpy(keep_mask(node_ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols))
     return MaskedScale.apply(x, mask, 1.0 - p)
@@ -116,6 +147,9 @@ def edge_keep_mask_tensor(dst_ids: torch.Tensor, src_ids: torch.Tensor, heads: i
                           epoch: int, layer: int) -> torch.Tensor:
     """:func:`edge_keep_mask` on the ids' device (``int64`` tensors): the same bits, in torch ``int64``, drawn in
     chunks of edges."""
+    if triton_kernels.usable(dst_ids.device):
+        return triton_kernels.edge_keep_mask(dst_ids, src_ids, heads, int(_edge_key(seed, epoch, layer)),
+                                             int(_threshold(p)))
     dst, src = dst_ids.reshape(-1, 1), src_ids.reshape(-1, 1)
     key, threshold = as_int64(_edge_key(seed, epoch, layer)), _threshold(p)
     head = torch.arange(1, heads + 1, dtype=torch.int64, device=dst.device) * as_int64(G)

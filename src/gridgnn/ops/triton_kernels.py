@@ -1,0 +1,75 @@
+r"""Fused device kernels, written in Triton: the GPU's counterpart of the numba kernels of :mod:`gridgnn.ops.kernels`.
+
+=======================  ===============================================  ======================================
+kernel                   computes                                         replaces (the tested reference)
+=======================  ===============================================  ======================================
+:func:`node_keep_mask`   the keyed dropout mask of a node block, bit for  :func:`gridgnn.nn.dropout.keep_mask_tensor`:
+                         bit (SplitMix64 in ``uint64``, one pass, 1 byte  a dozen ``int64`` passes over the
+                         written per element)                             block, in chunks
+:func:`edge_keep_mask`   the keyed attention-dropout mask of the edges ×  :func:`~gridgnn.nn.dropout.edge_keep_mask_tensor`
+                         heads, bit for bit
+=======================  ===============================================  ======================================
+
+A first GPU profile (docs/benchmarks.md, one H200) found the masks' torch passes at 40 % of a GCN epoch's device
+time and 30 % of GraphSAGE's; one kernel reads the ids once and writes the mask.
+
+**Selection.** :func:`usable` is true for CUDA tensors when Triton imports and ``GRIDGNN_KERNELS`` is not
+``torch`` (the references then run, as on a machine without Triton). The kernels are built on first use; with
+``TRITON_INTERPRET=1`` set before that, Triton's interpreter runs them on host tensors — how the tests check them on
+a machine without a GPU (tests/ops/test_triton_kernels.py; the interpreter runs the kernels' arithmetic in NumPy,
+so it checks their logic and bits, not their compilation or speed: a GPU run does that).
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import torch
+
+HAVE_TRITON = importlib.util.find_spec("triton") is not None
+#: elements per program
+BLOCK = 1024
+
+def usable(device: torch.device) -> bool:
+    """Triton serves tensors on ``device``: a CUDA device, Triton present, the kernels not disabled."""
+    return (torch.device(device).type == "cuda" and HAVE_TRITON
+            and os.environ.get("GRIDGNN_KERNELS", "auto") != "torch")
+
+
+def _kernels():
+    """The jitted kernels' module, imported on first use (Triton is optional; ``TRITON_INTERPRET`` is read when
+    its kernels are decorated)."""
+    from . import _triton_kernels
+
+    return _triton_kernels
+
+
+def _programs(out: torch.Tensor) -> int:
+    return (out.numel() + BLOCK - 1) // BLOCK
+
+
+def _as_uint64_arg(v: int) -> int:
+    """A ``uint64`` constant as the kernel argument (Triton types an int above the ``int64`` range ``uint64``)."""
+    return int(v) % 2**64
+
+
+def node_keep_mask(node_ids: torch.Tensor, features: int, c0: int, c1: int, key: int, threshold: int) -> torch.Tensor:
+    """``bool[len(node_ids), c1 − c0]``: :func:`gridgnn.nn.dropout.keep_mask_tensor`'s bits (``node_ids``: int64,
+    ``key`` and ``threshold`` as ``uint64`` values)."""
+    ids = node_ids.reshape(-1).contiguous()
+    width = c1 - c0
+    out = torch.empty(ids.numel() * width, dtype=torch.uint8, device=ids.device)
+    if out.numel():
+        _kernels().node_mask[(_programs(out),)](ids, out, out.numel(), width, features, c0, _as_uint64_arg(key),
+                                                _as_uint64_arg(threshold), BLOCK=BLOCK)
+    return out.view(torch.bool).reshape(ids.numel(), width)
+
+
+def edge_keep_mask(dst_ids: torch.Tensor, src_ids: torch.Tensor, heads: int, key: int, threshold: int) -> torch.Tensor:
+    """``bool[edges, heads]``: :func:`gridgnn.nn.dropout.edge_keep_mask_tensor`'s bits."""
+    dst, src = dst_ids.reshape(-1).contiguous(), src_ids.reshape(-1).contiguous()
+    out = torch.empty(dst.numel() * heads, dtype=torch.uint8, device=dst.device)
+    if out.numel():
+        _kernels().edge_mask[(_programs(out),)](dst, src, out, out.numel(), heads, _as_uint64_arg(key),
+                                                _as_uint64_arg(threshold), BLOCK=BLOCK)
+    return out.view(torch.bool).reshape(dst.numel(), heads)
