@@ -9,7 +9,8 @@
 #   3. epochs_gpu: bench_local's epochs on the GPU, gridgnn serial next to PyG (GCN, GAT, SAGE, AGNN; peak memory);
 #   4. cora_gcn: the Cora table with --device cuda (every algorithm, P = number of GPUs, 1 when one).
 # Usage: bash benchmarks/gpu_checks.sh CORA_DIR LOG_DIR  (PYTHON defaults to python3; BUDGET_S to 480; the package
-# is read from src/). CORA_DIR may be "-" (no Cora files on the machine): step 4 is then skipped.
+# is read from src/; PROFILE_DIR set: step 3 writes torch.profiler tables there). CORA_DIR may be "-" (no Cora
+# files on the machine): step 4 is then skipped.
 set -u
 CORA=${1:?CORA_DIR}; LOG=${2:?LOG_DIR}; PY=${PYTHON:-python3}; BUDGET=${BUDGET_S:-480}
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -28,6 +29,6 @@ step() {  # step NAME LIMIT_S COMMAND...: bounded by LIMIT_S and by what is left
 PYTEST="$PY -m pytest -p no:cacheprovider -o addopts= -q -m gpu --durations=8"
 step staged 170 $PYTEST tests/parallel/test_cuda.py -k sharing
 step pytest_gpu 130 $PYTEST tests/ops/test_triton_kernels.py tests/ops/test_kernels.py tests/planner/test_memory.py tests/parallel/test_cuda.py -k "not sharing"
-step epochs_gpu 150 $PY benchmarks/bench_local.py --device cuda --skip kernels,bytes --models gcn,gat,sage,agnn --epochs 10 --warmup 2
+step epochs_gpu 150 $PY benchmarks/bench_local.py --device cuda --skip kernels,bytes --models gcn,gat,sage,agnn --epochs 5 --warmup 2 ${PROFILE_DIR:+--profile "$PROFILE_DIR"}
 [ "$CORA" != "-" ] && step cora_gcn 90 $PY benchmarks/cora_accuracy.py "$CORA" --device cuda --nproc $P --seeds 1
 exit 0

@@ -85,3 +85,57 @@ def test_on_a_gpu_the_dropout_masks_come_from_the_kernels_with_the_host_bits():
     got = D.edge_keep_mask_tensor(torch.from_numpy(dst).cuda(), torch.from_numpy(src).cuda(), 8, 0.3, seed=1,
                                   epoch=2, layer=0)
     assert np.array_equal(got.cpu().numpy(), D.edge_keep_mask_reference(dst, src, 8, 0.3, seed=1, epoch=2, layer=0))
+
+
+def _pattern(r, m, k, nnz):
+    """A CSR pattern with empty rows, an isolated column and repeated columns in a row."""
+    from gridgnn.ops.pattern import Pattern
+
+    rows = np.sort(r.integers(0, m - 2, nnz))  # the last two rows empty
+    cols = r.integers(0, k - 1, nnz)  # the last column never read
+    import scipy.sparse as sp
+
+    mat = sp.csr_matrix((np.ones(nnz), (rows, cols)), shape=(m, k))
+    return Pattern.from_scipy(mat)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_sddmm_dot_equals_the_gathered_reference(interpreted, dtype):
+    from gridgnn.ops.pattern import head_columns, rows_of, sddmm_dot_reference
+
+    r = np.random.default_rng(6)
+    pat = _pattern(r, 40, 30, 300)
+    for heads, width, col_heads in ((1, 7, None), (2, 6, None), (8, 64, None), (3, 5, [(0, 0, 2), (2, 2, 5)]),
+                                    (4, 37, None)):  # (last: heads straddling the local columns unevenly)
+        ch = col_heads if col_heads is not None else head_columns(heads, width)
+        d = torch.from_numpy(r.normal(size=(40, width))).to(dtype)
+        x = torch.from_numpy(r.normal(size=(30, width))).to(dtype)
+        want = sddmm_dot_reference(pat, d, x, heads, col_heads=ch)
+        got = TK.sddmm_dot(rows_of(pat.crow), pat.col, d, x, heads, ch)
+        assert got.dtype == dtype and got.shape == want.shape
+        tol = 1e-12 if dtype == torch.float64 else 1e-5
+        assert torch.allclose(got, want, rtol=tol, atol=tol), (heads, width, (got - want).abs().max())
+    empty = TK.sddmm_dot(torch.zeros(0, dtype=torch.int32), torch.zeros(0, dtype=torch.int32),
+                         torch.ones(3, 4), torch.ones(2, 4), 2, head_columns(2, 4))
+    assert empty.shape == (0, 2)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_a_gpu_the_dot_sddmm_comes_from_the_kernel_and_equals_the_reference():
+    from gridgnn.ops.pattern import Pattern, head_columns, sddmm_dot, sddmm_dot_reference
+
+    r = np.random.default_rng(7)
+    pat = _pattern(r, 300, 200, 5000)
+    gpu = Pattern(pat.crow.cuda(), pat.col.cuda(), pat.shape)
+    for heads, width in ((1, 16), (8, 64), (3, 40)):
+        d, x = torch.from_numpy(r.normal(size=(300, width))), torch.from_numpy(r.normal(size=(200, width)))
+        calls = []
+        real = TK.sddmm_dot
+        TK.sddmm_dot = lambda *a, **k: (calls.append(1), real(*a, **k))[1]
+        try:
+            got = sddmm_dot(gpu, d.cuda(), x.cuda(), heads)
+        finally:
+            TK.sddmm_dot = real
+        want = sddmm_dot_reference(pat, d, x, heads, col_heads=head_columns(heads, width))
+        assert calls and torch.allclose(got.cpu(), want, rtol=1e-12, atol=1e-12), heads

@@ -38,3 +38,23 @@ def edge_mask(dst, src, out, total, heads, key, threshold, BLOCK: tl.constexpr):
     edge = mix(mix(d ^ key.to(tl.uint64)) + s)
     keep = mix(edge ^ ((head + 1).to(tl.uint64) * 0x9E3779B97F4A7C15)) < threshold.to(tl.uint64)
     tl.store(out + offs, keep.to(tl.uint8), mask=inside)
+
+
+@triton.jit(do_not_specialize=["nnz", "width", "heads", "segments"])
+def sddmm_dot(row, col, dst, src, out, seg_head, seg_start, seg_len, nnz, width, heads, segments,
+              BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr):
+    """``out[e, h] += Σ_{c ∈ segment} dst[row[e], c] · src[col[e], c]`` for every column segment ``(h, start,
+    len)``: a program's edges read their two rows once per segment, no ``edges × width`` product is formed."""
+    e = tl.program_id(0).to(tl.int64) * BLOCK_E + tl.arange(0, BLOCK_E)
+    inside = e < nnz
+    u = tl.load(row + e, mask=inside, other=0).to(tl.int64)
+    v = tl.load(col + e, mask=inside, other=0).to(tl.int64)
+    f = tl.arange(0, BLOCK_F)
+    for s in range(segments):
+        h = tl.load(seg_head + s).to(tl.int64)
+        cols = tl.load(seg_start + s).to(tl.int64) + f
+        tile = inside[:, None] & (f[None, :] < tl.load(seg_len + s))
+        x = tl.load(dst + u[:, None] * width + cols[None, :], mask=tile, other=0.0)
+        y = tl.load(src + v[:, None] * width + cols[None, :], mask=tile, other=0.0)
+        at = out + e * heads + h
+        tl.store(at, tl.load(at, mask=inside, other=0.0) + tl.sum(x * y, axis=1), mask=inside)

@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from . import kernels
+from . import kernels, triton_kernels
 from .kernels import head_columns  # noqa: F401  (the column spans of heads; defined with the kernels)
 
 warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta.*")
@@ -218,6 +218,8 @@ def sddmm_dot(pat: Pattern, dst: torch.Tensor, src: torch.Tensor, heads: int = 1
         return dst.new_zeros((pat.nnz, heads))
     if kernels.fused(dst, src):
         return kernels.sddmm_dot_csr(pat.crow, pat.col, dst, src, heads, col_heads)
+    if triton_kernels.usable(dst.device):
+        return triton_kernels.sddmm_dot(pat.row, pat.col, dst, src, heads, col_heads)
     return sddmm_dot_reference(pat, dst, src, heads, col_heads=col_heads)
 
 

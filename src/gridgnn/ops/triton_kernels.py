@@ -8,6 +8,9 @@ kernel                   computes                                         replac
                          written per element)                             block, in chunks
 :func:`edge_keep_mask`   the keyed attention-dropout mask of the edges ×  :func:`~gridgnn.nn.dropout.edge_keep_mask_tensor`
                          heads, bit for bit
+:func:`sddmm_dot`        per edge and head :math:`\langle D_{u,h}, X_{v,h}     :func:`gridgnn.ops.pattern.sddmm_dot_reference`:
+                         \rangle` (GAT's and AGNN's backward, AGNN's and   gathered ``edges × width`` chunks, a
+                         VA's scores), each edge reading its two rows      product and a sum per chunk
 =======================  ===============================================  ======================================
 
 A first GPU profile (docs/benchmarks.md, one H200) found the masks' torch passes at 40 % of a GCN epoch's device
@@ -21,6 +24,7 @@ so it checks their logic and bits, not their compilation or speed: a GPU run doe
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 
@@ -42,6 +46,13 @@ def _kernels():
     from . import _triton_kernels
 
     return _triton_kernels
+
+
+@functools.lru_cache(maxsize=64)
+def _segments(segs: tuple, device: str) -> torch.Tensor:
+    """The column segments ``(head, start, length)`` as a ``3 × S`` device tensor, copied once per layout (a copy
+    from the host at every call would wait for the device)."""
+    return torch.tensor(segs, dtype=torch.int64).t().contiguous().to(device)
 
 
 def _programs(out: torch.Tensor) -> int:
@@ -73,3 +84,22 @@ def edge_keep_mask(dst_ids: torch.Tensor, src_ids: torch.Tensor, heads: int, key
         _kernels().edge_mask[(_programs(out),)](dst, src, out, out.numel(), heads, _as_uint64_arg(key),
                                                 _as_uint64_arg(threshold), BLOCK=BLOCK)
     return out.view(torch.bool).reshape(dst.numel(), heads)
+
+
+def sddmm_dot(row: torch.Tensor, col: torch.Tensor, dst: torch.Tensor, src: torch.Tensor, heads: int,
+              col_heads: list[tuple[int, int, int]]) -> torch.Tensor:
+    r"""``nnz × heads``: :func:`gridgnn.ops.pattern.sddmm_dot` — per edge ``(row[e], col[e])`` and column segment
+    ``(h, a, b)`` of ``col_heads``, :math:`\sum_{a \le c < b} D_{row,c} X_{col,c}` added to head ``h``."""
+    dst, src = dst.contiguous(), src.contiguous()
+    nnz, width = col.numel(), dst.shape[1]
+    out = dst.new_zeros((nnz, heads))
+    segs = [(h, a, b - a) for h, a, b in col_heads if b > a]
+    if nnz == 0 or not segs:
+        return out
+    seg = _segments(tuple(segs), str(dst.device))
+    block_f = max(16, 1 << (max(n for _, _, n in segs) - 1).bit_length())
+    block_e = max(16, min(128, 4096 // block_f))
+    _kernels().sddmm_dot[((nnz + block_e - 1) // block_e,)](row, col, dst, src, out, seg[0], seg[1], seg[2], nnz,
+                                                            width, heads, len(segs), BLOCK_E=block_e,
+                                                            BLOCK_F=block_f)
+    return out
