@@ -226,6 +226,7 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
     result = {"epoch_ms": 1e3 * statistics.median(times), "peak_bytes": measured_peak_bytes(device), "n": g.n,
               "nnz": g.nnz}
     if profile_dir and (impl.startswith("gridgnn") or impl == "pyg-csr"):  # ours and the best of PyG
+        os.makedirs(profile_dir, exist_ok=True)
         write_profile(step, sync, device, os.path.join(profile_dir, f"profile-{model}-{impl}.txt"))
     return result
 

@@ -1,6 +1,8 @@
 """The numba kernels of gridgnn.ops.kernels against the torch / NumPy references they replace, on patterns with
 empty rows, isolated vertices, one huge row, unsorted duplicate-free input and non-square shapes; float64 to
 rounding, float32 to a stated tolerance; the dropout hashes bit for bit."""
+import gc
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -222,8 +224,6 @@ def test_device_ids_are_copied_once_per_host_array_and_forgotten_with_it():
     """The dropout's ids cross to the device once per host array (a plan's rows, every layer and epoch); a view of
     the same memory finds the same copy, another array its own, and a freed array's entry goes with it (an address
     reused by a new array never finds a stale copy)."""
-    import gc
-
     a = np.arange(10, 30, dtype=np.int64)
     first = D.device_ids(a, "cpu")
     assert D.device_ids(a, "cpu") is first and D.device_ids(a[:], "cpu") is first

@@ -1,28 +1,41 @@
-"""The Triton kernels (:mod:`gridgnn.ops.triton_kernels`) against their NumPy ``uint64`` references, bit for bit:
-here under Triton's interpreter (``TRITON_INTERPRET=1``: the kernels' arithmetic runs in NumPy on host tensors, so
-this checks their logic and bits — the wrap-around, the logical shifts, the unsigned compare, the index
-arithmetic of rows, columns and heads — but neither their compilation for a GPU nor their speed), on a GPU under
-the ``gpu`` marker. Skipped where Triton is not installed."""
-import importlib
+"""The Triton kernels (:mod:`gridgnn.ops.triton_kernels`) against their NumPy ``uint64`` and torch references: here
+under Triton's interpreter (``TRITON_INTERPRET=1``: the kernels' arithmetic runs in NumPy on host tensors, so this
+checks their logic and bits — the wrap-around, the logical shifts, the unsigned compare, the index arithmetic of
+rows, columns and heads — but neither their compilation for a GPU nor their speed), on a GPU under the ``gpu``
+marker. The interpreter must be chosen before Triton is first imported (Triton's own ``tl.sum`` is a kernel of its
+own), so the interpreted checks run in a fresh Python process. Skipped where Triton is not installed."""
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import torch
 
 from gridgnn.nn import dropout as D
 from gridgnn.ops import triton_kernels as TK
+from gridgnn.ops.pattern import Pattern, head_columns, rows_of, sddmm_dot, sddmm_dot_reference
 
 pytestmark = pytest.mark.skipif(not TK.HAVE_TRITON, reason="Triton is not installed")
 
+ROOT = Path(__file__).resolve().parents[2]
 
-@pytest.fixture
-def interpreted(monkeypatch):
-    """The kernels decorated under Triton's interpreter (and decorated afresh for whoever imports them next)."""
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
-    sys.modules.pop("gridgnn.ops._triton_kernels", None)
-    yield importlib.import_module("gridgnn.ops._triton_kernels")
-    sys.modules.pop("gridgnn.ops._triton_kernels", None)
+
+def test_the_kernels_under_the_interpreter_equal_their_references():
+    """Every ``check_*`` below, in one fresh process with ``TRITON_INTERPRET=1`` (and the kernels on: no
+    ``GRIDGNN_KERNELS``)."""
+    env = {k: v for k, v in os.environ.items() if k != "GRIDGNN_KERNELS"}
+    env.update(TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
+    code = ("import tests.ops.test_triton_kernels as t\n"
+            "for name in sorted(n for n in dir(t) if n.startswith('check_')):\n"
+            "    getattr(t, name)()\n"
+            "    print('passed', name)\n")
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert run.stdout.count("passed") == 3, run.stdout
 
 
 def _ids(r):
@@ -30,7 +43,7 @@ def _ids(r):
     return np.concatenate([r.permutation(700), [2**40 + 7, 2**33 + 1, 0, 5, 5]]).astype(np.int64)
 
 
-def test_node_masks_equal_the_reference_bit_for_bit(interpreted):
+def check_node_masks_equal_the_reference_bit_for_bit():
     r = np.random.default_rng(3)
     ids = _ids(r)
     for p in (0.1, 0.5, 0.9):
@@ -46,7 +59,7 @@ def test_node_masks_equal_the_reference_bit_for_bit(interpreted):
     assert empty.shape == (0, 4)
 
 
-def test_edge_masks_equal_the_reference_bit_for_bit(interpreted):
+def check_edge_masks_equal_the_reference_bit_for_bit():
     r = np.random.default_rng(4)
     dst = np.concatenate([r.integers(0, 10**6, 600), [2**41 + 3, 0]]).astype(np.int64)
     src = np.concatenate([r.integers(0, 10**6, 600), [0, 2**35]]).astype(np.int64)
@@ -61,9 +74,32 @@ def test_edge_masks_equal_the_reference_bit_for_bit(interpreted):
 
 
 def test_the_kernels_serve_cuda_tensors_only_and_yield_to_the_references_when_asked(monkeypatch):
+    monkeypatch.delenv("GRIDGNN_KERNELS", raising=False)
+    monkeypatch.setattr(TK, "failed", None)
     assert not TK.usable(torch.device("cpu"))
     assert TK.usable(torch.device("cuda", 0))
     monkeypatch.setenv("GRIDGNN_KERNELS", "torch")
+    assert not TK.usable(torch.device("cuda", 0))
+
+
+def test_a_kernel_that_cannot_run_here_turns_them_off_with_one_warning(monkeypatch):
+    """Triton that cannot build or launch a kernel here (too old for the GPU, no compiler): one warning, the wrappers
+    answer ``None`` so that the callers run the references, and the kernels stay off in the process."""
+    class Broken:
+        def __getitem__(self, grid):
+            def launch(*args, **meta):
+                raise RuntimeError("no compiler for the launcher\nsecond line")
+            return launch
+
+    class Module:
+        node_mask = edge_mask = sddmm_dot = Broken()
+
+    monkeypatch.delenv("GRIDGNN_KERNELS", raising=False)
+    monkeypatch.setattr(TK, "failed", None)
+    monkeypatch.setattr(TK, "_kernels", lambda: Module())
+    with pytest.warns(RuntimeWarning, match="Triton kernels are off in this process .RuntimeError: no compiler"):
+        assert TK.node_keep_mask(torch.arange(4), 3, 0, 3, 5, 2**63) is None
+    assert TK.failed == "RuntimeError: no compiler for the launcher"
     assert not TK.usable(torch.device("cuda", 0))
 
 
@@ -82,31 +118,34 @@ def test_on_a_gpu_the_dropout_masks_come_from_the_kernels_with_the_host_bits():
     assert calls and np.array_equal(got.cpu().numpy(),
                                     D.keep_mask_reference(ids, 16, 0.4, seed=3, epoch=4, layer=1, cols=(2, 13)))
     dst, src = r.integers(0, 10**6, 5000), r.integers(0, 10**6, 5000)
-    got = D.edge_keep_mask_tensor(torch.from_numpy(dst).cuda(), torch.from_numpy(src).cuda(), 8, 0.3, seed=1,
-                                  epoch=2, layer=0)
-    assert np.array_equal(got.cpu().numpy(), D.edge_keep_mask_reference(dst, src, 8, 0.3, seed=1, epoch=2, layer=0))
+    real = TK.edge_keep_mask
+    TK.edge_keep_mask = lambda *a, **k: (calls.append(2), real(*a, **k))[1]
+    try:
+        got = D.edge_keep_mask_tensor(torch.from_numpy(dst).cuda(), torch.from_numpy(src).cuda(), 8, 0.3, seed=1,
+                                      epoch=2, layer=0)
+    finally:
+        TK.edge_keep_mask = real
+    assert 2 in calls and np.array_equal(got.cpu().numpy(), D.edge_keep_mask_reference(dst, src, 8, 0.3, seed=1, epoch=2, layer=0))
 
 
 def _pattern(r, m, k, nnz):
     """A CSR pattern with empty rows, an isolated column and repeated columns in a row."""
-    from gridgnn.ops.pattern import Pattern
-
     rows = np.sort(r.integers(0, m - 2, nnz))  # the last two rows empty
     cols = r.integers(0, k - 1, nnz)  # the last column never read
-    import scipy.sparse as sp
-
     mat = sp.csr_matrix((np.ones(nnz), (rows, cols)), shape=(m, k))
     return Pattern.from_scipy(mat)
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_sddmm_dot_equals_the_gathered_reference(interpreted, dtype):
-    from gridgnn.ops.pattern import head_columns, rows_of, sddmm_dot_reference
+def check_sddmm_dot_equals_the_gathered_reference():
+    for dtype in (torch.float64, torch.float32):
+        _sddmm_case(dtype)
 
+
+def _sddmm_case(dtype):
     r = np.random.default_rng(6)
     pat = _pattern(r, 40, 30, 300)
     for heads, width, col_heads in ((1, 7, None), (2, 6, None), (8, 64, None), (3, 5, [(0, 0, 2), (2, 2, 5)]),
-                                    (4, 37, None)):  # (last: heads straddling the local columns unevenly)
+                                    (4, 37, None), (1, 150, None)):  # uneven heads; a head over several steps
         ch = col_heads if col_heads is not None else head_columns(heads, width)
         d = torch.from_numpy(r.normal(size=(40, width))).to(dtype)
         x = torch.from_numpy(r.normal(size=(30, width))).to(dtype)
@@ -123,8 +162,6 @@ def test_sddmm_dot_equals_the_gathered_reference(interpreted, dtype):
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_on_a_gpu_the_dot_sddmm_comes_from_the_kernel_and_equals_the_reference():
-    from gridgnn.ops.pattern import Pattern, head_columns, sddmm_dot, sddmm_dot_reference
-
     r = np.random.default_rng(7)
     pat = _pattern(r, 300, 200, 5000)
     gpu = Pattern(pat.crow.cuda(), pat.col.cuda(), pat.shape)

@@ -8,7 +8,11 @@ tensors — at once for a blocking call, at ``wait()`` for a started one. Everyt
 its CUDA events, the started transfers the engines overlap with compute, the narrowed wires, the gradient buckets)
 runs on the device as it would under NCCL; the bytes recorded are the Comm's, counted from the tensors, so the byte
 model is checked the same way. The host copies are made for host tensors too, so that on a machine without a GPU
-the staging path is the one a GPU run takes (tests/distributed/test_staged.py).
+the staging path is the one a GPU run takes (tests/parallel/test_staged.py).
+
+What it cannot show: a started collective's inputs are copied to the host when it starts, and gloo moves them on a
+host thread, so the ordering of NCCL's streams against the computation (a missing stream wait, a send buffer
+written while in flight) is not exercised — that needs NCCL on several GPUs.
 """
 from __future__ import annotations
 
@@ -20,9 +24,20 @@ import torch.distributed as dist
 __all__ = ["HostStaged", "STAGED", "activate", "network"]
 
 
+def _contiguous(t: torch.Tensor) -> torch.Tensor:
+    if not t.is_contiguous():  # (as torch.distributed refuses it: staging must not hide what NCCL would refuse)
+        raise RuntimeError("Tensors must be contiguous")
+    return t
+
+
 def _host(t: torch.Tensor) -> torch.Tensor:
     """A fresh host copy of ``t`` (a copy for a host tensor too: the gloo call never aliases the caller's tensor)."""
-    return t.detach().to("cpu", copy=True)
+    return _contiguous(t).detach().to("cpu", copy=True)
+
+
+def _landing(t: torch.Tensor) -> torch.Tensor:
+    """A host buffer for what arrives into ``t`` (its contents are not sent)."""
+    return torch.empty(_contiguous(t).shape, dtype=t.dtype, device="cpu")
 
 
 class _Arrival:
@@ -63,7 +78,8 @@ class HostStaged:
     def broadcast(self, tensor, src, group=None, async_op=False):
         self.calls["broadcast"] += 1
         h = _host(tensor)
-        return _finish(dist.broadcast(h, src=src, group=group, async_op=async_op), [(tensor, h)], async_op)
+        work = dist.broadcast(h, src=src, group=group, async_op=async_op)
+        return _finish(work, [] if dist.get_rank() == src else [(tensor, h)], async_op)  # (the root's is unchanged)
 
     def reduce(self, tensor, dst, op=dist.ReduceOp.SUM, group=None, async_op=False):
         self.calls["reduce"] += 1
@@ -79,20 +95,20 @@ class HostStaged:
 
     def gather(self, tensor, gather_list=None, dst=0, group=None, async_op=False):
         self.calls["gather"] += 1
-        got = None if gather_list is None else [_host(t) for t in gather_list]
+        got = None if gather_list is None else [_landing(t) for t in gather_list]
         work = dist.gather(_host(tensor), got, dst=dst, group=group, async_op=async_op)
         return _finish(work, [] if got is None else list(zip(gather_list, got)), async_op)
 
     def all_gather(self, tensor_list, tensor, group=None, async_op=False):
         self.calls["all_gather"] += 1
-        got = [_host(t) for t in tensor_list]
+        got = [_landing(t) for t in tensor_list]
         work = dist.all_gather(got, _host(tensor), group=group, async_op=async_op)
         return _finish(work, list(zip(tensor_list, got)), async_op)
 
     def all_to_all_single(self, output, input, output_split_sizes=None, input_split_sizes=None, group=None,
                           async_op=False):
         self.calls["all_to_all_single"] += 1
-        h = _host(output)
+        h = _landing(output)
         work = dist.all_to_all_single(h, _host(input), output_split_sizes, input_split_sizes, group=group,
                                       async_op=async_op)
         return _finish(work, [(output, h)], async_op)

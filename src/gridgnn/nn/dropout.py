@@ -67,8 +67,10 @@ def keep_mask_tensor(node_ids: torch.Tensor, features: int, p: float, *, seed: i
     chunks of rows."""
     c0, c1 = cols if cols is not None else (0, features)
     if triton_kernels.usable(node_ids.device):  # one fused pass, no temporaries
-        return triton_kernels.node_keep_mask(node_ids, features, c0, c1, int(_node_key(seed, epoch, layer)),
+        mask = triton_kernels.node_keep_mask(node_ids, features, c0, c1, int(_node_key(seed, epoch, layer)),
                                              int(_threshold(p)))
+        if mask is not None:
+            return mask
     node_ids = node_ids.reshape(-1, 1)
     col = torch.arange(c0, c1, dtype=torch.int64, device=node_ids.device)
     key, threshold = as_int64(_node_key(seed, epoch, layer)), _threshold(p)
@@ -148,8 +150,10 @@ def edge_keep_mask_tensor(dst_ids: torch.Tensor, src_ids: torch.Tensor, heads: i
     """:func:`edge_keep_mask` on the ids' device (``int64`` tensors): the same bits, in torch ``int64``, drawn in
     chunks of edges."""
     if triton_kernels.usable(dst_ids.device):
-        return triton_kernels.edge_keep_mask(dst_ids, src_ids, heads, int(_edge_key(seed, epoch, layer)),
+        mask = triton_kernels.edge_keep_mask(dst_ids, src_ids, heads, int(_edge_key(seed, epoch, layer)),
                                              int(_threshold(p)))
+        if mask is not None:
+            return mask
     dst, src = dst_ids.reshape(-1, 1), src_ids.reshape(-1, 1)
     key, threshold = as_int64(_edge_key(seed, epoch, layer)), _threshold(p)
     head = torch.arange(1, heads + 1, dtype=torch.int64, device=dst.device) * as_int64(G)

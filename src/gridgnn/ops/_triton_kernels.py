@@ -44,7 +44,8 @@ def edge_mask(dst, src, out, total, heads, key, threshold, BLOCK: tl.constexpr):
 def sddmm_dot(row, col, dst, src, out, seg_head, seg_start, seg_len, nnz, width, heads, segments,
               BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr):
     """``out[e, h] += Σ_{c ∈ segment} dst[row[e], c] · src[col[e], c]`` for every column segment ``(h, start,
-    len)``: a program's edges read their two rows once per segment, no ``edges × width`` product is formed."""
+    len)``, ``BLOCK_F`` columns at a time: a program's edges read their two rows once, no ``edges × width``
+    product is formed."""
     e = tl.program_id(0).to(tl.int64) * BLOCK_E + tl.arange(0, BLOCK_E)
     inside = e < nnz
     u = tl.load(row + e, mask=inside, other=0).to(tl.int64)
@@ -52,9 +53,14 @@ def sddmm_dot(row, col, dst, src, out, seg_head, seg_start, seg_len, nnz, width,
     f = tl.arange(0, BLOCK_F)
     for s in range(segments):
         h = tl.load(seg_head + s).to(tl.int64)
-        cols = tl.load(seg_start + s).to(tl.int64) + f
-        tile = inside[:, None] & (f[None, :] < tl.load(seg_len + s))
-        x = tl.load(dst + u[:, None] * width + cols[None, :], mask=tile, other=0.0)
-        y = tl.load(src + v[:, None] * width + cols[None, :], mask=tile, other=0.0)
+        start = tl.load(seg_start + s).to(tl.int64)
+        n = tl.load(seg_len + s)
+        acc = tl.zeros([BLOCK_E], dtype=out.dtype.element_ty)
+        for c in range(0, n, BLOCK_F):
+            tile = inside[:, None] & ((c + f)[None, :] < n)
+            cols = (start + c + f)[None, :]
+            x = tl.load(dst + u[:, None] * width + cols, mask=tile, other=0.0)
+            y = tl.load(src + v[:, None] * width + cols, mask=tile, other=0.0)
+            acc += tl.sum(x * y, axis=1)
         at = out + e * heads + h
-        tl.store(at, tl.load(at, mask=inside, other=0.0) + tl.sum(x * y, axis=1), mask=inside)
+        tl.store(at, tl.load(at, mask=inside, other=0.0) + acc, mask=inside)

@@ -219,7 +219,9 @@ def sddmm_dot(pat: Pattern, dst: torch.Tensor, src: torch.Tensor, heads: int = 1
     if kernels.fused(dst, src):
         return kernels.sddmm_dot_csr(pat.crow, pat.col, dst, src, heads, col_heads)
     if triton_kernels.usable(dst.device):
-        return triton_kernels.sddmm_dot(pat.row, pat.col, dst, src, heads, col_heads)
+        out = triton_kernels.sddmm_dot(pat.row, pat.col, dst, src, heads, col_heads)
+        if out is not None:
+            return out
     return sddmm_dot_reference(pat, dst, src, heads, col_heads=col_heads)
 
 

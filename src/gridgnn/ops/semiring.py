@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from .pattern import Pattern, SDDMM_CHUNK_ELEMENTS, sddmm_dot, spmm
+from .pattern import Pattern, SDDMM_CHUNK_ELEMENTS, row_reduce, sddmm_dot, spmm
 
 SEMIRINGS = ("sum", "mean", "max", "min", "max-plus", "min-plus")
 SELECTING = ("max", "min", "max-plus", "min-plus")
@@ -86,7 +86,7 @@ def partial(pat: Pattern, values: torch.Tensor | None, x: torch.Tensor, semiring
             vals = vals * mask.to(vals.dtype)
         total = spmm(pat, vals, x) if pat.nnz else x.new_zeros((m, width))
         ones = mask.to(x.dtype) if mask is not None else x.new_ones(pat.nnz)
-        count = x.new_zeros((m, 1)).index_add_(0, pat.row, ones.unsqueeze(1))
+        count = row_reduce(pat, ones.unsqueeze(1), "sum")  # (fused: a segmented sum over the CSR)
         return total, count
     fill = float("-inf") if is_max(semiring) else float("inf")
     best = x.new_full((m, width), fill)

@@ -13,39 +13,60 @@ kernel                   computes                                         replac
                          VA's scores), each edge reading its two rows      product and a sum per chunk
 =======================  ===============================================  ======================================
 
-A first GPU profile (docs/benchmarks.md, one H200) found the masks' torch passes at 40 % of a GCN epoch's device
-time and 30 % of GraphSAGE's; one kernel reads the ids once and writes the mask.
+A GPU profile (docs/benchmarks.md, one H200) found the masks' torch passes at about 45 % of the device time of a GCN
+and of a GraphSAGE epoch; one kernel reads the ids once and writes the mask.
 
-**Selection.** :func:`usable` is true for CUDA tensors when Triton imports and ``GRIDGNN_KERNELS`` is not
-``torch`` (the references then run, as on a machine without Triton). The kernels are built on first use; with
-``TRITON_INTERPRET=1`` set before that, Triton's interpreter runs them on host tensors — how the tests check them on
-a machine without a GPU (tests/ops/test_triton_kernels.py; the interpreter runs the kernels' arithmetic in NumPy,
-so it checks their logic and bits, not their compilation or speed: a GPU run does that).
+**Selection.** :func:`usable` is true for CUDA tensors when Triton is installed and ``GRIDGNN_KERNELS`` is not
+``torch`` (the references then run, as on a machine without Triton). The kernels are built on first use; a kernel
+that cannot be built or launched here (Triton too old or too new for the GPU, no compiler for its launcher) turns
+them off for the process with one warning, and the references run: the results are the same, only slower. With
+``TRITON_INTERPRET=1`` set before the first use, Triton's interpreter runs them on host tensors — how the tests
+check them on a machine without a GPU (tests/ops/test_triton_kernels.py; the interpreter runs the kernels'
+arithmetic in NumPy, so it checks their logic and bits, not their compilation or speed: a GPU run does that).
 """
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import os
+import warnings
 
 import torch
 
 HAVE_TRITON = importlib.util.find_spec("triton") is not None
-#: elements per program
+#: elements per program of the mask kernels
 BLOCK = 1024
+#: why the kernels were turned off in this process (``None``: they were not)
+failed: str | None = None
+
 
 def usable(device: torch.device) -> bool:
-    """Triton serves tensors on ``device``: a CUDA device, Triton present, the kernels not disabled."""
-    return (torch.device(device).type == "cuda" and HAVE_TRITON
+    """Triton serves tensors on ``device``: a CUDA device, Triton present, the kernels neither disabled
+    (``GRIDGNN_KERNELS=torch``) nor turned off by a failure in this process."""
+    return (torch.device(device).type == "cuda" and HAVE_TRITON and failed is None
             and os.environ.get("GRIDGNN_KERNELS", "auto") != "torch")
 
 
 def _kernels():
     """The jitted kernels' module, imported on first use (Triton is optional; ``TRITON_INTERPRET`` is read when
     its kernels are decorated)."""
-    from . import _triton_kernels
+    return importlib.import_module(__name__.rpartition(".")[0] + "._triton_kernels")
 
-    return _triton_kernels
+
+def _launch(name: str, programs: int, *args, **meta) -> bool:
+    """Run kernel ``name`` on ``programs`` programs; ``False`` (after turning the kernels off with one warning) where
+    Triton cannot build or launch it here."""
+    global failed
+    try:
+        getattr(_kernels(), name)[(programs,)](*args, **meta)
+        return True
+    except Exception as exc:  # noqa: BLE001 - any failure of Triton's toolchain: the references serve instead
+        text = str(exc).strip().splitlines()
+        failed = f"{type(exc).__name__}: {text[0][:200] if text else ''}"
+        warnings.warn(f"gridgnn: the Triton kernels are off in this process ({failed}); the torch references "
+                      "run instead", RuntimeWarning, stacklevel=3)
+        return False
 
 
 @functools.lru_cache(maxsize=64)
@@ -66,30 +87,32 @@ def _as_uint64_arg(v: int) -> int:
 
 def node_keep_mask(node_ids: torch.Tensor, features: int, c0: int, c1: int, key: int, threshold: int) -> torch.Tensor:
     """``bool[len(node_ids), c1 − c0]``: :func:`gridgnn.nn.dropout.keep_mask_tensor`'s bits (``node_ids``: int64,
-    ``key`` and ``threshold`` as ``uint64`` values)."""
+    ``key`` and ``threshold`` as ``uint64`` values); ``None`` where the kernel cannot run here (:func:`_launch`)."""
     ids = node_ids.reshape(-1).contiguous()
     width = c1 - c0
     out = torch.empty(ids.numel() * width, dtype=torch.uint8, device=ids.device)
-    if out.numel():
-        _kernels().node_mask[(_programs(out),)](ids, out, out.numel(), width, features, c0, _as_uint64_arg(key),
-                                                _as_uint64_arg(threshold), BLOCK=BLOCK)
+    if out.numel() and not _launch("node_mask", _programs(out), ids, out, out.numel(), width, features, c0,
+                                   _as_uint64_arg(key), _as_uint64_arg(threshold), BLOCK=BLOCK):
+        return None
     return out.view(torch.bool).reshape(ids.numel(), width)
 
 
 def edge_keep_mask(dst_ids: torch.Tensor, src_ids: torch.Tensor, heads: int, key: int, threshold: int) -> torch.Tensor:
-    """``bool[edges, heads]``: :func:`gridgnn.nn.dropout.edge_keep_mask_tensor`'s bits."""
+    """``bool[edges, heads]``: :func:`gridgnn.nn.dropout.edge_keep_mask_tensor`'s bits (``None``: see
+    :func:`node_keep_mask`)."""
     dst, src = dst_ids.reshape(-1).contiguous(), src_ids.reshape(-1).contiguous()
     out = torch.empty(dst.numel() * heads, dtype=torch.uint8, device=dst.device)
-    if out.numel():
-        _kernels().edge_mask[(_programs(out),)](dst, src, out, out.numel(), heads, _as_uint64_arg(key),
-                                                _as_uint64_arg(threshold), BLOCK=BLOCK)
+    if out.numel() and not _launch("edge_mask", _programs(out), dst, src, out, out.numel(), heads,
+                                   _as_uint64_arg(key), _as_uint64_arg(threshold), BLOCK=BLOCK):
+        return None
     return out.view(torch.bool).reshape(dst.numel(), heads)
 
 
 def sddmm_dot(row: torch.Tensor, col: torch.Tensor, dst: torch.Tensor, src: torch.Tensor, heads: int,
               col_heads: list[tuple[int, int, int]]) -> torch.Tensor:
     r"""``nnz × heads``: :func:`gridgnn.ops.pattern.sddmm_dot` — per edge ``(row[e], col[e])`` and column segment
-    ``(h, a, b)`` of ``col_heads``, :math:`\sum_{a \le c < b} D_{row,c} X_{col,c}` added to head ``h``."""
+    ``(h, a, b)`` of ``col_heads``, :math:`\sum_{a \le c < b} D_{row,c} X_{col,c}` added to head ``h`` (``None``:
+    see :func:`node_keep_mask`)."""
     dst, src = dst.contiguous(), src.contiguous()
     nnz, width = col.numel(), dst.shape[1]
     out = dst.new_zeros((nnz, heads))
@@ -97,9 +120,9 @@ def sddmm_dot(row: torch.Tensor, col: torch.Tensor, dst: torch.Tensor, src: torc
     if nnz == 0 or not segs:
         return out
     seg = _segments(tuple(segs), str(dst.device))
-    block_f = max(16, 1 << (max(n for _, _, n in segs) - 1).bit_length())
-    block_e = max(16, min(128, 4096 // block_f))
-    _kernels().sddmm_dot[((nnz + block_e - 1) // block_e,)](row, col, dst, src, out, seg[0], seg[1], seg[2], nnz,
-                                                            width, heads, len(segs), BLOCK_E=block_e,
-                                                            BLOCK_F=block_f)
+    block_f = min(64, max(16, 1 << (max(n for _, _, n in segs) - 1).bit_length()))  # columns per step of a segment
+    block_e = 128 if block_f <= 32 else 64
+    if not _launch("sddmm_dot", (nnz + block_e - 1) // block_e, row, col, dst, src, out, seg[0], seg[1], seg[2],
+                   nnz, width, heads, len(segs), BLOCK_E=block_e, BLOCK_F=block_f):
+        return None
     return out

@@ -21,7 +21,8 @@ class Plan:
         copies: how many ranks hold each logits row (metrics summed over the world are divided by it).
         grad_axes: axes over which parameter gradients are summed (each rank holds a unique share).
     Methods every plan provides: ``input(x)`` (layer-0 input block from the full or sharded features),
-    ``in_rows(l)``/``in_cols(l, f)`` (global rows / column range of layer ``l``'s input block),
+    ``in_rows(l)``/``in_cols(l, f)`` (global rows / column range of layer ``l``'s input block; the rows an array
+    never written once built: the dropout keeps a device copy of it while it lives, ``nn.dropout.device_ids``),
     ``out_rows()``/``out_cols(c)`` (of the logits block), and the distributed primitives a model is composed of:
     ``graph(l)`` — the distributed graph layer ``l`` aggregates over, with ``spmm``/``sddmm_add``/``sddmm_dot``/
     ``edge_softmax`` — ``linear(l, h, w)``, and the column reductions ``add_bias``, ``head_scores``,

@@ -57,7 +57,7 @@ from .attention import FusedAttention, fusable
 from .base import Plan
 from .checks import BlockRowRules
 from .family import Algorithm, Family, add_family
-from .footprint import Ledger, model_params, rows_model, traced
+from .footprint import Ledger, edge_id_bytes, model_params, rows_model, traced
 from .graph import DistGraph
 from .program import LOCAL_ON_WHOLE_ROWS, PrimitiveCall, Program, needs_grad
 
@@ -140,7 +140,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
     def held(self) -> tuple[list, list]:
         """``(tensors, arrays)`` this graph keeps: index and value tensors, and the host edge-id arrays."""
         pats, arrays = [], [self._halo_ids] if self.sparsity_aware else []
-        tensors = [self.crow, self._row, self.gcn_values]
+        tensors = [self.crow, self._row, self.gcn_values, self._off_diagonal]
         if self.sparsity_aware:
             for st in (self.local_stage, self.remote_stage):
                 if st is not None:
@@ -963,9 +963,9 @@ class BlockRowFamily(Family):
 
 
 def _graph_memory(acc: Ledger, e: int, *, rows: int, cols: int, nnz: float, stages, single_block: bool = False,
-                  send: float = 0.0, halo: float = 0.0, ids: bool = False, rows_held: bool = False) -> None:
+                  send: float = 0.0, halo: float = 0.0, ctx=None, rows_held: bool = False) -> None:
     """What a :class:`BlockRowGraph` keeps: the local row pointer (``rows × cols``; the row of each edge with
-    ``rows_held``, a device's), the GCN values, the edge ids (host; ``ids``: where the model asks for them); then
+    ``rows_held``, a device's), the GCN values, the edge ids and their mask where ``ctx``'s model asks for them; then
     per stage ``(n_q, nnz_q)`` a pattern (row pointer, column; rows with ``rows_held``) with its transpose and the
     stage's edge positions unless it holds every local edge — one block's stage is the local pattern (its row pointer
     and rows counted once). Sparsity-aware, the stages are the block's own rows and the remote halo, plus the send
@@ -973,7 +973,8 @@ def _graph_memory(acc: Ledger, e: int, *, rows: int, cols: int, nnz: float, stag
     :func:`~gridgnn.ops.pattern.index_bytes` of its block."""
     ib = index_bytes(rows, cols, nnz)
     acc.add("adjacency", ib * (rows + 1) + (ib * rows_held + e) * nnz)
-    acc.add("adjacency", 16 * nnz * ids, "host")
+    if ctx is not None:
+        edge_id_bytes(acc, ctx, nnz)
     acc.add("adjacency", 8 * send)
     acc.add("adjacency", index_bytes(cols) * halo, "host")
     if not len(stages):
@@ -992,7 +993,7 @@ def _serial_memory(ctx) -> dict:
     n, dims, e = ctx.n, ctx.dims, ctx.e
     nnz_hat = ctx.pats["rc"].total
     acc = Ledger()
-    _graph_memory(acc, e, rows=n, cols=n, nnz=nnz_hat, stages=[(n, nnz_hat)], single_block=True, ids=ctx.edge_ids,
+    _graph_memory(acc, e, rows=n, cols=n, nnz=nnz_hat, stages=[(n, nnz_hat)], single_block=True, ctx=ctx,
                   rows_held=holds_row(ctx.dev))
     acc.add("features", n * dims[0] * e + 11 * n)
     model_params(acc, ctx, grad_allreduce=False)
@@ -1039,11 +1040,11 @@ def _rowblock_memory(family, spec, ctx, shape, row_bounds, ranks) -> dict:
             send, recv = float(sum(halo.send)), float(sum(halo.recv))
             own = float(z[i, i]) if mine else 0.0
             parts = ([(ni, own)] if mine else []) + ([(recv, zrow - own)] if any(q != i for q in stages) else [])
-            _graph_memory(acc, e, rows=ni, cols=n, nnz=zrow, stages=parts, send=send, halo=recv, ids=ctx.edge_ids,
+            _graph_memory(acc, e, rows=ni, cols=n, nnz=zrow, stages=parts, send=send, halo=recv, ctx=ctx,
                           rows_held=holds_row(ctx.dev))
         else:
             per_stage = [zrow] if rank_nnz is not None else z[i, staged]
-            _graph_memory(acc, e, rows=ni, cols=n, nnz=zrow, single_block=nb == 1, ids=ctx.edge_ids,
+            _graph_memory(acc, e, rows=ni, cols=n, nnz=zrow, single_block=nb == 1, ctx=ctx,
                           stages=np.stack([sizes[staged], per_stage], axis=1), rows_held=holds_row(ctx.dev))
         acc.add("features", ni * dims[0] * e + 11 * ni)
         model_params(acc, ctx, grad_allreduce=nb > 1)

@@ -39,7 +39,8 @@ class MemoryContext:
         overlap: ``--overlap`` (two transfers in flight); hash_bytes: host bytes per element the dropout hash
             allocates; kept: 1 with ``--keep best``'s copy of the parameters; moments: the optimizer's state tensors
             per parameter; counters: it keeps float32 step counters; edge_ids: the model asks for the edges'
-            original ids (:attr:`~gridgnn.parallel.trace.Trace.edge_ids`), which a graph then keeps (host).
+            original ids (:attr:`~gridgnn.parallel.trace.Trace.edge_ids`), which a graph then keeps (host);
+            off_diagonal: it asks for the self-loop mask built from them (``g.off_diagonal``, kept on the device).
     """
 
     n: int
@@ -63,6 +64,7 @@ class MemoryContext:
     moments: int
     counters: bool
     edge_ids: bool = False
+    off_diagonal: bool = False
 
 
 class Ledger:
@@ -104,6 +106,13 @@ class Ledger:
 
 
 # ----------------------------------------------------------------------------------------------- shared rules
+def edge_id_bytes(acc: "Ledger", ctx: MemoryContext, edges: float) -> None:
+    """What a graph of ``edges`` local edges keeps of their original ids where the model asks for them: the ids (16
+    bytes per edge, host) and the self-loop mask made of them (one byte per edge, on the device)."""
+    acc.add("adjacency", 16 * edges * ctx.edge_ids, "host")
+    acc.add("adjacency", edges * ctx.off_diagonal)
+
+
 def train_rows_at(train_rows, rank: int, rows: int) -> int:
     """Labelled training rows among ``rows`` logits rows of ``rank`` (``None``: all of them)."""
     if train_rows is None:

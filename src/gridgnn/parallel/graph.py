@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..errors import GridGnnError
-from ..ops.pattern import reduce_rows, row_index
+from ..ops.pattern import reduce_rows
 from .aggregate import aggregate
 from .edge_softmax import EdgeSoftmax
 
@@ -109,10 +109,21 @@ class DistGraph(ABC):
         self-loop (the pattern's or the data's), in edge order on the edge values' device — built once per graph (a
         model that masks the self-loops every layer, GraphSAGE, would otherwise compare the ids on the host and copy
         the mask to the device each time)."""
-        if self._off_diagonal is None:
+        holder = self._edge_constants()
+        if holder._off_diagonal is None:
             dst, src = self.edge_ids()
-            self._off_diagonal = torch.from_numpy(np.asarray(dst) != np.asarray(src)).to(self.values_spec()[1])
-        return self._off_diagonal
+            holder._off_diagonal = torch.from_numpy(np.asarray(dst) != np.asarray(src)).to(self.values_spec()[1])
+        return holder._off_diagonal
+
+    @property
+    def off_diagonal_built(self) -> bool:
+        """Whether :attr:`off_diagonal` was asked (a trace tells the memory model whether a model holds it)."""
+        return self._edge_constants()._off_diagonal is not None
+
+    def _edge_constants(self):
+        """Where this graph keeps what it derives from its edges' ids once (itself; a family whose layers share
+        one block of edges keeps them with the block)."""
+        return self
 
     @property
     def input_edges(self) -> torch.Tensor:
@@ -150,8 +161,8 @@ class DistGraph(ABC):
     def row_sum(self, e: torch.Tensor) -> torch.Tensor:
         """Per local destination row, the sum of the edge tensor ``e`` (``nnz``) over every rank holding part of the
         row (no gradient)."""
-        row, rows, crow = self.edge_rows()
-        return self.row_all(reduce_rows(row_index(row, crow), rows, e.detach(), "sum")).reshape(-1)
+        row, rows, crow = self.edge_rows()  # (with the pointer: a segmented sum, no scatter)
+        return self.row_all(reduce_rows(row, rows, e.detach(), "sum", crow)).reshape(-1)
 
     def edge_softmax(self, e: torch.Tensor) -> torch.Tensor:
         r""":math:`\alpha_{uv} = \exp(e_{uv} - m_u) / \sum_{v'} \exp(e_{uv'} - m_u)` per destination row and head."""

@@ -57,7 +57,7 @@ from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, plexus_destinations
                                 split_classes, vertex_order)
 from .base import Plan
 from .family import Algorithm, Family, add_family
-from .footprint import (Ledger, params, traced)
+from .footprint import Ledger, edge_id_bytes, params, traced
 from .aggregate import SourceKeys
 from .checks import PlexusRules
 from .graph import DistGraph
@@ -194,6 +194,7 @@ class _Shard:
         self._orders = (src.perm_r, src.perm_c) if version == "rc" else (src.perm_c, src.perm_r)
         self._origin = (rows[0], cols[0])
         self._edge_ids = None
+        self._off_diagonal = None  # the self-loop mask of its edges, where a layer asks (DistGraph.off_diagonal)
 
     @property
     def edge_ids(self) -> tuple[np.ndarray, np.ndarray]:
@@ -232,6 +233,9 @@ class PlexusGraph(SourceKeys, DistGraph):
         """Original (destination, source) vertex ids of the local edges, in edge order."""
         return self.shard.edge_ids
 
+    def _edge_constants(self):
+        return self.shard  # (the layers reading one shard share its mask)
+
     def edge_rows(self) -> tuple[torch.Tensor, int, torch.Tensor | None]:
         return self.pattern.kept_row, self.nrow, self.pattern.crow  # (no rows on the CPU: the kernels walk crow)
 
@@ -240,6 +244,8 @@ class PlexusGraph(SourceKeys, DistGraph):
         tensors = self.pattern.index_tensors() + [self.gcn_values]
         if self._dst is not None:
             tensors += [self._dst[0], self._dst[1]]
+        if self.shard._off_diagonal is not None:
+            tensors.append(self.shard._off_diagonal)
         return tensors, list(self.shard._edge_ids or ())
 
     def program(self, name: str, width: int, heads: int, *inputs) -> Program:
@@ -1081,7 +1087,7 @@ def _plexus_shards(ctx, acc: Ledger, layouts, vb, count, me) -> tuple[dict, floa
             # pattern (crow, col; the row of each edge on a device) and its transpose (t_crow, t_col, t_perm)
             ib = index_bytes(n_t, n_r, z)
             acc.add("adjacency", ib * (n_t + 1 + n_r + 1 + (3 + holds_row(ctx.dev)) * z) + ctx.e * z)
-            acc.add("adjacency", 16 * z * ctx.edge_ids, "host")  # edge ids, where the model asks for them
+            edge_id_bytes(acc, ctx, z)  # edge ids (and a mask of them), where the model asks for them
             largest = max(largest, z)
         shards[l] = shards[key]
     return shards, largest

@@ -48,7 +48,7 @@ from ..partition.layout import SummaGeometry, SummaSchedule, even_size, layer_ve
 from .base import Plan
 from .checks import SummaRules
 from .family import Algorithm, Family, add_family
-from .footprint import Ledger, model_params, rows_model
+from .footprint import Ledger, edge_id_bytes, model_params, rows_model
 from .graph import DistGraph
 from .program import LOCAL_ON_WHOLE_ROWS, PrimitiveCall, Program, needs_grad
 
@@ -203,6 +203,8 @@ class SummaGraph(DistGraph):
         tensors = [self.gcn_values] + ([self._edge_row] if self._edge_row is not None else [])
         for pat, _, idx in self.owned.values():
             tensors += pat.index_tensors() + [idx]
+        if self._off_diagonal is not None:
+            tensors.append(self._off_diagonal)
         return tensors, list(self._edge_ids or ())
 
     # ------------------------------------------------------------------ communication helpers
@@ -810,7 +812,7 @@ def _summa_memory(spec, ctx, shape, ranks) -> dict:
             largest = max(largest, float(z.max(initial=0)))
             # GCN values and, on a device, the row of every local edge
             acc.add("adjacency", (e + rows_held * index_bytes(nr, owned)) * owned)
-            acc.add("adjacency", 16 * owned * ctx.edge_ids, "host")  # edge ids, where the model asks for them
+            edge_id_bytes(acc, ctx, owned)  # edge ids (and a mask of them), where the model asks for them
             owned_by[v] = owned
         acc.add("features", nbk * dims[0] * e + 11 * nbk)
         model_params(acc, ctx, grad_allreduce=pr * zf > 1)

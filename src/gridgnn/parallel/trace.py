@@ -73,6 +73,7 @@ class Trace:
     relations: int = 0  # relation types the model reads (its ``num_relations``; 0: none)
     param_sizes: tuple = ()  # elements of each trained parameter tensor, in model order (the gradient buckets)
     edge_ids: bool = False  # the model asked for the edges' original ids (keyed edge randomness, edge data)
+    off_diagonal: bool = False  # and for the self-loop mask made of them (``g.off_diagonal``: GraphSAGE)
     #: per forward ``linear`` call whose input autograd saved as a tensor of its own: ``{call index: index in
     #: saved}`` (an engine that gathers that input saves the gathered copy instead)
     linear_inputs: dict = field(default_factory=dict)
@@ -648,7 +649,7 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
     params = list(model.parameters())
     return Trace(plan.calls + grad_calls, sum(p.numel() for p in params), axes, saved, len(params), edge_dim,
                  relations, tuple(p.numel() for p in params if p.requires_grad), plan._plan.dgraph.edge_ids_built,
-                 dict(tracer.linear_inputs))
+                 linear_inputs=dict(tracer.linear_inputs), off_diagonal=plan._plan.dgraph.off_diagonal_built)
 
 
 class _SavedLog:

@@ -266,7 +266,8 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
                         block_rows=int(block_rows), src=src_kind, dev=dev, versions=versions, trace=trace,
                         layers=layers_of(dims, trace), overlap=bool(overlap), hash_bytes=dropout_hash_bytes_per_element(),
                         kept=int(bool(keep_best)), moments=int(optimizer_state[0]), counters=bool(optimizer_state[1]),
-                        edge_ids=bool(getattr(trace, "edge_ids", False)))
+                        edge_ids=bool(getattr(trace, "edge_ids", False)),
+                        off_diagonal=bool(getattr(trace, "off_diagonal", False)))
     which = range(world) if ranks is None else [int(r) for r in ranks]
     for r in which:
         if not 0 <= r < world:
