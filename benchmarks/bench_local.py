@@ -151,17 +151,10 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
         if impl == "pyg-csr":  # rows = targets, as PyG expects of a sparse adjacency
             adj = torch.sparse_coo_tensor(ei.flip(0), torch.ones(ei.shape[1]), (g.n, g.n)).coalesce().to_sparse_csr()
             adj = adj.to(device)
-        if model == "gcn":
-            convs = torch.nn.ModuleList([pygnn.GCNConv(a, b, cached=True) for a, b in zip(dims[:-1], dims[1:])])
-
-            def forward():
-                h = x
-                for i, conv in enumerate(convs):
-                    h = conv(F.dropout(h, 0.5, training=True), adj)
-                    h = torch.relu(h) if i < len(convs) - 1 else h
-                return h
-        elif model == "sage":
-            convs = torch.nn.ModuleList([pygnn.SAGEConv(a, b, aggr="mean") for a, b in zip(dims[:-1], dims[1:])])
+        if model in ("gcn", "sage"):
+            conv_of = {"gcn": lambda a, b: pygnn.GCNConv(a, b, cached=True),
+                       "sage": lambda a, b: pygnn.SAGEConv(a, b, aggr="mean")}[model]
+            convs = torch.nn.ModuleList([conv_of(a, b) for a, b in zip(dims[:-1], dims[1:])])
 
             def forward():
                 h = x

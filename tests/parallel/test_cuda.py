@@ -54,17 +54,24 @@ def test_every_case_on_gpus_equals_serial_on_the_cpu(P):
     named = cases_for(P) + edge_cases(P)
     out = launch(distributed_worker, P, [c for _, c in named], device="cuda", collect=True)
     cpu = results(P)  # the same cases on the CPU (gloo): the refusals must agree
-    failures = []
-    for k, (name, case) in enumerate(named):
-        per_rank = [out[r][k] for r in range(P)]
+
+    def check(name, case, per_rank):
         refused_on_cpu = name in cpu and isinstance(cpu[name][1][0], Refusal)
         if isinstance(per_rank[0], Refusal) or refused_on_cpu:
-            if not (isinstance(per_rank[0], Refusal) and refused_on_cpu):
-                failures.append(f"{name}: refused on one device only")
-            continue
+            assert isinstance(per_rank[0], Refusal) and refused_on_cpu, "refused on one device only"
+            return
+        check_against_serial(case, per_rank, P)
+        check_bytes(case, per_rank, P)
+
+    _every_case(named, out, P, check)
+
+
+def _every_case(named, out, P, check) -> None:
+    """``check(name, case, per_rank)`` on every case of a launch; one assertion listing every case that failed."""
+    failures = []
+    for k, (name, case) in enumerate(named):
         try:
-            check_against_serial(case, per_rank, P)
-            check_bytes(case, per_rank, P)
+            check(name, case, [out[r][k] for r in range(P)])
         except AssertionError as e:
             failures.append(f"{name}: {e}")
     assert not failures, f"P={P}: {len(failures)} of {len(named)} cases differ:\n" + "\n".join(failures)
@@ -78,19 +85,16 @@ def test_ranks_sharing_one_gpu_equal_serial_on_the_cpu(P):
     gradients — equals the serial reference computed on the CPU, with the bytes of the model."""
     named = staged_cases(P, every_algorithm=True)
     out = launch(distributed_worker, P, [c for _, c in named], device="cuda", stage_on_host=True, collect=True)
-    failures = []
-    for k, (name, case) in enumerate(named):
-        per_rank = [out[r][k] for r in range(P)]
-        try:
-            assert not isinstance(per_rank[0], Refusal), f"refused: {per_rank[0]}"
-            if case.wire is None and case.grad_wire is None:  # (narrowed wires: their own bound, tests below)
-                check_against_serial(case, per_rank, P)
-            else:
-                check_within_wire_precision(case, per_rank, P)
-            check_bytes(case, per_rank, P)
-        except AssertionError as e:
-            failures.append(f"{name}: {e}")
-    assert not failures, f"P={P}: {len(failures)} of {len(named)} cases differ:\n" + "\n".join(failures)
+
+    def check(name, case, per_rank):
+        assert not isinstance(per_rank[0], Refusal), f"refused: {per_rank[0]}"
+        if case.wire is None and case.grad_wire is None:
+            check_against_serial(case, per_rank, P)
+        else:  # narrowed wires: within their rounding
+            check_within_wire_precision(case, per_rank, P)
+        check_bytes(case, per_rank, P)
+
+    _every_case(named, out, P, check)
 
 
 def _timing_worker(ctx):
