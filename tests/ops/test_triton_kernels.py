@@ -18,16 +18,25 @@ from gridgnn.nn import dropout as D
 from gridgnn.ops import triton_kernels as TK
 from gridgnn.ops.pattern import Pattern, head_columns, rows_of, sddmm_dot, sddmm_dot_reference
 
-pytestmark = pytest.mark.skipif(not TK.HAVE_TRITON, reason="Triton is not installed")
+needs_triton = pytest.mark.skipif(not TK.HAVE_TRITON, reason="Triton is not installed")
+
+
+@pytest.fixture
+def strict(monkeypatch):
+    """``GRIDGNN_KERNELS=triton``: a kernel that cannot run here is an error, not a quiet fallback."""
+    monkeypatch.setenv("GRIDGNN_KERNELS", "triton")
+    monkeypatch.setattr(TK, "failed", None)
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@needs_triton
 def test_the_kernels_under_the_interpreter_equal_their_references():
-    """Every ``check_*`` below, in one fresh process with ``TRITON_INTERPRET=1`` (and the kernels on: no
-    ``GRIDGNN_KERNELS``)."""
-    env = {k: v for k, v in os.environ.items() if k != "GRIDGNN_KERNELS"}
-    env.update(TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
+    """Every ``check_*`` below, in one fresh process with ``TRITON_INTERPRET=1`` and the kernels strict
+    (``GRIDGNN_KERNELS=triton``: an interpreter error is the failure, not a fallback)."""
+    env = dict(os.environ, TRITON_INTERPRET="1", GRIDGNN_KERNELS="triton")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + ([env["PYTHONPATH"]]
+                                                                          if env.get("PYTHONPATH") else []))
     code = ("import tests.ops.test_triton_kernels as t\n"
             "for name in sorted(n for n in dir(t) if n.startswith('check_')):\n"
             "    getattr(t, name)()\n"
@@ -77,7 +86,7 @@ def test_the_kernels_serve_cuda_tensors_only_and_yield_to_the_references_when_as
     monkeypatch.delenv("GRIDGNN_KERNELS", raising=False)
     monkeypatch.setattr(TK, "failed", None)
     assert not TK.usable(torch.device("cpu"))
-    assert TK.usable(torch.device("cuda", 0))
+    assert TK.usable(torch.device("cuda", 0)) == TK.HAVE_TRITON
     monkeypatch.setenv("GRIDGNN_KERNELS", "torch")
     assert not TK.usable(torch.device("cuda", 0))
 
@@ -101,10 +110,18 @@ def test_a_kernel_that_cannot_run_here_turns_them_off_with_one_warning(monkeypat
         assert TK.node_keep_mask(torch.arange(4), 3, 0, 3, 5, 2**63) is None
     assert TK.failed == "RuntimeError: no compiler for the launcher"
     assert not TK.usable(torch.device("cuda", 0))
+    monkeypatch.setattr(TK, "failed", None)
+    monkeypatch.setenv("GRIDGNN_KERNELS", "triton")  # strict: the failure itself, no fallback
+    with pytest.raises(RuntimeError, match="no compiler for the launcher"):
+        TK.sddmm_dot(torch.zeros(2, dtype=torch.int32), torch.zeros(2, dtype=torch.int32), torch.ones(1, 4),
+                     torch.ones(1, 4), 1, [(0, 0, 4)])
+    assert TK.failed is None
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@needs_triton
+@pytest.mark.usefixtures("strict")
 def test_on_a_gpu_the_dropout_masks_come_from_the_kernels_with_the_host_bits():
     r = np.random.default_rng(5)
     ids = _ids(r)
@@ -161,6 +178,8 @@ def _sddmm_case(dtype):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@needs_triton
+@pytest.mark.usefixtures("strict")
 def test_on_a_gpu_the_dot_sddmm_comes_from_the_kernel_and_equals_the_reference():
     r = np.random.default_rng(7)
     pat = _pattern(r, 300, 200, 5000)

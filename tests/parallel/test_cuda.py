@@ -14,6 +14,13 @@ pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 
+@pytest.fixture(autouse=True)
+def strict_kernels(monkeypatch):
+    """``GRIDGNN_KERNELS=triton`` here and in the ranks spawned from here: a Triton kernel that cannot run on this
+    GPU fails the test instead of falling back to the torch reference unseen."""
+    monkeypatch.setenv("GRIDGNN_KERNELS", "triton")
+
+
 def gpu_counts():
     return [P for P in PS if P <= (torch.cuda.device_count() if torch.cuda.is_available() else 0)] or [1]
 

@@ -77,9 +77,10 @@ class HostStaged:
 
     def broadcast(self, tensor, src, group=None, async_op=False):
         self.calls["broadcast"] += 1
-        h = _host(tensor)
+        root = dist.get_rank() == src
+        h = _host(tensor) if root else _landing(tensor)
         work = dist.broadcast(h, src=src, group=group, async_op=async_op)
-        return _finish(work, [] if dist.get_rank() == src else [(tensor, h)], async_op)  # (the root's is unchanged)
+        return _finish(work, [] if root else [(tensor, h)], async_op)  # (the root's tensor is left as it is)
 
     def reduce(self, tensor, dst, op=dist.ReduceOp.SUM, group=None, async_op=False):
         self.calls["reduce"] += 1

@@ -61,6 +61,6 @@ def sddmm_dot(row, col, dst, src, out, seg_head, seg_start, seg_len, nnz, width,
             cols = (start + c + f)[None, :]
             x = tl.load(dst + u[:, None] * width + cols, mask=tile, other=0.0)
             y = tl.load(src + v[:, None] * width + cols, mask=tile, other=0.0)
-            acc += tl.sum(x * y, axis=1)
+            acc += tl.sum(x * y, axis=1).to(acc.dtype)
         at = out + e * heads + h
         tl.store(at, tl.load(at, mask=inside, other=0.0) + acc, mask=inside)

@@ -19,8 +19,10 @@ and of a GraphSAGE epoch; one kernel reads the ids once and writes the mask.
 **Selection.** :func:`usable` is true for CUDA tensors when Triton is installed and ``GRIDGNN_KERNELS`` is not
 ``torch`` (the references then run, as on a machine without Triton). The kernels are built on first use; a kernel
 that cannot be built or launched here (Triton too old or too new for the GPU, no compiler for its launcher) turns
-them off for the process with one warning, and the references run: the results are the same, only slower. With
-``TRITON_INTERPRET=1`` set before the first use, Triton's interpreter runs them on host tensors — how the tests
+them off for the process with one warning, and the references run: the same results (the masks bit for bit, the
+SDDMM to rounding), only slower. ``GRIDGNN_KERNELS=triton`` makes such a failure an error instead (the GPU tests
+set it, so that a kernel that does not run here fails them). With ``TRITON_INTERPRET=1`` set before Triton is
+first imported, Triton's interpreter runs them on host tensors — how the tests
 check them on a machine without a GPU (tests/ops/test_triton_kernels.py; the interpreter runs the kernels'
 arithmetic in NumPy, so it checks their logic and bits, not their compilation or speed: a GPU run does that).
 """
@@ -62,6 +64,8 @@ def _launch(name: str, programs: int, *args, **meta) -> bool:
         getattr(_kernels(), name)[(programs,)](*args, **meta)
         return True
     except Exception as exc:  # noqa: BLE001 - any failure of Triton's toolchain: the references serve instead
+        if os.environ.get("GRIDGNN_KERNELS") == "triton":  # strict (the tests): a kernel that cannot run fails
+            raise
         text = str(exc).strip().splitlines()
         failed = f"{type(exc).__name__}: {text[0][:200] if text else ''}"
         warnings.warn(f"gridgnn: the Triton kernels are off in this process ({failed}); the torch references "
