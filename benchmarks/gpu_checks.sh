@@ -4,7 +4,8 @@
 # as it goes, so a run cut short leaves what it measured:
 #   1. staged: P = 2 and 4 ranks sharing one GPU, collectives staged through the host over gloo — every algorithm
 #      with GCN, GAT and SAGE, every --overlap case, a narrowed wire per family — against the CPU's serial reference;
-#   2. pytest_gpu: the rest of `pytest -m gpu` — the Triton kernels, CUDA tensors in the kernels and memory functions, every tests/parallel case at
+#   2. pytest_gpu: the rest of `pytest -m gpu` — the Triton kernels (strict: no fallback), the memory functions and the
+#      device branch of the memory model against four ranks sharing the GPU, every tests/parallel case at
 #      P = 1..(visible GPUs) through NCCL, the serial path on a GPU against the CPU's;
 #   3. epochs_gpu: bench_local's epochs on the GPU, gridgnn serial next to PyG (GCN, GAT, SAGE, AGNN; peak memory);
 #   4. cora_gcn: the Cora table with --device cuda (every algorithm, P = number of GPUs, 1 when one).

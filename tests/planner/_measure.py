@@ -166,7 +166,7 @@ def measure_rank(plan, data, comm, dims, *, dropout: float, dtype=torch.float32,
 
 def distributed_measure(ctx, cases) -> list[dict]:
     """Worker for :func:`gridgnn.distributed.launch.launch`: ``cases`` = ``[(graph, algo, shape, partition, dims,
-    dropout[, model])]``; returns this rank's measurements of every case."""
+    dropout[, model])]``; returns this rank's measurements of every case, on the launch's device."""
     from gridgnn.distributed import Comm, ProcessGrid
     from gridgnn.parallel import algorithm
     from gridgnn.train.rank_layout import build_rank, make_source
@@ -179,11 +179,12 @@ def distributed_measure(ctx, cases) -> list[dict]:
         c = shape[1] if kind == "1.5d" else 1
         key = (kind, tuple(shape))
         if key not in grids:  # every rank builds the same meshes in the same order
-            grids[key] = ProcessGrid.build(kind, "cpu", replication=c, shape=shape if kind in ("2d", "3d") else None)
+            grids[key] = ProcessGrid.build(kind, ctx.device.split(":")[0], replication=c,
+                                           shape=shape if kind in ("2d", "3d") else None)
         comm = Comm(grids[key])
         source, rows = make_source(graph, algo, ctx.world_size, replication=c, shape=shape, method=partition, seed=1)
         plan, data = build_rank(graph, algo, comm, dims, source=source, rows=rows, dtype=torch.float32,
-                                model=model_builder(name, dims, dropout, torch.float64))
+                                device=ctx.device, model=model_builder(name, dims, dropout, torch.float64))
         out.append(measure_rank(plan, data, comm, dims, dropout=dropout, model=name))
     return out
 

@@ -466,6 +466,37 @@ def test_bad_inputs_are_clear_errors():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_a_gpu_every_rank_holds_what_the_device_estimate_says():
+    """The memory model's device branch (the row of every edge kept beside its column, the masks and the saved
+    tensors on the device) against one real training step of four ranks sharing the GPU (host-staged collectives):
+    adjacency, features, parameters with Adam's state and saved activations exact, as on the CPU — one case of
+    each family, and GraphSAGE's traced estimate with its self-loop mask."""
+    names = ("1d-sa-undirected", "1.5d-sa-directed", "2d-2x2", "3d-1x2x2-double", "plexus-2x1x2-double",
+             "edge-directed")
+    cases = [c for c in DIST_CASES if c[0] in names]
+    sage = ("sage", "1.5d-sa", (2, 2), [24, 16, 4])
+    runs = [(g, a, s, p, d, q) for _, g, a, s, p, d, q in cases] + [(GM, sage[1], sage[2], "random", sage[3], 0.5,
+                                                                      "sage")]
+    res = launch(distributed_measure, 4, runs, device="cuda", stage_on_host=True, collect=True)
+    for k, (name, graph, algo, shape, partition, dims, dropout) in enumerate(cases):
+        measured = [res[r][k] for r in range(4)]
+        source, rows = layout(graph, algo, shape, partition)
+        est = estimate(graph, algo, shape, source, rows, dims, dropout=dropout, device="cuda",
+                       train_rows=[m["train_rows"] for m in measured])
+        for r, m in enumerate(measured):
+            assert {c: est.ranks[r].per_component[c] for c in EXACT} == {c: m[c] for c in EXACT}, (name, r)
+    measured = [res[r][len(cases)] for r in range(4)]
+    source, rows = layout(GM, sage[1], sage[2])
+    tr = model_trace(sage[3], model_builder("sage", sage[3], 0.5, torch.float64), sage[1])
+    est = estimate(GM, sage[1], sage[2], source, rows, sage[3], dropout=0.5, trace=tr, device="cuda",
+                   train_rows=[m["train_rows"] for m in measured])
+    for r, m in enumerate(measured):
+        comp = est.ranks[r].per_component
+        assert (comp["adjacency"], comp["features"]) == (m["adjacency"], m["features"]), r
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_memory_functions():
     free = available_memory_bytes("cuda")
     assert free > 0 and free <= torch.cuda.get_device_properties(0).total_memory
