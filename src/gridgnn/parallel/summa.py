@@ -231,12 +231,12 @@ class SummaGraph(DistGraph):
             if t is None:
                 pieces.append((None, None))
                 continue
-            wire = t.to(torch.uint8) if t.dtype == torch.bool else t
+            wire = torch.uint8 if t.dtype == torch.bool else t.dtype  # (a mask crosses as one byte per edge)
             e = self.schedule.edges(p)
-            if e.root == e.me:
-                piece = wire[off:off + e.rows].contiguous()
+            if e.root == e.me:  # the owner's slice only (not the whole tensor) in the wire type
+                piece = t[off:off + e.rows].to(wire).contiguous()
             else:
-                piece = wire.new_empty((e.rows,) + tuple(t.shape[1:]))
+                piece = t.new_empty((e.rows,) + tuple(t.shape[1:]), dtype=wire)
             started.append(plan.comm.broadcast(piece, e.root, e.axis, tag=e.key, async_op=early))
             pieces.append((t, piece))
 
