@@ -21,6 +21,14 @@ from gridgnn.ops.pattern import Pattern, head_columns, rows_of, sddmm_dot, sddmm
 needs_triton = pytest.mark.skipif(not TK.HAVE_TRITON, reason="Triton is not installed")
 
 
+def on_a_gpu(test):
+    """A test of the compiled kernels: the ``gpu`` marker, CUDA and Triton present, the kernels strict."""
+    for mark in (pytest.mark.usefixtures("strict"), needs_triton,
+                 pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"), pytest.mark.gpu):
+        test = mark(test)
+    return test
+
+
 @pytest.fixture
 def strict(monkeypatch):
     """``GRIDGNN_KERNELS=triton``: a kernel that cannot run here is an error, not a quiet fallback."""
@@ -118,10 +126,7 @@ def test_a_kernel_that_cannot_run_here_turns_them_off_with_one_warning(monkeypat
     assert TK.failed is None
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@needs_triton
-@pytest.mark.usefixtures("strict")
+@on_a_gpu
 def test_on_a_gpu_the_dropout_masks_come_from_the_kernels_with_the_host_bits():
     r = np.random.default_rng(5)
     ids = _ids(r)
@@ -176,10 +181,7 @@ def _sddmm_case(dtype):
     assert empty.shape == (0, 2)
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@needs_triton
-@pytest.mark.usefixtures("strict")
+@on_a_gpu
 def test_on_a_gpu_the_dot_sddmm_comes_from_the_kernel_and_equals_the_reference():
     r = np.random.default_rng(7)
     pat = _pattern(r, 300, 200, 5000)
