@@ -140,7 +140,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
     def held(self) -> tuple[list, list]:
         """``(tensors, arrays)`` this graph keeps: index and value tensors, and the host edge-id arrays."""
         pats, arrays = [], [self._halo_ids] if self.sparsity_aware else []
-        tensors = [self.crow, self._row, self.gcn_values, self._off_diagonal]
+        tensors = [self.crow, self._row, self.gcn_values, *self.held_edge_constants()]
         if self.sparsity_aware:
             for st in (self.local_stage, self.remote_stage):
                 if st is not None:
@@ -962,19 +962,19 @@ class BlockRowFamily(Family):
         return [(None, c, p) for c in reps for p in row_partitions]
 
 
-def _graph_memory(acc: Ledger, e: int, *, rows: int, cols: int, nnz: float, stages, single_block: bool = False,
-                  send: float = 0.0, halo: float = 0.0, ctx=None, rows_held: bool = False) -> None:
-    """What a :class:`BlockRowGraph` keeps: the local row pointer (``rows × cols``; the row of each edge with
-    ``rows_held``, a device's), the GCN values, the edge ids and their mask where ``ctx``'s model asks for them; then
-    per stage ``(n_q, nnz_q)`` a pattern (row pointer, column; rows with ``rows_held``) with its transpose and the
+def _graph_memory(acc: Ledger, ctx, *, rows: int, cols: int, nnz: float, stages, single_block: bool = False,
+                  send: float = 0.0, halo: float = 0.0) -> None:
+    """What a :class:`BlockRowGraph` keeps: the local row pointer (``rows × cols``; the row of each edge on a device
+    that holds rows, ``ctx.dev``), the GCN values (``ctx.e`` bytes each), the edge ids and their mask where
+    ``ctx``'s model asks for them; then per stage ``(n_q, nnz_q)`` a pattern (row pointer, column; rows where held)
+    with its transpose and the
     stage's edge positions unless it holds every local edge — one block's stage is the local pattern (its row pointer
     and rows counted once). Sparsity-aware, the stages are the block's own rows and the remote halo, plus the send
     lists and the halo's columns (host, in the index bytes of ``cols``). Every index in
     :func:`~gridgnn.ops.pattern.index_bytes` of its block."""
-    ib = index_bytes(rows, cols, nnz)
-    acc.add("adjacency", ib * (rows + 1) + (ib * rows_held + e) * nnz)
-    if ctx is not None:
-        edge_id_bytes(acc, ctx, nnz)
+    ib, rows_held = index_bytes(rows, cols, nnz), holds_row(ctx.dev)
+    acc.add("adjacency", ib * (rows + 1) + (ib * rows_held + ctx.e) * nnz)
+    edge_id_bytes(acc, ctx, nnz)
     acc.add("adjacency", 8 * send)
     acc.add("adjacency", index_bytes(cols) * halo, "host")
     if not len(stages):
@@ -993,8 +993,7 @@ def _serial_memory(ctx) -> dict:
     n, dims, e = ctx.n, ctx.dims, ctx.e
     nnz_hat = ctx.pats["rc"].total
     acc = Ledger()
-    _graph_memory(acc, e, rows=n, cols=n, nnz=nnz_hat, stages=[(n, nnz_hat)], single_block=True, ctx=ctx,
-                  rows_held=holds_row(ctx.dev))
+    _graph_memory(acc, ctx, rows=n, cols=n, nnz=nnz_hat, stages=[(n, nnz_hat)], single_block=True)
     acc.add("features", n * dims[0] * e + 11 * n)
     model_params(acc, ctx, grad_allreduce=False)
     traced(acc, ctx, 0, lambda lay, l, cols: n * cols, lambda l: nnz_hat, n, dims[-1])
@@ -1040,12 +1039,11 @@ def _rowblock_memory(family, spec, ctx, shape, row_bounds, ranks) -> dict:
             send, recv = float(sum(halo.send)), float(sum(halo.recv))
             own = float(z[i, i]) if mine else 0.0
             parts = ([(ni, own)] if mine else []) + ([(recv, zrow - own)] if any(q != i for q in stages) else [])
-            _graph_memory(acc, e, rows=ni, cols=n, nnz=zrow, stages=parts, send=send, halo=recv, ctx=ctx,
-                          rows_held=holds_row(ctx.dev))
+            _graph_memory(acc, ctx, rows=ni, cols=n, nnz=zrow, stages=parts, send=send, halo=recv)
         else:
             per_stage = [zrow] if rank_nnz is not None else z[i, staged]
-            _graph_memory(acc, e, rows=ni, cols=n, nnz=zrow, single_block=nb == 1, ctx=ctx,
-                          stages=np.stack([sizes[staged], per_stage], axis=1), rows_held=holds_row(ctx.dev))
+            _graph_memory(acc, ctx, rows=ni, cols=n, nnz=zrow, single_block=nb == 1,
+                          stages=np.stack([sizes[staged], per_stage], axis=1))
         acc.add("features", ni * dims[0] * e + 11 * ni)
         model_params(acc, ctx, grad_allreduce=nb > 1)
         rows_model(acc, ctx, r, ni, lambda l: zrow)

@@ -120,6 +120,11 @@ class DistGraph(ABC):
         """Whether :attr:`off_diagonal` was asked (a trace tells the memory model whether a model holds it)."""
         return self._edge_constants()._off_diagonal is not None
 
+    def held_edge_constants(self) -> list:
+        """What :attr:`off_diagonal` keeps, for a family's ``held()`` (empty where no model asked)."""
+        mask = self._edge_constants()._off_diagonal
+        return [] if mask is None else [mask]
+
     def _edge_constants(self):
         """Where this graph keeps what it derives from its edges' ids once (itself; a family whose layers share
         one block of edges keeps them with the block)."""

@@ -244,8 +244,7 @@ class PlexusGraph(SourceKeys, DistGraph):
         tensors = self.pattern.index_tensors() + [self.gcn_values]
         if self._dst is not None:
             tensors += [self._dst[0], self._dst[1]]
-        if self.shard._off_diagonal is not None:
-            tensors.append(self.shard._off_diagonal)
+        tensors += self.held_edge_constants()
         return tensors, list(self.shard._edge_ids or ())
 
     def program(self, name: str, width: int, heads: int, *inputs) -> Program:

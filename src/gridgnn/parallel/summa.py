@@ -203,8 +203,7 @@ class SummaGraph(DistGraph):
         tensors = [self.gcn_values] + ([self._edge_row] if self._edge_row is not None else [])
         for pat, _, idx in self.owned.values():
             tensors += pat.index_tensors() + [idx]
-        if self._off_diagonal is not None:
-            tensors.append(self._off_diagonal)
+        tensors += self.held_edge_constants()
         return tensors, list(self._edge_ids or ())
 
     # ------------------------------------------------------------------ communication helpers
