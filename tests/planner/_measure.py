@@ -107,6 +107,7 @@ def train_step_saved(model, plan, comm, data, *, epoch: int = 0):
     Activation bytes = storages autograd saved that are not parameters, the rank's input data or what its graphs
     hold (their values and edge-table lookups: :func:`feature_bytes` counts those), dedup by storage, plus the
     logits block; 0-dim scalars are not activations."""
+    from gridgnn.ops.masked import Recomputed, recomputing
     from gridgnn.train.step import forward_backward
 
     graphs = [plan.dgraph] if hasattr(plan, "dgraph") else list(getattr(plan, "graphs", {}).values())
@@ -119,14 +120,14 @@ def train_step_saved(model, plan, comm, data, *, epoch: int = 0):
         return {t.untyped_storage().data_ptr() for g in graphs
                 for t in (*(g._edge_cache or ()), g._relation_cache) if t is not None}
 
-    def pack(t):
-        if t.dim() > 0 and t.layout == torch.strided:
-            s = t.untyped_storage()
-            if s.data_ptr() not in exclude and s.data_ptr() not in looked_up():
-                saved[s.data_ptr()] = s.nbytes()
-        return t
+    def kept(t):  # what autograd keeps: a tensor, or a dropout output's input and mask (recomputed)
+        for u in (t.x, t.mask) if isinstance(t, Recomputed) else (t,):
+            if u.dim() > 0 and u.layout == torch.strided:
+                s = u.untyped_storage()
+                if s.data_ptr() not in exclude and s.data_ptr() not in looked_up():
+                    saved[s.data_ptr()] = s.nbytes()
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with recomputing(observe=kept):  # (the model's own call nests it: an observer sees inside)
         loss, logits = forward_backward(model, plan, comm, data, epoch=epoch)
     ls = logits.untyped_storage()
     saved.setdefault(ls.data_ptr(), ls.nbytes())

@@ -48,6 +48,7 @@ import torch
 from torch import nn
 
 from ..errors import GridGnnError
+from ..ops.masked import recomputing
 from ..plugins import import_object, is_import_path  # noqa: F401  (is_import_path: importable from here too)
 from .dropout import hashed_dropout
 from .orders import require_destination_scores
@@ -255,6 +256,14 @@ class Model(nn.Module):
         self._dtype, self._slice = dtype, (plan.param_slice if plan is not None else None)
         self._view = getattr(plan, "param_view", None)
         self._entries: list[tuple] = []
+
+    def __call__(self, *args, **kwargs):
+        """``forward`` within :func:`gridgnn.ops.masked.recomputing` while autograd records: what an operation saves
+        of a dropout's output is kept as the dropout's input and mask and recomputed in the backward."""
+        if not torch.is_grad_enabled():
+            return super().__call__(*args, **kwargs)
+        with recomputing():
+            return super().__call__(*args, **kwargs)
 
     # ------------------------------------------------------------------ parameters
     def add_parameter(self, name: str, layer: int, full: torch.Tensor, kind: str = "w") -> nn.Parameter:

@@ -9,7 +9,8 @@ the layer input, ``feature`` = global column id, so column-sharded layouts draw 
 there: by one Triton kernel where Triton is present (:mod:`gridgnn.ops.triton_kernels`), else in torch ``int64``
 arithmetic holding the same bits (:func:`gridgnn.ops.hashing.mix_tensor`, in chunks of rows): only the ids cross
 to the device, not the mask.
-Autograd keeps the boolean mask (1 byte per element), not a mask in the training dtype.
+Autograd keeps the boolean mask (1 byte per element), not a mask in the training dtype; what an operation saves of
+the dropped tensor is kept as the input and mask and recomputed in the backward (:func:`gridgnn.ops.masked.dropped`).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import torch
 
 from ..ops import kernels, triton_kernels
 from ..ops.hashing import G, as_int64, below_tensor, mix, mix_tensor
-from ..ops.masked import MaskedScale
+from ..ops.masked import dropped
 
 def _threshold(p: float) -> np.uint64:
     return np.uint64(min(int((1.0 - p) * 2.0**64), 2**64 - 1))
@@ -132,7 +133,7 @@ def hashed_dropout(x: torch.Tensor, p: float, node_ids: np.ndarray, *, seed: int
                                 cols=cols)
     else:
         mask = torch.from_numpy(keep_mask(node_ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols))
-    return MaskedScale.apply(x, mask, 1.0 - p)
+    return dropped(x, mask, 1.0 - p)
 
 
 def edge_keep_mask(dst_ids: np.ndarray, src_ids: np.ndarray, heads: int, p: float, *, seed: int, epoch: int,
@@ -188,4 +189,4 @@ def hashed_edge_dropout(alpha: torch.Tensor, p: float, dst_ids: np.ndarray, src_
     else:
         mask = torch.from_numpy(edge_keep_mask(dst_ids, src_ids, alpha.shape[1], p, seed=seed, epoch=epoch,
                                                layer=layer))
-    return MaskedScale.apply(alpha, mask, 1.0 - p)
+    return dropped(alpha, mask, 1.0 - p)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..ops.masked import MaskedScale
+from ..ops.masked import dropped
 from .base import Model
 from .gat import GAT, NEGATIVE_SLOPE
 
@@ -90,7 +90,7 @@ class GATv2(Model):
             alpha = g.edge_softmax(self.scores(layer, g, xr, xl))
             keep = self.attention_keep(g, layer, k, alpha.device)
             if keep is not None:
-                alpha = MaskedScale.apply(alpha, keep, 1.0 - self.attn_dropout)
+                alpha = dropped(alpha, keep, 1.0 - self.attn_dropout)
             h = g.spmm(alpha, xl)  # n × K·F
             if layer == last:
                 h = plan.head_mean(layer, h, k, k * fo)

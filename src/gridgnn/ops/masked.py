@@ -1,6 +1,17 @@
 """Inverted-dropout scaling by a given boolean mask, as an autograd Function that keeps only the mask (1 byte per
-element) for its backward. The masks themselves (keyed hashes) are drawn in :mod:`gridgnn.nn.dropout`."""
+element) for its backward. The masks themselves (keyed hashes) are drawn in :mod:`gridgnn.nn.dropout`.
+
+What an operation after the dropout saves of its output (a ``linear`` saves its input for the weight's gradient, an
+aggregation its edge values) is not kept either, within :func:`recomputing` (every :class:`gridgnn.nn.Model` call
+runs in it): autograd keeps the dropout's input and mask instead, and the backward recomputes the scaled tensor
+from them (the same bits). The mask is kept for the dropout's own backward and the input is often kept anyway (a
+ReLU saves its output), so a GCN layer keeps one ``n × f`` tensor and a boolean mask where it kept two tensors and
+a mask.
+"""
 from __future__ import annotations
+
+import contextlib
+import weakref
 
 import torch
 
@@ -28,3 +39,85 @@ class MaskedScale(torch.autograd.Function):
     def backward(ctx, dy):
         (mask,) = ctx.saved_tensors
         return scale_masked(dy, mask, ctx.q), None, None
+
+
+#: outputs of :func:`dropped` that are alive: their storage's address → (a weak reference to the output, one to its
+#: input, the mask, ``q``, the output's version); an entry leaves with its output
+_DROPPED: dict = {}
+
+
+def dropped(x: torch.Tensor, mask: torch.Tensor, q: float) -> torch.Tensor:
+    """:class:`MaskedScale` whose output, where an operation saves it within :func:`recomputing`, autograd keeps
+    as ``x`` and ``mask`` (:class:`Recomputed`)."""
+    y = MaskedScale.apply(x, mask, q)
+    if torch.is_grad_enabled() and y.layout == torch.strided:  # (a dropped input that needs no gradient too)
+        key = y.untyped_storage().data_ptr()
+
+        def forget(ref, key=key):
+            if _DROPPED.get(key, (None,))[0] is ref:  # (not the entry of a later output at the same address)
+                _DROPPED.pop(key, None)
+
+        _DROPPED[key] = (weakref.ref(y, forget), weakref.ref(x), mask, q, y._version)
+    return y
+
+
+class Recomputed:
+    """What autograd keeps of a saved output of :func:`dropped`: the dropout's input (at the version it had) and
+    mask; :meth:`tensor` recomputes the output."""
+
+    __slots__ = ("x", "mask", "q", "version", "of")
+
+    def __init__(self, x: torch.Tensor, mask: torch.Tensor, q: float, of: int):
+        self.x, self.mask, self.q, self.version = x, mask, q, x._version
+        self.of = of  # the address of the output's storage (what a trace matches it by)
+
+    def tensor(self) -> torch.Tensor:
+        if self.x._version != self.version:
+            raise RuntimeError("a dropout's input was modified in place after an operation saved the dropout's "
+                               "output: its backward cannot recompute it (modify a copy)")
+        return scale_masked(self.x, self.mask, self.q)
+
+
+def _recipe(t: torch.Tensor):
+    """``t``'s :class:`Recomputed` when ``t`` is an alive output of :func:`dropped` (or an alias of the same
+    geometry) not modified since, else None."""
+    if t.layout != torch.strided or not _DROPPED:
+        return None
+    at = t.untyped_storage().data_ptr()
+    entry = _DROPPED.get(at)
+    if entry is None:
+        return None
+    y, x = entry[0](), entry[1]()
+    if y is None or x is None or y._version != entry[4] or t.dtype != y.dtype or t.shape != y.shape \
+            or t.stride() != y.stride() or t.storage_offset() != y.storage_offset():
+        return None
+    return Recomputed(x, entry[2], entry[3], at)
+
+
+_OBSERVERS: list = []  # callables that see what autograd keeps, within recomputing(observe=...)
+
+
+def _pack(t):
+    kept = _recipe(t) or t
+    for observe in _OBSERVERS:
+        observe(kept)
+    return kept
+
+
+def _unpack(kept):
+    return kept.tensor() if isinstance(kept, Recomputed) else kept
+
+
+@contextlib.contextmanager
+def recomputing(observe=None):
+    """Within: an output of :func:`dropped` that an operation saves is kept as its input and mask and recomputed
+    in the backward. ``observe(kept)`` (a trace's record) sees every tensor or :class:`Recomputed` autograd keeps
+    within, nested contexts included."""
+    if observe is not None:
+        _OBSERVERS.append(observe)
+    try:
+        with torch.autograd.graph.saved_tensors_hooks(_pack, _unpack):
+            yield
+    finally:
+        if observe is not None:
+            _OBSERVERS.remove(observe)

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from ..ops import kernels
-from ..ops.masked import MaskedScale, scale_masked
+from ..ops.masked import dropped, scale_masked
 from ..ops.pattern import col_sum, head_columns, spmm
 
 SCORES = ("add", "dot")
@@ -58,7 +58,7 @@ def attend_composed(g, a_dst, a_src, x, *, score: str, heads: int, slope: float 
         e = g.sddmm_dot(a_dst, a_src, heads)
     alpha = g.edge_softmax(e)
     if keep is not None:
-        alpha = MaskedScale.apply(alpha, keep, 1.0 - p)
+        alpha = dropped(alpha, keep, 1.0 - p)
     return g.spmm(alpha, x)
 
 
@@ -88,8 +88,8 @@ class FusedAttention(torch.autograd.Function):
         g_edge, g_dst = kernels.attend_backward(pat.crow, pat.col, a_dst, src, xs, dy, alpha, dot=dot,
                                                 slope=ctx.slope, keep=keep, q=ctx.q)
         # the composition's backward runs spmm's (push ∂X) before the score's (push ∂a_src)
-        dropped = alpha if keep is None else scale_masked(alpha, keep, ctx.q)
-        dx = ctx.push(spmm(pat, dropped, dy.contiguous(), transpose=True), xs.shape[1]) \
+        scaled = alpha if keep is None else scale_masked(alpha, keep, ctx.q)
+        dx = ctx.push(spmm(pat, scaled, dy.contiguous(), transpose=True), xs.shape[1]) \
             if ctx.needs_input_grad[2] else None
         d_src = None
         if ctx.needs_input_grad[1]:

@@ -141,6 +141,16 @@ def layers_of(dims, trace) -> list[tuple[int, int, int, int]]:
     return out
 
 
+def backward_temporaries(ctx: MemoryContext, layer: int) -> tuple[int, int]:
+    """Node columns and edge columns of layer ``layer``'s backward temporaries: two node tensors of the widest
+    kept width and the fetched width, two edge tensors of the widest heads, and the dropout outputs the backward
+    recomputes (:attr:`~gridgnn.parallel.trace.Trace.recomputed`)."""
+    cols, fetched, heads, _ = ctx.layers[layer]
+    again = [(kind, c) for l, kind, c in ctx.trace.recomputed if l == layer]
+    return (2 * cols + fetched + max((c for kind, c in again if kind == "node"), default=0),
+            2 * heads + max((c for kind, c in again if kind == "edge"), default=0))
+
+
 def dropout_hash(acc: Ledger, ctx: MemoryContext, layer: int, elements: float) -> None:
     """The host memory of hashing a dropout mask of ``elements`` (a workspace candidate)."""
     if ctx.dropout > 0:
@@ -152,7 +162,8 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
     r"""Activations and workspace of a traced model: every tensor autograd saved in the trace, scaled to this
     rank (``node(layout, layer, columns)`` and ``edges(layer)`` give its local elements), the logits and targets;
     per layer the backward's temporaries (two node tensors of the widest kept width, the fetched width, and two
-    edge tensors of the widest heads) and the dropout hash of its input. ``graph_of(layer)``: which of the rank's
+    edge tensors of the widest heads, the dropout outputs it recomputes: :func:`backward_temporaries`) and the
+    dropout hash of its input. ``graph_of(layer)``: which of the rank's
     graphs a layer uses (each looks the edge table up once; default: one graph for every layer). ``skip``: indices
     of saved tensors the family counts otherwise; ``flags``: the loss over logits split in class blocks
     (``sharded_cross_entropy``) keeps a flag per labelled row."""
@@ -181,9 +192,9 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
         for l in range(len(ctx.layers)):
             first.setdefault(0 if graph_of is None else graph_of(l), l)
         acc.add("features", sum(edges(l) for l in first.values()) * per_edge)
-    for l, (cols, fetched, heads, fi) in enumerate(ctx.layers):
-        acc.cand("workspace", (node(None, l, 2 * cols + fetched) + 2 * edges(l) * heads) * e,
-                 f"layer {l} backward temporaries")
+    for l, (_, _, _, fi) in enumerate(ctx.layers):
+        node_cols, edge_cols = backward_temporaries(ctx, l)
+        acc.cand("workspace", (node(None, l, node_cols) + edges(l) * edge_cols) * e, f"layer {l} backward temporaries")
         dropout_hash(acc, ctx, l, node(None, l, fi))
 
 

@@ -57,7 +57,7 @@ from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, plexus_destinations
                                 split_classes, vertex_order)
 from .base import Plan
 from .family import Algorithm, Family, add_family
-from .footprint import Ledger, edge_id_bytes, params, traced
+from .footprint import Ledger, backward_temporaries, edge_id_bytes, params, traced
 from .aggregate import SourceKeys
 from .checks import PlexusRules
 from .graph import DistGraph
@@ -968,7 +968,7 @@ def _plexus_ranks(ctx, shape, layouts, ranks):
     vb, count = _plexus_grid(ctx, shape, layouts)
     tr = ctx.trace
     widths = {ctx.n, 1, *ctx.dims, *(c.width for c in tr.calls), *(c.out_width for c in tr.calls),
-              *(s.cols for s in tr.saved), *(2 * cols + fetched for cols, fetched, _, _ in ctx.layers)}
+              *(s.cols for s in tr.saved), *(backward_temporaries(ctx, l)[0] for l in range(len(ctx.layers)))}
     cls = split_classes(dict(zip(PLEXUS_AXES, map(int, shape))), widths) if GROUP_RANKS else None
     built: dict = {}
     for r in ranks:
@@ -1013,12 +1013,12 @@ def _traced_memory(ctx, shape, ranks) -> dict:
     L = len(dims) - 1
     ops = [plexus_program([c.name for c in tr.calls if c.layer == l]) for l in range(L)]
     layouts = plexus_layouts(ops)
-    # where layer 0 starts with linear, every layer-0 linear reads the all-gathered input (PlexusPlan.linear) and
-    # saves that gathered copy in its own layout, where the trace saw the input itself (saved by the linear as a
-    # tensor of its own when it was dropped, not when it is the features)
+    # where layer 0 starts with linear, every layer-0 linear reads the all-gathered input (PlexusPlan.linear); where
+    # the gather moves rows it saves that gathered copy in its own layout, where the trace saw the input itself kept
+    # (a tensor of its own, or the dropout mask its recipe kept; nothing when it is the features)
     gathered = [i for i, c in enumerate(tr.calls) if c.layer == 0 and c.name == "linear"] \
         if ops[0][0] == "linear" else []
-    dropped = {tr.linear_inputs[i] for i in gathered if i in tr.linear_inputs}
+    replaced = {j for i in gathered for j in tr.linear_inputs.get(i, ())}
     out = {}
     for r, me, scheds, acc, shards, largest, vb in _plexus_ranks(ctx, shape, layouts, ranks):
         nrows, ncols = scheds[0].nrows, scheds[0].ncols
@@ -1053,7 +1053,7 @@ def _traced_memory(ctx, shape, ranks) -> dict:
             _weight_buffers(acc, s, c.width, w_out, e, c.layer)
             if get.moves:  # linear saves the gathered weight block (where nothing moves, the parameter itself)
                 acc.add("activations", w_in * w_out * e)
-            if i in gathered and (i in tr.linear_inputs or scheds[0].input_gather().moves):
+            if i in gathered and scheds[0].input_gather().moves:
                 acc.add("activations", nrows(lin.rows) * w_in * e)  # a copy of its own
         params(acc, ctx, local + max(tr.nparams - whole, 0), tr.ntensors, grad_allreduce=False)
         last = layouts[-1].output
@@ -1065,7 +1065,7 @@ def _traced_memory(ctx, shape, ranks) -> dict:
             return nrows(lay.rows) * ncols(cols, lay.cols)
 
         traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, ncols(dims[-1], last.cols),
-                graph_of=lambda l: l, skip=dropped, flags=True)  # a graph per layer; the loss over class blocks
+                graph_of=lambda l: l, skip=replaced if scheds[0].input_gather().moves else frozenset(), flags=True)  # a graph per layer; the loss over class blocks
         out[r] = (acc, largest)
     return out
 

@@ -36,6 +36,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from ..ops import masked
 from ..partition.layout import EdgeLayout
 from .checks import LayoutRules, qualified
 from .program import PrimitiveCall
@@ -74,9 +75,13 @@ class Trace:
     param_sizes: tuple = ()  # elements of each trained parameter tensor, in model order (the gradient buckets)
     edge_ids: bool = False  # the model asked for the edges' original ids (keyed edge randomness, edge data)
     off_diagonal: bool = False  # and for the self-loop mask made of them (``g.off_diagonal``: GraphSAGE)
-    #: per forward ``linear`` call whose input autograd saved as a tensor of its own: ``{call index: index in
-    #: saved}`` (an engine that gathers that input saves the gathered copy instead)
+    #: per forward ``linear`` call whose input autograd saved as a tensor of its own, or as a dropout's input and
+    #: mask: ``{call index: indices in saved of what that added}`` (an engine that gathers that input saves the
+    #: gathered copy instead)
     linear_inputs: dict = field(default_factory=dict)
+    #: ``(layer, "node" or "edge", columns)`` of each saved dropout output that autograd kept as the dropout's
+    #: input and mask (:func:`gridgnn.ops.masked.recomputing`): the backward recomputes it, a temporary
+    recomputed: tuple = ()
 
 
 # ---------------------------------------------------------------------------------------------------- raw ops
@@ -172,23 +177,25 @@ class _Tracer:
         self.paused = False
         self.layer = 0
         self.saved_log = None  # the step's _SavedLog (what autograd saved so far)
-        self.linear_inputs: dict = {}  # index of a logged linear call → index of its input among the saved
+        self.linear_inputs: dict = {}  # index of a logged linear call → indices of what keeping its input saved
 
     def saved_count(self) -> int:
         """How many tensors autograd has saved so far in the traced step."""
         return 0 if self.saved_log is None else len(self.saved_log.kept)
 
     def linear_returned(self, at: int, h, start: int) -> None:
-        """The logged ``linear`` call ``at`` on the node tensor ``h`` has returned: note which tensor it saved, if
-        any (of those saved since ``start``: one saved earlier by another operation is that one's), is ``h``'s
-        storage."""
-        if self.saved_log is None:
+        """The logged ``linear`` call ``at`` on the node tensor ``h`` has returned: note what keeping ``h`` saved,
+        if anything (of what was saved since ``start``: one saved earlier by another operation is that one's): ``h``'s
+        storage, or what a dropout's output kept as its recipe added (its input or mask, where nothing else kept
+        them)."""
+        log = self.saved_log
+        if log is None:
             return
         ptr = h.untyped_storage().data_ptr()
-        kept = self.saved_log.kept
-        j = next((j for j in range(start, len(kept)) if kept[j][0].untyped_storage().data_ptr() == ptr), None)
-        if j is not None:
-            self.linear_inputs[at] = j
+        added = [j for j in range(start, len(log.kept)) if log.kept[j][0].untyped_storage().data_ptr() == ptr]
+        added += [j for pos, of, new in log.recipes if pos >= start and of == ptr for j in new]
+        if added:
+            self.linear_inputs[at] = tuple(added)
 
     # ------------------------------------------------------------------ bookkeeping
     @contextlib.contextmanager
@@ -637,7 +644,7 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
     labelled = torch.ones(3, dtype=torch.bool)  # the training mask: a rank's own tensor, held before the step
     kept = _SavedLog(tracer, [x, labelled, *model.parameters(), *held], n=g.n, nnz=plan._plan.dgraph.nnz)
     tracer.saved_log = kept
-    with torch.autograd.graph.saved_tensors_hooks(kept.pack, lambda t: t):
+    with masked.recomputing(observe=kept.pack):  # (the model's own call nests it, and keeps the observer)
         with _Checker(tracer):
             out = model(x, plan)
         tracer.layer = plan.calls[-1].layer if plan.calls else 0  # the loss belongs to the last layer
@@ -649,7 +656,8 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
     params = list(model.parameters())
     return Trace(plan.calls + grad_calls, sum(p.numel() for p in params), axes, saved, len(params), edge_dim,
                  relations, tuple(p.numel() for p in params if p.requires_grad), plan._plan.dgraph.edge_ids_built,
-                 linear_inputs=dict(tracer.linear_inputs), off_diagonal=plan._plan.dgraph.off_diagonal_built)
+                 linear_inputs=dict(tracer.linear_inputs), off_diagonal=plan._plan.dgraph.off_diagonal_built,
+                 recomputed=tuple(kept.recomputed))
 
 
 class _SavedLog:
@@ -661,9 +669,23 @@ class _SavedLog:
         self.t, self.n, self.nnz = tracer, n, nnz
         self.seen = {c.untyped_storage().data_ptr() for c in constants}
         self.kept: list = []
+        self.recomputed: list = []  # (layer, "node" or "edge", columns) of each dropout output kept as its recipe
+        self.recipes: list = []  # (len(kept) before, the output's storage address, what it added to kept) of each
         self.in_loss = False  # set once the model's forward has returned: what is saved next is the loss's
 
     def pack(self, t):
+        if isinstance(t, masked.Recomputed):  # a dropout's output kept as its input and mask
+            rows = max(1, t.x.shape[0]) if t.x.dim() else 1
+            kind = "edge" if t.x.dim() and t.x.shape[0] == self.nnz else "node"
+            self.recomputed.append((self.t.layer, kind, t.x.numel() // rows))
+            lay = self.t.layout_of(t.x)
+            if lay is not None and self.t.layout_of(t.mask) is None:  # the mask lies as the input does
+                self.t.tag(t.mask, lay)
+            first = len(self.kept)
+            self.pack(t.x)
+            self.pack(t.mask)
+            self.recipes.append((first, t.of, tuple(range(first, len(self.kept)))))
+            return t
         if t.dim() == 0 or t.layout != torch.strided or not (t.is_floating_point() or t.dtype == torch.bool):
             return t  # scalars, sparse index structures and integer indices are the graph's, not activations
         ptr = t.untyped_storage().data_ptr()

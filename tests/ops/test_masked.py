@@ -1,0 +1,105 @@
+"""Dropout outputs kept as their input and mask (gridgnn.ops.masked.recomputing): the backward recomputes them bit
+for bit, the outputs themselves are freed, and what cannot be recomputed is kept as before or refused."""
+import gc
+import weakref
+
+import pytest
+import torch
+
+from gridgnn.graph import gcn_normalize
+from gridgnn.nn import resolve_model
+from gridgnn.ops.masked import MaskedScale, Recomputed, dropped, recomputing
+from gridgnn.parallel.blockrow import build_serial
+
+from ..parallel.conftest import random_graph
+
+
+def _chain(x, a, w, mask, scale):
+    """relu(x a) dropped, then multiplied by w: the linear saves the dropout's output."""
+    return (scale(torch.relu(x @ a), mask, 0.7) @ w).square().sum()
+
+
+def _leaves(dtype, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(40, 6, generator=gen, dtype=dtype, requires_grad=True)
+    a = torch.randn(6, 9, generator=gen, dtype=dtype, requires_grad=True)
+    w = torch.randn(9, 3, generator=gen, dtype=dtype, requires_grad=True)
+    mask = torch.rand(40, 9, generator=gen) < 0.7
+    return x, a, w, mask
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_recomputed_gradients_equal_the_saved_ones_bit_for_bit(dtype):
+    x, a, w, mask = _leaves(dtype)
+    _chain(x, a, w, mask, MaskedScale.apply).backward()
+    want = [t.grad.clone() for t in (x, a, w)]
+    for t in (x, a, w):
+        t.grad = None
+    kept = []
+    with recomputing(observe=kept.append):
+        loss = _chain(x, a, w, mask, dropped)
+    assert any(isinstance(k, Recomputed) for k in kept)  # the linear's input was kept as its recipe
+    loss.backward()
+    for t, ref in zip((x, a, w), want):
+        assert torch.equal(t.grad, ref)
+
+
+def test_the_dropout_output_is_freed_while_the_graph_lives():
+    x, a, w, mask = _leaves(torch.float64)
+    for inside, alive in ((False, True), (True, False)):
+        ctx = recomputing() if inside else torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+        with ctx:
+            y = dropped(torch.relu(x @ a), mask, 0.7)
+            loss = (y @ w).sum()
+        ref = weakref.ref(y)
+        del y
+        gc.collect()
+        assert (ref() is not None) == alive  # outside, mm's saved input keeps it; inside, nothing does
+        loss.backward()
+
+
+def test_an_input_modified_in_place_after_the_save_is_refused():
+    x, a, w, mask = _leaves(torch.float64)
+    with recomputing():
+        r = (x @ a).exp()  # (exp saves its output: autograd would refuse too, after ours)
+        loss = (dropped(r, mask, 0.7) @ w).sum()
+    r.mul_(2)
+    with pytest.raises(RuntimeError, match="modified in place"):
+        loss.backward()
+
+
+def test_an_output_modified_in_place_before_the_save_is_kept_as_it_is():
+    x, a, w, mask = _leaves(torch.float64)
+
+    def run(scale):
+        y = scale(torch.relu(x @ a), mask, 0.7)
+        y.mul_(1.5)
+        return (y @ w).square().sum()
+
+    run(MaskedScale.apply).backward()
+    want = w.grad.clone()
+    w.grad = None
+    kept = []
+    with recomputing(observe=kept.append):
+        loss = run(dropped)
+    assert not any(isinstance(k, Recomputed) for k in kept)
+    loss.backward()
+    assert torch.equal(w.grad, want)
+
+
+@pytest.mark.parametrize("name,kw", [("gcn", {}), ("gat", {"heads": 2}), ("sage", {})])
+def test_a_model_call_recomputes_and_equals_its_plain_forward(name, kw):
+    """``model(x, plan)`` (within recomputing) and ``model.forward(x, plan)`` (no hooks): the same logits and
+    gradients bit for bit, with dropout on the features and on the attention coefficients."""
+    g = random_graph(37, 120, directed=False, seed=3)
+    plan = build_serial(gcn_normalize(g))
+    x = torch.from_numpy(g.x).double()
+    grads = []
+    for call in ("__call__", "forward"):
+        model = resolve_model(name)([g.num_features, 8, 5, 3], dropout=0.4, seed=2, dtype=torch.float64, **kw)
+        model.train()
+        out = getattr(model, call)(x, plan)
+        out.square().sum().backward()
+        grads.append([out.detach()] + [p.grad for p in model.parameters()])
+    for mine, ref in zip(*grads):
+        assert torch.equal(mine, ref)
