@@ -56,6 +56,7 @@ import torch
 
 from ..errors import CommFailure, GridGnnError, out_of_memory
 from . import staged
+from .machine import release_freed_memory
 
 
 @dataclass
@@ -89,6 +90,8 @@ class LaunchContext:
         if self.initialized:
             return
         import torch.distributed as dist
+
+        release_freed_memory()  # (a rank started by torchrun or srun: from here on)
 
         if self.device.startswith("cuda"):
             gpu = self.local_rank % torch.cuda.device_count() if self.stage_on_host else self.local_rank
@@ -434,6 +437,7 @@ def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str 
         os._exit(1)
     ctx = dataclasses.replace(ctx_proto, rank=local_rank, local_rank=local_rank)
     _set_threads(ctx.local_world_size)
+    release_freed_memory()  # before the rank reads anything
     code = 0
     try:
         out = fn(ctx, *args)
