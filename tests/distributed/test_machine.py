@@ -49,5 +49,6 @@ def _threshold_in_force(ctx):
     return list(machine._RELEASING)  # what the rank's start set, before anything else could
 
 
+@pytest.mark.skipif("MALLOC_MMAP_THRESHOLD_" in os.environ, reason="glibc's own threshold is set: the ranks keep it")
 def test_spawned_ranks_release_freed_memory():
     assert launch.launch(_threshold_in_force, 2, device="cpu", collect=True) == [[True], [True]]

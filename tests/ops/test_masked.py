@@ -1,5 +1,6 @@
 """Dropout outputs kept as their input and mask (gridgnn.ops.masked.recomputing): the backward recomputes them bit
 for bit, the outputs themselves are freed, and what cannot be recomputed is kept as before or refused."""
+import contextlib
 import gc
 import weakref
 
@@ -61,7 +62,7 @@ def test_the_dropout_output_is_freed_while_the_graph_lives():
 def test_an_input_modified_in_place_after_the_save_is_refused():
     x, a, w, mask = _leaves(torch.float64)
     with recomputing():
-        r = (x @ a).exp()  # (exp saves its output: autograd would refuse too, after ours)
+        r = (x @ a).exp()  # (exp saves its output too: its backward would refuse after ours)
         loss = (dropped(r, mask, 0.7) @ w).sum()
     r.mul_(2)
     with pytest.raises(RuntimeError, match="modified in place"):
@@ -87,19 +88,91 @@ def test_an_output_modified_in_place_before_the_save_is_kept_as_it_is():
     assert torch.equal(w.grad, want)
 
 
-@pytest.mark.parametrize("name,kw", [("gcn", {}), ("gat", {"heads": 2}), ("sage", {})])
+@pytest.mark.parametrize("name,kw", [("gcn", {}), ("gat", {"heads": 2}), ("sage", {}),
+                                     ("gatv2", {"heads": 2, "attn_dropout": 0.3})])
 def test_a_model_call_recomputes_and_equals_its_plain_forward(name, kw):
     """``model(x, plan)`` (within recomputing) and ``model.forward(x, plan)`` (no hooks): the same logits and
-    gradients bit for bit, with dropout on the features and on the attention coefficients."""
+    gradients bit for bit, with dropout on the features and on the attention coefficients (GATv2's)."""
     g = random_graph(37, 120, directed=False, seed=3)
     plan = build_serial(gcn_normalize(g))
     x = torch.from_numpy(g.x).double()
-    grads = []
+    grads, kept = [], []
     for call in ("__call__", "forward"):
         model = resolve_model(name)([g.num_features, 8, 5, 3], dropout=0.4, seed=2, dtype=torch.float64, **kw)
         model.train()
-        out = getattr(model, call)(x, plan)
+        with recomputing(observe=kept.append) if call == "__call__" else contextlib.nullcontext():
+            out = getattr(model, call)(x, plan)
         out.square().sum().backward()
         grads.append([out.detach()] + [p.grad for p in model.parameters()])
+    assert any(isinstance(k, Recomputed) for k in kept)  # the model call did recompute
     for mine, ref in zip(*grads):
         assert torch.equal(mine, ref)
+
+
+def test_a_forward_without_backward_leaves_nothing_alive():
+    """Outputs an operation saves of itself (a ReLU's) are kept detached: no reference cycle keeps a graph alive
+    where no backward frees it (an exception between forward and backward, a forward for inference with autograd
+    on)."""
+    x, a, w, mask = _leaves(torch.float64)
+    with recomputing():
+        r = torch.relu(x @ a)
+        loss = (dropped(r, mask, 0.7) @ w).sum()
+    ref = weakref.ref(r)
+    del r, loss
+    gc.collect()
+    assert ref() is None
+
+
+def test_an_input_modified_in_place_before_the_save_keeps_the_output():
+    """The dropout's input changed between the dropout and the save: the output is kept as it is (the plain run's
+    gradients), not recomputed from the changed input."""
+    x, a, w, mask = _leaves(torch.float64)
+
+    def run(scale):
+        h = x @ a  # (nothing saves it: modifying it is legal)
+        y = scale(h, mask, 0.7)
+        h.mul_(3)
+        return (y @ w).square().sum()
+
+    run(MaskedScale.apply).backward()
+    want = w.grad.clone()
+    w.grad = None
+    kept = []
+    with recomputing(observe=kept.append):
+        loss = run(dropped)
+    assert not any(isinstance(k, Recomputed) for k in kept)
+    loss.backward()
+    assert torch.equal(w.grad, want)
+
+
+def test_autograd_still_refuses_a_saved_tensor_modified_in_place():
+    x, a, _, _ = _leaves(torch.float64)
+    with recomputing():
+        r = (x @ a).exp()  # exp saves its output
+        s = (r * 2).sum()
+    r.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        s.backward()
+
+
+def test_second_derivatives_equal_the_saved_ones():
+    x, a, w, mask = _leaves(torch.float64)
+    out = []
+    for ctx, scale in ((contextlib.nullcontext(), MaskedScale.apply), (recomputing(), dropped)):
+        with ctx:
+            loss = _chain(x, a, w, mask, scale)
+            (ga,) = torch.autograd.grad(loss, a, create_graph=True)
+        (gx,) = torch.autograd.grad(ga.square().sum(), x)
+        out.append((ga.detach(), gx))
+    assert torch.equal(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1])
+
+
+def test_a_model_call_inside_other_saved_tensor_hooks_leaves_them_in_charge():
+    g = random_graph(23, 60, directed=False, seed=5)
+    plan = build_serial(gcn_normalize(g))
+    model = resolve_model("gcn")([g.num_features, 6, 3], dropout=0.5, seed=1, dtype=torch.float64)
+    model.train()
+    seen = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: seen.append(t) or t, lambda t: t):
+        model(torch.from_numpy(g.x).double(), plan).sum().backward()
+    assert seen  # the outer hooks saw what the model saved (a checkpoint, an offload keeps working)

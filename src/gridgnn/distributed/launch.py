@@ -91,7 +91,7 @@ class LaunchContext:
             return
         import torch.distributed as dist
 
-        release_freed_memory()  # (a rank started by torchrun or srun: from here on)
+        release_freed_memory()  # (idempotent: a rank of another launcher, from here on)
 
         if self.device.startswith("cuda"):
             gpu = self.local_rank % torch.cuda.device_count() if self.stage_on_host else self.local_rank
@@ -145,6 +145,7 @@ def env_context(device: str = "auto") -> LaunchContext | None:
     e = os.environ
     dev = resolve_device(device)
     if "RANK" in e and "WORLD_SIZE" in e:
+        release_freed_memory()  # a torchrun rank: before it reads anything
         return LaunchContext(int(e["RANK"]), int(e["WORLD_SIZE"]), int(e.get("LOCAL_RANK", 0)),
                              int(e.get("LOCAL_WORLD_SIZE", e["WORLD_SIZE"])), dev,
                              e.get("MASTER_ADDR", "127.0.0.1"), int(e.get("MASTER_PORT", 29500)))
@@ -153,6 +154,7 @@ def env_context(device: str = "auto") -> LaunchContext | None:
         # inside an srun step (a batch script without srun is not a rank of the job)
         if int(e.get("SLURM_NNODES", "1")) > 1 and "MASTER_ADDR" not in e:
             raise GridGnnError("multi-node srun needs MASTER_ADDR (and MASTER_PORT) set to the first node")
+        release_freed_memory()  # an srun rank: before it reads anything
         return LaunchContext(int(e["SLURM_PROCID"]), int(e["SLURM_NTASKS"]), int(e.get("SLURM_LOCALID", 0)),
                              int(e.get("SLURM_NTASKS_PER_NODE", e["SLURM_NTASKS"]).split("(")[0]), dev,
                              e.get("MASTER_ADDR", "127.0.0.1"), int(e.get("MASTER_PORT", 29500)))

@@ -114,9 +114,12 @@ def release_freed_memory() -> bool:
     ok = False
     if sys.platform.startswith("linux") and "MALLOC_MMAP_THRESHOLD_" not in os.environ:
         import ctypes
-        import platform
 
-        if platform.libc_ver()[0] == "glibc":
+        try:
+            glibc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+        except (ValueError, OSError):
+            glibc = ""
+        if glibc.startswith("glibc"):
             try:
                 ok = bool(ctypes.CDLL("libc.so.6").mallopt(-3, MMAP_THRESHOLD_BYTES))  # M_MMAP_THRESHOLD
             except (OSError, AttributeError):

@@ -48,7 +48,7 @@ import torch
 from torch import nn
 
 from ..errors import GridGnnError
-from ..ops.masked import recomputing
+from ..ops.masked import outer_hooks, recomputing
 from ..plugins import import_object, is_import_path  # noqa: F401  (is_import_path: importable from here too)
 from .dropout import hashed_dropout
 from .orders import require_destination_scores
@@ -258,9 +258,11 @@ class Model(nn.Module):
         self._entries: list[tuple] = []
 
     def __call__(self, *args, **kwargs):
-        """``forward`` within :func:`gridgnn.ops.masked.recomputing` while autograd records: what an operation saves
-        of a dropout's output is kept as the dropout's input and mask and recomputed in the backward."""
-        if not torch.is_grad_enabled():
+        """``forward`` within :func:`gridgnn.ops.masked.recomputing` while it trains with autograd recording: what an
+        operation saves of a dropout's output is kept as the dropout's input and mask and recomputed in the
+        backward. Within other saved-tensor hooks (``torch.utils.checkpoint``, ``save_on_cpu``) those stay in
+        charge and the outputs are kept."""
+        if not (self.training and torch.is_grad_enabled()) or outer_hooks():
             return super().__call__(*args, **kwargs)
         with recomputing():
             return super().__call__(*args, **kwargs)

@@ -11,6 +11,7 @@ a mask.
 from __future__ import annotations
 
 import contextlib
+import threading
 import weakref
 
 import torch
@@ -41,8 +42,9 @@ class MaskedScale(torch.autograd.Function):
         return scale_masked(dy, mask, ctx.q), None, None
 
 
-#: outputs of :func:`dropped` that are alive: their storage's address → (a weak reference to the output, one to its
-#: input, the mask, ``q``, the output's version); an entry leaves with its output
+#: outputs of :func:`dropped` that are alive: their storage's address → (a weak reference to the output, its input
+#: (detached: the input's own tensor may go while its storage is kept), the mask, ``q``, the output's and the input's
+#: versions when the dropout ran); an entry leaves with its output
 _DROPPED: dict = {}
 
 
@@ -50,25 +52,28 @@ def dropped(x: torch.Tensor, mask: torch.Tensor, q: float) -> torch.Tensor:
     """:class:`MaskedScale` whose output, where an operation saves it within :func:`recomputing`, autograd keeps
     as ``x`` and ``mask`` (:class:`Recomputed`)."""
     y = MaskedScale.apply(x, mask, q)
-    if torch.is_grad_enabled() and y.layout == torch.strided:  # (a dropped input that needs no gradient too)
+    # (a dropped input that needs no gradient too; not an input that is a view of a larger buffer, which keeping
+    # would cost more than the output)
+    if torch.is_grad_enabled() and y.layout == torch.strided and y.numel() \
+            and x.untyped_storage().nbytes() <= y.untyped_storage().nbytes():
         key = y.untyped_storage().data_ptr()
 
         def forget(ref, key=key):
             if _DROPPED.get(key, (None,))[0] is ref:  # (not the entry of a later output at the same address)
                 _DROPPED.pop(key, None)
 
-        _DROPPED[key] = (weakref.ref(y, forget), weakref.ref(x), mask, q, y._version)
+        _DROPPED[key] = (weakref.ref(y, forget), x.detach(), mask, q, y._version, x._version)
     return y
 
 
 class Recomputed:
-    """What autograd keeps of a saved output of :func:`dropped`: the dropout's input (at the version it had) and
-    mask; :meth:`tensor` recomputes the output."""
+    """What autograd keeps of a saved output of :func:`dropped`: the dropout's input (unchanged since the dropout,
+    ``version``) and mask; :meth:`tensor` recomputes the output."""
 
     __slots__ = ("x", "mask", "q", "version", "of")
 
-    def __init__(self, x: torch.Tensor, mask: torch.Tensor, q: float, of: int):
-        self.x, self.mask, self.q, self.version = x, mask, q, x._version
+    def __init__(self, x: torch.Tensor, mask: torch.Tensor, q: float, version: int, of: int):
+        self.x, self.mask, self.q, self.version = x, mask, q, version
         self.of = of  # the address of the output's storage (what a trace matches it by)
 
     def tensor(self) -> torch.Tensor:
@@ -80,44 +85,67 @@ class Recomputed:
 
 def _recipe(t: torch.Tensor):
     """``t``'s :class:`Recomputed` when ``t`` is an alive output of :func:`dropped` (or an alias of the same
-    geometry) not modified since, else None."""
+    geometry) and neither it nor the dropout's input changed since the dropout, else None."""
     if t.layout != torch.strided or not _DROPPED:
         return None
     at = t.untyped_storage().data_ptr()
     entry = _DROPPED.get(at)
     if entry is None:
         return None
-    y, x = entry[0](), entry[1]()
-    if y is None or x is None or y._version != entry[4] or t.dtype != y.dtype or t.shape != y.shape \
-            or t.stride() != y.stride() or t.storage_offset() != y.storage_offset():
+    y, x = entry[0](), entry[1]
+    if y is None or y._version != entry[4] or x._version != entry[5] or t.device != y.device \
+            or t.dtype != y.dtype or t.shape != y.shape or t.stride() != y.stride() \
+            or t.storage_offset() != y.storage_offset():
         return None
-    return Recomputed(x, entry[2], entry[3], at)
+    return Recomputed(x, entry[2], entry[3], entry[5], at)
 
 
-_OBSERVERS: list = []  # callables that see what autograd keeps, within recomputing(observe=...)
+_LOCAL = threading.local()  # .observers: callables that see what autograd keeps, within recomputing(observe=...)
 
 
 def _pack(t):
-    kept = _recipe(t) or t
-    for observe in _OBSERVERS:
-        observe(kept)
-    return kept
+    recipe = _recipe(t)
+    for observe in getattr(_LOCAL, "observers", ()):
+        observe(t if recipe is None else recipe)
+    # a tensor of its own is kept detached (an output kept with its own grad_fn would be a reference cycle that no
+    # garbage collection frees, where no backward runs) with its version, for autograd's in-place check
+    return recipe if recipe is not None else (t.detach(), t._version)
 
 
 def _unpack(kept):
-    return kept.tensor() if isinstance(kept, Recomputed) else kept
+    if isinstance(kept, Recomputed):
+        return kept.tensor()
+    t, version = kept
+    if t._version != version:
+        raise RuntimeError(f"one of the variables needed for gradient computation has been modified by an inplace "
+                           f"operation: it is at version {t._version}, it was saved at version {version}")
+    return t
+
+
+def outer_hooks() -> bool:
+    """Whether saved-tensor hooks other than :func:`recomputing`'s are in force (``torch.utils.checkpoint``,
+    ``save_on_cpu``, a user's): a model call then leaves them in charge."""
+    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+    if top is None:
+        return False
+    hooks = top(False)
+    return hooks is not None and hooks[0] is not _pack
 
 
 @contextlib.contextmanager
 def recomputing(observe=None):
     """Within: an output of :func:`dropped` that an operation saves is kept as its input and mask and recomputed
-    in the backward. ``observe(kept)`` (a trace's record) sees every tensor or :class:`Recomputed` autograd keeps
-    within, nested contexts included."""
+    in the backward; every other saved tensor is kept as autograd keeps it (with its in-place check).
+    ``observe(kept)`` (a trace's record) sees every tensor or :class:`Recomputed` autograd keeps within, in this
+    thread, nested contexts included."""
+    observers = getattr(_LOCAL, "observers", None)
+    if observers is None:
+        observers = _LOCAL.observers = []
     if observe is not None:
-        _OBSERVERS.append(observe)
+        observers.append(observe)
     try:
         with torch.autograd.graph.saved_tensors_hooks(_pack, _unpack):
             yield
     finally:
         if observe is not None:
-            _OBSERVERS.remove(observe)
+            observers.remove(observe)

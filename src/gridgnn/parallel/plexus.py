@@ -1064,8 +1064,9 @@ def _traced_memory(ctx, shape, ranks) -> dict:
             lay = lay or layouts[l].output
             return nrows(lay.rows) * ncols(cols, lay.cols)
 
+        skip = replaced if scheds[0].input_gather().moves else frozenset()
         traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, ncols(dims[-1], last.cols),
-                graph_of=lambda l: l, skip=replaced if scheds[0].input_gather().moves else frozenset(), flags=True)  # a graph per layer; the loss over class blocks
+               graph_of=lambda l: l, skip=skip, flags=True)  # a graph per layer; the loss over class blocks
         out[r] = (acc, largest)
     return out
 
