@@ -69,14 +69,8 @@ def test_an_input_modified_in_place_after_the_save_is_refused():
         loss.backward()
 
 
-def test_an_output_modified_in_place_before_the_save_is_kept_as_it_is():
-    x, a, w, mask = _leaves(torch.float64)
-
-    def run(scale):
-        y = scale(torch.relu(x @ a), mask, 0.7)
-        y.mul_(1.5)
-        return (y @ w).square().sum()
-
+def _kept_as_it_is(run, w):
+    """``run(scale)`` with the plain dropout and within recomputing: nothing recomputed, ``w``'s gradient the same."""
     run(MaskedScale.apply).backward()
     want = w.grad.clone()
     w.grad = None
@@ -86,6 +80,17 @@ def test_an_output_modified_in_place_before_the_save_is_kept_as_it_is():
     assert not any(isinstance(k, Recomputed) for k in kept)
     loss.backward()
     assert torch.equal(w.grad, want)
+
+
+def test_an_output_modified_in_place_before_the_save_is_kept_as_it_is():
+    x, a, w, mask = _leaves(torch.float64)
+
+    def run(scale):
+        y = scale(torch.relu(x @ a), mask, 0.7)
+        y.mul_(1.5)
+        return (y @ w).square().sum()
+
+    _kept_as_it_is(run, w)
 
 
 @pytest.mark.parametrize("name,kw", [("gcn", {}), ("gat", {"heads": 2}), ("sage", {}),
@@ -134,15 +139,7 @@ def test_an_input_modified_in_place_before_the_save_keeps_the_output():
         h.mul_(3)
         return (y @ w).square().sum()
 
-    run(MaskedScale.apply).backward()
-    want = w.grad.clone()
-    w.grad = None
-    kept = []
-    with recomputing(observe=kept.append):
-        loss = run(dropped)
-    assert not any(isinstance(k, Recomputed) for k in kept)
-    loss.backward()
-    assert torch.equal(w.grad, want)
+    _kept_as_it_is(run, w)
 
 
 def test_autograd_still_refuses_a_saved_tensor_modified_in_place():
