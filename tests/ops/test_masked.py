@@ -9,6 +9,7 @@ import torch
 
 from gridgnn.graph import gcn_normalize
 from gridgnn.nn import resolve_model
+from gridgnn.ops import masked
 from gridgnn.ops.masked import MaskedScale, Recomputed, dropped, recomputing
 from gridgnn.parallel.blockrow import build_serial
 
@@ -105,13 +106,30 @@ def test_a_model_call_recomputes_and_equals_its_plain_forward(name, kw):
     for call in ("__call__", "forward"):
         model = resolve_model(name)([g.num_features, 8, 5, 3], dropout=0.4, seed=2, dtype=torch.float64, **kw)
         model.train()
-        with recomputing(observe=kept.append) if call == "__call__" else contextlib.nullcontext():
+        with _observing(kept) if call == "__call__" else contextlib.nullcontext():
             out = getattr(model, call)(x, plan)
         out.square().sum().backward()
         grads.append([out.detach()] + [p.grad for p in model.parameters()])
     assert any(isinstance(k, Recomputed) for k in kept)  # the model call did recompute
     for mine, ref in zip(*grads):
         assert torch.equal(mine, ref)
+    kept.clear()
+    model.eval()  # no dropout: nothing to recompute, no hooks entered
+    with _observing(kept):
+        model(x, plan).sum().backward()
+    assert kept == []
+
+
+@contextlib.contextmanager
+def _observing(kept: list):
+    """See what autograd keeps within a model call's own recomputing (no context entered here)."""
+    observers = masked._LOCAL.__dict__.setdefault("observers", [])
+    observe = kept.append
+    observers.append(observe)
+    try:
+        yield
+    finally:
+        observers.remove(observe)
 
 
 def test_a_forward_without_backward_leaves_nothing_alive():
@@ -158,9 +176,9 @@ def test_second_derivatives_equal_the_saved_ones():
     for ctx, scale in ((contextlib.nullcontext(), MaskedScale.apply), (recomputing(), dropped)):
         with ctx:
             loss = _chain(x, a, w, mask, scale)
-            (ga,) = torch.autograd.grad(loss, a, create_graph=True)
-        (gx,) = torch.autograd.grad(ga.square().sum(), x)
-        out.append((ga.detach(), gx))
+            (gw,) = torch.autograd.grad(loss, w, create_graph=True)  # reads the (recomputed) dropout output
+        (gx,) = torch.autograd.grad(gw.square().sum(), x)  # through it
+        out.append((gw.detach(), gx))
     assert torch.equal(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1])
 
 

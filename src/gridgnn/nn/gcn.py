@@ -4,9 +4,11 @@ r"""GCN (Kipf & Welling) as a stack of :math:`H^{l} = \sigma(\hat M H^{l-1} W^{l
 A layer is ``linear → spmm(Â)`` or ``spmm(Â) → linear`` — whichever aggregates the narrower of :math:`H` and
 :math:`HW` (``min(f_in, f_out)`` columns; both orders give the same result). Where the two are equally wide, the
 first layer aggregates first (its input, the features, needs no gradient, so the backward skips that ``spmm`` and
-what it moves) and a later layer multiplies first: its input is then the dropout's output, which autograd keeps as
-the ReLU output and the mask it keeps anyway (:func:`gridgnn.ops.masked.recomputing`), where aggregating first would
-have ``linear`` keep :math:`\hat M H` as well — the same products and bytes, one ``n × f`` tensor less — with the edge values
+what it moves) and, on a plan whose aggregation keeps the rows (``plan.aggregation_keeps_rows``: the full graph,
+not a sampled minibatch, whose input rows outnumber its output's), a later layer multiplies first: its input is then
+the dropout's output, which autograd keeps as the ReLU output and the mask it keeps anyway
+(:func:`gridgnn.ops.masked.recomputing`), where aggregating first would have ``linear`` keep :math:`\hat M H` as well
+— the same products, one ``n × f`` tensor less (the bytes move with the order on Plexus only) — with the edge values
 :math:`\hat M` that ``plan.graph(l).gcn_values`` lays out like the pattern, then ``plan.add_bias``. ``plan.in_rows(l)`` and
 ``plan.in_cols(l, f)`` name the global rows and columns of the layer's input block. Dropout (on each layer's input) uses
 :func:`~gridgnn.nn.dropout.hashed_dropout` keyed by global node id and feature, so every layout draws the
@@ -23,10 +25,10 @@ from .base import Model, parameter_group
 def gcn_layer(plan, layer: int, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, *, f_in: int,
               f_out: int) -> torch.Tensor:
     r""":math:`\hat M H W + b` composed of ``linear`` and ``spmm``: the narrower side (``min(f_in, f_out)``
-    columns) is aggregated; where they are equally wide, the product first on every layer but the first (see the
-    module docstring)."""
+    columns) is aggregated; where they are equally wide, the product first on every layer but the first where the
+    aggregation keeps the rows (see the module docstring)."""
     g = plan.graph(layer)
-    if f_out < f_in or f_out == f_in and layer > 0:
+    if f_out < f_in or f_out == f_in and layer > 0 and plan.aggregation_keeps_rows:
         h = g.spmm(g.gcn_values, plan.linear(layer, h, w))
     else:
         h = plan.linear(layer, g.spmm(g.gcn_values, h), w)

@@ -52,9 +52,9 @@ def dropped(x: torch.Tensor, mask: torch.Tensor, q: float) -> torch.Tensor:
     """:class:`MaskedScale` whose output, where an operation saves it within :func:`recomputing`, autograd keeps
     as ``x`` and ``mask`` (:class:`Recomputed`)."""
     y = MaskedScale.apply(x, mask, q)
-    # (a dropped input that needs no gradient too; not an input that is a view of a larger buffer, which keeping
-    # would cost more than the output)
-    if torch.is_grad_enabled() and y.layout == torch.strided and y.numel() \
+    # within recomputing only (elsewhere the registry would keep the input while the output lives); a dropped input
+    # that needs no gradient too; not an input that is a view of a larger buffer, which keeping would cost more
+    if getattr(_LOCAL, "depth", 0) and torch.is_grad_enabled() and y.layout == torch.strided and y.numel() \
             and x.untyped_storage().nbytes() <= y.untyped_storage().nbytes():
         key = y.untyped_storage().data_ptr()
 
@@ -100,7 +100,9 @@ def _recipe(t: torch.Tensor):
     return Recomputed(x, entry[2], entry[3], entry[5], at)
 
 
-_LOCAL = threading.local()  # .observers: callables that see what autograd keeps, within recomputing(observe=...)
+#: per thread: ``observers`` (callables that see what autograd keeps, within recomputing(observe=...)) and ``depth``
+#: (how many recomputing contexts are open)
+_LOCAL = threading.local()
 
 
 def _pack(t):
@@ -125,17 +127,27 @@ def _unpack(kept):
 def outer_hooks() -> bool:
     """Whether saved-tensor hooks other than :func:`recomputing`'s are in force (``torch.utils.checkpoint``,
     ``save_on_cpu``, a user's): a model call then leaves them in charge."""
-    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
-    if top is None:
-        return False
-    hooks = top(False)
+    auto = torch._C._autograd
+    enabled = getattr(auto, "_saved_tensors_hooks_is_enabled", None)
+    if enabled is not None and not enabled():  # (torch.func transforms: no hooks may be entered)
+        return True
+    top = getattr(auto, "_top_saved_tensors_default_hooks", None)
+    if top is None:  # (a torch that cannot say: leave whatever may be in force alone)
+        return True
+    try:
+        hooks = top(False)
+    except TypeError:
+        hooks = top()
     return hooks is not None and hooks[0] is not _pack
 
 
 @contextlib.contextmanager
 def recomputing(observe=None):
     """Within: an output of :func:`dropped` that an operation saves is kept as its input and mask and recomputed
-    in the backward; every other saved tensor is kept as autograd keeps it (with its in-place check).
+    in the backward; every other saved tensor is kept as autograd keeps it (with its in-place check). Unlike a
+    saved output, a recomputed one refuses a change of the dropout's input after the save (even where nothing else
+    saved the input) and does not see a change of the output itself after the save (its gradient is then the one of
+    the output as it was saved).
     ``observe(kept)`` (a trace's record) sees every tensor or :class:`Recomputed` autograd keeps within, in this
     thread, nested contexts included."""
     observers = getattr(_LOCAL, "observers", None)
@@ -143,9 +155,11 @@ def recomputing(observe=None):
         observers = _LOCAL.observers = []
     if observe is not None:
         observers.append(observe)
+    _LOCAL.depth = getattr(_LOCAL, "depth", 0) + 1
     try:
         with torch.autograd.graph.saved_tensors_hooks(_pack, _unpack):
             yield
     finally:
+        _LOCAL.depth -= 1
         if observe is not None:
             observers.remove(observe)

@@ -32,9 +32,12 @@ class Plan:
     class_axis = None
     #: the class attributes below change which primitives a model calls: a trace (byte models, Plexus layouts)
     #: must see the values of the plan it models (:attr:`~gridgnn.parallel.registry.Algorithm.traits`)
-    TRAITS = ("root_in_aggregate_layout", "scores_across_orders")
+    TRAITS = ("root_in_aggregate_layout", "scores_across_orders", "aggregation_keeps_rows")
     #: whether a layer's input and its aggregation (``spmm``'s output) share one layout (a root term can be added)
     root_in_aggregate_layout = True
+    #: whether a layer's aggregation has as many rows as its input (full graph; a sampled minibatch's input has about
+    #: fanout times its output's): a product costs the same before or after it
+    aggregation_keeps_rows = True
     #: whether ``sddmm`` may read per-node values of the destinations when a layer's input and output vertex
     #: orders differ (a double permutation); only Plexus gathers the destination rows across the two orders
     scores_across_orders = False

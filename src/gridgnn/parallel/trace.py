@@ -548,6 +548,7 @@ class TracePlan:
 
     root_in_aggregate_layout = True
     scores_across_orders = False
+    aggregation_keeps_rows = True
 
     def param_slice(self, layer: int, kind: str, shape=None):
         return self._plan.param_slice(layer, kind, shape)
