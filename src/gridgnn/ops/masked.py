@@ -103,6 +103,9 @@ def _recipe(t: torch.Tensor):
 #: per thread: ``observers`` (callables that see what autograd keeps, within recomputing(observe=...)) and ``depth``
 #: (how many recomputing contexts are open)
 _LOCAL = threading.local()
+#: whether this torch can say which saved-tensor hooks are in force (:func:`outer_hooks`); where it cannot, no model
+#: call recomputes, and neither does a trace (no output is registered), so that the memory model counts alike
+_TELLS = hasattr(torch._C._autograd, "_top_saved_tensors_default_hooks")
 
 
 def _pack(t):
@@ -132,7 +135,7 @@ def outer_hooks() -> bool:
     if enabled is not None and not enabled():  # (torch.func transforms: no hooks may be entered)
         return True
     top = getattr(auto, "_top_saved_tensors_default_hooks", None)
-    if top is None:  # (a torch that cannot say: leave whatever may be in force alone)
+    if not _TELLS or top is None:  # (a torch that cannot say: leave whatever may be in force alone)
         return True
     try:
         hooks = top(False)
@@ -155,11 +158,11 @@ def recomputing(observe=None):
         observers = _LOCAL.observers = []
     if observe is not None:
         observers.append(observe)
-    _LOCAL.depth = getattr(_LOCAL, "depth", 0) + 1
+    _LOCAL.depth = getattr(_LOCAL, "depth", 0) + _TELLS
     try:
         with torch.autograd.graph.saved_tensors_hooks(_pack, _unpack):
             yield
     finally:
-        _LOCAL.depth -= 1
+        _LOCAL.depth -= _TELLS
         if observe is not None:
             observers.remove(observe)
