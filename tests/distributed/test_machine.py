@@ -7,16 +7,9 @@ import sys
 import pytest
 
 from gridgnn.distributed import launch
-from gridgnn.distributed.machine import MMAP_THRESHOLD_BYTES
+from gridgnn.distributed.machine import MMAP_THRESHOLD_BYTES, runs_on_glibc
 
-def _glibc() -> bool:
-    try:
-        return sys.platform.startswith("linux") and (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
-    except (ValueError, OSError):
-        return False
-
-
-pytestmark = pytest.mark.skipif(not _glibc(), reason="the threshold is glibc's (Linux)")
+pytestmark = pytest.mark.skipif(not runs_on_glibc(), reason="the threshold is glibc's (Linux)")
 
 #: in a fresh interpreter: free a 16 MiB block (glibc's default then raises its threshold to 16 MiB), then allocate,
 #: touch and free 8 MiB; print the resident set's fall in MiB

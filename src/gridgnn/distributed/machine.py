@@ -104,6 +104,14 @@ MMAP_THRESHOLD_BYTES = 4 * MIB
 _RELEASING = []
 
 
+def runs_on_glibc() -> bool:
+    """Whether this process's C library is glibc (on Linux)."""
+    try:
+        return sys.platform.startswith("linux") and (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+    except (ValueError, OSError):
+        return False
+
+
 def release_freed_memory() -> bool:
     """Make this process give freed host tensors of :data:`MMAP_THRESHOLD_BYTES` and more back to the system at once
     (glibc's ``mallopt``), so that its resident set follows the tensors alive, as the memory guard counts them.
@@ -112,18 +120,13 @@ def release_freed_memory() -> bool:
     if _RELEASING:
         return _RELEASING[0]
     ok = False
-    if sys.platform.startswith("linux") and "MALLOC_MMAP_THRESHOLD_" not in os.environ:
-        import ctypes
+    if "MALLOC_MMAP_THRESHOLD_" not in os.environ and runs_on_glibc():
+        import ctypes  # (only where there is a glibc to ask)
 
         try:
-            glibc = os.confstr("CS_GNU_LIBC_VERSION") or ""
-        except (ValueError, OSError):
-            glibc = ""
-        if glibc.startswith("glibc"):
-            try:
-                ok = bool(ctypes.CDLL("libc.so.6").mallopt(-3, MMAP_THRESHOLD_BYTES))  # M_MMAP_THRESHOLD
-            except (OSError, AttributeError):
-                ok = False
+            ok = bool(ctypes.CDLL("libc.so.6").mallopt(-3, MMAP_THRESHOLD_BYTES))  # M_MMAP_THRESHOLD
+        except (OSError, AttributeError):
+            ok = False
     _RELEASING.append(ok)
     return ok
 
