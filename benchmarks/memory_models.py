@@ -53,7 +53,7 @@ def main():
                                    row_bounds=None if rows is None else rows.bounds,
                                    pattern=pattern_of(source, layers=len(dims) - 1), dropout=q,
                                    train_rows=[x["train_rows"] for x in meas], trace=tr)
-        act = [est.ranks[r].per_component["activations"] / meas[r]["activations"] for r in range(4)]
+        act = [est.ranks[r].saved_activations / meas[r]["activations"] for r in range(4)]
         par = [est.ranks[r].per_component["parameters"] / meas[r]["parameters"] for r in range(4)]
         print(f"{m:6s} {a:9s} {min(act):10.2f} .. {max(act):5.2f}      {min(par):8.2f} .. {max(par):5.2f}   "
               f"{est.total / 2 ** 20:13.1f}")

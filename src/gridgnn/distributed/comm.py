@@ -656,8 +656,10 @@ class Comm:
         if rows is None:
             sizes = self.all_gather(torch.tensor([tensor.shape[0]], dtype=torch.int64, device=tensor.device), axis)
             rows = [int(s.item()) for s in sizes]
-        pad = tensor.new_zeros((max(rows),) + tuple(tensor.shape[1:]))
-        pad[: tensor.shape[0]] = tensor
+        pad = tensor  # (a copy padded to the largest height only where this block is shorter)
+        if tensor.shape[0] < max(rows):
+            pad = tensor.new_zeros((max(rows),) + tuple(tensor.shape[1:]))
+            pad[: tensor.shape[0]] = tensor
         blocks = self.all_gather(pad, axis, wire=wire)
         return [b[:r] for b, r in zip(blocks, rows)]
 

@@ -134,6 +134,7 @@ class GAT(Model):
             h = self.input_dropout(h, plan, layer, self.in_width(layer))
             g = plan.graph(layer)
             xw = plan.linear(layer, h, self.param("weights", layer))  # n × K·F
+            del h  # (the dropped input is not kept alive through the attention)
             s_src = plan.head_scores(layer, xw, self.param("att_src", layer))  # n × K
             s_dst = plan.head_scores(layer, xw, self.param("att_dst", layer))
             keep = self.attention_keep(g, layer, k, xw.device)

@@ -87,6 +87,7 @@ class GATv2(Model):
             g = plan.graph(layer)
             xl = plan.add_bias(layer, plan.linear(layer, h, self.param("w_src", layer)), self.param("b_src", layer))
             xr = plan.add_bias(layer, plan.linear(layer, h, self.param("w_dst", layer)), self.param("b_dst", layer))
+            del h  # (the dropped input is not kept alive through the attention)
             alpha = g.edge_softmax(self.scores(layer, g, xr, xl))
             keep = self.attention_keep(g, layer, k, alpha.device)
             if keep is not None:

@@ -22,19 +22,6 @@ from torch import nn
 from .base import Model, parameter_group
 
 
-def gcn_layer(plan, layer: int, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, *, f_in: int,
-              f_out: int) -> torch.Tensor:
-    r""":math:`\hat M H W + b` composed of ``linear`` and ``spmm``: the narrower side (``min(f_in, f_out)``
-    columns) is aggregated; where they are equally wide, the product first on every layer but the first where the
-    aggregation keeps the rows (see the module docstring)."""
-    g = plan.graph(layer)
-    if f_out < f_in or f_out == f_in and layer > 0 and plan.aggregation_keeps_rows:
-        h = g.spmm(g.gcn_values, plan.linear(layer, h, w))
-    else:
-        h = plan.linear(layer, g.spmm(g.gcn_values, h), w)
-    return h if b is None else plan.add_bias(layer, h, b)
-
-
 class GCN(Model):
     r"""Args:
         dims: ``[f_0, f_1, ..., f_L]`` feature widths (L layers).
@@ -87,15 +74,32 @@ class GCN(Model):
         return sequential("x, edge_index, edge_weight", layers)
 
     def layer(self, plan, layer: int, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-        """One layer before its activation (a subclass with the same parameters changes only this)."""
-        return gcn_layer(plan, layer, h, w, b, f_in=self.dims[layer], f_out=self.dims[layer + 1])
+        r"""One layer before its activation, :math:`\hat M H W + b` composed of ``linear`` and ``spmm`` (a subclass
+        with the same parameters changes only this): the narrower side (``min(f_in, f_out)`` columns) is
+        aggregated; where they are equally wide, the product first on every layer but the first where the
+        aggregation keeps the rows (see the module docstring). Each operand is let go (``del``) as soon as the next
+        product has it, so neither the layer's dropped input nor its first product stays alive through the rest of
+        the layer (the caller hands the input over without keeping a name for it)."""
+        f_in, f_out = self.dims[layer], self.dims[layer + 1]
+        g = plan.graph(layer)
+        if f_out < f_in or f_out == f_in and layer > 0 and plan.aggregation_keeps_rows:
+            first = plan.linear(layer, h, w)
+            del h
+            h = g.spmm(g.gcn_values, first)
+        else:
+            first = g.spmm(g.gcn_values, h)
+            del h
+            h = plan.linear(layer, first, w)
+        del first
+        return h if b is None else plan.add_bias(layer, h, b)
 
     def forward(self, x: torch.Tensor, plan) -> torch.Tensor:
         h = x
         for layer in range(self.num_layers):
-            h = self.input_dropout(h, plan, layer, self.dims[layer])
             b = self.param("biases", layer) if self.bias else None
-            h = self.layer(plan, layer, h, self.param("weights", layer), b)
+            # the dropped input goes to the layer alone (no name here keeps it alive while the layer runs)
+            h = self.layer(plan, layer, self.input_dropout(h, plan, layer, self.dims[layer]), self.param("weights", layer),
+                           b)
             if layer < self.num_layers - 1:
                 h = torch.relu(h)
         return h

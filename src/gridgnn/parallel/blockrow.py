@@ -57,7 +57,7 @@ from .attention import FusedAttention, fusable
 from .base import Plan
 from .checks import BlockRowRules
 from .family import Algorithm, Family, add_family
-from .footprint import Ledger, edge_id_bytes, model_params, rows_model, traced
+from .footprint import FETCHING, Ledger, edge_id_bytes, model_params, moments_of, rows_model, traced
 from .graph import DistGraph
 from .program import LOCAL_ON_WHOLE_ROWS, PrimitiveCall, Program, needs_grad
 
@@ -262,11 +262,17 @@ class BlockRowGraph(SourceKeys, DistGraph):
         t = self.schedule.halo_transfer()
         return self.comm.all_to_all_v(send, list(t.recv), t.axis, wire=True, joined=True, async_op=early)
 
-    def _push_remote(self, part: torch.Tensor, *, early: bool = False):
+    def _push_remote(self, part: torch.Tensor, *, early: bool = False, gap: tuple[int, int] = (0, 0)):
         """Adjoint of :meth:`_fetch_remote`: send the remote halo's rows of ``part`` to their owners (the blocks
-        received, for :meth:`_landed_remote`); ``early``: started."""
+        received, for :meth:`_landed_remote`); ``early``: started. ``gap = (at, rows)``: ``part`` holds ``rows``
+        other rows from row ``at`` on (the own block's, in a whole halo's partial sums), which are skipped."""
         off = self.remote_offsets
-        send = [part[int(off[k]):int(off[k + 1])].contiguous() for k in range(len(off) - 1)]
+        at, rows = gap
+
+        def row(r: int) -> int:
+            return r + rows if r >= at and rows else r
+        send = [part[row(int(off[k])):row(int(off[k])) + int(off[k + 1] - off[k])].contiguous()
+                for k in range(len(off) - 1)]
         t = self.schedule.halo_transfer(push=True)
         return self.comm.all_to_all_v(send, list(t.recv), t.axis, wire=True, async_op=early)
 
@@ -286,12 +292,12 @@ class BlockRowGraph(SourceKeys, DistGraph):
 
     def _push_halo(self, part: torch.Tensor, out: torch.Tensor) -> None:
         """Adjoint of :meth:`_fetch_halo`: add the halo rows of ``part`` into their owners' rows of ``out``."""
-        remote = part
+        gap = (0, 0)
         if self.local_stage is not None:
             before = int(self.remote_offsets[self.me])
             out += part[before:before + self.n_local]
-            remote = torch.cat([part[:before], part[before + self.n_local:]])
-        self._landed_remote(self._push_remote(remote), out)
+            gap = (before, self.n_local)  # (the remote rows are sent from part itself: no copy without them)
+        self._landed_remote(self._push_remote(part, gap=gap), out)
 
     def sweep(self, fetch: torch.Tensor | None, body, *, push_width: int | None = None,
               halo: torch.Tensor | None = None, keep: list | None = None) -> torch.Tensor | None:
@@ -1047,10 +1053,15 @@ def _rowblock_memory(family, spec, ctx, shape, row_bounds, ranks) -> dict:
         acc.add("features", ni * dims[0] * e + 11 * ni)
         model_params(acc, ctx, grad_allreduce=nb > 1)
         rows_model(acc, ctx, r, ni, lambda l: zrow)
-        if sa:  # a primitive whose edge values need a gradient keeps the received rows
-            acc.add("activations", sum(recv * c.width * e for c in ctx.trace.calls
-                                       if c.name in ("sddmm_add", "sddmm_dot") or
-                                       c.name in ("spmm", "spmm_select") and c.grads[0] and c.width))
+        own = ni if i in stages else 0
+        # the layers whose aggregation's edge values need a gradient (attention): on the CPU's fused kernels
+        # (FusedAttention) their sources are the whole halo, the own block's rows copied in
+        attention = {call.layer for call in ctx.trace.calls if call.name == "spmm" and call.grads[0] and call.width}
+        if sa:  # a primitive whose edge values need a gradient keeps the received rows (and the fused kernels the own)
+            for k, call in enumerate(ctx.trace.calls):
+                if call.name in ("sddmm_add", "sddmm_dot") or \
+                        call.name in ("spmm", "spmm_select") and call.grads[0] and call.width:
+                    acc.saved((recv + (own if call.layer in attention else 0)) * call.width * e, k + 1)
         roots, remote = sched.remote_stages() if not sa else (np.zeros(0, np.int64), np.zeros(0, np.int64))
         # the largest block broadcast to this rank (the first of them); --overlap: the next stage's block arrives
         # while this one computes (two at a time; an upper bound: the two largest)
@@ -1061,13 +1072,14 @@ def _rowblock_memory(family, spec, ctx, shape, row_bounds, ranks) -> dict:
                 # fetch: the rows sent, their flat copy, the halo received; push (the halo's pieces are views of its
                 # partial sums): the partial sums and their flat copy while the rows come in, then the partial sums
                 # and the rows received beside the own block's part — with --overlap all at once
-                own = ni if mine else 0
                 push = send + 2 * recv + own if ctx.overlap else max(send + 2 * recv, send + recv + own)
                 rows = max(2 * send + recv, push)
-                acc.cand("buffers", rows * w * e, f"{algo} all-to-allv rows, layer {l} fwd")
+                if l in attention:  # fused: the whole halo with the own rows (fetch), its partial sums and the own
+                    rows = max(rows, 2 * recv + own, send + 2 * recv + 2 * own)  # block's result (push)
+                acc.cand("buffers", rows * w * e, f"{algo} all-to-allv rows, layer {l}", at=moments_of(ctx, l, FETCHING))
             elif big is not None:
                 acc.cand("buffers", held * w * e, f"{algo} broadcast of block {big}"
-                         + (" and the next" if ctx.overlap else "") + f", layer {l} fwd")
+                         + (" and the next" if ctx.overlap else "") + f", layer {l}", at=moments_of(ctx, l, FETCHING))
         out[r] = (acc, float(z[i, :].sum()))
     return out
 

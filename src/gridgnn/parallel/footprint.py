@@ -10,6 +10,7 @@ checks the result. The components and their formulas are listed in ``docs/memory
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,41 +68,99 @@ class MemoryContext:
     off_diagonal: bool = False
 
 
+#: a moment of a training step: ``(horizon, label)``; the saved tensors of positions up to ``horizon`` are held then
+#: (a position is :attr:`~gridgnn.parallel.trace.SavedTensor.pos`: how many primitive calls the forward had made)
+Moment = tuple
+
+
 class Ledger:
     """One rank's contributions per component, tagged host (``"host"``) or the computing device (``"dev"``):
-    :meth:`add` sums, :meth:`cand` keeps the largest candidate of a peak component with what it is."""
+    :meth:`add` sums, :meth:`saved` sums an activation with the position it is saved at, :meth:`cand` keeps the
+    largest candidate of a peak component with what it is — at the moments of the step it exists at, or at every
+    one. :meth:`pick` then reads the step as a timeline: the peak is the moment whose activations still held,
+    buffers and workspace add up to the most."""
 
     def __init__(self):
         self.sums = {"dev": dict.fromkeys(COMPONENTS, 0), "host": dict.fromkeys(COMPONENTS, 0)}
         self.cands = {"dev": {k: (0, "") for k in MAX_COMPONENTS}, "host": {k: (0, "") for k in MAX_COMPONENTS}}
+        self.positions: dict = {"dev": {}, "host": {}}  # position → activation bytes saved there
+        self.at: dict = {}  # moment → {where: {component: (bytes, what)}}
 
     def add(self, comp: str, nbytes, where: str = "dev") -> None:
         self.sums[where][comp] += int(round(nbytes))
+
+    def saved(self, nbytes, pos: int, where: str = "dev") -> None:
+        """An activation of ``nbytes``, saved at position ``pos`` of the forward (0: held all the step) and freed by
+        the backward of the primitive before it."""
+        nbytes = int(round(nbytes))
+        self.sums[where]["activations"] += nbytes
+        self.positions[where][int(pos)] = self.positions[where].get(int(pos), 0) + nbytes
 
     def copy(self) -> "Ledger":
         """An independent ledger of the same contributions (a rank of the same sizes as this one's)."""
         out = Ledger()
         out.sums = {w: dict(d) for w, d in self.sums.items()}
         out.cands = {w: dict(d) for w, d in self.cands.items()}
+        out.positions = {w: dict(d) for w, d in self.positions.items()}
+        out.at = {m: {w: dict(d) for w, d in per.items()} for m, per in self.at.items()}
         return out
 
-    def cand(self, comp: str, nbytes, what: str, where: str = "dev") -> None:
+    def cand(self, comp: str, nbytes, what: str, where: str = "dev", at=None) -> None:
+        """A candidate for the peak component ``comp`` (``buffers``, ``workspace``) that exists at the moments
+        ``at`` (:data:`Moment`; ``None`` or none given: at every moment of the step)."""
         nbytes = int(round(nbytes))
-        if nbytes > self.cands[where][comp][0]:
-            self.cands[where][comp] = (nbytes, what)
+        moments = list(at) if at is not None else []
+        if not moments:
+            if nbytes > self.cands[where][comp][0]:
+                self.cands[where][comp] = (nbytes, what)
+            return
+        for m in moments:
+            per = self.at.setdefault(m, {}).setdefault(where, {})
+            if nbytes > per.get(comp, (0, ""))[0]:
+                per[comp] = (nbytes, what)
+
+    def largest(self, where_list) -> dict:
+        """The largest candidate of each peak component at any moment, over the tags in ``where_list``."""
+        out = {}
+        for comp in MAX_COMPONENTS:
+            cands = [self.cands[w][comp][0] for w in where_list]
+            cands += [per[w][comp][0] for per in self.at.values() for w in where_list if comp in per.get(w, {})]
+            out[comp] = max(cands, default=0)
+        return out
 
     def pick(self, where_list) -> tuple[dict, dict]:
-        """``(bytes per component, what each peak component is)`` over the tags in ``where_list``."""
-        out, what = {}, {}
-        for comp in COMPONENTS:
-            if comp in MAX_COMPONENTS:
-                best = (0, "")
-                for w in where_list:  # the largest candidate (the first of equal ones)
-                    if self.cands[w][comp][0] > best[0]:
-                        best = self.cands[w][comp]
-                out[comp], what[comp] = best
-            else:
-                out[comp] = sum(self.sums[w][comp] for w in where_list)
+        """``(bytes per component, what each peak component is)`` over the tags in ``where_list``, at the step's
+        peak moment: the one whose held activations, buffers and workspace add up to the most (``what["moment"]``
+        names it). The moments are the end of the forward (every activation held) and those a candidate was given
+        at; a candidate given at no moment counts at every one."""
+        base = {comp: sum(self.sums[w][comp] for w in where_list) for comp in COMPONENTS}
+        saved = sorted((p, b) for w in where_list for p, b in self.positions[w].items())
+        unplaced = base["activations"] - sum(b for _, b in saved)  # added without a position: held all the step
+
+        def held(horizon) -> int:
+            return unplaced + sum(b for p, b in saved if p <= horizon)
+
+        def largest(comp, m) -> tuple[int, str]:
+            best = (0, "")
+            for w in where_list:  # the largest candidate (the first of equal ones)
+                for c in (self.cands[w][comp], self.at.get(m, {}).get(w, {}).get(comp, (0, ""))):
+                    if c[0] > best[0]:
+                        best = c
+            return best
+
+        moments = [(math.inf, "the end of the forward")] + sorted(self.at, key=lambda m: (m[0], m[1]))
+        best = None
+        for m in moments:
+            peaks = {comp: largest(comp, m) for comp in MAX_COMPONENTS}
+            total = held(m[0]) + sum(b for b, _ in peaks.values())
+            if best is None or total > best[0]:
+                best = (total, m, peaks)
+        _, m, peaks = best
+        out = dict(base)
+        out["activations"] = held(m[0])
+        what = {"moment": m[1]}
+        for comp, (b, w) in peaks.items():
+            out[comp], what[comp] = b, w
         return out, what
 
 
@@ -141,32 +200,73 @@ def layers_of(dims, trace) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def backward_temporaries(ctx: MemoryContext, layer: int) -> tuple[int, int]:
-    """Node columns and edge columns of layer ``layer``'s backward temporaries: two node tensors of the widest
-    kept width and the fetched width, two edge tensors of the widest heads, and the dropout outputs the backward
-    recomputes (:attr:`~gridgnn.parallel.trace.Trace.recomputed`)."""
-    cols, fetched, heads, _ = ctx.layers[layer]
-    again = [(kind, c) for l, kind, c in ctx.trace.recomputed if l == layer]
-    return (2 * cols + fetched + max((c for kind, c in again if kind == "node"), default=0),
-            2 * heads + max((c for kind, c in again if kind == "edge"), default=0))
+def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[int, int]:
+    """Node columns and edge columns of the temporaries of the backward of the trace's call ``k`` (and of the raw
+    operations after it, which run just before it): two node tensors of its layer's widest kept width (the incoming
+    gradient and the one it gives), two edge tensors of its layer's widest heads, and the dropout outputs it
+    recomputes (:attr:`~gridgnn.parallel.trace.Trace.recomputed`). What a primitive moves — the rows or panels it
+    receives, the partial sums it sends and the output it assembles from them — is its family's ``buffers``.
+    A call of a layer's attention chain (its edge-valued primitives: the scores, the edge softmax, an aggregation
+    whose edge values need a gradient) holds the two edge tensors of every call of the chain: on the whole-row
+    layouts one fused kernel runs the chain's backward at once, and elsewhere its edge gradients and the partial
+    sums pushed per panel or stage overlap."""
+    call = ctx.trace.calls[k]
+    cols, _, heads, _ = ctx.layers[call.layer]
+    chain = [c for c in ctx.trace.calls if c.layer == call.layer and _edge_valued(c)]
+    edge = 2 * sum(c.heads for c in chain) if _edge_valued(call) else 2 * heads
+    again = [(kind, c) for l, kind, c, pos in ctx.trace.recomputed if max(pos - 1, 0) == k]
+    return (2 * cols + max((c for kind, c in again if kind == "node"), default=0),
+            edge + max((c for kind, c in again if kind == "edge"), default=0))
+
+
+def _edge_valued(call) -> bool:
+    """A primitive of an attention chain: it makes or takes edge values that need a gradient."""
+    return call.name in ("sddmm_add", "sddmm_dot", "edge_softmax") or \
+        call.name in ("spmm", "spmm_select") and bool(call.grads) and call.grads[0] and call.heads > 0
+
+
+# ----------------------------------------------------------------------------------------------- the step's moments
+#: the optimizer's step: the backward has freed every saved tensor but those held all the step (position 0)
+STEP_MOMENT = (0, "the optimizer step")
+
+
+def backward_of(ctx: MemoryContext, k: int) -> Moment:
+    """The moment of the backward of the trace's call ``k``: what the forward saved up to and during that call is
+    still held (the later calls' backward has freed theirs)."""
+    c = ctx.trace.calls[k]
+    return (k + 1, f"layer {c.layer} {c.name} backward")
+
+
+def moments_of(ctx: MemoryContext, layer: int, names=None) -> list:
+    """The backward moments of layer ``layer``'s calls (of the primitives in ``names``; default every one)."""
+    return [backward_of(ctx, k) for k, c in enumerate(ctx.trace.calls)
+            if c.layer == layer and c.name != "param_grad" and (names is None or c.name in names)]
+
+
+def layer_start(ctx: MemoryContext, layer: int) -> list:
+    """The moment layer ``layer``'s forward starts (before its first primitive): what earlier layers saved is held."""
+    ks = [k for k, c in enumerate(ctx.trace.calls) if c.layer == layer and c.name != "param_grad"]
+    return [(ks[0], f"layer {layer} forward")] if ks else []
 
 
 def dropout_hash(acc: Ledger, ctx: MemoryContext, layer: int, elements: float) -> None:
-    """The host memory of hashing a dropout mask of ``elements`` (a workspace candidate)."""
+    """The host memory of hashing a dropout mask of ``elements`` (a workspace candidate, as layer ``layer``'s
+    forward starts)."""
     if ctx.dropout > 0:
-        acc.cand("workspace", ctx.hash_bytes * elements, f"dropout mask hashing, layer {layer}", "host")
+        acc.cand("workspace", ctx.hash_bytes * elements, f"dropout mask hashing, layer {layer}", "host",
+                 at=layer_start(ctx, layer))
 
 
 def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: int, out_cols: int,
            graph_of=None, *, skip=frozenset(), flags: bool = False) -> None:
     r"""Activations and workspace of a traced model: every tensor autograd saved in the trace, scaled to this
-    rank (``node(layout, layer, columns)`` and ``edges(layer)`` give its local elements), the logits and targets;
-    per layer the backward's temporaries (two node tensors of the widest kept width, the fetched width, and two
-    edge tensors of the widest heads, the dropout outputs it recomputes: :func:`backward_temporaries`) and the
-    dropout hash of its input. ``graph_of(layer)``: which of the rank's
-    graphs a layer uses (each looks the edge table up once; default: one graph for every layer). ``skip``: indices
-    of saved tensors the family counts otherwise; ``flags``: the loss over logits split in class blocks
-    (``sharded_cross_entropy``) keeps a flag per labelled row."""
+    rank (``node(layout, layer, columns)`` and ``edges(layer)`` give its local elements) at the position it was
+    saved at, the logits and targets (held all the step);
+    the temporaries of each primitive's backward (:func:`backward_temporaries`) at its moment, and per layer the
+    dropout hash of its input as it starts. ``graph_of(layer)``: which
+    of the rank's graphs a layer uses (each looks the edge table up once; default: one graph for every layer).
+    ``skip``: indices of saved tensors the family counts otherwise; ``flags``: the loss over logits split in class
+    blocks (``sharded_cross_entropy``) keeps a flag per labelled row."""
     e, tr = ctx.e, ctx.trace
     m = train_rows_at(ctx.train_rows, rank, out_rows)
     for j, s in enumerate(tr.saved):
@@ -174,14 +274,14 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
             continue
         size = s.itemsize or e
         if s.kind == "node":
-            acc.add("activations", node(s.layout, s.layer, s.cols) * size)
+            acc.saved(node(s.layout, s.layer, s.cols) * size, s.pos)
         elif s.kind == "edge":
-            acc.add("activations", edges(s.layer) * s.cols * size)
+            acc.saved(edges(s.layer) * s.cols * size, s.pos)
         elif s.kind == "loss":  # a row per labelled logits row, at the logits' columns of this rank
-            acc.add("activations", m * out_cols * s.cols // max(1, ctx.dims[-1]) * size)
+            acc.saved(m * out_cols * s.cols // max(1, ctx.dims[-1]) * size, s.pos)
         else:
-            acc.add("activations", s.cols * size)
-    acc.add("activations", out_rows * out_cols * e + (8 + flags) * m)  # the logits, the targets (and flags)
+            acc.saved(s.cols * size, s.pos)
+    acc.saved(out_rows * out_cols * e + (8 + flags) * m, 0)  # the logits, the targets (and flags)
     per_edge = 0
     if tr.edge_dim:  # the local edges' features and the mask of the input's edges (g.edge_features)
         per_edge += tr.edge_dim * e + 1
@@ -192,9 +292,14 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
         for l in range(len(ctx.layers)):
             first.setdefault(0 if graph_of is None else graph_of(l), l)
         acc.add("features", sum(edges(l) for l in first.values()) * per_edge)
-    for l, (_, _, _, fi) in enumerate(ctx.layers):
-        node_cols, edge_cols = backward_temporaries(ctx, l)
-        acc.cand("workspace", (node(None, l, node_cols) + edges(l) * edge_cols) * e, f"layer {l} backward temporaries")
+    for k, c in enumerate(tr.calls):
+        if c.name != "param_grad":
+            node_cols, edge_cols = backward_temporaries(ctx, k)
+            acc.cand("workspace", (node(None, c.layer, node_cols) + edges(c.layer) * edge_cols) * e,
+                     f"layer {c.layer} {c.name} backward temporaries", at=[backward_of(ctx, k)])
+    for l, (cols, _, heads, fi) in enumerate(ctx.layers):
+        if not moments_of(ctx, l):  # a layer of raw operations alone: its gradients at every moment
+            acc.cand("workspace", (node(None, l, 2 * cols) + edges(l) * 2 * heads) * e, f"layer {l} backward temporaries")
         dropout_hash(acc, ctx, l, node(None, l, fi))
 
 
@@ -204,7 +309,7 @@ def params(acc: Ledger, ctx: MemoryContext, elements: float, tensors: int, *, gr
     optimizer's temporaries and (``grad_allreduce``) the flat gradient the trainer all-reduces."""
     e = ctx.e
     acc.add("parameters", (2 + ctx.moments + ctx.kept) * e * elements + (4 * tensors if ctx.counters else 0))
-    acc.cand("workspace", e * elements, "optimizer step temporaries")
+    acc.cand("workspace", e * elements, "optimizer step temporaries", at=[STEP_MOMENT])
     if grad_allreduce:
         acc.cand("buffers", e * elements, "flat gradient of the gradient all-reduce")
 

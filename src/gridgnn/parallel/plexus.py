@@ -57,7 +57,8 @@ from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, plexus_destinations
                                 split_classes, vertex_order)
 from .base import Plan
 from .family import Algorithm, Family, add_family
-from .footprint import Ledger, backward_temporaries, edge_id_bytes, params, traced
+from .footprint import (FETCHING, Ledger, backward_of, backward_temporaries, edge_id_bytes, moments_of, params,
+                        traced)
 from .aggregate import SourceKeys
 from .checks import PlexusRules
 from .graph import DistGraph
@@ -968,7 +969,7 @@ def _plexus_ranks(ctx, shape, layouts, ranks):
     vb, count = _plexus_grid(ctx, shape, layouts)
     tr = ctx.trace
     widths = {ctx.n, 1, *ctx.dims, *(c.width for c in tr.calls), *(c.out_width for c in tr.calls),
-              *(s.cols for s in tr.saved), *(backward_temporaries(ctx, l)[0] for l in range(len(ctx.layers)))}
+              *(s.cols for s in tr.saved), *(backward_temporaries(ctx, k)[0] for k, c in enumerate(tr.calls) if c.name != "param_grad")}
     cls = split_classes(dict(zip(PLEXUS_AXES, map(int, shape))), widths) if GROUP_RANKS else None
     built: dict = {}
     for r in ranks:
@@ -982,22 +983,25 @@ def _plexus_ranks(ctx, shape, layouts, ranks):
         yield r, me, scheds, acc, shards, largest, vb
 
 
-def _weight_buffers(acc: Ledger, s, fi: int, w_out: int, e: int, layer: int) -> None:
-    """The buffers of a Plexus ``linear``'s weight all-gather and its gradient's reduce-scatter (schedule ``s``)."""
+def _weight_buffers(acc: Ledger, s, fi: int, w_out: int, e: int, layer: int, at) -> None:
+    """The buffers of a Plexus ``linear``'s weight all-gather and its gradient's reduce-scatter (schedule ``s``),
+    at the moments ``at``."""
     get = s.weight_gather(fi)
     if get.moves:
         mine = get.pieces[get.me]
-        acc.cand("buffers", (get.group + 1) * get.largest_piece * w_out * e, f"plexus weight all-gather, layer {layer}")
+        acc.cand("buffers", (get.group + 1) * get.largest_piece * w_out * e, f"plexus weight all-gather, layer {layer}",
+                 at=at)
         acc.cand("buffers", (2 * get.total_rows + get.group * mine) * w_out * e,
-                 f"plexus weight-gradient reduce-scatter, layer {layer}")
+                 f"plexus weight-gradient reduce-scatter, layer {layer}", at=at)
 
 
-def _input_gather_buffer(acc: Ledger, s, c_in: int, e: int) -> None:
-    """The all-gather of the split layer-0 input over its third axis (schedule ``s`` of layer 0)."""
+def _input_gather_buffer(acc: Ledger, s, c_in: int, e: int, at) -> None:
+    """The all-gather of the split layer-0 input over its third axis (schedule ``s`` of layer 0), at the moments
+    ``at``."""
     get = s.input_gather()
     n_in = get.total_rows
     acc.cand("buffers", ((get.group + 1) * get.largest_piece * c_in + n_in * c_in) * e if get.moves else n_in * c_in * e,
-             "plexus all-gather of the layer-0 input")
+             "plexus all-gather of the layer-0 input", at=at)
 
 
 #: primitives that read node values at the destinations of the edges (on Plexus: a row gather along ``r``)
@@ -1040,7 +1044,7 @@ def _traced_memory(ctx, shape, ranks) -> dict:
         c_in = ncols(dims[0], inp.cols)
         acc.add("features", scheds[0].input_parts()[me[inp.third]] * c_in * e)
         if scheds[0].input_gather().moves:
-            _input_gather_buffer(acc, scheds[0], c_in, e)
+            _input_gather_buffer(acc, scheds[0], c_in, e, moments_of(ctx, 0, ("linear",)))
         local, whole = _bias_blocks(tr, layouts, ncols)
         for i, c in enumerate(tr.calls):
             if c.name != "linear":
@@ -1050,11 +1054,11 @@ def _traced_memory(ctx, shape, ranks) -> dict:
             get = s.weight_gather(c.width)
             local += get.pieces[get.me] * w_out
             whole += c.width * c.out_width
-            _weight_buffers(acc, s, c.width, w_out, e, c.layer)
+            _weight_buffers(acc, s, c.width, w_out, e, c.layer, [backward_of(ctx, i)])
             if get.moves:  # linear saves the gathered weight block (where nothing moves, the parameter itself)
-                acc.add("activations", w_in * w_out * e)
+                acc.saved(w_in * w_out * e, i + 1)
             if i in gathered and scheds[0].input_gather().moves:
-                acc.add("activations", nrows(lin.rows) * w_in * e)  # a copy of its own
+                acc.saved(nrows(lin.rows) * w_in * e, i + 1)  # a copy of its own
         params(acc, ctx, local + max(tr.nparams - whole, 0), tr.ntensors, grad_allreduce=False)
         last = layouts[-1].output
         rows_out = nrows(last.rows)
@@ -1100,10 +1104,11 @@ def _bias_blocks(tr, layouts, ncols) -> tuple[int, int]:
     return (sum(ncols(c.width, layouts[c.layer].output.cols) for c in biases), sum(c.width for c in biases))
 
 
-def _gather_buffer(acc: Ledger, get, cols: int, e: int, what: str) -> None:
-    """An all-gather of row pieces ``get`` (``cols`` columns): the padded pieces received and the result."""
+def _gather_buffer(acc: Ledger, get, cols: int, e: int, what: str, at) -> None:
+    """An all-gather of row pieces ``get`` (``cols`` columns): the padded pieces received and the result, at the
+    moments ``at``."""
     if get.moves:
-        acc.cand("buffers", ((get.group + 1) * get.largest_piece + get.total_rows) * cols * e, what)
+        acc.cand("buffers", ((get.group + 1) * get.largest_piece + get.total_rows) * cols * e, what, at=at)
 
 
 def _scattered_memory(ctx, shape, ranks) -> dict:
@@ -1129,13 +1134,16 @@ def _scattered_memory(ctx, shape, ranks) -> dict:
         for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
             lay, s = layouts[l], scheds[l]
             if lay.linear is not None:
-                _gather_buffer(acc, s.linear_gather(fo), s.part_rows(lay.linear), e, f"plexus-rs ∂Y gather, layer {l}")
-                acc.cand("buffers", 2 * s.part_rows(lay.linear) * fo * e, f"plexus-rs linear partial sums, layer {l}")
+                at = moments_of(ctx, l, ("linear",))
+                _gather_buffer(acc, s.linear_gather(fo), s.part_rows(lay.linear), e, f"plexus-rs ∂Y gather, layer {l}",
+                               at)
+                acc.cand("buffers", 2 * s.part_rows(lay.linear) * fo * e, f"plexus-rs linear partial sums, layer {l}",
+                         at=at)
             if lay.graph is not None:
-                gr, w_g = lay.graph, ncols(min(fi, fo), lay.graph.cols)
-                _gather_buffer(acc, s.gather_parts(gr), w_g, e, f"plexus-rs spmm input gather, layer {l}")
-                _gather_buffer(acc, s.gather_parts(gr.after_spmm()), w_g, e, f"plexus-rs spmm ∂Y gather, layer {l}")
-                acc.cand("buffers", 2 * s.nrows(gr.third) * w_g * e, f"plexus-rs spmm partial sums, layer {l}")
+                gr, w_g, at = lay.graph, ncols(min(fi, fo), lay.graph.cols), moments_of(ctx, l, FETCHING)
+                _gather_buffer(acc, s.gather_parts(gr), w_g, e, f"plexus-rs spmm input gather, layer {l}", at)
+                _gather_buffer(acc, s.gather_parts(gr.after_spmm()), w_g, e, f"plexus-rs spmm ∂Y gather, layer {l}", at)
+                acc.cand("buffers", 2 * s.nrows(gr.third) * w_g * e, f"plexus-rs spmm partial sums, layer {l}", at=at)
         local, whole = _bias_blocks(tr, layouts, ncols)
         local += sum(ncols(c.width, layouts[c.layer].linear.cols) * c.out_width for c in lins)
         whole += sum(c.width * c.out_width for c in lins)

@@ -48,7 +48,7 @@ from ..partition.layout import SummaGeometry, SummaSchedule, even_size, layer_ve
 from .base import Plan
 from .checks import SummaRules
 from .family import Algorithm, Family, add_family
-from .footprint import Ledger, edge_id_bytes, model_params, rows_model
+from .footprint import FETCHING, Ledger, edge_id_bytes, model_params, moments_of, rows_model
 from .graph import DistGraph
 from .program import LOCAL_ON_WHOLE_ROWS, PrimitiveCall, Program, needs_grad
 
@@ -336,6 +336,7 @@ class SummaGraph(DistGraph):
         panels = range(len(self.panels))
         for p, (pat, val, xp) in zip(panels, self.stream(panels, start)):
             parts = body(p, pat, val, xp)
+            del pat, val, xp  # (freed before the next panel arrives: one panel at a time without --overlap)
             for land in landing:
                 land()
             landing = [land for land in (push(part, p, into, early) for push, part, into in parts) if land]
@@ -378,7 +379,9 @@ class SummaGraph(DistGraph):
         if not rec.moves:
             return t
         blocks = self.plan.comm.all_gather_rows(t.t().contiguous(), rec.axis, rows=list(rec.pieces), wire=True)
-        return torch.cat(blocks).t().contiguous()
+        whole = torch.cat(blocks)
+        del blocks  # (freed before the transposed copy: two whole blocks at a time, not three)
+        return whole.t().contiguous()
 
     def edge_rows(self) -> tuple[torch.Tensor, int, torch.Tensor | None]:
         """The row (within ``R_i``) of every local edge, ``|R_i|``, and the CSR pointer when the edges are in row
@@ -465,6 +468,7 @@ class _SummaSpMM(torch.autograd.Function):
         for pat, val, xp in g.stream(range(len(g.panels)), start):  # Alg. 3 line 3
             if pat.nnz:
                 t += spmm(pat, val, xp, col_heads=col_heads)  # line 11
+            del pat, val, xp  # (freed before the next panel arrives: one panel at a time without --overlap)
         t = g.fiber_scatter(t, prog.take_one("fwd", "fiber_scatter"))
         y = g.gather_cols(t, prog.take_one("fwd", "gather_cols"))
         prog.done("fwd")
@@ -535,6 +539,7 @@ class _SummaSpMMSelect(torch.autograd.Function):
             keys = g.panel_keys(p, pat)
             b, e = sr.partial(pat, val, xp, semiring, msk, key=keys)
             sel.fold(b, e, keys, store=torch.arange(offs[p], offs[p + 1], device=x.device))
+            del pat, val, msk, xp, b, e  # (freed before the next panel arrives)
         if plan.fiber_axis is not None:  # 3D: the winners over the fiber's layers
             sel.settle(lambda t, op: plan.comm.all_reduce(t, prog.take_one("fwd", "fiber_all").axis, op=op))
         else:  # 2D: no fiber, nothing to settle
@@ -830,15 +835,21 @@ def _summa_memory(spec, ctx, shape, ranks) -> dict:
             held = held.tolist()
             # --overlap: the next panel arrives while this one computes (two at a time; the two largest)
             best = sum(sorted(held)[-2:]) if ctx.overlap else max(held, default=0.0)
-            acc.cand("buffers", best + nr * wj * e, f"{algo} panel broadcast" + (" and the next" if ctx.overlap
-                                                                                 else "") + f", layer {l}")
+            at = moments_of(ctx, l, FETCHING)  # (the SpMM's and SDDMM's; their forward and backward)
+            # an aggregation whose edge values need a gradient pushes a panel's partial edge gradient and rows while
+            # the next panel's are computed (backward_sweep's landing): two panels' worth of each
+            edge_grads = [c.heads for c in ctx.trace.calls if c.layer == l and c.name == "spmm" and c.grads[0]]
+            pushed = 2 * (max(z, default=0.0) * max(edge_grads) + max(panel_rows, default=0) * wj) * e \
+                if edge_grads else 0.0
+            acc.cand("buffers", best + nr * wj * e + pushed, f"{algo} panel broadcast" + (
+                " and the next" if ctx.overlap else "") + f", layer {l}", at=at)
             fiber = sv.fiber_scatter()
             if fiber.moves:
                 acc.cand("buffers", (2 * fiber.total_rows + fiber.group * fiber.pieces[fiber.me]) * wj * e,
-                         f"{algo} fiber reduce-scatter, layer {l}")
-            if gather.moves:
-                acc.cand("buffers", 2 * nbk * gather.group * gather.largest_piece * e,
-                         f"{algo} column all-gather, layer {l}")
+                         f"{algo} fiber reduce-scatter, layer {l}", at=at)
+            if gather.moves:  # the gathered blocks, their concatenation and its transposed copy, beside the own part
+                acc.cand("buffers", (2 * gather.group * gather.largest_piece + wj) * nbk * e,
+                         f"{algo} column all-gather, layer {l}", at=at)
         out[r] = (acc, largest)
     return out
 

@@ -50,13 +50,17 @@ class SavedTensor:
     ``layer``'s graph), a tensor of the loss with a row per labelled vertex (``"loss"``: the log-softmax of the
     labelled logits rows) or a tensor of none of these (``"other"``, ``cols`` = its elements); ``cols`` = elements
     per row;
-    ``itemsize`` = 0 for the training dtype (floating point), else the bytes of its elements (a boolean mask: 1)."""
+    ``itemsize`` = 0 for the training dtype (floating point), else the bytes of its elements (a boolean mask: 1);
+    ``pos`` = how many primitive calls the forward had made when it was saved (a call's own saves and those of the
+    raw operations after it: the call's index + 1), so that the backward of call ``k`` still holds those of
+    positions up to ``k + 1``."""
 
     layer: int
     kind: str
     cols: int
     itemsize: int = 0
     layout: object = None
+    pos: int = 0
 
 
 @dataclass
@@ -79,8 +83,9 @@ class Trace:
     #: mask: ``{call index: indices in saved of what that added}`` (an engine that gathers that input saves the
     #: gathered copy instead)
     linear_inputs: dict = field(default_factory=dict)
-    #: ``(layer, "node" or "edge", columns)`` of each saved dropout output that autograd kept as the dropout's
-    #: input and mask (:func:`gridgnn.ops.masked.recomputing`): the backward recomputes it, a temporary
+    #: ``(layer, "node" or "edge", columns, position)`` of each saved dropout output that autograd kept as the
+    #: dropout's input and mask (:func:`gridgnn.ops.masked.recomputing`): the backward of the call that saved it
+    #: (index ``position - 1``, as :attr:`SavedTensor.pos`) recomputes it, a temporary
     recomputed: tuple = ()
 
 
@@ -643,7 +648,8 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
         dgraph.edge_table = table.with_(edge_type_counts=counts)
         held = held + [dgraph.relation_values]
     labelled = torch.ones(3, dtype=torch.bool)  # the training mask: a rank's own tensor, held before the step
-    kept = _SavedLog(tracer, [x, labelled, *model.parameters(), *held], n=g.n, nnz=plan._plan.dgraph.nnz)
+    kept = _SavedLog(tracer, [x, labelled, *model.parameters(), *held], n=g.n, nnz=plan._plan.dgraph.nnz,
+                     calls=plan.calls)
     tracer.saved_log = kept
     with masked.recomputing(observe=kept.pack):  # (the model's own call nests it, and keeps the observer)
         with _Checker(tracer):
@@ -666,11 +672,12 @@ class _SavedLog:
     that is not the input, a parameter or the graph's own; a node tensor with no layout of its own (a dropout
     mask) takes that of the node tensor saved before it."""
 
-    def __init__(self, tracer: _Tracer, constants, *, n: int, nnz: int):
-        self.t, self.n, self.nnz = tracer, n, nnz
+    def __init__(self, tracer: _Tracer, constants, *, n: int, nnz: int, calls: list):
+        self.t, self.n, self.nnz, self.calls = tracer, n, nnz, calls
         self.seen = {c.untyped_storage().data_ptr() for c in constants}
         self.kept: list = []
-        self.recomputed: list = []  # (layer, "node" or "edge", columns) of each dropout output kept as its recipe
+        self.recomputed: list = []  # (layer, "node" or "edge", columns, position) of each dropout output kept as
+        # its recipe
         self.recipes: list = []  # (len(kept) before, the output's storage address, what it added to kept) of each
         self.in_loss = False  # set once the model's forward has returned: what is saved next is the loss's
 
@@ -678,7 +685,7 @@ class _SavedLog:
         if isinstance(t, masked.Recomputed):  # a dropout's output kept as its input and mask
             rows = max(1, t.x.shape[0]) if t.x.dim() else 1
             kind = "edge" if t.x.dim() and t.x.shape[0] == self.nnz else "node"
-            self.recomputed.append((self.t.layer, kind, t.x.numel() // rows))
+            self.recomputed.append((self.t.layer, kind, t.x.numel() // rows, len(self.calls)))
             lay = self.t.layout_of(t.x)
             if lay is not None and self.t.layout_of(t.mask) is None:  # the mask lies as the input does
                 self.t.tag(t.mask, lay)
@@ -692,7 +699,7 @@ class _SavedLog:
         ptr = t.untyped_storage().data_ptr()
         if ptr not in self.seen:
             self.seen.add(ptr)
-            self.kept.append((t, self.t.layer, self.in_loss))
+            self.kept.append((t, self.t.layer, self.in_loss, len(self.calls)))
         return t
 
     def records(self) -> list[SavedTensor]:
@@ -700,20 +707,20 @@ class _SavedLog:
         for u, lay in self.t.layout.values():
             by_storage.setdefault(u.untyped_storage().data_ptr(), lay)
         out, last = [], None
-        for t, layer, in_loss in self.kept:
+        for t, layer, in_loss, pos in self.kept:
             store = t.untyped_storage()
             elements = store.nbytes() // t.element_size()
             itemsize = 0 if t.is_floating_point() else t.element_size()
             lay = by_storage.get(store.data_ptr())
             if in_loss and lay is None and t.shape[0] == self.n:  # a row per labelled vertex (all 3 are)
-                out.append(SavedTensor(layer, "loss", elements // self.n, itemsize))
+                out.append(SavedTensor(layer, "loss", elements // self.n, itemsize, pos=pos))
             elif isinstance(lay, EdgeLayout) or lay is None and t.shape[0] == self.nnz:
-                out.append(SavedTensor(layer, "edge", elements // self.nnz, itemsize, lay))
+                out.append(SavedTensor(layer, "edge", elements // self.nnz, itemsize, lay, pos))
             elif lay is not None or t.shape[0] == self.n or t.dim() == 2 and t.shape[1] == self.n:
                 last = lay or last
-                out.append(SavedTensor(layer, "node", elements // self.n, itemsize, lay or last))
+                out.append(SavedTensor(layer, "node", elements // self.n, itemsize, lay or last, pos))
             else:
-                out.append(SavedTensor(layer, "other", elements, itemsize))
+                out.append(SavedTensor(layer, "other", elements, itemsize, pos=pos))
         return out
 
 

@@ -59,7 +59,13 @@ class RankMemory:
             memory on CPU, the GPU's memory on CUDA).
         host_per_component: CUDA only: what stays in host memory (runtime, the graph copy, SciPy blocks,
             the dropout hash, set-up transients); empty on CPU, where everything is in ``per_component``.
-        buffers_what, workspace_what: which moment the ``buffers`` / ``workspace`` peak belongs to.
+        buffers_what, workspace_what: what the ``buffers`` / ``workspace`` at the peak are.
+        moment: the moment of the step the peak comes at (the backward of a layer's primitive, the end of the
+            forward, the optimizer step); ``per_component["activations"]`` are the saved tensors still held then.
+        saved_activations: every tensor autograd keeps by the end of the forward, with the logits (the
+            activations component at that moment).
+        largest: the largest ``buffers`` and ``workspace`` of any moment of the step (in the memory the rank
+            computes in).
     """
 
     rank: int
@@ -67,6 +73,9 @@ class RankMemory:
     host_per_component: dict = field(default_factory=dict)
     buffers_what: str = ""
     workspace_what: str = ""
+    moment: str = ""
+    saved_activations: int = 0
+    largest: dict = field(default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -126,14 +135,16 @@ def _finish(acc: Ledger, rank: int, device: str, setup: tuple[float, str]) -> Ra
         comps, what = acc.pick(("dev", "host"))
         later = sum(comps[k] for k in later_parts)
         if setup[0] - later > comps["workspace"]:
-            comps["workspace"], what["workspace"] = int(setup[0] - later), setup[1]
-        return RankMemory(rank, comps, {}, what["buffers"], what["workspace"])
+            comps["workspace"], what["workspace"], what["moment"] = int(setup[0] - later), setup[1], "the set-up"
+        return RankMemory(rank, comps, {}, what["buffers"], what["workspace"], what["moment"],
+                          acc.sums["dev"]["activations"] + acc.sums["host"]["activations"], acc.largest(("dev", "host")))
     dev, what = acc.pick(("dev",))
     host, hwhat = acc.pick(("host",))
     later = sum(host[k] for k in later_parts)
     if setup[0] - later > host["workspace"]:
         host["workspace"], hwhat["workspace"] = int(setup[0] - later), setup[1]
-    return RankMemory(rank, dev, host, what["buffers"], what["workspace"] or hwhat["workspace"])
+    return RankMemory(rank, dev, host, what["buffers"], what["workspace"] or hwhat["workspace"], what["moment"],
+                      acc.sums["dev"]["activations"], acc.largest(("dev",)))
 
 
 # ----------------------------------------------------------------------------------------------- helpers
