@@ -6,8 +6,9 @@ peak at R-MAT scale 22).
 
 The run is the user's command line; a `sitecustomize` module put on its `PYTHONPATH` starts the sampler in every
 process forked for a rank and wraps the `forward`/`backward` of the autograd functions of the engines
-(`gridgnn.parallel.blockrow`, `summa`, `plexus`, `edge`). Prints rank 0's events (rank 0 is the first rank forked)
-with the resident set when each starts and the most it reached until the next, then every rank's peak and estimate.
+(`gridgnn.parallel.blockrow`, `summa`, `plexus`, `edge`, and the fused attention of `attention`). Prints rank 0's
+events (rank 0 is the first rank forked) with the resident set when each starts and the most it reached until the
+next, then every rank's peak and estimate.
 
 Usage: python benchmarks/step_timeline.py [--rank-log N] -- train --data sharded:DIR --algo 1d-sa --nproc 4
            --hidden 64 --layers 3 --epochs 1 --out DIR --overwrite --quiet
@@ -51,7 +52,7 @@ def _events(folder):
             fh.write(f"{time.time():.3f} {_rss()} {tag} end\n")
             return out
         return w
-    for mod in ("blockrow", "summa", "plexus", "edge"):
+    for mod in ("blockrow", "summa", "plexus", "edge", "attention"):
         m = sys.modules.get(f"gridgnn.parallel.{mod}")
         if m is None:
             continue
@@ -66,7 +67,8 @@ def _events(folder):
 def _child():
     folder = os.environ["GRIDGNN_TIMELINE_DIR"]
     threading.Thread(target=_sample, args=(os.path.join(folder, f"rss-{os.getpid()}.log"),), daemon=True).start()
-    import gridgnn.parallel.blockrow, gridgnn.parallel.summa, gridgnn.parallel.plexus  # noqa: F401
+    import gridgnn.parallel.attention, gridgnn.parallel.blockrow, gridgnn.parallel.plexus  # noqa: F401
+    import gridgnn.parallel.summa  # noqa: F401
     _events(folder)
 
 if os.environ.get("GRIDGNN_TIMELINE_DIR"):

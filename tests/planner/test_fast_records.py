@@ -140,8 +140,8 @@ def test_a_plan_priced_by_workers_equals_one_priced_here():
                                           ((1, 5, 3), 211, [17, 33, 9])])
 def test_plexus_memory_per_class_of_ranks_is_every_rank_s_own(monkeypatch, shape, n, dims):
     """The Plexus memory model builds one rank's schedules per class of equally sized ranks: every rank's estimate
-    equals the one built from its own schedules, with the workspace's sum of widths (``2·kept + fetched``) among
-    the sizes the classes split (sizes where it splits unlike any width alone)."""
+    equals the one built from its own schedules, with the workspace's widths (``2·kept`` and the recomputed dropout
+    outputs) among the sizes the classes split (sizes where they split unlike any width alone)."""
     from ._measure import gcn_estimate as estimate_rank_memory
 
     for algo in ("plexus", "plexus-rs"):

@@ -1054,8 +1054,9 @@ def _rowblock_memory(family, spec, ctx, shape, row_bounds, ranks) -> dict:
         model_params(acc, ctx, grad_allreduce=nb > 1)
         rows_model(acc, ctx, r, ni, lambda l: zrow)
         own = ni if i in stages else 0
-        # the layers whose aggregation's edge values need a gradient (attention): on the CPU's fused kernels
-        # (FusedAttention) their sources are the whole halo, the own block's rows copied in
+        # the layers whose aggregation's edge values need a gradient (attention): where the fused kernels serve them
+        # (FusedAttention: the CPU's whole-row layouts) their sources are the whole halo with the own block's rows
+        # copied in; counted on every sparsity-aware layout (the composition holds less)
         attention = {call.layer for call in ctx.trace.calls if call.name == "spmm" and call.grads[0] and call.width}
         if sa:  # a primitive whose edge values need a gradient keeps the received rows (and the fused kernels the own)
             for k, call in enumerate(ctx.trace.calls):

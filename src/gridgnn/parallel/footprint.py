@@ -90,8 +90,9 @@ class Ledger:
         self.sums[where][comp] += int(round(nbytes))
 
     def saved(self, nbytes, pos: int, where: str = "dev") -> None:
-        """An activation of ``nbytes``, saved at position ``pos`` of the forward (0: held all the step) and freed by
-        the backward of the primitive before it."""
+        """An activation of ``nbytes``, saved at position ``pos`` of the forward (0: before the first call, counted
+        as held all the step — the logits and targets are given there) and freed by the backward of the primitive
+        before it."""
         nbytes = int(round(nbytes))
         self.sums[where]["activations"] += nbytes
         self.positions[where][int(pos)] = self.positions[where].get(int(pos), 0) + nbytes
@@ -234,7 +235,7 @@ def backward_of(ctx: MemoryContext, k: int) -> Moment:
     """The moment of the backward of the trace's call ``k``: what the forward saved up to and during that call is
     still held (the later calls' backward has freed theirs)."""
     c = ctx.trace.calls[k]
-    return (k + 1, f"layer {c.layer} {c.name} backward")
+    return (k + 1, f"layer {c.layer} {c.name} backward (call {k})")
 
 
 def moments_of(ctx: MemoryContext, layer: int, names=None) -> list:

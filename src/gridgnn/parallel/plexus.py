@@ -969,7 +969,8 @@ def _plexus_ranks(ctx, shape, layouts, ranks):
     vb, count = _plexus_grid(ctx, shape, layouts)
     tr = ctx.trace
     widths = {ctx.n, 1, *ctx.dims, *(c.width for c in tr.calls), *(c.out_width for c in tr.calls),
-              *(s.cols for s in tr.saved), *(backward_temporaries(ctx, k)[0] for k, c in enumerate(tr.calls) if c.name != "param_grad")}
+              *(s.cols for s in tr.saved), *(2 * lay[0] for lay in ctx.layers),
+              *(backward_temporaries(ctx, k)[0] for k, c in enumerate(tr.calls) if c.name != "param_grad")}
     cls = split_classes(dict(zip(PLEXUS_AXES, map(int, shape))), widths) if GROUP_RANKS else None
     built: dict = {}
     for r in ranks:

@@ -334,7 +334,9 @@ class SummaGraph(DistGraph):
 
         landing = []  # the previous panel's pushes, added during this panel's products
         panels = range(len(self.panels))
-        for p, (pat, val, xp) in zip(panels, self.stream(panels, start)):
+        coming = self.stream(panels, start)
+        for p in panels:  # (next(), not zip: zip would hold the last panel while the next one arrives)
+            pat, val, xp = next(coming)
             parts = body(p, pat, val, xp)
             del pat, val, xp  # (freed before the next panel arrives: one panel at a time without --overlap)
             for land in landing:
@@ -535,7 +537,9 @@ class _SummaSpMMSelect(torch.autograd.Function):
             return lambda: (*panel(), rows())
 
         panels = range(len(g.panels))
-        for p, (pat, val, msk, xp) in zip(panels, g.stream(panels, start)):
+        coming = g.stream(panels, start)
+        for p in panels:  # (next(), not zip: zip would hold the last panel while the next one arrives)
+            pat, val, msk, xp = next(coming)
             keys = g.panel_keys(p, pat)
             b, e = sr.partial(pat, val, xp, semiring, msk, key=keys)
             sel.fold(b, e, keys, store=torch.arange(offs[p], offs[p + 1], device=x.device))
@@ -835,14 +839,16 @@ def _summa_memory(spec, ctx, shape, ranks) -> dict:
             held = held.tolist()
             # --overlap: the next panel arrives while this one computes (two at a time; the two largest)
             best = sum(sorted(held)[-2:]) if ctx.overlap else max(held, default=0.0)
-            at = moments_of(ctx, l, FETCHING)  # (the SpMM's and SDDMM's; their forward and backward)
+            at = moments_of(ctx, l, FETCHING)  # (the SpMM's and SDDMM's backward, which bound their forward)
+            what = f"{algo} panel broadcast" + (" and the next" if ctx.overlap else "") + f", layer {l}"
+            acc.cand("buffers", best + nr * wj * e, what, at=at)
             # an aggregation whose edge values need a gradient pushes a panel's partial edge gradient and rows while
-            # the next panel's are computed (backward_sweep's landing): two panels' worth of each
+            # the next panel's are computed (backward_sweep's landing): two panels' worth of each, in its backward
             edge_grads = [c.heads for c in ctx.trace.calls if c.layer == l and c.name == "spmm" and c.grads[0]]
-            pushed = 2 * (max(z, default=0.0) * max(edge_grads) + max(panel_rows, default=0) * wj) * e \
-                if edge_grads else 0.0
-            acc.cand("buffers", best + nr * wj * e + pushed, f"{algo} panel broadcast" + (
-                " and the next" if ctx.overlap else "") + f", layer {l}", at=at)
+            if edge_grads:
+                pushed = 2 * (max(z, default=0.0) * max(edge_grads) + max(panel_rows, default=0) * wj) * e
+                acc.cand("buffers", best + nr * wj * e + pushed, what + " and the pushed partial gradients",
+                         at=moments_of(ctx, l, ("spmm",)))
             fiber = sv.fiber_scatter()
             if fiber.moves:
                 acc.cand("buffers", (2 * fiber.total_rows + fiber.group * fiber.pieces[fiber.me]) * wj * e,

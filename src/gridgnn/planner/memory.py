@@ -62,6 +62,8 @@ class RankMemory:
         buffers_what, workspace_what: what the ``buffers`` / ``workspace`` at the peak are.
         moment: the moment of the step the peak comes at (the backward of a layer's primitive, the end of the
             forward, the optimizer step); ``per_component["activations"]`` are the saved tensors still held then.
+            ``"the set-up"`` where the set-up transient is the peak: the ``workspace`` then holds what it needs
+            beyond the components (the step's peak moment's) that exist later.
         saved_activations: every tensor autograd keeps by the end of the forward, with the logits (the
             activations component at that moment).
         largest: the largest ``buffers`` and ``workspace`` of any moment of the step (in the memory the rank
