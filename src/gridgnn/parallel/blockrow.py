@@ -1078,9 +1078,16 @@ def _rowblock_memory(family, spec, ctx, shape, row_bounds, ranks) -> dict:
                 if l in attention:  # fused: the whole halo with the own rows (fetch), its partial sums and the own
                     rows = max(rows, 2 * recv + own, send + 2 * recv + 2 * own)  # block's result (push)
                 acc.cand("buffers", rows * w * e, f"{algo} all-to-allv rows, layer {l}", at=moments_of(ctx, l, FETCHING))
-            elif big is not None:
-                acc.cand("buffers", held * w * e, f"{algo} broadcast of block {big}"
-                         + (" and the next" if ctx.overlap else "") + f", layer {l}", at=moments_of(ctx, l, FETCHING))
+            else:
+                if big is not None:
+                    acc.cand("buffers", held * w * e, f"{algo} broadcast of block {big}"
+                             + (" and the next" if ctx.overlap else "") + f", layer {l}",
+                             at=moments_of(ctx, l, FETCHING))
+                if l in attention:  # an edge gradient's stage holds the block received and the partial it pushes
+                    part = int(sizes[staged].max()) * (2 if ctx.overlap else 1)  # (the own stage's too)
+                    acc.cand("buffers", (held + part) * w * e, f"{algo} stage block and its pushed partial"
+                             + (" (two of each)" if ctx.overlap else "") + f", layer {l}",
+                             at=moments_of(ctx, l, ("sddmm_add", "sddmm_dot", "spmm")))
         out[r] = (acc, float(z[i, :].sum()))
     return out
 
