@@ -100,6 +100,7 @@ PERSISTENT = ("runtime", "graph", "adjacency", "features", "parameters")
 @pytest.mark.parametrize("model,algo,shape", [("gcn", "1d-sa", (4,)), ("gcn", "2d", (2, 2)),
                                               ("gcn", "plexus", (2, 2, 1)), ("gat", "1d", (4,)),
                                               ("gat", "2d", (2, 2)), ("sage", "plexus", (2, 2, 1)),
+                                              ("gat", "1.5d", (1, 4)),
                                               ("gcn", "serial", (1,))])
 def test_the_timeline_lies_between_the_end_of_the_forward_and_the_sum_of_every_peak(model, algo, shape):
     """Every tensor the forward saved is still held when the backward starts, with the temporaries of the last

@@ -332,6 +332,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
                     self.comm.reduce(part, put.root, put.axis, wire=True)  # adjoint of the broadcast
                 if q == self.me:
                     out += part
+            del part, xs  # (this stage's block and partial freed before the next stage's arrive)
         return out
 
     def _sweep_overlapped(self, fetch: torch.Tensor | None, body, out: torch.Tensor | None):
@@ -1084,7 +1085,7 @@ def _rowblock_memory(family, spec, ctx, shape, row_bounds, ranks) -> dict:
                              + (" and the next" if ctx.overlap else "") + f", layer {l}",
                              at=moments_of(ctx, l, FETCHING))
                 if l in attention:  # an edge gradient's stage holds the block received and the partial it pushes
-                    part = int(sizes[staged].max()) * (2 if ctx.overlap else 1)  # (the own stage's too)
+                    part = int(sizes[staged].max(initial=0)) * (2 if ctx.overlap else 1)  # (the own stage's too)
                     acc.cand("buffers", (held + part) * w * e, f"{algo} stage block and its pushed partial"
                              + (" (two of each)" if ctx.overlap else "") + f", layer {l}",
                              at=moments_of(ctx, l, ("sddmm_add", "sddmm_dot", "spmm")))

@@ -342,6 +342,8 @@ class SummaGraph(DistGraph):
             for land in landing:
                 land()
             landing = [land for land in (push(part, p, into, early) for push, part, into in parts) if land]
+            del parts  # (landed, or held by the pushes still travelling: not kept through the next panel)
+        coming.close()  # (the generator would hold the last panel until this function returns)
         for land in landing:
             land()
 
@@ -543,7 +545,8 @@ class _SummaSpMMSelect(torch.autograd.Function):
             keys = g.panel_keys(p, pat)
             b, e = sr.partial(pat, val, xp, semiring, msk, key=keys)
             sel.fold(b, e, keys, store=torch.arange(offs[p], offs[p + 1], device=x.device))
-            del pat, val, msk, xp, b, e  # (freed before the next panel arrives)
+            del pat, val, msk, xp, b, e, keys  # (freed before the next panel arrives)
+        coming.close()  # (the generator would hold the last panel through the gathers below)
         if plan.fiber_axis is not None:  # 3D: the winners over the fiber's layers
             sel.settle(lambda t, op: plan.comm.all_reduce(t, prog.take_one("fwd", "fiber_all").axis, op=op))
         else:  # 2D: no fiber, nothing to settle
@@ -842,8 +845,9 @@ def _summa_memory(spec, ctx, shape, ranks) -> dict:
             at = moments_of(ctx, l, FETCHING)  # (the SpMM's and SDDMM's backward, which bound their forward)
             what = f"{algo} panel broadcast" + (" and the next" if ctx.overlap else "") + f", layer {l}"
             acc.cand("buffers", best + nr * wj * e, what, at=at)
-            # an aggregation whose edge values need a gradient pushes a panel's partial edge gradient and rows while
-            # the next panel's are computed (backward_sweep's landing): two panels' worth of each, in its backward
+            # an aggregation whose edge values need a gradient pushes a panel's partial edge gradient and rows: with
+            # --overlap while the next panel's are computed (backward_sweep's landing), two panels' worth of each in
+            # its backward — counted so without it too (one panel's then: an upper bound)
             edge_grads = [c.heads for c in ctx.trace.calls if c.layer == l and c.name == "spmm" and c.grads[0]]
             if edge_grads:
                 pushed = 2 * (max(z, default=0.0) * max(edge_grads) + max(panel_rows, default=0) * wj) * e

@@ -60,8 +60,8 @@ class RankMemory:
         host_per_component: CUDA only: what stays in host memory (runtime, the graph copy, SciPy blocks,
             the dropout hash, set-up transients); empty on CPU, where everything is in ``per_component``.
         buffers_what, workspace_what: what the ``buffers`` / ``workspace`` at the peak are.
-        moment: the moment of the step the peak comes at (the backward of a layer's primitive, the end of the
-            forward, the optimizer step); ``per_component["activations"]`` are the saved tensors still held then.
+        moment: the moment of the step the peak comes at (the backward of a layer's primitive, the start of a
+            layer's forward, the end of the forward, the optimizer step); ``per_component["activations"]`` are the saved tensors still held then.
             ``"the set-up"`` where the set-up transient is the peak: the ``workspace`` then holds what it needs
             beyond the components (the step's peak moment's) that exist later.
         saved_activations: every tensor autograd keeps by the end of the forward, with the logits (the
