@@ -231,6 +231,11 @@ def _edge_valued(call) -> bool:
 STEP_MOMENT = (0, "the optimizer step")
 
 
+def forward_calls(trace) -> list:
+    """``(index, call)`` of the trace's calls that the forward makes (not the trainer's ``param_grad`` sums)."""
+    return [(k, c) for k, c in enumerate(trace.calls) if c.name != "param_grad"]
+
+
 def backward_of(ctx: MemoryContext, k: int) -> Moment:
     """The moment of the backward of the trace's call ``k``: what the forward saved up to and during that call is
     still held (the later calls' backward has freed theirs)."""
@@ -240,13 +245,13 @@ def backward_of(ctx: MemoryContext, k: int) -> Moment:
 
 def moments_of(ctx: MemoryContext, layer: int, names=None) -> list:
     """The backward moments of layer ``layer``'s calls (of the primitives in ``names``; default every one)."""
-    return [backward_of(ctx, k) for k, c in enumerate(ctx.trace.calls)
-            if c.layer == layer and c.name != "param_grad" and (names is None or c.name in names)]
+    return [backward_of(ctx, k) for k, c in forward_calls(ctx.trace)
+            if c.layer == layer and (names is None or c.name in names)]
 
 
 def layer_start(ctx: MemoryContext, layer: int) -> list:
     """The moment layer ``layer``'s forward starts (before its first primitive): what earlier layers saved is held."""
-    ks = [k for k, c in enumerate(ctx.trace.calls) if c.layer == layer and c.name != "param_grad"]
+    ks = [k for k, c in forward_calls(ctx.trace) if c.layer == layer]
     return [(ks[0], f"layer {layer} forward")] if ks else []
 
 
@@ -293,11 +298,10 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
         for l in range(len(ctx.layers)):
             first.setdefault(0 if graph_of is None else graph_of(l), l)
         acc.add("features", sum(edges(l) for l in first.values()) * per_edge)
-    for k, c in enumerate(tr.calls):
-        if c.name != "param_grad":
-            node_cols, edge_cols = backward_temporaries(ctx, k)
-            acc.cand("workspace", (node(None, c.layer, node_cols) + edges(c.layer) * edge_cols) * e,
-                     f"layer {c.layer} {c.name} backward temporaries", at=[backward_of(ctx, k)])
+    for k, c in forward_calls(tr):
+        node_cols, edge_cols = backward_temporaries(ctx, k)
+        acc.cand("workspace", (node(None, c.layer, node_cols) + edges(c.layer) * edge_cols) * e,
+                 f"layer {c.layer} {c.name} backward temporaries", at=[backward_of(ctx, k)])
     for l, (cols, _, heads, fi) in enumerate(ctx.layers):
         if not moments_of(ctx, l):  # a layer of raw operations alone: its gradients at every moment
             acc.cand("workspace", (node(None, l, 2 * cols) + edges(l) * 2 * heads) * e, f"layer {l} backward temporaries")
