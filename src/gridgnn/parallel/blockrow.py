@@ -57,7 +57,8 @@ from .attention import FusedAttention, fusable
 from .base import Plan
 from .checks import BlockRowRules
 from .family import Algorithm, Family, add_family
-from .footprint import FETCHING, Ledger, edge_id_bytes, model_params, moments_of, rows_model, traced
+from .footprint import (FETCHING, Ledger, attention_layers, edge_id_bytes, model_params, moments_of, rows_model,
+                        traced)
 from .graph import DistGraph
 from .program import LOCAL_ON_WHOLE_ROWS, PrimitiveCall, Program, needs_grad
 
@@ -1058,7 +1059,7 @@ def _rowblock_memory(family, spec, ctx, shape, row_bounds, ranks) -> dict:
         # the layers whose aggregation's edge values need a gradient (attention): where the fused kernels serve them
         # (FusedAttention: the CPU's whole-row layouts) their sources are the whole halo with the own block's rows
         # copied in; counted on every sparsity-aware layout (the composition holds less)
-        attention = {call.layer for call in ctx.trace.calls if call.name == "spmm" and call.grads[0] and call.width}
+        attention = attention_layers(ctx.trace)
         if sa:  # a primitive whose edge values need a gradient keeps the received rows (and the fused kernels the own)
             for k, call in enumerate(ctx.trace.calls):
                 if call.name in ("sddmm_add", "sddmm_dot") or \

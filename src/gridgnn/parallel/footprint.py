@@ -220,6 +220,16 @@ def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[int, int]:
             edge + max((c for kind, c in again if kind == "edge"), default=0))
 
 
+def attention_layers(trace) -> dict:
+    """``{layer: heads}`` of the layers with an aggregation whose edge values need a gradient (attention: the
+    coefficients' gradient is pushed beside the rows'), with the most edge-value columns of such a call."""
+    out: dict = {}
+    for c in trace.calls:
+        if c.name == "spmm" and c.grads and c.grads[0] and c.width:
+            out[c.layer] = max(out.get(c.layer, 0), c.heads)
+    return out
+
+
 def _edge_valued(call) -> bool:
     """A primitive of an attention chain: it makes or takes edge values that need a gradient."""
     return call.name in ("sddmm_add", "sddmm_dot", "edge_softmax") or \

@@ -48,7 +48,7 @@ from ..partition.layout import SummaGeometry, SummaSchedule, even_size, layer_ve
 from .base import Plan
 from .checks import SummaRules
 from .family import Algorithm, Family, add_family
-from .footprint import FETCHING, Ledger, edge_id_bytes, model_params, moments_of, rows_model
+from .footprint import FETCHING, Ledger, attention_layers, edge_id_bytes, model_params, moments_of, rows_model
 from .graph import DistGraph
 from .program import LOCAL_ON_WHOLE_ROWS, PrimitiveCall, Program, needs_grad
 
@@ -828,6 +828,7 @@ def _summa_memory(spec, ctx, shape, ranks) -> dict:
         acc.add("features", nbk * dims[0] * e + 11 * nbk)
         model_params(acc, ctx, grad_allreduce=pr * zf > 1)
         rows_model(acc, ctx, r, nbk, lambda l: owned_by[version(l)], graph_of=version)
+        attention = attention_layers(ctx.trace)
         for l, (cols, width, heads, fi) in enumerate(ctx.layers):
             sv = sched[version(l)]
             gather = sv.gather_cols(width)  # the column blocks C_j of the layer's width
@@ -848,9 +849,8 @@ def _summa_memory(spec, ctx, shape, ranks) -> dict:
             # an aggregation whose edge values need a gradient pushes a panel's partial edge gradient and rows: with
             # --overlap while the next panel's are computed (backward_sweep's landing), two panels' worth of each in
             # its backward — counted so without it too (one panel's then: an upper bound)
-            edge_grads = [c.heads for c in ctx.trace.calls if c.layer == l and c.name == "spmm" and c.grads[0]]
-            if edge_grads:
-                pushed = 2 * (max(z, default=0.0) * max(edge_grads) + max(panel_rows, default=0) * wj) * e
+            if l in attention:
+                pushed = 2 * (max(z, default=0.0) * attention[l] + max(panel_rows, default=0) * wj) * e
                 acc.cand("buffers", best + nr * wj * e + pushed, what + " and the pushed partial gradients",
                          at=moments_of(ctx, l, ("spmm",)))
             fiber = sv.fiber_scatter()
