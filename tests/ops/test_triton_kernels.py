@@ -15,6 +15,7 @@ import scipy.sparse as sp
 import torch
 
 from gridgnn.nn import dropout as D
+from gridgnn.ops import attend as A
 from gridgnn.ops import triton_kernels as TK
 from gridgnn.ops.pattern import Pattern, head_columns, rows_of, sddmm_dot, sddmm_dot_reference
 
@@ -52,7 +53,7 @@ def test_the_kernels_under_the_interpreter_equal_their_references():
     run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
-    assert run.stdout.count("passed") == 3, run.stdout
+    assert run.stdout.count("passed") == 5, run.stdout
 
 
 def _ids(r):
@@ -197,3 +198,200 @@ def test_on_a_gpu_the_dot_sddmm_comes_from_the_kernel_and_equals_the_reference()
             TK.sddmm_dot = real
         want = sddmm_dot_reference(pat, d, x, heads, col_heads=head_columns(heads, width))
         assert calls and torch.allclose(got.cpu(), want, rtol=1e-12, atol=1e-12), heads
+
+
+# ---------------------------------------------------------------------------------------------- the fused attention
+#: (score, heads, x width, score width): GAT's shape (one score per head), a single wide head (several column steps
+#: of 64), two heads of uneven score and value widths, three wide heads of "add" scores
+ATTENTION_CASES = (("add", 8, 64, 8), ("dot", 1, 150, 150), ("dot", 2, 12, 10), ("add", 3, 210, 3))
+
+
+def _attention_pattern(r):
+    """Row 0 with 70 edges (three blocks of 32), short rows, two empty rows, a column no row reads."""
+    m, k = 10, 80
+    rows = [np.zeros(70, dtype=np.int64)] + [np.full(n, i) for i, n in enumerate(r.integers(0, 7, m - 3), start=1)]
+    cols = [r.choice(k - 1, 70, replace=False)] + [r.choice(k - 1, len(t), replace=False) for t in rows[1:]]
+    rows, cols = np.concatenate(rows), np.concatenate(cols)
+    return Pattern.from_scipy(sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(m, k)))
+
+
+def _attention_inputs(r, pat, score, heads, width, swidth, dtype, keep_p):
+    m, k = pat.shape
+    t = [torch.from_numpy(r.normal(size=s)).to(dtype) for s in ((m, swidth), (k, swidth), (k, width), (m, width))]
+    keep = torch.from_numpy(r.random((pat.nnz, heads)) >= keep_p) if keep_p else None
+    return (*t, keep)
+
+
+def _dense_attention(pat, a_dst, a_src, x, dy, keep, *, score, heads, slope, q):
+    """The attention and its gradients by autograd on dense ``m × k × K`` tensors (−inf off the edges): α per edge,
+    Y, the score gradient per edge (the LeakyReLU's input for "add") and ``a_dst``'s gradient."""
+    m, k = pat.shape
+    row, col = rows_of(pat.crow).long(), pat.col.long()
+    a_dst = a_dst.clone().requires_grad_()
+    if score == "add":
+        pre = a_dst[:, None, :] + a_src[None, :, :]
+        e = torch.where(pre > 0, pre, pre * slope)
+    else:
+        per = a_dst.shape[1] // heads
+        pre = torch.einsum("uhf,vhf->uvh", a_dst.reshape(m, heads, per), a_src.reshape(k, heads, per))
+        e = pre
+    pre.retain_grad()
+    on = torch.zeros(m, k, dtype=torch.bool)
+    on[row, col] = True
+    alpha = torch.softmax(e.masked_fill(~on[:, :, None], float("-inf")), dim=1).nan_to_num(0.0)  # (empty rows: 0)
+    w = alpha  # (no mask: no scaling)
+    if keep is not None:
+        kd = torch.zeros(m, k, heads, dtype=torch.bool)
+        kd[row, col] = keep
+        w = alpha / q * kd
+    y = torch.einsum("uvh,vhf->uhf", w, x.reshape(k, heads, -1)).reshape(m, -1)
+    (y * dy).sum().backward()
+    return alpha[row, col].detach(), y.detach(), pre.grad[row, col], a_dst.grad
+
+
+def _attention_cases(r, pat, runs):
+    """``runs``: ``(case of ATTENTION_CASES, dtype, drop probability or 0: no mask)``."""
+    for case, dtype, keep_p in runs:
+        score, heads, width, swidth = ATTENTION_CASES[case]
+        yield (score, heads, dtype), _attention_inputs(r, pat, score, heads, width, swidth, dtype, keep_p)
+
+
+def test_the_torch_reference_of_the_fused_attention_equals_autograd_and_the_numba_kernels():
+    """The reference the Triton kernels are held to (and that runs where they cannot) against autograd on dense
+    tensors, and against the CPU's numba kernels, forward and backward."""
+    from gridgnn.ops import kernels as K
+
+    r = np.random.default_rng(8)
+    pat = _attention_pattern(r)
+    runs = [(case, torch.float64, p) for case in range(len(ATTENTION_CASES)) for p in (0.0, 0.4)]
+    for (score, heads, dtype), (a_dst, a_src, x, dy, keep) in _attention_cases(r, pat, runs):
+        kw = dict(dot=score == "dot", slope=0.2, keep=keep, q=0.6)
+        alpha, y = A.forward_reference(pat, a_dst, a_src, x, heads=heads, **kw)
+        g_edge, g_dst = A.backward_reference(pat, a_dst, a_src, x, dy, alpha, **kw)
+        want = _dense_attention(pat, a_dst, a_src, x, dy, keep, score=score, heads=heads, slope=0.2, q=0.6)
+        for got, ref in zip((alpha, y, g_edge, g_dst), want):
+            assert torch.allclose(got, ref, rtol=1e-10, atol=1e-12), (score, heads, (got - ref).abs().max())
+        if K.enabled():
+            for got, ref in zip(K.attend_forward(pat.crow, pat.col, a_dst, a_src, x, heads=heads, **kw)
+                                + K.attend_backward(pat.crow, pat.col, a_dst, a_src, x, dy, alpha, **kw),
+                                (alpha, y, g_edge, g_dst)):
+                assert torch.allclose(got, ref, rtol=1e-10, atol=1e-12), (score, heads)
+    with pytest.raises(ValueError, match="3 equal heads: widths 7"):
+        TK.attend_forward(pat.crow, pat.col, torch.ones(10, 3), torch.ones(80, 3), torch.ones(80, 7), dot=False,
+                          heads=3, slope=0.2, keep=None, q=1.0)
+
+
+def check_fused_attention_equals_its_torch_reference():
+    """Forward (α, Y) and backward (the score gradient, ``a_dst``'s) of the Triton kernels: a row of three edge
+    blocks, empty rows, several column steps, both scores, with and without the dropout mask (five runs: the
+    interpreter takes about a second each)."""
+    r = np.random.default_rng(9)
+    pat = _attention_pattern(r)
+    f64, f32 = torch.float64, torch.float32
+    runs = [(0, f64, 0.4), (0, f32, 0.0), (1, f64, 0.4), (2, f32, 0.4), (3, f64, 0.0)]
+    for (score, heads, dtype), (a_dst, a_src, x, dy, keep) in _attention_cases(r, pat, runs):
+        kw = dict(dot=score == "dot", slope=0.2, keep=keep, q=0.6)
+        tol = 1e-12 if dtype == torch.float64 else 1e-5
+        want = A.forward_reference(pat, a_dst, a_src, x, heads=heads, **kw)
+        got = TK.attend_forward(pat.crow, pat.col, a_dst, a_src, x, heads=heads, **kw)
+        want += A.backward_reference(pat, a_dst, a_src, x, dy, want[0], **kw)
+        got += TK.attend_backward(pat.crow, pat.col, a_dst, a_src, x, dy, want[0], **kw)
+        for g, w in zip(got, want):
+            assert g.dtype == dtype and g.shape == w.shape
+            assert torch.allclose(g, w, rtol=tol, atol=tol), (score, heads, dtype, (g - w).abs().max())
+        assert not got[1][-2:].any() and not got[3][-2:].any()  # the empty rows
+
+
+@on_a_gpu
+def test_on_a_gpu_the_fused_attention_comes_from_the_kernels_and_equals_the_reference():
+    """GAT's and AGNN's attention through :class:`FusedAttention` on a GPU pattern: the Triton kernels run (not the
+    reference), forward and every input's gradient equal the composition of primitives on the CPU."""
+    from gridgnn.graph import gcn_normalize
+    from gridgnn.graph.spec import load_graph
+    from gridgnn.parallel.attention import attend, attend_composed
+    from gridgnn.parallel.blockrow import build_serial
+
+    g = gcn_normalize(load_graph("synthetic:sbm?n=400&classes=4&avg_degree=12&features=8"))
+    r = np.random.default_rng(10)
+    for score, heads, width, swidth in ATTENTION_CASES:
+        inputs = [torch.from_numpy(r.normal(size=(g.shape[0], w))) for w in (swidth, swidth, width, width)]
+        keep = torch.from_numpy(r.random((g.nnz, heads)) >= 0.4)
+        results = []
+        for device in ("cpu", "cuda"):
+            plan = build_serial(g, dtype=torch.float64, device=device)
+            a_dst, a_src, x, dy = (t.to(device).requires_grad_(i < 3) for i, t in enumerate(inputs))
+            fn = attend if device == "cuda" else attend_composed
+            calls = []
+            real = TK.attend_forward
+            TK.attend_forward = lambda *a, **k: (calls.append(1), real(*a, **k))[1]
+            try:
+                y = fn(plan.graph(0), a_dst, a_src, x, score=score, heads=heads, keep=keep.to(device), p=0.4)
+            finally:
+                TK.attend_forward = real
+            assert bool(calls) == (device == "cuda")
+            (y * dy).sum().backward()
+            results.append([t.detach().cpu() for t in (y, a_dst.grad, a_src.grad, x.grad)])
+        for got, want in zip(results[1], results[0]):
+            assert torch.allclose(got, want, rtol=1e-10, atol=1e-12), (score, heads)
+
+
+def _attention_through_the_layer(monkeypatch_like, cases, n: int):
+    """GAT's and AGNN's attention (``cases`` of ATTENTION_CASES) on a serial plan of host tensors (an SBM of ``n``
+    vertices), the Triton path taken as on a GPU (the numba kernels off, Triton usable), against the composition of
+    primitives: the output and every input's gradient. Returns, per Triton forward call, whether it gave a result."""
+    from gridgnn.graph import gcn_normalize
+    from gridgnn.graph.spec import load_graph
+    from gridgnn.ops import kernels as K
+    from gridgnn.parallel.attention import attend, attend_composed
+    from gridgnn.parallel.blockrow import build_serial
+
+    plan = build_serial(gcn_normalize(load_graph(f"synthetic:sbm?n={n}&classes=2&avg_degree=6&features=4")),
+                        dtype=torch.float64)
+    g, n = plan.graph(0), plan.graph(0).n_local
+    r = np.random.default_rng(11)
+    served = []
+    real = TK.attend_forward
+    monkeypatch_like(K, "fused", lambda *t: False)
+    monkeypatch_like(TK, "usable", lambda device: True)
+    monkeypatch_like(TK, "attend_forward", lambda *a, **k: (lambda out: (served.append(out is not None), out)[1])(
+        real(*a, **k)))
+    for score, heads, width, swidth in (ATTENTION_CASES[c] for c in cases):
+        inputs = [torch.from_numpy(r.normal(size=(n, w))) for w in (swidth, swidth, width, width)]
+        keep = torch.from_numpy(r.random((g.nnz, heads)) >= 0.4)
+        results = []
+        for fn in (attend, attend_composed):
+            a_dst, a_src, x, dy = (t.clone().requires_grad_(i < 3) for i, t in enumerate(inputs))
+            y = fn(g, a_dst, a_src, x, score=score, heads=heads, keep=keep, p=0.4)
+            (y * dy).sum().backward()
+            results.append([t.detach() for t in (y, a_dst.grad, a_src.grad, x.grad)])
+        for got, want in zip(*results):
+            assert torch.allclose(got, want, rtol=1e-10, atol=1e-12), (score, heads, (got - want).abs().max())
+    return served
+
+
+def check_fused_attention_through_the_layer_equals_the_composition():
+    undo = []
+
+    def patch(obj, name, value):
+        undo.append((obj, name, getattr(obj, name)))
+        setattr(obj, name, value)
+    try:
+        served = _attention_through_the_layer(patch, (0, 2), 20)  # (GAT's 8 heads, two dot heads: ~3 s interpreted)
+    finally:
+        for obj, name, value in reversed(undo):
+            setattr(obj, name, value)
+    assert served == [True] * 2  # the Triton kernels ran, in each case
+
+
+def test_the_fused_attention_falls_back_to_its_reference_when_the_kernels_cannot_run(monkeypatch):
+    """A Triton that cannot launch (one warning, the kernels off): the same attention, from the torch reference."""
+    class Module:
+        def __getattr__(self, name):
+            raise RuntimeError("no compiler for the launcher")
+
+    monkeypatch.delenv("GRIDGNN_KERNELS", raising=False)
+    monkeypatch.setattr(TK, "failed", None)
+    monkeypatch.setattr(TK, "_kernels", lambda: Module())
+    with pytest.warns(RuntimeWarning, match="Triton kernels are off"):
+        served = _attention_through_the_layer(monkeypatch.setattr, (0, 1, 2), 40)
+    assert served == [False] * 3

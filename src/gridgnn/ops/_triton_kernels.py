@@ -64,3 +64,148 @@ def sddmm_dot(row, col, dst, src, out, seg_head, seg_start, seg_len, nnz, width,
             acc += tl.sum(x * y, axis=1).to(acc.dtype)
         at = out + e * heads + h
         tl.store(at, tl.load(at, mask=inside, other=0.0) + acc, mask=inside)
+
+
+@triton.jit
+def _edges(crow, i, j0, BLOCK_E: tl.constexpr):
+    """The edge positions ``j0 + 0..BLOCK_E`` of row ``i`` and which of them lie in the row."""
+    j = j0 + tl.arange(0, BLOCK_E)
+    return j, j < tl.load(crow + i + 1).to(tl.int64)
+
+
+@triton.jit
+def _score(a_dst, a_src, i, h, c, inside, heads, dwidth, slope, DOT: tl.constexpr, BLOCK_E: tl.constexpr,
+           BLOCK_D: tl.constexpr):
+    """The scores of row ``i``'s edges to the sources ``c`` in head ``h``: ``⟨a_dst[i, head], a_src[c, head]⟩``
+    (``DOT``, ``dwidth / heads`` columns a head, ``BLOCK_D`` at a time) or ``LeakyReLU_slope(a_dst[i, h] +
+    a_src[c, h])``."""
+    if DOT:
+        per = dwidth // heads
+        d = tl.arange(0, BLOCK_D)
+        e = tl.zeros([BLOCK_E], dtype=a_src.dtype.element_ty)
+        for d0 in range(0, per, BLOCK_D):
+            cols = h * per + d0 + d
+            on = (d0 + d) < per
+            u = tl.load(a_dst + i * dwidth + cols, mask=on, other=0.0)
+            v = tl.load(a_src + c[:, None] * dwidth + cols[None, :], mask=inside[:, None] & on[None, :], other=0.0)
+            e += tl.sum(v * u[None, :], axis=1)
+        return e
+    v = tl.load(a_dst + i * heads + h) + tl.load(a_src + c * heads + h, mask=inside, other=0.0)
+    return tl.where(v > 0, v, v * slope)
+
+
+@triton.jit(do_not_specialize=["heads", "width", "dwidth"])
+def attend_fwd(crow, col, a_dst, a_src, x, keep, consts, alpha, out, heads, width, dwidth, DOT: tl.constexpr,
+               KEEP: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Row ``i`` = program 0, head ``h`` = program 1, in passes over the row's edges (``BLOCK_E`` at a time):
+    the scores (written to ``alpha``) and their maximum; ``exp(score − max)`` (written over them) and its sum;
+    ``out[i, head] = Σ_j α_j / q · keep_j · x[col_j, head]`` (``BLOCK_F`` columns at a time); ``alpha /= sum``.
+    ``consts = [slope, q]`` in the data's type (a Python float would reach the kernel as float32)."""
+    i = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1).to(tl.int64)
+    start = tl.load(crow + i).to(tl.int64)
+    end = tl.load(crow + i + 1).to(tl.int64)
+    slope = tl.load(consts)
+    q = tl.load(consts + 1)
+    top = tl.full([BLOCK_E], float("-inf"), dtype=alpha.dtype.element_ty)
+    for j0 in range(start, end, BLOCK_E):
+        j, inside = _edges(crow, i, j0, BLOCK_E)
+        c = tl.load(col + j, mask=inside, other=0).to(tl.int64)
+        e = _score(a_dst, a_src, i, h, c, inside, heads, dwidth, slope, DOT, BLOCK_E, BLOCK_D)
+        tl.store(alpha + j * heads + h, e, mask=inside)
+        top = tl.maximum(top, tl.where(inside, e, float("-inf")))
+    m = tl.max(top, axis=0)
+    tl.debug_barrier()  # (a pass reads what the previous one wrote, possibly through other threads of the program)
+    total = tl.zeros([BLOCK_E], dtype=alpha.dtype.element_ty)
+    for j0 in range(start, end, BLOCK_E):
+        j, inside = _edges(crow, i, j0, BLOCK_E)
+        p = tl.exp(tl.load(alpha + j * heads + h, mask=inside, other=0.0) - m)
+        tl.store(alpha + j * heads + h, p, mask=inside)
+        total += tl.where(inside, p, 0.0)
+    s = tl.sum(total, axis=0)
+    tl.debug_barrier()
+    per = width // heads
+    f = tl.arange(0, BLOCK_F)
+    for f0 in range(0, per, BLOCK_F):
+        cols = h * per + f0 + f
+        on = (f0 + f) < per
+        acc = tl.zeros([BLOCK_F], dtype=out.dtype.element_ty)
+        for j0 in range(start, end, BLOCK_E):
+            j, inside = _edges(crow, i, j0, BLOCK_E)
+            c = tl.load(col + j, mask=inside, other=0).to(tl.int64)
+            w = tl.load(alpha + j * heads + h, mask=inside, other=0.0) / s
+            if KEEP:
+                kept = tl.load(keep + j * heads + h, mask=inside, other=0)
+                w = tl.where(kept != 0, w / q, 0.0)
+            v = tl.load(x + c[:, None] * width + cols[None, :], mask=inside[:, None] & on[None, :], other=0.0)
+            acc += tl.sum(w[:, None] * v, axis=0)
+        tl.store(out + i * width + cols, acc, mask=on)
+    tl.debug_barrier()
+    for j0 in range(start, end, BLOCK_E):
+        j, inside = _edges(crow, i, j0, BLOCK_E)
+        tl.store(alpha + j * heads + h, tl.load(alpha + j * heads + h, mask=inside, other=0.0) / s, mask=inside)
+
+
+@triton.jit(do_not_specialize=["heads", "width", "dwidth"])
+def attend_bwd(crow, col, a_dst, a_src, x, dy, alpha, keep, consts, g_edge, g_dst, heads, width, dwidth,
+               DOT: tl.constexpr, KEEP: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr,
+               BLOCK_D: tl.constexpr):
+    """The backward of :func:`attend_fwd` for row ``i`` and head ``h``: ``∂α_j = ⟨dy[i, head], x[col_j, head]⟩ / q
+    · keep_j`` (written to ``g_edge``) and ``r = Σ_j α_j ∂α_j``; the score gradient ``α_j (∂α_j − r)`` (``× slope``
+    where ``a_dst + a_src ≤ 0``, LeakyReLU) over them; the destination's gradient: its sum (``g_dst[i, h]``) or,
+    ``DOT``, ``Σ_j g_edge_j · a_src[col_j, head]``. The sources' gradients are transposed products, the caller's."""
+    i = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1).to(tl.int64)
+    start = tl.load(crow + i).to(tl.int64)
+    end = tl.load(crow + i + 1).to(tl.int64)
+    slope = tl.load(consts)
+    q = tl.load(consts + 1)
+    per = width // heads
+    f = tl.arange(0, BLOCK_F)
+    total = tl.zeros([BLOCK_E], dtype=g_edge.dtype.element_ty)
+    for j0 in range(start, end, BLOCK_E):
+        j, inside = _edges(crow, i, j0, BLOCK_E)
+        c = tl.load(col + j, mask=inside, other=0).to(tl.int64)
+        da = tl.zeros([BLOCK_E], dtype=g_edge.dtype.element_ty)
+        for f0 in range(0, per, BLOCK_F):
+            cols = h * per + f0 + f
+            on = (f0 + f) < per
+            d = tl.load(dy + i * width + cols, mask=on, other=0.0)
+            v = tl.load(x + c[:, None] * width + cols[None, :], mask=inside[:, None] & on[None, :], other=0.0)
+            da += tl.sum(v * d[None, :], axis=1)
+        if KEEP:
+            kept = tl.load(keep + j * heads + h, mask=inside, other=0)
+            da = tl.where(kept != 0, da / q, 0.0)
+        tl.store(g_edge + j * heads + h, da, mask=inside)
+        total += tl.where(inside, tl.load(alpha + j * heads + h, mask=inside, other=0.0) * da, 0.0)
+    r = tl.sum(total, axis=0)
+    tl.debug_barrier()
+    total = tl.zeros([BLOCK_E], dtype=g_edge.dtype.element_ty)
+    for j0 in range(start, end, BLOCK_E):
+        j, inside = _edges(crow, i, j0, BLOCK_E)
+        c = tl.load(col + j, mask=inside, other=0).to(tl.int64)
+        de = tl.load(alpha + j * heads + h, mask=inside, other=0.0) * (
+            tl.load(g_edge + j * heads + h, mask=inside, other=0.0) - r)
+        if not DOT:
+            v = tl.load(a_dst + i * heads + h) + tl.load(a_src + c * heads + h, mask=inside, other=0.0)
+            de = tl.where(v > 0, de, de * slope)
+            total += tl.where(inside, de, 0.0)
+        tl.store(g_edge + j * heads + h, de, mask=inside)
+    if DOT:
+        tl.debug_barrier()
+        dper = dwidth // heads
+        d = tl.arange(0, BLOCK_D)
+        for d0 in range(0, dper, BLOCK_D):
+            cols = h * dper + d0 + d
+            on = (d0 + d) < dper
+            acc = tl.zeros([BLOCK_D], dtype=g_dst.dtype.element_ty)
+            for j0 in range(start, end, BLOCK_E):
+                j, inside = _edges(crow, i, j0, BLOCK_E)
+                c = tl.load(col + j, mask=inside, other=0).to(tl.int64)
+                de = tl.load(g_edge + j * heads + h, mask=inside, other=0.0)
+                v = tl.load(a_src + c[:, None] * dwidth + cols[None, :], mask=inside[:, None] & on[None, :],
+                            other=0.0)
+                acc += tl.sum(de[:, None] * v, axis=0)
+            tl.store(g_dst + i * dwidth + cols, acc, mask=on)
+    else:
+        tl.store(g_dst + i * heads + h, tl.sum(total, axis=0))

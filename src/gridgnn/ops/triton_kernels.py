@@ -11,10 +11,17 @@ kernel                   computes                                         replac
 :func:`sddmm_dot`        per edge and head :math:`\langle D_{u,h}, X_{v,h}     :func:`gridgnn.ops.pattern.sddmm_dot_reference`:
                          \rangle` (GAT's and AGNN's backward, AGNN's and   gathered ``edges × width`` chunks, a
                          VA's scores), each edge reading its two rows      product and a sum per chunk
+:func:`attend_forward`,  GAT's and AGNN's attention on whole rows: per    the composition of the graph's
+:func:`attend_backward`  row and head, scores → softmax → dropout →       primitives (``nnz × K`` scores,
+                         weighted sum in passes over the row's edges;     exponents, row statistics, masked
+                         backward the score gradient and the              copies); tested against
+                         destinations'; only ``K`` values per edge        :mod:`gridgnn.ops.attend`'s reference
 =======================  ===============================================  ======================================
 
 A GPU profile (docs/benchmarks.md, one H200) found the masks' torch passes at about 45 % of the device time of a GCN
-and of a GraphSAGE epoch; one kernel reads the ids once and writes the mask.
+and of a GraphSAGE epoch; one kernel reads the ids once and writes the mask. It found GAT's epoch spending 6.5 ms of
+16 in gathers (the softmax's per-edge row statistics, the transposed products' values), which the fused attention
+kernels replace on the layouts whose rows are whole.
 
 **Selection.** :func:`usable` is true for CUDA tensors when Triton is installed and ``GRIDGNN_KERNELS`` is not
 ``torch`` (the references then run, as on a machine without Triton). The kernels are built on first use; a kernel
@@ -56,12 +63,13 @@ def _kernels():
     return importlib.import_module(__name__.rpartition(".")[0] + "._triton_kernels")
 
 
-def _launch(name: str, programs: int, *args, **meta) -> bool:
-    """Run kernel ``name`` on ``programs`` programs; ``False`` (after turning the kernels off with one warning) where
-    Triton cannot build or launch it here."""
+def _launch(name: str, programs: int | tuple[int, ...], *args, **meta) -> bool:
+    """Run kernel ``name`` on ``programs`` programs (a grid: a tuple); ``False`` (after turning the kernels off with
+    one warning) where Triton cannot build or launch it here."""
     global failed
+    grid = programs if isinstance(programs, tuple) else (programs,)
     try:
-        getattr(_kernels(), name)[(programs,)](*args, **meta)
+        getattr(_kernels(), name)[grid](*args, **meta)
         return True
     except Exception as exc:  # noqa: BLE001 - any failure of Triton's toolchain: the references serve instead
         if os.environ.get("GRIDGNN_KERNELS") == "triton":  # strict (the tests): a kernel that cannot run fails
@@ -130,3 +138,62 @@ def sddmm_dot(row: torch.Tensor, col: torch.Tensor, dst: torch.Tensor, src: torc
                    nnz, width, heads, len(segs), BLOCK_E=block_e, BLOCK_F=block_f):
         return None
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _consts(slope: float, q: float, dtype: torch.dtype, device: str) -> torch.Tensor:
+    """``[slope, q]`` in the data's type on its device, copied once per value (a float argument reaches a kernel as
+    float32, which a float64 attention must not round to)."""
+    return torch.tensor([slope, q], dtype=dtype).to(device)
+
+
+def _block(n: int, most: int = 64) -> int:
+    """Columns per step for spans of ``n`` columns: a power of two, 16 to ``most``."""
+    return min(most, max(16, 1 << (max(1, n) - 1).bit_length()))
+
+
+def _attend_args(crow, col, a_dst, a_src, x, heads, keep):
+    if x.shape[1] % heads or a_dst.shape[1] % heads:
+        raise ValueError(f"the fused attention splits the columns into {heads} equal heads: widths {x.shape[1]} "
+                         f"and {a_dst.shape[1]} are not multiples of it")
+    keep_arg = keep.contiguous().view(torch.uint8) if keep is not None else crow  # (unread without KEEP)
+    return crow.contiguous(), col.contiguous(), a_dst.contiguous(), a_src.contiguous(), x.contiguous(), keep_arg
+
+
+def attend_forward(crow: torch.Tensor, col: torch.Tensor, a_dst: torch.Tensor, a_src: torch.Tensor,
+                   x: torch.Tensor, *, dot: bool, heads: int, slope: float, keep: torch.Tensor | None,
+                   q: float) -> tuple[torch.Tensor, torch.Tensor] | None:
+    r""":func:`gridgnn.ops.kernels.attend_forward` (the numba kernel's contract; equal heads): ``(α before dropout:
+    nnz × K, out: m × W)``, one program per destination row and head (``None``: see :func:`node_keep_mask`)."""
+    crow, col, a_dst, a_src, x, keep_arg = _attend_args(crow, col, a_dst, a_src, x, heads, keep)
+    m, nnz, width = crow.numel() - 1, col.numel(), x.shape[1]
+    alpha = x.new_empty((nnz, heads))
+    out = x.new_zeros((m, width))
+    if m == 0 or width == 0:
+        return alpha, out
+    if not _launch("attend_fwd", (m, heads), crow, col, a_dst, a_src, x, keep_arg,
+                   _consts(float(slope), float(q), x.dtype, str(x.device)), alpha, out, heads, width, a_dst.shape[1],
+                   DOT=bool(dot), KEEP=keep is not None, BLOCK_E=32, BLOCK_F=_block(width // heads),
+                   BLOCK_D=_block(a_dst.shape[1] // heads)):
+        return None
+    return alpha, out
+
+
+def attend_backward(crow: torch.Tensor, col: torch.Tensor, a_dst: torch.Tensor, a_src: torch.Tensor,
+                    x: torch.Tensor, dy: torch.Tensor, alpha: torch.Tensor, *, dot: bool, slope: float,
+                    keep: torch.Tensor | None, q: float) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """:func:`gridgnn.ops.kernels.attend_backward`: ``(score gradient: nnz × K, gradient of a_dst)`` (``None``:
+    see :func:`node_keep_mask`)."""
+    heads = alpha.shape[1]
+    crow, col, a_dst, a_src, x, keep_arg = _attend_args(crow, col, a_dst, a_src, x, heads, keep)
+    m, width = crow.numel() - 1, x.shape[1]
+    g_edge = alpha.new_zeros(alpha.shape)
+    g_dst = a_dst.new_zeros(a_dst.shape)
+    if m == 0:
+        return g_edge, g_dst
+    if not _launch("attend_bwd", (m, heads), crow, col, a_dst, a_src, x, dy.contiguous(), alpha.contiguous(),
+                   keep_arg, _consts(float(slope), float(q), x.dtype, str(x.device)), g_edge, g_dst, heads, width,
+                   a_dst.shape[1], DOT=bool(dot), KEEP=keep is not None, BLOCK_E=32, BLOCK_F=_block(width // heads),
+                   BLOCK_D=_block(a_dst.shape[1] // heads)):
+        return None
+    return g_edge, g_dst

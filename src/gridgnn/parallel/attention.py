@@ -10,7 +10,7 @@ graph.
 ``sddmm_add → LeakyReLU | sddmm_dot → edge_softmax → masked scale → spmm`` (:func:`attend_composed`), which
 runs on every layout and is what a trace records. A graph whose rows are whole on one rank with every source
 it reads at hand (``serial``, ``1d-sa``) may offer ``fused_attention``: the same function as one row-parallel
-kernel forward (scores, softmax and the weighted sum, with only ``K`` scalars per edge in memory) and one
+kernel forward (:mod:`gridgnn.ops.attend`: numba on the CPU, Triton on a GPU) (scores, softmax and the weighted sum, with only ``K`` scalars per edge in memory) and one
 backward kernel (the score gradient through the softmax and the LeakyReLU, and the destination side's gradient)
 plus two transposed products for the sources — with the same communication, byte for byte, as the composition
 (the same fetches forward, the same pushes backward).
@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..ops import kernels
+from ..ops import attend as row_kernels
 from ..ops.masked import dropped, scale_masked
 from ..ops.pattern import col_sum, head_columns, spmm
 
@@ -63,8 +63,9 @@ def attend_composed(g, a_dst, a_src, x, *, score: str, heads: int, slope: float 
 
 
 def fusable(*tensors: torch.Tensor) -> bool:
-    """The fused kernels serve these tensors (CPU floats with numba; see :func:`gridgnn.ops.kernels.fused`)."""
-    return kernels.fused(*tensors)
+    """The fused kernels serve these tensors (CPU floats with numba, CUDA floats with Triton;
+    :func:`gridgnn.ops.attend.served`)."""
+    return row_kernels.served(*tensors)
 
 
 class FusedAttention(torch.autograd.Function):
@@ -75,8 +76,7 @@ class FusedAttention(torch.autograd.Function):
     def forward(ctx, a_dst, a_src, x, pat, sources, push, score, heads, slope, keep, p):
         q = 1.0 - p
         src, xs = sources(a_src), sources(x)  # the composition's two fetches, in its order
-        alpha, y = kernels.attend_forward(pat.crow, pat.col, a_dst, src, xs, dot=score == "dot", heads=heads,
-                                          slope=slope, keep=keep, q=q)
+        alpha, y = row_kernels.forward(pat, a_dst, src, xs, dot=score == "dot", heads=heads, slope=slope, keep=keep, q=q)
         ctx.pat, ctx.push, ctx.score, ctx.heads, ctx.slope, ctx.q = pat, push, score, heads, slope, q
         ctx.save_for_backward(a_dst, src, xs, alpha, keep)
         return y
@@ -85,8 +85,8 @@ class FusedAttention(torch.autograd.Function):
     def backward(ctx, dy):
         a_dst, src, xs, alpha, keep = ctx.saved_tensors
         pat, dot = ctx.pat, ctx.score == "dot"
-        g_edge, g_dst = kernels.attend_backward(pat.crow, pat.col, a_dst, src, xs, dy, alpha, dot=dot,
-                                                slope=ctx.slope, keep=keep, q=ctx.q)
+        g_edge, g_dst = row_kernels.backward(pat, a_dst, src, xs, dy, alpha, dot=dot, slope=ctx.slope, keep=keep,
+                                         q=ctx.q)
         # the composition's backward runs spmm's (push ∂X) before the score's (push ∂a_src)
         scaled = alpha if keep is None else scale_masked(alpha, keep, ctx.q)
         dx = ctx.push(spmm(pat, scaled, dy.contiguous(), transpose=True), xs.shape[1]) \

@@ -1057,8 +1057,8 @@ def _rowblock_memory(family, spec, ctx, shape, row_bounds, ranks) -> dict:
         rows_model(acc, ctx, r, ni, lambda l: zrow)
         own = ni if i in stages else 0
         # the layers whose aggregation's edge values need a gradient (attention): where the fused kernels serve them
-        # (FusedAttention: the CPU's whole-row layouts) their sources are the whole halo with the own block's rows
-        # copied in; counted on every sparsity-aware layout (the composition holds less)
+        # (FusedAttention: the whole-row layouts, numba on a CPU, Triton on a GPU) their sources are the whole halo with
+        # the own block's rows copied in; counted on every sparsity-aware layout (the composition holds less)
         attention = attention_layers(ctx.trace)
         if sa:  # a primitive whose edge values need a gradient keeps the received rows (and the fused kernels the own)
             for k, call in enumerate(ctx.trace.calls):
