@@ -353,6 +353,19 @@ class Model(nn.Module):
         return len(self.dims) - 1
 
     # ------------------------------------------------------------------ helpers for forward
+    def multiplies_first(self, plan, layer: int) -> bool:
+        r"""Whether layer ``layer``'s weighted sum over the neighbours (a linear one: :math:`\hat M H W`, a mean or a
+        sum) runs ``linear → spmm`` rather than ``spmm → linear`` — both give the same result; the narrower side
+        (``min(f_in, f_out)`` columns) is aggregated, and where the two are equally wide the first layer aggregates
+        first (its input, the features, needs no gradient, so the backward skips that ``spmm`` and what it moves)
+        while a later one multiplies first on a plan whose aggregation keeps the rows (``plan.aggregation_keeps_rows``:
+        the full graph, not a sampled minibatch, whose input rows outnumber its output's): its input is then the
+        dropout's output, which autograd keeps as the ReLU output and the mask it keeps anyway
+        (:func:`gridgnn.ops.masked.recomputing`), where aggregating first would have ``linear`` keep the aggregate
+        as well."""
+        f_in, f_out = self.dims[layer], self.dims[layer + 1]
+        return f_out < f_in or f_out == f_in and layer > 0 and plan.aggregation_keeps_rows
+
     def input_dropout(self, h: torch.Tensor, plan, layer: int, width: int) -> torch.Tensor:
         r"""Dropout on layer ``layer``'s input (``width`` global columns), keyed by (seed, epoch, layer, global
         node id, feature): the same mask on every algorithm and P; the identity in eval mode."""

@@ -2,13 +2,9 @@ r"""GCN (Kipf & Welling) as a stack of :math:`H^{l} = \sigma(\hat M H^{l-1} W^{l
 *plan* (the distributed algorithm on this rank) so the same model runs serially and on every algorithm.
 
 A layer is ``linear → spmm(Â)`` or ``spmm(Â) → linear`` — whichever aggregates the narrower of :math:`H` and
-:math:`HW` (``min(f_in, f_out)`` columns; both orders give the same result). Where the two are equally wide, the
-first layer aggregates first (its input, the features, needs no gradient, so the backward skips that ``spmm`` and
-what it moves) and, on a plan whose aggregation keeps the rows (``plan.aggregation_keeps_rows``: the full graph,
-not a sampled minibatch, whose input rows outnumber its output's), a later layer multiplies first: its input is then
-the dropout's output, which autograd keeps as the ReLU output and the mask it keeps anyway
-(:func:`gridgnn.ops.masked.recomputing`), where aggregating first would have ``linear`` keep :math:`\hat M H` as well
-— the same products, one ``n × f`` tensor less (the bytes move with the order on Plexus only) — with the edge values
+:math:`HW`; where the two are equally wide the first layer aggregates first and a later one multiplies first
+(:meth:`~gridgnn.nn.Model.multiplies_first`: the same products, one ``n × f`` tensor less kept; the bytes move with
+the order on Plexus only) — with the edge values
 :math:`\hat M` that ``plan.graph(l).gcn_values`` lays out like the pattern, then ``plan.add_bias``. ``plan.in_rows(l)`` and
 ``plan.in_cols(l, f)`` name the global rows and columns of the layer's input block. Dropout (on each layer's input) uses
 :func:`~gridgnn.nn.dropout.hashed_dropout` keyed by global node id and feature, so every layout draws the
@@ -80,9 +76,8 @@ class GCN(Model):
         aggregation keeps the rows (see the module docstring). Each operand is let go (``del``) as soon as the next
         product has it, so neither the layer's dropped input nor its first product stays alive through the rest of
         the layer (the caller hands the input over without keeping a name for it)."""
-        f_in, f_out = self.dims[layer], self.dims[layer + 1]
         g = plan.graph(layer)
-        if f_out < f_in or f_out == f_in and layer > 0 and plan.aggregation_keeps_rows:
+        if self.multiplies_first(plan, layer):
             first = plan.linear(layer, h, w)
             del h
             h = g.spmm(g.gcn_values, first)

@@ -9,6 +9,8 @@ self-loops, which a mask of ``dst ≠ src`` removes (so a self-loop of the data 
 aggregates one — the two agree on graphs without self-loops, as Planetoid's). A vertex without neighbours
 aggregates 0; ``max``/``min`` route each gradient to the neighbour that attains it (ties: the smallest original
 vertex id). ReLU between layers, dropout on every layer's input (keyed by global node id and feature).
+A mean or a sum aggregates the narrower of :math:`H` and :math:`H W_l` (:meth:`~gridgnn.nn.Model.multiplies_first`,
+as GCN: the same result, no ``n × f_in`` aggregate kept for the weight's gradient when the output is narrower).
 The root term needs the layer's input in the aggregation's layout: block rows and SUMMA have it; on Plexus, whose
 ``spmm`` moves the rows to another axis, the root is itself an ``spmm`` over the self-loop edges (each vertex's
 loop lies in exactly one shard of its row, in either vertex order of the double permutation).
@@ -22,6 +24,7 @@ from ..errors import GridGnnError
 from .base import Model, Option, parameter_group
 
 AGGREGATIONS = ("mean", "sum", "max", "min")
+LINEAR = ("mean", "sum")  # the aggregations a linear map commutes with: ⊕_v (h_v W) = (⊕_v h_v) W
 
 
 class SAGE(Model):
@@ -80,10 +83,22 @@ class SAGE(Model):
             h = self.input_dropout(h, plan, layer, self.dims[layer])
             g = plan.graph(layer)
             loops = g.off_diagonal  # True: a neighbour, False: the vertex itself
-            agg = g.spmm(None, h, semiring=self.aggr, mask=loops)
-            root = h if plan.root_in_aggregate_layout else g.spmm(None, h, mask=~loops)  # h_u, laid out as agg
-            h = plan.linear(layer, agg, self.param("weights", layer)) \
-                + plan.linear(layer, root, self.param("root_weights", layer))
+            w, w_root = self.param("weights", layer), self.param("root_weights", layer)
+            # both products, then both aggregations, or the other way round (on Plexus a layer's linear calls read
+            # one layout and its spmm calls another)
+            if self.aggr in LINEAR and self.multiplies_first(plan, layer):  # ⊕(H W): no n × f_in aggregate kept
+                agg, root = plan.linear(layer, h, w), plan.linear(layer, h, w_root)
+                del h
+                agg = g.spmm(None, agg, semiring=self.aggr, mask=loops)
+                if not plan.root_in_aggregate_layout:  # h_u W_r, laid out as agg
+                    root = g.spmm(None, root, mask=~loops)
+            else:
+                agg = g.spmm(None, h, semiring=self.aggr, mask=loops)
+                root = h if plan.root_in_aggregate_layout else g.spmm(None, h, mask=~loops)  # h_u, laid out as agg
+                del h
+                agg, root = plan.linear(layer, agg, w), plan.linear(layer, root, w_root)
+            h = agg + root
+            del agg, root
             if self.bias:
                 h = plan.add_bias(layer, h, self.param("biases", layer))
             if layer < self.num_layers - 1:
