@@ -311,13 +311,15 @@ class BlockRowGraph(SourceKeys, DistGraph):
         sums (``rows of the block × push_width``), which are summed into their owners' rows; the result
         (``n_i × push_width``) is returned, not yet reduced along ``"rep"``.
         """
-        out = None if push_width is None else torch.zeros((self.n_local, push_width), dtype=self.dtype,
-                                                            device=self.device)
+        def zeros():
+            return None if push_width is None else torch.zeros((self.n_local, push_width), dtype=self.dtype,
+                                                               device=self.device)
         if self.sparsity_aware:
-            return self._sweep_halo(fetch, body, out, halo, keep)
+            return self._sweep_halo(fetch, body, zeros(), halo, keep)
         if self.comm is not None and self.comm.overlap:
-            return self._sweep_overlapped(fetch, body, out)
+            return self._sweep_overlapped(fetch, body, zeros())
         # CAGNET Alg. 1 line 3 / Alg. 2 line 4: one remote block at a time, as the schedule's stage records say
+        out = None  # the own stage's summed part itself (a fresh tensor): no zeros to add it to
         for get, put in zip(self.schedule.stage_transfers(), self.schedule.stage_transfers(push=True)):
             q = get.root
             pat, eidx = self.stage_blocks[q]
@@ -327,14 +329,14 @@ class BlockRowGraph(SourceKeys, DistGraph):
                 if self.comm is not None:
                     self.comm.broadcast(xs, get.root, get.axis, wire=True)  # BCAST(H_q) along the fetch axis
             part = body(pat, eidx, xs)
-            if out is not None:
+            if push_width is not None:
                 part = part.contiguous()
                 if self.comm is not None:
                     self.comm.reduce(part, put.root, put.axis, wire=True)  # adjoint of the broadcast
                 if q == self.me:
-                    out += part
+                    out = part if out is None else out.add_(part)
             del part, xs  # (this stage's block and partial freed before the next stage's arrive)
-        return out
+        return zeros() if out is None else out
 
     def _sweep_overlapped(self, fetch: torch.Tensor | None, body, out: torch.Tensor | None):
         r"""The oblivious stage loop with its transfers started early (``--overlap``): stage ``k + 1``'s broadcast
@@ -557,14 +559,18 @@ class _SpMM(torch.autograd.Function):
     @staticmethod
     def forward(ctx, values, x, g, prog):
         x = x.contiguous()
-        y = torch.zeros((g.n_local, x.shape[1]), dtype=x.dtype, device=x.device)
-        keep = []
+        keep, summed = [], []  # summed: the first stage's product itself (fresh), the others added to it
 
         def body(pat, eidx, xs):
-            y.add_(spmm(pat, _select(values, eidx), xs))
+            part = spmm(pat, _select(values, eidx), xs)
+            if summed:
+                summed[0].add_(part)
+            else:
+                summed.append(part)
 
         prog.take("fwd", "fetch")
         g.sweep(x, body, keep=keep)
+        y = summed[0] if summed else torch.zeros((g.n_local, x.shape[1]), dtype=x.dtype, device=x.device)
         g.row_all(y, records=prog.take("fwd", "row_all"))
         prog.done("fwd")
         ctx.g, ctx.prog = g, prog
