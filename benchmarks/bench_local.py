@@ -18,8 +18,15 @@ On one synthetic graph (default: SBM, 100,000 vertices, average degree 20, 128 f
 3. **Bytes per epoch at P = 4** of every algorithm and model, from the byte models (``model_bytes.py``), which
    the test suite checks against measured bytes.
 
+``--allocated`` (CPU) adds a column that stands in for a GPU's ``torch.cuda.max_memory_allocated`` where no GPU is
+at hand: the bytes of the tensors alive before one more epoch plus the largest sum of that epoch's own allocations
+alive at once (torch.profiler's memory timeline; the keyed dropout masks, which the CPU hashes into NumPy arrays,
+re-homed in torch storage so that they count). It is the torch allocator's view, not the process's: no allocator
+slack, no NumPy temporaries, and, for the torch compositions, a CPU-only extra — an operation that mixes a boolean
+mask with floats converts the mask on the CPU into a float temporary, where a GPU casts inside its kernel.
+
 Usage: python benchmarks/bench_local.py [--data SPEC] [--epochs 5] [--warmup 1] [--skip kernels,epochs,bytes]
-       [--device cuda] [--profile DIR]
+       [--device cuda] [--profile DIR] [--allocated]
 """
 from __future__ import annotations
 
@@ -126,10 +133,13 @@ def kernels_section(spec: str, extra: tuple[int, int] | None) -> None:
 
 # ------------------------------------------------------------------------------------------------ epochs
 def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: str = "cpu",
-           profile_dir: str | None = None) -> dict:
+           profile_dir: str | None = None, allocated: bool = False) -> dict:
     import numpy as np
     import torch
     import torch.nn.functional as F
+
+    if allocated:
+        rehome_masks()
 
     from gridgnn.graph import gcn_normalize
     from gridgnn.graph.spec import load_graph
@@ -220,6 +230,8 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
     peak = measured_peak_bytes(device)
     result = {"epoch_ms": 1e3 * statistics.median(times), "peak_bytes": peak, "n": g.n, "nnz": g.nnz,
               "training_bytes": peak - resident if resident is not None else None}
+    if allocated:
+        result["allocated_bytes"] = allocated_peak(step)
     if profile_dir and (impl.startswith("gridgnn") or impl == "pyg-csr"):  # ours and the best of PyG
         os.makedirs(profile_dir, exist_ok=True)
         write_profile(step, sync, device, os.path.join(profile_dir, f"profile-{model}-{impl}.txt"))
@@ -241,6 +253,48 @@ def restart_peak(device: str) -> int | None:
             return next(int(ln.split()[1]) * 1024 for ln in fh if ln.startswith("VmHWM:"))
     except (OSError, StopIteration):
         return None
+
+
+def rehome_masks() -> None:
+    """Have the keyed dropout masks, which the CPU hashes into NumPy arrays, live in torch storage (the same bits),
+    so that :func:`allocated_peak` counts them as a GPU's allocator counts the masks its kernels write."""
+    import torch
+
+    import gridgnn.nn.dropout as D
+
+    for name in ("keep_mask", "edge_keep_mask"):
+        def rehomed(*args, _hash=getattr(D, name), **kw):
+            return torch.from_numpy(_hash(*args, **kw)).clone().numpy()  # (the array views the torch storage)
+        setattr(D, name, rehomed)
+
+
+def allocated_peak(step) -> int:
+    """The CPU's stand-in for ``torch.cuda.max_memory_allocated`` over one more epoch (see the module docstring):
+    the storages of the tensors alive now (each once) plus the peak of the epoch's allocations less its frees."""
+    import gc
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler._memory_profiler import Action, MemoryProfileTimeline
+
+    gc.collect()
+    seen = {}
+    for t in gc.get_objects():
+        if isinstance(t, torch.Tensor) and t.device.type == "cpu":
+            parts = [t] if t.layout == torch.strided else \
+                [t.crow_indices(), t.col_indices(), t.values()] if t.layout == torch.sparse_csr else []
+            for part in parts:
+                st = part.untyped_storage()
+                seen[st.data_ptr()] = st.nbytes()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
+        step()
+    now = top = 0
+    for _, action, (key, _version), nbytes in MemoryProfileTimeline(prof._memory_profile()).timeline:
+        if key.device.type != "cpu":
+            continue
+        now += nbytes if action == Action.CREATE else -nbytes if action == Action.DESTROY else 0
+        top = max(top, now)
+    return sum(seen.values()) + top
 
 
 def write_profile(step, sync, device: str, path: str, epochs: int = 3) -> None:
@@ -276,18 +330,21 @@ NAMES = {"pyg": "PyG (edge_index)", "pyg-csr": "PyG (CSR adj_t)", "gridgnn": "gr
 
 
 def epochs_section(spec: str, epochs: int, warmup: int, models: list[str], device: str = "cpu",
-                   profile_dir: str | None = None) -> None:
+                   profile_dir: str | None = None, allocated: bool = False) -> None:
     peak = "VmHWM of the worker process" if device == "cpu" else "torch.cuda.max_memory_allocated"
     print(f"\nepochs on {device}: median of {epochs} after {warmup} warm-up, float32; peak = {peak}")
     print("training = the peak of the epochs above what the set-up left resident (the graph, the model)")
-    print("\n| model | run | epoch time (ms) | × PyG best | peak memory (MiB) | × PyG best | training (MiB) | × PyG best |")
-    print("|---|---|---|---|---|---|---|---|")
+    extra = " allocated, torch's view (MiB) | × PyG best |" if allocated else ""
+    print("\n| model | run | epoch time (ms) | × PyG best | peak memory (MiB) | × PyG best | training (MiB) | × PyG best |"
+          + extra)
+    print("|---|---|---|---|---|---|---|---|" + ("---|---|" if allocated else ""))
     for model in models:
         res = {}
         for impl in (RUNS if device == "cpu" else GPU_RUNS)[model]:
             r = subprocess.run([sys.executable, __file__, "--worker", impl, "--model", model, "--data", spec,
                                 "--epochs", str(epochs), "--warmup", str(warmup), "--device", device]
-                               + (["--profile", profile_dir] if profile_dir else []),
+                               + (["--profile", profile_dir] if profile_dir else [])
+                               + (["--allocated"] if allocated else []),
                                capture_output=True, text=True)
             line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
             if not line:
@@ -298,14 +355,19 @@ def epochs_section(spec: str, epochs: int, warmup: int, models: list[str], devic
         best_t = min((r["epoch_ms"] for r in pyg), default=None)
         best_m = min((r["peak_bytes"] for r in pyg), default=None)
         best_s = min((r["training_bytes"] for r in pyg if r["training_bytes"] is not None), default=None)
+        best_a = min((r["allocated_bytes"] for r in pyg if "allocated_bytes" in r), default=None)
         for impl, r in res.items():
             rt = f"{r['epoch_ms'] / best_t:.2f}" if best_t else "–"
             rm = f"{r['peak_bytes'] / best_m:.2f}" if best_m else "–"
             step = r["training_bytes"]
             rs = f"{step / best_s:.2f}" if best_s and step is not None else "–"
             name = NAMES[impl] if device == "cpu" else NAMES[impl].replace(" (numba kernels)", "")
+            tail = ""
+            if "allocated_bytes" in r:
+                a = r["allocated_bytes"]
+                tail = f" {a / 2**20:.0f} | {f'{a / best_a:.2f}' if best_a else '–'} |"
             print(f"| {model} | {name} | {r['epoch_ms']:.{0 if device == 'cpu' else 1}f} | {rt} | {r['peak_bytes'] / 2**20:.0f} | {rm} "
-                  f"| {'–' if step is None else f'{step / 2**20:.0f}'} | {rs} |", flush=True)
+                  f"| {'–' if step is None else f'{step / 2**20:.0f}'} | {rs} |" + tail, flush=True)
 
 
 def main():
@@ -320,19 +382,22 @@ def main():
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the epochs section runs")
     ap.add_argument("--profile", metavar="DIR", help="after the timed epochs, profile 3 more of each gridgnn run "
                     "(torch.profiler; and PyG's CSR run) into DIR/profile-MODEL-RUN.txt")
+    ap.add_argument("--allocated", action="store_true", help="CPU: a column of the torch allocator's peak over one "
+                    "more epoch (torch.profiler's memory timeline), a GPU's max_memory_allocated stood in for")
     ap.add_argument("--worker")
     ap.add_argument("--model")
     args = ap.parse_args()
     if args.worker:
         print("RESULT " + json.dumps(worker(args.worker, args.model, args.data, args.epochs, args.warmup,
-                                                 args.device, args.profile)))
+                                                 args.device, args.profile, args.allocated and args.device == "cpu")))
         return
     skip = set(filter(None, args.skip.split(",")))
     print(f"data: {args.data}")
     if "kernels" not in skip:
         kernels_section(args.data, (args.spmm_n, args.spmm_nnz) if args.spmm_n else None)
     if "epochs" not in skip:
-        epochs_section(args.data, args.epochs, args.warmup, args.models.split(","), args.device, args.profile)
+        epochs_section(args.data, args.epochs, args.warmup, args.models.split(","), args.device, args.profile,
+                       args.allocated and args.device == "cpu")
     if "bytes" not in skip:
         print("\nbytes per training epoch at P = 4 (byte models, float32, random partition / permutation):\n",
               flush=True)
