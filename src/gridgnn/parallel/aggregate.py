@@ -40,12 +40,11 @@ def aggregate(g, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "
     check_semiring(semiring)
     if semiring in SELECTING:
         return g.spmm_select(values, x, semiring, mask)
-    if values is None:
-        eff = torch.ones(g.nnz, dtype=x.dtype, device=x.device) if mask is None else mask.to(x.dtype)
-    else:
-        eff = values if mask is None else values * mask.to(values.dtype)
+    kept = None if mask is None else mask.to(x.dtype)  # (converted once: the weights and a mean's counts read it)
+    if kept is None and (values is None or semiring == "mean"):
+        kept = torch.ones(g.nnz, dtype=x.dtype, device=x.device)
+    eff = kept if values is None else values if mask is None else values * kept
     if semiring == "mean":
-        kept = torch.ones(g.nnz, dtype=x.dtype, device=x.device) if mask is None else mask.to(x.dtype)
         count = g.row_sum(kept)  # kept edges per destination row, over every rank holding some
         row, _, crow = g.edge_rows()
         eff = eff / count.clamp(min=1)[row_index(row, crow)]
