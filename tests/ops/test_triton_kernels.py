@@ -7,6 +7,7 @@ own), so the interpreted checks run in a fresh Python process. Skipped where Tri
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +35,7 @@ def on_a_gpu(test):
 def strict(monkeypatch):
     """``GRIDGNN_KERNELS=triton``: a kernel that cannot run here is an error, not a quiet fallback."""
     monkeypatch.setenv("GRIDGNN_KERNELS", "triton")
-    monkeypatch.setattr(TK, "failed", None)
+    monkeypatch.setattr(TK, "off", {})
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,16 +94,17 @@ def check_edge_masks_equal_the_reference_bit_for_bit():
 
 def test_the_kernels_serve_cuda_tensors_only_and_yield_to_the_references_when_asked(monkeypatch):
     monkeypatch.delenv("GRIDGNN_KERNELS", raising=False)
-    monkeypatch.setattr(TK, "failed", None)
+    monkeypatch.setattr(TK, "off", {})
     assert not TK.usable(torch.device("cpu"))
     assert TK.usable(torch.device("cuda", 0)) == TK.HAVE_TRITON
     monkeypatch.setenv("GRIDGNN_KERNELS", "torch")
     assert not TK.usable(torch.device("cuda", 0))
 
 
-def test_a_kernel_that_cannot_run_here_turns_them_off_with_one_warning(monkeypatch):
-    """Triton that cannot build or launch a kernel here (too old for the GPU, no compiler): one warning, the wrappers
-    answer ``None`` so that the callers run the references, and the kernels stay off in the process."""
+def test_a_kernel_that_cannot_run_here_turns_itself_off_with_one_warning(monkeypatch):
+    """Triton that cannot build or launch a kernel here (too old for the GPU, no compiler): one warning, the wrapper
+    answers ``None`` so that its callers run the reference, and that kernel stays off in the process (the others
+    are tried on their own)."""
     class Broken:
         def __getitem__(self, grid):
             def launch(*args, **meta):
@@ -113,18 +115,23 @@ def test_a_kernel_that_cannot_run_here_turns_them_off_with_one_warning(monkeypat
         node_mask = edge_mask = sddmm_dot = Broken()
 
     monkeypatch.delenv("GRIDGNN_KERNELS", raising=False)
-    monkeypatch.setattr(TK, "failed", None)
+    monkeypatch.setattr(TK, "off", {})
     monkeypatch.setattr(TK, "_kernels", lambda: Module())
-    with pytest.warns(RuntimeWarning, match="Triton kernels are off in this process .RuntimeError: no compiler"):
+    with pytest.warns(RuntimeWarning, match="Triton kernel node_mask is off in this process .RuntimeError: no comp"):
         assert TK.node_keep_mask(torch.arange(4), 3, 0, 3, 5, 2**63) is None
-    assert TK.failed == "RuntimeError: no compiler for the launcher"
-    assert not TK.usable(torch.device("cuda", 0))
-    monkeypatch.setattr(TK, "failed", None)
+    assert TK.off == {"node_mask": "RuntimeError: no compiler for the launcher"}
+    assert not TK.on("node_mask") and TK.on("edge_mask")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once off, not tried again: no second warning
+        assert TK.node_keep_mask(torch.arange(4), 3, 0, 3, 5, 2**63) is None
+    with pytest.warns(RuntimeWarning, match="Triton kernel edge_mask is off"):  # another kernel: tried on its own
+        assert TK.edge_keep_mask(torch.arange(3), torch.arange(3), 2, 5, 2**62) is None
+    monkeypatch.setattr(TK, "off", {})
     monkeypatch.setenv("GRIDGNN_KERNELS", "triton")  # strict: the failure itself, no fallback
     with pytest.raises(RuntimeError, match="no compiler for the launcher"):
         TK.sddmm_dot(torch.zeros(2, dtype=torch.int32), torch.zeros(2, dtype=torch.int32), torch.ones(1, 4),
                      torch.ones(1, 4), 1, [(0, 0, 4)])
-    assert TK.failed is None
+    assert TK.off == {}
 
 
 @on_a_gpu
@@ -276,9 +283,9 @@ def test_the_torch_reference_of_the_fused_attention_equals_autograd_and_the_numb
                                 + K.attend_backward(pat.crow, pat.col, a_dst, a_src, x, dy, alpha, **kw),
                                 (alpha, y, g_edge, g_dst)):
                 assert torch.allclose(got, ref, rtol=1e-10, atol=1e-12), (score, heads)
-    with pytest.raises(ValueError, match="3 equal heads: widths 7"):
-        TK.attend_forward(pat.crow, pat.col, torch.ones(10, 3), torch.ones(80, 3), torch.ones(80, 7), dot=False,
-                          heads=3, slope=0.2, keep=None, q=1.0)
+    # heads that do not divide the widths: no kernel (the reference serves them, as the numba kernels do)
+    assert TK.attend_forward(pat.crow, pat.col, torch.ones(10, 3), torch.ones(80, 3), torch.ones(80, 7), dot=False,
+                             heads=3, slope=0.2, keep=None, q=1.0) is None
 
 
 def check_fused_attention_equals_its_torch_reference():
@@ -384,14 +391,18 @@ def check_fused_attention_through_the_layer_equals_the_composition():
 
 
 def test_the_fused_attention_falls_back_to_its_reference_when_the_kernels_cannot_run(monkeypatch):
-    """A Triton that cannot launch (one warning, the kernels off): the same attention, from the torch reference."""
+    """A Triton that cannot launch (one warning, the kernel off): the same attention, from the torch reference and
+    then from the composition."""
     class Module:
         def __getattr__(self, name):
             raise RuntimeError("no compiler for the launcher")
 
     monkeypatch.delenv("GRIDGNN_KERNELS", raising=False)
-    monkeypatch.setattr(TK, "failed", None)
+    monkeypatch.setattr(TK, "off", {})
     monkeypatch.setattr(TK, "_kernels", lambda: Module())
-    with pytest.warns(RuntimeWarning, match="Triton kernels are off"):
+    with pytest.warns(RuntimeWarning, match=r"Triton kernel \w+ is off"):  # (and the SDDMM's, for the composition)
         served = _attention_through_the_layer(monkeypatch.setattr, (0, 1, 2), 40)
-    assert served == [False] * 3
+    assert {"attend_fwd", "attend_bwd"} <= set(TK.off)
+    # the first call ran the reference (the kernel failed inside FusedAttention); then the fused path is no longer
+    # chosen and the composition serves
+    assert served == [False]

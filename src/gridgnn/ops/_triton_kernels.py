@@ -89,9 +89,10 @@ def _score(a_dst, a_src, i, h, c, inside, heads, dwidth, slope, DOT: tl.constexp
             u = tl.load(a_dst + i * dwidth + cols, mask=on, other=0.0)
             v = tl.load(a_src + c[:, None] * dwidth + cols[None, :], mask=inside[:, None] & on[None, :], other=0.0)
             e += tl.sum(v * u[None, :], axis=1)
-        return e
-    v = tl.load(a_dst + i * heads + h) + tl.load(a_src + c * heads + h, mask=inside, other=0.0)
-    return tl.where(v > 0, v, v * slope)
+    else:
+        v = tl.load(a_dst + i * heads + h) + tl.load(a_src + c * heads + h, mask=inside, other=0.0)
+        e = tl.where(v > 0, v, v * slope)
+    return e
 
 
 @triton.jit(do_not_specialize=["heads", "width", "dwidth"])
@@ -115,11 +116,13 @@ def attend_fwd(crow, col, a_dst, a_src, x, keep, consts, alpha, out, heads, widt
         tl.store(alpha + j * heads + h, e, mask=inside)
         top = tl.maximum(top, tl.where(inside, e, float("-inf")))
     m = tl.max(top, axis=0)
-    tl.debug_barrier()  # (a pass reads what the previous one wrote, possibly through other threads of the program)
+    tl.debug_barrier()  # (a pass reads what the previous one wrote, possibly through other threads of the program;
+    # a pass that writes over what it read waits between the two as well)
     total = tl.zeros([BLOCK_E], dtype=alpha.dtype.element_ty)
     for j0 in range(start, end, BLOCK_E):
         j, inside = _edges(crow, i, j0, BLOCK_E)
         p = tl.exp(tl.load(alpha + j * heads + h, mask=inside, other=0.0) - m)
+        tl.debug_barrier()  # (warps that hold copies of the block read it before one of them writes it over)
         tl.store(alpha + j * heads + h, p, mask=inside)
         total += tl.where(inside, p, 0.0)
     s = tl.sum(total, axis=0)
@@ -143,7 +146,9 @@ def attend_fwd(crow, col, a_dst, a_src, x, keep, consts, alpha, out, heads, widt
     tl.debug_barrier()
     for j0 in range(start, end, BLOCK_E):
         j, inside = _edges(crow, i, j0, BLOCK_E)
-        tl.store(alpha + j * heads + h, tl.load(alpha + j * heads + h, mask=inside, other=0.0) / s, mask=inside)
+        a = tl.load(alpha + j * heads + h, mask=inside, other=0.0) / s
+        tl.debug_barrier()
+        tl.store(alpha + j * heads + h, a, mask=inside)
 
 
 @triton.jit(do_not_specialize=["heads", "width", "dwidth"])
@@ -190,6 +195,7 @@ def attend_bwd(crow, col, a_dst, a_src, x, dy, alpha, keep, consts, g_edge, g_ds
             v = tl.load(a_dst + i * heads + h) + tl.load(a_src + c * heads + h, mask=inside, other=0.0)
             de = tl.where(v > 0, de, de * slope)
             total += tl.where(inside, de, 0.0)
+        tl.debug_barrier()
         tl.store(g_edge + j * heads + h, de, mask=inside)
     if DOT:
         tl.debug_barrier()

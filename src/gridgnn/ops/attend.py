@@ -22,13 +22,13 @@ from .pattern import Pattern, head_columns, reduce_rows, row_index, sddmm_dot_re
 
 
 def served(*tensors: torch.Tensor) -> bool:
-    """A kernel serves these tensors: the numba kernels (CPU floats) or the Triton kernels (floats on one CUDA
-    device, Triton usable there)."""
+    """A kernel serves these tensors: the numba kernels (CPU floats) or the Triton kernels (floats of one type on
+    one CUDA device, Triton usable there and the attention's kernels not turned off)."""
     if kernels.fused(*tensors):
         return True
-    devices = {t.device for t in tensors}
-    return (len(devices) == 1 and triton_kernels.usable(next(iter(devices)))
-            and all(t.dtype in (torch.float32, torch.float64) for t in tensors))
+    devices, dtypes = {t.device for t in tensors}, {t.dtype for t in tensors}
+    return (len(devices) == 1 and len(dtypes) == 1 and next(iter(dtypes)) in (torch.float32, torch.float64)
+            and triton_kernels.usable(next(iter(devices))) and triton_kernels.on("attend_fwd", "attend_bwd"))
 
 
 def forward(pat: Pattern, a_dst: torch.Tensor, a_src: torch.Tensor, x: torch.Tensor, *, dot: bool, heads: int,

@@ -26,9 +26,9 @@ kernels replace on the layouts whose rows are whole.
 **Selection.** :func:`usable` is true for CUDA tensors when Triton is installed and ``GRIDGNN_KERNELS`` is not
 ``torch`` (the references then run, as on a machine without Triton). The kernels are built on first use; a kernel
 that cannot be built or launched here (Triton too old or too new for the GPU, no compiler for its launcher) turns
-them off for the process with one warning, and the references run: the same results (the masks bit for bit, the
-SDDMM to rounding), only slower. ``GRIDGNN_KERNELS=triton`` makes such a failure an error instead (the GPU tests
-set it, so that a kernel that does not run here fails them). With ``TRITON_INTERPRET=1`` set before Triton is
+itself off for the process with one warning (:data:`off`; the others stay on), and its reference runs: the same
+results (the masks bit for bit, the SDDMM and the attention to rounding), only slower. ``GRIDGNN_KERNELS=triton``
+makes such a failure an error instead (the GPU tests set it, so that a kernel that does not run here fails them). With ``TRITON_INTERPRET=1`` set before Triton is
 first imported, Triton's interpreter runs them on host tensors — how the tests
 check them on a machine without a GPU (tests/ops/test_triton_kernels.py; the interpreter runs the kernels'
 arithmetic in NumPy, so it checks their logic and bits, not their compilation or speed: a GPU run does that).
@@ -46,15 +46,20 @@ import torch
 HAVE_TRITON = importlib.util.find_spec("triton") is not None
 #: elements per program of the mask kernels
 BLOCK = 1024
-#: why the kernels were turned off in this process (``None``: they were not)
-failed: str | None = None
+#: the kernels turned off in this process, by name, and why (a kernel that could not be built or launched)
+off: dict[str, str] = {}
 
 
 def usable(device: torch.device) -> bool:
-    """Triton serves tensors on ``device``: a CUDA device, Triton present, the kernels neither disabled
-    (``GRIDGNN_KERNELS=torch``) nor turned off by a failure in this process."""
-    return (torch.device(device).type == "cuda" and HAVE_TRITON and failed is None
+    """Triton serves tensors on ``device``: a CUDA device, Triton present, the kernels not disabled
+    (``GRIDGNN_KERNELS=torch``); a kernel in :data:`off` still answers ``None`` (its caller runs the reference)."""
+    return (torch.device(device).type == "cuda" and HAVE_TRITON
             and os.environ.get("GRIDGNN_KERNELS", "auto") != "torch")
+
+
+def on(*names: str) -> bool:
+    """None of the kernels ``names`` was turned off in this process."""
+    return not any(name in off for name in names)
 
 
 def _kernels():
@@ -64,9 +69,10 @@ def _kernels():
 
 
 def _launch(name: str, programs: int | tuple[int, ...], *args, **meta) -> bool:
-    """Run kernel ``name`` on ``programs`` programs (a grid: a tuple); ``False`` (after turning the kernels off with
-    one warning) where Triton cannot build or launch it here."""
-    global failed
+    """Run kernel ``name`` on ``programs`` programs (a grid: a tuple); ``False`` where Triton cannot build or launch
+    it here (the kernel is then turned off for the process, with one warning)."""
+    if name in off:
+        return False
     grid = programs if isinstance(programs, tuple) else (programs,)
     try:
         getattr(_kernels(), name)[grid](*args, **meta)
@@ -75,9 +81,9 @@ def _launch(name: str, programs: int | tuple[int, ...], *args, **meta) -> bool:
         if os.environ.get("GRIDGNN_KERNELS") == "triton":  # strict (the tests): a kernel that cannot run fails
             raise
         text = str(exc).strip().splitlines()
-        failed = f"{type(exc).__name__}: {text[0][:200] if text else ''}"
-        warnings.warn(f"gridgnn: the Triton kernels are off in this process ({failed}); the torch references "
-                      "run instead", RuntimeWarning, stacklevel=3)
+        off[name] = f"{type(exc).__name__}: {text[0][:200] if text else ''}"
+        warnings.warn(f"gridgnn: the Triton kernel {name} is off in this process ({off[name]}); its torch "
+                      "reference runs instead", RuntimeWarning, stacklevel=3)
         return False
 
 
@@ -153,9 +159,6 @@ def _block(n: int, most: int = 64) -> int:
 
 
 def _attend_args(crow, col, a_dst, a_src, x, heads, keep):
-    if x.shape[1] % heads or a_dst.shape[1] % heads:
-        raise ValueError(f"the fused attention splits the columns into {heads} equal heads: widths {x.shape[1]} "
-                         f"and {a_dst.shape[1]} are not multiples of it")
     keep_arg = keep.contiguous().view(torch.uint8) if keep is not None else crow  # (unread without KEEP)
     return crow.contiguous(), col.contiguous(), a_dst.contiguous(), a_src.contiguous(), x.contiguous(), keep_arg
 
@@ -163,13 +166,16 @@ def _attend_args(crow, col, a_dst, a_src, x, heads, keep):
 def attend_forward(crow: torch.Tensor, col: torch.Tensor, a_dst: torch.Tensor, a_src: torch.Tensor,
                    x: torch.Tensor, *, dot: bool, heads: int, slope: float, keep: torch.Tensor | None,
                    q: float) -> tuple[torch.Tensor, torch.Tensor] | None:
-    r""":func:`gridgnn.ops.kernels.attend_forward` (the numba kernel's contract; equal heads): ``(α before dropout:
-    nnz × K, out: m × W)``, one program per destination row and head (``None``: see :func:`node_keep_mask`)."""
+    r""":func:`gridgnn.ops.kernels.attend_forward` (the numba kernel's contract): ``(α before dropout: nnz × K,
+    out: m × W)``, one program per destination row and head (``None``: see :func:`node_keep_mask`, and where the
+    heads do not divide the widths — the reference serves that)."""
+    if x.shape[1] % heads or a_dst.shape[1] % heads:
+        return None
     crow, col, a_dst, a_src, x, keep_arg = _attend_args(crow, col, a_dst, a_src, x, heads, keep)
     m, nnz, width = crow.numel() - 1, col.numel(), x.shape[1]
     alpha = x.new_empty((nnz, heads))
     out = x.new_zeros((m, width))
-    if m == 0 or width == 0:
+    if m == 0:
         return alpha, out
     if not _launch("attend_fwd", (m, heads), crow, col, a_dst, a_src, x, keep_arg,
                    _consts(float(slope), float(q), x.dtype, str(x.device)), alpha, out, heads, width, a_dst.shape[1],
@@ -185,6 +191,8 @@ def attend_backward(crow: torch.Tensor, col: torch.Tensor, a_dst: torch.Tensor, 
     """:func:`gridgnn.ops.kernels.attend_backward`: ``(score gradient: nnz × K, gradient of a_dst)`` (``None``:
     see :func:`node_keep_mask`)."""
     heads = alpha.shape[1]
+    if x.shape[1] % heads or a_dst.shape[1] % heads:
+        return None
     crow, col, a_dst, a_src, x, keep_arg = _attend_args(crow, col, a_dst, a_src, x, heads, keep)
     m, width = crow.numel() - 1, x.shape[1]
     g_edge = alpha.new_zeros(alpha.shape)
