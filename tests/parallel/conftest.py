@@ -430,7 +430,7 @@ def sage_cases(P: int) -> list[tuple[str, Case]]:
     of them and one graph, rotating; Plexus alternating the double permutation)."""
     out = []
     graphs = {**GRAPHS, "ties": tie_graph()}
-    dims = {"2layer": [7, 5, 3], "3layer": [7, 6, 4, 3]}
+    dims = {"2layer": [7, 5, 3], "3layer": [7, 9, 9, 3]}  # (a mean or a sum: each order, equal widths after layer 0)
     k = 0
     for aggr in ("mean", "sum", "max", "min"):
         names = list(graphs) if aggr in ("max", "min") else list(GRAPHS)

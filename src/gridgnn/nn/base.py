@@ -355,16 +355,23 @@ class Model(nn.Module):
     # ------------------------------------------------------------------ helpers for forward
     def multiplies_first(self, plan, layer: int) -> bool:
         r"""Whether layer ``layer``'s weighted sum over the neighbours (a linear one: :math:`\hat M H W`, a mean or a
-        sum) runs ``linear → spmm`` rather than ``spmm → linear`` — both give the same result; the narrower side
-        (``min(f_in, f_out)`` columns) is aggregated, and where the two are equally wide the first layer aggregates
-        first (its input, the features, needs no gradient, so the backward skips that ``spmm`` and what it moves)
-        while a later one multiplies first on a plan whose aggregation keeps the rows (``plan.aggregation_keeps_rows``:
-        the full graph, not a sampled minibatch, whose input rows outnumber its output's): its input is then the
-        dropout's output, which autograd keeps as the ReLU output and the mask it keeps anyway
-        (:func:`gridgnn.ops.masked.recomputing`), where aggregating first would have ``linear`` keep the aggregate
-        as well."""
+        sum) runs ``linear → spmm`` rather than ``spmm → linear`` — both give the same result:
+
+        * the narrower side (``min(f_in, f_out)`` columns) is aggregated;
+        * at equal widths the first layer aggregates first (its input, the features, needs no gradient, so the
+          backward skips that ``spmm`` and what it moves) and a later one multiplies first: its input is then the
+          dropout's output, which autograd keeps as the ReLU output and the mask it keeps anyway
+          (:func:`gridgnn.ops.masked.recomputing`), where aggregating first would have ``linear`` keep the aggregate
+          as well. (A narrowing layer 0 multiplies first, which gives its ``spmm`` a backward of ``f_out`` columns:
+          fewer columns moved than aggregating first only where ``2 f_out < f_in``, but no ``n × f_in`` aggregate
+          kept);
+        * a sampled minibatch (``plan.aggregation_keeps_rows`` false: its input rows, the outputs' and their sampled
+          neighbours, outnumber its output rows) aggregates first: a product after the aggregation has the fewer
+          rows."""
         f_in, f_out = self.dims[layer], self.dims[layer + 1]
-        return f_out < f_in or f_out == f_in and layer > 0 and plan.aggregation_keeps_rows
+        if not plan.aggregation_keeps_rows:
+            return False
+        return f_out < f_in or f_out == f_in and layer > 0
 
     def input_dropout(self, h: torch.Tensor, plan, layer: int, width: int) -> torch.Tensor:
         r"""Dropout on layer ``layer``'s input (``width`` global columns), keyed by (seed, epoch, layer, global

@@ -1,10 +1,8 @@
 r"""GCN (Kipf & Welling) as a stack of :math:`H^{l} = \sigma(\hat M H^{l-1} W^{l} + b^{l})`, written against a
 *plan* (the distributed algorithm on this rank) so the same model runs serially and on every algorithm.
 
-A layer is ``linear → spmm(Â)`` or ``spmm(Â) → linear`` — whichever aggregates the narrower of :math:`H` and
-:math:`HW`; where the two are equally wide the first layer aggregates first and a later one multiplies first
-(:meth:`~gridgnn.nn.Model.multiplies_first`: the same products, one ``n × f`` tensor less kept; the bytes move with
-the order on Plexus only) — with the edge values
+A layer is ``linear → spmm(Â)`` or ``spmm(Â) → linear``, the same products in the order that aggregates fewer
+columns forward and backward (:meth:`~gridgnn.nn.Model.multiplies_first`) — with the edge values
 :math:`\hat M` that ``plan.graph(l).gcn_values`` lays out like the pattern, then ``plan.add_bias``. ``plan.in_rows(l)`` and
 ``plan.in_cols(l, f)`` name the global rows and columns of the layer's input block. Dropout (on each layer's input) uses
 :func:`~gridgnn.nn.dropout.hashed_dropout` keyed by global node id and feature, so every layout draws the
@@ -71,9 +69,8 @@ class GCN(Model):
 
     def layer(self, plan, layer: int, h: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
         r"""One layer before its activation, :math:`\hat M H W + b` composed of ``linear`` and ``spmm`` (a subclass
-        with the same parameters changes only this): the narrower side (``min(f_in, f_out)`` columns) is
-        aggregated; where they are equally wide, the product first on every layer but the first where the
-        aggregation keeps the rows (see the module docstring). Each operand is let go (``del``) as soon as the next
+        with the same parameters changes only this), in the order of :meth:`~gridgnn.nn.Model.multiplies_first`.
+        Each operand is let go (``del``) as soon as the next
         product has it, so neither the layer's dropped input nor its first product stays alive through the rest of
         the layer (the caller hands the input over without keeping a name for it)."""
         g = plan.graph(layer)

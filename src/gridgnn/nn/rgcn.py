@@ -18,8 +18,9 @@ bases the sum is regrouped by basis,
 
 so a layer runs ``B`` ``spmm`` (one per basis, over the shared pattern with values ``relation_values @ comp``),
 not ``R``: the communication of a layer is that of ``B`` GCN aggregations (``R`` without bases) at the narrower of
-``f_in`` and ``f_out`` — whichever side is narrower is aggregated, equal widths as in :mod:`~gridgnn.nn.gcn`
-(:meth:`~gridgnn.nn.Model.multiplies_first`). The root term is
+``f_in`` and ``f_out`` — whichever side is narrower is aggregated (equal widths: aggregating first; GCN's
+equal-width rule, :meth:`~gridgnn.nn.Model.multiplies_first`, is not R-GCN's yet: on Plexus the memory model
+counts an R-GCN layer that multiplies first at equal widths at about twice what it holds). The root term is
 ``g.at_destinations``. Every algorithm runs it (on a double vertex order outside Plexus the root term is refused, as
 for SAGE); the byte models count every ``spmm`` from the model's trace.
 
@@ -96,7 +97,7 @@ class RGCN(Model):
             values = self.term_values(layer, g)
             root = self.param("root", layer)
             # every linear of a layer reads one layout and every aggregation another (Plexus rotates them)
-            if self.multiplies_first(plan, layer):  # aggregate HV_k (f_out columns)
+            if self.dims[layer + 1] < self.dims[layer]:  # aggregate HV_k (f_out columns)
                 hw = [plan.linear(layer, h, self.term_weight(layer, k)) for k in range(self.terms)]
                 out = g.at_destinations(plan.linear(layer, h, root))
                 for k in range(self.terms):

@@ -9,8 +9,8 @@ self-loops, which a mask of ``dst ≠ src`` removes (so a self-loop of the data 
 aggregates one — the two agree on graphs without self-loops, as Planetoid's). A vertex without neighbours
 aggregates 0; ``max``/``min`` route each gradient to the neighbour that attains it (ties: the smallest original
 vertex id). ReLU between layers, dropout on every layer's input (keyed by global node id and feature).
-A mean or a sum aggregates the narrower of :math:`H` and :math:`H W_l` (:meth:`~gridgnn.nn.Model.multiplies_first`,
-as GCN: the same result, no ``n × f_in`` aggregate kept for the weight's gradient when the output is narrower).
+A mean or a sum aggregates :math:`H` or :math:`H W_l` in GCN's order (:meth:`~gridgnn.nn.Model.multiplies_first`:
+the same result; multiplying first, no ``n × f_in`` aggregate is kept for the weight's gradient).
 The root term needs the layer's input in the aggregation's layout: block rows and SUMMA have it; on Plexus, whose
 ``spmm`` moves the rows to another axis, the root is itself an ``spmm`` over the self-loop edges (each vertex's
 loop lies in exactly one shard of its row, in either vertex order of the double permutation).

@@ -308,8 +308,9 @@ class BlockRowGraph(SourceKeys, DistGraph):
         nothing is fetched); ``edge_index`` selects the block's edges in the edge tensor (``None``: all of them).
         Sparsity-aware, the remote halo is fetched unless ``halo`` supplies it, and appended to ``keep`` when given
         (a backward reads it again). When ``push_width`` is given, ``body`` returns the block's per-source partial
-        sums (``rows of the block × push_width``), which are summed into their owners' rows; the result
-        (``n_i × push_width``) is returned, not yet reduced along ``"rep"``.
+        sums (``rows of the block × push_width``, a fresh tensor no one else holds: the own block's may become the
+        result itself), which are summed into their owners' rows; the result (``n_i × push_width``) is returned,
+        not yet reduced along ``"rep"``.
         """
         def zeros():
             return None if push_width is None else torch.zeros((self.n_local, push_width), dtype=self.dtype,
