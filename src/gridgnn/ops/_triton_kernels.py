@@ -74,25 +74,65 @@ def _edges(crow, i, j0, BLOCK_E: tl.constexpr):
 
 
 @triton.jit
+def _row_head(crow, consts):
+    """This program's destination row ``i`` (program 0) and head ``h`` (program 1), the row's edges ``start..end``,
+    and ``consts = [slope, q]`` (in the data's type: a Python float would reach the kernel as float32)."""
+    i = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1).to(tl.int64)
+    return i, h, tl.load(crow + i).to(tl.int64), tl.load(crow + i + 1).to(tl.int64), tl.load(consts), \
+        tl.load(consts + 1)
+
+
+@triton.jit
+def _head_dots(rows, src, i, h, c, inside, per, width, BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr):
+    """Per edge to the sources ``c``: ``⟨rows[i, head h], src[c, head h]⟩`` (``per`` columns a head of the
+    ``width``-wide ``rows`` and ``src``, ``BLOCK_F`` at a time)."""
+    f = tl.arange(0, BLOCK_F)
+    e = tl.zeros([BLOCK_E], dtype=src.dtype.element_ty)
+    for f0 in range(0, per, BLOCK_F):
+        cols = h * per + f0 + f
+        on = (f0 + f) < per
+        u = tl.load(rows + i * width + cols, mask=on, other=0.0)
+        v = tl.load(src + c[:, None] * width + cols[None, :], mask=inside[:, None] & on[None, :], other=0.0)
+        e += tl.sum(v * u[None, :], axis=1)
+    return e
+
+
+@triton.jit
 def _score(a_dst, a_src, i, h, c, inside, heads, dwidth, slope, DOT: tl.constexpr, BLOCK_E: tl.constexpr,
            BLOCK_D: tl.constexpr):
     """The scores of row ``i``'s edges to the sources ``c`` in head ``h``: ``⟨a_dst[i, head], a_src[c, head]⟩``
     (``DOT``, ``dwidth / heads`` columns a head, ``BLOCK_D`` at a time) or ``LeakyReLU_slope(a_dst[i, h] +
     a_src[c, h])``."""
     if DOT:
-        per = dwidth // heads
-        d = tl.arange(0, BLOCK_D)
-        e = tl.zeros([BLOCK_E], dtype=a_src.dtype.element_ty)
-        for d0 in range(0, per, BLOCK_D):
-            cols = h * per + d0 + d
-            on = (d0 + d) < per
-            u = tl.load(a_dst + i * dwidth + cols, mask=on, other=0.0)
-            v = tl.load(a_src + c[:, None] * dwidth + cols[None, :], mask=inside[:, None] & on[None, :], other=0.0)
-            e += tl.sum(v * u[None, :], axis=1)
+        e = _head_dots(a_dst, a_src, i, h, c, inside, dwidth // heads, dwidth, BLOCK_E, BLOCK_D)
     else:
         v = tl.load(a_dst + i * heads + h) + tl.load(a_src + c * heads + h, mask=inside, other=0.0)
         e = tl.where(v > 0, v, v * slope)
     return e
+
+
+@triton.jit
+def _weighted_rows(out, src, weights, keep, crow, col, i, h, start, end, per, width, heads, s, q, KEEP: tl.constexpr,
+                   BLOCK_E: tl.constexpr, BLOCK_F: tl.constexpr):
+    """``out[i, head h] = Σ_j w_j src[col_j, head h]`` over row ``i``'s edges ``start..end`` (``per`` columns a head
+    of the ``width``-wide ``src`` and ``out``, ``BLOCK_F`` at a time), ``w_j = weights[j, h] / s`` (``KEEP``: ``/ q``
+    where ``keep``, else 0)."""
+    f = tl.arange(0, BLOCK_F)
+    for f0 in range(0, per, BLOCK_F):
+        cols = h * per + f0 + f
+        on = (f0 + f) < per
+        acc = tl.zeros([BLOCK_F], dtype=out.dtype.element_ty)
+        for j0 in range(start, end, BLOCK_E):
+            j, inside = _edges(crow, i, j0, BLOCK_E)
+            c = tl.load(col + j, mask=inside, other=0).to(tl.int64)
+            w = tl.load(weights + j * heads + h, mask=inside, other=0.0) / s
+            if KEEP:
+                kept = tl.load(keep + j * heads + h, mask=inside, other=0)
+                w = tl.where(kept != 0, w / q, 0.0)
+            v = tl.load(src + c[:, None] * width + cols[None, :], mask=inside[:, None] & on[None, :], other=0.0)
+            acc += tl.sum(w[:, None] * v, axis=0)
+        tl.store(out + i * width + cols, acc, mask=on)
 
 
 @triton.jit(do_not_specialize=["heads", "width", "dwidth"])
@@ -102,12 +142,7 @@ def attend_fwd(crow, col, a_dst, a_src, x, keep, consts, alpha, out, heads, widt
     the scores (written to ``alpha``) and their maximum; ``exp(score − max)`` (written over them) and its sum;
     ``out[i, head] = Σ_j α_j / q · keep_j · x[col_j, head]`` (``BLOCK_F`` columns at a time); ``alpha /= sum``.
     ``consts = [slope, q]`` in the data's type (a Python float would reach the kernel as float32)."""
-    i = tl.program_id(0).to(tl.int64)
-    h = tl.program_id(1).to(tl.int64)
-    start = tl.load(crow + i).to(tl.int64)
-    end = tl.load(crow + i + 1).to(tl.int64)
-    slope = tl.load(consts)
-    q = tl.load(consts + 1)
+    i, h, start, end, slope, q = _row_head(crow, consts)
     top = tl.full([BLOCK_E], float("-inf"), dtype=alpha.dtype.element_ty)
     for j0 in range(start, end, BLOCK_E):
         j, inside = _edges(crow, i, j0, BLOCK_E)
@@ -127,22 +162,8 @@ def attend_fwd(crow, col, a_dst, a_src, x, keep, consts, alpha, out, heads, widt
         total += tl.where(inside, p, 0.0)
     s = tl.sum(total, axis=0)
     tl.debug_barrier()
-    per = width // heads
-    f = tl.arange(0, BLOCK_F)
-    for f0 in range(0, per, BLOCK_F):
-        cols = h * per + f0 + f
-        on = (f0 + f) < per
-        acc = tl.zeros([BLOCK_F], dtype=out.dtype.element_ty)
-        for j0 in range(start, end, BLOCK_E):
-            j, inside = _edges(crow, i, j0, BLOCK_E)
-            c = tl.load(col + j, mask=inside, other=0).to(tl.int64)
-            w = tl.load(alpha + j * heads + h, mask=inside, other=0.0) / s
-            if KEEP:
-                kept = tl.load(keep + j * heads + h, mask=inside, other=0)
-                w = tl.where(kept != 0, w / q, 0.0)
-            v = tl.load(x + c[:, None] * width + cols[None, :], mask=inside[:, None] & on[None, :], other=0.0)
-            acc += tl.sum(w[:, None] * v, axis=0)
-        tl.store(out + i * width + cols, acc, mask=on)
+    _weighted_rows(out, x, alpha, keep, crow, col, i, h, start, end, width // heads, width, heads, s, q, KEEP,
+                   BLOCK_E, BLOCK_F)
     tl.debug_barrier()
     for j0 in range(start, end, BLOCK_E):
         j, inside = _edges(crow, i, j0, BLOCK_E)
@@ -159,25 +180,13 @@ def attend_bwd(crow, col, a_dst, a_src, x, dy, alpha, keep, consts, g_edge, g_ds
     · keep_j`` (written to ``g_edge``) and ``r = Σ_j α_j ∂α_j``; the score gradient ``α_j (∂α_j − r)`` (``× slope``
     where ``a_dst + a_src ≤ 0``, LeakyReLU) over them; the destination's gradient: its sum (``g_dst[i, h]``) or,
     ``DOT``, ``Σ_j g_edge_j · a_src[col_j, head]``. The sources' gradients are transposed products, the caller's."""
-    i = tl.program_id(0).to(tl.int64)
-    h = tl.program_id(1).to(tl.int64)
-    start = tl.load(crow + i).to(tl.int64)
-    end = tl.load(crow + i + 1).to(tl.int64)
-    slope = tl.load(consts)
-    q = tl.load(consts + 1)
+    i, h, start, end, slope, q = _row_head(crow, consts)
     per = width // heads
-    f = tl.arange(0, BLOCK_F)
     total = tl.zeros([BLOCK_E], dtype=g_edge.dtype.element_ty)
     for j0 in range(start, end, BLOCK_E):
         j, inside = _edges(crow, i, j0, BLOCK_E)
         c = tl.load(col + j, mask=inside, other=0).to(tl.int64)
-        da = tl.zeros([BLOCK_E], dtype=g_edge.dtype.element_ty)
-        for f0 in range(0, per, BLOCK_F):
-            cols = h * per + f0 + f
-            on = (f0 + f) < per
-            d = tl.load(dy + i * width + cols, mask=on, other=0.0)
-            v = tl.load(x + c[:, None] * width + cols[None, :], mask=inside[:, None] & on[None, :], other=0.0)
-            da += tl.sum(v * d[None, :], axis=1)
+        da = _head_dots(dy, x, i, h, c, inside, per, width, BLOCK_E, BLOCK_F)
         if KEEP:
             kept = tl.load(keep + j * heads + h, mask=inside, other=0)
             da = tl.where(kept != 0, da / q, 0.0)
@@ -198,20 +207,8 @@ def attend_bwd(crow, col, a_dst, a_src, x, dy, alpha, keep, consts, g_edge, g_ds
         tl.debug_barrier()
         tl.store(g_edge + j * heads + h, de, mask=inside)
     if DOT:
-        tl.debug_barrier()
-        dper = dwidth // heads
-        d = tl.arange(0, BLOCK_D)
-        for d0 in range(0, dper, BLOCK_D):
-            cols = h * dper + d0 + d
-            on = (d0 + d) < dper
-            acc = tl.zeros([BLOCK_D], dtype=g_dst.dtype.element_ty)
-            for j0 in range(start, end, BLOCK_E):
-                j, inside = _edges(crow, i, j0, BLOCK_E)
-                c = tl.load(col + j, mask=inside, other=0).to(tl.int64)
-                de = tl.load(g_edge + j * heads + h, mask=inside, other=0.0)
-                v = tl.load(a_src + c[:, None] * dwidth + cols[None, :], mask=inside[:, None] & on[None, :],
-                            other=0.0)
-                acc += tl.sum(de[:, None] * v, axis=0)
-            tl.store(g_dst + i * dwidth + cols, acc, mask=on)
+        tl.debug_barrier()  # (g_dst[i, head] = Σ_j g_edge_j a_src[col_j, head]: the score gradient as the weights)
+        _weighted_rows(g_dst, a_src, g_edge, keep, crow, col, i, h, start, end, dwidth // heads, dwidth, heads, 1.0, q,
+                       False, BLOCK_E, BLOCK_D)
     else:
         tl.store(g_dst + i * heads + h, tl.sum(total, axis=0))
