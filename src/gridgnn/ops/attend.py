@@ -61,18 +61,18 @@ def backward(pat: Pattern, a_dst: torch.Tensor, a_src: torch.Tensor, x: torch.Te
 
 
 def _scores(pat: Pattern, row: torch.Tensor, a_dst, a_src, *, dot: bool, heads: int, slope: float):
-    """The pre-softmax scores (``nnz × K``) and, for ``"add"``, the LeakyReLU's input."""
+    """The pre-softmax scores, ``nnz × K``."""
     if dot:
-        return sddmm_dot_reference(pat, a_dst, a_src, heads), None
+        return sddmm_dot_reference(pat, a_dst, a_src, heads)
     pre = a_dst[row] + a_src[pat.col]
-    return torch.where(pre > 0, pre, pre * slope), pre
+    return torch.where(pre > 0, pre, pre * slope)
 
 
 def forward_reference(pat: Pattern, a_dst, a_src, x, *, dot: bool, heads: int, slope: float, keep, q: float):
     """:func:`forward` in torch operations (gathers, scatters, a product per head)."""
     m = pat.shape[0]
     row = row_index(pat.row, pat.crow)
-    e, _ = _scores(pat, row, a_dst, a_src, dot=dot, heads=heads, slope=slope)
+    e = _scores(pat, row, a_dst, a_src, dot=dot, heads=heads, slope=slope)
     top = reduce_rows(row, m, e, "max")
     p = torch.exp(e - top[row])
     alpha = p / reduce_rows(row, m, p, "sum")[row]

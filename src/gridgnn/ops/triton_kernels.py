@@ -159,6 +159,10 @@ def _block(n: int, most: int = 64) -> int:
 
 
 def _attend_args(crow, col, a_dst, a_src, x, heads, keep):
+    """The kernels' tensors, contiguous (``keep`` as bytes); ``None`` where the heads do not divide the widths (the
+    reference serves that)."""
+    if x.shape[1] % heads or a_dst.shape[1] % heads:
+        return None
     keep_arg = keep.contiguous().view(torch.uint8) if keep is not None else crow  # (unread without KEEP)
     return crow.contiguous(), col.contiguous(), a_dst.contiguous(), a_src.contiguous(), x.contiguous(), keep_arg
 
@@ -169,9 +173,10 @@ def attend_forward(crow: torch.Tensor, col: torch.Tensor, a_dst: torch.Tensor, a
     r""":func:`gridgnn.ops.kernels.attend_forward` (the numba kernel's contract): ``(α before dropout: nnz × K,
     out: m × W)``, one program per destination row and head (``None``: see :func:`node_keep_mask`, and where the
     heads do not divide the widths — the reference serves that)."""
-    if x.shape[1] % heads or a_dst.shape[1] % heads:
+    args = _attend_args(crow, col, a_dst, a_src, x, heads, keep)
+    if args is None:
         return None
-    crow, col, a_dst, a_src, x, keep_arg = _attend_args(crow, col, a_dst, a_src, x, heads, keep)
+    crow, col, a_dst, a_src, x, keep_arg = args
     m, nnz, width = crow.numel() - 1, col.numel(), x.shape[1]
     alpha = x.new_empty((nnz, heads))
     out = x.new_zeros((m, width))
@@ -191,9 +196,10 @@ def attend_backward(crow: torch.Tensor, col: torch.Tensor, a_dst: torch.Tensor, 
     """:func:`gridgnn.ops.kernels.attend_backward`: ``(score gradient: nnz × K, gradient of a_dst)`` (``None``:
     see :func:`node_keep_mask`)."""
     heads = alpha.shape[1]
-    if x.shape[1] % heads or a_dst.shape[1] % heads:
+    args = _attend_args(crow, col, a_dst, a_src, x, heads, keep)
+    if args is None:
         return None
-    crow, col, a_dst, a_src, x, keep_arg = _attend_args(crow, col, a_dst, a_src, x, heads, keep)
+    crow, col, a_dst, a_src, x, keep_arg = args
     m, width = crow.numel() - 1, x.shape[1]
     g_edge = alpha.new_zeros(alpha.shape)
     g_dst = a_dst.new_zeros(a_dst.shape)
