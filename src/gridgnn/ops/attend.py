@@ -1,7 +1,7 @@
 r"""The row-local kernels of the fused attention (:class:`gridgnn.parallel.attention.FusedAttention`) on a pattern
 whose rows are whole, by device: the numba kernels on the CPU (:mod:`gridgnn.ops.kernels`), the Triton kernels on a
 GPU (:mod:`gridgnn.ops.triton_kernels`), and their torch reference — what the Triton kernels are tested against,
-and what runs where a Triton kernel could not (the kernels then turn themselves off with one warning).
+and what runs where a Triton kernel could not (that kernel then turns itself off with one warning).
 
 Per destination row ``u`` and head ``h``, with ``v`` the sources of ``u``'s edges:
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 
 from . import kernels, triton_kernels
+from .masked import scale_masked
 from .pattern import Pattern, head_columns, reduce_rows, row_index, sddmm_dot_reference, spmm
 
 
@@ -76,7 +77,7 @@ def forward_reference(pat: Pattern, a_dst, a_src, x, *, dot: bool, heads: int, s
     top = reduce_rows(row, m, e, "max")
     p = torch.exp(e - top[row])
     alpha = p / reduce_rows(row, m, p, "sum")[row]
-    w = alpha if keep is None else torch.where(keep, alpha / q, torch.zeros_like(alpha))
+    w = alpha if keep is None else scale_masked(alpha, keep, q)
     return alpha, spmm(pat, w, x, col_heads=head_columns(heads, x.shape[1]))
 
 
@@ -86,7 +87,7 @@ def backward_reference(pat: Pattern, a_dst, a_src, x, dy, alpha, *, dot: bool, s
     row = row_index(pat.row, pat.crow)
     da = sddmm_dot_reference(pat, dy, x, heads)
     if keep is not None:
-        da = torch.where(keep, da / q, torch.zeros_like(da))
+        da = scale_masked(da, keep, q)
     g = alpha * (da - reduce_rows(row, m, alpha * da, "sum")[row])
     if dot:
         return g, spmm(pat, g, a_src, col_heads=head_columns(heads, a_dst.shape[1]))
