@@ -383,11 +383,13 @@ def check_fused_attention_through_the_layer_equals_the_composition():
         undo.append((obj, name, getattr(obj, name)))
         setattr(obj, name, value)
     try:
-        served = _attention_through_the_layer(patch, (0, 2), 20)  # (GAT's 8 heads, two dot heads: ~3 s interpreted)
+        # one case: the dot score with two heads runs every pass (the dot's a_dst gradient too); the additive score's
+        # passes are the kernel check's (five runs); each case through the layer costs ~1.5 s interpreted
+        served = _attention_through_the_layer(patch, (2,), 20)
     finally:
         for obj, name, value in reversed(undo):
             setattr(obj, name, value)
-    assert served == [True] * 2  # the Triton kernels ran, in each case
+    assert served == [True]  # the Triton kernels ran
 
 
 def test_the_fused_attention_falls_back_to_its_reference_when_the_kernels_cannot_run(monkeypatch):

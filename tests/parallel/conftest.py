@@ -461,7 +461,7 @@ def sage_cases(P: int) -> list[tuple[str, Case]]:
                             keep = j % 3 == ("mean", "max", "min").index(aggr) \
                                 and names[(j // 3) % len(names)] == gname
                         else:  # each shape on one of the graphs (rotating): the other graphs ran its path
-                            keep = len(shapes) <= 2 or (j + names.index(gname)) % len(names) == 0
+                            keep = (j + names.index(gname)) % len(names) == 0
                         if not keep:
                             continue
                         part = "double-perm" if algo == "plexus" and (j + k) % 2 else "random"
