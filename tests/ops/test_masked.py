@@ -191,3 +191,63 @@ def test_a_model_call_inside_other_saved_tensor_hooks_leaves_them_in_charge():
     with torch.autograd.graph.saved_tensors_hooks(lambda t: seen.append(t) or t, lambda t: t):
         model(torch.from_numpy(g.x).double(), plan).sum().backward()
     assert seen  # the outer hooks saw what the model saved (a checkpoint, an offload keeps working)
+
+
+def test_a_mask_drawn_again_gives_the_kept_masks_gradients_and_is_not_kept():
+    """``redraw`` given: neither the dropout nor a recomputed output keeps the mask (autograd sees no boolean
+    tensor); the backward draws it again, once for the recomputed output and once for the dropout's own gradient,
+    and every gradient equals the kept mask's bit for bit (second derivatives too)."""
+    x, a, w, mask = _leaves(torch.float64)
+    (ref,) = torch.autograd.grad(_chain(x, a, w, mask, MaskedScale.apply), x)
+    draws = []
+
+    def redraw():
+        draws.append(1)
+        return mask.clone()
+
+    kept = []
+    with recomputing(observe=kept.append):
+        loss = _chain(x, a, w, mask, lambda t, m, q: dropped(t, m, q, redraw))
+    assert draws == []  # the forward used the mask it was handed
+    assert [k.redrawn for k in kept if isinstance(k, Recomputed)] == [True]
+    assert not any(isinstance(k, torch.Tensor) and k.dtype == torch.bool for k in kept)
+    (got,) = torch.autograd.grad(loss, x)
+    assert len(draws) == 2 and torch.equal(got, ref)
+    second = []
+    for scale in (MaskedScale.apply, lambda t, m, q: MaskedScale.apply(t, m, q, redraw)):
+        (gw,) = torch.autograd.grad(_chain(x, a, w, mask, scale), w, create_graph=True)
+        (gx,) = torch.autograd.grad(gw.square().sum(), x)
+        second.append(gx)
+    assert torch.equal(*second)
+
+
+@pytest.mark.parametrize("name", ["gcn", "sage"])
+def test_a_model_keeps_no_node_mask_where_a_kernel_draws_them(name, monkeypatch):
+    """Where numba draws the node-feature masks (:func:`gridgnn.nn.dropout.redraws`), a model step keeps no
+    boolean tensor (each mask is drawn again in the backward from its key) and its logits and gradients equal the
+    step that keeps them, bit for bit."""
+    import gridgnn.nn.dropout as D
+
+    if not D.redraws("cpu"):
+        pytest.skip("numba absent or disabled (GRIDGNN_KERNELS=torch): the masks are kept")
+    g = random_graph(37, 120, directed=False, seed=3)
+    plan = build_serial(gcn_normalize(g))
+    x = torch.from_numpy(g.x).double()
+    real, draws, results = D.keep_mask, [], []
+    monkeypatch.setattr(D, "keep_mask", lambda *a, **k: (draws.append(1), real(*a, **k))[1])
+    for again in (False, True):
+        monkeypatch.setattr(D, "redraws", lambda device, again=again: again)
+        model = resolve_model(name)([g.num_features, 8, 8, 3], dropout=0.4, seed=2, dtype=torch.float64)
+        model.train()
+        kept = []
+        draws.clear()
+        with _observing(kept):
+            out = model(x, plan)
+        forward = len(draws)
+        out.square().sum().backward()
+        masks = [k for k in kept if isinstance(k, torch.Tensor) and k.dtype == torch.bool]
+        masks += [k.mask for k in kept if isinstance(k, Recomputed) and not k.redrawn]
+        assert (forward, bool(masks), len(draws) > forward) == (3, not again, again), (again, len(draws))
+        results.append([out.detach()] + [p.grad for p in model.parameters()])
+    for mine, ref in zip(*results):
+        assert torch.equal(mine, ref)

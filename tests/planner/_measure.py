@@ -120,8 +120,9 @@ def train_step_saved(model, plan, comm, data, *, epoch: int = 0):
         return {t.untyped_storage().data_ptr() for g in graphs
                 for t in (*(g._edge_cache or ()), g._relation_cache) if t is not None}
 
-    def kept(t):  # what autograd keeps: a tensor, or a dropout output's input and mask (recomputed)
-        for u in (t.x, t.mask) if isinstance(t, Recomputed) else (t,):
+    def kept(t):  # what autograd keeps: a tensor, or a dropout output's input and mask (recomputed; a mask drawn
+        # again is not kept)
+        for u in ((t.x,) if t.redrawn else (t.x, t.mask)) if isinstance(t, Recomputed) else (t,):
             if u.dim() > 0 and u.layout == torch.strided:
                 s = u.untyped_storage()
                 if s.data_ptr() not in exclude and s.data_ptr() not in looked_up():

@@ -9,8 +9,10 @@ the layer input, ``feature`` = global column id, so column-sharded layouts draw 
 there: by one Triton kernel where Triton is present (:mod:`gridgnn.ops.triton_kernels`), else in torch ``int64``
 arithmetic holding the same bits (:func:`gridgnn.ops.hashing.mix_tensor`, in chunks of rows): only the ids cross
 to the device, not the mask.
-Autograd keeps the boolean mask (1 byte per element), not a mask in the training dtype; what an operation saves of
-the dropped tensor is kept as the input and mask and recomputed in the backward (:func:`gridgnn.ops.masked.dropped`).
+Autograd keeps no node-feature mask where a kernel draws it (numba, Triton): the backward draws it again from its key
+(:func:`redraws`); elsewhere it keeps the boolean mask (1 byte per element), not a mask in the training dtype. What an
+operation saves of the dropped tensor is kept as the input and the mask (or its key) and recomputed in the backward
+(:func:`gridgnn.ops.masked.dropped`).
 """
 from __future__ import annotations
 
@@ -129,11 +131,25 @@ def hashed_dropout(x: torch.Tensor, p: float, node_ids: np.ndarray, *, seed: int
         return x
     features = x.shape[1] if features is None else features
     if x.device.type != "cpu":  # drawn on the device: the ids cross (once per array), not the mask
-        mask = keep_mask_tensor(device_ids(node_ids, x.device), features, p, seed=seed, epoch=epoch, layer=layer,
-                                cols=cols)
+        ids = device_ids(node_ids, x.device)
+
+        def draw():
+            return keep_mask_tensor(ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols)
     else:
-        mask = torch.from_numpy(keep_mask(node_ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols))
-    return dropped(x, mask, 1.0 - p)
+        def draw():
+            return torch.from_numpy(keep_mask(node_ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols))
+    return dropped(x, draw(), 1.0 - p, draw if redraws(x.device) else None)
+
+
+def redraws(device) -> bool:
+    """Whether a node-feature mask on ``device`` is drawn again in the backward instead of kept: where a kernel
+    draws it allocating the mask alone (numba on the host, Triton on a GPU) — drawing it costs one pass over a
+    byte per element, keeping it holds every layer's mask from its forward to its backward. (The NumPy and torch
+    ``int64`` references hash through temporaries of 8 bytes per element: their masks are kept.)"""
+    device = torch.device(device)
+    if device.type == "cpu":
+        return kernels.enabled()
+    return triton_kernels.usable(device) and triton_kernels.on("node_mask")
 
 
 def edge_keep_mask(dst_ids: np.ndarray, src_ids: np.ndarray, heads: int, p: float, *, seed: int, epoch: int,

@@ -1,12 +1,14 @@
 """Inverted-dropout scaling by a given boolean mask, as an autograd Function that keeps only the mask (1 byte per
-element) for its backward. The masks themselves (keyed hashes) are drawn in :mod:`gridgnn.nn.dropout`.
+element) for its backward — or nothing, where the mask can be drawn again (``redraw``: a keyed hash drawn by a kernel
+that allocates the mask alone): the backward then draws it anew, and no layer's mask stays alive between its forward
+and its backward. The masks themselves (keyed hashes) are drawn in :mod:`gridgnn.nn.dropout`.
 
 What an operation after the dropout saves of its output (a ``linear`` saves its input for the weight's gradient, an
 aggregation its edge values) is not kept either, within :func:`recomputing` (every :class:`gridgnn.nn.Model` call
 runs in it): autograd keeps the dropout's input and mask instead, and the backward recomputes the scaled tensor
-from them (the same bits). The mask is kept for the dropout's own backward and the input is often kept anyway (a
-ReLU saves its output), so a GCN layer keeps one ``n × f`` tensor and a boolean mask where it kept two tensors and
-a mask.
+from them (the same bits). The input is often kept anyway (a ReLU saves its output) and the mask, where it is not
+drawn again, for the dropout's own backward, so a GCN layer keeps one ``n × f`` tensor (and a boolean mask) where it
+kept two tensors and a mask.
 """
 from __future__ import annotations
 
@@ -28,30 +30,33 @@ def scale_masked(x: torch.Tensor, mask: torch.Tensor, q: float) -> torch.Tensor:
 
 class MaskedScale(torch.autograd.Function):
     """``x ⊙ mask / q`` keeping only the boolean mask for the backward (the same bits as
-    ``x * mask.to(x.dtype) / q``: a kept entry is ``x / q``)."""
+    ``x * mask.to(x.dtype) / q``: a kept entry is ``x / q``); with ``redraw`` (a callable that returns the same
+    mask again), keeping nothing: the backward draws the mask again."""
 
     @staticmethod
-    def forward(ctx, x, mask, q):
-        ctx.q = q
-        ctx.save_for_backward(mask)
+    def forward(ctx, x, mask, q, redraw=None):
+        ctx.q, ctx.redraw = q, redraw
+        if redraw is None:
+            ctx.save_for_backward(mask)
         return scale_masked(x, mask, q)
 
     @staticmethod
     def backward(ctx, dy):
-        (mask,) = ctx.saved_tensors
-        return scale_masked(dy, mask, ctx.q), None, None
+        mask = ctx.saved_tensors[0] if ctx.redraw is None else ctx.redraw()
+        return scale_masked(dy, mask, ctx.q), None, None, None
 
 
 #: outputs of :func:`dropped` that are alive: their storage's address → (a weak reference to the output, its input
-#: (detached: the input's own tensor may go while its storage is kept), the mask, ``q``, the output's and the input's
-#: versions when the dropout ran); an entry leaves with its output
+#: (detached: the input's own tensor may go while its storage is kept), the mask or what draws it again, ``q``, the
+#: output's and the input's versions when the dropout ran); an entry leaves with its output
 _DROPPED: dict = {}
 
 
-def dropped(x: torch.Tensor, mask: torch.Tensor, q: float) -> torch.Tensor:
+def dropped(x: torch.Tensor, mask: torch.Tensor, q: float, redraw=None) -> torch.Tensor:
     """:class:`MaskedScale` whose output, where an operation saves it within :func:`recomputing`, autograd keeps
-    as ``x`` and ``mask`` (:class:`Recomputed`)."""
-    y = MaskedScale.apply(x, mask, q)
+    as ``x`` and ``mask`` (:class:`Recomputed`); ``redraw`` (a callable returning ``mask``'s bits again, a keyed
+    hash's): neither the dropout nor a recomputed output keeps the mask, each draws it again in the backward."""
+    y = MaskedScale.apply(x, mask, q, redraw)
     # within recomputing only (elsewhere the registry would keep the input while the output lives); a dropped input
     # that needs no gradient too; not an input that is a view of a larger buffer, which keeping would cost more
     if getattr(_LOCAL, "depth", 0) and torch.is_grad_enabled() and y.layout == torch.strided and y.numel() \
@@ -62,13 +67,15 @@ def dropped(x: torch.Tensor, mask: torch.Tensor, q: float) -> torch.Tensor:
             if _DROPPED.get(key, (None,))[0] is ref:  # (not the entry of a later output at the same address)
                 _DROPPED.pop(key, None)
 
-        _DROPPED[key] = (weakref.ref(y, forget), x.detach(), mask, q, y._version, x._version)
+        _DROPPED[key] = (weakref.ref(y, forget), x.detach(), mask if redraw is None else redraw, q, y._version,
+                         x._version)
     return y
 
 
 class Recomputed:
     """What autograd keeps of a saved output of :func:`dropped`: the dropout's input (unchanged since the dropout,
-    ``version``) and mask; :meth:`tensor` recomputes the output."""
+    ``version``) and mask (a boolean tensor, or the callable that draws it again: :attr:`redrawn`); :meth:`tensor`
+    recomputes the output."""
 
     __slots__ = ("x", "mask", "q", "version", "of")
 
@@ -80,7 +87,12 @@ class Recomputed:
         if self.x._version != self.version:
             raise RuntimeError("a dropout's input was modified in place after an operation saved the dropout's "
                                "output: its backward cannot recompute it (modify a copy)")
-        return scale_masked(self.x, self.mask, self.q)
+        return scale_masked(self.x, self.mask() if self.redrawn else self.mask, self.q)
+
+    @property
+    def redrawn(self) -> bool:
+        """The mask is drawn again where it is needed (not kept)."""
+        return not isinstance(self.mask, torch.Tensor)
 
 
 def _recipe(t: torch.Tensor):

@@ -201,11 +201,12 @@ def layers_of(dims, trace) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[int, int]:
+def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[float, float]:
     """Node columns and edge columns of the temporaries of the backward of the trace's call ``k`` (and of the raw
     operations after it, which run just before it): two node tensors of its layer's widest kept width (the incoming
     gradient and the one it gives), two edge tensors of its layer's widest heads, and the dropout outputs it
-    recomputes (:attr:`~gridgnn.parallel.trace.Trace.recomputed`). What a primitive moves — the rows or panels it
+    recomputes (:attr:`~gridgnn.parallel.trace.Trace.recomputed`) with the masks it draws again for them (their
+    hashing's bytes per element, in columns of the training dtype). What a primitive moves — the rows or panels it
     receives, the partial sums it sends and the output it assembles from them — is its family's ``buffers``.
     A call of a layer's attention chain (its edge-valued primitives: the scores, the edge softmax, an aggregation
     whose edge values need a gradient) holds the two edge tensors of every call of the chain: on the whole-row
@@ -215,7 +216,8 @@ def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[int, int]:
     cols, _, heads, _ = ctx.layers[call.layer]
     chain = [c for c in ctx.trace.calls if c.layer == call.layer and _edge_valued(c)]
     edge = 2 * sum(c.heads for c in chain) if _edge_valued(call) else 2 * heads
-    again = [(kind, c) for l, kind, c, pos in ctx.trace.recomputed if max(pos - 1, 0) == k]
+    again = [(kind, c * (1 + ctx.hash_bytes / ctx.e if redrawn else 1))
+             for l, kind, c, pos, redrawn in ctx.trace.recomputed if max(pos - 1, 0) == k]
     return (2 * cols + max((c for kind, c in again if kind == "node"), default=0),
             edge + max((c for kind, c in again if kind == "edge"), default=0))
 

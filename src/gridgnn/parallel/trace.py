@@ -83,9 +83,10 @@ class Trace:
     #: mask: ``{call index: indices in saved of what that added}`` (an engine that gathers that input saves the
     #: gathered copy instead)
     linear_inputs: dict = field(default_factory=dict)
-    #: ``(layer, "node" or "edge", columns, position)`` of each saved dropout output that autograd kept as the
-    #: dropout's input and mask (:func:`gridgnn.ops.masked.recomputing`): the backward of the call that saved it
-    #: (index ``position - 1``, as :attr:`SavedTensor.pos`) recomputes it, a temporary
+    #: ``(layer, "node" or "edge", columns, position, redrawn)`` of each saved dropout output that autograd kept as
+    #: the dropout's input and mask (:func:`gridgnn.ops.masked.recomputing`): the backward of the call that saved it
+    #: (index ``position - 1``, as :attr:`SavedTensor.pos`) recomputes it, a temporary — drawing its mask again, a
+    #: temporary too, where ``redrawn`` (:func:`gridgnn.nn.dropout.redraws`)
     recomputed: tuple = ()
 
 
@@ -676,8 +677,8 @@ class _SavedLog:
         self.t, self.n, self.nnz, self.calls = tracer, n, nnz, calls
         self.seen = {c.untyped_storage().data_ptr() for c in constants}
         self.kept: list = []
-        self.recomputed: list = []  # (layer, "node" or "edge", columns, position) of each dropout output kept as
-        # its recipe
+        self.recomputed: list = []  # (layer, "node" or "edge", columns, position, redrawn) of each dropout output
+        # kept as its recipe
         self.recipes: list = []  # (len(kept) before, the output's storage address, what it added to kept) of each
         self.in_loss = False  # set once the model's forward has returned: what is saved next is the loss's
 
@@ -685,13 +686,14 @@ class _SavedLog:
         if isinstance(t, masked.Recomputed):  # a dropout's output kept as its input and mask
             rows = max(1, t.x.shape[0]) if t.x.dim() else 1
             kind = "edge" if t.x.dim() and t.x.shape[0] == self.nnz else "node"
-            self.recomputed.append((self.t.layer, kind, t.x.numel() // rows, len(self.calls)))
-            lay = self.t.layout_of(t.x)
-            if lay is not None and self.t.layout_of(t.mask) is None:  # the mask lies as the input does
-                self.t.tag(t.mask, lay)
+            self.recomputed.append((self.t.layer, kind, t.x.numel() // rows, len(self.calls), t.redrawn))
             first = len(self.kept)
             self.pack(t.x)
-            self.pack(t.mask)
+            if not t.redrawn:  # a kept mask lies as the input does (one drawn again is not kept)
+                lay = self.t.layout_of(t.x)
+                if lay is not None and self.t.layout_of(t.mask) is None:
+                    self.t.tag(t.mask, lay)
+                self.pack(t.mask)
             self.recipes.append((first, t.of, tuple(range(first, len(self.kept)))))
             return t
         if t.dim() == 0 or t.layout != torch.strided or not (t.is_floating_point() or t.dtype == torch.bool):
