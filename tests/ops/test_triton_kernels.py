@@ -346,7 +346,8 @@ def test_on_a_gpu_the_fused_attention_comes_from_the_kernels_and_equals_the_refe
 def test_on_a_gpu_the_fused_attention_on_rows_of_a_thousand_to_a_hundred_thousand_edges_is_exact_and_repeatable():
     """Rows far longer than the SBM's (a destination with 10⁵ sources, 10⁴, 10³, then short rows): the kernels' passes
     over thousands of edge blocks and their row sums equal the CPU composition, and two runs on the device give the
-    same bits (no atomics, no order that changes from run to run)."""
+    same bits — the Triton row programs and cuSPARSE on the transposed pattern, and the sources' score gradient
+    summed per column in a fixed order (``ops.pattern.col_sum_in_order``, not ``index_add_``'s atomics)."""
     from gridgnn.graph import Graph, gcn_normalize
     from gridgnn.parallel.attention import attend, attend_composed
     from gridgnn.parallel.blockrow import build_serial
@@ -358,20 +359,26 @@ def test_on_a_gpu_the_fused_attention_on_rows_of_a_thousand_to_a_hundred_thousan
     dst = np.concatenate([np.full(size, v) for v, size in hubs] + [r.integers(3, n, 3 * n)])
     g = gcn_normalize(Graph.from_edges(src, dst, n, directed=True, x=np.zeros((n, 1)), y=np.zeros(n, dtype=np.int64)))
     assert np.diff(g.indptr)[:3].tolist() == [100_001, 10_001, 1_001]  # (each with its self-loop)
+    plans = {device: build_serial(g, dtype=torch.float64, device=device) for device in ("cpu", "cuda")}
+    real, calls = TK.attend_forward, []
     for score, heads, width, swidth in (ATTENTION_CASES[0], ATTENTION_CASES[2]):
         inputs = [torch.from_numpy(r.normal(size=(n, w))) for w in (swidth, swidth, width, width)]
         keep = torch.from_numpy(r.random((g.nnz, heads)) >= 0.4)
         results = []
         for device in ("cpu", "cuda", "cuda"):
-            plan = build_serial(g, dtype=torch.float64, device=device)
             a_dst, a_src, x, dy = (t.to(device).requires_grad_(i < 3) for i, t in enumerate(inputs))
             fn = attend if device == "cuda" else attend_composed
-            y = fn(plan.graph(0), a_dst, a_src, x, score=score, heads=heads, keep=keep.to(device), p=0.4)
+            TK.attend_forward = lambda *a, **k: (calls.append(device), real(*a, **k))[1]
+            try:
+                y = fn(plans[device].graph(0), a_dst, a_src, x, score=score, heads=heads, keep=keep.to(device), p=0.4)
+            finally:
+                TK.attend_forward = real
             (y * dy).sum().backward()
             results.append([t.detach().cpu() for t in (y, a_dst.grad, a_src.grad, x.grad)])
         for got, again, want in zip(results[1], results[2], results[0]):
             assert torch.equal(got, again), (score, heads)  # repeatable on the device
             assert torch.allclose(got, want, rtol=1e-9, atol=1e-11), (score, heads, (got - want).abs().max())
+    assert calls == ["cuda"] * 4  # the Triton kernels served every device run, and only those
 
 
 def _attention_through_the_layer(monkeypatch_like, cases, n: int):

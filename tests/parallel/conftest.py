@@ -460,8 +460,11 @@ def sage_cases(P: int) -> list[tuple[str, Case]]:
                         if len(shapes) > 3:  # each shape under one aggregation and one graph, rotating
                             keep = j % 3 == ("mean", "max", "min").index(aggr) \
                                 and names[(j // 3) % len(names)] == gname
-                        else:  # each shape on one of the graphs (rotating): the other graphs ran its path
-                            keep = (j + names.index(gname)) % len(names) == 0
+                        else:  # each shape on one of the graphs (rotating): the other graphs ran its path; two
+                            # shapes (2D at P = 2) rotate apart for each aggregation, so that max and min split the
+                            # sources of the tie graph and of the directed one
+                            turn = ("mean", "max", "min").index(aggr) if len(shapes) <= 2 else 0
+                            keep = (j + names.index(gname) + turn) % len(names) == 0
                         if not keep:
                             continue
                         part = "double-perm" if algo == "plexus" and (j + k) % 2 else "random"

@@ -317,4 +317,14 @@ def col_sum(pat: Pattern, values: torch.Tensor) -> torch.Tensor:
     if pat.nnz and kernels.fused(vals):
         t_crow, _, t_perm = pat.transpose()
         return kernels.segment_reduce(t_crow, vals[t_perm], "sum")
+    if pat.nnz and vals.device.type != "cpu":
+        return col_sum_in_order(pat, vals)
     return vals.new_zeros((pat.shape[1], vals.shape[1])).index_add_(0, pat.col, vals)
+
+
+def col_sum_in_order(pat: Pattern, vals: torch.Tensor) -> torch.Tensor:
+    """:func:`col_sum` of the edge values ``vals`` (``nnz × K``) as a segmented sum over the transposed order (each
+    column's edges added in the order of their rows): what a device runs, whose ``index_add_`` adds with atomics in
+    an order that changes from run to run — the same bits every run, as the numba kernel's."""
+    t_crow, _, t_perm = pat.transpose()
+    return torch.segment_reduce(vals[t_perm], "sum", offsets=t_crow.long(), axis=0)

@@ -201,12 +201,12 @@ def layers_of(dims, trace) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[float, float]:
+def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[int, int]:
     """Node columns and edge columns of the temporaries of the backward of the trace's call ``k`` (and of the raw
     operations after it, which run just before it): two node tensors of its layer's widest kept width (the incoming
     gradient and the one it gives), two edge tensors of its layer's widest heads, and the dropout outputs it
-    recomputes (:attr:`~gridgnn.parallel.trace.Trace.recomputed`) with the masks it draws again for them (their
-    hashing's bytes per element, in columns of the training dtype). What a primitive moves — the rows or panels it
+    recomputes (:attr:`~gridgnn.parallel.trace.Trace.recomputed`; the masks it draws again for them:
+    :func:`redrawn_mask_columns`). What a primitive moves — the rows or panels it
     receives, the partial sums it sends and the output it assembles from them — is its family's ``buffers``.
     A call of a layer's attention chain (its edge-valued primitives: the scores, the edge softmax, an aggregation
     whose edge values need a gradient) holds the two edge tensors of every call of the chain: on the whole-row
@@ -216,10 +216,18 @@ def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[float, float]:
     cols, _, heads, _ = ctx.layers[call.layer]
     chain = [c for c in ctx.trace.calls if c.layer == call.layer and _edge_valued(c)]
     edge = 2 * sum(c.heads for c in chain) if _edge_valued(call) else 2 * heads
-    again = [(kind, c * (1 + ctx.hash_bytes / ctx.e if redrawn else 1))
-             for l, kind, c, pos, redrawn in ctx.trace.recomputed if max(pos - 1, 0) == k]
+    again = [(kind, c) for l, kind, c, pos, _ in ctx.trace.recomputed if max(pos - 1, 0) == k]
     return (2 * cols + max((c for kind, c in again if kind == "node"), default=0),
             edge + max((c for kind, c in again if kind == "edge"), default=0))
+
+
+def redrawn_mask_columns(ctx: MemoryContext, k: int) -> int:
+    """Node columns of the dropout masks (1 byte per element) that the backward of the trace's call ``k`` draws
+    again instead of reading them kept (:func:`gridgnn.ops.masked.dropped`; the widest, one at a time). Whether a
+    mask is drawn again is the trace's host's answer (numba present), taken for a GPU's (Triton present) too:
+    ``GRIDGNN_KERNELS=torch`` turns both off."""
+    return max((c for l, kind, c, pos, redrawn in ctx.trace.recomputed
+                if redrawn and kind == "node" and max(pos - 1, 0) == k), default=0)
 
 
 def attention_layers(trace) -> dict:
@@ -312,7 +320,8 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
         acc.add("features", sum(edges(l) for l in first.values()) * per_edge)
     for k, c in forward_calls(tr):
         node_cols, edge_cols = backward_temporaries(ctx, k)
-        acc.cand("workspace", (node(None, c.layer, node_cols) + edges(c.layer) * edge_cols) * e,
+        acc.cand("workspace", (node(None, c.layer, node_cols) + edges(c.layer) * edge_cols) * e
+                 + node(None, c.layer, redrawn_mask_columns(ctx, k)),
                  f"layer {c.layer} {c.name} backward temporaries", at=[backward_of(ctx, k)])
     for l, (cols, _, heads, fi) in enumerate(ctx.layers):
         if not moments_of(ctx, l):  # a layer of raw operations alone: its gradients at every moment

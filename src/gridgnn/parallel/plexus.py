@@ -58,7 +58,7 @@ from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, plexus_destinations
 from .base import Plan
 from .family import Algorithm, Family, add_family
 from .footprint import (FETCHING, Ledger, backward_of, backward_temporaries, edge_id_bytes, forward_calls, moments_of,
-                        params, traced)
+                        params, redrawn_mask_columns, traced)
 from .aggregate import SourceKeys
 from .checks import PlexusRules
 from .graph import DistGraph
@@ -970,7 +970,8 @@ def _plexus_ranks(ctx, shape, layouts, ranks):
     tr = ctx.trace
     widths = {ctx.n, 1, *ctx.dims, *(c.width for c in tr.calls), *(c.out_width for c in tr.calls),
               *(s.cols for s in tr.saved), *(2 * lay[0] for lay in ctx.layers),
-              *(backward_temporaries(ctx, k)[0] for k, _ in forward_calls(tr))}
+              *(backward_temporaries(ctx, k)[0] for k, _ in forward_calls(tr)),
+              *(redrawn_mask_columns(ctx, k) for k, _ in forward_calls(tr))}
     cls = split_classes(dict(zip(PLEXUS_AXES, map(int, shape))), widths) if GROUP_RANKS else None
     built: dict = {}
     for r in ranks:
