@@ -85,8 +85,8 @@ class GATv2(Model):
             k, fo = self.layer_heads(layer), self.dims[layer + 1]
             h = self.input_dropout(h, plan, layer, self.in_width(layer))
             g = plan.graph(layer)
-            xl = plan.add_bias(layer, plan.linear(layer, h, self.param("w_src", layer)), self.param("b_src", layer))
-            xr = plan.add_bias(layer, plan.linear(layer, h, self.param("w_dst", layer)), self.param("b_dst", layer))
+            xl, xr = plan.linears(layer, h, (self.param("w_src", layer), self.param("w_dst", layer)))
+            xl, xr = plan.add_bias(layer, xl, self.param("b_src", layer)), plan.add_bias(layer, xr, self.param("b_dst", layer))
             del h  # (the dropped input is not kept alive through the attention)
             alpha = g.edge_softmax(self.scores(layer, g, xr, xl))
             keep = self.attention_keep(g, layer, k, alpha.device)

@@ -98,8 +98,9 @@ class RGCN(Model):
             root = self.param("root", layer)
             # every linear of a layer reads one layout and every aggregation another (Plexus rotates them)
             if self.dims[layer + 1] < self.dims[layer]:  # aggregate HV_k (f_out columns)
-                hw = [plan.linear(layer, h, self.term_weight(layer, k)) for k in range(self.terms)]
-                out = g.at_destinations(plan.linear(layer, h, root))
+                *hw, hr = plan.linears(layer, h, [self.term_weight(layer, k) for k in range(self.terms)] + [root])
+                out = g.at_destinations(hr)
+                del hr
                 for k in range(self.terms):
                     out = out + g.spmm(values[:, k], hw[k])
             else:  # aggregate H (f_in columns)

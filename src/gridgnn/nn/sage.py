@@ -87,7 +87,7 @@ class SAGE(Model):
             # both products, then both aggregations, or the other way round (on Plexus a layer's linear calls read
             # one layout and its spmm calls another)
             if self.aggr in LINEAR and self.multiplies_first(plan, layer):  # ⊕(H W): no n × f_in aggregate kept
-                agg, root = plan.linear(layer, h, w), plan.linear(layer, h, w_root)
+                agg, root = plan.linears(layer, h, (w, w_root))  # (one product where the plan stacks weights)
                 del h
                 agg = g.spmm(None, agg, semiring=self.aggr, mask=loops)
                 if not plan.root_in_aggregate_layout:  # h_u W_r, laid out as agg

@@ -25,14 +25,15 @@ class Plan:
     never written once built: the dropout keeps a device copy of it while it lives, ``nn.dropout.device_ids``),
     ``out_rows()``/``out_cols(c)`` (of the logits block), and the distributed primitives a model is composed of:
     ``graph(l)`` — the distributed graph layer ``l`` aggregates over, with ``spmm``/``sddmm_add``/``sddmm_dot``/
-    ``edge_softmax`` — ``linear(l, h, w)``, and the column reductions ``add_bias``, ``head_scores``,
+    ``edge_softmax`` — ``linear(l, h, w)`` (``linears(l, h, ws)``: one input by several weights), and the column
+    reductions ``add_bias``, ``head_scores``,
     ``head_mean``, ``normalize_rows``, ``scale``.
     """
 
     class_axis = None
     #: the class attributes below change which primitives a model calls: a trace (byte models, Plexus layouts)
     #: must see the values of the plan it models (:attr:`~gridgnn.parallel.registry.Algorithm.traits`)
-    TRAITS = ("root_in_aggregate_layout", "scores_across_orders", "aggregation_keeps_rows")
+    TRAITS = ("root_in_aggregate_layout", "scores_across_orders", "aggregation_keeps_rows", "stacks_weights")
     #: whether a layer's input and its aggregation (``spmm``'s output) share one layout (a root term can be added)
     root_in_aggregate_layout = True
     #: whether a layer's aggregation has as many rows as its input (full graph; a sampled minibatch's input has about
@@ -41,6 +42,10 @@ class Plan:
     #: whether ``sddmm`` may read per-node values of the destinations when a layer's input and output vertex
     #: orders differ (a double permutation); only Plexus gathers the destination rows across the two orders
     scores_across_orders = False
+    #: whether ``linear`` computes each output column on this rank from the input block and that column of ``w``
+    #: alone (``h @ w``): the products of one input by several weights then run as one, by the weights side by side
+    #: (:meth:`linears`), whose backward gives the input one gradient instead of one per weight
+    stacks_weights = False
 
     #: ``{(parameter name, layer): mesh axes}``: parameters that enter raw torch operations on tensors split over
     #: more axes than ``grad_axes``, whose gradients are summed there too (the model's trace finds them,
@@ -68,6 +73,10 @@ class Plan:
         """The part of layer ``layer``'s weight (``"w"``), bias (``"b"``) or other parameter (full shape ``shape``)
         this rank holds: all of it, unless the algorithm shards parameters (Plexus)."""
         return (slice(None),) * (len(shape) if shape is not None else 2 if kind == "w" else 1)
+
+    def linears(self, layer: int, h: torch.Tensor, ws) -> tuple[torch.Tensor, ...]:
+        """``linear(layer, h, w)`` for each ``w`` of ``ws``: :func:`stacked_linears`."""
+        return stacked_linears(self, layer, h, ws)
 
     # Column reductions a model needs beyond linear/spmm/sddmm/edge_softmax. Here node tensors hold every
     # feature column, so they are local; a plan that splits columns (Plexus) overrides them.
@@ -105,6 +114,17 @@ class Plan:
             return logits.argmax(dim=1)
         c0, _ = self.out_cols(None)
         return sharded_argmax(logits, c0=c0, comm=self.comm, axis=self.class_axis)
+
+
+def stacked_linears(plan, layer: int, h: torch.Tensor, ws) -> tuple[torch.Tensor, ...]:
+    """``plan.linear(layer, h, w)`` for each ``w`` of ``ws`` — where ``plan.stacks_weights``, one ``linear`` by the
+    weights side by side, its output split back into theirs (column views): one product forward, and one gradient
+    of ``h`` backward where each product would give its own (the sum of those, which autograd would hold two of at
+    once)."""
+    ws = tuple(ws)
+    if not plan.stacks_weights or len(ws) < 2:
+        return tuple(plan.linear(layer, h, w) for w in ws)
+    return plan.linear(layer, h, torch.cat(ws, dim=1)).split([w.shape[1] for w in ws], dim=1)
 
 
 class _SumGrad(torch.autograd.Function):

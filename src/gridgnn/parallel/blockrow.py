@@ -778,6 +778,7 @@ class RowBlockPlan(Plan):
     comm: object = None
     copies: int = 1
     source: object = None
+    stacks_weights = True  # linear: h @ w on the local rows
 
     @property
     def local_slice(self) -> slice:

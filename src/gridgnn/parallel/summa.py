@@ -654,6 +654,7 @@ class SummaPlan(Plan):
         dims: layer widths (only their number matters: a distributed graph per matrix version).
     """
 
+    stacks_weights = True  # linear: h @ w on the replicated rows
 
     def __init__(self, name: str, comm, source, dims, *, dtype=torch.float64, device="cpu"):
         self.name, self.comm, self.grid, self.source, self.dims = name, comm, comm.grid, source, list(dims)

@@ -38,6 +38,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..ops import masked
 from ..partition.layout import EdgeLayout
+from .base import stacked_linears
 from .checks import LayoutRules, qualified
 from .program import PrimitiveCall
 from .registry import layout_rules
@@ -555,6 +556,10 @@ class TracePlan:
     root_in_aggregate_layout = True
     scores_across_orders = False
     aggregation_keeps_rows = True
+    stacks_weights = False
+
+    def linears(self, layer: int, h, ws):
+        return stacked_linears(self, layer, h, ws)
 
     def param_slice(self, layer: int, kind: str, shape=None):
         return self._plan.param_slice(layer, kind, shape)

@@ -189,6 +189,7 @@ class MinibatchPlan(Plan):
     grad_axes = ()
     root_in_aggregate_layout = False
     aggregation_keeps_rows = False  # a layer's input rows are its output rows and their sampled neighbours
+    stacks_weights = True  # linear: h @ w
 
     def __init__(self, sample, *, dtype=torch.float64, device="cpu", gcn: GcnNormalization | None = None):
         self.sample = sample

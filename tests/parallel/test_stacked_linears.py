@@ -1,0 +1,68 @@
+"""``plan.linears``: the products of one input by several weights, as one product by the weights side by side where
+the plan's ``linear`` is ``h @ w`` on its rows (``Plan.stacks_weights``), else one ``linear`` per weight. (That every
+model reading it — GraphSAGE, GATv2, R-GCN — equals serial training on every algorithm is the fidelity grid's.)"""
+import numpy as np
+import pytest
+import torch
+
+from gridgnn.graph import gcn_normalize
+from gridgnn.parallel import algorithm
+from gridgnn.parallel.base import stacked_linears
+from gridgnn.parallel.blockrow import build_serial
+
+from .conftest import GRAPHS
+
+
+def _leaves(seed: int):
+    g = torch.Generator().manual_seed(seed)
+    h = torch.randn(11, 6, generator=g, dtype=torch.float64, requires_grad=True)
+    ws = [torch.randn(6, k, generator=g, dtype=torch.float64, requires_grad=True) for k in (4, 3, 4)]
+    return h, ws
+
+
+def test_stacked_products_and_their_gradients_equal_one_product_per_weight():
+    plan = build_serial(gcn_normalize(GRAPHS["undirected"]))
+    assert plan.stacks_weights
+    calls = []
+    real = plan.linear
+    plan.linear = lambda layer, h, w: (calls.append(w.shape), real(layer, h, w))[1]
+    results = []
+    for stacked in (False, True):
+        h, ws = _leaves(3)
+        calls.clear()
+        outs = stacked_linears(plan, 0, h, ws) if stacked else [real(0, h, w) for w in ws]
+        assert [tuple(o.shape) for o in outs] == [(11, 4), (11, 3), (11, 4)]
+        if stacked:
+            assert calls == [torch.Size([6, 11])]  # one product, by the weights side by side
+        dys = [torch.from_numpy(np.random.default_rng(k).normal(size=tuple(o.shape))) for k, o in enumerate(outs)]
+        sum((o * dy).sum() for o, dy in zip(outs, dys)).backward()
+        results.append([o.detach() for o in outs] + [h.grad] + [w.grad for w in ws])
+    for got, want in zip(*results):
+        assert torch.allclose(got, want, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("algo,stacks", [("1d", True), ("1.5d-sa", True), ("2d", True), ("3d", True),
+                                         ("edge", True), ("plexus", False), ("plexus-rs", False)])
+def test_each_family_says_whether_its_linear_stacks_weights(algo, stacks):
+    """Plexus' ``linear`` is a program over weight blocks laid out for each call's width: its products stay one call
+    per weight; the block-row, SUMMA and edge families multiply ``h @ w`` on their rows."""
+    assert algorithm(algo).traits["stacks_weights"] is stacks
+
+
+def test_a_plan_that_does_not_stack_makes_one_linear_call_per_weight():
+    class Separate:
+        stacks_weights = False
+
+        def __init__(self):
+            self.calls = []
+
+        def linear(self, layer, h, w):
+            self.calls.append((layer, tuple(w.shape)))
+            return h @ w
+
+    plan = Separate()
+    h, ws = _leaves(4)
+    outs = stacked_linears(plan, 2, h, ws)
+    assert plan.calls == [(2, (6, 4)), (2, (6, 3)), (2, (6, 4))]
+    for o, w in zip(outs, ws):
+        assert torch.equal(o, h @ w)
