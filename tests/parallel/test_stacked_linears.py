@@ -66,3 +66,40 @@ def test_a_plan_that_does_not_stack_makes_one_linear_call_per_weight():
     assert plan.calls == [(2, (6, 4)), (2, (6, 3)), (2, (6, 4))]
     for o, w in zip(outs, ws):
         assert torch.equal(o, h @ w)
+
+
+def test_a_subclass_with_a_linear_of_its_own_stacks_only_if_it_says_so():
+    from gridgnn.parallel.blockrow import RowBlockPlan
+    from gridgnn.sampling.plan import MinibatchPlan
+
+    class Casting(RowBlockPlan):  # (a linear that is not h @ w on the rows)
+        def linear(self, layer, h, w):
+            return super().linear(layer, h, w.to(torch.float32)).to(h.dtype)
+
+    class Stacking(Casting):
+        stacks_weights = True
+
+    class Inherits(RowBlockPlan):
+        pass
+
+    assert (MinibatchPlan.stacks_weights, Casting.stacks_weights, Stacking.stacks_weights,
+            Inherits.stacks_weights) == (True, False, True, True)
+
+
+@pytest.mark.parametrize("algo,linears", [("serial", 1), ("1d", 1), ("2d", 1), ("plexus", 2)])
+def test_the_trace_of_a_layer_that_multiplies_first_has_the_products_of_its_family(algo, linears):
+    """GraphSAGE 5 → 3 → 3 → 2: layer 1 multiplies first (equal widths after layer 0) by its two weights: one
+    ``linear`` 6 wide where the family stacks weights, two 3 wide on Plexus. The stacked weight (3 × 6, a copy of
+    parameters the product keeps for its input's gradient) is kept as what it is, not as a node tensor of 6 columns
+    on the trace's 3-vertex graph."""
+    from gridgnn.nn import resolve_model
+    from gridgnn.train.rank_layout import model_trace
+
+    dims = [5, 3, 3, 2]
+    tr = model_trace(dims, lambda p: resolve_model("sage")(dims, dropout=0.5, seed=0, dtype=torch.float64, plan=p),
+                     algo)
+    products = [(c.width, c.out_width) for c in tr.calls if c.name == "linear" and c.layer == 1]
+    assert products == ([(3, 6)] if linears == 1 else [(3, 3), (3, 3)])
+    kept = [(s.layer, s.kind, s.cols) for s in tr.saved if s.layer == 1]
+    assert (1, "node", 6) not in kept
+    assert ((1, "other", 18) in kept) == (linears == 1)

@@ -11,6 +11,7 @@ algorithm on this rank, and every primitive it offers moves what its layout need
 call                                        what it computes (global view; each rank holds its local block)
 =========================================  ================================================================
 ``plan.linear(l, H, W)``                    :math:`HW` (``W`` this rank's :meth:`~Model.add_parameter` slice)
+``plan.linears(l, H, [W1, W2])``            :math:`HW_1, HW_2` (one product by the weights side by side where it can)
 ``plan.add_bias(l, H, b)``                  :math:`H + b`
 ``plan.head_scores(l, X, a)``               :math:`s_{v,h} = \sum_f X_{v,h,f}\, a_{h,f}` (``a``: ``K × F``)
 ``plan.head_mean(l, H, K, width)``          the mean of ``K`` heads

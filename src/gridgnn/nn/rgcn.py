@@ -100,9 +100,9 @@ class RGCN(Model):
             if self.dims[layer + 1] < self.dims[layer]:  # aggregate HV_k (f_out columns)
                 *hw, hr = plan.linears(layer, h, [self.term_weight(layer, k) for k in range(self.terms)] + [root])
                 out = g.at_destinations(hr)
-                del hr
                 for k in range(self.terms):
                     out = out + g.spmm(values[:, k], hw[k])
+                del hw, hr  # (views of one product: its storage goes with the last of them)
             else:  # aggregate H (f_in columns)
                 ah = [g.spmm(values[:, k], h) for k in range(self.terms)]
                 out = plan.linear(layer, g.at_destinations(h), root)

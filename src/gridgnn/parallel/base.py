@@ -47,6 +47,11 @@ class Plan:
     #: (:meth:`linears`), whose backward gives the input one gradient instead of one per weight
     stacks_weights = False
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "linear" in vars(cls) and "stacks_weights" not in vars(cls):  # a linear of its own stacks only if it says so
+            cls.stacks_weights = False
+
     #: ``{(parameter name, layer): mesh axes}``: parameters that enter raw torch operations on tensors split over
     #: more axes than ``grad_axes``, whose gradients are summed there too (the model's trace finds them,
     #: :attr:`gridgnn.parallel.trace.Trace.raw_grad_axes`)

@@ -204,7 +204,9 @@ def layers_of(dims, trace) -> list[tuple[int, int, int, int]]:
 def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[int, int]:
     """Node columns and edge columns of the temporaries of the backward of the trace's call ``k`` (and of the raw
     operations after it, which run just before it): two node tensors of its layer's widest kept width (the incoming
-    gradient and the one it gives), two edge tensors of its layer's widest heads, and the dropout outputs it
+    gradient and the one it gives; for a ``linear``, of its output's width if wider: the products of one input by
+    several weights side by side, :func:`~gridgnn.parallel.base.stacked_linears`), two edge tensors of its layer's
+    widest heads, and the dropout outputs it
     recomputes (:attr:`~gridgnn.parallel.trace.Trace.recomputed`; the masks it draws again for them:
     :func:`redrawn_mask_columns`). What a primitive moves — the rows or panels it
     receives, the partial sums it sends and the output it assembles from them — is its family's ``buffers``.
@@ -217,6 +219,8 @@ def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[int, int]:
     chain = [c for c in ctx.trace.calls if c.layer == call.layer and _edge_valued(c)]
     edge = 2 * sum(c.heads for c in chain) if _edge_valued(call) else 2 * heads
     again = [(kind, c) for l, kind, c, pos, _ in ctx.trace.recomputed if max(pos - 1, 0) == k]
+    if call.name == "linear":  # a product by weights side by side (plan.linears): its views' gradients and their
+        cols = max(cols, call.out_width)  # concatenation, as wide as all its outputs
     return (2 * cols + max((c for kind, c in again if kind == "node"), default=0),
             edge + max((c for kind, c in again if kind == "edge"), default=0))
 

@@ -38,7 +38,7 @@ from torch.overrides import TorchFunctionMode
 
 from ..ops import masked
 from ..partition.layout import EdgeLayout
-from .base import stacked_linears
+from .base import Plan, stacked_linears
 from .checks import LayoutRules, qualified
 from .program import PrimitiveCall
 from .registry import layout_rules
@@ -548,7 +548,9 @@ class TracePlan:
     def __init__(self, plan, traits: dict | None = None, rules: LayoutRules | None = None):
         self._plan = plan
         self.name = rules.algo if rules is not None else plan.name
-        for k, v in (traits or {}).items():
+        if traits is None:  # (the plan it runs: serial's)
+            traits = {k: getattr(plan, k) for k in Plan.TRAITS}
+        for k, v in traits.items():
             setattr(self, k, v)
         self.calls: list[PrimitiveCall] = []
         self.tracer = _Tracer(rules or layout_rules("serial"), {})
@@ -719,7 +721,9 @@ class _SavedLog:
             elements = store.nbytes() // t.element_size()
             itemsize = 0 if t.is_floating_point() else t.element_size()
             lay = by_storage.get(store.data_ptr())
-            if in_loss and lay is None and t.shape[0] == self.n:  # a row per labelled vertex (all 3 are)
+            if lay is None and self.t.param_reads(t):  # made of parameters alone (weights side by side): no rows
+                out.append(SavedTensor(layer, "other", elements, itemsize, pos=pos))
+            elif in_loss and lay is None and t.shape[0] == self.n:  # a row per labelled vertex (all 3 are)
                 out.append(SavedTensor(layer, "loss", elements // self.n, itemsize, pos=pos))
             elif isinstance(lay, EdgeLayout) or lay is None and t.shape[0] == self.nnz:
                 out.append(SavedTensor(layer, "edge", elements // self.nnz, itemsize, lay, pos))
