@@ -221,11 +221,13 @@ def test_a_mask_drawn_again_gives_the_kept_masks_gradients_and_is_not_kept():
     assert torch.equal(*second)
 
 
-@pytest.mark.parametrize("name", ["gcn", "sage"])
-def test_a_model_keeps_no_node_mask_where_a_kernel_draws_them(name, monkeypatch):
-    """Where numba draws the node-feature masks (:func:`gridgnn.nn.dropout.redraws`), a model step keeps no
-    boolean tensor (each mask is drawn again in the backward from its key) and its logits and gradients equal the
-    step that keeps them, bit for bit."""
+@pytest.mark.parametrize("name,kw", [("gcn", {}), ("sage", {}), ("gat", {"heads": 2, "attn_dropout": 0.3}),
+                                     ("gatv2", {"heads": 2, "attn_dropout": 0.3})])
+def test_a_model_keeps_no_mask_where_a_kernel_draws_them(name, kw, monkeypatch):
+    """Where numba draws the dropout masks (:func:`gridgnn.nn.dropout.redraws`), a model step keeps no boolean
+    tensor — of the node features' masks nor of the attention coefficients' (GAT's through its fused kernels,
+    GATv2's through the composition): each is drawn again in the backward from its key — and its logits and
+    gradients equal the step that keeps them, bit for bit."""
     import gridgnn.nn.dropout as D
 
     if not D.redraws("cpu"):
@@ -236,8 +238,8 @@ def test_a_model_keeps_no_node_mask_where_a_kernel_draws_them(name, monkeypatch)
     real, draws, results = D.keep_mask, [], []
     monkeypatch.setattr(D, "keep_mask", lambda *a, **k: (draws.append(1), real(*a, **k))[1])
     for again in (False, True):
-        monkeypatch.setattr(D, "redraws", lambda device, again=again: again)
-        model = resolve_model(name)([g.num_features, 8, 8, 3], dropout=0.4, seed=2, dtype=torch.float64)
+        monkeypatch.setattr(D, "redraws", lambda *device_and_kernel, again=again: again)
+        model = resolve_model(name)([g.num_features, 8, 8, 3], dropout=0.4, seed=2, dtype=torch.float64, **kw)
         model.train()
         kept = []
         draws.clear()

@@ -9,8 +9,8 @@ the layer input, ``feature`` = global column id, so column-sharded layouts draw 
 there: by one Triton kernel where Triton is present (:mod:`gridgnn.ops.triton_kernels`), else in torch ``int64``
 arithmetic holding the same bits (:func:`gridgnn.ops.hashing.mix_tensor`, in chunks of rows): only the ids cross
 to the device, not the mask.
-Autograd keeps no node-feature mask where a kernel draws it (numba, Triton): the backward draws it again from its key
-(:func:`redraws`); elsewhere it keeps the boolean mask (1 byte per element), not a mask in the training dtype. What an
+Autograd keeps no mask where a kernel draws it (numba, Triton): the backward draws it again from its key
+(:func:`redraws`, :func:`keyed`); elsewhere it keeps the boolean mask (1 byte per element), not a mask in the training dtype. What an
 operation saves of the dropped tensor is kept as the input and the mask (or its key) and recomputed in the backward
 (:func:`gridgnn.ops.masked.dropped`).
 """
@@ -138,18 +138,28 @@ def hashed_dropout(x: torch.Tensor, p: float, node_ids: np.ndarray, *, seed: int
     else:
         def draw():
             return torch.from_numpy(keep_mask(node_ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols))
-    return dropped(x, draw(), 1.0 - p, draw if redraws(x.device) else None)
+    mask, redraw = keyed(draw, x.device, "node_mask")
+    return dropped(x, mask, 1.0 - p, redraw)
 
 
-def redraws(device) -> bool:
-    """Whether a node-feature mask on ``device`` is drawn again in the backward instead of kept: where a kernel
-    draws it allocating the mask alone (numba on the host, Triton on a GPU) — drawing it costs one pass over a
-    byte per element, keeping it holds every layer's mask from its forward to its backward. (The NumPy and torch
-    ``int64`` references hash through temporaries of 8 bytes per element: their masks are kept.)"""
+def redraws(device, kernel: str = "node_mask") -> bool:
+    """Whether a keyed mask on ``device`` is drawn again in the backward instead of kept: where a kernel draws it
+    allocating the mask alone (numba on the host; on a GPU the Triton kernel ``kernel``, ``"node_mask"`` or
+    ``"edge_mask"``) — drawing it costs one pass over a byte per element, keeping it holds every layer's mask from its
+    forward to its backward. (The NumPy and torch ``int64`` references hash through temporaries of 8 bytes per
+    element: their masks are kept.)"""
     device = torch.device(device)
     if device.type == "cpu":
         return kernels.enabled()
-    return triton_kernels.usable(device) and triton_kernels.on("node_mask")
+    return triton_kernels.usable(device) and triton_kernels.on(kernel)
+
+
+def keyed(draw, device, kernel: str = "node_mask") -> tuple:
+    """``(mask, redraw)``: the mask ``draw()`` gives, and ``draw`` itself where the backward draws the mask again
+    (:func:`redraws`; else ``None``: the mask is kept) — what :func:`gridgnn.ops.masked.dropped` and the fused
+    attention take. ``draw`` gives the same bits at every call (it holds the key it was made with)."""
+    mask = draw()
+    return mask, (draw if redraws(device, kernel) else None)
 
 
 def edge_keep_mask(dst_ids: np.ndarray, src_ids: np.ndarray, heads: int, p: float, *, seed: int, epoch: int,
@@ -199,10 +209,14 @@ def hashed_edge_dropout(alpha: torch.Tensor, p: float, dst_ids: np.ndarray, src_
     r"""Inverted dropout on an edge tensor ``alpha`` (``nnz × K``, edges ``src_ids[e] → dst_ids[e]``)."""
     if not training or p <= 0.0:
         return alpha
+    heads = alpha.shape[1]
     if alpha.device.type != "cpu":
         dst, src = (torch.as_tensor(np.asarray(a, dtype=np.int64)).to(alpha.device) for a in (dst_ids, src_ids))
-        mask = edge_keep_mask_tensor(dst, src, alpha.shape[1], p, seed=seed, epoch=epoch, layer=layer)
+
+        def draw():
+            return edge_keep_mask_tensor(dst, src, heads, p, seed=seed, epoch=epoch, layer=layer)
     else:
-        mask = torch.from_numpy(edge_keep_mask(dst_ids, src_ids, alpha.shape[1], p, seed=seed, epoch=epoch,
-                                               layer=layer))
-    return dropped(alpha, mask, 1.0 - p)
+        def draw():
+            return torch.from_numpy(edge_keep_mask(dst_ids, src_ids, heads, p, seed=seed, epoch=epoch, layer=layer))
+    mask, redraw = keyed(draw, alpha.device, "edge_mask")
+    return dropped(alpha, mask, 1.0 - p, redraw)

@@ -28,7 +28,7 @@ from torch import nn
 
 from ..parallel.attention import attend
 from .base import Model, Option, parameter_group
-from .dropout import edge_keep_mask, edge_keep_mask_tensor
+from .dropout import edge_keep_mask, edge_keep_mask_tensor, keyed
 
 #: ``--heads``: at most this many heads per layer
 MAX_HEADS = 1024
@@ -106,21 +106,28 @@ class GAT(Model):
     def layer_heads(self, layer: int) -> int:
         return self.heads if layer < len(self.dims) - 2 else self.out_heads
 
-    def attention_keep(self, g, layer: int, heads: int, device) -> torch.Tensor | None:
-        """The keyed dropout mask of the attention coefficients of ``g``'s local edges (``nnz × heads``; ``None``
-        when evaluating or without attention dropout): the same entries on every algorithm and P."""
+    def attention_keep(self, g, layer: int, heads: int, device) -> tuple:
+        """``(mask, redraw)``: the keyed dropout mask of the attention coefficients of ``g``'s local edges
+        (``nnz × heads``: the same entries on every algorithm and P) and, where the backward draws it again instead
+        of keeping it, what draws it (:func:`~gridgnn.nn.dropout.keyed`); ``(None, None)`` when evaluating or
+        without attention dropout."""
         if not (self.training and self.attn_dropout > 0):
-            return None
+            return None, None
         dst, src = g.edge_ids()
+        p, seed, epoch = self.attn_dropout, self.seed, self.epoch  # (the key: this step's)
         if torch.device(device).type != "cpu":  # drawn on the device from its copy of the ids (made once)
             cache = g.__dict__.setdefault("_edge_ids_on", {})
             key = str(device)
             if key not in cache:
                 cache[key] = tuple(torch.as_tensor(np.asarray(a, dtype=np.int64)).to(device) for a in (dst, src))
-            return edge_keep_mask_tensor(*cache[key], heads, self.attn_dropout, seed=self.seed, epoch=self.epoch,
-                                         layer=layer)
-        return torch.from_numpy(edge_keep_mask(dst, src, heads, self.attn_dropout, seed=self.seed,
-                                               epoch=self.epoch, layer=layer))
+            ids = cache[key]
+
+            def draw():
+                return edge_keep_mask_tensor(*ids, heads, p, seed=seed, epoch=epoch, layer=layer)
+        else:
+            def draw():
+                return torch.from_numpy(edge_keep_mask(dst, src, heads, p, seed=seed, epoch=epoch, layer=layer))
+        return keyed(draw, device, "edge_mask")
 
     def in_width(self, layer: int) -> int:
         """Width of layer ``layer``'s input: ``f_0``, then ``heads · F_l`` of the concatenated hidden layer."""
@@ -137,9 +144,9 @@ class GAT(Model):
             del h  # (the dropped input is not kept alive through the attention)
             s_src = plan.head_scores(layer, xw, self.param("att_src", layer))  # n × K
             s_dst = plan.head_scores(layer, xw, self.param("att_dst", layer))
-            keep = self.attention_keep(g, layer, k, xw.device)
+            keep, redraw = self.attention_keep(g, layer, k, xw.device)
             h = attend(g, s_dst, s_src, xw, score="add", heads=k, slope=NEGATIVE_SLOPE, keep=keep,
-                       p=self.attn_dropout)  # n × K·F
+                       p=self.attn_dropout, redraw=redraw)  # n × K·F
             if layer == last:
                 h = plan.head_mean(layer, h, k, k * fo)
             if self.bias:

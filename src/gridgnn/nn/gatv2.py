@@ -89,9 +89,9 @@ class GATv2(Model):
             xl, xr = plan.add_bias(layer, xl, self.param("b_src", layer)), plan.add_bias(layer, xr, self.param("b_dst", layer))
             del h  # (the dropped input is not kept alive through the attention)
             alpha = g.edge_softmax(self.scores(layer, g, xr, xl))
-            keep = self.attention_keep(g, layer, k, alpha.device)
+            keep, redraw = self.attention_keep(g, layer, k, alpha.device)
             if keep is not None:
-                alpha = dropped(alpha, keep, 1.0 - self.attn_dropout)
+                alpha = dropped(alpha, keep, 1.0 - self.attn_dropout, redraw)
             h = g.spmm(alpha, xl)  # n × K·F
             if layer == last:
                 h = plan.head_mean(layer, h, k, k * fo)

@@ -28,7 +28,7 @@ SCORES = ("add", "dot")
 
 
 def attend(g, a_dst: torch.Tensor, a_src: torch.Tensor, x: torch.Tensor, *, score: str, heads: int,
-           slope: float = 0.2, keep: torch.Tensor | None = None, p: float = 0.0) -> torch.Tensor:
+           slope: float = 0.2, keep: torch.Tensor | None = None, p: float = 0.0, redraw=None) -> torch.Tensor:
     r"""Attention-weighted aggregation of ``x`` over the local edges of ``g`` (see the module docstring).
 
     Args:
@@ -36,21 +36,23 @@ def attend(g, a_dst: torch.Tensor, a_src: torch.Tensor, x: torch.Tensor, *, scor
             ``"dot"``: ``n × K·F'`` features whose per-head dot products are the scores).
         x: ``n × K·F`` node tensor aggregated (head ``h`` = columns ``h·F:(h+1)·F``).
         score: ``"add"`` (GAT) or ``"dot"`` (AGNN); ``heads``: ``K``; ``slope``: LeakyReLU's (``"add"`` only).
-        keep: ``nnz_local × K`` bool dropout mask of the attention coefficients, drop probability ``p``.
+        keep: ``nnz_local × K`` bool dropout mask of the attention coefficients, drop probability ``p``;
+            ``redraw``: what draws ``keep`` again (a keyed mask, :func:`gridgnn.nn.dropout.keyed`): the backward
+            draws it instead of keeping it.
     Returns: ``n × K·F``.
     """
     if score not in SCORES:
         raise ValueError(f"score must be one of {SCORES}, got {score!r}")
     fused = getattr(g, "fused_attention", None)
     if fused is not None:
-        y = fused(a_dst, a_src, x, score=score, heads=heads, slope=slope, keep=keep, p=p)
+        y = fused(a_dst, a_src, x, score=score, heads=heads, slope=slope, keep=keep, p=p, redraw=redraw)
         if y is not None:
             return y
-    return attend_composed(g, a_dst, a_src, x, score=score, heads=heads, slope=slope, keep=keep, p=p)
+    return attend_composed(g, a_dst, a_src, x, score=score, heads=heads, slope=slope, keep=keep, p=p, redraw=redraw)
 
 
 def attend_composed(g, a_dst, a_src, x, *, score: str, heads: int, slope: float = 0.2, keep=None,
-                    p: float = 0.0) -> torch.Tensor:
+                    p: float = 0.0, redraw=None) -> torch.Tensor:
     """:func:`attend` as the graph's primitives (every layout; the reference of the fused kernels)."""
     if score == "add":
         e = F.leaky_relu(g.sddmm_add(a_dst, a_src), slope)
@@ -58,7 +60,7 @@ def attend_composed(g, a_dst, a_src, x, *, score: str, heads: int, slope: float 
         e = g.sddmm_dot(a_dst, a_src, heads)
     alpha = g.edge_softmax(e)
     if keep is not None:
-        alpha = dropped(alpha, keep, 1.0 - p)
+        alpha = dropped(alpha, keep, 1.0 - p, redraw)
     return g.spmm(alpha, x)
 
 
@@ -70,20 +72,24 @@ def fusable(*tensors: torch.Tensor) -> bool:
 
 class FusedAttention(torch.autograd.Function):
     """:func:`attend` on a graph with whole rows: ``sources(t)`` returns the source rows the local pattern reads
-    (fetching them if need be), ``push(part, width)`` sums per-source partials into their owners' rows."""
+    (fetching them if need be), ``push(part, width)`` sums per-source partials into their owners' rows; ``redraw``
+    (or ``None``): what draws the dropout mask ``keep`` again in the backward, instead of keeping it."""
 
     @staticmethod
-    def forward(ctx, a_dst, a_src, x, pat, sources, push, score, heads, slope, keep, p):
+    def forward(ctx, a_dst, a_src, x, pat, sources, push, score, heads, slope, keep, p, redraw=None):
         q = 1.0 - p
         src, xs = sources(a_src), sources(x)  # the composition's two fetches, in its order
         alpha, y = row_kernels.forward(pat, a_dst, src, xs, dot=score == "dot", heads=heads, slope=slope, keep=keep, q=q)
         ctx.pat, ctx.push, ctx.score, ctx.heads, ctx.slope, ctx.q = pat, push, score, heads, slope, q
-        ctx.save_for_backward(a_dst, src, xs, alpha, keep)
+        ctx.redraw = redraw
+        ctx.save_for_backward(a_dst, src, xs, alpha, keep if redraw is None else None)
         return y
 
     @staticmethod
     def backward(ctx, dy):
         a_dst, src, xs, alpha, keep = ctx.saved_tensors
+        if ctx.redraw is not None:
+            keep = ctx.redraw()
         pat, dot = ctx.pat, ctx.score == "dot"
         g_edge, g_dst = row_kernels.backward(pat, a_dst, src, xs, dy, alpha, dot=dot, slope=ctx.slope, keep=keep,
                                          q=ctx.q)
@@ -96,4 +102,4 @@ class FusedAttention(torch.autograd.Function):
             part = (spmm(pat, g_edge, a_dst, transpose=True, col_heads=head_columns(ctx.heads, a_dst.shape[1]))
                     if dot else col_sum(pat, g_edge))
             d_src = ctx.push(part, src.shape[1])
-        return g_dst, d_src, dx, None, None, None, None, None, None, None, None
+        return g_dst, d_src, dx, None, None, None, None, None, None, None, None, None

@@ -462,7 +462,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
         return x
 
 
-    def fused_attention(self, a_dst, a_src, x, *, score, heads, slope, keep, p):
+    def fused_attention(self, a_dst, a_src, x, *, score, heads, slope, keep, p, redraw=None):
         r""":func:`~gridgnn.parallel.attention.attend` as fused kernels when this rank's rows are whole and their
         sources at hand — ``serial`` and ``1d-sa`` (the halo) — else ``None`` (the caller composes). The
         oblivious layouts stream source blocks and 1.5D splits rows over ``"rep"``: no fusion there."""
@@ -477,9 +477,10 @@ class BlockRowGraph(SourceKeys, DistGraph):
                 self._push_halo(part, out)
                 return out
 
-            return FusedAttention.apply(a_dst, a_src, x, pat, self._fetch_halo, push, score, heads, slope, keep, p)
+            return FusedAttention.apply(a_dst, a_src, x, pat, self._fetch_halo, push, score, heads, slope, keep, p,
+                                        redraw)
         return FusedAttention.apply(a_dst, a_src, x, self.pattern, lambda t: t.contiguous(), lambda part, w: part,
-                                    score, heads, slope, keep, p)
+                                    score, heads, slope, keep, p, redraw)
 
 
 def program(call, sched: BlockRowSchedule, *, sparsity_aware: bool) -> Program:

@@ -225,13 +225,14 @@ def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[int, int]:
             edge + max((c for kind, c in again if kind == "edge"), default=0))
 
 
-def redrawn_mask_columns(ctx: MemoryContext, k: int) -> int:
-    """Node columns of the dropout masks (1 byte per element) that the backward of the trace's call ``k`` draws
-    again instead of reading them kept (:func:`gridgnn.ops.masked.dropped`; the widest, one at a time). Whether a
-    mask is drawn again is the trace's host's answer (numba present), taken for a GPU's (Triton present) too:
-    ``GRIDGNN_KERNELS=torch`` turns both off."""
-    return max((c for l, kind, c, pos, redrawn in ctx.trace.recomputed
-                if redrawn and kind == "node" and max(pos - 1, 0) == k), default=0)
+def redrawn_mask_columns(ctx: MemoryContext, k: int) -> tuple[int, int]:
+    """Node columns and edge columns (heads) of the dropout masks (1 byte per element) that the backward of the
+    trace's call ``k`` draws again instead of reading them kept (:func:`gridgnn.ops.masked.dropped`; the widest of
+    each kind, one at a time). Whether a mask is drawn again is the trace's host's answer (numba present), taken
+    for a GPU's (Triton present) too: ``GRIDGNN_KERNELS=torch`` turns both off."""
+    again = [(kind, c) for l, kind, c, pos, redrawn in ctx.trace.recomputed if redrawn and max(pos - 1, 0) == k]
+    return (max((c for kind, c in again if kind == "node"), default=0),
+            max((c for kind, c in again if kind == "edge"), default=0))
 
 
 def attention_layers(trace) -> dict:
@@ -324,8 +325,9 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
         acc.add("features", sum(edges(l) for l in first.values()) * per_edge)
     for k, c in forward_calls(tr):
         node_cols, edge_cols = backward_temporaries(ctx, k)
+        mask_node, mask_edge = redrawn_mask_columns(ctx, k)
         acc.cand("workspace", (node(None, c.layer, node_cols) + edges(c.layer) * edge_cols) * e
-                 + node(None, c.layer, redrawn_mask_columns(ctx, k)),
+                 + node(None, c.layer, mask_node) + edges(c.layer) * mask_edge,
                  f"layer {c.layer} {c.name} backward temporaries", at=[backward_of(ctx, k)])
     for l, (cols, _, heads, fi) in enumerate(ctx.layers):
         if not moments_of(ctx, l):  # a layer of raw operations alone: its gradients at every moment

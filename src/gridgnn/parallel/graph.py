@@ -73,7 +73,7 @@ class DistGraph(ABC):
     def at_destinations(self, x: torch.Tensor) -> torch.Tensor:
         """``x`` (laid out as :meth:`spmm` reads it) laid out like :meth:`spmm`'s output."""
 
-    def fused_attention(self, a_dst, a_src, x, *, score, heads, slope, keep, p):
+    def fused_attention(self, a_dst, a_src, x, *, score, heads, slope, keep, p, redraw=None):
         """:func:`~gridgnn.parallel.attention.attend` as fused kernels, where a family can; ``None``: compose."""
         return None
 

@@ -971,7 +971,7 @@ def _plexus_ranks(ctx, shape, layouts, ranks):
     widths = {ctx.n, 1, *ctx.dims, *(c.width for c in tr.calls), *(c.out_width for c in tr.calls),
               *(s.cols for s in tr.saved), *(2 * lay[0] for lay in ctx.layers),
               *(backward_temporaries(ctx, k)[0] for k, _ in forward_calls(tr)),
-              *(redrawn_mask_columns(ctx, k) for k, _ in forward_calls(tr))}
+              *(redrawn_mask_columns(ctx, k)[0] for k, _ in forward_calls(tr))}
     cls = split_classes(dict(zip(PLEXUS_AXES, map(int, shape))), widths) if GROUP_RANKS else None
     built: dict = {}
     for r in ranks:
