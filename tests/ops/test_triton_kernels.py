@@ -310,6 +310,46 @@ def check_fused_attention_equals_its_torch_reference():
 
 
 @on_a_gpu
+def test_on_a_gpu_the_masks_drawn_again_give_the_kept_masks_gradients_and_none_is_kept():
+    """GAT (fused attention) and GraphSAGE on a GPU: the Triton kernels draw the node and attention masks, autograd
+    keeps none of them (each is drawn again in the backward from its key), and the step's logits and gradients equal
+    those of the step that keeps them, bit for bit."""
+    from gridgnn.graph import gcn_normalize
+    from gridgnn.graph.spec import load_graph
+    from gridgnn.nn import resolve_model
+    from gridgnn.ops import masked
+    from gridgnn.parallel.blockrow import build_serial
+
+    g = load_graph("synthetic:sbm?n=400&classes=4&avg_degree=12&features=8")
+    plan = build_serial(gcn_normalize(g), dtype=torch.float64, device="cuda")
+    x = torch.from_numpy(g.x).double().cuda()
+    for name, kw in (("gat", {"heads": 2, "attn_dropout": 0.3}), ("sage", {})):
+        results = []
+        for again in (False, True):
+            real = D.redraws
+            D.redraws = lambda *a, again=again: again and real(*a)
+            try:
+                model = resolve_model(name)([8, 8, 8, 4], dropout=0.4, seed=2, dtype=torch.float64, **kw).cuda()
+                model.train()
+                kept = []
+                observers = masked._LOCAL.__dict__.setdefault("observers", [])
+                observers.append(kept.append)
+                try:
+                    out = model(x, plan)
+                finally:
+                    observers.remove(kept.append)
+            finally:
+                D.redraws = real
+            out.square().sum().backward()
+            masks = [k for k in kept if isinstance(k, torch.Tensor) and k.dtype == torch.bool]
+            masks += [k.mask for k in kept if isinstance(k, masked.Recomputed) and not k.redrawn]
+            assert bool(masks) == (not again), (name, again, len(masks))
+            results.append([out.detach()] + [p.grad for p in model.parameters()])
+        for mine, ref in zip(*results):
+            assert torch.equal(mine, ref), name
+
+
+@on_a_gpu
 def test_on_a_gpu_the_fused_attention_comes_from_the_kernels_and_equals_the_reference():
     """GAT's and AGNN's attention through :class:`FusedAttention` on a GPU pattern: the Triton kernels run (not the
     reference), forward and every input's gradient equal the composition of primitives on the CPU."""

@@ -210,8 +210,8 @@ def hashed_edge_dropout(alpha: torch.Tensor, p: float, dst_ids: np.ndarray, src_
     if not training or p <= 0.0:
         return alpha
     heads = alpha.shape[1]
-    if alpha.device.type != "cpu":
-        dst, src = (torch.as_tensor(np.asarray(a, dtype=np.int64)).to(alpha.device) for a in (dst_ids, src_ids))
+    if alpha.device.type != "cpu":  # (the ids' device copies made once while the host arrays live: device_ids)
+        dst, src = device_ids(dst_ids, alpha.device), device_ids(src_ids, alpha.device)
 
         def draw():
             return edge_keep_mask_tensor(dst, src, heads, p, seed=seed, epoch=epoch, layer=layer)

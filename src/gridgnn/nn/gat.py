@@ -147,6 +147,7 @@ class GAT(Model):
             keep, redraw = self.attention_keep(g, layer, k, xw.device)
             h = attend(g, s_dst, s_src, xw, score="add", heads=k, slope=NEGATIVE_SLOPE, keep=keep,
                        p=self.attn_dropout, redraw=redraw)  # n × K·F
+            del keep, redraw  # (a mask drawn again is not held through the next layer)
             if layer == last:
                 h = plan.head_mean(layer, h, k, k * fo)
             if self.bias:

@@ -92,6 +92,7 @@ class GATv2(Model):
             keep, redraw = self.attention_keep(g, layer, k, alpha.device)
             if keep is not None:
                 alpha = dropped(alpha, keep, 1.0 - self.attn_dropout, redraw)
+            del keep, redraw  # (a mask drawn again is not held through the aggregation and the next layer)
             h = g.spmm(alpha, xl)  # n × K·F
             if layer == last:
                 h = plan.head_mean(layer, h, k, k * fo)

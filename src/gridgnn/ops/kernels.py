@@ -264,11 +264,20 @@ def row_apply(crow: torch.Tensor, a: torch.Tensor, b: torch.Tensor | None, t: to
     return out
 
 
+def _as_uint64(ids) -> np.ndarray:
+    """``ids`` as contiguous ``uint64``: a view of contiguous 64-bit integers (the same bits as a conversion, two's
+    complement), else a copy — a mask drawn again in the backward allocates the mask alone."""
+    a = np.asarray(ids)
+    if a.dtype in (np.int64, np.uint64) and a.flags.c_contiguous:
+        return a.view(np.uint64)
+    return np.ascontiguousarray(a, dtype=np.uint64)
+
+
 def keyed_mask(ids: np.ndarray, features: int, c0: int, c1: int, key: np.uint64, threshold: np.uint64) -> np.ndarray:
     """``bool[len(ids), c1 − c0]``: ``mix((id · features + col) ^ key) < threshold`` — the node-feature dropout
     hash of :func:`gridgnn.nn.dropout.keep_mask`."""
     out = np.empty((len(ids), c1 - c0), dtype=np.bool_)
-    _kernel("keyed_mask", out.size)(np.ascontiguousarray(ids, dtype=np.uint64), np.uint64(features), np.uint64(c0),
+    _kernel("keyed_mask", out.size)(_as_uint64(ids), np.uint64(features), np.uint64(c0),
                                     np.uint64(key), np.uint64(threshold), out)
     return out
 
@@ -277,9 +286,7 @@ def edge_mask(dst: np.ndarray, src: np.ndarray, heads: int, key: np.uint64, thre
     """``bool[len(dst), heads]``: ``mix(mix(mix(dst ^ key) + src) ^ (h + 1)·G) < threshold`` — the attention
     dropout hash of :func:`gridgnn.nn.dropout.edge_keep_mask`."""
     out = np.empty((len(dst), heads), dtype=np.bool_)
-    _kernel("edge_mask", out.size)(np.ascontiguousarray(dst, dtype=np.uint64),
-                                   np.ascontiguousarray(src, dtype=np.uint64), np.uint64(key), np.uint64(threshold),
-                                   out)
+    _kernel("edge_mask", out.size)(_as_uint64(dst), _as_uint64(src), np.uint64(key), np.uint64(threshold), out)
     return out
 
 
