@@ -209,14 +209,17 @@ def hashed_edge_dropout(alpha: torch.Tensor, p: float, dst_ids: np.ndarray, src_
     r"""Inverted dropout on an edge tensor ``alpha`` (``nnz × K``, edges ``src_ids[e] → dst_ids[e]``)."""
     if not training or p <= 0.0:
         return alpha
-    heads = alpha.shape[1]
     if alpha.device.type != "cpu":  # (the ids' device copies made once while the host arrays live: device_ids)
-        dst, src = device_ids(dst_ids, alpha.device), device_ids(src_ids, alpha.device)
-
-        def draw():
-            return edge_keep_mask_tensor(dst, src, heads, p, seed=seed, epoch=epoch, layer=layer)
-    else:
-        def draw():
-            return torch.from_numpy(edge_keep_mask(dst_ids, src_ids, heads, p, seed=seed, epoch=epoch, layer=layer))
+        dst_ids, src_ids = device_ids(dst_ids, alpha.device), device_ids(src_ids, alpha.device)
+    draw = edge_drawer(dst_ids, src_ids, alpha.shape[1], p, seed=seed, epoch=epoch, layer=layer)
     mask, redraw = keyed(draw, alpha.device, "edge_mask")
     return dropped(alpha, mask, 1.0 - p, redraw)
+
+
+def edge_drawer(dst_ids, src_ids, heads: int, p: float, *, seed: int, epoch: int, layer: int):
+    """What draws the attention-dropout mask ``bool[len(dst_ids), heads]`` of the edges ``src → dst``, the same bits
+    at every call (for :func:`keyed`): on the ids' device where they are device tensors (:func:`edge_keep_mask_tensor`),
+    else on the host (:func:`edge_keep_mask`)."""
+    if isinstance(dst_ids, torch.Tensor) and dst_ids.device.type != "cpu":
+        return lambda: edge_keep_mask_tensor(dst_ids, src_ids, heads, p, seed=seed, epoch=epoch, layer=layer)
+    return lambda: torch.from_numpy(edge_keep_mask(dst_ids, src_ids, heads, p, seed=seed, epoch=epoch, layer=layer))

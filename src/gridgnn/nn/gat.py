@@ -28,7 +28,7 @@ from torch import nn
 
 from ..parallel.attention import attend
 from .base import Model, Option, parameter_group
-from .dropout import edge_keep_mask, edge_keep_mask_tensor, keyed
+from .dropout import edge_drawer, keyed
 
 #: ``--heads``: at most this many heads per layer
 MAX_HEADS = 1024
@@ -114,19 +114,13 @@ class GAT(Model):
         if not (self.training and self.attn_dropout > 0):
             return None, None
         dst, src = g.edge_ids()
-        p, seed, epoch = self.attn_dropout, self.seed, self.epoch  # (the key: this step's)
         if torch.device(device).type != "cpu":  # drawn on the device from its copy of the ids (made once)
             cache = g.__dict__.setdefault("_edge_ids_on", {})
             key = str(device)
             if key not in cache:
                 cache[key] = tuple(torch.as_tensor(np.asarray(a, dtype=np.int64)).to(device) for a in (dst, src))
-            ids = cache[key]
-
-            def draw():
-                return edge_keep_mask_tensor(*ids, heads, p, seed=seed, epoch=epoch, layer=layer)
-        else:
-            def draw():
-                return torch.from_numpy(edge_keep_mask(dst, src, heads, p, seed=seed, epoch=epoch, layer=layer))
+            dst, src = cache[key]
+        draw = edge_drawer(dst, src, heads, self.attn_dropout, seed=self.seed, epoch=self.epoch, layer=layer)
         return keyed(draw, device, "edge_mask")
 
     def in_width(self, layer: int) -> int:
