@@ -384,8 +384,8 @@ def test_on_a_gpu_the_fused_attention_comes_from_the_kernels_and_equals_the_refe
 
 @on_a_gpu
 def test_on_a_gpu_the_fused_attention_on_rows_of_a_thousand_to_a_hundred_thousand_edges_is_exact_and_repeatable():
-    """Rows far longer than the SBM's (a destination with 10⁵ sources, 10⁴, 10³, then short rows): the kernels' passes
-    over thousands of edge blocks and their row sums equal the CPU composition, and two runs on the device give the
+    """Rows far longer than the SBM's (a destination with 10⁵ sources, 10⁴, 10³, then short rows): the kernels'
+    passes over thousands of edge blocks and their row sums equal the CPU composition, and two runs on the device give the
     same bits — the Triton row programs and cuSPARSE on the transposed pattern, and the sources' score gradient
     summed per column in a fixed order (``ops.pattern.col_sum_in_order``, not ``index_add_``'s atomics)."""
     from gridgnn.graph import Graph, gcn_normalize
@@ -395,7 +395,8 @@ def test_on_a_gpu_the_fused_attention_on_rows_of_a_thousand_to_a_hundred_thousan
     r = np.random.default_rng(12)
     n = 110_000
     hubs = [(0, 100_000), (1, 10_000), (2, 1_000)]
-    src = np.concatenate([r.choice(np.arange(3, n), size, replace=False) for _, size in hubs] + [r.integers(3, n, 3 * n)])
+    src = np.concatenate([r.choice(np.arange(3, n), size, replace=False) for _, size in hubs]
+                         + [r.integers(3, n, 3 * n)])
     dst = np.concatenate([np.full(size, v) for v, size in hubs] + [r.integers(3, n, 3 * n)])
     g = gcn_normalize(Graph.from_edges(src, dst, n, directed=True, x=np.zeros((n, 1)), y=np.zeros(n, dtype=np.int64)))
     assert np.diff(g.indptr)[:3].tolist() == [100_001, 10_001, 1_001]  # (each with its self-loop)

@@ -10,9 +10,9 @@ there: by one Triton kernel where Triton is present (:mod:`gridgnn.ops.triton_ke
 arithmetic holding the same bits (:func:`gridgnn.ops.hashing.mix_tensor`, in chunks of rows): only the ids cross
 to the device, not the mask.
 Autograd keeps no mask where a kernel draws it (numba, Triton): the backward draws it again from its key
-(:func:`redraws`, :func:`keyed`); elsewhere it keeps the boolean mask (1 byte per element), not a mask in the training dtype. What an
-operation saves of the dropped tensor is kept as the input and the mask (or its key) and recomputed in the backward
-(:func:`gridgnn.ops.masked.dropped`).
+(:func:`redraws`, :func:`keyed`); elsewhere it keeps the boolean mask (1 byte per element), not a mask in the
+training dtype. What an operation saves of the dropped tensor is kept as the input and the mask (or its key) and
+recomputed in the backward (:func:`gridgnn.ops.masked.dropped`).
 """
 from __future__ import annotations
 
