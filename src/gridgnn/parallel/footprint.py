@@ -218,11 +218,17 @@ def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[int, int]:
     cols, _, heads, _ = ctx.layers[call.layer]
     chain = [c for c in ctx.trace.calls if c.layer == call.layer and _edge_valued(c)]
     edge = 2 * sum(c.heads for c in chain) if _edge_valued(call) else 2 * heads
-    again = [(kind, c) for l, kind, c, pos, _ in ctx.trace.recomputed if max(pos - 1, 0) == k]
+    again = recomputed_at(ctx, k)
     if call.name == "linear":  # a product by weights side by side (plan.linears): its views' gradients and their
         cols = max(cols, call.out_width)  # concatenation, as wide as all its outputs
-    return (2 * cols + max((c for kind, c in again if kind == "node"), default=0),
-            edge + max((c for kind, c in again if kind == "edge"), default=0))
+    return (2 * cols + max((c for kind, c, _ in again if kind == "node"), default=0),
+            edge + max((c for kind, c, _ in again if kind == "edge"), default=0))
+
+
+def recomputed_at(ctx: MemoryContext, k: int) -> list[tuple[str, int, bool]]:
+    """``(kind, columns, redrawn)`` of the dropout outputs the backward of the trace's call ``k`` recomputes
+    (:attr:`~gridgnn.parallel.trace.Trace.recomputed`)."""
+    return [(kind, c, redrawn) for l, kind, c, pos, redrawn in ctx.trace.recomputed if max(pos - 1, 0) == k]
 
 
 def redrawn_mask_columns(ctx: MemoryContext, k: int) -> tuple[int, int]:
@@ -230,7 +236,7 @@ def redrawn_mask_columns(ctx: MemoryContext, k: int) -> tuple[int, int]:
     trace's call ``k`` draws again instead of reading them kept (:func:`gridgnn.ops.masked.dropped`; the widest of
     each kind, one at a time). Whether a mask is drawn again is the trace's host's answer (numba present), taken
     for a GPU's (Triton present) too: ``GRIDGNN_KERNELS=torch`` turns both off."""
-    again = [(kind, c) for l, kind, c, pos, redrawn in ctx.trace.recomputed if redrawn and max(pos - 1, 0) == k]
+    again = [(kind, c) for kind, c, redrawn in recomputed_at(ctx, k) if redrawn]
     return (max((c for kind, c in again if kind == "node"), default=0),
             max((c for kind, c in again if kind == "edge"), default=0))
 

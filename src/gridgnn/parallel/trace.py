@@ -548,17 +548,11 @@ class TracePlan:
     def __init__(self, plan, traits: dict | None = None, rules: LayoutRules | None = None):
         self._plan = plan
         self.name = rules.algo if rules is not None else plan.name
-        if traits is None:  # (the plan it runs: serial's)
-            traits = {k: getattr(plan, k) for k in Plan.TRAITS}
-        for k, v in traits.items():
+        # the modelled plan's traits; any not given, those of the plan it runs (serial's)
+        for k, v in {**{k: getattr(plan, k) for k in Plan.TRAITS}, **(traits or {})}.items():
             setattr(self, k, v)
         self.calls: list[PrimitiveCall] = []
         self.tracer = _Tracer(rules or layout_rules("serial"), {})
-
-    root_in_aggregate_layout = True
-    scores_across_orders = False
-    aggregation_keeps_rows = True
-    stacks_weights = False
 
     def linears(self, layer: int, h, ws):
         return stacked_linears(self, layer, h, ws)
