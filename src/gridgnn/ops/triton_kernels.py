@@ -32,13 +32,23 @@ makes such a failure an error instead (the GPU tests set it, so that a kernel th
 first imported, Triton's interpreter runs them on host tensors — how the tests
 check them on a machine without a GPU (tests/ops/test_triton_kernels.py; the interpreter runs the kernels'
 arithmetic in NumPy, so it checks their logic and bits, not their compilation or speed: a GPU run does that).
+
+**Built without a GPU.** :func:`build` compiles a launch the wrappers make (:func:`recording`, :func:`launches_for`)
+as Triton's JIT would on a GPU of a given compute capability, through Triton's compiler and its ``ptxas``, and reads
+``ptxas``'s report: registers and spills a thread. tests/ops/test_triton_build.py holds every kernel to compiling
+and not spilling; ``benchmarks/triton_build.py`` prints the table (docs/benchmarks.md). The tiles are bounded by it
+(:data:`TILE`, :data:`SPAN_BYTES`); only a GPU times them.
 """
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import importlib
 import importlib.util
+import io
 import os
+import re
 import warnings
 
 import torch
@@ -46,8 +56,18 @@ import torch
 HAVE_TRITON = importlib.util.find_spec("triton") is not None
 #: elements per program of the mask kernels
 BLOCK = 1024
+#: elements of an operand's tile a program of the SDDMM holds at a step (``BLOCK_E × BLOCK_F``: 8 a thread at 4
+#: warps; 2048 held 229 registers a thread, 4096 spilled to local memory — :func:`build` measures it)
+TILE = 1024
+#: bytes of a head's columns the attention kernels hold per edge at a step (``BLOCK_F`` / ``BLOCK_D``: 64 columns of
+#: float32, 32 of float64; 64 of float64 took up to 222 registers a thread and spilled)
+SPAN_BYTES = 256
 #: the kernels turned off in this process, by name, and why (a kernel that could not be built or launched)
 off: dict[str, str] = {}
+#: multiply-adds fused (Triton's default until 3.10, which turns it off; set here so that an upgrade changes nothing)
+FP_FUSION = True
+#: the launches being recorded instead of run (:func:`recording`), or ``None``
+_recorded: list | None = None
 
 
 def usable(device: torch.device) -> bool:
@@ -71,11 +91,14 @@ def _kernels():
 def _launch(name: str, programs: int | tuple[int, ...], *args, **meta) -> bool:
     """Run kernel ``name`` on ``programs`` programs (a grid: a tuple); ``False`` where Triton cannot build or launch
     it here (the kernel is then turned off for the process, with one warning)."""
+    if _recorded is not None:
+        _recorded.append((name, args, meta))
+        return True
     if name in off:
         return False
     grid = programs if isinstance(programs, tuple) else (programs,)
     try:
-        getattr(_kernels(), name)[grid](*args, **meta)
+        getattr(_kernels(), name)[grid](*args, enable_fp_fusion=FP_FUSION, **meta)
         return True
     except Exception as exc:  # noqa: BLE001 - any failure of Triton's toolchain: the references serve instead
         if os.environ.get("GRIDGNN_KERNELS") == "triton":  # strict (the tests): a kernel that cannot run fails
@@ -138,8 +161,8 @@ def sddmm_dot(row: torch.Tensor, col: torch.Tensor, dst: torch.Tensor, src: torc
     if nnz == 0 or not segs:
         return out
     seg = _segments(tuple(segs), str(dst.device))
-    block_f = min(64, max(16, 1 << (max(n for _, _, n in segs) - 1).bit_length()))  # columns per step of a segment
-    block_e = 128 if block_f <= 32 else 64
+    block_f = _block(max(n for _, _, n in segs))  # columns per step of a segment
+    block_e = TILE // block_f
     if not _launch("sddmm_dot", (nnz + block_e - 1) // block_e, row, col, dst, src, out, seg[0], seg[1], seg[2],
                    nnz, width, heads, len(segs), BLOCK_E=block_e, BLOCK_F=block_f):
         return None
@@ -156,6 +179,13 @@ def _consts(slope: float, q: float, dtype: torch.dtype, device: str) -> torch.Te
 def _block(n: int, most: int = 64) -> int:
     """Columns per step for spans of ``n`` columns: a power of two, 16 to ``most``."""
     return min(most, max(16, 1 << (max(1, n) - 1).bit_length()))
+
+
+def _span_blocks(x: torch.Tensor, a_dst: torch.Tensor, heads: int) -> dict:
+    """The attention kernels' ``BLOCK_F`` (a head's columns of ``x``) and ``BLOCK_D`` (of ``a_dst``) per step, at
+    most :data:`SPAN_BYTES` of the data's type."""
+    most = max(16, SPAN_BYTES // x.element_size())
+    return dict(BLOCK_F=_block(x.shape[1] // heads, most), BLOCK_D=_block(a_dst.shape[1] // heads, most))
 
 
 def _attend_args(crow, col, a_dst, a_src, x, heads, keep):
@@ -184,8 +214,7 @@ def attend_forward(crow: torch.Tensor, col: torch.Tensor, a_dst: torch.Tensor, a
         return alpha, out
     if not _launch("attend_fwd", (m, heads), crow, col, a_dst, a_src, x, keep_arg,
                    _consts(float(slope), float(q), x.dtype, str(x.device)), alpha, out, heads, width, a_dst.shape[1],
-                   DOT=bool(dot), KEEP=keep is not None, BLOCK_E=32, BLOCK_F=_block(width // heads),
-                   BLOCK_D=_block(a_dst.shape[1] // heads)):
+                   DOT=bool(dot), KEEP=keep is not None, BLOCK_E=32, **_span_blocks(x, a_dst, heads)):
         return None
     return alpha, out
 
@@ -207,7 +236,89 @@ def attend_backward(crow: torch.Tensor, col: torch.Tensor, a_dst: torch.Tensor, 
         return g_edge, g_dst
     if not _launch("attend_bwd", (m, heads), crow, col, a_dst, a_src, x, dy.contiguous(), alpha.contiguous(),
                    keep_arg, _consts(float(slope), float(q), x.dtype, str(x.device)), g_edge, g_dst, heads, width,
-                   a_dst.shape[1], DOT=bool(dot), KEEP=keep is not None, BLOCK_E=32, BLOCK_F=_block(width // heads),
-                   BLOCK_D=_block(a_dst.shape[1] // heads)):
+                   a_dst.shape[1], DOT=bool(dot), KEEP=keep is not None, BLOCK_E=32, **_span_blocks(x, a_dst, heads)):
         return None
     return g_edge, g_dst
+
+
+# -- the kernels built ahead of time, without a GPU ------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def recording():
+    """Inside, the wrappers record their launches ``(kernel, arguments, meta)`` into the list this yields instead of
+    running them (on any device, host tensors included; the wrappers answer their empty outputs)."""
+    global _recorded
+    outer, _recorded = _recorded, []
+    try:
+        yield _recorded
+    finally:
+        _recorded = outer
+
+
+def launches_for(dtype: torch.dtype, span: int) -> list[tuple[str, tuple, dict]]:
+    """The launches the wrappers make for features of ``dtype`` whose heads are ``span`` columns wide: both dropout
+    masks, the SDDMM, and the fused attention's forward and backward with scores by dot product (AGNN) and by sum
+    (GAT), with dropout and without (recorded, not run: :func:`recording`)."""
+    n, heads, slope, q = 4, 2, 0.2, 0.5
+    crow = torch.arange(0, 2 * n + 1, 2)
+    col = torch.arange(2 * n) % n
+    x = torch.zeros(n, heads * span, dtype=dtype)
+    with recording() as launches:
+        node_keep_mask(torch.arange(n), span, 0, span, 2**64 - 1, 2**63)
+        edge_keep_mask(col, col, heads, 2**62, 2**63)
+        sddmm_dot(col, col, x, x, heads, [(h, h * span, (h + 1) * span) for h in range(heads)])
+        for dot in (False, True):
+            a = x if dot else torch.zeros(n, heads, dtype=dtype)
+            for keep in (None, torch.ones(2 * n, heads, dtype=torch.bool)):
+                attend_forward(crow, col, a, a, x, dot=dot, heads=heads, slope=slope, keep=keep, q=q)
+                attend_backward(crow, col, a, a, x, x, torch.zeros(2 * n, heads, dtype=dtype), dot=dot, slope=slope,
+                                keep=keep, q=q)
+    return launches
+
+
+@dataclasses.dataclass(frozen=True)
+class Build:
+    """One kernel as a GPU of compute capability ``capability`` would build it for one launch, and what ``ptxas``
+    reports of it: ``registers`` a thread, ``spill_bytes`` stored to local memory a thread (registers that did not
+    fit), ``shared_bytes`` of shared memory a program."""
+    kernel: str
+    capability: int
+    signature: str
+    meta: str
+    registers: int
+    spill_bytes: int
+    shared_bytes: int
+
+
+def build(kernel: str, args: tuple, meta: dict, capability: int) -> Build:
+    """Kernel ``kernel`` compiled ahead of time as Triton's JIT compiles it for the launch ``(args, meta)`` (a
+    :func:`recording`'s) on a GPU of compute capability ``capability`` (80: A100, 90: H100 and H200): the same
+    specialization (argument types, alignment, constants, options), compiled through Triton's compiler and the
+    ``ptxas`` it ships — no GPU needed. Reads Triton's internals (its JIT's binder); made for Triton 3."""
+    from triton import compile as triton_compile
+    from triton import knobs
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    fn = getattr(_kernels(), kernel)
+    target = GPUTarget("cuda", capability, 32)
+    backend = make_backend(target)
+    meta = dict(meta, enable_fp_fusion=FP_FUSION)
+    bound, specialization, options = create_function_from_signature(fn.signature, fn.params, backend)(*args, **meta)
+    options, signature, constants, attrs = fn._pack_args(backend, meta, bound, specialization, options)
+    log = io.StringIO()
+    with knobs.compilation.scope(), knobs.nvidia.scope(), contextlib.redirect_stdout(log):
+        knobs.compilation.always_compile = True  # (a cached kernel would skip ptxas and its report)
+        knobs.nvidia.dump_ptxas_log = True
+        compiled = triton_compile(ASTSource(fn, signature, constants, attrs), target=target,
+                                  options=options.__dict__)
+    report = log.getvalue()
+    registers = re.search(r"Used (\d+) registers", report)
+    spills = re.search(r"(\d+) bytes spill stores", report)
+    if registers is None or spills is None:
+        raise RuntimeError(f"ptxas reported no registers or spills for {kernel}:\n{report[-2000:]}")
+    return Build(kernel, capability, ",".join(str(t) for k, t in signature.items() if t != "constexpr"),
+                 ",".join(f"{k}={v}" for k, v in meta.items() if k.isupper()), int(registers.group(1)),
+                 int(spills.group(1)), int(compiled.metadata.shared))
