@@ -43,10 +43,13 @@ def test_kernels_equal_dense(heads, monkeypatch):
         np.testing.assert_allclose(P.col_sum(pat, vals)[:, h].numpy(), dense.sum(0), atol=1e-12)
         # the device's order (a segmented sum by column; a column of no edge: 0), run here on the host
         np.testing.assert_allclose(P.col_sum_in_order(pat, vals)[:, h].numpy(), dense.sum(0), atol=1e-12)
+        np.testing.assert_allclose(P.segmented_sum(pat.crow, vals)[:, h].numpy(), dense.sum(1), atol=1e-12)
         mx = P.row_reduce(pat, vals, "max")[:, h].numpy()
         for i in range(9):
             on = rows == i
             assert mx[i] == (vals[on, h].max().item() if on.any() else -np.inf)
+    empty_rows = P.segmented_sum(torch.tensor([0, 0, 2, 2]), torch.ones(2, 1, dtype=torch.float64))
+    assert empty_rows.flatten().tolist() == [0.0, 2.0, 0.0]
 
 
 def serial_graph(directed: bool):

@@ -387,7 +387,9 @@ def test_on_a_gpu_the_fused_attention_on_rows_of_a_thousand_to_a_hundred_thousan
     """Rows far longer than the SBM's (a destination with 10⁵ sources, 10⁴, 10³, then short rows): the kernels'
     passes over thousands of edge blocks and their row sums equal the CPU composition, and two runs on the device give the
     same bits — the Triton row programs and cuSPARSE on the transposed pattern, and the sources' score gradient
-    summed per column in a fixed order (``ops.pattern.col_sum_in_order``, not ``index_add_``'s atomics)."""
+    summed per column in a fixed order (``ops.pattern.col_sum_in_order``, not ``index_add_``'s atomics); so does the
+    composition on the device (the layouts whose rows are split), its row sums segmented in order too
+    (``ops.pattern.segmented_sum``)."""
     from gridgnn.graph import Graph, gcn_normalize
     from gridgnn.parallel.attention import attend, attend_composed
     from gridgnn.parallel.blockrow import build_serial
@@ -406,9 +408,10 @@ def test_on_a_gpu_the_fused_attention_on_rows_of_a_thousand_to_a_hundred_thousan
         inputs = [torch.from_numpy(r.normal(size=(n, w))) for w in (swidth, swidth, width, width)]
         keep = torch.from_numpy(r.random((g.nnz, heads)) >= 0.4)
         results = []
-        for device in ("cpu", "cuda", "cuda"):
+        for run in ("cpu", "cuda", "cuda", "composed", "composed"):
+            device = "cpu" if run == "cpu" else "cuda"
             a_dst, a_src, x, dy = (t.to(device).requires_grad_(i < 3) for i, t in enumerate(inputs))
-            fn = attend if device == "cuda" else attend_composed
+            fn = attend if run == "cuda" else attend_composed
             TK.attend_forward = lambda *a, **k: (calls.append(device), real(*a, **k))[1]
             try:
                 y = fn(plans[device].graph(0), a_dst, a_src, x, score=score, heads=heads, keep=keep.to(device), p=0.4)
@@ -416,10 +419,11 @@ def test_on_a_gpu_the_fused_attention_on_rows_of_a_thousand_to_a_hundred_thousan
                 TK.attend_forward = real
             (y * dy).sum().backward()
             results.append([t.detach().cpu() for t in (y, a_dst.grad, a_src.grad, x.grad)])
-        for got, again, want in zip(results[1], results[2], results[0]):
-            assert torch.equal(got, again), (score, heads)  # repeatable on the device
-            assert torch.allclose(got, want, rtol=1e-9, atol=1e-11), (score, heads, (got - want).abs().max())
-    assert calls == ["cuda"] * 4  # the Triton kernels served every device run, and only those
+        for first, second in ((1, 2), (3, 4)):  # (fused twice, composed twice)
+            for got, again, want in zip(results[first], results[second], results[0]):
+                assert torch.equal(got, again), (score, heads, first)  # repeatable on the device
+                assert torch.allclose(got, want, rtol=1e-9, atol=1e-11), (score, heads, (got - want).abs().max())
+    assert calls == ["cuda"] * 4  # the Triton kernels served every fused device run, and only those
 
 
 def _attention_through_the_layer(monkeypatch_like, cases, n: int):

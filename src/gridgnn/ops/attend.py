@@ -76,7 +76,7 @@ def forward_reference(pat: Pattern, a_dst, a_src, x, *, dot: bool, heads: int, s
     e = _scores(pat, row, a_dst, a_src, dot=dot, heads=heads, slope=slope)
     top = reduce_rows(row, m, e, "max")
     p = torch.exp(e - top[row])
-    alpha = p / reduce_rows(row, m, p, "sum")[row]
+    alpha = p / reduce_rows(row, m, p, "sum", pat.crow)[row]
     w = alpha if keep is None else scale_masked(alpha, keep, q)
     return alpha, spmm(pat, w, x, col_heads=head_columns(heads, x.shape[1]))
 
@@ -88,9 +88,9 @@ def backward_reference(pat: Pattern, a_dst, a_src, x, dy, alpha, *, dot: bool, s
     da = sddmm_dot_reference(pat, dy, x, heads)
     if keep is not None:
         da = scale_masked(da, keep, q)
-    g = alpha * (da - reduce_rows(row, m, alpha * da, "sum")[row])
+    g = alpha * (da - reduce_rows(row, m, alpha * da, "sum", pat.crow)[row])
     if dot:
         return g, spmm(pat, g, a_src, col_heads=head_columns(heads, a_dst.shape[1]))
     pre = a_dst[row] + a_src[pat.col]
     g = torch.where(pre > 0, g, g * slope)
-    return g, reduce_rows(row, m, g, "sum")
+    return g, reduce_rows(row, m, g, "sum", pat.crow)

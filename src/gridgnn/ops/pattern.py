@@ -261,6 +261,8 @@ def reduce_rows(row: torch.Tensor | None, m: int, values: torch.Tensor, op: str,
     vals = as_edges(values)
     if crow is not None and kernels.fused(vals):
         return kernels.segment_reduce(crow, vals, op)
+    if crow is not None and op == "sum" and vals.device.type != "cpu":
+        return segmented_sum(crow, vals)
     row = row_index(row, crow)
     if op == "sum":
         return vals.new_zeros((m, vals.shape[1])).index_add_(0, row, vals)
@@ -278,7 +280,7 @@ def exp_shifted(row: torch.Tensor | None, m: torch.Tensor, e: torch.Tensor,
         return kernels.row_exp(crow, e, m)
     row = row_index(row, crow)
     ex = torch.exp(e - m[row])
-    return ex, reduce_rows(row, m.shape[0], ex, "sum")
+    return ex, reduce_rows(row, m.shape[0], ex, "sum", crow)
 
 
 def divide_rows(row: torch.Tensor | None, ex: torch.Tensor, s: torch.Tensor, crow: torch.Tensor | None = None) -> torch.Tensor:
@@ -293,7 +295,7 @@ def dot_rows(row: torch.Tensor | None, rows: int, a: torch.Tensor, b: torch.Tens
     """Per destination row and head, ``Σ_v a_uv b_uv`` of two ``nnz × K`` edge tensors."""
     if crow is not None and kernels.fused(a, b):
         return kernels.row_dot(crow, a, b)
-    return reduce_rows(row_index(row, crow), rows, a * b, "sum")
+    return reduce_rows(row, rows, a * b, "sum", crow)
 
 
 def softmax_grad_rows(row: torch.Tensor | None, a: torch.Tensor, da: torch.Tensor, r: torch.Tensor,
@@ -322,9 +324,15 @@ def col_sum(pat: Pattern, values: torch.Tensor) -> torch.Tensor:
     return vals.new_zeros((pat.shape[1], vals.shape[1])).index_add_(0, pat.col, vals)
 
 
+def segmented_sum(crow: torch.Tensor, vals: torch.Tensor) -> torch.Tensor:
+    """Per segment ``crow[i]..crow[i+1]`` of the rows of ``vals`` (``nnz × K``), their sum added in order (an empty
+    segment: 0): what a device runs for a sum per row or column, where ``index_add_`` adds with atomics in an order
+    that changes from run to run — the same bits every run, as the numba kernel's."""
+    return torch.segment_reduce(vals, "sum", offsets=crow.long(), axis=0)
+
+
 def col_sum_in_order(pat: Pattern, vals: torch.Tensor) -> torch.Tensor:
-    """:func:`col_sum` of the edge values ``vals`` (``nnz × K``) as a segmented sum over the transposed order (each
-    column's edges added in the order of their rows): what a device runs, whose ``index_add_`` adds with atomics in
-    an order that changes from run to run — the same bits every run, as the numba kernel's."""
+    """:func:`col_sum` of the edge values ``vals`` (``nnz × K``) as a :func:`segmented_sum` over the transposed
+    order (each column's edges added in the order of their rows)."""
     t_crow, _, t_perm = pat.transpose()
-    return torch.segment_reduce(vals[t_perm], "sum", offsets=t_crow.long(), axis=0)
+    return segmented_sum(t_crow, vals[t_perm])
