@@ -206,5 +206,5 @@ def semiring_backward(pat: Pattern, values, x, semiring: str, dy: torch.Tensor, 
         dx = dy.new_zeros((pat.shape[1], dy.shape[1])).index_put_((src, f), w, accumulate=True)
     if need_values and values is not None:
         contrib = g if is_plus(semiring) else g * x[src, f]
-        dvals = values.new_zeros(pat.nnz).index_add_(0, e, contrib)
+        dvals = values.new_zeros(pat.nnz).index_put_((e,), contrib, accumulate=True)  # (sorted on a GPU: no atomics)
     return dvals, dx

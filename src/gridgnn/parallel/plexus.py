@@ -580,6 +580,14 @@ class _AddBias(torch.autograd.Function):
         return dh, db, None, None
 
 
+def _head_runs(c0: int, width: int, per: int):
+    """The heads of ``per`` columns that the columns ``c0..c0+width`` of a head-major tensor meet: ``(head, a, b)``
+    with the local columns ``a..b`` in that head, in head order (sums over them are added in this order on every
+    device — an ``index_add_`` along the columns adds with atomics on a GPU, in an order that changes per run)."""
+    for k in range(c0 // per, (c0 + width - 1) // per + 1 if width else c0 // per):
+        yield k, max(c0, k * per) - c0, min(c0 + width, (k + 1) * per) - c0
+
+
 class _HeadScores(torch.autograd.Function):
     r""":math:`s_{v,h} = \sum_f X_{v,h,f}\, a_{h,f}` on a column block of ``X``: partial over ``cols``."""
 
@@ -588,8 +596,10 @@ class _HeadScores(torch.autograd.Function):
         flat = att.reshape(-1)[c0:c0 + x.shape[1]]
         per = att.shape[1]
         head = torch.arange(c0, c0 + x.shape[1], device=x.device) // per
-        s = comm.execute(prog.take_one("fwd", "col_all"),
-                         x.new_zeros((x.shape[0], att.shape[0])).index_add_(1, head, x * flat))
+        weighted, s = x * flat, x.new_zeros((x.shape[0], att.shape[0]))
+        for k, a, b in _head_runs(c0, x.shape[1], per):
+            s[:, k] = weighted[:, a:b].sum(dim=1)
+        s = comm.execute(prog.take_one("fwd", "col_all"), s)
         prog.done("fwd")
         ctx.comm, ctx.prog, ctx.c0 = comm, prog, c0
         ctx.save_for_backward(x, att, head)
@@ -619,8 +629,10 @@ class _HeadMean(torch.autograd.Function):
         c0, _ = sched.cols(width, lay.cols)
         o0, o1 = sched.cols(per, lay.cols)
         f = torch.arange(c0, c0 + h.shape[1], device=h.device) % per
-        full = plan.comm.execute(prog.take_one("fwd", "col_all"),
-                                 h.new_zeros((h.shape[0], per)).index_add_(1, f, h) / heads)
+        full = h.new_zeros((h.shape[0], per))
+        for k, a, b in _head_runs(c0, h.shape[1], per):
+            full[:, c0 + a - k * per:c0 + b - k * per] += h[:, a:b]
+        full = plan.comm.execute(prog.take_one("fwd", "col_all"), full / heads)
         prog.done("fwd")
         ctx.plan, ctx.prog, ctx.heads, ctx.per, ctx.o, ctx.f = plan, prog, heads, per, (o0, o1), f
         return full[:, o0:o1].contiguous()
