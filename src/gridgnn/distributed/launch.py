@@ -59,6 +59,24 @@ from . import staged
 from .machine import release_freed_memory
 
 
+def rank_gpu(local_rank: int, local_ranks: int, visible: int, *, shared: bool = False) -> int:
+    """The CUDA device of the rank ``local_rank`` of the ``local_ranks`` of its node among the ``visible`` GPUs: its
+    local rank where the node's ranks each have one of their own among them (torchrun; srun with the node's GPUs
+    visible to every task); the one GPU where a task sees one (``srun --gpus-per-task=1`` binds each task its own);
+    ``shared`` (ranks staged through the host, a test mode) its local rank modulo the GPUs. Otherwise an error, the
+    same on every rank of the node: NCCL admits one rank per GPU."""
+    if visible < 1:
+        raise GridGnnError(f"rank {local_rank} of its node sees no CUDA device (CUDA_VISIBLE_DEVICES, the driver)")
+    if shared:
+        return local_rank % visible
+    if local_ranks <= visible:
+        return local_rank
+    if visible == 1:
+        return 0
+    raise GridGnnError(f"{local_ranks} ranks on a node that shows each {visible} GPUs: NCCL needs one GPU per rank "
+                       "(start at most as many ranks per node as GPUs, or bind one GPU per task)")
+
+
 @dataclass
 class LaunchContext:
     rank: int
@@ -94,7 +112,8 @@ class LaunchContext:
         release_freed_memory()  # (idempotent: a rank of another launcher, from here on)
 
         if self.device.startswith("cuda"):
-            gpu = self.local_rank % torch.cuda.device_count() if self.stage_on_host else self.local_rank
+            gpu = rank_gpu(self.local_rank, self.local_world_size, torch.cuda.device_count(),
+                           shared=self.stage_on_host)
             torch.cuda.set_device(gpu)
             self.device = f"cuda:{gpu}"
         method = (f"file://{self.store_file}" if self.store_file is not None
