@@ -145,3 +145,20 @@ def test_the_transposed_order_in_64_bit_indices_and_of_a_column_view(monkeypatch
         want = torch.sort(pat.col, stable=True).indices.to(pat.index_dtype)
         assert t_perm.dtype == pat.index_dtype and torch.equal(t_perm, want) and torch.equal(t_col, pat.row[want])
         assert t_crow[-1] == pat.nnz
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_the_devices_transpose_equals_the_hosts(dtype):
+    """A device's transpose (a stable sort by column, the pointer searched in the sorted columns: nothing read back
+    to the host) equals the host's SciPy transpose, empty columns and rows included, in either index type; and the
+    rows of a pointer with their count given equal those without."""
+    a = random_pattern(12, 9, 0.3, 5, empty_rows=2).tocoo()
+    a = sp.csr_matrix((a.data * (a.col != 4), (a.row, a.col)), shape=a.shape)  # column 4 empty
+    a.eliminate_zeros()
+    assert a[:, 4].nnz == 0 and a.nnz > 10
+    pat = P.Pattern.from_scipy(a)
+    col, crow = pat.col.to(dtype), pat.crow.to(dtype)
+    got = P.transpose_by_sort(col, P.rows_of(crow, pat.nnz), 9)
+    for g, want in zip(got, pat.transpose()):
+        assert g.dtype == dtype and torch.equal(g.long(), want.long())
+    assert torch.equal(P.rows_of(crow, pat.nnz), P.rows_of(crow))

@@ -67,10 +67,22 @@ def row_index(row: torch.Tensor | None, crow: torch.Tensor | None) -> torch.Tens
     return row if row is not None else rows_of(crow)
 
 
-def rows_of(crow: torch.Tensor) -> torch.Tensor:
-    """The row of every edge of a CSR row pointer (``crow``'s dtype and device)."""
+def rows_of(crow: torch.Tensor, nnz: int | None = None) -> torch.Tensor:
+    """The row of every edge of a CSR row pointer (``crow``'s dtype and device); ``nnz`` where the caller knows it
+    (on a device, else the length is read back from it: a wait for the device's queue)."""
     m = crow.numel() - 1
-    return torch.repeat_interleave(torch.arange(m, dtype=crow.dtype, device=crow.device), crow[1:] - crow[:-1])
+    return torch.repeat_interleave(torch.arange(m, dtype=crow.dtype, device=crow.device), crow[1:] - crow[:-1],
+                                   output_size=nnz)
+
+
+def transpose_by_sort(col: torch.Tensor, row: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(t_crow, t_col, t_perm)`` of the edges ``(row, col)`` given in row order, ``k`` columns: a stable sort by
+    column (rows ascending within a column) and the pointer searched in the sorted columns — what a device runs,
+    with nothing read back to the host (``bincount`` would read the columns' maximum)."""
+    cols, t_perm = torch.sort(col, stable=True)
+    wide = col.dtype == torch.int64
+    t_crow = torch.searchsorted(cols, torch.arange(k + 1, dtype=col.dtype, device=col.device), out_int32=not wide)
+    return t_crow, row[t_perm], t_perm.to(col.dtype)
 
 
 class Pattern:
@@ -99,7 +111,7 @@ class Pattern:
         self.crow, self.col = crow.to(dt), col.to(dt)
         self._row = None
         if holds_row(self.crow.device):
-            self._row = row.to(dt) if row is not None else rows_of(self.crow)
+            self._row = row.to(dt) if row is not None else rows_of(self.crow, self.nnz)
         self._t = None
         if transpose:
             self.transpose()
@@ -146,10 +158,7 @@ class Pattern:
                 self._t = tuple(torch.from_numpy(np.ascontiguousarray(a, dtype=npdt))
                                 for a in (pos.indptr, pos.indices, pos.data))
                 return self._t
-            t_perm = torch.sort(self.col, stable=True).indices.to(dt)  # by column, rows ascending within a column
-            t_crow = torch.zeros(self.shape[1] + 1, dtype=dt, device=self.device)
-            t_crow[1:] = torch.cumsum(torch.bincount(self.col, minlength=self.shape[1]), 0)
-            self._t = (t_crow, self.row[t_perm], t_perm)
+            self._t = transpose_by_sort(self.col, self.row, self.shape[1])
         return self._t
 
     def with_values(self, values: torch.Tensor, *, transpose: bool = False) -> torch.Tensor:
