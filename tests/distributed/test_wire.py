@@ -129,6 +129,28 @@ def test_float16_overflow_is_kept_for_the_trainer_and_no_rank_is_left_waiting(ra
         assert out["overflowed"] == [float("inf")] * 2  # what arrived: the collective did not hang
 
 
+def test_float16_casts_are_watched_and_read_once_at_the_first_overflow(monkeypatch):
+    """A cast is watched as two device scalars (no read per collective); reading ``overflow`` names the first that
+    went beyond float16's range with its peak — not a cast whose data was already infinite or NaN — and is kept;
+    a loop that never reads is read every ``WATCHED`` casts, so the watched scalars stay bounded."""
+    policy = WirePolicy(torch.float16)
+    for name, data in (("a", [1.0, 2.0]), ("b", [float("inf"), 1.0]), ("c", [7e4, 1.0]), ("d", [9e4])):
+        exact = torch.tensor(data)
+        policy.watch(exact, exact.to(torch.float16), f"{name} reached {{peak}}")
+    assert len(policy._watched) == 4
+    assert policy.overflow == "c reached 7e+04" and policy._watched == []
+    policy.watch(torch.tensor([1e6]), torch.tensor([1e6]).half(), "later")  # the first is kept: nothing watched
+    assert policy.overflow == "c reached 7e+04" and policy._watched == []
+    quiet = WirePolicy(torch.float16)
+    monkeypatch.setattr(WirePolicy, "WATCHED", 3)
+    for _ in range(7):
+        quiet.watch(torch.ones(2), torch.ones(2).half(), "never")
+    assert len(quiet._watched) == 1 and quiet.overflow is None
+    nan = WirePolicy(torch.float16)
+    nan.watch(torch.tensor([float("nan"), 1e5]), torch.tensor([float("nan"), 1e5]).half(), "nan")
+    assert nan.overflow is None  # (as before: data not all finite is not an overflow of the wire)
+
+
 def test_auto_guard_keeps_the_cancelling_site_exact_and_the_benign_one_narrow(ranks):
     for out in ranks:
         assert out["exact"] == ["fwd.allreduce@p"]

@@ -283,12 +283,12 @@ class Comm:
         if dt is None:
             return t.clone()
         out = t.to(dt)
-        if dt == torch.float16 and self.wire is not None and self.wire.overflow is None \
-                and not bool(torch.isfinite(out).all()) and bool(torch.isfinite(t).all()):
-            # the collective still runs (the peers are in it); the trainer stops every rank alike at the step's end
-            self.wire.overflow = (f"node data of collective {tag} on axis {axis!r} in phase {self._phase!r} reached "
-                                  f"{float(t.abs().max()):.4g} on rank {self.grid.global_rank}, beyond float16's "
-                                  f"range (±65504): use --comm-dtype bfloat16 or auto")
+        if dt == torch.float16 and self.wire is not None:
+            # the collective runs in any case (the peers are in it); the trainer stops every rank alike at the step's
+            # end, where it reads what the policy watched (no wait for the device here)
+            self.wire.watch(t, out, f"node data of collective {tag} on axis {axis!r} in phase {self._phase!r} "
+                                    f"reached {{peak}} on rank {self.grid.global_rank}, beyond float16's range "
+                                    "(±65504): use --comm-dtype bfloat16 or auto")
         return out
 
     def _wired(self, low, tag: str, axis, run):

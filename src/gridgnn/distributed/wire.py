@@ -77,9 +77,35 @@ class WirePolicy:
         self.exact: set[str] = set()  # sites kept in the exact type (decided by the guard)
         self.worst: dict[str, float] = {}  # site → largest error any probe measured
         self.probing = False
-        self.overflow: str | None = None  # float16: the first value beyond its range, where (the trainer stops)
+        self._overflow: str | None = None  # float16: the first value beyond its range, where (the trainer stops)
+        self._watched: list = []  # the casts not yet read: (overflowed, peak, where) as device scalars
         self._started = False  # the run's first step probes (a resumed run's too)
         self._errors: dict[str, float] = {}  # this probe's errors on this rank
+
+    #: casts watched before they are read all at once (a bound for a loop that never reads :attr:`overflow`)
+    WATCHED = 256
+
+    def watch(self, exact: torch.Tensor, narrowed: torch.Tensor, where: str) -> None:
+        """Watch a cast to float16 for values beyond its range (``narrowed`` not all finite where ``exact`` is):
+        two device scalars, read with the others when :attr:`overflow` is (at the step's end: a read per
+        collective would wait for the device every time); ``where`` names the collective, ``{peak}`` the value."""
+        if self._overflow is None:
+            peak = exact.detach().abs().amax() if exact.numel() else exact.new_zeros(())
+            self._watched.append((~torch.isfinite(narrowed).all() & torch.isfinite(peak), peak, where))
+            if len(self._watched) >= self.WATCHED:
+                self.overflow  # noqa: B018 - read them now
+
+    @property
+    def overflow(self) -> str | None:
+        """Where the first watched cast went beyond float16's range, or ``None`` (reads what is watched: once)."""
+        if self._overflow is None and self._watched:
+            flags = torch.stack([f for f, _, _ in self._watched]).cpu()
+            hit = int(flags.nonzero()[0]) if bool(flags.any()) else None
+            if hit is not None:
+                _, peak, where = self._watched[hit]
+                self._overflow = where.format(peak=f"{float(peak):.4g}")
+            self._watched.clear()
+        return self._overflow
 
     def narrows(self, tensor: torch.Tensor) -> bool:
         """Whether ``tensor`` is wider than the wire type (only floating data is ever narrowed)."""
