@@ -27,6 +27,7 @@ Messages are formed for bounded runs of whole rows, never for every edge × feat
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from .pattern import Pattern, SDDMM_CHUNK_ELEMENTS, row_reduce, sddmm_dot, spmm
@@ -52,13 +53,12 @@ def is_plus(semiring: str) -> bool:
 def _row_runs(pat: Pattern, width: int):
     """``(r0, r1, e0, e1)``: runs of whole rows whose edges × ``width`` stay near the chunk bound."""
     step = max(1, SDDMM_CHUNK_ELEMENTS // max(1, width))
-    crow = pat.crow
+    crow = np.asarray(pat.crow.cpu().numpy(), dtype=np.int64)  # (on a device one read of the pointer, not three per run)
     m = pat.shape[0]
     r0 = 0
     while r0 < m:
         e0 = int(crow[r0])
-        bound = torch.tensor(e0 + step, dtype=torch.int64, device=crow.device)  # may pass an int32 pointer's range
-        r1 = int(torch.searchsorted(crow, bound, right=True)) - 1
+        r1 = int(np.searchsorted(crow, e0 + step, side="right")) - 1
         r1 = min(m, max(r1, r0 + 1))
         yield r0, r1, e0, int(crow[r1])
         r0 = r1
