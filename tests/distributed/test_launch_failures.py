@@ -361,19 +361,3 @@ def test_deep_tmpdir_spawns_fresh_interpreters(tmp_path, monkeypatch):
     monkeypatch.delenv("GRIDGNN_START_METHOD")
     assert launch._start_context().get_start_method() == "spawn"
 
-
-def test_each_rank_takes_a_gpu_of_its_own_or_every_rank_of_the_node_is_refused():
-    """torchrun / srun with the node's GPUs visible to every task: the local rank; ``srun --gpus-per-task=1`` (each
-    task sees its own one GPU): that one, whatever the local rank; ranks staged on one GPU: modulo; more ranks than
-    GPUs under NCCL: the same error on every rank of the node (none may wait in a rendezvous the others left)."""
-    from gridgnn.distributed.launch import rank_gpu
-
-    assert [rank_gpu(r, 4, 4) for r in range(4)] == [0, 1, 2, 3]
-    assert [rank_gpu(r, 2, 8) for r in range(2)] == [0, 1]
-    assert [rank_gpu(r, 4, 1) for r in range(4)] == [0, 0, 0, 0]
-    assert [rank_gpu(r, 4, 2, shared=True) for r in range(4)] == [0, 1, 0, 1]
-    for r in range(4):
-        with pytest.raises(GridGnnError, match="4 ranks on a node that shows each 2 GPUs: NCCL needs one GPU per"):
-            rank_gpu(r, 4, 2)
-    with pytest.raises(GridGnnError, match="sees no CUDA device"):
-        rank_gpu(0, 1, 0)

@@ -103,6 +103,13 @@ class LaunchContext:
         and so does srun with its default block distribution: rank ``r`` is on node ``r // ranks_per_node``)."""
         return self.local_world_size if self.world_size > self.local_world_size else None
 
+    def gpu_sharers(self) -> int:
+        """The most ranks of this node on one GPU: 1 (NCCL: one each), or with the ranks staged through the host
+        (:func:`rank_gpu`'s ``shared``) as many as the GPU the most ranks share (the same answer on every rank)."""
+        if not self.stage_on_host:
+            return 1
+        return -(-self.local_world_size // max(1, torch.cuda.device_count()))
+
     def init(self) -> None:
         """Join the process group (idempotent). The only place gridgnn calls ``init_process_group``."""
         if self.initialized:

@@ -177,7 +177,7 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     # the memory guard reads the model's trace, which build_rank then reuses
     trace = memory_trace(cfg, dims, double=bool(getattr(source, "double", False)), available=host_avail,
                          ranks=1 if ctx is None else ctx.local_world_size, trains_on_host=device == "cpu")
-    memory = _check_memory(cfg, graph, source, rows, shape, dims, device, host_avail, ctx, trace)
+    memory = _check_memory(cfg, graph, source, rows, shape, dims, device, host_avail, ctx, trace, comm)
     clock.lap("memory")
 
     plan, data = build_rank(graph, cfg.algo, comm, dims, source=source, rows=rows, dtype=dtype, device=device,
@@ -295,12 +295,26 @@ def build_model(cfg: TrainConfig, dims: list[int], plan, dtype):
                                                  **cfg.model_kwargs())
 
 
-def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail: int, ctx, trace):
+def gpu_memory_for_ranks(ctx, comm, device: str) -> tuple[int, int]:
+    """``(free bytes, ranks sharing them)`` for the memory guard on a GPU: the least free memory of any rank's GPU
+    (all-reduced, phase ``setup``: GPUs read at different moments, or busy with other jobs, must not let one rank
+    refuse while its peers wait for it) and the most ranks of a node on one GPU
+    (:meth:`~gridgnn.distributed.launch.LaunchContext.gpu_sharers`); ``ctx`` ``None`` (one process): this GPU's."""
+    avail = available_memory_bytes(device)
+    if ctx is None:
+        return avail, 1
+    least = torch.tensor([float(avail)], dtype=torch.float64, device=comm.wire_device())
+    with comm.phase("setup"):
+        comm.all_reduce(least, comm.grid.names, op="min")
+    return int(least.item()), ctx.gpu_sharers()
+
+
+def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail: int, ctx, trace, comm):
     r"""Estimate every rank's peak (:func:`~gridgnn.train.rank_layout.estimate_memory`; ``trace``: that of
     :func:`memory_trace`) and refuse the run with one line of numbers and advice when the peak rank cannot fit:
-    on CPU in ``host_avail`` shared by the local ranks, on CUDA in the free memory of this rank's GPU. Every rank
-    computes the same estimate; a local launch gives every rank the same ``host_avail``, so every rank decides
-    alike."""
+    on CPU in ``host_avail`` shared by the local ranks, on CUDA in :func:`gpu_memory_for_ranks`. Every rank
+    computes the same estimate; a local launch gives every rank the same ``host_avail``, and the GPUs' free memory
+    is the least any rank has, so every rank decides alike."""
     est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
                           elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
                           block_rows=cfg.blocked_aggregation, device=device, trace=trace, overlap=cfg.overlap,
@@ -308,8 +322,10 @@ def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail
     from ..errors import note_memory
     from ..distributed.machine import format_gib
 
-    local = 1 if device.startswith("cuda") or ctx is None else ctx.local_world_size
-    avail = available_memory_bytes(device) if device.startswith("cuda") else host_avail
+    if device.startswith("cuda"):
+        avail, local = gpu_memory_for_ranks(ctx, comm, device)
+    else:
+        avail, local = host_avail, 1 if ctx is None else ctx.local_world_size
     check_fits(est, avail, nproc_local=local)
     # what an allocation failure the guard did not foresee reports next to itself (gridgnn.errors.out_of_memory)
     note_memory(f"the memory guard estimated {format_gib(max(r.total for r in est.ranks))} for the peak rank, "

@@ -1,0 +1,50 @@
+"""Where a rank's GPU and its memory come from, checked here without a GPU: the device each rank of a node takes,
+and the free memory the guard holds every rank to (the least of any rank's, all-reduced over gloo with the free
+memory of each rank's "GPU" made up)."""
+import dataclasses
+
+import pytest
+
+from gridgnn.distributed.comm import Comm
+from gridgnn.distributed.grid import ProcessGrid
+from gridgnn.distributed.launch import launch
+from gridgnn.errors import GridGnnError
+
+
+def test_each_rank_takes_a_gpu_of_its_own_or_every_rank_of_the_node_is_refused():
+    """torchrun / srun with the node's GPUs visible to every task: the local rank; ``srun --gpus-per-task=1`` (each
+    task sees its own one GPU): that one, whatever the local rank; ranks staged on one GPU: modulo; more ranks than
+    GPUs under NCCL: the same error on every rank of the node (none may wait in a rendezvous the others left)."""
+    from gridgnn.distributed.launch import rank_gpu
+
+    assert [rank_gpu(r, 4, 4) for r in range(4)] == [0, 1, 2, 3]
+    assert [rank_gpu(r, 2, 8) for r in range(2)] == [0, 1]
+    assert [rank_gpu(r, 4, 1) for r in range(4)] == [0, 0, 0, 0]
+    assert [rank_gpu(r, 4, 2, shared=True) for r in range(4)] == [0, 1, 0, 1]
+    for r in range(4):
+        with pytest.raises(GridGnnError, match="4 ranks on a node that shows each 2 GPUs: NCCL needs one GPU per"):
+            rank_gpu(r, 4, 2)
+    with pytest.raises(GridGnnError, match="sees no CUDA device"):
+        rank_gpu(0, 1, 0)
+
+
+def _guard_worker(ctx):
+    from unittest import mock
+
+    from gridgnn.train import rank_setup
+
+    ctx.init()
+    comm = Comm(ProcessGrid.build("1d", "cpu"))
+    free = {0: 9 << 30, 1: 3 << 30, 2: 7 << 30}[ctx.rank]  # rank 1's GPU is busy with another job
+    with mock.patch.object(rank_setup, "available_memory_bytes", lambda device: free):
+        got = rank_setup.gpu_memory_for_ranks(ctx, comm, "cuda:0")
+    return got, dataclasses.replace(ctx, stage_on_host=True).gpu_sharers()
+
+
+def test_every_rank_guards_its_gpu_memory_with_the_least_any_rank_has():
+    """Each rank read its own GPU's free memory, so a rank whose GPU is busy refused while its peers went on to
+    wait for it: now every rank holds the least (3 GiB here) — the same decision on every rank; one GPU each under
+    NCCL, and ranks staged on one GPU (a machine without one here: 3 ranks on it) share it."""
+    results = launch(_guard_worker, 3, device="cpu", collect=True)
+    assert [r[0] for r in results] == [(3 << 30, 1)] * 3
+    assert [r[1] for r in results] == [3] * 3
