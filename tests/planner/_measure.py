@@ -64,6 +64,7 @@ def feature_bytes(data, plan=None) -> int:
     c.tensor(data.y)
     for m in data.masks.values():
         c.tensor(m)
+    c.tensor(data.train_rows)
     graphs = [] if plan is None else [plan.dgraph] if hasattr(plan, "dgraph") else \
         list(getattr(plan, "graphs", {}).values())
     for g in graphs:
@@ -113,7 +114,7 @@ def train_step_saved(model, plan, comm, data, *, epoch: int = 0):
     graphs = [plan.dgraph] if hasattr(plan, "dgraph") else list(getattr(plan, "graphs", {}).values())
     graph_values = [g.gcn_values for g in graphs]  # adjacency, not activations
     exclude = {t.untyped_storage().data_ptr() for t in list(model.parameters()) + [data.x, data.y]
-               + list(data.masks.values()) + graph_values}
+               + list(data.masks.values()) + [data.train_rows] + graph_values}
     saved: dict = {}
 
     def looked_up() -> set:  # the graphs' edge-table lookups (features, relation weights): made on first use

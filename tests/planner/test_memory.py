@@ -99,11 +99,12 @@ LOCAL_CASES = [("1d", (4,), "random", [6, 5, 3]), ("1d", (3,), "identity", [6, 9
                          ids=[f"{a}-{'x'.join(map(str, s))}-{p}" for a, s, p, _ in LOCAL_CASES])
 def test_every_rank_plan_tensors_equal_estimate(graph, algo, shape, partition, dims):
     source, rows = layout(graph, algo, shape, partition)
-    est = estimate(graph, algo, shape, source, rows, dims, dropout=0.5)
     P = int(np.prod(shape))
+    built = [local_plan(graph, algo, shape, r, source, rows, dims) for r in range(P)]
+    est = estimate(graph, algo, shape, source, rows, dims, dropout=0.5,
+                   train_rows=[int(data.masks["train"].sum()) for _, data in built])
     assert [r.rank for r in est.ranks] == list(range(P))
-    for r in range(P):
-        plan, data = local_plan(graph, algo, shape, r, source, rows, dims)
+    for r, (plan, data) in enumerate(built):
         model = GCN(dims, dropout=0.5, seed=0, dtype=torch.float32, plan=plan)
         comp = est.ranks[r].per_component
         assert comp["adjacency"] == adjacency_bytes(plan), (r, "adjacency")
@@ -241,13 +242,14 @@ def test_sharded_dataset_counts_give_the_exact_adjacency(tmp_path):
     for algo, shape in (("1d", (4,)), ("1d", (2,)), ("plexus", (2, 2, 1))):
         P = int(np.prod(shape))
         rows = RowPartition(ds.perm_r, even_bounds(ds.n, P), ds.method) if algo == "1d" else None
+        kind = algorithm(algo).grid
+        built = [build_rank(None, algo, Comm(ProcessGrid(kind, shape, AXES[kind], r, None)), dims, source=ds,
+                            rows=rows, dtype=torch.float32) for r in range(P)]
         est = estimate_rank_memory(algo, shape, ds.n, int(ds.meta["nnz"]), dims, directed=True, row_bounds=None
-                                   if rows is None else rows.bounds, pattern=pattern_of(ds), source="sharded")
+                                   if rows is None else rows.bounds, pattern=pattern_of(ds), source="sharded",
+                                   train_rows=[int(data.masks["train"].sum()) for _, data in built])
         assert est.per_component["graph"] == ds.perm_r.nbytes + ds.perm_c.nbytes
-        for r in range(P):
-            kind = algorithm(algo).grid
-            comm = Comm(ProcessGrid(kind, shape, AXES[kind], r, None))
-            plan, data = build_rank(None, algo, comm, dims, source=ds, rows=rows, dtype=torch.float32)
+        for r, (plan, data) in enumerate(built):
             assert est.ranks[r].per_component["adjacency"] == adjacency_bytes(plan), (algo, shape, r)
             assert est.ranks[r].per_component["features"] == feature_bytes(data), (algo, shape, r)
 

@@ -50,18 +50,23 @@ def is_plus(semiring: str) -> bool:
     return semiring.endswith("-plus")
 
 
-def _row_runs(pat: Pattern, width: int):
-    """``(r0, r1, e0, e1)``: runs of whole rows whose edges × ``width`` stay near the chunk bound."""
+def _row_runs(pat: Pattern, width: int) -> list[tuple[int, int, int, int]]:
+    """``(r0, r1, e0, e1)``: runs of whole rows whose edges × ``width`` stay near the chunk bound — found once per
+    pattern and bound (kept on the pattern: on a device the pointer is read back once, not at every product)."""
     step = max(1, SDDMM_CHUNK_ELEMENTS // max(1, width))
-    crow = np.asarray(pat.crow.cpu().numpy(), dtype=np.int64)  # (on a device one read of the pointer, not three per run)
-    m = pat.shape[0]
-    r0 = 0
+    runs = pat.host_cache.get(("row_runs", step))
+    if runs is not None:
+        return runs
+    crow = np.asarray(pat.crow.cpu().numpy(), dtype=np.int64)
+    m, r0, runs = pat.shape[0], 0, []
     while r0 < m:
         e0 = int(crow[r0])
         r1 = int(np.searchsorted(crow, e0 + step, side="right")) - 1
         r1 = min(m, max(r1, r0 + 1))
-        yield r0, r1, e0, int(crow[r1])
+        runs.append((r0, r1, e0, int(crow[r1])))
         r0 = r1
+    pat.host_cache[("row_runs", step)] = runs
+    return runs
 
 
 def _messages(semiring, values, x, col, e0, e1):
@@ -197,14 +202,21 @@ def semiring_backward(pat: Pattern, values, x, semiring: str, dy: torch.Tensor, 
             if mask is not None:
                 dvals = dvals * mask.to(dvals.dtype)
         return dvals, dx
-    u, f = torch.nonzero(state >= 0, as_tuple=True)
-    e = state[u, f]
-    src = pat.col[e].long()
-    g = dy[u, f]
+    if pat.nnz == 0:
+        dx = dy.new_zeros((pat.shape[1], dy.shape[1])) if need_x else None
+        return (values.new_zeros(0) if need_values and values is not None else None), dx
+    # every (row, column) routes its gradient to its chosen edge; one chosen nowhere (−1) routes a zero to edge 0
+    # (where its entries are zeroed, not multiplied by 0: an infinite value there stays out) — so that which are
+    # chosen is never read back to the host, as a nonzero() would be
+    chosen = state >= 0
+    e = state.clamp(min=0)
+    src = pat.col.long()[e]
+    f = torch.arange(dy.shape[1], device=dy.device).expand_as(e)
     if need_x:
-        w = g if (values is None or is_plus(semiring)) else g * values[e]
-        dx = dy.new_zeros((pat.shape[1], dy.shape[1])).index_put_((src, f), w, accumulate=True)
+        w = dy if (values is None or is_plus(semiring)) else dy * values[e]
+        dx = dy.new_zeros((pat.shape[1], dy.shape[1])).index_put_((src, f), torch.where(chosen, w, 0.0),
+                                                                 accumulate=True)
     if need_values and values is not None:
-        contrib = g if is_plus(semiring) else g * x[src, f]
+        contrib = torch.where(chosen, dy if is_plus(semiring) else dy * x[src, f], 0.0)
         dvals = values.new_zeros(pat.nnz).index_put_((e,), contrib, accumulate=True)  # (sorted on a GPU: no atomics)
     return dvals, dx

@@ -108,11 +108,12 @@ class Plan:
         graph primitives read; its gradient is this rank's share, like a weight's."""
         return h * s
 
-    def loss(self, logits, y, mask, n_train: int) -> torch.Tensor:
+    def loss(self, logits, y, rows, n_train: int) -> torch.Tensor:
+        """The cross-entropy of the labelled ``rows`` (positions, or a bool mask) over ``n_train``."""
         if self.class_axis is None:
-            return masked_cross_entropy(logits, y, mask, n_train)
+            return masked_cross_entropy(logits, y, rows, n_train)
         c0, _ = self.out_cols(None)
-        return sharded_cross_entropy(logits, y, mask, c0=c0, comm=self.comm, axis=self.class_axis, n_train=n_train)
+        return sharded_cross_entropy(logits, y, rows, c0=c0, comm=self.comm, axis=self.class_axis, n_train=n_train)
 
     def predict(self, logits) -> torch.Tensor:
         if self.class_axis is None:

@@ -57,8 +57,8 @@ from .attention import FusedAttention, fusable
 from .base import Plan
 from .checks import BlockRowRules
 from .family import Algorithm, Family, add_family
-from .footprint import (FETCHING, Ledger, attention_layers, edge_id_bytes, model_params, moments_of, rows_model,
-                        traced)
+from .footprint import (FETCHING, Ledger, attention_layers, edge_id_bytes, labels, model_params, moments_of,
+                        rows_model, traced)
 from .graph import DistGraph
 from .program import LOCAL_ON_WHOLE_ROWS, PrimitiveCall, Program, needs_grad
 
@@ -1011,7 +1011,8 @@ def _serial_memory(ctx) -> dict:
     nnz_hat = ctx.pats["rc"].total
     acc = Ledger()
     _graph_memory(acc, ctx, rows=n, cols=n, nnz=nnz_hat, stages=[(n, nnz_hat)], single_block=True)
-    acc.add("features", n * dims[0] * e + 11 * n)
+    acc.add("features", n * dims[0] * e)
+    labels(acc, ctx, 0, n)
     model_params(acc, ctx, grad_allreduce=False)
     traced(acc, ctx, 0, lambda lay, l, cols: n * cols, lambda l: nnz_hat, n, dims[-1])
     return {0: (acc, nnz_hat)}
@@ -1061,7 +1062,8 @@ def _rowblock_memory(family, spec, ctx, shape, row_bounds, ranks) -> dict:
             per_stage = [zrow] if rank_nnz is not None else z[i, staged]
             _graph_memory(acc, ctx, rows=ni, cols=n, nnz=zrow, single_block=nb == 1,
                           stages=np.stack([sizes[staged], per_stage], axis=1))
-        acc.add("features", ni * dims[0] * e + 11 * ni)
+        acc.add("features", ni * dims[0] * e)
+        labels(acc, ctx, r, ni)
         model_params(acc, ctx, grad_allreduce=nb > 1)
         rows_model(acc, ctx, r, ni, lambda l: zrow)
         own = ni if i in stages else 0

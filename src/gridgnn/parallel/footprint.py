@@ -173,6 +173,16 @@ def edge_id_bytes(acc: "Ledger", ctx: MemoryContext, edges: float) -> None:
     acc.add("adjacency", edges * ctx.off_diagonal)
 
 
+#: bytes each logits row's labels hold: the label (int64) and the train, val and test masks (bool)
+LABEL_BYTES_PER_ROW = 11
+
+
+def labels(acc: Ledger, ctx, rank: int, rows: int) -> None:
+    """The labels and masks of ``rank``'s ``rows`` logits rows, and the positions of its labelled training rows
+    (int64, found once: the loss indexes by them every step, :attr:`gridgnn.train.step.LocalData.train_rows`)."""
+    acc.add("features", LABEL_BYTES_PER_ROW * rows + 8 * train_rows_at(ctx.train_rows, rank, rows))
+
+
 def train_rows_at(train_rows, rank: int, rows: int) -> int:
     """Labelled training rows among ``rows`` logits rows of ``rank`` (``None``: all of them)."""
     if train_rows is None:

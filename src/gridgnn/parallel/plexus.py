@@ -57,8 +57,8 @@ from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, plexus_destinations
                                 split_classes, vertex_order)
 from .base import Plan
 from .family import Algorithm, Family, add_family
-from .footprint import (FETCHING, Ledger, backward_of, backward_temporaries, edge_id_bytes, forward_calls, moments_of,
-                        params, redrawn_mask_columns, traced)
+from .footprint import (FETCHING, Ledger, backward_of, backward_temporaries, edge_id_bytes, forward_calls, labels,
+                        moments_of, params, redrawn_mask_columns, traced)
 from .aggregate import SourceKeys
 from .checks import PlexusRules
 from .graph import DistGraph
@@ -1076,7 +1076,7 @@ def _traced_memory(ctx, shape, ranks) -> dict:
         params(acc, ctx, local + max(tr.nparams - whole, 0), tr.ntensors, grad_allreduce=False)
         last = layouts[-1].output
         rows_out = nrows(last.rows)
-        acc.add("features", 11 * rows_out)
+        labels(acc, ctx, r, rows_out)
 
         def node(lay, l, cols):
             lay = lay or layouts[l].output
@@ -1144,7 +1144,7 @@ def _scattered_memory(ctx, shape, ranks) -> dict:
         acc.add("features", scheds[0].part_rows(inp) * c_in * e)
         last = layouts[-1].output
         rows_out = scheds[0].part_rows(last)
-        acc.add("features", 11 * rows_out)
+        labels(acc, ctx, r, rows_out)
         for l, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
             lay, s = layouts[l], scheds[l]
             if lay.linear is not None:

@@ -12,41 +12,43 @@ from __future__ import annotations
 
 import torch
 
+from ..ops.loss import labelled_rows
+
 
 class _ShardedCE(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logits, y, mask, c0, comm, axis, n_train):
-        z = logits[mask]
-        yy = y[mask]
+    def forward(ctx, logits, y, rows, c0, comm, axis, n_train):
+        z = logits.index_select(0, rows)
+        yy = y.index_select(0, rows)
         c1 = c0 + z.shape[1]
         m = z.max(dim=1).values if z.shape[1] else z.new_full((z.shape[0],), float("-inf"))
         comm.all_reduce(m, axis, op="max")
         e = torch.exp(z - m.unsqueeze(1))
-        local = (yy >= c0) & (yy < c1)
-        st = torch.stack([e.sum(dim=1), z.new_zeros(z.shape[0])], dim=1)
-        if bool(local.any()):
-            rows = local.nonzero().reshape(-1)
-            st[rows, 1] = z[rows, yy[rows] - c0]
+        local = (yy >= c0) & (yy < c1)  # the rows whose class column this rank holds (no read back: a gather)
+        target = (yy - c0).clamp(0, max(z.shape[1] - 1, 0)).unsqueeze(1)
+        picked = z.gather(1, target).reshape(-1) if z.shape[1] else z.new_zeros(z.shape[0])
+        st = torch.stack([e.sum(dim=1), torch.where(local, picked, torch.zeros_like(picked))], dim=1)
         comm.all_reduce(st, axis, op="sum")
         loss = (torch.log(st[:, 0]) + m - st[:, 1]).sum() / n_train
-        ctx.save_for_backward(e / st[:, 0:1], mask, local, yy)
-        ctx.c0, ctx.n_train, ctx.shape = c0, n_train, logits.shape
+        ctx.save_for_backward(e / st[:, 0:1], rows, local, target)
+        ctx.n_train, ctx.shape = n_train, logits.shape
         return loss
 
     @staticmethod
     def backward(ctx, grad):
-        soft, mask, local, yy = ctx.saved_tensors
+        soft, rows, local, target = ctx.saved_tensors
         g = soft.clone()
-        rows = local.nonzero().reshape(-1)
-        g[rows, yy[rows] - ctx.c0] -= 1.0
+        if g.shape[1]:
+            g.scatter_add_(1, target, -local.to(g.dtype).unsqueeze(1))  # − 1 at the class column this rank holds
         out = soft.new_zeros(ctx.shape)
-        out[mask] = g * (grad / ctx.n_train)
+        out[rows] = g * (grad / ctx.n_train)
         return out, None, None, None, None, None, None
 
 
-def sharded_cross_entropy(logits, y, mask, *, c0: int, comm, axis, n_train: int) -> torch.Tensor:
-    """Sum over labelled local rows of the cross-entropy, divided by ``n_train``; columns ``c0 : c0 + C_local``."""
-    return _ShardedCE.apply(logits, y, mask, c0, comm, axis, n_train)
+def sharded_cross_entropy(logits, y, rows, *, c0: int, comm, axis, n_train: int) -> torch.Tensor:
+    """The masked cross-entropy of :mod:`gridgnn.ops.loss` over logits whose class columns are sharded along
+    ``axis`` (this rank's start at ``c0``); ``rows``: the labelled rows' positions, or a bool mask."""
+    return _ShardedCE.apply(logits, y, labelled_rows(rows), c0, comm, axis, n_train)
 
 
 @torch.no_grad()

@@ -48,7 +48,8 @@ from ..partition.layout import SummaGeometry, SummaSchedule, even_size, layer_ve
 from .base import Plan
 from .checks import SummaRules
 from .family import Algorithm, Family, add_family
-from .footprint import FETCHING, Ledger, attention_layers, edge_id_bytes, model_params, moments_of, rows_model
+from .footprint import (FETCHING, Ledger, attention_layers, edge_id_bytes, labels, model_params, moments_of,
+                        rows_model)
 from .graph import DistGraph
 from .program import LOCAL_ON_WHOLE_ROWS, PrimitiveCall, Program, needs_grad
 
@@ -826,7 +827,8 @@ def _summa_memory(spec, ctx, shape, ranks) -> dict:
             acc.add("adjacency", (e + rows_held * index_bytes(nr, owned)) * owned)
             edge_id_bytes(acc, ctx, owned)  # edge ids (and a mask of them), where the model asks for them
             owned_by[v] = owned
-        acc.add("features", nbk * dims[0] * e + 11 * nbk)
+        acc.add("features", nbk * dims[0] * e)
+        labels(acc, ctx, r, nbk)
         model_params(acc, ctx, grad_allreduce=pr * zf > 1)
         rows_model(acc, ctx, r, nbk, lambda l: owned_by[version(l)], graph_of=version)
         attention = attention_layers(ctx.trace)

@@ -649,7 +649,7 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
         counts[np.arange(g.nnz), np.arange(g.nnz) % relations] = 1  # every stored edge in some relation
         dgraph.edge_table = table.with_(edge_type_counts=counts)
         held = held + [dgraph.relation_values]
-    labelled = torch.ones(3, dtype=torch.bool)  # the training mask: a rank's own tensor, held before the step
+    labelled = torch.arange(3)  # the training rows' positions: a rank's own tensor, held before the step
     kept = _SavedLog(tracer, [x, labelled, *model.parameters(), *held], n=g.n, nnz=plan._plan.dgraph.nnz,
                      calls=plan.calls)
     tracer.saved_log = kept

@@ -1,6 +1,7 @@
 r"""One training step and one evaluation, shared by the trainer and the fidelity harness."""
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,6 +26,12 @@ class LocalData:
     masks: dict
     node_ids: np.ndarray
     n_train: int
+
+    @functools.cached_property
+    def train_rows(self) -> torch.Tensor:
+        """The positions of the labelled training rows (int64, on the masks' device), found once: the loss of every
+        step indexes by them (a bool mask is read back from a device at each use)."""
+        return self.masks["train"].nonzero().reshape(-1)
 
 
 class GradReducer:
@@ -111,7 +118,7 @@ def forward_backward(model, plan, comm, data: LocalData, *, epoch: int) -> tuple
     model.epoch = epoch
     with comm.phase("fwd"):
         logits = model(data.x, plan)
-        loss = plan.loss(logits, data.y, data.masks["train"], data.n_train)
+        loss = plan.loss(logits, data.y, data.train_rows, data.n_train)
     with GradReducer(model, comm, plan.grad_axes), comm.phase("bwd"):
         loss.backward()  # with --overlap the gradients' buckets are summed while the backward goes on
     return loss.detach(), logits.detach()
@@ -126,8 +133,8 @@ def evaluate(model, plan, comm, data: LocalData) -> tuple[torch.Tensor, torch.Te
     with comm.phase("eval"):
         logits = model(data.x, plan)
         pred = plan.predict(logits)
-    counts = []
+    right, counts = pred == data.y, []
     for name in ("train", "val", "test"):
         m = data.masks[name]
-        counts += [(pred[m] == data.y[m]).sum().item(), int(m.sum().item())]
-    return logits, torch.tensor(counts, dtype=torch.float64)
+        counts += [(right & m).sum(), m.sum()]
+    return logits, torch.stack(counts).to(torch.float64).cpu()  # (one read back from a device, not six)

@@ -1,0 +1,61 @@
+"""A training step reads nothing back from the device: on a GPU each read (``.item()``, a bool of a tensor, a
+boolean mask's index, ``nonzero``, a ``repeat_interleave`` or ``bincount`` that must learn its length) makes the
+host wait for the device's queue, so that the host, which issues the launches of a small model (GCN's and
+GraphSAGE's epochs were bound by it on an H200), cannot run ahead of it. Checked here on the host: the trainer's
+step (:func:`gridgnn.train.step.forward_backward`) on the serial layout, with the torch compositions a device runs
+(``GRIDGNN_KERNELS=torch``) and the rows of every edge kept as a device keeps them, under a dispatch mode that
+records every operation whose result length or value the host must read."""
+import numpy as np
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from gridgnn.distributed.comm import NullComm
+from gridgnn.graph import gcn_normalize
+from gridgnn.graph.spec import load_graph
+from gridgnn.nn import MODELS
+from gridgnn.ops import pattern
+from gridgnn.parallel import blockrow
+from gridgnn.train.rank_layout import local_data
+from gridgnn.train.step import forward_backward
+
+READS = ("_local_scalar_dense", "nonzero", "masked_select", "bincount", "_unique", "unique_consecutive")
+
+
+class Reads(TorchDispatchMode):
+    """The operations of its block that read a device's data back to the host."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = str(func)
+        reads = any(k in name for k in READS)
+        if name.startswith("aten.repeat_interleave") and kwargs.get("output_size") is None:
+            reads = True
+        if name.startswith("aten.index.Tensor"):
+            reads = any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in args[1])
+        if reads:
+            self.seen.append(name)
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("model, options", [("gcn", {}), ("sage", {"aggr": "mean"}), ("sage", {"aggr": "max"}),
+                                            ("gat", {"heads": 2}), ("agnn", {}), ("gatv2", {"heads": 2})])
+def test_a_training_step_reads_nothing_back_from_the_device(model, options, monkeypatch):
+    monkeypatch.setenv("GRIDGNN_KERNELS", "torch")
+    monkeypatch.setattr(pattern, "holds_row", lambda device: True)  # (as on a device: the rows are kept)
+    monkeypatch.setattr(blockrow, "holds_row", pattern.holds_row)
+    g = load_graph("synthetic:sbm?n=200&classes=4&avg_degree=5&features=8")
+    plan = blockrow.build_serial(gcn_normalize(g), dtype=torch.float32)
+    data = local_data(g, plan, dtype=torch.float32, device="cpu")
+    dims = [8, 8, 8, 4] if model == "agnn" else [8, 8, 4]
+    net = MODELS[model].from_options(dims, plan=plan, dtype=torch.float32, seed=0, dropout=0.5, **options)
+    comm = NullComm()
+    forward_backward(net, plan, comm, data, epoch=0)  # (the first step finds the labelled rows, once)
+    with Reads() as reads:
+        forward_backward(net, plan, comm, data, epoch=1)
+    assert reads.seen == []
+    assert np.isfinite(float(net.parameters().__next__().grad.sum()))
