@@ -59,3 +59,52 @@ def test_a_training_step_reads_nothing_back_from_the_device(model, options, monk
         forward_backward(net, plan, comm, data, epoch=1)
     assert reads.seen == []
     assert np.isfinite(float(net.parameters().__next__().grad.sum()))
+
+
+def _distributed_worker(ctx, cases):
+    import gridgnn.parallel.plexus as plexus_family
+    import gridgnn.parallel.summa as summa_family
+    from gridgnn.distributed.comm import Comm
+    from gridgnn.distributed.grid import ProcessGrid
+    from gridgnn.parallel import algorithm
+    from gridgnn.testing import build_model
+    from gridgnn.train.rank_layout import build_rank, make_source
+
+    for family in (pattern, blockrow, summa_family, plexus_family):  # every family keeps its rows, as on a device
+        family.holds_row = lambda device: True
+    ctx.init()
+    found = []
+    for case in cases:
+        spec = algorithm(case.algo)
+        shape = spec.mesh_shape(ctx.world_size, replication=case.replication, grid=case.grid)
+        comm = Comm(ProcessGrid.build(spec.grid, "cpu", shape=shape), overlap=case.overlap)
+        source, rows = make_source(case.graph, case.algo, ctx.world_size, replication=case.replication, shape=shape,
+                                   method="random", seed=0)
+        plan, data = build_rank(case.graph, case.algo, comm, case.dims, source=source, rows=rows,
+                                dtype=torch.float32, model=lambda p: build_model(case, p))
+        model = build_model(case, plan).float()
+        forward_backward(model, plan, comm, data, epoch=0)
+        with Reads() as reads:
+            forward_backward(model, plan, comm, data, epoch=1)
+        found.append((case.algo, case.model, reads.seen))
+    return found
+
+
+def test_a_distributed_training_step_reads_nothing_back_from_the_device(monkeypatch):
+    """The same on four ranks, one case of each family (block rows with halos and with overlap, replicated rows,
+    SUMMA, Plexus, edges) with the attention and a selecting aggregation; the collectives' own sizes are host
+    numbers the plans hold."""
+    from gridgnn.distributed.launch import launch
+    from gridgnn.testing import Case
+
+    monkeypatch.setenv("GRIDGNN_KERNELS", "torch")
+    g = load_graph("synthetic:sbm?n=120&classes=4&avg_degree=5&features=8")
+    sage_max = {"aggr": "max"}
+    cases = [Case(g, "1d-sa", [8, 8, 4], model="gat", dropout=0.5, overlap=True),
+             Case(g, "1.5d", [8, 8, 4], replication=2, model="sage", options=sage_max, dropout=0.5),
+             Case(g, "2d", [8, 8, 4], grid=(2, 2), model="gat", dropout=0.5, overlap=True),
+             Case(g, "3d", [8, 8, 4], grid=(1, 2, 2), model="sage", options=sage_max, dropout=0.5),
+             Case(g, "plexus", [8, 8, 4], grid=(1, 2, 2), model="gat", dropout=0.5),
+             Case(g, "edge", [8, 8, 4], grid=(1, 4), model="sage", options=sage_max, dropout=0.5)]
+    for rank in launch(_distributed_worker, 4, cases, device="cpu", collect=True):
+        assert [(algo, model) for algo, model, seen in rank if seen] == [], rank
