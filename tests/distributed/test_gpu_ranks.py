@@ -19,13 +19,36 @@ def test_each_rank_takes_a_gpu_of_its_own_or_every_rank_of_the_node_is_refused()
 
     assert [rank_gpu(r, 4, 4) for r in range(4)] == [0, 1, 2, 3]
     assert [rank_gpu(r, 2, 8) for r in range(2)] == [0, 1]
-    assert [rank_gpu(r, 4, 1) for r in range(4)] == [0, 0, 0, 0]
+    assert [rank_gpu(r, 4, 1, bound=True) for r in range(4)] == [0, 0, 0, 0]
     assert [rank_gpu(r, 4, 2, shared=True) for r in range(4)] == [0, 1, 0, 1]
     for r in range(4):
         with pytest.raises(GridGnnError, match="4 ranks on a node that shows each 2 GPUs: NCCL needs one GPU per"):
             rank_gpu(r, 4, 2)
+        with pytest.raises(GridGnnError, match="4 ranks on a node that shows each 1 GPUs"):  # torchrun, one GPU
+            rank_gpu(r, 4, 1)
     with pytest.raises(GridGnnError, match="sees no CUDA device"):
         rank_gpu(0, 1, 0)
+
+
+def test_the_tasks_of_an_srun_step_on_this_node_come_from_its_task_list(monkeypatch):
+    """``srun -N2 -n7`` without ``--ntasks-per-node`` sets no ``SLURM_NTASKS_PER_NODE``: the node's tasks come from
+    the step's task list (``4,3``, ``4(x2)``), not the job's 7 — which would refuse a node of 4 GPUs."""
+    from gridgnn.distributed.launch import env_context, slurm_tasks_on_node
+
+    assert [slurm_tasks_on_node("4(x2),3", k) for k in range(3)] == [4, 4, 3]
+    assert slurm_tasks_on_node("2", 0) == 2
+    for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "SLURM_NTASKS_PER_NODE", "SLURM_TASKS_PER_NODE"):
+        monkeypatch.delenv(var, raising=False)
+    env = {"SLURM_PROCID": "5", "SLURM_NTASKS": "7", "SLURM_LOCALID": "1", "SLURM_STEP_ID": "0",
+           "SLURM_NNODES": "2", "SLURM_NODEID": "1", "SLURM_STEP_TASKS_PER_NODE": "4,3", "MASTER_ADDR": "node0"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr("gridgnn.distributed.launch.release_freed_memory", lambda: None)
+    ctx = env_context("cpu")
+    assert (ctx.rank, ctx.world_size, ctx.local_rank, ctx.local_world_size) == (5, 7, 1, 3)
+    monkeypatch.delenv("SLURM_STEP_TASKS_PER_NODE")
+    monkeypatch.setenv("SLURM_TASKS_PER_NODE", "4(x2)")
+    assert env_context("cpu").local_world_size == 4
 
 
 def _guard_worker(ctx):

@@ -41,7 +41,10 @@ def test_every_kernel_compiles_for_the_gpu_without_spilling_registers(capability
     and for an A100 (sm_80) at the narrowest: it compiles, and ``ptxas`` spills at most :data:`PARKED` bytes a
     thread (in a fresh cache, so that ptxas runs and reports)."""
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
-    builds = [TK.build(name, args, meta, capability) for name, args, meta in TK.launches_for(dtype, span)]
+    try:
+        builds = [TK.build(name, args, meta, capability) for name, args, meta in TK.launches_for(dtype, span)]
+    except TK.BuildUnsupported as exc:  # (internals of another Triton than the one build() reads)
+        pytest.skip(str(exc))
     assert len(builds) == 11
     spilled = [b for b in builds if b.spill_bytes > PARKED]
     assert not spilled, spilled

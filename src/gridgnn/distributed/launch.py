@@ -59,19 +59,20 @@ from . import staged
 from .machine import release_freed_memory
 
 
-def rank_gpu(local_rank: int, local_ranks: int, visible: int, *, shared: bool = False) -> int:
+def rank_gpu(local_rank: int, local_ranks: int, visible: int, *, shared: bool = False,
+             bound: bool = False) -> int:
     """The CUDA device of the rank ``local_rank`` of the ``local_ranks`` of its node among the ``visible`` GPUs: its
     local rank where the node's ranks each have one of their own among them (torchrun; srun with the node's GPUs
-    visible to every task); the one GPU where a task sees one (``srun --gpus-per-task=1`` binds each task its own);
-    ``shared`` (ranks staged through the host, a test mode) its local rank modulo the GPUs. Otherwise an error, the
-    same on every rank of the node: NCCL admits one rank per GPU."""
+    visible to every task); the one GPU a task sees where srun binds each task its own (``bound``: an srun task,
+    ``srun --gpus-per-task=1``); ``shared`` (ranks staged through the host, a test mode) its local rank modulo the
+    GPUs. Otherwise an error, the same on every rank of the node: NCCL admits one rank per GPU."""
     if visible < 1:
         raise GridGnnError(f"rank {local_rank} of its node sees no CUDA device (CUDA_VISIBLE_DEVICES, the driver)")
     if shared:
         return local_rank % visible
     if local_ranks <= visible:
         return local_rank
-    if visible == 1:
+    if visible == 1 and bound:
         return 0
     raise GridGnnError(f"{local_ranks} ranks on a node that shows each {visible} GPUs: NCCL needs one GPU per rank "
                        "(start at most as many ranks per node as GPUs, or bind one GPU per task)")
@@ -120,7 +121,8 @@ class LaunchContext:
 
         if self.device.startswith("cuda"):
             gpu = rank_gpu(self.local_rank, self.local_world_size, torch.cuda.device_count(),
-                           shared=self.stage_on_host)
+                           shared=self.stage_on_host, bound="SLURM_LOCALID" in os.environ and "LOCAL_RANK" not in
+                           os.environ)
             torch.cuda.set_device(gpu)
             self.device = f"cuda:{gpu}"
         method = (f"file://{self.store_file}" if self.store_file is not None
@@ -182,9 +184,27 @@ def env_context(device: str = "auto") -> LaunchContext | None:
             raise GridGnnError("multi-node srun needs MASTER_ADDR (and MASTER_PORT) set to the first node")
         release_freed_memory()  # an srun rank: before it reads anything
         return LaunchContext(int(e["SLURM_PROCID"]), int(e["SLURM_NTASKS"]), int(e.get("SLURM_LOCALID", 0)),
-                             int(e.get("SLURM_NTASKS_PER_NODE", e["SLURM_NTASKS"]).split("(")[0]), dev,
+                             slurm_local_tasks(e), dev,
                              e.get("MASTER_ADDR", "127.0.0.1"), int(e.get("MASTER_PORT", 29500)))
     return None
+
+
+def slurm_tasks_on_node(spec: str, node: int) -> int:
+    """The tasks on node ``node`` (0-based) of a SLURM task list such as ``"4(x2),3"`` (4, 4 and 3 tasks)."""
+    counts: list[int] = []
+    for part in spec.split(","):
+        n, _, repeat = part.partition("(x")
+        counts += [int(n)] * (int(repeat.rstrip(")")) if repeat else 1)
+    return counts[min(node, len(counts) - 1)]
+
+
+def slurm_local_tasks(e) -> int:
+    """The tasks of this srun step on this node: from the step's task list and this node's index (SLURM sets
+    ``SLURM_NTASKS_PER_NODE`` only where ``--ntasks-per-node`` was given), else the job's, else every task."""
+    spec = e.get("SLURM_STEP_TASKS_PER_NODE") or e.get("SLURM_TASKS_PER_NODE") or e.get("SLURM_NTASKS_PER_NODE")
+    if not spec:
+        return int(e["SLURM_NTASKS"])
+    return slurm_tasks_on_node(spec, int(e.get("SLURM_NODEID", 0)))
 
 
 def loopback_interface() -> str:

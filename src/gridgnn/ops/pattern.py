@@ -276,7 +276,7 @@ def reduce_rows(row: torch.Tensor | None, m: int, values: torch.Tensor, op: str,
         return segmented_sum(crow, vals)
     row = row_index(row, crow)
     if op == "sum":
-        return vals.new_zeros((m, vals.shape[1])).index_add_(0, row, vals)
+        return add_at(vals.new_zeros((m, vals.shape[1])), row, vals)
     out = vals.new_full((m, vals.shape[1]), float("-inf"))
     return out.scatter_reduce(0, row.long().unsqueeze(1).expand_as(vals), vals, reduce="amax", include_self=True)
 
@@ -333,6 +333,16 @@ def col_sum(pat: Pattern, values: torch.Tensor) -> torch.Tensor:
     if pat.nnz and vals.device.type != "cpu":
         return col_sum_in_order(pat, vals)
     return vals.new_zeros((pat.shape[1], vals.shape[1])).index_add_(0, pat.col, vals)
+
+
+def add_at(out: torch.Tensor, index: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """``out[index[i]] += values[i]`` along the first dimension, in place, every sum added in the same order on every
+    run: ``index_add_`` on the host (it adds index by index), ``index_put_`` with ``accumulate`` on a device (which
+    sorts the indices first; a device's ``index_add_`` adds with atomics, in an order that changes from run to run,
+    and the host's ``index_put_`` too from 32768 elements on several threads)."""
+    if out.device.type == "cpu":
+        return out.index_add_(0, index, values)
+    return out.index_put_((index.long(),), values, accumulate=True)
 
 
 def segmented_sum(crow: torch.Tensor, vals: torch.Tensor) -> torch.Tensor:

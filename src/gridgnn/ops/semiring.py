@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .pattern import Pattern, SDDMM_CHUNK_ELEMENTS, row_reduce, sddmm_dot, spmm
+from .pattern import Pattern, SDDMM_CHUNK_ELEMENTS, add_at, row_reduce, sddmm_dot, spmm
 
 SEMIRINGS = ("sum", "mean", "max", "min", "max-plus", "min-plus")
 SELECTING = ("max", "min", "max-plus", "min-plus")
@@ -212,11 +212,11 @@ def semiring_backward(pat: Pattern, values, x, semiring: str, dy: torch.Tensor, 
     e = state.clamp(min=0)
     src = pat.col.long()[e]
     f = torch.arange(dy.shape[1], device=dy.device).expand_as(e)
-    if need_x:
+    if need_x:  # (flat: one index per (source, column), added in a fixed order)
         w = dy if (values is None or is_plus(semiring)) else dy * values[e]
-        dx = dy.new_zeros((pat.shape[1], dy.shape[1])).index_put_((src, f), torch.where(chosen, w, 0.0),
-                                                                 accumulate=True)
+        dx = add_at(dy.new_zeros(pat.shape[1] * dy.shape[1]), (src * dy.shape[1] + f).reshape(-1),
+                    torch.where(chosen, w, 0.0).reshape(-1)).view(pat.shape[1], dy.shape[1])
     if need_values and values is not None:
         contrib = torch.where(chosen, dy if is_plus(semiring) else dy * x[src, f], 0.0)
-        dvals = values.new_zeros(pat.nnz).index_put_((e,), contrib, accumulate=True)  # (sorted on a GPU: no atomics)
+        dvals = add_at(values.new_zeros(pat.nnz), e.reshape(-1), contrib.reshape(-1))
     return dvals, dx

@@ -186,6 +186,7 @@ class SummaGraph(DistGraph):
         # the row of every local edge (the owned panels in order), for the row reductions: kept on a device, made
         # when asked on the CPU (as a pattern's rows, :func:`~gridgnn.ops.pattern.holds_row`)
         self._edge_row = self._rows() if holds_row(plan.device) else None
+        self._received_host: dict = {}  # panel → what the host derived of the received pattern (Pattern.host_cache)
 
     def edge_ids(self) -> tuple[np.ndarray, np.ndarray]:
         """Original (destination, source) vertex ids of the local edges, in edge order (the owned panels in
@@ -244,7 +245,11 @@ class SummaGraph(DistGraph):
             if early:
                 for h in started:
                     h.wait()
-            got = pat if pat is not None else Pattern(idx[:self.nrow + 1], idx[self.nrow + 1:], (self.nrow, v1 - v0))
+            if pat is not None:
+                got = pat
+            else:  # a received panel is the same every step: what is derived of it on the host is kept by panel
+                got = Pattern(idx[:self.nrow + 1], idx[self.nrow + 1:], (self.nrow, v1 - v0))
+                got.host_cache = self._received_host.setdefault(p, {})
             return (got, *[None if t is None else piece.bool() if t.dtype == torch.bool else piece
                            for t, piece in pieces])
 
