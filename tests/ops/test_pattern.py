@@ -162,3 +162,22 @@ def test_the_devices_transpose_equals_the_hosts(dtype):
     for g, want in zip(got, pat.transpose()):
         assert g.dtype == dtype and torch.equal(g.long(), want.long())
     assert torch.equal(P.rows_of(crow, pat.nnz), P.rows_of(crow))
+
+
+def test_sums_at_repeated_indices_are_the_same_bits_every_run():
+    """``add_at`` on the host: a million float32 values into a thousand bins, several threads, ten runs — the same
+    bits each time, and those of adding in index order (``np.add.at``); the host's ``index_put_`` with
+    ``accumulate`` adds with atomics from 32768 elements on several threads, in an order that changes per run."""
+    r = np.random.default_rng(4)
+    index = torch.from_numpy(r.integers(0, 1000, 10**6))
+    values = torch.from_numpy(r.normal(size=10**6).astype(np.float32))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        runs = [P.add_at(torch.zeros(1000), index, values) for _ in range(10)]
+    finally:
+        torch.set_num_threads(threads)
+    want = np.zeros(1000, np.float32)
+    np.add.at(want, index.numpy(), values.numpy())
+    assert all(torch.equal(run, runs[0]) for run in runs)
+    assert np.array_equal(runs[0].numpy(), want)
