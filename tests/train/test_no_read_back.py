@@ -108,3 +108,28 @@ def test_a_distributed_training_step_reads_nothing_back_from_the_device(monkeypa
              Case(g, "edge", [8, 8, 4], grid=(1, 4), model="sage", options=sage_max, dropout=0.5)]
     for rank in launch(_distributed_worker, 4, cases, device="cpu", collect=True):
         assert [(algo, model) for algo, model, seen in rank if seen] == [], rank
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("model, options", [("gcn", {}), ("sage", {"aggr": "mean"}), ("sage", {"aggr": "max"}),
+                                            ("gat", {"heads": 2}), ("agnn", {})])
+def test_on_a_gpu_a_training_step_reads_nothing_back(model, options):
+    """On the device itself, the Triton kernels and cuSPARSE in the loop: CUDA's synchronization check set to
+    raise (``torch.cuda.set_sync_debug_mode("error")``) sees everything the dispatch mode above cannot (a
+    ``.cpu()``, a copy to the host) — one step after a first one (which builds the kernels and finds the
+    labelled rows)."""
+    g = load_graph("synthetic:sbm?n=2000&classes=4&avg_degree=8&features=16")
+    plan = blockrow.build_serial(gcn_normalize(g), dtype=torch.float32, device="cuda")
+    data = local_data(g, plan, dtype=torch.float32, device="cuda")
+    dims = [16, 16, 16, 4] if model == "agnn" else [16, 16, 4]
+    net = MODELS[model].from_options(dims, plan=plan, dtype=torch.float32, seed=0, dropout=0.5, **options).cuda()
+    comm = NullComm()
+    forward_backward(net, plan, comm, data, epoch=0)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        forward_backward(net, plan, comm, data, epoch=1)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()
