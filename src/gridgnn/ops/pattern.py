@@ -113,8 +113,9 @@ class Pattern:
         if holds_row(self.crow.device):
             self._row = row.to(dt) if row is not None else rows_of(self.crow, self.nnz)
         self._t = None
-        #: what callers derive from this pattern on the host, by key (read back once from a device, then kept)
-        self.host_cache: dict = {}
+        #: what callers derive from this pattern, by key: made once (on a device, where making it reads the pattern
+        #: back to the host) and kept while the pattern lives
+        self.derived: dict = {}
         if transpose:
             self.transpose()
 

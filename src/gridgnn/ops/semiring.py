@@ -54,7 +54,7 @@ def _row_runs(pat: Pattern, width: int) -> list[tuple[int, int, int, int]]:
     """``(r0, r1, e0, e1)``: runs of whole rows whose edges × ``width`` stay near the chunk bound — found once per
     pattern and bound (kept on the pattern: on a device the pointer is read back once, not at every product)."""
     step = max(1, SDDMM_CHUNK_ELEMENTS // max(1, width))
-    runs = pat.host_cache.get(("row_runs", step))
+    runs = pat.derived.get(("row_runs", step))
     if runs is not None:
         return runs
     crow = np.asarray(pat.crow.cpu().numpy(), dtype=np.int64)
@@ -65,7 +65,7 @@ def _row_runs(pat: Pattern, width: int) -> list[tuple[int, int, int, int]]:
         r1 = min(m, max(r1, r0 + 1))
         runs.append((r0, r1, e0, int(crow[r1])))
         r0 = r1
-    pat.host_cache[("row_runs", step)] = runs
+    pat.derived[("row_runs", step)] = runs
     return runs
 
 

@@ -186,7 +186,7 @@ class SummaGraph(DistGraph):
         # the row of every local edge (the owned panels in order), for the row reductions: kept on a device, made
         # when asked on the CPU (as a pattern's rows, :func:`~gridgnn.ops.pattern.holds_row`)
         self._edge_row = self._rows() if holds_row(plan.device) else None
-        self._received_host: dict = {}  # panel → what the host derived of the received pattern (Pattern.host_cache)
+        self._received_derived: dict = {}  # panel → what was derived of its received pattern (Pattern.derived)
 
     def edge_ids(self) -> tuple[np.ndarray, np.ndarray]:
         """Original (destination, source) vertex ids of the local edges, in edge order (the owned panels in
@@ -247,19 +247,26 @@ class SummaGraph(DistGraph):
                     h.wait()
             if pat is not None:
                 got = pat
-            else:  # a received panel is the same every step: what is derived of it on the host is kept by panel
+            else:  # a received panel is the same every step: what is derived of it is kept by panel
                 got = Pattern(idx[:self.nrow + 1], idx[self.nrow + 1:], (self.nrow, v1 - v0))
-                got.host_cache = self._received_host.setdefault(p, {})
+                got.derived = self._received_derived.setdefault(p, {})
             return (got, *[None if t is None else piece.bool() if t.dtype == torch.bool else piece
                            for t, piece in pieces])
 
         return arrived
 
     def panel_keys(self, p: int, pat: Pattern) -> torch.Tensor:
-        """Original vertex id of the source of every edge of panel ``p`` (the selecting semirings' tie-break)."""
-        v0 = self.panels[p][0]
-        return torch.from_numpy(np.ascontiguousarray(self._order_in[v0 + pat.col.cpu().numpy().astype(np.int64)])
-                                ).to(pat.device)
+        """Original vertex id of the source of every edge of panel ``p`` (the selecting semirings' tie-break); on a
+        device made once per panel and kept (as a pattern's ``derived``: the panel is the same every step, and
+        making them reads its columns back to the host)."""
+        keys = pat.derived.get("panel_keys")
+        if keys is None:
+            v0 = self.panels[p][0]
+            keys = torch.from_numpy(np.ascontiguousarray(self._order_in[v0 + pat.col.cpu().numpy().astype(np.int64)])
+                                    ).to(pat.device)
+            if pat.device.type != "cpu":
+                pat.derived["panel_keys"] = keys
+        return keys
 
     def panel_offsets(self) -> list[int]:
         """First edge of every panel of this fiber layer in one numbering of all of them."""
