@@ -22,9 +22,9 @@ def test_each_rank_takes_a_gpu_of_its_own_or_every_rank_of_the_node_is_refused()
     assert [rank_gpu(r, 4, 1, bound=True) for r in range(4)] == [0, 0, 0, 0]
     assert [rank_gpu(r, 4, 2, shared=True) for r in range(4)] == [0, 1, 0, 1]
     for r in range(4):
-        with pytest.raises(GridGnnError, match="4 ranks on a node that shows each 2 GPUs: NCCL needs one GPU per"):
+        with pytest.raises(GridGnnError, match="4 ranks on a node whose ranks each see 2 GPUs: NCCL needs one GPU per"):
             rank_gpu(r, 4, 2)
-        with pytest.raises(GridGnnError, match="4 ranks on a node that shows each 1 GPUs"):  # torchrun, one GPU
+        with pytest.raises(GridGnnError, match="4 ranks on a node whose ranks each see 1 GPU: NCCL"):  # torchrun, one GPU
             rank_gpu(r, 4, 1)
     with pytest.raises(GridGnnError, match="sees no CUDA device"):
         rank_gpu(0, 1, 0)

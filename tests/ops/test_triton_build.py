@@ -34,12 +34,12 @@ def test_the_recorded_launches_are_those_the_wrappers_make():
     assert TK._recorded is None  # (the recording ends with its block)
 
 
-@pytest.mark.parametrize("capability, dtype, span", [(90, torch.float32, 64), (90, torch.float64, 64),
-                                                    (80, torch.float64, 8)])
+@pytest.mark.parametrize("capability, dtype, span", [(90, torch.float32, 64), (80, torch.float64, 64)])
 def test_every_kernel_compiles_for_the_gpu_without_spilling_registers(capability, dtype, span, tmp_path, monkeypatch):
-    """Each launch of :func:`launches_for` built for an H100/H200 (sm_90) in both data types at the widest blocks,
-    and for an A100 (sm_80) at the narrowest: it compiles, and ``ptxas`` spills at most :data:`PARKED` bytes a
-    thread (in a fresh cache, so that ptxas runs and reports)."""
+    """Each launch of :func:`launches_for` at the widest blocks (the most registers), built for an H100/H200
+    (sm_90) in float32 and for an A100 (sm_80) in float64: it compiles, and ``ptxas`` spills at most
+    :data:`PARKED` bytes a thread (in a fresh cache, so that ptxas runs and reports; ``benchmarks/triton_build.py``
+    prints every type, width and target)."""
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
     try:
         builds = [TK.build(name, args, meta, capability) for name, args, meta in TK.launches_for(dtype, span)]

@@ -74,8 +74,9 @@ def rank_gpu(local_rank: int, local_ranks: int, visible: int, *, shared: bool = 
         return local_rank
     if visible == 1 and bound:
         return 0
-    raise GridGnnError(f"{local_ranks} ranks on a node that shows each {visible} GPUs: NCCL needs one GPU per rank "
-                       "(start at most as many ranks per node as GPUs, or bind one GPU per task)")
+    raise GridGnnError(f"{local_ranks} ranks on a node whose ranks each see {visible} GPU{'s' if visible > 1 else ''}: "
+                       "NCCL needs one GPU per rank (start at most as many ranks per node as GPUs, or bind one GPU "
+                       "per task)")
 
 
 @dataclass
