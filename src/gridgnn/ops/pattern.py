@@ -333,7 +333,7 @@ def col_sum(pat: Pattern, values: torch.Tensor) -> torch.Tensor:
         return kernels.segment_reduce(t_crow, vals[t_perm], "sum")
     if pat.nnz and vals.device.type != "cpu":
         return col_sum_in_order(pat, vals)
-    return vals.new_zeros((pat.shape[1], vals.shape[1])).index_add_(0, pat.col, vals)
+    return add_at(vals.new_zeros((pat.shape[1], vals.shape[1])), pat.col, vals)
 
 
 def add_at(out: torch.Tensor, index: torch.Tensor, values: torch.Tensor) -> torch.Tensor:

@@ -318,14 +318,15 @@ def build(kernel: str, args: tuple, meta: dict, capability: int) -> Build:
         bound, specialization, options = create_function_from_signature(fn.signature, fn.params, backend)(
             *args, **meta)
         options, signature, constants, attrs = fn._pack_args(backend, meta, bound, specialization, options)
-        knobs.compilation.scope, knobs.nvidia.scope  # noqa: B018 - (what the compilation below sets)
+        compilation, nvidia = knobs.compilation, knobs.nvidia  # (set for the compilation below, then restored)
+        scopes = compilation.scope(), nvidia.scope()
     except (ImportError, AttributeError, TypeError, ValueError, RuntimeError) as exc:
         raise BuildUnsupported(f"Triton {triton.__version__} cannot build {kernel} ahead of time here "
                                f"({type(exc).__name__}: {exc})") from None
     log = io.StringIO()
-    with knobs.compilation.scope(), knobs.nvidia.scope(), contextlib.redirect_stdout(log):
-        knobs.compilation.always_compile = True  # (a cached kernel would skip ptxas and its report)
-        knobs.nvidia.dump_ptxas_log = True
+    with scopes[0], scopes[1], contextlib.redirect_stdout(log):
+        compilation.always_compile = True  # (a cached kernel would skip ptxas and its report)
+        nvidia.dump_ptxas_log = True
         compiled = triton_compile(ASTSource(fn, signature, constants, attrs), target=target,
                                   options=options.__dict__)
     report = log.getvalue()
