@@ -93,18 +93,22 @@ class WirePolicy:
             peak = exact.detach().abs().amax() if exact.numel() else exact.new_zeros(())
             self._watched.append((~torch.isfinite(narrowed).all() & torch.isfinite(peak), peak, where))
             if len(self._watched) >= self.WATCHED:
-                self.overflow  # noqa: B018 - read them now
+                self._read_watched()
+
+    def _read_watched(self) -> None:
+        """Read what is watched (one transfer from the device) and keep the first overflow's words."""
+        if self._watched:
+            hits = torch.stack([f for f, _, _ in self._watched]).cpu().nonzero()
+            if hits.numel():
+                _, peak, where = self._watched[int(hits[0])]
+                self._overflow = where.format(peak=f"{float(peak):.4g}")
+            self._watched.clear()
 
     @property
     def overflow(self) -> str | None:
         """Where the first watched cast went beyond float16's range, or ``None`` (reads what is watched: once)."""
-        if self._overflow is None and self._watched:
-            flags = torch.stack([f for f, _, _ in self._watched]).cpu()
-            hit = int(flags.nonzero()[0]) if bool(flags.any()) else None
-            if hit is not None:
-                _, peak, where = self._watched[hit]
-                self._overflow = where.format(peak=f"{float(peak):.4g}")
-            self._watched.clear()
+        if self._overflow is None:
+            self._read_watched()
         return self._overflow
 
     def narrows(self, tensor: torch.Tensor) -> bool:
