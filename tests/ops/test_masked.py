@@ -224,7 +224,7 @@ def test_a_mask_drawn_again_gives_the_kept_masks_gradients_and_is_not_kept():
 @pytest.mark.parametrize("name,kw", [("gcn", {}), ("sage", {}), ("gat", {"heads": 2, "attn_dropout": 0.3}),
                                      ("gatv2", {"heads": 2, "attn_dropout": 0.3})])
 def test_a_model_keeps_no_mask_where_a_kernel_draws_them(name, kw, monkeypatch):
-    """Where numba draws the dropout masks (:func:`gridgnn.nn.dropout.redraws`), a model step keeps no boolean
+    """Where numba draws the dropout masks (:func:`gridgnn.ops.masked.redraws`), a model step keeps no boolean
     tensor — of the node features' masks nor of the attention coefficients' (GAT's through its fused kernels,
     GATv2's through the composition): each is drawn again in the backward from its key — and its logits and
     gradients equal the step that keeps them, bit for bit."""

@@ -7,24 +7,29 @@ import pytest
 from gridgnn.distributed import staged
 from gridgnn.distributed.launch import launch
 from gridgnn.errors import GridGnnError
+from gridgnn.ops import device_paths
 from gridgnn.testing import Refusal, distributed_worker
 
 from ._fidelity import check_against_serial, check_bytes, check_within_wire_precision
 from .conftest import staged_cases
 
-P = 2
-
-
 def _staged_worker(ctx, cases):
     out = distributed_worker(ctx, cases)
-    return out, dict(staged.STAGED.calls), staged.network() is staged.STAGED
+    return out, dict(staged.STAGED.calls), staged.network() is staged.STAGED, device_paths.device_paths(ctx.device)
 
 
-def test_staged_collectives_equal_serial_with_the_model_bytes():
-    named = staged_cases(P, every_algorithm=False)
+@pytest.mark.parametrize("P", [2, 4])
+def test_staged_collectives_equal_serial_with_the_model_bytes(P, monkeypatch):
+    """The ranks take a device's code paths as well (``GRIDGNN_DEVICE_PATHS=host``: the torch compositions, the
+    rows of every edge kept, masks drawn from the ids' copies, sums at repeated indices in order), so that what they
+    run is what ranks sharing a GPU run, but for the device and Triton; the serial reference takes the host's."""
+    named = staged_cases(P, every_algorithm=True)
+    monkeypatch.setenv(device_paths.ENV, device_paths.HOST)  # (the ranks take the launcher's environment)
     out = launch(_staged_worker, P, [c for _, c in named], device="cpu", stage_on_host=True, collect=True)
+    monkeypatch.delenv(device_paths.ENV)
     for r in range(P):
         assert out[r][2], "the ranks' Comm did not issue its collectives through the staged network"
+        assert out[r][3], "the ranks took the host's code paths"
         # every kind of collective the engines use went through the host buffers, started ones included
         assert set(out[r][1]) == {"broadcast", "reduce", "all_reduce", "gather", "all_gather", "all_to_all_single"}
     for k, (name, case) in enumerate(named):

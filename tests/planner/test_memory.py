@@ -18,6 +18,7 @@ import torch
 
 from gridgnn.distributed import Comm, NullComm
 from gridgnn.distributed.grid import AXES, ProcessGrid
+from gridgnn.ops import device_paths
 from gridgnn.distributed.launch import launch
 from gridgnn.errors import GridGnnError
 from gridgnn.graph import Graph, gcn_normalize
@@ -474,35 +475,50 @@ def test_bad_inputs_are_clear_errors():
         estimate_rank_memory("1d", (2,), 41, 100, [3, 2], pattern=sp.csr_matrix((40, 40)))
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_on_a_gpu_every_rank_holds_what_the_device_estimate_says():
+ON_A_GPU = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=ON_A_GPU)],
+                         ids=["the-host-on-the-device-paths", "on-a-gpu"])
+def test_every_rank_holds_what_the_device_estimate_says(device, monkeypatch):
     """The memory model's device branch (the row of every edge kept beside its column, the masks and the saved
     tensors on the device) against one real training step of four ranks sharing the GPU (host-staged collectives):
     adjacency, features, parameters with Adam's state and saved activations exact, as on the CPU — one case of
-    each family, and GraphSAGE's traced estimate with its self-loop mask."""
+    each family, and GraphSAGE's traced estimate with its self-loop mask. The measured adjacency is the device's
+    and the host's (the block-row engines keep their send lists and halo columns on the host), held to both parts of
+    the estimate. Without a GPU the host takes the device's code paths (``GRIDGNN_DEVICE_PATHS=host``) as a GPU
+    without Triton would (``GRIDGNN_KERNELS=torch``: its dropout masks kept, not drawn again), and what its ranks
+    hold is held to the estimate for such a GPU."""
+    if device == "cpu":  # (the ranks take the launcher's environment)
+        monkeypatch.setenv(device_paths.ENV, device_paths.HOST)
+        monkeypatch.setenv("GRIDGNN_KERNELS", "torch")
+
+    def parts(rank_memory):
+        got = exact_parts(rank_memory)
+        got["adjacency"] += rank_memory.host_per_component.get("adjacency", 0)
+        return got
     names = ("1d-sa-undirected", "1.5d-sa-directed", "2d-2x2", "3d-1x2x2-double", "plexus-2x1x2-double",
              "edge-directed")
     cases = [c for c in DIST_CASES if c[0] in names]
     sage = ("sage", "1.5d-sa", (2, 2), [24, 16, 4])
     runs = [(g, a, s, p, d, q) for _, g, a, s, p, d, q in cases] + [(GM, sage[1], sage[2], "random", sage[3], 0.5,
                                                                       "sage")]
-    res = launch(distributed_measure, 4, runs, device="cuda", stage_on_host=True, collect=True)
+    res = launch(distributed_measure, 4, runs, device=device, stage_on_host=True, collect=True)
     for k, (name, graph, algo, shape, partition, dims, dropout) in enumerate(cases):
         measured = [res[r][k] for r in range(4)]
         source, rows = layout(graph, algo, shape, partition)
         est = estimate(graph, algo, shape, source, rows, dims, dropout=dropout, device="cuda",
                        train_rows=[m["train_rows"] for m in measured])
         for r, m in enumerate(measured):
-            assert exact_parts(est.ranks[r]) == {c: m[c] for c in EXACT}, (name, r)
+            assert parts(est.ranks[r]) == {c: m[c] for c in EXACT}, (name, r)
     measured = [res[r][len(cases)] for r in range(4)]
     source, rows = layout(GM, sage[1], sage[2])
     tr = model_trace(sage[3], model_builder("sage", sage[3], 0.5, torch.float64), sage[1])
     est = estimate(GM, sage[1], sage[2], source, rows, sage[3], dropout=0.5, trace=tr, device="cuda",
                    train_rows=[m["train_rows"] for m in measured])
     for r, m in enumerate(measured):
-        comp = est.ranks[r].per_component
-        assert (comp["adjacency"], comp["features"]) == (m["adjacency"], m["features"]), r
+        got = parts(est.ranks[r])
+        assert (got["adjacency"], got["features"]) == (m["adjacency"], m["features"]), r
 
 
 @pytest.mark.gpu

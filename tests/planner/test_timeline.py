@@ -76,27 +76,42 @@ def test_a_candidate_given_at_no_moment_counts_at_every_one_and_copies_keep_the_
 
 def test_a_gcn_trace_records_where_each_tensor_was_saved():
     """GCN 3 × 8 (equal widths: layer 0 aggregates first, the later layers multiply first): layer 0's linear saves
-    M̂X during call 1; the ReLU after add_bias (call 2) its output and the next dropout its mask (where the mask is
-    kept, not drawn again); layer 1 saves nothing until its ReLU (and mask) after call 5; the loss's log-softmax
-    after the last call (9 forward calls)."""
-    from gridgnn.nn.dropout import redraws
-
+    M̂X during call 1; the ReLU after add_bias (call 2) its output and the next dropout its mask (recorded as a
+    mask, whatever the tracing host does: a device that draws it again does not keep it); layer 1 saves nothing
+    until its ReLU (and mask) after call 5; the loss's log-softmax after the last call (9 forward calls)."""
     tr = gcn_trace((8, 8, 8, 3), "1d-sa")
     names = [c.name for c in tr.calls if c.name != "param_grad"]
     assert names == ["spmm", "linear", "add_bias", "linear", "spmm", "add_bias", "linear", "spmm", "add_bias"]
-    masks = [] if redraws("cpu") else [(0, "node", 1, 3), (1, "node", 1, 6)]
-    assert [(s.layer, s.kind, s.itemsize, s.pos) for s in tr.saved] == sorted(
-        [(0, "node", 0, 2), (0, "node", 0, 3), (1, "node", 0, 6), (2, "loss", 0, 9)] + masks, key=lambda s: s[3])
-    # the dropout outputs of layers 1 and 2 are recomputed by their linear's backward (calls 3 and 6), drawing their
-    # masks again where numba draws them
-    assert [(l, kind, pos, again) for l, kind, _, pos, again in tr.recomputed] == \
-        [(1, "node", 4, redraws("cpu")), (2, "node", 7, redraws("cpu"))]
+    assert [(s.layer, s.kind, s.itemsize, s.pos, s.mask) for s in tr.saved] == [
+        (0, "node", 0, 2, ""), (0, "node", 0, 3, ""), (0, "node", 1, 3, "node"), (1, "node", 0, 6, ""),
+        (1, "node", 1, 6, "node"), (2, "loss", 0, 9, "")]
+    # the dropout outputs of layers 1 and 2 are recomputed by their linear's backward (calls 3 and 6)
+    assert [(l, kind, pos) for l, kind, _, pos in tr.recomputed] == [(1, "node", 4), (2, "node", 7)]
     # a tensor is held during the backward of the call that saved it (or of the last call before the raw operation
     # that did) and freed before the backward of the call before that one
     ctx = SimpleNamespace(trace=tr)
     for t in tr.saved:
         assert backward_of(ctx, t.pos - 1)[0] >= t.pos
         assert t.pos < 2 or backward_of(ctx, t.pos - 2)[0] < t.pos
+
+
+@pytest.mark.parametrize("model, dims", [("gcn", (8, 5, 9, 3)), ("gat", (8, 4, 3)), ("sage+max", (8, 6, 3))])
+def test_a_trace_records_every_mask_whatever_the_tracing_host_draws(model, dims, monkeypatch):
+    """The dropout masks a trace records (``SavedTensor.mask``: the memory model leaves out those the device it
+    estimates draws again) are the same where the host draws masks again (numba) and where it keeps them
+    (``GRIDGNN_KERNELS=torch``): every mask where the dropout keeps it — also a widening layer's, which aggregates
+    first and whose dropped input no later operation saves — and GAT's attention masks as edge masks."""
+    def records():
+        tr = model_trace(list(dims), model_builder(model, list(dims), 0.5, torch.float64), "1d-sa")
+        return [(s.layer, s.kind, s.cols, s.itemsize, s.pos, s.mask) for s in tr.saved]
+
+    redrawing = records()
+    monkeypatch.setenv("GRIDGNN_KERNELS", "torch")
+    assert records() == redrawing
+    masks = [r for r in redrawing if r[5]]
+    assert {r[5] for r in masks} == ({"node", "edge"} if model == "gat" else {"node"})
+    assert all(r[3] == 1 and r[1] == r[5] for r in masks)  # one byte per element, of the kind it is
+    assert len([r for r in masks if r[5] == "node"]) == len(dims) - 1  # one per layer's input
 
 
 PERSISTENT = ("runtime", "graph", "adjacency", "features", "parameters")

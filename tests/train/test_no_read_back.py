@@ -1,10 +1,10 @@
 """A training step reads nothing back from the device: on a GPU each read (``.item()``, a bool of a tensor, a
 boolean mask's index, ``nonzero``, a ``repeat_interleave`` or ``bincount`` that must learn its length) makes the
 host wait for the device's queue, so that the host, which issues the launches of a small model (GCN's and
-GraphSAGE's epochs were bound by it on an H200), cannot run ahead of it. Checked here on the host: the trainer's
-step (:func:`gridgnn.train.step.forward_backward`) on the serial layout, with the torch compositions a device runs
-(``GRIDGNN_KERNELS=torch``) and the rows of every edge kept as a device keeps them, under a dispatch mode that
-records every operation whose result length or value the host must read."""
+GraphSAGE's epochs were bound by it on an H200), cannot run ahead of it. Checked here on the host taking the device's
+code paths (``GRIDGNN_DEVICE_PATHS=host``, :mod:`gridgnn.ops.device_paths`: the torch compositions, the rows of every
+edge kept, the masks drawn from the ids' copies): the trainer's step (:func:`gridgnn.train.step.forward_backward`)
+under a dispatch mode that records every operation whose result length or value the host must read."""
 import numpy as np
 import pytest
 import torch
@@ -14,7 +14,7 @@ from gridgnn.distributed.comm import NullComm
 from gridgnn.graph import gcn_normalize
 from gridgnn.graph.spec import load_graph
 from gridgnn.nn import MODELS
-from gridgnn.ops import pattern
+from gridgnn.ops import device_paths
 from gridgnn.parallel import blockrow
 from gridgnn.train.rank_layout import local_data
 from gridgnn.train.step import forward_backward
@@ -45,9 +45,7 @@ class Reads(TorchDispatchMode):
 @pytest.mark.parametrize("model, options", [("gcn", {}), ("sage", {"aggr": "mean"}), ("sage", {"aggr": "max"}),
                                             ("gat", {"heads": 2}), ("agnn", {}), ("gatv2", {"heads": 2})])
 def test_a_training_step_reads_nothing_back_from_the_device(model, options, monkeypatch):
-    monkeypatch.setenv("GRIDGNN_KERNELS", "torch")
-    monkeypatch.setattr(pattern, "holds_row", lambda device: True)  # (as on a device: the rows are kept)
-    monkeypatch.setattr(blockrow, "holds_row", pattern.holds_row)
+    monkeypatch.setenv(device_paths.ENV, device_paths.HOST)
     g = load_graph("synthetic:sbm?n=200&classes=4&avg_degree=5&features=8")
     plan = blockrow.build_serial(gcn_normalize(g), dtype=torch.float32)
     data = local_data(g, plan, dtype=torch.float32, device="cpu")
@@ -62,16 +60,12 @@ def test_a_training_step_reads_nothing_back_from_the_device(model, options, monk
 
 
 def _distributed_worker(ctx, cases):
-    import gridgnn.parallel.plexus as plexus_family
-    import gridgnn.parallel.summa as summa_family
     from gridgnn.distributed.comm import Comm
     from gridgnn.distributed.grid import ProcessGrid
     from gridgnn.parallel import algorithm
     from gridgnn.testing import build_model
     from gridgnn.train.rank_layout import build_rank, make_source
 
-    for family in (pattern, blockrow, summa_family, plexus_family):  # every family keeps its rows, as on a device
-        family.holds_row = lambda device: True
     ctx.init()
     found = []
     for case in cases:
@@ -97,7 +91,7 @@ def test_a_distributed_training_step_reads_nothing_back_from_the_device(monkeypa
     from gridgnn.distributed.launch import launch
     from gridgnn.testing import Case
 
-    monkeypatch.setenv("GRIDGNN_KERNELS", "torch")
+    monkeypatch.setenv(device_paths.ENV, device_paths.HOST)  # (the ranks take the launcher's environment)
     g = load_graph("synthetic:sbm?n=120&classes=4&avg_degree=5&features=8")
     sage_max = {"aggr": "max"}
     cases = [Case(g, "1d-sa", [8, 8, 4], model="gat", dropout=0.5, overlap=True),

@@ -22,8 +22,9 @@ import numpy as np
 import torch
 
 from ..ops import kernels, triton_kernels
+from ..ops.device_paths import device_paths
 from ..ops.hashing import G, as_int64, below_tensor, mix, mix_tensor
-from ..ops.masked import dropped
+from ..ops.masked import dropped, redraws
 
 def _threshold(p: float) -> np.uint64:
     return np.uint64(min(int((1.0 - p) * 2.0**64), 2**64 - 1))
@@ -130,7 +131,7 @@ def hashed_dropout(x: torch.Tensor, p: float, node_ids: np.ndarray, *, seed: int
     if not training or p <= 0.0:
         return x
     features = x.shape[1] if features is None else features
-    if x.device.type != "cpu":  # drawn on the device: the ids cross (once per array), not the mask
+    if device_paths(x.device):  # drawn on the device: the ids cross (once per array), not the mask
         ids = device_ids(node_ids, x.device)
 
         def draw():
@@ -140,18 +141,6 @@ def hashed_dropout(x: torch.Tensor, p: float, node_ids: np.ndarray, *, seed: int
             return torch.from_numpy(keep_mask(node_ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols))
     mask, redraw = keyed(draw, x.device, "node_mask")
     return dropped(x, mask, 1.0 - p, redraw)
-
-
-def redraws(device, kernel: str = "node_mask") -> bool:
-    """Whether a keyed mask on ``device`` is drawn again in the backward instead of kept: where a kernel draws it
-    allocating the mask alone (numba on the host; on a GPU the Triton kernel ``kernel``, ``"node_mask"`` or
-    ``"edge_mask"``) — drawing it costs one pass over a byte per element, keeping it holds every layer's mask from its
-    forward to its backward. (The NumPy and torch ``int64`` references hash through temporaries of 8 bytes per
-    element: their masks are kept.)"""
-    device = torch.device(device)
-    if device.type == "cpu":
-        return kernels.enabled()
-    return triton_kernels.usable(device) and triton_kernels.on(kernel)
 
 
 def keyed(draw, device, kernel: str = "node_mask") -> tuple:
@@ -209,7 +198,7 @@ def hashed_edge_dropout(alpha: torch.Tensor, p: float, dst_ids: np.ndarray, src_
     r"""Inverted dropout on an edge tensor ``alpha`` (``nnz × K``, edges ``src_ids[e] → dst_ids[e]``)."""
     if not training or p <= 0.0:
         return alpha
-    if alpha.device.type != "cpu":  # (the ids' device copies made once while the host arrays live: device_ids)
+    if device_paths(alpha.device):  # (the ids' device copies made once while the host arrays live: device_ids)
         dst_ids, src_ids = device_ids(dst_ids, alpha.device), device_ids(src_ids, alpha.device)
     draw = edge_drawer(dst_ids, src_ids, alpha.shape[1], p, seed=seed, epoch=epoch, layer=layer)
     mask, redraw = keyed(draw, alpha.device, "edge_mask")
@@ -220,6 +209,6 @@ def edge_drawer(dst_ids, src_ids, heads: int, p: float, *, seed: int, epoch: int
     """What draws the attention-dropout mask ``bool[len(dst_ids), heads]`` of the edges ``src → dst``, the same bits
     at every call (for :func:`keyed`): on the ids' device where they are device tensors (:func:`edge_keep_mask_tensor`),
     else on the host (:func:`edge_keep_mask`)."""
-    if isinstance(dst_ids, torch.Tensor) and dst_ids.device.type != "cpu":
+    if isinstance(dst_ids, torch.Tensor) and device_paths(dst_ids.device):
         return lambda: edge_keep_mask_tensor(dst_ids, src_ids, heads, p, seed=seed, epoch=epoch, layer=layer)
     return lambda: torch.from_numpy(edge_keep_mask(dst_ids, src_ids, heads, p, seed=seed, epoch=epoch, layer=layer))

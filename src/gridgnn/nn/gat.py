@@ -28,6 +28,7 @@ from torch import nn
 
 from ..parallel.attention import attend
 from .base import Model, Option, parameter_group
+from ..ops.device_paths import device_paths
 from .dropout import edge_drawer, keyed
 
 #: ``--heads``: at most this many heads per layer
@@ -114,7 +115,7 @@ class GAT(Model):
         if not (self.training and self.attn_dropout > 0):
             return None, None
         dst, src = g.edge_ids()
-        if torch.device(device).type != "cpu":  # drawn on the device from its copy of the ids (made once)
+        if device_paths(device):  # drawn on the device from its copy of the ids (made once)
             cache = g.__dict__.setdefault("_edge_ids_on", {})
             key = str(device)
             if key not in cache:

@@ -36,7 +36,8 @@ kernel                   computes                                         replac
 
 **Selection.** :func:`fused` is true for CPU tensors of ``float32``/``float64`` when numba imports and the
 environment variable ``GRIDGNN_KERNELS`` is not ``torch`` (set it to compare with the references, as the
-benchmarks do). Every other case — CUDA tensors above all — runs the torch reference.
+benchmarks do) and the host is not taking a device's code paths (``GRIDGNN_DEVICE_PATHS=host``,
+:mod:`~gridgnn.ops.device_paths`). Every other case — CUDA tensors above all — runs the torch reference.
 
 **Parallelism.** Row kernels split the rows into runs of about equal *edge* counts (``8 ×`` the thread count)
 and run them in a ``prange``; a row is written by one thread only, so there are no atomics and the result does
@@ -55,6 +56,8 @@ import time
 import numpy as np
 import torch
 
+from .device_paths import host_takes_device_paths
+
 HAVE_NUMBA = importlib.util.find_spec("numba") is not None
 _FLOATS = (torch.float32, torch.float64)
 
@@ -65,8 +68,9 @@ def enabled() -> bool:
 
 
 def fused(*tensors: torch.Tensor) -> bool:
-    """True when the numba kernels serve these tensors (CPU, float32/float64, numba present, not disabled)."""
-    if not enabled():
+    """True when the numba kernels serve these tensors (CPU, float32/float64, numba present, not disabled, the host
+    not taking a device's code paths: :mod:`~gridgnn.ops.device_paths`)."""
+    if not enabled() or host_takes_device_paths():
         return False
     return all(t.device.type == "cpu" and (t.dtype in _FLOATS or not t.is_floating_point()) for t in tensors)
 

@@ -18,7 +18,8 @@ import weakref
 
 import torch
 
-from . import kernels
+from . import kernels, triton_kernels
+from .device_paths import device_paths
 
 
 def scale_masked(x: torch.Tensor, mask: torch.Tensor, q: float) -> torch.Tensor:
@@ -57,6 +58,9 @@ def dropped(x: torch.Tensor, mask: torch.Tensor, q: float, redraw=None) -> torch
     as ``x`` and ``mask`` (:class:`Recomputed`); ``redraw`` (a callable returning ``mask``'s bits again, a keyed
     hash's): neither the dropout nor a recomputed output keeps the mask, each draws it again in the backward."""
     y = MaskedScale.apply(x, mask, q, redraw)
+    masks = getattr(_LOCAL, "masks", None)
+    if masks is not None and redraw is None:  # (a trace's record of which saved tensors are dropout masks)
+        masks.add(mask.untyped_storage().data_ptr())
     # within recomputing only (elsewhere the registry would keep the input while the output lives); a dropped input
     # that needs no gradient too; not an input that is a view of a larger buffer, which keeping would cost more
     if getattr(_LOCAL, "depth", 0) and torch.is_grad_enabled() and y.layout == torch.strided and y.numel() \
@@ -70,6 +74,20 @@ def dropped(x: torch.Tensor, mask: torch.Tensor, q: float, redraw=None) -> torch
         _DROPPED[key] = (weakref.ref(y, forget), x.detach(), mask if redraw is None else redraw, q, y._version,
                          x._version)
     return y
+
+
+def redraws(device, kernel: str = "node_mask") -> bool:
+    """Whether a keyed mask on ``device`` is drawn again in the backward instead of kept: where a kernel draws it
+    allocating the mask alone (numba on the host; on a GPU the Triton kernel ``kernel``, ``"node_mask"`` or
+    ``"edge_mask"``) — drawing it costs one pass over a byte per element, keeping it holds every layer's mask from its
+    forward to its backward. (The NumPy and torch ``int64`` references hash through temporaries of 8 bytes per
+    element: their masks are kept.) The memory model asks it for the device it estimates
+    (:func:`gridgnn.parallel.footprint.mask_redrawn`); within :func:`keeping_masks` (a trace) every mask is kept."""
+    if getattr(_LOCAL, "masks", None) is not None:
+        return False
+    if not device_paths(device):
+        return kernels.enabled()
+    return triton_kernels.usable(device) and triton_kernels.on(kernel)
 
 
 class Recomputed:
@@ -154,6 +172,20 @@ def outer_hooks() -> bool:
     except TypeError:
         hooks = top()
     return hooks is not None and hooks[0] is not _pack
+
+
+@contextlib.contextmanager
+def keeping_masks(masks: set):
+    """Within (a model's trace, in this thread): every keyed dropout mask kept by the dropout, not drawn again
+    (:func:`redraws` answers False), and the storage address of each mask :func:`dropped` applies added to
+    ``masks`` — so that the trace records every mask where a device that keeps it holds it, flagged, whatever the
+    tracing host would do, and the memory model leaves out those its device draws again."""
+    before = getattr(_LOCAL, "masks", None)
+    _LOCAL.masks = masks
+    try:
+        yield masks
+    finally:
+        _LOCAL.masks = before
 
 
 @contextlib.contextmanager

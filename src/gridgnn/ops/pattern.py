@@ -26,6 +26,7 @@ import scipy.sparse as sp
 import torch
 
 from . import kernels, triton_kernels
+from .device_paths import device_paths
 from .kernels import head_columns  # noqa: F401  (the column spans of heads; defined with the kernels)
 
 warnings.filterwarnings("ignore", message=".*Sparse CSR tensor support is in beta.*")
@@ -57,9 +58,10 @@ def index_bytes(*sizes):
 
 
 def holds_row(device) -> bool:
-    """Whether a pattern on ``device`` keeps the row of every edge (:class:`Pattern`): off the CPU, where the torch
-    compositions gather by it; the CPU derives it when asked (one pass over ``crow``)."""
-    return torch.device(device).type != "cpu"
+    """Whether a pattern on ``device`` keeps the row of every edge (:class:`Pattern`): on a device
+    (:func:`~gridgnn.ops.device_paths.device_paths`), whose torch compositions gather by it; the host derives it when
+    asked (one pass over ``crow``)."""
+    return device_paths(device)
 
 
 def row_index(row: torch.Tensor | None, crow: torch.Tensor | None) -> torch.Tensor:
@@ -94,11 +96,11 @@ class Pattern:
         shape: ``(m, k)``.
         transpose: build the transposed order now (else on first use).
         row: the row of each edge, when another pattern of the same rows has it (else made from ``crow``); kept
-            only where :func:`holds_row` (ignored on the CPU).
+            only where :func:`holds_row` (ignored on the host's paths).
     Attributes:
-        row: destination row of each edge — kept on a device, whose torch compositions gather by it; on the CPU
-        derived from ``crow`` when asked and not kept (:func:`holds_row`: the numba kernels walk ``crow``, so a
-        CPU pattern is column + value, 8 bytes per stored entry, not 12). ``transpose()`` gives ``(t_crow, t_col,
+        row: destination row of each edge — kept on a device, whose torch compositions gather by it; on the host's
+        paths derived from ``crow`` when asked and not kept (:func:`holds_row`: the numba kernels walk ``crow``, so
+        a host pattern is column + value, 8 bytes per stored entry, not 12). ``transpose()`` gives ``(t_crow, t_col,
         t_perm)``: the CSR of the transpose, whose edge ``t`` is edge ``t_perm[t]`` of this pattern (built once, on
         first use, so a block row of ``n`` columns never keeps an ``n + 1`` pointer it does not need).
     """
@@ -154,7 +156,7 @@ class Pattern:
         SciPy's counting transpose of the edge positions, one pass; on a device a stable sort)."""
         if self._t is None:
             dt = self.index_dtype
-            if self.device.type == "cpu":
+            if not device_paths(self.device):
                 npdt = np_index(dt)
                 pos = sp.csr_matrix((np.arange(self.nnz, dtype=npdt), self.col.numpy(), self.crow.numpy()),
                                     shape=self.shape).tocsc()
@@ -273,7 +275,7 @@ def reduce_rows(row: torch.Tensor | None, m: int, values: torch.Tensor, op: str,
     vals = as_edges(values)
     if crow is not None and kernels.fused(vals):
         return kernels.segment_reduce(crow, vals, op)
-    if crow is not None and op == "sum" and vals.device.type != "cpu":
+    if crow is not None and op == "sum" and device_paths(vals.device):
         return segmented_sum(crow, vals)
     row = row_index(row, crow)
     if op == "sum":
@@ -331,7 +333,7 @@ def col_sum(pat: Pattern, values: torch.Tensor) -> torch.Tensor:
     if pat.nnz and kernels.fused(vals):
         t_crow, _, t_perm = pat.transpose()
         return kernels.segment_reduce(t_crow, vals[t_perm], "sum")
-    if pat.nnz and vals.device.type != "cpu":
+    if pat.nnz and device_paths(vals.device):
         return col_sum_in_order(pat, vals)
     return add_at(vals.new_zeros((pat.shape[1], vals.shape[1])), pat.col, vals)
 
@@ -341,7 +343,7 @@ def add_at(out: torch.Tensor, index: torch.Tensor, values: torch.Tensor) -> torc
     run: ``index_add_`` on the host (it adds index by index), ``index_put_`` with ``accumulate`` on a device (which
     sorts the indices first; a device's ``index_add_`` adds with atomics, in an order that changes from run to run,
     and the host's ``index_put_`` too from 32768 elements on several threads)."""
-    if out.device.type == "cpu":
+    if not device_paths(out.device):
         return out.index_add_(0, index, values)
     return out.index_put_((index.long(),), values, accumulate=True)
 

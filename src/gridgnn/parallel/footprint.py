@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ops.masked import redraws
+
 #: the components of a rank's peak, in report order
 COMPONENTS = ("runtime", "graph", "adjacency", "features", "parameters", "activations", "buffers", "workspace")
 #: components that are peaks of one moment (the largest candidate), not sums
@@ -237,15 +239,21 @@ def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[int, int]:
 
 def recomputed_at(ctx: MemoryContext, k: int) -> list[tuple[str, int, bool]]:
     """``(kind, columns, redrawn)`` of the dropout outputs the backward of the trace's call ``k`` recomputes
-    (:attr:`~gridgnn.parallel.trace.Trace.recomputed`)."""
-    return [(kind, c, redrawn) for l, kind, c, pos, redrawn in ctx.trace.recomputed if max(pos - 1, 0) == k]
+    (:attr:`~gridgnn.parallel.trace.Trace.recomputed`; ``redrawn``: :func:`mask_redrawn`)."""
+    return [(kind, c, mask_redrawn(ctx, kind)) for l, kind, c, pos in ctx.trace.recomputed if max(pos - 1, 0) == k]
+
+
+def mask_redrawn(ctx: MemoryContext, kind: str) -> bool:
+    """Whether the device estimated (``ctx.dev``) draws a keyed dropout mask of ``kind`` (``"node"``, ``"edge"``)
+    again in the backward instead of keeping it (:func:`gridgnn.ops.masked.redraws`: numba on the host, Triton on a
+    GPU, as present where the estimate is made; ``GRIDGNN_KERNELS=torch`` turns both off)."""
+    return redraws(ctx.dev, f"{kind}_mask")
 
 
 def redrawn_mask_columns(ctx: MemoryContext, k: int) -> tuple[int, int]:
     """Node columns and edge columns (heads) of the dropout masks (1 byte per element) that the backward of the
     trace's call ``k`` draws again instead of reading them kept (:func:`gridgnn.ops.masked.dropped`; the widest of
-    each kind, one at a time). Whether a mask is drawn again is the trace's host's answer (numba present), taken
-    for a GPU's (Triton present) too: ``GRIDGNN_KERNELS=torch`` turns both off."""
+    each kind, one at a time; :func:`mask_redrawn`)."""
     again = [(kind, c) for kind, c, redrawn in recomputed_at(ctx, k) if redrawn]
     return (max((c for kind, c in again if kind == "node"), default=0),
             max((c for kind, c in again if kind == "edge"), default=0))
@@ -317,7 +325,7 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
     e, tr = ctx.e, ctx.trace
     m = train_rows_at(ctx.train_rows, rank, out_rows)
     for j, s in enumerate(tr.saved):
-        if j in skip:
+        if j in skip or s.mask and mask_redrawn(ctx, s.mask):  # (a mask drawn again is not kept)
             continue
         size = s.itemsize or e
         if s.kind == "node":

@@ -41,6 +41,7 @@ import torch
 from ..distributed.grid import AXES, coords_of, ordered_factorizations
 from ..errors import GridGnnError
 from ..ops import semiring as sr
+from ..ops.device_paths import device_paths
 from ..ops.pattern import (Pattern, as_edges, col_sum, head_columns, holds_row, index_bytes, index_dtype, row_reduce,
                            sddmm_add, sddmm_dot, spmm)
 from ..partition import block_range, even_bounds
@@ -264,7 +265,7 @@ class SummaGraph(DistGraph):
             v0 = self.panels[p][0]
             keys = torch.from_numpy(np.ascontiguousarray(self._order_in[v0 + pat.col.cpu().numpy().astype(np.int64)])
                                     ).to(pat.device)
-            if pat.device.type != "cpu":
+            if device_paths(pat.device):
                 pat.derived["panel_keys"] = keys
         return keys
 

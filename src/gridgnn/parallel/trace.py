@@ -54,7 +54,9 @@ class SavedTensor:
     ``itemsize`` = 0 for the training dtype (floating point), else the bytes of its elements (a boolean mask: 1);
     ``pos`` = how many primitive calls the forward had made when it was saved (a call's own saves and those of the
     raw operations after it: the call's index + 1), so that the backward of call ``k`` still holds those of
-    positions up to ``k + 1``."""
+    positions up to ``k + 1``; ``mask`` = ``"node"`` or ``"edge"`` for a keyed dropout mask, which a device whose
+    kernel draws such masks does not keep (:func:`gridgnn.ops.masked.redraws`: the memory model asks it for the
+    device it estimates), else ``""``."""
 
     layer: int
     kind: str
@@ -62,6 +64,7 @@ class SavedTensor:
     itemsize: int = 0
     layout: object = None
     pos: int = 0
+    mask: str = ""
 
 
 @dataclass
@@ -84,10 +87,10 @@ class Trace:
     #: mask: ``{call index: indices in saved of what that added}`` (an engine that gathers that input saves the
     #: gathered copy instead)
     linear_inputs: dict = field(default_factory=dict)
-    #: ``(layer, "node" or "edge", columns, position, redrawn)`` of each saved dropout output that autograd kept as
-    #: the dropout's input and mask (:func:`gridgnn.ops.masked.recomputing`): the backward of the call that saved it
+    #: ``(layer, "node" or "edge", columns, position)`` of each saved dropout output that autograd kept as the
+    #: dropout's input and mask (:func:`gridgnn.ops.masked.recomputing`): the backward of the call that saved it
     #: (index ``position - 1``, as :attr:`SavedTensor.pos`) recomputes it, a temporary — drawing its mask again, a
-    #: temporary too, where ``redrawn`` (:func:`gridgnn.nn.dropout.redraws`)
+    #: temporary too, where the device draws it again instead of keeping it (:func:`gridgnn.ops.masked.redraws`)
     recomputed: tuple = ()
 
 
@@ -653,7 +656,8 @@ def trace(build_model, f0: int, traits: dict | None = None, rules: LayoutRules |
     kept = _SavedLog(tracer, [x, labelled, *model.parameters(), *held], n=g.n, nnz=plan._plan.dgraph.nnz,
                      calls=plan.calls)
     tracer.saved_log = kept
-    with masked.recomputing(observe=kept.pack):  # (the model's own call nests it, and keeps the observer)
+    with masked.recomputing(observe=kept.pack), masked.keeping_masks(kept.masks):  # (the model's own call nests
+        # recomputing, and keeps the observer)
         with _Checker(tracer):
             out = model(x, plan)
         tracer.layer = plan.calls[-1].layer if plan.calls else 0  # the loss belongs to the last layer
@@ -678,8 +682,9 @@ class _SavedLog:
         self.t, self.n, self.nnz, self.calls = tracer, n, nnz, calls
         self.seen = {c.untyped_storage().data_ptr() for c in constants}
         self.kept: list = []
-        self.recomputed: list = []  # (layer, "node" or "edge", columns, position, redrawn) of each dropout output
-        # kept as its recipe
+        self.recomputed: list = []  # (layer, "node" or "edge", columns, position) of each dropout output kept as its
+        # recipe
+        self.masks: set = set()  # the storage address of each dropout mask (masked.keeping_masks)
         self.recipes: list = []  # (len(kept) before, the output's storage address, what it added to kept) of each
         self.in_loss = False  # set once the model's forward has returned: what is saved next is the loss's
 
@@ -687,14 +692,15 @@ class _SavedLog:
         if isinstance(t, masked.Recomputed):  # a dropout's output kept as its input and mask
             rows = max(1, t.x.shape[0]) if t.x.dim() else 1
             kind = "edge" if t.x.dim() and t.x.shape[0] == self.nnz else "node"
-            self.recomputed.append((self.t.layer, kind, t.x.numel() // rows, len(self.calls), t.redrawn))
+            self.recomputed.append((self.t.layer, kind, t.x.numel() // rows, len(self.calls)))
             first = len(self.kept)
             self.pack(t.x)
-            if not t.redrawn:  # a kept mask lies as the input does (one drawn again is not kept)
-                lay = self.t.layout_of(t.x)
-                if lay is not None and self.t.layout_of(t.mask) is None:
-                    self.t.tag(t.mask, lay)
-                self.pack(t.mask)
+            # the mask (kept within the trace, masked.keeping_masks; usually packed already, by the dropout itself)
+            # lies as the input does
+            lay = self.t.layout_of(t.x)
+            if lay is not None and self.t.layout_of(t.mask) is None:
+                self.t.tag(t.mask, lay)
+            self.pack(t.mask)
             self.recipes.append((first, t.of, tuple(range(first, len(self.kept)))))
             return t
         if t.dim() == 0 or t.layout != torch.strided or not (t.is_floating_point() or t.dtype == torch.bool):
@@ -715,15 +721,18 @@ class _SavedLog:
             elements = store.nbytes() // t.element_size()
             itemsize = 0 if t.is_floating_point() else t.element_size()
             lay = by_storage.get(store.data_ptr())
+            mask = store.data_ptr() in self.masks  # a dropout mask: SavedTensor.mask names its kind
             if lay is None and self.t.param_reads(t):  # made of parameters alone (weights side by side): no rows
                 out.append(SavedTensor(layer, "other", elements, itemsize, pos=pos))
             elif in_loss and lay is None and t.shape[0] == self.n:  # a row per labelled vertex (all 3 are)
                 out.append(SavedTensor(layer, "loss", elements // self.n, itemsize, pos=pos))
             elif isinstance(lay, EdgeLayout) or lay is None and t.shape[0] == self.nnz:
-                out.append(SavedTensor(layer, "edge", elements // self.nnz, itemsize, lay, pos))
+                out.append(SavedTensor(layer, "edge", elements // self.nnz, itemsize, lay, pos,
+                                       "edge" if mask else ""))
             elif lay is not None or t.shape[0] == self.n or t.dim() == 2 and t.shape[1] == self.n:
                 last = lay or last
-                out.append(SavedTensor(layer, "node", elements // self.n, itemsize, lay or last, pos))
+                out.append(SavedTensor(layer, "node", elements // self.n, itemsize, lay or last, pos,
+                                       "node" if mask else ""))
             else:
                 out.append(SavedTensor(layer, "other", elements, itemsize, pos=pos))
         return out
