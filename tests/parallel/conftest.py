@@ -491,23 +491,22 @@ def dist_results(request):
     return request.param, results(request.param)
 
 
-def staged_cases(P: int, *, every_algorithm: bool) -> list[tuple[str, Case]]:
-    """Cases for ranks that share a device (host-staged collectives, :mod:`gridgnn.distributed.staged`): every
-    ``--overlap`` case (started broadcasts, all-to-allvs and gradient buckets, bfloat16 node data and gradients, a
-    narrowed reduce: every kind of collective the Comm issues); with ``every_algorithm`` (on a GPU), also one
-    narrowed wire per family and the first case of each algorithm × GCN, GAT and SAGE. Refusals are left out (the
-    staged test demands every case run)."""
+def staged_cases(P: int) -> list[tuple[str, Case]]:
+    """Cases for ranks that share a device (host-staged collectives, :mod:`gridgnn.distributed.staged`; on a GPU, and
+    on the host taking a device's code paths): every ``--overlap`` case (started broadcasts, all-to-allvs and
+    gradient buckets, bfloat16 node data and gradients, a narrowed reduce: every kind of collective the Comm issues),
+    one narrowed wire per family and the first case of each algorithm × GCN, GAT and SAGE. Refusals are left out
+    (the staged test demands every case run)."""
     named = [(n, c) for n, c in cases_for(P) if not n.startswith("refused")]
     out = [(n, c) for n, c in named if n.startswith("overlap-on-")]
-    if every_algorithm:
-        seen_families = set()
-        for n, c in named:
-            if n.startswith("wire-") and not n.startswith("wire-grad-") and c.algo not in seen_families:
-                seen_families.add(c.algo)
-                out.append((n, c))
-        seen = {(c.algo, c.model) for _, c in out}
-        for n, c in named:
-            if c.model in ("gcn", "gat", "sage") and (c.algo, c.model) not in seen and c.task == "node":
-                seen.add((c.algo, c.model))
-                out.append((n, c))
+    seen_families = set()
+    for n, c in named:
+        if n.startswith("wire-") and not n.startswith("wire-grad-") and c.algo not in seen_families:
+            seen_families.add(c.algo)
+            out.append((n, c))
+    seen = {(c.algo, c.model) for _, c in out}
+    for n, c in named:
+        if c.model in ("gcn", "gat", "sage") and (c.algo, c.model) not in seen and c.task == "node":
+            seen.add((c.algo, c.model))
+            out.append((n, c))
     return out

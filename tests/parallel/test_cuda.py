@@ -90,7 +90,7 @@ def test_ranks_sharing_one_gpu_equal_serial_on_the_cpu(P):
     every algorithm's device code at P > 1 — each algorithm with GCN, GAT and SAGE, every ``--overlap`` case
     (CUDA events, started all-to-allvs and broadcasts, gradient buckets), a narrowed wire per family, bfloat16
     gradients — equals the serial reference computed on the CPU, with the bytes of the model."""
-    named = staged_cases(P, every_algorithm=True)
+    named = staged_cases(P)
     out = launch(distributed_worker, P, [c for _, c in named], device="cuda", stage_on_host=True, collect=True)
 
     def check(name, case, per_rank):

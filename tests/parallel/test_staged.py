@@ -23,7 +23,7 @@ def test_staged_collectives_equal_serial_with_the_model_bytes(P, monkeypatch):
     """The ranks take a device's code paths as well (``GRIDGNN_DEVICE_PATHS=host``: the torch compositions, the
     rows of every edge kept, masks drawn from the ids' copies, sums at repeated indices in order), so that what they
     run is what ranks sharing a GPU run, but for the device and Triton; the serial reference takes the host's."""
-    named = staged_cases(P, every_algorithm=True)
+    named = staged_cases(P)
     monkeypatch.setenv(device_paths.ENV, device_paths.HOST)  # (the ranks take the launcher's environment)
     out = launch(_staged_worker, P, [c for _, c in named], device="cpu", stage_on_host=True, collect=True)
     monkeypatch.delenv(device_paths.ENV)

@@ -47,6 +47,7 @@ CASES = [("gcn", GRAPHS["directed"], [7, 6, 3], {}),
 @pytest.mark.parametrize("model, graph, dims, options", CASES, ids=[f"{c[0]}-{k}" for k, c in enumerate(CASES)])
 def test_the_device_paths_compute_what_the_host_paths_compute(model, graph, dims, options, monkeypatch):
     case = Case(graph, "serial", dims, model=model, dropout=0.4, seed=3, epoch=1, **options)
+    monkeypatch.delenv(device_paths.ENV, raising=False)  # (the host's own paths, where a run sets it for all tests)
     with Dispatched() as on_host:
         host = serial_case(case)
     monkeypatch.setenv(device_paths.ENV, device_paths.HOST)
