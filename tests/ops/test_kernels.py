@@ -9,6 +9,7 @@ import scipy.sparse as sp
 import torch
 
 from gridgnn.nn import dropout as D
+from gridgnn.ops import hashing
 from gridgnn.ops import kernels as K
 from gridgnn.ops import pattern as P
 
@@ -147,7 +148,7 @@ def test_the_device_masks_in_torch_int64_are_the_host_masks_bit_for_bit(chunk, m
     rows) is the host's mask: run here on the CPU's torch, against the NumPy ``uint64`` reference."""
     from gridgnn.ops.hashing import below_tensor, mix, mix_tensor
 
-    monkeypatch.setattr(D, "DEVICE_MASK_CHUNK", chunk)
+    monkeypatch.setattr(hashing, "DEVICE_MASK_CHUNK", chunk)
 
     r = np.random.default_rng(5)
     z = r.integers(0, 2**64, 20000, dtype=np.uint64)  # the whole range: sign bits set in half of them

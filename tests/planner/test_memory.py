@@ -33,7 +33,7 @@ from gridgnn.distributed.machine import (GIB, RUNTIME_PRIVATE_BYTES, RUNTIME_SHA
 from gridgnn.planner.memory import (DROPOUT_FUSED_HASH_BYTES_PER_ELEMENT, DROPOUT_HASH_BYTES_PER_ELEMENT, NORMALIZE_PEAK_BYTES_PER_NNZ,
                                     NORMALIZE_PEAK_BYTES_PER_NODE, PERMUTE_PEAK_BYTES_PER_NNZ,
                                     PERMUTE_PEAK_BYTES_PER_NODE,
-                                    check_fits, dropout_hash_bytes_per_element)
+                                    check_fits, dropout_hash_workspace)
 from gridgnn.partition.counts import NnzHistogram, pattern_of
 from gridgnn.graph.synthetic import sbm_graph
 from gridgnn.train.rank_layout import build_rank, make_source, model_trace
@@ -432,7 +432,7 @@ def test_dropout_hash_constant_is_the_measured_peak(kernel, monkeypatch):
     if kernel == "auto" and not kernels.enabled():
         pytest.skip("numba is not installed")
     per = DROPOUT_HASH_BYTES_PER_ELEMENT if kernel == "torch" else DROPOUT_FUSED_HASH_BYTES_PER_ELEMENT
-    assert dropout_hash_bytes_per_element() == per
+    assert dropout_hash_workspace("cpu") == (per, 0, "host")
     ids = np.arange(20_000)
     keep_mask(ids[:10], 40, 0.5, seed=1, epoch=0, layer=1, cols=(5, 35))  # compile outside the measurement
     tracemalloc.start()
@@ -441,6 +441,41 @@ def test_dropout_hash_constant_is_the_measured_peak(kernel, monkeypatch):
     tracemalloc.stop()
     elements = ids.size * 30
     assert elements * per <= peak <= elements * (per + 1)
+
+
+def profiled_peak(fn) -> int:
+    """The most bytes of CPU tensors that ``fn()`` had allocated and not yet freed at once (torch's profiler)."""
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler._memory_profiler import Action, MemoryProfileTimeline
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
+        fn()
+    now = top = 0
+    for _, action, (key, _version), nbytes in MemoryProfileTimeline(prof._memory_profile()).timeline:
+        if key.device.type == "cpu":
+            now += nbytes if action == Action.CREATE else -nbytes if action == Action.DESTROY else 0
+            top = max(top, now)
+    return top
+
+
+@pytest.mark.parametrize("chunk", [1 << 24, 1 << 16], ids=["one-chunk", "chunks"])
+def test_a_device_hashing_a_mask_takes_what_its_workspace_says(chunk, monkeypatch):
+    """On a device without Triton a mask is hashed in torch ``int64`` by chunks of rows: the 1-byte mask of every
+    element and three ``int64`` temporaries per element of a chunk, in the device's memory — measured by torch's
+    profiler on the host taking the device's paths, with chunks of 2²⁴ elements (the whole mask) and 2¹⁶."""
+    from gridgnn.nn.dropout import keep_mask_tensor
+    from gridgnn.ops import hashing
+
+    monkeypatch.setenv(device_paths.ENV, device_paths.HOST)
+    monkeypatch.setenv("GRIDGNN_KERNELS", "torch")  # (a GPU without Triton)
+    monkeypatch.setattr(hashing, "DEVICE_MASK_CHUNK", chunk)
+    per_element, per_chunk_element, where = dropout_hash_workspace("cpu")
+    assert where == "dev" and dropout_hash_workspace("cuda") == (per_element, per_chunk_element, where)
+    ids = torch.arange(20_000)
+    peak = profiled_peak(lambda: keep_mask_tensor(ids, 40, 0.5, seed=1, epoch=0, layer=1, cols=(5, 35)))
+    elements = ids.numel() * 30
+    want = per_element * elements + per_chunk_element * min(elements, chunk)
+    assert abs(peak - want) <= 0.01 * want, (peak, want)
 
 
 @pytest.mark.parametrize("spec", ["synthetic:rmat?scale=14&edge_factor=8&features=4",

@@ -23,6 +23,7 @@ import torch
 
 from ..ops import kernels, triton_kernels
 from ..ops.device_paths import device_paths
+from ..ops import hashing
 from ..ops.hashing import G, as_int64, below_tensor, mix, mix_tensor
 from ..ops.masked import dropped, redraws
 
@@ -50,15 +51,12 @@ def keep_mask(node_ids: np.ndarray, features: int, p: float, *, seed: int, epoch
                               _threshold(p))
 
 
-#: elements of one chunk of a mask drawn on the device: the hash's ``int64`` temporaries (8 bytes per element, a
-#: few alive at once) stay within a few times 128 MiB however large the masked matrix
-DEVICE_MASK_CHUNK = 1 << 24
-
 
 def _by_row_chunks(rows: int, width: int, device, draw) -> torch.Tensor:
-    """``bool[rows, width]`` drawn ``draw(r0, r1)`` rows at a time (:data:`DEVICE_MASK_CHUNK` elements)."""
+    """``bool[rows, width]`` drawn ``draw(r0, r1)`` rows at a time (:data:`~gridgnn.ops.hashing.DEVICE_MASK_CHUNK`
+    elements)."""
     out = torch.empty((rows, width), dtype=torch.bool, device=device)
-    step = max(1, DEVICE_MASK_CHUNK // max(1, width))
+    step = max(1, hashing.DEVICE_MASK_CHUNK // max(1, width))
     for r0 in range(0, rows, step):
         r1 = min(rows, r0 + step)
         out[r0:r1] = draw(r0, r1)

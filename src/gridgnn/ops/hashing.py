@@ -12,6 +12,10 @@ import torch
 M1 = np.uint64(0xBF58476D1CE4E5B9)
 M2 = np.uint64(0x94D049BB133111EB)
 G = np.uint64(0x9E3779B97F4A7C15)
+#: elements of one chunk of a mask drawn on a device in torch ``int64`` (:func:`mix_tensor`, no Triton): the hash's
+#: temporaries (three ``int64`` alive at once, 24 bytes an element) stay within 384 MiB however large the masked
+#: matrix (what the memory model books, :func:`gridgnn.planner.memory.dropout_hash_workspace`)
+DEVICE_MASK_CHUNK = 1 << 24
 
 
 def mix(z) -> np.ndarray:

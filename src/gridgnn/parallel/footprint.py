@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..ops import hashing
 from ..ops.masked import redraws
 
 #: the components of a rank's peak, in report order
@@ -39,8 +40,9 @@ class MemoryContext:
         dev: ``cpu`` or ``cuda``; versions: permuted matrix versions held in memory.
         trace: the model's :class:`~gridgnn.parallel.trace.Trace`.
         layers: per layer ``(columns, fetched, heads, consumed)`` (:func:`layers_of`).
-        overlap: ``--overlap`` (two transfers in flight); hash_bytes: host bytes per element the dropout hash
-            allocates; kept: 1 with ``--keep best``'s copy of the parameters; moments: the optimizer's state tensors
+        overlap: ``--overlap`` (two transfers in flight); hash_workspace: what hashing a dropout mask allocates,
+            ``(bytes per element, bytes per element of a chunk of rows, "host" or "dev")``
+            (:func:`~gridgnn.planner.memory.dropout_hash_workspace`); kept: 1 with ``--keep best``'s copy of the parameters; moments: the optimizer's state tensors
             per parameter; counters: it keeps float32 step counters; edge_ids: the model asks for the edges'
             original ids (:attr:`~gridgnn.parallel.trace.Trace.edge_ids`), which a graph then keeps (host);
             off_diagonal: it asks for the self-loop mask built from them (``g.off_diagonal``, kept on the device).
@@ -62,7 +64,7 @@ class MemoryContext:
     trace: object
     layers: list
     overlap: bool
-    hash_bytes: int
+    hash_workspace: tuple
     kept: int
     moments: int
     counters: bool
@@ -305,11 +307,12 @@ def layer_start(ctx: MemoryContext, layer: int) -> list:
 
 
 def dropout_hash(acc: Ledger, ctx: MemoryContext, layer: int, elements: float) -> None:
-    """The host memory of hashing a dropout mask of ``elements`` (a workspace candidate, as layer ``layer``'s
-    forward starts)."""
+    """The memory of hashing a dropout mask of ``elements`` (a workspace candidate, as layer ``layer``'s forward
+    starts; ``ctx.hash_workspace``: bytes per element, per element of a chunk of rows, where)."""
     if ctx.dropout > 0:
-        acc.cand("workspace", ctx.hash_bytes * elements, f"dropout mask hashing, layer {layer}", "host",
-                 at=layer_start(ctx, layer))
+        per_element, per_chunk_element, where = ctx.hash_workspace
+        nbytes = per_element * elements + per_chunk_element * min(elements, hashing.DEVICE_MASK_CHUNK)
+        acc.cand("workspace", nbytes, f"dropout mask hashing, layer {layer}", where, at=layer_start(ctx, layer))
 
 
 def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: int, out_cols: int,

@@ -38,13 +38,26 @@ SHARDED_READ_PEAK_BYTES_PER_NNZ = 48
 #: arrays); the numba kernel (:func:`~gridgnn.ops.kernels.keyed_mask`) allocates only the 1-byte mask.
 DROPOUT_HASH_BYTES_PER_ELEMENT = 24
 DROPOUT_FUSED_HASH_BYTES_PER_ELEMENT = 1
+#: Peak of :func:`~gridgnn.nn.dropout.keep_mask_tensor` on a device without Triton per element of a chunk of rows
+#: (:data:`~gridgnn.ops.hashing.DEVICE_MASK_CHUNK` elements at most: three ``int64`` temporaries), beside the 1-byte
+#: mask of every element (torch's profiler, the host taking the device's paths)
+DROPOUT_DEVICE_HASH_BYTES_PER_CHUNK_ELEMENT = 24
 
 
-def dropout_hash_bytes_per_element() -> int:
-    """Host bytes per masked element while the dropout mask is hashed (the kernel in use)."""
-    from ..ops import kernels
+def dropout_hash_workspace(device: str) -> tuple[int, int, str]:
+    """``(bytes per masked element, bytes per element of a chunk, where)`` while a rank on ``device`` hashes a
+    dropout mask (the kernel it would use, :func:`~gridgnn.ops.device_paths.device_paths`): on the host the numba
+    kernel (the mask alone) or NumPy's reference; on a device Triton's kernel (the mask alone) or the torch
+    ``int64`` reference by chunks of rows (``"dev"``: in the device's memory)."""
+    from ..ops import kernels, triton_kernels
+    from ..ops.device_paths import device_paths
 
-    return DROPOUT_FUSED_HASH_BYTES_PER_ELEMENT if kernels.enabled() else DROPOUT_HASH_BYTES_PER_ELEMENT
+    if not device_paths(device):
+        return (DROPOUT_FUSED_HASH_BYTES_PER_ELEMENT if kernels.enabled() else DROPOUT_HASH_BYTES_PER_ELEMENT), 0, \
+            "host"
+    if triton_kernels.usable(device) and triton_kernels.on("node_mask"):
+        return DROPOUT_FUSED_HASH_BYTES_PER_ELEMENT, 0, "dev"
+    return DROPOUT_FUSED_HASH_BYTES_PER_ELEMENT, DROPOUT_DEVICE_HASH_BYTES_PER_CHUNK_ELEMENT, "dev"
 
 
 
@@ -277,7 +290,7 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
     ctx = MemoryContext(n=n, dims=dims, e=e, directed=bool(directed), double=double, pats=pats,
                         dropout=float(dropout), train_rows=train_rows, idx=_index_bytes(n, nnz_hat),
                         block_rows=int(block_rows), src=src_kind, dev=dev, versions=versions, trace=trace,
-                        layers=layers_of(dims, trace), overlap=bool(overlap), hash_bytes=dropout_hash_bytes_per_element(),
+                        layers=layers_of(dims, trace), overlap=bool(overlap), hash_workspace=dropout_hash_workspace(dev),
                         kept=int(bool(keep_best)), moments=int(optimizer_state[0]), counters=bool(optimizer_state[1]),
                         edge_ids=bool(getattr(trace, "edge_ids", False)),
                         off_diagonal=bool(getattr(trace, "off_diagonal", False)))
