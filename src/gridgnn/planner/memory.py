@@ -21,6 +21,8 @@ import numpy as np
 from ..distributed.machine import (MIB, RUNTIME_PRIVATE_BYTES,
                                   RUNTIME_SHARED_BYTES, format_gib)
 from ..errors import GridGnnError
+from ..ops import kernels, triton_kernels
+from ..ops.device_paths import device_paths
 from ..parallel.footprint import Ledger, MemoryContext, layers_of
 from ..partition.counts import nnz_patterns
 
@@ -49,9 +51,6 @@ def dropout_hash_workspace(device: str) -> tuple[int, int, str]:
     dropout mask (the kernel it would use, :func:`~gridgnn.ops.device_paths.device_paths`): on the host the numba
     kernel (the mask alone) or NumPy's reference; on a device Triton's kernel (the mask alone) or the torch
     ``int64`` reference by chunks of rows (``"dev"``: in the device's memory)."""
-    from ..ops import kernels, triton_kernels
-    from ..ops.device_paths import device_paths
-
     if not device_paths(device):
         return (DROPOUT_FUSED_HASH_BYTES_PER_ELEMENT if kernels.enabled() else DROPOUT_HASH_BYTES_PER_ELEMENT), 0, \
             "host"
