@@ -157,14 +157,31 @@ def test_the_device_masks_in_torch_int64_are_the_host_masks_bit_for_bit(chunk, m
     t = np.uint64(r.integers(0, 2**64, dtype=np.uint64))
     assert np.array_equal(below_tensor(torch.from_numpy(z.view(np.int64)), t).numpy(), z < t)
     ids = np.concatenate([r.permutation(3000), [2**40 + 7, 0]])
-    for p, cols in ((0.1, None), (0.5, (3, 11)), (0.9, (0, 16))):
-        got = D.keep_mask_tensor(torch.from_numpy(ids), 16, p, seed=3, epoch=4, layer=1, cols=cols).numpy()
-        assert np.array_equal(got, D.keep_mask_reference(ids, 16, p, seed=3, epoch=4, layer=1, cols=cols))
-    dst, src = r.integers(0, 10**6, 4000), r.integers(0, 10**6, 4000)
-    for heads in (1, 8):
-        got = D.edge_keep_mask_tensor(torch.from_numpy(dst), torch.from_numpy(src), heads, 0.3, seed=1, epoch=2,
-                                      layer=0).numpy()
-        assert np.array_equal(got, D.edge_keep_mask_reference(dst, src, heads, 0.3, seed=1, epoch=2, layer=0))
+    for epoch in (4, torch.tensor(4)):  # (a tensor: the epoch a CUDA graph's step reads, device_key)
+        for p, cols in ((0.1, None), (0.5, (3, 11)), (0.9, (0, 16))):
+            got = D.keep_mask_tensor(torch.from_numpy(ids), 16, p, seed=3, epoch=epoch, layer=1, cols=cols).numpy()
+            assert np.array_equal(got, D.keep_mask_reference(ids, 16, p, seed=3, epoch=4, layer=1, cols=cols))
+        dst, src = r.integers(0, 10**6, 4000), r.integers(0, 10**6, 4000)
+        for heads in (1, 8):
+            got = D.edge_keep_mask_tensor(torch.from_numpy(dst), torch.from_numpy(src), heads, 0.3, seed=1,
+                                          epoch=epoch, layer=0).numpy()
+            assert np.array_equal(got, D.edge_keep_mask_reference(dst, src, heads, 0.3, seed=1, epoch=4, layer=0))
+
+
+def test_a_key_from_an_epoch_held_in_a_tensor_has_the_host_keys_bits():
+    """``device_key`` of an epoch held in a 0-d tensor (computed in torch ``int64``, where a CUDA graph of the step
+    reads it at each replay) is the host's key, node and edge, wherever the products wrap: seeds up to 2⁶³, epochs
+    whose ``7919 · epoch`` passes 2⁶⁴. A host draw reads such an epoch's value."""
+    for seed, epoch, layer in ((0, 0, 0), (3, 4, 1), (2**63 - 1, 2**61 + 5, 1023), (12345, 10**8, 7)):
+        for edge, host in ((False, D._node_key), (True, D._edge_key)):
+            got = D.device_key(seed, torch.tensor(epoch), layer, edge=edge)
+            assert got.dtype == torch.int64 and got.dim() == 0
+            assert int(got) % 2**64 == int(host(seed, epoch, layer)) == D.device_key(seed, epoch, layer, edge=edge) % 2**64
+    x = torch.ones(40, 6, dtype=torch.float64)
+    ids = np.arange(40)
+    held = D.hashed_dropout(x, 0.5, ids, seed=2, epoch=torch.tensor(9), layer=1, training=True)
+    assert torch.equal(held, D.hashed_dropout(x, 0.5, ids, seed=2, epoch=9, layer=1, training=True))
+    assert not torch.equal(held, D.hashed_dropout(x, 0.5, ids, seed=2, epoch=8, layer=1, training=True))
 
 
 @pytest.mark.parametrize("kernel", ["auto", "torch"])

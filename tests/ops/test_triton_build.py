@@ -25,6 +25,8 @@ def test_the_recorded_launches_are_those_the_wrappers_make():
     launches = TK.launches_for(torch.float64, 64)
     assert sorted({name for name, _, _ in launches}) == ["attend_bwd", "attend_fwd", "edge_mask", "node_mask",
                                                          "sddmm_dot"]
+    assert {(n, m["KEY_IN_MEMORY"]) for n, _, m in launches if n.endswith("_mask")} == \
+        {(n, k) for n in ("node_mask", "edge_mask") for k in (False, True)}  # (a CUDA graph's keys: in memory)
     variants = {(m["DOT"], m["KEEP"]) for name, _, m in launches if name == "attend_fwd"}
     assert variants == {(False, False), (False, True), (True, False), (True, True)}
     sddmm = [m for name, _, m in launches if name == "sddmm_dot"]
@@ -45,7 +47,7 @@ def test_every_kernel_compiles_for_the_gpu_without_spilling_registers(capability
         builds = [TK.build(name, args, meta, capability) for name, args, meta in TK.launches_for(dtype, span)]
     except TK.BuildUnsupported as exc:  # (internals of another Triton than the one build() reads)
         pytest.skip(str(exc))
-    assert len(builds) == 11
+    assert len(builds) == 13
     spilled = [b for b in builds if b.spill_bytes > PARKED]
     assert not spilled, spilled
     assert all(0 < b.registers <= 255 for b in builds), builds

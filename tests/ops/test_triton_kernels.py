@@ -70,10 +70,11 @@ def check_node_masks_equal_the_reference_bit_for_bit():
             c0, c1 = cols if cols is not None else (0, features)
             for seed, epoch, layer in ((3, 4, 1), (0, 0, 0), (2**40, 7, 2)):
                 want = D.keep_mask_reference(ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols)
-                got = TK.node_keep_mask(torch.from_numpy(ids), features, c0, c1, int(D._node_key(seed, epoch, layer)),
-                                        int(D._threshold(p)))
-                assert got.dtype == torch.bool and got.shape == want.shape
-                assert np.array_equal(got.numpy(), want), (p, features, cols, seed)
+                # the key given, and read from memory (an epoch held in a tensor, as a CUDA graph's step holds it)
+                for key in (int(D._node_key(seed, epoch, layer)), D.device_key(seed, torch.tensor(epoch), layer)):
+                    got = TK.node_keep_mask(torch.from_numpy(ids), features, c0, c1, key, int(D._threshold(p)))
+                    assert got.dtype == torch.bool and got.shape == want.shape
+                    assert np.array_equal(got.numpy(), want), (p, features, cols, seed, key)
     empty = TK.node_keep_mask(torch.zeros(0, dtype=torch.int64), 4, 0, 4, 1, 2**63)
     assert empty.shape == (0, 4)
 
@@ -85,9 +86,9 @@ def check_edge_masks_equal_the_reference_bit_for_bit():
     for heads in (1, 3, 8):
         for p in (0.3, 0.6):
             want = D.edge_keep_mask_reference(dst, src, heads, p, seed=1, epoch=2, layer=0)
-            got = TK.edge_keep_mask(torch.from_numpy(dst), torch.from_numpy(src), heads, int(D._edge_key(1, 2, 0)),
-                                    int(D._threshold(p)))
-            assert got.shape == want.shape and np.array_equal(got.numpy(), want), (heads, p)
+            for key in (int(D._edge_key(1, 2, 0)), D.device_key(1, torch.tensor(2), 0, edge=True)):
+                got = TK.edge_keep_mask(torch.from_numpy(dst), torch.from_numpy(src), heads, key, int(D._threshold(p)))
+                assert got.shape == want.shape and np.array_equal(got.numpy(), want), (heads, p, key)
     assert TK.edge_keep_mask(torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int64), 2, 5,
                              2**62).shape == (0, 2)
 
@@ -141,12 +142,14 @@ def test_on_a_gpu_the_dropout_masks_come_from_the_kernels_with_the_host_bits():
     calls = []
     real = TK.node_keep_mask
     TK.node_keep_mask = lambda *a, **k: (calls.append(1), real(*a, **k))[1]
+    want = D.keep_mask_reference(ids, 16, 0.4, seed=3, epoch=4, layer=1, cols=(2, 13))
     try:
-        got = D.keep_mask_tensor(torch.from_numpy(ids).cuda(), 16, 0.4, seed=3, epoch=4, layer=1, cols=(2, 13))
+        for epoch in (4, torch.tensor(4, device="cuda")):  # (a tensor: the key read from the device's memory)
+            got = D.keep_mask_tensor(torch.from_numpy(ids).cuda(), 16, 0.4, seed=3, epoch=epoch, layer=1, cols=(2, 13))
+            assert np.array_equal(got.cpu().numpy(), want)
     finally:
         TK.node_keep_mask = real
-    assert calls and np.array_equal(got.cpu().numpy(),
-                                    D.keep_mask_reference(ids, 16, 0.4, seed=3, epoch=4, layer=1, cols=(2, 13)))
+    assert len(calls) == 2
     dst, src = r.integers(0, 10**6, 5000), r.integers(0, 10**6, 5000)
     real = TK.edge_keep_mask
     TK.edge_keep_mask = lambda *a, **k: (calls.append(2), real(*a, **k))[1]

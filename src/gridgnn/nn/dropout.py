@@ -8,7 +8,8 @@ the layer input, ``feature`` = global column id, so column-sharded layouts draw 
 (:func:`keep_mask_reference`, the same bits, three ``uint64`` temporaries per element). On a GPU it is computed
 there: by one Triton kernel where Triton is present (:mod:`gridgnn.ops.triton_kernels`), else in torch ``int64``
 arithmetic holding the same bits (:func:`gridgnn.ops.hashing.mix_tensor`, in chunks of rows): only the ids cross
-to the device, not the mask.
+to the device, not the mask. There the epoch may be a device tensor (a 0-d integer, read by every draw:
+:func:`device_key`), so that a CUDA graph of the step draws each replay's masks.
 Autograd keeps no mask where a kernel draws it (numba, Triton): the backward draws it again from its key
 (:func:`redraws`, :func:`keyed`); elsewhere it keeps the boolean mask (1 byte per element), not a mask in the
 training dtype. What an operation saves of the dropped tensor is kept as the input and the mask (or its key) and
@@ -31,13 +32,38 @@ def _threshold(p: float) -> np.uint64:
     return np.uint64(min(int((1.0 - p) * 2.0**64), 2**64 - 1))
 
 
+#: what an edge key's input is xored with before it is mixed (the node keys take it as it is)
+EDGE_TWEAK = 0xA5A5_5A5A_C3C3_3C3C
+
+
+def _key_input(seed: int, layer: int, salt: int) -> int:
+    """A key's input less its epoch's term (``epoch · 7919``), mod 2⁶⁴: salt 1 for nodes, 2 for edges."""
+    return (seed * 1_000_003 + layer * 104_729 + salt) % 2**64
+
+
 def _node_key(seed: int, epoch: int, layer: int) -> np.uint64:
-    return mix(np.array([(seed * 1_000_003 + epoch * 7919 + layer * 104_729 + 1) % 2**64], dtype=np.uint64))[0]
+    return mix(np.array([(_key_input(seed, layer, 1) + epoch * 7919) % 2**64], dtype=np.uint64))[0]
 
 
 def _edge_key(seed: int, epoch: int, layer: int) -> np.uint64:
-    return mix(np.array([(seed * 1_000_003 + epoch * 7919 + layer * 104_729 + 2) % 2**64], dtype=np.uint64)
-                ^ np.uint64(0xA5A5_5A5A_C3C3_3C3C))[0]
+    return mix(np.array([(_key_input(seed, layer, 2) + epoch * 7919) % 2**64], dtype=np.uint64)
+               ^ np.uint64(EDGE_TWEAK))[0]
+
+
+def device_key(seed: int, epoch, layer: int, *, edge: bool = False):
+    """The key of a mask drawn on a device, as its draws take it: :func:`_node_key`'s (``edge``:
+    :func:`_edge_key`'s) bits as a Python int in the ``int64`` range, or, where ``epoch`` is a device tensor (a
+    0-d integer: what a CUDA graph of the step reads at every replay, :class:`gridgnn.train.graphed.GraphedStep`),
+    a 0-d ``int64`` tensor on its device holding the same bits, computed there (``int64`` wraps as ``uint64``)."""
+    if not isinstance(epoch, torch.Tensor):
+        return as_int64((_edge_key if edge else _node_key)(seed, epoch, layer))
+    z = epoch.to(torch.int64) * 7919 + as_int64(_key_input(seed, layer, 2 if edge else 1))
+    return mix_tensor(z ^ as_int64(EDGE_TWEAK) if edge else z)
+
+
+def host_epoch(epoch) -> int:
+    """An epoch as the host's draws take it: a device tensor's value read (the host paths draw on the host)."""
+    return int(epoch) if isinstance(epoch, torch.Tensor) else epoch
 
 
 def keep_mask(node_ids: np.ndarray, features: int, p: float, *, seed: int, epoch: int, layer: int,
@@ -63,19 +89,19 @@ def _by_row_chunks(rows: int, width: int, device, draw) -> torch.Tensor:
     return out
 
 
-def keep_mask_tensor(node_ids: torch.Tensor, features: int, p: float, *, seed: int, epoch: int, layer: int,
-                     cols: tuple[int, int] | None = None) -> torch.Tensor:
+def keep_mask_tensor(node_ids: torch.Tensor, features: int, p: float, *, seed: int, epoch: int | torch.Tensor,
+                     layer: int, cols: tuple[int, int] | None = None) -> torch.Tensor:
     """:func:`keep_mask` on ``node_ids``' device (an ``int64`` tensor): the same bits, in torch ``int64``, drawn in
     chunks of rows."""
     c0, c1 = cols if cols is not None else (0, features)
+    key = device_key(seed, epoch, layer)
     if triton_kernels.usable(node_ids.device):  # one fused pass, no temporaries
-        mask = triton_kernels.node_keep_mask(node_ids, features, c0, c1, int(_node_key(seed, epoch, layer)),
-                                             int(_threshold(p)))
+        mask = triton_kernels.node_keep_mask(node_ids, features, c0, c1, key, int(_threshold(p)))
         if mask is not None:
             return mask
     node_ids = node_ids.reshape(-1, 1)
     col = torch.arange(c0, c1, dtype=torch.int64, device=node_ids.device)
-    key, threshold = as_int64(_node_key(seed, epoch, layer)), _threshold(p)
+    threshold = _threshold(p)
     return _by_row_chunks(node_ids.shape[0], c1 - c0, node_ids.device,
                           lambda r0, r1: below_tensor(mix_tensor((node_ids[r0:r1] * features + col) ^ key), threshold))
 
@@ -117,7 +143,7 @@ def device_ids(node_ids, device) -> torch.Tensor:
     return copy
 
 
-def hashed_dropout(x: torch.Tensor, p: float, node_ids: np.ndarray, *, seed: int, epoch: int, layer: int,
+def hashed_dropout(x: torch.Tensor, p: float, node_ids: np.ndarray, *, seed: int, epoch: int | torch.Tensor, layer: int,
                    training: bool, features: int | None = None, cols: tuple[int, int] | None = None) -> torch.Tensor:
     r"""Inverted dropout: kept entries scaled by :math:`1/(1-p)`.
 
@@ -135,6 +161,8 @@ def hashed_dropout(x: torch.Tensor, p: float, node_ids: np.ndarray, *, seed: int
         def draw():
             return keep_mask_tensor(ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols)
     else:
+        epoch = host_epoch(epoch)
+
         def draw():
             return torch.from_numpy(keep_mask(node_ids, features, p, seed=seed, epoch=epoch, layer=layer, cols=cols))
     mask, redraw = keyed(draw, x.device, "node_mask")
@@ -160,16 +188,16 @@ def edge_keep_mask(dst_ids: np.ndarray, src_ids: np.ndarray, heads: int, p: floa
 
 
 def edge_keep_mask_tensor(dst_ids: torch.Tensor, src_ids: torch.Tensor, heads: int, p: float, *, seed: int,
-                          epoch: int, layer: int) -> torch.Tensor:
+                          epoch: int | torch.Tensor, layer: int) -> torch.Tensor:
     """:func:`edge_keep_mask` on the ids' device (``int64`` tensors): the same bits, in torch ``int64``, drawn in
     chunks of edges."""
+    key = device_key(seed, epoch, layer, edge=True)
     if triton_kernels.usable(dst_ids.device):
-        mask = triton_kernels.edge_keep_mask(dst_ids, src_ids, heads, int(_edge_key(seed, epoch, layer)),
-                                             int(_threshold(p)))
+        mask = triton_kernels.edge_keep_mask(dst_ids, src_ids, heads, key, int(_threshold(p)))
         if mask is not None:
             return mask
     dst, src = dst_ids.reshape(-1, 1), src_ids.reshape(-1, 1)
-    key, threshold = as_int64(_edge_key(seed, epoch, layer)), _threshold(p)
+    threshold = _threshold(p)
     head = torch.arange(1, heads + 1, dtype=torch.int64, device=dst.device) * as_int64(G)
 
     def draw(r0, r1):
@@ -192,7 +220,7 @@ def edge_keep_mask_reference(dst_ids: np.ndarray, src_ids: np.ndarray, heads: in
 
 
 def hashed_edge_dropout(alpha: torch.Tensor, p: float, dst_ids: np.ndarray, src_ids: np.ndarray, *, seed: int,
-                        epoch: int, layer: int, training: bool) -> torch.Tensor:
+                        epoch: int | torch.Tensor, layer: int, training: bool) -> torch.Tensor:
     r"""Inverted dropout on an edge tensor ``alpha`` (``nnz × K``, edges ``src_ids[e] → dst_ids[e]``)."""
     if not training or p <= 0.0:
         return alpha
@@ -203,10 +231,11 @@ def hashed_edge_dropout(alpha: torch.Tensor, p: float, dst_ids: np.ndarray, src_
     return dropped(alpha, mask, 1.0 - p, redraw)
 
 
-def edge_drawer(dst_ids, src_ids, heads: int, p: float, *, seed: int, epoch: int, layer: int):
+def edge_drawer(dst_ids, src_ids, heads: int, p: float, *, seed: int, epoch: int | torch.Tensor, layer: int):
     """What draws the attention-dropout mask ``bool[len(dst_ids), heads]`` of the edges ``src → dst``, the same bits
     at every call (for :func:`keyed`): on the ids' device where they are device tensors (:func:`edge_keep_mask_tensor`),
     else on the host (:func:`edge_keep_mask`)."""
     if isinstance(dst_ids, torch.Tensor) and device_paths(dst_ids.device):
         return lambda: edge_keep_mask_tensor(dst_ids, src_ids, heads, p, seed=seed, epoch=epoch, layer=layer)
+    epoch = host_epoch(epoch)
     return lambda: torch.from_numpy(edge_keep_mask(dst_ids, src_ids, heads, p, seed=seed, epoch=epoch, layer=layer))

@@ -13,29 +13,40 @@ def mix(z):
     return z ^ (z >> 31)
 
 
+@triton.jit
+def the_key(key, key_at, KEY_IN_MEMORY: tl.constexpr):
+    """The key as ``uint64``: the argument ``key``, or (``KEY_IN_MEMORY``) the ``int64`` at ``key_at``, read at the
+    launch (a CUDA graph's replay reads it then)."""
+    if KEY_IN_MEMORY:
+        return tl.load(key_at).to(tl.uint64, bitcast=True)
+    return key.to(tl.uint64)
+
+
 @triton.jit(do_not_specialize=["total", "width", "features", "c0", "key", "threshold"])
-def node_mask(ids, out, total, width, features, c0, key, threshold, BLOCK: tl.constexpr):
-    """``out[r·width + c] = mix((ids[r]·features + c0 + c) ^ key) < threshold`` (unsigned)."""
+def node_mask(ids, out, total, width, features, c0, key, key_at, threshold, BLOCK: tl.constexpr,
+              KEY_IN_MEMORY: tl.constexpr):
+    """``out[r·width + c] = mix((ids[r]·features + c0 + c) ^ key) < threshold`` (unsigned; the key: :func:`the_key`)."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     inside = offs < total
     row = offs // width
     col = offs - row * width
     node = tl.load(ids + row, mask=inside, other=0).to(tl.uint64)
-    z = (node * features.to(tl.uint64) + (col + c0).to(tl.uint64)) ^ key.to(tl.uint64)
+    z = (node * features.to(tl.uint64) + (col + c0).to(tl.uint64)) ^ the_key(key, key_at, KEY_IN_MEMORY)
     keep = mix(z) < threshold.to(tl.uint64)
     tl.store(out + offs, keep.to(tl.uint8), mask=inside)
 
 
 @triton.jit(do_not_specialize=["total", "heads", "key", "threshold"])
-def edge_mask(dst, src, out, total, heads, key, threshold, BLOCK: tl.constexpr):
-    """``out[e·heads + h] = mix(mix(mix(dst[e] ^ key) + src[e]) ^ (h + 1)·G) < threshold`` (unsigned)."""
+def edge_mask(dst, src, out, total, heads, key, key_at, threshold, BLOCK: tl.constexpr, KEY_IN_MEMORY: tl.constexpr):
+    """``out[e·heads + h] = mix(mix(mix(dst[e] ^ key) + src[e]) ^ (h + 1)·G) < threshold`` (unsigned; the key:
+    :func:`the_key`)."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     inside = offs < total
     e = offs // heads
     head = offs - e * heads
     d = tl.load(dst + e, mask=inside, other=0).to(tl.uint64)
     s = tl.load(src + e, mask=inside, other=0).to(tl.uint64)
-    edge = mix(mix(d ^ key.to(tl.uint64)) + s)
+    edge = mix(mix(d ^ the_key(key, key_at, KEY_IN_MEMORY)) + s)
     keep = mix(edge ^ ((head + 1).to(tl.uint64) * 0x9E3779B97F4A7C15)) < threshold.to(tl.uint64)
     tl.store(out + offs, keep.to(tl.uint8), mask=inside)
 

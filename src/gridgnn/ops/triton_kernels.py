@@ -126,25 +126,37 @@ def _as_uint64_arg(v: int) -> int:
     return int(v) % 2**64
 
 
-def node_keep_mask(node_ids: torch.Tensor, features: int, c0: int, c1: int, key: int, threshold: int) -> torch.Tensor:
+def _key_args(key, out: torch.Tensor) -> tuple:
+    """A mask kernel's ``key, key_at`` and its ``KEY_IN_MEMORY``: a key given as an int travels as the argument, one
+    given as a 0-d ``int64`` device tensor is read from its memory at the launch (``out`` stands in for the unused
+    pointer)."""
+    if isinstance(key, torch.Tensor):
+        return (0, key.reshape(1)), {"KEY_IN_MEMORY": True}
+    return (_as_uint64_arg(key), out), {"KEY_IN_MEMORY": False}
+
+
+def node_keep_mask(node_ids: torch.Tensor, features: int, c0: int, c1: int, key, threshold: int) -> torch.Tensor:
     """``bool[len(node_ids), c1 − c0]``: :func:`gridgnn.nn.dropout.keep_mask_tensor`'s bits (``node_ids``: int64,
-    ``key`` and ``threshold`` as ``uint64`` values); ``None`` where the kernel cannot run here (:func:`_launch`)."""
+    ``key`` and ``threshold`` as ``uint64`` values, the key also as a 0-d ``int64`` device tensor holding its bits:
+    :func:`gridgnn.nn.dropout.device_key`); ``None`` where the kernel cannot run here (:func:`_launch`)."""
     ids = node_ids.reshape(-1).contiguous()
     width = c1 - c0
     out = torch.empty(ids.numel() * width, dtype=torch.uint8, device=ids.device)
-    if out.numel() and not _launch("node_mask", _programs(out), ids, out, out.numel(), width, features, c0,
-                                   _as_uint64_arg(key), _as_uint64_arg(threshold), BLOCK=BLOCK):
+    keys, meta = _key_args(key, out)
+    if out.numel() and not _launch("node_mask", _programs(out), ids, out, out.numel(), width, features, c0, *keys,
+                                   _as_uint64_arg(threshold), BLOCK=BLOCK, **meta):
         return None
     return out.view(torch.bool).reshape(ids.numel(), width)
 
 
-def edge_keep_mask(dst_ids: torch.Tensor, src_ids: torch.Tensor, heads: int, key: int, threshold: int) -> torch.Tensor:
-    """``bool[edges, heads]``: :func:`gridgnn.nn.dropout.edge_keep_mask_tensor`'s bits (``None``: see
+def edge_keep_mask(dst_ids: torch.Tensor, src_ids: torch.Tensor, heads: int, key, threshold: int) -> torch.Tensor:
+    """``bool[edges, heads]``: :func:`gridgnn.nn.dropout.edge_keep_mask_tensor`'s bits (``key``, ``None``: see
     :func:`node_keep_mask`)."""
     dst, src = dst_ids.reshape(-1).contiguous(), src_ids.reshape(-1).contiguous()
     out = torch.empty(dst.numel() * heads, dtype=torch.uint8, device=dst.device)
-    if out.numel() and not _launch("edge_mask", _programs(out), dst, src, out, out.numel(), heads,
-                                   _as_uint64_arg(key), _as_uint64_arg(threshold), BLOCK=BLOCK):
+    keys, meta = _key_args(key, out)
+    if out.numel() and not _launch("edge_mask", _programs(out), dst, src, out, out.numel(), heads, *keys,
+                                   _as_uint64_arg(threshold), BLOCK=BLOCK, **meta):
         return None
     return out.view(torch.bool).reshape(dst.numel(), heads)
 
@@ -265,8 +277,9 @@ def launches_for(dtype: torch.dtype, span: int) -> list[tuple[str, tuple, dict]]
     col = torch.arange(2 * n) % n
     x = torch.zeros(n, heads * span, dtype=dtype)
     with recording() as launches:
-        node_keep_mask(torch.arange(n), span, 0, span, 2**64 - 1, 2**63)
-        edge_keep_mask(col, col, heads, 2**62, 2**63)
+        for key in (2**64 - 1, torch.tensor(-1)):  # a key given, and one read from memory (a CUDA graph's)
+            node_keep_mask(torch.arange(n), span, 0, span, key, 2**63)
+            edge_keep_mask(col, col, heads, key, 2**63)
         sddmm_dot(col, col, x, x, heads, [(h, h * span, (h + 1) * span) for h in range(heads)])
         for dot in (False, True):
             a = x if dot else torch.zeros(n, heads, dtype=dtype)
