@@ -149,7 +149,8 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
     g = load_graph(spec)
     x = torch.from_numpy(np.asarray(g.x, dtype=np.float32)).to(device)
     y = torch.from_numpy(g.y).to(device)
-    train = torch.from_numpy(g.train_mask & (g.y >= 0)).to(device)
+    # the labelled training rows by position (a boolean mask indexing reads its count back from a GPU at every step)
+    train = torch.from_numpy(np.flatnonzero(g.train_mask & (g.y >= 0))).to(device)
     f, c = g.num_features, g.num_classes
     dims = {"gcn": [f, 128, 128, c], "gat": [f, 8, c], "agnn": [f, 64, 64, 64, c], "va": [f, 64, c],
             "sage": [f, 128, c]}[model]
@@ -217,6 +218,23 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
         out = forward()
         F.cross_entropy(out[train], y[train]).backward()
         opt.step()
+
+    if impl == "gridgnn-graphed":  # --cuda-graph: forward, loss and backward recorded, then replayed
+        from gridgnn.train.graphed import GraphedStep
+
+        def forward_backward(epoch):
+            net.epoch = epoch
+            loss = F.cross_entropy(net(x, plan)[train], y[train])
+            loss.backward()
+            return loss.detach()
+
+        graphed, epochs_run = GraphedStep(forward_backward, net.parameters(), device), [0]
+
+        def step():  # noqa: F811 - the graphed form of the step above
+            opt.zero_grad(set_to_none=True)
+            graphed(epochs_run[0])
+            epochs_run[0] += 1
+            opt.step()
 
     times = []
     resident = restart_peak(device)  # the training's own peak: above what the set-up left resident
@@ -322,11 +340,13 @@ RUNS = {  # model → implementations, the first PyG one is the reference of the
     "va": ("gridgnn", "gridgnn-torch"),
     "sage": ("pyg", "pyg-csr", "gridgnn", "gridgnn-torch"),
 }
-GPU_RUNS = {"gcn": ("pyg", "pyg-csr", "gridgnn"), "gat": ("pyg", "gridgnn"), "agnn": ("pyg", "gridgnn"),
-            "va": ("gridgnn",), "sage": ("pyg", "pyg-csr", "gridgnn")}  # on a GPU gridgnn runs torch's kernels: the numba ones are the CPU's
+GPU_RUNS = {"gcn": ("pyg", "pyg-csr", "gridgnn", "gridgnn-graphed"), "gat": ("pyg", "gridgnn", "gridgnn-graphed"),
+            "agnn": ("pyg", "gridgnn", "gridgnn-graphed"), "va": ("gridgnn",),
+            "sage": ("pyg", "pyg-csr", "gridgnn", "gridgnn-graphed")}  # on a GPU: Triton's kernels or torch's
 NAMES = {"pyg": "PyG (edge_index)", "pyg-csr": "PyG (CSR adj_t)", "gridgnn": "gridgnn serial (numba kernels)",
          "gridgnn-composed": "gridgnn serial (numba kernels, attention unfused)",
-         "gridgnn-torch": "gridgnn serial (torch references)"}
+         "gridgnn-torch": "gridgnn serial (torch references)",
+         "gridgnn-graphed": "gridgnn serial, --cuda-graph"}
 
 
 def epochs_section(spec: str, epochs: int, warmup: int, models: list[str], device: str = "cpu",

@@ -322,6 +322,11 @@ class TrainConfig:
                                                 "remote blocks held at a time); -sa: the halo travels while the "
                                                 "block's own rows compute; the gradient buckets are summed during "
                                                 "the backward (bit for bit the same result)")
+    cuda_graph: bool = opt(False, "parallel", role="invocation",
+                           help="one process on a GPU, node classification on the full graph: record the training "
+                                "step (forward, loss, backward) once as a CUDA graph after two eager epochs and "
+                                "replay it every epoch — its launches become one; the dropout masks, the optimizer "
+                                "and the results are those of the eager step")
     timeout_s: float = opt(600.0, "parallel", role="invocation", metavar="SECONDS", low=0.0, low_open=True, high=MAX_TIMEOUT_S,
                            unit="seconds", help="seconds a collective may wait before the job is ended")
     # ---- optimizer
@@ -417,6 +422,7 @@ class TrainConfig:
 
         self._check_types()
         self.check_choices()  # (a Python or TOML value too: argparse checks only the flags' own)
+        self._validate_cuda_graph()
         if self.algo == "auto":
             self._validate_auto()
             return
@@ -515,6 +521,25 @@ class TrainConfig:
         if self.blocked_aggregation and not algo.blocked_aggregation:
             takers = ", ".join(n for n, s in ALGORITHMS.items() if s.blocked_aggregation)
             raise GridGnnError(f"--blocked-aggregation applies to --algo {takers}")
+
+    def _validate_cuda_graph(self) -> None:
+        """``--cuda-graph``: one process (a collective's bookkeeping is Python, which a replay skips), node
+        classification on the full graph, a device that runs it (a GPU; the host only in the test mode that has it
+        take a GPU's code paths, :mod:`gridgnn.ops.device_paths`)."""
+        if not self.cuda_graph:
+            return
+        from ..ops.device_paths import host_takes_device_paths
+
+        if self.sampler is not None:
+            raise GridGnnError("--cuda-graph applies to full-graph training; a minibatch's shapes change from step "
+                               "to step")
+        if self.task != "node":
+            raise GridGnnError(f"--cuda-graph applies to node classification; --task {self.task} is not recorded yet")
+        if self.nproc != 1:
+            raise GridGnnError(f"--cuda-graph records one process's step; got --nproc {self.nproc} (a collective's "
+                               "bookkeeping runs in Python, which a replay skips)")
+        if self.device == "cpu" and not host_takes_device_paths():
+            raise GridGnnError("--cuda-graph records the step on a CUDA device; --device cpu computes on the host")
 
     def _validate_grad_dtype(self, algo) -> None:
         """``--grad-dtype``: no wider than ``--dtype``, and only where the trainer all-reduces the gradients."""

@@ -21,6 +21,7 @@ from ..distributed.machine import measured_peak_bytes
 from ..errors import GridGnnError
 from ..ops.kernels import compile_seconds
 from .config import TrainConfig
+from .graphed import GraphedStep
 from .link import LinkTask
 from .loop import compiling
 from .step import evaluate, forward_backward
@@ -39,9 +40,16 @@ class NodeTask(NodeReport):
         self.info = self.checkpoint_info = self.rs.info
         self.setup_bytes = sum(v.sent for v in self.rs.setup_log.values())
         self.parameters, self.replicated = [], {}
+        rs = self.rs
+        # --cuda-graph: the step recorded after its eager epochs and replayed (its epoch a device tensor)
+        self.graphed = None if not cfg.cuda_graph else GraphedStep(
+            lambda e: forward_backward(rs.model, rs.plan, rs.comm, rs.data, epoch=e)[0], rs.model.parameters(),
+            rs.device)
 
     def train_step(self, model, epoch: int) -> torch.Tensor:
         rs = self.rs
+        if self.graphed is not None:
+            return self.graphed(epoch)
         loss, _ = forward_backward(model, rs.plan, rs.comm, rs.data, epoch=epoch)
         return loss
 

@@ -1,0 +1,144 @@
+"""``--cuda-graph`` (:mod:`gridgnn.train.graphed`): the training step recorded once and replayed every epoch trains
+exactly as the eager step does — here on the host taking a GPU's code paths (``GRIDGNN_DEVICE_PATHS=host``), where
+the step is recorded by :class:`~gridgnn.train.graphed.HostGraph` (every operation replayed on its recorded tensors,
+what a CUDA graph does with its kernels' addresses), on a GPU under the ``gpu`` marker with ``torch.cuda.graph``."""
+import numpy as np
+import pytest
+import torch
+
+import gridgnn
+from gridgnn.distributed import NullComm
+from gridgnn.errors import GridGnnError
+from gridgnn.ops import device_paths
+from gridgnn.testing import Case, build_model
+from gridgnn.train.graphed import WARMUP_STEPS, GraphedStep, HostGraph, HostGraphs
+from gridgnn.train.rank_layout import build_rank
+from gridgnn.train.step import forward_backward
+
+from .test_device_paths import CASES
+
+EPOCHS = WARMUP_STEPS + 4  # the eager steps, the recorded one, three replays
+
+
+@pytest.fixture
+def device_paths_on_host(monkeypatch):
+    monkeypatch.setenv(device_paths.ENV, device_paths.HOST)
+
+
+def train(case: Case, device: str, graphed: bool):
+    """``EPOCHS`` epochs of Adam on the serial plan: the losses, the parameters, and the :class:`GraphedStep`."""
+    comm = NullComm()
+    plan, data = build_rank(case.graph, "serial", comm, case.dims, dtype=torch.float64, device=device,
+                            model=lambda p: build_model(case, p))
+    model = build_model(case, plan).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+
+    def step(epoch):
+        return forward_backward(model, plan, comm, data, epoch=epoch)[0]
+    run = GraphedStep(step, model.parameters(), device) if graphed else step
+    losses = []
+    for epoch in range(EPOCHS):
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(run(epoch)))
+        opt.step()
+    return losses, [p.detach().cpu().clone() for p in model.parameters()], run
+
+
+def assert_same_training(case: Case, device: str, tol: float = 0.0):
+    eager_losses, eager_params, _ = train(case, device, graphed=False)
+    losses, params, step = train(case, device, graphed=True)
+    assert step.graph is not None and step.eager_steps == WARMUP_STEPS
+    np.testing.assert_allclose(losses, eager_losses, rtol=tol, atol=0)
+    assert len(set(eager_losses)) == EPOCHS  # (each epoch its own masks and parameters)
+    for p, q in zip(params, eager_params):
+        np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=tol, atol=tol)
+    return step
+
+
+@pytest.mark.parametrize("model, graph, dims, options", CASES, ids=[f"{c[0]}-{k}" for k, c in enumerate(CASES)])
+def test_the_replayed_step_trains_as_the_eager_step(model, graph, dims, options, device_paths_on_host):
+    """Every model, node dropout (and attention dropout where it has one): the losses of every epoch and the
+    parameters after them are the eager run's, bit for bit — the replays drew each epoch's masks from the epoch
+    written into the device tensor they read, and the optimizer found the replay's gradients."""
+    step = assert_same_training(Case(graph, "serial", dims, model=model, dropout=0.4, seed=3, **options), "cpu")
+    assert isinstance(step.graph, HostGraph) and len(step.graph.ops) > 20
+
+
+def test_a_replay_reads_its_epoch_from_the_device(device_paths_on_host):
+    """The same epoch replayed twice gives the same loss; another epoch, other dropout masks and another loss (the
+    parameters unchanged in between)."""
+    case = Case(CASES[0][1], "serial", CASES[0][2], model="gcn", dropout=0.5, seed=1)
+    *_, step = train(case, "cpu", graphed=True)
+    first, again, other = (float(step(e)) for e in (7, 7, 8))
+    assert first == again != other
+
+
+def test_recording_refuses_what_a_capture_cannot_hold():
+    """A read back, host data entering the step, a write into a tensor made before it: each a
+    :class:`GridGnnError` naming the operation, as a capture would fail."""
+    held = torch.ones(3)
+    with pytest.raises(GridGnnError, match="reads a value back"):
+        with HostGraph():
+            float((held * 2).sum())
+    with pytest.raises(GridGnnError, match="made from host data"):
+        with HostGraph():
+            held + torch.from_numpy(np.ones(3))
+    with pytest.raises(GridGnnError, match="writes a tensor made before the step"):
+        with HostGraph():
+            held.add_(1.0)
+    with HostGraph() as graph:  # what it made, it may write; a replay writes the results where they were
+        out = held * 2
+        out.add_(held)
+    held.fill_(5.0)
+    graph.replay()
+    assert torch.equal(out, torch.full((3,), 15.0))
+
+
+def test_the_trainer_records_the_step_and_trains_as_without(device_paths_on_host, monkeypatch):
+    """``gridgnn.train(..., cuda_graph=True)`` in this process: the step is recorded once, and every epoch's loss
+    and accuracy, and the trained parameters, are those of the same run without it."""
+    recorded = []
+    capture = HostGraphs.capture
+    monkeypatch.setattr(HostGraphs, "capture", staticmethod(lambda fn: recorded.append(1) or capture(fn)))
+    cfg = dict(data="synthetic:sbm?n=300&classes=4&avg_degree=6&features=12", model="gat", heads=2, hidden=4,
+               epochs=6, dropout=0.3, device="cpu", quiet=True)
+    records = {}
+    results = {}
+    for graphed in (False, True):
+        records[graphed] = []
+        results[graphed] = gridgnn.train(gridgnn.TrainConfig(**cfg, cuda_graph=graphed),
+                                         callbacks=[records[graphed].append])
+    assert recorded == [1]
+    keys = ("loss", "train_acc", "val_acc", "test_acc")
+    assert [[r[k] for k in keys] for r in records[True]] == [[r[k] for k in keys] for r in records[False]]
+    for (name, p), (_, q) in zip(results[True].model.state_dict().items(), results[False].model.state_dict().items()):
+        assert torch.equal(p, q), name
+
+
+@pytest.mark.parametrize("flags, words", [
+    (dict(nproc=2, algo="1d"), "one process"),
+    (dict(sampler="sage"), "full-graph training"),
+    (dict(task="link"), "node classification"),
+    (dict(device="cpu"), "on a CUDA device"),
+])
+def test_cuda_graph_refuses_what_it_cannot_record(flags, words, monkeypatch):
+    monkeypatch.delenv(device_paths.ENV, raising=False)
+    with pytest.raises(GridGnnError, match=f"--cuda-graph.*{words}"):
+        gridgnn.TrainConfig(data="synthetic:sbm?n=100", cuda_graph=True, **flags).validate()
+
+
+def test_a_step_on_the_host_paths_is_not_recorded(monkeypatch):
+    monkeypatch.delenv(device_paths.ENV, raising=False)
+    with pytest.raises(GridGnnError, match="--cuda-graph records a step on a CUDA device"):
+        GraphedStep(lambda e: None, [], "cpu")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("model, graph, dims, options", CASES, ids=[f"{c[0]}-{k}" for k, c in enumerate(CASES)])
+def test_on_a_gpu_the_cuda_graph_trains_as_the_eager_step(model, graph, dims, options):
+    """``torch.cuda.graph`` on a GPU: every model's graphed training equals its eager training on the same GPU
+    (float64; the same kernels run, in the same order)."""
+    step = assert_same_training(Case(graph, "serial", dims, model=model, dropout=0.4, seed=3, **options), "cuda",
+                                tol=1e-12)
+    assert isinstance(step.graph, torch.cuda.CUDAGraph)
