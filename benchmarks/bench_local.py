@@ -220,7 +220,9 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
         opt.step()
 
     if impl == "gridgnn-graphed":  # --cuda-graph: forward, loss and backward recorded, then replayed
-        from gridgnn.train.graphed import GraphedStep
+        from gridgnn.train.graphed import WARMUP_STEPS, GraphedStep
+
+        warmup = max(warmup, WARMUP_STEPS + 1)  # (the epoch that records is not timed)
 
         def forward_backward(epoch):
             net.epoch = epoch

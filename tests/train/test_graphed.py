@@ -13,7 +13,7 @@ from gridgnn.ops import device_paths
 from gridgnn.testing import Case, build_model
 from gridgnn.train.graphed import WARMUP_STEPS, GraphedStep, HostGraph, HostGraphs
 from gridgnn.train.rank_layout import build_rank
-from gridgnn.train.step import forward_backward
+from gridgnn.train.step import evaluation, forward_backward
 
 from .test_device_paths import CASES
 
@@ -35,22 +35,28 @@ def train(case: Case, device: str, graphed: bool):
 
     def step(epoch):
         return forward_backward(model, plan, comm, data, epoch=epoch)[0]
-    run = GraphedStep(step, model.parameters(), device) if graphed else step
-    losses = []
+
+    def evaluated():
+        return evaluation(model, plan, comm, data)
+    run = GraphedStep(step, model.parameters(), device, evaluation=evaluated) if graphed else None
+    losses, logits = [], []
     for epoch in range(EPOCHS):
         opt.zero_grad(set_to_none=True)
-        losses.append(float(run(epoch)))
+        losses.append(float(run(epoch) if graphed else step(epoch)))
         opt.step()
-    return losses, [p.detach().cpu().clone() for p in model.parameters()], run
+        logits.append((run.evaluate() if graphed else evaluated())[0].cpu().clone())
+    return losses, [p.detach().cpu().clone() for p in model.parameters()] + logits, run
 
 
 def assert_same_training(case: Case, device: str, tol: float = 0.0):
-    eager_losses, eager_params, _ = train(case, device, graphed=False)
-    losses, params, step = train(case, device, graphed=True)
+    """The losses, the parameters and every epoch's evaluated logits of graphed training are the eager run's."""
+    eager_losses, eager_tensors, _ = train(case, device, graphed=False)
+    losses, tensors, step = train(case, device, graphed=True)
     assert step.graph is not None and step.eager_steps == WARMUP_STEPS
+    assert step.eval_graph is not None and step.eager_evaluations == WARMUP_STEPS
     np.testing.assert_allclose(losses, eager_losses, rtol=tol, atol=0)
     assert len(set(eager_losses)) == EPOCHS  # (each epoch its own masks and parameters)
-    for p, q in zip(params, eager_params):
+    for p, q in zip(tensors, eager_tensors):
         np.testing.assert_allclose(p.numpy(), q.numpy(), rtol=tol, atol=tol)
     return step
 
@@ -61,7 +67,10 @@ def test_the_replayed_step_trains_as_the_eager_step(model, graph, dims, options,
     parameters after them are the eager run's, bit for bit — the replays drew each epoch's masks from the epoch
     written into the device tensor they read, and the optimizer found the replay's gradients."""
     step = assert_same_training(Case(graph, "serial", dims, model=model, dropout=0.4, seed=3, **options), "cpu")
-    assert isinstance(step.graph, HostGraph) and len(step.graph.ops) > 20
+    assert isinstance(step.graph, HostGraph) and len(step.graph.ops) > 20 and len(step.eval_graph.ops) > 5
+    # what the captures read and did not make is held while the graphs live: the parameters, the features, ...
+    held = {t.untyped_storage().data_ptr() for t in step.pinned}
+    assert all(p.untyped_storage().data_ptr() in held for p in step.params)
 
 
 def test_a_replay_reads_its_epoch_from_the_device(device_paths_on_host):
@@ -74,12 +83,17 @@ def test_a_replay_reads_its_epoch_from_the_device(device_paths_on_host):
 
 
 def test_recording_refuses_what_a_capture_cannot_hold():
-    """A read back, host data entering the step, a write into a tensor made before it: each a
-    :class:`GridGnnError` naming the operation, as a capture would fail."""
-    held = torch.ones(3)
-    with pytest.raises(GridGnnError, match="reads a value back"):
-        with HostGraph():
-            float((held * 2).sum())
+    """A read back (a number, a boolean, an output sized by the data), host data entering the step, a write into a
+    tensor made before it: each a :class:`GridGnnError` naming the operation, as a capture would fail."""
+    held, counts = torch.ones(3), torch.tensor([1, 2, 0])
+    for reads_back in (lambda: float((held * 2).sum()), lambda: torch.equal(held * 2, held),
+                       lambda: (held * 2)[held > 0], lambda: torch.nonzero(held * 2),
+                       lambda: torch.repeat_interleave(held * 2, counts)):
+        with pytest.raises(GridGnnError, match="reads a value back"):
+            with HostGraph():
+                reads_back()
+    with HostGraph():  # (its output sized by the caller: a capture holds it)
+        torch.repeat_interleave(held * 2, counts, output_size=3)
     with pytest.raises(GridGnnError, match="made from host data"):
         with HostGraph():
             held + torch.from_numpy(np.ones(3))
@@ -94,29 +108,34 @@ def test_recording_refuses_what_a_capture_cannot_hold():
     assert torch.equal(out, torch.full((3,), 15.0))
 
 
-def test_the_trainer_records_the_step_and_trains_as_without(device_paths_on_host, monkeypatch):
-    """``gridgnn.train(..., cuda_graph=True)`` in this process: the step is recorded once, and every epoch's loss
-    and accuracy, and the trained parameters, are those of the same run without it."""
+def test_the_trainer_records_the_step_and_trains_as_without(device_paths_on_host, monkeypatch, tmp_path):
+    """``gridgnn.train(..., cuda_graph=True)`` in this process: the step and the evaluation are recorded once each,
+    and every epoch's loss and accuracies, the trained parameters and the saved logits (the evaluation replayed
+    once more) are those of the same run without it."""
     recorded = []
     capture = HostGraphs.capture
-    monkeypatch.setattr(HostGraphs, "capture", staticmethod(lambda fn: recorded.append(1) or capture(fn)))
+    monkeypatch.setattr(HostGraphs, "capture", staticmethod(lambda fn, pool: recorded.append(1) or capture(fn, pool)))
     cfg = dict(data="synthetic:sbm?n=300&classes=4&avg_degree=6&features=12", model="gat", heads=2, hidden=4,
                epochs=6, dropout=0.3, device="cpu", quiet=True)
     records = {}
     results = {}
     for graphed in (False, True):
         records[graphed] = []
-        results[graphed] = gridgnn.train(gridgnn.TrainConfig(**cfg, cuda_graph=graphed),
+        results[graphed] = gridgnn.train(gridgnn.TrainConfig(**cfg, cuda_graph=graphed, save_logits=True,
+                                                             out=str(tmp_path / str(graphed))),
                                          callbacks=[records[graphed].append])
-    assert recorded == [1]
+    assert recorded == [1, 1]  # the step and the evaluation
     keys = ("loss", "train_acc", "val_acc", "test_acc")
     assert [[r[k] for k in keys] for r in records[True]] == [[r[k] for k in keys] for r in records[False]]
     for (name, p), (_, q) in zip(results[True].model.state_dict().items(), results[False].model.state_dict().items()):
         assert torch.equal(p, q), name
+    saved = [np.load(tmp_path / str(graphed) / "logits.npy") for graphed in (True, False)]
+    assert np.array_equal(*saved) and np.isfinite(saved[0]).all()
 
 
 @pytest.mark.parametrize("flags, words", [
     (dict(nproc=2, algo="1d"), "one process"),
+    (dict(nproc=1, algo="1d"), "one process"),
     (dict(sampler="sage"), "full-graph training"),
     (dict(task="link"), "node classification"),
     (dict(device="cpu"), "on a CUDA device"),

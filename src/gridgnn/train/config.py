@@ -6,7 +6,10 @@ import inspect
 import os
 from dataclasses import asdict, dataclass, field, fields, make_dataclass
 
+import torch
+
 from ..errors import GridGnnError
+from ..ops.device_paths import host_takes_device_paths
 from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
 from ..nn.base import TRAINER_OPTIONS, Option, declared_options, model_options, resolve_model  # noqa: E402
 from ..nn.gat import MAX_HEADS  # noqa: E402
@@ -323,10 +326,10 @@ class TrainConfig:
                                                 "block's own rows compute; the gradient buckets are summed during "
                                                 "the backward (bit for bit the same result)")
     cuda_graph: bool = opt(False, "parallel", role="invocation",
-                           help="one process on a GPU, node classification on the full graph: record the training "
-                                "step (forward, loss, backward) once as a CUDA graph after two eager epochs and "
-                                "replay it every epoch — its launches become one; the dropout masks, the optimizer "
-                                "and the results are those of the eager step")
+                           help="--algo serial on a GPU, node classification: record the training step (forward, "
+                                "loss, backward) and the evaluation once as CUDA graphs after two eager epochs and "
+                                "replay them every epoch — their launches become one each; the dropout masks, the "
+                                "optimizer, the memory and the results are those of the eager run")
     timeout_s: float = opt(600.0, "parallel", role="invocation", metavar="SECONDS", low=0.0, low_open=True, high=MAX_TIMEOUT_S,
                            unit="seconds", help="seconds a collective may wait before the job is ended")
     # ---- optimizer
@@ -528,18 +531,21 @@ class TrainConfig:
         take a GPU's code paths, :mod:`gridgnn.ops.device_paths`)."""
         if not self.cuda_graph:
             return
-        from ..ops.device_paths import host_takes_device_paths
-
         if self.sampler is not None:
             raise GridGnnError("--cuda-graph applies to full-graph training; a minibatch's shapes change from step "
                                "to step")
         if self.task != "node":
             raise GridGnnError(f"--cuda-graph applies to node classification; --task {self.task} is not recorded yet")
-        if self.nproc != 1:
-            raise GridGnnError(f"--cuda-graph records one process's step; got --nproc {self.nproc} (a collective's "
-                               "bookkeeping runs in Python, which a replay skips)")
-        if self.device == "cpu" and not host_takes_device_paths():
+        if self.nproc != 1 or not one_process(self.algo):
+            raise GridGnnError(f"--cuda-graph records one process's step (--algo serial); got --algo {self.algo} "
+                               f"--nproc {self.nproc} (a collective's bookkeeping runs in Python, which a replay "
+                               "skips)")
+        if host_takes_device_paths():
+            return
+        if self.device == "cpu":
             raise GridGnnError("--cuda-graph records the step on a CUDA device; --device cpu computes on the host")
+        if not torch.cuda.is_available():
+            raise GridGnnError("--cuda-graph records the step on a CUDA device; this machine has none")
 
     def _validate_grad_dtype(self, algo) -> None:
         """``--grad-dtype``: no wider than ``--dtype``, and only where the trainer all-reduces the gradients."""

@@ -24,7 +24,7 @@ from .config import TrainConfig
 from .graphed import GraphedStep
 from .link import LinkTask
 from .loop import compiling
-from .step import evaluate, forward_backward
+from .step import evaluation, forward_backward
 from .tasks import NodeReport
 from .rank_setup import STEP_PHASES, _gather_logits, _rank_record, _summary, delta_of, ratio, setup_rank
 
@@ -41,10 +41,10 @@ class NodeTask(NodeReport):
         self.setup_bytes = sum(v.sent for v in self.rs.setup_log.values())
         self.parameters, self.replicated = [], {}
         rs = self.rs
-        # --cuda-graph: the step recorded after its eager epochs and replayed (its epoch a device tensor)
+        # --cuda-graph: the step and the evaluation recorded after their eager epochs and replayed
         self.graphed = None if not cfg.cuda_graph else GraphedStep(
             lambda e: forward_backward(rs.model, rs.plan, rs.comm, rs.data, epoch=e)[0], rs.model.parameters(),
-            rs.device)
+            rs.device, evaluation=lambda: self._evaluation(rs.model))
 
     def train_step(self, model, epoch: int) -> torch.Tensor:
         rs = self.rs
@@ -53,12 +53,20 @@ class NodeTask(NodeReport):
         loss, _ = forward_backward(model, rs.plan, rs.comm, rs.data, epoch=epoch)
         return loss
 
+    def _evaluation(self, model) -> tuple[torch.Tensor, torch.Tensor]:
+        """The logits and, on their device, this rank's counts followed by its non-finite outputs."""
+        rs = self.rs
+        logits, counts = evaluation(model, rs.plan, rs.comm, rs.data)
+        return logits, torch.cat([counts, (~torch.isfinite(logits)).sum().double().reshape(1)])
+
+    def _evaluated(self, model) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.graphed.evaluate() if self.graphed is not None else self._evaluation(model)
+
     def evaluate(self, model, epoch: int):
         """This rank's counts (correct and total of each split, and its non-finite outputs), and what makes the
         epoch's loss, metrics and a divergence of the sums (every row counted on ``copies`` ranks)."""
         rs = self.rs
-        logits, counts = evaluate(model, rs.plan, rs.comm, rs.data)
-        bad = (~torch.isfinite(logits)).sum().double().reshape(1).cpu()
+        counts = self._evaluated(model)[1].cpu()
 
         def finish(vec):
             v = vec / rs.plan.copies
@@ -66,12 +74,12 @@ class NodeTask(NodeReport):
             return float(v[0]), {"train_acc": ratio(v[1], v[2]), "val_acc": ratio(v[3], v[4]),
                                  "test_acc": ratio(v[5], v[6])}, problem
 
-        return torch.cat([counts, bad]).tolist(), finish
+        return counts.tolist(), finish
 
     def logits(self, model):
         """``--save-logits``: every vertex's logits on rank 0, in original order (collective, phase ``io``)."""
         rs = self.rs
-        out, _ = evaluate(model, rs.plan, rs.comm, rs.data)
+        out = self._evaluated(model)[0]
         return _gather_logits(rs.comm, out, rs.data.node_ids, rs.plan.out_cols(rs.info["classes"]), rs.info)
 
 

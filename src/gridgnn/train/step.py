@@ -125,10 +125,10 @@ def forward_backward(model, plan, comm, data: LocalData, *, epoch: int | torch.T
 
 
 @torch.no_grad()
-def evaluate(model, plan, comm, data: LocalData) -> tuple[torch.Tensor, torch.Tensor]:
+def evaluation(model, plan, comm, data: LocalData) -> tuple[torch.Tensor, torch.Tensor]:
     """Eval-mode forward (phase ``eval``); returns logits and the local counts
-    ``[correct_train, n_train, correct_val, n_val, correct_test, n_test]`` (not yet reduced; each row is
-    counted on ``plan.copies`` ranks)."""
+    ``[correct_train, n_train, correct_val, n_val, correct_test, n_test]`` (float64, on the logits' device; not yet
+    reduced; each row is counted on ``plan.copies`` ranks)."""
     model.eval()
     with comm.phase("eval"):
         logits = model(data.x, plan)
@@ -137,4 +137,10 @@ def evaluate(model, plan, comm, data: LocalData) -> tuple[torch.Tensor, torch.Te
     for name in ("train", "val", "test"):
         m = data.masks[name]
         counts += [(right & m).sum(), m.sum()]
-    return logits, torch.stack(counts).to(torch.float64).cpu()  # (one read back from a device, not six)
+    return logits, torch.stack(counts).to(torch.float64)
+
+
+def evaluate(model, plan, comm, data: LocalData) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`evaluation`, the counts read to the host (one read back from a device, not six)."""
+    logits, counts = evaluation(model, plan, comm, data)
+    return logits, counts.cpu()
