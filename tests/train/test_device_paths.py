@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import gridgnn
+
 from gridgnn.errors import GridGnnError
 from gridgnn.ops import device_paths, kernels
 from gridgnn.testing import Case, serial_case
@@ -72,8 +74,11 @@ def test_the_device_paths_compute_what_the_host_paths_compute(model, graph, dims
 
 
 def test_a_device_paths_value_other_than_host_is_an_error(monkeypatch):
+    """At its first use, and before a run starts (the config's checks, in the launching process)."""
     monkeypatch.setenv(device_paths.ENV, "1")
     with pytest.raises(GridGnnError, match="GRIDGNN_DEVICE_PATHS='1'"):
         device_paths.device_paths("cpu")
+    with pytest.raises(GridGnnError, match="GRIDGNN_DEVICE_PATHS='1'"):
+        gridgnn.TrainConfig(data="synthetic:sbm?n=100").validate()
     monkeypatch.setenv(device_paths.ENV, "")
     assert not device_paths.device_paths("cpu") and device_paths.device_paths("meta")

@@ -161,3 +161,19 @@ def test_on_a_gpu_the_cuda_graph_trains_as_the_eager_step(model, graph, dims, op
     step = assert_same_training(Case(graph, "serial", dims, model=model, dropout=0.4, seed=3, **options), "cuda",
                                 tol=1e-12)
     assert isinstance(step.graph, torch.cuda.CUDAGraph)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_a_gpu_the_trainer_with_cuda_graphs_trains_as_without():
+    """``gridgnn.train(..., device="cuda", cuda_graph=True)``: every epoch's loss and accuracies as without it
+    (float64, 1e-12), the step and the evaluation recorded once each."""
+    cfg = dict(data="synthetic:sbm?n=2000&classes=4&avg_degree=8&features=32", model="sage", hidden=16, epochs=8,
+               dropout=0.3, device="cuda", dtype="float64", quiet=True)
+    records = {}
+    for graphed in (False, True):
+        records[graphed] = []
+        gridgnn.train(gridgnn.TrainConfig(**cfg, cuda_graph=graphed), callbacks=[records[graphed].append])
+    for got, want in zip(records[True], records[False]):
+        for k in ("loss", "train_acc", "val_acc", "test_acc"):
+            assert got[k] == pytest.approx(want[k], rel=1e-12, abs=1e-12), (got["epoch"], k)

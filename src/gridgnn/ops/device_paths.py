@@ -24,7 +24,8 @@ ENV, HOST = "GRIDGNN_DEVICE_PATHS", "host"
 
 def host_takes_device_paths() -> bool:
     """The test mode is on in this process (``GRIDGNN_DEVICE_PATHS=host``; unset or empty: off; any other value is
-    an error, not a mode quietly off)."""
+    an error, not a mode quietly off — raised by a training run's checks before any rank starts,
+    :meth:`gridgnn.TrainConfig.validate`)."""
     value = os.environ.get(ENV, "")
     if value not in ("", HOST):
         raise GridGnnError(f"{ENV}={value!r}: the only value is {HOST!r} (the host takes a device's code paths, "

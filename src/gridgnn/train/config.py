@@ -425,6 +425,7 @@ class TrainConfig:
 
         self._check_types()
         self.check_choices()  # (a Python or TOML value too: argparse checks only the flags' own)
+        host_takes_device_paths()  # (a GRIDGNN_DEVICE_PATHS other than "host" refused here, before any rank starts)
         self._validate_cuda_graph()
         if self.algo == "auto":
             self._validate_auto()
