@@ -11,7 +11,8 @@ from gridgnn.distributed import NullComm
 from gridgnn.errors import GridGnnError
 from gridgnn.ops import device_paths
 from gridgnn.testing import Case, build_model
-from gridgnn.train.graphed import WARMUP_STEPS, GraphedStep, HostGraph, HostGraphs
+from gridgnn.ops import triton_kernels as TK
+from gridgnn.train.graphed import WARMUP_STEPS, CudaGraphs, GraphedStep, HostGraph, HostGraphs, first_error
 from gridgnn.train.rank_layout import build_rank
 from gridgnn.train.step import evaluation, forward_backward
 
@@ -146,6 +147,38 @@ def test_cuda_graph_refuses_what_it_cannot_record(flags, words, monkeypatch):
         gridgnn.TrainConfig(data="synthetic:sbm?n=100", cuda_graph=True, **flags).validate()
 
 
+def test_a_failed_capture_is_named_by_its_first_error():
+    """A capture's end reports only that an earlier operation invalidated it: the message names that operation's
+    error (and stops at a ``from None``)."""
+    try:
+        try:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        except RuntimeError:
+            raise RuntimeError("the capture was invalidated")
+    except RuntimeError as exc:
+        assert str(first_error(exc)) == "operation not permitted when stream is capturing"
+    try:
+        try:
+            raise ValueError("unrelated, handled earlier")
+        except ValueError:
+            raise RuntimeError("its own") from None
+    except RuntimeError as exc:
+        assert str(first_error(exc)) == "its own"
+
+
+@pytest.mark.skipif(not TK.HAVE_TRITON, reason="Triton is not installed")
+def test_what_a_triton_launch_is_given_is_held_while_a_capture_runs(monkeypatch):
+    """A launch bypasses the dispatcher, so the capture's tensors seen there are not all it reads: inside
+    ``holding()`` every tensor a launch is given is kept (here a launch that cannot run still hands them over)."""
+    monkeypatch.setattr(TK, "off", {})
+    monkeypatch.delenv("GRIDGNN_KERNELS", raising=False)
+    table = torch.arange(4.0)
+    with pytest.warns(RuntimeWarning), TK.holding() as held:
+        assert not TK._launch("no_such_kernel", 1, table, 3)
+    assert len(held) == 1 and held[0] is table
+    assert TK._held is None
+
+
 def test_a_step_on_the_host_paths_is_not_recorded(monkeypatch):
     monkeypatch.delenv(device_paths.ENV, raising=False)
     with pytest.raises(GridGnnError, match="--cuda-graph records a step on a CUDA device"):
@@ -165,15 +198,27 @@ def test_on_a_gpu_the_cuda_graph_trains_as_the_eager_step(model, graph, dims, op
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_on_a_gpu_the_trainer_with_cuda_graphs_trains_as_without():
-    """``gridgnn.train(..., device="cuda", cuda_graph=True)``: every epoch's loss and accuracies as without it
-    (float64, 1e-12), the step and the evaluation recorded once each."""
+def test_on_a_gpu_the_trainer_with_cuda_graphs_trains_as_without(tmp_path, monkeypatch):
+    """``gridgnn.train(..., device="cuda", cuda_graph=True)``: the step and the evaluation recorded once each (in
+    one memory pool), and every epoch's loss and accuracies, the trained parameters and the saved logits (one more
+    replay of the evaluation) as without it (float64, 1e-12)."""
+    recorded = []
+    capture = CudaGraphs.capture
+    monkeypatch.setattr(CudaGraphs, "capture", staticmethod(lambda fn, pool: recorded.append(pool is not None)
+                                                            or capture(fn, pool)))
     cfg = dict(data="synthetic:sbm?n=2000&classes=4&avg_degree=8&features=32", model="sage", hidden=16, epochs=8,
-               dropout=0.3, device="cuda", dtype="float64", quiet=True)
-    records = {}
+               dropout=0.3, device="cuda", dtype="float64", quiet=True, save_logits=True)
+    records, results = {}, {}
     for graphed in (False, True):
         records[graphed] = []
-        gridgnn.train(gridgnn.TrainConfig(**cfg, cuda_graph=graphed), callbacks=[records[graphed].append])
+        results[graphed] = gridgnn.train(gridgnn.TrainConfig(**cfg, cuda_graph=graphed, out=str(tmp_path / str(graphed))),
+                                         callbacks=[records[graphed].append])
+    assert recorded == [False, True]  # the step, then the evaluation in the step's pool
+    assert len(records[True]) == len(records[False]) == 8
     for got, want in zip(records[True], records[False]):
         for k in ("loss", "train_acc", "val_acc", "test_acc"):
             assert got[k] == pytest.approx(want[k], rel=1e-12, abs=1e-12), (got["epoch"], k)
+    for (name, p), (_, q) in zip(results[True].model.state_dict().items(), results[False].model.state_dict().items()):
+        np.testing.assert_allclose(p.cpu().numpy(), q.cpu().numpy(), rtol=1e-12, atol=1e-12, err_msg=name)
+    saved = [np.load(tmp_path / str(graphed) / "logits.npy") for graphed in (True, False)]
+    np.testing.assert_allclose(saved[0], saved[1], rtol=1e-12, atol=1e-12)

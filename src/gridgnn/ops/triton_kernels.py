@@ -68,6 +68,8 @@ off: dict[str, str] = {}
 FP_FUSION = True
 #: the launches being recorded instead of run (:func:`recording`), or ``None``
 _recorded: list | None = None
+#: the tensors the launches made while a CUDA graph is captured read (:func:`holding`), or ``None``
+_held: list | None = None
 
 
 def usable(device: torch.device) -> bool:
@@ -96,6 +98,8 @@ def _launch(name: str, programs: int | tuple[int, ...], *args, **meta) -> bool:
         return True
     if name in off:
         return False
+    if _held is not None:
+        _held.extend(a for a in args if isinstance(a, torch.Tensor))
     grid = programs if isinstance(programs, tuple) else (programs,)
     try:
         getattr(_kernels(), name)[grid](*args, enable_fp_fusion=FP_FUSION, **meta)
@@ -266,6 +270,19 @@ def recording():
         yield _recorded
     finally:
         _recorded = outer
+
+
+@contextlib.contextmanager
+def holding():
+    """Inside, every tensor a kernel launch reads or writes is appended to the list this yields: a CUDA graph keeps
+    the addresses its launches were given, so what it did not make must outlive it (a launch bypasses the
+    dispatcher, where :class:`gridgnn.train.graphed.Capture` sees the rest)."""
+    global _held
+    outer, _held = _held, []
+    try:
+        yield _held
+    finally:
+        _held = outer
 
 
 def launches_for(dtype: torch.dtype, span: int) -> list[tuple[str, tuple, dict]]:

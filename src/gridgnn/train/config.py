@@ -329,7 +329,7 @@ class TrainConfig:
                            help="--algo serial on a GPU, node classification: record the training step (forward, "
                                 "loss, backward) and the evaluation once as CUDA graphs after two eager epochs and "
                                 "replay them every epoch — their launches become one each; the dropout masks, the "
-                                "optimizer, the memory and the results are those of the eager run")
+                                "optimizer and the results are those of the eager run")
     timeout_s: float = opt(600.0, "parallel", role="invocation", metavar="SECONDS", low=0.0, low_open=True, high=MAX_TIMEOUT_S,
                            unit="seconds", help="seconds a collective may wait before the job is ended")
     # ---- optimizer

@@ -13,7 +13,8 @@ a 0-d tensor the step reads (:func:`gridgnn.nn.dropout.device_key`), written bef
 updated in place by the optimizer, which runs eagerly between the two replays (so the learning-rate schedule and
 every optimizer stay as they are); the gradients land in the graph's memory and are handed back to the parameters
 after each replay. What a capture reads that it did not make is held by the :class:`GraphedStep` as long as it lives
-(a graph keeps addresses, not tensors: a cached tensor dropped later would leave it reading reused memory).
+(a graph keeps addresses, not tensors: a cached tensor dropped later would leave it reading reused memory): what
+its operations read (:class:`Capture`) and what its Triton launches are given (``ops.triton_kernels.holding``).
 
 A step may be recorded only if it reads nothing back from the device (what ``tests/train/test_no_read_back.py``
 checks), brings nothing from the host's memory (every tensor it reads exists before it, or is made by it) and writes
@@ -38,6 +39,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ..errors import GridGnnError
+from ..ops import triton_kernels
 from ..ops.device_paths import device_paths
 
 #: eager steps before the capture (on a side stream on a GPU): the step's first-use caches are built by then
@@ -171,18 +173,27 @@ class CudaGraphs:
         graph = torch.cuda.CUDAGraph()
         try:
             with torch.cuda.graph(graph, pool=None if pool is None else pool.pool()):
-                with Capture() as seen:
+                with Capture() as seen, triton_kernels.holding() as launched:
                     out = fn()
         except GridGnnError:
             raise
         except Exception as exc:  # noqa: BLE001 - CUDA's, cuSPARSE's or Triton's refusal under capture
-            first = exc
-            while first.__context__ is not None and first.__context__ is not first:
-                first = first.__context__
-            text = (str(first).strip().splitlines() or [type(first).__name__])[0]
+            text = (str(first_error(exc)).strip().splitlines() or [type(first_error(exc)).__name__])[0]
             raise GridGnnError(f"--cuda-graph: this step could not be recorded on this GPU ({text}); train without "
                                "--cuda-graph") from None
-        return graph, out, seen.read
+        return graph, out, seen.read + launched
+
+
+def first_error(exc: BaseException) -> BaseException:
+    """The exception ``exc`` arose from: its explicit cause, or the one it was raised while handling (a capture's
+    end reports only that an earlier operation invalidated it), back to the first; not past a ``from None``."""
+    seen = {id(exc)}
+    while True:
+        earlier = exc.__cause__ or (None if exc.__suppress_context__ else exc.__context__)
+        if earlier is None or id(earlier) in seen:
+            return exc
+        seen.add(id(earlier))
+        exc = earlier
 
 
 class HostGraphs:
@@ -198,14 +209,20 @@ class HostGraphs:
         return graph, out, graph.read
 
 
-def _reads_back(func, args, kwargs, out) -> bool:
-    """An operation a capture cannot hold: one that returns a host value (a number, a boolean), sizes its output by
-    the data (``nonzero``, a boolean mask's index, ``unique``, ``masked_select``, ``repeat_interleave`` without
-    its ``output_size``, ``bincount``)."""
-    if isinstance(out, (bool, int, float, complex)):
-        return True
+#: operations that read a tensor's data into a host value (a number, a boolean)
+_TO_HOST = ("_local_scalar_dense", "equal", "is_nonzero", "allclose")
+#: operations whose output is sized by the data
+_DATA_SIZED = ("nonzero", "masked_select", "_unique", "_unique2", "unique_consecutive", "unique_dim",
+               "unique_dim_consecutive", "bincount", "coalesce", "_coalesce")
+
+
+def _reads_back(func, args, kwargs) -> bool:
+    """An operation a capture cannot hold: one that reads data into a host value (:data:`_TO_HOST`: ``.item()``,
+    ``torch.equal`` …) or sizes its output by the data (:data:`_DATA_SIZED`, a boolean mask's index,
+    ``repeat_interleave`` without its ``output_size``). (What reads a host tensor without an operation — ``.cpu()``,
+    ``.numpy()``, ``.tolist()`` on the host — cannot be seen here; on a GPU they are copies a capture refuses.)"""
     name = func.overloadpacket.__name__
-    if name in ("nonzero", "masked_select", "_unique", "_unique2", "unique_consecutive", "unique_dim", "bincount"):
+    if name in _TO_HOST or name in _DATA_SIZED:
         return True
     if name == "repeat_interleave":
         return func is torch.ops.aten.repeat_interleave.Tensor and kwargs.get("output_size") is None
@@ -221,7 +238,7 @@ class HostGraph(Capture):
     into the tensors it returned when recorded. Like a capture (whose kernels then read and write fixed addresses,
     with the scalars they were launched with), recording refuses, with a :class:`GridGnnError` naming the operation:
 
-    * an operation that reads a value back to the host or sizes its output by the data (:func:`_reads_back`);
+    * an operation that reads data into a host value or sizes its output by the data (:func:`_reads_back`);
     * a tensor that enters from the host: one that existed neither before the recording nor as an output of a
       recorded operation (made from host data: a replay would read what the recording read);
     * an operation that writes into a tensor made before the recording (a replay would write it again each epoch,
@@ -253,9 +270,9 @@ class HostGraph(Capture):
             if ptr in self.before:
                 raise GridGnnError(f"--cuda-graph: the step's {name} writes a tensor made before the step; a "
                                    "CUDA graph would write it again at every replay")
-        out = func(*args, **kwargs)
-        if _reads_back(func, args, kwargs, out):
+        if _reads_back(func, args, kwargs):
             raise GridGnnError(f"--cuda-graph: the step reads a value back ({name}); a CUDA graph cannot hold it")
+        out = func(*args, **kwargs)
         for _, ptr in _storages(out):  # (an address freed since the recording began is the step's own now)
             self.before.discard(ptr)
         self.ops.append((func, args, kwargs, out))
