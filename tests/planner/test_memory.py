@@ -168,7 +168,10 @@ TRACED_CASES = [("gat", "1d-sa", (4,), [24, 16, 4]), ("gat", "2d", (2, 2), [24, 
                 ("gine", "3d", (1, 2, 2), [24, 16, 4]),
                 ("rgcn", "1d-sa", (4,), [24, 16, 4]), ("rgcn", "2d", (2, 2), [24, 16, 4]),
                 ("rgcn", "plexus", (1, 2, 2), [24, 16, 4]), ("gat", "edge", (1, 4), [24, 16, 4]),
-                ("sage", "edge", (1, 4), [24, 16, 4])]
+                ("sage", "edge", (1, 4), [24, 16, 4]),
+                # the selecting semirings' tie-break keys: per graph (row blocks), per shared shard (Plexus)
+                ("sage+max", "1d-sa", (4,), [24, 16, 4]), ("sage+max", "plexus", (2, 2, 1), [24, 16, 4]),
+                ("sage+min", "2d", (2, 2), [24, 16, 4])]
 
 
 def _typed(g, relations: int, seed: int):
@@ -535,9 +538,10 @@ def test_every_rank_holds_what_the_device_estimate_says(device, monkeypatch):
     names = ("1d-sa-undirected", "1.5d-sa-directed", "2d-2x2", "3d-1x2x2-double", "plexus-2x1x2-double",
              "edge-directed")
     cases = [c for c in DIST_CASES if c[0] in names]
-    sage = ("sage", "1.5d-sa", (2, 2), [24, 16, 4])
-    runs = [(g, a, s, p, d, q) for _, g, a, s, p, d, q in cases] + [(GM, sage[1], sage[2], "random", sage[3], 0.5,
-                                                                      "sage")]
+    # GraphSAGE: its self-loop mask; with max, SUMMA's tie-break keys, kept per panel on a device
+    sages = [("sage", "1.5d-sa", (2, 2), [24, 16, 4]), ("sage+max", "2d", (2, 2), [24, 16, 4])]
+    runs = [(g, a, s, p, d, q) for _, g, a, s, p, d, q in cases] + [(GM, a, s, "random", d, 0.5, m)
+                                                                      for m, a, s, d in sages]
     res = launch(distributed_measure, 4, runs, device=device, stage_on_host=True, collect=True)
     for k, (name, graph, algo, shape, partition, dims, dropout) in enumerate(cases):
         measured = [res[r][k] for r in range(4)]
@@ -546,14 +550,15 @@ def test_every_rank_holds_what_the_device_estimate_says(device, monkeypatch):
                        train_rows=[m["train_rows"] for m in measured])
         for r, m in enumerate(measured):
             assert parts(est.ranks[r]) == {c: m[c] for c in EXACT}, (name, r)
-    measured = [res[r][len(cases)] for r in range(4)]
-    source, rows = layout(GM, sage[1], sage[2])
-    tr = model_trace(sage[3], model_builder("sage", sage[3], 0.5, torch.float64), sage[1])
-    est = estimate(GM, sage[1], sage[2], source, rows, sage[3], dropout=0.5, trace=tr, device="cuda",
-                   train_rows=[m["train_rows"] for m in measured])
-    for r, m in enumerate(measured):
-        got = parts(est.ranks[r])
-        assert (got["adjacency"], got["features"]) == (m["adjacency"], m["features"]), r
+    for k, (model, algo, shape, dims) in enumerate(sages, start=len(cases)):
+        measured = [res[r][k] for r in range(4)]
+        source, rows = layout(GM, algo, shape)
+        tr = model_trace(dims, model_builder(model, dims, 0.5, torch.float64), algo)
+        est = estimate(GM, algo, shape, source, rows, dims, dropout=0.5, trace=tr, device="cuda",
+                       train_rows=[m["train_rows"] for m in measured])
+        for r, m in enumerate(measured):
+            got = parts(est.ranks[r])
+            assert (got["adjacency"], got["features"]) == (m["adjacency"], m["features"]), (model, r)
 
 
 @pytest.mark.gpu

@@ -22,15 +22,16 @@ from ..ops.semiring import SELECTING, check_semiring
 class SourceKeys:
     """For a distributed graph (a :class:`~gridgnn.parallel.graph.DistGraph`) that knows its local edges'
     original ids (``edge_ids()``): the original id of every local edge's source, the selecting semirings'
-    tie-break key (ties resolve as in the serial run whatever the permutation), built once on first use."""
-
-    _source_keys = None
+    tie-break key (ties resolve as in the serial run whatever the permutation), built once on first use and kept
+    with the graph's edge constants (``int64`` on the values' device: what the memory model books,
+    :func:`~gridgnn.parallel.footprint.source_key_bytes`)."""
 
     def source_keys(self) -> torch.Tensor:
-        if self._source_keys is None:
+        holder = self._edge_constants()
+        if holder._source_keys is None:
             ids = np.ascontiguousarray(self.edge_ids()[1], dtype=np.int64)
-            self._source_keys = torch.from_numpy(ids).to(self.values_spec()[1])
-        return self._source_keys
+            holder._source_keys = torch.from_numpy(ids).to(self.values_spec()[1])
+        return holder._source_keys
 
 
 def aggregate(g, values: torch.Tensor | None, x: torch.Tensor, semiring: str = "sum",

@@ -58,6 +58,7 @@ from .base import Plan
 from .checks import BlockRowRules
 from .family import Algorithm, Family, add_family
 from .footprint import (FETCHING, Ledger, attention_layers, edge_id_bytes, labels, model_params, moments_of,
+                        source_key_bytes,
                         rows_model, traced)
 from .graph import DistGraph
 from .program import LOCAL_ON_WHOLE_ROWS, PrimitiveCall, Program, needs_grad
@@ -992,6 +993,7 @@ def _graph_memory(acc: Ledger, ctx, *, rows: int, cols: int, nnz: float, stages,
     ib, rows_held = index_bytes(rows, cols, nnz), holds_row(ctx.dev)
     acc.add("adjacency", ib * (rows + 1) + (ib * rows_held + ctx.e) * nnz)
     edge_id_bytes(acc, ctx, nnz)
+    source_key_bytes(acc, ctx, nnz)
     acc.add("adjacency", 8 * send)
     acc.add("adjacency", index_bytes(cols) * halo, "host")
     if not len(stages):

@@ -45,7 +45,9 @@ class MemoryContext:
             (:func:`~gridgnn.planner.memory.dropout_hash_workspace`); kept: 1 with ``--keep best``'s copy of the parameters; moments: the optimizer's state tensors
             per parameter; counters: it keeps float32 step counters; edge_ids: the model asks for the edges'
             original ids (:attr:`~gridgnn.parallel.trace.Trace.edge_ids`), which a graph then keeps (host);
-            off_diagonal: it asks for the self-loop mask built from them (``g.off_diagonal``, kept on the device).
+            off_diagonal: it asks for the self-loop mask built from them (``g.off_diagonal``, kept on the device);
+            select_layers: the layers that aggregate over a selecting semiring (``spmm_select``: max, min), whose
+            graphs keep the sources' ids as tie-break keys (:func:`source_key_bytes`).
     """
 
     n: int
@@ -70,6 +72,7 @@ class MemoryContext:
     counters: bool
     edge_ids: bool = False
     off_diagonal: bool = False
+    select_layers: frozenset = frozenset()
 
 
 #: a moment of a training step: ``(horizon, label)``; the saved tensors of positions up to ``horizon`` are held then
@@ -175,6 +178,14 @@ def edge_id_bytes(acc: "Ledger", ctx: MemoryContext, edges: float) -> None:
     bytes per edge, host) and the self-loop mask made of them (one byte per edge, on the device)."""
     acc.add("adjacency", 16 * edges * ctx.edge_ids, "host")
     acc.add("adjacency", edges * ctx.off_diagonal)
+
+
+def source_key_bytes(acc: "Ledger", ctx: MemoryContext, edges: float, layers=None) -> None:
+    """The tie-break keys (each edge's source's original id, ``int64``, on the device) a graph of ``edges`` local
+    edges keeps once one of its ``layers`` (default: any) aggregates over a selecting semiring
+    (:class:`~gridgnn.parallel.aggregate.SourceKeys`; SUMMA's kept per panel on a device)."""
+    if ctx.select_layers if layers is None else ctx.select_layers & set(layers):
+        acc.add("adjacency", 8 * edges)
 
 
 #: bytes each logits row's labels hold: the label (int64) and the train, val and test masks (bool)

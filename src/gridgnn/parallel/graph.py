@@ -35,6 +35,7 @@ class DistGraph(ABC):
     _edge_cache = None
     _relation_cache = None
     _off_diagonal = None
+    _source_keys = None  # the selecting semirings' tie-break keys (SourceKeys), where a layer selects
 
     # ------------------------------------------------------------------ what a family provides
     @abstractmethod
@@ -121,9 +122,10 @@ class DistGraph(ABC):
         return self._edge_constants()._off_diagonal is not None
 
     def held_edge_constants(self) -> list:
-        """What :attr:`off_diagonal` keeps, for a family's ``held()`` (empty where no model asked)."""
-        mask = self._edge_constants()._off_diagonal
-        return [] if mask is None else [mask]
+        """What :attr:`off_diagonal` and the selecting semirings' keys keep, for a family's ``held()`` (empty where
+        no model asked)."""
+        holder = self._edge_constants()
+        return [t for t in (holder._off_diagonal, getattr(holder, "_source_keys", None)) if t is not None]
 
     def _edge_constants(self):
         """Where this graph keeps what it derives from its edges' ids once (itself; a family whose layers share

@@ -58,6 +58,7 @@ from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, plexus_destinations
 from .base import Plan
 from .family import Algorithm, Family, add_family
 from .footprint import (FETCHING, Ledger, backward_of, backward_temporaries, edge_id_bytes, forward_calls, labels,
+                        source_key_bytes,
                         moments_of, params, redrawn_mask_columns, traced)
 from .aggregate import SourceKeys
 from .checks import PlexusRules
@@ -196,6 +197,7 @@ class _Shard:
         self._origin = (rows[0], cols[0])
         self._edge_ids = None
         self._off_diagonal = None  # the self-loop mask of its edges, where a layer asks (DistGraph.off_diagonal)
+        self._source_keys = None  # and the selecting semirings' keys, where a layer selects (SourceKeys)
 
     @property
     def edge_ids(self) -> tuple[np.ndarray, np.ndarray]:
@@ -1093,19 +1095,19 @@ def _plexus_shards(ctx, acc: Ledger, layouts, vb, count, me) -> tuple[dict, floa
     """The adjacency shards a Plexus rank builds, one per ``(third, rows, version)`` (pattern + transpose,
     values, edge ids): ``({layer: nnz}, largest nnz)``."""
     shards, largest = {}, 0.0
-    for l, lay in enumerate(layouts):
-        gr = lay.graph
-        if gr is None:
-            continue
-        key = (gr.third, gr.rows, gr.version if ctx.double else "rc")
+    keys = {l: (lay.graph.third, lay.graph.rows, lay.graph.version if ctx.double else "rc")
+            for l, lay in enumerate(layouts) if lay.graph is not None}
+    for l, key in keys.items():
         if key not in shards:
-            rows_t, rows_r = block_range(vb[gr.third], me[gr.third]), block_range(vb[gr.rows], me[gr.rows])
+            third, rows = key[:2]
+            rows_t, rows_r = block_range(vb[third], me[third]), block_range(vb[rows], me[rows])
             shards[key] = z = count(key[2], rows_t, rows_r)
             n_t, n_r = rows_t[1] - rows_t[0], rows_r[1] - rows_r[0]
             # pattern (crow, col; the row of each edge on a device) and its transpose (t_crow, t_col, t_perm)
             ib = index_bytes(n_t, n_r, z)
             acc.add("adjacency", ib * (n_t + 1 + n_r + 1 + (3 + holds_row(ctx.dev)) * z) + ctx.e * z)
             edge_id_bytes(acc, ctx, z)  # edge ids (and a mask of them), where the model asks for them
+            source_key_bytes(acc, ctx, z, [m for m, k in keys.items() if k == key])  # (the layers sharing it)
             largest = max(largest, z)
         shards[l] = shards[key]
     return shards, largest

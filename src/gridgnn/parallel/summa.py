@@ -50,6 +50,7 @@ from .base import Plan
 from .checks import SummaRules
 from .family import Algorithm, Family, add_family
 from .footprint import (FETCHING, Ledger, attention_layers, edge_id_bytes, labels, model_params, moments_of,
+                        source_key_bytes,
                         rows_model)
 from .graph import DistGraph
 from .program import LOCAL_ON_WHOLE_ROWS, PrimitiveCall, Program, needs_grad
@@ -207,6 +208,8 @@ class SummaGraph(DistGraph):
         for pat, _, idx in self.owned.values():
             tensors += pat.index_tensors() + [idx]
         tensors += self.held_edge_constants()
+        derived = [pat.derived for pat, _, _ in self.owned.values()] + list(self._received_derived.values())
+        tensors += [d["panel_keys"] for d in derived if "panel_keys" in d]  # (on a device: panel_keys)
         return tensors, list(self._edge_ids or ())
 
     # ------------------------------------------------------------------ communication helpers
@@ -839,6 +842,9 @@ def _summa_memory(spec, ctx, shape, ranks) -> dict:
             # GCN values and, on a device, the row of every local edge
             acc.add("adjacency", (e + rows_held * index_bytes(nr, owned)) * owned)
             edge_id_bytes(acc, ctx, owned)  # edge ids (and a mask of them), where the model asks for them
+            if rows_held:  # a device keeps every panel's tie-break keys once a layer on this version selects
+                source_key_bytes(acc, ctx, float(np.sum(sched[v].panel_nnz)),
+                                 [l for l in range(len(ctx.layers)) if version(l) == v])
             owned_by[v] = owned
         acc.add("features", nbk * dims[0] * e)
         labels(acc, ctx, r, nbk)

@@ -703,8 +703,10 @@ class _SavedLog:
             self.pack(t.mask)
             self.recipes.append((first, t.of, tuple(range(first, len(self.kept)))))
             return t
-        if t.dim() == 0 or t.layout != torch.strided or not (t.is_floating_point() or t.dtype == torch.bool):
-            return t  # scalars, sparse index structures and integer indices are the graph's, not activations
+        if t.dim() == 0 or t.layout != torch.strided or not (t.is_floating_point() or t.dtype == torch.bool
+                                                             or t.dim() == 2 and t.shape[0] == self.n):
+            return t  # scalars, sparse index structures and integer indices are the graph's, not activations (but
+            # an integer node tensor is the step's: the edge a selecting semiring's winner came by, per row and column
         ptr = t.untyped_storage().data_ptr()
         if ptr not in self.seen:
             self.seen.add(ptr)

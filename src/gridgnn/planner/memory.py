@@ -292,7 +292,8 @@ def estimate_rank_memory(algo: str, shape, n: int, nnz: int, dims, *, elem_bytes
                         layers=layers_of(dims, trace), overlap=bool(overlap), hash_workspace=dropout_hash_workspace(dev),
                         kept=int(bool(keep_best)), moments=int(optimizer_state[0]), counters=bool(optimizer_state[1]),
                         edge_ids=bool(getattr(trace, "edge_ids", False)),
-                        off_diagonal=bool(getattr(trace, "off_diagonal", False)))
+                        off_diagonal=bool(getattr(trace, "off_diagonal", False)),
+                        select_layers=frozenset(c.layer for c in trace.calls if c.name == "spmm_select"))
     which = range(world) if ranks is None else [int(r) for r in ranks]
     for r in which:
         if not 0 <= r < world:
