@@ -10,9 +10,24 @@ import torch
 
 
 class Counter:
+    """The bytes of the memory the counted tensors and arrays span, each byte once: the union of their address
+    ranges (a tensor made from an array with ``torch.from_numpy`` is the array's memory, counted once)."""
+
     def __init__(self):
-        self.seen: set = set()
-        self.total = 0
+        self.spans: dict[int, int] = {}  # start address → end
+
+    @property
+    def total(self) -> int:
+        total, reach = 0, 0
+        for start, end in sorted(self.spans.items()):
+            if end > reach:
+                total += end - max(start, reach)
+                reach = end
+        return total
+
+    def _span(self, start: int, nbytes: int) -> None:
+        if nbytes:
+            self.spans[start] = max(self.spans.get(start, 0), start + nbytes)
 
     def tensor(self, t) -> None:
         if t is None:
@@ -22,10 +37,7 @@ class Counter:
                 self.tensor(part)
             return
         s = t.untyped_storage()
-        key = ("t", s.data_ptr(), s.nbytes())
-        if key not in self.seen:
-            self.seen.add(key)
-            self.total += s.nbytes()
+        self._span(s.data_ptr(), s.nbytes())
 
     def array(self, a) -> None:
         if a is None:
@@ -33,10 +45,7 @@ class Counter:
         base = a
         while isinstance(base, np.ndarray) and base.base is not None and isinstance(base.base, np.ndarray):
             base = base.base
-        key = ("a", id(base))
-        if key not in self.seen:
-            self.seen.add(key)
-            self.total += base.nbytes
+        self._span(base.__array_interface__["data"][0], base.nbytes)
 
     def scipy(self, m) -> None:
         for a in (m.data, m.indices, m.indptr):

@@ -171,7 +171,7 @@ TRACED_CASES = [("gat", "1d-sa", (4,), [24, 16, 4]), ("gat", "2d", (2, 2), [24, 
                 ("sage", "edge", (1, 4), [24, 16, 4]),
                 # the selecting semirings' tie-break keys: per graph (row blocks), per shared shard (Plexus)
                 ("sage+max", "1d-sa", (4,), [24, 16, 4]), ("sage+max", "plexus", (2, 2, 1), [24, 16, 4]),
-                ("sage+min", "2d", (2, 2), [24, 16, 4])]
+                ("sage+min", "2d", (2, 2), [24, 16, 4]), ("sage+max", "3d", (1, 2, 2), [24, 16, 4])]
 
 
 def _typed(g, relations: int, seed: int):
@@ -219,7 +219,9 @@ def test_traced_model_estimate_is_close_to_its_step(dist_runs, case):
     """Every model is estimated from its trace (the tensors autograd saved on the 3-vertex graph, scaled to
     each rank's layout): every rank's activations within 1.5x either way of what autograd saved in a real step,
     parameters with Adam's state exact on the row-block and SUMMA algorithms and at most 10 % above on Plexus (its
-    weights and biases on their blocks, attention vectors counted whole), adjacency and features exact as for GCN."""
+    weights and biases on their blocks, attention vectors counted whole), adjacency and features exact as for GCN.
+    A selecting GraphSAGE's activations are exact: its winners (``int64``) lie as the selection's output, and on
+    SUMMA on the panels' rows and the process column's block."""
     model, algo, shape, dims = case
     measured = dist_runs[traced_id(case)]
     graph = GM_OF.get(model, GM)
@@ -232,6 +234,8 @@ def test_traced_model_estimate_is_close_to_its_step(dist_runs, case):
         comp = est.ranks[r].per_component
         saved = est.ranks[r].saved_activations
         assert m["activations"] / 1.5 <= saved <= 1.5 * m["activations"], (r, saved, m)
+        if model.partition("+")[2] in ("max", "min"):
+            assert saved == m["activations"], (r, saved, m)
         assert m["parameters"] <= comp["parameters"] <= (1.1 if algo.startswith("plexus") else 1.0) * m["parameters"], r
         assert (comp["adjacency"], comp["features"]) == (m["adjacency"], m["features"]), r
 

@@ -183,9 +183,10 @@ def edge_id_bytes(acc: "Ledger", ctx: MemoryContext, edges: float) -> None:
 def source_key_bytes(acc: "Ledger", ctx: MemoryContext, edges: float, layers=None) -> None:
     """The tie-break keys (each edge's source's original id, ``int64``, on the device) a graph of ``edges`` local
     edges keeps once one of its ``layers`` (default: any) aggregates over a selecting semiring
-    (:class:`~gridgnn.parallel.aggregate.SourceKeys`; SUMMA's kept per panel on a device)."""
-    if ctx.select_layers if layers is None else ctx.select_layers & set(layers):
-        acc.add("adjacency", 8 * edges)
+    (:class:`~gridgnn.parallel.aggregate.SourceKeys`; SUMMA's kept per panel on a device). A device's are a copy;
+    the host's are a view of the edges' original source ids (:func:`edge_id_bytes`)."""
+    if ctx.dev != "cpu" and (ctx.select_layers if layers is None else ctx.select_layers & set(layers)):
+        acc.add("adjacency", 8 * edges)  # (on the host they are the edges' source ids themselves, booked with them)
 
 
 #: bytes each logits row's labels hold: the label (int64) and the train, val and test masks (bool)
@@ -327,7 +328,7 @@ def dropout_hash(acc: Ledger, ctx: MemoryContext, layer: int, elements: float) -
 
 
 def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: int, out_cols: int,
-           graph_of=None, *, skip=frozenset(), flags: bool = False) -> None:
+           graph_of=None, *, skip=frozenset(), flags: bool = False, winners=None) -> None:
     r"""Activations and workspace of a traced model: every tensor autograd saved in the trace, scaled to this
     rank (``node(layout, layer, columns)`` and ``edges(layer)`` give its local elements) at the position it was
     saved at, the logits and targets (held all the step);
@@ -335,7 +336,8 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
     dropout hash of its input as it starts. ``graph_of(layer)``: which
     of the rank's graphs a layer uses (each looks the edge table up once; default: one graph for every layer).
     ``skip``: indices of saved tensors the family counts otherwise; ``flags``: the loss over logits split in class
-    blocks (``sharded_cross_entropy``) keeps a flag per labelled row."""
+    blocks (``sharded_cross_entropy``) keeps a flag per labelled row; ``winners(layer, columns)``: the local
+    elements of a selection's winners where they do not lie as its output (default: ``node`` of their layout)."""
     e, tr = ctx.e, ctx.trace
     m = train_rows_at(ctx.train_rows, rank, out_rows)
     for j, s in enumerate(tr.saved):
@@ -344,6 +346,8 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
         size = s.itemsize or e
         if s.kind == "node":
             acc.saved(node(s.layout, s.layer, s.cols) * size, s.pos)
+        elif s.kind == "winners":
+            acc.saved((winners(s.layer, s.cols) if winners else node(s.layout, s.layer, s.cols)) * size, s.pos)
         elif s.kind == "edge":
             acc.saved(edges(s.layer) * s.cols * size, s.pos)
         elif s.kind == "loss":  # a row per labelled logits row, at the logits' columns of this rank
@@ -389,7 +393,9 @@ def model_params(acc: Ledger, ctx: MemoryContext, *, grad_allreduce: bool) -> No
     params(acc, ctx, ctx.trace.nparams, ctx.trace.ntensors, grad_allreduce=grad_allreduce)
 
 
-def rows_model(acc: Ledger, ctx: MemoryContext, rank: int, rows: int, edges, graph_of=None) -> None:
+def rows_model(acc: Ledger, ctx: MemoryContext, rank: int, rows: int, edges, graph_of=None, winners=None) -> None:
     """Activations and workspace of a model on a block of ``rows`` whole rows whose layer ``l`` has ``edges(l)``
-    local edges (block-row, SUMMA): its trace scaled to the block (``graph_of`` as for :func:`traced`)."""
-    traced(acc, ctx, rank, lambda lay, l, cols: rows * cols, edges, rows, ctx.dims[-1], graph_of=graph_of)
+    local edges (block-row, SUMMA): its trace scaled to the block (``graph_of``, ``winners`` as for
+    :func:`traced`)."""
+    traced(acc, ctx, rank, lambda lay, l, cols: rows * cols, edges, rows, ctx.dims[-1], graph_of=graph_of,
+           winners=winners)

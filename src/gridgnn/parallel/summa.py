@@ -849,7 +849,9 @@ def _summa_memory(spec, ctx, shape, ranks) -> dict:
         acc.add("features", nbk * dims[0] * e)
         labels(acc, ctx, r, nbk)
         model_params(acc, ctx, grad_allreduce=pr * zf > 1)
-        rows_model(acc, ctx, r, nbk, lambda l: owned_by[version(l)], graph_of=version)
+        # a selection's winners lie on the panels' rows R_i and the process column's column block of their width
+        rows_model(acc, ctx, r, nbk, lambda l: owned_by[version(l)], graph_of=version,
+                   winners=lambda l, cols: nr * sched[version(l)].gather_cols(cols).pieces[j])
         attention = attention_layers(ctx.trace)
         for l, (cols, width, heads, fi) in enumerate(ctx.layers):
             sv = sched[version(l)]

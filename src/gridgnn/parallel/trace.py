@@ -48,7 +48,9 @@ from .registry import layout_rules
 class SavedTensor:
     """A tensor autograd keeps for the backward of the traced step (what the memory model scales to a rank's
     block): a node tensor (``kind="node"``, laid out as ``layout``), an edge tensor (``"edge"``, of layer
-    ``layer``'s graph), a tensor of the loss with a row per labelled vertex (``"loss"``: the log-softmax of the
+    ``layer``'s graph), a selecting semiring's winners (``"winners"``: the edge each row and column's extremum came
+    by, ``int64``, laid out as the selection's output; SUMMA holds them on its panels' rows and column block), a
+    tensor of the loss with a row per labelled vertex (``"loss"``: the log-softmax of the
     labelled logits rows) or a tensor of none of these (``"other"``, ``cols`` = its elements); ``cols`` = elements
     per row;
     ``itemsize`` = 0 for the training dtype (floating point), else the bytes of its elements (a boolean mask: 1);
@@ -186,6 +188,7 @@ class _Tracer:
         self.calls: list = []  # (name, layer, operand layouts)
         self.paused = False
         self.layer = 0
+        self.current_output = None  # the output layout of the primitive running now (what its saves lie as)
         self.saved_log = None  # the step's _SavedLog (what autograd saved so far)
         self.linear_inputs: dict = {}  # index of a logged linear call → indices of what keeping its input saved
 
@@ -485,8 +488,12 @@ class _TraceGraph:
             inputs = [x for x in (*edge, *node) if x is not None]
             self._plan.calls.append(PrimitiveCall(name, self._layer, int(width), int(heads),
                                                   tuple(bool(x.requires_grad) for x in inputs), **extra))
-        with t.pause():
-            out = _fresh(fn(), node)
+        previous, t.current_output = t.current_output, lay if out_kind == "node" else None
+        try:
+            with t.pause():
+                out = _fresh(fn(), node)
+        finally:
+            t.current_output = previous
         return t.tag(out, lay if out_kind == "node" else t.rules.edges(self._layer))
 
     def spmm(self, values, x, semiring: str = "sum", mask=None):
@@ -703,10 +710,12 @@ class _SavedLog:
             self.pack(t.mask)
             self.recipes.append((first, t.of, tuple(range(first, len(self.kept)))))
             return t
+        winners = t.dim() == 2 and t.shape[0] == self.n and not (t.is_floating_point() or t.dtype == torch.bool)
         if t.dim() == 0 or t.layout != torch.strided or not (t.is_floating_point() or t.dtype == torch.bool
-                                                             or t.dim() == 2 and t.shape[0] == self.n):
-            return t  # scalars, sparse index structures and integer indices are the graph's, not activations (but
-            # an integer node tensor is the step's: the edge a selecting semiring's winner came by, per row and column
+                                                             or winners):
+            return t  # scalars, sparse index structures and integer indices are the graph's, not activations
+        if winners and self.t.layout_of(t) is None and self.t.current_output is not None:
+            self.t.tag(t, self.t.current_output)  # (the step's own: a selection's winning edges, as its output lies)
         ptr = t.untyped_storage().data_ptr()
         if ptr not in self.seen:
             self.seen.add(ptr)
@@ -726,6 +735,8 @@ class _SavedLog:
             mask = store.data_ptr() in self.masks  # a dropout mask: SavedTensor.mask names its kind
             if lay is None and self.t.param_reads(t):  # made of parameters alone (weights side by side): no rows
                 out.append(SavedTensor(layer, "other", elements, itemsize, pos=pos))
+            elif itemsize > 1:  # an integer node tensor: a selecting semiring's winning edge per row and column
+                out.append(SavedTensor(layer, "winners", elements // self.n, itemsize, lay, pos))
             elif in_loss and lay is None and t.shape[0] == self.n:  # a row per labelled vertex (all 3 are)
                 out.append(SavedTensor(layer, "loss", elements // self.n, itemsize, pos=pos))
             elif isinstance(lay, EdgeLayout) or lay is None and t.shape[0] == self.nnz:
