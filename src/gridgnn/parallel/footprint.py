@@ -17,6 +17,7 @@ import numpy as np
 
 from ..ops import hashing
 from ..ops.masked import redraws
+from ..ops.pattern import SDDMM_CHUNK_ELEMENTS
 
 #: the components of a rank's peak, in report order
 COMPONENTS = ("runtime", "graph", "adjacency", "features", "parameters", "activations", "buffers", "workspace")
@@ -187,6 +188,25 @@ def source_key_bytes(acc: "Ledger", ctx: MemoryContext, edges: float, layers=Non
     the host's are a view of the edges' original source ids (:func:`edge_id_bytes`)."""
     if ctx.dev != "cpu" and (ctx.select_layers if layers is None else ctx.select_layers & set(layers)):
         acc.add("adjacency", 8 * edges)  # (on the host they are the edges' source ids themselves, booked with them)
+
+
+#: a selecting semiring's forward (:func:`gridgnn.ops.semiring.partial` folded into a ``Selection``), in bytes: per
+#: element of its output block ``(a, b)`` → ``a·e + b`` (the running best, winning edge and key, the partial's),
+#: per element of a run of messages ``(c, d)`` → ``c + d·e`` (the messages, their masked copy, the int64 candidates
+#: and keys; runs of whole rows up to :data:`~gridgnn.ops.pattern.SDDMM_CHUNK_ELEMENTS`); and its backward's beyond
+#: the two gradients, per output element (the chosen edges' sources, flat indices, the routed values). Measured
+#: with torch's profiler on the serial plan in float32 and float64 (within 2 %:
+#: ``tests/planner/test_memory.py::test_a_selections_forward_and_backward_take_what_the_model_books``).
+SELECT_OUT, SELECT_RUN, SELECT_BACKWARD = (2, 24), (28, 1), 33
+
+
+def selection_bytes(ctx: MemoryContext, out: float, edges: float, width: int) -> tuple[float, float]:
+    """``(forward, backward beyond the gradients)`` bytes of a selecting aggregation of ``width`` columns whose
+    output block has ``out`` local elements over ``edges`` local edges."""
+    e = ctx.e
+    run = min(float(SDDMM_CHUNK_ELEMENTS), edges * width)
+    return (SELECT_OUT[0] * e + SELECT_OUT[1]) * out + (SELECT_RUN[0] + SELECT_RUN[1] * e) * run, \
+        SELECT_BACKWARD * out
 
 
 #: bytes each logits row's labels hold: the label (int64) and the train, val and test masks (bool)
@@ -365,11 +385,19 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
         for l in range(len(ctx.layers)):
             first.setdefault(0 if graph_of is None else graph_of(l), l)
         acc.add("features", sum(edges(l) for l in first.values()) * per_edge)
+    won = {s.pos - 1: (winners(s.layer, s.cols) if winners else node(s.layout, s.layer, s.cols))
+           for s in tr.saved if s.kind == "winners"}  # a selection's output block, by its call
     for k, c in forward_calls(tr):
         node_cols, edge_cols = backward_temporaries(ctx, k)
         mask_node, mask_edge = redrawn_mask_columns(ctx, k)
+        extra = 0.0
+        if c.name == "spmm_select":  # its forward's selection and messages; its backward's int64 routing
+            out = won.get(k, node(None, c.layer, c.width))
+            forward, extra = selection_bytes(ctx, out, edges(c.layer), c.width)
+            acc.cand("workspace", forward, f"layer {c.layer} spmm_select forward",
+                     at=[(k, f"layer {c.layer} spmm_select forward (call {k})")])
         acc.cand("workspace", (node(None, c.layer, node_cols) + edges(c.layer) * edge_cols) * e
-                 + node(None, c.layer, mask_node) + edges(c.layer) * mask_edge,
+                 + node(None, c.layer, mask_node) + edges(c.layer) * mask_edge + extra,
                  f"layer {c.layer} {c.name} backward temporaries", at=[backward_of(ctx, k)])
     for l, (cols, _, heads, fi) in enumerate(ctx.layers):
         if not moments_of(ctx, l):  # a layer of raw operations alone: its gradients at every moment
