@@ -1,7 +1,8 @@
 """One serial GraphSAGE step with a selecting aggregation (max) next to the mean: the memory the torch allocator
 held (``bench_local.allocated_peak``: the tensors alive plus the step's own peak, torch.profiler's memory timeline)
-against the memory guard's estimate of the same step (less its runtime constant and the host's copy of the graph,
-which the allocator's view does not hold; the estimate's SciPy blocks are in it, the allocator's view has not them).
+against the memory guard's estimate of the same step, less its runtime constant and the host's copy of the graph.
+The allocator's view holds neither. The estimate also counts what NumPy holds, the edges' original ids (16 bytes
+per edge), and it books a ``linear``'s backward as two tensors of its layer's widest width, an upper bound.
 
 Usage: python benchmarks/selection_memory.py [--data SPEC] [--hidden 64]
 """

@@ -25,7 +25,7 @@ from gridgnn.graph import Graph, gcn_normalize
 from gridgnn.graph.sharded import ShardedDataset, write_sharded
 from gridgnn.nn import GCN, keep_mask
 from gridgnn.ops import kernels
-from gridgnn.parallel import algorithm
+from gridgnn.parallel import algorithm, footprint
 from gridgnn.partition import RowPartition, even_bounds
 from gridgnn.partition.permute import single_permutation
 from gridgnn.distributed.machine import (GIB, RUNTIME_PRIVATE_BYTES, RUNTIME_SHARED_BYTES, available_memory_bytes,
@@ -486,31 +486,39 @@ def test_a_device_hashing_a_mask_takes_what_its_workspace_says(chunk, monkeypatc
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_a_selections_forward_and_backward_take_what_the_model_books(dtype):
-    """A selecting aggregation (GraphSAGE max on the serial plan: the messages of runs of whole rows, the running
-    winners, the int64 routing of the backward), measured by torch's profiler, against what the memory model books
-    (``footprint.selection_bytes``): within 2 %, at widths and sizes whose runs are the whole graph and the chunk
-    bound. Before it was booked, a GraphSAGE max step held 195 MiB where the estimate said 60."""
+def test_a_selections_forward_and_backward_take_what_the_model_books(dtype, monkeypatch):
+    """A selecting aggregation (GraphSAGE max on the serial plan), measured by torch's profiler with its input,
+    against what the memory model books (``footprint.selection_bytes`` and the input): within 2 % where forming the
+    messages is its peak — one run of the whole graph, and runs at the chunk bound — and at most 15 % above where
+    folding them into the winners is (runs of 2¹³ messages: the booking is the distributed families' bound, which
+    holds the partial through their settle); its backward's routing within 2 %. Before it was booked, a GraphSAGE
+    max step held 195 MiB where the estimate said 60."""
     from types import SimpleNamespace
 
     from gridgnn.graph.spec import load_graph
-    from gridgnn.ops import pattern
+    from gridgnn.ops import semiring
     from gridgnn.parallel.blockrow import build_serial
     from gridgnn.parallel.footprint import selection_bytes
 
     e = torch.tensor([], dtype=dtype).element_size()
-    for n, width in ((2000, 16), (20000, 64)):  # 3.5·10⁵ and 1.4·10⁷ message elements: one run, and chunks
+    for n, width, chunk, slack in ((2000, 16, None, 0.02), (12000, 48, None, 0.02), (3000, 16, 1 << 13, 0.15)):
+        if chunk is not None:  # (the runs the kernel forms and the bound the model reads)
+            monkeypatch.setattr(semiring, "SDDMM_CHUNK_ELEMENTS", chunk)
+            monkeypatch.setattr(footprint, "SDDMM_CHUNK_ELEMENTS", chunk)
         g = load_graph(f"synthetic:sbm?n={n}&classes=4&avg_degree=10&features=8")
         gr = build_serial(gcn_normalize(g), dtype=dtype).graph(0)
         x = torch.randn(n, width, dtype=dtype, requires_grad=True)
         gr.spmm_select(None, x, "max", gr.off_diagonal).sum().backward()  # (what is derived once: before)
         held = {}
-        forward = profiled_peak(lambda: held.setdefault("y", gr.spmm_select(None, x, "max", gr.off_diagonal)))
+        forward = x.nbytes + profiled_peak(lambda: held.setdefault("y", gr.spmm_select(None, x, "max",
+                                                                                       gr.off_diagonal)))
         dy = torch.ones_like(held["y"])
         backward = profiled_peak(lambda: held["y"].backward(dy))
         booked, routing = selection_bytes(SimpleNamespace(e=e), n * width, gr.nnz, width)
-        assert gr.nnz * width > pattern.SDDMM_CHUNK_ELEMENTS or n == 2000
-        assert abs(forward - booked) <= 0.02 * booked, (n, width, forward, booked)
+        booked += x.nbytes
+        assert gr.nnz * width > semiring.SDDMM_CHUNK_ELEMENTS or n == 2000
+        assert forward <= booked <= (1 + slack) * forward if slack > 0.02 else abs(forward - booked) <= 0.02 * booked, \
+            (n, width, chunk, forward, booked)
         assert abs(backward - (routing + e * n * width)) <= 0.02 * backward, (n, width, backward)  # (and ∂X)
 
 

@@ -190,23 +190,26 @@ def source_key_bytes(acc: "Ledger", ctx: MemoryContext, edges: float, layers=Non
         acc.add("adjacency", 8 * edges)  # (on the host they are the edges' source ids themselves, booked with them)
 
 
-#: a selecting semiring's forward (:func:`gridgnn.ops.semiring.partial` folded into a ``Selection``), in bytes: per
-#: element of its output block ``(a, b)`` → ``a·e + b`` (the running best, winning edge and key, the partial's),
-#: per element of a run of messages ``(c, d)`` → ``c + d·e`` (the messages, their masked copy, the int64 candidates
-#: and keys; runs of whole rows up to :data:`~gridgnn.ops.pattern.SDDMM_CHUNK_ELEMENTS`); and its backward's beyond
-#: the two gradients, per output element (the chosen edges' sources, flat indices, the routed values). Measured
-#: with torch's profiler on the serial plan in float32 and float64 (within 2 %:
-#: ``tests/planner/test_memory.py::test_a_selections_forward_and_backward_take_what_the_model_books``).
-SELECT_OUT, SELECT_RUN, SELECT_BACKWARD = (2, 24), (28, 1), 33
+#: a selecting semiring's forward (:func:`gridgnn.ops.semiring.partial` folded into a ``Selection``), in bytes, the
+#: larger of two phases. Forming the messages: per element of its output block ``(a, b)`` → ``a·e + b`` (the running
+#: best, winning edge and key, the partial's), per message of a run ``(c, d)`` → ``c + d·e`` (the messages, their
+#: masked copy, the int64 candidates and keys; runs of whole rows up to
+#: :data:`~gridgnn.ops.pattern.SDDMM_CHUNK_ELEMENTS`). Folding a partial into the winners (and settling them
+#: across ranks): per output element ``SELECT_FOLD`` ``(f, g)`` → ``f·e + g`` — the serial plan's fold holds
+#: ``2e + 49``, a stage's edge map 2 more, Plexus' settle the partial too, ``3e + 51``, which is booked for all.
+#: Its backward's beyond the two gradients, per output element (the chosen edges' sources, flat indices, the routed
+#: values). Measured with torch's profiler on the serial plan in float32 and float64
+#: (``tests/planner/test_memory.py::test_a_selections_forward_and_backward_take_what_the_model_books``).
+SELECT_OUT, SELECT_RUN, SELECT_FOLD, SELECT_BACKWARD = (2, 24), (28, 1), (3, 51), 33
 
 
 def selection_bytes(ctx: MemoryContext, out: float, edges: float, width: int) -> tuple[float, float]:
     """``(forward, backward beyond the gradients)`` bytes of a selecting aggregation of ``width`` columns whose
-    output block has ``out`` local elements over ``edges`` local edges."""
+    output block has ``out`` local elements over ``edges`` local edges (the forward's input is the caller's)."""
     e = ctx.e
     run = min(float(SDDMM_CHUNK_ELEMENTS), edges * width)
-    return (SELECT_OUT[0] * e + SELECT_OUT[1]) * out + (SELECT_RUN[0] + SELECT_RUN[1] * e) * run, \
-        SELECT_BACKWARD * out
+    messages = (SELECT_OUT[0] * e + SELECT_OUT[1]) * out + (SELECT_RUN[0] + SELECT_RUN[1] * e) * run
+    return max(messages, (SELECT_FOLD[0] * e + SELECT_FOLD[1]) * out), SELECT_BACKWARD * out
 
 
 #: bytes each logits row's labels hold: the label (int64) and the train, val and test masks (bool)
@@ -326,10 +329,20 @@ def backward_of(ctx: MemoryContext, k: int) -> Moment:
     return (k + 1, f"layer {c.layer} {c.name} backward (call {k})")
 
 
+def selection_forward(ctx: MemoryContext, k: int) -> Moment:
+    """The moment of the forward of the trace's call ``k``, a selecting aggregation (``spmm_select``: its messages
+    and running winners, :func:`selection_bytes`): what the calls before it saved is held."""
+    return (k, f"layer {ctx.trace.calls[k].layer} spmm_select forward (call {k})")
+
+
 def moments_of(ctx: MemoryContext, layer: int, names=None) -> list:
-    """The backward moments of layer ``layer``'s calls (of the primitives in ``names``; default every one)."""
-    return [backward_of(ctx, k) for k, c in forward_calls(ctx.trace)
-            if c.layer == layer and (names is None or c.name in names)]
+    """The backward moments of layer ``layer``'s calls (of the primitives in ``names``; default every one), and the
+    forward moment of a selecting aggregation among them (what it fetches is held while it selects)."""
+    out = []
+    for k, c in forward_calls(ctx.trace):
+        if c.layer == layer and (names is None or c.name in names):
+            out += [backward_of(ctx, k)] + ([selection_forward(ctx, k)] if c.name == "spmm_select" else [])
+    return out
 
 
 def layer_start(ctx: MemoryContext, layer: int) -> list:
@@ -391,11 +404,11 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
         node_cols, edge_cols = backward_temporaries(ctx, k)
         mask_node, mask_edge = redrawn_mask_columns(ctx, k)
         extra = 0.0
-        if c.name == "spmm_select":  # its forward's selection and messages; its backward's int64 routing
+        if c.name == "spmm_select":  # its forward's selection and messages, with its input; its backward's routing
             out = won.get(k, node(None, c.layer, c.width))
             forward, extra = selection_bytes(ctx, out, edges(c.layer), c.width)
-            acc.cand("workspace", forward, f"layer {c.layer} spmm_select forward",
-                     at=[(k, f"layer {c.layer} spmm_select forward (call {k})")])
+            acc.cand("workspace", forward + node(None, c.layer, c.width) * e, f"layer {c.layer} spmm_select forward",
+                     at=[selection_forward(ctx, k)])
         acc.cand("workspace", (node(None, c.layer, node_cols) + edges(c.layer) * edge_cols) * e
                  + node(None, c.layer, mask_node) + edges(c.layer) * mask_edge + extra,
                  f"layer {c.layer} {c.name} backward temporaries", at=[backward_of(ctx, k)])
