@@ -176,7 +176,8 @@ def test_a_key_from_an_epoch_held_in_a_tensor_has_the_host_keys_bits():
         for edge, host in ((False, D._node_key), (True, D._edge_key)):
             got = D.device_key(seed, torch.tensor(epoch), layer, edge=edge)
             assert got.dtype == torch.int64 and got.dim() == 0
-            assert int(got) % 2**64 == int(host(seed, epoch, layer)) == D.device_key(seed, epoch, layer, edge=edge) % 2**64
+            want = int(host(seed, epoch, layer))
+            assert int(got) % 2**64 == want == D.device_key(seed, epoch, layer, edge=edge) % 2**64
     x = torch.ones(40, 6, dtype=torch.float64)
     ids = np.arange(40)
     held = D.hashed_dropout(x, 0.5, ids, seed=2, epoch=torch.tensor(9), layer=1, training=True)

@@ -211,8 +211,8 @@ def test_on_a_gpu_the_trainer_with_cuda_graphs_trains_as_without(tmp_path, monke
     records, results = {}, {}
     for graphed in (False, True):
         records[graphed] = []
-        results[graphed] = gridgnn.train(gridgnn.TrainConfig(**cfg, cuda_graph=graphed, out=str(tmp_path / str(graphed))),
-                                         callbacks=[records[graphed].append])
+        run = gridgnn.TrainConfig(**cfg, cuda_graph=graphed, out=str(tmp_path / str(graphed)))
+        results[graphed] = gridgnn.train(run, callbacks=[records[graphed].append])
     assert recorded == [False, True]  # the step, then the evaluation in the step's pool
     assert len(records[True]) == len(records[False]) == 8
     for got, want in zip(records[True], records[False]):

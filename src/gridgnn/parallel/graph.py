@@ -125,7 +125,7 @@ class DistGraph(ABC):
         """What :attr:`off_diagonal` and the selecting semirings' keys keep, for a family's ``held()`` (empty where
         no model asked)."""
         holder = self._edge_constants()
-        return [t for t in (holder._off_diagonal, getattr(holder, "_source_keys", None)) if t is not None]
+        return [t for t in (holder._off_diagonal, holder._source_keys) if t is not None]
 
     def _edge_constants(self):
         """Where this graph keeps what it derives from its edges' ids once (itself; a family whose layers share

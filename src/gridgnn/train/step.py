@@ -111,7 +111,8 @@ def allreduce_grads(model: torch.nn.Module, comm, axis) -> None:
     GradReducer(model, comm, axis, early=False).reduce()
 
 
-def forward_backward(model, plan, comm, data: LocalData, *, epoch: int | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def forward_backward(model, plan, comm, data: LocalData, *,
+                     epoch: int | torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Forward (phase ``fwd``), backward (``bwd``) and gradient reduction (``grad``); returns the local loss
     summand and the logits. The caller steps the optimizer."""
     model.train()
