@@ -842,9 +842,9 @@ def _summa_memory(spec, ctx, shape, ranks) -> dict:
             # GCN values and, on a device, the row of every local edge
             acc.add("adjacency", (e + rows_held * index_bytes(nr, owned)) * owned)
             edge_id_bytes(acc, ctx, owned)  # edge ids (and a mask of them), where the model asks for them
-            if rows_held:  # a device keeps every panel's tie-break keys once a layer on this version selects
-                source_key_bytes(acc, ctx, float(np.sum(sched[v].panel_nnz)),
-                                 [l for l in range(len(ctx.layers)) if version(l) == v])
+            # a device keeps every panel's tie-break keys once a layer on this version selects (the host: none)
+            source_key_bytes(acc, ctx, float(np.sum(sched[v].panel_nnz)),
+                             [l for l in range(len(ctx.layers)) if version(l) == v])
             owned_by[v] = owned
         acc.add("features", nbk * dims[0] * e)
         labels(acc, ctx, r, nbk)
