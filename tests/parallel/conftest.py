@@ -89,13 +89,19 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
                                               grid=shapes_3d(P)[-1], model="gat", heads=2, seed=7, epoch=3)))
     for gname, g in GRAPHS.items():
         for dname, dims in DIMS.items():
+            turn = tuple(GRAPHS).index(gname) + tuple(DIMS).index(dname)
             for algo in ("1d", "1d-sa"):  # (at P = 1 both partitions are the one block: one of them)
-                for pname, part in (("random", "random"), ("skewed", skewed_partition(N, P, 5)))[:1 if P == 1 else 2]:
+                parts = (("random", "random"), ("skewed", skewed_partition(N, P, 5)))[:1 if P == 1 else 2]
+                if P >= 8:  # the paths of P = 2 and 4 again: one partition per graph and depth, alternating (the
+                    parts = parts[turn % 2:][:1]  # same for both algorithms: the sparsity-aware one's twin)
+                for pname, part in parts:
                     out.append((f"{algo}-{gname}-{dname}-{pname}", Case(graph=g, algo=algo, dims=dims, partition=part,
                                                                         dropout=0.4, seed=7, epoch=3)))
             for i, c in enumerate([c for c in PS if P % c == 0]):  # one partition per c, graph and depth, rotating
+                if P >= 8 and (i + turn) % 2:  # two c per graph and depth, each c meeting both graphs and depths
+                    continue
                 for algo in ("1.5d", "1.5d-sa"):
-                    t = i + tuple(GRAPHS).index(gname) + tuple(DIMS).index(dname)
+                    t = i + turn if P < 8 else i // 2 + turn  # (P = 8: the two kept c take both partitions)
                     for pname, part in (("random", "random"), ("skewed", skewed_partition(N, P // c, 6)))[t % 2:][:1]:
                         out.append((f"{algo}-c{c}-{gname}-{dname}-{pname}",
                                     Case(graph=g, algo=algo, dims=dims, replication=c, partition=part, dropout=0.4,
@@ -113,13 +119,15 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
             cs = [c for c in PS if P % c == 0]  # two c per graph and depth, rotating: the GCN cases run every c
             for m, algo in enumerate(("1.5d", "1.5d-sa")):
                 for c in {cs[(2 * (tuple(GRAPHS).index(gname) * 2 + tuple(GAT_DIMS).index(dname)) + m + i) % len(cs)]
-                          for i in (0, 1)}:
+                          for i in ((0, 1) if P < 8 else (0,))}:  # (P = 8: one, every c met over the four)
                     out.append((f"gat-{algo}-c{c}-{gname}-{dname}-skewed",
                                 Case(algo=algo, replication=c, partition=skewed_partition(N, P // c, 6), **kw)))
             for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P))):
                 for j, shape in enumerate(shapes):  # heads straddle column blocks when pc does not divide heads × width
                     if (j + tuple(GRAPHS).index(gname) + tuple(GAT_DIMS).index(dname)) % 2 and len(shapes) > 2:
                         continue  # each shape on one graph per depth (alternating): the same path on the other
+                    if P >= 8 and (j // 2 + tuple(GAT_DIMS).index(dname)) % 2:
+                        continue  # P = 8: each shape under one depth (each depth meeting both graphs)
                     out.append((f"gat-{algo}-{'x'.join(map(str, shape))}-{gname}-{dname}-random",
                                 Case(algo=algo, grid=shape, partition="random", **kw)))
     for k, shape in enumerate(shapes_3d(P)):  # Plexus: every shape, each GAT depth; the graphs alternate
