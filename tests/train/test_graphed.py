@@ -109,36 +109,67 @@ def test_recording_refuses_what_a_capture_cannot_hold():
     assert torch.equal(out, torch.full((3,), 15.0))
 
 
-def test_the_trainer_records_the_step_and_trains_as_without(device_paths_on_host, monkeypatch, tmp_path):
-    """``gridgnn.train(..., cuda_graph=True)`` in this process: the step and the evaluation are recorded once each,
-    and every epoch's loss and accuracies, the trained parameters and the saved logits (the evaluation replayed
-    once more) are those of the same run without it."""
-    recorded = []
-    capture = HostGraphs.capture
-    monkeypatch.setattr(HostGraphs, "capture", staticmethod(lambda fn, pool: recorded.append(1) or capture(fn, pool)))
-    cfg = dict(data="synthetic:sbm?n=300&classes=4&avg_degree=6&features=12", model="gat", heads=2, hidden=4,
-               epochs=6, dropout=0.3, device="cpu", quiet=True)
-    records = {}
-    results = {}
+def trained_both_ways(graphs, monkeypatch, tmp_path, **cfg):
+    """``gridgnn.train`` without and with ``cuda_graph`` (outputs in ``tmp_path/False`` and ``tmp_path/True``): each
+    run's epoch records and its result, after checking that the graphed run recorded its step, then its evaluation
+    in the step's memory pool (``graphs``: :class:`HostGraphs` or :class:`CudaGraphs`)."""
+    pools = []
+    capture = graphs.capture
+    monkeypatch.setattr(graphs, "capture", staticmethod(lambda fn, pool: pools.append(pool is not None)
+                                                        or capture(fn, pool)))
+    records, results = {}, {}
     for graphed in (False, True):
         records[graphed] = []
-        results[graphed] = gridgnn.train(gridgnn.TrainConfig(**cfg, cuda_graph=graphed, save_logits=True,
-                                                             out=str(tmp_path / str(graphed))),
-                                         callbacks=[records[graphed].append])
-    assert recorded == [1, 1]  # the step and the evaluation
-    keys = ("loss", "train_acc", "val_acc", "test_acc")
-    assert [[r[k] for k in keys] for r in records[True]] == [[r[k] for k in keys] for r in records[False]]
-    for (name, p), (_, q) in zip(results[True].model.state_dict().items(), results[False].model.state_dict().items()):
-        assert torch.equal(p, q), name
+        run = gridgnn.TrainConfig(**cfg, cuda_graph=graphed, out=str(tmp_path / str(graphed)))
+        results[graphed] = gridgnn.train(run, callbacks=[records[graphed].append])
+    assert pools == [False, True]  # the step, then the evaluation in the step's pool
+    assert len(records[True]) == len(records[False]) == cfg["epochs"]
+    return records, results
+
+
+def trained(result) -> dict[str, torch.Tensor]:
+    """The trained parameters: the model's and a link model's decoder's."""
+    decoder = result.model.decoder.state_dict() if result.get("task") == "link" else {}
+    return {**result.model.state_dict(), **{f"decoder.{k}": v for k, v in decoder.items()}}
+
+
+NODE_RECORD = ("loss", "train_acc", "val_acc", "test_acc")
+LINK_RECORD = ("loss", "val_auc", "val_hits", "val_mrr", "test_auc", "test_hits", "test_mrr")
+
+
+def test_the_trainer_records_the_step_and_trains_as_without(device_paths_on_host, monkeypatch, tmp_path):
+    """``gridgnn.train(..., cuda_graph=True)`` in this process: every epoch's loss and accuracies, the trained
+    parameters and the saved logits (the evaluation replayed once more) are those of the same run without it."""
+    records, results = trained_both_ways(
+        HostGraphs, monkeypatch, tmp_path, data="synthetic:sbm?n=300&classes=4&avg_degree=6&features=12", model="gat",
+        heads=2, hidden=4, epochs=6, dropout=0.3, device="cpu", quiet=True, save_logits=True)
+    assert [[r[k] for k in NODE_RECORD] for r in records[True]] == [[r[k] for k in NODE_RECORD] for r in records[False]]
+    mine, eager = trained(results[True]), trained(results[False])
+    assert mine.keys() == eager.keys() and all(torch.equal(p, eager[name]) for name, p in mine.items())
     saved = [np.load(tmp_path / str(graphed) / "logits.npy") for graphed in (True, False)]
     assert np.array_equal(*saved) and np.isfinite(saved[0]).all()
+
+
+def test_link_prediction_records_its_step_and_trains_as_without(device_paths_on_host, monkeypatch, tmp_path):
+    """``--task link``: the training pairs (each epoch's negatives drawn anew on the host) reach the replays through
+    one device tensor written before each; the step (an MLP decoder's parameters among those it trains) and the
+    scoring of the validation and test pairs (the test pairs on the test graph) are recorded, and every epoch's loss
+    and metrics and the trained parameters are the run's without it."""
+    records, results = trained_both_ways(
+        HostGraphs, monkeypatch, tmp_path, data="synthetic:sbm?n=300&classes=4&avg_degree=6&features=12",
+        task="link", decoder="mlp", hidden=8, epochs=6, dropout=0.3, device="cpu", quiet=True)
+    assert [[r[k] for k in LINK_RECORD] for r in records[True]] == [[r[k] for k in LINK_RECORD] for r in records[False]]
+    assert len({r["loss"] for r in records[True]}) == 6  # (each epoch its own negatives, masks and parameters)
+    mine, eager = trained(results[True]), trained(results[False])
+    assert any(k.startswith("decoder.") for k in mine) and mine.keys() == eager.keys()
+    assert all(torch.equal(p, eager[name]) for name, p in mine.items())
 
 
 @pytest.mark.parametrize("flags, words", [
     (dict(nproc=2, algo="1d"), "one process"),
     (dict(nproc=1, algo="1d"), "one process"),
     (dict(sampler="sage"), "full-graph training"),
-    (dict(task="link"), "node classification"),
+    (dict(task="link", sampler="sage"), "full-graph training"),
     (dict(device="cpu"), "on a CUDA device"),
 ])
 def test_cuda_graph_refuses_what_it_cannot_record(flags, words, monkeypatch):
@@ -198,27 +229,22 @@ def test_on_a_gpu_the_cuda_graph_trains_as_the_eager_step(model, graph, dims, op
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_on_a_gpu_the_trainer_with_cuda_graphs_trains_as_without(tmp_path, monkeypatch):
+@pytest.mark.parametrize("task", ["node", "link"])
+def test_on_a_gpu_the_trainer_with_cuda_graphs_trains_as_without(tmp_path, monkeypatch, task):
     """``gridgnn.train(..., device="cuda", cuda_graph=True)``: the step and the evaluation recorded once each (in
-    one memory pool), and every epoch's loss and accuracies, the trained parameters and the saved logits (one more
-    replay of the evaluation) as without it (float64, 1e-12)."""
-    recorded = []
-    capture = CudaGraphs.capture
-    monkeypatch.setattr(CudaGraphs, "capture", staticmethod(lambda fn, pool: recorded.append(pool is not None)
-                                                            or capture(fn, pool)))
-    cfg = dict(data="synthetic:sbm?n=2000&classes=4&avg_degree=8&features=32", model="sage", hidden=16, epochs=8,
-               dropout=0.3, device="cuda", dtype="float64", quiet=True, save_logits=True)
-    records, results = {}, {}
-    for graphed in (False, True):
-        records[graphed] = []
-        run = gridgnn.TrainConfig(**cfg, cuda_graph=graphed, out=str(tmp_path / str(graphed)))
-        results[graphed] = gridgnn.train(run, callbacks=[records[graphed].append])
-    assert recorded == [False, True]  # the step, then the evaluation in the step's pool
-    assert len(records[True]) == len(records[False]) == 8
+    one memory pool), and every epoch's loss and metrics, the trained parameters and (node classification) the
+    saved logits (one more replay of the evaluation) as without it (float64, 1e-12)."""
+    options = dict(save_logits=True) if task == "node" else dict(task="link", decoder="mlp")
+    records, results = trained_both_ways(
+        CudaGraphs, monkeypatch, tmp_path, data="synthetic:sbm?n=2000&classes=4&avg_degree=8&features=32",
+        model="sage", hidden=16, epochs=8, dropout=0.3, device="cuda", dtype="float64", quiet=True, **options)
     for got, want in zip(records[True], records[False]):
-        for k in ("loss", "train_acc", "val_acc", "test_acc"):
+        for k in NODE_RECORD if task == "node" else LINK_RECORD:
             assert got[k] == pytest.approx(want[k], rel=1e-12, abs=1e-12), (got["epoch"], k)
-    for (name, p), (_, q) in zip(results[True].model.state_dict().items(), results[False].model.state_dict().items()):
-        np.testing.assert_allclose(p.cpu().numpy(), q.cpu().numpy(), rtol=1e-12, atol=1e-12, err_msg=name)
-    saved = [np.load(tmp_path / str(graphed) / "logits.npy") for graphed in (True, False)]
-    np.testing.assert_allclose(saved[0], saved[1], rtol=1e-12, atol=1e-12)
+    mine, eager = trained(results[True]), trained(results[False])
+    assert mine.keys() == eager.keys()
+    for name, p in mine.items():
+        np.testing.assert_allclose(p.cpu().numpy(), eager[name].cpu().numpy(), rtol=1e-12, atol=1e-12, err_msg=name)
+    if task == "node":
+        saved = [np.load(tmp_path / str(graphed) / "logits.npy") for graphed in (True, False)]
+        np.testing.assert_allclose(saved[0], saved[1], rtol=1e-12, atol=1e-12)

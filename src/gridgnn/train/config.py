@@ -326,10 +326,10 @@ class TrainConfig:
                                                 "block's own rows compute; the gradient buckets are summed during "
                                                 "the backward (bit for bit the same result)")
     cuda_graph: bool = opt(False, "parallel", role="invocation",
-                           help="--algo serial on a GPU, node classification: record the training step (forward, "
+                           help="--algo serial on a GPU, full-graph training: record the training step (forward, "
                                 "loss, backward) and the evaluation once as CUDA graphs after two eager epochs and "
                                 "replay them every epoch — their launches become one each; the dropout masks, the "
-                                "optimizer and the results are those of the eager run")
+                                "link negatives, the optimizer and the results are those of the eager run")
     timeout_s: float = opt(600.0, "parallel", role="invocation", metavar="SECONDS", low=0.0, low_open=True, high=MAX_TIMEOUT_S,
                            unit="seconds", help="seconds a collective may wait before the job is ended")
     # ---- optimizer
@@ -527,16 +527,14 @@ class TrainConfig:
             raise GridGnnError(f"--blocked-aggregation applies to --algo {takers}")
 
     def _validate_cuda_graph(self) -> None:
-        """``--cuda-graph``: one process (a collective's bookkeeping is Python, which a replay skips), node
-        classification on the full graph, a device that runs it (a GPU; the host only in the test mode that has it
-        take a GPU's code paths, :mod:`gridgnn.ops.device_paths`)."""
+        """``--cuda-graph``: one process (a collective's bookkeeping is Python, which a replay skips), full-graph
+        training (node classification or link prediction), a device that runs it (a GPU; the host only in the test
+        mode that has it take a GPU's code paths, :mod:`gridgnn.ops.device_paths`)."""
         if not self.cuda_graph:
             return
         if self.sampler is not None:
             raise GridGnnError("--cuda-graph applies to full-graph training; a minibatch's shapes change from step "
                                "to step")
-        if self.task != "node":
-            raise GridGnnError(f"--cuda-graph applies to node classification; --task {self.task} is not recorded yet")
         if self.nproc != 1 or not one_process(self.algo):
             raise GridGnnError(f"--cuda-graph records one process's step (--algo serial); got --algo {self.algo} "
                                f"--nproc {self.nproc} (a collective's bookkeeping runs in Python, which a replay "

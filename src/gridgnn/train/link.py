@@ -31,6 +31,7 @@ from .rank_layout import build_rank
 from .startup import StartupClock
 from .step import allreduce_grads
 from .data_checks import unlabelled, with_feature_norm
+from .graphed import GraphedStep
 from .rank_setup import build_model, setup_rank
 
 
@@ -109,10 +110,25 @@ class LinkPairs:
         return self.split.train.shape[1] * (1 + self.k)
 
 
+def local_rows(directory: RowDirectory, pos: np.ndarray, neg: np.ndarray, device) -> torch.Tensor:
+    """One process: the rows of the embeddings that hold the endpoints of the pairs ``pos`` then ``neg``
+    (``int64[2, m]`` on ``device``)."""
+    return torch.from_numpy(directory.my_row[np.concatenate([pos, neg], axis=1)]).to(device)
+
+
+def scored_rows(z: torch.Tensor, rows: torch.Tensor, decoder, positives: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """One process: the ``decoder``'s scores of the pairs whose endpoints are the rows ``rows`` (:func:`local_rows`)
+    of ``z``, split into the first ``positives`` and the rest."""
+    s = decoder(z[rows[0]], z[rows[1]])
+    return s[:positives], s[positives:]
+
+
 def pair_scores(z: torch.Tensor, directory: RowDirectory, pos: np.ndarray, neg: np.ndarray, decoder, *,
                 phase: str = "decode") -> tuple[torch.Tensor, torch.Tensor]:
     """The ``decoder``'s scores of this rank's positive and negative pairs (``int64[2, m]`` each), the endpoints'
-    rows fetched from their holders (collective)."""
+    rows fetched from their holders (collective; one process: :func:`scored_rows`)."""
+    if directory.world == 1:
+        return scored_rows(z, local_rows(directory, pos, neg, z.device), decoder, pos.shape[1])
     pairs = np.concatenate([pos, neg], axis=1)
     want, inv = np.unique(pairs.reshape(-1), return_inverse=True)
     rows = fetch_rows(z, directory, want, phase=phase)
@@ -134,13 +150,19 @@ def link_forward_backward(model, plan, comm, data, directory: RowDirectory, pair
     (phase ``fwd``), this rank's pairs scored (``decode``), the backward (``bwd``, the rows' gradients sent back in
     ``decode_bwd``) and the gradient sums (``grad``: the encoder's over its gradient axes, the decoder's over every
     rank). Returns the local loss summand and the embeddings."""
+    pos, neg = pairs.train(epoch)
+    return link_step(model, plan, comm, data, decoder, lambda z: pair_scores(z, directory, pos, neg, decoder),
+                     pairs.train_total, epoch=epoch)
+
+
+def link_step(model, plan, comm, data, decoder, score, total: int, *, epoch):
+    """:func:`link_forward_backward` with the pairs scored by ``score(z)`` (``(positives' scores, negatives')``) and
+    the loss divided by ``total``; ``epoch`` an int or a 0-d device tensor (``--cuda-graph``)."""
     model.train()
     model.epoch = epoch
     with comm.phase("fwd"):
         z = model(data.x, plan)
-    pos, neg = pairs.train(epoch)
-    sp, sn = pair_scores(z, directory, pos, neg, decoder)
-    loss = link_loss(sp, sn, pairs.train_total)
+    loss = link_loss(*score(z), total)
     with comm.phase("bwd"):
         loss.backward()
     allreduce_grads(model, comm, plan.grad_axes)
@@ -149,12 +171,16 @@ def link_forward_backward(model, plan, comm, data, directory: RowDirectory, pair
 
 
 @torch.no_grad()
-def split_scores(model, plan, comm, data, directory: RowDirectory, pairs: LinkPairs, decoder, name: str):
-    """Eval-mode scores of this rank's pairs of split ``name`` (phase ``eval``)."""
+def split_scores(model, plan, comm, data, directory: RowDirectory, pairs: LinkPairs, decoder, name: str,
+                 rows: torch.Tensor | None = None):
+    """Eval-mode scores of this rank's pairs of split ``name`` (phase ``eval``); ``rows``: one process, their
+    :func:`local_rows`, made once."""
     model.eval()
     with comm.phase("eval"):
         z = model(data.x, plan)
     pos, neg = pairs.fixed[name]
+    if rows is not None:
+        return scored_rows(z, rows, decoder, pos.shape[1])
     return pair_scores(z, directory, pos, neg, decoder, phase="eval")
 
 
@@ -288,21 +314,45 @@ class LinkTask(LinkReport):
                      "input_notes": link_input_notes(self.split.train_graph.meta)}
         self.checkpoint_info = {**self.info, "nnz": rs.info["nnz"]}
         self.select = selected_metric(self.split, self.own)
+        # one process: the fixed pairs' rows made once; --cuda-graph: the training pairs' rows written into one
+        # device tensor before each replay, the step and the evaluation recorded after their eager epochs
+        one = self.directory.world == 1
+        self.fixed_rows = {name: local_rows(self.directory, *self.pairs.fixed[name], rs.device) if one else None
+                           for name in ("val", "test")}
+        self.graphed = self.train_rows = None
+        if cfg.cuda_graph:
+            pos, neg = self.pairs.train(0)  # (as many pairs at every epoch)
+            self.train_rows = local_rows(self.directory, pos, neg, rs.device)
+            self.graphed = GraphedStep(
+                lambda e: link_step(rs.model, rs.plan, comm, rs.data, self.decoder,
+                                    lambda z: scored_rows(z, self.train_rows, self.decoder, pos.shape[1]),
+                                    self.pairs.train_total, epoch=e)[0],
+                [*rs.model.parameters(), *self.parameters], rs.device, evaluation=lambda: self._scores(rs.model))
 
     def train_step(self, model, epoch: int) -> torch.Tensor:
         rs = self.rs
+        if self.graphed is not None:
+            self.train_rows.copy_(local_rows(self.directory, *self.pairs.train(epoch), "cpu"))
+            return self.graphed(epoch)
         loss, _ = link_forward_backward(model, rs.plan, rs.comm, rs.data, self.directory, self.pairs, self.decoder,
                                         epoch=epoch)
         return loss
 
-    def evaluate(self, model, epoch: int):
-        """The validation pairs scored on the training graph, the test pairs on the test graph, their metrics from
-        every rank's scores (gathered: nothing left for the loop to sum)."""
+    def _scores(self, model) -> dict:
+        """``{split: (its positives' scores, its negatives')}`` of this rank: the validation pairs scored on the
+        training graph, the test pairs on the test graph."""
         rs = self.rs
-        got = {name: gathered_metrics(rs.comm, self.pairs, name,
-                                      *split_scores(model, p, rs.comm, d, self.directory, self.pairs, self.decoder,
-                                                    name), self.cfg.model_hits_k)
-               for name, p, d in (("val", rs.plan, rs.data), ("test", self.plan_t, self.data_t))}
+        return {name: split_scores(model, p, rs.comm, d, self.directory, self.pairs, self.decoder, name,
+                                   rows=self.fixed_rows[name])
+                for name, p, d in (("val", rs.plan, rs.data), ("test", self.plan_t, self.data_t))}
+
+    def evaluate(self, model, epoch: int):
+        """The validation and test pairs' scores (:meth:`_scores`), their metrics from every rank's scores
+        (gathered: nothing left for the loop to sum)."""
+        rs = self.rs
+        scores = self.graphed.evaluate() if self.graphed is not None else self._scores(model)
+        got = {name: gathered_metrics(rs.comm, self.pairs, name, *scores[name], self.cfg.model_hits_k)
+               for name in ("val", "test")}
         metrics = {"train_acc": None, "val_acc": None, "test_acc": None, **link_metric_fields(got),
                    "select": self.select}
         return [], lambda vec: (float(vec[0]), metrics, None)
