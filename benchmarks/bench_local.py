@@ -296,8 +296,8 @@ def allocated_peak(step) -> int:
     import gc
 
     import torch
-    from torch.profiler import ProfilerActivity, profile
-    from torch.profiler._memory_profiler import Action, MemoryProfileTimeline
+
+    from gridgnn.testing import profiled_peak
 
     gc.collect()
     seen = {}
@@ -308,15 +308,7 @@ def allocated_peak(step) -> int:
             for part in parts:
                 st = part.untyped_storage()
                 seen[st.data_ptr()] = st.nbytes()
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
-        step()
-    now = top = 0
-    for _, action, (key, _version), nbytes in MemoryProfileTimeline(prof._memory_profile()).timeline:
-        if key.device.type != "cpu":
-            continue
-        now += nbytes if action == Action.CREATE else -nbytes if action == Action.DESTROY else 0
-        top = max(top, now)
-    return sum(seen.values()) + top
+    return sum(seen.values()) + profiled_peak(step)
 
 
 def write_profile(step, sync, device: str, path: str, epochs: int = 3) -> None:

@@ -242,3 +242,19 @@ def minibatch_state_worker(ctx, cfg) -> dict:
     trained parameters (:func:`gridgnn.train.worker.train_worker`)."""
 
     return train_worker(ctx, cfg, return_state=True)
+
+
+def profiled_peak(fn) -> int:
+    """The most bytes of CPU tensors that ``fn()`` had allocated and not yet freed at once (torch's profiler: its
+    memory timeline, the torch allocator's view without allocator slack) — the CPU's stand-in for a GPU's peak."""
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler._memory_profiler import Action, MemoryProfileTimeline
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
+        fn()
+    now = top = 0
+    for _, action, (key, _version), nbytes in MemoryProfileTimeline(prof._memory_profile()).timeline:
+        if key.device.type == "cpu":
+            now += nbytes if action == Action.CREATE else -nbytes if action == Action.DESTROY else 0
+            top = max(top, now)
+    return top

@@ -28,6 +28,7 @@ from gridgnn.ops import kernels
 from gridgnn.parallel import algorithm, footprint
 from gridgnn.partition import RowPartition, even_bounds
 from gridgnn.partition.permute import single_permutation
+from gridgnn.testing import profiled_peak
 from gridgnn.distributed.machine import (GIB, RUNTIME_PRIVATE_BYTES, RUNTIME_SHARED_BYTES, available_memory_bytes,
                                         check_spawn, measured_peak_bytes, spawn_capacity)
 from gridgnn.planner.memory import (DROPOUT_FUSED_HASH_BYTES_PER_ELEMENT, DROPOUT_HASH_BYTES_PER_ELEMENT, NORMALIZE_PEAK_BYTES_PER_NNZ,
@@ -448,21 +449,6 @@ def test_dropout_hash_constant_is_the_measured_peak(kernel, monkeypatch):
     tracemalloc.stop()
     elements = ids.size * 30
     assert elements * per <= peak <= elements * (per + 1)
-
-
-def profiled_peak(fn) -> int:
-    """The most bytes of CPU tensors that ``fn()`` had allocated and not yet freed at once (torch's profiler)."""
-    from torch.profiler import ProfilerActivity, profile
-    from torch.profiler._memory_profiler import Action, MemoryProfileTimeline
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:
-        fn()
-    now = top = 0
-    for _, action, (key, _version), nbytes in MemoryProfileTimeline(prof._memory_profile()).timeline:
-        if key.device.type == "cpu":
-            now += nbytes if action == Action.CREATE else -nbytes if action == Action.DESTROY else 0
-            top = max(top, now)
-    return top
 
 
 @pytest.mark.parametrize("chunk", [1 << 24, 1 << 16], ids=["one-chunk", "chunks"])
