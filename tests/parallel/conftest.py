@@ -118,8 +118,9 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
                     out.append((f"gat-{algo}-{gname}-{dname}-{pname}", Case(algo=algo, partition=part, **kw)))
             cs = [c for c in PS if P % c == 0]  # two c per graph and depth, rotating: the GCN cases run every c
             for m, algo in enumerate(("1.5d", "1.5d-sa")):
-                for c in {cs[(2 * (tuple(GRAPHS).index(gname) * 2 + tuple(GAT_DIMS).index(dname)) + m + i) % len(cs)]
-                          for i in ((0, 1) if P < 8 else (0,))}:  # (P = 8: one, every c met over the four)
+                turn = tuple(GRAPHS).index(gname) * 2 + tuple(GAT_DIMS).index(dname)
+                # (P = 8: one c, each algorithm meeting every c over the graphs and depths)
+                for c in {cs[(2 * turn + m + i) % len(cs)] for i in (0, 1)} if P < 8 else {cs[(turn + m) % len(cs)]}:
                     out.append((f"gat-{algo}-c{c}-{gname}-{dname}-skewed",
                                 Case(algo=algo, replication=c, partition=skewed_partition(N, P // c, 6), **kw)))
             for algo, shapes in (("2d", shapes_2d(P)), ("3d", shapes_3d(P))):

@@ -159,7 +159,6 @@ def test_link_prediction_records_its_step_and_trains_as_without(device_paths_on_
         HostGraphs, monkeypatch, tmp_path, data="synthetic:sbm?n=300&classes=4&avg_degree=6&features=12",
         task="link", decoder="mlp", hidden=8, epochs=6, dropout=0.3, device="cpu", quiet=True)
     assert [[r[k] for k in LINK_RECORD] for r in records[True]] == [[r[k] for k in LINK_RECORD] for r in records[False]]
-    assert len({r["loss"] for r in records[True]}) == 6  # (each epoch its own negatives, masks and parameters)
     mine, eager = trained(results[True]), trained(results[False])
     assert any(k.startswith("decoder.") for k in mine) and mine.keys() == eager.keys()
     assert all(torch.equal(p, eager[name]) for name, p in mine.items())
@@ -169,7 +168,6 @@ def test_link_prediction_records_its_step_and_trains_as_without(device_paths_on_
     (dict(nproc=2, algo="1d"), "one process"),
     (dict(nproc=1, algo="1d"), "one process"),
     (dict(sampler="sage"), "full-graph training"),
-    (dict(task="link", sampler="sage"), "full-graph training"),
     (dict(device="cpu"), "on a CUDA device"),
 ])
 def test_cuda_graph_refuses_what_it_cannot_record(flags, words, monkeypatch):

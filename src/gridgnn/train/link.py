@@ -173,8 +173,8 @@ def link_step(model, plan, comm, data, decoder, score, total: int, *, epoch):
 @torch.no_grad()
 def split_scores(model, plan, comm, data, directory: RowDirectory, pairs: LinkPairs, decoder, name: str,
                  rows: torch.Tensor | None = None):
-    """Eval-mode scores of this rank's pairs of split ``name`` (phase ``eval``); ``rows``: one process, their
-    :func:`local_rows`, made once."""
+    """Eval-mode scores of this rank's pairs of split ``name`` (phase ``eval``); ``rows``: their
+    :func:`local_rows` on one process, made once (``--cuda-graph``)."""
     model.eval()
     with comm.phase("eval"):
         z = model(data.x, plan)
@@ -314,11 +314,10 @@ class LinkTask(LinkReport):
                      "input_notes": link_input_notes(self.split.train_graph.meta)}
         self.checkpoint_info = {**self.info, "nnz": rs.info["nnz"]}
         self.select = selected_metric(self.split, self.own)
-        # one process: the fixed pairs' rows made once; --cuda-graph: the training pairs' rows written into one
+        # --cuda-graph (one process): the fixed pairs' rows made once, the training pairs' rows written into one
         # device tensor before each replay, the step and the evaluation recorded after their eager epochs
-        one = self.directory.world == 1
-        self.fixed_rows = {name: local_rows(self.directory, *self.pairs.fixed[name], rs.device) if one else None
-                           for name in ("val", "test")}
+        self.fixed_rows = {name: local_rows(self.directory, *self.pairs.fixed[name], rs.device) if cfg.cuda_graph
+                           else None for name in ("val", "test")}
         self.graphed = self.train_rows = None
         if cfg.cuda_graph:
             pos, neg = self.pairs.train(0)  # (as many pairs at every epoch)
