@@ -4,6 +4,7 @@ import json
 import math
 
 import pytest
+import torch
 
 from gridgnn.errors import GridGnnError
 from gridgnn.train.config import TrainConfig
@@ -61,8 +62,6 @@ def test_state_and_memory_per_optimizer():
 def test_a_resumed_run_sets_the_same_rates_and_state(tmp_path, flags):
     """SGD's momentum buffers (plain SGD: none) through a checkpoint, and the rates of epochs 3..5 of a step
     schedule of its own length: the resumed run's records and state equal the uninterrupted run's bit for bit."""
-    import torch
-
     common = ["train", "--data", S, "--hidden", 8, "--quiet", "--dtype", "float64", "--lr", 0.05,
               "--checkpoint-every", 3]
     for k, v in flags.items():
@@ -88,21 +87,58 @@ def test_a_resumed_run_sets_the_same_rates_and_state(tmp_path, flags):
                 assert x.numpy().tobytes() == y.numpy().tobytes()
 
 
+@pytest.mark.parametrize("optimizer", ["adam", "adamw"])
+def test_on_a_device_adam_is_fused_and_updates_as_the_host_does(optimizer, monkeypatch):
+    """On a device (here the host taking its paths) Adam and AdamW are torch's fused kernels, with their step
+    counters on the parameters' device; five updates with weight decay equal the host's unfused ones (float64,
+    1e-13: the same arithmetic, in another order); SGD and the host itself are unchanged."""
+    from gridgnn.ops import device_paths
+    from gridgnn.train.optim import make_optimizer
+
+    def trained(host_paths: bool):
+        monkeypatch.setenv(device_paths.ENV, device_paths.HOST if host_paths else "")
+        g = torch.Generator().manual_seed(0)
+        params = [torch.nn.Parameter(torch.randn(shape, generator=g, dtype=torch.float64))
+                  for shape in [(6, 5), (5,), (0, 3), (5, 2)]]  # (an empty shard, as a rank of Plexus may hold)
+        opt = make_optimizer(TrainConfig(optimizer=optimizer, lr=0.05, weight_decay=0.01), params)
+        for _ in range(5):
+            for p in params:
+                p.grad = torch.randn(p.shape, generator=g, dtype=torch.float64)
+            opt.step()
+        return params, opt
+
+    host, host_opt = trained(False)
+    device, device_opt = trained(True)
+    assert device_opt.defaults["fused"] and not host_opt.defaults["fused"]
+    assert all(device_opt.state[p]["step"].device == p.device and float(device_opt.state[p]["step"]) == 5
+               for p in device)
+    for p, q in zip(device, host):
+        torch.testing.assert_close(p, q, rtol=1e-13, atol=0)
+    assert not make_optimizer(TrainConfig(optimizer="sgd"), device).defaults.get("fused")
+
+
 def _stop_after_epoch_2(rec):  # a callback: the run is interrupted after epoch 2 (its checkpoint written)
     if rec["epoch"] == 2:
         raise KeyboardInterrupt
 
 
-def test_a_cosine_run_interrupted_and_resumed_equals_the_uninterrupted_one(tmp_path, capsys):
+ON_A_GPU = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+
+@pytest.mark.parametrize("paths", ["host", "device", pytest.param("cuda", marks=ON_A_GPU)])
+def test_a_cosine_run_interrupted_and_resumed_equals_the_uninterrupted_one(tmp_path, capsys, paths, monkeypatch):
     """Ctrl-C in one process: the loop keeps the 3 finished epochs and the summary names the checkpoint; resuming
     it with the same --epochs sets the cosine's rates of epochs 3..5 as the uninterrupted run did (bit for bit),
-    and another --epochs is refused, since the cosine spans them."""
-    import torch
-
+    and another --epochs is refused, since the cosine spans them — on the host, on a device's paths (the host
+    taking them) and on a GPU, where AdamW is fused and the resumed step counters go back to the device."""
     import gridgnn
+    from gridgnn.ops import device_paths
+
+    if paths == "device":
+        monkeypatch.setenv(device_paths.ENV, device_paths.HOST)
 
     opts = dict(data=S, hidden=8, dtype="float64", lr=0.05, optimizer="adamw", lr_schedule="cosine", warmup=1,
-                epochs=6, checkpoint_every=1, quiet=True)
+                epochs=6, checkpoint_every=1, quiet=True, device="cuda" if paths == "cuda" else "cpu")
     gridgnn.train(**opts, out=str(tmp_path / "ref"))
     with pytest.raises(KeyboardInterrupt):
         gridgnn.train(**opts, out=str(tmp_path / "cut"), callbacks=[_stop_after_epoch_2])
@@ -130,8 +166,6 @@ def test_a_cosine_run_interrupted_and_resumed_equals_the_uninterrupted_one(tmp_p
 
 def test_a_checkpoint_written_before_optimizer_choices_resumes(tmp_path):
     """Format 1 held Adam's state under "adam" and no optimizer fields in its config: read as Adam's."""
-    import torch
-
     common = ["train", "--data", S, "--hidden", 8, "--quiet", "--dtype", "float64", "--checkpoint-every", 2]
     assert run_main([*common, "--epochs", 4, "--out", tmp_path / "ref"]) == 0
     assert run_main([*common, "--epochs", 2, "--out", tmp_path / "old"]) == 0

@@ -540,9 +540,10 @@ def restore(model, opt, plan, ckpt: dict, dims: list[int], replicated: dict | No
     state = optimizer_state(ckpt)
     keys = state_keys_of(ckpt["config"])
     step = {"step": state["step"]} if "step" in state else {}
+    fused = bool(opt.defaults.get("fused"))  # (a fused update reads its step counters on the parameters' device)
 
     def held(p, name, i, slc=()):
-        return {**{k: v.clone() for k, v in step.items()},
+        return {**{k: v.to(p.device, torch.float32, copy=True) if fused else v.clone() for k, v in step.items()},
                 **{k: state[k][name][i][slc].to(p.device).contiguous().clone() for k in keys}}
 
     with torch.no_grad():

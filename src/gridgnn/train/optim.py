@@ -21,6 +21,8 @@ import math
 
 import torch
 
+from ..ops.device_paths import device_paths
+
 #: the optimizer's per-parameter state tensors (shaped like the parameter) that a checkpoint holds
 STATE_KEYS = {"adam": ("exp_avg", "exp_avg_sq"), "adamw": ("exp_avg", "exp_avg_sq"), "sgd": ("momentum_buffer",)}
 
@@ -44,12 +46,15 @@ def memory_state(cfg) -> tuple[int, bool]:
 
 
 def make_optimizer(cfg, params) -> torch.optim.Optimizer:
-    """``cfg``'s optimizer over ``params`` at ``--lr`` (the schedule sets each epoch's rate: :func:`set_rate`)."""
+    """``cfg``'s optimizer over ``params`` at ``--lr`` (the schedule sets each epoch's rate: :func:`set_rate`).
+    Adam and AdamW on a device (:func:`~gridgnn.ops.device_paths.device_paths`) are torch's fused kernels: an update
+    of every parameter is one launch (and one for the step counters, kept on the device), where the ``foreach``
+    form launches one per operation of the update and reads each step counter on the host."""
     params = list(params)
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(params, lr=cfg.lr, momentum=sgd_momentum(cfg.momentum), weight_decay=cfg.weight_decay)
     kind = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
-    return kind(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return kind(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=bool(params) and device_paths(params[0].device))
 
 
 def rate(cfg, epoch: int) -> float:
