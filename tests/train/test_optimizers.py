@@ -117,6 +117,37 @@ def test_on_a_device_adam_is_fused_and_updates_as_the_host_does(optimizer, monke
     assert not make_optimizer(TrainConfig(optimizer="sgd"), device).defaults.get("fused")
 
 
+def test_a_fused_optimizer_resumes_with_a_step_counter_of_its_own_on_its_device(tmp_path, monkeypatch):
+    """``restore`` into a fused AdamW (the host taking a device's paths): every parameter gets its own copy of the
+    checkpoint's step counter, in float32 on the parameter's device, as a fused update reads it — a checkpoint's
+    counter saved in float64 included."""
+    import gridgnn
+    from gridgnn.graph import gcn_normalize
+    from gridgnn.graph.spec import load_graph
+    from gridgnn.ops import device_paths
+    from gridgnn.parallel.blockrow import build_serial
+    from gridgnn.train.checkpoint import read_checkpoint, restore
+    from gridgnn.train.optim import make_optimizer
+    from gridgnn.train.rank_setup import build_model
+
+    monkeypatch.setenv(device_paths.ENV, device_paths.HOST)
+    cfg = TrainConfig(data=S, hidden=8, dtype="float64", optimizer="adamw", epochs=2, checkpoint_every=2,
+                      quiet=True, out=str(tmp_path / "ck"))
+    gridgnn.train(cfg)
+    ckpt = read_checkpoint(str(tmp_path / "ck"))
+    ckpt["optimizer"]["step"] = ckpt["optimizer"]["step"].double()
+    g = load_graph(S)
+    plan = build_serial(gcn_normalize(g), dtype=torch.float64)
+    model = build_model(cfg, ckpt["dims"], plan, torch.float64)
+    opt = make_optimizer(cfg, model.parameters())
+    restore(model, opt, plan, ckpt, ckpt["dims"])
+    steps = [opt.state[p]["step"] for p in model.parameters()]
+    assert opt.defaults["fused"] and len(steps) > 1
+    assert all(s.dtype == torch.float32 and s.device == p.device and float(s) == 2
+               for s, p in zip(steps, model.parameters()))
+    assert len({s.data_ptr() for s in steps}) == len(steps)  # each its own: a fused update adds 1 to each
+
+
 def _stop_after_epoch_2(rec):  # a callback: the run is interrupted after epoch 2 (its checkpoint written)
     if rec["epoch"] == 2:
         raise KeyboardInterrupt
@@ -136,6 +167,8 @@ def test_a_cosine_run_interrupted_and_resumed_equals_the_uninterrupted_one(tmp_p
 
     if paths == "device":
         monkeypatch.setenv(device_paths.ENV, device_paths.HOST)
+    else:  # (the host's own paths, whatever the environment running the suite sets)
+        monkeypatch.delenv(device_paths.ENV, raising=False)
 
     opts = dict(data=S, hidden=8, dtype="float64", lr=0.05, optimizer="adamw", lr_schedule="cosine", warmup=1,
                 epochs=6, checkpoint_every=1, quiet=True, device="cuda" if paths == "cuda" else "cpu")
@@ -147,9 +180,10 @@ def test_a_cosine_run_interrupted_and_resumed_equals_the_uninterrupted_one(tmp_p
     assert summary["interrupted"] == "SIGINT" and summary["epochs_trained"] == 3
     assert summary["checkpoint"] == "checkpoint.pt" and not (cut / "model.pt").exists()
     assert sorted(p.name for p in cut.iterdir()) == ["checkpoint.pt", "metrics.csv", "metrics.jsonl", "summary.json"]
-    assert run_main(["train", "--resume", cut, "--epochs", 8, "--quiet", "--out", tmp_path / "x"]) == 2
+    device = ["--device", opts["device"]]  # (a resumed run does not inherit where it ran)
+    assert run_main(["train", "--resume", cut, "--epochs", 8, "--quiet", "--out", tmp_path / "x", *device]) == 2
     assert "--lr-schedule cosine spreads its rates over the run's epochs" in capsys.readouterr().err
-    assert run_main(["train", "--resume", cut, "--quiet"]) == 0  # into its own folder, its --epochs 6
+    assert run_main(["train", "--resume", cut, "--quiet", *device]) == 0  # into its own folder, its --epochs 6
 
     def records(run):
         return [{k: v for k, v in json.loads(line).items() if not k.endswith("_s")}

@@ -47,9 +47,9 @@ def memory_state(cfg) -> tuple[int, bool]:
 
 def make_optimizer(cfg, params) -> torch.optim.Optimizer:
     """``cfg``'s optimizer over ``params`` at ``--lr`` (the schedule sets each epoch's rate: :func:`set_rate`).
-    Adam and AdamW on a device (:func:`~gridgnn.ops.device_paths.device_paths`) are torch's fused kernels: an update
-    of every parameter is one launch (and one for the step counters, kept on the device), where the ``foreach``
-    form launches one per operation of the update and reads each step counter on the host."""
+    Adam and AdamW on a device (:func:`~gridgnn.ops.device_paths.device_paths`) are torch's fused kernels: the
+    update of every parameter (of one dtype) is one launch, and the step counters, kept on the device, one more —
+    where the ``foreach`` form launches one per operation of the update and reads each step counter on the host."""
     params = list(params)
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(params, lr=cfg.lr, momentum=sgd_momentum(cfg.momentum), weight_decay=cfg.weight_decay)
