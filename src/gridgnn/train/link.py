@@ -319,13 +319,13 @@ class LinkTask(LinkReport):
         self.fixed_rows = {name: local_rows(self.directory, *self.pairs.fixed[name], rs.device) if cfg.cuda_graph
                            else None for name in ("val", "test")}
         self.graphed = self.train_rows = None
-        if cfg.cuda_graph:
-            pos, neg = self.pairs.train(0)  # (as many pairs at every epoch)
-            self.train_rows = local_rows(self.directory, pos, neg, rs.device)
+        if cfg.cuda_graph:  # (one process scores every training pair: as many at every epoch)
+            positives, total = self.split.train.shape[1], self.pairs.train_total
+            self.train_rows = torch.empty((2, total), dtype=torch.int64, device=rs.device)
             self.graphed = GraphedStep(
                 lambda e: link_step(rs.model, rs.plan, comm, rs.data, self.decoder,
-                                    lambda z: scored_rows(z, self.train_rows, self.decoder, pos.shape[1]),
-                                    self.pairs.train_total, epoch=e)[0],
+                                    lambda z: scored_rows(z, self.train_rows, self.decoder, positives), total,
+                                    epoch=e)[0],
                 [*rs.model.parameters(), *self.parameters], rs.device, evaluation=lambda: self._scores(rs.model))
 
     def train_step(self, model, epoch: int) -> torch.Tensor:
