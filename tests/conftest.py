@@ -30,5 +30,5 @@ def pytest_itemcollected(item):
 
 def pytest_report_header(config):
     """What a long run of dots means: the suite's size and time, and why the first dots take a while."""
-    return ("gridgnn: about 1150 tests, 12-15 minutes on 2 cores with `make test`; tests/parallel first starts one "
+    return ("gridgnn: about 1700 tests, 14-15 minutes on 2 cores with `make test`; tests/parallel first starts one "
             "group of ranks per P (1, 2, 4, 8) and runs every fidelity case in it, so its dots come in bursts")

@@ -41,6 +41,7 @@ from gridgnn.train.rank_layout import build_rank, make_source, model_trace
 
 from ._measure import (adjacency_bytes, distributed_measure, feature_bytes, gcn_estimate as estimate_rank_memory,
                        graph_bytes, model_builder, parameter_bytes, train_step_saved)
+from tests._devices import ON_A_GPU
 
 EXACT = ("adjacency", "features", "parameters", "activations")
 
@@ -538,9 +539,6 @@ def test_bad_inputs_are_clear_errors():
         estimate_rank_memory("2d", (8, 1), 5, 10, [3, 2])
     with pytest.raises(GridGnnError, match="expected 41"):
         estimate_rank_memory("1d", (2,), 41, 100, [3, 2], pattern=sp.csr_matrix((40, 40)))
-
-
-ON_A_GPU = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=ON_A_GPU)],

@@ -11,6 +11,7 @@ from gridgnn.train.config import TrainConfig
 from gridgnn.train.optim import memory_state, rate, state_keys
 
 from ._runs import run_main
+from tests._devices import ON_A_GPU
 
 S = "synthetic:sbm?n=120&classes=3&features=6&avg_degree=5"
 
@@ -151,9 +152,6 @@ def test_a_fused_optimizer_resumes_with_a_step_counter_of_its_own_on_its_device(
 def _stop_after_epoch_2(rec):  # a callback: the run is interrupted after epoch 2 (its checkpoint written)
     if rec["epoch"] == 2:
         raise KeyboardInterrupt
-
-
-ON_A_GPU = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
 
 @pytest.mark.parametrize("paths", ["host", "device", pytest.param("cuda", marks=ON_A_GPU)])
