@@ -20,11 +20,18 @@ def pytest_configure(config):
 
 
 def pytest_itemcollected(item):
-    """Under ``pytest -n N --dist loadgroup`` (``make test``): the tests of one module run on one worker (their
-    module fixtures start one spawned group), and so do all of ``tests/parallel`` (one spawned group per P, shared
-    by its modules through ``tests/parallel/conftest.py``)."""
+    """Under ``pytest -n N --dist loadgroup`` (``make test``): the tests of a module that share a module fixture run
+    on one worker (the fixture, often a spawned group, then runs once), and in ``tests/parallel`` the tests of one P
+    (one spawned group per P, shared by its modules through ``tests/parallel/conftest.py``'s ``dist_results``); its
+    tests without a P share one more group. Every other test is a group of its own, so that a module of many
+    independent tests (the docs' pages) spreads over the workers instead of queueing on one."""
     path = Path(str(item.fspath)).resolve().relative_to(REPO)
-    group = "tests/parallel" if path.parts[:2] == ("tests", "parallel") else str(path)
+    info = getattr(item, "_fixtureinfo", None)
+    shares = info is None or any(d.scope == "module" for defs in info.name2fixturedefs.values() for d in defs)
+    group = str(path) if shares else item.nodeid
+    if path.parts[:2] == ("tests", "parallel"):
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        group = "tests/parallel" + (f"/P{params['dist_results']}" if "dist_results" in params else "")
     item.add_marker(pytest.mark.xdist_group(group))
 
 
