@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from ..errors import GridGnnError
+from ..ops.lean_backward import relu
 from ..parallel.attention import attend
 from .base import Model, parameter_group
 
@@ -116,7 +117,7 @@ class AGNN(Model):
                 if self.bias:
                     h = plan.add_bias(layer, h, self.param("biases", layer))
                 if layer < last:
-                    h = torch.relu(h)
+                    h = relu(h)
             else:
                 h = agnn_propagate(plan, layer, h, self.beta(layer))
         return h

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..ops.lean_backward import relu
 from .base import Model, parameter_group
 
 
@@ -93,5 +94,5 @@ class GCN(Model):
             h = self.layer(plan, layer, self.input_dropout(h, plan, layer, self.dims[layer]), self.param("weights", layer),
                            b)
             if layer < self.num_layers - 1:
-                h = torch.relu(h)
+                h = relu(h)
         return h

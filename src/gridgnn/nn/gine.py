@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import GridGnnError
+from ..ops.lean_backward import relu
 from .base import Model
 
 
@@ -95,5 +96,5 @@ class GINE(Model):
             h = (1 + self.param("eps", layer)) * g.at_destinations(h) + self.messages(layer, g, h)
             h = plan.add_bias(layer, plan.linear(layer, h, self.param("weight", layer)), self.param("bias", layer))
             if layer < self.num_layers - 1:
-                h = torch.relu(h)
+                h = relu(h)
         return h

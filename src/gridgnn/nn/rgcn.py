@@ -32,6 +32,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import GridGnnError
+from ..ops.lean_backward import relu
 from .base import Model, Option
 
 
@@ -110,7 +111,7 @@ class RGCN(Model):
                     out = out + plan.linear(layer, ah[k], self.term_weight(layer, k))
             h = plan.add_bias(layer, out, self.param("bias", layer))
             if layer < self.num_layers - 1:
-                h = torch.relu(h)
+                h = relu(h)
         return h
 
     def to_pyg(self):

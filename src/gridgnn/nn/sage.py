@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from ..errors import GridGnnError
+from ..ops.lean_backward import relu
 from .base import Model, Option, parameter_group
 
 AGGREGATIONS = ("mean", "sum", "max", "min")
@@ -102,5 +103,5 @@ class SAGE(Model):
             if self.bias:
                 h = plan.add_bias(layer, h, self.param("biases", layer))
             if layer < self.num_layers - 1:
-                h = torch.relu(h)
+                h = relu(h)
         return h

@@ -294,10 +294,11 @@ def edge_mask(dst: np.ndarray, src: np.ndarray, heads: int, key: np.uint64, thre
     return out
 
 
-def masked_scale(x: torch.Tensor, mask: torch.Tensor, q: float) -> torch.Tensor:
-    """``x / q`` where ``mask`` (bool, same shape), else 0: the bits of ``x * mask / q`` in one pass."""
+def masked_scale(x: torch.Tensor, mask: torch.Tensor, q: float, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``x / q`` where ``mask`` (bool, same shape), else 0: the bits of ``x * mask / q`` in one pass, into ``out``
+    (default: a new tensor; ``x`` itself, contiguous, to overwrite it)."""
     x = x.contiguous()
-    out = torch.empty_like(x)
+    out = torch.empty_like(x) if out is None else out
     xs = _np(x).reshape(-1)
     _kernel("masked_scale", x.numel())(xs, _np(mask.contiguous()).reshape(-1), xs.dtype.type(q),
                                        _np(out).reshape(-1))

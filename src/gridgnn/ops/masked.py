@@ -20,19 +20,22 @@ import torch
 
 from . import kernels, triton_kernels
 from .device_paths import device_paths
+from .lean_backward import owned
 
 
-def scale_masked(x: torch.Tensor, mask: torch.Tensor, q: float) -> torch.Tensor:
-    """``x / q`` where ``mask`` (bool, same shape), else 0: the bits of ``x * mask / q`` (no autograd)."""
+def scale_masked(x: torch.Tensor, mask: torch.Tensor, q: float, *, in_place: bool = False) -> torch.Tensor:
+    """``x / q`` where ``mask`` (bool, same shape), else 0: the bits of ``x * mask / q`` (no autograd); written over
+    ``x`` with ``in_place`` (``x`` contiguous)."""
     if kernels.fused(x):
-        return kernels.masked_scale(x, mask, q)  # one pass
-    return x.div(q).mul_(mask)
+        return kernels.masked_scale(x, mask, q, out=x if in_place else None)  # one pass
+    return (x.div_(q) if in_place else x.div(q)).mul_(mask)
 
 
 class MaskedScale(torch.autograd.Function):
     """``x ⊙ mask / q`` keeping only the boolean mask for the backward (the same bits as
     ``x * mask.to(x.dtype) / q``: a kept entry is ``x / q``); with ``redraw`` (a callable that returns the same
-    mask again), keeping nothing: the backward draws the mask again."""
+    mask again), keeping nothing: the backward draws the mask again. The backward scales the gradient it receives in
+    place where it is :func:`~gridgnn.ops.lean_backward.owned`."""
 
     @staticmethod
     def forward(ctx, x, mask, q, redraw=None):
@@ -44,7 +47,7 @@ class MaskedScale(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         mask = ctx.saved_tensors[0] if ctx.redraw is None else ctx.redraw()
-        return scale_masked(dy, mask, ctx.q), None, None, None
+        return scale_masked(dy, mask, ctx.q, in_place=owned(dy)), None, None, None
 
 
 #: outputs of :func:`dropped` that are alive: their storage's address → (a weak reference to the output, its input

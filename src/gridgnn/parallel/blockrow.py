@@ -48,6 +48,7 @@ import torch
 from ..distributed.grid import AXES
 from ..errors import GridGnnError
 from ..ops import semiring as sr
+from ..ops.lean_backward import product
 from ..ops.pattern import (INT32_MAX, Pattern, col_sum, holds_row, index_bytes, index_dtype, np_index, reduce_rows,
                            rows_of, sddmm_add, sddmm_dot, spmm)
 from ..partition import RowPartition, even_bounds
@@ -815,7 +816,7 @@ class RowBlockPlan(Plan):
 
     def linear(self, layer: int, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """``H W`` on the local rows: the weight is replicated (its gradient is summed over ``grad_axes``)."""
-        return h @ w
+        return product(h, w)
 
 
 def make_graph(comm, source, rows: RowPartition, my_block: int, **kw) -> BlockRowGraph:

@@ -42,6 +42,7 @@ from ..distributed.grid import AXES, coords_of, ordered_factorizations
 from ..errors import GridGnnError
 from ..ops import semiring as sr
 from ..ops.device_paths import device_paths
+from ..ops.lean_backward import product
 from ..ops.pattern import (Pattern, as_edges, col_sum, head_columns, holds_row, index_bytes, index_dtype, row_reduce,
                            sddmm_add, sddmm_dot, spmm)
 from ..partition import block_range, even_bounds
@@ -708,7 +709,7 @@ class SummaPlan(Plan):
     def linear(self, layer: int, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """``H W`` on the replicated rows ``B(i, k)``: no communication (each rank's weight gradient is the share
         of its rows, summed over ``grad_axes``)."""
-        return h @ w
+        return product(h, w)
 
     def shard_nnz(self) -> list[int]:
         """nnz of this rank's panels ``M[R_i, part j of V_k]`` in each matrix version it uses."""

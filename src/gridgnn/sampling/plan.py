@@ -32,6 +32,7 @@ import torch
 from ..errors import GridGnnError
 from ..graph.graph import gcn_normalize
 from ..ops.pattern import Pattern
+from ..ops.lean_backward import product
 from ..parallel.base import Plan
 from ..parallel.blockrow import BlockRowGraph
 from ..partition.layout import BlockRowSchedule
@@ -216,4 +217,4 @@ class MinibatchPlan(Plan):
         return self.graphs[layer]
 
     def linear(self, layer: int, h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        return h @ w
+        return product(h, w)

@@ -1,0 +1,111 @@
+"""The lean backward passes (gridgnn.ops.lean_backward): torch's bits, gradients overwritten only where autograd
+handed them over alone, and a dropout → product → ReLU chain whose backward holds one node tensor where torch's
+composition holds two."""
+import pytest
+import torch
+
+from gridgnn.ops import kernels
+from gridgnn.ops.lean_backward import owned, product, relu
+from gridgnn.ops.masked import dropped, recomputing
+from gridgnn.testing import profiled_peak
+
+
+class _Probe(torch.autograd.Function):
+    """The identity, recording whether its backward was handed an owned gradient."""
+    seen: list = []
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, dy):
+        _Probe.seen.append(owned(dy))
+        return dy
+
+
+W = torch.randn(4, 3, dtype=torch.float64)
+
+
+def _seen(build) -> list:
+    _Probe.seen = []
+    x = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+    out = build(x)
+    given = torch.ones_like(out)
+    out.backward(given)
+    return _Probe.seen
+
+
+@pytest.mark.parametrize("build,expected", [
+    (lambda x: _Probe.apply(x * 2) @ W, [True]),  # a product's fresh gradient
+    (lambda x: (_Probe.apply(x * 2) + _Probe.apply(x * 3)) @ W, [False, True]),  # one gradient handed to two
+    (lambda x: _Probe.apply(x), [False]),  # the caller's own gradient tensor
+    (lambda x: torch.cat([_Probe.apply(x * 2), x])[:5] @ W, [False]),  # a view of another gradient
+    (lambda x: _Probe.apply(x * 2).sum(dim=1, keepdim=True).expand(5, 3), [False]),  # an expanded one
+], ids=["fresh", "handed-to-two", "callers", "view", "expanded"])
+def test_a_gradient_is_owned_only_where_nothing_else_refers_to_it(build, expected):
+    assert _seen(build) == expected
+
+
+def test_no_gradient_is_owned_where_the_backward_builds_a_graph():
+    _Probe.seen = []
+    x = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+    (g,) = torch.autograd.grad((_Probe.apply(x * x) @ W).sum(), x, create_graph=True)
+    assert _Probe.seen == [False] and g.requires_grad
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_relu_and_product_give_torchs_bits_and_leave_a_shared_gradient_alone(dtype):
+    g = torch.Generator().manual_seed(3)
+    z = torch.randn(50, 16, generator=g, dtype=dtype)
+    w = torch.randn(16, 6, generator=g, dtype=dtype)
+    up = torch.randn(50, 6, generator=g, dtype=dtype)
+    grads = []
+    for act, mm in ((torch.relu, torch.mm), (relu, product)):
+        zz, ww = z.clone().requires_grad_(), w.clone().requires_grad_()
+        h = act(zz)
+        out = mm(h, ww) + mm(h, ww) * 0.5  # h's gradient: two products' summed; the upstream one handed to both
+        out = out + mm(act(zz) + act(-zz), ww)  # one gradient handed to two ReLUs: the first must not write it
+        given = up.clone()
+        out.backward(given)
+        assert torch.equal(given, up)  # the caller's gradient is not written over
+        grads.append((out.detach(), zz.grad, ww.grad))
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
+
+
+def test_second_derivatives_through_relu_and_product_equal_torchs():
+    g = torch.Generator().manual_seed(4)
+    z = torch.randn(20, 8, generator=g, dtype=torch.float64)
+    w = torch.randn(8, 3, generator=g, dtype=torch.float64)
+    out = []
+    for act, mm in ((torch.relu, torch.mm), (relu, product)):
+        zz, ww = z.clone().requires_grad_(), w.clone().requires_grad_()
+        (gw,) = torch.autograd.grad((mm(act(zz) * zz, ww) ** 2).sum(), ww, create_graph=True)
+        out.append(torch.autograd.grad(gw.sum(), zz)[0])
+    torch.testing.assert_close(out[0], out[1], rtol=1e-13, atol=0)
+
+
+@pytest.mark.skipif(not kernels.enabled(), reason="needs the numba kernels (the host's one-pass dropout scaling)")
+def test_a_dropout_product_relu_backward_holds_one_node_tensor_where_torchs_composition_holds_two():
+    """The backward of relu → dropout (its output recomputed) → a narrowing product, on 4000 × 256: the lean
+    functions hold the recomputed output, then its gradient written over in place (one n × f tensor at a time, the
+    mask redrawn: a byte an element); torch's relu and ``@`` hold the recomputed output beside its gradient, then
+    the dropout's and the ReLU's gradients side by side."""
+    n, f = 4000, 256
+    tensor = n * f * 8
+    g = torch.Generator().manual_seed(5)
+    z0 = torch.randn(n, f, generator=g, dtype=torch.float64)
+    w0 = torch.randn(f, 4, generator=g, dtype=torch.float64)
+    mask = torch.rand(n, f, generator=g) < 0.5
+    peaks = {}
+    for name, act, mm in (("torch", torch.relu, torch.mm), ("lean", relu, product)):
+        z, w = z0.clone().requires_grad_(), w0.clone().requires_grad_()
+        with recomputing():
+            u = mm(dropped(act(z), mask, 0.5, redraw=lambda: mask.clone()), w)
+        grad = torch.ones_like(u)
+        peaks[name] = profiled_peak(lambda: u.backward(grad))
+        assert z.grad is not None
+    # the lean backward: z's gradient (the one tensor) and a redrawn mask, small products aside
+    assert peaks["lean"] <= tensor + n * f + 4 * n * f
+    assert peaks["torch"] >= 2 * tensor
