@@ -38,6 +38,7 @@ from gridgnn.planner.memory import (DROPOUT_FUSED_HASH_BYTES_PER_ELEMENT, DROPOU
 from gridgnn.partition.counts import NnzHistogram, pattern_of
 from gridgnn.graph.synthetic import sbm_graph
 from gridgnn.train.rank_layout import build_rank, make_source, model_trace
+from gridgnn.parallel.blockrow import build_serial
 
 from ._measure import (adjacency_bytes, distributed_measure, feature_bytes, gcn_estimate as estimate_rank_memory,
                        graph_bytes, model_builder, parameter_bytes, train_step_saved)
@@ -137,6 +138,38 @@ def test_serial_training_step_equals_estimate(dims, dropout):
     assert est.peak.saved_activations == act
     assert comp["activations"] <= act  # (those still held at the peak moment)
     assert comp["graph"] == graph_bytes(GD)
+
+
+GS = sbm_graph(n=20_000, classes=4, avg_degree=10, features=64, seed=2)
+
+
+@pytest.mark.skipif(not kernels.enabled(), reason="needs the numba kernels (the masks drawn again, as the estimate says)")
+@pytest.mark.parametrize("model,dims", [("gcn", [64, 64, 64, 4]), ("gcn", [64, 128, 4]), ("sage", [64, 64, 4])])
+def test_the_serial_steps_own_peak_lies_within_the_estimate(model, dims):
+    """One serial step's own allocations at their peak (torch's profiler, after two steps) are at most what the
+    estimate holds at its peak moment beyond the persistent parts — the saved activations and the backward's
+    workspace — and not far below it: a backward that kept one more node tensor than its model books (a product
+    holding its recomputed input while it makes the input's gradient) exceeds the first bound."""
+    plan = build_serial(gcn_normalize(GS), dtype=torch.float32)
+    x, y = torch.from_numpy(GS.x.astype(np.float32)), torch.from_numpy(GS.y)
+    rows = torch.from_numpy(np.flatnonzero(GS.train_mask))
+    build = model_builder(model if model == "gcn" else "sage+mean", dims, 0.5)
+    net = build(None)
+    net.train()
+
+    def step():
+        net.epoch += 1
+        net.zero_grad(set_to_none=True)
+        torch.nn.functional.cross_entropy(net(x, plan)[rows], y[rows]).backward()
+
+    step(), step()
+    measured = profiled_peak(step)
+    tr = model_trace(dims, model_builder(model if model == "gcn" else "sage+mean", dims, 0.5, torch.float64),
+                     "serial")
+    est = estimate_rank_memory("serial", (1,), GS.n, GS.nnz, dims, elem_bytes=4, directed=False, dropout=0.5,
+                               train_rows=len(rows), pattern=gcn_normalize(GS), feature_bytes=4, trace=tr).ranks[0]
+    booked = est.per_component["activations"] + est.per_component["workspace"]
+    assert measured <= booked <= 1.5 * measured, (measured, booked, est.moment)
 
 
 DIST_CASES = [("1d-sa-undirected", GU, "1d-sa", (4,), "random", [6, 5, 3], 0.5),

@@ -253,9 +253,11 @@ def layers_of(dims, trace) -> list[tuple[int, int, int, int]]:
 def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[int, int]:
     """Node columns and edge columns of the temporaries of the backward of the trace's call ``k`` (and of the raw
     operations after it, which run just before it): two node tensors of its layer's widest kept width (the incoming
-    gradient and the one it gives; for a ``linear``, of its output's width if wider: the products of one input by
-    several weights side by side, :func:`~gridgnn.parallel.base.stacked_linears`), two edge tensors of its layer's
-    widest heads, and the dropout outputs it
+    gradient and the one it gives) — for a ``linear``, its incoming gradient beside the larger of the input it
+    recomputes and the input's gradient, which every family's product makes after letting that input go
+    (:func:`~gridgnn.ops.lean_backward.product`), and at least two of its output's width (the products of one input
+    by several weights side by side, :func:`~gridgnn.parallel.base.stacked_linears`: their views' gradients and their
+    concatenation) —, two edge tensors of its layer's widest heads, and the dropout outputs it
     recomputes (:attr:`~gridgnn.parallel.trace.Trace.recomputed`; the masks it draws again for them:
     :func:`redrawn_mask_columns`). What a primitive moves — the rows or panels it
     receives, the partial sums it sends and the output it assembles from them — is its family's ``buffers``.
@@ -268,10 +270,16 @@ def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[int, int]:
     chain = [c for c in ctx.trace.calls if c.layer == call.layer and _edge_valued(c)]
     edge = 2 * sum(c.heads for c in chain) if _edge_valued(call) else 2 * heads
     again = recomputed_at(ctx, k)
-    if call.name == "linear":  # a product by weights side by side (plan.linears): its views' gradients and their
-        cols = max(cols, call.out_width)  # concatenation, as wide as all its outputs
-    return (2 * cols + max((c for kind, c, _ in again if kind == "node"), default=0),
-            edge + max((c for kind, c, _ in again if kind == "edge"), default=0))
+    node_again = max((c for kind, c, _ in again if kind == "node"), default=0)
+    if call.name == "linear":  # its weight's gradient first, the recomputed input let go, then the input's gradient
+        # (ops.lean_backward.product): the incoming gradient beside the larger of the two; at least two of the
+        # output's width (a product by weights side by side, plan.linears: its views' gradients and their
+        # concatenation)
+        given = call.width if call.grads and call.grads[0] else 0
+        node = max(2 * call.out_width, call.out_width + max(node_again, given))
+    else:
+        node = 2 * cols + node_again
+    return node, edge + max((c for kind, c, _ in again if kind == "edge"), default=0)
 
 
 def recomputed_at(ctx: MemoryContext, k: int) -> list[tuple[str, int, bool]]:

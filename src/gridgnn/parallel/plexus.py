@@ -532,6 +532,7 @@ class _PlexusLinear(torch.autograd.Function):
         comm, prog = ctx.comm, ctx.prog
         dy = dy.contiguous()
         dw = comm.execute(prog.take_one("bwd", "weight_scatter"), x.t() @ dy)  # lines 15–16
+        del x  # (a recomputed dropout output goes before the input's gradient is made: ops.lean_backward.product)
         dx = None
         if ctx.needs_input_grad[0]:
             dx = comm.execute(prog.take_one("bwd", "linear_back"), dy @ w_blk.t())  # lines 19–20
@@ -559,6 +560,7 @@ class _ScatteredLinear(torch.autograd.Function):
         comm, prog = ctx.comm, ctx.prog
         dy_all = comm.execute(prog.take_one("bwd", "linear_gather"), dy.t().contiguous()).t()
         dw = x.t() @ dy_all
+        del x  # (as in _PlexusLinear)
         for rec in prog.take("bwd", "weight_sums"):
             comm.execute(rec, dw.view(-1))
         prog.done("bwd")
