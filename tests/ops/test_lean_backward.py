@@ -8,6 +8,7 @@ from gridgnn.ops import kernels
 from gridgnn.ops.lean_backward import owned, product, relu
 from gridgnn.ops.masked import dropped, recomputing
 from gridgnn.testing import profiled_peak
+from tests._devices import ON_A_GPU
 
 
 class _Probe(torch.autograd.Function):
@@ -54,12 +55,11 @@ def test_no_gradient_is_owned_where_the_backward_builds_a_graph():
     assert _Probe.seen == [False] and g.requires_grad
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=ON_A_GPU)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_relu_and_product_give_torchs_bits_and_leave_a_shared_gradient_alone(dtype):
+def test_relu_and_product_give_torchs_bits_and_leave_a_shared_gradient_alone(dtype, device):
     g = torch.Generator().manual_seed(3)
-    z = torch.randn(50, 16, generator=g, dtype=dtype)
-    w = torch.randn(16, 6, generator=g, dtype=dtype)
-    up = torch.randn(50, 6, generator=g, dtype=dtype)
+    z, w, up = (torch.randn(*shape, generator=g, dtype=dtype).to(device) for shape in ((50, 16), (16, 6), (50, 6)))
     grads = []
     for act, mm in ((torch.relu, torch.mm), (relu, product)):
         zz, ww = z.clone().requires_grad_(), w.clone().requires_grad_()
