@@ -26,6 +26,13 @@ class _Probe(torch.autograd.Function):
 
 
 W = torch.randn(4, 3, dtype=torch.float64)
+KEPT: list = []
+
+
+def _kept(y: torch.Tensor, what) -> torch.Tensor:
+    """``y``, whose gradient (or ``what`` of it) a hook keeps."""
+    y.register_hook(lambda g: KEPT.append(what(g)))
+    return y
 
 
 def _seen(build) -> list:
@@ -43,7 +50,9 @@ def _seen(build) -> list:
     (lambda x: _Probe.apply(x), [False]),  # the caller's own gradient tensor
     (lambda x: torch.cat([_Probe.apply(x * 2), x])[:5] @ W, [False]),  # a view of another gradient
     (lambda x: _Probe.apply(x * 2).sum(dim=1, keepdim=True).expand(5, 3), [False]),  # an expanded one
-], ids=["fresh", "handed-to-two", "callers", "view", "expanded"])
+    (lambda x: _kept(_Probe.apply(x * 2), lambda g: g) @ W, [False]),  # a hook keeps it
+    (lambda x: _kept(_Probe.apply(x * 2), lambda g: g.untyped_storage()) @ W, [False]),  # a hook keeps its storage
+], ids=["fresh", "handed-to-two", "callers", "view", "expanded", "hook-keeps-it", "hook-keeps-its-storage"])
 def test_a_gradient_is_owned_only_where_nothing_else_refers_to_it(build, expected):
     assert _seen(build) == expected
 
@@ -109,3 +118,66 @@ def test_a_dropout_product_relu_backward_holds_one_node_tensor_where_torchs_comp
     # the lean backward: z's gradient (the one tensor) and a redrawn mask, small products aside
     assert peaks["lean"] <= tensor + n * f + 4 * n * f
     assert peaks["torch"] >= 2 * tensor
+
+
+@pytest.mark.parametrize("hook", ["tensor", "module"])
+def test_a_gradient_a_hook_keeps_is_not_written_over(hook):
+    """A tensor hook or a module's full backward hook that keeps the gradient reaching a ReLU and a dropout sees it
+    as autograd gave it, not masked afterwards by their in-place backward."""
+    class Layer(torch.nn.Module):
+        def __init__(self, act):
+            super().__init__()
+            self.act = act
+
+        def forward(self, x):
+            mask = torch.tensor([True, False, True, True])
+            return dropped(self.act(x * 1.0), mask, 0.5)
+
+    seen = {}
+    for name, act in (("torch", torch.relu), ("lean", relu)):
+        kept = []
+        x = torch.tensor([[1.0, 2.0, -3.0, 4.0]], dtype=torch.float64, requires_grad=True)
+        layer = Layer(act)
+        if hook == "module":
+            layer.register_full_backward_hook(lambda m, gi, go: kept.append(go[0]))
+            y = layer(x)
+        else:
+            y = layer(x)
+            y.register_hook(kept.append)
+        (y * 3.0).sum().backward()
+        seen[name] = (kept[0].clone(), x.grad)
+    assert torch.equal(seen["lean"][0], torch.full((1, 4), 3.0, dtype=torch.float64))
+    assert torch.equal(seen["lean"][1], seen["torch"][1])
+
+
+@pytest.mark.parametrize("h_by_columns,w_by_columns", [(True, False), (False, True), (True, True)])
+def test_product_of_column_major_matrices_gives_torchs_bits(h_by_columns, w_by_columns):
+    """torch's ``mm`` backward computes a column-major operand's gradient transposed (another order of sums):
+    ``product`` takes the same formula for each layout."""
+    g = torch.Generator().manual_seed(6)
+    h0 = torch.randn(16, 300, generator=g, dtype=torch.float64).t() if h_by_columns else \
+        torch.randn(300, 16, generator=g, dtype=torch.float64)
+    w0 = torch.randn(8, 16, generator=g, dtype=torch.float64).t() if w_by_columns else \
+        torch.randn(16, 8, generator=g, dtype=torch.float64)
+    up = torch.randn(300, 8, generator=g, dtype=torch.float64)
+    out = []
+    for mm in (torch.mm, product):
+        h, w = h0.detach().requires_grad_(), w0.detach().requires_grad_()
+        y = mm(h, w)
+        y.backward(up)
+        out.append((y, h.grad, w.grad))
+    for a, b in zip(*out):
+        assert torch.equal(a, b) and a.stride() == b.stride()
+
+
+def test_product_of_other_than_two_matrices_is_torchs_matmul():
+    g = torch.Generator().manual_seed(7)
+    h0, w0 = torch.randn(2, 5, 4, generator=g, dtype=torch.float64), torch.randn(4, 3, generator=g, dtype=torch.float64)
+    out = []
+    for mm in (torch.matmul, product):
+        h, w = h0.clone().requires_grad_(), w0.clone().requires_grad_()
+        y = mm(h, w)
+        y.sum().backward()
+        out.append((y, h.grad, w.grad))
+    for a, b in zip(*out):
+        assert torch.equal(a, b)

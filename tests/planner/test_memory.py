@@ -144,16 +144,19 @@ GS = sbm_graph(n=20_000, classes=4, avg_degree=10, features=64, seed=2)
 
 
 @pytest.mark.skipif(not kernels.enabled(), reason="needs the numba kernels (the masks drawn again, as the estimate says)")
-@pytest.mark.parametrize("model,dims", [("gcn", [64, 64, 64, 4]), ("gcn", [64, 128, 4]), ("sage", [64, 64, 4])])
+@pytest.mark.parametrize("model,dims", [("gcn", [64, 64, 64, 4]), ("gcn", [64, 128, 4]), ("sage+mean", [64, 64, 4]),
+                                        ("sage+mean", [64, 48, 80, 4])])
 def test_the_serial_steps_own_peak_lies_within_the_estimate(model, dims):
     """One serial step's own allocations at their peak (torch's profiler, after two steps) are at most what the
     estimate holds at its peak moment beyond the persistent parts — the saved activations and the backward's
     workspace — and not far below it: a backward that kept one more node tensor than its model books (a product
-    holding its recomputed input while it makes the input's gradient) exceeds the first bound."""
+    holding its recomputed input while it makes the input's gradient) exceeds the first bound. A widening
+    mean aggregates first on a layer whose input needs a gradient: the root term's gradient reaches it beside the
+    aggregate's."""
     plan = build_serial(gcn_normalize(GS), dtype=torch.float32)
     x, y = torch.from_numpy(GS.x.astype(np.float32)), torch.from_numpy(GS.y)
     rows = torch.from_numpy(np.flatnonzero(GS.train_mask))
-    build = model_builder(model if model == "gcn" else "sage+mean", dims, 0.5)
+    build = model_builder(model, dims, 0.5)
     net = build(None)
     net.train()
 
@@ -164,8 +167,7 @@ def test_the_serial_steps_own_peak_lies_within_the_estimate(model, dims):
 
     step(), step()
     measured = profiled_peak(step)
-    tr = model_trace(dims, model_builder(model if model == "gcn" else "sage+mean", dims, 0.5, torch.float64),
-                     "serial")
+    tr = model_trace(dims, model_builder(model, dims, 0.5, torch.float64), "serial")
     est = estimate_rank_memory("serial", (1,), GS.n, GS.nnz, dims, elem_bytes=4, directed=False, dropout=0.5,
                                train_rows=len(rows), pattern=gcn_normalize(GS), feature_bytes=4, trace=tr).ranks[0]
     booked = est.per_component["activations"] + est.per_component["workspace"]

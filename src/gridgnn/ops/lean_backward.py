@@ -4,9 +4,10 @@ A layer's backward peaks where it holds the most node-sized tensors together: th
 the layers below, the gradient arriving, and what it makes of it. Three things lower that peak:
 
 * :func:`owned` — whether the gradient autograd hands a backward is that backward's alone, so it may be overwritten
-  instead of a new tensor made beside it: nothing else refers to its tensor (a gradient handed to several functions,
-  kept by a hook or given by the caller is shared) or to its storage (a view of another gradient), and no graph of
-  the backward is being built. It is the rule torch's gradient accumulation follows to take a gradient over.
+  instead of a new tensor made beside it: nothing else refers to its tensor or its storage — not another function it
+  was handed to, not a hook that keeps it (a tensor's, a node's, a module's backward hook), not the caller who gave
+  it, not a gradient it is a view of — and no graph of the backward is being built. It is the rule torch's gradient
+  accumulation follows to take a gradient over, with Python's references counted too (hooks keep theirs there).
   The dropout's backward (:class:`gridgnn.ops.masked.MaskedScale`) and :func:`relu`'s write into such a gradient;
 * :func:`relu` — ``torch.relu`` whose backward masks an owned gradient in place;
 * :func:`product` — ``h @ w`` whose backward makes the weight's gradient first and lets the input it unpacked go
@@ -14,42 +15,83 @@ the layers below, the gradient arriving, and what it makes of it. Three things l
   (:func:`gridgnn.ops.masked.recomputing`), the recomputed tensor and the input's gradient are then never alive
   together.
 
+Where no gradient is recorded, under a ``torch.func`` transform, or (``product``) for operands other than two
+matrices, both are torch's own operation.
+
 On GCN's last layer (128 → 8 on 10⁵ vertices) the backward held the saved activations, the recomputed dropout
 output, its gradient and the dropout's gradient at once; now the activations and one of the others.
 """
 from __future__ import annotations
 
+import sys
+
 import torch
 
 _USE_COUNT = getattr(torch.Tensor, "_use_count", None)
 _STORAGE_USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)
+_INTERPRETERS = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", None)
 
 
-def _storage_refs(t: torch.Tensor) -> int:
-    """References to ``t``'s storage, counting the one the query itself holds."""
-    storage = t.untyped_storage()
-    return _STORAGE_USE_COUNT(storage._cdata)
+def _references(grad: torch.Tensor) -> tuple[int, int, int, int]:
+    """The references to ``grad`` and to its storage, in C++ (autograd's buffers, views) and in Python (hooks, the
+    caller's names), as seen from :func:`owned` called by a backward (the frames between count alike every time)."""
+    storage = grad.untyped_storage()
+    return grad._use_count(), _STORAGE_USE_COUNT(storage._cdata), sys.getrefcount(grad), sys.getrefcount(storage)
 
 
-def _alone_counts() -> tuple[int, int] | None:
-    """The counts :func:`owned` reads of a tensor nothing else refers to, on this torch (``None``: it cannot say)."""
-    if _USE_COUNT is None or _STORAGE_USE_COUNT is None:
-        return None
-    probe = torch.empty(1)
-    return probe._use_count(), _storage_refs(probe)
-
-
-_ALONE = _alone_counts()
+#: :func:`_references` of a gradient nothing else refers to, read once at import by :class:`_Probe` (``None``: this
+#: torch cannot say, and no gradient is owned)
+_ALONE = None
 
 
 def owned(grad: torch.Tensor) -> bool:
-    """Whether ``grad``, a gradient autograd handed a backward, may be overwritten by it (see the module
-    docstring): a dense tensor that is all of its storage, referred to by nothing but the caller's name for it,
-    outside a backward that builds a graph (``create_graph``)."""
-    return (_ALONE is not None and not torch.is_grad_enabled() and grad.layout == torch.strided
-            and grad.is_contiguous() and grad.storage_offset() == 0
-            and grad.numel() * grad.element_size() == grad.untyped_storage().nbytes()
-            and (grad._use_count(), _storage_refs(grad)) == _ALONE)
+    """Whether ``grad``, the gradient autograd handed the calling backward, may be overwritten by it (see the module
+    docstring): a dense tensor that is all of its storage, which nothing but the backward's own name refers to,
+    outside a backward that builds a graph (``create_graph``) and outside a ``torch.func`` transform. The backward
+    must call it as a statement of its own on its argument (``mine = owned(dy)``), as :class:`_Probe` did when it
+    read what "alone" counts: a call nested in another call's arguments counts that call's references too."""
+    if _ALONE is None or torch.is_grad_enabled() or grad.layout != torch.strided or not grad.is_contiguous() \
+            or grad.storage_offset() or grad.numel() * grad.element_size() != grad.untyped_storage().nbytes() \
+            or (_INTERPRETERS is not None and _INTERPRETERS() is not None):
+        return False
+    return _references(grad) == _ALONE
+
+
+def _as_owned_reads(grad: torch.Tensor) -> tuple[int, int, int, int]:
+    """:func:`_references` read from one frame below the backward, as :func:`owned` reads them."""
+    return _references(grad)
+
+
+class _Probe(torch.autograd.Function):
+    """Reads :data:`_ALONE`: its backward is handed a gradient that nothing else refers to."""
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, dy):
+        global _ALONE
+        mine = _as_owned_reads(dy) if _USE_COUNT is not None and _STORAGE_USE_COUNT is not None else None
+        _ALONE = mine
+        return None
+
+
+def _read_alone() -> None:
+    try:
+        with torch.inference_mode(False), torch.enable_grad():
+            x = torch.zeros(2, requires_grad=True)
+            (_Probe.apply(x) * 2.0).sum().backward()
+    except Exception:  # noqa: BLE001 - a torch that cannot run it: nothing is owned (the safe answer)
+        globals()["_ALONE"] = None
+
+
+_read_alone()
+
+
+def _plain(*tensors: torch.Tensor) -> bool:
+    """Whether torch's own operation runs: no gradient recorded, or a ``torch.func`` transform in force."""
+    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)) \
+        or (_INTERPRETERS is not None and _INTERPRETERS() is not None)
 
 
 class _ReLU(torch.autograd.Function):
@@ -61,8 +103,9 @@ class _ReLU(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
+        mine = owned(dy)
         (y,) = ctx.saved_tensors
-        if owned(dy):  # torch.relu's backward, written over the gradient it reads
+        if mine:  # torch.relu's backward, written over the gradient it reads
             return torch.ops.aten.threshold_backward.grad_input(dy, y, 0, grad_input=dy)
         return torch.ops.aten.threshold_backward(dy, y, 0)
 
@@ -70,7 +113,12 @@ class _ReLU(torch.autograd.Function):
 def relu(x: torch.Tensor) -> torch.Tensor:
     """``torch.relu(x)`` (the same bits forward and backward) whose backward overwrites the gradient it receives
     where that is :func:`owned`."""
-    return _ReLU.apply(x)
+    return torch.relu(x) if _plain(x) else _ReLU.apply(x)
+
+
+def _column_major(t: torch.Tensor) -> bool:
+    """A matrix laid out by columns, for which torch's ``mm`` backward computes its gradient transposed."""
+    return t.shape[0] > 1 and t.shape[1] > 1 and t.stride() == (1, t.shape[0])
 
 
 class _Product(torch.autograd.Function):
@@ -78,18 +126,27 @@ class _Product(torch.autograd.Function):
     def forward(ctx, h, w):
         need_h, need_w = ctx.needs_input_grad
         ctx.save_for_backward(h if need_w else None, w if need_h else None)
+        ctx.by_columns = _column_major(h), _column_major(w)
         return h @ w
 
     @staticmethod
     def backward(ctx, dy):
         need_h, need_w = ctx.needs_input_grad
+        h_by_columns, w_by_columns = ctx.by_columns
         h, w = ctx.saved_tensors
-        dw = h.mT @ dy if need_w else None
+        dw = None
+        if need_w:  # (torch's mm backward, each layout's formula)
+            dw = (dy.t() @ h).t() if w_by_columns else h.t() @ dy
         del h  # (a recomputed dropout output goes here, before the input's gradient is made)
-        return (dy @ w.mT if need_h else None), dw
+        dh = None
+        if need_h:
+            dh = (w @ dy.t()).t() if h_by_columns else dy @ w.t()
+        return dh, dw
 
 
 def product(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """``h @ w`` for a 2-D ``h`` and ``w`` (the same bits forward and backward) whose backward makes ``w``'s gradient,
-    lets the ``h`` it unpacked go, then makes ``h``'s."""
+    """``h @ w`` (the same bits forward and backward) whose backward, for two matrices, makes ``w``'s gradient, lets
+    the ``h`` it unpacked go, then makes ``h``'s."""
+    if h.dim() != 2 or w.dim() != 2 or _plain(h, w):
+        return h @ w
     return _Product.apply(h, w)

@@ -46,8 +46,9 @@ class MaskedScale(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
+        mine = owned(dy)  # (a statement of its own: see owned)
         mask = ctx.saved_tensors[0] if ctx.redraw is None else ctx.redraw()
-        return scale_masked(dy, mask, ctx.q, in_place=owned(dy)), None, None, None
+        return scale_masked(dy, mask, ctx.q, in_place=mine), None, None, None
 
 
 #: outputs of :func:`dropped` that are alive: their storage's address → (a weak reference to the output, its input

@@ -255,7 +255,8 @@ def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[int, int]:
     operations after it, which run just before it): two node tensors of its layer's widest kept width (the incoming
     gradient and the one it gives) — for a ``linear``, its incoming gradient beside the larger of the input it
     recomputes and the input's gradient, which every family's product makes after letting that input go
-    (:func:`~gridgnn.ops.lean_backward.product`), and at least two of its output's width (the products of one input
+    (:func:`~gridgnn.ops.lean_backward.product`), with one more of the input's width where another product of the
+    layer may have given the input a gradient already, and at least two of its output's width (the products of one input
     by several weights side by side, :func:`~gridgnn.parallel.base.stacked_linears`: their views' gradients and their
     concatenation) —, two edge tensors of its layer's widest heads, and the dropout outputs it
     recomputes (:attr:`~gridgnn.parallel.trace.Trace.recomputed`; the masks it draws again for them:
@@ -276,7 +277,10 @@ def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[int, int]:
         # output's width (a product by weights side by side, plan.linears: its views' gradients and their
         # concatenation)
         given = call.width if call.grads and call.grads[0] else 0
-        node = max(2 * call.out_width, call.out_width + max(node_again, given))
+        # where the layer has another product, its input's gradient may already wait in autograd's buffer (GraphSAGE
+        # aggregating first: the root term's and the aggregate's both reach the dropped input)
+        waiting = given if sum(c.layer == call.layer and c.name == "linear" for c in ctx.trace.calls) > 1 else 0
+        node = max(2 * call.out_width, call.out_width + max(node_again, given)) + waiting
     else:
         node = 2 * cols + node_again
     return node, edge + max((c for kind, c, _ in again if kind == "edge"), default=0)
