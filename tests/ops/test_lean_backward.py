@@ -1,11 +1,14 @@
 """The lean backward passes (gridgnn.ops.lean_backward): torch's bits, gradients overwritten only where autograd
 handed them over alone, and a dropout → product → ReLU chain whose backward holds one node tensor where torch's
 composition holds two."""
+import subprocess
+import sys
+
 import pytest
 import torch
 
 from gridgnn.ops import kernels
-from gridgnn.ops.lean_backward import owned, product, relu
+from gridgnn.ops.lean_backward import owned, product, read_alone, relu
 from gridgnn.ops.masked import dropped, recomputing
 from gridgnn.testing import profiled_peak
 from tests._devices import ON_A_GPU
@@ -36,7 +39,9 @@ def _kept(y: torch.Tensor, what) -> torch.Tensor:
 
 
 def _seen(build) -> list:
+    read_alone()
     _Probe.seen = []
+    KEPT.clear()
     x = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
     out = build(x)
     given = torch.ones_like(out)
@@ -58,6 +63,7 @@ def test_a_gradient_is_owned_only_where_nothing_else_refers_to_it(build, expecte
 
 
 def test_no_gradient_is_owned_where_the_backward_builds_a_graph():
+    read_alone()
     _Probe.seen = []
     x = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
     (g,) = torch.autograd.grad((_Probe.apply(x * x) @ W).sum(), x, create_graph=True)
@@ -125,19 +131,18 @@ def test_a_gradient_a_hook_keeps_is_not_written_over(hook):
     """A tensor hook or a module's full backward hook that keeps the gradient reaching a ReLU and a dropout sees it
     as autograd gave it, not masked afterwards by their in-place backward."""
     class Layer(torch.nn.Module):
-        def __init__(self, act):
+        def __init__(self, act, drop):
             super().__init__()
-            self.act = act
+            self.act, self.drop = act, drop
 
         def forward(self, x):
-            mask = torch.tensor([True, False, True, True])
-            return dropped(self.act(x * 1.0), mask, 0.5)
+            return self.drop(self.act(x * 1.0), torch.tensor([True, False, True, True]), 0.5)
 
     seen = {}
-    for name, act in (("torch", torch.relu), ("lean", relu)):
+    for name, act, drop in (("torch", torch.relu, lambda h, mask, q: h * mask / q), ("lean", relu, dropped)):
         kept = []
         x = torch.tensor([[1.0, 2.0, -3.0, 4.0]], dtype=torch.float64, requires_grad=True)
-        layer = Layer(act)
+        layer = Layer(act, drop)
         if hook == "module":
             layer.register_full_backward_hook(lambda m, gi, go: kept.append(go[0]))
             y = layer(x)
@@ -146,20 +151,23 @@ def test_a_gradient_a_hook_keeps_is_not_written_over(hook):
             y.register_hook(kept.append)
         (y * 3.0).sum().backward()
         seen[name] = (kept[0].clone(), x.grad)
-    assert torch.equal(seen["lean"][0], torch.full((1, 4), 3.0, dtype=torch.float64))
+    for name in seen:
+        assert torch.equal(seen[name][0], torch.full((1, 4), 3.0, dtype=torch.float64)), name
     assert torch.equal(seen["lean"][1], seen["torch"][1])
 
 
-@pytest.mark.parametrize("h_by_columns,w_by_columns", [(True, False), (False, True), (True, True)])
-def test_product_of_column_major_matrices_gives_torchs_bits(h_by_columns, w_by_columns):
-    """torch's ``mm`` backward computes a column-major operand's gradient transposed (another order of sums):
-    ``product`` takes the same formula for each layout."""
+@pytest.mark.parametrize("h_by_columns,w_by_columns,inner,out", [(True, False, 16, 8), (False, True, 16, 8),
+                                                                   (True, True, 16, 8), (True, True, 1, 1),
+                                                                   (True, True, 5, 1)])
+def test_product_of_column_major_matrices_gives_torchs_bits(h_by_columns, w_by_columns, inner, out):
+    """torch's ``mm`` backward computes a column-major operand's gradient transposed (another order of sums), by its
+    strides alone (a dimension of 1 included): ``product`` takes the same formula for each layout."""
     g = torch.Generator().manual_seed(6)
-    h0 = torch.randn(16, 300, generator=g, dtype=torch.float64).t() if h_by_columns else \
-        torch.randn(300, 16, generator=g, dtype=torch.float64)
-    w0 = torch.randn(8, 16, generator=g, dtype=torch.float64).t() if w_by_columns else \
-        torch.randn(16, 8, generator=g, dtype=torch.float64)
-    up = torch.randn(300, 8, generator=g, dtype=torch.float64)
+    h0 = torch.randn(inner, 300, generator=g, dtype=torch.float64).t() if h_by_columns else \
+        torch.randn(300, inner, generator=g, dtype=torch.float64)
+    w0 = torch.randn(out, inner, generator=g, dtype=torch.float64).t() if w_by_columns else \
+        torch.randn(inner, out, generator=g, dtype=torch.float64)
+    up = torch.randn(300, out, generator=g, dtype=torch.float64)
     out = []
     for mm in (torch.mm, product):
         h, w = h0.detach().requires_grad_(), w0.detach().requires_grad_()
@@ -181,3 +189,28 @@ def test_product_of_other_than_two_matrices_is_torchs_matmul():
         out.append((y, h.grad, w.grad))
     for a, b in zip(*out):
         assert torch.equal(a, b)
+
+
+def test_importing_the_trainer_runs_no_backward():
+    """The count of an owned gradient is read on first use, not at import: a backward in a process that forks the
+    ranks (the fork server imports the trainer) would start autograd's device threads, which a GPU's torch refuses to
+    use again in a forked child."""
+    code = ("import gridgnn.train.worker, gridgnn.train.launching; from gridgnn.ops import lean_backward as L; "
+            "assert not L._READ and L._ALONE is None")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_no_gradient_is_owned_under_a_trace_function_written_in_python():
+    """A debugger's trace function is handed frames whose locals were copied (before Python 3.13): their references
+    would count, so nothing is overwritten while one is set."""
+    read_alone()
+
+    def tracer(frame, event, arg):
+        return None
+
+    sys.settrace(tracer)
+    try:
+        seen = _seen(lambda x: _Probe.apply(x * 2) @ W)
+    finally:
+        sys.settrace(None)
+    assert seen == [False]

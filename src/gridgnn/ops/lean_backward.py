@@ -24,6 +24,7 @@ output, its gradient and the dropout's gradient at once; now the activations and
 from __future__ import annotations
 
 import sys
+import types
 
 import torch
 
@@ -39,22 +40,34 @@ def _references(grad: torch.Tensor) -> tuple[int, int, int, int]:
     return grad._use_count(), _STORAGE_USE_COUNT(storage._cdata), sys.getrefcount(grad), sys.getrefcount(storage)
 
 
-#: :func:`_references` of a gradient nothing else refers to, read once at import by :class:`_Probe` (``None``: this
-#: torch cannot say, and no gradient is owned)
+#: :func:`_references` of a gradient nothing else refers to, read by :class:`_Probe` the first time a model in this
+#: process calls :func:`relu` or :func:`product` (or makes a dropout, :func:`gridgnn.ops.masked.dropped`) — not at
+#: import: a backward there would start autograd's device threads in a process that forks the ranks, which a GPU's
+#: torch then refuses in every child. ``None``: this torch cannot say, and no gradient is owned
 _ALONE = None
+_READ = False
 
 
 def owned(grad: torch.Tensor) -> bool:
     """Whether ``grad``, the gradient autograd handed the calling backward, may be overwritten by it (see the module
     docstring): a dense tensor that is all of its storage, which nothing but the backward's own name refers to,
-    outside a backward that builds a graph (``create_graph``) and outside a ``torch.func`` transform. The backward
-    must call it as a statement of its own on its argument (``mine = owned(dy)``), as :class:`_Probe` did when it
-    read what "alone" counts: a call nested in another call's arguments counts that call's references too."""
+    outside a backward that builds a graph (``create_graph``), a ``torch.func`` transform and a trace or profile
+    function written in Python (a debugger's, which can hold frame locals: :func:`_traced`). The backward must call it as a
+    statement of its own on its argument (``mine = owned(dy)``), as :class:`_Probe` did when it read what "alone"
+    counts: a call nested in another call's arguments counts that call's references too."""
     if _ALONE is None or torch.is_grad_enabled() or grad.layout != torch.strided or not grad.is_contiguous() \
             or grad.storage_offset() or grad.numel() * grad.element_size() != grad.untyped_storage().nbytes() \
-            or (_INTERPRETERS is not None and _INTERPRETERS() is not None):
+            or (_INTERPRETERS is not None and _INTERPRETERS() is not None) or _traced():
         return False
     return _references(grad) == _ALONE
+
+
+def _traced(strict: bool = False) -> bool:
+    """Whether a trace or profile function written in Python is set (a debugger's): before Python 3.13 it is handed
+    frames whose locals were first copied into dicts, references :func:`_references` would count. A function in C
+    (torch's profiler, coverage's tracer) copies nothing; ``strict``: any function at all."""
+    hooks = [f for f in (sys.gettrace(), sys.getprofile()) if f is not None]
+    return bool(hooks) if strict else any(isinstance(f, (types.FunctionType, types.MethodType)) for f in hooks)
 
 
 def _as_owned_reads(grad: torch.Tensor) -> tuple[int, int, int, int]:
@@ -71,21 +84,30 @@ class _Probe(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dy):
         global _ALONE
-        mine = _as_owned_reads(dy) if _USE_COUNT is not None and _STORAGE_USE_COUNT is not None else None
+        mine = _as_owned_reads(dy)
         _ALONE = mine
         return None
 
 
-def _read_alone() -> None:
+def read_alone() -> None:
+    """Read :data:`_ALONE` once per process (see there), outside whatever mode the caller runs under (a trace, a
+    recording: they must not see the probe) and not while any trace or profile function is set (a later call reads
+    it then)."""
+    global _READ, _ALONE
+    if _READ or _traced(strict=True):
+        return
+    _READ = True
+    if _USE_COUNT is None or _STORAGE_USE_COUNT is None:
+        return
+    from torch.utils._python_dispatch import _disable_current_modes
+
     try:
-        with torch.inference_mode(False), torch.enable_grad():
+        with _disable_current_modes(), torch._C.DisableTorchFunction(), torch.inference_mode(False), \
+                torch.enable_grad():
             x = torch.zeros(2, requires_grad=True)
             (_Probe.apply(x) * 2.0).sum().backward()
     except Exception:  # noqa: BLE001 - a torch that cannot run it: nothing is owned (the safe answer)
-        globals()["_ALONE"] = None
-
-
-_read_alone()
+        _ALONE = None
 
 
 def _plain(*tensors: torch.Tensor) -> bool:
@@ -113,12 +135,16 @@ class _ReLU(torch.autograd.Function):
 def relu(x: torch.Tensor) -> torch.Tensor:
     """``torch.relu(x)`` (the same bits forward and backward) whose backward overwrites the gradient it receives
     where that is :func:`owned`."""
-    return torch.relu(x) if _plain(x) else _ReLU.apply(x)
+    if _plain(x):
+        return torch.relu(x)
+    read_alone()
+    return _ReLU.apply(x)
 
 
 def _column_major(t: torch.Tensor) -> bool:
-    """A matrix laid out by columns, for which torch's ``mm`` backward computes its gradient transposed."""
-    return t.shape[0] > 1 and t.shape[1] > 1 and t.stride() == (1, t.shape[0])
+    """A matrix laid out by columns, for which torch's ``mm`` backward computes its gradient transposed (torch's own
+    test of the strides alone, a dimension of 1 included)."""
+    return t.layout == torch.strided and t.stride(0) == 1 and t.stride(1) == t.shape[0]
 
 
 class _Product(torch.autograd.Function):
@@ -149,4 +175,5 @@ def product(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     the ``h`` it unpacked go, then makes ``h``'s."""
     if h.dim() != 2 or w.dim() != 2 or _plain(h, w):
         return h @ w
+    read_alone()
     return _Product.apply(h, w)

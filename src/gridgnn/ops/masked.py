@@ -20,7 +20,7 @@ import torch
 
 from . import kernels, triton_kernels
 from .device_paths import device_paths
-from .lean_backward import owned
+from .lean_backward import owned, read_alone
 
 
 def scale_masked(x: torch.Tensor, mask: torch.Tensor, q: float, *, in_place: bool = False) -> torch.Tensor:
@@ -61,6 +61,8 @@ def dropped(x: torch.Tensor, mask: torch.Tensor, q: float, redraw=None) -> torch
     """:class:`MaskedScale` whose output, where an operation saves it within :func:`recomputing`, autograd keeps
     as ``x`` and ``mask`` (:class:`Recomputed`); ``redraw`` (a callable returning ``mask``'s bits again, a keyed
     hash's): neither the dropout nor a recomputed output keeps the mask, each draws it again in the backward."""
+    if torch.is_grad_enabled() and x.requires_grad:
+        read_alone()  # (what an owned gradient counts, read once per process: ops.lean_backward)
     y = MaskedScale.apply(x, mask, q, redraw)
     masks = getattr(_LOCAL, "masks", None)
     if masks is not None and redraw is None:  # (a trace's record of which saved tensors are dropout masks)
