@@ -27,6 +27,7 @@ import sys
 import types
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 _USE_COUNT = getattr(torch.Tensor, "_use_count", None)
 _STORAGE_USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)
@@ -99,8 +100,6 @@ def read_alone() -> None:
     _READ = True
     if _USE_COUNT is None or _STORAGE_USE_COUNT is None:
         return
-    from torch.utils._python_dispatch import _disable_current_modes
-
     try:
         with _disable_current_modes(), torch._C.DisableTorchFunction(), torch.inference_mode(False), \
                 torch.enable_grad():
