@@ -41,6 +41,24 @@ def test_stacked_products_and_their_gradients_equal_one_product_per_weight():
         assert torch.allclose(got, want, rtol=1e-12, atol=1e-14)
 
 
+def test_an_input_that_needs_no_gradient_is_multiplied_by_each_weight_apart():
+    """A first layer's input needs no gradient: there is no gradient of ``h`` to share, so no stacking (whose split
+    would concatenate the outputs' gradients in the backward); one product per weight, each weight's gradient
+    that of its own product."""
+    plan = build_serial(gcn_normalize(GRAPHS["undirected"]))
+    calls = []
+    real = plan.linear
+    plan.linear = lambda layer, h, w: (calls.append(tuple(w.shape)), real(layer, h, w))[1]
+    h, ws = _leaves(5)
+    h = h.detach()
+    outs = stacked_linears(plan, 0, h, ws)
+    assert calls == [(6, 4), (6, 3), (6, 4)]
+    sum((o * (k + 1)).sum() for k, o in enumerate(outs)).backward()
+    for k, (o, w) in enumerate(zip(outs, ws)):
+        assert torch.equal(o, h @ w)
+        assert torch.allclose(w.grad, (k + 1) * h.sum(dim=0, keepdim=True).T.expand_as(w), rtol=1e-12)
+
+
 @pytest.mark.parametrize("algo,stacks", [("1d", True), ("1.5d-sa", True), ("2d", True), ("3d", True),
                                          ("edge", True), ("plexus", False), ("plexus-rs", False)])
 def test_each_family_says_whether_its_linear_stacks_weights(algo, stacks):
@@ -100,6 +118,8 @@ def test_the_trace_of_a_layer_that_multiplies_first_has_the_products_of_its_fami
                      algo)
     products = [(c.width, c.out_width) for c in tr.calls if c.name == "linear" and c.layer == 1]
     assert products == ([(3, 6)] if linears == 1 else [(3, 3), (3, 3)])
+    first = [(c.width, c.out_width) for c in tr.calls if c.name == "linear" and c.layer == 0]
+    assert first == [(5, 3), (5, 3)]  # (its input needs no gradient: each weight apart, on every family)
     kept = [(s.layer, s.kind, s.cols) for s in tr.saved if s.layer == 1]
     assert (1, "node", 6) not in kept
     assert ((1, "other", 18) in kept) == (linears == 1)

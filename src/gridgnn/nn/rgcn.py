@@ -103,7 +103,8 @@ class RGCN(Model):
                 out = g.at_destinations(hr)
                 for k in range(self.terms):
                     out = out + g.spmm(values[:, k], hw[k])
-                del hw, hr  # (views of one product: its storage goes with the last of them)
+                del hw, hr  # (views of one product, whose storage goes with the last of them; at a first layer,
+                # whose input needs no gradient, a product each: stacked_linears)
             else:  # aggregate H (f_in columns)
                 ah = [g.spmm(values[:, k], h) for k in range(self.terms)]
                 out = plan.linear(layer, g.at_destinations(h), root)

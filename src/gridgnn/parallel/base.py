@@ -126,9 +126,12 @@ def stacked_linears(plan, layer: int, h: torch.Tensor, ws) -> tuple[torch.Tensor
     """``plan.linear(layer, h, w)`` for each ``w`` of ``ws`` — where ``plan.stacks_weights``, one ``linear`` by the
     weights side by side, its output split back into theirs (column views): one product forward, and one gradient
     of ``h`` backward where each product would give its own (the sum of those, which autograd would hold two of at
-    once)."""
+    once). Where autograd records and ``h`` needs no gradient (a first layer's input) there is none to share, and
+    the split's backward would concatenate the views' gradients into one tensor of every weight's columns before
+    the weights' gradients are made: separate products make each weight's gradient from its own view's. (Without a
+    gradient recorded — an evaluation, an inference — the one product stays.)"""
     ws = tuple(ws)
-    if not plan.stacks_weights or len(ws) < 2:
+    if not plan.stacks_weights or len(ws) < 2 or (torch.is_grad_enabled() and not h.requires_grad):
         return tuple(plan.linear(layer, h, w) for w in ws)
     return plan.linear(layer, h, torch.cat(ws, dim=1)).split([w.shape[1] for w in ws], dim=1)
 
