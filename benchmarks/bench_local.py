@@ -202,6 +202,8 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
         plan = build_serial(gcn_normalize(g), dtype=torch.float32, device=device)
         opts = {"gcn": dict(dropout=0.5), "gat": dict(dropout=0.6, heads=8), "agnn": dict(dropout=0.5),
                 "va": dict(dropout=0.5), "sage": dict(dropout=0.5, aggr="mean")}[model]
+        if impl.endswith("-lean"):  # --layer-order lean: the first layer multiplies first at equal widths
+            opts["layer_order"] = "lean"
         net = MODELS[model].from_options(dims, plan=None, dtype=torch.float32, seed=0, **opts).to(device)
         net.train()
 
@@ -219,7 +221,7 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
         F.cross_entropy(out[train], y[train]).backward()
         opt.step()
 
-    if impl == "gridgnn-graphed":  # --cuda-graph: forward, loss and backward recorded, then replayed
+    if impl.startswith("gridgnn-graphed"):  # --cuda-graph: forward, loss and backward recorded, then replayed
         from gridgnn.train.graphed import WARMUP_STEPS, GraphedStep
 
         warmup = max(warmup, WARMUP_STEPS + 1)  # (the epoch that records is not timed)
@@ -330,19 +332,21 @@ def write_profile(step, sync, device: str, path: str, epochs: int = 3) -> None:
 
 
 RUNS = {  # model → implementations, the first PyG one is the reference of the ratios
-    "gcn": ("pyg", "pyg-csr", "gridgnn", "gridgnn-torch"),
+    "gcn": ("pyg", "pyg-csr", "gridgnn", "gridgnn-lean", "gridgnn-torch"),
     "gat": ("pyg", "gridgnn", "gridgnn-composed", "gridgnn-torch"),
     "agnn": ("pyg", "gridgnn", "gridgnn-composed", "gridgnn-torch"),
     "va": ("gridgnn", "gridgnn-torch"),
-    "sage": ("pyg", "pyg-csr", "gridgnn", "gridgnn-torch"),
+    "sage": ("pyg", "pyg-csr", "gridgnn", "gridgnn-lean", "gridgnn-torch"),
 }
-GPU_RUNS = {"gcn": ("pyg", "pyg-csr", "gridgnn", "gridgnn-graphed"), "gat": ("pyg", "gridgnn", "gridgnn-graphed"),
-            "agnn": ("pyg", "gridgnn", "gridgnn-graphed"), "va": ("gridgnn",),
-            "sage": ("pyg", "pyg-csr", "gridgnn", "gridgnn-graphed")}  # on a GPU: Triton's kernels or torch's
+GPU_RUNS = {"gcn": ("pyg", "pyg-csr", "gridgnn", "gridgnn-graphed", "gridgnn-graphed-lean"),
+            "gat": ("pyg", "gridgnn", "gridgnn-graphed"), "agnn": ("pyg", "gridgnn", "gridgnn-graphed"), "va": ("gridgnn",),
+            "sage": ("pyg", "pyg-csr", "gridgnn", "gridgnn-graphed", "gridgnn-graphed-lean")}  # Triton's kernels or torch's
 NAMES = {"pyg": "PyG (edge_index)", "pyg-csr": "PyG (CSR adj_t)", "gridgnn": "gridgnn serial (numba kernels)",
          "gridgnn-composed": "gridgnn serial (numba kernels, attention unfused)",
          "gridgnn-torch": "gridgnn serial (torch references)",
-         "gridgnn-graphed": "gridgnn serial, --cuda-graph"}
+         "gridgnn-graphed": "gridgnn serial, --cuda-graph",
+         "gridgnn-lean": "gridgnn serial (numba kernels), --layer-order lean",
+         "gridgnn-graphed-lean": "gridgnn serial, --cuda-graph --layer-order lean"}
 
 
 def epochs_section(spec: str, epochs: int, warmup: int, models: list[str], device: str = "cpu",

@@ -11,8 +11,8 @@
 #      CUDA graph (--cuda-graph, node classification and link prediction) training as its eager step does, a run
 #      with the fused AdamW interrupted and resumed as the uninterrupted one, the lean backward's ReLU and product
 #      giving torch's bits on the device;
-#   3. epochs_gpu: bench_local's epochs on the GPU, gridgnn serial (eager and --cuda-graph) next to PyG (GCN,
-#      GraphSAGE, GAT, AGNN; peak memory);
+#   3. epochs_gpu: bench_local's epochs on the GPU, gridgnn serial (eager and --cuda-graph; GCN and GraphSAGE also
+#      --cuda-graph --layer-order lean) next to PyG (GCN, GraphSAGE, GAT, AGNN; peak memory);
 #   4. cora_gcn: the Cora table with --device cuda (every algorithm, P = number of GPUs, 1 when one).
 # Usage: bash benchmarks/gpu_checks.sh CORA_DIR LOG_DIR  (PYTHON defaults to python3; BUDGET_S to 480; the package
 # is read from src/; PROFILE_DIR set: step 3 writes torch.profiler tables there). CORA_DIR may be "-" (no Cora
@@ -35,6 +35,6 @@ step() {  # step NAME LIMIT_S COMMAND...: bounded by LIMIT_S and by what is left
 PYTEST="$PY -m pytest -p no:cacheprovider -o addopts= -q -m gpu --durations=8"
 step staged 120 $PYTEST tests/parallel/test_cuda.py -k sharing
 step pytest_gpu 150 $PYTEST tests/ops/test_triton_kernels.py tests/ops/test_kernels.py tests/planner/test_memory.py tests/parallel/test_cuda.py tests/train/test_no_read_back.py tests/train/test_graphed.py tests/train/test_optimizers.py tests/ops/test_lean_backward.py -k "not sharing"
-step epochs_gpu 180 $PY benchmarks/bench_local.py --device cuda --skip kernels,bytes --models gcn,sage,gat,agnn --epochs 5 --warmup 2 ${PROFILE_DIR:+--profile "$PROFILE_DIR"}
+step epochs_gpu 210 $PY benchmarks/bench_local.py --device cuda --skip kernels,bytes --models gcn,sage,gat,agnn --epochs 5 --warmup 2 ${PROFILE_DIR:+--profile "$PROFILE_DIR"}
 [ "$CORA" != "-" ] && step cora_gcn 60 $PY benchmarks/cora_accuracy.py "$CORA" --device cuda --nproc $P --seeds 1
 exit 0

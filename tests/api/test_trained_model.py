@@ -63,6 +63,17 @@ def test_train_returns_the_summary_and_the_model(cora_gat):
     assert loaded.summary["test_acc"] == result["test_acc"]
 
 
+def test_predict_repeats_the_layer_order_of_the_run(tmp_path):
+    """A ``--layer-order lean`` run (a first layer of equal widths multiplying first) is predicted in that order:
+    its saved logits again, bit for bit (the other order gives them only up to rounding)."""
+    out = tmp_path / "lean"
+    gridgnn.train(data=SBM, model="gcn", hidden=12, layer_order="lean", epochs=2, dtype="float64", out=str(out),
+                  save_logits=True, quiet=True)
+    model = gridgnn.load(str(out))
+    assert model._train_config(data=SBM).layer_order == "lean"
+    assert np.array_equal(model.predict(SBM), np.load(out / "logits.npy"))
+
+
 def test_predict_equals_the_saved_logits_on_every_algorithm(cora_gat, cora_dir):
     result, out = cora_gat
     saved = np.load(out / "logits.npy")

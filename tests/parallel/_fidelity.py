@@ -186,16 +186,18 @@ def check_each(dist_results, prefix: str, check) -> None:
             raise AssertionError(f"P={P} {name}: {e}") from e
 
 
+def volume(r, phase: str, side: int) -> float:
+    """What one rank's result ``r`` moved in ``phase`` (``fwd``, ``bwd``, ...): bytes sent (``side`` 0) or received
+    (1)."""
+    return sum(v[side] for k, v in r.comm.items() if k.startswith(phase + "."))
+
+
 def check_sa_receives_no_more(dist_results, sa_prefix: str, oblivious_prefix: str) -> None:
     """Every rank of a sparsity-aware GCN case receives in the forward fetches at most what its oblivious twin's
     broadcasts bring (``NnzCols(i, q)`` is a subset of block ``q``), and sends in the backward pushes at most
     what the twin's reduces send (the adjoint moves the same rows the other way)."""
     _, sa = selected(dist_results, sa_prefix)
     _, ob = selected(dist_results, oblivious_prefix)
-
-    def volume(r, phase, side):
-        return sum(v[side] for k, v in r.comm.items() if k.startswith(phase + "."))
-
     for name, (_, per_rank) in sa.items():
         twin = ob[name.replace(sa_prefix, oblivious_prefix, 1)][1]
         for r_sa, r_ob in zip(per_rank, twin):

@@ -140,9 +140,27 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
             out.append((f"gat-plexus-{'x'.join(map(str, shape))}-{gname}-{dname}-{part}",
                         Case(graph=GRAPHS[gname], algo="plexus", dims=dims, grid=shape, partition=part, model="gat",
                              heads=heads, out_heads=out_heads, dropout=0.4, attn_dropout=0.3, seed=7, epoch=3)))
-    out += attention_cases(P)
+    out += attention_cases(P) + layer_order_cases(P)
     return out + wire_cases(P) + overlap_cases(P) + edge_feature_cases(P) + link_cases(P) + relation_cases(P) \
         + edge_cases(P)
+
+
+def layer_order_cases(P: int) -> list[tuple[str, Case]]:
+    """``--layer-order lean`` against ``auto`` on a first layer of equal widths (7 → 7), at P = 2 and 4: GCN on 1D, a
+    GraphSAGE mean on 2D (test_layouts: each equals serial with the bytes of its model; test_layer_order: the lean
+    one moves the first layer's columns once more, in the backward)."""
+    if P not in (2, 4):
+        return []
+    out = []
+    for order in ("auto", "lean"):
+        out.append((f"1d-{order}-order-gcn-undirected",
+                    Case(graph=GRAPHS["undirected"], algo="1d", dims=[7, 7, 3], options={"layer_order": order},
+                         partition=skewed_partition(N, P, 5), dropout=0.4, seed=7, epoch=3)))
+        out.append((f"2d-{order}-order-sage-mean-directed",
+                    Case(graph=GRAPHS["directed"], algo="2d", dims=[7, 7, 3], model="sage", grid=shapes_2d(P)[-1],
+                         options={"aggr": "mean", "layer_order": order}, partition="random", dropout=0.4, seed=7,
+                         epoch=3)))
+    return out
 
 
 def edge_cases(P: int) -> list[tuple[str, Case]]:

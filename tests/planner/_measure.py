@@ -150,13 +150,14 @@ def train_step_saved(model, plan, comm, data, *, epoch: int = 0):
 DATA_OPTIONS = {"gine": {"edge_dim": 4}, "gatv2": {"edge_dim": 4}, "rgcn": {"num_relations": 3, "bases": 2}}
 
 
-def model_builder(name: str, dims, dropout: float, dtype=torch.float32):
+def model_builder(name: str, dims, dropout: float, dtype=torch.float32, **given):
     """``plan → model`` of the built-in model ``name`` with its default options (``sage+sum``: SAGE with
-    ``aggr="sum"``; a model that reads edge data: :data:`DATA_OPTIONS`)."""
+    ``aggr="sum"``; a model that reads edge data: :data:`DATA_OPTIONS`) and the options ``given``."""
     from gridgnn.nn import resolve_model
 
     base, _, aggr = name.partition("+")
     options = {"aggr": aggr} if aggr else dict(DATA_OPTIONS.get(base, {}))
+    options.update(given)
 
     def build(plan):
         return resolve_model(base).from_options(dims, plan=plan, dtype=dtype, seed=0, dropout=dropout, **options)

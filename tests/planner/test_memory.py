@@ -143,21 +143,14 @@ def test_serial_training_step_equals_estimate(dims, dropout):
 GS = sbm_graph(n=20_000, classes=4, avg_degree=10, features=64, seed=2)
 
 
-@pytest.mark.skipif(not kernels.enabled(), reason="needs the numba kernels (the masks drawn again, as the estimate says)")
-@pytest.mark.parametrize("model,dims", [("gcn", [64, 64, 64, 4]), ("gcn", [64, 128, 4]), ("sage+mean", [64, 64, 4]),
-                                        ("sage+mean", [64, 48, 80, 4])])
-def test_the_serial_steps_own_peak_lies_within_the_estimate(model, dims):
-    """One serial step's own allocations at their peak (torch's profiler, after two steps) are at most what the
-    estimate holds at its peak moment beyond the persistent parts — the saved activations and the backward's
-    workspace — and not far below it: a backward that kept one more node tensor than its model books (a product
-    holding its recomputed input while it makes the input's gradient) exceeds the first bound. A widening
-    mean aggregates first on a layer whose input needs a gradient: the root term's gradient reaches it beside the
-    aggregate's."""
+def _own_peak_and_booked(model: str, dims, **options) -> tuple[int, int, object]:
+    """One serial step's own allocations at their peak on ``GS`` (torch's profiler, after two steps), and what the
+    estimate holds at its peak moment beyond the persistent parts: the saved activations and the backward's
+    workspace (with the estimate)."""
     plan = build_serial(gcn_normalize(GS), dtype=torch.float32)
     x, y = torch.from_numpy(GS.x.astype(np.float32)), torch.from_numpy(GS.y)
     rows = torch.from_numpy(np.flatnonzero(GS.train_mask))
-    build = model_builder(model, dims, 0.5)
-    net = build(None)
+    net = model_builder(model, dims, 0.5, **options)(None)
     net.train()
 
     def step():
@@ -167,11 +160,39 @@ def test_the_serial_steps_own_peak_lies_within_the_estimate(model, dims):
 
     step(), step()
     measured = profiled_peak(step)
-    tr = model_trace(dims, model_builder(model, dims, 0.5, torch.float64), "serial")
+    tr = model_trace(dims, model_builder(model, dims, 0.5, torch.float64, **options), "serial")
     est = estimate_rank_memory("serial", (1,), GS.n, GS.nnz, dims, elem_bytes=4, directed=False, dropout=0.5,
                                train_rows=len(rows), pattern=gcn_normalize(GS), feature_bytes=4, trace=tr).ranks[0]
-    booked = est.per_component["activations"] + est.per_component["workspace"]
+    return measured, est.per_component["activations"] + est.per_component["workspace"], est
+
+
+@pytest.mark.skipif(not kernels.enabled(), reason="needs the numba kernels (the masks drawn again, as the estimate says)")
+@pytest.mark.parametrize("model,dims", [("gcn", [64, 128, 4]), ("sage+mean", [64, 48, 80, 4])])
+def test_the_serial_steps_own_peak_lies_within_the_estimate(model, dims):
+    """One serial step's own peak is at most what the estimate books for it and not far below: a backward that
+    kept one more node tensor than its model books (a product holding its recomputed input while it makes the
+    input's gradient) exceeds the first bound. A widening mean aggregates first on a layer whose input needs a
+    gradient: the root term's gradient reaches it beside the aggregate's. (Equal widths, in both layer orders:
+    the next test.)"""
+    measured, booked, est = _own_peak_and_booked(model, dims)
     assert measured <= booked <= 1.5 * measured, (measured, booked, est.moment)
+
+
+@pytest.mark.skipif(not kernels.enabled(), reason="needs the numba kernels (the masks drawn again, as the estimate says)")
+@pytest.mark.parametrize("model,dims", [("gcn", [64, 64, 64, 4]), ("sage+mean", [64, 64, 4])])
+def test_the_lean_layer_order_keeps_no_first_layer_aggregate(model, dims):
+    """``--layer-order lean``: a first layer of equal widths multiplies first, so the ``n × 64`` aggregate the
+    ``auto`` order keeps for its weight's gradient is not kept. The step's own peak drops by at least half of it
+    (GCN: all of it; GraphSAGE's layer 0, whose input needs no gradient, makes its two products apart: stacked, the
+    split's backward would concatenate the two gradients there, and the lean step held more than the auto one),
+    and each order's peak lies within its estimate, which books the lean one lower."""
+    (auto, auto_booked, auto_est), (lean, lean_booked, lean_est) = (
+        _own_peak_and_booked(model, dims, layer_order=order) for order in ("auto", "lean"))
+    for measured, booked, est in ((auto, auto_booked, auto_est), (lean, lean_booked, lean_est)):
+        assert measured <= booked <= 1.5 * measured, (measured, booked, est.moment)
+    aggregate = GS.n * dims[0] * 4
+    assert lean <= auto - aggregate / 2, (auto, lean)
+    assert lean_est.per_component["activations"] < auto_est.per_component["activations"]
 
 
 DIST_CASES = [("1d-sa-undirected", GU, "1d-sa", (4,), "random", [6, 5, 3], 0.5),

@@ -36,6 +36,8 @@ def test_models_train_and_distributed_equals_serial(tmp_path):
 @pytest.mark.parametrize("argv,words", [
     (["--model", "agnn", "--layers", 2], "--layers >= 3"),
     (["--aggr", "max"], "applies to --model sage"),
+    (["--model", "gat", "--layer-order", "lean"], "applies to --model gcn or sage"),
+    (["--model", "sage", "--aggr", "max", "--layer-order", "lean"], "applies to --aggr mean or sum"),
     (["--model", "va", "--algo", "2d", "--nproc", 2, "--partition", "double-perm"], "one vertex order per layer"),
 ])
 def test_model_flags_are_checked(argv, words):

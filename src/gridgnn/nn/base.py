@@ -58,8 +58,12 @@ from .orders import require_destination_scores
 MODELS: dict[str, type] = {}
 
 #: The trainer's model options a model may accept as keyword arguments (``--heads``, ``--attn-dropout``,
-#: ``--aggr``, ``--bases``); the built-in models take the ones that apply to them.
-TRAINER_OPTIONS = ("heads", "attn_dropout", "aggr", "bases")
+#: ``--aggr``, ``--bases``, ``--layer-order``); the built-in models take the ones that apply to them.
+TRAINER_OPTIONS = ("heads", "attn_dropout", "aggr", "bases", "layer_order")
+
+#: ``--layer-order``: which side of a linear layer (GCN's, GraphSAGE's mean or sum) its full-graph aggregation takes
+#: (:meth:`Model.multiplies_first`)
+LAYER_ORDERS = ("auto", "lean")
 
 
 @dataclass(frozen=True)
@@ -117,6 +121,12 @@ class Option:
 
     def range_text(self) -> str:
         return " | ".join(self.choices) if self.choices else self.bound_text().removeprefix("in ")
+
+
+#: ``--layer-order`` as the models whose linear layers may take either order declare it (GCN, GraphSAGE)
+LAYER_ORDER_OPTION = Option(str, "auto", choices=LAYER_ORDERS,
+                            help="a first layer of equal widths aggregates first (auto) or multiplies first (lean: "
+                                 "less memory, one spmm more in the backward; docs/models.md)")
 
 
 def declared_options(cls) -> dict:
@@ -246,10 +256,14 @@ class Model(nn.Module):
     trains_on_samples = False
     model_name = None
 
-    def __init__(self, dims: list[int], *, dropout: float = 0.5, seed: int = 0, dtype=torch.float32, plan=None):
+    def __init__(self, dims: list[int], *, dropout: float = 0.5, seed: int = 0, dtype=torch.float32, plan=None,
+                 layer_order: str = "auto"):
         super().__init__()
         if len(dims) < 2:
             raise GridGnnError(f"a model needs at least one layer, got dims {list(dims)}")
+        if layer_order not in LAYER_ORDERS:
+            raise GridGnnError(f"--layer-order {layer_order!r} is not available; choose one of {', '.join(LAYER_ORDERS)}")
+        self.layer_order = layer_order
         if self.reads_destinations:
             require_destination_scores(plan, self.model_name or type(self).__name__)
         self.dims, self.dropout, self.seed, self.epoch = list(dims), float(dropout), int(seed), 0
@@ -359,20 +373,23 @@ class Model(nn.Module):
         sum) runs ``linear → spmm`` rather than ``spmm → linear`` — both give the same result:
 
         * the narrower side (``min(f_in, f_out)`` columns) is aggregated;
-        * at equal widths the first layer aggregates first (its input, the features, needs no gradient, so the
-          backward skips that ``spmm`` and what it moves) and a later one multiplies first: its input is then the
-          dropout's output, which autograd keeps as the ReLU output and the mask it keeps anyway
+        * at equal widths a later layer than the first multiplies first: its input is then the dropout's output,
+          which autograd keeps as the ReLU output and the mask it keeps anyway
           (:func:`gridgnn.ops.masked.recomputing`), where aggregating first would have ``linear`` keep the aggregate
-          as well. (A narrowing layer 0 multiplies first, which gives its ``spmm`` a backward of ``f_out`` columns:
-          fewer columns moved than aggregating first only where ``2 f_out < f_in``, but no ``n × f_in`` aggregate
-          kept);
+          as well. The first layer at equal widths is what :attr:`layer_order` (``--layer-order``) decides:
+          ``auto`` aggregates first (its input, the features, needs no gradient, so the backward skips that
+          ``spmm`` and what it moves: the faster order) and ``lean`` multiplies first (no ``n × f_in`` aggregate
+          kept from the forward to the backward: the order that holds less, for one ``spmm`` of ``f_out`` columns
+          more in the backward). (A narrowing layer 0 multiplies first in both, which gives its ``spmm`` a backward
+          of ``f_out`` columns: fewer columns moved than aggregating first only where ``2 f_out < f_in``, but no
+          ``n × f_in`` aggregate kept);
         * a sampled minibatch (``plan.aggregation_keeps_rows`` false: its input rows, the outputs' and their sampled
-          neighbours, outnumber its output rows) aggregates first: a product after the aggregation has the fewer
-          rows."""
+          neighbours, outnumber its output rows) aggregates first in both orders: a product after the aggregation
+          has the fewer rows, and the aggregate it keeps is the smaller."""
         f_in, f_out = self.dims[layer], self.dims[layer + 1]
         if not plan.aggregation_keeps_rows:
             return False
-        return f_out < f_in or f_out == f_in and layer > 0
+        return f_out < f_in or f_out == f_in and (layer > 0 or self.layer_order == "lean")
 
     def input_dropout(self, h: torch.Tensor, plan, layer: int, width: int) -> torch.Tensor:
         r"""Dropout on layer ``layer``'s input (``width`` global columns), keyed by (seed, epoch, layer, global

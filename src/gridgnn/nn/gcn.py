@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from ..ops.lean_backward import relu
-from .base import Model, parameter_group
+from .base import LAYER_ORDER_OPTION, Model, parameter_group
 
 
 class GCN(Model):
@@ -25,19 +25,22 @@ class GCN(Model):
         seed: initial weights come from a CPU generator seeded with ``seed`` (identical on every rank).
         plan: when given, each rank keeps only ``plan.param_slice(l, "w"/"b")`` of the full parameters
             (sharded tensor parallelism); the full initial values are the same for every layout.
+        layer_order: ``auto`` or ``lean``, the order of the first layer's products at equal widths
+            (:meth:`~gridgnn.nn.Model.multiplies_first`).
     Parameters per layer ``l``: ``weights`` (``f_l × f_{l+1}``, Glorot) and ``biases`` (zero), as
     :meth:`~gridgnn.nn.Model.add_parameter` registers them (``model.weights``: the list of them).
     Shapes: input ``n_local × f_0`` → logits ``n_local × f_L`` (local blocks as the plan lays them out).
     """
 
+    OPTIONS = {"layer_order": LAYER_ORDER_OPTION}
     trains_on_samples = True
 
     weights = parameter_group()
     biases = parameter_group()  # model.NAME[l]: the parameters of each layer
 
     def __init__(self, dims: list[int], *, dropout: float = 0.5, bias: bool = True, seed: int = 0,
-                 dtype=torch.float32, plan=None):
-        super().__init__(dims, dropout=dropout, seed=seed, dtype=dtype, plan=plan)
+                 dtype=torch.float32, plan=None, layer_order: str = "auto"):
+        super().__init__(dims, dropout=dropout, seed=seed, dtype=dtype, plan=plan, layer_order=layer_order)
         self.bias = bool(bias)
         for layer, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
             self.add_parameter("weights", layer, self.glorot(fi, fo), "w")

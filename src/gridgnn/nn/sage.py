@@ -22,7 +22,7 @@ from torch import nn
 
 from ..errors import GridGnnError
 from ..ops.lean_backward import relu
-from .base import Model, Option, parameter_group
+from .base import LAYER_ORDER_OPTION, Model, Option, parameter_group
 
 AGGREGATIONS = ("mean", "sum", "max", "min")
 LINEAR = ("mean", "sum")  # the aggregations a linear map commutes with: ⊕_v (h_v W) = (⊕_v h_v) W
@@ -35,11 +35,14 @@ class SAGE(Model):
         dropout: drop probability on each layer's input.
         seed: initial parameters from a CPU generator seeded with ``seed`` (Glorot weights, zero biases).
         plan: the plan the model will run on.
+        layer_order: ``auto`` or ``lean`` (a mean or a sum): the order of the first layer's products at equal
+            widths (:meth:`~gridgnn.nn.Model.multiplies_first`).
     Parameters per layer: ``weights[l]`` (:math:`W_l`, the aggregated neighbours), ``root_weights[l]``
     (:math:`W_r`, the vertex itself), ``biases[l]``.
     """
 
-    OPTIONS = {"aggr": Option(str, "mean", choices=AGGREGATIONS, help="neighbour aggregation")}
+    OPTIONS = {"aggr": Option(str, "mean", choices=AGGREGATIONS, help="neighbour aggregation"),
+               "layer_order": LAYER_ORDER_OPTION}  # (mean and sum: max and min aggregate first in either)
     reads_destinations = True  # the root term adds the input's rows to the aggregation's: one vertex order
     trains_on_samples = True
 
@@ -48,10 +51,13 @@ class SAGE(Model):
     biases = parameter_group()  # model.NAME[l]: the parameters of each layer
 
     def __init__(self, dims: list[int], *, aggr: str = "mean", dropout: float = 0.5, bias: bool = True,
-                 seed: int = 0, dtype=torch.float32, plan=None):
+                 seed: int = 0, dtype=torch.float32, plan=None, layer_order: str = "auto"):
         if aggr not in AGGREGATIONS:
             raise GridGnnError(f"--aggr {aggr!r} is not available; choose one of {', '.join(AGGREGATIONS)}")
-        super().__init__(dims, dropout=dropout, seed=seed, dtype=dtype, plan=plan)
+        super().__init__(dims, dropout=dropout, seed=seed, dtype=dtype, plan=plan, layer_order=layer_order)
+        if layer_order != "auto" and aggr not in LINEAR:
+            raise GridGnnError(f"--layer-order {layer_order} applies to --aggr {' or '.join(LINEAR)}: a {aggr} "
+                               "aggregates first whatever the order (a selection does not commute with the weight)")
         self.aggr, self.bias = aggr, bool(bias)
         for layer, (fi, fo) in enumerate(zip(dims[:-1], dims[1:])):
             self.add_parameter("weights", layer, self.glorot(fi, fo), "w")

@@ -41,6 +41,7 @@ class VA(GCN):
     construction, parameter listing and loop (ReLU between layers) and changes only :meth:`layer`.
     """
 
+    OPTIONS = {}  # (its layer has one order: GCN's --layer-order is not VA's)
     reads_destinations = True  # its sddmm reads the destinations' rows of H
     #: Ψ is quadratic in H: with Planetoid's rows summing to one (entries ~1e-3) the logits start near 5e-7 and
     #: Adam's weight decay drives every weight to zero before the data can (Cora: test accuracy 0.29, the

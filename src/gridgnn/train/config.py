@@ -24,7 +24,8 @@ MODELS = BUILTIN_MODELS = tuple(_MODEL_REGISTRY)
 UNDECLARED_OPTIONS = {"heads": Option(int, None, low=1, high=MAX_HEADS),
                       "attn_dropout": Option(float, None, low=0.0, high=1.0, high_open=True),
                       "aggr": Option(str, None),
-                      "bases": Option(int, None, low=0, high=4096)}
+                      "bases": Option(int, None, low=0, high=4096),
+                      "layer_order": Option(str, None)}
 
 
 def samplable_models() -> list[str]:
@@ -253,6 +254,10 @@ class TrainConfig:
     attn_dropout: float | None = opt(None, "data", role="model", metavar="P", help=lambda: _model_option_help("attn_dropout"))
     aggr: str | None = opt(None, "data", role="model", metavar="A", help=lambda: _model_option_help("aggr"))
     bases: int | None = opt(None, "data", role="model", metavar="B", help=lambda: _model_option_help("bases"))
+    # (the same parameters in either order, the results equal up to rounding: a resumed run may change it;
+    # inference takes it from the trained model, so that predict repeats the run's --save-logits bit for bit)
+    layer_order: str | None = opt(None, "data", role="run", infer=True, metavar="ORDER",
+                                  help=lambda: _model_option_help("layer_order"))
     edge_dim: int | None = opt(None, "data", role="model", metavar="D", low=0, high=MAX_HIDDEN,
                                help="width of the edge features a model that reads them (gine, gatv2) is built for "
                                     "(default: the data's; a graph whose features differ is refused)")
