@@ -26,6 +26,7 @@ from ..distributed import Comm, NullComm, ProcessGrid
 from ..errors import GridGnnError
 from ..graph.pipeline import console_lines, pipeline_record
 from ..nn import resolve_model
+from ..nn.base import model_options
 from ..parallel import algorithm
 from ..partition import RowPartition, even_bounds
 from ..distributed.machine import available_memory_bytes
@@ -315,10 +316,14 @@ def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail
     on CPU in ``host_avail`` shared by the local ranks, on CUDA in :func:`gpu_memory_for_ranks`. Every rank
     computes the same estimate; a local launch gives every rank the same ``host_avail``, and the GPUs' free memory
     is the least any rank has, so every rank decides alike."""
-    est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
-                          elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
-                          block_rows=cfg.blocked_aggregation, device=device, trace=trace, overlap=cfg.overlap,
-                          keep_best=cfg.keep == "best", optimizer_state=memory_state(cfg))
+    def estimate(config, traced):
+        return estimate_memory(graph, source, config.algo, shape, dims, rows=rows,
+                               elem_bytes=8 if config.dtype == "float64" else 4, dropout=config.dropout,
+                               block_rows=config.blocked_aggregation, device=device, trace=traced,
+                               overlap=config.overlap, keep_best=config.keep == "best",
+                               optimizer_state=memory_state(config))
+
+    est = estimate(cfg, trace)
     from ..errors import note_memory
     from ..distributed.machine import format_gib
 
@@ -326,10 +331,34 @@ def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail
         avail, local = gpu_memory_for_ranks(ctx, comm, device)
     else:
         avail, local = host_avail, 1 if ctx is None else ctx.local_world_size
-    check_fits(est, avail, nproc_local=local)
+    try:
+        check_fits(est, avail, nproc_local=local)
+    except GridGnnError as refusal:
+        lean = _lean_order_that_fits(cfg, dims, source, avail, local, estimate)
+        if lean is None:
+            raise
+        raise GridGnnError(f"{refusal}; or --layer-order lean, which fits: the estimate puts its peak rank at about "
+                           f"{format_gib(lean.total)}") from None
     # what an allocation failure the guard did not foresee reports next to itself (gridgnn.errors.out_of_memory)
     note_memory(f"the memory guard estimated {format_gib(max(r.total for r in est.ranks))} for the peak rank, "
                 f"{format_gib(avail)} available to {local} local rank(s)")
+    return est
+
+
+def _lean_order_that_fits(cfg: TrainConfig, dims: list[int], source, avail: int, local: int, estimate):
+    """The memory estimate of this run with ``--layer-order lean`` where the model takes it, the run leaves it at
+    ``auto``, and the estimate (``estimate(config, trace)``, read from the lean model's trace) fits where this
+    one does not; else ``None``. (A first layer of other widths traces alike and estimates no less.)"""
+    from dataclasses import replace
+
+    if "layer_order" not in model_options(resolve_model(cfg.model)) or cfg.model_option("layer_order") != "auto":
+        return None
+    lean = replace(cfg, layer_order="lean")
+    try:
+        est = estimate(lean, memory_trace(lean, dims, double=bool(getattr(source, "double", False))))
+        check_fits(est, avail, nproc_local=local)
+    except GridGnnError:  # (a model that refuses the order, or a lean run that does not fit either)
+        return None
     return est
 
 
