@@ -143,6 +143,7 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     from ..errors import note_memory
 
     note_memory("")  # this run's guard notes its own estimate (an earlier run in this process may have left one)
+    inference = dims is not None  # (whose order is the trained model's: the guard advises none)
     clock = StartupClock.on_rank(ctx) if clock is None else clock
     resolve_model(cfg.model)  # a model of the user's own (package.module:Class) is imported on this rank too
     world = 1 if ctx is None else ctx.world_size
@@ -178,7 +179,8 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     # the memory guard reads the model's trace, which build_rank then reuses
     trace = memory_trace(cfg, dims, double=bool(getattr(source, "double", False)), available=host_avail,
                          ranks=1 if ctx is None else ctx.local_world_size, trains_on_host=device == "cpu")
-    memory = _check_memory(cfg, graph, source, rows, shape, dims, device, host_avail, ctx, trace, comm)
+    memory = _check_memory(cfg, graph, source, rows, shape, dims, device, host_avail, ctx, trace, comm,
+                           advise_order=not inference)
     clock.lap("memory")
 
     plan, data = build_rank(graph, cfg.algo, comm, dims, source=source, rows=rows, dtype=dtype, device=device,
@@ -310,12 +312,14 @@ def gpu_memory_for_ranks(ctx, comm, device: str) -> tuple[int, int]:
     return int(least.item()), ctx.gpu_sharers()
 
 
-def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail: int, ctx, trace, comm):
+def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail: int, ctx, trace, comm, *,
+                  advise_order: bool = True):
     r"""Estimate every rank's peak (:func:`~gridgnn.train.rank_layout.estimate_memory`; ``trace``: that of
     :func:`memory_trace`) and refuse the run with one line of numbers and advice when the peak rank cannot fit:
     on CPU in ``host_avail`` shared by the local ranks, on CUDA in :func:`gpu_memory_for_ranks`. Every rank
     computes the same estimate; a local launch gives every rank the same ``host_avail``, and the GPUs' free memory
-    is the least any rank has, so every rank decides alike."""
+    is the least any rank has, so every rank decides alike. ``advise_order``: the advice may name
+    ``--layer-order lean`` (:func:`_lean_order_that_fits`; not for an inference, whose order is the model's)."""
     def estimate(config, traced):
         return estimate_memory(graph, source, config.algo, shape, dims, rows=rows,
                                elem_bytes=8 if config.dtype == "float64" else 4, dropout=config.dropout,
@@ -334,11 +338,11 @@ def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail
     try:
         check_fits(est, avail, nproc_local=local)
     except GridGnnError as refusal:
-        lean = _lean_order_that_fits(cfg, dims, source, avail, local, estimate)
+        lean = _lean_order_that_fits(cfg, dims, source, avail, local, estimate) if advise_order else None
         if lean is None:
             raise
-        raise GridGnnError(f"{refusal}; or --layer-order lean, which fits: the estimate puts its peak rank at about "
-                           f"{format_gib(lean.total)}") from None
+        raise GridGnnError(f"{refusal}; or --layer-order lean (one more spmm in the backward), which fits: about "
+                           f"{format_gib(lean.total)} for the peak rank") from None
     # what an allocation failure the guard did not foresee reports next to itself (gridgnn.errors.out_of_memory)
     note_memory(f"the memory guard estimated {format_gib(max(r.total for r in est.ranks))} for the peak rank, "
                 f"{format_gib(avail)} available to {local} local rank(s)")
@@ -348,17 +352,19 @@ def _check_memory(cfg, graph, source, rows, shape, dims, device: str, host_avail
 def _lean_order_that_fits(cfg: TrainConfig, dims: list[int], source, avail: int, local: int, estimate):
     """The memory estimate of this run with ``--layer-order lean`` where the model takes it, the run leaves it at
     ``auto``, and the estimate (``estimate(config, trace)``, read from the lean model's trace) fits where this
-    one does not; else ``None``. (A first layer of other widths traces alike and estimates no less.)"""
+    one does not; else ``None``. (Only a first layer of equal widths has the choice: the orders of any other trace
+    alike.)"""
     from dataclasses import replace
 
-    if "layer_order" not in model_options(resolve_model(cfg.model)) or cfg.model_option("layer_order") != "auto":
+    if "layer_order" not in model_options(resolve_model(cfg.model)) or cfg.model_option("layer_order") != "auto" \
+            or dims[0] != dims[1]:
         return None
     lean = replace(cfg, layer_order="lean")
     try:
         est = estimate(lean, memory_trace(lean, dims, double=bool(getattr(source, "double", False))))
         check_fits(est, avail, nproc_local=local)
-    except GridGnnError:  # (a model that refuses the order, or a lean run that does not fit either)
-        return None
+    except Exception:  # noqa: BLE001 - advice only: a model that refuses the order (or fails to build in it), or a
+        return None  # lean run that does not fit either, leaves the refusal as it is
     return est
 
 
