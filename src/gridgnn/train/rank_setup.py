@@ -14,7 +14,7 @@ later epoch would be garbage, and a script must not mistake a diverged run for a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 import statistics
 from collections import defaultdict
 
@@ -354,8 +354,6 @@ def _lean_order_that_fits(cfg: TrainConfig, dims: list[int], source, avail: int,
     ``auto``, and the estimate (``estimate(config, trace)``, read from the lean model's trace) fits where this
     one does not; else ``None``. (Only a first layer of equal widths has the choice: the orders of any other trace
     alike.)"""
-    from dataclasses import replace
-
     if "layer_order" not in model_options(resolve_model(cfg.model)) or cfg.model_option("layer_order") != "auto" \
             or dims[0] != dims[1]:
         return None
