@@ -173,3 +173,24 @@ def test_a_run_interrupted_before_its_first_epoch_leaves_nothing(tmp_path):
     files.metrics.append({"epoch": 0, "loss": 1.0})
     assert files.keep([{"epoch": 0, "loss": 1.0}], lambda: {"interrupted": "SIGINT"}) is True
     assert sorted(p.name for p in out.iterdir()) == ["metrics.csv", "metrics.jsonl", "summary.json"]
+
+
+@pytest.mark.parametrize("finished", [True, False])
+def test_an_interrupt_that_cut_a_write_short_leaves_no_temporary_file(tmp_path, finished):
+    """A signal raised as a temporary file's ``open`` returns (before ``atomic_write`` can remove it) leaves that
+    file; the loop's keep (epochs finished) or abandon (none) removes it with the run's own, while it still holds
+    the folder — the checkpoint it had stays."""
+    from gridgnn.graph.files import create_temp
+    from gridgnn.train.config import TrainConfig
+    from gridgnn.train.loop import _RunFiles
+
+    out = tmp_path / "run"
+    files = _RunFiles(TrainConfig(out=str(out)), [])
+    (out / "checkpoint.pt").write_bytes(b"an earlier epoch's")
+    os.close(create_temp(str(out / "checkpoint.pt"))[0])  # what the cut-short write left
+    records = [{"epoch": 0, "loss": 1.0}] if finished else []
+    for r in records:
+        files.metrics.append(r)
+    assert files.keep(records, lambda: {"interrupted": "SIGINT"}) is finished
+    assert sorted(p.name for p in out.iterdir()) == \
+        (["checkpoint.pt", "metrics.csv", "metrics.jsonl", "summary.json"] if finished else ["checkpoint.pt"])

@@ -18,8 +18,8 @@ from .console import Console
 from .model_file import MODEL_FILE, TrainOutput, write_model_file
 from .optim import set_rate
 from ..graph.files import OutLock, make_out_dir, remove_empty_dirs, write_json
-from .outputs import (MetricsLog, TensorBoardLog, clear_outputs, incomplete, kept_note, previous_outputs, write_kept,
-                      write_logits, write_metrics_csv)
+from .outputs import (OUTPUTS, MetricsLog, TensorBoardLog, clear_outputs, incomplete, kept_note, previous_outputs,
+                      write_kept, write_logits, write_metrics_csv)
 from .summary import best_epoch, interrupted_summary, model_epoch, validation_score
 
 
@@ -281,8 +281,17 @@ class _RunFiles:
         self.metrics.discard()
         if self.events is not None:
             self.events.discard()
+        self._drop_temporaries()
         self.lock.release()
         remove_empty_dirs(self.created)
+
+    def _drop_temporaries(self) -> None:
+        """Remove every temporary output name left in the folder, which is still held (no other run writes
+        there): a write that a signal cut short between making its temporary file and the code that removes it
+        (``graph.files.atomic_write``: the signal raised as the file's ``open`` returns) leaves it behind — what
+        the launcher's :func:`~gridgnn.train.outputs.clean_after_ranks` removes after a launch's ranks."""
+        with contextlib.suppress(GridGnnError):
+            clear_outputs(os.path.dirname(self.metrics.path) or ".", keep=OUTPUTS)
 
     def keep(self, records: list[dict], summary_of) -> bool:
         """An interrupted loop: the epochs of ``records`` (those finished, a checkpoint's included) become the
@@ -304,6 +313,7 @@ class _RunFiles:
                     with contextlib.suppress(Exception):  # the events go with the metrics, or not at all
                         self.events.commit()
                     self.events.discard()
+                self._drop_temporaries()
                 self.lock.release()
                 return True
         self.abandon()
