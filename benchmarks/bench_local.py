@@ -339,8 +339,9 @@ RUNS = {  # model → implementations, the first PyG one is the reference of the
     "sage": ("pyg", "pyg-csr", "gridgnn", "gridgnn-lean", "gridgnn-torch"),
 }
 GPU_RUNS = {"gcn": ("pyg", "pyg-csr", "gridgnn", "gridgnn-graphed", "gridgnn-graphed-lean"),
-            "gat": ("pyg", "gridgnn", "gridgnn-graphed"), "agnn": ("pyg", "gridgnn", "gridgnn-graphed"), "va": ("gridgnn",),
-            "sage": ("pyg", "pyg-csr", "gridgnn", "gridgnn-graphed", "gridgnn-graphed-lean")}  # Triton's kernels or torch's
+            "gat": ("pyg", "gridgnn", "gridgnn-graphed"), "agnn": ("pyg", "gridgnn", "gridgnn-graphed"),
+            "va": ("gridgnn",),
+            "sage": ("pyg", "pyg-csr", "gridgnn", "gridgnn-graphed", "gridgnn-graphed-lean")}  # Triton's or torch's
 NAMES = {"pyg": "PyG (edge_index)", "pyg-csr": "PyG (CSR adj_t)", "gridgnn": "gridgnn serial (numba kernels)",
          "gridgnn-composed": "gridgnn serial (numba kernels, attention unfused)",
          "gridgnn-torch": "gridgnn serial (torch references)",

@@ -10,9 +10,9 @@ from ..train.config import add_flags, given_flags
 
 #: The config fields ``simulate`` reads (its flags are generated from their declarations, as ``train``'s): the data,
 #: the model, the layout and the wire of one full-graph configuration.
-SIMULATE_FLAGS = ("data", "model", "heads", "attn_dropout", "aggr", "bases", "layer_order", "edge_dim", "relations", "layers",
-                  "hidden", "feature_norm", "algo", "nproc", "replication", "grid", "partition", "blocked_aggregation",
-                  "seed", "dtype", "comm_dtype", "grad_dtype", "overlap")
+SIMULATE_FLAGS = ("data", "model", "heads", "attn_dropout", "aggr", "bases", "layer_order", "edge_dim", "relations",
+                  "layers", "hidden", "feature_norm", "algo", "nproc", "replication", "grid", "partition",
+                  "blocked_aggregation", "seed", "dtype", "comm_dtype", "grad_dtype", "overlap")
 
 
 def add_simulate_arguments(p) -> None:
