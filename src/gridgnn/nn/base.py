@@ -261,9 +261,7 @@ class Model(nn.Module):
         super().__init__()
         if len(dims) < 2:
             raise GridGnnError(f"a model needs at least one layer, got dims {list(dims)}")
-        if layer_order not in LAYER_ORDERS:
-            raise GridGnnError(f"--layer-order {layer_order!r} is not available; choose one of "
-                               f"{', '.join(LAYER_ORDERS)}")
+        LAYER_ORDER_OPTION.check("--layer-order", layer_order)  # (the option's own check, from Python too)
         self.layer_order = layer_order
         if self.reads_destinations:
             require_destination_scores(plan, self.model_name or type(self).__name__)
