@@ -8,6 +8,7 @@ import torch
 from gridgnn.ops import pattern as P
 from gridgnn.parallel.blockrow import BlockRowGraph
 from gridgnn.partition import RowPartition
+from gridgnn.testing import profiled_peak
 
 
 def random_pattern(m, k, density, seed, empty_rows=2):
@@ -181,3 +182,19 @@ def test_sums_at_repeated_indices_are_the_same_bits_every_run():
     np.add.at(want, index.numpy(), values.numpy())
     assert all(torch.equal(run, runs[0]) for run in runs)
     assert np.array_equal(runs[0].numpy(), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_sparse_product_gives_torchs_bits_and_makes_its_output_alone(dtype):
+    """``sparse_times`` against ``torch.sparse.mm``: the same bits; torch's composite fills an output-sized tensor
+    with zeros beside the output, this one makes the output alone (64-bit indices: the host's sparse product
+    converts 32-bit ones to 64 bits, a temporary of its own)."""
+    g = torch.Generator().manual_seed(1)
+    dense = torch.rand(500, 400, generator=g, dtype=dtype) * (torch.rand(500, 400, generator=g) < 0.02)
+    a = dense.to_sparse_csr()
+    x = torch.randn(400, 96, generator=g, dtype=dtype)
+    out_bytes = 500 * 96 * x.element_size()
+    ours, theirs = P.sparse_times(a, x), torch.sparse.mm(a, x)
+    assert torch.equal(ours, theirs)
+    assert profiled_peak(lambda: P.sparse_times(a, x)) < 1.1 * out_bytes
+    assert profiled_peak(lambda: torch.sparse.mm(a, x)) >= 2 * out_bytes

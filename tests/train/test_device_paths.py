@@ -69,8 +69,9 @@ def test_the_device_paths_compute_what_the_host_paths_compute(model, graph, dims
         assert "segment_reduce" in on_device.names - on_host.names
     if options.get("options", {}).get("aggr") == "max":  # the selecting semiring's gradient: sorted, not atomic
         assert "index_put_" in on_device.names - on_host.names and "index_add_" in on_host.names - on_device.names
-    else:  # torch's sparse product where the host's numba kernel multiplies
-        assert "_sparse_addmm" in on_device.names - on_host.names
+    else:  # torch's sparse product (an addmm onto an expanded zero: ops.pattern.sparse_times) where the host's numba
+        # kernel multiplies
+        assert "addmm" in on_device.names - on_host.names
 
 
 def test_a_device_paths_value_other_than_host_is_an_error(monkeypatch):

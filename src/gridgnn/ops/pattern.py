@@ -207,17 +207,25 @@ def spmm(pat: Pattern, values: torch.Tensor, x: torch.Tensor, *, transpose: bool
     return spmm_reference(pat, vals, x, transpose=transpose, col_heads=col_heads)
 
 
+def sparse_times(a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``torch.sparse.mm(a, x)`` (``a``: sparse CSR), the same bits, without its temporary: torch's composite fills
+    an ``m × n`` tensor with zeros and adds the product to it (``at::_sparse_mm``), so that a second output-sized
+    tensor (and a fill) is made at every product; ``addmm`` with β = 0 onto an expanded zero makes the output alone."""
+    return torch.addmm(x.new_zeros(()).expand(a.shape[0], x.shape[1]), a, x, beta=0)
+
+
 def spmm_reference(pat: Pattern, vals: torch.Tensor, x: torch.Tensor, *, transpose: bool = False,
                    col_heads: list[tuple[int, int, int]] | None = None) -> torch.Tensor:
-    """:func:`spmm` as ``torch.sparse.mm`` per head (``vals``: ``nnz × K``, ``x`` contiguous, both non-empty)."""
+    """:func:`spmm` as ``torch.sparse.mm`` per head (:func:`sparse_times`; ``vals``: ``nnz × K``, ``x`` contiguous,
+    both non-empty)."""
     out_rows = pat.shape[1] if transpose else pat.shape[0]
     heads = col_heads if col_heads is not None else head_columns(vals.shape[1], x.shape[1])
     if len(heads) == 1 and heads[0][1] == 0 and heads[0][2] == x.shape[1]:
-        return torch.sparse.mm(pat.with_values(vals[:, heads[0][0]].contiguous(), transpose=transpose), x)
+        return sparse_times(pat.with_values(vals[:, heads[0][0]].contiguous(), transpose=transpose), x)
     out = x.new_zeros((out_rows, x.shape[1]))
     for h, a, b in heads:
-        out[:, a:b] = torch.sparse.mm(pat.with_values(vals[:, h].contiguous(), transpose=transpose),
-                                      x[:, a:b].contiguous())
+        out[:, a:b] = sparse_times(pat.with_values(vals[:, h].contiguous(), transpose=transpose),
+                                   x[:, a:b].contiguous())
     return out
 
 
