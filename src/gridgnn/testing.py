@@ -6,6 +6,7 @@ One spawned group runs many cases, so process start-up is paid once per P.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,6 +47,7 @@ class Case:
     grad_wire: str | None = None  # --grad-dtype: the gradient buckets cross the wire in this type
     task: str = "node"  # "link": link prediction on the split of ``graph`` (:func:`link_setup`)
     decoder: str = "dot"  # a link case's pair decoder (--decoder)
+    recompute_block: int | None = None  # ops.masked.RECOMPUTE_BLOCK in this case (None: as it is)
 
 
 #: the link split and negatives of a ``task="link"`` case: 15 % validation, 20 % test edges, 2 negatives each
@@ -71,6 +73,7 @@ class CaseResult:
     copies: int = 1
     grad_slices: list = field(default_factory=list)
     schedule: object = None  # the schedule records this rank's engine ran (block-row, SUMMA, Plexus), else None
+    blocks_recomputed: int = 0  # weight gradients summed over blocks of a recomputed dropout output (ops.masked)
 
 
 def run_case(case: Case, comm, device: str = "cpu") -> CaseResult:
@@ -102,15 +105,17 @@ def run_case(case: Case, comm, device: str = "cpu") -> CaseResult:
     comm.log.reset()
     model = build_model(case, plan).to(device)
     decoder_params = []
-    if split is None:
-        loss, logits = forward_backward(model, plan, comm, data, epoch=case.epoch)
-    else:
-        from .nn.decoders import make_decoder
-        from .train.link import link_forward_backward
+    with recompute_blocks(case.recompute_block) as blocks:
+        if split is None:
+            loss, logits = forward_backward(model, plan, comm, data, epoch=case.epoch)
+        else:
+            from .nn.decoders import make_decoder
+            from .train.link import link_forward_backward
 
-        decoder = make_decoder(case.decoder, case.dims[-1], seed=case.seed, dtype=dtype).to(device)
-        loss, logits = link_forward_backward(model, plan, comm, data, directory, pairs, decoder, epoch=case.epoch)
-        decoder_params = list(decoder.parameters())  # replicated: every rank holds the whole
+            decoder = make_decoder(case.decoder, case.dims[-1], seed=case.seed, dtype=dtype).to(device)
+            loss, logits = link_forward_backward(model, plan, comm, data, directory, pairs, decoder,
+                                                 epoch=case.epoch)
+            decoder_params = list(decoder.parameters())  # replicated: every rank holds the whole
     stats = {k: (v.sent, v.recv, v.calls) for k, v in comm.log.snapshot().items()}
     stats.update({k: (v.sent, v.recv, v.calls) for k, v in setup.items()})
     entries = model.parameter_entries()  # each rank's shard of a sharded parameter
@@ -120,7 +125,30 @@ def run_case(case: Case, comm, device: str = "cpu") -> CaseResult:
     return CaseResult(data.node_ids.copy(), plan.out_cols(case.dims[-1]), logits.detach().cpu().numpy().copy(),
                       [p.grad.detach().cpu().numpy().copy() for p in params], float(loss), stats,
                       comm.grid.global_rank, getattr(plan, "copies", 1), slices,
-                      _schedules(plan))
+                      _schedules(plan), blocks[0])
+
+
+@contextlib.contextmanager
+def recompute_blocks(elements: int | None):
+    """Within: :data:`gridgnn.ops.masked.RECOMPUTE_BLOCK` set to ``elements`` (``None``: left as it is); yields a
+    one-element list counting the weight gradients summed over blocks of a recomputed dropout output meanwhile."""
+    from .ops import masked
+
+    count = [0]
+    if elements is None:
+        yield count
+        return
+    before, t_matmul = masked.RECOMPUTE_BLOCK, masked.RowBlocks.t_matmul
+
+    def counted(self, *args, **kwargs):
+        count[0] += 1
+        return t_matmul(self, *args, **kwargs)
+
+    masked.RECOMPUTE_BLOCK, masked.RowBlocks.t_matmul = elements, counted
+    try:
+        yield count
+    finally:
+        masked.RECOMPUTE_BLOCK, masked.RowBlocks.t_matmul = before, t_matmul
 
 
 def _schedules(plan):
@@ -151,7 +179,8 @@ class Refusal:
 
 
 def serial_case(case: Case, device: str = "cpu") -> CaseResult:
-    return run_case(Case(**{**case.__dict__, "algo": "serial"}), NullComm(), device)
+    """The case's serial reference (every recomputed dropout output made whole: ``recompute_block`` left out)."""
+    return run_case(Case(**{**case.__dict__, "algo": "serial", "recompute_block": None}), NullComm(), device)
 
 
 def wire_of(case: Case):

@@ -195,7 +195,7 @@ def test_importing_the_trainer_runs_no_backward():
     """The count of an owned gradient is read on first use, not at import: a backward in a process that forks the
     ranks (the fork server imports the trainer) would start autograd's device threads, which a GPU's torch refuses to
     use again in a forked child."""
-    code = ("import gridgnn.train.worker, gridgnn.train.launching; from gridgnn.ops import lean_backward as L; "
+    code = ("import gridgnn.train.worker, gridgnn.train.launching; from gridgnn.ops import owned as L; "
             "assert not L._READ and L._ALONE is None")
     subprocess.run([sys.executable, "-c", code], check=True)
 

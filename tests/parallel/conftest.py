@@ -140,7 +140,7 @@ def cases_for(P: int) -> list[tuple[str, Case]]:
             out.append((f"gat-plexus-{'x'.join(map(str, shape))}-{gname}-{dname}-{part}",
                         Case(graph=GRAPHS[gname], algo="plexus", dims=dims, grid=shape, partition=part, model="gat",
                              heads=heads, out_heads=out_heads, dropout=0.4, attn_dropout=0.3, seed=7, epoch=3)))
-    out += attention_cases(P) + layer_order_cases(P)
+    out += attention_cases(P) + layer_order_cases(P) + recompute_block_cases(P)
     return out + wire_cases(P) + overlap_cases(P) + edge_feature_cases(P) + link_cases(P) + relation_cases(P) \
         + edge_cases(P)
 
@@ -162,6 +162,22 @@ def layer_order_cases(P: int) -> list[tuple[str, Case]]:
                          options={"aggr": "mean", "layer_order": order}, partition="random", dropout=0.4, seed=7,
                          epoch=3)))
     return out
+
+
+def recompute_block_cases(P: int) -> list[tuple[str, Case]]:
+    """A product's input recomputed from a dropout by blocks of two rows (``recompute_block`` = 2 rows of 7
+    features; ops.masked.RowBlocks) in every family's ``linear`` — the block-row (1D), SUMMA (2D), Plexus and
+    plexus-rs and edge products — at P = 2 against the serial reference made whole (test_layouts; test_recompute_
+    blocks: every rank summed some weight gradient by blocks). GCN 7 → 5 → 3 multiplies its dropped features first."""
+    if P != 2:
+        return []
+    kw = dict(dims=[7, 5, 3], dropout=0.4, seed=7, epoch=3, recompute_block=14)
+    return [(f"{algo}-blocks-{model}-{gname}", Case(graph=GRAPHS[gname], algo=algo, model=model, **grid, **kw))
+            for algo, model, gname, grid in (("1d", "gcn", "undirected", {}),
+                                             ("2d", "sage", "directed", {"grid": (1, 2)}),
+                                             ("plexus", "gcn", "directed", {"grid": (1, 1, 2)}),
+                                             ("plexus-rs", "gcn", "undirected", {"grid": (2, 1, 1)}),
+                                             ("edge", "gat", "directed", {}))]
 
 
 def edge_cases(P: int) -> list[tuple[str, Case]]:

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import tracemalloc
+import types
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ from gridgnn.errors import GridGnnError
 from gridgnn.graph import Graph, gcn_normalize
 from gridgnn.graph.sharded import ShardedDataset, write_sharded
 from gridgnn.nn import GCN, keep_mask
-from gridgnn.ops import kernels
+from gridgnn.ops import kernels, masked
 from gridgnn.parallel import algorithm, footprint
 from gridgnn.partition import RowPartition, even_bounds
 from gridgnn.partition.permute import single_permutation
@@ -193,6 +194,29 @@ def test_the_lean_layer_order_keeps_no_first_layer_aggregate(model, dims):
     aggregate = GS.n * dims[0] * 4
     assert lean <= auto - aggregate / 2, (auto, lean)
     assert lean_est.per_component["activations"] < auto_est.per_component["activations"]
+
+
+def test_a_products_recomputed_input_is_booked_a_block_at_a_time(monkeypatch):
+    """GCN 512 → 64 → 4: the first product's weight gradient reads the dropped features, recomputed. Made whole,
+    its backward books them beside the incoming gradient (``n (64 + 512)`` elements); larger than a block
+    (``RECOMPUTE_BLOCK``, ops.masked.RowBlocks: whole rows), one block beside it — and the columns' form (the
+    Plexus rank classes' widths) keeps the whole width."""
+    dims, n = [512, 64, 4], 20_000
+    tr = model_trace(dims, model_builder("gcn", dims, 0.5, torch.float64), "serial")
+    ctx = types.SimpleNamespace(trace=tr, layers=footprint.layers_of(dims, tr), dev="cpu")
+    k = next(k for k, c in footprint.forward_calls(tr) if c.name == "linear" and c.layer == 0)
+    assert footprint.recomputed_at(ctx, k)[0][:2] == ("node", 512)
+
+    def booked():
+        return footprint.backward_temporaries(ctx, k, lambda cols: n * cols)[0]
+
+    assert booked() == n * 64 + (1 << 22)  # (the default block: 2²² elements, 8192 rows of 512)
+    monkeypatch.setattr(masked, "RECOMPUTE_BLOCK", n * 512)
+    assert booked() == n * (64 + 512)  # (not larger than a block: made whole)
+    monkeypatch.setattr(masked, "RECOMPUTE_BLOCK", 5000 * 512 + 7)  # (whole rows: 5000 of them)
+    assert booked() == n * 64 + 5000 * 512
+    monkeypatch.setattr(masked, "RECOMPUTE_BLOCK", 100)
+    assert booked() == n * 64 * 2 and footprint.backward_temporaries(ctx, k)[0] == 64 + 512  # (one row: 2 × out)
 
 
 DIST_CASES = [("1d-sa-undirected", GU, "1d-sa", (4,), "random", [6, 5, 3], 0.5),

@@ -23,101 +23,10 @@ output, its gradient and the dropout's gradient at once; now the activations and
 """
 from __future__ import annotations
 
-import sys
-import types
-
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
 
-_USE_COUNT = getattr(torch.Tensor, "_use_count", None)
-_STORAGE_USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)
-_INTERPRETERS = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", None)
-
-
-def _references(grad: torch.Tensor) -> tuple[int, int, int, int]:
-    """The references to ``grad`` and to its storage, in C++ (autograd's buffers, views) and in Python (hooks, the
-    caller's names), as seen from :func:`owned` called by a backward (the frames between count alike every time)."""
-    storage = grad.untyped_storage()
-    return grad._use_count(), _STORAGE_USE_COUNT(storage._cdata), sys.getrefcount(grad), sys.getrefcount(storage)
-
-
-#: :func:`_references` of a gradient nothing else refers to, read by :class:`_Probe` the first time a model in this
-#: process calls :func:`relu` or :func:`product` (or makes a dropout, :func:`gridgnn.ops.masked.dropped`) — not at
-#: import: a backward there would start autograd's device threads in a process that forks the ranks, which a GPU's
-#: torch then refuses in every child. ``None``: this torch cannot say, and no gradient is owned
-_ALONE = None
-_READ = False
-
-
-def owned(grad: torch.Tensor) -> bool:
-    """Whether ``grad``, the gradient autograd handed the calling backward, may be overwritten by it (see the module
-    docstring): a dense tensor that is all of its storage, which nothing but the backward's own name refers to,
-    outside a backward that builds a graph (``create_graph``), a ``torch.func`` transform and a trace or profile
-    function written in Python (a debugger's, which can hold frame locals: :func:`_traced`). The backward must call it as a
-    statement of its own on its argument (``mine = owned(dy)``), as :class:`_Probe` did when it read what "alone"
-    counts: a call nested in another call's arguments counts that call's references too."""
-    if _ALONE is None or torch.is_grad_enabled() or grad.layout != torch.strided or not grad.is_contiguous() \
-            or grad.storage_offset() or grad.numel() * grad.element_size() != grad.untyped_storage().nbytes() \
-            or _transformed() or _traced():
-        return False
-    return _references(grad) == _ALONE
-
-
-def _transformed() -> bool:
-    """Whether a ``torch.func`` transform is in force."""
-    return _INTERPRETERS is not None and _INTERPRETERS() is not None
-
-
-def _traced(strict: bool = False) -> bool:
-    """Whether a trace or profile function written in Python is set (a debugger's): before Python 3.13 it is handed
-    frames whose locals were first copied into dicts, references :func:`_references` would count. A function in C
-    (torch's profiler, coverage's tracer) copies nothing; ``strict``: any function at all."""
-    hooks = [f for f in (sys.gettrace(), sys.getprofile()) if f is not None]
-    return bool(hooks) if strict else any(isinstance(f, (types.FunctionType, types.MethodType)) for f in hooks)
-
-
-def _as_owned_reads(grad: torch.Tensor) -> tuple[int, int, int, int]:
-    """:func:`_references` read from one frame below the backward, as :func:`owned` reads them."""
-    return _references(grad)
-
-
-class _Probe(torch.autograd.Function):
-    """Reads :data:`_ALONE`: its backward is handed a gradient that nothing else refers to."""
-    @staticmethod
-    def forward(ctx, x):
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx, dy):
-        global _ALONE
-        mine = _as_owned_reads(dy)
-        _ALONE = mine
-        return None
-
-
-def read_alone() -> None:
-    """Read :data:`_ALONE` once per process (see there), outside whatever mode the caller runs under (a trace, a
-    recording: they must not see the probe) and not while any trace or profile function is set (a later call reads
-    it then)."""
-    global _READ, _ALONE
-    if _READ or _traced(strict=True):
-        return
-    _READ = True
-    if _USE_COUNT is None or _STORAGE_USE_COUNT is None:
-        return
-    try:
-        with _disable_current_modes(), torch._C.DisableTorchFunction(), torch.inference_mode(False), \
-                torch.enable_grad():
-            x = torch.zeros(2, requires_grad=True)
-            (_Probe.apply(x) * 2.0).sum().backward()
-    except Exception:  # noqa: BLE001 - a torch that cannot run it: nothing is owned (the safe answer)
-        _ALONE = None
-
-
-def _plain(*tensors: torch.Tensor) -> bool:
-    """Whether torch's own operation runs: no gradient recorded, or a ``torch.func`` transform in force."""
-    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)) or _transformed()
-
+from . import masked
+from .owned import plain, owned, read_alone
 
 class _ReLU(torch.autograd.Function):
     @staticmethod
@@ -138,7 +47,7 @@ class _ReLU(torch.autograd.Function):
 def relu(x: torch.Tensor) -> torch.Tensor:
     """``torch.relu(x)`` (the same bits forward and backward) whose backward overwrites the gradient it receives
     where that is :func:`owned`."""
-    if _plain(x):
+    if plain(x):
         return torch.relu(x)
     read_alone()
     return _ReLU.apply(x)
@@ -150,11 +59,43 @@ def _column_major(t: torch.Tensor) -> bool:
     return t.layout == torch.strided and t.stride(0) == 1 and t.stride(1) == t.shape[0]
 
 
+def keep_input(ctx, h: torch.Tensor | None, *rest) -> None:
+    """``ctx.save_for_backward(h, *rest)`` for a product's weight gradient ``hᵀ ∂Y`` (:func:`weight_grad`) — but
+    where ``h`` is a dropout's output of more than :data:`~gridgnn.ops.masked.RECOMPUTE_BLOCK` elements kept as its
+    input and mask (:func:`~gridgnn.ops.masked.recipe_in_blocks`), those instead: the backward then recomputes ``h``
+    a block of rows at a time, never whole. :func:`kept_input` gives them back."""
+    recipe = masked.recipe_in_blocks(h)
+    if recipe is None:
+        ctx.blocks = None
+        ctx.save_for_backward(h, *rest)
+    else:  # (the input with autograd's check that nothing changed it; the mask where it is kept, not drawn again)
+        ctx.blocks = recipe.q, (recipe.mask if recipe.redrawn else None)
+        ctx.save_for_backward(recipe.x, None if recipe.redrawn else recipe.mask, *rest)
+
+
+def kept_input(ctx) -> tuple:
+    """What :func:`keep_input` saved: ``(h, *rest)``, ``h`` a tensor or a :class:`~gridgnn.ops.masked.RowBlocks`."""
+    saved = ctx.saved_tensors
+    if ctx.blocks is None:
+        return saved
+    q, redraw = ctx.blocks
+    x, mask = saved[:2]
+    return (masked.RowBlocks(x, mask if redraw is None else redraw(), q), *saved[2:])
+
+
+def weight_grad(h, dy: torch.Tensor, by_columns: bool = False) -> torch.Tensor:
+    """``hᵀ dy`` of an input :func:`kept_input` gave back; ``by_columns``: as ``(dyᵀ h)ᵀ`` (torch's ``mm`` backward
+    for a weight laid out by columns)."""
+    if isinstance(h, masked.RowBlocks):
+        return h.t_matmul(dy, by_columns)
+    return (dy.t() @ h).t() if by_columns else h.t() @ dy
+
+
 class _Product(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, w):
         need_h, need_w = ctx.needs_input_grad
-        ctx.save_for_backward(h if need_w else None, w if need_h else None)
+        keep_input(ctx, h if need_w else None, w if need_h else None)
         ctx.by_columns = _column_major(h), _column_major(w)
         return h @ w
 
@@ -162,10 +103,8 @@ class _Product(torch.autograd.Function):
     def backward(ctx, dy):
         need_h, need_w = ctx.needs_input_grad
         h_by_columns, w_by_columns = ctx.by_columns
-        h, w = ctx.saved_tensors
-        dw = None
-        if need_w:  # (torch's mm backward, each layout's formula)
-            dw = (dy.t() @ h).t() if w_by_columns else h.t() @ dy
+        h, w = kept_input(ctx)
+        dw = weight_grad(h, dy, w_by_columns) if need_w else None  # (torch's mm backward, each layout's formula)
         del h  # (a recomputed dropout output goes here, before the input's gradient is made)
         dh = None
         if need_h:
@@ -176,7 +115,7 @@ class _Product(torch.autograd.Function):
 def product(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """``h @ w`` (the same bits forward and backward) whose backward, for two matrices, makes ``w``'s gradient, lets
     the ``h`` it unpacked go, then makes ``h``'s."""
-    if h.dim() != 2 or w.dim() != 2 or _plain(h, w):
+    if h.dim() != 2 or w.dim() != 2 or plain(h, w):
         return h @ w
     read_alone()
     return _Product.apply(h, w)

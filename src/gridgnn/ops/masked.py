@@ -20,7 +20,7 @@ import torch
 
 from . import kernels, triton_kernels
 from .device_paths import device_paths
-from .lean_backward import owned, read_alone
+from .owned import owned, read_alone
 
 
 def scale_masked(x: torch.Tensor, mask: torch.Tensor, q: float, *, in_place: bool = False) -> torch.Tensor:
@@ -35,7 +35,7 @@ class MaskedScale(torch.autograd.Function):
     """``x ⊙ mask / q`` keeping only the boolean mask for the backward (the same bits as
     ``x * mask.to(x.dtype) / q``: a kept entry is ``x / q``); with ``redraw`` (a callable that returns the same
     mask again), keeping nothing: the backward draws the mask again. The backward scales the gradient it receives in
-    place where it is :func:`~gridgnn.ops.lean_backward.owned`."""
+    place where it is :func:`~gridgnn.ops.owned.owned`."""
 
     @staticmethod
     def forward(ctx, x, mask, q, redraw=None):
@@ -62,7 +62,7 @@ def dropped(x: torch.Tensor, mask: torch.Tensor, q: float, redraw=None) -> torch
     as ``x`` and ``mask`` (:class:`Recomputed`); ``redraw`` (a callable returning ``mask``'s bits again, a keyed
     hash's): neither the dropout nor a recomputed output keeps the mask, each draws it again in the backward."""
     if torch.is_grad_enabled() and x.requires_grad:
-        read_alone()  # (what an owned gradient counts, read once per process: ops.lean_backward)
+        read_alone()  # (what an owned gradient counts, read once per process: ops.owned)
     y = MaskedScale.apply(x, mask, q, redraw)
     masks = getattr(_LOCAL, "masks", None)
     if masks is not None and redraw is None:  # (a trace's record of which saved tensors are dropout masks)
@@ -117,6 +117,54 @@ class Recomputed:
     def redrawn(self) -> bool:
         """The mask is drawn again where it is needed (not kept)."""
         return not isinstance(self.mask, torch.Tensor)
+
+
+#: a product's input that is a dropout's output kept as its recipe and holds more elements than this is recomputed for
+#: the weight's gradient ``hᵀ ∂Y`` this many elements (whole rows) at a time, never all at once (:func:`recipe_in_blocks`)
+RECOMPUTE_BLOCK = 1 << 22
+
+
+def recompute_rows(columns: int) -> int:
+    """The rows of a block of :data:`RECOMPUTE_BLOCK` elements of a matrix of ``columns`` (one row at least)."""
+    return max(1, RECOMPUTE_BLOCK // max(1, columns))
+
+
+def recipe_in_blocks(t: torch.Tensor | None) -> Recomputed | None:
+    """``t``'s :class:`Recomputed` where ``t`` is a matrix of more than :data:`RECOMPUTE_BLOCK` elements that an
+    operation saving it now would keep as its input and mask (within :func:`recomputing`, no other saved-tensor hooks
+    in force), told to the observers (a trace) as saving it would; else None. The caller (a product's forward,
+    :func:`gridgnn.ops.lean_backward.keep_input`) then saves the recipe's input and mask itself, and its backward
+    sums ``hᵀ ∂Y`` over :class:`RowBlocks`."""
+    if t is None or t.dim() != 2 or t.numel() <= RECOMPUTE_BLOCK or not getattr(_LOCAL, "depth", 0) \
+            or outer_hooks():
+        return None
+    recipe = _recipe(t)
+    if recipe is not None:
+        for observe in getattr(_LOCAL, "observers", ()):
+            observe(recipe)
+    return recipe
+
+
+class RowBlocks:
+    """A dropout's output ``x ⊙ mask / q`` (``mask``: a boolean tensor) that is never made whole: :meth:`t_matmul`
+    recomputes it :data:`RECOMPUTE_BLOCK` elements (whole rows) at a time."""
+
+    __slots__ = ("x", "mask", "q")
+
+    def __init__(self, x: torch.Tensor, mask: torch.Tensor, q: float):
+        self.x, self.mask, self.q = x, mask, q
+
+    def t_matmul(self, dy: torch.Tensor, by_columns: bool = False) -> torch.Tensor:
+        """``hᵀ dy`` summed block by block in row order (rounding apart from one product); ``by_columns``: as
+        ``(dyᵀ h)ᵀ``, torch's formula for a weight laid out by columns."""
+        x, rows = self.x, recompute_rows(self.x.shape[1])
+        out = None
+        for r0 in range(0, x.shape[0], rows):
+            h, d = scale_masked(x[r0:r0 + rows], self.mask[r0:r0 + rows], self.q), dy[r0:r0 + rows]
+            a, b = (d.t(), h) if by_columns else (h.t(), d)
+            out = a @ b if out is None else out.addmm_(a, b)
+            del h
+        return out.t() if by_columns else out
 
 
 def _recipe(t: torch.Tensor):

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ops import hashing
-from ..ops.masked import redraws
+from ..ops import masked
+from ..ops.masked import recompute_rows, redraws
 from ..ops.pattern import SDDMM_CHUNK_ELEMENTS
 
 #: the components of a rank's peak, in report order
@@ -250,9 +251,9 @@ def layers_of(dims, trace) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[int, int]:
-    """Node columns and edge columns of the temporaries of the backward of the trace's call ``k`` (and of the raw
-    operations after it, which run just before it): two node tensors of its layer's widest kept width (the incoming
+def backward_temporaries(ctx: MemoryContext, k: int, node=None) -> tuple[float, int]:
+    """Node columns (elements, given ``node``) and edge columns of the temporaries of the backward of the trace's
+    call ``k`` (and of the raw operations after it, which run just before it): two node tensors of its layer's widest kept width (the incoming
     gradient and the one it gives) — for a ``linear``, its incoming gradient beside the larger of the input it
     recomputes and the input's gradient, which every family's product makes after letting that input go
     (:func:`~gridgnn.ops.lean_backward.product`), with one more of the input's width where another product of the
@@ -265,8 +266,12 @@ def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[int, int]:
     A call of a layer's attention chain (its edge-valued primitives: the scores, the edge softmax, an aggregation
     whose edge values need a gradient) holds the two edge tensors of every call of the chain: on the whole-row
     layouts one fused kernel runs the chain's backward at once, and elsewhere its edge gradients and the partial
-    sums pushed per panel or stage overlap."""
+    sums pushed per panel or stage overlap. ``node(columns)`` (the rank's elements of that many columns of the
+    layer): the first in elements, a ``linear``'s recomputed input counted as the block of rows it recomputes at once
+    where it is larger (:data:`~gridgnn.ops.masked.RECOMPUTE_BLOCK`, :func:`~gridgnn.ops.lean_backward.keep_input`);
+    without it, in columns, the input counted whole."""
     call = ctx.trace.calls[k]
+    unit = node if node is not None else (lambda columns: columns)
     cols, _, heads, _ = ctx.layers[call.layer]
     chain = [c for c in ctx.trace.calls if c.layer == call.layer and _edge_valued(c)]
     edge = 2 * sum(c.heads for c in chain) if _edge_valued(call) else 2 * heads
@@ -280,10 +285,18 @@ def backward_temporaries(ctx: MemoryContext, k: int) -> tuple[int, int]:
         # where the layer has another product, its input's gradient may already wait in autograd's buffer (GraphSAGE
         # aggregating first: the root term's and the aggregate's both reach the dropped input)
         waiting = given if sum(c.layer == call.layer and c.name == "linear" for c in ctx.trace.calls) > 1 else 0
-        node = max(2 * call.out_width, call.out_width + max(node_again, given)) + waiting
+        whole = unit(node_again)  # (recomputed by blocks of rows where it is larger than one: lean_backward)
+        at_once = whole if node is None or whole <= masked.RECOMPUTE_BLOCK else recompute_block(node_again)
+        elements = max(2 * unit(call.out_width), unit(call.out_width) + max(at_once, unit(given))) + unit(waiting)
     else:
-        node = 2 * cols + node_again
-    return node, edge + max((c for kind, c, _ in again if kind == "edge"), default=0)
+        elements = unit(2 * cols + node_again)
+    return elements, edge + max((c for kind, c, _ in again if kind == "edge"), default=0)
+
+
+def recompute_block(columns: int) -> int:
+    """The elements of a block of rows of a product's recomputed input of ``columns`` (:data:`~gridgnn.ops.masked.
+    RECOMPUTE_BLOCK` elements of whole rows, one row at least: :class:`~gridgnn.ops.masked.RowBlocks`)."""
+    return recompute_rows(columns) * columns
 
 
 def recomputed_at(ctx: MemoryContext, k: int) -> list[tuple[str, int, bool]]:
@@ -413,7 +426,7 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
     won = {s.pos - 1: (winners(s.layer, s.cols) if winners else node(s.layout, s.layer, s.cols))
            for s in tr.saved if s.kind == "winners"}  # a selection's output block, by its call
     for k, c in forward_calls(tr):
-        node_cols, edge_cols = backward_temporaries(ctx, k)
+        node_elements, edge_cols = backward_temporaries(ctx, k, lambda cols, l=c.layer: node(None, l, cols))
         mask_node, mask_edge = redrawn_mask_columns(ctx, k)
         extra = 0.0
         if c.name == "spmm_select":  # its forward's selection and messages, with its input; its backward's routing
@@ -421,7 +434,7 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
             forward, extra = selection_bytes(ctx, out, edges(c.layer), c.width)
             acc.cand("workspace", forward + node(None, c.layer, c.width) * e, f"layer {c.layer} spmm_select forward",
                      at=[selection_forward(ctx, k)])
-        acc.cand("workspace", (node(None, c.layer, node_cols) + edges(c.layer) * edge_cols) * e
+        acc.cand("workspace", (node_elements + edges(c.layer) * edge_cols) * e
                  + node(None, c.layer, mask_node) + edges(c.layer) * mask_edge + extra,
                  f"layer {c.layer} {c.name} backward temporaries", at=[backward_of(ctx, k)])
     for l, (cols, _, heads, fi) in enumerate(ctx.layers):

@@ -51,6 +51,7 @@ import torch
 from ..distributed.grid import coords_of, ordered_factorizations
 from ..errors import GridGnnError
 from ..ops import semiring as sr
+from ..ops.lean_backward import keep_input, kept_input, weight_grad
 from ..ops.pattern import Pattern, as_edges, holds_row, index_bytes, col_sum, head_columns, row_reduce, sddmm_add, sddmm_dot, spmm
 from ..partition import block_range, even_bounds
 from ..partition.layout import (PLEXUS_AXES, PlexusSchedule, plexus_destinations, plexus_layouts, plexus_program,
@@ -523,15 +524,15 @@ class _PlexusLinear(torch.autograd.Function):
         y = comm.execute(prog.take_one("fwd", "linear_sum"), x @ w_blk)  # lines 7–8
         prog.done("fwd")
         ctx.comm, ctx.prog = comm, prog
-        ctx.save_for_backward(x, w_blk)
+        keep_input(ctx, x, w_blk)
         return y
 
     @staticmethod
     def backward(ctx, dy):
-        x, w_blk = ctx.saved_tensors
+        x, w_blk = kept_input(ctx)
         comm, prog = ctx.comm, ctx.prog
         dy = dy.contiguous()
-        dw = comm.execute(prog.take_one("bwd", "weight_scatter"), x.t() @ dy)  # lines 15–16
+        dw = comm.execute(prog.take_one("bwd", "weight_scatter"), weight_grad(x, dy))  # lines 15–16
         del x  # (a recomputed dropout output goes before the input's gradient is made: ops.lean_backward.product)
         dx = None
         if ctx.needs_input_grad[0]:
@@ -551,15 +552,15 @@ class _ScatteredLinear(torch.autograd.Function):
         y = comm.execute(prog.take_one("fwd", "linear_scatter"), (x @ w).t().contiguous())
         prog.done("fwd")
         ctx.comm, ctx.prog = comm, prog
-        ctx.save_for_backward(x, w)
+        keep_input(ctx, x, w)
         return y.t().contiguous()
 
     @staticmethod
     def backward(ctx, dy):
-        x, w = ctx.saved_tensors
+        x, w = kept_input(ctx)
         comm, prog = ctx.comm, ctx.prog
         dy_all = comm.execute(prog.take_one("bwd", "linear_gather"), dy.t().contiguous()).t()
-        dw = x.t() @ dy_all
+        dw = weight_grad(x, dy_all)
         del x  # (as in _PlexusLinear)
         for rec in prog.take("bwd", "weight_sums"):
             comm.execute(rec, dw.view(-1))
