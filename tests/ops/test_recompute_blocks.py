@@ -93,3 +93,44 @@ def test_a_product_outside_a_model_call_keeps_its_input_as_it_is(monkeypatch):
         assert masked.recipe_in_blocks(h[:, :8].contiguous()) is None  # (another tensor)
         with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
             assert masked.recipe_in_blocks(h) is None
+
+
+def test_second_derivatives_through_a_product_recomputing_by_blocks_equal_the_whole_ones(monkeypatch):
+    """A backward that builds a graph (``create_graph``) makes the recomputed input whole, with the history of the
+    dropout's input: blocks would leave the weight's gradient without a path back to it (a second derivative through
+    ``∂w`` then silently half the true one)."""
+    out = []
+    for block in (1 << 40, 16 * F):
+        monkeypatch.setattr(masked, "RECOMPUTE_BLOCK", block)
+        z0, w0, mask, c = _inputs()
+        z, w = z0.clone().requires_grad_(), w0.clone().requires_grad_()
+        with recomputing():
+            y = product(dropped(torch.tanh(z), mask, Q), w)
+        (gw,) = torch.autograd.grad((y * c).sum(), w, create_graph=True)
+        out.append((gw, torch.autograd.grad((gw ** 2).sum(), z)[0]))
+    torch.testing.assert_close(out[1][0], out[0][0], rtol=1e-12, atol=0)
+    torch.testing.assert_close(out[1][1], out[0][1], rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("model", ["gcn", "sage", "gat"])
+def test_a_trace_records_the_same_with_the_inputs_recomputed_by_blocks(monkeypatch, model):
+    """The memory model's trace (a three-vertex step, never above the block) reads what autograd keeps through the
+    observers: with every input recomputed by blocks (a block of one element) it records the same saved tensors,
+    recomputed outputs and products' inputs — ``recipe_in_blocks`` tells the observers what saving the output
+    would."""
+    from gridgnn.parallel.trace import trace
+    from gridgnn.testing import Case, build_model
+    from tests.parallel.conftest import GRAPHS
+
+    def build(plan):
+        case = Case(graph=GRAPHS["undirected"], algo="serial", dims=[6, 8, 3], model=model, dropout=0.5,
+                    attn_dropout=0.3 if model == "gat" else 0.0)
+        return build_model(case, plan)
+
+    def recorded():
+        tr = trace(build, 6)
+        return ([(s.kind, s.layer, s.cols, s.pos) for s in tr.saved], list(tr.recomputed))
+
+    whole = recorded()
+    monkeypatch.setattr(masked, "RECOMPUTE_BLOCK", 1)
+    assert recorded() == whole and whole[1]

@@ -167,8 +167,9 @@ def layer_order_cases(P: int) -> list[tuple[str, Case]]:
 def recompute_block_cases(P: int) -> list[tuple[str, Case]]:
     """A product's input recomputed from a dropout by blocks of two rows (``recompute_block`` = 2 rows of 7
     features; ops.masked.RowBlocks) in every family's ``linear`` — the block-row (1D), SUMMA (2D), Plexus and
-    plexus-rs and edge products — at P = 2 against the serial reference made whole (test_layouts; test_recompute_
-    blocks: every rank summed some weight gradient by blocks). GCN 7 → 5 → 3 multiplies its dropped features first."""
+    plexus-rs and edge products — at P = 2 against the serial reference made whole (test_layouts;
+    test_recompute_blocks: every rank summed some weight gradient by blocks). GCN 7 → 5 → 3 multiplies its dropped
+    features first."""
     if P != 2:
         return []
     kw = dict(dims=[7, 5, 3], dropout=0.4, seed=7, epoch=3, recompute_block=14)

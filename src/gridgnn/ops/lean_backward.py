@@ -1,19 +1,18 @@
-r"""Backward passes that hold fewer ``n × f`` tensors at once, with the bits of torch's own.
+r"""Backward passes that hold fewer ``n × f`` tensors at once, with the bits of torch's own (but for the one sum
+named below).
 
 A layer's backward peaks where it holds the most node-sized tensors together: the activations the forward saved for
-the layers below, the gradient arriving, and what it makes of it. Three things lower that peak:
+the layers below, the gradient arriving, and what it makes of it. What lowers that peak:
 
-* :func:`owned` — whether the gradient autograd hands a backward is that backward's alone, so it may be overwritten
-  instead of a new tensor made beside it: nothing else refers to its tensor or its storage — not another function it
-  was handed to, not a hook that keeps it (a tensor's, a node's, a module's backward hook), not the caller who gave
-  it, not a gradient it is a view of — and no graph of the backward is being built. It is the rule torch's gradient
-  accumulation follows to take a gradient over, with Python's references counted too (hooks keep theirs there).
-  The dropout's backward (:class:`gridgnn.ops.masked.MaskedScale`) and :func:`relu`'s write into such a gradient;
-* :func:`relu` — ``torch.relu`` whose backward masks an owned gradient in place;
+* :func:`relu` — ``torch.relu`` whose backward masks the gradient in place where autograd handed it over alone
+  (:func:`gridgnn.ops.owned.owned`: nothing else refers to it; the dropout's backward,
+  :class:`gridgnn.ops.masked.MaskedScale`, does the same);
 * :func:`product` — ``h @ w`` whose backward makes the weight's gradient first and lets the input it unpacked go
   before it makes the input's: where the input is a dropout's output kept as its input and mask
   (:func:`gridgnn.ops.masked.recomputing`), the recomputed tensor and the input's gradient are then never alive
-  together.
+  together. Such an input of more than :data:`~gridgnn.ops.masked.RECOMPUTE_BLOCK` elements is not even made whole:
+  the weight's gradient is summed over blocks of its rows, each recomputed in turn (:func:`keep_input`,
+  :func:`weight_grad`; every family's product, Plexus' too) — its sums in another order than one product's.
 
 Where no gradient is recorded, under a ``torch.func`` transform, or (``product``) for operands other than two
 matrices, both are torch's own operation.
@@ -26,7 +25,8 @@ from __future__ import annotations
 import torch
 
 from . import masked
-from .owned import plain, owned, read_alone
+from .owned import owned, plain, read_alone
+
 
 class _ReLU(torch.autograd.Function):
     @staticmethod
@@ -70,22 +70,25 @@ def keep_input(ctx, h: torch.Tensor | None, *rest) -> None:
         ctx.save_for_backward(h, *rest)
     else:  # (the input with autograd's check that nothing changed it; the mask where it is kept, not drawn again)
         ctx.blocks = recipe.q, (recipe.mask if recipe.redrawn else None)
-        ctx.save_for_backward(recipe.x, None if recipe.redrawn else recipe.mask, *rest)
+        ctx.save_for_backward(recipe.source, None if recipe.redrawn else recipe.mask, *rest)
 
 
 def kept_input(ctx) -> tuple:
-    """What :func:`keep_input` saved: ``(h, *rest)``, ``h`` a tensor or a :class:`~gridgnn.ops.masked.RowBlocks`."""
+    """What :func:`keep_input` saved: ``(h, *rest)``, ``h`` a tensor or a :class:`~gridgnn.ops.masked.RowBlocks` —
+    made whole where the backward builds a graph (``create_graph``: the blocks' sums would not reach the history of
+    the dropout's input, which the whole output's do)."""
     saved = ctx.saved_tensors
     if ctx.blocks is None:
         return saved
     q, redraw = ctx.blocks
     x, mask = saved[:2]
-    return (masked.RowBlocks(x, mask if redraw is None else redraw(), q), *saved[2:])
+    blocks = masked.RowBlocks(x, mask if redraw is None else redraw(), q)
+    return (blocks.whole() if torch.is_grad_enabled() else blocks, *saved[2:])
 
 
 def weight_grad(h, dy: torch.Tensor, by_columns: bool = False) -> torch.Tensor:
-    """``hᵀ dy`` of an input :func:`kept_input` gave back; ``by_columns``: as ``(dyᵀ h)ᵀ`` (torch's ``mm`` backward
-    for a weight laid out by columns)."""
+    """``hᵀ dy`` of an input :func:`kept_input` gave back; ``by_columns``: as ``(dyᵀ h)ᵀ`` (torch's ``mm``
+    backward for a weight laid out by columns)."""
     if isinstance(h, masked.RowBlocks):
         return h.t_matmul(dy, by_columns)
     return (dy.t() @ h).t() if by_columns else h.t() @ dy
@@ -113,8 +116,8 @@ class _Product(torch.autograd.Function):
 
 
 def product(h: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """``h @ w`` (the same bits forward and backward) whose backward, for two matrices, makes ``w``'s gradient, lets
-    the ``h`` it unpacked go, then makes ``h``'s."""
+    """``h @ w`` (the same bits forward and backward, but for an input recomputed by blocks: :func:`keep_input`)
+    whose backward, for two matrices, makes ``w``'s gradient, lets the ``h`` it unpacked go, then makes ``h``'s."""
     if h.dim() != 2 or w.dim() != 2 or plain(h, w):
         return h @ w
     read_alone()

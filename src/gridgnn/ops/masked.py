@@ -53,7 +53,8 @@ class MaskedScale(torch.autograd.Function):
 
 #: outputs of :func:`dropped` that are alive: their storage's address → (a weak reference to the output, its input
 #: (detached: the input's own tensor may go while its storage is kept), the mask or what draws it again, ``q``, the
-#: output's and the input's versions when the dropout ran); an entry leaves with its output
+#: output's and the input's versions when the dropout ran, the input itself — with its place in autograd's graph, for
+#: a product that saves it, :func:`recipe_in_blocks`); an entry leaves with its output
 _DROPPED: dict = {}
 
 
@@ -78,7 +79,7 @@ def dropped(x: torch.Tensor, mask: torch.Tensor, q: float, redraw=None) -> torch
                 _DROPPED.pop(key, None)
 
         _DROPPED[key] = (weakref.ref(y, forget), x.detach(), mask if redraw is None else redraw, q, y._version,
-                         x._version)
+                         x._version, x)
     return y
 
 
@@ -101,11 +102,13 @@ class Recomputed:
     ``version``) and mask (a boolean tensor, or the callable that draws it again: :attr:`redrawn`); :meth:`tensor`
     recomputes the output."""
 
-    __slots__ = ("x", "mask", "q", "version", "of")
+    __slots__ = ("x", "mask", "q", "version", "of", "source")
 
-    def __init__(self, x: torch.Tensor, mask: torch.Tensor, q: float, version: int, of: int):
+    def __init__(self, x: torch.Tensor, mask: torch.Tensor, q: float, version: int, of: int,
+                 source: torch.Tensor | None = None):
         self.x, self.mask, self.q, self.version = x, mask, q, version
         self.of = of  # the address of the output's storage (what a trace matches it by)
+        self.source = x if source is None else source  # the input with its autograd history (x is detached)
 
     def tensor(self) -> torch.Tensor:
         if self.x._version != self.version:
@@ -119,8 +122,9 @@ class Recomputed:
         return not isinstance(self.mask, torch.Tensor)
 
 
-#: a product's input that is a dropout's output kept as its recipe and holds more elements than this is recomputed for
-#: the weight's gradient ``hᵀ ∂Y`` this many elements (whole rows) at a time, never all at once (:func:`recipe_in_blocks`)
+#: a product's input that is a dropout's output kept as its recipe and holds more elements than this is recomputed
+#: for the weight's gradient ``hᵀ ∂Y`` this many elements (whole rows) at a time, never all at once
+#: (:func:`recipe_in_blocks`)
 RECOMPUTE_BLOCK = 1 << 22
 
 
@@ -132,9 +136,11 @@ def recompute_rows(columns: int) -> int:
 def recipe_in_blocks(t: torch.Tensor | None) -> Recomputed | None:
     """``t``'s :class:`Recomputed` where ``t`` is a matrix of more than :data:`RECOMPUTE_BLOCK` elements that an
     operation saving it now would keep as its input and mask (within :func:`recomputing`, no other saved-tensor hooks
-    in force), told to the observers (a trace) as saving it would; else None. The caller (a product's forward,
-    :func:`gridgnn.ops.lean_backward.keep_input`) then saves the recipe's input and mask itself, and its backward
-    sums ``hᵀ ∂Y`` over :class:`RowBlocks`."""
+    in force), told to the observers (a trace) as saving it would (saving its parts then tells them those, which
+    they have seen); else None. The caller (a product's forward, :func:`gridgnn.ops.lean_backward.keep_input`) saves
+    the recipe's input (:attr:`Recomputed.source`) and kept mask itself, and its backward sums ``hᵀ ∂Y`` over
+    :class:`RowBlocks`. (Where the input is itself a dropout's output, saving it keeps it as its own recipe: it is
+    recomputed too.)"""
     if t is None or t.dim() != 2 or t.numel() <= RECOMPUTE_BLOCK or not getattr(_LOCAL, "depth", 0) \
             or outer_hooks():
         return None
@@ -147,7 +153,8 @@ def recipe_in_blocks(t: torch.Tensor | None) -> Recomputed | None:
 
 class RowBlocks:
     """A dropout's output ``x ⊙ mask / q`` (``mask``: a boolean tensor) that is never made whole: :meth:`t_matmul`
-    recomputes it :data:`RECOMPUTE_BLOCK` elements (whole rows) at a time."""
+    recomputes it :data:`RECOMPUTE_BLOCK` elements (whole rows) at a time; :meth:`whole` makes it, for a backward that
+    builds a graph (its blocks would not reach ``x``'s history)."""
 
     __slots__ = ("x", "mask", "q")
 
@@ -158,13 +165,19 @@ class RowBlocks:
         """``hᵀ dy`` summed block by block in row order (rounding apart from one product); ``by_columns``: as
         ``(dyᵀ h)ᵀ``, torch's formula for a weight laid out by columns."""
         x, rows = self.x, recompute_rows(self.x.shape[1])
-        out = None
+        out = dy.new_zeros((dy.shape[1], x.shape[1]) if by_columns else (x.shape[1], dy.shape[1])) \
+            if x.shape[0] == 0 else None
         for r0 in range(0, x.shape[0], rows):
             h, d = scale_masked(x[r0:r0 + rows], self.mask[r0:r0 + rows], self.q), dy[r0:r0 + rows]
             a, b = (d.t(), h) if by_columns else (h.t(), d)
             out = a @ b if out is None else out.addmm_(a, b)
-            del h
+            del h, a, b  # (the block and its transposed view: the next block is made after this one goes)
         return out.t() if by_columns else out
+
+    def whole(self) -> torch.Tensor:
+        """The output, recomputed whole through :class:`MaskedScale` (differentiable where ``x`` carries its
+        history)."""
+        return MaskedScale.apply(self.x, self.mask, self.q, None)
 
 
 def _recipe(t: torch.Tensor):
@@ -181,7 +194,7 @@ def _recipe(t: torch.Tensor):
             or t.dtype != y.dtype or t.shape != y.shape or t.stride() != y.stride() \
             or t.storage_offset() != y.storage_offset():
         return None
-    return Recomputed(x, entry[2], entry[3], entry[5], at)
+    return Recomputed(x, entry[2], entry[3], entry[5], at, entry[6])
 
 
 #: per thread: ``observers`` (callables that see what autograd keeps, within recomputing(observe=...)) and ``depth``

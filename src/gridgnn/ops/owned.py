@@ -39,8 +39,8 @@ def owned(grad: torch.Tensor) -> bool:
     """Whether ``grad``, the gradient autograd handed the calling backward, may be overwritten by it (see the module
     docstring): a dense tensor that is all of its storage, which nothing but the backward's own name refers to,
     outside a backward that builds a graph (``create_graph``), a ``torch.func`` transform and a trace or profile
-    function written in Python (a debugger's, which can hold frame locals: :func:`_traced`). The backward must call it as a
-    statement of its own on its argument (``mine = owned(dy)``), as :class:`_Probe` did when it read what "alone"
+    function written in Python (a debugger's, which can hold frame locals: :func:`_traced`). The backward must call
+    it as a statement of its own on its argument (``mine = owned(dy)``), as :class:`_Probe` did when it read what "alone"
     counts: a call nested in another call's arguments counts that call's references too."""
     if _ALONE is None or torch.is_grad_enabled() or grad.layout != torch.strided or not grad.is_contiguous() \
             or grad.storage_offset() or grad.numel() * grad.element_size() != grad.untyped_storage().nbytes() \

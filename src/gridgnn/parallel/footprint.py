@@ -252,24 +252,24 @@ def layers_of(dims, trace) -> list[tuple[int, int, int, int]]:
 
 
 def backward_temporaries(ctx: MemoryContext, k: int, node=None) -> tuple[float, int]:
-    """Node columns (elements, given ``node``) and edge columns of the temporaries of the backward of the trace's
-    call ``k`` (and of the raw operations after it, which run just before it): two node tensors of its layer's widest kept width (the incoming
-    gradient and the one it gives) — for a ``linear``, its incoming gradient beside the larger of the input it
-    recomputes and the input's gradient, which every family's product makes after letting that input go
+    """Node columns (elements, given ``node``) and edge columns of the temporaries of the backward of the trace's call
+    ``k`` (and of the raw operations after it, which run just before it): two node tensors of its layer's widest kept
+    width (the incoming gradient and the one it gives) — for a ``linear``, its incoming gradient beside the larger of
+    the input it recomputes and the input's gradient, which every family's product makes after letting that input go
     (:func:`~gridgnn.ops.lean_backward.product`), with one more of the input's width where another product of the
-    layer may have given the input a gradient already, and at least two of its output's width (the products of one input
-    by several weights side by side, :func:`~gridgnn.parallel.base.stacked_linears`: their views' gradients and their
-    concatenation) —, two edge tensors of its layer's widest heads, and the dropout outputs it
-    recomputes (:attr:`~gridgnn.parallel.trace.Trace.recomputed`; the masks it draws again for them:
-    :func:`redrawn_mask_columns`). What a primitive moves — the rows or panels it
-    receives, the partial sums it sends and the output it assembles from them — is its family's ``buffers``.
-    A call of a layer's attention chain (its edge-valued primitives: the scores, the edge softmax, an aggregation
-    whose edge values need a gradient) holds the two edge tensors of every call of the chain: on the whole-row
-    layouts one fused kernel runs the chain's backward at once, and elsewhere its edge gradients and the partial
-    sums pushed per panel or stage overlap. ``node(columns)`` (the rank's elements of that many columns of the
-    layer): the first in elements, a ``linear``'s recomputed input counted as the block of rows it recomputes at once
-    where it is larger (:data:`~gridgnn.ops.masked.RECOMPUTE_BLOCK`, :func:`~gridgnn.ops.lean_backward.keep_input`);
-    without it, in columns, the input counted whole."""
+    layer may have given the input a gradient already, and at least two of its output's width (the products of one
+    input by several weights side by side, :func:`~gridgnn.parallel.base.stacked_linears`: their views' gradients and
+    their concatenation) —, two edge tensors of its layer's widest heads, and the dropout outputs it recomputes
+    (:attr:`~gridgnn.parallel.trace.Trace.recomputed`; the masks it draws again for them:
+    :func:`redrawn_mask_columns`). What a primitive moves — the rows or panels it receives, the partial sums it sends
+    and the output it assembles from them — is its family's ``buffers``. A call of a layer's attention chain (its
+    edge-valued primitives: the scores, the edge softmax, an aggregation whose edge values need a gradient) holds the
+    two edge tensors of every call of the chain: on the whole-row layouts one fused kernel runs the chain's backward
+    at once, and elsewhere its edge gradients and the partial sums pushed per panel or stage overlap.
+    ``node(columns)`` (the rank's elements of that many columns of the layer): the first in elements, a ``linear``'s
+    recomputed input counted as the block of rows it recomputes at once where it is larger
+    (:data:`~gridgnn.ops.masked.RECOMPUTE_BLOCK`, :func:`~gridgnn.ops.lean_backward.keep_input`); without it, in
+    columns, the input counted whole."""
     call = ctx.trace.calls[k]
     unit = node if node is not None else (lambda columns: columns)
     cols, _, heads, _ = ctx.layers[call.layer]
