@@ -183,16 +183,18 @@ def test_the_serial_steps_own_peak_lies_within_the_estimate(model, dims):
 @pytest.mark.parametrize("model,dims", [("gcn", [64, 64, 64, 4]), ("sage+mean", [64, 64, 4])])
 def test_the_lean_layer_order_keeps_no_first_layer_aggregate(model, dims):
     """``--layer-order lean``: a first layer of equal widths multiplies first, so the ``n × 64`` aggregate the
-    ``auto`` order keeps for its weight's gradient is not kept. The step's own peak drops by at least half of it
-    (GCN: all of it; GraphSAGE's layer 0, whose input needs no gradient, makes its two products apart: stacked, the
-    split's backward would concatenate the two gradients there, and the lean step held more than the auto one),
-    and each order's peak lies within its estimate, which books the lean one lower."""
+    ``auto`` order keeps for its weight's gradient is not kept, and the estimate books the lean step's activations
+    lower. Each order's peak lies within its estimate. GCN's own peak drops by the aggregate (half of it asked; its
+    peak is the backward's); GraphSAGE's lies in its first layer's forward in both orders (the layer's input, its two
+    products or the aggregate and the root term's product, and their sum written into one of them), and the lean one
+    is no higher (GraphSAGE's layer 0, whose input needs no gradient, makes its two products apart: stacked, the split's
+    backward would concatenate the two gradients there, and the lean step held more than the auto one)."""
     (auto, auto_booked, auto_est), (lean, lean_booked, lean_est) = (
         _own_peak_and_booked(model, dims, layer_order=order) for order in ("auto", "lean"))
     for measured, booked, est in ((auto, auto_booked, auto_est), (lean, lean_booked, lean_est)):
         assert measured <= booked <= 1.5 * measured, (measured, booked, est.moment)
     aggregate = GS.n * dims[0] * 4
-    assert lean <= auto - aggregate / 2, (auto, lean)
+    assert lean <= (auto - aggregate / 2 if model == "gcn" else auto), (auto, lean)
     assert lean_est.per_component["activations"] < auto_est.per_component["activations"]
 
 

@@ -99,15 +99,25 @@ class SAGE(Model):
                 agg = g.spmm(None, agg, semiring=self.aggr, mask=loops)
                 if not plan.root_in_aggregate_layout:  # h_u W_r, laid out as agg
                     root = g.spmm(None, root, mask=~loops)
-            else:
+            elif plan.root_in_aggregate_layout:  # the root term first: h goes once it is aggregated, before the
+                root = plan.linear(layer, h, w_root)  # aggregate's product is made
                 agg = g.spmm(None, h, semiring=self.aggr, mask=loops)
-                root = h if plan.root_in_aggregate_layout else g.spmm(None, h, mask=~loops)  # h_u, laid out as agg
+                del h
+                agg = plan.linear(layer, agg, w)
+            else:  # h_u laid out as agg (Plexus, whose layer makes its spmm calls, then its linear calls)
+                agg, root = g.spmm(None, h, semiring=self.aggr, mask=loops), g.spmm(None, h, mask=~loops)
                 del h
                 agg, root = plan.linear(layer, agg, w), plan.linear(layer, root, w_root)
-            h = agg + root
+            h = _sum_into(agg, root)
             del agg, root
             if self.bias:
                 h = plan.add_bias(layer, h, self.param("biases", layer))
             if layer < self.num_layers - 1:
                 h = relu(h)
         return h
+
+
+def _sum_into(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a + b`` written over ``a`` (a fresh output of the layer's product or aggregation, which no backward saves)
+    where ``a`` is no view: one node tensor fewer alive at the layer's end."""
+    return a.add_(b) if a._base is None else a + b
