@@ -295,11 +295,16 @@ def rehome_masks() -> None:
 def allocated_peak(step) -> int:
     """The CPU's stand-in for ``torch.cuda.max_memory_allocated`` over one more epoch (see the module docstring):
     the storages of the tensors alive now (each once) plus the peak of the epoch's allocations less its frees."""
+    from gridgnn.testing import profiled_peak
+
+    return resident_bytes() + profiled_peak(step)
+
+
+def resident_bytes() -> int:
+    """The bytes of the storages of the CPU tensors alive now, each once (a sparse CSR tensor's three arrays)."""
     import gc
 
     import torch
-
-    from gridgnn.testing import profiled_peak
 
     gc.collect()
     seen = {}
@@ -310,7 +315,7 @@ def allocated_peak(step) -> int:
             for part in parts:
                 st = part.untyped_storage()
                 seen[st.data_ptr()] = st.nbytes()
-    return sum(seen.values()) + profiled_peak(step)
+    return sum(seen.values())
 
 
 def write_profile(step, sync, device: str, path: str, epochs: int = 3) -> None:
