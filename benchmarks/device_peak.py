@@ -13,10 +13,11 @@ GPU does in one kernel and the host's torch does not:
 The step's own peak is torch's profiler's memory timeline (:func:`gridgnn.testing.profiled_peak`'s reading): the
 most bytes the step had allocated and not freed at once, after two warm-up steps, also in node tensors (``n × f``
 float32 elements, ``f`` the features). Held between steps: the storages of the tensors alive before it, each once
-(``bench_local.resident_bytes``: features, the graph's arrays on the device paths, parameters and Adam's state); the
-two summed stand for ``torch.cuda.max_memory_allocated``, which ``--pyg-mib`` divides (a GPU's PyG peak measured
-beside gridgnn, ``bench_local.py --device cuda``). The package measured is the one beside this file (``../src``): a copy of this file in an older
-checkout measures that one.
+(``bench_local.resident_bytes``: features, labels, the graph's arrays on the device paths, parameters, their
+gradients and Adam's state). The own peak plus what is held stands for ``torch.cuda.max_memory_allocated``, which
+``--pyg-mib`` divides (a GPU's PyG peak measured beside gridgnn, ``bench_local.py --device cuda``). The package
+measured is the one beside this file (``../src``): copies of this file and of ``bench_local.py`` in an older
+checkout measure that one.
 
 Usage: python benchmarks/device_peak.py [--data SPEC] [--models gcn,sage] [--orders auto,lean] [--alive 6]
        [--pyg-mib gcn=665,sage=538]
@@ -34,20 +35,34 @@ DEFAULT = "synthetic:sbm?n=100000&classes=8&avg_degree=20&features=128"
 
 
 def standins() -> None:
-    """Install the two stand-ins of the module docstring."""
+    """Install the two stand-ins of the module docstring: in the dropout's modules alone, Triton's node mask kernel
+    (the attention's kernels and every other Triton use stay the host's torch references)."""
     import numpy as np
     import torch
 
+    import gridgnn.nn.dropout as dropout
     import gridgnn.ops.masked as masked
-    import gridgnn.ops.triton_kernels as triton
-    from gridgnn.ops import kernels
+    from gridgnn.ops import kernels, triton_kernels
 
-    def node_keep_mask(ids, features, c0, c1, key, threshold):  # Triton's one pass, on the host
-        out = kernels.keyed_mask(ids.numpy(), features, c0, c1, np.uint64(int(key) & (2 ** 64 - 1)),
-                                 np.uint64(threshold))
-        return torch.from_numpy(out).clone()  # (in torch storage, which the profiler counts)
+    class TritonMasks:  # what the dropout's modules ask of Triton: usable, on, node_keep_mask
+        def __getattr__(self, name):
+            return getattr(triton_kernels, name)
 
-    triton.usable, triton.on, triton.node_keep_mask = (lambda device: True), (lambda *names: True), node_keep_mask
+        @staticmethod
+        def usable(device) -> bool:
+            return True
+
+        @staticmethod
+        def on(*names) -> bool:
+            return True
+
+        @staticmethod
+        def node_keep_mask(ids, features, c0, c1, key, threshold):  # Triton's one pass, on the host
+            out = kernels.keyed_mask(ids.numpy(), features, c0, c1, np.uint64(int(key) & (2 ** 64 - 1)),
+                                     np.uint64(threshold))
+            return torch.from_numpy(out).clone()  # (in torch storage, which the profiler counts)
+
+    dropout.triton_kernels = masked.triton_kernels = TritonMasks()
     masked.scale_masked = lambda x, mask, q, *, in_place=False: kernels.masked_scale(x, mask, q,
                                                                                      out=x if in_place else None)
 

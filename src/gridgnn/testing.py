@@ -276,6 +276,12 @@ def minibatch_state_worker(ctx, cfg) -> dict:
 def profiled_peak(fn) -> int:
     """The most bytes of CPU tensors that ``fn()`` had allocated and not yet freed at once (torch's profiler: its
     memory timeline, the torch allocator's view without allocator slack) — the CPU's stand-in for a GPU's peak."""
+    return profiled_memory(fn)[0]
+
+
+def profiled_memory(fn) -> tuple[int, int]:
+    """``(peak, left)``: :func:`profiled_peak`, and the bytes ``fn()`` allocated and had not freed when it returned
+    (what it leaves alive: a forward's saved activations, with its output)."""
     from torch.profiler import ProfilerActivity, profile
     from torch.profiler._memory_profiler import Action, MemoryProfileTimeline
 
@@ -286,4 +292,4 @@ def profiled_peak(fn) -> int:
         if key.device.type == "cpu":
             now += nbytes if action == Action.CREATE else -nbytes if action == Action.DESTROY else 0
             top = max(top, now)
-    return top
+    return top, now

@@ -203,11 +203,12 @@ def test_the_sparse_product_gives_torchs_bits_and_makes_its_output_alone(dtype):
 @pytest.mark.parametrize("m,k,n,density", [(0, 5, 3, 0.5), (4, 0, 3, 0.5), (4, 5, 0, 0.5), (6, 5, 3, 0.0)],
                          ids=["no-rows", "no-columns", "no-features", "no-nonzeros"])
 def test_the_sparse_product_of_empty_operands_gives_torchs_bits(m, k, n, density):
-    """Empty operands and a matrix without nonzeros (the features holding NaN: β = 0 must not let them through a
-    product with nothing to add) give ``torch.sparse.mm``'s result."""
+    """Empty operands and a matrix without nonzeros (features of NaN, which a product with no nonzeros must not
+    reach) give ``torch.sparse.mm``'s result."""
     g = torch.Generator().manual_seed(2)
-    a = (torch.rand(m, k, generator=g, dtype=torch.float64) * (torch.rand(m, k, generator=g) < density)).to_sparse_csr()
-    x = torch.full((k, n), float("nan"), dtype=torch.float64) if density == 0 else torch.randn(k, n, dtype=torch.float64)
+    kept = torch.rand(m, k, generator=g) < density
+    a = (torch.rand(m, k, generator=g, dtype=torch.float64) * kept).to_sparse_csr()
+    x = torch.randn(k, n, dtype=torch.float64) if density else torch.full((k, n), float("nan"), dtype=torch.float64)
     ours, theirs = P.sparse_times(a, x), torch.sparse.mm(a, x)
     assert ours.shape == theirs.shape == (m, n)
     assert torch.equal(ours, theirs)

@@ -22,6 +22,7 @@ from torch import nn
 
 from ..errors import GridGnnError
 from ..ops.lean_backward import relu
+from ..ops.owned import transformed
 from .base import LAYER_ORDER_OPTION, Model, Option, parameter_group
 
 AGGREGATIONS = ("mean", "sum", "max", "min")
@@ -91,17 +92,17 @@ class SAGE(Model):
             g = plan.graph(layer)
             loops = g.off_diagonal  # True: a neighbour, False: the vertex itself
             w, w_root = self.param("weights", layer), self.param("root_weights", layer)
-            # both products, then both aggregations, or the other way round (on Plexus a layer's linear calls read
-            # one layout and its spmm calls another)
+            # the products, then the aggregations, or (aggregating first) the other way round; on Plexus a layer's
+            # linear calls read one layout and its spmm calls another, so its calls of one kind come together
             if self.aggr in LINEAR and self.multiplies_first(plan, layer):  # ⊕(H W): no n × f_in aggregate kept
                 agg, root = plan.linears(layer, h, (w, w_root))  # (one product where the plan stacks weights)
                 del h
                 agg = g.spmm(None, agg, semiring=self.aggr, mask=loops)
                 if not plan.root_in_aggregate_layout:  # h_u W_r, laid out as agg
                     root = g.spmm(None, root, mask=~loops)
-            elif plan.root_in_aggregate_layout:  # the root term first: h goes once it is aggregated, before the
-                root = plan.linear(layer, h, w_root)  # aggregate's product is made
-                agg = g.spmm(None, h, semiring=self.aggr, mask=loops)
+            elif plan.root_in_aggregate_layout:  # the aggregation, the root term's product, then h goes before
+                agg = g.spmm(None, h, semiring=self.aggr, mask=loops)  # the aggregate's product is made
+                root = plan.linear(layer, h, w_root)
                 del h
                 agg = plan.linear(layer, agg, w)
             else:  # h_u laid out as agg (Plexus, whose layer makes its spmm calls, then its linear calls)
@@ -118,6 +119,7 @@ class SAGE(Model):
 
 
 def _sum_into(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a + b`` written over ``a`` (a fresh output of the layer's product or aggregation, which no backward saves)
-    where ``a`` is no view: one node tensor fewer alive at the layer's end."""
-    return a.add_(b) if a._base is None else a + b
+    """``a + b`` written over ``a`` — a fresh output of the layer's product or aggregation, which no backward saves
+    (:class:`~gridgnn.parallel.base.Plan`) — where ``a`` is no view and no ``torch.func`` transform is in force (one
+    batched over ``b`` alone could not write into ``a``): one node tensor fewer alive at the layer's end."""
+    return a + b if a._base is not None or transformed() else a.add_(b)

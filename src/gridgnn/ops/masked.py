@@ -52,9 +52,10 @@ class MaskedScale(torch.autograd.Function):
 
 
 #: outputs of :func:`dropped` that are alive: their storage's address → (a weak reference to the output, its input
-#: (detached: the input's own tensor may go while its storage is kept), the mask or what draws it again, ``q``, the
-#: output's and the input's versions when the dropout ran, the input itself — with its place in autograd's graph, for
-#: a product that saves it, :func:`recipe_in_blocks`); an entry leaves with its output
+#: detached (what a recomputation reads), the mask or what draws it again, ``q``, the output's and the input's
+#: versions when the dropout ran, the input itself — with its place in autograd's graph, which the output's own graph
+#: holds as long as the output lives — for a product that saves it, :func:`recipe_in_blocks`); an entry leaves with
+#: its output
 _DROPPED: dict = {}
 
 
@@ -194,7 +195,8 @@ def _recipe(t: torch.Tensor):
             or t.dtype != y.dtype or t.shape != y.shape or t.stride() != y.stride() \
             or t.storage_offset() != y.storage_offset():
         return None
-    return Recomputed(x, entry[2], entry[3], entry[5], at, entry[6])
+    # (the input with its history for an output that records it; a detached alias of the output reaches none)
+    return Recomputed(x, entry[2], entry[3], entry[5], at, entry[6] if t.requires_grad else x)
 
 
 #: per thread: ``observers`` (callables that see what autograd keeps, within recomputing(observe=...)) and ``depth``

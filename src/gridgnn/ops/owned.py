@@ -44,12 +44,12 @@ def owned(grad: torch.Tensor) -> bool:
     counts: a call nested in another call's arguments counts that call's references too."""
     if _ALONE is None or torch.is_grad_enabled() or grad.layout != torch.strided or not grad.is_contiguous() \
             or grad.storage_offset() or grad.numel() * grad.element_size() != grad.untyped_storage().nbytes() \
-            or _transformed() or _traced():
+            or transformed() or _traced():
         return False
     return _references(grad) == _ALONE
 
 
-def _transformed() -> bool:
+def transformed() -> bool:
     """Whether a ``torch.func`` transform is in force."""
     return _INTERPRETERS is not None and _INTERPRETERS() is not None
 
@@ -102,4 +102,4 @@ def read_alone() -> None:
 
 def plain(*tensors: torch.Tensor) -> bool:
     """Whether torch's own operation runs: no gradient recorded, or a ``torch.func`` transform in force."""
-    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)) or _transformed()
+    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)) or transformed()

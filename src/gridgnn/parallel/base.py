@@ -27,7 +27,8 @@ class Plan:
     ``graph(l)`` — the distributed graph layer ``l`` aggregates over, with ``spmm``/``sddmm_add``/``sddmm_dot``/
     ``edge_softmax`` — ``linear(l, h, w)`` (``linears(l, h, ws)``: one input by several weights), and the column
     reductions ``add_bias``, ``head_scores``,
-    ``head_mean``, ``normalize_rows``, ``scale``.
+    ``head_mean``, ``normalize_rows``, ``scale``. What ``linear`` and a sum's or a mean's ``spmm`` return is a
+    tensor of their own, which no backward saves: a model may write into it (GraphSAGE adds its root term there).
     """
 
     class_axis = None
