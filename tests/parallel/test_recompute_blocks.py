@@ -6,7 +6,12 @@ import pytest
 from .conftest import recompute_block_cases, results
 
 
+@pytest.fixture(params=(2,), ids=lambda p: f"P{p}")
+def dist_results(request):  # (the P group of tests/parallel where the cases exist: their spawned group runs once)
+    return request.param, results(request.param)
+
+
 @pytest.mark.parametrize("name", [name for name, _ in recompute_block_cases(2)])
-def test_every_rank_summed_a_weight_gradient_by_blocks(name):
-    case, per_rank = results(2)[name]
+def test_every_rank_summed_a_weight_gradient_by_blocks(dist_results, name):
+    _, per_rank = dist_results[1][name]
     assert [r.blocks_recomputed > 0 for r in per_rank] == [True, True], [r.blocks_recomputed for r in per_rank]
