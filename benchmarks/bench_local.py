@@ -262,6 +262,19 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
     return result
 
 
+def serial_step(net, opt, x, plan, y, rows):
+    """One training step of the gridgnn model ``net`` on ``plan``: its next epoch's forward, the cross-entropy over
+    ``rows``, the backward and ``opt``'s update."""
+    import torch.nn.functional as F
+
+    def step():
+        opt.zero_grad()
+        net.epoch += 1
+        F.cross_entropy(net(x, plan)[rows], y[rows]).backward()
+        opt.step()
+    return step
+
+
 def restart_peak(device: str) -> int | None:
     """Restart the peak that :func:`measured_peak_bytes` reads from what is resident now and return that (CPU: the
     resident set, Linux's ``clear_refs`` resetting ``VmHWM``; CUDA: the allocator's bytes); None where it cannot."""

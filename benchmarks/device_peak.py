@@ -72,7 +72,6 @@ def worker(spec: str, model: str, order: str, alive: int) -> dict:
     sys.path.insert(0, os.path.join(HERE, "..", "src"))
     import numpy as np
     import torch
-    import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile
     from torch.profiler._memory_profiler import Action, MemoryProfileTimeline
 
@@ -92,17 +91,11 @@ def worker(spec: str, model: str, order: str, alive: int) -> dict:
     opts = dict(dropout=0.5, layer_order=order) | ({"aggr": "mean"} if model == "sage" else {})
     net = MODELS[model].from_options(dims, plan=None, dtype=torch.float32, seed=0, **opts)
     net.train()
-    opt = torch.optim.Adam(net.parameters(), lr=0.005)
-
-    def step():
-        opt.zero_grad()
-        net.epoch += 1
-        F.cross_entropy(net(x, plan)[train], y[train]).backward()
-        opt.step()
-
-    step(), step()
     sys.path.insert(0, HERE)
-    from bench_local import resident_bytes
+    from bench_local import resident_bytes, serial_step
+
+    step = serial_step(net, torch.optim.Adam(net.parameters(), lr=0.005), x, plan, y, train)
+    step(), step()
 
     held = resident_bytes()
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True) as prof:

@@ -14,13 +14,12 @@ import sys
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, HERE)
 
-from bench_local import allocated_peak  # noqa: E402
+from bench_local import allocated_peak, serial_step  # noqa: E402
 from gridgnn.graph import gcn_normalize  # noqa: E402
 from gridgnn.graph.spec import load_graph  # noqa: E402
 from gridgnn.nn import MODELS  # noqa: E402
@@ -46,13 +45,7 @@ def main():
     print("|---|---:|---:|---:|---|")
     for aggr in ("mean", "max"):
         net = MODELS["sage"].from_options(dims, plan=None, dtype=torch.float32, seed=0, dropout=0.5, aggr=aggr)
-        opt = torch.optim.Adam(net.parameters(), lr=0.01)
-
-        def step():
-            opt.zero_grad()
-            net.epoch += 1
-            F.cross_entropy(net(x, plan)[train], y[train]).backward()
-            opt.step()
+        step = serial_step(net, torch.optim.Adam(net.parameters(), lr=0.01), x, plan, y, train)
         step()
         step()
         held = allocated_peak(step)

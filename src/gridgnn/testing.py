@@ -15,6 +15,7 @@ import torch
 from .distributed import Comm, NullComm, ProcessGrid
 from .graph import Graph
 from .nn import resolve_model
+from .ops import masked
 from .parallel import algorithm, one_process
 from .parallel.checks import LayoutError
 from .partition import RowPartition
@@ -132,8 +133,6 @@ def run_case(case: Case, comm, device: str = "cpu") -> CaseResult:
 def recompute_blocks(elements: int | None):
     """Within: :data:`gridgnn.ops.masked.RECOMPUTE_BLOCK` set to ``elements`` (``None``: left as it is); yields a
     one-element list counting the weight gradients summed over blocks of a recomputed dropout output meanwhile."""
-    from .ops import masked
-
     count = [0]
     if elements is None:
         yield count
