@@ -15,13 +15,16 @@ import torch
 from .distributed import Comm, NullComm, ProcessGrid
 from .graph import Graph
 from .nn import resolve_model
+from .nn.decoders import make_decoder
 from .ops import masked
 from .parallel import algorithm, one_process
 from .parallel.checks import LayoutError
+from .parallel.pairs import RowDirectory
 from .partition import RowPartition
 from .train.worker import train_worker
 from .parallel.source import InMemorySource
 from .train.rank_layout import build_rank, make_source
+from .train.link import LinkPairs, link_forward_backward
 from .train.step import forward_backward
 
 
@@ -96,9 +99,6 @@ def run_case(case: Case, comm, device: str = "cpu") -> CaseResult:
     plan, data = build_rank(graph, case.algo, comm, case.dims, source=source, rows=rows, dtype=dtype,
                             device=device, block_rows=case.block_rows, model=lambda p: build_model(case, p))
     if split is not None:
-        from .parallel.pairs import RowDirectory
-        from .train.link import LinkPairs
-
         directory = RowDirectory(comm, data.node_ids, plan.out_cols(case.dims[-1]), case.dims[-1], graph.n)
         pairs = LinkPairs(case.graph, split, negatives=LINK_NEGATIVES, seed=case.seed, world=directory.world,
                           me=directory.me)
@@ -110,9 +110,6 @@ def run_case(case: Case, comm, device: str = "cpu") -> CaseResult:
         if split is None:
             loss, logits = forward_backward(model, plan, comm, data, epoch=case.epoch)
         else:
-            from .nn.decoders import make_decoder
-            from .train.link import link_forward_backward
-
             decoder = make_decoder(case.decoder, case.dims[-1], seed=case.seed, dtype=dtype).to(device)
             loss, logits = link_forward_backward(model, plan, comm, data, directory, pairs, decoder,
                                                  epoch=case.epoch)
