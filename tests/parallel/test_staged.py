@@ -3,6 +3,8 @@ CPU: every collective the Comm issues crosses fresh host buffers over gloo and i
 ``wait()`` for a started one — and the run still equals the serial reference with the bytes of the model; the same
 path a GPU run takes (tests/parallel/test_cuda.py runs it on a device)."""
 import pytest
+import torch
+import torch.distributed as dist
 
 from gridgnn.distributed import staged
 from gridgnn.distributed.launch import launch
@@ -13,9 +15,32 @@ from gridgnn.testing import Refusal, distributed_worker
 from ._fidelity import check_against_serial, check_bytes, check_within_wire_precision
 from .conftest import staged_cases
 
+
 def _staged_worker(ctx, cases):
     out = distributed_worker(ctx, cases)
-    return out, dict(staged.STAGED.calls), staged.network() is staged.STAGED, device_paths.device_paths(ctx.device)
+    started = dict(staged.STAGED.started)
+    return (out, dict(staged.STAGED.calls), staged.network() is staged.STAGED, device_paths.device_paths(ctx.device),
+            started, _breaking_the_contract(ctx.device))
+
+
+def _breaking_the_contract(device):
+    """A started all-reduce's tensor read before its ``wait()``, and a started broadcast's tensor written by its
+    root before its ``wait()``: what each rank read early and got after, and what the broadcast's wait raised."""
+    rank = dist.get_rank()
+    t = torch.full((3,), float(rank + 1), device=device)
+    pending = staged.STAGED.all_reduce(t, async_op=True)
+    early = t.clone()
+    pending.wait()
+    b = torch.arange(4.0, device=device)
+    pending = staged.STAGED.broadcast(b, src=0, async_op=True)
+    if rank == 0:
+        b.add_(1)
+    try:
+        pending.wait()
+        raised = None
+    except RuntimeError as exc:
+        raised = str(exc)
+    return early.cpu(), t.cpu(), raised
 
 
 @pytest.mark.parametrize("P", [2, 4])
@@ -32,6 +57,16 @@ def test_staged_collectives_equal_serial_with_the_model_bytes(P, monkeypatch):
         assert out[r][3], "the ranks took the host's code paths"
         # every kind of collective the engines use went through the host buffers, started ones included
         assert set(out[r][1]) == {"broadcast", "reduce", "all_reduce", "gather", "all_gather", "all_to_all_single"}
+        # the overlap cases started broadcasts, reduces (a narrowed one: a gather), all-reduces (buckets) and
+        # all-to-alls, each of which filled what it receives until its wait() and checked what it sends at it: a read
+        # before the wait would have spread NaN into the results compared below, a write would have raised
+        assert set(out[r][4]) == {"broadcast", "reduce", "gather", "all_reduce", "all_to_all_single"}, out[r][4]
+        early, after, raised = out[r][5]
+        assert early.isnan().all() and after.tolist() == [P * (P + 1) / 2] * 3, (early, after)
+        if r == 0:
+            assert raised is not None and "started broadcast" in raised and "written before its wait()" in raised
+        else:
+            assert raised is None, raised
     for k, (name, case) in enumerate(named):
         per_rank = [out[r][0][k] for r in range(P)]
         assert not isinstance(per_rank[0], Refusal), name
