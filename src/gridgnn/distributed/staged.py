@@ -18,9 +18,10 @@ before ``wait()`` spreads into the result, which the tests compare with the seri
 that every tensor it sends still holds, bit for bit, what it held at the start, and raises where one was written
 (the Comm reports it as the collective's failure, naming it, its axis and its phase).
 
-What it cannot show: the device's own ordering — a kernel on another stream that the engine forgot to make wait on an
-event, NCCL's stream against the computation's — and the lifetime of a buffer the allocator hands out again while
-NCCL still reads it; that needs NCCL on several GPUs.
+What it cannot show: NCCL's stream against the computation's (the engines run every kernel on the current stream;
+``ProcessGroupNCCL`` makes its stream wait for that one at the start, and that one wait for its stream at ``wait()``),
+and the lifetime of a buffer the allocator could hand out again while NCCL still reads it (``ProcessGroupNCCL`` keeps
+the call's tensors until it is done); that needs NCCL on several GPUs.
 """
 from __future__ import annotations
 
