@@ -77,7 +77,9 @@ class CaseResult:
     copies: int = 1
     grad_slices: list = field(default_factory=list)
     schedule: object = None  # the schedule records this rank's engine ran (block-row, SUMMA, Plexus), else None
-    blocks_recomputed: int = 0  # weight gradients summed over blocks of a recomputed dropout output (ops.masked)
+    # per weight gradient summed over blocks of a recomputed dropout output (ops.masked.RowBlocks), the shape of the
+    # rank's input it recomputed
+    blocks_recomputed: list = field(default_factory=list)
 
 
 def run_case(case: Case, comm, device: str = "cpu") -> CaseResult:
@@ -123,26 +125,27 @@ def run_case(case: Case, comm, device: str = "cpu") -> CaseResult:
     return CaseResult(data.node_ids.copy(), plan.out_cols(case.dims[-1]), logits.detach().cpu().numpy().copy(),
                       [p.grad.detach().cpu().numpy().copy() for p in params], float(loss), stats,
                       comm.grid.global_rank, getattr(plan, "copies", 1), slices,
-                      _schedules(plan), blocks[0])
+                      _schedules(plan), blocks)
 
 
 @contextlib.contextmanager
 def recompute_blocks(elements: int | None):
     """Within: :data:`gridgnn.ops.masked.RECOMPUTE_BLOCK` set to ``elements`` (``None``: left as it is); yields a
-    one-element list counting the weight gradients summed over blocks of a recomputed dropout output meanwhile."""
-    count = [0]
+    list to which each weight gradient summed over blocks of a recomputed dropout output meanwhile adds the shape of
+    the input it recomputed."""
+    shapes = []
     if elements is None:
-        yield count
+        yield shapes
         return
     before, t_matmul = masked.RECOMPUTE_BLOCK, masked.RowBlocks.t_matmul
 
     def counted(self, *args, **kwargs):
-        count[0] += 1
+        shapes.append(tuple(self.x.shape))
         return t_matmul(self, *args, **kwargs)
 
     masked.RECOMPUTE_BLOCK, masked.RowBlocks.t_matmul = elements, counted
     try:
-        yield count
+        yield shapes
     finally:
         masked.RECOMPUTE_BLOCK, masked.RowBlocks.t_matmul = before, t_matmul
 

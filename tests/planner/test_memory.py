@@ -229,6 +229,15 @@ def test_a_products_recomputed_input_is_booked_a_block_at_a_time(monkeypatch):
     assert booked() == n * 64 + 5000 * 512
     monkeypatch.setattr(masked, "RECOMPUTE_BLOCK", 100)
     assert booked() == n * 64 * 2 and footprint.backward_temporaries(ctx, k)[0] == 64 + 512  # (one row: 2 × out)
+    # a rank holding half the input's columns (Plexus: the product's own layout, footprint.product_block): whole where
+    # its block is not larger than a block, else whole rows of its own columns
+    def half(cols):
+        return n, cols // 2
+
+    monkeypatch.setattr(masked, "RECOMPUTE_BLOCK", n * 256)
+    assert footprint.backward_temporaries(ctx, k, lambda cols: n * cols, half)[0] == n * (64 + 256)
+    monkeypatch.setattr(masked, "RECOMPUTE_BLOCK", 5000 * 256 + 7)
+    assert footprint.backward_temporaries(ctx, k, lambda cols: n * cols, half)[0] == n * 64 + 5000 * 256
 
 
 DIST_CASES = [("1d-sa-undirected", GU, "1d-sa", (4,), "random", [6, 5, 3], 0.5),

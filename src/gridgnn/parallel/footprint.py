@@ -251,7 +251,7 @@ def layers_of(dims, trace) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def backward_temporaries(ctx: MemoryContext, k: int, node=None) -> tuple[float, int]:
+def backward_temporaries(ctx: MemoryContext, k: int, node=None, product_input=None) -> tuple[float, int]:
     """Node columns (elements, given ``node``) and edge columns of the temporaries of the backward of the trace's call
     ``k`` (and of the raw operations after it, which run just before it): two node tensors of its layer's widest kept
     width (the incoming gradient and the one it gives) — for a ``linear``, its incoming gradient beside the larger of
@@ -268,7 +268,9 @@ def backward_temporaries(ctx: MemoryContext, k: int, node=None) -> tuple[float, 
     at once, and elsewhere its edge gradients and the partial sums pushed per panel or stage overlap.
     ``node(columns)`` (the rank's elements of that many columns of the layer): the first in elements, a ``linear``'s
     recomputed input counted as the block of rows it recomputes at once where it is larger
-    (:data:`~gridgnn.ops.masked.RECOMPUTE_BLOCK`, :func:`~gridgnn.ops.lean_backward.keep_input`); without it, in
+    (:data:`~gridgnn.ops.masked.RECOMPUTE_BLOCK`, :func:`~gridgnn.ops.lean_backward.keep_input`): whether it is, and
+    the block's columns, are read off ``product_input(columns)``, the ``(rows, columns)`` of the rank's block of the
+    product's input (default: the layer's rows, every column, as ``node`` counts them); without ``node``, in
     columns, the input counted whole."""
     call = ctx.trace.calls[k]
     unit = node if node is not None else (lambda columns: columns)
@@ -285,12 +287,28 @@ def backward_temporaries(ctx: MemoryContext, k: int, node=None) -> tuple[float, 
         # where the layer has another product, its input's gradient may already wait in autograd's buffer (GraphSAGE
         # aggregating first: the root term's and the aggregate's both reach the dropped input)
         waiting = given if sum(c.layer == call.layer and c.name == "linear" for c in ctx.trace.calls) > 1 else 0
-        whole = unit(node_again)  # (recomputed by blocks of rows where it is larger than one: lean_backward)
-        at_once = whole if node is None or whole <= masked.RECOMPUTE_BLOCK else recompute_block(node_again)
+        at_once = node_again if node is None else _recomputed_at_once(node_again, node, product_input)
         elements = max(2 * unit(call.out_width), unit(call.out_width) + max(at_once, unit(given))) + unit(waiting)
     else:
         elements = unit(2 * cols + node_again)
     return elements, edge + max((c for kind, c, _ in again if kind == "edge"), default=0)
+
+
+def product_block(columns: int, node, product_input=None) -> tuple[float, int]:
+    """``(rows, columns)`` of the rank's block of a product's input of ``columns``: ``product_input(columns)``, or by
+    default ``node``'s rows (``node(columns) / columns``) and every column."""
+    return product_input(columns) if product_input is not None else (node(columns) / columns, columns)
+
+
+def _recomputed_at_once(columns: int, node, product_input) -> float:
+    """The elements of a product's recomputed input of ``columns`` its backward holds at once on the rank: its whole
+    block on the rank (:func:`product_block`), or where that is larger than :data:`~gridgnn.ops.masked.
+    RECOMPUTE_BLOCK`, a block of its rows (:class:`~gridgnn.ops.masked.RowBlocks`)."""
+    if not columns:
+        return 0
+    rows, local = product_block(columns, node, product_input)
+    whole = rows * local
+    return whole if whole <= masked.RECOMPUTE_BLOCK else recompute_block(local)
 
 
 def recompute_block(columns: int) -> int:
@@ -386,7 +404,7 @@ def dropout_hash(acc: Ledger, ctx: MemoryContext, layer: int, elements: float) -
 
 
 def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: int, out_cols: int,
-           graph_of=None, *, skip=frozenset(), flags: bool = False, winners=None) -> None:
+           graph_of=None, *, skip=frozenset(), flags: bool = False, winners=None, product_input=None) -> None:
     r"""Activations and workspace of a traced model: every tensor autograd saved in the trace, scaled to this
     rank (``node(layout, layer, columns)`` and ``edges(layer)`` give its local elements) at the position it was
     saved at, the logits and targets (held all the step);
@@ -395,7 +413,9 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
     of the rank's graphs a layer uses (each looks the edge table up once; default: one graph for every layer).
     ``skip``: indices of saved tensors the family counts otherwise; ``flags``: the loss over logits split in class
     blocks (``sharded_cross_entropy``) keeps a flag per labelled row; ``winners(layer, columns)``: the local
-    elements of a selection's winners where they do not lie as its output (default: ``node`` of their layout)."""
+    elements of a selection's winners where they do not lie as its output (default: ``node`` of their layout);
+    ``product_input(layer, columns)``: the ``(rows, columns)`` of the rank's block of a layer's ``linear`` input
+    (default: the layer's rows as ``node`` counts them, every column)."""
     e, tr = ctx.e, ctx.trace
     m = train_rows_at(ctx.train_rows, rank, out_rows)
     for j, s in enumerate(tr.saved):
@@ -426,7 +446,9 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
     won = {s.pos - 1: (winners(s.layer, s.cols) if winners else node(s.layout, s.layer, s.cols))
            for s in tr.saved if s.kind == "winners"}  # a selection's output block, by its call
     for k, c in forward_calls(tr):
-        node_elements, edge_cols = backward_temporaries(ctx, k, lambda cols, l=c.layer: node(None, l, cols))
+        node_elements, edge_cols = backward_temporaries(
+            ctx, k, lambda cols, l=c.layer: node(None, l, cols),
+            None if product_input is None else lambda cols, l=c.layer: product_input(l, cols))
         mask_node, mask_edge = redrawn_mask_columns(ctx, k)
         extra = 0.0
         if c.name == "spmm_select":  # its forward's selection and messages, with its input; its backward's routing

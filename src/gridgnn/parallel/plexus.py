@@ -1087,9 +1087,14 @@ def _traced_memory(ctx, shape, ranks) -> dict:
             lay = lay or layouts[l].output
             return nrows(lay.rows) * ncols(cols, lay.cols)
 
+        def product_input(l, cols):  # (layer 0's all-gathered input has the rows of the linear's layout too)
+            lin = layouts[l].linear
+            return nrows(lin.rows), ncols(cols, lin.cols)
+
         skip = replaced if scheds[0].input_gather().moves else frozenset()
         traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, ncols(dims[-1], last.cols),
-               graph_of=lambda l: l, skip=skip, flags=True)  # a graph per layer; the loss over class blocks
+               graph_of=lambda l: l, skip=skip, flags=True, product_input=product_input)  # a graph per layer; the
+        # loss over class blocks
         out[r] = (acc, largest)
     return out
 
@@ -1172,8 +1177,12 @@ def _scattered_memory(ctx, shape, ranks) -> dict:
             lay = lay or layouts[l].output
             return scheds[l].part_rows(lay) * ncols(cols, lay.cols)
 
+        def product_input(l, cols):  # (this rank's part of the linear's row block, its column block)
+            lin = layouts[l].linear
+            return scheds[l].part_rows(lin), ncols(cols, lin.cols)
+
         traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, ncols(dims[-1], last.cols),
-               graph_of=lambda l: l, flags=True)
+               graph_of=lambda l: l, flags=True, product_input=product_input)
         out[r] = (acc, largest)
     return out
 
