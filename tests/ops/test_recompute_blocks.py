@@ -2,6 +2,8 @@
 (gridgnn.ops.lean_backward.keep_input, gridgnn.ops.masked.RowBlocks): larger than ``RECOMPUTE_BLOCK`` elements, ``h``
 is recomputed a block of rows at a time: the gradients of the whole recomputation within rounding, never the whole
 tensor held."""
+import re
+
 import pytest
 import torch
 
@@ -68,8 +70,8 @@ def test_a_product_recomputing_by_blocks_never_holds_its_whole_input(monkeypatch
 
 
 def test_a_dropouts_input_changed_after_the_product_is_refused_in_the_backward(monkeypatch):
-    """The recomputation would read the changed input: autograd's in-place check refuses it, as it does where the
-    whole output is recomputed."""
+    """The recomputation would read the changed input: it is refused, with the words the whole output's recomputation
+    uses (naming the dropout's input, not autograd's anonymous variable)."""
     monkeypatch.setattr(masked, "RECOMPUTE_BLOCK", 16 * F)
     z, w0, mask, c = _inputs()
     w = w0.clone().requires_grad_()
@@ -77,6 +79,28 @@ def test_a_dropouts_input_changed_after_the_product_is_refused_in_the_backward(m
     with recomputing():
         y = product(dropped(x, mask, Q), w)
     x.mul_(2.0)
+    with pytest.raises(RuntimeError, match=re.escape(masked.CHANGED_INPUT)):
+        y.backward(c)
+    # the same change where the product keeps the output whole (below a block): the same words
+    monkeypatch.setattr(masked, "RECOMPUTE_BLOCK", 1 << 22)
+    x = z.clone()
+    with recomputing():
+        y = product(dropped(x, mask, Q), w)
+    x.mul_(2.0)
+    with pytest.raises(RuntimeError, match=re.escape(masked.CHANGED_INPUT)):
+        y.backward(c)
+
+
+def test_a_weight_changed_after_the_product_keeps_autograds_words(monkeypatch):
+    """Where the tensor changed is not the dropout's input, the refusal stays autograd's in-place check."""
+    monkeypatch.setattr(masked, "RECOMPUTE_BLOCK", 16 * F)
+    z, w0, mask, c = _inputs()
+    w = w0.clone().requires_grad_()
+    with recomputing():
+        v = w * 1.0  # (saved for the input's gradient)
+        y = product(dropped(z.clone().requires_grad_(), mask, Q), v)
+    assert type(y.grad_fn).__name__ == "_ProductBackward"  # (the input kept by blocks)
+    v.mul_(2.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.backward(c)
 

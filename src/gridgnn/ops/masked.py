@@ -98,6 +98,11 @@ def redraws(device, kernel: str = "node_mask") -> bool:
     return triton_kernels.usable(device) and triton_kernels.on(kernel)
 
 
+#: what a backward that would recompute a dropout's output from an input changed since says
+CHANGED_INPUT = ("a dropout's input was modified in place after an operation saved the dropout's output: its backward "
+                 "cannot recompute it (modify a copy)")
+
+
 class Recomputed:
     """What autograd keeps of a saved output of :func:`dropped`: the dropout's input (unchanged since the dropout,
     ``version``) and mask (a boolean tensor, or the callable that draws it again: :attr:`redrawn`); :meth:`tensor`
@@ -113,8 +118,7 @@ class Recomputed:
 
     def tensor(self) -> torch.Tensor:
         if self.x._version != self.version:
-            raise RuntimeError("a dropout's input was modified in place after an operation saved the dropout's "
-                               "output: its backward cannot recompute it (modify a copy)")
+            raise RuntimeError(CHANGED_INPUT)
         return scale_masked(self.x, self.mask() if self.redrawn else self.mask, self.q)
 
     @property
