@@ -5,6 +5,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 
+from gridgnn.ops import device_paths
 from gridgnn.ops import pattern as P
 from gridgnn.parallel.blockrow import BlockRowGraph
 from gridgnn.partition import RowPartition
@@ -163,6 +164,25 @@ def test_the_devices_transpose_equals_the_hosts(dtype):
     for g, want in zip(got, pat.transpose()):
         assert g.dtype == dtype and torch.equal(g.long(), want.long())
     assert torch.equal(P.rows_of(crow, pat.nnz), P.rows_of(crow))
+
+
+@pytest.mark.parametrize("paths", ["host", "device"])
+def test_a_symmetric_patterns_transpose_holds_its_own_order_alone(paths, monkeypatch):
+    """Told the pattern is symmetric (an undirected graph's whole matrix), the transpose's row pointer and columns are
+    the pattern's own tensors, on the host's paths and a device's, and a transposed product gives the bits of the
+    unshared one; told so of a pattern that is not, the check keeps the transpose's own."""
+    if paths == "device":
+        monkeypatch.setenv(device_paths.ENV, device_paths.HOST)
+    a = random_pattern(15, 15, 0.25, 6, empty_rows=2)
+    sym = sp.csr_matrix(a + a.T)
+    for mat, shares in ((sym, True), (a, False)):
+        told, plain = (P.Pattern.from_scipy(mat, transpose=True, symmetric=s) for s in (True, False))
+        t_crow, t_col, t_perm = told.transpose()
+        assert (t_crow is told.crow and t_col is told.col) == shares
+        assert all(torch.equal(u, v) for u, v in zip(told.transpose(), plain.transpose()))
+        assert len(told.index_tensors()) == len(plain.index_tensors()) - 2 * shares
+        vals, x = torch.randn(mat.nnz, dtype=torch.float64), torch.randn(15, 3, dtype=torch.float64)
+        assert torch.equal(P.spmm(told, vals, x, transpose=True), P.spmm(plain, vals, x, transpose=True))
 
 
 def test_sums_at_repeated_indices_are_the_same_bits_every_run():

@@ -97,6 +97,9 @@ class Pattern:
         transpose: build the transposed order now (else on first use).
         row: the row of each edge, when another pattern of the same rows has it (else made from ``crow``); kept
             only where :func:`holds_row` (ignored on the host's paths).
+        symmetric: the caller's word that the block is square and its pattern symmetric (an undirected graph's
+            whole matrix): the transpose's row pointer and columns, checked equal when it is built, are then this
+            pattern's own, held once (only the transposed order is the transpose's own).
     Attributes:
         row: destination row of each edge — kept on a device, whose torch compositions gather by it; on the host's
         paths derived from ``crow`` when asked and not kept (:func:`holds_row`: the numba kernels walk ``crow``, so
@@ -106,7 +109,7 @@ class Pattern:
     """
 
     def __init__(self, crow: torch.Tensor, col: torch.Tensor, shape: tuple[int, int], *, transpose: bool = False,
-                 row: torch.Tensor | None = None):
+                 row: torch.Tensor | None = None, symmetric: bool = False):
         self.shape = (int(shape[0]), int(shape[1]))
         self.nnz = int(col.numel())
         dt = index_dtype(*self.shape, self.nnz)
@@ -115,6 +118,7 @@ class Pattern:
         if holds_row(self.crow.device):
             self._row = row.to(dt) if row is not None else rows_of(self.crow, self.nnz)
         self._t = None
+        self._symmetric = bool(symmetric) and self.shape[0] == self.shape[1]
         #: what callers derive from this pattern, by key: made once (on a device, where making it reads the pattern
         #: back to the host) and kept while the pattern lives
         self.derived: dict = {}
@@ -122,7 +126,8 @@ class Pattern:
             self.transpose()
 
     @classmethod
-    def from_scipy(cls, mat: sp.spmatrix, *, device="cpu", transpose: bool = False) -> "Pattern":
+    def from_scipy(cls, mat: sp.spmatrix, *, device="cpu", transpose: bool = False,
+                   symmetric: bool = False) -> "Pattern":
         """From a SciPy matrix (its values are ignored; duplicates are summed first, indices sorted)."""
         mat = sp.csr_matrix(mat)
         mat.sum_duplicates()
@@ -130,7 +135,7 @@ class Pattern:
         dt = np_index(index_dtype(*mat.shape, mat.nnz))
         crow = torch.from_numpy(mat.indptr.astype(dt)).to(device)
         col = torch.from_numpy(mat.indices.astype(dt)).to(device)
-        return cls(crow, col, mat.shape, transpose=transpose)
+        return cls(crow, col, mat.shape, transpose=transpose, symmetric=symmetric)
 
     @property
     def device(self):
@@ -160,11 +165,19 @@ class Pattern:
                 npdt = np_index(dt)
                 pos = sp.csr_matrix((np.arange(self.nnz, dtype=npdt), self.col.numpy(), self.crow.numpy()),
                                     shape=self.shape).tocsc()
-                self._t = tuple(torch.from_numpy(np.ascontiguousarray(a, dtype=npdt))
-                                for a in (pos.indptr, pos.indices, pos.data))
+                self._t = self._shared(*(torch.from_numpy(np.ascontiguousarray(a, dtype=npdt))
+                                         for a in (pos.indptr, pos.indices, pos.data)))
                 return self._t
-            self._t = transpose_by_sort(self.col, self.row, self.shape[1])
+            self._t = self._shared(*transpose_by_sort(self.col, self.row, self.shape[1]))
         return self._t
+
+    def _shared(self, t_crow, t_col, t_perm) -> tuple:
+        """The transpose, with this pattern's row pointer and columns in place of its own where the caller said the
+        pattern is symmetric and they are equal (on a device the check reads one flag back, where the pattern is
+        built)."""
+        if self._symmetric and torch.equal(t_crow, self.crow) and torch.equal(t_col, self.col):
+            return self.crow, self.col, t_perm
+        return t_crow, t_col, t_perm
 
     def with_values(self, values: torch.Tensor, *, transpose: bool = False) -> torch.Tensor:
         """Torch sparse CSR tensor of this pattern (or its transpose) with ``values`` (``nnz``, no autograd)."""
@@ -174,8 +187,9 @@ class Pattern:
         return torch.sparse_csr_tensor(self.crow, self.col, values, size=self.shape)
 
     def index_tensors(self) -> list:
-        """The index tensors held now (the transpose's once built)."""
-        return [self.crow, self.col] + ([self._row] if self._row is not None else []) + list(self._t or ())
+        """The index tensors held now (the transpose's once built; each once)."""
+        held = [self.crow, self.col] + ([self._row] if self._row is not None else []) + list(self._t or ())
+        return [t for k, t in enumerate(held) if all(t is not u for u in held[:k])]
 
 
 def _heads(values: torch.Tensor) -> int:

@@ -87,7 +87,7 @@ class BlockRowGraph(SourceKeys, DistGraph):
 
     def __init__(self, comm, local: sp.csr_matrix, rows: RowPartition, my_block: int, *, fetch_axis: str = "p",
                  stages=(0,), reduce_axis: str | None = None, sparsity_aware: bool = False,
-                 dtype=torch.float64, device="cpu"):
+                 dtype=torch.float64, device="cpu", symmetric: bool = False):
         self.comm, self.rows, self.me = comm, rows, int(my_block)
         self.fetch_axis, self.reduce_axis = fetch_axis, reduce_axis
         self.sparsity_aware = sparsity_aware
@@ -128,8 +128,10 @@ class BlockRowGraph(SourceKeys, DistGraph):
                 eidx = np.flatnonzero(col_block == q)
                 sub = sp.csr_matrix(local[:, int(b[q]):int(b[q + 1])])
                 whole = eidx.size == self.nnz  # all edges, in order: no selection needed
-                pat = Pattern.from_scipy(sub, device=device, transpose=True)
-                if whole and rows.parts == 1:  # one block: the stage is the local pattern itself (one row pointer)
+                one = whole and rows.parts == 1  # (symmetric: an undirected graph's whole matrix, its transpose's
+                # row pointer and columns its own)
+                pat = Pattern.from_scipy(sub, device=device, transpose=True, symmetric=symmetric and one)
+                if one:  # one block: the stage is the local pattern itself (one row pointer)
                     self.pattern, self.crow, self._row = pat, pat.crow, pat.kept_row
                 self.stage_blocks[q] = (pat, None if whole else self._positions(eidx))
         if self._row is None and holds_row(device):
@@ -827,15 +829,17 @@ def make_graph(comm, source, rows: RowPartition, my_block: int, **kw) -> BlockRo
 
 
 
-def build_serial(mat: sp.csr_matrix, *, dtype=torch.float64, device="cpu") -> RowBlockPlan:
-    r"""The serial plan on the normalized matrix ``mat`` (rows = destinations).
+def build_serial(mat: sp.csr_matrix, *, dtype=torch.float64, device="cpu", symmetric: bool = False) -> RowBlockPlan:
+    r"""The serial plan on the normalized matrix ``mat`` (rows = destinations; ``symmetric``: an undirected graph's,
+    whose pattern's transpose holds no row pointer or columns of its own: :class:`~gridgnn.ops.pattern.Pattern`).
 
     ``--algo serial``: the reference. One process, no ``torch.distributed``: the block-row distributed graph
     with one block and one stage (:mod:`gridgnn.parallel.blockrow`), so the serial primitives are the very code the
     distributed ones run on each block. Checked against PyG ``GCNConv`` / ``GATConv`` in ``tests/nn``.
     """
     rows = RowPartition.identity(mat.shape[0], 1)
-    return RowBlockPlan("serial", BlockRowGraph(None, mat, rows, 0, dtype=dtype, device=device), rows, 0, "p")
+    return RowBlockPlan("serial", BlockRowGraph(None, mat, rows, 0, dtype=dtype, device=device, symmetric=symmetric),
+                        rows, 0, "p")
 
 
 def build_1d(comm, source, rows, *, sparsity_aware: bool, dtype, device, name: str | None = None) -> RowBlockPlan:
@@ -982,13 +986,13 @@ class BlockRowFamily(Family):
 
 
 def _graph_memory(acc: Ledger, ctx, *, rows: int, cols: int, nnz: float, stages, single_block: bool = False,
-                  send: float = 0.0, halo: float = 0.0) -> None:
+                  send: float = 0.0, halo: float = 0.0, symmetric: bool = False) -> None:
     """What a :class:`BlockRowGraph` keeps: the local row pointer (``rows × cols``; the row of each edge on a device
     that holds rows, ``ctx.dev``), the GCN values (``ctx.e`` bytes each), the edge ids and their mask where
     ``ctx``'s model asks for them; then per stage ``(n_q, nnz_q)`` a pattern (row pointer, column; rows where held)
     with its transpose and the
     stage's edge positions unless it holds every local edge — one block's stage is the local pattern (its row pointer
-    and rows counted once). Sparsity-aware, the stages are the block's own rows and the remote halo, plus the send
+    and rows counted once; ``symmetric``, the serial plan of an undirected graph: its transpose's too). Sparsity-aware, the stages are the block's own rows and the remote halo, plus the send
     lists and the halo's columns (host, in the index bytes of ``cols``). Every index in
     :func:`~gridgnn.ops.pattern.index_bytes` of its block."""
     ib, rows_held = index_bytes(rows, cols, nnz), holds_row(ctx.dev)
@@ -1000,8 +1004,8 @@ def _graph_memory(acc: Ledger, ctx, *, rows: int, cols: int, nnz: float, stages,
     if not len(stages):
         return
     size, nnz_q = np.asarray(stages, np.float64).reshape(-1, 2).T  # one pair per stage
-    if single_block:
-        acc.add("adjacency", np.round(ib * (nnz_q + size + 1 + 2 * nnz_q)).sum())
+    if single_block:  # the columns; the transpose's row pointer and columns (its own unless symmetric) and order
+        acc.add("adjacency", np.round(ib * (nnz_q + (0 if symmetric else size + 1 + nnz_q) + nnz_q)).sum())
         return
     ibq = index_bytes(size, nnz_q, rows)
     acc.add("adjacency", np.round(ibq * (rows + 1 + (1 + rows_held) * nnz_q + size + 1 + 2 * nnz_q)).sum())
@@ -1013,7 +1017,8 @@ def _serial_memory(ctx) -> dict:
     n, dims, e = ctx.n, ctx.dims, ctx.e
     nnz_hat = ctx.pats["rc"].total
     acc = Ledger()
-    _graph_memory(acc, ctx, rows=n, cols=n, nnz=nnz_hat, stages=[(n, nnz_hat)], single_block=True)
+    _graph_memory(acc, ctx, rows=n, cols=n, nnz=nnz_hat, stages=[(n, nnz_hat)], single_block=True,
+                  symmetric=not ctx.directed)  # (build_serial's symmetric: an undirected graph's)
     acc.add("features", n * dims[0] * e)
     labels(acc, ctx, 0, n)
     model_params(acc, ctx, grad_allreduce=False)

@@ -140,7 +140,7 @@ def build_rank(graph: Graph, algo: str, comm, dims, *, source=None, rows: RowPar
     if trace is None:
         trace = model_trace(dims, model, algo, double=bool(getattr(source, "double", False)))
     if one_process(algo):
-        plan = build_serial(gcn_normalize(graph), dtype=dtype, device=device)
+        plan = build_serial(gcn_normalize(graph), dtype=dtype, device=device, symmetric=not graph.directed)
     else:
         plan = build_plan(algo, comm, source, dims, rows=rows, dtype=dtype, device=device, block_rows=block_rows,
                           program=trace.calls)
