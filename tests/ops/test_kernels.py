@@ -42,7 +42,8 @@ def reference(monkeypatch, fn, *args, **kw):
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-@pytest.mark.parametrize("heads,col_heads", [(1, None), (3, None), (12, None), (2, [(0, 0, 3), (1, 3, 4)])])
+@pytest.mark.parametrize("heads,col_heads", [(1, None), (3, None), (12, None), (2, [(0, 0, 3), (1, 3, 4)]),
+                                             (2, [(0, 0, 1), (1, 1, 3), (0, 3, 4)])])  # (head 0 in two segments)
 def test_spmm_and_sddmm_equal_the_torch_references(dtype, heads, col_heads, monkeypatch):
     m, k, width = 57, 43, 12 if col_heads is None else 4
     pat = awkward_pattern(m, k, seed=heads)

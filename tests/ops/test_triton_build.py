@@ -27,6 +27,11 @@ def test_the_recorded_launches_are_those_the_wrappers_make():
                                                          "sddmm_dot"]
     assert {(n, m["KEY_IN_MEMORY"]) for n, _, m in launches if n.endswith("_mask")} == \
         {(n, k) for n in ("node_mask", "edge_mask") for k in (False, True)}  # (a CUDA graph's keys: in memory)
+    # the integer types Triton gives a key and a threshold by their values: uint64, int64, int32 keys; a threshold of
+    # p < 0.5 (uint64) and of p > 0.5 (int64)
+    args = [a for n, a, m in launches if n == "node_mask" and not m["KEY_IN_MEMORY"]]
+    assert {(a[-3] >= 2**63, a[-3] >= 2**31, a[-1] >= 2**63) for a in args} == \
+        {(True, True, True), (False, True, False), (False, False, True)}, [(a[-3], a[-1]) for a in args]
     variants = {(m["DOT"], m["KEEP"]) for name, _, m in launches if name == "attend_fwd"}
     assert variants == {(False, False), (False, True), (True, False), (True, True)}
     sddmm = [m for name, _, m in launches if name == "sddmm_dot"]
@@ -47,7 +52,7 @@ def test_every_kernel_compiles_for_the_gpu_without_spilling_registers(capability
         builds = [TK.build(name, args, meta, capability) for name, args, meta in TK.launches_for(dtype, span)]
     except TK.BuildUnsupported as exc:  # (internals of another Triton than the one build() reads)
         pytest.skip(str(exc))
-    assert len(builds) == 13
+    assert len(builds) == 17
     spilled = [b for b in builds if b.spill_bytes > PARKED]
     assert not spilled, spilled
     assert all(0 < b.registers <= 255 for b in builds), builds

@@ -74,6 +74,8 @@ def sddmm_dot(row, col, dst, src, out, seg_head, seg_start, seg_len, nnz, width,
             y = tl.load(src + v[:, None] * width + cols, mask=tile, other=0.0)
             acc += tl.sum(x * y, axis=1).to(acc.dtype)
         at = out + e * heads + h
+        # (another segment of the same head stored its sum from other threads of the program: wait for them)
+        tl.debug_barrier()
         tl.store(at, tl.load(at, mask=inside, other=0.0) + acc, mask=inside)
 
 

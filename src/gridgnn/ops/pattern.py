@@ -246,8 +246,8 @@ def spmm_reference(pat: Pattern, vals: torch.Tensor, x: torch.Tensor, *, transpo
 def sddmm_dot(pat: Pattern, dst: torch.Tensor, src: torch.Tensor, heads: int = 1, *,
               col_heads: list[tuple[int, int, int]] | None = None) -> torch.Tensor:
     r"""Per-edge, per-head dot products :math:`\langle D_{u,h}, X_{v,h} \rangle` over the local columns →
-    ``nnz × heads``. Runs over chunks of edges so the gathered rows never exceed :data:`SDDMM_CHUNK_ELEMENTS`
-    elements."""
+    ``nnz × heads`` (``col_heads``: the column segments ``(h, a, b)`` summed into head ``h``; a head may have
+    several). Runs over chunks of edges so the gathered rows never exceed :data:`SDDMM_CHUNK_ELEMENTS` elements."""
     width = dst.shape[1]
     col_heads = col_heads if col_heads is not None else head_columns(heads, width)
     if pat.nnz == 0 or width == 0:
@@ -277,8 +277,8 @@ def sddmm_dot_reference(pat: Pattern, dst: torch.Tensor, src: torch.Tensor, head
         if even:
             out[e0:e1] = prod.view(e1 - e0, heads, per).sum(dim=2)
             continue
-        for h, a, b in col_heads:
-            out[e0:e1, h] = prod[:, a:b].sum(dim=1)
+        for h, a, b in col_heads:  # (a head in several segments: their sums added, as the kernels add them)
+            out[e0:e1, h] += prod[:, a:b].sum(dim=1)
     return out
 
 

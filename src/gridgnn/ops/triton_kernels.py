@@ -101,17 +101,27 @@ def _launch(name: str, programs: int | tuple[int, ...], *args, **meta) -> bool:
     if _held is not None:
         _held.extend(a for a in args if isinstance(a, torch.Tensor))
     grid = programs if isinstance(programs, tuple) else (programs,)
+    strict = os.environ.get("GRIDGNN_KERNELS") == "triton"
     try:
         getattr(_kernels(), name)[grid](*args, enable_fp_fusion=FP_FUSION, **meta)
+        if strict and _may_wait():  # (the tests: a fault of the kernel surfaces here, at its own launch, not at a
+            torch.cuda.synchronize()  # later wait that names another line)
         return True
     except Exception as exc:  # noqa: BLE001 - any failure of Triton's toolchain: the references serve instead
-        if os.environ.get("GRIDGNN_KERNELS") == "triton":  # strict (the tests): a kernel that cannot run fails
+        if strict:  # (the tests): a kernel that cannot run fails
             raise
         text = str(exc).strip().splitlines()
         off[name] = f"{type(exc).__name__}: {text[0][:200] if text else ''}"
         warnings.warn(f"gridgnn: the Triton kernel {name} is off in this process ({off[name]}); its torch "
                       "reference runs instead", RuntimeWarning, stacklevel=3)
         return False
+
+
+def _may_wait() -> bool:
+    """A launch may wait for the device: CUDA present, no stream being captured into a CUDA graph, and no
+    synchronization check in force (``torch.cuda.set_sync_debug_mode``: a test that the step reads nothing back)."""
+    return (torch.cuda.is_available() and torch.cuda.is_initialized()
+            and not torch.cuda.is_current_stream_capturing() and torch.cuda.get_sync_debug_mode() == 0)
 
 
 @functools.lru_cache(maxsize=64)
@@ -294,9 +304,11 @@ def launches_for(dtype: torch.dtype, span: int) -> list[tuple[str, tuple, dict]]
     col = torch.arange(2 * n) % n
     x = torch.zeros(n, heads * span, dtype=dtype)
     with recording() as launches:
-        for key in (2**64 - 1, torch.tensor(-1)):  # a key given, and one read from memory (a CUDA graph's)
-            node_keep_mask(torch.arange(n), span, 0, span, key, 2**63)
-            edge_keep_mask(col, col, heads, key, 2**63)
+        # a key given (typed uint64 above 2⁶³, int64 below, int32 below 2³¹, as Triton types an int by its value),
+        # and one read from memory (a CUDA graph's); thresholds of p < 0.5 (uint64) and p > 0.5 (int64)
+        for key, threshold in ((2**64 - 1, 2**63), (2**40, 2**62), (5, 2**63), (torch.tensor(-1), 2**63)):
+            node_keep_mask(torch.arange(n), span, 0, span, key, threshold)
+            edge_keep_mask(col, col, heads, key, threshold)
         sddmm_dot(col, col, x, x, heads, [(h, h * span, (h + 1) * span) for h in range(heads)])
         for dot in (False, True):
             a = x if dot else torch.zeros(n, heads, dtype=dtype)
