@@ -261,3 +261,10 @@ def test_device_ids_are_copied_once_per_host_array_and_forgotten_with_it():
         assert np.array_equal(D.device_ids(b, "cpu").numpy(), b)
         del b
     assert np.array_equal(D.device_ids([4, 5, 6], "cpu").numpy(), [4, 5, 6])
+    # a narrower array: kept by itself, not by its int64 conversion (made anew at every call: a copy every time)
+    a32 = np.arange(5, 15, dtype=np.int32)
+    first = D.device_ids(a32, "cpu")
+    assert first.dtype == torch.int64 and np.array_equal(first.numpy(), a32)
+    assert D.device_ids(a32, "cpu") is first
+    same_bits = a32.view(np.uint32)  # (the same memory read as another type: its own copy)
+    assert D.device_ids(same_bits, "cpu") is not first

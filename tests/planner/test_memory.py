@@ -618,6 +618,43 @@ def test_a_selections_forward_and_backward_take_what_the_model_books(dtype, monk
         assert abs(backward - (routing + e * n * width)) <= 0.02 * backward, (n, width, backward)  # (and ∂X)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_a_gpu_a_selections_backward_takes_what_the_model_books():
+    """GraphSAGE max's selection on a GPU: its backward's routing adds through a sorted ``index_put_`` whose
+    temporaries the host does not have (``footprint.SELECT_BACKWARD_SORT``, read from torch's source); what the
+    backward allocates beyond what it started with (``torch.cuda.max_memory_allocated``) within 25 % of the
+    booking, the allocator's rounding of many small blocks included, and the forward within 25 % too."""
+    from types import SimpleNamespace
+
+    from gridgnn.graph.spec import load_graph
+    from gridgnn.parallel.blockrow import build_serial
+    from gridgnn.parallel.footprint import selection_bytes
+
+    n, width = 20000, 64
+    g = load_graph(f"synthetic:sbm?n={n}&classes=4&avg_degree=10&features=8")
+    gr = build_serial(gcn_normalize(g), dtype=torch.float32, device="cuda").graph(0)
+    x = torch.randn(n, width, device="cuda", requires_grad=True)
+    gr.spmm_select(None, x, "max", gr.off_diagonal).sum().backward()  # (what is derived once: before)
+    x.grad = None
+    torch.cuda.synchronize()
+
+    def peak_of(fn):
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        out = fn()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - before, out
+
+    forward, y = peak_of(lambda: gr.spmm_select(None, x, "max", gr.off_diagonal))
+    dy = torch.ones_like(y)
+    backward, _ = peak_of(lambda: y.backward(dy))
+    booked_forward, routing = selection_bytes(SimpleNamespace(e=4, dev="cuda"), n * width, gr.nnz, width)
+    booked_backward = routing + 4 * n * width  # (and ∂X)
+    assert abs(backward - booked_backward) <= 0.25 * booked_backward, (backward, booked_backward)
+    assert abs(forward - booked_forward) <= 0.25 * booked_forward, (forward, booked_forward)
+
+
 @pytest.mark.parametrize("spec", ["synthetic:rmat?scale=14&edge_factor=8&features=4",
                                   "synthetic:sbm?n=20000&classes=4&avg_degree=4&features=4"])
 def test_setup_constants_bound_the_measured_set_up_peaks(spec):

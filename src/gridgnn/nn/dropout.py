@@ -125,20 +125,22 @@ _DEVICE_IDS: dict = {}
 
 
 def device_ids(node_ids, device) -> torch.Tensor:
-    """``node_ids`` (a host array of ``int64`` ids) on ``device``, copied once while the host array lives: a plan
-    hands the same rows to every layer's dropout every epoch (its id arrays are never written once built), and a
-    copy from pageable host memory each time would wait for the device each time."""
-    ids = np.asarray(node_ids, dtype=np.int64)
+    """``node_ids`` (a host array of integer ids) on ``device`` as ``int64``, copied once while the host array lives:
+    a plan hands the same rows to every layer's dropout every epoch (its id arrays are never written once built),
+    and a copy from pageable host memory each time would wait for the device each time. (Kept by the array given,
+    not by its ``int64`` conversion, which a narrower array would make anew at every call.)"""
+    ids = np.asarray(node_ids)
     owner = ids
     while isinstance(owner.base, np.ndarray):
         owner = owner.base
     if ids.ndim != 1 or owner.base is not None:  # memory not owned by an ndarray (a buffer, a mapped file): copy
-        return torch.from_numpy(np.ascontiguousarray(ids)).to(device)
-    key = (ids.__array_interface__["data"][0], ids.size, ids.strides, str(device))
+        return torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64)).to(device)
+    key = (ids.__array_interface__["data"][0], ids.size, ids.strides, ids.dtype.str, str(device))
     hit = _DEVICE_IDS.get(key)
     if hit is not None and hit[0]() is owner:
         return hit[1]
-    copy = torch.from_numpy(np.ascontiguousarray(ids)).to(device, copy=True)  # (never a view that keeps ids alive)
+    # (never a view that keeps ids alive)
+    copy = torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64)).to(device, copy=True)
     _DEVICE_IDS[key] = (weakref.ref(owner, lambda _, key=key: _DEVICE_IDS.pop(key, None)), copy)
     return copy
 

@@ -202,15 +202,23 @@ def source_key_bytes(acc: "Ledger", ctx: MemoryContext, edges: float, layers=Non
 #: values). Measured with torch's profiler on the serial plan in float32 and float64
 #: (``tests/planner/test_memory.py::test_a_selections_forward_and_backward_take_what_the_model_books``).
 SELECT_OUT, SELECT_RUN, SELECT_FOLD, SELECT_BACKWARD = (2, 24), (28, 1), (3, 51), 33
+#: on a GPU, per output element more in the selection's backward: its routing adds through a sorted ``index_put_``
+#: (:func:`~gridgnn.ops.pattern.add_at`), whose CUDA kernel (torch's ``index_put_with_sort_kernel``) holds per index
+#: an ``int64`` linear index, its sorted copy, the original positions and a range, and the radix sort's double
+#: buffer of keys and values. Read from torch's source, not measured: only a GPU measures it
+#: (``tests/planner/test_memory.py::test_on_a_gpu_a_selections_backward_takes_what_the_model_books``).
+SELECT_BACKWARD_SORT = 48
 
 
 def selection_bytes(ctx: MemoryContext, out: float, edges: float, width: int) -> tuple[float, float]:
     """``(forward, backward beyond the gradients)`` bytes of a selecting aggregation of ``width`` columns whose
-    output block has ``out`` local elements over ``edges`` local edges (the forward's input is the caller's)."""
+    output block has ``out`` local elements over ``edges`` local edges (the forward's input is the caller's; on a GPU,
+    ``ctx.dev``, the backward's sort: :data:`SELECT_BACKWARD_SORT`)."""
     e = ctx.e
     run = min(float(SDDMM_CHUNK_ELEMENTS), edges * width)
     messages = (SELECT_OUT[0] * e + SELECT_OUT[1]) * out + (SELECT_RUN[0] + SELECT_RUN[1] * e) * run
-    return max(messages, (SELECT_FOLD[0] * e + SELECT_FOLD[1]) * out), SELECT_BACKWARD * out
+    sort = SELECT_BACKWARD_SORT if getattr(ctx, "dev", "cpu") != "cpu" else 0
+    return max(messages, (SELECT_FOLD[0] * e + SELECT_FOLD[1]) * out), (SELECT_BACKWARD + sort) * out
 
 
 #: bytes each logits row's labels hold: the label (int64) and the train, val and test masks (bool)
