@@ -10,7 +10,8 @@
 #      synchronization check set to raise (nothing read back from the device), every model's step recorded as a
 #      CUDA graph (--cuda-graph, node classification and link prediction) training as its eager step does, a run
 #      with the fused AdamW interrupted and resumed as the uninterrupted one, the lean backward's ReLU and product
-#      giving torch's bits on the device;
+#      giving torch's bits on the device, a product's input recomputed by blocks of rows, a selection's backward
+#      memory against the model (its sorted index_put_), the fused attention in float32 too;
 #   3. epochs_gpu: bench_local's epochs on the GPU, gridgnn serial (eager and --cuda-graph; GCN and GraphSAGE also
 #      --cuda-graph --layer-order lean) next to PyG (GCN, GraphSAGE, GAT, AGNN; peak memory);
 #   4. cora_gcn: the Cora table with --device cuda (every algorithm, P = number of GPUs, 1 when one).
@@ -34,7 +35,7 @@ step() {  # step NAME LIMIT_S COMMAND...: bounded by LIMIT_S and by what is left
 { nvidia-smi -L; $PY -c "import torch, torch_geometric as g; print('torch', torch.__version__, 'pyg', g.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version())"; } 2>&1 | tee "$LOG/env.log"
 PYTEST="$PY -m pytest -p no:cacheprovider -o addopts= -q -m gpu --durations=8"
 step staged 120 $PYTEST tests/parallel/test_cuda.py -k sharing
-step pytest_gpu 150 $PYTEST tests/ops/test_triton_kernels.py tests/ops/test_kernels.py tests/planner/test_memory.py tests/parallel/test_cuda.py tests/train/test_no_read_back.py tests/train/test_graphed.py tests/train/test_optimizers.py tests/ops/test_lean_backward.py -k "not sharing"
+step pytest_gpu 150 $PYTEST tests/ops/test_triton_kernels.py tests/ops/test_kernels.py tests/planner/test_memory.py tests/parallel/test_cuda.py tests/train/test_no_read_back.py tests/train/test_graphed.py tests/train/test_optimizers.py tests/ops/test_lean_backward.py tests/ops/test_recompute_blocks.py -k "not sharing"
 step epochs_gpu 210 $PY benchmarks/bench_local.py --device cuda --skip kernels,bytes --models gcn,sage,gat,agnn --epochs 5 --warmup 2 ${PROFILE_DIR:+--profile "$PROFILE_DIR"}
 [ "$CORA" != "-" ] && step cora_gcn 60 $PY benchmarks/cora_accuracy.py "$CORA" --device cuda --nproc $P --seeds 1
 exit 0

@@ -11,6 +11,7 @@ from gridgnn.ops import masked
 from gridgnn.ops.lean_backward import product, relu
 from gridgnn.ops.masked import dropped, recomputing
 from gridgnn.testing import profiled_peak
+from tests._devices import ON_A_GPU
 
 N, F, OUT, Q = 3000, 64, 5, 0.6
 
@@ -22,16 +23,18 @@ def _inputs(seed: int = 3):
     return z, w, torch.rand(N, F, generator=g) < Q, torch.randn(N, OUT, generator=g, dtype=torch.float64)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=ON_A_GPU)])
 @pytest.mark.parametrize("redrawn", [False, True], ids=["mask-kept", "mask-redrawn"])
 @pytest.mark.parametrize("by_columns", [False, True], ids=["w-by-rows", "w-by-columns"])
 @pytest.mark.parametrize("block_rows", [1, 7, 256])
 def test_the_gradients_of_a_product_recomputing_by_blocks_equal_the_whole_ones(monkeypatch, redrawn, by_columns,
-                                                                                block_rows):
+                                                                                block_rows, device):
     """relu → dropout → product: the input's and the weight's gradients equal torch's composition (one product of
     the whole recomputed tensor) to rounding, whatever the block (a row, rows not dividing ``N``, several blocks),
-    the mask kept or drawn again, the weight laid out by rows or by columns (torch's transposed formula)."""
+    the mask kept or drawn again, the weight laid out by rows or by columns (torch's transposed formula) — on the
+    host, and on a GPU (where no test graph reaches a block unless asked)."""
     monkeypatch.setattr(masked, "RECOMPUTE_BLOCK", block_rows * F)
-    z0, w0, mask, c = _inputs()
+    z0, w0, mask, c = (t.to(device) for t in _inputs())
     grads = []
     for lean in (False, True):
         z = z0.clone().requires_grad_()
