@@ -208,6 +208,52 @@ def test_what_a_triton_launch_is_given_is_held_while_a_capture_runs(monkeypatch)
     assert TK._held is None
 
 
+class _NoKernel:
+    """Triton's kernels stood in: ``kernels.name[grid](...)`` runs nothing."""
+
+    def __getattr__(self, name):
+        return self
+
+    def __getitem__(self, grid):
+        return lambda *args, **meta: None
+
+
+@pytest.mark.skipif(not TK.HAVE_TRITON, reason="Triton is not installed")
+def test_a_capture_holds_what_its_launches_read_from_outside_and_not_what_they_wrote(monkeypatch):
+    """Of what the recorded launches were given, the capture holds the tensors made before it (the ids, a cached
+    segment table read through a view made inside) and not those made inside it (the masks and products the
+    launches wrote, which live in the graph's pool and may be freed there)."""
+    from gridgnn.train.graphed import Capture
+
+    monkeypatch.setattr(TK, "off", {})
+    monkeypatch.setattr(TK, "_kernels", lambda: _NoKernel())
+    monkeypatch.setenv("GRIDGNN_KERNELS", "triton")
+    ids, key = torch.arange(6), torch.tensor(3)
+    dst, src, row, col = torch.ones(6, 4), torch.ones(6, 4), torch.arange(6), torch.arange(6)
+    TK._segments.cache_clear()
+    table = TK._segments(((0, 0, 4),), "cpu")  # (made before: a cached table)
+    with Capture() as seen, TK.holding() as launched:
+        mask = TK.node_keep_mask(ids, 4, 0, 4, key, 2**63)
+        out = TK.sddmm_dot(row, col, dst, src, 1, [(0, 0, 4)])
+    held = {t.untyped_storage().data_ptr() for t in seen.not_made(launched)}
+    ptr = lambda t: t.untyped_storage().data_ptr()  # noqa: E731
+    assert {ptr(t) for t in (ids, key, dst, src, row, col, table)} <= held
+    assert ptr(mask) not in held and ptr(out) not in held
+    TK._segments.cache_clear()
+
+
+@pytest.mark.skipif(not TK.HAVE_TRITON, reason="Triton is not installed")
+def test_a_launch_failing_within_a_capture_is_raised_not_turned_off(monkeypatch):
+    """Outside the tests a launch that fails turns its kernel off; within a CUDA graph's capture it is raised, for
+    the capture to name it (the reference run in its place would be recorded in a capture the failure spoiled)."""
+    monkeypatch.setattr(TK, "off", {})
+    monkeypatch.delenv("GRIDGNN_KERNELS", raising=False)
+    monkeypatch.setattr(TK, "_capturing", lambda: True)
+    with pytest.raises(Exception):
+        TK._launch("no_such_kernel", 1, torch.arange(4.0))
+    assert "no_such_kernel" not in TK.off
+
+
 def test_a_step_on_the_host_paths_is_not_recorded(monkeypatch):
     monkeypatch.delenv(device_paths.ENV, raising=False)
     with pytest.raises(GridGnnError, match="--cuda-graph records a step on a CUDA device"):

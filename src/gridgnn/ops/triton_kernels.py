@@ -108,8 +108,8 @@ def _launch(name: str, programs: int | tuple[int, ...], *args, **meta) -> bool:
             torch.cuda.synchronize()  # later wait that names another line)
         return True
     except Exception as exc:  # noqa: BLE001 - any failure of Triton's toolchain: the references serve instead
-        if strict:  # (the tests): a kernel that cannot run fails
-            raise
+        if strict or _capturing():  # (the tests): a kernel that cannot run fails; and within a CUDA graph's capture,
+            raise  # which the failure may have spoiled: the capture names it as its first error
         text = str(exc).strip().splitlines()
         off[name] = f"{type(exc).__name__}: {text[0][:200] if text else ''}"
         warnings.warn(f"gridgnn: the Triton kernel {name} is off in this process ({off[name]}); its torch "
@@ -117,11 +117,16 @@ def _launch(name: str, programs: int | tuple[int, ...], *args, **meta) -> bool:
         return False
 
 
+def _capturing() -> bool:
+    """A CUDA graph is being captured on the current stream."""
+    return torch.cuda.is_available() and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
+
+
 def _may_wait() -> bool:
     """A launch may wait for the device: CUDA present, no stream being captured into a CUDA graph, and no
     synchronization check in force (``torch.cuda.set_sync_debug_mode``: a test that the step reads nothing back)."""
-    return (torch.cuda.is_available() and torch.cuda.is_initialized()
-            and not torch.cuda.is_current_stream_capturing() and torch.cuda.get_sync_debug_mode() == 0)
+    return (torch.cuda.is_available() and torch.cuda.is_initialized() and not _capturing()
+            and torch.cuda.get_sync_debug_mode() == 0)
 
 
 @functools.lru_cache(maxsize=64)

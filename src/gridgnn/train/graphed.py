@@ -136,6 +136,19 @@ class Capture(TorchDispatchMode):
     def read(self) -> list[torch.Tensor]:
         return list(self.outside.values())
 
+    def not_made(self, tensors) -> list[torch.Tensor]:
+        """Of ``tensors`` (what the recorded kernel launches were given: they bypass the dispatcher), those the
+        recorded operations did not make — one per storage: a storage read from outside (a view made inside of an
+        outside tensor included: a cached table's row) or never seen. What the capture made lives in the graph's
+        pool and needs no holding: held, the masks, attention values and gradients the launches wrote could not be
+        freed or reused while the capture runs, nor after."""
+        out = {}
+        for t in tensors:
+            ptr = t.untyped_storage().data_ptr()
+            if ptr in self.outside or ptr not in self.made:
+                out.setdefault(ptr, t)
+        return list(out.values())
+
     def dispatched(self, func, args, kwargs):
         return func(*args, **kwargs)
 
@@ -181,7 +194,7 @@ class CudaGraphs:
             text = (str(first_error(exc)).strip().splitlines() or [type(first_error(exc)).__name__])[0]
             raise GridGnnError(f"--cuda-graph: this step could not be recorded on this GPU ({text}); train without "
                                "--cuda-graph") from None
-        return graph, out, seen.read + launched
+        return graph, out, seen.read + seen.not_made(launched)
 
 
 def first_error(exc: BaseException) -> BaseException:
