@@ -68,9 +68,8 @@ def keep_input(ctx, h: torch.Tensor | None, *rest) -> None:
     if recipe is None:
         ctx.blocks = None
         ctx.save_for_backward(h, *rest)
-    else:  # (the input with autograd's check that nothing changed it; the mask where it is kept, not drawn again;
-        # the input detached, of the same storage, and its version, to say which tensor that check refuses)
-        ctx.blocks = recipe.q, (recipe.mask if recipe.redrawn else None), recipe.x, recipe.version
+    else:  # (the input with autograd's check that nothing changed it; the mask where it is kept, not drawn again)
+        ctx.blocks = recipe.q, (recipe.mask if recipe.redrawn else None)
         ctx.save_for_backward(recipe.source, None if recipe.redrawn else recipe.mask, *rest)
 
 
@@ -80,13 +79,9 @@ def kept_input(ctx) -> tuple:
     the dropout's input, which the whole output's do)."""
     if ctx.blocks is None:
         return ctx.saved_tensors
-    q, redraw, x, version = ctx.blocks
-    try:
-        saved = ctx.saved_tensors
-    except RuntimeError:
-        if x._version != version:  # (the dropout's input, named as the whole path names it)
-            raise RuntimeError(masked.CHANGED_INPUT) from None
-        raise
+    q, redraw = ctx.blocks
+    saved = ctx.saved_tensors  # (a changed dropout input: autograd's in-place check; ctx keeps no reference to it,
+    # which would hold it through the rest of the backward)
     x, mask = saved[:2]
     blocks = masked.RowBlocks(x, mask if redraw is None else redraw(), q)
     return (blocks.whole() if torch.is_grad_enabled() else blocks, *saved[2:])
