@@ -16,6 +16,8 @@ from gridgnn.train.graphed import WARMUP_STEPS, CudaGraphs, GraphedStep, HostGra
 from gridgnn.train.rank_layout import build_rank
 from gridgnn.train.step import evaluation, forward_backward
 
+from tests._devices import ON_A_GPU
+
 from .test_device_paths import CASES
 
 EPOCHS = WARMUP_STEPS + 4  # the eager steps, the recorded one, three replays
@@ -294,9 +296,7 @@ def test_on_a_gpu_the_trainer_with_cuda_graphs_trains_as_without(tmp_path, monke
         np.testing.assert_allclose(saved[0], saved[1], rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("device", [pytest.param("cpu", id="host-paths"),
-                                    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
-                                        not torch.cuda.is_available(), reason="needs a CUDA device")])])
+@pytest.mark.parametrize("device", [pytest.param("cpu", id="host-paths"), pytest.param("cuda", marks=ON_A_GPU)])
 @pytest.mark.parametrize("model, graph, dims, options", [CASES[0], CASES[3]], ids=["gcn", "gat"])
 def test_a_step_recomputing_by_blocks_is_recorded_as_the_eager_step(model, graph, dims, options, device,
                                                                    monkeypatch):
