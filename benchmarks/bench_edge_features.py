@@ -14,10 +14,9 @@ import numpy as np
 import torch
 
 from _common import against_pyg, run
-from gridgnn.graph import gcn_normalize
 from gridgnn.graph.spec import load_graph
 from gridgnn.nn import GATv2, GINE
-from gridgnn.parallel.blockrow import build_serial
+from gridgnn.parallel.blockrow import serial_plan
 from gridgnn.train.rank_layout import attach_edge_features
 
 LAYOUTS = {"1d": {}, "1d-sa": {}, "1.5d": {"replication": 2}, "1.5d-sa": {"replication": 2}, "2d": {}, "3d": {}}
@@ -36,7 +35,7 @@ def serial_table(spec: str, args) -> None:
     print(f"{'model':8s} {'gridgnn ms':>11s} {'PyG ms':>8s} {'ratio':>6s} {'max |diff|':>11s}")
     for name, model in models.items():
         model.eval()
-        plan = build_serial(gcn_normalize(g), dtype=torch.float32)
+        plan = serial_plan(g, dtype=torch.float32)
         attach_edge_features(plan, g, model.num_layers)
         a, b, diff = against_pyg(model, plan, x, (x, ei, ea), args.repeats)
         print(f"{name:8s} {1e3 * a:11.1f} {1e3 * b:8.1f} {a / b:6.2f} {diff:11.2e}")

@@ -141,7 +141,6 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
     if allocated:
         rehome_masks()
 
-    from gridgnn.graph import gcn_normalize
     from gridgnn.graph.spec import load_graph
     from gridgnn.distributed.machine import measured_peak_bytes
 
@@ -197,9 +196,9 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
 
             BlockRowGraph.fused_attention = lambda self, *a, **k: None
         from gridgnn.nn import MODELS
-        from gridgnn.parallel.blockrow import build_serial
+        from gridgnn.parallel.blockrow import serial_plan
 
-        plan = build_serial(gcn_normalize(g), dtype=torch.float32, device=device)
+        plan = serial_plan(g, dtype=torch.float32, device=device)
         opts = {"gcn": dict(dropout=0.5), "gat": dict(dropout=0.6, heads=8), "agnn": dict(dropout=0.5),
                 "va": dict(dropout=0.5), "sage": dict(dropout=0.5, aggr="mean")}[model]
         if impl.endswith("-lean"):  # --layer-order lean: the first layer multiplies first at equal widths

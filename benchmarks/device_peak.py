@@ -76,10 +76,9 @@ def worker(spec: str, model: str, order: str, alive: int) -> dict:
     from torch.profiler._memory_profiler import Action, MemoryProfileTimeline
 
     standins()
-    from gridgnn.graph import gcn_normalize
     from gridgnn.graph.spec import load_graph
     from gridgnn.nn import MODELS
-    from gridgnn.parallel.blockrow import build_serial
+    from gridgnn.parallel.blockrow import serial_plan
 
     torch.manual_seed(0)
     g = load_graph(spec)
@@ -87,7 +86,7 @@ def worker(spec: str, model: str, order: str, alive: int) -> dict:
     train = torch.from_numpy(np.flatnonzero(g.train_mask & (g.y >= 0)))
     f = g.num_features
     dims = {"gcn": [f, 128, 128, g.num_classes], "sage": [f, 128, g.num_classes]}[model]
-    plan = build_serial(gcn_normalize(g), dtype=torch.float32)
+    plan = serial_plan(g, dtype=torch.float32)
     opts = dict(dropout=0.5, layer_order=order) | ({"aggr": "mean"} if model == "sage" else {})
     net = MODELS[model].from_options(dims, plan=None, dtype=torch.float32, seed=0, **opts)
     net.train()

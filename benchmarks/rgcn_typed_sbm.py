@@ -66,9 +66,8 @@ def pyg_accuracy(spec: str, seed: int, epochs: int, hidden: int, bases: int | No
 
 
 def timing_table(n: int, hidden: int = 64, repeats: int = 5) -> None:
-    from gridgnn.graph import gcn_normalize
     from gridgnn.nn import RGCN
-    from gridgnn.parallel.blockrow import build_serial
+    from gridgnn.parallel.blockrow import serial_plan
     from gridgnn.train.rank_layout import attach_edge_features
 
     print(f"serial forward+backward of one step, 2 layers, hidden {hidden}, median of {repeats} "
@@ -83,7 +82,7 @@ def timing_table(n: int, hidden: int = 64, repeats: int = 5) -> None:
         et = torch.arange(relations).repeat(rel.shape[0]).repeat_interleave(rel.reshape(-1))
         for bases in (0, 2):
             model = RGCN([g.num_features, hidden, g.num_classes], num_relations=relations, bases=bases, dropout=0.0)
-            plan = build_serial(gcn_normalize(g), dtype=torch.float32)
+            plan = serial_plan(g, dtype=torch.float32)
             attach_edge_features(plan, g, 2)
             a, b, diff = against_pyg(model, plan, x, (x, ei, et), repeats)
             print(f"{g.name:38s} {relations:3d} {bases:3d} {1e3 * a:11.1f} {1e3 * b:8.1f} {a / b:6.2f} {diff:11.2e}")

@@ -20,10 +20,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "src"))
 sys.path.insert(0, HERE)
 
 from bench_local import allocated_peak, serial_step  # noqa: E402
-from gridgnn.graph import gcn_normalize  # noqa: E402
 from gridgnn.graph.spec import load_graph  # noqa: E402
 from gridgnn.nn import MODELS  # noqa: E402
-from gridgnn.parallel.blockrow import build_serial  # noqa: E402
+from gridgnn.parallel.blockrow import serial_plan  # noqa: E402
 from gridgnn.train.config import TrainConfig  # noqa: E402
 from gridgnn.train.rank_layout import estimate_memory, model_trace  # noqa: E402
 from gridgnn.train.rank_setup import build_model  # noqa: E402
@@ -39,7 +38,7 @@ def main():
     x = torch.from_numpy(np.asarray(g.x, dtype=np.float32))
     y = torch.from_numpy(g.y)
     train = torch.from_numpy(np.flatnonzero(g.train_mask & (g.y >= 0)))
-    plan = build_serial(gcn_normalize(g), dtype=torch.float32)
+    plan = serial_plan(g, dtype=torch.float32)
     print(f"data: {args.data}; GraphSAGE {dims}, dropout 0.5, float32, serial")
     print("\n| aggregation | allocated (MiB) | estimate (MiB) | estimate / allocated | the estimate's peak |")
     print("|---|---:|---:|---:|---|")

@@ -842,6 +842,14 @@ def build_serial(mat: sp.csr_matrix, *, dtype=torch.float64, device="cpu", symme
                         rows, 0, "p")
 
 
+def serial_plan(graph, *, dtype=torch.float64, device="cpu") -> RowBlockPlan:
+    """The serial plan of ``graph`` as the trainer builds it (:func:`build_serial` on its GCN-normalized matrix, the
+    transpose's pattern shared where the graph is undirected): what a benchmark measures against PyG."""
+    from ..graph import gcn_normalize
+
+    return build_serial(gcn_normalize(graph), dtype=dtype, device=device, symmetric=not graph.directed)
+
+
 def build_1d(comm, source, rows, *, sparsity_aware: bool, dtype, device, name: str | None = None) -> RowBlockPlan:
     r"""Instantiate 1D on this rank (``rows.parts`` must equal P).
 

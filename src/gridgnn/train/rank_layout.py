@@ -17,7 +17,7 @@ from ..nn import GCN
 from ..parallel import algorithm, build_plan, one_process
 from ..parallel.registry import layout_rules
 from ..parallel.trace import trace
-from ..parallel.blockrow import build_serial
+from ..parallel.blockrow import serial_plan
 from ..parallel.source import InMemorySource
 from ..partition import RowPartition, even_bounds
 from ..planner.memory import TRACE_BYTES_PER_PARAMETER, estimate_rank_memory
@@ -140,7 +140,7 @@ def build_rank(graph: Graph, algo: str, comm, dims, *, source=None, rows: RowPar
     if trace is None:
         trace = model_trace(dims, model, algo, double=bool(getattr(source, "double", False)))
     if one_process(algo):
-        plan = build_serial(gcn_normalize(graph), dtype=dtype, device=device, symmetric=not graph.directed)
+        plan = serial_plan(graph, dtype=dtype, device=device)
     else:
         plan = build_plan(algo, comm, source, dims, rows=rows, dtype=dtype, device=device, block_rows=block_rows,
                           program=trace.calls)
