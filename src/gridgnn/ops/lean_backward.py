@@ -68,8 +68,9 @@ def keep_input(ctx, h: torch.Tensor | None, *rest) -> None:
     if recipe is None:
         ctx.blocks = None
         ctx.save_for_backward(h, *rest)
-    else:  # (the input with autograd's check that nothing changed it; the mask where it is kept, not drawn again)
+    else:  # (the input, checked unchanged in the backward, a change named; the mask where kept, not drawn again)
         ctx.blocks = recipe.q, (recipe.mask if recipe.redrawn else None)
+        masked.name_a_change(recipe.source)
         ctx.save_for_backward(recipe.source, None if recipe.redrawn else recipe.mask, *rest)
 
 
@@ -80,8 +81,8 @@ def kept_input(ctx) -> tuple:
     if ctx.blocks is None:
         return ctx.saved_tensors
     q, redraw = ctx.blocks
-    saved = ctx.saved_tensors  # (a changed dropout input: autograd's in-place check; ctx keeps no reference to it,
-    # which would hold it through the rest of the backward)
+    saved = ctx.saved_tensors  # (a changed dropout input is refused here, named: masked.name_a_change; ctx keeps no
+    # reference to it, which would hold it through the rest of the backward)
     x, mask = saved[:2]
     blocks = masked.RowBlocks(x, mask if redraw is None else redraw(), q)
     return (blocks.whole() if torch.is_grad_enabled() else blocks, *saved[2:])

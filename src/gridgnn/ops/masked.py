@@ -211,22 +211,36 @@ _LOCAL = threading.local()
 _TELLS = hasattr(torch._C._autograd, "_top_saved_tensors_default_hooks")
 
 
+def name_a_change(t: torch.Tensor) -> None:
+    """The operation running saves ``t``, a dropout's input, to recompute the dropout's output from it (a product's
+    weight gradient by blocks: :func:`gridgnn.ops.lean_backward.keep_input`): where ``t`` is changed in place before
+    the backward, the backward refuses it with :data:`CHANGED_INPUT`, not autograd's words. Held weakly until
+    :func:`_pack` meets ``t`` (autograd packs what a function saved as it returns)."""
+    _LOCAL.named = weakref.ref(t)
+
+
 def _pack(t):
     recipe = _recipe(t)
     for observe in getattr(_LOCAL, "observers", ()):
         observe(t if recipe is None else recipe)
+    if recipe is not None:
+        return recipe
+    named = getattr(_LOCAL, "named", None)
+    words = None
+    if named is not None and named() is t:
+        _LOCAL.named, words = None, CHANGED_INPUT
     # a tensor of its own is kept detached (an output kept with its own grad_fn would be a reference cycle that no
     # garbage collection frees, where no backward runs) with its version, for autograd's in-place check
-    return recipe if recipe is not None else (t.detach(), t._version)
+    return t.detach(), t._version, words
 
 
 def _unpack(kept):
     if isinstance(kept, Recomputed):
         return kept.tensor()
-    t, version = kept
+    t, version, words = kept
     if t._version != version:
-        raise RuntimeError(f"one of the variables needed for gradient computation has been modified by an inplace "
-                           f"operation: it is at version {t._version}, it was saved at version {version}")
+        raise RuntimeError(words or f"one of the variables needed for gradient computation has been modified by an "
+                           f"inplace operation: it is at version {t._version}, it was saved at version {version}")
     return t
 
 
