@@ -47,6 +47,7 @@ import torch
 
 from ..distributed.grid import AXES
 from ..errors import GridGnnError
+from ..graph import gcn_normalize
 from ..ops import semiring as sr
 from ..ops.lean_backward import product
 from ..ops.pattern import (INT32_MAX, Pattern, col_sum, holds_row, index_bytes, index_dtype, np_index, reduce_rows,
@@ -845,8 +846,6 @@ def build_serial(mat: sp.csr_matrix, *, dtype=torch.float64, device="cpu", symme
 def serial_plan(graph, *, dtype=torch.float64, device="cpu") -> RowBlockPlan:
     """The serial plan of ``graph`` as the trainer builds it (:func:`build_serial` on its GCN-normalized matrix, the
     transpose's pattern shared where the graph is undirected): what a benchmark measures against PyG."""
-    from ..graph import gcn_normalize
-
     return build_serial(gcn_normalize(graph), dtype=dtype, device=device, symmetric=not graph.directed)
 
 
