@@ -252,7 +252,10 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
     result = {"epoch_ms": 1e3 * statistics.median(times), "peak_bytes": peak, "n": g.n, "nnz": g.nnz,
               "training_bytes": peak - resident if resident is not None else None}
     if device == "cuda":  # (a CUDA graph's pool stays reserved between replays; allocated counts only the live)
+        from gridgnn.ops import triton_kernels
+
         result["reserved_bytes"] = torch.cuda.max_memory_reserved()
+        result["kernels_off"] = sorted(triton_kernels.off)
     if allocated:
         result["allocated_bytes"] = allocated_peak(step)
     if profile_dir and (impl.startswith("gridgnn") or impl == "pyg-csr"):  # ours and the best of PyG
@@ -377,41 +380,64 @@ def epochs_section(spec: str, epochs: int, warmup: int, models: list[str], devic
     print("\n| model | run | epoch time (ms) | × PyG best | peak memory (MiB) | × PyG best | training (MiB) | × PyG best |"
           + extra)
     print("|---|---|---|---|---|---|---|---|" + ("---|---|" if extra else ""))
+    impls = RUNS if device == "cpu" else GPU_RUNS
     for model in models:
-        res = {}
-        for impl in (RUNS if device == "cpu" else GPU_RUNS)[model]:
-            r = subprocess.run([sys.executable, __file__, "--worker", impl, "--model", model, "--data", spec,
-                                "--epochs", str(epochs), "--warmup", str(warmup), "--device", device]
-                               + (["--profile", profile_dir] if profile_dir else [])
-                               + (["--allocated"] if allocated else []),
-                               capture_output=True, text=True)
+        res, shown = {}, set()
+        for k, impl in enumerate(impls[model]):
+            try:
+                r = subprocess.run([sys.executable, __file__, "--worker", impl, "--model", model, "--data", spec,
+                                    "--epochs", str(epochs), "--warmup", str(warmup), "--device", device]
+                                   + (["--profile", profile_dir] if profile_dir else [])
+                                   + (["--allocated"] if allocated else []),
+                                   capture_output=True, text=True,
+                                   timeout=WORKER_S if device == "cuda" else None)
+            except subprocess.TimeoutExpired:
+                print(f"| {model} | {impl} | failed: no result within {WORKER_S} s | | | |", flush=True)
+                continue
             line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
             if not line:
-                print(f"| {model} | {impl} | failed: {r.stderr.strip().splitlines()[-3:]} | | | |")
+                print(f"| {model} | {impl} | failed: {r.stderr.strip().splitlines()[-3:]} | | | |", flush=True)
                 continue
             res[impl] = json.loads(line[0][7:])
-        pyg = [res[i] for i in res if i.startswith("pyg")]
-        best_t = min((r["epoch_ms"] for r in pyg), default=None)
-        best_m = min((r["peak_bytes"] for r in pyg), default=None)
-        best_s = min((r["training_bytes"] for r in pyg if r["training_bytes"] is not None), default=None)
-        best_a = min((r["allocated_bytes"] for r in pyg if "allocated_bytes" in r), default=None)
-        best_r = min((r["reserved_bytes"] for r in pyg if "reserved_bytes" in r), default=None)
-        for impl, r in res.items():
-            rt = f"{r['epoch_ms'] / best_t:.2f}" if best_t else "–"
-            rm = f"{r['peak_bytes'] / best_m:.2f}" if best_m else "–"
-            step = r["training_bytes"]
-            rs = f"{step / best_s:.2f}" if best_s and step is not None else "–"
-            name = NAMES[impl] if device == "cpu" else NAMES[impl].replace(" (numba kernels)", "")
-            tail = ""
-            if "allocated_bytes" in r:
-                a = r["allocated_bytes"]
-                tail = f" {a / 2**20:.0f} | {f'{a / best_a:.2f}' if best_a else '–'} |"
-            elif "reserved_bytes" in r:
-                a = r["reserved_bytes"]
-                tail = f" {a / 2**20:.0f} | {f'{a / best_r:.2f}' if best_r else '–'} |"
-            print(f"| {model} | {name} | {r['epoch_ms']:.{0 if device == 'cpu' else 1}f} | {rt} | {r['peak_bytes'] / 2**20:.0f} | {rm} "
-                  f"| {'–' if step is None else f'{step / 2**20:.0f}'} | {rs} |" + tail, flush=True)
+            # a row as soon as its ratios are known: PyG's once the last PyG run is done (they come first), so that
+            # a benchmark interrupted keeps the rows it finished
+            if any(i.startswith("pyg") for i in impls[model][k + 1:]):
+                continue
+            for i in res:
+                if i not in shown:
+                    shown.add(i)
+                    print(row(model, i, res[i], res, device), flush=True)
 
+
+#: seconds a worker on a GPU (one model and implementation: set-up, warm-up, the timed epochs) may take before it
+#: is named failed and the next runs (a recorded step that hangs in a capture must not take the rest of the lease)
+WORKER_S = 120
+
+
+def row(model: str, impl: str, r: dict, res: dict, device: str) -> str:
+    """The table's row of ``impl``'s result ``r``, its ratios against the best of the PyG results in ``res``."""
+    pyg = [res[i] for i in res if i.startswith("pyg")]
+    best_t = min((p["epoch_ms"] for p in pyg), default=None)
+    best_m = min((p["peak_bytes"] for p in pyg), default=None)
+    best_s = min((p["training_bytes"] for p in pyg if p["training_bytes"] is not None), default=None)
+    best_a = min((p["allocated_bytes"] for p in pyg if "allocated_bytes" in p), default=None)
+    best_r = min((p["reserved_bytes"] for p in pyg if "reserved_bytes" in p), default=None)
+    rt = f"{r['epoch_ms'] / best_t:.2f}" if best_t else "–"
+    rm = f"{r['peak_bytes'] / best_m:.2f}" if best_m else "–"
+    step = r["training_bytes"]
+    rs = f"{step / best_s:.2f}" if best_s and step is not None else "–"
+    name = NAMES[impl] if device == "cpu" else NAMES[impl].replace(" (numba kernels)", "")
+    if r.get("kernels_off"):  # (a Triton kernel that could not run here: its torch reference was timed instead)
+        name += f" — Triton off: {', '.join(r['kernels_off'])}"
+    tail = ""
+    if "allocated_bytes" in r:
+        a = r["allocated_bytes"]
+        tail = f" {a / 2**20:.0f} | {f'{a / best_a:.2f}' if best_a else '–'} |"
+    elif "reserved_bytes" in r:
+        a = r["reserved_bytes"]
+        tail = f" {a / 2**20:.0f} | {f'{a / best_r:.2f}' if best_r else '–'} |"
+    return (f"| {model} | {name} | {r['epoch_ms']:.{0 if device == 'cpu' else 1}f} | {rt} | "
+            f"{r['peak_bytes'] / 2**20:.0f} | {rm} | {'–' if step is None else f'{step / 2**20:.0f}'} | {rs} |" + tail)
 
 def main():
     ap = argparse.ArgumentParser()

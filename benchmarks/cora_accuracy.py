@@ -51,6 +51,8 @@ def main():
                     weight_decay=5e-4, **hyper, **kw)
             acc[algo].append(s["test_acc"])
             epoch_s[algo].append(s["epoch_time_median_s"])
+            print(f"  seed {seed} {algo} P={p}: test {acc[algo][-1]:.3f}, median epoch "
+                  f"{1e3 * epoch_s[algo][-1]:.1f} ms", flush=True)  # (a run cut short keeps what it finished)
         print(f"seed {seed}: " + "  ".join(f"{a}={acc[a][-1]:.3f}" for a, _, _ in configs), flush=True)
 
     print(f"\n{args.device}: | algo | P | mean test acc ({args.seeds} seeds) | max abs diff to serial (same seed) | "

@@ -7,24 +7,26 @@
 #   2. pytest_kernels: the kernels' part of the rest of `pytest -m gpu` — the Triton kernels (strict: no fallback),
 #      the lean backward's ReLU and product giving torch's bits on the device, a product's input recomputed by blocks
 #      of rows, the fused attention in float32 too;
-#   3. pytest_device: the rest — the memory functions and the
-#      device branch of the memory model against four ranks sharing the GPU, every tests/parallel case at
-#      P = 1..(visible GPUs) through NCCL, the serial path on a GPU against the CPU's, a training step with CUDA's
-#      synchronization check set to raise (nothing read back from the device), every model's step recorded as a
-#      CUDA graph (--cuda-graph, node classification and link prediction) training as its eager step does, a run
-#      with the fused AdamW interrupted and resumed as the uninterrupted one, a selection's backward memory against
-#      the model (its sorted index_put_);
-#   4. epochs_gpu: bench_local's epochs on the GPU, gridgnn serial (eager and --cuda-graph; GCN and GraphSAGE also
-#      --cuda-graph --layer-order lean) next to PyG (GCN, GraphSAGE, GAT, AGNN; peak memory);
+#   3. epochs_gpu: bench_local's epochs on the GPU, gridgnn serial (eager and --cuda-graph; GCN and GraphSAGE also
+#      --cuda-graph --layer-order lean) next to PyG (GCN, GraphSAGE, GAT, AGNN; peak memory), each row printed as
+#      its run ends (the issue's goal: before the remaining tests);
+#   4. pytest_device: the rest — every model's step recorded as a CUDA graph (--cuda-graph, node classification and
+#      link prediction) training as its eager step does, a training step with CUDA's synchronization check set to
+#      raise (nothing read back from the device), a run with the fused AdamW interrupted and resumed as the
+#      uninterrupted one, the memory functions and the device branch of the memory model against four ranks
+#      sharing the GPU, a selection's backward memory against the model (its sorted index_put_), every
+#      tests/parallel case at P = 1..(visible GPUs) through NCCL, the serial path on a GPU against the CPU's;
 #   5. cora_gcn: the Cora table with --device cuda (every algorithm, P = number of GPUs, 1 when one).
 # Usage: bash benchmarks/gpu_checks.sh CORA_DIR LOG_DIR  (PYTHON defaults to python3; BUDGET_S to 480; the package
-# is read from src/; PROFILE_DIR set: step 4 writes torch.profiler tables there). CORA_DIR may be "-" (no Cora
-# files on the machine): step 5 is then skipped. A step past its limit is interrupted as by Ctrl-C (SIGINT, then
-# SIGKILL 20 s later): pytest then still prints the failures it met and what ran, a benchmark the rows it printed.
+# is read from src/; PROFILE_DIR set: step 3 writes torch.profiler tables there). CORA_DIR may be "-" or a missing
+# folder (no Cora files on the machine): step 5 is then skipped. LOG_DIR is made if missing. A step past its limit
+# is interrupted as by Ctrl-C (SIGINT, then SIGKILL 20 s later): pytest then still prints the failures it met and
+# what ran, a benchmark the rows it printed. The environment's versions go to LOG_DIR/env.log first.
 set -u
 CORA=${1:?CORA_DIR}; LOG=${2:?LOG_DIR}; PY=${PYTHON:-python3}; BUDGET=${BUDGET_S:-480}; SHORTEST=${SHORTEST_S:-20}
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 END=$(( $(date +%s) + BUDGET ))
+mkdir -p "$LOG"
 step() {  # step NAME LIMIT_S COMMAND...: bounded by LIMIT_S and by what is left of the budget
   local name=$1 limit=$2; shift 2
   local left=$(( END - $(date +%s) )); [ "$left" -lt "$limit" ] && limit=$left
@@ -39,10 +41,19 @@ PYTEST="$PY -m pytest -p no:cacheprovider -o addopts= -q -m gpu --durations=8"
 [ -n "${GPU_CHECKS_STEP_ONLY:-}" ] && return 0  # (sourced by its test: the step alone, nothing run)
 NGPU=$($PY -c "import torch; print(torch.cuda.device_count())")
 P=1; for p in 2 4 8; do [ "$NGPU" -ge $p ] && P=$p; done
-{ nvidia-smi -L; $PY -c "import torch, torch_geometric as g; print('torch', torch.__version__, 'pyg', g.__version__, 'cuda', torch.version.cuda, 'nccl', torch.cuda.nccl.version())"; } 2>&1 | tee "$LOG/env.log"
+{ nvidia-smi -L; $PY - <<'PYEOF'
+import importlib, torch
+print("torch", torch.__version__, "cuda", torch.version.cuda, "nccl", torch.cuda.nccl.version())
+for name in ("torch_geometric", "triton", "numba", "matplotlib", "pytest", "xdist"):
+    try:
+        print(name, getattr(importlib.import_module(name), "__version__", "present"))
+    except ImportError:
+        print(name, "absent")
+PYEOF
+} 2>&1 | tee "$LOG/env.log"
 step staged 120 $PYTEST tests/parallel/test_cuda.py -k sharing
 step pytest_kernels 70 $PYTEST tests/ops/test_triton_kernels.py tests/ops/test_kernels.py tests/ops/test_lean_backward.py tests/ops/test_recompute_blocks.py
-step pytest_device 100 $PYTEST tests/planner/test_memory.py tests/parallel/test_cuda.py tests/train/test_no_read_back.py tests/train/test_graphed.py tests/train/test_optimizers.py -k "not sharing"
-step epochs_gpu 210 $PY benchmarks/bench_local.py --device cuda --skip kernels,bytes --models gcn,sage,gat,agnn --epochs 5 --warmup 2 ${PROFILE_DIR:+--profile "$PROFILE_DIR"}
-[ "$CORA" != "-" ] && step cora_gcn 60 $PY benchmarks/cora_accuracy.py "$CORA" --device cuda --nproc $P --seeds 1
+step epochs_gpu 200 $PY benchmarks/bench_local.py --device cuda --skip kernels,bytes --models gcn,sage,gat,agnn --epochs 5 --warmup 2 ${PROFILE_DIR:+--profile "$PROFILE_DIR"}
+step pytest_device 100 $PYTEST tests/train/test_graphed.py tests/train/test_no_read_back.py tests/train/test_optimizers.py tests/planner/test_memory.py tests/parallel/test_cuda.py -k "not sharing"
+[ -d "$CORA" ] && step cora_gcn 60 $PY benchmarks/cora_accuracy.py "$CORA" --device cuda --nproc $P --seeds 1
 exit 0

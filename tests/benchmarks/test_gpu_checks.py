@@ -2,6 +2,7 @@
 can be checked without a GPU, so that a lease is not spent on a script that no longer fits the code — the script
 parses, every test file it names exists and collects its ``gpu`` tests, every benchmark it calls takes the flags it
 passes and knows the models it asks for, and a step past its limit still reports what it met."""
+import json
 import shlex
 import subprocess
 import sys
@@ -30,7 +31,7 @@ def steps() -> dict[str, list[str]]:
 
 def test_the_script_parses_and_has_its_steps():
     assert subprocess.run(["bash", "-n", str(SCRIPT)]).returncode == 0
-    assert list(steps()) == ["staged", "pytest_kernels", "pytest_device", "epochs_gpu", "cora_gcn"]
+    assert list(steps()) == ["staged", "pytest_kernels", "epochs_gpu", "pytest_device", "cora_gcn"]
 
 
 def test_every_test_file_it_names_exists_and_collects_its_gpu_tests():
@@ -92,3 +93,35 @@ def test_the_benchmarks_it_calls_take_its_flags():
         assert usage.returncode == 0 and all(f in usage.stdout for f in flags), (flags, usage.stdout)
     models = steps()["epochs_gpu"]
     assert set(models[models.index("--models") + 1].split(",")) <= set(bench_local.GPU_RUNS)
+
+
+def test_the_epochs_table_prints_each_row_as_its_run_ends(monkeypatch, capsys):
+    """bench_local's epochs on a GPU print a row as soon as its ratios are known — PyG's once its last run is done,
+    each gridgnn run's when it ends — so that a step interrupted keeps the rows it finished; a run past its time is
+    a failed row and the next runs; a Triton kernel that could not run is named in its row."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bench_local
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    printed_before = {}
+
+    def run(cmd, **kw):
+        impl = cmd[cmd.index("--worker") + 1]
+        printed_before[impl] = capsys.readouterr().out
+        print(printed_before[impl], end="")  # (given back: the table stays whole)
+        if impl == "gridgnn-graphed":
+            raise subprocess.TimeoutExpired(cmd, kw["timeout"])
+        ms = {"pyg": 10.0, "pyg-csr": 5.0}.get(impl, 4.0)
+        result = {"epoch_ms": ms, "peak_bytes": 2**30, "training_bytes": 2**29, "reserved_bytes": 2**30,
+                  "kernels_off": ["attend_fwd"] if impl == "gridgnn" else []}
+        return subprocess.CompletedProcess(cmd, 0, stdout="RESULT " + json.dumps(result), stderr="")
+
+    monkeypatch.setattr(bench_local.subprocess, "run", run)
+    bench_local.epochs_section("spec", 1, 0, ["gcn"], device="cuda")
+    out = capsys.readouterr().out
+    assert "PyG (CSR adj_t)" not in printed_before["pyg-csr"]  # (PyG's rows wait for PyG's best)
+    assert "| gcn | PyG (edge_index) | 10.0 | 2.00 |" in printed_before["gridgnn"]
+    assert "| gcn | gridgnn serial — Triton off: attend_fwd | 4.0 | 0.80 |" in printed_before["gridgnn-graphed"]
+    assert f"| gcn | gridgnn-graphed | failed: no result within {bench_local.WORKER_S} s |" in out
+    assert "| gcn | gridgnn serial, --cuda-graph --layer-order lean | 4.0 | 0.80 |" in out
