@@ -272,6 +272,21 @@ def test_killed_rank_is_named(tmp_path):
     assert os.listdir(tmp_path / "out") == ["notes.txt"]  # the run's temporary files and lock are gone, not more
 
 
+def test_an_aborted_rank_is_named_with_what_an_abort_most_likely_is(tmp_path):
+    """A rank ended by SIGABRT (on GPUs: NCCL's watchdog, where a collective outlived --timeout; NCCL raises nothing
+    at the collective itself) is named with that cause; another signal keeps its name alone."""
+    from types import SimpleNamespace
+
+    from gridgnn.distributed.launch import _failure_messages
+
+    procs = [SimpleNamespace(exitcode=0), SimpleNamespace(exitcode=-signal.SIGABRT),
+             SimpleNamespace(exitcode=-signal.SIGKILL)]
+    lines, code = _failure_messages(procs, set(), str(tmp_path))
+    assert code == 1 and len(lines) == 2
+    assert lines[0].startswith("rank 1 was killed by signal 6 (SIGABRT: ") and "NCCL's watchdog" in lines[0]
+    assert "--timeout" in lines[0] and lines[1] == "rank 2 was killed by signal 9 (SIGKILL)"
+
+
 def test_stalled_rank_times_out_naming_the_collective(tmp_path):
     run = Run(tmp_path, "--nproc", 2, "--algo", "1d", "--timeout", 3)
     run.wait_training(2)

@@ -552,6 +552,11 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
+#: what a signal that ended a rank most likely means, after its name
+WHY = {signal.SIGABRT: ": an abort in native code — on GPUs, NCCL's watchdog ends a rank whose collective did not "
+                       "complete within --timeout, a peer having stalled or died"}
+
+
 # seconds the other ranks get to report their own view after one rank fails, and after SIGTERM before SIGKILL
 REPORT_GRACE_S = 2.0
 KILL_GRACE_S = 3.0
@@ -633,7 +638,7 @@ def _failure_messages(procs, stopped: set[int], err_dir: str) -> tuple[list[str]
         if r in stopped or r in reported or code in (0, None):
             continue
         if code < 0:
-            dead.append(f"rank {r} was killed by signal {-code} ({_signal_name(-code)})")
+            dead.append(f"rank {r} was killed by signal {-code} ({_signal_name(-code)}{WHY.get(-code, '')})")
         else:
             dead.append(f"rank {r} exited with status {code} without a message")
     lines = _merge_ranks(by_kind["internal"]) + dead
