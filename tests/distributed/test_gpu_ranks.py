@@ -51,6 +51,27 @@ def test_the_tasks_of_an_srun_step_on_this_node_come_from_its_task_list(monkeypa
     assert env_context("cpu").local_world_size == 4
 
 
+def test_a_launcher_without_local_ranks_is_refused_on_gpus(monkeypatch):
+    """RANK and WORLD_SIZE without LOCAL_RANK (a launcher of one's own): on GPUs every rank would take GPU 0 — refused
+    with what to set; on the host the local rank only divides the memory guard, so it runs (the node taken as the
+    whole job, the cautious guess)."""
+    from gridgnn.distributed import launch as L
+
+    for var in ("LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(L, "release_freed_memory", lambda: None)
+    ctx = L.env_context("cpu")
+    assert (ctx.rank, ctx.local_rank, ctx.local_world_size) == (1, 0, 2)
+    monkeypatch.setattr(L, "resolve_device", lambda device: "cuda")
+    with pytest.raises(GridGnnError, match="RANK and WORLD_SIZE are set but not LOCAL_RANK: on GPUs"):
+        L.env_context("cuda")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    assert L.env_context("cuda").local_rank == 1
+
+
 def _guard_worker(ctx):
     from unittest import mock
 

@@ -143,13 +143,14 @@ class ProcessGrid:
         kw = {}
         if timeout_s is not None and "backend_override" in inspect.signature(init_device_mesh).parameters:
             backend = dist.get_backend()  # (torch < 2.9 has no backend_override: its axis groups keep the default)
-            options = _group_options(backend, datetime.timedelta(seconds=float(timeout_s)))
+            timeout = datetime.timedelta(seconds=float(timeout_s))
             # axes smaller than the world (the world's group is the default one, created with the timeout already;
             # a 1D mesh thus creates no group at all) — and a world-wide axis too where DeviceMesh would not reuse
             # the default group but make a new one with torch's default timeout (gloo while CUDA is visible)
             fresh_world = backend == "gloo" and torch.cuda.is_available()
-            kw["backend_override"] = {name: (backend, options) for name, size in zip(AXES[kind], shp)
-                                      if size < world or fresh_world}
+            # (options of their own per axis: making a group writes its name and ranks into the options given)
+            kw["backend_override"] = {name: (backend, _group_options(backend, timeout))
+                                      for name, size in zip(AXES[kind], shp) if size < world or fresh_world}
         try:
             mesh = init_device_mesh(device_type, shp, mesh_dim_names=AXES[kind], **kw)
         except RuntimeError as exc:  # creating a group is collective: a peer that ended (its input refused) fails it

@@ -174,6 +174,10 @@ def env_context(device: str = "auto") -> LaunchContext | None:
     e = os.environ
     dev = resolve_device(device)
     if "RANK" in e and "WORLD_SIZE" in e:
+        if dev == "cuda" and int(e["WORLD_SIZE"]) > 1 and "LOCAL_RANK" not in e:
+            raise GridGnnError("RANK and WORLD_SIZE are set but not LOCAL_RANK: on GPUs a rank picks its GPU by its "
+                               "rank on its node (torchrun sets LOCAL_RANK and LOCAL_WORLD_SIZE; a launcher of its "
+                               "own must set them too)")
         release_freed_memory()  # a torchrun rank: before it reads anything
         return LaunchContext(int(e["RANK"]), int(e["WORLD_SIZE"]), int(e.get("LOCAL_RANK", 0)),
                              int(e.get("LOCAL_WORLD_SIZE", e["WORLD_SIZE"])), dev,
