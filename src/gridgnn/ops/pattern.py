@@ -374,7 +374,7 @@ def segmented_sum(crow: torch.Tensor, vals: torch.Tensor) -> torch.Tensor:
     """Per segment ``crow[i]..crow[i+1]`` of the rows of ``vals`` (``nnz × K``), their sum added in order (an empty
     segment: 0): what a device runs for a sum per row or column, where ``index_add_`` adds with atomics in an order
     that changes from run to run — the same bits every run, as the numba kernel's."""
-    return torch.segment_reduce(vals, "sum", offsets=crow.long(), axis=0)
+    return torch.segment_reduce(vals, "sum", offsets=crow, axis=0)
 
 
 def col_sum_in_order(pat: Pattern, vals: torch.Tensor) -> torch.Tensor:
