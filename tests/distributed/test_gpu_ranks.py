@@ -52,12 +52,16 @@ def test_the_tasks_of_an_srun_step_on_this_node_come_from_its_task_list(monkeypa
 
 
 def test_a_launcher_without_local_ranks_is_refused_on_gpus(monkeypatch):
-    """RANK and WORLD_SIZE without LOCAL_RANK (a launcher of one's own): on GPUs every rank would take GPU 0 — refused
-    with what to set; on the host the local rank only divides the memory guard, so it runs (the node taken as the
-    whole job, the cautious guess)."""
+    """RANK and WORLD_SIZE with no local rank of any launcher: on GPUs every rank would take GPU 0 — refused with
+    what to set; on the host the local rank only divides the memory guard, so it runs (the node taken as the whole
+    job, the cautious guess). A job script exporting RANK under srun, or mpirun's ranks, give theirs: srun's
+    ``--gpus-per-task=1`` task then takes its one GPU. A local rank without the node's count where the ranks
+    outnumber the GPUs is refused naming LOCAL_WORLD_SIZE, not as too many ranks on one node."""
     from gridgnn.distributed import launch as L
 
-    for var in ("LOCAL_RANK", "LOCAL_WORLD_SIZE"):
+    for var in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_STEP_TASKS_PER_NODE",
+                "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE", "SLURM_NODEID", "OMPI_COMM_WORLD_LOCAL_RANK",
+                "OMPI_COMM_WORLD_LOCAL_SIZE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -65,11 +69,24 @@ def test_a_launcher_without_local_ranks_is_refused_on_gpus(monkeypatch):
     ctx = L.env_context("cpu")
     assert (ctx.rank, ctx.local_rank, ctx.local_world_size) == (1, 0, 2)
     monkeypatch.setattr(L, "resolve_device", lambda device: "cuda")
-    with pytest.raises(GridGnnError, match="RANK and WORLD_SIZE are set but not LOCAL_RANK: on GPUs"):
+    monkeypatch.setattr(L.torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(GridGnnError, match="RANK and WORLD_SIZE are set but no local rank .LOCAL_RANK, SLURM_LOCALID"):
         L.env_context("cuda")
-    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("SLURM_LOCALID", "1")  # srun, RANK exported by the job script: one GPU bound to the task
+    monkeypatch.setenv("SLURM_NTASKS", "2")
+    ctx = L.env_context("cuda")
+    assert (ctx.local_rank, ctx.local_world_size) == (1, 2)
+    assert L.rank_gpu(ctx.local_rank, ctx.local_world_size, 1, bound=True) == 0
+    monkeypatch.delenv("SLURM_LOCALID")
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1")  # mpirun, its node's count not given, 1 GPU: refused
+    with pytest.raises(GridGnnError, match="set LOCAL_WORLD_SIZE to the ranks on each node"):
+        L.env_context("cuda")
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2")  # given: rank_gpu then judges 2 ranks on 1 GPU
+    ctx = L.env_context("cuda")
+    assert (ctx.local_rank, ctx.local_world_size) == (1, 2)
+    monkeypatch.setenv("LOCAL_RANK", "1")  # torchrun's own, first
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
-    assert L.env_context("cuda").local_rank == 1
+    assert (L.env_context("cuda").local_rank, L.env_context("cuda").local_world_size) == (1, 2)
 
 
 def _guard_worker(ctx):

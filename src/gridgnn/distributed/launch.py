@@ -174,13 +174,21 @@ def env_context(device: str = "auto") -> LaunchContext | None:
     e = os.environ
     dev = resolve_device(device)
     if "RANK" in e and "WORLD_SIZE" in e:
-        if dev == "cuda" and int(e["WORLD_SIZE"]) > 1 and "LOCAL_RANK" not in e:
-            raise GridGnnError("RANK and WORLD_SIZE are set but not LOCAL_RANK: on GPUs a rank picks its GPU by its "
-                               "rank on its node (torchrun sets LOCAL_RANK and LOCAL_WORLD_SIZE; a launcher of its "
-                               "own must set them too)")
+        world = int(e["WORLD_SIZE"])
+        place = local_place(e, world)
+        if dev == "cuda" and world > 1:
+            if place is None:
+                raise GridGnnError("RANK and WORLD_SIZE are set but no local rank (LOCAL_RANK, SLURM_LOCALID or "
+                                   "OMPI_COMM_WORLD_LOCAL_RANK): on GPUs a rank picks its GPU by its rank on its node "
+                                   "(torchrun sets LOCAL_RANK and LOCAL_WORLD_SIZE; a launcher of one's own must set "
+                                   "them too)")
+            if place[1] is None and world > torch.cuda.device_count():
+                raise GridGnnError(f"a local rank is set but not the ranks on its node (LOCAL_WORLD_SIZE or "
+                                   f"OMPI_COMM_WORLD_LOCAL_SIZE), and the {world} ranks outnumber this node's "
+                                   f"{torch.cuda.device_count()} GPUs: set LOCAL_WORLD_SIZE to the ranks on each node")
         release_freed_memory()  # a torchrun rank: before it reads anything
-        return LaunchContext(int(e["RANK"]), int(e["WORLD_SIZE"]), int(e.get("LOCAL_RANK", 0)),
-                             int(e.get("LOCAL_WORLD_SIZE", e["WORLD_SIZE"])), dev,
+        local_rank, local_size = place or (0, None)
+        return LaunchContext(int(e["RANK"]), world, local_rank, world if local_size is None else local_size, dev,
                              e.get("MASTER_ADDR", "127.0.0.1"), int(e.get("MASTER_PORT", 29500)))
     if "SLURM_PROCID" in e and "SLURM_NTASKS" in e and int(e["SLURM_NTASKS"]) > 1 and "SLURM_STEP_ID" in e \
             and e.get("SLURM_STEP_ID") not in ("batch", "extern", "4294967294", "4294967291"):
@@ -191,6 +199,20 @@ def env_context(device: str = "auto") -> LaunchContext | None:
         return LaunchContext(int(e["SLURM_PROCID"]), int(e["SLURM_NTASKS"]), int(e.get("SLURM_LOCALID", 0)),
                              slurm_local_tasks(e), dev,
                              e.get("MASTER_ADDR", "127.0.0.1"), int(e.get("MASTER_PORT", 29500)))
+    return None
+
+
+def local_place(e, world: int) -> tuple[int, int | None] | None:
+    """This rank's place on its node where a launcher gives ``RANK`` and ``WORLD_SIZE``: its local rank and the
+    node's ranks (``None``: not given, the whole job assumed) from torchrun's variables, else srun's (a job script
+    exporting ``RANK`` from ``SLURM_PROCID``), else Open MPI's; ``None`` where none of them is set."""
+    if "LOCAL_RANK" in e:
+        return int(e["LOCAL_RANK"]), int(e["LOCAL_WORLD_SIZE"]) if "LOCAL_WORLD_SIZE" in e else None
+    if "SLURM_LOCALID" in e and int(e.get("SLURM_NTASKS", -1)) == world:
+        return int(e["SLURM_LOCALID"]), slurm_local_tasks(e)
+    if "OMPI_COMM_WORLD_LOCAL_RANK" in e:
+        size = e.get("OMPI_COMM_WORLD_LOCAL_SIZE")
+        return int(e["OMPI_COMM_WORLD_LOCAL_RANK"]), None if size is None else int(size)
     return None
 
 
