@@ -87,6 +87,22 @@ def test_a_dropouts_input_changed_after_the_product_is_refused_in_the_backward(m
         y.backward(c)
 
 
+def test_a_dropouts_name_no_save_met_is_not_given_to_a_later_one():
+    """A dropout's input named for its product's save that no save met (a context left first) is not named later:
+    another operation saving the same tensor, changed before its backward, is refused in autograd's own words."""
+    z, w0, _, c = _inputs()
+    x = z.clone().requires_grad_(False)
+    with recomputing():
+        masked.name_a_change(x)  # (named, then the context left with no save of it)
+    w = w0.clone().requires_grad_()
+    with recomputing():
+        y = x @ w  # saves x for the weight's gradient
+    x.mul_(2.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation") as err:
+        y.backward(c)
+    assert masked.CHANGED_INPUT not in str(err.value)
+
+
 def test_a_weight_changed_after_the_product_keeps_autograds_words(monkeypatch):
     """Where the tensor changed is not the dropout's input, the refusal stays autograd's in-place check."""
     monkeypatch.setattr(masked, "RECOMPUTE_BLOCK", 16 * F)

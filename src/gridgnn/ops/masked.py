@@ -223,12 +223,12 @@ def _pack(t):
     recipe = _recipe(t)
     for observe in getattr(_LOCAL, "observers", ()):
         observe(t if recipe is None else recipe)
-    if recipe is not None:
-        return recipe
     named = getattr(_LOCAL, "named", None)
     words = None
-    if named is not None and named() is t:
+    if named is not None and named() is t:  # (consumed by its save, kept as a recipe too: no later save meets it)
         _LOCAL.named, words = None, CHANGED_INPUT
+    if recipe is not None:
+        return recipe
     # a tensor of its own is kept detached (an output kept with its own grad_fn would be a reference cycle that no
     # garbage collection frees, where no backward runs) with its version, for autograd's in-place check
     return t.detach(), t._version, words
@@ -295,5 +295,6 @@ def recomputing(observe=None):
             yield
     finally:
         _LOCAL.depth -= _TELLS
+        _LOCAL.named = None  # (a name no save met within: none outside takes it)
         if observe is not None:
             observers.remove(observe)
