@@ -401,12 +401,17 @@ def epochs_section(spec: str, epochs: int, warmup: int, models: list[str], devic
             res[impl] = json.loads(line[0][7:])
             # a row as soon as its ratios are known: PyG's once the last PyG run is done (they come first), so that
             # a benchmark interrupted keeps the rows it finished
-            if any(i.startswith("pyg") for i in impls[model][k + 1:]):
-                continue
-            for i in res:
-                if i not in shown:
-                    shown.add(i)
-                    print(row(model, i, res[i], res, device), flush=True)
+            if not any(i.startswith("pyg") for i in impls[model][k + 1:]):
+                show(model, res, shown, device)
+        show(model, res, shown, device)  # (what a failed last PyG run held back)
+
+
+def show(model: str, res: dict, shown: set, device: str) -> None:
+    """Print the rows of the results in ``res`` not yet ``shown`` (adding them), their ratios against ``res``."""
+    for i in res:
+        if i not in shown:
+            shown.add(i)
+            print(row(model, i, res[i], res, device), flush=True)
 
 
 #: seconds a worker on a GPU (one model and implementation: set-up, warm-up, the timed epochs) may take before it

@@ -56,8 +56,10 @@ def test_every_test_file_it_names_exists_and_collects_its_gpu_tests():
 
 def test_a_step_past_its_limit_still_reports_the_failures_it_met(tmp_path):
     """The step interrupts its command as Ctrl-C does: the script's own pytest command, stopped in a test that would
-    outlast the step, still prints the failure it met before (its name and its assertion) and the tests that passed;
-    a step with less of the budget left than the shortest step is skipped, and says so."""
+    outlast the step, still prints the failure it met before (its name and its assertion) and the tests that passed
+    — run as a background job of a shell without job control, which starts its commands with SIGINT ignored (timeout
+    gives its command SIGINT's default); a step with less of the budget left than the shortest step is skipped, and
+    says so."""
     (tmp_path / "test_tiny.py").write_text(
         "import time\nimport pytest\n\n\n@pytest.mark.gpu\ndef test_a_fails():\n    assert 1 + 1 == 3, 'arithmetic'\n"
         "\n\n@pytest.mark.gpu\ndef test_b_passes():\n    pass\n\n\n@pytest.mark.gpu\ndef test_c_hangs():\n"
@@ -67,7 +69,8 @@ def test_a_step_past_its_limit_still_reports_the_failures_it_met(tmp_path):
     logs.mkdir()
     script = (f"GPU_CHECKS_STEP_ONLY=1 SHORTEST_S=2 PYTHON={shlex.quote(sys.executable)} BUDGET_S=60 "
               f"source {shlex.quote(str(SCRIPT))} - {shlex.quote(str(logs))}; "
-              f"cd {shlex.quote(str(tmp_path))}; step cut 6 $PYTEST test_tiny.py; END=$(date +%s); step late 30 true")
+              f"cd {shlex.quote(str(tmp_path))}; (step cut 15 $PYTEST test_tiny.py) & wait; END=$(date +%s); "
+              "step late 30 true")
     t = time.monotonic()
     run = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=120)
     assert time.monotonic() - t < 60, "the step was not stopped at its limit"
@@ -120,8 +123,18 @@ def test_the_epochs_table_prints_each_row_as_its_run_ends(monkeypatch, capsys):
     monkeypatch.setattr(bench_local.subprocess, "run", run)
     bench_local.epochs_section("spec", 1, 0, ["gcn"], device="cuda")
     out = capsys.readouterr().out
-    assert "PyG (CSR adj_t)" not in printed_before["pyg-csr"]  # (PyG's rows wait for PyG's best)
+    assert "PyG (edge_index)" not in printed_before["pyg-csr"]  # (PyG's rows wait for PyG's best)
     assert "| gcn | PyG (edge_index) | 10.0 | 2.00 |" in printed_before["gridgnn"]
     assert "| gcn | gridgnn serial — Triton off: attend_fwd | 4.0 | 0.80 |" in printed_before["gridgnn-graphed"]
     assert f"| gcn | gridgnn-graphed | failed: no result within {bench_local.WORKER_S} s |" in out
     assert "| gcn | gridgnn serial, --cuda-graph --layer-order lean | 4.0 | 0.80 |" in out
+
+    def pyg_alone(cmd, **kw):  # every run past the first PyG one fails: its row is still printed, at the end
+        if cmd[cmd.index("--worker") + 1] != "pyg":
+            raise subprocess.TimeoutExpired(cmd, kw["timeout"])
+        return run(cmd, **kw)
+
+    monkeypatch.setattr(bench_local.subprocess, "run", pyg_alone)
+    bench_local.epochs_section("spec", 1, 0, ["gcn"], device="cuda")
+    out = capsys.readouterr().out
+    assert out.count("failed: no result") == 4 and "| gcn | PyG (edge_index) | 10.0 | 1.00 |" in out, out
