@@ -255,7 +255,7 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
         from gridgnn.ops import triton_kernels
 
         result["reserved_bytes"] = torch.cuda.max_memory_reserved()
-        result["kernels_off"] = sorted(triton_kernels.off)
+        result["kernels_off"] = sorted(triton_kernels.off) if triton_kernels.HAVE_TRITON else ["all (no Triton)"]
     if allocated:
         result["allocated_bytes"] = allocated_peak(step)
     if profile_dir and (impl.startswith("gridgnn") or impl == "pyg-csr"):  # ours and the best of PyG
