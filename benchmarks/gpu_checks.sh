@@ -18,7 +18,8 @@
 #      tests/parallel case at P = 1..(visible GPUs) through NCCL, the serial path on a GPU against the CPU's;
 #   5. cora_gcn: the Cora table with --device cuda (every algorithm, P = number of GPUs, 1 when one).
 # Usage: bash benchmarks/gpu_checks.sh CORA_DIR LOG_DIR  (PYTHON defaults to python3; BUDGET_S to 480; the package
-# is read from src/; PROFILE_DIR set: step 3 writes torch.profiler tables there). CORA_DIR may be "-" or a missing
+# is read from src/; step 3 writes torch.profiler tables of gridgnn's runs and PyG's CSR run, where the time goes,
+# into LOG_DIR/profiles, or PROFILE_DIR where set, none where it is set empty). CORA_DIR may be "-" or a missing
 # folder (no Cora files on the machine): step 5 is then skipped. LOG_DIR is made if missing. A step past its limit
 # is interrupted as by Ctrl-C (SIGINT, then SIGKILL 20 s later, which a step may take beyond the budget): pytest
 # then still prints the failures it met and what ran, a benchmark the rows it printed (timeout sets SIGINT's default
@@ -31,6 +32,7 @@ CORA=${1:?CORA_DIR}; LOG=${2:?LOG_DIR}; PY=${PYTHON:-python3}; BUDGET=${BUDGET_S
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 END=$(( $(date +%s) + BUDGET ))
 mkdir -p "$LOG"
+PROFILES=${PROFILE_DIR-$LOG/profiles}
 step() {  # step NAME LIMIT_S COMMAND...: bounded by LIMIT_S and by what is left of the budget
   local name=$1 limit=$2; shift 2
   local left=$(( END - $(date +%s) )); [ "$left" -lt "$limit" ] && limit=$left
@@ -57,7 +59,7 @@ PYEOF
 } 2>&1 | tee "$LOG/env.log"
 step staged 120 $PYTEST tests/parallel/test_cuda.py -k sharing
 step pytest_kernels 70 $PYTEST tests/ops/test_triton_kernels.py tests/ops/test_kernels.py tests/ops/test_lean_backward.py tests/ops/test_recompute_blocks.py
-step epochs_gpu 200 $PY benchmarks/bench_local.py --device cuda --skip kernels,bytes --models gcn,sage,gat,agnn --epochs 5 --warmup 2 ${PROFILE_DIR:+--profile "$PROFILE_DIR"}
+step epochs_gpu 200 $PY benchmarks/bench_local.py --device cuda --skip kernels,bytes --models gcn,sage,gat,agnn --epochs 5 --warmup 2 ${PROFILES:+--profile "$PROFILES"}
 step pytest_device 100 $PYTEST tests/train/test_graphed.py tests/train/test_no_read_back.py tests/train/test_optimizers.py tests/planner/test_memory.py tests/parallel/test_cuda.py -k "not sharing"
 [ -d "$CORA" ] || echo "=== cora_gcn skipped: no Cora folder ($CORA)" | tee "$LOG/cora_gcn.log"
 [ -d "$CORA" ] && step cora_gcn 60 $PY benchmarks/cora_accuracy.py "$CORA" --device cuda --nproc $P --seeds 1

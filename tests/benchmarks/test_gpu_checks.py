@@ -15,7 +15,7 @@ SCRIPT = ROOT / "benchmarks" / "gpu_checks.sh"
 
 def steps() -> dict[str, list[str]]:
     """Each ``step NAME LIMIT COMMAND...`` line's command, its variables as the script sets them."""
-    env = {"$PYTEST": "PYTEST", "$PY": "PY", "${PROFILE_DIR:+--profile \"$PROFILE_DIR\"}": "", "$CORA": "CORA",
+    env = {"$PYTEST": "PYTEST", "$PY": "PY", "${PROFILES:+--profile \"$PROFILES\"}": "--profile DIR", "$CORA": "CORA",
            "$P": "2"}
     out = {}
     for line in SCRIPT.read_text().splitlines():
