@@ -19,7 +19,8 @@
 #   5. cora_gcn: the Cora table with --device cuda (every algorithm, P = number of GPUs, 1 when one).
 # Usage: bash benchmarks/gpu_checks.sh CORA_DIR LOG_DIR  (PYTHON defaults to python3; BUDGET_S to 480; the package
 # is read from src/; step 3 writes torch.profiler tables of gridgnn's runs and PyG's CSR run, where the time goes,
-# into LOG_DIR/profiles, or PROFILE_DIR where set, none where it is set empty). CORA_DIR may be "-" or a missing
+# into PROFILE_DIR, by default a temporary folder whose tables end as one file, LOG_DIR/profiles.txt: LOG_DIR then
+# holds 7 files, and a lent machine gives back 8 at most; PROFILE_DIR set empty: none). CORA_DIR may be "-" or a missing
 # folder (no Cora files on the machine): step 5 is then skipped. LOG_DIR is made if missing. A step past its limit
 # is interrupted as by Ctrl-C (SIGINT, then SIGKILL 20 s later, which a step may take beyond the budget): pytest
 # then still prints the failures it met and what ran, a benchmark the rows it printed (timeout sets SIGINT's default
@@ -32,7 +33,6 @@ CORA=${1:?CORA_DIR}; LOG=${2:?LOG_DIR}; PY=${PYTHON:-python3}; BUDGET=${BUDGET_S
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 END=$(( $(date +%s) + BUDGET ))
 mkdir -p "$LOG"
-PROFILES=${PROFILE_DIR-$LOG/profiles}
 step() {  # step NAME LIMIT_S COMMAND...: bounded by LIMIT_S and by what is left of the budget
   local name=$1 limit=$2; shift 2
   local left=$(( END - $(date +%s) )); [ "$left" -lt "$limit" ] && limit=$left
@@ -45,6 +45,7 @@ step() {  # step NAME LIMIT_S COMMAND...: bounded by LIMIT_S and by what is left
 }
 PYTEST="$PY -m pytest -p no:cacheprovider -o addopts= -v -m gpu --durations=8 -o faulthandler_timeout=60"
 [ -n "${GPU_CHECKS_STEP_ONLY:-}" ] && { return 0 2>/dev/null || exit 0; }  # (its test sources it: the step alone)
+PROFILES=${PROFILE_DIR-$(mktemp -d)}
 NGPU=$($PY -c "import torch; print(torch.cuda.device_count())")
 P=1; for p in 2 4 8; do [ "$NGPU" -ge $p ] && P=$p; done
 { nvidia-smi -L; $PY - <<'PYEOF'
@@ -60,6 +61,7 @@ PYEOF
 step staged 120 $PYTEST tests/parallel/test_cuda.py -k sharing
 step pytest_kernels 70 $PYTEST tests/ops/test_triton_kernels.py tests/ops/test_kernels.py tests/ops/test_lean_backward.py tests/ops/test_recompute_blocks.py
 step epochs_gpu 200 $PY benchmarks/bench_local.py --device cuda --skip kernels,bytes --models gcn,sage,gat,agnn --epochs 5 --warmup 2 ${PROFILES:+--profile "$PROFILES"}
+[ -z "${PROFILE_DIR+set}" ] && awk 'FNR == 1 { print "=== " FILENAME } 1' "$PROFILES"/profile-*.txt > "$LOG/profiles.txt" 2> /dev/null; [ -z "${PROFILE_DIR+set}" ] && rm -rf "$PROFILES"
 step pytest_device 100 $PYTEST tests/train/test_graphed.py tests/train/test_no_read_back.py tests/train/test_optimizers.py tests/planner/test_memory.py tests/parallel/test_cuda.py -k "not sharing"
 [ -d "$CORA" ] || echo "=== cora_gcn skipped: no Cora folder ($CORA)" | tee "$LOG/cora_gcn.log"
 [ -d "$CORA" ] && step cora_gcn 60 $PY benchmarks/cora_accuracy.py "$CORA" --device cuda --nproc $P --seeds 1

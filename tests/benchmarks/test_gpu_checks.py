@@ -3,6 +3,7 @@ can be checked without a GPU, so that a lease is not spent on a script that no l
 parses, every test file it names exists and collects its ``gpu`` tests, every benchmark it calls takes the flags it
 passes and knows the models it asks for, and a step past its limit still reports what it met."""
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -32,6 +33,13 @@ def steps() -> dict[str, list[str]]:
 def test_the_script_parses_and_has_its_steps():
     assert subprocess.run(["bash", "-n", str(SCRIPT)]).returncode == 0
     assert list(steps()) == ["staged", "pytest_kernels", "epochs_gpu", "pytest_device", "cora_gcn"]
+
+
+def test_what_it_writes_comes_back_from_a_lent_machine():
+    """A lent machine gives back 8 files at most: a log per step, the environment's and one file of profiles."""
+    named = set(re.findall(r'"\$LOG/([\w.$]+)"', SCRIPT.read_text()))
+    assert named == {"$name.log", "env.log", "profiles.txt", "cora_gcn.log"}, named
+    assert len({f"{name}.log" for name in steps()} | named - {"$name.log"}) <= 8
 
 
 def test_every_test_file_it_names_exists_and_collects_its_gpu_tests():
