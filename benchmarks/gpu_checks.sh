@@ -27,7 +27,7 @@
 # in its command, so this holds in a background job too, whose shell ignores SIGINT). pytest names each test as it
 # ends (-v) and prints where a test running past 60 s is (a hang in the device's code never sees the SIGINT: its
 # step ends at the SIGKILL, the log naming what passed and where it hung). The environment's versions go to
-# LOG_DIR/env.log first.
+# LOG_DIR/env.log first. The device tool's call that runs it, with Cora: docs/benchmarks.md ("The next lease's call").
 set -u
 CORA=${1:?CORA_DIR}; LOG=${2:?LOG_DIR}; PY=${PYTHON:-python3}; BUDGET=${BUDGET_S:-480}; SHORTEST=${SHORTEST_S:-20}
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
