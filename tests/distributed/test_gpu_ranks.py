@@ -72,13 +72,18 @@ def test_a_launcher_without_local_ranks_is_refused_on_gpus(monkeypatch):
     monkeypatch.setattr(L.torch.cuda, "device_count", lambda: 1)
     with pytest.raises(GridGnnError, match="RANK and WORLD_SIZE are set but no local rank .LOCAL_RANK, SLURM_LOCALID"):
         L.env_context("cuda")
-    monkeypatch.setenv("SLURM_LOCALID", "1")  # srun, RANK exported by the job script: one GPU bound to the task
-    monkeypatch.setenv("SLURM_NTASKS", "2")
+    slurm = {"SLURM_PROCID": "1", "SLURM_LOCALID": "1", "SLURM_NTASKS": "2", "SLURM_STEP_ID": "batch"}
+    for k, v in slurm.items():  # a batch script's own step: not a task of an srun step, no place on the node
+        monkeypatch.setenv(k, v)
+    with pytest.raises(GridGnnError, match="RANK and WORLD_SIZE are set but no local rank"):
+        L.env_context("cuda")
+    monkeypatch.setenv("SLURM_STEP_ID", "0")  # srun, RANK exported by the job script: one GPU bound to the task
     ctx = L.env_context("cuda")
     assert (ctx.local_rank, ctx.local_world_size) == (1, 2)
     assert L.rank_gpu(ctx.local_rank, ctx.local_world_size, 1, bound=True) == 0
-    monkeypatch.delenv("SLURM_LOCALID")
-    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1")  # mpirun, its node's count not given, 1 GPU: refused
+    monkeypatch.setenv("SLURM_STEP_ID", "batch")  # mpirun in a batch script (its step's SLURM_LOCALID is 0): MPI's
+    monkeypatch.setenv("SLURM_LOCALID", "0")
+    monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1")  # its node's count not given, 1 GPU: refused
     with pytest.raises(GridGnnError, match="set LOCAL_WORLD_SIZE to the ranks on each node"):
         L.env_context("cuda")
     monkeypatch.setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2")  # given: rank_gpu then judges 2 ranks on 1 GPU

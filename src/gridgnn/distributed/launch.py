@@ -121,9 +121,10 @@ class LaunchContext:
         release_freed_memory()  # (idempotent: a rank of another launcher, from here on)
 
         if self.device.startswith("cuda"):
+            e = os.environ  # (bound: an srun task's own GPUs, where no other launcher placed the rank)
             gpu = rank_gpu(self.local_rank, self.local_world_size, torch.cuda.device_count(),
-                           shared=self.stage_on_host, bound="SLURM_LOCALID" in os.environ and "LOCAL_RANK" not in
-                           os.environ)
+                           shared=self.stage_on_host, bound=in_srun_step(e) and "LOCAL_RANK" not in e
+                           and "OMPI_COMM_WORLD_LOCAL_RANK" not in e)
             torch.cuda.set_device(gpu)
             self.device = f"cuda:{gpu}"
         method = (f"file://{self.store_file}" if self.store_file is not None
@@ -190,9 +191,7 @@ def env_context(device: str = "auto") -> LaunchContext | None:
         local_rank, local_size = place or (0, None)
         return LaunchContext(int(e["RANK"]), world, local_rank, world if local_size is None else local_size, dev,
                              e.get("MASTER_ADDR", "127.0.0.1"), int(e.get("MASTER_PORT", 29500)))
-    if "SLURM_PROCID" in e and "SLURM_NTASKS" in e and int(e["SLURM_NTASKS"]) > 1 and "SLURM_STEP_ID" in e \
-            and e.get("SLURM_STEP_ID") not in ("batch", "extern", "4294967294", "4294967291"):
-        # inside an srun step (a batch script without srun is not a rank of the job)
+    if in_srun_step(e):
         if int(e.get("SLURM_NNODES", "1")) > 1 and "MASTER_ADDR" not in e:
             raise GridGnnError("multi-node srun needs MASTER_ADDR (and MASTER_PORT) set to the first node")
         release_freed_memory()  # an srun rank: before it reads anything
@@ -208,12 +207,19 @@ def local_place(e, world: int) -> tuple[int, int | None] | None:
     exporting ``RANK`` from ``SLURM_PROCID``), else Open MPI's; ``None`` where none of them is set."""
     if "LOCAL_RANK" in e:
         return int(e["LOCAL_RANK"]), int(e["LOCAL_WORLD_SIZE"]) if "LOCAL_WORLD_SIZE" in e else None
-    if "SLURM_LOCALID" in e and int(e.get("SLURM_NTASKS", -1)) == world:
-        return int(e["SLURM_LOCALID"]), slurm_local_tasks(e)
-    if "OMPI_COMM_WORLD_LOCAL_RANK" in e:
+    if "OMPI_COMM_WORLD_LOCAL_RANK" in e:  # (before SLURM's: mpirun within a batch script sees the batch step's)
         size = e.get("OMPI_COMM_WORLD_LOCAL_SIZE")
         return int(e["OMPI_COMM_WORLD_LOCAL_RANK"]), None if size is None else int(size)
+    if in_srun_step(e) and int(e["SLURM_NTASKS"]) == world and e["SLURM_PROCID"] == e.get("RANK"):
+        return int(e.get("SLURM_LOCALID", 0)), slurm_local_tasks(e)
     return None
+
+
+def in_srun_step(e) -> bool:
+    """Whether this process is a task of an srun step of several tasks (a batch script without srun is not a rank
+    of the job: its batch step also sets ``SLURM_PROCID`` and ``SLURM_LOCALID``)."""
+    return "SLURM_PROCID" in e and "SLURM_NTASKS" in e and int(e["SLURM_NTASKS"]) > 1 and "SLURM_STEP_ID" in e \
+        and e.get("SLURM_STEP_ID") not in ("batch", "extern", "4294967294", "4294967291")
 
 
 def slurm_tasks_on_node(spec: str, node: int) -> int:
