@@ -255,12 +255,15 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
         from gridgnn.ops import triton_kernels
 
         result["reserved_bytes"] = torch.cuda.max_memory_reserved()
-        result["kernels_off"] = sorted(triton_kernels.off) if triton_kernels.HAVE_TRITON else ["all (no Triton)"]
+        if impl.startswith("gridgnn"):
+            result["kernels_off"] = sorted(triton_kernels.off) if triton_kernels.HAVE_TRITON else ["all (no Triton)"]
     if allocated:
         result["allocated_bytes"] = allocated_peak(step)
+    # the row's result first: a profiler that fails, hangs or runs past the worker's time costs its table alone
+    print("RESULT " + json.dumps(result), flush=True)
     if profile_dir and (impl.startswith("gridgnn") or impl == "pyg-csr"):  # ours and the best of PyG
         os.makedirs(profile_dir, exist_ok=True)
-        try:  # (a profiler that fails here costs the table, not the row measured above)
+        try:
             write_profile(step, sync, device, os.path.join(profile_dir, f"profile-{model}-{impl}.txt"))
         except Exception as exc:  # noqa: BLE001 - any profiler failure
             print(f"no profile of {model} {impl}: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -394,19 +397,19 @@ def epochs_section(spec: str, epochs: int, warmup: int, models: list[str], devic
                                    + (["--allocated"] if allocated else []),
                                    capture_output=True, text=True,
                                    timeout=WORKER_S if device == "cuda" else None)
-            except subprocess.TimeoutExpired:
-                print(f"| {model} | {impl} | failed: no result within {WORKER_S} s | | | |", flush=True)
-                continue
-            line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
-            if not line:
-                print(f"| {model} | {impl} | failed: {r.stderr.strip().splitlines()[-3:]} | | | |", flush=True)
-                continue
-            res[impl] = json.loads(line[0][7:])
+                out, why = r.stdout, f"failed: {r.stderr.strip().splitlines()[-3:]}"
+            except subprocess.TimeoutExpired as exc:  # (its result stands where it printed one before its profile)
+                out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+                why = f"failed: no result within {WORKER_S} s"
+            line = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
+            if line:
+                res[impl] = json.loads(line[0][7:])
+            else:
+                print(f"| {model} | {impl} | {why} | | | |", flush=True)
             # a row as soon as its ratios are known: PyG's once the last PyG run is done (they come first), so that
             # a benchmark interrupted keeps the rows it finished
             if not any(i.startswith("pyg") for i in impls[model][k + 1:]):
                 show(model, res, shown, device)
-        show(model, res, shown, device)  # (what a failed last PyG run held back)
 
 
 def show(model: str, res: dict, shown: set, device: str) -> None:
@@ -465,8 +468,8 @@ def main():
     ap.add_argument("--model")
     args = ap.parse_args()
     if args.worker:
-        print("RESULT " + json.dumps(worker(args.worker, args.model, args.data, args.epochs, args.warmup,
-                                                 args.device, args.profile, args.allocated and args.device == "cpu")))
+        worker(args.worker, args.model, args.data, args.epochs, args.warmup, args.device, args.profile,
+               args.allocated and args.device == "cpu")  # (prints its RESULT line)
         return
     skip = set(filter(None, args.skip.split(",")))
     print(f"data: {args.data}")

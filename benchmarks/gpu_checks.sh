@@ -25,8 +25,8 @@
 # is interrupted as by Ctrl-C (SIGINT, then SIGKILL 20 s later, which a step may take beyond the budget): pytest
 # then still prints the failures it met and what ran, a benchmark the rows it printed (timeout sets SIGINT's default
 # in its command, so this holds in a background job too, whose shell ignores SIGINT). pytest names each test as it
-# ends (-v) and prints where a test running past 60 s is (a hang in the device's code never sees the SIGINT: its
-# step ends at the SIGKILL, the log naming what passed and where it hung). The environment's versions go to
+# starts (-v) and prints where a test running past 30 s is (a hang in the device's code never sees the SIGINT: its
+# step ends at the SIGKILL, the log naming the test that hung and, where it hung 30 s before the kill, where). The environment's versions go to
 # LOG_DIR/env.log first. The device tool's call that runs it, with Cora: docs/benchmarks.md ("The next lease's call").
 set -u
 CORA=${1:?CORA_DIR}; LOG=${2:?LOG_DIR}; PY=${PYTHON:-python3}; BUDGET=${BUDGET_S:-480}; SHORTEST=${SHORTEST_S:-20}
@@ -43,7 +43,7 @@ step() {  # step NAME LIMIT_S COMMAND...: bounded by LIMIT_S and by what is left
   timeout -s INT -k 20 "$limit" "$@" > "$LOG/$name.log" 2>&1; local rc=$?
   tail -n 40 "$LOG/$name.log"; echo "=== $name exit $rc ($(date +%T))" | tee -a "$LOG/$name.log"
 }
-PYTEST="$PY -m pytest -p no:cacheprovider -o addopts= -v -m gpu --durations=8 -o faulthandler_timeout=60"
+PYTEST="$PY -m pytest -p no:cacheprovider -o addopts= -v -m gpu --durations=8 -o faulthandler_timeout=30"
 [ -n "${GPU_CHECKS_STEP_ONLY:-}" ] && { return 0 2>/dev/null || exit 0; }  # (its test sources it: the step alone)
 PROFILES=${PROFILE_DIR-$(mktemp -d)}
 NGPU=$($PY -c "import torch; print(torch.cuda.device_count())")
