@@ -20,14 +20,15 @@
 # Usage: bash benchmarks/gpu_checks.sh CORA_DIR LOG_DIR  (PYTHON defaults to python3; BUDGET_S to 480; the package
 # is read from src/; step 3 writes torch.profiler tables of gridgnn's runs and PyG's CSR run, where the time goes,
 # into PROFILE_DIR, by default a temporary folder whose tables end as one file, LOG_DIR/profiles.txt: LOG_DIR then
-# holds 7 files, and a lent machine gives back 8 at most; PROFILE_DIR set empty: none). CORA_DIR may be "-" or a missing
-# folder (no Cora files on the machine): step 5 is then skipped. LOG_DIR is made if missing. A step past its limit
-# is interrupted as by Ctrl-C (SIGINT, then SIGKILL 20 s later, which a step may take beyond the budget): pytest
-# then still prints the failures it met and what ran, a benchmark the rows it printed (timeout sets SIGINT's default
+# holds 7 files, and a lent machine gives back 8 at most; PROFILE_DIR set empty: none). CORA_DIR may be "-" or a
+# missing folder (no Cora files on the machine): step 5 is then skipped. LOG_DIR is made if missing. A step past its
+# limit is interrupted as by Ctrl-C (SIGINT, then SIGKILL 20 s later, which a step may take beyond the budget):
+# pytest then still prints the failures it met and what ran, a benchmark the rows it printed (timeout sets SIGINT's default
 # in its command, so this holds in a background job too, whose shell ignores SIGINT). pytest names each test as it
 # starts (-v) and prints where a test running past 30 s is (a hang in the device's code never sees the SIGINT: its
-# step ends at the SIGKILL, the log naming the test that hung and, where it hung 30 s before the kill, where). The environment's versions go to
-# LOG_DIR/env.log first. The device tool's call that runs it, with Cora: docs/benchmarks.md ("The next lease's call").
+# step ends at the SIGKILL, the log naming the test that hung and, where it hung 30 s before the kill, where).
+# The environment's versions go to LOG_DIR/env.log first. The device tool's call that runs it, with Cora:
+# docs/benchmarks.md ("The next lease's call").
 set -u
 CORA=${1:?CORA_DIR}; LOG=${2:?LOG_DIR}; PY=${PYTHON:-python3}; BUDGET=${BUDGET_S:-480}; SHORTEST=${SHORTEST_S:-20}
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
@@ -61,7 +62,10 @@ PYEOF
 step staged 120 $PYTEST tests/parallel/test_cuda.py -k sharing
 step pytest_kernels 70 $PYTEST tests/ops/test_triton_kernels.py tests/ops/test_kernels.py tests/ops/test_lean_backward.py tests/ops/test_recompute_blocks.py
 step epochs_gpu 200 $PY benchmarks/bench_local.py --device cuda --skip kernels,bytes --models gcn,sage,gat,agnn --epochs 5 --warmup 2 ${PROFILES:+--profile "$PROFILES"}
-[ -z "${PROFILE_DIR+set}" ] && awk 'FNR == 1 { print "=== " FILENAME } 1' "$PROFILES"/profile-*.txt > "$LOG/profiles.txt" 2> /dev/null; [ -z "${PROFILE_DIR+set}" ] && rm -rf "$PROFILES"
+if [ -z "${PROFILE_DIR+set}" ]; then  # (the temporary folder's tables as one file)
+  awk 'FNR == 1 { print "=== " FILENAME } 1' "$PROFILES"/profile-*.txt > "$LOG/profiles.txt" 2> /dev/null
+  rm -rf "$PROFILES"
+fi
 step pytest_device 100 $PYTEST tests/train/test_graphed.py tests/train/test_no_read_back.py tests/train/test_optimizers.py tests/planner/test_memory.py tests/parallel/test_cuda.py -k "not sharing"
 [ -d "$CORA" ] || echo "=== cora_gcn skipped: no Cora folder ($CORA)" | tee "$LOG/cora_gcn.log"
 [ -d "$CORA" ] && step cora_gcn 60 $PY benchmarks/cora_accuracy.py "$CORA" --device cuda --nproc $P --seeds 1

@@ -203,8 +203,8 @@ def env_context(device: str = "auto") -> LaunchContext | None:
 
 def local_place(e, world: int) -> tuple[int, int | None] | None:
     """This rank's place on its node where a launcher gives ``RANK`` and ``WORLD_SIZE``: its local rank and the
-    node's ranks (``None``: not given, the whole job assumed) from torchrun's variables, else srun's (a job script
-    exporting ``RANK`` from ``SLURM_PROCID``), else Open MPI's; ``None`` where none of them is set."""
+    node's ranks (``None``: not given, the whole job assumed) from torchrun's variables, else Open MPI's, else
+    srun's (a job script exporting ``RANK`` from ``SLURM_PROCID``); ``None`` where none of them is set."""
     if "LOCAL_RANK" in e:
         return int(e["LOCAL_RANK"]), int(e["LOCAL_WORLD_SIZE"]) if "LOCAL_WORLD_SIZE" in e else None
     if "OMPI_COMM_WORLD_LOCAL_RANK" in e:  # (before SLURM's: mpirun within a batch script sees the batch step's)
