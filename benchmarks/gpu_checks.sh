@@ -25,8 +25,9 @@
 # limit is interrupted as by Ctrl-C (SIGINT, then SIGKILL 20 s later, which a step may take beyond the budget):
 # pytest then still prints the failures it met and what ran, a benchmark the rows it printed (timeout sets SIGINT's
 # default in its command, so this holds in a background job too, whose shell ignores SIGINT). pytest names each
-# test as it starts (-v) and prints where a test running past 30 s is (a hang in the device's code never sees the SIGINT: its
-# step ends at the SIGKILL, the log naming the test that hung and, where it hung 30 s before the kill, where).
+# test as it starts (-v) and prints where a test running past 30 s is (a hang in the device's code never sees the
+# SIGINT: its step ends at the SIGKILL, the log naming the test that hung and, where it hung 30 s before the kill,
+# where).
 # The environment's versions go to LOG_DIR/env.log first. The device tool's call that runs it, with Cora:
 # docs/benchmarks.md ("The next lease's call").
 set -u
