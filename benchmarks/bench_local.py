@@ -133,7 +133,8 @@ def kernels_section(spec: str, extra: tuple[int, int] | None) -> None:
 
 # ------------------------------------------------------------------------------------------------ epochs
 def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: str = "cpu",
-           profile_dir: str | None = None, allocated: bool = False) -> dict:
+           profile_dir: str | None = None, allocated: bool = False) -> None:
+    """One run's epochs in this process: prints its result as a ``RESULT`` line of JSON, then profiles (``profile_dir``)."""
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -267,7 +268,6 @@ def worker(impl: str, model: str, spec: str, epochs: int, warmup: int, device: s
             write_profile(step, sync, device, os.path.join(profile_dir, f"profile-{model}-{impl}.txt"))
         except Exception as exc:  # noqa: BLE001 - any profiler failure
             print(f"no profile of {model} {impl}: {type(exc).__name__}: {exc}", file=sys.stderr)
-    return result
 
 
 def serial_step(net, opt, x, plan, y, rows):
@@ -469,7 +469,7 @@ def main():
     args = ap.parse_args()
     if args.worker:
         worker(args.worker, args.model, args.data, args.epochs, args.warmup, args.device, args.profile,
-               args.allocated and args.device == "cpu")  # (prints its RESULT line)
+               args.allocated and args.device == "cpu")
         return
     skip = set(filter(None, args.skip.split(",")))
     print(f"data: {args.data}")

@@ -91,7 +91,7 @@ def test_a_dropouts_name_no_save_met_is_not_given_to_a_later_one():
     """A dropout's input named for its product's save that no save met (a context left first) is not named later:
     another operation saving the same tensor, changed before its backward, is refused in autograd's own words."""
     z, w0, _, c = _inputs()
-    x = z.clone().requires_grad_(False)
+    x = z.clone()
     with recomputing():
         masked.name_a_change(x)  # (named, then the context left with no save of it)
     w = w0.clone().requires_grad_()
