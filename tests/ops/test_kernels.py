@@ -268,3 +268,53 @@ def test_device_ids_are_copied_once_per_host_array_and_forgotten_with_it():
     assert D.device_ids(a32, "cpu") is first
     same_bits = a32.view(np.uint32)  # (the same memory read as another type: its own copy)
     assert D.device_ids(same_bits, "cpu") is not first
+
+
+_FORKED_RANKS = r"""
+import json
+import os
+
+import numpy as np
+
+
+def worker(ctx):
+    import numba
+    from numba.core.registry import cpu_target
+
+    from gridgnn.nn import dropout
+    from gridgnn.ops import kernels
+
+    inherited = ["_toplevel_target_context" in vars(cpu_target), bool(kernels._JIT)]  # before any kernel call
+    ids = np.arange(ctx.rank, 60, 3)
+    kw = dict(seed=5, epoch=2, layer=1, cols=(1, 6))
+    same = bool((dropout.keep_mask(ids, 7, 0.4, **kw) == dropout.keep_mask_reference(ids, 7, 0.4, **kw)).all())
+    return inherited, numba.config.THREADING_LAYER, same
+
+
+if __name__ == "__main__":
+    from gridgnn.distributed.launch import launch
+
+    first = launch(worker, 2, device="cpu", collect=True)
+    os.environ["NUMBA_THREADING_LAYER"] = "omp"  # a later launch of this process, under other numba settings
+    print(json.dumps([first, launch(worker, 2, device="cpu", collect=True)]))
+"""
+
+
+def test_forked_ranks_inherit_the_kernels_set_up_and_read_their_own_numba_settings(tmp_path, monkeypatch):
+    """The launcher's fork server sets the kernels and numba's compiler up once (``gridgnn.ops.warm_kernels``): a
+    rank it forks finds them ready before its first kernel call, its masks equal the NumPy reference, and numba's
+    configuration is read again from the rank's own environment (a second launch under ``NUMBA_THREADING_LAYER``
+    gets that layer, the first the kernels' ``workqueue``)."""
+    import json
+    import subprocess
+    import sys
+
+    for name in ("GRIDGNN_START_METHOD", "GRIDGNN_KERNELS", "NUMBA_THREADING_LAYER"):
+        monkeypatch.delenv(name, raising=False)
+    script = tmp_path / "forked.py"
+    script.write_text(_FORKED_RANKS)
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    first, second = json.loads(r.stdout.strip().splitlines()[-1])
+    assert first == [[[True, True], "workqueue", True]] * 2, first
+    assert second == [[[True, True], "omp", True]] * 2, second

@@ -257,9 +257,10 @@ def _set_threads(local_world: int) -> None:
     torch.set_num_threads(max(1, cores // max(1, local_world)))
 
 
-#: what a fork server imports once, before it forks the ranks: the training code, and torch's compiler front end
-#: (every torch optimizer imports it on first use, about 2 s per process on a small CPU)
-FORKSERVER_PRELOAD = ("__main__", "gridgnn.train.worker", "torch._dynamo")
+#: what a fork server imports once, before it forks the ranks: the training code, torch's compiler front end (every
+#: torch optimizer imports it on first use, about 2 s per process on a small CPU) and the numba kernels with numba's
+#: compiler set up (a rank's first kernel call, about 0.7 s)
+FORKSERVER_PRELOAD = ("__main__", "gridgnn.train.worker", "torch._dynamo", "gridgnn.ops.warm_kernels")
 
 
 def _start_context():

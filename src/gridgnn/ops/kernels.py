@@ -104,21 +104,47 @@ def _timed_first_calls(kernel):
     return call
 
 
-def _kernel(name: str, work: float):
-    """Kernel ``name`` (:mod:`gridgnn.ops._numba_kernels`, compiled or loaded from numba's on-disk cache on first
-    use): the parallel one on as many threads as torch (which the launcher sets per rank), or its serial twin for
-    one thread or less than :data:`SERIAL_BELOW` operations of ``work``."""
-    if not _JIT:
-        import numba
+_SET_UP_IN = [0]  # the process whose environment numba's configuration was last read from (0: none yet)
 
-        if "NUMBA_THREADING_LAYER" not in os.environ:
-            # workqueue: idle workers sleep; OpenMP's spin, which halves the speed of ranks sharing cores
-            numba.config.THREADING_LAYER = "workqueue"
+
+def _set_up() -> None:
+    """numba imported, the kernels put in :data:`_JIT` (each compiled or loaded from numba's on-disk cache at its
+    first call) and numba's configuration read from this process's environment. In a process forked after this ran
+    (the launcher's fork server, :func:`prepare`) it runs again, for the child's own ``NUMBA_*`` settings."""
+    import numba
+
+    if not _JIT:
         from . import _numba_kernels as nk
 
         for n in _NAMES:
             par = getattr(nk, f"{n}_kernel")
             _JIT[n] = (_timed_first_calls(par), _timed_first_calls(nk.serial_twin(par)))
+    elif _SET_UP_IN[0] != os.getpid():
+        numba.config.reload_config()  # (re-reads NUMBA_* only where they changed)
+    if "NUMBA_THREADING_LAYER" not in os.environ:
+        # workqueue: idle workers sleep; OpenMP's spin, which halves the speed of ranks sharing cores
+        numba.config.THREADING_LAYER = "workqueue"
+    _SET_UP_IN[0] = os.getpid()
+
+
+def prepare() -> None:
+    """Pay now what a process's first kernel call would: numba imported, the kernels set up and numba's CPU compiler
+    target initialized (about 0.7 s on a small CPU). The launcher's fork server does it once (it imports
+    :mod:`gridgnn.ops.warm_kernels`), so that the ranks it forks inherit it instead of each paying it again; no
+    kernel runs, so no thread pool exists to be forked. Nothing when the kernels are off."""
+    if enabled():
+        _set_up()
+        from numba.core.registry import cpu_target
+
+        cpu_target.target_context.refresh()
+
+
+def _kernel(name: str, work: float):
+    """Kernel ``name`` (:mod:`gridgnn.ops._numba_kernels`, compiled or loaded from numba's on-disk cache on first
+    use): the parallel one on as many threads as torch (which the launcher sets per rank), or its serial twin for
+    one thread or less than :data:`SERIAL_BELOW` operations of ``work``."""
+    if _SET_UP_IN[0] != os.getpid():
+        _set_up()
     threads = torch.get_num_threads()
     if threads <= 1 or work < SERIAL_BELOW:
         return _JIT[name][1]
