@@ -194,3 +194,31 @@ def test_an_interrupt_that_cut_a_write_short_leaves_no_temporary_file(tmp_path, 
     assert files.keep(records, lambda: {"interrupted": "SIGINT"}) is finished
     assert sorted(p.name for p in out.iterdir()) == \
         (["checkpoint.pt", "metrics.csv", "metrics.jsonl", "summary.json"] if finished else ["checkpoint.pt"])
+
+
+_IN_A_USERS_SESSION = """
+import sys
+import matplotlib
+matplotlib.use("svg")
+import matplotlib.pyplot as plt
+import gridgnn
+
+plt.figure()  # the user's own figure, open
+gridgnn.train(data=sys.argv[1], epochs=2, out=sys.argv[2])
+print(matplotlib.get_backend(), plt.get_fignums())
+"""
+
+
+def test_a_run_in_a_users_session_leaves_its_plotting_alone(tmp_path):
+    """The plots of a run trained in the user's own process (serial, from Python) are drawn without pyplot: the
+    session's backend and open figures are as they were (it used to switch the backend to Agg), and both PNGs are
+    written."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-c", _IN_A_USERS_SESSION, SBM, str(out)], capture_output=True, text=True,
+                       timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().splitlines()[-1] == "svg [1]", r.stdout
+    assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,8 +1,13 @@
 """A run's plots: the epoch-time breakdown (per rank, local compute vs each collective, median epoch) and the
-learning curves (loss and accuracies per epoch)."""
+learning curves (loss and accuracies per epoch).
+
+Drawn on matplotlib's :class:`~matplotlib.figure.Figure` alone, never through ``pyplot``: a run inside a user's
+session leaves its plotting backend and its open figures as they were (no ``matplotlib.use``, no global figure)."""
 from __future__ import annotations
 
 import statistics
+
+from matplotlib.figure import Figure
 
 from ..graph.files import atomic_write
 
@@ -10,14 +15,10 @@ from ..graph.files import atomic_write
 def breakdown_plot(everyone: list[dict], path: str, *, title: str = "") -> None:
     """Stacked bars, one per rank: compute and the seconds per epoch of every training collective; written to
     ``path`` atomically (PNG whatever the name)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     keys = sorted({k for er in everyone for k in er["phases"] if k.split(".")[0] in ("fwd", "bwd", "grad")})
     ranks = [er["rank"] for er in everyone]
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(ranks) + 3), 3.6))
+    fig = Figure(figsize=(max(4.0, 0.6 * len(ranks) + 3), 3.6))
+    ax = fig.subplots()
     bottom = [0.0] * len(ranks)
     compute = [statistics.median(er["compute_times"]) * 1e3 for er in everyone]
     ax.bar(ranks, compute, label="local compute", color="#4c72b0")
@@ -39,13 +40,9 @@ def breakdown_plot(everyone: list[dict], path: str, *, title: str = "") -> None:
 def curves_plot(history: list[dict], path: str, *, title: str = "") -> None:
     """The training loss (left axis) and the train / val / test accuracy (right axis) of every epoch record
     (``metrics.jsonl``'s lines, a resumed run's earlier epochs included); written to ``path`` atomically."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     epochs = [r["epoch"] for r in history]
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    fig = Figure(figsize=(6.4, 3.6))
+    ax = fig.subplots()
     ax.plot(epochs, [r["loss"] for r in history], color="#4c72b0", label="training loss")
     ax.set_xlabel("epoch")
     ax.set_ylabel("loss")
@@ -66,11 +63,6 @@ def curves_plot(history: list[dict], path: str, *, title: str = "") -> None:
     _save(fig, path)
 
 
-def _save(fig, path: str) -> None:
-    import matplotlib.pyplot as plt
-
-    try:
-        with atomic_write(path) as fh:  # a temporary name, then renamed: never a half-written PNG
-            fig.savefig(fh, format="png", dpi=110)
-    finally:
-        plt.close(fig)
+def _save(fig: Figure, path: str) -> None:
+    with atomic_write(path) as fh:  # a temporary name, then renamed: never a half-written PNG
+        fig.savefig(fh, format="png", dpi=110)
