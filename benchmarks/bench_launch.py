@@ -5,7 +5,7 @@ Each mode runs in its own fresh Python process, which launches ``--repeat`` time
 torch optimizer and draws a dropout mask with the numba kernels (what every training rank does before its first
 epoch), and prints the wall time of each launch; the first launch with a fork server includes starting the server
 (it imports torch and gridgnn once and sets the kernels up). A third mode forks from a server that leaves the
-kernels to each rank (as before ``gridgnn.ops.warm_kernels``). Then one real ``gridgnn train`` (``--epochs 2``, the
+kernels to each rank (without ``gridgnn.train.fork_preload``). Then one real ``gridgnn train`` (``--epochs 2``, the
 default SBM graph) per mode, end to end. Usage:
     python benchmarks/bench_launch.py [--nproc 4] [--repeat 3]
 """
@@ -34,7 +34,7 @@ def ready(ctx):
 
 if __name__ == "__main__":
     if sys.argv[3] == "cold-kernels":
-        launching.FORKSERVER_PRELOAD = tuple(m for m in launching.FORKSERVER_PRELOAD if m != "gridgnn.ops.warm_kernels")
+        launching.FORKSERVER_PRELOAD = tuple(m for m in launching.FORKSERVER_PRELOAD if m != "gridgnn.train.fork_preload")
     times = []
     for _ in range(int(sys.argv[2])):
         t = time.perf_counter()

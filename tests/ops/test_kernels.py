@@ -279,16 +279,18 @@ import numpy as np
 
 def worker(ctx):
     import numba
+    import torch
     from numba.core.registry import cpu_target
 
     from gridgnn.nn import dropout
     from gridgnn.ops import kernels
 
     inherited = ["_toplevel_target_context" in vars(cpu_target), bool(kernels._JIT)]  # before any kernel call
-    ids = np.arange(ctx.rank, 60, 3)
+    torch.set_num_threads(2)  # the parallel kernel, its pool started in this rank
+    ids = np.arange(ctx.rank, 60000, 3)  # 20000 × 5 columns: above the serial twin's size
     kw = dict(seed=5, epoch=2, layer=1, cols=(1, 6))
     same = bool((dropout.keep_mask(ids, 7, 0.4, **kw) == dropout.keep_mask_reference(ids, 7, 0.4, **kw)).all())
-    return inherited, numba.config.THREADING_LAYER, same
+    return inherited, numba.threading_layer(), same
 
 
 if __name__ == "__main__":
@@ -301,16 +303,18 @@ if __name__ == "__main__":
 
 
 def test_forked_ranks_inherit_the_kernels_set_up_and_read_their_own_numba_settings(tmp_path, monkeypatch):
-    """The launcher's fork server sets the kernels and numba's compiler up once (``gridgnn.ops.warm_kernels``): a
-    rank it forks finds them ready before its first kernel call, its masks equal the NumPy reference, and numba's
-    configuration is read again from the rank's own environment (a second launch under ``NUMBA_THREADING_LAYER``
-    gets that layer, the first the kernels' ``workqueue``)."""
+    """The launcher's fork server sets the kernels and numba's compiler up once (``gridgnn.train.fork_preload``): a
+    rank it forks finds them ready before its first kernel call, its parallel kernel's masks equal the NumPy
+    reference, and it runs on the threading layer of its own environment (a second launch under
+    ``NUMBA_THREADING_LAYER=omp`` gets that layer, the first the kernels' ``workqueue``). Under an ``MPLBACKEND``
+    that matplotlib refuses at import: the server's preload survives it (only rank 0's plots would need it)."""
     import json
     import subprocess
     import sys
 
     for name in ("GRIDGNN_START_METHOD", "GRIDGNN_KERNELS", "NUMBA_THREADING_LAYER"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("MPLBACKEND", "no-such-backend")
     script = tmp_path / "forked.py"
     script.write_text(_FORKED_RANKS)
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)

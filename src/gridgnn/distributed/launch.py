@@ -258,10 +258,10 @@ def _set_threads(local_world: int) -> None:
 
 
 #: what a fork server imports once, before it forks the ranks: the training code, torch's compiler front end (every
-#: torch optimizer imports it on first use, about 2 s per process on a small CPU), the numba kernels with numba's
-#: compiler set up (a rank's first kernel call, about 0.7 s) and the plots' matplotlib (rank 0 of a run with --out)
-FORKSERVER_PRELOAD = ("__main__", "gridgnn.train.worker", "torch._dynamo", "gridgnn.ops.warm_kernels",
-                      "gridgnn.train.report")
+#: torch optimizer imports it on first use, about 2 s per process on a small CPU), then the numba kernels with
+#: numba's compiler set up (a rank's first kernel call, about 0.7 s) and the plots' matplotlib (rank 0 of a run with
+#: --out), both guarded (:mod:`gridgnn.train.fork_preload`)
+FORKSERVER_PRELOAD = ("__main__", "gridgnn.train.worker", "torch._dynamo", "gridgnn.train.fork_preload")
 
 
 def _start_context():

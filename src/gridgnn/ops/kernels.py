@@ -109,8 +109,12 @@ _SET_UP_IN = [0]  # the process whose environment numba's configuration was last
 
 def _set_up() -> None:
     """numba imported, the kernels put in :data:`_JIT` (each compiled or loaded from numba's on-disk cache at its
-    first call) and numba's configuration read from this process's environment. In a process forked after this ran
-    (the launcher's fork server, :func:`prepare`) it runs again, for the child's own ``NUMBA_*`` settings."""
+    first call) and numba's run-time settings read from this process's environment (the threading layer and its
+    thread count among them). It runs again in a process forked after it ran (the launcher's fork server,
+    :func:`prepare`), for the child's own ``NUMBA_*``; what numba fixes when it decorates the kernels or builds its
+    compiler (``NUMBA_CACHE_DIR``, ``NUMBA_DISABLE_JIT``, ``NUMBA_OPT``, ``NUMBA_CPU_NAME``) stays as the fork
+    server's environment had it at the process's first launch (``GRIDGNN_START_METHOD=spawn`` for fresh
+    interpreters)."""
     import numba
 
     if not _JIT:
@@ -119,8 +123,7 @@ def _set_up() -> None:
         for n in _NAMES:
             par = getattr(nk, f"{n}_kernel")
             _JIT[n] = (_timed_first_calls(par), _timed_first_calls(nk.serial_twin(par)))
-    elif _SET_UP_IN[0] != os.getpid():
-        numba.config.reload_config()  # (re-reads NUMBA_* only where they changed)
+    numba.config.reload_config()  # (re-reads NUMBA_* only where they changed since numba last read them)
     if "NUMBA_THREADING_LAYER" not in os.environ:
         # workqueue: idle workers sleep; OpenMP's spin, which halves the speed of ranks sharing cores
         numba.config.THREADING_LAYER = "workqueue"
@@ -129,8 +132,8 @@ def _set_up() -> None:
 
 def prepare() -> None:
     """Pay now what a process's first kernel call would: numba imported, the kernels set up and numba's CPU compiler
-    target initialized (about 0.7 s on a small CPU). The launcher's fork server does it once (it imports
-    :mod:`gridgnn.ops.warm_kernels`), so that the ranks it forks inherit it instead of each paying it again; no
+    target initialized (about 0.7 s on a small CPU). The launcher's fork server does it once
+    (:mod:`gridgnn.train.fork_preload`), so that the ranks it forks inherit it instead of each paying it again; no
     kernel runs, so no thread pool exists to be forked. Nothing when the kernels are off."""
     if enabled():
         _set_up()
@@ -157,6 +160,8 @@ def set_threads(n: int) -> None:
     if HAVE_NUMBA:
         import numba
 
+        if _SET_UP_IN[0] != os.getpid():  # before numba starts its pool: this process's threading layer
+            _set_up()
         n = max(1, min(int(n), numba.config.NUMBA_NUM_THREADS))
         if numba.get_num_threads() != n:
             numba.set_num_threads(n)
