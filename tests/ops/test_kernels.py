@@ -2,6 +2,9 @@
 empty rows, isolated vertices, one huge row, unsorted duplicate-free input and non-square shapes; float64 to
 rounding, float32 to a stated tolerance; the dropout hashes bit for bit."""
 import gc
+import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -308,10 +311,6 @@ def test_forked_ranks_inherit_the_kernels_set_up_and_read_their_own_numba_settin
     reference, and it runs on the threading layer of its own environment (a second launch under
     ``NUMBA_THREADING_LAYER=omp`` gets that layer, the first the kernels' ``workqueue``). Under an ``MPLBACKEND``
     that matplotlib refuses at import: the server's preload survives it (only rank 0's plots would need it)."""
-    import json
-    import subprocess
-    import sys
-
     for name in ("GRIDGNN_START_METHOD", "GRIDGNN_KERNELS", "NUMBA_THREADING_LAYER"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MPLBACKEND", "no-such-backend")

@@ -4,6 +4,8 @@ import csv
 import json
 import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -213,9 +215,6 @@ def test_a_run_in_a_users_session_leaves_its_plotting_alone(tmp_path):
     """The plots of a run trained in the user's own process (serial, from Python) are drawn without pyplot: the
     session's backend and open figures are as they were (it used to switch the backend to Agg), and both PNGs are
     written."""
-    import subprocess
-    import sys
-
     out = tmp_path / "run"
     r = subprocess.run([sys.executable, "-c", _IN_A_USERS_SESSION, SBM, str(out)], capture_output=True, text=True,
                        timeout=300, cwd=tmp_path)
