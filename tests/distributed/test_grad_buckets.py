@@ -1,9 +1,11 @@
 """The parameter gradients' all-reduce in buckets (:class:`gridgnn.train.step.GradReducer`): the packing, and on two
 gloo ranks that ``--overlap`` starts every bucket during the backward (none waits for its end), in bucket order,
-each an all-reduce of its own, with the sums of the plain run bit for bit."""
+each an all-reduce of its own, with the sums of the plain run bit for bit; and that a parameter one rank's backward
+does not reach gets the others' sum, one no rank reaches keeps no gradient, as serially."""
+import pytest
 import torch
 
-from gridgnn.distributed.accounting import grad_buckets
+from gridgnn.distributed.accounting import allreduce, grad_bucket_elements, grad_buckets
 from gridgnn.distributed.comm import Comm
 from gridgnn.distributed.grid import ProcessGrid
 from gridgnn.distributed.launch import launch
@@ -39,11 +41,38 @@ def worker(ctx):
         out[overlap] = {"started": started, "buckets": len(red.buckets),
                         "grads": [p.grad.clone() for p in model.parameters()],
                         "calls": comm.log.stats["grad.allreduce"].calls}
+    for overlap in (False, True):
+        comm = Comm(grid, overlap=overlap, grad_bucket_bytes=300)
+        model = _uneven(0)
+        with GradReducer(model, comm, "p"):
+            _uneven_loss(model, grid.global_rank).backward()
+        stats = comm.log.stats["grad.allreduce"]
+        out[("uneven", overlap)] = {"grads": [None if p.grad is None else p.grad.clone() for p in model.parameters()],
+                                    "sent": stats.sent, "calls": stats.calls}
     return out
 
 
-def test_overlap_starts_every_bucket_during_the_backward_with_the_same_sums():
-    res = launch(worker, 2, device="cpu", collect=True)
+def _uneven(seed: int) -> torch.nn.Module:
+    """Three layers: ``0`` reached by both ranks, ``1`` by rank 1 alone, ``2`` by none (as a layer of one's own
+    whose branch a rank's block does not need)."""
+    torch.manual_seed(seed)
+    return torch.nn.ModuleList([torch.nn.Linear(6, 5), torch.nn.Linear(5, 5), torch.nn.Linear(5, 5)]).double()
+
+
+def _uneven_loss(model: torch.nn.Module, rank: int) -> torch.Tensor:
+    h = torch.tanh(model[0](torch.linspace(-1, 1, 42, dtype=torch.float64).reshape(7, 6) * (rank + 1)))
+    if rank == 1:
+        h = torch.tanh(model[1](h))
+    return h.pow(2).sum()
+
+
+@pytest.fixture(scope="module")
+def res():
+    """Both tests' cases, run in one group of two ranks."""
+    return launch(worker, 2, device="cpu", collect=True)
+
+
+def test_overlap_starts_every_bucket_during_the_backward_with_the_same_sums(res):
     for r in range(2):
         plain, early = res[r][False], res[r][True]
         assert plain["buckets"] == early["buckets"] == 3  # float64 bytes 240, 40 | 160, 32 | 96, 24 in 300: [w1], [b1 w2], [b2 w3 b3]
@@ -59,3 +88,26 @@ def test_overlap_starts_every_bucket_during_the_backward_with_the_same_sums():
         model(x).pow(2).sum().backward()
     for got, want in zip(res[0][True]["grads"], (p.grad for p in model.parameters())):
         torch.testing.assert_close(got, want, rtol=1e-12, atol=0)
+
+
+def test_a_gradient_only_some_ranks_reach_is_summed_and_one_none_reaches_stays_none(res):
+    """Rank 0's backward does not reach layer 1, no rank's reaches layer 2: the buckets still match (rank 0 sends
+    zeros for layer 1; each bucket carries a count per tensor), layer 1 gets rank 1's gradient on both ranks and
+    layer 2 none — the serial run over both ranks' inputs, which Adam's weight decay would tell from zeros."""
+    serial = _uneven(0)
+    for rank in (0, 1):
+        _uneven_loss(serial, rank).backward()
+    want = [p.grad for p in serial.parameters()]
+    assert want[4] is None and want[5] is None
+    sizes = [p.numel() for p in serial.parameters()]
+    buckets = grad_buckets([8 * k for k in sizes], 300)
+    assert buckets == [[3, 4, 5], [1, 2], [0]]  # b1 w2 b2 | b0 w1 | w0: rank 1's or none, mixed, both ranks'
+    model_sent = sum(allreduce(2, 8 * grad_bucket_elements(sizes[k] for k in b))[0] for b in buckets)
+    for overlap in (False, True):
+        for r in range(2):
+            got = res[r][("uneven", overlap)]
+            assert [g is None for g in got["grads"]] == [w is None for w in want], (overlap, r)
+            for g, w in zip(got["grads"], want):
+                if w is not None:
+                    torch.testing.assert_close(g, w, rtol=1e-12, atol=0)
+            assert got["calls"] == 3 and got["sent"] == model_sent

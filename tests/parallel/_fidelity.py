@@ -88,10 +88,10 @@ def model_bytes(case, per_rank, P):
                            me=r).train_wants(case.epoch) for r in range(P)]
         total.update(directory.volume(wants, 8))
         if case.decoder == "mlp":  # its gradients summed over every rank: one ring all-reduce
-            from gridgnn.distributed.accounting import allreduce
+            from gridgnn.distributed.accounting import allreduce, grad_bucket_elements
             from gridgnn.nn.decoders import MLPDecoder
 
-            nbytes = 8 * sum(int(np.prod(s)) for s in MLPDecoder.shapes(width))
+            nbytes = 8 * grad_bucket_elements(int(np.prod(s)) for s in MLPDecoder.shapes(width))
             sent, recv = allreduce(P, nbytes)
             zero = tuple(np.zeros(P) for _ in range(3))
             s0, r0, c0 = total.get("grad.allreduce", zero)

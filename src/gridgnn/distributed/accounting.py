@@ -45,6 +45,14 @@ def grad_buckets(sizes, cap_bytes: int = GRAD_BUCKET_BYTES) -> list[list[int]]:
     return out
 
 
+def grad_bucket_elements(elements) -> int:
+    """Elements one gradient bucket's all-reduce carries: its tensors' gradients (``elements``: each tensor's, a zero
+    one where a rank has none) and one count per tensor of the ranks that had it — a tensor no rank had keeps no
+    gradient, as in serial training (:class:`~gridgnn.train.step.GradReducer`)."""
+    elements = [int(k) for k in elements]
+    return sum(elements) + len(elements)
+
+
 def bcast(me: int, root: int, m: float) -> tuple[float, float]:
     """``(sent, recv)`` of axis-rank ``me`` in a broadcast of ``m`` bytes from axis-rank ``root``."""
     return (m, 0.0) if me == root else (0.0, m)

@@ -481,7 +481,7 @@ def params(acc: Ledger, ctx: MemoryContext, elements: float, tensors: int, *, gr
     acc.add("parameters", (2 + ctx.moments + ctx.kept) * e * elements + (4 * tensors if ctx.counters else 0))
     acc.cand("workspace", e * elements, "optimizer step temporaries", at=[STEP_MOMENT])
     if grad_allreduce:
-        acc.cand("buffers", e * elements, "flat gradient of the gradient all-reduce")
+        acc.cand("buffers", e * (elements + tensors), "flat gradient of the gradient all-reduce")
 
 
 def model_params(acc: Ledger, ctx: MemoryContext, *, grad_allreduce: bool) -> None:

@@ -795,7 +795,7 @@ def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams, elem
     sizes = [int(nparams)] if isinstance(nparams, (int, np.integer)) else [int(k) for k in nparams]
     narrow = grad_wire_bytes is not None and grad_wire_bytes < elem_bytes
     for bucket in acct.grad_buckets([k * elem_bytes for k in sizes], grad_bucket_bytes or acct.GRAD_BUCKET_BYTES):
-        elements = sum(sizes[k] for k in bucket)  # one all-reduce per gradient bucket
+        elements = acct.grad_bucket_elements([sizes[k] for k in bucket])  # one all-reduce per gradient bucket
         volume.grad(grad, elements * elem_bytes, (elements, grad_wire_bytes) if narrow else None)
     add("grad", grad)
     return total

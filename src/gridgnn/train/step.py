@@ -36,13 +36,23 @@ class LocalData:
 
 class GradReducer:
     r"""Sums the parameter gradients of one backward over ``axis`` (phase ``grad``): each bucket
-    (:func:`~gridgnn.distributed.accounting.grad_buckets`, of the Comm's ``grad_bucket_bytes``, else 25 MiB) of the gradients present is flattened, all-reduced and copied back.
+    (:func:`~gridgnn.distributed.accounting.grad_buckets`, of the Comm's ``grad_bucket_bytes``, else 25 MiB) is
+    flattened, all-reduced and copied back.
+
+    A rank's backward need not reach every parameter (a layer of one's own may leave one out where a rank's block
+    or sample does not need it; its primitives, which communicate, are still called on every rank): a gradient a rank lacks counts as zeros in its bucket, and every bucket carries one more element per
+    tensor, 1 where the rank had its gradient, summed with it
+    (:func:`~gridgnn.distributed.accounting.grad_bucket_elements`). So every rank sends buckets of the same size
+    (a mismatch would end the job in the transport, or hang it), a parameter some rank reached gets the sum on
+    every rank, and one no rank reached keeps no gradient — what serial training does, which the optimizer's
+    weight decay and moments tell apart from a zero gradient. Only a rank that lacked a gradient reads the count
+    back from the device.
 
     Used as a context around the backward. Without ``comm.overlap`` every bucket is reduced after it, in bucket
     order. With it (DDP's schedule), each bucket's all-reduce starts during the backward as soon as its last
     gradient has accumulated and every earlier bucket has started, so every rank issues the same calls in the same
     order whatever order its gradients arrive in; the buffers and so the sums are the same, bit for bit. A bucket
-    with a parameter that got no gradient starts after the backward, with the gradients it has."""
+    with a parameter that got no gradient starts after the backward."""
 
     def __init__(self, model: torch.nn.Module, comm, axis, *, early: bool | None = None):
         self.comm, self.axis = comm, axis
@@ -72,12 +82,13 @@ class GradReducer:
             self._start(nxt)
 
     def _start(self, k: int) -> None:
-        have = [p for p in self.buckets[k] if p.grad is not None]
-        flat = torch.cat([p.grad.reshape(-1) for p in have]) if have else None
+        bucket = self.buckets[k]
+        grads = [p.grad.reshape(-1) if p.grad is not None else p.new_zeros(p.numel()) for p in bucket]
+        had = [p.new_ones(1) if p.grad is not None else p.new_zeros(1) for p in bucket]
+        flat = torch.cat(grads + had)
         with self.comm.phase("grad"):
-            pending = None if flat is None else self.comm.all_reduce(flat, self.axis, async_op=self._early,
-                                                                     narrow=self.comm.grad_wire)
-        self._started.append((have, flat, pending))
+            pending = self.comm.all_reduce(flat, self.axis, async_op=self._early, narrow=self.comm.grad_wire)
+        self._started.append((bucket, flat, pending))
 
     def __exit__(self, exc_type, exc, tb):
         for h in self._hooks:
@@ -94,15 +105,17 @@ class GradReducer:
         while len(self._started) < len(self.buckets):
             self._start(len(self._started))
         with self.comm.phase("grad"):
-            for have, flat, pending in self._started:
-                if pending is None:
-                    continue
+            for bucket, flat, pending in self._started:
                 if self._early:
                     pending.wait()
-                off = 0
-                for p in have:
-                    k = p.grad.numel()
-                    p.grad.copy_(flat[off:off + k].view_as(p.grad))
+                counts, off = flat[flat.numel() - len(bucket):], 0
+                for j, p in enumerate(bucket):
+                    k = p.numel()
+                    total = flat[off:off + k].view_as(p)
+                    if p.grad is not None:
+                        p.grad.copy_(total)
+                    elif counts[j].item() > 0:  # another rank reached it: the sum is its gradient here too
+                        p.grad = total.clone()
                     off += k
 
 
