@@ -21,7 +21,8 @@ from gridgnn.graph import gcn_normalize  # noqa: E402
 from gridgnn.graph.spec import load_graph  # noqa: E402
 from gridgnn.nn import AGNN, GAT, GCN, SAGE, VA  # noqa: E402
 from gridgnn.parallel.registry import algorithm  # noqa: E402
-from gridgnn.planner.primitives import BlockRowVolume, PlexusVolume, SummaVolume, step_bytes, trace_model  # noqa: E402
+from gridgnn.parallel.trace import trace  # noqa: E402
+from gridgnn.planner.primitives import BlockRowVolume, PlexusVolume, SummaVolume, step_bytes  # noqa: E402
 from gridgnn.train.rank_layout import make_source  # noqa: E402
 
 
@@ -50,7 +51,7 @@ def main():
     }
     models = dict(builders[m] for m in args.models.split(","))
     families = {a: algorithm(a) for a in ("1d", "2d", "plexus")}  # a trace per family: their plans' traits differ
-    traces = {fam.family: {name: trace_model(build, f, fam.traits) for name, build in models.items()}
+    traces = {fam.family: {name: trace(build, f, fam.traits) for name, build in models.items()}
               for fam in families.values()}
     mat = gcn_normalize(g)
     print(f"data: {args.data.split('/')[-1]} (n={g.n}, {g.nnz} edges), partition {args.partition}, float32")
@@ -63,14 +64,15 @@ def main():
             source, rows = make_source(g, algo, p, replication=c_rep, shape=shape, method=args.partition, seed=0)
             labelled = g.train_mask & (g.y >= 0)
             mb = []
-            for name, (calls, nparams) in traces[algorithm(algo).family].items():
+            for name, traced in traces[algorithm(algo).family].items():
+                calls = traced.calls
                 if rows is not None:
                     vol = BlockRowVolume(algo, rows.permute_matrix(mat), rows, p, c_rep)
                 elif algo == "plexus":  # the layouts follow each model's trace
                     vol = PlexusVolume(source, shape, calls, labelled=labelled)
                 else:
                     vol = SummaVolume(source, shape)
-                mb.append(moved(step_bytes(calls, vol, nparams, 4)) / 1e6)
+                mb.append(moved(step_bytes(calls, vol, traced.param_sizes, 4)) / 1e6)
             print(f"| {algo} | {p} | {'x'.join(map(str, shape))} | " + " | ".join(f"{v:.3f}" for v in mb) + " |",
                   flush=True)
 

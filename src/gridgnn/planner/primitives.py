@@ -762,8 +762,9 @@ def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams, elem
     r"""Per-rank bytes and messages of one training step, keyed ``"<phase>.<collective>"`` →
     ``(sent[P], recv[P], calls[P])``: the sum of the traced primitives' forward and backward volumes plus the
     ring all-reduces of the parameter gradients over the block axis, one per bucket of ``grad_bucket_bytes``
-    (:func:`~gridgnn.distributed.accounting.grad_buckets`; ``nparams``: each trained tensor's elements in model
-    order, or their total as one bucket). ``detail``, when given, is filled
+    (:func:`~gridgnn.distributed.accounting.grad_buckets`, each carrying its gradients and a count per tensor;
+    ``nparams``: each trained tensor's elements in model order, or their total, priced as one tensor; none: no
+    all-reduce). ``detail``, when given, is filled
     with the same volumes split by grid axis, keyed ``(phase, collective, axis)`` (the time model prices each
     axis by its group size and placement, :meth:`BlockRowVolume.axis_group`). ``wire_bytes``: node data crosses
     the wire narrowed to that many bytes per element (``--comm-dtype``; the weights' gradients and the loss do not);
@@ -792,7 +793,7 @@ def step_bytes(calls: list[PrimitiveCall], volume: BlockRowVolume, nparams, elem
         volume.loss(losses, elem_bytes)
         add("fwd", losses)
     grad: dict = {}
-    sizes = [int(nparams)] if isinstance(nparams, (int, np.integer)) else [int(k) for k in nparams]
+    sizes = ([int(nparams)] if nparams else []) if isinstance(nparams, (int, np.integer)) else [int(k) for k in nparams]
     narrow = grad_wire_bytes is not None and grad_wire_bytes < elem_bytes
     for bucket in acct.grad_buckets([k * elem_bytes for k in sizes], grad_bucket_bytes or acct.GRAD_BUCKET_BYTES):
         elements = acct.grad_bucket_elements([sizes[k] for k in bucket])  # one all-reduce per gradient bucket

@@ -133,7 +133,7 @@ def step_volume(graph, algo: str, world: int, *, source, rows, shape, replicatio
                        loss=loss, grad_bucket_bytes=grad_bucket_bytes, grad_wire_bytes=grad_wire_bytes)
     from ..distributed.accounting import GRAD_BUCKET_BYTES, grad_buckets
 
-    sizes = [k * elem_bytes for k in (traced.param_sizes or (nparams,))]
+    sizes = [k * elem_bytes for k in (traced.param_sizes or ((nparams,) if nparams else ()))]
     return StepVolume(total, world, nparams, calls, detail, dict(volume.axes), step_work(calls, volume), traced,
                       getattr(volume, "own_share", None), len(grad_buckets(sizes, grad_bucket_bytes or GRAD_BUCKET_BYTES)),
                       grad_wire_bytes is not None and grad_wire_bytes < elem_bytes)
