@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import weakref
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -95,7 +96,7 @@ class GradReducer:
         ordered = [p for b in self.buckets for p in b]
         mine = tuple(id(p) in reach for p in ordered)
         agreed = _AGREED_REACH.get(self.model)
-        if agreed is None or agreed[0]() is not self.comm or agreed[1] != self.axis:
+        if agreed is None or agreed.comm() is not self.comm or agreed.axis != self.axis:
             counts = ordered[0].new_tensor([float(m) for m in mine])
             with self.comm.phase("setup"):
                 self.comm.all_reduce(counts, self.axis)
@@ -104,15 +105,15 @@ class GradReducer:
             unreached = {id(p) for p, c in zip(ordered, counts) if c == 0}
             split = {id(p) for p, c in zip(ordered, counts) if 0 < c < everyone}
             late = next((k for k, b in enumerate(self.buckets) if any(id(p) in split for p in b)), len(self.buckets))
-            agreed = (weakref.ref(self.comm), self.axis, mine, unreached, late)
+            agreed = _Agreement(weakref.ref(self.comm), self.axis, mine, unreached, late)
             _AGREED_REACH[self.model] = agreed
-        elif agreed[2] != mine:
-            moved = {id(p) for p, a, b in zip(ordered, agreed[2], mine) if a != b}
+        elif agreed.reach != mine:
+            moved = {id(p) for p, a, b in zip(ordered, agreed.reach, mine) if a != b}
             changed = [name for name, p in self.model.named_parameters() if id(p) in moved]
             raise GridGnnError(f"--overlap: the parameters the backward of rank {self.comm.grid.global_rank} reaches "
                                f"changed since the ranks agreed on them ({', '.join(changed[:5])}); the gradient "
                                "buckets' schedule would no longer match its peers': run without --overlap")
-        return agreed[3], agreed[4]
+        return agreed.unreached, agreed.late
 
     def _arrived(self, k: int | None) -> None:
         if k is not None:
@@ -125,12 +126,12 @@ class GradReducer:
 
     def _start(self, k: int) -> None:
         bucket = self.buckets[k]
-        grads = [p.grad.reshape(-1) if p.grad is not None else p.new_zeros(p.numel()) for p in bucket]
-        had = [p.new_ones(1) if p.grad is not None else p.new_zeros(1) for p in bucket]
-        flat = torch.cat(grads + had)
+        sent = [p.grad is not None for p in bucket]
+        grads = [p.grad.reshape(-1) if had else p.new_zeros(p.numel()) for p, had in zip(bucket, sent)]
+        flat = torch.cat(grads + [p.new_ones(1) if had else p.new_zeros(1) for p, had in zip(bucket, sent)])
         with self.comm.phase("grad"):
             pending = self.comm.all_reduce(flat, self.axis, async_op=self._early, narrow=self.comm.grad_wire)
-        self._started.append((bucket, [p.grad is not None for p in bucket], flat, pending))
+        self._started.append((bucket, sent, flat, pending))
 
     def __exit__(self, exc_type, exc, tb):
         for h in self._hooks:
@@ -168,8 +169,17 @@ class GradReducer:
                     off += k
 
 
-#: per model: ``(the Comm (weak), axis, this rank's reach per tensor, ids no rank reaches, first late bucket)``, what
-#: the ranks agreed for :class:`GradReducer`'s early start
+class _Agreement(NamedTuple):
+    """What the ranks agreed for :class:`GradReducer`'s early start, with one Comm over one axis."""
+
+    comm: weakref.ref  # the Comm it was agreed with
+    axis: object
+    reach: tuple  # this rank's: whether its backward reached each tensor, in bucket order
+    unreached: set  # ids of the tensors no rank reaches
+    late: int  # the first bucket that starts after the backward
+
+
+#: per model, its :class:`_Agreement`
 _AGREED_REACH: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
