@@ -8,6 +8,7 @@ from torch_geometric.data import Data
 
 from gridgnn.errors import GridGnnError
 from gridgnn.graph import Graph
+from gridgnn.graph.graph import require_nonnegative_weights
 from gridgnn.graph.loaders import (apply_defaults, default_split, degree_features, from_pyg, load_edgelist,
                                    load_mtx, load_npz, load_planetoid, normalize_features, save_npz)
 
@@ -176,16 +177,66 @@ EDGELIST_BAD = [
     ("nan_weight", "0 1 1.0\n1 2 nan\n", "NaN"),
     ("inf_weight", "0 1 inf\n", "NaN"),
     ("word_weight", "0 1 1.0\n1 2 heavy\n", "number"),
+    # what Python's int() and float() read but a file's numbers are not: 1_0 is 10 to Python, ٣ is 3
+    ("underscore_id", "0 1\n1_0 2\n", "line 2: vertex id '1_0' is not an integer"),
+    ("other_digits", "0 1\n\u0663 2\n", "line 2: vertex id .* is not an integer"),
+    ("underscore_weight", "0 1 1_5\n1 2 1\n", "line 1: weight '1_5' is not a number"),
+    ("fullwidth_weight", "0 1 1\n1 2 \uff11\n", "line 2: weight .* is not a number"),
+    ("separator_in_line", "0 1\x1c1 2\n", "line 1: expected 2 or 3 columns"),  # \x1c ends no line
 ]
 
 
 @pytest.mark.parametrize("name,text,word", EDGELIST_BAD, ids=[c[0] for c in EDGELIST_BAD])
 def test_edgelist_bad_input(tmp_path, name, text, word):
     p = tmp_path / f"{name}.txt"
-    p.write_text(text)
+    p.write_text(text, encoding="utf-8")
     with pytest.raises(GridGnnError, match=word) as e:
         load_edgelist(p)
     assert p.name in str(e.value) and "\n" not in str(e.value)
+
+
+def test_an_edge_feature_written_as_python_reads_it_is_refused(tmp_path):
+    p = tmp_path / "f.txt"
+    p.write_text("0 1 0.5\n1 2 1_0\n")
+    with pytest.raises(GridGnnError, match="line 2: an edge feature is not a number"):
+        load_edgelist(p, edge_features=True)
+
+
+def test_a_byte_order_mark_and_crlf_read_as_the_plain_file(tmp_path):
+    plain, marked = tmp_path / "plain.txt", tmp_path / "marked.txt"
+    plain.write_text("0 1\n1 2\n2 0 \n")
+    marked.write_bytes(b"\xef\xbb\xbf0 1\r\n1 2\r\n2 0 \r\n")
+    assert_same(load_edgelist(marked), load_edgelist(plain))
+
+
+def _as_dict(mat) -> dict:
+    c = sp.coo_matrix(mat)
+    return {(int(i), int(j)): float(v) for i, j, v in zip(c.row, c.col, c.data)}
+
+
+def test_symmetrizing_keeps_every_edge_with_its_own_weight(tmp_path):
+    """An edge given in one direction gets its reverse with its own weight — a zero or negative one too (SciPy's
+    maximum against the implicit zero dropped those edges, and the refusal of negative weights never saw them); an
+    edge given in both keeps the larger weight. Against a brute-force symmetrization."""
+    r = np.random.default_rng(0)
+    src, dst = r.integers(0, 12, 60), r.integers(0, 12, 60)
+    w = r.integers(-2, 4, 60).astype(float)
+    key = dst * 12 + src
+    _, first = np.unique(key, return_index=True)  # one weight per directed pair (no merging to model)
+    src, dst, w = src[first], dst[first], w[first]
+    want = {}
+    for s_, d_, v in zip(src, dst, w):
+        for pair in ((int(d_), int(s_)), (int(s_), int(d_))):
+            want[pair] = max(want.get(pair, -np.inf), v)
+    assert min(want.values()) < 0 and 0 in want.values()  # the cases SciPy's maximum lost
+    g = Graph.from_edges(src, dst, 12, weights=w, directed=False)
+    assert _as_dict(g.csr()) == want and not g.directed
+    d = Graph.from_edges(src, dst, 12, weights=w, directed=True)
+    assert _as_dict(d.symmetrized().csr()) == want  # what inference gives a model trained symmetrized
+    p = tmp_path / "neg.txt"
+    p.write_text("0 1 -5\n1 2 1\n2 0 1\n")
+    with pytest.raises(GridGnnError, match="edge 1 -> 0 has weight -5"):  # refused, not silently dropped
+        require_nonnegative_weights(load_edgelist(p, directed=False))
 
 
 def test_edgelist_out_of_range(tmp_path):
@@ -215,6 +266,8 @@ MTX_BAD = [
     ("garbage", "hello world\n", "Matrix Market"),
     ("no_entries", "%%MatrixMarket matrix coordinate real general\n3 3 0\n", "empty"),
     ("complex", "%%MatrixMarket matrix coordinate complex general\n2 2 1\n1 2 1.0 0.5\n", "complex"),
+    ("integer_fraction", "%%MatrixMarket matrix coordinate integer general\n3 3 2\n1 2 3\n2 3 1.5\n",
+     "line 4: value '1.5' is not an integer"),
 ]
 
 
@@ -268,6 +321,14 @@ def test_npz_bad_input(tmp_path, name, change, word):
     with pytest.raises(GridGnnError, match=word) as e:
         load_npz(p)
     assert p.name in str(e.value)
+
+
+def test_npz_duplicate_entries_are_merged_and_counted(tmp_path):
+    p = tmp_path / "dup.npz"
+    np.savez(p, indptr=[0, 2, 2, 3, 4], indices=[1, 1, 3, 2], data=[1.0, 1.0, 1.0, 1.0])
+    g = load_npz(p)
+    assert g.nnz == 3 and g.meta["duplicate_edges_merged"] == 1
+    assert _as_dict(g.csr())[(0, 1)] == 2.0
 
 
 def test_npz_not_an_archive(tmp_path):

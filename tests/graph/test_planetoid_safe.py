@@ -312,6 +312,10 @@ def test_inconsistent_sizes(cora_dir, tmp_path):
     (d / "ind.cora.test.index").write_text("1708\nabc\n")
     with pytest.raises(GridGnnError, match="not a vertex id"):
         load_planetoid(d)
+    for first in (0, 1707):  # test ids that do not start where allx's rows end: tx would land on other vertices
+        (d / "ind.cora.test.index").write_text("\n".join(map(str, range(first, first + 1000))) + "\n")
+        with pytest.raises(GridGnnError, match=f"smallest id is {first}.*1708 rows of allx"):
+            load_planetoid(d)
     _writable_copy(cora_dir, tmp_path / "c2")
     (tmp_path / "c2" / "ind.cora.graph").write_bytes(pickle.dumps({0: [1], 1: [10 ** 30]}, protocol=2))
     with pytest.raises(GridGnnError, match="64 bits"):

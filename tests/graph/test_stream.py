@@ -380,3 +380,23 @@ def test_scratch_and_dataset_on_two_disks_are_checked_apart(tmp_path, monkeypatc
         stream.check_disk(tmp_path / "scratch", tmp_path / "out", (1200, 500, 1700), held=100)
     with pytest.raises(GridGnnError, match=r"for the dataset in .*out, but 500 B are free there: free"):
         stream.check_disk(tmp_path / "scratch", tmp_path / "out", (1200, 501, 1701), held=300)
+
+
+def test_a_symmetrized_edge_of_weight_zero_or_below_streams_as_in_memory(tmp_path, passes):
+    """``directed=0`` keeps an edge given one way with its own weight, zero or negative too, in passes as in memory:
+    weights of zero shard alike (the reverse edges kept), a negative one is refused alike."""
+    r = np.random.default_rng(5)
+    src, dst = r.integers(0, 60, 500), r.integers(0, 60, 500)
+    w = np.where(np.arange(500) % 7 == 0, 0, r.integers(1, 4, 500))
+    f = tmp_path / "z.txt"
+    f.write_text("".join(f"{a} {b} {c}\n" for a, b, c in zip(src, dst, w)))
+    kw = dict(blocks="2x2", method="double-perm", seed=3, node_chunks=3)
+    mem = shard(f"edgelist:{f}?directed=0", str(tmp_path / "mem"), **kw, memory_budget=1 << 40)
+    got = shard(f"edgelist:{f}?directed=0", str(tmp_path / "passes"), **kw, memory_budget="1M")
+    pairs = {(int(a), int(b)) for a, b in zip(src, dst)}
+    assert got["streamed"] and not mem["streamed"] and mem["nnz"] == len(pairs | {(b, a) for a, b in pairs})
+    assert_same(tmp_path / "mem", tmp_path / "passes")
+    f.write_text(f.read_text() + "61 62 -1\n")
+    for budget in (1 << 40, "1M"):
+        with pytest.raises(GridGnnError, match="non-negative"):
+            shard(f"edgelist:{f}?directed=0", str(tmp_path / f"neg{budget}"), **kw, memory_budget=budget)

@@ -156,7 +156,7 @@ class Graph:
             mat.data[:] = 1.0
         if directed is False:
             # symmetrize: an edge given in one or both directions becomes one undirected edge (max weight)
-            mat = mat.maximum(mat.T).tocsr()
+            mat = union_max(mat, mat.T.tocsr())
             kwargs["meta"] = {**(kwargs.get("meta") or {}), "symmetrized": 1}  # the input pipeline records it
         if directed is None:
             directed = (mat != mat.T).nnz != 0
@@ -334,10 +334,13 @@ class Graph:
         if kwargs.get("edge_attr") is not None:
             raise GridGnnError("Graph.from_scipy takes no edge_attr (it sorts and merges the entries); build the graph "
                                "with Graph.from_edges(src, dst, n, edge_attr=...)")
+        stored = mat.nnz if sp.issparse(mat) else None  # (a COO or a CSR matrix may store an entry twice)
         mat = sp.csr_matrix(mat)
         if mat.shape[0] != mat.shape[1]:
             raise GridGnnError(f"adjacency must be square, got {mat.shape[0]}×{mat.shape[1]}")
         mat.sum_duplicates()
+        if stored is not None:
+            _note_merged(kwargs, stored - mat.nnz)
         mat.sort_indices()
         asymmetric = (mat != mat.T).nnz != 0
         if directed is None:
@@ -389,8 +392,7 @@ class Graph:
                                "directed and carries edge features or relation types: give it with both "
                                "directions of every edge")
         mat = self.csr()
-        mat = mat.maximum(mat.T).tocsr()
-        mat.sort_indices()
+        mat = union_max(mat, mat.T.tocsr())
         values = mat.data.astype(np.float64) if self.values is not None else None
         return replace(self, indptr=mat.indptr, indices=mat.indices, values=values, directed=False,
                        meta={**self.meta, "symmetrized": 1})
@@ -487,6 +489,43 @@ def _note_merged(kwargs: dict, merged: int) -> None:
     """Record in the graph's ``meta`` (a copy of the one given) how many duplicate edges were merged."""
     if merged > 0:
         kwargs["meta"] = {**(kwargs.get("meta") or {}), "duplicate_edges_merged": int(merged)}
+
+
+def union_max(a: sp.csr_matrix, b: sp.csr_matrix) -> sp.csr_matrix:
+    """The entries stored in ``a`` or in ``b`` (same shape, no duplicates), each with the larger of its stored values
+    where both store one, as CSR with sorted indices. SciPy's ``a.maximum(b)`` compares an entry with the other's
+    implicit zero, which gives this where every stored value is positive; otherwise an entry only one side stores
+    keeps its own value here, a negative or zero one too (a symmetrized edge keeps its weight, for the weight checks
+    to see), by a merge of the two in row order."""
+    a, b = sp.csr_matrix(a), sp.csr_matrix(b)
+    a.sort_indices()
+    b.sort_indices()
+    if np.all(a.data > 0) and np.all(b.data > 0):
+        out = a.maximum(b).tocsr()
+        out.sort_indices()
+        return out
+    rows, cols = a.shape
+    key_a, key_b = (np.repeat(np.arange(rows, dtype=np.int64) * cols, np.diff(m.indptr)) + m.indices
+                    for m in (a, b))
+    pos = np.searchsorted(key_a, key_b)  # where each of b's entries is, or goes, among a's
+    both = pos < key_a.size
+    both[both] = key_a[pos[both]] == key_b[both]
+    data_a = a.data.astype(np.result_type(a.data, b.data))
+    data_a[pos[both]] = np.maximum(data_a[pos[both]], b.data[both])
+    only_b = ~both
+    at = pos[only_b] + np.arange(int(only_b.sum()))  # b's own entries' places in the union
+    from_a = np.ones(key_a.size + at.size, dtype=bool)
+    from_a[at] = False
+    indices = np.empty(from_a.size, dtype=np.result_type(a.indices, b.indices))
+    data = np.empty(from_a.size, dtype=data_a.dtype)
+    indices[from_a], indices[at] = a.indices, b.indices[only_b]
+    data[from_a], data[at] = data_a, b.data[only_b]
+    per_row = np.diff(a.indptr) + np.bincount(np.repeat(np.arange(rows), np.diff(b.indptr))[only_b], minlength=rows)
+    indptr = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(per_row, out=indptr[1:])
+    out = sp.csr_matrix((data, indices, indptr), shape=(rows, cols))
+    out.has_sorted_indices = True
+    return out
 
 
 def _check_node_types(types, n: int) -> None:

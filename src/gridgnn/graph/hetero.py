@@ -181,7 +181,7 @@ def typed_sbm_graph(n: int = 3000, classes: int = 4, types: int = 3, relations: 
         x = means[cls[ids]] + noise * rng.standard_normal((ids.size, width))
         vt = {"name": f"type{t}", "n": sizes[t], "x": x}
         if t == 0:
-            train, val, test = planetoid_like_split(cls[ids], seed=seed + 1, per_class=int(train_per_class))
+            train, val, test = planetoid_like_split(cls[ids], seed=seed + 1, per_class=train_per_class)
             vt.update(y=cls[ids], train_mask=train, val_mask=val, test_mask=test)
         vtypes.append(vt)
     rels = []

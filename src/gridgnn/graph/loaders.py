@@ -386,6 +386,10 @@ def _parse_int(tok: str) -> int | None:
 
 
 def _is_number(tok: str) -> bool:
+    """Whether ``tok`` is a number as a text file writes one: what Python's ``float`` reads, less what only Python
+    reads (underscores between digits, digits of other scripts)."""
+    if not _plain(tok):
+        return False
     try:
         float(tok)
         return True
@@ -393,12 +397,19 @@ def _is_number(tok: str) -> bool:
         return False
 
 
+def _plain(text: str) -> bool:
+    """Whether ``text`` (tokens joined) holds nothing that Python's ``int`` and ``float`` read beyond a file's
+    numbers: ``1_0`` is 10 to Python and ``٣`` is 3; both are refused as numbers of a file."""
+    return text.isascii() and "_" not in text
+
+
 def _int_column(p, col: list, linenos: list, what: str) -> np.ndarray:
     """``int64`` ids of one text column; a token that is not an integer or does not fit is named with its line."""
-    try:
-        return np.array(col, dtype=np.int64)
-    except (ValueError, OverflowError, TypeError):
-        pass
+    if _plain("".join(col)):
+        try:
+            return np.array(col, dtype=np.int64)
+        except (ValueError, OverflowError, TypeError):
+            pass
     for k, t in enumerate(col):
         v = _parse_int(t)
         if v is None:
@@ -472,7 +483,7 @@ def count_from_largest(p, top: int, entries: int) -> int:
 def _text_pieces(p: Path, chunk_bytes: int | None):
     """``([lines], first line number)`` of the file in pieces that end at a line end (``\\n``, ``\\r\\n`` or a lone
     ``\\r``; ``chunk_bytes``: about that many bytes each, ``None``: the whole file at once), decoded as UTF-8 (a bad
-    byte is named by its offset in the file). The lines come in a one-item list for the caller to take out
+    byte is named by its offset in the file; a leading byte-order mark is dropped). The lines come in a one-item list for the caller to take out
     (``.pop()``): the generator keeps no reference to them, nor to the bytes, while it waits."""
     try:
         fh = open(p, "rb")
@@ -503,10 +514,14 @@ def _text_pieces(p: Path, chunk_bytes: int | None):
                 bad = offset + e.start
                 raise GridGnnError(f"{p}: not UTF-8 text (byte {bad} is {piece[e.start:e.start + 1]!r}); an edge "
                                    f"list is a text file") from None
+            if offset == 0:
+                text = text.removeprefix("\ufeff")  # a byte-order mark (some Windows editors write one)
             offset += len(piece)
             del piece
-            if text:
-                box = [text.splitlines()]
+            if text:  # lines end at \n, \r\n or \r only (str.splitlines would also end them at \f, \x1c, ...)
+                box = [text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+                if box[0][-1] == "":
+                    box[0].pop()  # (the piece ends at a line end: no line after it)
                 del text
                 count = len(box[0])
                 yield box, lineno
@@ -561,6 +576,8 @@ def edgelist_chunks(path, *, edge_features: bool = False, chunk_bytes: int | Non
         weights = attr = None
         if edge_features:
             try:
+                if not _plain("".join("".join(r[2:]) for r in rows)):
+                    raise ValueError
                 attr = np.array([r[2:] for r in rows], dtype=np.float64)
             except (ValueError, OverflowError, TypeError):
                 k = next(i for i, r in enumerate(rows) if not all(_is_number(t) for t in r[2:]))
@@ -568,6 +585,8 @@ def edgelist_chunks(path, *, edge_features: bool = False, chunk_bytes: int | Non
         elif ncols == 3:
             col = [r[2] for r in rows]
             try:
+                if not _plain("".join(col)):
+                    raise ValueError
                 weights = np.array(col, dtype=np.float64)
             except (ValueError, OverflowError, TypeError):
                 k = next((i for i, t in enumerate(col) if not _is_number(t)), 0)
@@ -639,9 +658,11 @@ def load_edgelist(path, directed: bool | None = None, *, num_nodes: int | None =
 _MM_FIELDS = ("real", "integer", "pattern", "double", "complex")
 
 
-def _mtx_entry_error(p, body: bytes, lineno: int, ncols: int, rows: int) -> GridGnnError | None:
+def _mtx_entry_error(p, body: bytes, lineno: int, ncols: int, rows: int, *,
+                     integer: bool = False) -> GridGnnError | None:
     """The first malformed entry line of ``body`` (the lines after the size line ``lineno``), described with its
-    line number; ``None`` when every line is well formed. Runs only after the fast parse failed."""
+    line number; ``None`` when every line is well formed. ``integer``: the header declares an ``integer`` field,
+    whose values must be whole. Runs only after the fast parse failed."""
     for k, line in enumerate(io.BytesIO(body), start=lineno + 1):
         s = line.decode("ascii").strip()
         if not s or s.startswith("%"):
@@ -660,6 +681,9 @@ def _mtx_entry_error(p, body: bytes, lineno: int, ncols: int, rows: int) -> Grid
                 return GridGnnError(f"{p}: line {k}: value {short(toks[2])} is not a number")
             if not math.isfinite(float(toks[2])):
                 return GridGnnError(f"{p}: line {k}: value {short(toks[2])} is NaN or inf")
+            if integer and not float(toks[2]).is_integer():
+                return GridGnnError(f"{p}: line {k}: value {short(toks[2])} is not an integer, as the header's "
+                                    f"'integer' field declares")
     return None
 _MM_SYMMETRIES = ("general", "symmetric", "skew-symmetric", "hermitian")
 
@@ -737,6 +761,9 @@ def _mtx_entries(p, body: bytes, lineno: int, field: str, rows: int, nnz: int, *
     if np.any((ij < 1) | (ij > rows)) or (weights is not None and not np.all(np.isfinite(weights))):
         raise _mtx_entry_error(p, body, lineno, ncols, rows) or \
             GridGnnError(f"{p}: an entry index is out of range 1..{rows} or a value is NaN or inf")
+    if field == "integer" and not np.array_equal(weights, np.floor(weights)):
+        raise _mtx_entry_error(p, body, lineno, ncols, rows, integer=True) or \
+            GridGnnError(f"{p}: a value is not an integer, as the header's 'integer' field declares")
     return ij, weights, len(ij)
 
 

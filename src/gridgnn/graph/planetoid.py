@@ -517,6 +517,9 @@ def read_planetoid_arrays(directory, prefix: str) -> dict:
         raise fail("test.index", f"lists {test_index.size} distinct ids in a range of {span}, but tx has {ntx} rows")
     if test_index.size != ntx:
         raise fail("test.index", f"lists {test_index.size} test vertices, tx has {ntx} rows")
+    if tmin != nallx:  # the test vertices follow allx's rows (PyG places tx there alike, and would misplace it too)
+        raise fail("test.index", f"its smallest id is {tmin}, but the test vertices follow the {nallx} rows of allx "
+                                 f"(ids {nallx}..): tx's rows would land on other vertices")
     n = nallx + span
     keys, nbrs = [], []
     for key, value in graph.items():

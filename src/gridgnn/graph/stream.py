@@ -42,7 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import GridGnnError
-from .graph import inverse_sqrt_degrees, negative_weight_error, scale_rows, with_self_loops
+from .graph import inverse_sqrt_degrees, negative_weight_error, scale_rows, union_max, with_self_loops
 from .loaders import (_check_file, check_count_options, count_from_largest, degree_columns, edgelist_chunks,
                       header_count, mtx_chunks, out_of_range)
 from .safe_io import check_vertex_count, human_bytes
@@ -431,7 +431,7 @@ class StreamedEdgeList:
                 mt.sum_duplicates()
                 trans.drop(k)
                 if directed is False:
-                    _save_csr(merged_dir, k, mat.maximum(mt).tocsr())
+                    _save_csr(merged_dir, k, union_max(mat, mt))
                 else:
                     asymmetric += (mat != mt).nnz
             if directed is None:

@@ -96,6 +96,9 @@ def planetoid_like_split(y: np.ndarray, seed: int = 0, *, per_class: int = 20, n
     Returns:
         ``(train_mask, val_mask, test_mask)``, disjoint ``bool[n]``.
     """
+    if not per_class >= 1:  # (every generator's train_per_class ends here)
+        raise GridGnnError(f"train_per_class must be at least 1 (got {per_class})")
+    per_class = int(per_class)
     y = np.asarray(y, dtype=np.int64)
     n = y.size
     rng = np.random.default_rng(seed)
@@ -231,9 +234,7 @@ def sbm_graph(n: int = 4000, classes: int = 8, avg_degree: float = 10.0, feature
 
     means = rng.standard_normal((k, f))
     x = (means[y] + noise * rng.standard_normal((n, f))).astype(np.float32)
-    if train_per_class < 1:
-        raise GridGnnError(f"train_per_class must be at least 1 (got {train_per_class})")
-    train, val, test = planetoid_like_split(y, seed=seed + 1, per_class=int(train_per_class))
+    train, val, test = planetoid_like_split(y, seed=seed + 1, per_class=train_per_class)
     meta = dict(generator="sbm", n=n, classes=k, avg_degree=d, features=f, seed=seed, p_in_ratio=h,
                 noise=noise, degree_exponent=gamma, train_per_class=int(train_per_class))
     g = _from_undirected_pairs(us, vs, n, x=x, y=y, train_mask=train, val_mask=val, test_mask=test,
