@@ -76,6 +76,8 @@ def test_parse_spec():
     ("edgelist:g.txt?relabel=maybe", ["relabel", "0 or 1"]),
     ("npz:", ["no path"]),
     ("synthetic:sbm?n=5&classes=9", ["classes"]),
+    ("synthetic:sbm?n=50&train_per_class=0", ["train_per_class must be at least 1 (got 0)"]),
+    ("synthetic:typed-sbm?n=60&train_per_class=-1", ["train_per_class must be at least 1 (got -1)"]),
 ])
 def test_spec_errors(spec, words):
     with pytest.raises(GridGnnError) as e:
