@@ -56,7 +56,7 @@ def train_config(args):
     given = {k: v for k, v in vars(args).items() if k not in ("command", "func", "config")}
     if getattr(args, "config", None) is not None:  # the file's options, the flags on the command line over them
         from .nn.base import is_import_path
-        from .train.config import read_config_file
+        from .train.config import is_run_summary, read_config_file
 
         from_file = read_config_file(args.config)
         for key, what in (("model", "model"), ("algo", "algorithm")):
@@ -64,11 +64,12 @@ def train_config(args):
             if is_import_path(named) and given.get(key) != named:  # no code is imported on a file's word
                 raise GridGnnError(f"--config {args.config} names the {what} {named} by import path; gridgnn "
                                    f"imports code only when the command line names it: add --{key} {named}")
-        if given.get("algo", from_file.get("algo")) != "auto":  # a rerun of an --algo auto run on a chosen one
-            from_file.pop("profile", None)
-        if any(k in given and given[k] != from_file.get(k) for k in ("model", "data")):
-            from_file.pop("edge_dim", None)  # the edge-feature width a run derived from its data and model
-            from_file.pop("relations", None)  # and its relation count
+        if is_run_summary(args.config):  # what the run resolved for itself, not what its command line said
+            if given.get("algo", from_file.get("algo")) != "auto":  # a rerun of an --algo auto run on a chosen one
+                from_file.pop("profile", None)
+            if any(k in given and given[k] != from_file.get(k) for k in ("model", "data")):
+                from_file.pop("edge_dim", None)  # the edge-feature width a run derived from its data and model
+                from_file.pop("relations", None)  # and its relation count
         given = {**from_file, **given}
     env = env_context(given.get("device", "auto"))
     return config_from_flags(given, env_world=env.world_size if env is not None else None)
@@ -82,6 +83,9 @@ def run_train(args) -> int:
 
 
 PERM_METHODS = ("identity", "single-perm", "double-perm", "balanced-perm")
+#: the defaults of `gridgnn partition`'s flags that apply to one kind of method only (a flag of the other kind is
+#: refused, so they default to None in the parser)
+_PARTITION_DEFAULTS = {"blocks": "8x8", "feature_size": 128, "imbalance": 0.05}
 
 
 def _partition_parser(sub) -> None:
@@ -94,24 +98,39 @@ def _partition_parser(sub) -> None:
                    help="random, metis, metis-vol, hypergraph, balanced (with --parts); "
                         + ", ".join(PERM_METHODS) + " (with --blocks)")
     p.add_argument("--parts", type=int, default=None, metavar="K", help="number of parts (P for 1D, P/c for 1.5D)")
-    p.add_argument("--blocks", default="8x8", metavar="RxC", help="block grid of the permutation report")
+    p.add_argument("--blocks", default=None, metavar="RxC",
+                   help=f"block grid of the permutation report (default {_PARTITION_DEFAULTS['blocks']})")
     p.add_argument("--out", default=None, metavar="FILE",
                    help="partition: one part per vertex per line, report in FILE.json; permutations: "
                         "FILE.perm_r.npy, FILE.perm_c.npy and FILE.json")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--feature-size", type=int, default=128, metavar="F", help="f for the byte volumes (4-byte values)")
-    p.add_argument("--imbalance", type=float, default=0.05, help="allowed nnz imbalance of the partitioners")
+    p.add_argument("--feature-size", type=int, default=None, metavar="F",
+                   help=f"f for the byte volumes (4-byte values; default {_PARTITION_DEFAULTS['feature_size']})")
+    p.add_argument("--imbalance", type=float, default=None,
+                   help=f"allowed nnz imbalance of the partitioners (default {_PARTITION_DEFAULTS['imbalance']})")
     p.add_argument("--overwrite", action="store_true", help="replace the files of a previous --out FILE")
     p.set_defaults(func=run_partition)
 
 
 def run_partition(args) -> int:
+    from .partition.partitioners import METHODS
+
+    permutes = args.method in PERM_METHODS
+    for key, perm_only in (("parts", False), ("feature_size", False), ("imbalance", False), ("blocks", True)):
+        if getattr(args, key) is None:
+            setattr(args, key, _PARTITION_DEFAULTS.get(key))
+        elif perm_only != permutes:  # a flag of the other kind of method, which this one would ignore
+            raise GridGnnError(f"--{key.replace('_', '-')} applies to the "
+                               + (f"permutation methods ({', '.join(PERM_METHODS)})" if perm_only else
+                                  f"partition methods ({', '.join(METHODS)})")
+                               + f"; --method {args.method} "
+                               + ("is a permutation method (--blocks RxC)" if permutes else "takes --parts K"))
     if args.out:  # before any work: the files this writes must be new, or --overwrite given
         from .train.outputs import check_new_files
 
-        suffixes = ("", ".json", ".perm_r.npy", ".perm_c.npy") if args.method in PERM_METHODS else ("", ".json")
+        suffixes = ("", ".json", ".perm_r.npy", ".perm_c.npy") if permutes else ("", ".json")
         check_new_files([f"{args.out}{s}" for s in suffixes], overwrite=args.overwrite)
-    if args.method in PERM_METHODS:
+    if permutes:
         from .commands.shard import run_perm_report
 
         return run_perm_report(args)

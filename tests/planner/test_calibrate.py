@@ -10,7 +10,8 @@ from gridgnn.planner.timing import WORK_UNITS, load_profile
 from ..train._runs import cli_batch, run_main
 
 SBM = "synthetic:sbm?n=300&classes=3&avg_degree=6&features=8"
-RUNS = {"serial": ["--algo", "serial"], "1d": ["--algo", "1d", "--nproc", 2],
+RUNS = {"serial": ["--algo", "serial", "--checkpoint-every", 2],  # (--fit simulates the run: no outputs to check)
+        "1d": ["--algo", "1d", "--nproc", 2],
         "1d-sa": ["--algo", "1d-sa", "--nproc", 2], "auto": ["--algo", "auto", "--nproc", 2]}
 
 
@@ -99,13 +100,16 @@ def test_calibrate_refuses_bad_input(capsys, tmp_path, calibrated):
               ["plan", "--nproc", 4, "--algos", "1d,nosuch"],
               ["plan", "--nproc", 4, "--algos", "serial"],
               ["plan", "--nproc", 4, "--memory", "inf"],
-              ["simulate", "--algo", "auto", "--nproc", 4]]
+              ["simulate", "--algo", "auto", "--nproc", 4],
+              ["calibrate", "--profile", "local-cpu", "--quick", "--out", str(tmp_path / "o.json")],
+              ["calibrate", "--profile", "local-cpu", "--max-nproc", 4, "--out", str(tmp_path / "o.json")]]
     for argv in calls:
         assert run_main(argv) == 2, argv
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(err) == len(calls) and all(ln.startswith("gridgnn: error:") for ln in err), err
     words = ["not a gridgnn profile", "kernels must map", "kernels['0']", "collectives['allreduce']",
              "links['intra']", "no summary.json", "no measured epoch_time_median_s", "neither a file nor a preset",
-             "unknown algorithm 'nosuch'", "serial runs on one process", "--memory must be", "gridgnn plan ranks"]
+             "unknown algorithm 'nosuch'", "serial runs on one process", "--memory must be", "gridgnn plan ranks",
+             "--quick says how calibrate measures; --profile local-cpu reads a profile", "--max-nproc says how"]
     for line, word in zip(err, words):
         assert word in line, (word, line)

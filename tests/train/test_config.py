@@ -39,6 +39,9 @@ BAD = [
     (["--model", "sage", "--sampler", "sage", "--fanout", "1e20"], "--fanout '1e20' must be integers"),
     (["--model", "sage", "--sampler", "sage", "--fanout", str(2**62)], "needs one size in [1, 1048576]"),
     (["--model", "sage", "--sampler", "ladies", "--eval-fanout", f"5,{10**20}"], "--eval-fanout"),
+    # --partition where nothing reads it (it was ignored, an unknown method too)
+    (["--partition", "bogus"], "--partition bogus orders the vertices of several processes' blocks; --algo serial"),
+    (["--model", "sage", "--sampler", "sage", "--partition", "metis"], "--partition metis applies to full-graph"),
 ]
 
 
@@ -230,3 +233,65 @@ def test_section_options_hold_every_field_once_and_build_the_same_config():
         TrainConfig.from_sections(RunOptions(quiet=True), learning_rate=0.1)
     with pytest.raises(TypeError, match="OptimizerOptions.*hidden"):
         OptimizerOptions(hidden=3)  # a field of another section
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--method", "identity", "--parts", "4"], "--parts applies to the partition methods (random, metis"),
+    (["--method", "double-perm", "--blocks", "2x2", "--imbalance", "0.5"], "--imbalance applies to the partition"),
+    (["--method", "metis", "--parts", "4", "--blocks", "2x2"], "--blocks applies to the permutation methods"),
+])
+def test_partition_refuses_a_flag_its_method_would_ignore(capsys, argv, message):
+    assert run_main(["partition", "--data", SBM, *argv]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], lines
+
+
+def test_a_toml_file_is_read_as_its_flags(tmp_path, capsys):
+    """Keys of a TOML file count as the flags they stand for: the drops of a rerun from a run's summary (the profile
+    of an --algo auto run, the edge width a run derived) do not apply to them, so they are checked, not lost."""
+    (tmp_path / "prof.toml").write_text('profile = "perlmutter-a100"\n')
+    (tmp_path / "ed.toml").write_text("edge_dim = 8\n")
+    assert run_main(["train", "--config", tmp_path / "prof.toml", "--data", SBM, "--epochs", 1, "--quiet"]) == 2
+    assert run_main(["train", "--config", tmp_path / "ed.toml", "--model", "gine", "--data",
+                     f"{SBM}&edge_features=4", "--epochs", 1, "--quiet"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and "--profile applies to --algo auto" in lines[0], lines
+    assert "built for edge features 8 wide; the graph's are 4 wide" in lines[1], lines
+
+
+def test_numpy_values_are_the_python_values_they_hold():
+    import numpy as np
+
+    from gridgnn import TrainConfig
+    from gridgnn.train.api import Trainer
+    from gridgnn.train.config import SamplingOptions
+
+    want = TrainConfig(model="sage", sampler="sage", fanout="5,5", hidden=8)
+    assert TrainConfig(model="sage", sampler="sage", fanout=np.array([5, 5]), hidden=np.int64(8)) == want
+    assert TrainConfig.from_sections(SamplingOptions(sampler="sage", fanout=np.array([5, 5])), model="sage",
+                                     hidden=8) == want
+    cfg = Trainer(data=SBM, model="sage", sampler="sage", fanout=np.array([5, 5])).resolved_config()
+    assert cfg.fanout == "5,5" and type(cfg.hidden) is int
+
+
+def test_a_resume_on_another_algorithm_drops_how_the_old_one_communicated(tmp_path):
+    """--overlap and --comm-dtype belong to the old algorithm's layout (a serial resume of such a run was refused
+    with no way to unset them); a value the checkpoint gave that the new run refuses is named as the checkpoint's."""
+    import json
+
+    from ._runs import cli_batch, run_stderr
+
+    ov, mb = tmp_path / "ov", tmp_path / "mb"
+    r, codes = cli_batch([
+        ["train", "--data", SBM, "--algo", "1d", "--nproc", 2, "--overlap", "--comm-dtype", "bfloat16", "--epochs", 1,
+         "--checkpoint-every", 1, "--out", ov, "--quiet"],
+        ["train", "--resume", ov, "--algo", "serial", "--epochs", 2, "--out", tmp_path / "ov-serial", "--quiet"],
+        ["train", "--data", SBM, "--model", "sage", "--sampler", "sage", "--epochs", 1, "--checkpoint-every", 1,
+         "--out", mb, "--quiet"],
+        ["train", "--resume", mb, "--algo", "1d", "--nproc", 2, "--epochs", 2, "--out", tmp_path / "mb-1d",
+         "--quiet"]], segmented=True)
+    assert codes == [0, 0, 0, 2], r.stderr[-3000:]
+    config = json.loads((tmp_path / "ov-serial" / "summary.json").read_text())["config"]
+    assert config["algo"] == "serial" and not config["overlap"] and config["comm_dtype"] is None
+    err = run_stderr(r, 3).strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(f"(--sampler 'sage' came from the checkpoint of --resume {mb})"), err

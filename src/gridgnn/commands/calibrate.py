@@ -16,8 +16,8 @@ STEP_EPOCHS = 6
 
 def add_calibrate_arguments(p) -> None:
     p.add_argument("--out", metavar="FILE", default="profile.json", help="profile written (default profile.json)")
-    p.add_argument("--max-nproc", type=int, default=8, metavar="P",
-                   help="largest group the collectives are measured on (2, 4, … P; default 8)")
+    p.add_argument("--max-nproc", type=int, default=None, metavar="P",
+                   help=f"largest group the collectives are measured on (2, 4, … P; default {_MEASURING['max_nproc']})")
     p.add_argument("--quick", action="store_true",
                    help="fewer sizes and repetitions, four short training steps on a small graph (a rough profile)")
     p.add_argument("--profile", metavar="FILE|PRESET",
@@ -27,7 +27,12 @@ def add_calibrate_arguments(p) -> None:
                         "of the short runs calibrate trains itself")
     p.add_argument("--no-steps", action="store_true",
                    help="measure kernels and collectives only (θ = 1, 1, 0: no training steps are run)")
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                   help=f"where the kernels and steps are measured (default {_MEASURING['device']})")
+
+
+#: the defaults of the flags that say how calibrate measures, which --profile (no measurement) refuses
+_MEASURING = {"max_nproc": 8, "device": "cpu", "quick": False, "no_steps": False}
 
 
 def fit_rows(profile, run_dirs: list[str]) -> list[dict]:
@@ -56,7 +61,8 @@ def fit_rows(profile, run_dirs: list[str]) -> list[dict]:
         if flags.get("algo") == "auto":  # an --algo auto run: the configuration it picked
             flags.update((summary.get("plan") or {}).get("picked") or {})
             flags.pop("profile", None)
-        flags.pop("out", None)
+        flags.pop("out", None)  # (the run's outputs: a simulation writes none)
+        flags.pop("checkpoint_every", None)
         cfg = config_from_flags(flags)
         key = (cfg.data, cfg.seed)
         if key not in graphs:
@@ -128,6 +134,13 @@ def run_calibrate_command(args) -> int:
     from ..planner.timing import fit_profile, load_profile
     from ..graph.files import write_report
 
+    given = [k for k, default in _MEASURING.items() if getattr(args, k) not in (None, default)]
+    if args.profile is not None and given:
+        raise GridGnnError(f"--{given[0].replace('_', '-')} says how calibrate measures; --profile {args.profile} "
+                           "reads a profile instead of measuring one (leave one of them out)")
+    for k, default in _MEASURING.items():
+        if getattr(args, k) is None:
+            setattr(args, k, default)
     if args.max_nproc < 1:
         raise GridGnnError(f"--max-nproc must be >= 1, got {args.max_nproc}")
     if args.profile is not None:

@@ -44,7 +44,8 @@ the command line override it, except
   (or be left out), else the run is refused naming the flag;
 * :data:`PER_INVOCATION` flags are never inherited (``--out`` defaults to the folder of the checkpoint);
 * a different ``--algo`` also drops the checkpoint's :data:`ALGO_LAYOUT` (``--nproc``, ``--replication``,
-  ``--grid``, ``--partition``, ``--blocked-aggregation``, ``--grad-dtype``: they belong to the old algorithm).
+  ``--grid``, ``--partition``, ``--blocked-aggregation``, ``--comm-dtype`` and its guard's, ``--grad-dtype``,
+  ``--overlap``: they belong to the old algorithm).
 """
 from __future__ import annotations
 

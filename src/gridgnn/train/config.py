@@ -78,7 +78,8 @@ ROLES = {
     "trajectory": "changes what training computes: a resumed run keeps it",
     "link": "link prediction's trajectory, compared as the run uses it (its default resolved): a resumed link run "
             "keeps it",
-    "layout": "lays the run out on its processes: a resumed run takes it from the checkpoint unless --algo changes",
+    "layout": "lays the run out on its processes and says how they communicate: a resumed run takes it from the "
+              "checkpoint unless --algo changes",
     "run": "the run's algorithm, length, sampling and outputs: a resumed run takes it from the checkpoint unless "
            "given",
     "display": "how a run shows its progress: a resumed run takes it from the checkpoint, a rerun from a summary "
@@ -102,6 +103,14 @@ def opt(default, section: str, *, role: str, help, metavar: str | None = None, c
                                             "choices": choices, "range": (low, high, low_open, high_open, unit),
                                             "per_task": dict(per_task or {}), "task_default_with": task_default_with,
                                             "infer": role == "model" if infer is None else infer})
+
+
+def python_value(value):
+    """``value``, or the Python values a NumPy array or scalar (or a tensor) holds (``np.array([5, 5])`` → ``[5,
+    5]``): what a config field compares and checks."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return value.tolist()
+    return value
 
 
 def fields_of_role(*roles: str) -> tuple[str, ...]:
@@ -311,21 +320,21 @@ class TrainConfig:
                          help="1d/1.5d: random, identity, metis, metis-vol, hypergraph, balanced, or a partition "
                               "FILE; 2d/3d/plexus: random (one permutation), identity, double-perm, balanced-perm")
     device: str = opt("auto", "parallel", role="invocation", choices=("auto", "cpu", "cuda"), help="where the ranks compute")
-    comm_dtype: str | None = opt(None, "parallel", role="run", choices=("float64", "float32", "bfloat16", "float16", "auto"),
+    comm_dtype: str | None = opt(None, "parallel", role="layout", choices=("float64", "float32", "bfloat16", "float16", "auto"),
                                  help="the type node rows and partial sums cross the wire in (sums still add in "
                                       "--dtype); auto: bfloat16, guarded (--comm-check-every, --comm-tolerance); "
                                       "weights and their gradients never narrowed (default: --dtype)")
-    comm_check_every: int | None = opt(None, "parallel", role="run", metavar="K", low=1, high=MAX_EPOCHS,
+    comm_check_every: int | None = opt(None, "parallel", role="layout", metavar="K", low=1, high=MAX_EPOCHS,
                                        help="--comm-dtype auto: compare the narrow and the exact wire every K steps "
                                             "(default 50)")
-    comm_tolerance: float | None = opt(None, "parallel", role="run", metavar="TOL", low=0.0, low_open=True, high=1.0,
+    comm_tolerance: float | None = opt(None, "parallel", role="layout", metavar="TOL", low=0.0, low_open=True, high=1.0,
                                        help="--comm-dtype auto: the largest relative error a collective may show "
                                             "and stay narrow (default 0.01)")
     grad_dtype: str | None = opt(None, "parallel", role="layout", choices=("float64", "float32", "bfloat16"),
                                  help="the type the weights' gradients cross the wire in, summed in --dtype (an "
                                       "all-to-all of pieces, a local sum, an all-gather); not guarded: the update "
                                       "then differs from serial training (default: --dtype)")
-    overlap: bool = opt(False, "parallel", role="run", help="1d/1.5d/2d/3d: start each stage's (panel's) broadcasts while the "
+    overlap: bool = opt(False, "parallel", role="layout", help="1d/1.5d/2d/3d: start each stage's (panel's) broadcasts while the "
                                                 "previous one computes, and finish its push during the next (two "
                                                 "remote blocks held at a time); -sa: the halo travels while the "
                                                 "block's own rows compute; the gradient buckets are summed during "
@@ -413,6 +422,8 @@ class TrainConfig:
                         "tensorboard package: pip install gridgnn[log]); tensorboard --logdir OUT shows it live")
 
     def __post_init__(self) -> None:
+        for f in fields(self):  # a NumPy array or scalar (or a tensor) as the Python values it holds
+            setattr(self, f.name, python_value(getattr(self, f.name)))
         # the list flags take Python's natural type too: fanout=[15, 10, 5] is --fanout 15,10,5
         for name in LIST_FIELDS:
             value = getattr(self, name)
@@ -504,6 +515,9 @@ class TrainConfig:
                                    f"move their features in --dtype")
             if self.overlap:
                 raise GridGnnError(f"--overlap applies to full-graph training (--algo {', '.join(overlap_algorithms())})")
+            if self.partition != "random":
+                raise GridGnnError(f"--partition {self.partition} applies to full-graph training; minibatch runs split "
+                                   "the vertices in even blocks of their ids")
             self._validate_minibatch()
             return
         for name, v in (("--fanout", self.fanout), ("--batch-size", self.batch_size), ("--bulk", self.bulk),
@@ -522,6 +536,9 @@ class TrainConfig:
         if algo.one_process:
             if self.nproc != 1:
                 raise GridGnnError(f"--algo {self.algo} runs one process; got --nproc {self.nproc}")
+            if self.partition != "random":
+                raise GridGnnError(f"--partition {self.partition} orders the vertices of several processes' blocks; "
+                                   f"--algo {self.algo} holds the graph whole in one process")
         else:
             self.mesh_shape(self.nproc)
         if self.overlap and not algo.overlap:
@@ -924,7 +941,7 @@ def _from_sections(cls, *sections, **options) -> "TrainConfig":
             raise GridGnnError(f"the {SECTION_CLASS_NAMES[key]} section is given twice")
         seen[key] = sec
         for f in fields(sec):
-            kw[f.name] = getattr(sec, f.name)
+            kw[f.name] = python_value(getattr(sec, f.name))
             if kw[f.name] != f.default:
                 set_in[f.name] = SECTION_CLASS_NAMES[key]
     unknown = sorted(set(options) - set(_SECTION_OF))
@@ -1001,6 +1018,17 @@ def _toml_options(doc: dict, path: str) -> dict:
     return out
 
 
+def config_file_path(path) -> str:
+    """The file ``--config PATH`` reads: ``PATH``, or the ``summary.json`` of a run folder."""
+    p = os.path.expanduser(os.fspath(path))
+    return os.path.join(p, "summary.json") if os.path.isdir(p) else p
+
+
+def is_run_summary(path) -> bool:
+    """Whether ``--config PATH`` reruns a run from its ``summary.json`` (else ``PATH`` is a TOML file)."""
+    return config_file_path(path).endswith(".json")
+
+
 def read_config_file(path) -> dict:
     r"""The training options of a config file, as ``{field: value}`` (the flags ``--config`` stands for).
 
@@ -1012,9 +1040,7 @@ def read_config_file(path) -> dict:
       run) without :data:`RERUN_DROPS` (the fields of roles ``invocation`` and ``display``).
 
     Values are checked by :meth:`TrainConfig.validate` like flags; unknown keys are refused, naming them."""
-    p = os.path.expanduser(os.fspath(path))
-    if os.path.isdir(p):
-        p = os.path.join(p, "summary.json")
+    p = config_file_path(path)
     try:
         if not os.path.isfile(p):
             raise GridGnnError(f"--config {p} is not a regular file")
@@ -1024,7 +1050,7 @@ def read_config_file(path) -> dict:
             raise GridGnnError(f"--config {p} is larger than {MAX_CONFIG_BYTES} bytes; it is not a config file")
     except OSError as exc:
         raise GridGnnError(f"--config {p}: cannot read it ({exc.strerror or exc})") from None
-    is_json = p.endswith(".json")
+    is_json = is_run_summary(p)
     from ..graph.saved import parse_document
 
     doc = parse_document(raw, "json" if is_json else "toml", f"--config {p}")  # bounded depth, one line

@@ -8,7 +8,7 @@ from dataclasses import fields
 from ..errors import GridGnnError
 from ..nn.base import resolve_model
 from .checkpoint import check_epochs, check_keep, checkpoint_file, read_checkpoint, resume_base
-from .config import TrainConfig, task_defaults
+from .config import TrainConfig, flag, task_defaults
 
 
 def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConfig:
@@ -40,7 +40,14 @@ def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConf
     if "layers" not in given and "layers" not in base:  # the model's own depth (AGNN: 4, PyG's Cora example)
         kw["layers"] = getattr(resolve_model(kw.get("model", "gcn")), "DEFAULT_LAYERS", 2)
     cfg = TrainConfig(**kw)
-    cfg.validate()
+    try:
+        cfg.validate()
+    except GridGnnError as exc:  # a refusal of a value the checkpoint gave says so
+        taken = [k for k in base if k not in given and k != "out" and flag(k) in str(exc)]
+        if not taken:
+            raise
+        raise GridGnnError(f"{exc} ({', '.join(f'{flag(k)} {base[k]!r}' for k in taken)} came from the checkpoint "
+                           f"of --resume {given['resume']})") from None
     if ckpt is not None:
         check_epochs(ckpt, checkpoint_file(cfg.resume), cfg.epochs)
         check_keep(ckpt, cfg.keep, checkpoint_file(cfg.resume))
