@@ -216,7 +216,17 @@ def test_plan_cli_and_algo_auto(tmp_path):
     assert summary["algo"] == pick["config"]["algo"] and summary["partition"] == pick["config"]["partition"]
     assert summary["plan"]["measured_step_s"] == summary["epoch_time_median_s"]
     assert summary["config"]["algo"] == "auto"  # a rerun from this summary plans again
-    assert f"pick: gridgnn train --algo {pick['config']['algo']}" in r.stdout
+    # the pick as a command line that runs the job planned: the plan's own flags, then the configuration's
+    import shlex
+
+    from gridgnn.cli import build_parser
+
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("pick: "))
+    argv = shlex.split(line[len("pick: "):].split("  (planned in")[0])
+    assert argv[:2] == ["gridgnn", "train"]
+    args = build_parser().parse_args(argv[1:])
+    assert (args.data, args.hidden, args.nproc, args.algo) == (SBM, 8, 2, pick["config"]["algo"])
+    assert args.partition == pick["config"]["partition"]
 
 
 @pytest.mark.parametrize("flags, words", [

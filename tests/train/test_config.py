@@ -203,6 +203,19 @@ def test_each_role_decides_what_a_resumed_run_rerun_or_inference_takes(tmp_path)
             assert (getattr(cfg, name) == value) == (role == "model" or name in ("seed", "layer_order")), (name, role)
 
 
+def test_a_resumed_run_compares_its_data_spec_as_parsed(tmp_path):
+    """The same SPEC written with its parameters in another order is the checkpoint's data; other values are not."""
+    from gridgnn.errors import GridGnnError
+    from gridgnn.train.checkpoint import resume_base
+
+    (tmp_path / "checkpoint.pt").write_bytes(b"")
+    saved = {"data": "synthetic:sbm?n=200&features=8"}
+    assert resume_base({"config": saved}, {"data": " synthetic:sbm?features=8&n=200"}, str(tmp_path))
+    for other in ("synthetic:sbm?n=201&features=8", "synthetic:sbm?n=200", "synthetic:rmat?scale=8"):
+        with pytest.raises(GridGnnError, match="--data .* differs from the checkpoint's"):
+            resume_base({"config": saved}, {"data": other}, str(tmp_path))
+
+
 def test_section_options_hold_every_field_once_and_build_the_same_config():
     """The section classes are made from the fields' declarations: every field is in exactly one of them (a field
     added to TrainConfig lands in its section with nothing restated), a config built from sections equals the flat

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 import time
 
-from ..train.config import add_flags, given_flags
+import shlex
+
+from ..train.config import add_flags, command_flags, given_flags
 from .simulate import SIMULATE_FLAGS, fixed_wire
 
 #: The config fields ``plan`` reads: those of ``simulate`` but the layout, which it chooses.
@@ -44,6 +46,7 @@ def run_plan_command(args) -> int:
 
     given = given_flags(args, PLAN_FLAGS)
     given.setdefault("nproc", 1)
+    job = command_flags(given)  # the job planned, as its command line: the pick's flags complete it
     fixed_wire(given)
     given["algo"] = "serial" if given["nproc"] == 1 else "1d"
     cfg = config_from_flags(given)
@@ -88,7 +91,8 @@ def run_plan_command(args) -> int:
     if len(rows) > args.top:
         print(f"… {len(rows) - args.top} more" + (f" in {args.out}" if args.out else " (--out FILE writes them all)"))
     best = rows[0]
-    print(f"pick: gridgnn train {' '.join(Candidate.from_options(best['config']).flags())}  (planned in {wall:.1f} s)")
+    pick = shlex.join(["gridgnn", "train", *job, *Candidate.from_options(best["config"]).flags()])
+    print(f"pick: {pick}  (planned in {wall:.1f} s)")
     if args.out:
         write_report(args.out, {"nproc": cfg.nproc, "model": cfg.model, "layers": cfg.layers, "hidden": cfg.hidden,
                               "data": cfg.data or "default", "n": graph.n, "nnz": graph.nnz,

@@ -58,6 +58,7 @@ from .._version import __version__
 from ..errors import GridGnnError
 from ..graph.safe_io import DataFileError, regular_file
 from ..graph.saved import read_torch
+from ..graph.spec import parse_spec
 from ..nn import MODELS
 from ..nn.base import TRAINER_OPTIONS
 from ..nn.decoders import MLPDecoder
@@ -318,13 +319,20 @@ def check_epochs(ckpt: dict, path: str, epochs: int) -> None:
 # ---------------------------------------------------------------------------------------------- config
 def _resolved(key: str, value, model: str):
     """A trajectory flag's value as the run uses it: ``--feature-norm auto`` is a built-in model's choice (``l2``
-    and ``auto`` agree for VA); a model of the user's own is not imported for this (compared as written)."""
+    and ``auto`` agree for VA); a model of the user's own is not imported for this (compared as written); a data
+    SPEC is compared as parsed."""
     if key == "feature_norm" and value == "auto":
 
         if model in MODELS:
             return getattr(MODELS[model], "FEATURE_NORM", "none")
     if value is None and key in ("momentum", "lr_gamma"):  # the defaults they stand for
         return 0.9 if key == "momentum" else 0.1
+    if key == "data" and isinstance(value, str):  # a SPEC as parsed: its parameters in any order, any spacing
+        try:
+            scheme, path, params = parse_spec(value)
+        except GridGnnError:
+            return value
+        return scheme, path, sorted(params.items())
     return value
 
 

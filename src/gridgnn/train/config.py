@@ -173,6 +173,17 @@ def given_flags(args, names) -> dict:
     return {k: getattr(args, k) for k in names if hasattr(args, k)}
 
 
+def command_flags(options: dict) -> list[str]:
+    """The command-line words of config fields ``{field: value}``: ``--flag value`` (a switch alone when on; a
+    field of ``None`` or off is left out), in the dict's order."""
+    words = []
+    for key, value in options.items():
+        if value is None or value is False:
+            continue
+        words += [flag(key)] if value is True else [flag(key), str(value)]
+    return words
+
+
 def inference_fields() -> tuple[str, ...]:
     """The config fields inference of a trained model takes from its config (what builds the model, and the seed
     that keys a random vertex order as in training)."""
