@@ -13,6 +13,7 @@ import torch
 import gridgnn
 from gridgnn.distributed.launch import launch
 from gridgnn.errors import GridGnnError
+from gridgnn.graph import apply_defaults
 from gridgnn.train.trained import TrainedModel
 
 from ..train._runs import run_main
@@ -196,3 +197,56 @@ def test_a_minibatch_run_writes_its_model_and_curves(tmp_path):
     np.testing.assert_allclose(result.predict(graph), np.load(out / "logits.npy"), rtol=1e-9, atol=1e-12)
     # the summary of an in-memory graph is not rerun on the embedded SBM
     assert run_main(["train", "--config", out / "summary.json"]) == 2
+
+
+def test_predict_on_a_sharded_dataset_equals_its_spec_and_refuses_a_missing_reverse_edge(tmp_path):
+    """Inference reads a sharded dataset as it reads the SPEC it was sharded from: an unlabelled one too (its labels
+    were None: a TypeError on every rank); a model trained on a symmetrized graph refuses a directed sharded dataset,
+    whose shards cannot gain the reverse edges the in-memory path adds (it gave other logits, silently)."""
+    r = np.random.default_rng(0)
+    n = 60
+    src, dst = r.integers(0, n, 300), r.integers(0, n, 300)
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    graph = apply_defaults(gridgnn.Graph.from_edges(src, dst, n, directed=False, y=r.integers(0, 3, n)))
+    result = gridgnn.train(graph=graph, epochs=2, quiet=True, dtype="float64")
+    edges = tmp_path / "edges.txt"
+    edges.write_text("".join(f"{a} {b}\n" for a, b in zip(src, dst)))  # no labels
+    for directed in (0, 1):
+        gridgnn.shard(f"edgelist:{edges}?directed={directed}", str(tmp_path / f"sh{directed}"), blocks="1x1",
+                      method="identity")
+    want = result.predict(f"edgelist:{edges}?directed=0")
+    np.testing.assert_array_equal(result.predict(f"sharded:{tmp_path / 'sh0'}", algo="1d", nproc=1), want)
+    np.testing.assert_array_equal(result.predict(f"edgelist:{edges}?directed=1"), want)  # (reverse edges added)
+    with pytest.raises(GridGnnError, match="trained on a symmetrized graph .* holds a directed one"):
+        result.predict(f"sharded:{tmp_path / 'sh1'}", algo="1d", nproc=1)
+
+
+def test_predict_outputs_name_a_file_and_overwrite_leaves_no_stale_ids(tmp_path, capsys):
+    """``--out DIR/`` wrote a hidden ``DIR/.npy``; an ``--overwrite`` of a run that wrote ``FILE.node_ids.npy`` (a
+    relabelled edge list) by one without ids left the old ids beside the new rows."""
+    run = tmp_path / "run"
+    edges = tmp_path / "edges.txt"
+    edges.write_text("".join(f"{3 * k} {3 * k + 7}\n{3 * k + 7} {3 * k}\n" for k in range(40)))
+    assert run_main(["train", "--data", "npz:" + str(_labelled_npz(tmp_path)), "--epochs", 1, "--quiet",
+                     "--out", run]) == 0
+    out = tmp_path / "o"
+    assert run_main(["predict", "--run", run, "--data", f"edgelist:{edges}?relabel=1", "--out", out]) == 0
+    assert np.load(f"{out}.node_ids.npy").size == np.load(f"{out}.npy").shape[0] == 80
+    assert run_main(["predict", "--run", run, "--data", f"edgelist:{edges}", "--out", out, "--overwrite"]) == 0
+    assert np.load(f"{out}.npy").shape[0] == 125 and not os.path.exists(f"{out}.node_ids.npy")
+    capsys.readouterr()
+    (tmp_path / "d").mkdir()
+    assert run_main(["predict", "--run", run, "--data", f"edgelist:{edges}", "--out", f"{tmp_path / 'd'}/"]) == 2
+    assert "names a folder" in capsys.readouterr().err
+    assert list((tmp_path / "d").iterdir()) == []
+
+
+def _labelled_npz(tmp_path):
+    """A small labelled graph without features (degree features, as an edge list gets)."""
+    from gridgnn.graph import save_npz
+
+    r = np.random.default_rng(1)
+    src, dst = r.integers(0, 50, 200), r.integers(0, 50, 200)
+    g = gridgnn.Graph.from_edges(src, dst, 50, directed=False, y=r.integers(0, 3, 50))
+    return save_npz(g, tmp_path / "lab.npz")

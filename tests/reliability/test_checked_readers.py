@@ -95,6 +95,8 @@ def _model(run):
     ("sparse", "sparse_coo tensor"), ("no-biases", "the model has biases, weights"),
     ("task", "--task must be one of node, link, got 'nonsense'"), ("algo", "--algo 'evil' is not an algorithm"),
     ("deep", f"more deeply than {MAX_DEPTH} levels"),
+    # a pipeline step this gridgnn does not take, or one it does not know, would be skipped at inference
+    ("loops", "input_pipeline record"), ("step", "input_pipeline record"),
 ])
 def test_a_damaged_model_file_is_one_line_in_predict_export_and_load(node_run, tmp_path, capsys, damage, needle):
     """Cases 3, 8 and 20: NaN/inf weights gave NaN logits (exit 0); a meta or sparse tensor, a missing group, a
@@ -114,6 +116,10 @@ def test_a_damaged_model_file_is_one_line_in_predict_export_and_load(node_run, t
         obj["config"]["task"] = "nonsense"
     elif damage == "algo":
         obj["config"]["algo"] = "evil"
+    elif damage == "loops":
+        obj["config"]["input_pipeline"]["self_loops"] = "remove"
+    elif damage == "step":
+        obj["config"]["input_pipeline"]["reverse_edges"] = True
     else:
         deep = []
         for _ in range(MAX_DEPTH + 5):
@@ -129,6 +135,21 @@ def test_a_damaged_model_file_is_one_line_in_predict_export_and_load(node_run, t
     with pytest.raises(GridGnnError, match="model.pt"):
         gridgnn.load(run)
     assert not os.path.exists(tmp_path / "l.npy") and not os.path.exists(tmp_path / "e.pt")
+
+
+def test_a_summarys_pipeline_record_beside_an_older_model_file_is_checked(node_run, tmp_path, capsys):
+    """A model file without the record takes the summary's (gridgnn.train's runs keep it there): a damaged one was
+    trusted (a KeyError traceback at inference) and is now one line naming the summary."""
+    obj = _model(node_run)
+    del obj["config"]["input_pipeline"]
+    run = tmp_path / "run"
+    run.mkdir()
+    torch.save(obj, run / "model.pt")
+    (run / "summary.json").write_text(json.dumps({**json.loads((node_run / "summary.json").read_text()),
+                                                  "input_pipeline": {"feature_norm": "row"}}))
+    assert run_main(["predict", "--run", run, "--data", S, "--out", tmp_path / "l.npy"]) == 2
+    _one_line(capsys, "summary.json", "input_pipeline record")
+    assert not os.path.exists(tmp_path / "l.npy")
 
 
 def test_resume_from_a_checkpoint_with_nan_weights_is_refused_at_once(tmp_path, capsys):

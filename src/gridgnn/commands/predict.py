@@ -7,6 +7,8 @@ class ids) in the graph's vertex order as ``.npy``. ``export`` writes the model 
 its plain ``state_dict`` (``--to state-dict``)."""
 from __future__ import annotations
 
+import os
+
 from ..train.config import add_flags
 
 #: The config fields that lay an inference out (``--nproc`` apart: the launcher's by default).
@@ -42,6 +44,11 @@ def add_predict_arguments(p) -> None:
 
 
 def _npy(path: str) -> str:
+    """The ``.npy`` file of ``--out FILE`` (a folder's name is refused: ``DIR/`` would write a hidden ``DIR/.npy``)."""
+    from ..errors import GridGnnError
+
+    if not os.path.basename(path) or os.path.basename(path) in (".", "..", ".npy"):
+        raise GridGnnError(f"--out {path!r} names a folder; give a file name (FILE or FILE.npy)")
     return path if path.endswith(".npy") else path + ".npy"
 
 
@@ -81,6 +88,8 @@ def run_predict_command(args) -> int:
     if result is None:  # another rank of a torchrun/srun job: rank 0 writes
         return 0
     logits, original_ids = result
+    if (pairs is not None or original_ids is None) and os.path.lexists(ids_file):
+        os.remove(ids_file)  # (--overwrite: the ids of a previous run's rows would pair with these)
     if pairs is not None:
         from ..train.trained import pair_scores
 

@@ -65,7 +65,9 @@ def check_record(record, where: str) -> dict:
     """A record read from a model file (one line naming ``where`` when it is not one)."""
     if not isinstance(record, dict) or record.get("version") != PIPELINE_VERSION \
             or record.get("feature_norm") not in RESOLVED_NORMS or record.get("features") not in ("given", "degree") \
-            or record.get("duplicate_edges") != "merge" or not isinstance(record.get("symmetrize", False), bool):
+            or record.get("duplicate_edges") != "merge" or record.get("self_loops", "model") != "model" \
+            or not isinstance(record.get("symmetrize", False), bool) or not isinstance(record.get("split", ""), str) \
+            or set(record) - set(pipeline_record({}, "none")):  # a step this gridgnn does not know it would skip
         raise GridGnnError(f"{where} is damaged: its input_pipeline record {str(record)[:120]!r} is not one this "
                            f"gridgnn reads (version {PIPELINE_VERSION})")
     return record

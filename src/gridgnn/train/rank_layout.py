@@ -204,6 +204,8 @@ def local_data(src, plan, *, dtype, device) -> LocalData:
     n_train = _train_count(src)
     ids = plan.out_rows()
     y = rows("y", ids)
+    if y is None:  # an unlabelled dataset (inference): every row unlabelled, as -1 marks it
+        y = np.full(len(ids), -1, dtype=np.int64)
     masks = {}
     for name in ("train", "val", "test"):
         m = rows(f"{name}_mask", ids)

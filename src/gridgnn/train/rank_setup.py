@@ -100,6 +100,10 @@ def _prepare_sharded(cfg: TrainConfig, handed, blocks: int, shape, single: bool,
     else:
         check_inference_data(ds.n, ds.num_features, dims, blocks, degree=notes.get("features") == "degree",
                               trained=getattr(cfg, "trained_features", None))
+        if getattr(cfg, "trained_symmetrized", False) and ds.directed:  # (in memory, the reverse edges are added)
+            raise GridGnnError(f"the model was trained on a symmetrized graph (reverse edges added); {ds.path} holds "
+                               "a directed one, whose shards cannot gain them: give the data SPEC itself, or shard "
+                               "it with ?directed=0")
         info["classes"] = dims[-1]
     rows = None
     if algorithm(cfg.algo).row_partitioned:

@@ -49,7 +49,9 @@ class TrainedModel:
                  epoch: int | None = None):
         self.config, self.dims, self.params, self.summary = dict(config), list(dims), params, summary
         if "input_pipeline" not in self.config and isinstance((summary or {}).get("input_pipeline"), dict):
-            self.config["input_pipeline"] = dict(summary["input_pipeline"])  # gridgnn.train's: in its summary
+            from ..graph.pipeline import check_record  # gridgnn.train's record: in its summary, checked alike
+
+            self.config["input_pipeline"] = dict(check_record(summary["input_pipeline"], "the run's summary.json"))
         if epoch is None and summary is not None:  # epochs its weights saw: up to the one they were kept from
             epoch = summary["model_epoch"] + 1 if summary.get("model_epoch") is not None else summary.get("epochs_trained")
         self.epoch = epoch
