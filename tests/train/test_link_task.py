@@ -196,6 +196,16 @@ def test_the_mlp_decoder_trains_and_the_saved_model_scores_with_it(tmp_path):
     for model in (result.model, gridgnn.load(str(tmp_path / "run"))):
         got = auc(model.score(s.test, data=s.test_graph), model.score(neg, data=s.test_graph))
         assert abs(got - records[-1]["test_auc"]) < 1e-4
+    # the exports hold the decoder too (they held the encoder alone: the pairs' scores were lost)
+    model = result.model
+    assert run_main(["export", "--run", tmp_path / "run", "--to", "state-dict", "--out", tmp_path / "sd.pt"]) == 0
+    saved = torch.load(tmp_path / "sd.pt", weights_only=True)
+    decoder = model.decoder.state_dict()
+    assert decoder and all(torch.equal(saved[f"decoder.{k}"], v) for k, v in decoder.items())
+    z = torch.from_numpy(model.predict(s.test_graph))
+    with torch.no_grad():
+        scores = model.to_pyg().decoder(z[torch.from_numpy(s.test[0])], z[torch.from_numpy(s.test[1])])
+    np.testing.assert_allclose(scores.numpy(), model.score(s.test, data=s.test_graph), rtol=1e-6)
 
 
 def test_link_checkpoint_resumes_bit_for_bit(tmp_path):

@@ -109,8 +109,12 @@ class TrainedModel:
         return self._module
 
     def state_dict(self) -> dict:
-        """The serial module's ``state_dict`` (full tensors)."""
-        return self.module.state_dict()
+        """The serial module's ``state_dict`` (full tensors); a link-prediction model's also holds its decoder's,
+        under ``decoder.`` (an MLP decoder is trained with the encoder: without it the pairs' scores are lost)."""
+        out = self.module.state_dict()
+        if self.config.get("task", "node") == "link":
+            out.update((f"decoder.{k}", v) for k, v in self.decoder.state_dict().items())
+        return out
 
     def to_pyg(self) -> torch.nn.Module:
         """The model as a PyG module with the trained weights: a :class:`~gridgnn.nn.pyg_export.PygExport` that
@@ -118,7 +122,8 @@ class TrainedModel:
         for ``x=None``, duplicate edges merged) and then its ``torch_geometric.nn.Sequential`` of ``GCNConv`` /
         ``GATConv`` / ``AGNNConv`` / ``SAGEConv`` / ... layers (``.net``), called as a PyG model is:
         ``m(x, edge_index)``, with ``edge_weight=`` / ``edge_attr=`` / ``edge_type=`` where the model reads them.
-        Its logits equal :meth:`predict`'s on the same graph. A model without a PyG equivalent (VA, a model of
+        Its logits equal :meth:`predict`'s on the same graph; a link-prediction model's are the embeddings, and
+        its ``.decoder`` scores pairs of them as :meth:`score` does. A model without a PyG equivalent (VA, a model of
         your own without ``to_pyg``) is refused: use :attr:`module` or :meth:`state_dict`."""
         from ..nn.pyg_export import PygExport
 
@@ -128,9 +133,12 @@ class TrainedModel:
                                "parameters are in model.pt (gridgnn.load(RUN).state_dict())")
         rec = self.input_pipeline
         norm = rec["feature_norm"] if rec is not None else self._train_config().model_feature_norm
-        return PygExport(module.to_pyg(), feature_norm=norm,
-                         degree_features=rec is not None and rec["features"] == "degree",
-                         symmetrize=bool(rec and rec.get("symmetrize")))
+        export = PygExport(module.to_pyg(), feature_norm=norm,
+                           degree_features=rec is not None and rec["features"] == "degree",
+                           symmetrize=bool(rec and rec.get("symmetrize")))
+        if self.config.get("task", "node") == "link":  # the embeddings' pair scores: export.decoder(z[u], z[v])
+            export.decoder = self.decoder
+        return export
 
     # ------------------------------------------------------------------ inference
     def predict(self, data=None, *, algo: str = "serial", nproc: int | None = None, grid=None,
