@@ -35,8 +35,8 @@ def add_predict_arguments(p) -> None:
               helps={"algo": f"{', '.join(ALGOS)}: every one gives the same logits"})
     p.add_argument("--classes", action="store_true", help="write the predicted class ids (int64), not the logits")
     p.add_argument("--pairs", metavar="PAIRS.npy",
-                   help="a link-prediction model (--task link): score these vertex pairs (int [2, m] or [m, 2], ids "
-                        "in the graph's order) and write one score per pair, the logit of its being an edge")
+                   help="a link-prediction model (--task link): score these vertex pairs (int [2, m] or [m, 2]; 2 x 2 "
+                        "is [2, m]; ids in the graph's order) and write one score per pair, the logit of its being an edge")
     p.add_argument("--out", required=True, metavar="FILE",
                    help="FILE.npy: one row per vertex of the graph, in its order (with ?relabel=1 also "
                         "FILE.node_ids.npy, the file's id of each row)")

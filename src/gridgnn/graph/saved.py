@@ -242,7 +242,8 @@ def _load_failure(exc: BaseException, path) -> str:
 # ---------------------------------------------------------------------------------------------- pairs
 def as_pairs(pairs, what: str = "pairs") -> np.ndarray:
     r"""Vertex pairs as ``int64[2, m]``: ``pairs`` is ``[2, m]`` (sources, then destinations: PyG's
-    ``edge_label_index``) or ``[m, 2]``, of integer ids — a NumPy array, a tensor or nested lists. Unsigned and
+    ``edge_label_index``) or ``[m, 2]``, of integer ids — a NumPy array, a tensor or nested lists; a ``2 × 2`` one
+    is read as ``[2, m]``, PyG's layout (``[[0, 1], [5, 6]]``: the pairs (0, 5) and (1, 6)). Unsigned and
     narrow integers are widened (a ``uint8`` array is ids, never a mask); booleans and floats are refused.
 
     Raises:
