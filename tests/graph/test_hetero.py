@@ -113,3 +113,33 @@ def test_rgcn_on_heterodata_spawned_equals_serial_and_saves_logits_per_type(tmp_
     ei = torch.from_numpy(np.stack([np.repeat(src, reps), np.repeat(dst, reps)]))
     again = gridgnn.load(str(tmp_path / "serial"))(torch.from_numpy(g.x).double(), ei, edge_type=torch.from_numpy(kind))
     assert np.allclose(again.numpy(), logits["serial"], rtol=1e-9, atol=1e-12)
+
+
+def test_inference_refuses_a_heterodata_whose_types_come_in_another_order(tmp_path):
+    """The vertex types number the vertices and the feature columns, the edge types the relations: the same graph
+    built with its types inserted in another order was accepted and gave other logits (the typed weights read other
+    types' features). The run's order is recorded with the model (``input_pipeline.types``) and checked."""
+    import gridgnn
+
+    def built(order):
+        d, r = HeteroData(), np.random.default_rng(2)
+        parts = {"a": torch.from_numpy(r.normal(size=(9, 3))), "b": torch.from_numpy(r.normal(size=(6, 3)))}
+        edges = {("a", "to", "b"): np.stack([r.integers(0, 9, 20), r.integers(0, 6, 20)]),
+                 ("b", "back", "a"): np.stack([r.integers(0, 6, 15), r.integers(0, 9, 15)])}
+        for t in order:
+            d[t].x = parts[t]
+            if t == "a":
+                d[t].y = torch.arange(9) % 3
+                d[t].train_mask = torch.arange(9) < 5
+        for et in sorted(edges, reverse=order[0] != "a"):
+            d[et].edge_index = torch.from_numpy(edges[et])
+        return d
+
+    result = gridgnn.train(graph=built("ab"), model="rgcn", epochs=2, hidden=4, dtype="float64", quiet=True,
+                           out=str(tmp_path / "run"))
+    for model in (result.model, gridgnn.load(str(tmp_path / "run"))):
+        assert model.input_pipeline["types"] == {"vertices": ["a", "b"], "columns": [0, 3],
+                                                 "relations": ["a__to__b", "b__back__a"]}
+        np.testing.assert_array_equal(model.predict(built("ab")), result.model.predict(built("ab")))
+        with pytest.raises(GridGnnError, match=r"trained on vertex types \['a', 'b'\].*this graph has \['b', 'a'\]"):
+            model.predict(built("ba"))

@@ -73,7 +73,8 @@ def homogeneous(types: list[dict], relations: list[tuple[str, np.ndarray, np.nda
     dst = np.concatenate([np.asarray(d, dtype=np.int64).reshape(-1) for _, _, d in relations])
     kind = np.concatenate([np.full(np.asarray(s).size, r, dtype=np.int64) for r, (_, s, _) in enumerate(relations)])
     info = dict(meta or {})
-    info.update(relations=[r for r, _, _ in relations], feature_columns=columns[:-1])
+    info.update(relations=[r for r, _, _ in relations], feature_columns=columns[:-1],
+                vertex_types=[name for name, _, _ in checked])
     g = Graph.from_edges(src, dst, n, edge_type=kind, num_relations=len(relations), x=x, y=y, name=name,
                          node_types={"names": [name for name, _, _ in checked], "offsets": offsets}, meta=info,
                          **masks)

@@ -19,6 +19,10 @@ The record is a small JSON dict (:func:`pipeline_record`):
                     a symmetric Matrix Market file): inference adds them to a directed graph too (the larger
                     weight of a pair), the export as well; ``false``: the edges are used as given
 ``split``           ``"given"`` or the default split used (``"random 60/20/20 (seed S)"``; training only)
+``types``           a heterogeneous graph's layout, where the run had one: ``{"vertices": [type, ...],
+                    "columns": [first feature column of each], "relations": ["src__rel__dst", ...]}`` in the
+                    order that numbered them (vertex ids, feature columns, relation ids): inference refuses a graph
+                    whose order differs (its typed weights would read other types' features and relations)
 ==================  ===================================================================================
 
 A model file without the record (written before it existed) keeps the old behaviour: its ``--feature-norm`` as
@@ -55,10 +59,30 @@ def resolve_feature_norm(setting: str, model_default: str, meta) -> str:
 def pipeline_record(meta, feature_norm: str) -> dict:
     """The record of a run on a graph with ``meta`` whose features were normalized with ``feature_norm``."""
     meta = meta if isinstance(meta, dict) else {}
-    return {"version": PIPELINE_VERSION, "feature_norm": feature_norm,
-            "features": "degree" if meta.get("features") == "degree" else "given",
-            "duplicate_edges": "merge", "self_loops": "model", "symmetrize": bool(meta.get("symmetrized")),
-            "split": str(meta.get("split_default") or "given")}
+    record = {"version": PIPELINE_VERSION, "feature_norm": feature_norm,
+              "features": "degree" if meta.get("features") == "degree" else "given",
+              "duplicate_edges": "merge", "self_loops": "model", "symmetrize": bool(meta.get("symmetrized")),
+              "split": str(meta.get("split_default") or "given")}
+    types = typed_layout(meta)
+    if types is not None:
+        record["types"] = types
+    return record
+
+
+def typed_layout(meta) -> dict | None:
+    """The ``types`` of a heterogeneous graph's ``meta`` (:mod:`gridgnn.graph.hetero`), ``None`` for another."""
+    meta = meta if isinstance(meta, dict) else {}
+    if not isinstance(meta.get("vertex_types"), list):
+        return None
+    return {"vertices": list(meta["vertex_types"]), "columns": [int(c) for c in meta.get("feature_columns", [])],
+            "relations": list(meta.get("relations", []))}
+
+
+def _is_layout(types) -> bool:
+    return isinstance(types, dict) and set(types) == {"vertices", "columns", "relations"} \
+        and all(isinstance(v, list) for v in types.values()) \
+        and all(isinstance(t, str) for t in types["vertices"] + types["relations"]) \
+        and all(type(c) is int for c in types["columns"])
 
 
 def check_record(record, where: str) -> dict:
@@ -67,7 +91,8 @@ def check_record(record, where: str) -> dict:
             or record.get("feature_norm") not in RESOLVED_NORMS or record.get("features") not in ("given", "degree") \
             or record.get("duplicate_edges") != "merge" or record.get("self_loops", "model") != "model" \
             or not isinstance(record.get("symmetrize", False), bool) or not isinstance(record.get("split", ""), str) \
-            or set(record) - set(pipeline_record({}, "none")):  # a step this gridgnn does not know it would skip
+            or ("types" in record and not _is_layout(record["types"])) \
+            or set(record) - set(pipeline_record({}, "none")) - {"types"}:  # a step it does not know it would skip
         raise GridGnnError(f"{where} is damaged: its input_pipeline record {str(record)[:120]!r} is not one this "
                            f"gridgnn reads (version {PIPELINE_VERSION})")
     return record

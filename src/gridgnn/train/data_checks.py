@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import GridGnnError
 from ..graph.graph import require_nonnegative_weights
 from ..graph.loaders import degree_features, normalize_features
+from ..graph.pipeline import typed_layout
 from ..graph.spec import load_graph
 from ..nn import resolve_model
 from .config import TrainConfig
@@ -129,6 +130,12 @@ def checked_graph(cfg: TrainConfig, given, blocks: int, *, dims: list[int] | Non
         return graph
     check_inference_data(graph.n, graph.num_features, dims, blocks, degree=graph.meta.get("features") == "degree",
                           trained=getattr(cfg, "trained_features", None))
+    trained_types, types = getattr(cfg, "trained_types", None), typed_layout(graph.meta)
+    if None not in (trained_types, types) and types != trained_types:  # (tensors with edge_type name no types)
+        raise GridGnnError(f"the model was trained on vertex types {trained_types['vertices']} (feature columns from "
+                           f"{trained_types['columns']}) and relations {trained_types['relations']} in that order; "
+                           f"this graph has {types['vertices']} (from {types['columns']}) and {types['relations']}: "
+                           "build it with the types in the training run's order")
     if getattr(cfg, "trained_symmetrized", False) and graph.directed:  # the run's loader added reverse edges
         graph = graph.symmetrized()
         if graph.meta.get("features") == "degree":  # counted on the edges the model reads, as in training

@@ -87,6 +87,7 @@ class TrainedModel:
         if as_loaded and cfg.model_feature_norm != "none":
             cfg.feature_norm = "none"  # VA's old "none": the model's own choice is not the old behaviour
         cfg.trained_features = None if rec is None else rec["features"]  # checked against the graph's (inference)
+        cfg.trained_types = None if rec is None else rec.get("types")  # a heterogeneous graph's order, checked too
         cfg.trained_symmetrized = bool(rec and rec.get("symmetrize"))  # a directed graph gets its reverse edges
         return cfg
 
