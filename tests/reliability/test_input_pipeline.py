@@ -112,6 +112,43 @@ def test_duplicate_edges_give_the_same_logits_through_gridgnn_and_the_export(mod
         assert np.allclose(theirs, ours, rtol=1e-7, atol=1e-9)
 
 
+@pytest.mark.parametrize("model", ["gcn", "gat", "sage"])
+def test_the_export_reads_the_edges_gridgnn_reads(model):
+    """Edges of weight 0 (gridgnn's normalized matrix stores none, so GAT and SAGE never see them) are left out by
+    the export given ``edge_weight=``; a self-loop of the data, which SAGE does not aggregate (its PyG layer does),
+    is left out before SAGE's layers; an ``edge_type`` given to a model that reads none is ignored (it merged
+    duplicates per relation). Each gave other logits than ``predict`` before."""
+    data = _multigraph(seed=3)
+    n = data.num_nodes
+    loops = torch.arange(0, n, 7)
+    data.edge_index = torch.cat([data.edge_index, torch.stack([loops, loops])], dim=1)  # self-loops of the data
+    w = torch.rand(data.edge_index.shape[1], generator=torch.Generator().manual_seed(2), dtype=torch.float64) + 0.5
+    w[::5] = 0.0  # (the duplicates' weights add: a pair given twice keeps weight 0 only where both are)
+    w[data.edge_index[0] == data.edge_index[1]] = 0.7  # (a self-loop of weight 0: GAT's PyG layer re-adds it)
+    result = gridgnn.train(graph=data, model=model, epochs=3, dtype="float64", log_every=0)
+    exported = _roundtrip(result.model.to_pyg())
+    weighted = data.clone()
+    weighted.edge_weight = w
+    ours = result.predict(weighted)
+    with torch.no_grad():
+        theirs = exported(data.x, data.edge_index, edge_weight=w).numpy()
+        typed = exported(data.x, data.edge_index, edge_weight=w,
+                         edge_type=torch.arange(data.edge_index.shape[1]) % 3).numpy()
+    assert np.allclose(theirs, ours, rtol=1e-7, atol=1e-9), np.abs(theirs - ours).max()
+    assert np.allclose(typed, ours, rtol=1e-7, atol=1e-9), np.abs(typed - ours).max()
+    assert np.allclose(result.model(data.x, data.edge_index, w).numpy(), ours, rtol=1e-9, atol=1e-12)
+
+
+def test_an_export_that_reads_relations_asks_for_them():
+    from gridgnn.graph.hetero import typed_sbm_graph
+
+    g = typed_sbm_graph(n=60, types=2, relations=3, features=4, seed=0)
+    result = gridgnn.train(graph=g, model="rgcn", epochs=1, hidden=4, log_every=0)
+    src, dst = g.edge_index()
+    with pytest.raises(ValueError, match="reads relation types: give edge_type="):
+        result.model.to_pyg()(torch.from_numpy(g.x), torch.from_numpy(np.stack([src, dst])))
+
+
 def test_typed_duplicates_merge_like_every_edge():
     from gridgnn.graph import Graph
 

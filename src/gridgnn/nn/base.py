@@ -247,6 +247,8 @@ class Model(nn.Module):
         FEATURE_NORM: the input-feature normalization ``--feature-norm auto`` gives this model: ``"none"`` (the
             features as loaded) or ``"l2"`` (each vertex's row scaled to unit L2 norm; a model whose scores are
             quadratic in its input, as VA's, needs features of unit scale).
+        reads_data_self_loops: ``False`` when the layers aggregate no self-loop of the data (SAGE masks the
+            diagonal): the PyG export then leaves them out before its PyG layers, which would aggregate them.
     """
 
     OPTIONS: tuple[str, ...] | dict = ()
@@ -254,6 +256,7 @@ class Model(nn.Module):
     DEFAULT_LAYERS = 2
     reads_destinations = False
     trains_on_samples = False
+    reads_data_self_loops = True
     model_name = None
 
     def __init__(self, dims: list[int], *, dropout: float = 0.5, seed: int = 0, dtype=torch.float32, plan=None,

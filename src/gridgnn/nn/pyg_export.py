@@ -56,28 +56,36 @@ class PygExport(torch.nn.Module):
     * computes the 3 degree features ``[1, log(1 + in-degree), log(1 + out-degree)]`` for ``x=None`` when the model
       was trained on them (give ``num_nodes=`` if the last vertices have no edge);
     * normalizes the rows of ``x`` as training did (``feature_norm``: ``none``, ``row``, ``l2``; in float64,
-      back to ``x``'s dtype).
+      back to ``x``'s dtype);
+    * leaves out the edges whose ``edge_weight`` is 0 (gridgnn's normalized matrix stores none: a model that reads
+      no weights, GAT or SAGE, does not see them either; give ``edge_weight=`` to any model for this; a self-loop
+      of weight 0 stays, which GCN keeps as PyG does — GAT, whose PyG layer re-adds every self-loop, differs
+      there) and, for a model that aggregates no self-loop of the data (``data_self_loops=False``: SAGE, whose
+      PyG layer would), the self-loops;
+    * ignores ``edge_type`` for a model that reads none (it would merge duplicates per relation).
 
     Args:
         net: the PyG ``Sequential``.
         feature_norm (str): ``"none"``, ``"row"`` or ``"l2"``. (default ``"none"``)
         degree_features (bool): the model was trained on degree features. (default ``False``)
         symmetrize (bool): the model was trained on a symmetrized graph. (default ``False``)
+        data_self_loops (bool): the model's layers read a self-loop of the data. (default ``True``)
     """
 
-    def __init__(self, net, *, feature_norm: str = "none", degree_features: bool = False, symmetrize: bool = False):
+    def __init__(self, net, *, feature_norm: str = "none", degree_features: bool = False, symmetrize: bool = False,
+                 data_self_loops: bool = True):
         super().__init__()
         if feature_norm not in ("none", "row", "l2"):
             raise ValueError(f"feature_norm must be none, row or l2, got {feature_norm!r}")
         self.net, self.feature_norm, self.degree_features = net, feature_norm, bool(degree_features)
-        self.symmetrize = bool(symmetrize)
+        self.symmetrize, self.data_self_loops = bool(symmetrize), bool(data_self_loops)
         sig = getattr(getattr(net, "signature", None), "param_dict", None)
         self.args = list(sig) if sig else ["x", "edge_index"]
         self.eval()
 
     def extra_repr(self) -> str:
         return (f"feature_norm={self.feature_norm!r}, degree_features={self.degree_features}, "
-                f"symmetrize={self.symmetrize}")
+                f"symmetrize={self.symmetrize}, data_self_loops={self.data_self_loops}")
 
     def forward(self, x, edge_index, edge=None, *, edge_weight=None, edge_attr=None, edge_type=None,
                 num_nodes: int | None = None):
@@ -92,6 +100,10 @@ class PygExport(torch.nn.Module):
             if third is None:
                 raise ValueError("this model takes no third argument (x, edge_index only)")
             given[third] = edge
+        if "edge_type" not in self.args:
+            given["edge_type"] = None
+        elif given["edge_type"] is None:  # (PyG's RGCNConv would fail on an assert)
+            raise ValueError("this model reads relation types: give edge_type= (one relation id per edge)")
         n = int(x.shape[0]) if x is not None else num_nodes if num_nodes is not None else \
             int(edge_index.max()) + 1 if edge_index.numel() else 0
         edge_index, given = self._merged(edge_index, given, n)
@@ -101,6 +113,7 @@ class PygExport(torch.nn.Module):
             if not self.degree_features:
                 raise ValueError("x is None, but the model was trained on node features of its own")
             x = self._degrees(edge_index, n)
+        edge_index, given = self._read(edge_index, given)
         x = self._normalized(torch.as_tensor(x))
         param = next(self.net.parameters(), None)
         if param is not None and x.dtype != param.dtype:  # gridgnn reads features in the run's dtype too
@@ -156,6 +169,19 @@ class PygExport(torch.nn.Module):
             out["edge_weight"] = torch.full((uniq.numel(),), -torch.inf, dtype=w.dtype).scatter_reduce_(
                 0, inverse, torch.cat([w, w]), reduce="amax")
         return torch.stack([uniq % max(n, 1), uniq // max(n, 1)]), out
+
+    def _read(self, edge_index, given: dict):
+        """The edges the layers read: without those of weight 0 and, where the model reads none, the self-loops
+        (after the degree features, which count every edge, as gridgnn's)."""
+        keep, off = None, edge_index[0] != edge_index[1]
+        if given.get("edge_weight") is not None:  # (a self-loop of weight 0 stays: GCN's keeps it, as PyG's)
+            keep = (torch.as_tensor(given["edge_weight"]) != 0) | ~off
+        if not self.data_self_loops:
+            keep = off if keep is None else keep & off
+        if keep is None or bool(keep.all()):
+            return edge_index, given
+        out = {k: (None if v is None else torch.as_tensor(v)[keep]) for k, v in given.items()}
+        return edge_index[:, keep], out
 
     @staticmethod
     def _degrees(edge_index, n: int) -> torch.Tensor:

@@ -46,6 +46,7 @@ class SAGE(Model):
                "layer_order": LAYER_ORDER_OPTION}  # (mean and sum: max and min aggregate first in either)
     reads_destinations = True  # the root term adds the input's rows to the aggregation's: one vertex order
     trains_on_samples = True
+    reads_data_self_loops = False  # the aggregation masks the diagonal (the root term is the vertex itself)
 
     weights = parameter_group()
     root_weights = parameter_group()
@@ -69,7 +70,8 @@ class SAGE(Model):
     def to_pyg(self):
         """This model as PyG ``SAGEConv`` layers (``aggr`` as trained, root weight) with ReLU between them
         (:mod:`gridgnn.nn.pyg_export`), called ``m(x, edge_index)``. PyG aggregates a self-loop of the data as a
-        neighbour, this model does not: the two agree on graphs without self-loops."""
+        neighbour, this model does not: the two agree on graphs without self-loops (a trained model's export,
+        :class:`~gridgnn.nn.pyg_export.PygExport`, leaves them out before these layers)."""
         from torch_geometric.nn import SAGEConv
 
         from .pyg_export import check_whole, sequential, set_linear

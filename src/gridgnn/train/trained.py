@@ -136,7 +136,8 @@ class TrainedModel:
         norm = rec["feature_norm"] if rec is not None else self._train_config().model_feature_norm
         export = PygExport(module.to_pyg(), feature_norm=norm,
                            degree_features=rec is not None and rec["features"] == "degree",
-                           symmetrize=bool(rec and rec.get("symmetrize")))
+                           symmetrize=bool(rec and rec.get("symmetrize")),
+                           data_self_loops=getattr(module, "reads_data_self_loops", True))
         if self.config.get("task", "node") == "link":  # the embeddings' pair scores: export.decoder(z[u], z[v])
             export.decoder = self.decoder
         return export
