@@ -89,6 +89,8 @@ _PARTITION_DEFAULTS = {"blocks": "8x8", "feature_size": 128, "imbalance": 0.05}
 
 
 def _partition_parser(sub) -> None:
+    from .train.outputs import add_overwrite_flag
+
     p = sub.add_parser("partition", help="partition or permute a graph and report its quality", allow_abbrev=False,
                        description="Vertex partitions for 1d/1.5d (--parts K: edge cut, send/receive volumes) or "
                                    "row/column permutations for 2d/3d/plexus (--blocks RxC: max/mean nnz of the "
@@ -108,7 +110,7 @@ def _partition_parser(sub) -> None:
                    help=f"f for the byte volumes (4-byte values; default {_PARTITION_DEFAULTS['feature_size']})")
     p.add_argument("--imbalance", type=float, default=None,
                    help=f"allowed nnz imbalance of the partitioners (default {_PARTITION_DEFAULTS['imbalance']})")
-    p.add_argument("--overwrite", action="store_true", help="replace the files of a previous --out FILE")
+    add_overwrite_flag(p)
     p.set_defaults(func=run_partition)
 
 

@@ -246,3 +246,18 @@ def test_the_sweep_removes_only_marked_folders_of_dead_launchers_of_this_user(tm
         assert os.path.isdir(mine) and open(os.path.join(mine, MARKER)).read() == f"pid {os.getpid()} on {host}"
     finally:
         __import__("shutil").rmtree(mine)
+
+
+@pytest.mark.parametrize("argv", [["simulate", "--data", SBM], ["plan", "--data", SBM, "--nproc", "2"],
+                                  ["calibrate", "--profile", "local-cpu"]], ids=lambda a: a[0])
+def test_report_commands_replace_a_file_only_with_overwrite(tmp_path, capsys, argv):
+    """simulate, plan and calibrate --out replaced an existing file silently; like partition, predict and export
+    they now refuse it (before any work) unless --overwrite."""
+    out = tmp_path / "report.json"
+    out.write_text("mine")
+    assert run_main([*argv, "--out", out]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "already exists; add --overwrite" in err[0], err
+    assert out.read_text() == "mine"
+    assert run_main([*argv, "--out", out, "--overwrite"]) == 0
+    assert out.read_text().startswith("{")

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import sys
 
+from ..train.outputs import add_overwrite_flag, check_new_files
+
 #: the graph calibrate's own training steps run on: large enough that a step is mostly the work the model prices
 STEP_GRAPH = "synthetic:rmat?scale=14&edge_factor=16&features=64"
 #: ``--quick``: a smaller one, fewer configurations and epochs
@@ -16,6 +18,7 @@ STEP_EPOCHS = 6
 
 def add_calibrate_arguments(p) -> None:
     p.add_argument("--out", metavar="FILE", default="profile.json", help="profile written (default profile.json)")
+    add_overwrite_flag(p)
     p.add_argument("--max-nproc", type=int, default=None, metavar="P",
                    help=f"largest group the collectives are measured on (2, 4, … P; default {_MEASURING['max_nproc']})")
     p.add_argument("--quick", action="store_true",
@@ -134,6 +137,7 @@ def run_calibrate_command(args) -> int:
     from ..planner.timing import fit_profile, load_profile
     from ..graph.files import write_report
 
+    check_new_files([args.out], overwrite=args.overwrite)  # before any work
     given = [k for k, default in _MEASURING.items() if getattr(args, k) not in (None, default)]
     if args.profile is not None and given:
         raise GridGnnError(f"--{given[0].replace('_', '-')} says how calibrate measures; --profile {args.profile} "

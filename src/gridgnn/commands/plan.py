@@ -8,6 +8,7 @@ import time
 import shlex
 
 from ..train.config import add_flags, command_flags, given_flags
+from ..train.outputs import add_overwrite_flag, check_new_files
 from .simulate import SIMULATE_FLAGS, fixed_wire
 
 #: The config fields ``plan`` reads: those of ``simulate`` but the layout, which it chooses.
@@ -30,6 +31,7 @@ def add_plan_arguments(p) -> None:
                         "1 for a small one); the plan is the same whatever the number")
     p.add_argument("--top", type=int, default=20, metavar="N", help="rows printed (default 20; plan.json has all)")
     p.add_argument("--out", metavar="FILE", help="write the ranked plan as JSON (e.g. plan.json)")
+    add_overwrite_flag(p)
 
 
 def run_plan_command(args) -> int:
@@ -44,6 +46,8 @@ def run_plan_command(args) -> int:
     from ..graph.files import write_report
     from ..train.planning import plan_configs
 
+    if args.out:  # before any work
+        check_new_files([args.out], overwrite=args.overwrite)
     given = given_flags(args, PLAN_FLAGS)
     given.setdefault("nproc", 1)
     job = command_flags(given)  # the job planned, as its command line: the pick's flags complete it

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from ..train.config import add_flags
+from ..train.outputs import add_overwrite_flag
 
 #: The config fields that lay an inference out (``--nproc`` apart: the launcher's by default).
 PREDICT_LAYOUT = ("algo", "replication", "grid", "partition", "blocked_aggregation", "device", "timeout_s")
@@ -40,7 +41,7 @@ def add_predict_arguments(p) -> None:
     p.add_argument("--out", required=True, metavar="FILE",
                    help="FILE.npy: one row per vertex of the graph, in its order (with ?relabel=1 also "
                         "FILE.node_ids.npy, the file's id of each row)")
-    p.add_argument("--overwrite", action="store_true", help="replace the files of a previous --out FILE")
+    add_overwrite_flag(p)
 
 
 def _npy(path: str) -> str:
@@ -122,7 +123,7 @@ def add_export_arguments(p) -> None:
                         "torch_geometric.nn.Sequential); state-dict: the model's parameters "
                         "as {name: tensor} (torch.load(FILE, weights_only=True))")
     p.add_argument("--out", required=True, metavar="FILE", help="the file to write")
-    p.add_argument("--overwrite", action="store_true", help="replace a previous --out FILE")
+    add_overwrite_flag(p)
 
 
 def run_export_command(args) -> int:

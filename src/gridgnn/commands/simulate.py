@@ -7,6 +7,7 @@ import time
 
 from ..errors import GridGnnError
 from ..train.config import add_flags, given_flags
+from ..train.outputs import add_overwrite_flag, check_new_files
 
 #: The config fields ``simulate`` reads (its flags are generated from their declarations, as ``train``'s): the data,
 #: the model, the layout and the wire of one full-graph configuration.
@@ -18,6 +19,7 @@ SIMULATE_FLAGS = ("data", "model", "heads", "attn_dropout", "aggr", "bases", "la
 def add_simulate_arguments(p) -> None:
     add_flags(p, SIMULATE_FLAGS, helps={"nproc": "processes simulated (none are started)"})
     p.add_argument("--out", metavar="FILE", help="write the per-rank volumes as JSON")
+    add_overwrite_flag(p)
     p.add_argument("--per-rank", action="store_true", help="also print one line per rank")
 
 
@@ -32,6 +34,8 @@ def run_simulate_command(args) -> int:
     from ..train.invocation import config_from_flags
     from ..graph.files import write_report
 
+    if args.out:  # before any work
+        check_new_files([args.out], overwrite=args.overwrite)
     given = given_flags(args, SIMULATE_FLAGS)
     given.setdefault("nproc", 1)
     fixed_wire(given)

@@ -375,8 +375,14 @@ def _probe(folder: str, what: str) -> None:
         raise GridGnnError(f"cannot write {what}: {folder} refuses new files ({os_reason(exc)})") from None
 
 
+def add_overwrite_flag(parser) -> None:
+    """``--overwrite`` of a command that writes ``--out`` files (:func:`check_new_files` reads it)."""
+    parser.add_argument("--overwrite", action="store_true", help="replace the files of a previous --out FILE")
+
+
 def check_new_files(paths, *, overwrite: bool) -> None:
-    """A command's ``--out`` files (``partition``, ``predict``, ``export``): refused when one exists and
+    """A command's ``--out`` files (``partition``, ``predict``, ``export``, ``simulate``, ``plan``, ``calibrate``):
+    refused when one exists and
     ``--overwrite`` was not given, when one is not a regular file (a folder, a FIFO, a link), or when its folder
     cannot be made or refuses new files (``--out somefile/x.npy``) — before any work is done."""
     for path in paths:
