@@ -56,6 +56,7 @@ def train_config(args):
     given = {k: v for k, v in vars(args).items() if k not in ("command", "func", "config")}
     if getattr(args, "config", None) is not None:  # the file's options, the flags on the command line over them
         from .nn.base import is_import_path
+        from .graph.spec import spec_key
         from .train.config import is_run_summary, read_config_file
 
         from_file = read_config_file(args.config)
@@ -67,7 +68,8 @@ def train_config(args):
         if is_run_summary(args.config):  # what the run resolved for itself, not what its command line said
             if given.get("algo", from_file.get("algo")) != "auto":  # a rerun of an --algo auto run on a chosen one
                 from_file.pop("profile", None)
-            if any(k in given and given[k] != from_file.get(k) for k in ("model", "data")):
+            if given.get("model", from_file.get("model")) != from_file.get("model") \
+                    or spec_key(given.get("data", from_file.get("data"))) != spec_key(from_file.get("data")):
                 from_file.pop("edge_dim", None)  # the edge-feature width a run derived from its data and model
                 from_file.pop("relations", None)  # and its relation count
         given = {**from_file, **given}
@@ -83,12 +85,10 @@ def run_train(args) -> int:
 
 
 PERM_METHODS = ("identity", "single-perm", "double-perm", "balanced-perm")
-#: the defaults of `gridgnn partition`'s flags that apply to one kind of method only (a flag of the other kind is
-#: refused, so they default to None in the parser)
-_PARTITION_DEFAULTS = {"blocks": "8x8", "feature_size": 128, "imbalance": 0.05}
 
 
 def _partition_parser(sub) -> None:
+    from .commands.partition import DEFAULTS
     from .train.outputs import add_overwrite_flag
 
     p = sub.add_parser("partition", help="partition or permute a graph and report its quality", allow_abbrev=False,
@@ -101,26 +101,27 @@ def _partition_parser(sub) -> None:
                         + ", ".join(PERM_METHODS) + " (with --blocks)")
     p.add_argument("--parts", type=int, default=None, metavar="K", help="number of parts (P for 1D, P/c for 1.5D)")
     p.add_argument("--blocks", default=None, metavar="RxC",
-                   help=f"block grid of the permutation report (default {_PARTITION_DEFAULTS['blocks']})")
+                   help=f"block grid of the permutation report (default {DEFAULTS['blocks']})")
     p.add_argument("--out", default=None, metavar="FILE",
                    help="partition: one part per vertex per line, report in FILE.json; permutations: "
                         "FILE.perm_r.npy, FILE.perm_c.npy and FILE.json")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--feature-size", type=int, default=None, metavar="F",
-                   help=f"f for the byte volumes (4-byte values; default {_PARTITION_DEFAULTS['feature_size']})")
+                   help=f"f for the byte volumes (4-byte values; default {DEFAULTS['feature_size']})")
     p.add_argument("--imbalance", type=float, default=None,
-                   help=f"allowed nnz imbalance of the partitioners (default {_PARTITION_DEFAULTS['imbalance']})")
+                   help=f"allowed nnz imbalance of the partitioners (default {DEFAULTS['imbalance']})")
     add_overwrite_flag(p)
     p.set_defaults(func=run_partition)
 
 
 def run_partition(args) -> int:
+    from .commands.partition import DEFAULTS
     from .partition.partitioners import METHODS
 
     permutes = args.method in PERM_METHODS
     for key, perm_only in (("parts", False), ("feature_size", False), ("imbalance", False), ("blocks", True)):
         if getattr(args, key) is None:
-            setattr(args, key, _PARTITION_DEFAULTS.get(key))
+            setattr(args, key, DEFAULTS.get(key))
         elif perm_only != permutes:  # a flag of the other kind of method, which this one would ignore
             raise GridGnnError(f"--{key.replace('_', '-')} applies to the "
                                + (f"permutation methods ({', '.join(PERM_METHODS)})" if perm_only else

@@ -179,6 +179,7 @@ EDGELIST_BAD = [
     ("word_weight", "0 1 1.0\n1 2 heavy\n", "number"),
     # what Python's int() and float() read but a file's numbers are not: 1_0 is 10 to Python, ٣ is 3
     ("underscore_id", "0 1\n1_0 2\n", "line 2: vertex id '1_0' is not an integer"),
+    ("underscore_first_line", "1_0 2_0\n3 4\n", "line 1: vertex id '1_0' is not an integer"),  # no header
     ("other_digits", "0 1\n\u0663 2\n", "line 2: vertex id .* is not an integer"),
     ("underscore_weight", "0 1 1_5\n1 2 1\n", "line 1: weight '1_5' is not a number"),
     ("fullwidth_weight", "0 1 1\n1 2 \uff11\n", "line 2: weight .* is not a number"),

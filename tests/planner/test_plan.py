@@ -229,6 +229,20 @@ def test_plan_cli_and_algo_auto(tmp_path):
     assert args.partition == pick["config"]["partition"]
 
 
+@pytest.mark.parametrize("algos, overlaps", [("1d", True), ("plexus", False)])
+def test_the_pick_line_overlaps_where_the_pick_does(capsys, algos, overlaps):
+    """plan --overlap prices an algorithm that overlaps nothing without it: its pick line must not say --overlap
+    (train refuses it there)."""
+    import shlex
+
+    from gridgnn.cli import build_parser
+
+    assert run_main(["plan", "--data", SBM, "--nproc", 2, "--hidden", 8, "--overlap", "--algos", algos]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("pick: "))
+    args = build_parser().parse_args(shlex.split(line[len("pick: "):].split("  (planned in")[0])[1:])
+    assert args.algo == algos and bool(getattr(args, "overlap", False)) == overlaps
+
+
 @pytest.mark.parametrize("flags, words", [
     (["--algo", "auto", "--nproc", "4", "--grid", "2,2"], "--grid cannot be combined"),
     (["--algo", "auto", "--nproc", "4", "--replication", "2"], "--replication cannot be combined"),

@@ -35,6 +35,11 @@ from ..partition.quality import as_csr, quality_report, send_recv_volumes
 __all__ = ["add_partition_arguments", "run_partition_command", "timed_partition", "format_report"]
 
 
+#: the defaults of the flags that apply to one kind of method only (``gridgnn partition`` refuses a flag of the
+#: other kind, so its parser defaults them to None)
+DEFAULTS = {"blocks": "8x8", "feature_size": 128, "imbalance": 0.05}
+
+
 def add_partition_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the ``gridgnn partition`` options to ``parser`` (returns it)."""
     parser.add_argument("--data", required=True, metavar="SPEC",
@@ -49,14 +54,15 @@ def add_partition_arguments(parser: argparse.ArgumentParser) -> argparse.Argumen
                         help="write the part of every vertex (original order, one per line) to FILE and the "
                              "report to FILE.json")
     parser.add_argument("--seed", type=int, default=0, help="seed of the graph generator and the partitioner")
-    parser.add_argument("--feature-size", type=int, default=128, metavar="F",
-                        help="feature width f for the byte columns (bytes = rows × f × 4), default 128")
-    parser.add_argument("--imbalance", type=float, default=0.05,
-                        help="allowed nnz imbalance ε (every part ≤ (1+ε) × mean), default 0.05")
+    parser.add_argument("--feature-size", type=int, default=DEFAULTS["feature_size"], metavar="F",
+                        help=f"feature width f for the byte columns (bytes = rows × f × 4), default "
+                             f"{DEFAULTS['feature_size']}")
+    parser.add_argument("--imbalance", type=float, default=DEFAULTS["imbalance"],
+                        help=f"allowed nnz imbalance ε (every part ≤ (1+ε) × mean), default {DEFAULTS['imbalance']}")
     return parser
 
 
-def timed_partition(mat, parts: int, method: str, *, seed: int = 0, imbalance: float = 0.05):
+def timed_partition(mat, parts: int, method: str, *, seed: int = 0, imbalance: float = DEFAULTS["imbalance"]):
     """Run :func:`partition_vector` and measure it: ``(part, seconds, peak_rss_bytes, tracemalloc_peak_bytes)``."""
     tracemalloc.start()
     try:

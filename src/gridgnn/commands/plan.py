@@ -50,7 +50,8 @@ def run_plan_command(args) -> int:
         check_new_files([args.out], overwrite=args.overwrite)
     given = given_flags(args, PLAN_FLAGS)
     given.setdefault("nproc", 1)
-    job = command_flags(given)  # the job planned, as its command line: the pick's flags complete it
+    # the job planned, as its command line, which the pick's flags complete (--overlap: where the pick overlaps)
+    job = command_flags({k: v for k, v in given.items() if k != "overlap"})
     fixed_wire(given)
     given["algo"] = "serial" if given["nproc"] == 1 else "1d"
     cfg = config_from_flags(given)
@@ -95,7 +96,8 @@ def run_plan_command(args) -> int:
     if len(rows) > args.top:
         print(f"… {len(rows) - args.top} more" + (f" in {args.out}" if args.out else " (--out FILE writes them all)"))
     best = rows[0]
-    pick = shlex.join(["gridgnn", "train", *job, *Candidate.from_options(best["config"]).flags()])
+    pick = shlex.join(["gridgnn", "train", *job, *Candidate.from_options(best["config"]).flags(),
+                       *(["--overlap"] if best["config"].get("overlap") else [])])
     print(f"pick: {pick}  (planned in {wall:.1f} s)")
     if args.out:
         write_report(args.out, {"nproc": cfg.nproc, "model": cfg.model, "layers": cfg.layers, "hidden": cfg.hidden,

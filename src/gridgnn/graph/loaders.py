@@ -388,8 +388,11 @@ def _parse_int(tok: str) -> int | None:
 def _is_number(tok: str) -> bool:
     """Whether ``tok`` is a number as a text file writes one: what Python's ``float`` reads, less what only Python
     reads (underscores between digits, digits of other scripts)."""
-    if not _plain(tok):
-        return False
+    return _plain(tok) and _reads_as_number(tok)
+
+
+def _reads_as_number(tok: str) -> bool:
+    """Whether Python's ``float`` reads ``tok`` (``1_0`` and ``١٠`` too): a line of such tokens is no header."""
     try:
         float(tok)
         return True
@@ -545,8 +548,8 @@ def edgelist_chunks(path, *, edge_features: bool = False, chunk_bytes: int | Non
             if not s or s[0] in "#%":
                 continue
             toks = s.replace(",", " ").split()
-            if first is None and not rows and not any(_is_number(t) for t in toks):
-                continue  # header line
+            if first is None and not rows and not any(_reads_as_number(t) for t in toks):
+                continue  # header line (a line of 1_0 or ١٠ is no header: its numbers are refused below)
             rows.append(toks)
             linenos.append(lineno)
         del lines

@@ -83,6 +83,18 @@ _PARAMS: dict[str, dict[str, Callable[[str], object]]] = {
 }
 
 
+def spec_key(spec):
+    """What ``spec`` names, for comparing two: its scheme, path and parameters in any order and spacing (a value
+    that does not parse, or is no string, as it is)."""
+    if not isinstance(spec, str):
+        return spec
+    try:
+        scheme, path, params = parse_spec(spec)
+    except GridGnnError:
+        return spec
+    return scheme, path, sorted(params.items())
+
+
 def parse_spec(spec: str) -> tuple[str, str | None, dict]:
     r"""Split a SPEC into ``(scheme, path, params)``.
 

@@ -58,7 +58,7 @@ from .._version import __version__
 from ..errors import GridGnnError
 from ..graph.safe_io import DataFileError, regular_file
 from ..graph.saved import read_torch
-from ..graph.spec import parse_spec
+from ..graph.spec import spec_key
 from ..nn import MODELS
 from ..nn.base import TRAINER_OPTIONS
 from ..nn.decoders import MLPDecoder
@@ -327,12 +327,8 @@ def _resolved(key: str, value, model: str):
             return getattr(MODELS[model], "FEATURE_NORM", "none")
     if value is None and key in ("momentum", "lr_gamma"):  # the defaults they stand for
         return 0.9 if key == "momentum" else 0.1
-    if key == "data" and isinstance(value, str):  # a SPEC as parsed: its parameters in any order, any spacing
-        try:
-            scheme, path, params = parse_spec(value)
-        except GridGnnError:
-            return value
-        return scheme, path, sorted(params.items())
+    if key == "data":  # a SPEC as parsed: its parameters in any order, any spacing
+        return spec_key(value)
     return value
 
 

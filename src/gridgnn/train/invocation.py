@@ -3,6 +3,7 @@ checkpoint's config, the task's own defaults where left out, validated — above
 their checks) and :mod:`.checkpoint` (what a checkpoint holds and the resume rules)."""
 from __future__ import annotations
 
+import re
 from dataclasses import fields
 
 from ..errors import GridGnnError
@@ -43,7 +44,8 @@ def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConf
     try:
         cfg.validate()
     except GridGnnError as exc:  # a refusal of a value the checkpoint gave says so
-        taken = [k for k in base if k not in given and k != "out" and flag(k) in str(exc)]
+        taken = [k for k in base if k not in given and k != "out" and getattr(cfg, k, None) == base[k]
+                 and re.search(re.escape(flag(k)) + r"(?![\w-])", str(exc))]
         if not taken:
             raise
         raise GridGnnError(f"{exc} ({', '.join(f'{flag(k)} {base[k]!r}' for k in taken)} came from the checkpoint "
