@@ -77,6 +77,7 @@ def test_parse_spec():
     ("npz:", ["no path"]),
     ("synthetic:sbm?n=5&classes=9", ["classes"]),
     ("synthetic:sbm?n=50&train_per_class=0", ["train_per_class must be at least 1 (got 0)"]),
+    ("sharded:runs/sh", ["is a sharded dataset, which training and inference ranks read block by block"]),
     ("synthetic:typed-sbm?n=60&train_per_class=-1", ["train_per_class must be at least 1 (got -1)"]),
 ])
 def test_spec_errors(spec, words):

@@ -139,6 +139,16 @@ def test_the_export_reads_the_edges_gridgnn_reads(model):
     assert np.allclose(result.model(data.x, data.edge_index, w).numpy(), ours, rtol=1e-9, atol=1e-12)
 
 
+def test_the_export_reads_float64_features_in_float32_as_gridgnn_loads_them():
+    """gridgnn's loaders hold features in float32; the export read a float64 x as given (logits about 1e-8 off)."""
+    data = _multigraph(seed=4)
+    data.x = torch.from_numpy(np.random.default_rng(4).random((data.num_nodes, 6)))  # float64, not float32-exact
+    result = gridgnn.train(graph=data, model="gcn", epochs=2, dtype="float64", log_every=0)
+    with torch.no_grad():
+        theirs = result.model.to_pyg()(data.x, data.edge_index).numpy()
+    np.testing.assert_allclose(theirs, result.predict(data), rtol=1e-12, atol=1e-14)
+
+
 def test_an_export_that_reads_relations_asks_for_them():
     from gridgnn.graph.hetero import typed_sbm_graph
 

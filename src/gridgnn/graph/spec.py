@@ -129,6 +129,10 @@ def parse_spec(spec: str) -> tuple[str, str | None, dict]:
             path, query = rest, ""
         if not path:
             raise GridGnnError(f"data spec {spec!r} names no path; expected {scheme}:PATH")
+    elif head == "sharded":
+        raise GridGnnError(f"{spec!r} is a sharded dataset, which training and inference ranks read block by block "
+                           "(--data sharded:DIR, data='sharded:DIR'); it is not loaded as one graph: give the SPEC "
+                           "it was sharded from")
     else:
         raise GridGnnError(f"unknown data scheme {head!r} in {spec!r}; valid schemes: {', '.join(SCHEMES)}")
     allowed = _PARAMS[scheme]

@@ -55,8 +55,8 @@ class PygExport(torch.nn.Module):
       the larger weight of a pair in both directions, as gridgnn's ``Graph.from_edges(directed=False)``);
     * computes the 3 degree features ``[1, log(1 + in-degree), log(1 + out-degree)]`` for ``x=None`` when the model
       was trained on them (give ``num_nodes=`` if the last vertices have no edge);
-    * normalizes the rows of ``x`` as training did (``feature_norm``: ``none``, ``row``, ``l2``; in float64,
-      back to ``x``'s dtype);
+    * reads ``x`` in ``float32``, as gridgnn's loaders hold features, and normalizes its rows as training did
+      (``feature_norm``: ``none``, ``row``, ``l2``; in float64, back to ``float32``);
     * leaves out the edges whose ``edge_weight`` is 0 (gridgnn's normalized matrix stores none: a model that reads
       no weights, GAT or SAGE, does not see them either; give ``edge_weight=`` to any model for this; a self-loop
       of weight 0 stays, which GCN keeps as PyG does — GAT, whose PyG layer re-adds every self-loop, differs
@@ -114,7 +114,7 @@ class PygExport(torch.nn.Module):
                 raise ValueError("x is None, but the model was trained on node features of its own")
             x = self._degrees(edge_index, n)
         edge_index, given = self._read(edge_index, given)
-        x = self._normalized(torch.as_tensor(x))
+        x = self._normalized(torch.as_tensor(x).to(torch.float32))  # gridgnn's loaders hold features in float32
         param = next(self.net.parameters(), None)
         if param is not None and x.dtype != param.dtype:  # gridgnn reads features in the run's dtype too
             x = x.to(param.dtype)
@@ -198,4 +198,4 @@ class PygExport(torch.nn.Module):
         norm = xd.sum(dim=1) if self.feature_norm == "row" else xd.pow(2).sum(dim=1).sqrt()
         ok = norm != 0 if self.feature_norm == "row" else norm > 0
         inv = torch.where(ok, 1.0 / torch.where(ok, norm, torch.ones_like(norm)), torch.zeros_like(norm))
-        return (xd * inv[:, None]).to(x.dtype if x.is_floating_point() else torch.float32)
+        return (xd * inv[:, None]).to(x.dtype)
