@@ -102,7 +102,9 @@ def test_calibrate_refuses_bad_input(capsys, tmp_path, calibrated):
               ["plan", "--nproc", 4, "--memory", "inf"],
               ["simulate", "--algo", "auto", "--nproc", 4],
               ["calibrate", "--profile", "local-cpu", "--quick", "--out", str(tmp_path / "o.json")],
-              ["calibrate", "--profile", "local-cpu", "--max-nproc", 4, "--out", str(tmp_path / "o.json")]]
+              ["calibrate", "--profile", "local-cpu", "--max-nproc", 4, "--out", str(tmp_path / "o.json")],
+              ["plan", "--nproc", 4, "--partitions", "metis,bogus"],
+              ["plan", "--nproc", 4, "--algos", ","]]
     for argv in calls:
         assert run_main(argv) == 2, argv
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
@@ -110,6 +112,7 @@ def test_calibrate_refuses_bad_input(capsys, tmp_path, calibrated):
     words = ["not a gridgnn profile", "kernels must map", "kernels['0']", "collectives['allreduce']",
              "links['intra']", "no summary.json", "no measured epoch_time_median_s", "neither a file nor a preset",
              "unknown algorithm 'nosuch'", "serial runs on one process", "--memory must be", "gridgnn plan ranks",
-             "--quick says how calibrate measures; --profile local-cpu reads a profile", "--max-nproc says how"]
+             "--quick says how calibrate measures; --profile local-cpu reads a profile", "--max-nproc says how",
+             "--partitions: unknown row partition 'bogus'", "--algos ',' names nothing"]
     for line, word in zip(err, words):
         assert word in line, (word, line)

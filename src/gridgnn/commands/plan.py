@@ -45,6 +45,7 @@ def run_plan_command(args) -> int:
     from ..train.console import Progress
     from ..graph.files import write_report
     from ..train.planning import plan_configs
+    from ..train.rank_layout import BUILTIN_PARTITIONS, GRAPH_PARTITIONERS
 
     if args.out:  # before any work
         check_new_files([args.out], overwrite=args.overwrite)
@@ -57,13 +58,19 @@ def run_plan_command(args) -> int:
     cfg = config_from_flags(given)
     profile = load_profile(getattr(args, "profile", None))
     listing = {}
-    if args.algos:
-        listing["algos"] = [a.strip() for a in args.algos.split(",") if a.strip()]
-        unknown = [a for a in listing["algos"] if a not in ALGOS]
+    for flag, text, key, valid in (("--algos", args.algos, "algos", ALGOS),
+                                   ("--partitions", args.partitions, "row_partitions",
+                                    BUILTIN_PARTITIONS + GRAPH_PARTITIONERS)):
+        if text is None:
+            continue
+        names = tuple(a.strip() for a in text.split(",") if a.strip())
+        if not names:  # (an empty list planned everything)
+            raise GridGnnError(f"{flag} {text!r} names nothing; leave it out to plan every one")
+        unknown = [a for a in names if a not in valid]
         if unknown:
-            raise GridGnnError(f"--algos: unknown algorithm {unknown[0]!r}; choose from {', '.join(ALGOS)}")
-    if args.partitions:
-        listing["row_partitions"] = tuple(p.strip() for p in args.partitions.split(",") if p.strip())
+            raise GridGnnError(f"{flag}: unknown {'algorithm' if key == 'algos' else 'row partition'} "
+                               f"{unknown[0]!r}; choose from {', '.join(valid)}")
+        listing[key] = list(names) if key == "algos" else names
     if args.top < 1:
         raise GridGnnError(f"--top must be >= 1, got {args.top}")
     if args.memory is not None and not (math.isfinite(args.memory) and args.memory > 0):

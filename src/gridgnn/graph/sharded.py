@@ -225,7 +225,7 @@ def _check_node_chunks(node_chunks, n: int, R: int, C: int) -> int:
     if node_chunks is None:
         node_chunks = max(1, min(R * C, math.ceil(n / 1024)))
     if isinstance(node_chunks, bool) or int(node_chunks) != node_chunks or not 1 <= node_chunks <= n:
-        raise GridGnnError(f"node_chunks must be an integer in 1..n={n}, got {node_chunks!r}")
+        raise GridGnnError(f"--node-chunks (node_chunks) must be an integer in 1..n={n}, got {node_chunks!r}")
     return int(node_chunks)
 
 
