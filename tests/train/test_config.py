@@ -302,9 +302,14 @@ def test_a_resume_on_another_algorithm_drops_how_the_old_one_communicated(tmp_pa
         ["train", "--data", SBM, "--model", "sage", "--sampler", "sage", "--epochs", 1, "--checkpoint-every", 1,
          "--out", mb, "--quiet"],
         ["train", "--resume", mb, "--algo", "1d", "--nproc", 2, "--epochs", 2, "--out", tmp_path / "mb-1d",
-         "--quiet"]], segmented=True)
-    assert codes == [0, 0, 0, 2], r.stderr[-3000:]
+         "--quiet"],
+        # the same algorithm: a switch the checkpoint turned on is turned off by --no-X
+        ["train", "--resume", ov, "--no-overlap", "--epochs", 2, "--out", tmp_path / "ov-off", "--quiet"]],
+        segmented=True)
+    assert codes == [0, 0, 0, 2, 0], r.stderr[-3000:]
     config = json.loads((tmp_path / "ov-serial" / "summary.json").read_text())["config"]
     assert config["algo"] == "serial" and not config["overlap"] and config["comm_dtype"] is None
+    config = json.loads((tmp_path / "ov-off" / "summary.json").read_text())["config"]
+    assert config["algo"] == "1d" and not config["overlap"] and config["comm_dtype"] == "bfloat16"
     err = run_stderr(r, 3).strip().splitlines()
     assert len(err) == 1 and err[0].endswith(f"(--sampler 'sage' came from the checkpoint of --resume {mb})"), err

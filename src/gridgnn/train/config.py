@@ -138,8 +138,8 @@ def add_flags(parser, names=None, *, given_only: bool = True, helps: dict | None
         own = (helps or {}).get(f.name)  # a command's own words: its default said there, the range added
         text = own or (meta["help"]() if callable(meta["help"]) else meta["help"])
         kw: dict = {"default": argparse.SUPPRESS if given_only else f.default}
-        if f.type in ("bool", bool):
-            kw["action"] = "store_true"
+        if f.type in ("bool", bool):  # --X and --no-X: a resumed run can turn off what its checkpoint turned on
+            kw["action"] = argparse.BooleanOptionalAction
         else:
             kind = str(f.type)
             if "int" in kind:
