@@ -3,6 +3,7 @@ r"""``gridgnn`` command line: ``train``, ``simulate``, ``calibrate``, ``plan``, 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from .errors import CommFailure, GridGnnError, Terminated, out_of_memory
@@ -192,7 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=getattr(module, run))
     for name in ("partition", "shard", "simulate", "calibrate", "plan", "predict", "export"):
         _one_line_errors(sub.choices[name], name)
+    for p in sub.choices.values():  # a value such as `--fanout -1,5` is a value, as `-1` is (not an unknown flag)
+        p._negative_number_matcher = _NEGATIVE_VALUE
     return parser
+
+
+#: what argparse takes for a value rather than a flag although it starts with "-": a negative number, or a comma
+#: list starting with one (argparse's own pattern, before Python 3.13, knows plain numbers only)
+_NEGATIVE_VALUE = re.compile(r"^-\d+$|^-\d*\.\d+$|^-\d+(,-?\d+)+$")
 
 
 def _on_sigterm(signum, frame):  # noqa: ARG001 - signal handler signature

@@ -16,14 +16,7 @@ from gridgnn.nn.va import VA
 from gridgnn.parallel.blockrow import build_serial
 from gridgnn.sampling import minibatches, sample_bulk
 from gridgnn.sampling.plan import GcnNormalization, MinibatchPlan
-
-
-def neighbours(g) -> sp.csr_matrix:
-    """The graph without self-loops (rows = destinations), what the minibatch pipeline samples from."""
-    a = sp.csr_matrix((np.ones(len(g.indices)), g.indices, g.indptr), shape=(g.n, g.n))
-    a.setdiag(0)
-    a.eliminate_zeros()
-    return a
+from gridgnn.train.minibatch import neighbours
 
 
 def run(model, x, plan):
@@ -33,13 +26,24 @@ def run(model, x, plan):
     return out.detach(), [p.grad.clone() for p in model.parameters()]
 
 
-@pytest.mark.parametrize("aggr", ["mean", "sum", "max", "min"])
-def test_full_fanout_on_all_vertices_equals_full_graph_sage(aggr):
-    g = load_graph("synthetic:sbm?n=300&classes=4&avg_degree=6&features=8", seed=1)
+def with_zero_weights(g: Graph) -> Graph:
+    """``g`` with every fifth edge of weight 0 (stored: no edge for the normalized matrix the full-graph layers
+    read, so none for the sampler either) and the others of weight 1.5."""
+    w = np.full(len(g.indices), 1.5)
+    w[::5] = 0.0
+    return g.with_(values=w)
+
+
+@pytest.mark.parametrize("aggr,sampler", [("mean", "sage"), ("sum", "sage"), ("max", "sage"), ("min", "sage"),
+                                          ("mean", "ladies")])
+def test_full_fanout_on_all_vertices_equals_full_graph_sage(aggr, sampler):
+    """With every neighbour sampled (GraphSAGE's or LADIES' ``-1``, where LADIES keeps every candidate surely),
+    on a graph with edges of weight 0."""
+    g = with_zero_weights(load_graph("synthetic:sbm?n=300&classes=4&avg_degree=6&features=8", seed=1))
     model = SAGE([8, 16, 4], aggr=aggr, dropout=0.3, seed=2, dtype=torch.float64)
     model.train()
     full = run(model, g.x, build_serial(gcn_normalize(g), dtype=torch.float64))
-    sample = sample_bulk(neighbours(g), [np.arange(g.n)], [-1, -1])
+    sample = sample_bulk(neighbours(g), [np.arange(g.n)], [-1, -1], sampler=sampler)
     mini = run(model, g.x, MinibatchPlan(sample))
     torch.testing.assert_close(mini[0], full[0], rtol=1e-10, atol=1e-12)
     for a, b in zip(mini[1], full[1]):
@@ -77,24 +81,27 @@ def test_ladies_mean_is_the_weighted_mean_of_its_block():
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["gcn", "gat", "va"])
-def test_full_fanout_on_all_vertices_equals_the_full_graph_model(name):
+@pytest.mark.parametrize("name,sampler", [("gcn", "sage"), ("gat", "sage"), ("va", "sage"), ("gcn", "ladies"),
+                                          ("gat", "ladies")])
+def test_full_fanout_on_all_vertices_equals_the_full_graph_model(name, sampler):
     """GCN, GAT and VA on a sample of every vertex with every neighbour: the full-graph model (logits and gradients,
     float64, dropout on inputs and attention), on a directed graph with some self-loops of its own (their weights
-    kept, as gcn_normalize keeps them)."""
+    kept, as gcn_normalize keeps them) and edges of weight 0."""
     g = load_graph("synthetic:sbm?n=300&classes=4&avg_degree=6&features=8", seed=1)
     m = sp.csr_matrix((np.ones(len(g.indices)), g.indices, g.indptr), shape=(g.n, g.n)).tolil()
     for v in range(0, g.n, 7):
         m[v, v] = 2.0  # a weighted self-loop of the data
     m[5, 9] = 0.0  # and one direction of an edge removed: directed
     g = Graph.from_scipy(m.tocsr(), x=g.x, y=g.y, train_mask=g.train_mask, val_mask=g.val_mask, test_mask=g.test_mask)
+    dst = np.repeat(np.arange(g.n), np.diff(g.indptr))
+    g = g.with_(values=np.where((np.arange(len(g.indices)) % 5 == 0) & (dst != g.indices), 0.0, g.values))
     model = {"gcn": lambda: GCN([8, 16, 4], dropout=0.3, seed=2, dtype=torch.float64),
              "gat": lambda: GAT([8, 6, 4], heads=3, dropout=0.3, attn_dropout=0.2, seed=2, dtype=torch.float64),
              "va": lambda: VA([8, 16, 4], dropout=0.3, seed=2, dtype=torch.float64)}[name]()
     model.train()
     full = run(model, g.x, build_serial(gcn_normalize(g), dtype=torch.float64))
     adj = neighbours(g)
-    sample = sample_bulk(adj, [np.arange(g.n)], [-1, -1])
+    sample = sample_bulk(adj, [np.arange(g.n)], [-1, -1], sampler=sampler)
     mini = run(model, g.x, MinibatchPlan(sample, gcn=GcnNormalization(g, adj)))
     torch.testing.assert_close(mini[0], full[0], rtol=1e-10, atol=1e-12)
     for a, b in zip(mini[1], full[1]):

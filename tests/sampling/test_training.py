@@ -12,10 +12,10 @@ from gridgnn.graph.spec import load_graph
 from gridgnn.train.data_checks import with_feature_norm
 from gridgnn.partition import even_bounds
 from gridgnn.sampling import minibatches, sample_bulk
-from gridgnn.sampling.distributed import fetch_bytes
+from gridgnn.sampling.distributed import fetch_bytes, sampling_bytes
 from gridgnn.sampling.plan import GcnNormalization, MinibatchPlan
 from gridgnn.testing import minibatch_state_worker
-from gridgnn.train.config import TrainConfig
+from gridgnn.train.config import MAX_FANOUT, TrainConfig
 from gridgnn.train.minibatch import neighbours, schedule
 from gridgnn.train.worker import train_worker
 from gridgnn.train.rank_layout import attach_edge_features
@@ -100,7 +100,8 @@ def test_four_ranks_in_lockstep_equal_the_reference():
         assert_same(r["state"], ref)
     summary = next(r["summary"] for r in ranks if r["summary"] is not None)
     assert summary["minibatches_per_epoch"] == n_batches
-    assert summary["sampling_bytes_per_epoch"] > 0
+    want = sampling_model(cfg, 4)
+    assert want > 0 and summary["sampling_bytes_per_epoch"] == pytest.approx(want, rel=1e-12)
     assert summary["fetch_bytes_per_epoch"] == pytest.approx(fetch_model(cfg, 4), rel=1e-12)
 
 
@@ -134,6 +135,19 @@ def fetch_model(cfg: TrainConfig, world: int) -> float:
     return total / cfg.epochs
 
 
+def sampling_model(cfg: TrainConfig, world: int) -> float:
+    """Bytes of the training's sampling per epoch (all ranks; the evaluation's is the evaluation's traffic)."""
+    g = load_graph(cfg.data, seed=cfg.seed)
+    train = np.flatnonzero(g.train_mask & (g.y >= 0))
+    total = 0.0
+    for epoch in range(cfg.epochs):
+        batches = minibatches(train, cfg.model_batch_size, seed=cfg.seed, epoch=epoch)
+        model = sampling_bytes(neighbours(g), batches, cfg.model_fanouts, world=world, c=cfg.replication,
+                               k=cfg.model_bulk, sampler=cfg.sampler, seed=cfg.seed, epoch=epoch)
+        total += sum(max(sent.sum(), recv.sum()) for sent, recv in model.values())
+    return total / cfg.epochs
+
+
 def test_minibatch_flags_are_checked():
     with pytest.raises(GridGnnError, match="--model gcn, gat, va, sage, gine, gatv2 or rgcn"):
         config(model="agnn", layers=3)
@@ -145,6 +159,19 @@ def test_minibatch_flags_are_checked():
         config(nproc=4, replication=3)
     with pytest.raises(GridGnnError, match="add --sampler"):
         TrainConfig(fanout="3,3").validate()
+    # LADIES' default fanout is the batch size, within the bound an explicit one is held to
+    assert config(sampler="ladies", fanout=None, batch_size=5_000_000).model_fanouts == [MAX_FANOUT] * 2
+    assert config(sampler="ladies", fanout=None, batch_size=50).model_fanouts == [50, 50]
+
+
+def test_a_fanout_list_may_start_with_every_neighbour():
+    """``--fanout -1,5`` is a value (argparse took it for an unknown flag); a number-like flag is still refused."""
+    from gridgnn.cli import build_parser
+
+    args = build_parser().parse_args(["train", "--sampler", "sage", "--fanout", "-1,5", "--eval-fanout", "-1,-1"])
+    assert (args.fanout, args.eval_fanout) == ("-1,5", "-1,-1")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--fanout", "-x,5"])
 
 
 def test_cli_minibatch_run_writes_its_summary(tmp_path, capsys):
@@ -207,6 +234,7 @@ def test_resume_reproduces_the_uninterrupted_minibatch_run(tmp_path, world):
     checkpoint, give the same parameters bit for bit, the same metrics lines and the same saved logits (the
     sampling and the dropout are keyed by the epoch and the step, Adam's state is in the checkpoint)."""
     import json
+    import statistics
 
     from tests.train._runs import cli_batch
 
@@ -236,4 +264,7 @@ def test_resume_reproduces_the_uninterrupted_minibatch_run(tmp_path, world):
                                   np.load(tmp_path / "whole" / "logits.npy"))
     summary = json.loads((tmp_path / "part" / "summary.json").read_text())
     assert summary["resumed_from_epoch"] == 2 and summary["epochs"] == 4
+    ran = [json.loads(ln) for ln in (tmp_path / "part" / "metrics.jsonl").read_text().splitlines()][2:]
+    for key, field in (("epoch_time_median_s", "epoch_time_s"), ("sampling_s", "sampling_s")):
+        assert summary[key] == pytest.approx(statistics.median(r[field] for r in ran), rel=1e-6), key  # this run's
     assert json.loads((tmp_path / "whole" / "summary.json").read_text())["resumed_from_epoch"] is None

@@ -178,7 +178,7 @@ class Comm:
         self.grad_wire = grad_wire  # --grad-dtype: the type the gradient buckets cross in (None: as held)
         self.ranks_per_node = ranks_per_node  # a job across nodes: a failure names the peers' nodes
         self.log = CommLog()
-        self._phase = "fwd"
+        self._phase, self._covering = "fwd", False
         self._sync = sync_cuda
         # time each call on the device with CUDA events (no device-wide synchronize: transfers may overlap compute)
         self._on_device = bool(sync_cuda) and getattr(getattr(grid, "mesh", None), "device_type", "cpu") == "cuda"
@@ -188,11 +188,26 @@ class Comm:
     # ------------------------------------------------------------------ bookkeeping
     @contextlib.contextmanager
     def phase(self, name: str):
+        """Count the collectives inside under phase ``name`` (inside :meth:`covering_phase`: under its phase)."""
+        if self._covering:
+            yield
+            return
         old, self._phase = self._phase, name
         try:
             yield
         finally:
             self._phase = old
+
+    @contextlib.contextmanager
+    def covering_phase(self, name: str):
+        """Count every collective inside under phase ``name``, whatever phases the code it runs names: an
+        evaluation pass's sampling is evaluation traffic, not the training's ``sample``."""
+        with self.phase(name):
+            old, self._covering = self._covering, True
+            try:
+                yield
+            finally:
+                self._covering = old
 
     def _run(self, fn, tag: str, axis) -> float:
         """Run one collective; returns its wall seconds. A failure of the collective (a timeout because a peer

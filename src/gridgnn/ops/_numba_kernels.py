@@ -461,8 +461,11 @@ def top_rows_kernel(indptr, indices, probs, row_keys, s, runs, keep):
     the earlier entry. The ``s`` best so far are kept in a sorted buffer (a candidate that is not better than the
     worst of them is dropped at once), so no row is sorted."""
     for r in prange(runs.shape[0] - 1):
-        best = np.empty(s, dtype=np.float64)
-        at = np.empty(s, dtype=np.int64)
+        longest = 0
+        for i in range(runs[r], runs[r + 1]):
+            longest = max(longest, indptr[i + 1] - indptr[i])
+        best = np.empty(min(s, longest), dtype=np.float64)  # (a row of at most s entries keeps them all)
+        at = np.empty(min(s, longest), dtype=np.int64)
         for i in range(runs[r], runs[r + 1]):
             a, b = indptr[i], indptr[i + 1]
             if b - a <= s:

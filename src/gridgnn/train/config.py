@@ -390,7 +390,7 @@ class TrainConfig:
     sampler: str | None = opt(None, "sampling", role="run", choices=("sage", "ladies"), help=_help_sampler)
     fanout: str | None = opt(None, "sampling", role="run", metavar="S1,S2,..",
                              help=f"per layer from the batch outwards: neighbours per vertex (sage, default 10) or "
-                                  f"vertices per layer (ladies, default --batch-size), each -1 (all) or in [1, "
+                                  f"vertices per layer (ladies, default --batch-size up to the bound), each -1 (all) or in [1, "
                                   f"{MAX_FANOUT}]; a list from Python and TOML")
     batch_size: int | None = opt(None, "sampling", role="run", metavar="B", low=1, high=MAX_ROWS,
                                  help="training vertices per minibatch (--task link: training positives, each with its "
@@ -761,8 +761,9 @@ class TrainConfig:
     @property
     def model_fanouts(self) -> list[int]:
         """``--fanout`` per hop from the batch outwards (default: 10 per layer for sage, ``--batch-size`` for
-        ladies)."""
-        return self._fanouts("--fanout", self.fanout, self.model_batch_size if self.sampler == "ladies" else 10)
+        ladies, at most ``MAX_FANOUT``)."""
+        return self._fanouts("--fanout", self.fanout,
+                             min(self.model_batch_size, MAX_FANOUT) if self.sampler == "ladies" else 10)
 
     @property
     def model_eval_fanouts(self) -> list[int]:

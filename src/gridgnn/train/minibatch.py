@@ -27,6 +27,7 @@ and MRR); what is said above of vertices holds for a minibatch's output vertices
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections import defaultdict
@@ -65,8 +66,10 @@ PHASES = ("sample", "fetch", "fwd", "bwd", "grad", "eval", "metrics")
 
 
 def neighbours(graph) -> sp.csr_matrix:
-    """The graph's pattern without self-loops (rows = destinations): what SAGE aggregates, what is sampled."""
-    a = sp.csr_matrix((np.ones(len(graph.indices)), graph.indices, graph.indptr), shape=(graph.n, graph.n))
+    """The graph's pattern without self-loops (rows = destinations): what SAGE aggregates, what is sampled. An
+    edge of weight 0 is no edge here, as in the normalized matrix the full-graph layers read."""
+    ones = np.ones(len(graph.indices)) if graph.values is None else (graph.values != 0).astype(np.float64)
+    a = sp.csr_matrix((ones, graph.indices, graph.indptr), shape=(graph.n, graph.n))
     a.setdiag(0)
     a.eliminate_zeros()
     return a
@@ -119,11 +122,17 @@ class _Pipeline:
         steps = schedule(len(batches), self.world, k)
         sample, current = None, -1
         rank = comm.grid.global_rank
+
+        def sampling():  # the training's sampling is phase "sample"; an evaluation's or inference's is that pass's
+            return contextlib.nullcontext() if fetch_phase == "fetch" else comm.covering_phase(fetch_phase)
+
         for n, (bulk, s, ids) in enumerate(steps):
             if bulk != current:
                 t0 = time.perf_counter()
-                sample = sample_rank(comm, self.adj, batches, fanouts, k=k, bulk=bulk, sampler=cfg.sampler,
-                                     mode=cfg.model_sample_graph, seed=cfg.seed, epoch=epoch, pattern=self.pattern)
+                with sampling():
+                    sample = sample_rank(comm, self.adj, batches, fanouts, k=k, bulk=bulk, sampler=cfg.sampler,
+                                         mode=cfg.model_sample_graph, seed=cfg.seed, epoch=epoch,
+                                         pattern=self.pattern)
                 stats["sampling_s"] += time.perf_counter() - t0
                 current = bulk
             mine = sample.batch(s) if ids[rank] >= 0 else None
@@ -421,13 +430,14 @@ def _summary(cfg: TrainConfig, size: tuple[int, int], grid, history, everyone, w
         return count(sum(v for k, v in moved["comm_bytes_per_epoch"]["by_phase"].items()
                          if k.startswith(prefix + ".")))
 
+    ran = history[resumed_from or 0:] or history  # the timings cover this run's epochs (not a checkpoint's)
     return run_summary(
         cfg, history, everyone, mesh=grid, data=data, n=size[0], nnz=size[1], wall=wall, resumed_from=resumed_from,
-        epoch_time_median_s=median_of(history, "epoch_time_s"), eval_time_median_s=median_of(history, "eval_time_s"),
+        epoch_time_median_s=median_of(ran, "epoch_time_s"), eval_time_median_s=median_of(ran, "eval_time_s"),
         **moved,
-        minibatches_per_epoch=history[-1]["minibatches"], minibatches_per_s=median_of(history, "minibatches_per_s"),
-        sampling_s=median_of(history, "sampling_s"), fetch_s=median_of(history, "fetch_s"),
-        compute_s=median_of(history, "compute_s"),
+        minibatches_per_epoch=history[-1]["minibatches"], minibatches_per_s=median_of(ran, "minibatches_per_s"),
+        sampling_s=median_of(ran, "sampling_s"), fetch_s=median_of(ran, "fetch_s"),
+        compute_s=median_of(ran, "compute_s"),
         sampling_bytes_per_epoch=phase_bytes("sample"), fetch_bytes_per_epoch=phase_bytes("fetch"),
         sampler=cfg.sampler, fanout=cfg.model_fanouts, eval_fanout=cfg.model_eval_fanouts,
         batch_size=cfg.model_batch_size, eval_batch_size=cfg.model_eval_batch_size, bulk=cfg.model_bulk,
