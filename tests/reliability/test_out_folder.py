@@ -28,6 +28,29 @@ def test_a_held_folder_is_refused_naming_the_holder_and_freed_on_release(tmp_pat
     assert os.listdir(tmp_path) == []
 
 
+def test_the_lock_file_is_never_written_through_a_link(tmp_path, capsys):
+    """A ``.gridgnn.lock`` that is a symbolic link or a hard link is refused, its target untouched (it was
+    truncated and rewritten, and its first bytes printed as the previous holder); a plain file of another content
+    is taken over without echoing it."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious data")
+    for kind in ("symlink", "hardlink", "dangling"):
+        out = tmp_path / kind
+        out.mkdir()
+        lock = out / OutLock.NAME
+        {"symlink": lambda: lock.symlink_to(victim), "hardlink": lambda: os.link(victim, lock),
+         "dangling": lambda: lock.symlink_to(tmp_path / "made.txt")}[kind]()
+        with pytest.raises(GridGnnError, match="link"):
+            OutLock(str(out))
+    assert victim.read_text() == "precious data" and not (tmp_path / "made.txt").exists()
+    assert "precious" not in capsys.readouterr().err
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / OutLock.NAME).write_text("secret token")
+    OutLock(str(tmp_path / "plain")).release()
+    err = capsys.readouterr().err
+    assert "taking over the lock left by an unknown holder" in err and "secret" not in err
+
+
 def test_two_runs_on_one_folder_one_trains_and_the_folder_is_its_own(tmp_path):
     out = tmp_path / "run"
     runs = [subprocess.Popen([sys.executable, "-m", "gridgnn", "train", "--data", SBM, "--algo", "serial", "--epochs",
@@ -69,6 +92,19 @@ def test_shard_refuses_an_existing_dataset_without_overwrite(tmp_path, capsys):
     assert run_main(["shard", "--data", SBM, "--blocks", "2x2", "--out", other, "--overwrite"]) == 2
     assert "holds files and no sharded dataset" in capsys.readouterr().err
     assert os.listdir(other) == ["notes.txt"]
+    # a meta.json does not make a folder a dataset, nor a dataset's folder the user's other files: both refused
+    (other / "meta.json").write_text("{}")
+    (out / "src").mkdir()
+    (out / "src" / "main.py").write_text("keep")
+    for folder, what in ((other, "meta.json"), (out, "src/")):
+        assert run_main(["shard", "--data", SBM, "--blocks", "2x2", "--out", folder, "--overwrite"]) == 2
+        assert f"holds {what}, which is not part of a sharded dataset" in capsys.readouterr().err
+    assert sorted(os.listdir(other)) == ["meta.json", "notes.txt"] and (out / "src" / "main.py").is_file()
+    (out / "src" / "main.py").unlink()
+    (out / "src").rmdir()
+    (out / "rc" / "block_000_000.npz").rename(out / "rc" / "mine.npz")  # a file the meta does not list
+    assert run_main(["shard", "--data", SBM, "--blocks", "2x2", "--out", out, "--overwrite"]) == 2
+    assert "holds rc/mine.npz, which" in capsys.readouterr().err
 
 
 def test_shard_cleans_what_a_killed_shard_left(tmp_path):

@@ -43,6 +43,7 @@ from ..errors import GridGnnError
 from ..partition.layout import even_bounds
 from ..graph.safe_io import available_memory
 from ..graph.spec import parse_spec
+from ..graph.sharded import foreign_entry
 from ..graph.stream import BYTES_PER_VERTEX, StreamedEdgeList
 from ..partition.permute import (METHODS, SIZE_ONLY_METHODS, balance_report, make_permutations, permutations_of_size,
                                  size_only_versions)
@@ -153,6 +154,10 @@ def _check_shard_out(out: str, overwrite: bool) -> None:
     if not (p / "meta.json").is_file():
         raise GridGnnError(f"--out {out} holds files and no sharded dataset (no meta.json); choose an empty or "
                            "new folder")
+    foreign = foreign_entry(p, ignore=(OutLock.NAME,))
+    if foreign is not None:
+        raise GridGnnError(f"--out {out} holds {foreign}, which is not part of a sharded dataset (replacing the "
+                           "folder would delete it); choose an empty or new folder")
     if not overwrite:
         raise GridGnnError(f"--out {out} already holds a sharded dataset; add --overwrite (Python: overwrite=True) "
                            "to replace it, or choose another --out")

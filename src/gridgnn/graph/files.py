@@ -22,8 +22,10 @@ import fcntl
 import io
 import json
 import os
+import re
 import secrets
 import socket
+import stat
 import sys
 
 from ..errors import GridGnnError
@@ -179,10 +181,18 @@ class OutLock:
     def __init__(self, folder: str, *, quiet: bool = False):
         self.path = os.path.join(folder, self.NAME)
         while True:
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:  # never through a link: the file is truncated and rewritten
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NOCTTY, 0o644)
             except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise GridGnnError(f"--out {folder}: {self.NAME} is a symbolic link, which gridgnn does not "
+                                       "follow; remove it") from None
                 raise GridGnnError(f"cannot lock --out {folder}: {os_reason(exc)}") from None
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                os.close(fd)
+                raise GridGnnError(f"--out {folder}: {self.NAME} is not a plain file of its own (a hard link, a "
+                                   "device or a pipe), which gridgnn does not write to; remove it")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
@@ -223,12 +233,12 @@ class OutLock:
 
 
 def _read_small(fd: int) -> str:
-    """The holder a lock file names (at most 200 bytes of it, printable)."""
+    """The holder a lock file names (``pid N on HOST``; anything else in the file is not echoed)."""
     try:
         text = os.pread(fd, 200, 0).decode("utf-8", "replace")
     except OSError:
         return ""
-    return "".join(c for c in text if c.isprintable()).strip()
+    return text if re.fullmatch(r"pid \d+ on [\w.\-]+", text) else ("an unknown holder" if text else "")
 
 
 def make_out_dir(path: str) -> list[str]:

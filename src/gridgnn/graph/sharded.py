@@ -353,6 +353,57 @@ def dataset_meta(out: Path, files: dict, *, n: int, nnz: int, matrix_nnz: int, n
     )
 
 
+#: the largest ``meta.json`` read (its per-block lists of a 1000 × 1000 grid in both versions take about 0.2 GiB)
+META_MAX_BYTES = 1 << 30
+
+
+def _read_meta(path: Path):
+    """``meta.json``'s JSON value (``ValueError``: larger than :data:`META_MAX_BYTES`, or not JSON)."""
+    with open(path, "rb") as fh:
+        raw = fh.read(META_MAX_BYTES + 1)
+    if len(raw) > META_MAX_BYTES:
+        raise ValueError(f"larger than {META_MAX_BYTES} bytes")
+    return json.loads(raw.decode("utf-8"))
+
+
+def foreign_entry(folder: Path, *, ignore=()) -> str | None:
+    """The first entry of ``folder`` that is not part of the sharded dataset its ``meta.json`` describes — a file
+    the meta does not list, a link, a folder of another name, or ``meta.json`` itself when it is no dataset's —
+    as a path relative to ``folder``; ``None`` when the folder holds that dataset and nothing else (``ignore``:
+    names at the top that do not count, as a lock file). What replacing the folder would delete besides a
+    dataset."""
+    folder = Path(folder)
+    try:
+        meta = _read_meta(folder / "meta.json")
+    except (OSError, ValueError, RecursionError):
+        meta = None
+    if not isinstance(meta, dict) or not isinstance(meta.get("format_version"), int) \
+            or not isinstance(meta.get("files"), dict):
+        return "meta.json"
+    listed = {"meta.json"}
+
+    def collect(v):
+        if isinstance(v, str):
+            listed.add(v)
+        elif isinstance(v, (list, dict)):
+            for w in (v.values() if isinstance(v, dict) else v):
+                collect(w)
+    collect(meta["files"])
+    for root, dirs, files in os.walk(folder):
+        rel = Path(root).relative_to(folder)
+        for name in sorted(dirs) + sorted(files):
+            path = (rel / name).as_posix()
+            if rel == Path(".") and name in ignore:
+                continue
+            if os.path.islink(os.path.join(root, name)):
+                return f"{path} (a link)"
+            if name in dirs and (rel != Path(".") or name not in (*_VERSIONS, "nodes")):
+                return f"{path}/"
+            if name in files and path not in listed:
+                return path
+    return None
+
+
 def write_meta(out: Path, meta: dict) -> dict:
     """``meta.json``, written last and atomically (:func:`~gridgnn.graph.files.atomic_write`: a folder without it is
     no dataset)."""
@@ -441,8 +492,7 @@ class ShardedDataset:
         self._mpath = mpath
         self._inside("meta.json", "meta.json")
         try:
-            with open(mpath, "rb") as fh:
-                meta = json.loads(fh.read().decode("utf-8"))
+            meta = _read_meta(mpath)
         except (OSError, ValueError, RecursionError) as exc:
             raise GridGnnError(f"cannot read {mpath}: {type(exc).__name__}: {str(exc)[:200]}") from None
         if not isinstance(meta, dict):
