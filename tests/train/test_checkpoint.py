@@ -286,6 +286,33 @@ def test_resume_with_nothing_left_to_train(small_ckpt, capsys):
     _one_error(capsys, code, "is at epoch 2 and --epochs is 2")
 
 
+def test_a_resume_from_another_folder_reads_the_checkpoints_data(tmp_path, monkeypatch, capsys):
+    """A relative --data path is kept absolute in the checkpoint: resumed from another working directory (one
+    holding another graph of the same size under the same name), the run reads the file it was trained on, as
+    the uninterrupted run does; naming that file by another relative path is the same data."""
+    import json
+    import shutil
+
+    home, elsewhere = tmp_path / "home", tmp_path / "elsewhere"
+    for folder, seed in ((home, 1), (elsewhere, 2)):
+        folder.mkdir()
+        g = load_graph(SBM, seed=seed)
+        save_npz(g.with_(x=np.random.default_rng(seed).normal(size=(g.n, 8)).astype(np.float32)), folder / "g.npz")
+    common = ["--data", "npz:g.npz", "--quiet", "--keep", "last", "--seed", 3]
+    monkeypatch.chdir(home)
+    assert run_main(["train", *common, "--epochs", 4, "--out", "whole"]) == 0
+    assert run_main(["train", *common, "--epochs", 2, "--checkpoint-every", 2, "--out", "part"]) == 0
+    shutil.copytree(home / "part", home / "part2")
+    monkeypatch.chdir(elsewhere)
+    assert run_main(["train", "--resume", home / "part", "--epochs", 4, "--quiet"]) == 0
+    assert run_main(["train", "--resume", home / "part2", "--data", "npz:../home/g.npz", "--epochs", 4, "--quiet",
+                     "--out", home / "again"]) == 0
+    whole = json.loads((home / "whole" / "summary.json").read_text())["final_loss"]
+    assert json.loads((home / "part" / "summary.json").read_text())["final_loss"] == whole
+    assert json.loads((home / "again" / "summary.json").read_text())["final_loss"] == whole
+    capsys.readouterr()
+
+
 def test_checkpoint_of_other_data_is_refused_on_every_rank(tmp_path):
     """Same --data SPEC, different file content (8 → 12 features): every rank refuses before any collective."""
     g = load_graph(SBM)

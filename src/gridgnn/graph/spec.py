@@ -26,6 +26,7 @@ defaults. Relative paths are relative to the current directory. ``None`` or an e
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable
 
@@ -84,15 +85,31 @@ _PARAMS: dict[str, dict[str, Callable[[str], object]]] = {
 
 
 def spec_key(spec):
-    """What ``spec`` names, for comparing two: its scheme, path and parameters in any order and spacing (a value
-    that does not parse, or is no string, as it is)."""
+    """What ``spec`` names, for comparing two: its scheme, path (absolute, from the working directory) and
+    parameters in any order and spacing (``sharded:DIR`` its folder; a value that does not parse, or is no string,
+    as it is)."""
     if not isinstance(spec, str):
         return spec
+    if spec.strip().startswith("sharded:"):
+        return "sharded", os.path.abspath(spec.strip()[len("sharded:"):]), []
     try:
         scheme, path, params = parse_spec(spec)
     except GridGnnError:
         return spec
-    return scheme, path, sorted(params.items())
+    return scheme, None if path is None else os.path.abspath(path), sorted(params.items())
+
+
+def absolute_spec(spec):
+    """``spec`` with its path made absolute (from the working directory), as a record that is read from another
+    folder must name it (a checkpoint resumed elsewhere reads the same file); a synthetic SPEC, one that does not
+    parse, or no string, as it is."""
+    if not isinstance(spec, str) or not isinstance(spec_key(spec), tuple) or spec_key(spec)[1] is None:
+        return spec
+    head, _, rest = spec.strip().partition(":")
+    path, qsep, query = rest.rpartition("?") if head.lower() != "sharded" else (rest, "", "")
+    if not qsep:
+        path, query = rest, ""
+    return f"{head}:{os.path.abspath(path)}{qsep}{query}"
 
 
 def parse_spec(spec: str) -> tuple[str, str | None, dict]:

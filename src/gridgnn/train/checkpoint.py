@@ -58,7 +58,7 @@ from .._version import __version__
 from ..errors import GridGnnError
 from ..graph.safe_io import DataFileError, regular_file
 from ..graph.saved import read_torch
-from ..graph.spec import spec_key
+from ..graph.spec import absolute_spec, spec_key
 from ..nn import MODELS
 from ..nn.base import TRAINER_OPTIONS
 from ..nn.decoders import MLPDecoder
@@ -478,7 +478,8 @@ def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: li
     obj = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "gridgnn_version": __version__, "torch_version": str(torch.__version__),
-        "epoch": int(epoch), "config": dict(config), "dims": [int(d) for d in dims],
+        "epoch": int(epoch), "dims": [int(d) for d in dims],
+        "config": {**config, "data": absolute_spec(config.get("data"))},  # a resume elsewhere reads this file
         "graph": {"n": int(info["n"]), "nnz": int(info["nnz"])},
         "params": grouped(params, lambda p: p),
         "optimizer": {"name": config.get("optimizer", "adam"),
