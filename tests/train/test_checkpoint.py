@@ -242,6 +242,14 @@ def _make_bad(kind, src, folder, tmp_path):
         ck = _ckpt(src)
         del ck["optimizer"]["exp_avg_sq"]
         torch.save(ck, target)
+    elif kind in ("val-acc", "no-loss"):  # records a resumed run reads (it failed by a traceback, or at the end)
+        ck = _ckpt(src)
+        for rec in ck["records"]:
+            if kind == "val-acc":
+                rec["val_acc"] = "high"
+            else:
+                del rec["loss"]
+        torch.save(ck, target)
     elif kind == "missing":
         target.unlink(missing_ok=True)
 
@@ -250,7 +258,8 @@ def _make_bad(kind, src, folder, tmp_path):
     ("not-gridgnn", "is not a gridgnn checkpoint"), ("text", "it was not written by torch.save"),
     ("truncated", "truncated or damaged"), ("code", "system, which no gridgnn file holds"),
     ("future", "format version 99"), ("shape", "weights[1] has shape (16, 5)"), ("moments", "optimizer exp_avg_sq"),
-    ("missing", "holds no checkpoint.pt"),
+    ("missing", "holds no checkpoint.pt"), ("val-acc", "epoch record 0: val_acc 'high' is not a number"),
+    ("no-loss", "epoch record 0: its loss None is not a finite number"),
 ])
 def test_bad_checkpoint_is_one_clear_error(small_ckpt, tmp_path, capsys, kind, needle):
     folder = tmp_path / "bad"

@@ -58,6 +58,7 @@ from .._version import __version__
 from ..errors import GridGnnError
 from ..graph.safe_io import DataFileError, regular_file
 from ..graph.saved import read_torch
+from ..graph.safe_io import short
 from ..graph.spec import absolute_spec, spec_key
 from ..nn import MODELS
 from ..nn.base import TRAINER_OPTIONS
@@ -253,6 +254,9 @@ def _check_structure(obj, path: str) -> None:
     for i, rec in enumerate(records):
         if not isinstance(rec, dict) or rec.get("epoch") != i or not _plain(rec):
             raise _bad(where, f"epoch record {i} is malformed")
+        wrong = _record_fault(rec)
+        if wrong:
+            raise _bad(where, f"epoch record {i}: {wrong}")
     graph = obj.get("graph")
     if not isinstance(graph, dict) or not all(_is_int(graph.get(k)) for k in ("n", "nnz")):
         raise _bad(where, "no graph size")
@@ -273,6 +277,24 @@ def _check_structure(obj, path: str) -> None:
         _check_tensors(state.get(key), shapes, dims, where, f"optimizer {key}", dtype)
     if "best_params" in obj:
         _check_tensors(obj["best_params"], shapes, dims, where, "best_params", dtype)
+
+
+def _record_fault(rec: dict) -> str | None:
+    """What is wrong with the fields of an epoch record that a resumed run reads (the loss, the metrics an epoch is
+    chosen by and reported with, the timings and sizes), or ``None``."""
+    def number(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    if not number(rec.get("loss")):
+        return f"its loss {short(rec.get('loss'))} is not a finite number"
+    for key, v in rec.items():
+        if key.startswith(("train_", "val_", "test_")) or key.endswith(("_s", "_bytes")) or key in ("lr", "bytes_sent"):
+            if v is not None and not number(v):
+                return f"{key} {short(v)} is not a number"
+    select = rec.get("select")
+    if select is not None and (not isinstance(select, str) or not select.startswith("val_")):
+        return f"select {short(select)} names no validation metric"
+    return None
 
 
 def _plain(v, depth: int = 0) -> bool:

@@ -12,7 +12,8 @@ loading it runs no code):
                       (:mod:`gridgnn.graph.pipeline`; ``predict`` and the export apply it). Optional: a file
                       written before it existed has none and keeps the old behaviour (its ``feature_norm``)
 ``dims``              layer widths ``[f_0, ..., f_L]`` (input features, hidden widths, classes)
-``epoch``             epochs trained: the parameters are those after the last one (not the best epoch's)
+``epoch``             1 + the epoch whose parameters ``params`` holds: the best validation epoch's under
+                      ``--keep best`` (the default), the last one's under ``--keep last``
 ``params``            ``{name: [full tensor of each layer using it]}``: unsharded, bit for bit the ranks' values
 ====================  ======================================================================================
 
