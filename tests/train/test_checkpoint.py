@@ -322,6 +322,23 @@ def test_a_resume_from_another_folder_reads_the_checkpoints_data(tmp_path, monke
     capsys.readouterr()
 
 
+def test_a_checkpoint_that_stopped_early_has_nothing_left_to_train(tmp_path, capsys):
+    """The last checkpoint of a run --early-stop ended: resumed with the same patience, it trained epochs the
+    uninterrupted run did not; now refused, and a larger patience trains on."""
+    import json
+
+    out = tmp_path / "run"
+    assert run_main(["train", "--data", SBM, "--epochs", 60, "--early-stop", 1, "--checkpoint-every", 1, "--quiet",
+                     "--out", out]) == 0
+    trained = json.loads((out / "summary.json").read_text())["epochs_trained"]
+    assert trained < 60 and _ckpt(out)["epoch"] == trained
+    capsys.readouterr()
+    code = run_main(["train", "--resume", out, "--epochs", 60, "--quiet", "--out", tmp_path / "more"])
+    _one_error(capsys, code, f"stopped early at epoch {trained} (--early-stop 1")
+    assert run_main(["train", "--resume", out, "--epochs", trained + 1, "--early-stop", 0, "--quiet", "--out",
+                     tmp_path / "more"]) == 0
+
+
 def test_checkpoint_of_other_data_is_refused_on_every_rank(tmp_path):
     """Same --data SPEC, different file content (8 → 12 features): every rank refuses before any collective."""
     g = load_graph(SBM)

@@ -12,7 +12,8 @@ import gridgnn
 from gridgnn.distributed.launch import launch
 from gridgnn.errors import GridGnnError
 from gridgnn.ops.kernels import _timed_first_calls, compile_seconds
-from gridgnn.train.loop import compiling, stops_early
+from gridgnn.train.loop import compiling
+from gridgnn.train.summary import stops_early
 from gridgnn.train.full_graph import _step_line
 
 from ._runs import group_worker, run_main

@@ -69,7 +69,7 @@ from .config import TrainConfig, fields_of_role, flag
 from .optim import state_keys
 from ..graph.files import atomic_write
 from .outputs import resume_folder
-from .summary import best_epoch
+from .summary import best_epoch, stops_early
 
 CHECKPOINT = "checkpoint.pt"
 FORMAT = "gridgnn-checkpoint"
@@ -309,7 +309,7 @@ def _plain(v, depth: int = 0) -> bool:
     return isinstance(v, list) and all(_plain(x, depth + 1) for x in v)
 
 
-def check_for_run(ckpt: dict, resume: str, *, dims: list[int], info: dict, epochs: int) -> None:
+def check_for_run(ckpt: dict, resume: str, *, dims: list[int], info: dict, epochs: int, early_stop: int) -> None:
     """Does the checkpoint fit the model and the graph this run builds, and is there an epoch left to train?"""
     path = checkpoint_file(resume)
     if list(ckpt["dims"]) != list(dims):
@@ -319,7 +319,7 @@ def check_for_run(ckpt: dict, resume: str, *, dims: list[int], info: dict, epoch
     if (g["n"], g["nnz"]) != (info["n"], info["nnz"]):
         raise GridGnnError(f"--resume {path} was trained on a graph with n={g['n']}, nnz={g['nnz']}; the data "
                            f"now have n={info['n']}, nnz={info['nnz']}")
-    check_epochs(ckpt, path, epochs)
+    check_epochs(ckpt, path, epochs, early_stop)
 
 
 def check_keep(ckpt: dict, keep: str, path: str) -> None:
@@ -332,10 +332,16 @@ def check_keep(ckpt: dict, keep: str, path: str) -> None:
                            "last, or retrain")
 
 
-def check_epochs(ckpt: dict, path: str, epochs: int) -> None:
+def check_epochs(ckpt: dict, path: str, epochs: int, early_stop: int) -> None:
+    """Is an epoch left to train: below ``--epochs``, and the checkpoint's run not stopped by ``--early-stop``
+    (resumed, it would train epochs the uninterrupted run did not)?"""
     if epochs <= ckpt["epoch"]:
         raise GridGnnError(f"--resume {path} is at epoch {ckpt['epoch']} and --epochs is {epochs}: nothing is "
                            f"left to train (give --epochs larger than {ckpt['epoch']})")
+    if stops_early(ckpt["records"], early_stop):
+        raise GridGnnError(f"--resume {path} stopped early at epoch {ckpt['epoch']} (--early-stop {early_stop}: no "
+                           f"better validation since epoch {best_epoch(ckpt['records'])}): nothing is left to train "
+                           "(give a larger --early-stop, or 0 to train on)")
 
 
 # ---------------------------------------------------------------------------------------------- config

@@ -51,6 +51,6 @@ def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConf
         raise GridGnnError(f"{exc} ({', '.join(f'{flag(k)} {base[k]!r}' for k in taken)} came from the checkpoint "
                            f"of --resume {given['resume']})") from None
     if ckpt is not None:
-        check_epochs(ckpt, checkpoint_file(cfg.resume), cfg.epochs)
+        check_epochs(ckpt, checkpoint_file(cfg.resume), cfg.epochs, cfg.early_stop)
         check_keep(ckpt, cfg.keep, checkpoint_file(cfg.resume))
     return cfg

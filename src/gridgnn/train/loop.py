@@ -20,7 +20,7 @@ from .optim import set_rate
 from ..graph.files import OutLock, make_out_dir, remove_empty_dirs, write_json
 from .outputs import (OUTPUTS, MetricsLog, TensorBoardLog, clear_outputs, incomplete, kept_note, previous_outputs,
                       write_kept, write_logits, write_metrics_csv)
-from .summary import best_epoch, interrupted_summary, model_epoch, validation_score
+from .summary import best_epoch, interrupted_summary, model_epoch, stops_early, validation_score
 
 
 def fmt(v, spec: str) -> str:
@@ -33,15 +33,6 @@ def compiling(r: dict) -> str:
     else ``""``."""
     s = r.get("compile_time_s") or 0.0
     return f"; of it {s * 1e3:.0f} ms compiling kernels" if s >= 0.0005 else ""
-
-
-def stops_early(history: list[dict], patience: int) -> bool:
-    """``--early-stop PATIENCE``: the validation accuracy has not improved for ``patience`` epochs (the best epoch
-    is the first of the highest accuracy, as the summary's; a run without validated vertices never stops). Every
-    rank decides alike: the accuracies are all-reduced."""
-    if not patience or not any(validation_score(r) is not None for r in history):
-        return False
-    return len(history) - 1 - best_epoch(history) >= patience
 
 
 def run_title(cfg, summary: dict) -> str:

@@ -255,7 +255,8 @@ class Minibatches:
         self.ckpt = None
         if cfg.resume is not None:  # read and checked on every rank, before the first collective
             self.ckpt = read_checkpoint(cfg.resume)
-            check_for_run(self.ckpt, cfg.resume, dims=self.dims, info=task.info, epochs=cfg.epochs)
+            check_for_run(self.ckpt, cfg.resume, dims=self.dims, info=task.info, epochs=cfg.epochs,
+                          early_stop=cfg.early_stop)
         clock.lap("read")
         grid, self.device = _grid(ctx, cfg)
         self.comm = Comm(grid, sync_cuda=ctx is not None, ranks_per_node=None if ctx is None else ctx.ranks_per_node)

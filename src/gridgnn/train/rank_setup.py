@@ -165,7 +165,7 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     ckpt = None
     if cfg.resume is not None:  # read and checked on every rank, before the first collective
         ckpt = read_checkpoint(cfg.resume)
-        check_for_run(ckpt, cfg.resume, dims=dims, info=info, epochs=cfg.epochs)
+        check_for_run(ckpt, cfg.resume, dims=dims, info=info, epochs=cfg.epochs, early_stop=cfg.early_stop)
     clock.lap("read")
 
     if ctx is None:

@@ -83,6 +83,15 @@ def best_epoch(records: list[dict]) -> int:
     return best
 
 
+def stops_early(history: list[dict], patience: int) -> bool:
+    """``--early-stop PATIENCE``: the validation accuracy has not improved for ``patience`` epochs (the best epoch
+    is the first of the highest accuracy, as the summary's; a run without validated vertices never stops). Every
+    rank decides alike: the accuracies are all-reduced."""
+    if not patience or not any(validation_score(r) is not None for r in history):
+        return False
+    return len(history) - 1 - best_epoch(history) >= patience
+
+
 def model_epoch(keep: str, records: list[dict]) -> int:
     """The epoch whose parameters a run hands on: the best validation epoch (``--keep best``) or the last."""
     return best_epoch(records) if keep == "best" else len(records) - 1
