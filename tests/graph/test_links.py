@@ -66,6 +66,24 @@ def test_negative_pairs_are_keyed_and_avoid_edges():
     assert counts.min() > 0.5 * counts.mean() and counts.max() < 1.5 * counts.mean()
 
 
+def test_negatives_of_a_dense_graph_are_non_edges_or_refused():
+    """Pairs still an edge or a self-loop after the draws were kept (K4: every negative an edge); now a graph whose
+    edges and self-loops fill at most half of the ordered pairs gives non-edges only (4000 pairs at q = 0.5), and a
+    denser one is refused."""
+    pairs = np.array(list(itertools.combinations(range(12), 2))).T
+
+    def graph(m):
+        return Graph.from_edges(pairs[0, :m], pairs[1, :m], 12, directed=False)
+
+    half = graph(30)  # 60 directed edges + 12 loops = 72 = half of 144
+    neg = negative_pairs(half, 4000, 1, seed=3)
+    edges = edge_set(half)
+    assert not any((int(a), int(b)) in edges or a == b for a, b in neg.T)
+    for dense in (graph(49), Graph.from_edges(*np.array(list(itertools.permutations(range(4), 2))).T, 4)):
+        with pytest.raises(GridGnnError, match="too dense"):
+            negative_pairs(dense, 10, 1)
+
+
 def brute_auc(pos, neg):
     return np.mean([1.0 if p > q else 0.5 if p == q else 0.0 for p in pos for q in neg])
 

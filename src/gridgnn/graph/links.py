@@ -24,9 +24,11 @@ from ..errors import GridGnnError
 from ..ops.hashing import chain
 from .graph import Graph
 
-#: draws of a negative pair before one that is an edge or a self-loop is kept anyway (vanishingly rare on sparse
-#: graphs: each attempt fails with probability about ``nnz / n²``)
-NEGATIVE_ATTEMPTS = 16
+#: draws of a negative pair while it is an edge or a self-loop; each fails with probability ``q`` (the share of the
+#: ordered pairs that are edges or self-loops), refused above :data:`MAX_NEGATIVE_DENSITY`: at most 2⁻⁶⁴ per pair
+NEGATIVE_ATTEMPTS = 64
+#: the largest share of edges and self-loops among a graph's ordered pairs that negatives are drawn from
+MAX_NEGATIVE_DENSITY = 0.5
 _SPLIT_TAG = {"train": 1, "val": 2, "test": 3}
 
 
@@ -143,13 +145,17 @@ def negative_pairs(graph: Graph, count: int, k: int = 1, *, seed: int = 0, split
 def negatives_of(graph: Graph, positives: np.ndarray, k: int = 1, *, seed: int = 0, split: str = "train",
                  epoch: int = 0) -> np.ndarray:
     r"""``int64[2, len(positives) · k]``: ``k`` negative pairs ``(source, destination)`` for each positive of
-    ``split`` whose index ``positives`` holds, in that order, drawn uniformly by keyed hashing, redrawn (up to
-    :data:`NEGATIVE_ATTEMPTS` times) while a pair is an edge of ``graph`` or a self-loop. Pair ``j`` of positive
+    ``split`` whose index ``positives`` holds, in that order, drawn uniformly by keyed hashing, redrawn while a pair
+    is an edge of ``graph`` or a self-loop (a graph whose edges and self-loops fill more than half of the ordered
+    pairs is refused; :data:`NEGATIVE_ATTEMPTS` draws per pair). Pair ``j`` of positive
     ``i`` depends only on (seed, split, epoch, i, j): any rank can draw any positives' pairs, in any order (a
     full-graph rank its slice, a minibatch its shuffled positives)."""
     if split not in _SPLIT_TAG:
         raise GridGnnError(f"split must be one of {', '.join(_SPLIT_TAG)}, got {split!r}")
     n = graph.n
+    if graph.nnz + n > MAX_NEGATIVE_DENSITY * n * n:  # (every rank alike: the same graph)
+        raise GridGnnError(f"link prediction draws negative pairs among the non-edges, but {graph.nnz} edges and "
+                           f"{n} self-loops fill more than half of the {n}² ordered pairs of this graph: too dense")
     ids = np.asarray(positives, dtype=np.int64).astype(np.uint64)
     pos = np.repeat(ids, k)
     draw = np.tile(np.arange(k, dtype=np.uint64), ids.size)
@@ -162,8 +168,9 @@ def negatives_of(graph: Graph, positives: np.ndarray, k: int = 1, *, seed: int =
         out[0, todo], out[1, todo] = a, b
         todo = todo[graph.find_edges(b, a)[1] | (a == b)]
         if todo.size == 0:
-            break
-    return out
+            return out
+    raise GridGnnError(f"{todo.size} negative pairs were still edges or self-loops after {NEGATIVE_ATTEMPTS} draws "
+                       f"each (the graph is too dense for negatives)")
 
 
 def auc(pos: np.ndarray, neg: np.ndarray) -> float:

@@ -29,7 +29,7 @@ class MLPDecoder(torch.nn.Module):
 
     def __init__(self, width: int, *, seed: int = 0, dtype=torch.float32):
         super().__init__()
-        gen = torch.Generator().manual_seed(int(seed) * 7919 + 0x5EED)
+        gen = torch.Generator().manual_seed((int(seed) * 7919 + 0x5EED) % (1 << 63))  # (any --seed: a 63-bit one)
         self.lins = torch.nn.ModuleList()
         for a, b in ((width, width), (width, 1)):
             lin = torch.nn.Linear(a, b, dtype=dtype)

@@ -302,7 +302,7 @@ class TrainConfig:
     negatives: int | None = opt(None, "task", role="link", metavar="K", low=1, high=MAX_NEGATIVES,
                                 help="--task link: negative pairs per positive, drawn afresh each epoch for training "
                                      "and once for validation and test (default 1)")
-    hits_k: int | None = opt(None, "task", role="run", metavar="K", low=1, high=MAX_ROWS,
+    hits_k: int | None = opt(None, "task", role="link", metavar="K", low=1, high=MAX_ROWS,
                              help="--task link: the K of Hits@K (default 50, OGB's ogbl-collab)")
     decoder: str | None = opt(None, "task", role="link", choices=("dot", "mlp"),
                               help="--task link: how a pair is scored from its endpoints' embeddings: dot (their dot "
