@@ -93,9 +93,15 @@ def test_calibrate_refuses_bad_input(capsys, tmp_path, calibrated):
     summary = json.loads((d / "1d" / "summary.json").read_text())
     del summary["epoch_time_median_s"]
     (no_time / "summary.json").write_text(json.dumps(summary))
+    link = tmp_path / "link"  # a link-prediction run: priced as node classification's step, it was accepted
+    link.mkdir()
+    summary = json.loads((d / "1d" / "summary.json").read_text())
+    summary["config"]["task"] = "link"
+    (link / "summary.json").write_text(json.dumps(summary))
     calls = [["calibrate", "--profile", str(tmp_path / name), "--out", str(tmp_path / "o.json")] for name in bad]
     calls += [["calibrate", "--profile", "local-cpu", "--fit", str(tmp_path), "--out", str(tmp_path / "o.json")],
               ["calibrate", "--profile", "local-cpu", "--fit", str(no_time), "--out", str(tmp_path / "o.json")],
+              ["calibrate", "--profile", "local-cpu", "--fit", str(link), "--out", str(tmp_path / "o.json")],
               ["plan", "--nproc", 4, "--profile", "nosuch"],
               ["plan", "--nproc", 4, "--algos", "1d,nosuch"],
               ["plan", "--nproc", 4, "--algos", "serial"],
@@ -110,7 +116,8 @@ def test_calibrate_refuses_bad_input(capsys, tmp_path, calibrated):
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(err) == len(calls) and all(ln.startswith("gridgnn: error:") for ln in err), err
     words = ["not a gridgnn profile", "kernels must map", "kernels['0']", "collectives['allreduce']",
-             "links['intra']", "no summary.json", "no measured epoch_time_median_s", "neither a file nor a preset",
+             "links['intra']", "no summary.json", "no measured epoch_time_median_s", "a --task link run",
+             "neither a file nor a preset",
              "unknown algorithm 'nosuch'", "serial runs on one process", "--memory must be", "gridgnn plan ranks",
              "--quick says how calibrate measures; --profile local-cpu reads a profile", "--max-nproc says how",
              "--partitions: unknown row partition 'bogus'", "--algos ',' names nothing"]

@@ -182,6 +182,30 @@ def test_compute_of_ranks_sharing_cores():
     assert predict_step(p, {}, {}, skewed, 4, threads=1)["comp_s"] == pytest.approx(8e-3)
     p.cores = 0  # a device per rank: the slowest rank
     assert predict_step(p, {}, {}, work, 4, threads=1)["comp_s"] == pytest.approx(2e-3)
+    # 2 ranks per node, each node's 2 cores: the busiest node's sum / 2 (2 ms, not all 4 ranks' 3.5), its memory too
+    p.cores, p.ranks_per_node = 2, 2
+    assert predict_step(p, {}, {}, work, 4, threads=1)["comp_s"] == pytest.approx(2e-3)
+    assert p.node_total([1.0, 2.0, 3.0, 5.0]) == 8.0 and p.node_ranks(4) == 2 and p.node_ranks(1) == 1
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda p: p["kernels"].update({"01": p["kernels"].pop("1")}), "kernels['01']"),  # (a KeyError when priced)
+    (lambda p: p["collectives"]["allreduce"].update({"1": [1e-4, 1e-9]}), "group sizes >= 2"),  # (divided by 0)
+    (lambda p: p["kernels"].update({"1": {}}), "kernels['1'] prices no flop/elem/launch"),  # (everything free)
+])
+def test_a_profile_the_prices_cannot_read_is_refused(change, words):
+    prof = json.loads(json.dumps(PROFILE))
+    change(prof)
+    with pytest.raises(GridGnnError, match=re.escape(words)):
+        Profile.from_json(prof)
+
+
+def test_a_profile_whose_prices_overflow_is_one_error(graph):
+    huge = json.loads(json.dumps(PROFILE))
+    huge["kernels"] = {"1": {"edge": 1e308, "flop": 1e308, "elem": 1e308, "launch": 1e308}}
+    cfg = config_from_flags({"data": SBM, "nproc": 2, "algo": "1d", "hidden": 8})
+    with pytest.raises(GridGnnError, match="its numbers are too large"):
+        plan_configs(cfg, graph, Profile.from_json(huge), algos=["1d"], jobs=1)
 
 
 @settings(max_examples=20, deadline=None)
@@ -241,6 +265,17 @@ def test_the_pick_line_overlaps_where_the_pick_does(capsys, algos, overlaps):
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("pick: "))
     args = build_parser().parse_args(shlex.split(line[len("pick: "):].split("  (planned in")[0])[1:])
     assert args.algo == algos and bool(getattr(args, "overlap", False)) == overlaps
+
+
+def test_plan_without_a_configuration_to_pick_says_so(capsys):
+    """Every configuration over --memory: no pick line to run (it printed one train refuses); every candidate
+    left out by --grad-dtype: one error line (was an IndexError traceback)."""
+    assert run_main(["plan", "--data", SBM, "--nproc", 2, "--hidden", 8, "--memory", 0.01]) == 0
+    out = capsys.readouterr().out
+    assert "pick: none, no configuration fits in the memory available" in out and "gridgnn train" not in out
+    assert run_main(["plan", "--data", SBM, "--nproc", 2, "--grad-dtype", "bfloat16", "--algos", "plexus"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--grad-dtype applies where the trainer all-reduces" in err[0], err
 
 
 @pytest.mark.parametrize("flags, words", [

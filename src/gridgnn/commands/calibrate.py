@@ -61,6 +61,9 @@ def fit_rows(profile, run_dirs: list[str]) -> list[dict]:
             raise GridGnnError(f"--fit {d}: summary.json has no measured epoch_time_median_s")
         if str(flags.get("data", "")).startswith("in-memory:") or flags.get("sampler"):
             raise GridGnnError(f"--fit {d}: only full-graph runs of a data SPEC can be simulated")
+        if flags.get("task", "node") != "node":  # (its decoder's traffic and work are not in the simulated step)
+            raise GridGnnError(f"--fit {d}: a --task {flags['task']} run; the planner prices node classification's "
+                               "step, which is what --fit compares")
         if flags.get("algo") == "auto":  # an --algo auto run: the configuration it picked
             flags.update((summary.get("plan") or {}).get("picked") or {})
             flags.pop("profile", None)

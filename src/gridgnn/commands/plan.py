@@ -102,10 +102,15 @@ def run_plan_command(args) -> int:
               f"{mem:>9}" + ("" if r["fits"] else "  does not fit"))
     if len(rows) > args.top:
         print(f"… {len(rows) - args.top} more" + (f" in {args.out}" if args.out else " (--out FILE writes them all)"))
-    best = rows[0]
-    pick = shlex.join(["gridgnn", "train", *job, *Candidate.from_options(best["config"]).flags(),
-                       *(["--overlap"] if best["config"].get("overlap") else [])])
-    print(f"pick: {pick}  (planned in {wall:.1f} s)")
+    best = rows[0]  # (ranked: a configuration that fits first)
+    if best["fits"]:
+        pick = shlex.join(["gridgnn", "train", *job, *Candidate.from_options(best["config"]).flags(),
+                           *(["--overlap"] if best["config"].get("overlap") else [])])
+        print(f"pick: {pick}  (planned in {wall:.1f} s)")
+    else:
+        least = min(r["peak_memory_bytes"] for r in rows if r["peak_memory_bytes"] is not None)
+        print(f"pick: none, no configuration fits in the memory available (the smallest needs {least / 2 ** 30:.3f} "
+              f"GiB per rank; more processes, or --memory)  (planned in {wall:.1f} s)")
     if args.out:
         write_report(args.out, {"nproc": cfg.nproc, "model": cfg.model, "layers": cfg.layers, "hidden": cfg.hidden,
                               "data": cfg.data or "default", "n": graph.n, "nnz": graph.nnz,

@@ -56,7 +56,7 @@ import torch
 
 from ..errors import CommFailure, GridGnnError, out_of_memory
 from . import staged
-from .machine import release_freed_memory
+from .machine import release_freed_memory, usable_cores
 
 
 def rank_gpu(local_rank: int, local_ranks: int, visible: int, *, shared: bool = False,
@@ -253,7 +253,7 @@ def loopback_interface() -> str:
 
 
 def _set_threads(local_world: int) -> None:
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     torch.set_num_threads(max(1, cores // max(1, local_world)))
 
 

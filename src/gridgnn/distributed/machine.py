@@ -22,6 +22,12 @@ RUNTIME_SHARED_BYTES = 205 * MIB
 PYG_IMPORT_BYTES = 100 * MIB
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, as ``taskset`` or a batch scheduler sets it; not the
+    machine's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def format_gib(nbytes: float) -> str:
     """Bytes for a message: GiB from 0.1 GiB up (thousands separated), MiB/KiB/B below."""
     v = nbytes / GIB

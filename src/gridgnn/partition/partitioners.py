@@ -57,6 +57,7 @@ import threading
 import numpy as np
 import scipy.sparse as sp
 
+from ..distributed.machine import usable_cores
 from ..errors import GridGnnError
 from ..graph.safe_io import check_alloc
 from .layout import RowPartition
@@ -137,8 +138,7 @@ _KAHYPAR_STATE: dict = {}
 def _kahypar_initializer(mtkahypar):
     with _KAHYPAR_LOCK:
         if "init" not in _KAHYPAR_STATE:
-            threads = max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                                 else (os.cpu_count() or 1), 16))
+            threads = max(1, min(usable_cores(), 16))
             _KAHYPAR_STATE["init"] = mtkahypar.initialize(threads, False)
         return _KAHYPAR_STATE["init"]
 

@@ -13,13 +13,13 @@ r"""``gridgnn calibrate``: measure this machine's :class:`~gridgnn.planner.timin
 """
 from __future__ import annotations
 
-import os
 import statistics
 import time
 
 import numpy as np
 import torch
 
+from ..distributed.machine import usable_cores
 from .timing import PROFILE_VERSION, Profile
 
 SIZES_BYTES = (1 << 10, 1 << 14, 1 << 18, 1 << 20, 1 << 22)
@@ -188,7 +188,7 @@ def measure_collectives(max_nproc: int, *, device: str = "cpu", quick: bool = Fa
 
 def calibrate(*, max_nproc: int = 8, device: str = "cpu", quick: bool = False) -> Profile:
     """Measure the kernels and collectives of this machine into a :class:`Profile` (unfitted: θ = 1, 1, 0)."""
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     threads = sorted({1, cores}) if device == "cpu" else [cores]  # a GPU rank's kernels do not use its threads
     if device == "cuda" and not torch.cuda.is_available():
         from ..errors import GridGnnError

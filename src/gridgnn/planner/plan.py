@@ -21,6 +21,7 @@ time, those that fit in memory first; ties keep the listing order, so a plan is 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..errors import GridGnnError
@@ -115,15 +116,19 @@ def price(cand: Candidate, vol, profile, *, nproc: int, memory: list | None = No
 
     from .timing import predict_step
 
-    threads = max(1, profile.cores // max(1, nproc)) if profile.cores else 1
+    threads = max(1, profile.cores // profile.node_ranks(max(1, nproc))) if profile.cores else 1
     from ..parallel.registry import algorithm
 
     overlap = bool(overlap) and algorithm(cand.algo).overlap
-    pred = predict_step(profile, vol.detail, vol.axes, vol.work, vol.world, threads, overlap=overlap,
-                        **vol.overlap_facts())
+    with np.errstate(over="ignore", invalid="ignore"):  # (a profile's numbers too large: refused just below)
+        pred = predict_step(profile, vol.detail, vol.axes, vol.work, vol.world, threads, overlap=overlap,
+                            **vol.overlap_facts())
+    if not math.isfinite(pred["time_s"]):
+        raise GridGnnError(f"profile {profile.name!r} prices {cand.name} at {pred['time_s']} s: its numbers are too "
+                           "large for a step time")
     fits = True
-    if memory is not None and available_bytes is not None:
-        fits = (sum(memory) if profile.cores else max(memory)) <= available_bytes
+    if memory is not None and available_bytes is not None:  # a CPU node's ranks share its memory
+        fits = (profile.node_total(memory) if profile.cores else max(memory)) <= available_bytes
     msgs = np.zeros(vol.world)
     for v in vol.bytes.values():
         msgs += v[2]

@@ -21,10 +21,11 @@ run on the same cores, :meth:`Profile.core_sharing`):
 
 .. math::
 
-    T = \theta_{comp} \max\Big(\max_r T^{comp}_r,\; \frac{t}{C}\sum_r T^{comp}_r\Big)
-        + \theta_{comm} \max_r T^{comm}_r + \theta_0
+    T = \theta_{comp} \max\Big(\max_r T^{comp}_r,\; \frac{t}{C}\max_{\text{node}}\sum_{r \in \text{node}}
+        T^{comp}_r\Big) + \theta_{comm} \max_r T^{comm}_r + \theta_0
 
-(:math:`t` threads per rank, :math:`C` cores; one device per rank: the first term alone). The coefficients
+(:math:`t` threads per rank, :math:`C` cores of a node, shared by its ``ranks_per_node`` ranks; one device per rank:
+the first term alone). The coefficients
 :math:`\theta` are 1, 1, 0 until :func:`fit_profile` fits them by least squares to measured runs
 (``gridgnn calibrate``: to the short training runs it makes itself, or with ``--fit`` to runs given), which
 absorbs what the microbenchmarks miss (overlap, the optimizer, Python).
@@ -102,8 +103,8 @@ class Profile:
             return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and \
                 (v > 0 if positive else v >= 0)
 
-        def size_key(k) -> bool:
-            return isinstance(k, str) and k.isdigit() and int(k) >= 1
+        def size_key(k, least=1) -> bool:  # a count as its decimal (the prices look "2" up, not "02")
+            return isinstance(k, str) and k.isascii() and k.isdigit() and k == str(int(k)) and int(k) >= least
 
         if not isinstance(self.name, str) or self.device not in ("cpu", "cuda"):
             bad("name must be a string and device cpu or cuda")
@@ -116,13 +117,16 @@ class Profile:
             if not size_key(t) or not isinstance(k, dict) or not all(u in WORK_UNITS and number(v)
                                                                      for u, v in k.items()):
                 bad(f"kernels[{t!r}] must map the units {', '.join(WORK_UNITS)} to seconds >= 0")
+            if not all(u in k for u in ("flop", "elem", "launch")) or not ("edge" in k or "nnz" in k):
+                bad(f"kernels[{t!r}] prices no {'/'.join(u for u in ('flop', 'elem', 'launch') if u not in k) or 'edge'}"
+                    " (a unit left out would cost nothing)")
         if not isinstance(self.collectives, dict):
             bad("collectives must map collectives to group sizes")
         for c, table in self.collectives.items():
             if c not in COLLECTIVES or not isinstance(table, dict) or not table or not all(
-                    size_key(g) and isinstance(ab, list) and len(ab) == 2 and all(number(x) for x in ab)
+                    size_key(g, least=2) and isinstance(ab, list) and len(ab) == 2 and all(number(x) for x in ab)
                     for g, ab in table.items()):
-                bad(f"collectives[{c!r}] must map group sizes to [alpha_s, beta_s_per_byte] >= 0")
+                bad(f"collectives[{c!r}] must map group sizes >= 2 to [alpha_s, beta_s_per_byte] >= 0")
         if not isinstance(self.links, dict):
             bad("links must map intra/inter to their latency and bandwidth")
         for kind, link in self.links.items():
@@ -145,7 +149,20 @@ class Profile:
         groups of the other ranks share the cores too. 1 when every rank has its own device."""
         if self.cores <= 0:
             return 1.0
-        return max(1.0, world * threads / self.cores) / max(1.0, members * threads / self.cores)
+        node = self.node_ranks(world)
+        return max(1.0, node * threads / self.cores) / max(1.0, min(members, node) * threads / self.cores)
+
+    def node_ranks(self, world: int) -> int:
+        """How many of ``world`` ranks share one node's cores and memory (ranks fill the nodes in order)."""
+        return min(self.ranks_per_node, world) if self.ranks_per_node > 0 else world
+
+    def node_total(self, per_rank) -> float:
+        """The largest sum of ``per_rank`` values over the ranks of one node."""
+        v = np.asarray(per_rank, dtype=np.float64)
+        if v.size == 0:
+            return 0.0
+        k = self.node_ranks(v.size)
+        return float(np.add.reduceat(v, np.arange(0, v.size, k)).max())
 
     def spans_nodes(self, members: int, stride: int) -> bool:
         return self.ranks_per_node > 0 and stride * members > self.ranks_per_node
@@ -258,8 +275,8 @@ def predict_step(profile: Profile, detail: dict, axes: dict, work: dict, world: 
         hidden = np.minimum(hidden, comp)
         comm = comm - hidden
     comp_s = float(comp.max()) if world else 0.0
-    if profile.cores > 0:
-        comp_s = max(comp_s, float(comp.sum()) * threads / profile.cores)
+    if profile.cores > 0:  # the ranks of a node share its cores
+        comp_s = max(comp_s, profile.node_total(comp) * threads / profile.cores)
     comm_s = float(comm.max()) if world else 0.0
     fit = profile.fit
     time_s = fit.get("comp", 1.0) * comp_s + fit.get("comm", 1.0) * comm_s + fit.get("const_s", 0.0)

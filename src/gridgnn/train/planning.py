@@ -8,14 +8,13 @@ import dataclasses
 import gc
 import json
 import multiprocessing as mp
-import os
 import sys
 import time
 
 import numpy as np
 import torch
 
-from ..distributed.machine import available_memory, available_memory_bytes
+from ..distributed.machine import available_memory, available_memory_bytes, usable_cores
 from ..distributed.wire import WIRE_TYPES, wire_element_bytes
 from ..errors import GridGnnError
 from ..graph import gcn_normalize
@@ -133,19 +132,20 @@ def plan_jobs(jobs: int | None, world: int, count: int, nnz: int = 0) -> int:
         return max(1, min(int(jobs), count))
     if world * count < PARALLEL_PLAN_RECORDS or not sys.platform.startswith("linux"):
         return 1  # (forking a process that has imported torch is safe on Linux alone)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     allowance = max(WORKER_FLOOR_BYTES, WORKER_BYTES_PER_NNZ * nnz + WORKER_BYTES_PER_RANK_PAIR * world * world)
     return max(1, min(cores, count, available_memory() // allowance))
 
 
 def _price_candidate(cfg, graph, profile, cand, layouts: dict, available_bytes, narrow_grads: bool):
     """One configuration simulated, priced and its memory estimated: ``("row", row)``, ``("refused", message)``
-    (the model's trace refuses the layout) or ``None`` (left out: ``--grad-dtype`` on a layout whose primitives sum
-    the gradients)."""
+    (the model's trace refuses the layout) or ``("left out", why)`` (``--grad-dtype`` on a layout whose primitives
+    sum the gradients)."""
     c = dataclasses.replace(cfg, **cand.options())
     c = dataclasses.replace(c, overlap=cfg.overlap and algorithm(cand.algo).overlap)
-    if narrow_grads and c.grad_sum_refusal(algorithm(c.algo)):
-        return None
+    left_out = narrow_grads and c.grad_sum_refusal(algorithm(c.algo))
+    if left_out:
+        return "left out", f"--grad-dtype applies where the trainer all-reduces the gradients; {left_out}"
     t0 = time.perf_counter()
     try:
         vol, shape, source, part = simulate_config(c, graph, layouts)
@@ -247,9 +247,9 @@ def plan_configs(cfg, graph, profile, *, cands=None, available_bytes: int | None
             _SHARED.clear()
     if progress is not None:
         progress(len(cands), len(cands))
-    rows = [r[1] for r in results if r is not None and r[0] == "row"]
+    rows = [r[1] for r in results if r[0] == "row"]
     if not rows:
-        refused = [r[1] for r in results if r is not None and r[0] == "refused"]
+        refused = [r[1] for r in results if r[0] == "refused"] or [r[1] for r in results if r[0] == "left out"]
         raise GridGnnError(f"no configuration of {cfg.nproc} processes can run this model; e.g. {refused[0]}")
     return rank_rows(rows)
 
