@@ -412,7 +412,8 @@ def dropout_hash(acc: Ledger, ctx: MemoryContext, layer: int, elements: float) -
 
 
 def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: int, out_cols: int,
-           graph_of=None, *, skip=frozenset(), flags: bool = False, winners=None, product_input=None) -> None:
+           graph_of=None, *, skip=frozenset(), flags: bool = False, winners=None, product_input=None,
+           memo: dict | None = None) -> None:
     r"""Activations and workspace of a traced model: every tensor autograd saved in the trace, scaled to this
     rank (``node(layout, layer, columns)`` and ``edges(layer)`` give its local elements) at the position it was
     saved at, the logits and targets (held all the step);
@@ -423,11 +424,20 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
     blocks (``sharded_cross_entropy``) keeps a flag per labelled row; ``winners(layer, columns)``: the local
     elements of a selection's winners where they do not lie as its output (default: ``node`` of their layout);
     ``product_input(layer, columns)``: the ``(rows, columns)`` of the rank's block of a layer's ``linear`` input
-    (default: the layer's rows as ``node`` counts them, every column)."""
+    (default: the layer's rows as ``node`` counts them, every column). ``memo``: what depends on ``ctx`` and the
+    sizes ``node`` and ``product_input`` give alone, kept for the next rank of the same sizes (a class of ranks)."""
     e, tr = ctx.e, ctx.trace
+    memo = {} if memo is None else memo
+
+    def once(key, compute):
+        if key not in memo:
+            memo[key] = compute()
+        return memo[key]
+
     m = train_rows_at(ctx.train_rows, rank, out_rows)
     for j, s in enumerate(tr.saved):
-        if j in skip or s.mask and mask_redrawn(ctx, s.mask):  # (a mask drawn again is not kept)
+        if j in skip or s.mask and once(("redrawn", s.mask), lambda: mask_redrawn(ctx, s.mask)):  # (a mask drawn
+            continue  # again is not kept)
             continue
         size = s.itemsize or e
         if s.kind == "node":
@@ -454,10 +464,10 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
     won = {s.pos - 1: (winners(s.layer, s.cols) if winners else node(s.layout, s.layer, s.cols))
            for s in tr.saved if s.kind == "winners"}  # a selection's output block, by its call
     for k, c in forward_calls(tr):
-        node_elements, edge_cols = backward_temporaries(
+        node_elements, edge_cols = once(("backward", k), lambda: backward_temporaries(
             ctx, k, lambda cols, l=c.layer: node(None, l, cols),
-            None if product_input is None else lambda cols, l=c.layer: product_input(l, cols))
-        mask_node, mask_edge = redrawn_mask_columns(ctx, k)
+            None if product_input is None else lambda cols, l=c.layer: product_input(l, cols)))
+        mask_node, mask_edge = once(("masks", k), lambda: redrawn_mask_columns(ctx, k))
         extra = 0.0
         if c.name == "spmm_select":  # its forward's selection and messages, with its input; its backward's routing
             out = won.get(k, node(None, c.layer, c.width))

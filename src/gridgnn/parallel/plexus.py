@@ -1043,6 +1043,7 @@ def _traced_memory(ctx, shape, ranks) -> dict:
         if ops[0][0] == "linear" else []
     replaced = {j for i in gathered for j in tr.linear_inputs.get(i, ())}
     out = {}
+    memos: dict = {}  # per class of ranks (its schedules): what the trace's ledger takes from sizes alone
     for r, me, scheds, acc, shards, largest, vb in _plexus_ranks(ctx, shape, layouts, ranks):
         nrows, ncols = scheds[0].nrows, scheds[0].ncols
         gathers = set()
@@ -1093,7 +1094,8 @@ def _traced_memory(ctx, shape, ranks) -> dict:
 
         skip = replaced if scheds[0].input_gather().moves else frozenset()
         traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, ncols(dims[-1], last.cols),
-               graph_of=lambda l: l, skip=skip, flags=True, product_input=product_input)  # a graph per layer; the
+               graph_of=lambda l: l, skip=skip, flags=True, product_input=product_input,
+               memo=memos.setdefault(id(scheds), {}))  # a graph per layer; the
         # loss over class blocks
         out[r] = (acc, largest)
     return out
@@ -1147,6 +1149,7 @@ def _scattered_memory(ctx, shape, ranks) -> dict:
                              scatter=True)
     lins = [c for c in tr.calls if c.name == "linear"]
     out = {}
+    memos: dict = {}  # per class of ranks (its schedules): what the trace's ledger takes from sizes alone
     for r, me, scheds, acc, shards, largest, _ in _plexus_ranks(ctx, shape, layouts, ranks):
         ncols = scheds[0].ncols
         inp = layouts[0].input
@@ -1182,7 +1185,7 @@ def _scattered_memory(ctx, shape, ranks) -> dict:
             return scheds[l].part_rows(lin), ncols(cols, lin.cols)
 
         traced(acc, ctx, r, node, lambda l: shards.get(l, 0.0), rows_out, ncols(dims[-1], last.cols),
-               graph_of=lambda l: l, flags=True, product_input=product_input)
+               graph_of=lambda l: l, flags=True, product_input=product_input, memo=memos.setdefault(id(scheds), {}))
         out[r] = (acc, largest)
     return out
 
