@@ -79,6 +79,9 @@ def test_negatives_of_a_dense_graph_are_non_edges_or_refused():
     neg = negative_pairs(half, 4000, 1, seed=3)
     edges = edge_set(half)
     assert not any((int(a), int(b)) in edges or a == b for a, b in neg.T)
+    looped = Graph.from_edges(np.r_[pairs[0, :30], np.arange(12)], np.r_[pairs[1, :30], np.arange(12)], 12,
+                              directed=False)  # its stored self-loops are the 12 counted: not twice
+    assert looped.nnz == 72 and negative_pairs(looped, 50, 1, seed=3).shape == (2, 50)
     for dense in (graph(49), Graph.from_edges(*np.array(list(itertools.permutations(range(4), 2))).T, 4)):
         with pytest.raises(GridGnnError, match="too dense"):
             negative_pairs(dense, 10, 1)

@@ -46,6 +46,21 @@ def test_file_schemes(tmp_path, monkeypatch):
         load_graph("npz:missing.npz")
 
 
+def test_a_spec_made_absolute_names_the_file_the_loaders_read(tmp_path, monkeypatch):
+    """What a checkpoint records and a resume compares: the path absolute, ``~`` expanded as the loaders expand it,
+    the parameters kept; a synthetic SPEC or one that does not parse as it is."""
+    from gridgnn.graph.spec import absolute_spec, spec_key
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    assert absolute_spec("npz:~/g.npz") == f"npz:{tmp_path}/home/g.npz"
+    assert absolute_spec("edgelist:d/e.txt?directed=1") == f"edgelist:{tmp_path}/d/e.txt?directed=1"
+    assert absolute_spec("sharded:ds") == f"sharded:{tmp_path}/ds"
+    for same in ("synthetic:sbm?n=30", "bogus", None):
+        assert absolute_spec(same) == same
+    assert spec_key("npz:./home/g.npz") == spec_key("npz:~/g.npz") == spec_key(f"npz:{tmp_path}/home/g.npz")
+
+
 def test_planetoid_scheme(cora_dir):
     g = load_graph(f"planetoid:{cora_dir}")
     assert g.n == 2708 and g.name == "cora"

@@ -334,7 +334,7 @@ def test_a_checkpoint_that_stopped_early_has_nothing_left_to_train(tmp_path, cap
     assert trained < 60 and _ckpt(out)["epoch"] == trained
     capsys.readouterr()
     code = run_main(["train", "--resume", out, "--epochs", 60, "--quiet", "--out", tmp_path / "more"])
-    _one_error(capsys, code, f"stopped early at epoch {trained} (--early-stop 1")
+    _one_error(capsys, code, f"is at epoch {trained}, where --early-stop 1 stops a run")
     assert run_main(["train", "--resume", out, "--epochs", trained + 1, "--early-stop", 0, "--quiet", "--out",
                      tmp_path / "more"]) == 0
 

@@ -108,9 +108,9 @@ def run_plan_command(args) -> int:
                            *(["--overlap"] if best["config"].get("overlap") else [])])
         print(f"pick: {pick}  (planned in {wall:.1f} s)")
     else:
-        least = min(r["peak_memory_bytes"] for r in rows if r["peak_memory_bytes"] is not None)
-        print(f"pick: none, no configuration fits in the memory available (the smallest needs {least / 2 ** 30:.3f} "
-              f"GiB per rank; more processes, or --memory)  (planned in {wall:.1f} s)")
+        shared = "; the ranks of a node share its memory" if profile.cores else ""
+        print(f"pick: none, no configuration fits in the memory available (--memory, default this machine's; "
+              f"GiB/rank is a configuration's busiest rank{shared})  (planned in {wall:.1f} s)")
     if args.out:
         write_report(args.out, {"nproc": cfg.nproc, "model": cfg.model, "layers": cfg.layers, "hidden": cfg.hidden,
                               "data": cfg.data or "default", "n": graph.n, "nnz": graph.nnz,

@@ -189,6 +189,9 @@ class OutLock:
                                        "follow; remove it") from None
                 raise GridGnnError(f"cannot lock --out {folder}: {os_reason(exc)}") from None
             st = os.fstat(fd)
+            if st.st_nlink == 0:  # its holder released it (unlinked) between our open and this: open again
+                os.close(fd)
+                continue
             if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
                 os.close(fd)
                 raise GridGnnError(f"--out {folder}: {self.NAME} is not a plain file of its own (a hard link, a "

@@ -91,12 +91,17 @@ def spec_key(spec):
     if not isinstance(spec, str):
         return spec
     if spec.strip().startswith("sharded:"):
-        return "sharded", os.path.abspath(spec.strip()[len("sharded:"):]), []
+        return "sharded", _absolute(spec.strip()[len("sharded:"):]), []
     try:
         scheme, path, params = parse_spec(spec)
     except GridGnnError:
         return spec
-    return scheme, None if path is None else os.path.abspath(path), sorted(params.items())
+    return scheme, None if path is None else _absolute(path), sorted(params.items())
+
+
+def _absolute(path: str) -> str:
+    """A SPEC's path as the loaders read it (``~`` expanded), absolute from the working directory."""
+    return os.path.abspath(os.path.expanduser(path))
 
 
 def absolute_spec(spec):
@@ -109,7 +114,7 @@ def absolute_spec(spec):
     path, qsep, query = rest.rpartition("?") if head.lower() != "sharded" else (rest, "", "")
     if not qsep:
         path, query = rest, ""
-    return f"{head}:{os.path.abspath(path)}{qsep}{query}"
+    return f"{head}:{_absolute(path)}{qsep}{query}"
 
 
 def parse_spec(spec: str) -> tuple[str, str | None, dict]:

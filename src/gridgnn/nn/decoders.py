@@ -29,7 +29,7 @@ class MLPDecoder(torch.nn.Module):
 
     def __init__(self, width: int, *, seed: int = 0, dtype=torch.float32):
         super().__init__()
-        gen = torch.Generator().manual_seed((int(seed) * 7919 + 0x5EED) % (1 << 63))  # (any --seed: a 63-bit one)
+        gen = torch.Generator().manual_seed((int(seed) * 7919 + 0x5EED) % (1 << 64))  # (any --seed; torch's 64 bits)
         self.lins = torch.nn.ModuleList()
         for a, b in ((width, width), (width, 1)):
             lin = torch.nn.Linear(a, b, dtype=dtype)

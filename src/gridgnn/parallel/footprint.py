@@ -438,7 +438,6 @@ def traced(acc: Ledger, ctx: MemoryContext, rank: int, node, edges, out_rows: in
     for j, s in enumerate(tr.saved):
         if j in skip or s.mask and once(("redrawn", s.mask), lambda: mask_redrawn(ctx, s.mask)):  # (a mask drawn
             continue  # again is not kept)
-            continue
         size = s.itemsize or e
         if s.kind == "node":
             acc.saved(node(s.layout, s.layer, s.cols) * size, s.pos)

@@ -339,9 +339,9 @@ def check_epochs(ckpt: dict, path: str, epochs: int, early_stop: int) -> None:
         raise GridGnnError(f"--resume {path} is at epoch {ckpt['epoch']} and --epochs is {epochs}: nothing is "
                            f"left to train (give --epochs larger than {ckpt['epoch']})")
     if stops_early(ckpt["records"], early_stop):
-        raise GridGnnError(f"--resume {path} stopped early at epoch {ckpt['epoch']} (--early-stop {early_stop}: no "
-                           f"better validation since epoch {best_epoch(ckpt['records'])}): nothing is left to train "
-                           "(give a larger --early-stop, or 0 to train on)")
+        raise GridGnnError(f"--resume {path} is at epoch {ckpt['epoch']}, where --early-stop {early_stop} stops a run "
+                           f"(no better validation since epoch {best_epoch(ckpt['records'])}): nothing is left to "
+                           "train (give a larger --early-stop, or 0 to train on)")
 
 
 # ---------------------------------------------------------------------------------------------- config
