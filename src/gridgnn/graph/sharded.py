@@ -359,8 +359,8 @@ META_MAX_BYTES = 1 << 30
 
 def _read_meta(path: Path):
     """``meta.json``'s JSON value (``ValueError``: larger than :data:`META_MAX_BYTES`, or not JSON)."""
-    with open(path, "rb") as fh:
-        raw = fh.read(META_MAX_BYTES + 1)
+    with open(path, "rb") as fh:  # (a read of N bytes allocates N first: the file's size, within the bound)
+        raw = fh.read(min(os.fstat(fh.fileno()).st_size, META_MAX_BYTES) + 1)
     if len(raw) > META_MAX_BYTES:
         raise ValueError(f"larger than {META_MAX_BYTES} bytes")
     return json.loads(raw.decode("utf-8"))
