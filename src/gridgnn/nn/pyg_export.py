@@ -59,8 +59,8 @@ class PygExport(torch.nn.Module):
       (``feature_norm``: ``none``, ``row``, ``l2``; in float64, back to ``float32``);
     * leaves out the edges whose ``edge_weight`` is 0 (gridgnn's normalized matrix stores none: a model that reads
       no weights, GAT or SAGE, does not see them either; give ``edge_weight=`` to any model for this; a self-loop
-      of weight 0 stays, which GCN keeps as PyG does — GAT, whose PyG layer re-adds every self-loop, differs
-      there) and, for a model that aggregates no self-loop of the data (``data_self_loops=False``: SAGE, whose
+      of weight 0 stays for GCN, which keeps it as PyG does — GAT, GATv2 and AGNN, whose PyG layers re-add every
+      self-loop, differ there) and, for a model that aggregates no self-loop of the data (``data_self_loops=False``: SAGE, whose
       PyG layer would), the self-loops;
     * ignores ``edge_type`` for a model that reads none (it would merge duplicates per relation).
 
@@ -70,15 +70,18 @@ class PygExport(torch.nn.Module):
         degree_features (bool): the model was trained on degree features. (default ``False``)
         symmetrize (bool): the model was trained on a symmetrized graph. (default ``False``)
         data_self_loops (bool): the model's layers read a self-loop of the data. (default ``True``)
+        edge_dim (int): width of the edge features the layers read (GINE, GATv2; ``0``: none, a given
+            ``edge_attr`` is ignored as gridgnn's ``--edge-dim 0`` does). (default ``0``)
     """
 
     def __init__(self, net, *, feature_norm: str = "none", degree_features: bool = False, symmetrize: bool = False,
-                 data_self_loops: bool = True):
+                 data_self_loops: bool = True, edge_dim: int = 0):
         super().__init__()
         if feature_norm not in ("none", "row", "l2"):
             raise ValueError(f"feature_norm must be none, row or l2, got {feature_norm!r}")
         self.net, self.feature_norm, self.degree_features = net, feature_norm, bool(degree_features)
         self.symmetrize, self.data_self_loops = bool(symmetrize), bool(data_self_loops)
+        self.edge_dim = int(edge_dim)
         sig = getattr(getattr(net, "signature", None), "param_dict", None)
         self.args = list(sig) if sig else ["x", "edge_index"]
         self.eval()
@@ -100,6 +103,14 @@ class PygExport(torch.nn.Module):
             if third is None:
                 raise ValueError("this model takes no third argument (x, edge_index only)")
             given[third] = edge
+        if "edge_attr" in self.args and not self.edge_dim:
+            given["edge_attr"] = None  # (the layers read none: PyG's would fail on an assert)
+        elif "edge_attr" in self.args:
+            attr = given["edge_attr"]
+            if attr is None or torch.as_tensor(attr).dim() != 2 or torch.as_tensor(attr).shape[1] != self.edge_dim:
+                raise ValueError(f"this model reads edge features {self.edge_dim} wide: give edge_attr= "
+                                 f"(edges × {self.edge_dim}), got "
+                                 f"{None if attr is None else tuple(torch.as_tensor(attr).shape)}")
         if "edge_type" not in self.args:
             given["edge_type"] = None
         elif given["edge_type"] is None:  # (PyG's RGCNConv would fail on an assert)
@@ -116,8 +127,10 @@ class PygExport(torch.nn.Module):
         edge_index, given = self._read(edge_index, given)
         x = self._normalized(torch.as_tensor(x).to(torch.float32))  # gridgnn's loaders hold features in float32
         param = next(self.net.parameters(), None)
-        if param is not None and x.dtype != param.dtype:  # gridgnn reads features in the run's dtype too
+        if param is not None:  # gridgnn reads features, edge features and weights in the run's dtype too
             x = x.to(param.dtype)
+            given = {k: (v if v is None or k == "edge_type" else torch.as_tensor(v).to(param.dtype))
+                     for k, v in given.items()}
         extra = [given[a] for a in self.args[2:]]
         return self.net(x, edge_index, *extra)
 
@@ -174,8 +187,10 @@ class PygExport(torch.nn.Module):
         """The edges the layers read: without those of weight 0 and, where the model reads none, the self-loops
         (after the degree features, which count every edge, as gridgnn's)."""
         keep, off = None, edge_index[0] != edge_index[1]
-        if given.get("edge_weight") is not None:  # (a self-loop of weight 0 stays: GCN's keeps it, as PyG's)
-            keep = (torch.as_tensor(given["edge_weight"]) != 0) | ~off
+        if given.get("edge_weight") is not None:  # (a self-loop of weight 0 stays for GCN, which keeps it as PyG's)
+            keep = torch.as_tensor(given["edge_weight"]) != 0
+            if "edge_weight" in self.args:
+                keep = keep | ~off
         if not self.data_self_loops:
             keep = off if keep is None else keep & off
         if keep is None or bool(keep.all()):

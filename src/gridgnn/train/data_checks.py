@@ -54,8 +54,8 @@ def check_inference_data(n: int, num_features: int, dims: list[int], blocks: int
         raise GridGnnError(f"the graph has {num_features} node features of its own; the model was trained on degree "
                            "features (the 3 columns gridgnn computes for a graph without x): give the graph without "
                            "node features")
-    if degree and trained != "degree" and num_features != dims[0]:
-        raise GridGnnError(f"the graph has no node features (x); the model was trained on {dims[0]}")
+    if degree and (trained == "given" or (trained is None and num_features != dims[0])):
+        raise GridGnnError(f"the graph has no node features (x); the model was trained on {dims[0]} of its own")
     if num_features != dims[0]:
         raise GridGnnError(f"the graph has {num_features} node features; the model was trained on {dims[0]}")
     if n < blocks:

@@ -137,7 +137,8 @@ class TrainedModel:
         export = PygExport(module.to_pyg(), feature_norm=norm,
                            degree_features=rec is not None and rec["features"] == "degree",
                            symmetrize=bool(rec and rec.get("symmetrize")),
-                           data_self_loops=getattr(module, "reads_data_self_loops", True))
+                           data_self_loops=getattr(module, "reads_data_self_loops", True),
+                           edge_dim=getattr(module, "edge_dim", 0) or 0)
         if self.config.get("task", "node") == "link":  # the embeddings' pair scores: export.decoder(z[u], z[v])
             export.decoder = self.decoder
         return export
@@ -297,6 +298,9 @@ def load(run: str, *, model: str | None = None) -> TrainedModel:
     if model is not None:
         resolve_model(model)
     obj = read_model_file(run)
+    if model is not None and model != obj["config"].get("model"):
+        raise GridGnnError(f"--model {model} names another model than the run's ({obj['config'].get('model')}, "
+                           f"{run}): give the run's, or leave --model out for a built-in one")
     summary = None
     folder = run if os.path.isdir(run) else os.path.dirname(run) or "."
     path = os.path.join(folder, "summary.json")

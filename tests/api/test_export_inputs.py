@@ -1,0 +1,89 @@
+"""What a trained model's inference and PyG export read from the graph they are handed: a model trained on
+features of its own refuses a graph without them (degree features are no substitute), ``--model`` naming another
+model than the run's is refused, and the export reads edge features and weights as gridgnn does (in the run's
+dtype, required where the layers read them, ignored where they read none, zero-weight edges left out)."""
+import numpy as np
+import pytest
+import torch
+from torch_geometric.data import Data
+
+import gridgnn
+from gridgnn.errors import GridGnnError
+from gridgnn.nn import GATv2, GINE
+from gridgnn.nn.pyg_export import PygExport
+
+
+@pytest.fixture(scope="module")
+def given_features_run(tmp_path_factory):
+    """GCN trained on 3 features of its own (as many as gridgnn's degree features)."""
+    r = np.random.default_rng(3)
+    n = 40
+    ei = torch.from_numpy(np.stack([r.integers(0, n, 150), r.integers(0, n, 150)]))
+    data = Data(edge_index=ei, x=torch.randn(n, 3, generator=torch.Generator().manual_seed(1)),
+                y=torch.from_numpy(r.integers(0, 3, n)), num_nodes=n)
+    out = tmp_path_factory.mktemp("given3") / "run"
+    gridgnn.train(graph=data, model="gcn", epochs=2, out=str(out), quiet=True)
+    return out, ei, n
+
+
+def test_a_model_on_given_features_refuses_a_graph_without_them(given_features_run):
+    out, ei, n = given_features_run
+    model = gridgnn.load(str(out))
+    with pytest.raises(GridGnnError, match="no node features"):
+        model.predict(Data(edge_index=ei, num_nodes=n))
+    with pytest.raises(GridGnnError, match="no node features"):
+        model(None, ei, num_nodes=n)
+
+
+def test_load_refuses_another_model_than_the_runs(given_features_run):
+    out, _, _ = given_features_run
+    with pytest.raises(GridGnnError, match="another model than the run's"):
+        gridgnn.load(str(out), model="gat")
+    assert gridgnn.load(str(out), model="gcn").config["model"] == "gcn"
+
+
+def _graph(seed=5, n=20, m=60, d=3):
+    r = np.random.default_rng(seed)
+    pairs = sorted({(int(a), int(b)) for a, b in zip(r.integers(0, n, m), r.integers(0, n, m)) if a != b})
+    ei = torch.tensor(pairs, dtype=torch.long).T
+    return torch.randn(n, 7, dtype=torch.float64), ei, torch.randn(ei.shape[1], d, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("cls", [GINE, GATv2])
+def test_export_reads_edge_features_in_the_models_dtype_and_requires_them(cls):
+    x, ei, ea = _graph()
+    model = cls([7, 5, 3], edge_dim=3, dropout=0.0, seed=2, dtype=torch.float64)
+    export = PygExport(model.to_pyg(), edge_dim=3)
+    want = export.net(x, ei, ea)
+    got = export(x, ei, edge_attr=ea.float())  # the loaders' float32 edge features, cast as gridgnn casts them
+    assert got.dtype == torch.float64
+    assert torch.allclose(got, export.net(x.float().double(), ei, ea.float().double()), rtol=0, atol=0)
+    assert torch.allclose(got, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="reads edge features 3 wide"):
+        export(x, ei)
+    with pytest.raises(ValueError, match="reads edge features 3 wide"):
+        export(x, ei, edge_attr=ea[:, :2])
+
+
+def test_export_of_gatv2_without_edge_features_ignores_given_ones():
+    x, ei, ea = _graph()
+    model = GATv2([7, 5, 3], edge_dim=0, dropout=0.0, seed=2, dtype=torch.float64)
+    export = PygExport(model.to_pyg(), edge_dim=0)
+    assert torch.equal(export(x, ei, edge_attr=ea), export(x, ei))
+
+
+def test_export_reads_weights_in_the_models_dtype_and_drops_a_zero_weight_self_loop_where_gridgnn_does():
+    from gridgnn.nn import GCN
+
+    x, ei, ea = _graph()
+    w = torch.rand(ei.shape[1], dtype=torch.float64) + 0.5
+    gcn = GCN([7, 5, 3], dropout=0.0, seed=2, dtype=torch.float32)
+    export = PygExport(gcn.to_pyg())
+    assert export(x, ei, edge_weight=w).dtype == torch.float32  # a float64 weight on a float32 model
+    # GINE aggregates no zero-weight edge (gridgnn's matrix stores none), a self-loop of weight 0 included
+    gine = GINE([7, 5, 3], edge_dim=3, dropout=0.0, seed=2, dtype=torch.float64)
+    export = PygExport(gine.to_pyg(), edge_dim=3)
+    loop = torch.tensor([[4], [4]])
+    with_loop = export(x, torch.cat([ei, loop], 1), edge_attr=torch.cat([ea, torch.ones(1, 3, dtype=ea.dtype)]),
+                       edge_weight=torch.cat([torch.ones(ei.shape[1], dtype=torch.float64), torch.zeros(1)]))
+    assert torch.equal(with_loop, export(x, ei, edge_attr=ea))
