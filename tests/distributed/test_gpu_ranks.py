@@ -114,3 +114,43 @@ def test_every_rank_guards_its_gpu_memory_with_the_least_any_rank_has():
     results = launch(_guard_worker, 3, device="cpu", collect=True)
     assert [r[0] for r in results] == [(3 << 30, 1)] * 3
     assert [r[1] for r in results] == [3] * 3
+
+
+@pytest.mark.parametrize("env, bad", [({"WORLD_SIZE": "abc"}, "WORLD_SIZE='abc'"), ({"WORLD_SIZE": "0"}, "WORLD_SIZE='0'"),
+                                      ({"RANK": "3"}, "RANK='3' must be an integer, \\[0, 1\\]"),
+                                      ({"RANK": "-1"}, "RANK='-1'"), ({"LOCAL_RANK": "x"}, "LOCAL_RANK='x'"),
+                                      ({"MASTER_PORT": "abc"}, "MASTER_PORT='abc'"),
+                                      ({"MASTER_PORT": "70000"}, "MASTER_PORT='70000'")])
+def test_a_launchers_malformed_variable_is_one_line_naming_it(monkeypatch, env, bad):
+    """RANK, WORLD_SIZE, LOCAL_RANK, MASTER_PORT that are not integers in range (a RANK outside the job would
+    wait for the rendezvous' whole timeout) are refused naming the variable, before any rendezvous."""
+    from gridgnn.distributed import launch as L
+
+    for var in ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "OMPI_COMM_WORLD_LOCAL_RANK", "MASTER_PORT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setattr(L, "release_freed_memory", lambda: None)
+    with pytest.raises(GridGnnError, match=f"environment variable {bad}"):
+        L.env_context("cpu")
+
+
+def test_a_torchrun_rank_whose_peer_ended_before_the_final_barrier_says_so_in_one_line(tmp_path):
+    """Under torchrun a peer that failed after the last collective (writing its outputs) ends this rank's final
+    barrier: one line and exit status 1, as a spawned rank's, not gloo's traceback."""
+    import subprocess
+    import sys
+
+    script = ("import gridgnn.distributed.launch as L\n"
+              "class Ctx:\n"
+              "    rank, world_size, timeout_s = 1, 2, 5.0\n"
+              "    def shutdown(self):\n"
+              "        raise RuntimeError('Connection closed by peer\\nmore')\n"
+              "L.env_context = lambda device='auto': Ctx()\n"
+              "L.launch(lambda ctx: 7, None)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines() == ["gridgnn: error: rank 1: a peer ended before the job's final barrier "
+                                                "(Connection closed by peer)"]

@@ -170,12 +170,28 @@ def resolve_device(device: str = "auto") -> str:
     return device
 
 
+def env_int(e, name: str, default: int | None = None, *, low: int = 0, high: int | None = None) -> int:
+    """The launcher's variable ``name`` as an integer in ``[low, high]`` (``default`` when unset), or one line."""
+    raw = e.get(name)
+    if raw is None and default is not None:
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = None
+    if value is None or value < low or (high is not None and value > high):
+        bound = f"[{low}, {high}]" if high is not None else f"{low} or more"
+        raise GridGnnError(f"the launcher's environment variable {name}={raw!r} must be an integer, {bound}")
+    return value
+
+
 def env_context(device: str = "auto") -> LaunchContext | None:
     """A context from torchrun or SLURM variables, or ``None`` when neither is set."""
     e = os.environ
     dev = resolve_device(device)
     if "RANK" in e and "WORLD_SIZE" in e:
-        world = int(e["WORLD_SIZE"])
+        world = env_int(e, "WORLD_SIZE", low=1)
+        rank = env_int(e, "RANK", high=world - 1)
         place = local_place(e, world)
         if dev == "cuda" and world > 1:
             if place is None:
@@ -189,15 +205,16 @@ def env_context(device: str = "auto") -> LaunchContext | None:
                                    f"{torch.cuda.device_count()} GPUs: set LOCAL_WORLD_SIZE to the ranks on each node")
         release_freed_memory()  # a torchrun rank: before it reads anything
         local_rank, local_size = place or (0, None)
-        return LaunchContext(int(e["RANK"]), world, local_rank, world if local_size is None else local_size, dev,
-                             e.get("MASTER_ADDR", "127.0.0.1"), int(e.get("MASTER_PORT", 29500)))
+        return LaunchContext(rank, world, local_rank, world if local_size is None else local_size, dev,
+                             e.get("MASTER_ADDR", "127.0.0.1"), env_int(e, "MASTER_PORT", 29500, low=1, high=65535))
     if in_srun_step(e):
         if int(e.get("SLURM_NNODES", "1")) > 1 and "MASTER_ADDR" not in e:
             raise GridGnnError("multi-node srun needs MASTER_ADDR (and MASTER_PORT) set to the first node")
         release_freed_memory()  # an srun rank: before it reads anything
-        return LaunchContext(int(e["SLURM_PROCID"]), int(e["SLURM_NTASKS"]), int(e.get("SLURM_LOCALID", 0)),
+        tasks = env_int(e, "SLURM_NTASKS", low=1)
+        return LaunchContext(env_int(e, "SLURM_PROCID", high=tasks - 1), tasks, env_int(e, "SLURM_LOCALID", 0),
                              slurm_local_tasks(e), dev,
-                             e.get("MASTER_ADDR", "127.0.0.1"), int(e.get("MASTER_PORT", 29500)))
+                             e.get("MASTER_ADDR", "127.0.0.1"), env_int(e, "MASTER_PORT", 29500, low=1, high=65535))
     return None
 
 
@@ -206,10 +223,11 @@ def local_place(e, world: int) -> tuple[int, int | None] | None:
     node's ranks (``None``: not given, the whole job assumed) from torchrun's variables, else Open MPI's, else
     srun's (a job script exporting ``RANK`` from ``SLURM_PROCID``); ``None`` where none of them is set."""
     if "LOCAL_RANK" in e:
-        return int(e["LOCAL_RANK"]), int(e["LOCAL_WORLD_SIZE"]) if "LOCAL_WORLD_SIZE" in e else None
+        return env_int(e, "LOCAL_RANK"), env_int(e, "LOCAL_WORLD_SIZE", low=1) if "LOCAL_WORLD_SIZE" in e else None
     if "OMPI_COMM_WORLD_LOCAL_RANK" in e:  # (before SLURM's: mpirun within a batch script sees the batch step's)
-        size = e.get("OMPI_COMM_WORLD_LOCAL_SIZE")
-        return int(e["OMPI_COMM_WORLD_LOCAL_RANK"]), None if size is None else int(size)
+        size = "OMPI_COMM_WORLD_LOCAL_SIZE" in e
+        return env_int(e, "OMPI_COMM_WORLD_LOCAL_RANK"), env_int(e, "OMPI_COMM_WORLD_LOCAL_SIZE", low=1) if size \
+            else None
     if in_srun_step(e) and int(e["SLURM_NTASKS"]) == world and e["SLURM_PROCID"] == e.get("RANK"):
         return int(e.get("SLURM_LOCALID", 0)), slurm_local_tasks(e)
     return None
@@ -218,7 +236,7 @@ def local_place(e, world: int) -> tuple[int, int | None] | None:
 def in_srun_step(e) -> bool:
     """Whether this process is a task of an srun step of several tasks (a batch script without srun is not a rank
     of the job: its batch step also sets ``SLURM_PROCID`` and ``SLURM_LOCALID``)."""
-    return "SLURM_PROCID" in e and "SLURM_NTASKS" in e and int(e["SLURM_NTASKS"]) > 1 and "SLURM_STEP_ID" in e \
+    return "SLURM_PROCID" in e and "SLURM_NTASKS" in e and env_int(e, "SLURM_NTASKS", low=1) > 1 and "SLURM_STEP_ID" in e \
         and e.get("SLURM_STEP_ID") not in ("batch", "extern", "4294967294", "4294967291")
 
 
@@ -751,7 +769,12 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
         # the interpreter is whole: left to its teardown, gloo's threads have been seen to abort the process
         # ("terminate called without an active exception") after the job had finished
         gc.collect()
-        ctx.shutdown()
+        try:
+            ctx.shutdown()
+        except Exception as exc:  # noqa: BLE001 - a peer that failed after its work ends the barrier: its line says why
+            print(f"gridgnn: error: rank {ctx.rank}: a peer ended before the job's final barrier ({_first_line(exc)})",
+                  file=sys.stderr, flush=True)
+            os._exit(1)
         gc.collect()
         return [out]
     if nproc is None or nproc < 1:
