@@ -258,6 +258,9 @@ def test_shard_command(tmp_path, capsys):
     assert np.array_equal(ds.perm_r, pr) and np.array_equal(ds.perm_c, pc)
     ref = permute_matrix(mhat, pc, pr).toarray()
     assert np.allclose(ds.submatrix("cr", (100, 300), (0, 500)).toarray(), ref[100:300])
+    with pytest.raises(GridGnnError, match=r"--seed must be in \[0, "):  # not NumPy's traceback
+        run_shard_command(p.parse_args(["--data", args.data, "--blocks", "2x2", "--seed", "-1",
+                                        "--out", str(tmp_path / "neg")]))
     with pytest.raises(GridGnnError, match="blocks"):
         run_shard_command(argparse.Namespace(data=args.data, blocks="4y2", method="double-perm", seed=0,
                                              out=str(tmp_path / "o2")))

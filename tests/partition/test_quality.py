@@ -120,7 +120,7 @@ def test_quality_report_fields_against_brute_force(f):
     assert rep["edge_cut"] == brute_cut(mat, part)
     nnz = [sum(mat.indptr[i + 1] - mat.indptr[i] for i in range(n) if part[i] == p) for p in range(parts)]
     verts = [int(np.sum(part == p)) for p in range(parts)]
-    assert rep["nnz"] == nnz and rep["vertices"] == verts
+    assert rep["part_nnz"] == nnz and rep["vertices"] == verts
     assert rep["nnz_imbalance"] == pytest.approx(max(nnz) / np.mean(nnz) - 1)
     assert rep["vertex_imbalance"] == pytest.approx(max(verts) / np.mean(verts) - 1)
     assert rep["max_send_bytes"] == rep["max_send_rows"] * f * 4

@@ -43,6 +43,8 @@ def test_partition_command_writes_file_and_report(tmp_path, capsys, method):
     assert rep["seconds"] >= 0 and rep["peak_rss_bytes"] > 0 and rep["method"] == method
     vol = volume_matrix(graph.csr(), part, 4)
     assert rep["send_rows"] == vol.sum(axis=1).tolist() and rep["recv_rows"] == vol.sum(axis=0).tolist()
+    # the per-part nonzeros beside the graph's (one key each: the scalar once overwrote the list)
+    assert rep["part_nnz"] == fresh["part_nnz"] and sum(rep["part_nnz"]) == rep["nnz"] == graph.csr().nnz
     # reusable: the file loads back as the same partition
     rp = load_partition_file(out, graph.n, 4)
     np.testing.assert_array_equal(rp.part_of_old(), part)
@@ -77,6 +79,8 @@ def test_partition_command_errors_are_clear(tmp_path):
         run_partition_command(parse(["--data", SPEC, "--parts", "2", "--method", "kway"]))
     with pytest.raises(GridGnnError, match="positive"):
         run_partition_command(parse(["--data", SPEC, "--parts", "0", "--method", "metis"]))
+    with pytest.raises(GridGnnError, match=r"--seed must be in \[0, "):  # one line, not NumPy's traceback
+        run_partition_command(parse(["--data", SPEC, "--parts", "2", "--method", "random", "--seed", "-1"]))
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     with pytest.raises(GridGnnError, match="cannot write"):  # a parent that is a file cannot be created

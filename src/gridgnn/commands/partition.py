@@ -28,6 +28,7 @@ import tracemalloc
 
 import numpy as np
 
+from ..train.config import checked_seed
 from ..errors import GridGnnError
 from ..partition.partitioners import METHODS, partition_text, partition_vector
 from ..partition.quality import as_csr, quality_report, send_recv_volumes
@@ -119,12 +120,13 @@ def run_partition_command(args: argparse.Namespace) -> int:
         raise GridGnnError(f"--parts must be a positive integer, got {args.parts}")
     if int(args.feature_size) < 1:
         raise GridGnnError(f"--feature-size must be positive, got {args.feature_size}")
-    graph = load_graph(args.data, seed=int(args.seed))
+    seed = checked_seed(args.seed)
+    graph = load_graph(args.data, seed=seed)
     mat = as_csr(graph)
-    part, seconds, rss, traced = timed_partition(mat, int(args.parts), args.method, seed=int(args.seed),
+    part, seconds, rss, traced = timed_partition(mat, int(args.parts), args.method, seed=seed,
                                                  imbalance=float(args.imbalance))
     rep = quality_report(mat, part, int(args.parts), f=int(args.feature_size))
-    rep.update(method=args.method, data=args.data, n=int(mat.shape[0]), nnz=int(mat.nnz), seed=int(args.seed),
+    rep.update(method=args.method, data=args.data, n=int(mat.shape[0]), nnz=int(mat.nnz), seed=seed,
                imbalance=float(args.imbalance), seconds=seconds, peak_rss_bytes=rss,
                tracemalloc_peak_bytes=traced)
     if getattr(graph, "directed", False):

@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..train.config import checked_seed
 from ..errors import GridGnnError
 from ..partition.layout import even_bounds
 from ..graph.safe_io import available_memory
@@ -250,7 +251,7 @@ def add_perm_report_arguments(parser: argparse.ArgumentParser) -> argparse.Argum
 def _load(args):
     from ..graph.spec import load_graph
 
-    return load_graph(getattr(args, "data", None), seed=int(getattr(args, "seed", 0) or 0))
+    return load_graph(getattr(args, "data", None), seed=checked_seed(getattr(args, "seed", 0) or 0))
 
 
 def perm_report(graph, method: str, blocks, seed: int = 0) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -292,7 +293,7 @@ def run_perm_report(args) -> int:
     graph = _load(args)
     method = getattr(args, "method", "double-perm")
     perm_r, perm_c, report = perm_report(graph, method, getattr(args, "blocks", "8x8"),
-                                         int(getattr(args, "seed", 0) or 0))
+                                         checked_seed(getattr(args, "seed", 0) or 0))
     R, C = report["blocks"]
     out = getattr(args, "out", None)
     if out:
@@ -436,7 +437,7 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
     R, C = parse_blocks(blocks)
     if method not in METHODS:
         raise GridGnnError(f"unknown permutation method {method!r}; valid: {', '.join(METHODS)}")
-    seed = int(seed or 0)
+    seed = checked_seed(0 if seed is None else seed)
     budget = None if memory_budget is None else parse_size(memory_budget)
     streamed = _streamed_source(data, budget, method)
     # one shard per folder: hold --out (OutLock, as train does) from here until the new dataset is in place

@@ -153,7 +153,7 @@ def quality_report(mat, part, parts: int, f: int = 128) -> dict:
         ``vertex_imbalance`` (max/mean − 1 of stored nonzeros / vertices per part), ``messages`` (pairs
         :math:`q \ne p` with :math:`V[q \to p] > 0`), ``parts``, ``f``, the byte versions
         ``total_volume_bytes``, ``max_send_bytes``, ``mean_send_bytes``, ``max_recv_bytes``, and the per-part
-        lists ``send_rows``, ``recv_rows``, ``nnz``, ``vertices``. ``seconds`` and ``peak_rss_bytes`` are
+        lists ``send_rows``, ``recv_rows``, ``part_nnz``, ``vertices``. ``seconds`` and ``peak_rss_bytes`` are
         added by the caller that timed the partitioner (:mod:`gridgnn.commands.partition`).
     """
     mat = as_csr(mat)
@@ -184,7 +184,7 @@ def quality_report(mat, part, parts: int, f: int = 128) -> dict:
         "max_recv_bytes": int(recv.max()) * row_bytes,
         "send_rows": send.tolist(),
         "recv_rows": recv.tolist(),
-        "nnz": nnz.tolist(),
+        "part_nnz": nnz.tolist(),
         "vertices": verts.tolist(),
     }
     return rep

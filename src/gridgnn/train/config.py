@@ -45,6 +45,19 @@ MAX_HIDDEN = 2**20
 MAX_EPOCHS = 10**8
 #: --seed must fit torch.Generator.manual_seed and the int64 seeds of NumPy and SciPy.
 SEED_LIMIT = 2**63
+
+
+def checked_seed(seed) -> int:
+    """``--seed`` of a command outside ``train`` (``partition``, ``shard``), bounded as training's is."""
+    import operator
+
+    try:
+        value = None if isinstance(seed, bool) else operator.index(seed)
+    except TypeError:
+        value = None
+    if value is None or not 0 <= value < SEED_LIMIT:
+        raise GridGnnError(f"--seed must be in [0, {SEED_LIMIT - 1}], got {seed}")
+    return value
 #: --timeout above 30 days is a typo, and datetime.timedelta overflows near 1e14 s.
 MAX_TIMEOUT_S = 30 * 86400.0
 #: --lr and --weight-decay: Adam's step size lr / (1 - beta1) must stay a float32 (above 3.4e38 torch refuses
