@@ -329,16 +329,20 @@ def balanced_start(method: str) -> str | None:
     return method.split(":", 1)[1] if method.startswith("balanced:") else None
 
 
-def partition_peak_bytes(method: str, n: int, nnz: int, *, symmetric: bool = True) -> int:
+def partition_peak_bytes(method: str, n: int, nnz: int, *, symmetric: bool = True, parts: int = 1) -> int:
     r"""Peak memory of ``method`` beside the graph it partitions (``n`` vertices, ``nnz`` stored nonzeros of
     :math:`M`; not ``symmetric``: METIS reads :math:`M + M^\mathsf{T}`, up to twice the entries): the partitioner's
     own structures, plus the per-vertex arrays of the part map, the weights and the refinement (``balanced``: its
     start's peak; ``balanced:best``: the largest of the starts whose package is installed, which it runs one at a
-    time). An upper estimate from the measurements above."""
-    start = balanced_start(method) or method
-    if start == "best":
+    time; then the refinement's table of part counts per net, ``int32[n × parts]``). An upper estimate from the
+    measurements above."""
+    start = balanced_start(method)
+    if start is not None:  # the start's peak, then the refinement's count table and per-vertex arrays
+        return max(partition_peak_bytes(start, n, nnz, symmetric=symmetric), 4 * n * int(parts) + 64 * n)
+    if method == "best":
         installed = [m for m in ("metis", "hypergraph") if importlib.util.find_spec(_PACKAGES[m]) is not None]
         return max([partition_peak_bytes(m, n, nnz, symmetric=symmetric) for m in installed], default=64 * n)
+    start = method
     per_nnz, read = 0.0, nnz
     if start in ("metis", "metis-vol"):
         read = nnz if symmetric else 2 * nnz
@@ -378,7 +382,7 @@ def partition_vector(graph_or_csr, parts: int, method: str, *, seed: int = 0,
     if parts == 1:
         return np.zeros(n, dtype=np.int64)
     symmetric = getattr(graph_or_csr, "directed", True) is False  # (a bare matrix: counted as directed)
-    check_alloc(partition_peak_bytes(method, n, mat.nnz, symmetric=symmetric),
+    check_alloc(partition_peak_bytes(method, n, mat.nnz, symmetric=symmetric, parts=parts),
                 f"partition method {method!r} on {n} vertices and {mat.nnz} stored nonzeros")
     weights = vertex_weights(mat)
     part = fn(mat, parts, int(seed), float(imbalance), weights)
