@@ -103,6 +103,8 @@ def test_streamed_dataset_is_the_in_memory_one_bit_for_bit(tmp_path, passes, dir
     got = shard(spec, str(tmp_path / "passes"), **kw, memory_budget="1M")
     assert got["streamed"] and passes["bands"] >= 8
     assert_same(tmp_path / "mem", tmp_path / "passes")
+    # the file's own ids (relabel) are not in a sharded dataset: both paths say so (shard prints a note)
+    assert mem["original_ids_not_written"] is got["original_ids_not_written"] is ("relabel" in extra)
     ShardedDataset(tmp_path / "passes")  # and the reader takes it (every checksum matches its file)
     assert not any(p.name.startswith(".passes") for p in tmp_path.iterdir())  # the scratch folder is gone
 

@@ -454,7 +454,7 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
             meta = _shard_streamed(data, streamed, out, R=R, C=C, method=method, seed=seed, node_chunks=node_chunks,
                                    normalize=normalize, budget=budget, lock=lock)
             done = True
-            return {**meta, "edge_features_not_written": 0, "relations_not_written": 0, "streamed": True}
+            return {"edge_features_not_written": 0, "relations_not_written": 0, **meta, "streamed": True}
         graph = load_graph(data, seed=seed)
         _check_blocks_fit(R, C, graph.n)
         mat = gcn_normalize(graph) if normalize else graph.csr()
@@ -469,7 +469,7 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
         if not done:
             remove_empty_dirs(created)
     return {**meta, "edge_features_not_written": graph.edge_dim, "relations_not_written": graph.num_relations,
-            "streamed": False}
+            "original_ids_not_written": graph.original_ids is not None, "streamed": False}
 
 
 def _shard_streamed(data: str, streamed, out: str, *, R: int, C: int, method: str, seed: int, node_chunks,
@@ -499,9 +499,10 @@ def _shard_streamed(data: str, streamed, out: str, *, R: int, C: int, method: st
             raise write_error(f"the scratch files of gridgnn shard ({scratch})", cause) from None
         _check_blocks_fit(R, C, edges.n)
         perm_r, perm_c = permutations_of_size(method, edges.n, seed)
-        return _write_replacing(out, lambda folder: edges.write_sharded(
+        meta = _write_replacing(out, lambda folder: edges.write_sharded(
             folder, perm_r=perm_r, perm_c=perm_c, blocks=(R, C), partition_name=method, seed=seed,
             normalize=normalize, node_chunks=node_chunks), lock)
+        return {**meta, "original_ids_not_written": edges.original_ids is not None}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -538,4 +539,8 @@ def run_shard_command(args) -> int:
     if meta.get("relations_not_written"):
         print(f"note: the graph's relation types ({meta['relations_not_written']}) are not written: a sharded "
               "dataset holds none (a model that reads them trains on the original --data)")
+    if meta.get("original_ids_not_written"):
+        print("note: the file's own vertex ids are not written (vertices are renumbered 0..n-1 in the order of "
+              "their ids): outputs of a run on the sharded dataset (--save-logits, predict) have no node_ids.npy; "
+              "the original --data writes it")
     return 0
