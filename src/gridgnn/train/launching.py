@@ -44,10 +44,13 @@ def spawnable(callbacks) -> tuple:
     return callbacks
 
 
-def failed_launch(exc: SystemExit, what: str) -> "TrainingFailed":
+def failed_launch(exc: SystemExit, what: str) -> BaseException:
     """The :class:`TrainingFailed` of a spawned job that ended with ``exc`` (the launcher has printed every rank's
-    message)."""
+    message); a ``KeyboardInterrupt`` for a job interrupted by Ctrl-C (exit status 130), as in one process (a
+    caller's ``except GridGnnError`` must not swallow the user's Ctrl-C)."""
     code = exc.code if isinstance(exc.code, int) else 1
+    if code == 128 + 2:  # SIGINT
+        return KeyboardInterrupt()
     lines = getattr(exc, "lines", None)  # a LaunchFailed: what the launcher printed
     if lines:
         more = f" (and {len(lines) - 1} more line(s) above)" if len(lines) > 1 else ""
