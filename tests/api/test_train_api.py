@@ -189,3 +189,22 @@ def test_bad_models_of_your_own_are_one_line(tmp_path, monkeypatch, capsys):
         assert run_main(["train", "--model", model, "--epochs", 2, "--quiet"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and words in err[0], err
+
+
+def test_a_spawned_job_runs_from_a_thread_other_than_the_main_one(tmp_path):
+    """``gridgnn.train(nproc=2)`` called in a ``threading.Thread`` (a notebook's or a service's worker) was
+    ``ValueError: signal only works in main thread``: the launcher installs its handlers only in the main thread."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "thread.py"
+    script.write_text("import threading, gridgnn\n"
+                      "out = []\n"
+                      "def job():\n"
+                      "    out.append(gridgnn.train(data='synthetic:sbm?n=200&classes=2&avg_degree=4&features=8',\n"
+                      "                             algo='1d', nproc=2, epochs=1, quiet=True)['epochs_trained'])\n"
+                      "if __name__ == '__main__':\n"
+                      "    t = threading.Thread(target=job); t.start(); t.join()\n"
+                      "    print('trained', out)\n")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.strip() == "trained [1]", r.stderr

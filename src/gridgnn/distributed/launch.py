@@ -47,6 +47,7 @@ import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import dataclasses
@@ -784,7 +785,9 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
         raise GridGnnError(f"--nproc {nproc} exceeds the {torch.cuda.device_count()} visible CUDA devices")
     _check_main_guard()
     mpctx = _start_context()
-    handled = (signal.SIGINT, signal.SIGTERM)
+    # a launch from another thread than the main one (signal handlers are the main thread's alone) leaves them to
+    # the main thread: its Ctrl-C still ends the ranks (they are this process's children, stopped on the way out)
+    handled = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
     old_handlers = {s: signal.getsignal(s) for s in handled}
     lo = loopback_interface()
     env_keys = {"GLOO_SOCKET_IFNAME": lo, "NCCL_SOCKET_IFNAME": lo}
@@ -803,7 +806,7 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
                               startup=startup, stage_on_host=stage_on_host)
         # Children inherit the blocked mask (SIGINT stays blocked in them) and the loopback-only interfaces.
         os.environ.update(env_keys)
-        signal.pthread_sigmask(signal.SIG_BLOCK, set(handled))
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
             for r in range(nproc):
                 p = mpctx.Process(target=_child, args=(r, fn, args, proto, rdir, edir, dict(os.environ)),
@@ -816,7 +819,7 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, set(handled))  # a pending Ctrl-C is raised here
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})  # a pending Ctrl-C is raised here
         _wait(procs, edir)
         if not collect:
             return None
