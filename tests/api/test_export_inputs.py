@@ -42,6 +42,16 @@ def test_load_refuses_another_model_than_the_runs(given_features_run):
     assert gridgnn.load(str(out), model="gcn").config["model"] == "gcn"
 
 
+def test_load_takes_the_runs_model_by_another_name_of_the_same_class(given_features_run, monkeypatch):
+    """A model of one's own registered under a name when its module is imported: the command line names it by
+    import path (the run recorded the registered name); the two are the same class, so they agree."""
+    from gridgnn.nn import GCN, MODELS
+
+    out, _, _ = given_features_run
+    monkeypatch.setitem(MODELS, "tests.api.test_export_inputs:GCN", GCN)  # as resolve_model would register it
+    assert gridgnn.load(str(out), model="tests.api.test_export_inputs:GCN").dims[0] == 3
+
+
 def _graph(seed=5, n=20, m=60, d=3):
     r = np.random.default_rng(seed)
     pairs = sorted({(int(a), int(b)) for a, b in zip(r.integers(0, n, m), r.integers(0, n, m)) if a != b})
@@ -63,6 +73,9 @@ def test_export_reads_edge_features_in_the_models_dtype_and_requires_them(cls):
         export(x, ei)
     with pytest.raises(ValueError, match="reads edge features 3 wide"):
         export(x, ei, edge_attr=ea[:, :2])
+    one = PygExport(cls([7, 5, 3], edge_dim=1, dropout=0.0, seed=2, dtype=torch.float64).to_pyg(), edge_dim=1)
+    assert torch.equal(one(x, ei, edge_attr=ea[:, 0]), one(x, ei, edge_attr=ea[:, :1]))  # [E] reads as [E, 1]
+    assert torch.equal(PygExport(export.net)(x, ei, edge_attr=ea), export(x, ei, edge_attr=ea))  # width not told
 
 
 def test_export_of_gatv2_without_edge_features_ignores_given_ones():

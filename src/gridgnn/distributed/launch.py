@@ -764,6 +764,7 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
             out = fn(ctx, *args)
         except GridGnnError as exc:
             msg = str(exc) if isinstance(exc, CommFailure) else f"(rank {ctx.rank}) {exc}"
+            sys.stdout.flush()
             print(f"gridgnn: error: {msg}", file=sys.stderr, flush=True)
             os._exit(1 if isinstance(exc, CommFailure) else 2)  # peers blocked in a collective: ended by torchrun
         # the run's communicators and process groups, if a reference cycle still holds them, are freed now, while
@@ -773,6 +774,7 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
         try:
             ctx.shutdown()
         except Exception as exc:  # noqa: BLE001 - a peer that failed after its work ends the barrier: its line says why
+            sys.stdout.flush()  # (os._exit flushes nothing: the rank's last lines first)
             print(f"gridgnn: error: rank {ctx.rank}: a peer ended before the job's final barrier ({_first_line(exc)})",
                   file=sys.stderr, flush=True)
             os._exit(1)
@@ -785,8 +787,8 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
         raise GridGnnError(f"--nproc {nproc} exceeds the {torch.cuda.device_count()} visible CUDA devices")
     _check_main_guard()
     mpctx = _start_context()
-    # a launch from another thread than the main one (signal handlers are the main thread's alone) leaves them to
-    # the main thread: its Ctrl-C still ends the ranks (they are this process's children, stopped on the way out)
+    # a launch from another thread than the main one installs no handler (they are the main thread's alone): a
+    # Ctrl-C is then the main thread's to act on, and the ranks (which block it) run on until this process ends
     handled = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
     old_handlers = {s: signal.getsignal(s) for s in handled}
     lo = loopback_interface()

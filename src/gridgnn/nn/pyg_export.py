@@ -70,18 +70,19 @@ class PygExport(torch.nn.Module):
         degree_features (bool): the model was trained on degree features. (default ``False``)
         symmetrize (bool): the model was trained on a symmetrized graph. (default ``False``)
         data_self_loops (bool): the model's layers read a self-loop of the data. (default ``True``)
-        edge_dim (int): width of the edge features the layers read (GINE, GATv2; ``0``: none, a given
-            ``edge_attr`` is ignored as gridgnn's ``--edge-dim 0`` does). (default ``0``)
+        edge_dim (int, optional): width of the edge features the layers read (GINE, GATv2; ``0``: none, a given
+            ``edge_attr`` is ignored as gridgnn's ``--edge-dim 0`` does; ``None``: not known, ``edge_attr`` is
+            passed on as given). (default ``None``)
     """
 
     def __init__(self, net, *, feature_norm: str = "none", degree_features: bool = False, symmetrize: bool = False,
-                 data_self_loops: bool = True, edge_dim: int = 0):
+                 data_self_loops: bool = True, edge_dim: int | None = None):
         super().__init__()
         if feature_norm not in ("none", "row", "l2"):
             raise ValueError(f"feature_norm must be none, row or l2, got {feature_norm!r}")
         self.net, self.feature_norm, self.degree_features = net, feature_norm, bool(degree_features)
         self.symmetrize, self.data_self_loops = bool(symmetrize), bool(data_self_loops)
-        self.edge_dim = int(edge_dim)
+        self.edge_dim = None if edge_dim is None else int(edge_dim)
         sig = getattr(getattr(net, "signature", None), "param_dict", None)
         self.args = list(sig) if sig else ["x", "edge_index"]
         self.eval()
@@ -103,14 +104,16 @@ class PygExport(torch.nn.Module):
             if third is None:
                 raise ValueError("this model takes no third argument (x, edge_index only)")
             given[third] = edge
-        if "edge_attr" in self.args and not self.edge_dim:
+        width = getattr(self, "edge_dim", None)  # (an export pickled before it was recorded: passed on as given)
+        if "edge_attr" in self.args and width == 0:
             given["edge_attr"] = None  # (the layers read none: PyG's would fail on an assert)
-        elif "edge_attr" in self.args:
+        elif "edge_attr" in self.args and width is not None:
             attr = given["edge_attr"]
-            if attr is None or torch.as_tensor(attr).dim() != 2 or torch.as_tensor(attr).shape[1] != self.edge_dim:
-                raise ValueError(f"this model reads edge features {self.edge_dim} wide: give edge_attr= "
-                                 f"(edges × {self.edge_dim}), got "
-                                 f"{None if attr is None else tuple(torch.as_tensor(attr).shape)}")
+            if attr is not None and width == 1 and torch.as_tensor(attr).dim() == 1:  # [E], as gridgnn reads it
+                given["edge_attr"] = attr = torch.as_tensor(attr).reshape(-1, 1)
+            if attr is None or torch.as_tensor(attr).dim() != 2 or torch.as_tensor(attr).shape[1] != width:
+                raise ValueError(f"this model reads edge features {width} wide: give edge_attr= (edges × {width}), "
+                                 f"got {None if attr is None else tuple(torch.as_tensor(attr).shape)}")
         if "edge_type" not in self.args:
             given["edge_type"] = None
         elif given["edge_type"] is None:  # (PyG's RGCNConv would fail on an assert)

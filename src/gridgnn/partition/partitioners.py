@@ -337,8 +337,9 @@ def partition_peak_bytes(method: str, n: int, nnz: int, *, symmetric: bool = Tru
     time; then the refinement's table of part counts per net, ``int32[n × parts]``). An upper estimate from the
     measurements above."""
     start = balanced_start(method)
-    if start is not None:  # the start's peak, then the refinement's count table and per-vertex arrays
-        return max(partition_peak_bytes(start, n, nnz, symmetric=symmetric), 4 * n * int(parts) + 64 * n)
+    if start is not None:  # the start's peak, then the refinement's count table beside its two int64 patterns
+        refine = 4 * n * int(parts) + 16 * nnz + 32 * n + 64 * n  # (patterns of M and of Mᵀ + I)
+        return max(partition_peak_bytes(start, n, nnz, symmetric=symmetric), refine)
     if method == "best":
         installed = [m for m in ("metis", "hypergraph") if importlib.util.find_spec(_PACKAGES[m]) is not None]
         return max([partition_peak_bytes(m, n, nnz, symmetric=symmetric) for m in installed], default=64 * n)

@@ -34,7 +34,7 @@ from ..parallel import one_process
 from .config import TrainConfig
 from .console import Progress
 from .invocation import config_from_flags
-from .launching import failed_launch, launch_checked, launch_ranks, require_one_process, spawnable
+from .launching import api_failure, failed_launch, launch_checked, launch_ranks, require_one_process, spawnable
 from ..graph.files import OutLock, write_json
 from .planning import resolve_auto
 from .startup import StartupClock
@@ -94,7 +94,7 @@ class Trainer:
         try:
             out = run(cfg, self.graph, keep_model=True, callbacks=self.callbacks)
         except SystemExit as exc:  # the launcher has printed every rank's message
-            raise failed_launch(exc, "training") from None
+            raise api_failure(failed_launch(exc, "training")) from None
         if out is None:
             return None
         return TrainResult(out.summary, TrainedModel(out.summary["config"], out.dims, out.params,

@@ -44,13 +44,18 @@ def spawnable(callbacks) -> tuple:
     return callbacks
 
 
-def failed_launch(exc: SystemExit, what: str) -> BaseException:
+def api_failure(exc: "TrainingFailed") -> BaseException:
+    """What the Python API raises for a spawned job that failed with ``exc``: a ``KeyboardInterrupt`` for a job
+    interrupted by Ctrl-C (exit status 130), as in one process (a caller's ``except GridGnnError`` must not swallow
+    the user's Ctrl-C); else ``exc``. (The CLI takes the exit status of ``exc`` itself: the launcher's line said
+    it was interrupted.)"""
+    return KeyboardInterrupt() if exc.exit_status == 128 + 2 else exc
+
+
+def failed_launch(exc: SystemExit, what: str) -> "TrainingFailed":
     """The :class:`TrainingFailed` of a spawned job that ended with ``exc`` (the launcher has printed every rank's
-    message); a ``KeyboardInterrupt`` for a job interrupted by Ctrl-C (exit status 130), as in one process (a
-    caller's ``except GridGnnError`` must not swallow the user's Ctrl-C)."""
+    message)."""
     code = exc.code if isinstance(exc.code, int) else 1
-    if code == 128 + 2:  # SIGINT
-        return KeyboardInterrupt()
     lines = getattr(exc, "lines", None)  # a LaunchFailed: what the launcher printed
     if lines:
         more = f" (and {len(lines) - 1} more line(s) above)" if len(lines) > 1 else ""

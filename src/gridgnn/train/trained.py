@@ -138,7 +138,7 @@ class TrainedModel:
                            degree_features=rec is not None and rec["features"] == "degree",
                            symmetrize=bool(rec and rec.get("symmetrize")),
                            data_self_loops=getattr(module, "reads_data_self_loops", True),
-                           edge_dim=getattr(module, "edge_dim", 0) or 0)
+                           edge_dim=getattr(module, "edge_dim", None))
         if self.config.get("task", "node") == "link":  # the embeddings' pair scores: export.decoder(z[u], z[v])
             export.decoder = self.decoder
         return export
@@ -164,7 +164,7 @@ class TrainedModel:
         if classes and self.config.get("task", "node") == "link":
             raise GridGnnError("classes=True picks a class per vertex; a link-prediction model's outputs are "
                                "embeddings (score pairs with score())")
-        out = self._predict(data, algo=algo, nproc=nproc, grid=grid, replication=replication, partition=partition,
+        out = self._api_predict(data, algo=algo, nproc=nproc, grid=grid, replication=replication, partition=partition,
                             blocked_aggregation=blocked_aggregation, device=device, timeout_s=timeout_s)
         if out is None:
             return None
@@ -187,7 +187,7 @@ class TrainedModel:
             raise GridGnnError("score() rates pairs with a link-prediction model (trained with task='link'); this "
                                "model classifies vertices: use predict()")
         as_pairs(pairs)  # the pairs' shape, before any work
-        out = self._predict(data, **where)
+        out = self._api_predict(data, **where)
         return None if out is None else pair_scores(out[0], pairs, self.decoder)
 
     @property
@@ -202,6 +202,15 @@ class TrainedModel:
                 for p, t in zip(dec.parameters(), self.params["decoder"]):
                     p.copy_(t)
         return dec.eval()
+
+    def _api_predict(self, data, **where):
+        """:meth:`_predict` for the Python API: a spawned inference stopped by Ctrl-C raises ``KeyboardInterrupt``."""
+        from .launching import TrainingFailed, api_failure
+
+        try:
+            return self._predict(data, **where)
+        except TrainingFailed as exc:
+            raise api_failure(exc) from None
 
     def _predict(self, data, *, algo="serial", nproc=None, grid=None, replication=1, partition="random",
                  blocked_aggregation=0, device="auto", timeout_s=600.0):
@@ -292,13 +301,13 @@ def load(run: str, *, model: str | None = None) -> TrainedModel:
     """
     import os
 
-    from ..nn import resolve_model
+    from ..nn import MODELS, resolve_model
     from .model_file import read_model_file
 
     if model is not None:
         resolve_model(model)
     obj = read_model_file(run)
-    if model is not None and model != obj["config"].get("model"):
+    if model is not None and MODELS.get(obj["config"].get("model")) is not resolve_model(model):
         raise GridGnnError(f"--model {model} names another model than the run's ({obj['config'].get('model')}, "
                            f"{run}): give the run's, or leave --model out for a built-in one")
     summary = None
