@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import inspect
 
+import operator
 import os
 from dataclasses import asdict, dataclass, field, fields, make_dataclass
 
@@ -49,8 +50,6 @@ SEED_LIMIT = 2**63
 
 def checked_seed(seed) -> int:
     """``--seed`` of a command outside ``train`` (``partition``, ``shard``), bounded as training's is."""
-    import operator
-
     try:
         value = None if isinstance(seed, bool) else operator.index(seed)
     except TypeError:
