@@ -108,12 +108,13 @@ class PygExport(torch.nn.Module):
         if "edge_attr" in self.args and width == 0:
             given["edge_attr"] = None  # (the layers read none: PyG's would fail on an assert)
         elif "edge_attr" in self.args and width is not None:
-            attr = given["edge_attr"]
-            if attr is not None and width == 1 and torch.as_tensor(attr).dim() == 1:  # [E], as gridgnn reads it
-                given["edge_attr"] = attr = torch.as_tensor(attr).reshape(-1, 1)
-            if attr is None or torch.as_tensor(attr).dim() != 2 or torch.as_tensor(attr).shape[1] != width:
+            attr = None if given["edge_attr"] is None else torch.as_tensor(given["edge_attr"])
+            if attr is not None and width == 1 and attr.dim() == 1:  # [E], as gridgnn reads it
+                attr = attr.reshape(-1, 1)
+            if attr is None or attr.dim() != 2 or attr.shape[1] != width:
                 raise ValueError(f"this model reads edge features {width} wide: give edge_attr= (edges × {width}), "
-                                 f"got {None if attr is None else tuple(torch.as_tensor(attr).shape)}")
+                                 f"got {None if attr is None else tuple(attr.shape)}")
+            given["edge_attr"] = attr
         if "edge_type" not in self.args:
             given["edge_type"] = None
         elif given["edge_type"] is None:  # (PyG's RGCNConv would fail on an assert)

@@ -343,12 +343,11 @@ def partition_peak_bytes(method: str, n: int, nnz: int, *, symmetric: bool = Tru
     if method == "best":
         installed = [m for m in ("metis", "hypergraph") if importlib.util.find_spec(_PACKAGES[m]) is not None]
         return max([partition_peak_bytes(m, n, nnz, symmetric=symmetric) for m in installed], default=64 * n)
-    start = method
     per_nnz, read = 0.0, nnz
-    if start in ("metis", "metis-vol"):
+    if method in ("metis", "metis-vol"):
         read = nnz if symmetric else 2 * nnz
         per_nnz = max(METIS_BYTES_PER_NNZ_FLOOR, METIS_BYTES_PER_NNZ_SLOPE * (np.log2(max(read, 2)) - 17))
-    elif start == "hypergraph":
+    elif method == "hypergraph":
         per_nnz = HYPERGRAPH_BYTES_PER_NNZ
     return int(per_nnz * read + 64 * n)
 

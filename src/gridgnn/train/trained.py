@@ -20,7 +20,9 @@ import torch
 
 from ..errors import GridGnnError
 from ..graph.saved import as_pairs
+from ..nn import MODELS, resolve_model
 from ..parallel import one_process
+from .launching import TrainingFailed, api_failure, failed_launch, launch_checked, require_one_process
 from .rank_setup import build_model, predict_worker
 
 
@@ -100,7 +102,6 @@ class TrainedModel:
         """The model as one serial ``torch.nn.Module`` with the trained parameters, in eval mode (its
         ``forward(x, plan)`` runs on a plan; :meth:`__call__` and :meth:`predict` build the plan for you)."""
         if self._module is None:
-            from ..nn import resolve_model
             from .checkpoint import WHOLE, load_parameters
 
             resolve_model(self.config.get("model", "gcn"))
@@ -205,8 +206,6 @@ class TrainedModel:
 
     def _api_predict(self, data, **where):
         """:meth:`_predict` for the Python API: a spawned inference stopped by Ctrl-C raises ``KeyboardInterrupt``."""
-        from .launching import TrainingFailed, api_failure
-
         try:
             return self._predict(data, **where)
         except TrainingFailed as exc:
@@ -216,7 +215,6 @@ class TrainedModel:
                  blocked_aggregation=0, device="auto", timeout_s=600.0):
         """``(logits, original ids or None)`` on rank 0 (``None`` elsewhere)."""
         from ..distributed.launch import env_context
-        from .launching import failed_launch, launch_checked, require_one_process
 
         if isinstance(grid, (list, tuple)):
             grid = ",".join(str(v) for v in grid)
@@ -301,7 +299,6 @@ def load(run: str, *, model: str | None = None) -> TrainedModel:
     """
     import os
 
-    from ..nn import MODELS, resolve_model
     from .model_file import read_model_file
 
     if model is not None:
