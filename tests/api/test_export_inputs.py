@@ -100,3 +100,43 @@ def test_export_reads_weights_in_the_models_dtype_and_drops_a_zero_weight_self_l
     with_loop = export(x, torch.cat([ei, loop], 1), edge_attr=torch.cat([ea, torch.ones(1, 3, dtype=ea.dtype)]),
                        edge_weight=torch.cat([torch.ones(ei.shape[1], dtype=torch.float64), torch.zeros(1)]))
     assert torch.equal(with_loop, export(x, ei, edge_attr=ea))
+
+
+def test_export_refuses_edges_gridgnn_refuses():
+    """Out-of-range vertex or relation ids, a weight or feature row missing per edge, negative or non-finite weights
+    and non-finite edge features: one ValueError naming the problem (PyG's layers would index out of range, or
+    normalize by a negative degree without a word)."""
+    from gridgnn.nn import GCN, RGCN
+
+    x, ei, ea = _graph()
+    m = ei.shape[1]
+    gcn = PygExport(GCN([7, 5, 3], dropout=0.0, seed=2, dtype=torch.float64).to_pyg())
+    with pytest.raises(ValueError, match="vertex id 20, out of range for 20 vertices"):
+        gcn(x, torch.cat([ei, torch.tensor([[0], [20]])], 1))
+    with pytest.raises(ValueError, match="vertex id -1"):
+        gcn(x, torch.cat([ei, torch.tensor([[-1], [0]])], 1))
+    with pytest.raises(ValueError, match="2 × edges"):
+        gcn(x, ei.T.contiguous()[:5])
+    with pytest.raises(ValueError, match="edge_weight must hold one value per edge"):
+        gcn(x, ei, edge_weight=torch.ones(m - 1))
+    w = torch.ones(m, dtype=torch.float64)
+    w[3] = -0.5
+    with pytest.raises(ValueError, match=f"edge {int(ei[0, 3])} -> {int(ei[1, 3])} has weight -0.5"):
+        gcn(x, ei, edge_weight=w)
+    w[3] = float("nan")
+    with pytest.raises(ValueError, match="edge_weight holds values that are not finite"):
+        gcn(x, ei, edge_weight=w)
+    gine = PygExport(GINE([7, 5, 3], edge_dim=3, dropout=0.0, seed=2, dtype=torch.float64).to_pyg(), edge_dim=3)
+    bad = ea.clone()
+    bad[0, 1] = float("inf")
+    with pytest.raises(ValueError, match="edge_attr holds values that are not finite"):
+        gine(x, ei, edge_attr=bad)
+    with pytest.raises(ValueError, match="edge_attr must hold one row per edge"):
+        gine(x, ei, edge_attr=ea[:-1])
+    rgcn = PygExport(RGCN([7, 5, 3], num_relations=2, dropout=0.0, seed=2, dtype=torch.float64).to_pyg())
+    kinds = torch.arange(m) % 2
+    assert rgcn(x, ei, edge_type=kinds).shape == (20, 3)
+    with pytest.raises(ValueError, match=r"relation id 2, out of range \(valid 0..1\)"):
+        rgcn(x, ei, edge_type=kinds + (torch.arange(m) == 7).long())
+    with pytest.raises(ValueError, match="integer relation ids"):
+        rgcn(x, ei, edge_type=kinds.double())

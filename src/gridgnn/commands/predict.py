@@ -3,8 +3,9 @@ r"""``gridgnn predict`` and ``gridgnn export``: use the trained model of a run f
 ``predict`` runs full-graph inference of every vertex of any graph whose features have the model's input width
 (inductive: a new or larger graph), on one process or distributed on any algorithm, and writes the logits (or the
 class ids) in the graph's vertex order as ``.npy``. ``export`` writes the model as a PyG module
-(``--to pyg``: ``torch_geometric.nn.Sequential`` of ``GCNConv`` / ``GATConv`` / ``AGNNConv`` / ``SAGEConv``) or
-its plain ``state_dict`` (``--to state-dict``)."""
+(``--to pyg``: a :class:`~gridgnn.nn.pyg_export.PygExport`, the run's input pipeline before a
+``torch_geometric.nn.Sequential`` of the model's PyG layers: ``GCNConv``, ``GATConv``, ``AGNNConv``, ``SAGEConv``,
+``GINEConv``, ``GATv2Conv`` or ``RGCNConv``) or its plain ``state_dict`` (``--to state-dict``)."""
 from __future__ import annotations
 
 import os

@@ -62,7 +62,9 @@ class PygExport(torch.nn.Module):
       of weight 0 stays for GCN, which keeps it as PyG does — GAT, GATv2 and AGNN, whose PyG layers re-add every
       self-loop, differ there) and, for a model that aggregates no self-loop of the data (``data_self_loops=False``: SAGE, whose
       PyG layer would), the self-loops;
-    * ignores ``edge_type`` for a model that reads none (it would merge duplicates per relation).
+    * ignores ``edge_type`` for a model that reads none (it would merge duplicates per relation);
+    * refuses (``ValueError``) what gridgnn's readers refuse: vertex or relation ids out of range, a weight, type or
+      feature row missing for some edge, negative or non-finite weights, non-finite edge features.
 
     Args:
         net: the PyG ``Sequential``.
@@ -121,6 +123,8 @@ class PygExport(torch.nn.Module):
             raise ValueError("this model reads relation types: give edge_type= (one relation id per edge)")
         n = int(x.shape[0]) if x is not None else num_nodes if num_nodes is not None else \
             int(edge_index.max()) + 1 if edge_index.numel() else 0
+        relations = max((int(getattr(m, "num_relations", 0)) for m in self.net.modules()), default=0)
+        given = self._checked(edge_index, given, n, relations)
         edge_index, given = self._merged(edge_index, given, n)
         if self.symmetrize:
             edge_index, given = self._symmetrized(edge_index, given, n)
@@ -137,6 +141,43 @@ class PygExport(torch.nn.Module):
                      for k, v in given.items()}
         extra = [given[a] for a in self.args[2:]]
         return self.net(x, edge_index, *extra)
+
+    @staticmethod
+    def _checked(edge_index, given: dict, n: int, relations: int = 0) -> dict:
+        """What gridgnn's readers refuse is refused here too, in one line, rather than read into other logits: edge
+        ids outside ``0..n-1``, one weight, type or feature row per edge missing, weights that are negative or not
+        finite (training refuses them: the normalization divides by weighted degrees), edge features that are not
+        finite, relation ids that are negative, not integers or (``relations`` > 0) not below ``relations``."""
+        if edge_index.dim() != 2 or edge_index.shape[0] != 2:
+            raise ValueError(f"edge_index must be 2 × edges, got shape {tuple(edge_index.shape)}")
+        if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
+            bad = edge_index[(edge_index < 0) | (edge_index >= n)][0]
+            raise ValueError(f"edge_index holds vertex id {int(bad)}, out of range for {n} vertices (valid 0..{n - 1}"
+                             f"{'' if n else ': give x or num_nodes='})")
+        m, out = edge_index.shape[1], dict(given)
+        for name, value in given.items():
+            if value is None:
+                continue
+            value = torch.as_tensor(value)
+            if value.dim() == 0 or value.shape[0] != m or (name != "edge_attr" and value.dim() != 1):
+                raise ValueError(f"{name} must hold one {'row' if name == 'edge_attr' else 'value'} per edge "
+                                 f"({m} edges), got shape {tuple(value.shape)}")
+            if name == "edge_type":
+                if value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool:
+                    raise ValueError(f"edge_type has dtype {value.dtype}; it must hold integer relation ids")
+                if m and (int(value.min()) < 0 or (relations and int(value.max()) >= relations)):
+                    bad = int(value.min()) if int(value.min()) < 0 else int(value.max())
+                    valid = f"valid 0..{relations - 1}" if relations else "relation ids are >= 0"
+                    raise ValueError(f"edge_type holds relation id {bad}, out of range ({valid})")
+            elif not bool(torch.isfinite(value).all()):
+                raise ValueError(f"{name} holds values that are not finite (NaN or inf)")
+            elif name == "edge_weight" and m and float(value.min()) < 0:
+                k = int(torch.argmax((value < 0).to(torch.int8)))
+                raise ValueError(f"edge_weight must be non-negative, as training's (the normalization divides by "
+                                 f"weighted degrees): edge {int(edge_index[0, k])} -> {int(edge_index[1, k])} has "
+                                 f"weight {float(value[k]):g}")
+            out[name] = value
+        return out
 
     @staticmethod
     def _merged(edge_index, given: dict, n: int):
