@@ -294,6 +294,29 @@ def test_callbacks_are_checked_and_a_keyboard_interrupt_is_an_interrupt(tmp_path
     assert r.stderr.count("Traceback") == 1  # the script's own uncaught exception; no rank's traceback
 
 
+def _record_exit(rec):  # a module-level callback that ends its process (sent to the spawned rank 0)
+    raise SystemExit(0)
+
+
+def test_sys_exit_in_a_rank_is_one_line_and_a_failed_job(tmp_path):
+    """sys.exit(0) in a callback at nproc=2 ended rank 0 with status 0 and no result: rank 1 then failed on its next
+    collective with a line about a peer, and the cause went unsaid. Now the rank says what it did."""
+    script = tmp_path / "cb_exit.py"
+    script.write_text("import sys, gridgnn\n"
+                      f"sys.path.insert(0, {os.getcwd()!r})\n"
+                      "from tests.reliability.test_checked_readers import _record_exit\n"
+                      "if __name__ == '__main__':\n"
+                      "    try:\n"
+                      f"        gridgnn.train(data={S!r}, epochs=2, hidden=8, algo='1d', nproc=2, quiet=True,\n"
+                      "                      callbacks=[_record_exit])\n"
+                      "    except gridgnn.GridGnnError as exc:\n"
+                      "        print('caught', type(exc).__name__)\n")
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.stderr.strip().splitlines() == [
+        "gridgnn: error: rank 0: its code called sys.exit(0) before the job's work ended"], r.stderr
+    assert r.stdout.strip() == "caught TrainingFailed", r.stdout
+
+
 def test_a_script_without_a_main_guard_is_one_line(tmp_path):
     """Case 13: a script calling gridgnn.train(nproc=4) at its top level gave a 165-line double traceback."""
     script = tmp_path / "noguard.py"

@@ -13,7 +13,8 @@ and prints one ``gridgnn: error: ...`` line per distinct cause, in this order of
 
 1. input errors (:class:`~gridgnn.errors.GridGnnError` raised by a rank) — exit status 2;
 2. a rank killed by a signal the launcher did not send (``rank 2 was killed by signal 9 (SIGKILL)``) or that
-   exited without a message — exit status 1;
+   exited without a message, or whose code called ``sys.exit()`` (``rank 0: its code called sys.exit(0) ...``: a
+   rank's work ends with the job's, never alone) — exit status 1 (or the status given to ``sys.exit``);
 3. communication failures that ranks saw because of the above or of a stalled peer (a collective that timed out
    after ``--timeout`` names the collective, axis and phase) — exit status 1.
 
@@ -555,6 +556,10 @@ def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str 
         except Exception as exc:  # noqa: BLE001 - a peer that failed after its work ends the barrier: its line says why
             raise CommFailure(f"rank {local_rank}: a peer ended before the job's final barrier "
                               f"({_first_line(exc)})") from None
+    except SystemExit as exc:  # sys.exit() in the user's code (a callback): this rank ends, not the job's work
+        _write_report(err_dir, local_rank, "internal", f"rank {local_rank}: its code called sys.exit({exc.code!r}) "
+                                                       "before the job's work ended")
+        code = exc.code if isinstance(exc.code, int) and 0 < exc.code < 256 else 1
     except KeyboardInterrupt:  # raised by the user's code (a callback): an interrupt, as Ctrl-C is
         _write_report(err_dir, local_rank, "interrupt", f"rank {local_rank}: KeyboardInterrupt")
         code = 128 + signal.SIGINT
