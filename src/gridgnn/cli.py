@@ -203,18 +203,26 @@ def build_parser() -> argparse.ArgumentParser:
 _NEGATIVE_VALUE = re.compile(r"^-\d+$|^-\d*\.\d+$|^-\d+(,-?\d+)+$")
 
 
-def _on_sigterm(signum, frame):  # noqa: ARG001 - signal handler signature
-    raise Terminated()
+def _on_signal(signum, frame):  # noqa: ARG001 - signal handler signature
+    raise Terminated(signum)
+
+
+def stop_signals(signal) -> tuple:
+    """The signals that stop a run as Ctrl-C does: SIGTERM, and SIGHUP (the terminal closed) unless ignored
+    (``nohup``)."""
+    hup = getattr(signal, "SIGHUP", None)
+    return (signal.SIGTERM,) + ((hup,) if hup is not None and signal.getsignal(hup) is not signal.SIG_IGN else ())
 
 
 def main(argv: list[str] | None = None) -> int:
     r"""Exit status: 0 done; 2 bad input or configuration (one ``gridgnn: error:`` line); 1 a rank died, a
-    collective failed or an allocation failed (one line naming the rank); 130 / 143 interrupted by SIGINT / SIGTERM (one line)."""
+    collective failed or an allocation failed (one line naming the rank); 130 / 143 / 129 interrupted by SIGINT /
+    SIGTERM / SIGHUP (one line)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     import signal
 
-    old = signal.signal(signal.SIGTERM, _on_sigterm)
+    old = {s: signal.signal(s, _on_signal) for s in stop_signals(signal)}
     try:
         return int(args.func(args) or 0)
     except GridGnnError as exc:
@@ -229,11 +237,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gridgnn: interrupted (SIGINT)", file=sys.stderr, flush=True)
         return 130
-    except Terminated:
-        print("gridgnn: interrupted (SIGTERM)", file=sys.stderr, flush=True)
-        return 143
+    except Terminated as exc:
+        print(f"gridgnn: interrupted ({exc.name})", file=sys.stderr, flush=True)
+        return 128 + exc.signum
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for s, handler in old.items():
+            signal.signal(s, handler)
 
 
 if __name__ == "__main__":

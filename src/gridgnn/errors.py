@@ -12,19 +12,32 @@ class CommFailure(GridGnnError):
 
 
 class Terminated(BaseException):
-    """SIGTERM in a process that runs the work itself (serial training, partition, shard): raised by the CLI's
-    handler so that the work stops as at Ctrl-C (exit status 143)."""
+    """SIGTERM, or SIGHUP (the terminal closed), in a process that runs the work itself (serial training, partition,
+    shard): raised by the CLI's handler so that the work stops as at Ctrl-C (exit status 128 + ``signum``: 143,
+    129)."""
+
+    def __init__(self, signum: int = 15):
+        super().__init__(signum)
+        self.signum = int(signum)
+
+    @property
+    def name(self) -> str:
+        return INTERRUPT_SIGNALS.get(128 + self.signum, f"signal {self.signum}")
+
+
+#: the exit statuses of an interrupted run and the signal each stands for
+INTERRUPT_SIGNALS = {129: "SIGHUP", 130: "SIGINT", 143: "SIGTERM"}
 
 
 def interrupt_signal(exc: BaseException) -> str | None:
     """The signal that interrupted a run, when ``exc`` says it was interrupted — ``KeyboardInterrupt`` (SIGINT),
-    :class:`Terminated` (SIGTERM), or the launcher's exit with status 130 / 143 — else ``None``."""
+    :class:`Terminated` (SIGTERM, SIGHUP), or the launcher's exit with status 130 / 143 / 129 — else ``None``."""
     if isinstance(exc, KeyboardInterrupt):
         return "SIGINT"
     if isinstance(exc, Terminated):
-        return "SIGTERM"
-    if isinstance(exc, SystemExit) and exc.code in (130, 143):
-        return "SIGINT" if exc.code == 130 else "SIGTERM"
+        return exc.name
+    if isinstance(exc, SystemExit) and exc.code in INTERRUPT_SIGNALS:
+        return INTERRUPT_SIGNALS[exc.code]
     return None
 
 

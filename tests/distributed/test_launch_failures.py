@@ -30,8 +30,9 @@ SIGNAL_EXIT_S = 10
 def _as_in_a_terminal() -> None:
     """The run starts as from an interactive shell, whatever started the tests: a background job of a
     non-interactive shell (``make test &``) ignores SIGINT, and an ignored SIGINT is inherited (Python then
-    keeps ignoring it), which would make a Ctrl-C test wait forever."""
+    keeps ignoring it), which would make a Ctrl-C test wait forever; SIGHUP likewise (under ``nohup``)."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 LONG_RUN = ["train", "--data", "synthetic:sbm?n=600&classes=4&features=8", "--epochs", "1000000", "--log-every", 1,
             "--hidden", 8]
@@ -216,21 +217,37 @@ def test_sigterm_to_launcher_ends_every_rank_with_143(tmp_path):
     assert sorted(os.listdir(out)) == ["metrics.csv", "metrics.jsonl", "summary.json"] and summary["checkpoint"] is None
 
 
-def test_ctrl_c_to_a_serial_run_keeps_its_epochs_and_checkpoint(tmp_path):
+def test_a_closed_terminal_ends_every_rank_with_129_and_keeps_the_epochs(tmp_path):
+    """SIGHUP (the terminal closed: the shell signals the launcher and its ranks) killed the launcher at once, which
+    left the ranks' temporary metrics file and lock in --out, and each rank by itself. Now the ranks block it and
+    the launcher stops them as at SIGTERM."""
+    out = tmp_path / "out"
+    run = Run(tmp_path, "--nproc", 2, "--algo", "1d", "--out", out)
+    run.wait_training(2)
+    for pid in [*run.ranks, run.proc.pid]:
+        os.kill(pid, signal.SIGHUP)
+    assert run.finish(within=SIGNAL_EXIT_S) == 129
+    assert run.errors() == [] and "gridgnn: interrupted (SIGHUP)" in run.stderr(), run.stderr()
+    assert run.left_behind() == []
+    _kept(out, "SIGHUP")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP])
+def test_ctrl_c_to_a_serial_run_keeps_its_epochs_and_checkpoint(tmp_path, sig):
     """In one process (no launcher) the loop keeps its metrics itself; with --checkpoint-every the summary names
     the checkpoint to resume from, and loading the run's model says why there is none."""
     out = tmp_path / "out"
     run = Run(tmp_path, "--algo", "serial", "--out", out, "--checkpoint-every", 1)
     run.wait_training(0)
-    os.kill(run.proc.pid, signal.SIGINT)
-    assert run.finish(within=SIGNAL_EXIT_S) == 130
-    assert run.errors() == [] and "gridgnn: interrupted (SIGINT)" in run.stderr()
-    summary = _kept(out, "SIGINT")
+    os.kill(run.proc.pid, sig)
+    assert run.finish(within=SIGNAL_EXIT_S) == 128 + sig
+    assert run.errors() == [] and f"gridgnn: interrupted ({sig.name})" in run.stderr()
+    summary = _kept(out, sig.name)
     assert sorted(os.listdir(out)) == ["checkpoint.pt", "metrics.csv", "metrics.jsonl", "summary.json"]
     assert summary["checkpoint"] == "checkpoint.pt"
     run.out.seek(0)
     assert f"--resume {out / 'checkpoint.pt'} --out {out} goes on" in run.out.read()
-    with pytest.raises(GridGnnError, match=f"its run was interrupted by SIGINT after {summary['epochs_trained']} "):
+    with pytest.raises(GridGnnError, match=f"its run was interrupted by {sig.name} after {summary['epochs_trained']} "):
         gridgnn.load(str(out))
 
 

@@ -18,10 +18,11 @@ and prints one ``gridgnn: error: ...`` line per distinct cause, in this order of
 3. communication failures that ranks saw because of the above or of a stalled peer (a collective that timed out
    after ``--timeout`` names the collective, axis and phase) — exit status 1.
 
-**Signals.** SIGINT and SIGTERM to the launcher stop every rank, wait until they are gone (so that what they
-left in ``--out`` can be removed after them), remove the temporary folder and end with
-``gridgnn: interrupted (SIGINT)`` and status 130 (SIGTERM: 143). The ranks start with SIGINT blocked, so a
-Ctrl-C in the terminal (which signals the whole foreground group) reaches only the launcher; each rank also dies
+**Signals.** SIGINT, SIGTERM and SIGHUP (unless ignored, as under ``nohup``) to the launcher stop every rank, wait
+until they are gone (so that what they left in ``--out`` can be removed after them), remove the temporary folder and
+end with ``gridgnn: interrupted (SIGINT)`` and status 130 (SIGTERM: 143, SIGHUP: 129). The ranks start with SIGINT
+and SIGHUP blocked, so a Ctrl-C in the terminal (which signals the whole foreground group) or its closing reaches
+only the launcher; each rank also dies
 with its parent (``PR_SET_PDEATHSIG`` on Linux; the parent of a rank forked by the fork server is that server,
 which ends with the launcher), so a launcher killed outright leaves no orphan.
 
@@ -526,10 +527,10 @@ def _own_mp_tempdir() -> None:
 
 def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str | None, err_dir: str,
            environ: dict | None = None) -> None:
-    # SIGINT stays blocked (inherited from the launcher, or from the fork server it started with the mask in
-    # place): Ctrl-C is the launcher's to handle. SIGTERM (the launcher stopping this rank) ends the process
+    # SIGINT and SIGHUP stay blocked (inherited from the launcher, or from the fork server it started with the mask
+    # in place): Ctrl-C and a closed terminal are the launcher's to handle. SIGTERM (the launcher stopping this rank) ends the process
     # quietly with the default action.
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGHUP})
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     _leave_fork_server()
     if environ is not None:  # a fork server's child has the server's environment: take the launcher's of now
@@ -794,7 +795,10 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
     mpctx = _start_context()
     # a launch from another thread than the main one installs no handler (they are the main thread's alone): a
     # Ctrl-C is then the main thread's to act on, and the ranks (which block it) run on until this process ends
-    handled = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
+    # (SIGHUP, the terminal closed, unless ignored: under nohup the ranks ignore it too)
+    handled = (signal.SIGINT, signal.SIGTERM) + (() if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN else
+                                                 (signal.SIGHUP,))
+    handled = handled if threading.current_thread() is threading.main_thread() else ()
     old_handlers = {s: signal.getsignal(s) for s in handled}
     lo = loopback_interface()
     env_keys = {"GLOO_SOCKET_IFNAME": lo, "NCCL_SOCKET_IFNAME": lo}
@@ -813,7 +817,7 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
                               startup=startup, stage_on_host=stage_on_host)
         # Children inherit the blocked mask (SIGINT stays blocked in them) and the loopback-only interfaces.
         os.environ.update(env_keys)
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
         try:
             for r in range(nproc):
                 p = mpctx.Process(target=_child, args=(r, fn, args, proto, rdir, edir, dict(os.environ)),
@@ -826,7 +830,7 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})  # a pending Ctrl-C is raised here
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})  # a pending Ctrl-C is raised here
         _wait(procs, edir)
         if not collect:
             return None
