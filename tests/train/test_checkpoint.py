@@ -357,3 +357,62 @@ def test_checkpoint_of_other_data_is_refused_on_every_rank(tmp_path):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "layer widths [8, 16, 4]" in lines[0] and "[12, 16, 4]" in lines[0], r.stderr
     assert _ckpt(tmp_path / "run")["epoch"] == 2  # untouched
+
+
+def test_a_checkpoint_of_another_name_does_not_make_its_folder_the_runs(small_ckpt, tmp_path, capsys):
+    """`--resume D/other.pt` wrote into D as into its own run's folder: it removed the outputs there (another run's)
+    and replaced D/checkpoint.pt, without --overwrite. Now D is an --out like any other: refused while it holds
+    outputs; D/checkpoint.pt itself (a file or its folder) is the folder's own run."""
+    import shutil
+
+    d = tmp_path / "D"
+    d.mkdir()
+    shutil.copy(small_ckpt / "checkpoint.pt", d / "other.pt")
+    for name in ("summary.json", "logits.npy"):
+        (d / name).write_text("another run's")
+    code = run_main(["train", "--resume", d / "other.pt", "--epochs", 3, "--quiet"])
+    _one_error(capsys, code, "already holds a previous run's outputs", "--overwrite")
+    assert sorted(p.name for p in d.iterdir()) == ["logits.npy", "other.pt", "summary.json"]
+    assert (d / "logits.npy").read_text() == "another run's"
+    here = tmp_path / "here"
+    shutil.copytree(small_ckpt, here)
+    assert run_main(["train", "--resume", here / "checkpoint.pt", "--epochs", 3, "--quiet"]) == 0
+    assert json.loads((here / "summary.json").read_text())["epochs"] == 3
+
+
+def test_a_run_resumed_here_without_checkpoints_leaves_no_stale_one(small_ckpt, tmp_path, capsys):
+    """`--resume D --checkpoint-every 0` kept D's epoch-2 checkpoint beside the finished epoch-3 outputs: a later
+    `--resume D` went back to epoch 2 and replaced them. The finished run now removes the checkpoint it read."""
+    import shutil
+
+    here = tmp_path / "here"
+    shutil.copytree(small_ckpt, here)
+    assert run_main(["train", "--resume", here, "--epochs", 3, "--checkpoint-every", 0, "--quiet"]) == 0
+    assert not (here / "checkpoint.pt").exists() and (here / "model.pt").exists()
+    capsys.readouterr()
+    _one_error(capsys, run_main(["train", "--resume", here, "--epochs", 4, "--quiet"]), "holds no checkpoint.pt")
+
+
+def test_a_resume_on_other_data_of_the_same_size_is_refused(tmp_path, capsys):
+    """The checkpoint compared n and nnz only: features rewritten in place (or other labels, masks, edges of the same
+    count) resumed without a word, the summary calling a model trained on the old data one of the new. The
+    checkpoint now holds the graph's fingerprint, the same whichever path read the graph (one process, or shards
+    the launcher writes for spawned ranks): a resume on the same data at another P goes on, on other data it is
+    refused naming what differs."""
+    g = load_graph(SBM, seed=3)
+    path = tmp_path / "g.npz"
+    save_npz(g, path)
+    out = tmp_path / "run"
+    assert run_main(["train", "--data", f"npz:{path}", "--epochs", 2, "--checkpoint-every", 2, "--quiet",
+                     "--out", out]) == 0
+    fork = tmp_path / "fork"
+    assert run_main(["train", "--resume", out, "--epochs", 3, "--algo", "1d", "--nproc", 2, "--quiet",
+                     "--out", fork]) == 0  # the same data, handed to spawned ranks as shards
+    rng = np.random.default_rng(0)
+    save_npz(g.with_(x=rng.standard_normal(g.x.shape).astype(g.x.dtype), y=rng.permutation(g.y)), path)
+    capsys.readouterr()
+    code = run_main(["train", "--resume", out, "--epochs", 3, "--quiet", "--out", tmp_path / "other"])
+    _one_error(capsys, code, "was trained on other data: the graph's features, labels differ")
+    code = run_main(["train", "--resume", fork, "--epochs", 4, "--algo", "1d", "--nproc", 2, "--quiet",
+                     "--out", tmp_path / "other2"])
+    assert code == 2 and "the graph's features, labels differ" in capsys.readouterr().err

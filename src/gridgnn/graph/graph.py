@@ -380,6 +380,31 @@ class Graph:
     def with_(self, **changes) -> "Graph":
         return replace(self, **changes)
 
+    def fingerprint(self) -> dict[str, str]:
+        """What identifies this graph's data, part by part (a BLAKE2b digest of each part's arrays, their dtypes and
+        shapes; ``"none"`` for a part the graph lacks): ``edges`` (the stored matrix, its direction and relation
+        types), ``edge_features``, ``features``, ``labels``, ``masks`` and ``ids`` (:attr:`original_ids`). A
+        checkpoint records it, so that a resume on other data of the same size is refused."""
+        import hashlib
+
+        def digest(*arrays) -> str:
+            if all(a is None for a in arrays):
+                return "none"
+            h = hashlib.blake2b(digest_size=16)
+            for a in arrays:
+                if a is None:
+                    h.update(b"-")
+                    continue
+                a = np.ascontiguousarray(a)
+                h.update(f"{a.dtype.str}{a.shape}".encode())
+                h.update(a.reshape(-1).view(np.uint8) if a.size else b"")
+            return h.hexdigest()
+
+        directed = np.array([self.directed])
+        return {"edges": digest(self.indptr, self.indices, self.values, directed, self.edge_type_counts),
+                "edge_features": digest(self.edge_attr), "features": digest(self.x), "labels": digest(self.y),
+                "masks": digest(self.train_mask, self.val_mask, self.test_mask), "ids": digest(self.original_ids)}
+
     def symmetrized(self) -> "Graph":
         """This graph with every edge in both directions, as :meth:`from_edges` ``(directed=False)`` builds it (the
         larger weight of a pair in both; node arrays kept): what a model trained on a symmetrized graph is given

@@ -68,10 +68,9 @@ from ..plugins import is_import_path
 from .config import TrainConfig, fields_of_role, flag
 from .optim import state_keys
 from ..graph.files import atomic_write
-from .outputs import resume_folder
+from .outputs import CHECKPOINT, resume_folder
 from .summary import best_epoch, stops_early
 
-CHECKPOINT = "checkpoint.pt"
 FORMAT = "gridgnn-checkpoint"
 FORMAT_VERSION = 2
 #: the versions this gridgnn reads (1: Adam's state under ``adam``, before ``--optimizer``)
@@ -260,6 +259,10 @@ def _check_structure(obj, path: str) -> None:
     graph = obj.get("graph")
     if not isinstance(graph, dict) or not all(_is_int(graph.get(k)) for k in ("n", "nnz")):
         raise _bad(where, "no graph size")
+    marks = graph.get("fingerprint")  # (absent from a checkpoint of a version before it, and of a sharded dataset)
+    if marks is not None and not (isinstance(marks, dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                                  for k, v in marks.items())):
+        raise _bad(where, "a malformed graph fingerprint")
     shapes, dtype = check_parameters(obj.get("params"), obj["config"], dims, where)
     state = optimizer_state(obj)
     if not isinstance(state, dict):
@@ -319,6 +322,13 @@ def check_for_run(ckpt: dict, resume: str, *, dims: list[int], info: dict, epoch
     if (g["n"], g["nnz"]) != (info["n"], info["nnz"]):
         raise GridGnnError(f"--resume {path} was trained on a graph with n={g['n']}, nnz={g['nnz']}; the data "
                            f"now have n={info['n']}, nnz={info['nnz']}")
+    then, now = g.get("fingerprint"), info.get("fingerprint")
+    if then and now:  # (compared where both runs read the graph whole: not a sharded: dataset)
+        differ = [part for part in then if part in now and then[part] != now[part]]
+        if differ:
+            raise GridGnnError(f"--resume {path} was trained on other data: the graph's {', '.join(differ)} differ "
+                               f"from the checkpoint's (n={g['n']} and nnz={g['nnz']} alike); resume on the data it "
+                               "was trained on, or train anew")
     check_epochs(ckpt, path, epochs, early_stop)
 
 
@@ -508,7 +518,8 @@ def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: li
         "gridgnn_version": __version__, "torch_version": str(torch.__version__),
         "epoch": int(epoch), "dims": [int(d) for d in dims],
         "config": {**config, "data": absolute_spec(config.get("data"))},  # a resume elsewhere reads this file
-        "graph": {"n": int(info["n"]), "nnz": int(info["nnz"])},
+        "graph": {"n": int(info["n"]), "nnz": int(info["nnz"]),
+                  **({"fingerprint": dict(info["fingerprint"])} if info.get("fingerprint") else {})},
         "params": grouped(params, lambda p: p),
         "optimizer": {"name": config.get("optimizer", "adam"),
                       **({"step": states[0]["step"].detach().cpu().clone()} if "step" in states[0] else {}),

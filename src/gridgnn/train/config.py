@@ -15,7 +15,7 @@ from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
 from ..nn.base import TRAINER_OPTIONS, Option, declared_options, model_options, resolve_model  # noqa: E402
 from ..nn.gat import MAX_HEADS  # noqa: E402
 from ..parallel.registry import ALGORITHMS, one_process, overlap_algorithms  # noqa: E402
-from .outputs import TensorBoardLog, check_out_dir, check_tensorboard, is_our_events, resume_folder
+from .outputs import CHECKPOINT, TensorBoardLog, check_out_dir, check_tensorboard, is_our_events
 
 #: the built-in models (``--model`` also takes any registered name or ``package.module:Class``)
 MODELS = BUILTIN_MODELS = tuple(_MODEL_REGISTRY)
@@ -856,12 +856,14 @@ class TrainConfig:
         return self.model_option("aggr")
 
     def resumes_into_out(self) -> bool:
-        """``--resume`` names the folder (or the checkpoint in the folder) that ``--out`` names."""
+        """``--resume`` names the folder that ``--out`` names, or its ``checkpoint.pt`` (a checkpoint of another name
+        in that folder is not the folder's run: its outputs there are another's, refused without ``--overwrite``)."""
         if self.resume is None or self.out is None:
             return False
-        folder = resume_folder(self.resume)
+        here = os.path.join(self.out, CHECKPOINT)
+        ckpt = os.path.join(self.resume, CHECKPOINT) if os.path.isdir(self.resume) else self.resume
         try:
-            return os.path.samefile(folder, self.out)
+            return os.path.samefile(ckpt, here)
         except OSError:
             return False
 

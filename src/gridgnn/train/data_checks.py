@@ -31,6 +31,26 @@ def with_feature_norm(graph, cfg: TrainConfig, *, owned: bool = False):
     return graph.with_(x=normalize_features(graph.x, how))
 
 
+def planned_graph(cfg: TrainConfig, given=None):
+    """The graph a plan prices (``gridgnn plan``, ``simulate``, ``--algo auto``; ``given``: a graph in memory instead
+    of ``cfg.data``), refused as training refuses it — negative weights, and for node classification no features or
+    labels — so that no plan is made (nor a traceback met pricing a loss) for data the run would refuse."""
+    if getattr(cfg, "task", "node") == "node":
+        return checked_graph(cfg, given, 1)
+    graph = load_graph(cfg.data if given is None else given, seed=cfg.seed)
+    require_nonnegative_weights(graph)
+    return graph
+
+
+def data_fingerprint(cfg: TrainConfig, graph) -> dict | None:
+    """The graph's :meth:`~gridgnn.graph.graph.Graph.fingerprint` (before its features are normalized) where a
+    checkpoint is written or read (``--checkpoint-every``, ``--resume``), else ``None``: hashing a large graph's
+    arrays costs a pass over them."""
+    if getattr(cfg, "resume", None) is None and not getattr(cfg, "checkpoint_every", 0):
+        return None
+    return graph.fingerprint()
+
+
 def check_data(n: int, num_features: int, num_classes: int, n_train: int, blocks: int) -> None:
     """A graph a model can be trained on: features, labels of at least 2 classes, training vertices, enough
     vertices for the layout's blocks."""

@@ -30,7 +30,7 @@ from ..errors import GridGnnError
 from ..graph import Graph
 from ..graph.sharded import write_sharded
 from .config import TrainConfig
-from .data_checks import checked_graph, in_memory_name, settle_edge_dim
+from .data_checks import checked_graph, data_fingerprint, in_memory_name, settle_edge_dim
 from .rank_layout import layout_blocks, vertex_blocks, vertex_orders
 
 
@@ -44,6 +44,7 @@ class GraphShards:
     original_ids: np.ndarray | None  # the file's id of each vertex (``?relabel=1``)
     node_types: dict | None = None  # the vertex types' names and id ranges (a HeteroData)
     edges: object = None  # a graph with edge features: its structure and edge_attr (no node data), for each rank
+    fingerprint: dict | None = None  # the graph's as loaded (data_checks.data_fingerprint), for a checkpoint
 
 
 @contextlib.contextmanager
@@ -60,6 +61,7 @@ def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None, name:
     world = cfg.nproc
     shape = cfg.mesh_shape(world)
     graph = checked_graph(cfg, graph, vertex_blocks(cfg.algo, world, cfg.replication, shape), dims=dims)
+    fingerprint = data_fingerprint(cfg, graph)
     settle_edge_dim(cfg, graph.edge_dim, edges_note=graph.meta.get("edge_features_dropped"),
                     relations=graph.num_relations)  # before any rank
     perm_r, perm_c, rows = vertex_orders(graph, cfg.algo, world, replication=cfg.replication, shape=shape,
@@ -92,7 +94,7 @@ def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None, name:
             edges = Graph(indptr=graph.indptr, indices=graph.indices, n=graph.n, directed=graph.directed,
                           edge_attr=attr, edge_type_counts=counts, name=graph.name)
         handle = GraphShards(path=folder, name=name or in_memory_name(graph), bounds=bounds, original_ids=graph.original_ids,
-                             node_types=graph.node_types, edges=edges)
+                             node_types=graph.node_types, edges=edges, fingerprint=fingerprint)
         del graph, perm_r, perm_c, rows  # a graph converted here is not held while the ranks run
         yield handle
     finally:

@@ -245,6 +245,8 @@ class _RunFiles:
                     raise GridGnnError(f"--out {out} already holds a previous run's outputs ({', '.join(old)}); "
                                        "add --overwrite to replace them, or choose another --out")
             clear_outputs(out, keep=(CHECKPOINT,) if here else ())
+            # a run resumed here that writes no checkpoint of its own: the one it read is stale once it finishes
+            self.stale_checkpoint = os.path.join(out, CHECKPOINT) if here and not cfg.checkpoint_every else None
             self.metrics = MetricsLog(os.path.join(out, "metrics.jsonl"), history)
             self.events = None
             self.events = TensorBoardLog(out, history) if cfg.log == "tensorboard" else None
@@ -263,10 +265,15 @@ class _RunFiles:
             self.events.append(rec)
 
     def commit(self) -> None:
-        """The loop ended: ``metrics.jsonl`` (and ``tensorboard/``) take their final names."""
+        """The loop ended: ``metrics.jsonl`` (and ``tensorboard/``) take their final names, and the checkpoint a run
+        resumed here read without writing its own is removed (a later ``--resume`` of the folder would go back to
+        it and replace the newer outputs)."""
         self.metrics.commit()
         if self.events is not None:
             self.events.commit()
+        if self.stale_checkpoint is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.stale_checkpoint)
 
     def abandon(self) -> None:
         self.metrics.discard()

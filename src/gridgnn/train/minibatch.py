@@ -59,7 +59,7 @@ from .startup import StartupClock
 from .step import allreduce_grads
 from .summary import count, median_of, run_summary, traffic
 from .tasks import NodeReport
-from .data_checks import check_data, in_memory_name, settle_edge_dim, with_feature_norm
+from .data_checks import check_data, data_fingerprint, in_memory_name, settle_edge_dim, with_feature_norm
 from .rank_setup import build_model, delta_of, ratio
 
 PHASES = ("sample", "fetch", "fwd", "bwd", "grad", "eval", "metrics")
@@ -249,13 +249,14 @@ class Minibatches:
         world = 1 if ctx is None else ctx.world_size
         data = in_memory_name(loaded) if in_memory else cfg.data or "default"
         samples = LinkSamples if cfg.task == "link" else NodeSamples
+        fingerprint = data_fingerprint(cfg, loaded)  # (before the task normalizes its features, in place if owned)
         self.task = task = samples(cfg, loaded, world, owned=not in_memory, data=data)
         del loaded
-        self.dims, self.checkpoint_info = task.dims, task.info
+        self.dims, self.checkpoint_info = task.dims, {**task.info, "fingerprint": fingerprint}
         self.ckpt = None
         if cfg.resume is not None:  # read and checked on every rank, before the first collective
             self.ckpt = read_checkpoint(cfg.resume)
-            check_for_run(self.ckpt, cfg.resume, dims=self.dims, info=task.info, epochs=cfg.epochs,
+            check_for_run(self.ckpt, cfg.resume, dims=self.dims, info=self.checkpoint_info, epochs=cfg.epochs,
                           early_stop=cfg.early_stop)
         clock.lap("read")
         grid, self.device = _grid(ctx, cfg)

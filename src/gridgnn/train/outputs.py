@@ -50,9 +50,11 @@ from ..errors import GridGnnError
 from ..graph.files import (OutLock, atomic_write, create_temp, os_error_in, os_reason, remove_empty_dirs,
                            temp_token, write_error, write_json)
 
+#: The checkpoint a run writes into ``--out`` (``--checkpoint-every``) and ``--resume DIR`` reads.
+CHECKPOINT = "checkpoint.pt"
 #: The files a training run writes into ``--out`` (and the only ones ``--overwrite`` removes).
-OUTPUTS = ("metrics.jsonl", "metrics.csv", "summary.json", "logits.npy", "node_ids.npy", "node_types.json", "model.pt", "breakdown.png", "curves.png",
-           "checkpoint.pt", "tensorboard")
+OUTPUTS = ("metrics.jsonl", "metrics.csv", "summary.json", "logits.npy", "node_ids.npy", "node_types.json", "model.pt",
+           "breakdown.png", "curves.png", CHECKPOINT, "tensorboard")
 
 
 def temp_path(path: str) -> str:

@@ -33,8 +33,8 @@ from ..distributed.machine import available_memory_bytes
 from ..planner.memory import TRACE_BYTES_PER_PARAMETER, check_fits
 from .checkpoint import check_for_run, load_parameters, read_checkpoint
 from .config import TrainConfig
-from .data_checks import (check_data, check_inference_data, checked_graph, in_memory_name, settle_edge_dim,
-                          with_feature_norm)
+from .data_checks import (check_data, check_inference_data, checked_graph, data_fingerprint, in_memory_name,
+                          settle_edge_dim, with_feature_norm)
 from .handover import GraphShards
 from .rank_layout import (GRAPH_PARTITIONERS, build_rank, estimate_memory, make_source, model_trace, num_blocks,
                           vertex_blocks)
@@ -59,7 +59,9 @@ def _prepare(cfg: TrainConfig, world: int, given=None, *, dims: list[int] | None
     handed = given if isinstance(given, GraphShards) else None
     if handed is not None or (given is None and cfg.data and cfg.data.startswith("sharded:")):
         return _prepare_sharded(cfg, handed, blocks, shape, single, dims)
-    graph = with_feature_norm(checked_graph(cfg, given, blocks, dims=dims), cfg, owned=given is None)
+    graph = checked_graph(cfg, given, blocks, dims=dims)
+    fingerprint = data_fingerprint(cfg, graph)  # (before the features are normalized, in place where owned)
+    graph = with_feature_norm(graph, cfg, owned=given is None)
     pipeline = pipeline_record(graph.meta, cfg.feature_norm_for(graph.meta))
     source = rows = None
     if not single and not (algo.row_partitioned and cfg.partition in GRAPH_PARTITIONERS):
@@ -69,7 +71,7 @@ def _prepare(cfg: TrainConfig, world: int, given=None, *, dims: list[int] | None
     info = {"n": graph.n, "nnz": graph.nnz, "f": graph.num_features,
             "classes": graph.num_classes if dims is None else dims[-1],
             "partition": "none" if single else cfg.partition, "input_pipeline": pipeline,
-            "input_notes": console_lines(graph.meta)}
+            "input_notes": console_lines(graph.meta), "fingerprint": fingerprint}
     if given is not None:  # a graph handed over from Python
         info["data"] = in_memory_name(graph)
     return graph, source, rows, shape, info
@@ -92,7 +94,7 @@ def _prepare_sharded(cfg: TrainConfig, handed, blocks: int, shape, single: bool,
                            "needs the normalized one")
     info = {"n": ds.n, "nnz": int(meta["nnz"]), "f": ds.num_features, "classes": ds.num_classes,
             "partition": ds.method, "input_pipeline": pipeline_record(notes, ds.feature_norm),
-            "input_notes": console_lines(notes)}
+            "input_notes": console_lines(notes), "fingerprint": None if handed is None else handed.fingerprint}
     if handed is not None:
         info.update(data=handed.name, partition=cfg.partition)
     if dims is None:
