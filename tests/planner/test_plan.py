@@ -192,6 +192,11 @@ def test_compute_of_ranks_sharing_cores():
     (lambda p: p["kernels"].update({"01": p["kernels"].pop("1")}), "kernels['01']"),  # (a KeyError when priced)
     (lambda p: p["collectives"]["allreduce"].update({"1": [1e-4, 1e-9]}), "group sizes >= 2"),  # (divided by 0)
     (lambda p: p["kernels"].update({"1": {}}), "kernels['1'] prices no flop/elem/launch"),  # (everything free)
+    # (plan --out and --algo auto's summary then failed on writing NaN into JSON, after all the work)
+    (lambda p: p.setdefault("fit", {}).update({"median_rel_err": float("nan")}), "fit['median_rel_err'] must be one of"),
+    (lambda p: p.setdefault("fit", {}).update({"runs": "abc"}), "fit['runs'] must be"),  # (printed as "fitted to abc runs")
+    (lambda p: p.update({"collective": p.pop("collectives")}), "unknown key 'collective'"),  # (priced from links)
+    (lambda p: p.update({"cores": True}), "cores and ranks_per_node must be integers"),
 ])
 def test_a_profile_the_prices_cannot_read_is_refused(change, words):
     prof = json.loads(json.dumps(PROFILE))
@@ -288,6 +293,19 @@ def test_algo_auto_refuses_what_it_chooses(capsys, flags, words):
     assert run_main(["train", "--data", SBM, *flags]) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(err) == 1 and err[0].startswith("gridgnn: error:") and words in err[0], err
+
+
+@pytest.mark.parametrize("command", [["plan", "--nproc", 4], ["simulate", "--nproc", 1],
+                                     ["train", "--algo", "auto", "--nproc", 2]])
+def test_plans_refuse_data_training_refuses(tmp_path, capsys, command):
+    """A graph without labels was an IndexError traceback from the priced loss in plan, simulate and --algo auto,
+    which train refuses in one line; a plan is made only for data a run accepts."""
+    path = tmp_path / "e.txt"
+    path.write_text("0 1\n1 2\n")
+    assert run_main([*command, "--data", f"edgelist:{path}"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert err == ["gridgnn: error: node classification needs labels of at least 2 classes; this graph's labels "
+                   "have none"], err
 
 
 def test_algo_auto_from_python_with_a_graph_in_memory(graph):

@@ -36,7 +36,7 @@ def add_plan_arguments(p) -> None:
 
 def run_plan_command(args) -> int:
     from ..errors import GridGnnError
-    from ..graph.spec import load_graph
+    from ..train.data_checks import planned_graph
     from ..parallel import ALGOS
     from ..distributed.machine import available_memory_bytes
     from ..planner.plan import Candidate
@@ -77,7 +77,7 @@ def run_plan_command(args) -> int:
         raise GridGnnError(f"--memory must be a positive number of GiB, got {args.memory}")
     avail = int(args.memory * 2 ** 30) if args.memory is not None else available_memory_bytes("cpu")
     t0 = time.perf_counter()
-    graph = load_graph(cfg.data, seed=cfg.seed)
+    graph = planned_graph(cfg)
     progress = Progress(0, what="plan", unit="configurations")
     try:
         rows = plan_configs(cfg, graph, profile, available_bytes=avail, progress=progress, jobs=args.jobs,

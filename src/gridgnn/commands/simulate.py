@@ -45,11 +45,11 @@ def run_simulate_command(args) -> int:
     cfg = config_from_flags(given)
     if cfg.sampler is not None:
         raise GridGnnError("gridgnn simulate models full-graph training (no --sampler)")
-    from ..graph.spec import load_graph
+    from ..train.data_checks import planned_graph
     from ..train.planning import memory_per_rank, simulate_config
 
     t0 = time.perf_counter()
-    graph = load_graph(cfg.data, seed=cfg.seed)
+    graph = planned_graph(cfg)
     vol, shape, source, rows = simulate_config(cfg, graph)
     memory = memory_per_rank(cfg, graph, source, rows, shape, vol.trace)
     wall = time.perf_counter() - t0

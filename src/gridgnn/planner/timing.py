@@ -44,6 +44,9 @@ from .primitives import WORK_UNITS
 
 COLLECTIVES = ("allreduce", "bcast", "bcast_sparse", "reduce", "allgather", "reducescatter", "alltoallv")
 PROFILE_VERSION = 1
+#: what a profile's ``fit`` holds: the time model's factors and constant, and (``gridgnn calibrate --fit``) the runs
+#: it was fitted to and its relative errors on them
+FIT_KEYS = ("comp", "comm", "const_s", "runs", "median_rel_err", "max_rel_err")
 
 
 @dataclass
@@ -87,6 +90,9 @@ class Profile:
             raise GridGnnError(f"{where} is a profile of version {obj.get('version')}; this gridgnn reads version "
                                f"{PROFILE_VERSION} (run gridgnn calibrate again)")
         known = {f for f in cls.__dataclass_fields__}
+        unknown = sorted(str(k) for k in obj if k not in known)
+        if unknown:  # (a misspelt key left its prices to defaults without a word)
+            raise GridGnnError(f"{where}: unknown key {unknown[0]!r} (a profile holds {', '.join(sorted(known))})")
         try:
             prof = cls(**{k: v for k, v in obj.items() if k in known})
         except TypeError as exc:
@@ -103,13 +109,15 @@ class Profile:
             return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and \
                 (v > 0 if positive else v >= 0)
 
+        def count(v) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
         def size_key(k, least=1) -> bool:  # a count as its decimal (the prices look "2" up, not "02")
             return isinstance(k, str) and k.isascii() and k.isdigit() and k == str(int(k)) and int(k) >= least
 
         if not isinstance(self.name, str) or self.device not in ("cpu", "cuda"):
             bad("name must be a string and device cpu or cuda")
-        if not (isinstance(self.cores, int) and self.cores >= 0 and isinstance(self.ranks_per_node, int)
-                and self.ranks_per_node >= 0):
+        if not (count(self.cores) and count(self.ranks_per_node)):
             bad("cores and ranks_per_node must be integers >= 0")
         if not isinstance(self.kernels, dict) or not self.kernels:
             bad("kernels must map thread counts to coefficients")
@@ -135,6 +143,9 @@ class Profile:
                 bad(f"links[{kind!r}] needs alpha_s >= 0 and bandwidth_Bps > 0")
         if not isinstance(self.fit, dict) or not all(number(self.fit.get(k, 0.0)) for k in ("comp", "comm", "const_s")):
             bad("fit must hold comp, comm and const_s >= 0")
+        for k, v in self.fit.items():  # (what plan and --algo auto print and write into their JSON)
+            if k not in FIT_KEYS or not (count(v) if k == "runs" else number(v)):
+                bad(f"fit[{k!r}] must be one of {', '.join(FIT_KEYS)}: a number >= 0 (runs: an integer)")
 
     # ------------------------------------------------------------------ prices
     def kernel(self, threads: int) -> dict:

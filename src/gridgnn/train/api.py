@@ -28,10 +28,10 @@ import os
 
 from ..distributed.launch import env_context
 from ..errors import GridGnnError
-from ..graph.spec import load_graph
 from ..planner.timing import load_profile
 from ..parallel import one_process
 from .config import TrainConfig
+from .data_checks import planned_graph
 from .console import Progress
 from .invocation import config_from_flags
 from .launching import api_failure, failed_launch, launch_checked, launch_ranks, require_one_process, spawnable
@@ -165,7 +165,7 @@ def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbac
                         show=not cfg.quiet and (env is None or env.rank == 0))
     clock = StartupClock()
     try:
-        planned = [load_graph(graph if graph is not None else cfg.data, seed=cfg.seed)]
+        planned = [planned_graph(cfg, graph)]
         clock.lap("load")
         picked, row, count = resolve_auto(cfg, planned[0], profile=profile, check_memory=env is None,
                                           progress=progress)
