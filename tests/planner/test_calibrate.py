@@ -98,6 +98,11 @@ def test_calibrate_refuses_bad_input(capsys, tmp_path, calibrated):
     summary = json.loads((d / "1d" / "summary.json").read_text())
     summary["config"]["task"] = "link"
     (link / "summary.json").write_text(json.dumps(summary))
+    auto = tmp_path / "auto"  # an --algo auto run whose plan is not a plan
+    auto.mkdir()
+    summary = json.loads((d / "1d" / "summary.json").read_text())
+    summary["config"]["algo"], summary["plan"] = "auto", "x"
+    (auto / "summary.json").write_text(json.dumps(summary))
     calls = [["calibrate", "--profile", str(tmp_path / name), "--out", str(tmp_path / "o.json")] for name in bad]
     calls += [["calibrate", "--profile", "local-cpu", "--fit", str(tmp_path), "--out", str(tmp_path / "o.json")],
               ["calibrate", "--profile", "local-cpu", "--fit", str(no_time), "--out", str(tmp_path / "o.json")],
@@ -110,7 +115,10 @@ def test_calibrate_refuses_bad_input(capsys, tmp_path, calibrated):
               ["calibrate", "--profile", "local-cpu", "--quick", "--out", str(tmp_path / "o.json")],
               ["calibrate", "--profile", "local-cpu", "--max-nproc", 4, "--out", str(tmp_path / "o.json")],
               ["plan", "--nproc", 4, "--partitions", "metis,bogus"],
-              ["plan", "--nproc", 4, "--algos", ","]]
+              ["plan", "--nproc", 4, "--algos", ","],
+              ["calibrate", "--device", "cuda", "--max-nproc", 4096, "--out", str(tmp_path / "o.json")],
+              ["calibrate", "--max-nproc", 1 << 40, "--out", str(tmp_path / "o.json")],
+              ["calibrate", "--profile", "local-cpu", "--fit", str(auto), "--out", str(tmp_path / "o.json")]]
     for argv in calls:
         assert run_main(argv) == 2, argv
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
@@ -120,6 +128,9 @@ def test_calibrate_refuses_bad_input(capsys, tmp_path, calibrated):
              "neither a file nor a preset",
              "unknown algorithm 'nosuch'", "serial runs on one process", "--memory must be", "gridgnn plan ranks",
              "--quick says how calibrate measures; --profile local-cpu reads a profile", "--max-nproc says how",
-             "--partitions: unknown row partition 'bogus'", "--algos ',' names nothing"]
+             "--partitions: unknown row partition 'bogus'", "--algos ',' names nothing",
+             # (these two failed after minutes of measuring kernels, naming --nproc; the last was an AttributeError)
+             "--max-nproc 4096 measures groups of up to 4096 ranks, one GPU each", "the memory available here",
+             "an --algo auto run whose summary.json holds no plan's pick"]
     for line, word in zip(err, words):
         assert word in line, (word, line)

@@ -157,6 +157,32 @@ PROFILE = {"name": "test", "device": "cpu", "cores": 2, "ranks_per_node": 0, "ve
                      "inter": {"alpha_s": 1e-3, "bandwidth_Bps": 8e9}}}
 
 
+def test_a_plan_fits_where_the_trainers_memory_guard_accepts(graph):
+    """The plan summed each rank's estimate, the runtime's shared pages once per rank, and refused (P - 1) × 205 MiB
+    more than the trainer's guard needs: --algo auto found nothing that fits where training would run. Its boundary
+    is now the guard's, to the byte."""
+    from gridgnn.distributed.machine import RUNTIME_SHARED_BYTES
+    from gridgnn.planner.memory import check_fits
+    from gridgnn.train.optim import memory_state
+    from gridgnn.train.planning import simulate_config
+    from gridgnn.train.rank_layout import estimate_memory
+
+    prof = Profile.from_json(json.loads(json.dumps(PROFILE)))  # 2 cores, every rank on one node
+    cfg = config_from_flags({"data": SBM, "nproc": 4, "algo": "1d", "hidden": 8, "partition": "random"})
+    vol, shape, source, rows = simulate_config(cfg, graph)
+    dims = [graph.num_features, 8, graph.num_classes]
+    est = estimate_memory(graph, source, "1d", shape, dims, rows=rows, elem_bytes=4, dropout=cfg.dropout,
+                          device="cpu", trace=vol.trace, optimizer_state=memory_state(cfg))
+    need = est.peak.total * 4 - 3 * RUNTIME_SHARED_BYTES  # four ranks' peaks, the shared pages once
+    check_fits(est, need, nproc_local=4)
+    with pytest.raises(GridGnnError):
+        check_fits(est, need - 1, nproc_local=4)
+    for avail, fits in ((need, True), (need - 1, False)):
+        (row,) = [r for r in plan_configs(cfg, graph, prof, available_bytes=avail, algos=["1d"], jobs=1)
+                  if r["config"].get("partition", "random") == "random"]
+        assert row["peak_memory_bytes"] == est.peak.total and row["fits"] is fits, (avail, row)
+
+
 def test_collective_prices():
     p = Profile.from_json(dict(PROFILE))
     nb, calls = np.array([1e6, 2e6]), np.array([3.0, 1.0])
@@ -224,6 +250,20 @@ def test_fit_recovers_the_coefficients(tc, tm, t0, seed):
     assert fit["comm"] == pytest.approx(tm, rel=1e-6, abs=1e-8)
     assert fit["const_s"] == pytest.approx(t0, abs=1e-8)
     assert fit["median_rel_err"] < 1e-8
+
+
+def test_a_fit_the_runs_cannot_determine_is_refused_and_ties_rank_by_the_model():
+    """Three copies of one run (or runs of one process, with no communication) fitted θ = (0, 0, their time) with
+    "error 0.0%", and every plan then tied and ranked by listing order."""
+    p = Profile.from_json(dict(PROFILE))
+    with pytest.raises(GridGnnError, match="1 distinct configuration"):
+        fit_profile(p, [(0.01, 0.02, 0.1)] * 3)
+    with pytest.raises(GridGnnError, match="none of them communicating"):
+        fit_profile(p, [(0.01, 0.0, 0.1), (0.02, 0.0, 0.2), (0.03, 0.0, 0.3)])
+    from gridgnn.planner.plan import rank_rows
+
+    tied = [{"fits": True, "predicted_step_s": 0.1, "comp_s": 0.01, "comm_s": c} for c in (0.05, 0.01, 0.03)]
+    assert [r["comm_s"] for r in sorted(rank_rows(tied), key=lambda r: r["rank"])] == [0.01, 0.03, 0.05]
 
 
 def test_plan_cli_and_algo_auto(tmp_path):
@@ -393,7 +433,7 @@ def test_algo_auto_loads_its_data_once(monkeypatch):
     """--algo auto plans on the graph of its SPEC and hands the same graph, unchanged by the planning, to the ranks
     it spawns (they get shards of it): the SPEC is loaded (here: generated) once."""
     import gridgnn.graph.spec as spec
-    from gridgnn.train import api, launching
+    from gridgnn.train import api, data_checks, launching
     from gridgnn.train.config import TrainConfig
 
     loads, handed = [], []
@@ -408,7 +448,7 @@ def test_algo_auto_loads_its_data_once(monkeypatch):
         handed.append(graph)
         yield None
 
-    for where in (spec, api, launching):  # every name the run may load a graph through
+    for where in (spec, data_checks, launching):  # every name the run may load a graph through
         monkeypatch.setattr(where, "load_graph", counting)
     monkeypatch.setattr(launching, "handed_over", handed_over)
     monkeypatch.setattr(launching, "launch_ranks", lambda worker, cfg, graph, *a, **kw: [{"epoch_time_median_s": 0.1,

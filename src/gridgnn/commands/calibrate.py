@@ -65,7 +65,12 @@ def fit_rows(profile, run_dirs: list[str]) -> list[dict]:
             raise GridGnnError(f"--fit {d}: a --task {flags['task']} run; the planner prices node classification's "
                                "step, which is what --fit compares")
         if flags.get("algo") == "auto":  # an --algo auto run: the configuration it picked
-            flags.update((summary.get("plan") or {}).get("picked") or {})
+            plan = summary.get("plan")
+            picked = plan.get("picked") if isinstance(plan, dict) else None
+            if not isinstance(picked, dict) or not all(isinstance(k, str) for k in picked):
+                raise GridGnnError(f"--fit {d}: an --algo auto run whose summary.json holds no plan's pick (plan: "
+                                   "{picked: {...}})")
+            flags.update(picked)
             flags.pop("profile", None)
         flags.pop("out", None)  # (the run's outputs: a simulation writes none)
         flags.pop("checkpoint_every", None)
@@ -133,6 +138,35 @@ def _report_fit(fit: dict, rows: list[dict], what: str) -> None:
         pred = fit["comp"] * r["comp_s"] + fit["comm"] * r["comm_s"] + fit["const_s"]
         print(f"  {r['name']:<28} P={r['nproc']:<3d} measured {r['measured_step_s'] * 1e3:8.2f} ms, "
               f"predicted {pred * 1e3:8.2f} ms")
+    for term in ("comp", "comm"):
+        if fit[term] == 0:  # (the runs could not tell it from the constant: plans built on this fit ignore it)
+            what = "compute" if term == "comp" else "communication"
+            print(f"note: the fit gives {what} no weight: plans with this profile rank configurations without it; "
+                  f"runs that differ more in {what} fit it", flush=True)
+
+
+def _check_groups(max_nproc: int, device: str) -> None:
+    """The largest group calibrate measures (2, 4, … up to ``--max-nproc``) must start here, before any measurement
+    (it failed after the kernels' minutes, naming a flag calibrate does not have): one GPU per rank on CUDA, the
+    processes' runtime in host memory on CPU."""
+    import torch
+
+    from ..distributed.machine import available_memory_bytes, spawn_capacity
+    from ..errors import GridGnnError
+
+    largest = 1 << (max_nproc.bit_length() - 1)
+    if largest < 2:
+        return
+    if device == "cuda":
+        have = torch.cuda.device_count()
+        if largest > have:
+            raise GridGnnError(f"--max-nproc {max_nproc} measures groups of up to {largest} ranks, one GPU each, but "
+                               f"{have} CUDA device(s) are visible: give --max-nproc {max(1, have)}")
+        return
+    cap = spawn_capacity(available_memory_bytes("cpu"))
+    if largest > cap:
+        raise GridGnnError(f"--max-nproc {max_nproc} measures groups of up to {largest} processes, but the memory "
+                           f"available here starts about {cap}: give --max-nproc {max(1, cap)}")
 
 
 def run_calibrate_command(args) -> int:
@@ -150,6 +184,8 @@ def run_calibrate_command(args) -> int:
             setattr(args, k, default)
     if args.max_nproc < 1:
         raise GridGnnError(f"--max-nproc must be >= 1, got {args.max_nproc}")
+    if args.profile is None:
+        _check_groups(args.max_nproc, args.device)
     if args.profile is not None:
         profile = load_profile(args.profile)
     else:

@@ -86,6 +86,8 @@ def measure_kernels(threads: int, *, quick: bool = False, seed: int = 0, device:
                 secs.append(_median_time(fn, reps, device))
                 rows.append([1.0, pat.nnz, pat.nnz * w])
     (_, per_nnz, edge), _ = _nnls(rows, secs)
+    if per_nnz <= 0 and edge <= 0:  # launch-bound (a GPU's small products): sparse work must still cost time,
+        edge = min(t / r[2] for t, r in zip(secs, rows))  # as _line_fit's slope: the smallest seen per unit
     units, secs = [], []
     for m in ((5000, 20000) if quick else (5000, 20000, 50000)):
         for k, w in ((32, 32), (64, 128), (128, 64)):

@@ -127,8 +127,8 @@ def price(cand: Candidate, vol, profile, *, nproc: int, memory: list | None = No
         raise GridGnnError(f"profile {profile.name!r} prices {cand.name} at {pred['time_s']} s: its numbers are too "
                            "large for a step time")
     fits = True
-    if memory is not None and available_bytes is not None:  # a CPU node's ranks share its memory
-        fits = (profile.node_total(memory) if profile.cores else max(memory)) <= available_bytes
+    if memory is not None and available_bytes is not None:
+        fits = node_need(profile, memory) <= available_bytes
     msgs = np.zeros(vol.world)
     for v in vol.bytes.values():
         msgs += v[2]
@@ -141,9 +141,26 @@ def price(cand: Candidate, vol, profile, *, nproc: int, memory: list | None = No
             "peak_memory_bytes": None if memory is None else int(max(memory)), "fits": bool(fits)}
 
 
+def node_need(profile, memory) -> float:
+    r"""The memory one node needs for ranks of these estimated peaks (bytes, each with the runtime): on a CPU node
+    (``profile.cores``) its :math:`N` ranks share the node's memory and the runtime's shared pages :math:`S` once,
+    :math:`N(\max - S) + S`, the trainer's guard (:func:`~gridgnn.planner.memory.check_fits`), so that a pick that
+    fits passes it; a GPU's memory is its rank's own."""
+    from ..distributed.machine import RUNTIME_SHARED_BYTES
+
+    peak = max(memory)
+    if not profile.cores:
+        return peak
+    ranks = profile.node_ranks(len(memory))
+    shared = RUNTIME_SHARED_BYTES if peak >= RUNTIME_SHARED_BYTES else 0
+    return ranks * (peak - shared) + shared
+
+
 def rank_rows(rows: list[dict]) -> list[dict]:
-    """Sort priced rows: those that fit in memory first, then by predicted time; ties keep the listing order.
-    Adds ``rank`` (1 = the pick)."""
-    order = sorted(range(len(rows)), key=lambda i: (not rows[i]["fits"], rows[i]["predicted_step_s"], i))
+    """Sort priced rows: those that fit in memory first, then by predicted time, then by the model's unfitted
+    compute and communication (a tie of the fitted times); the rest keep the listing order. Adds ``rank`` (1 = the
+    pick)."""
+    order = sorted(range(len(rows)), key=lambda i: (not rows[i]["fits"], rows[i]["predicted_step_s"],
+                                                    rows[i]["comp_s"] + rows[i]["comm_s"], i))
     out = [dict(rows[i], rank=k + 1) for k, i in enumerate(order)]
     return out

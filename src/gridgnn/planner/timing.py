@@ -308,6 +308,12 @@ def fit_profile(profile: Profile, rows: list[tuple[float, float, float]]) -> dic
     y = np.array([t for _, _, t in rows], dtype=np.float64)
     if (y <= 0).any():
         raise GridGnnError("a measured epoch time is not positive")
+    distinct = len({(c, m) for c, m, _ in rows})
+    if distinct < 3 or not (a[:, 1] > 0).any():  # (θ was then whatever fitted a constant: every plan a tie)
+        raise GridGnnError(f"the {len(rows)} runs are {distinct} distinct configuration(s)"
+                           f"{'' if (a[:, 1] > 0).any() else ', none of them communicating (one process)'}: a fit "
+                           "tells compute from communication with at least 3 configurations that differ in both "
+                           "(several algorithms and process counts)")
     theta, _ = nnls(a / y[:, None], np.ones_like(y))
     pred = a @ theta
     rel = np.abs(pred - y) / y
