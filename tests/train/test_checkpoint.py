@@ -416,3 +416,42 @@ def test_a_resume_on_other_data_of_the_same_size_is_refused(tmp_path, capsys):
     code = run_main(["train", "--resume", fork, "--epochs", 4, "--algo", "1d", "--nproc", 2, "--quiet",
                      "--out", tmp_path / "other2"])
     assert code == 2 and "the graph's features, labels differ" in capsys.readouterr().err
+
+
+def test_a_resume_compares_the_feature_norm_as_resolved_on_the_data(tmp_path):
+    """--feature-norm auto follows the data's convention (planetoid: row), but the resume compared it as the model
+    alone resolves it: a run trained on `none` resumed with `auto` renormalized its features silently, and one
+    trained on `row` was refused its `auto`. The checkpoint now records the norm as resolved on its data."""
+    from gridgnn.errors import GridGnnError
+
+    g = load_graph(SBM, seed=3)
+    g = g.with_(meta={**g.meta, "feature_norm": "row"})  # data whose convention is row-normalized features
+    common = dict(graph=g, epochs=2, checkpoint_every=2, quiet=True)
+    gridgnn.train(**common, feature_norm="none", out=str(tmp_path / "none"))
+    with pytest.raises(GridGnnError, match="trained on features normalized 'none'; this run normalizes them 'row'"):
+        gridgnn.train(graph=g, resume=str(tmp_path / "none"), epochs=3, feature_norm="auto", quiet=True,
+                      out=str(tmp_path / "a"))
+    gridgnn.train(**common, feature_norm="row", out=str(tmp_path / "row"))
+    s = gridgnn.train(graph=g, resume=str(tmp_path / "row"), epochs=3, feature_norm="auto", quiet=True,
+                      out=str(tmp_path / "b"))
+    assert s["epochs"] == 3 and s["input_pipeline"]["feature_norm"] == "row"
+
+
+def test_a_resume_keeps_what_is_sampled(small_ckpt, tmp_path, capsys):
+    """--sampler, --fanout, --batch-size and --eval-fanout could change on resume: a full-graph run went on as
+    minibatch training, and a minibatch run on other minibatches. They are now kept, compared as the run uses
+    them (--fanout 5 is 5,5 on two layers)."""
+    code = run_main(["train", "--resume", small_ckpt, "--epochs", 3, "--sampler", "sage", "--quiet",
+                     "--out", tmp_path / "a"])
+    _one_error(capsys, code, "--sampler 'sage' differs from the checkpoint's None")
+    mb = tmp_path / "mb"
+    assert run_main(["train", "--data", SBM, "--model", "sage", "--sampler", "sage", "--fanout", "5,5",
+                     "--batch-size", 64, "--epochs", 2, "--checkpoint-every", 2, "--quiet", "--out", mb]) == 0
+    capsys.readouterr()
+    for flags, words in ((["--fanout", "3,3"], "--fanout '3,3' differs from the checkpoint's [5, 5]"),
+                         (["--batch-size", 32], "--batch-size 32 differs from the checkpoint's 64"),
+                         (["--eval-fanout", 4], "--eval-fanout '4' differs from the checkpoint's [-1, -1]")):
+        code = run_main(["train", "--resume", mb, "--epochs", 3, *flags, "--quiet", "--out", tmp_path / "b"])
+        _one_error(capsys, code, words)
+    assert run_main(["train", "--resume", mb, "--epochs", 3, "--fanout", 5, "--batch-size", 64, "--quiet",
+                     "--out", tmp_path / "c"]) == 0

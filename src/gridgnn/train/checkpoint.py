@@ -80,6 +80,8 @@ READS_VERSIONS = (1, 2)
 TRAJECTORY = fields_of_role("model", "trajectory")
 #: Link prediction's trajectory flags, compared as the run uses them (a left-out flag's default included).
 LINK_TRAJECTORY = fields_of_role("link")
+#: Minibatch training's trajectory flags (what is sampled), compared as the run uses them.
+SAMPLED_TRAJECTORY = fields_of_role("sampling")
 #: Flags that belong to one invocation and are never taken from the checkpoint.
 PER_INVOCATION = fields_of_role("invocation")
 #: Flags that belong to an algorithm's layout: not inherited when ``--algo`` changes.
@@ -259,6 +261,8 @@ def _check_structure(obj, path: str) -> None:
     graph = obj.get("graph")
     if not isinstance(graph, dict) or not all(_is_int(graph.get(k)) for k in ("n", "nnz")):
         raise _bad(where, "no graph size")
+    if graph.get("feature_norm", "none") not in ("none", "row", "l2"):
+        raise _bad(where, "a malformed feature normalization")
     marks = graph.get("fingerprint")  # (absent from a checkpoint of a version before it, and of a sharded dataset)
     if marks is not None and not (isinstance(marks, dict) and all(isinstance(k, str) and isinstance(v, str)
                                                                   for k, v in marks.items())):
@@ -322,6 +326,11 @@ def check_for_run(ckpt: dict, resume: str, *, dims: list[int], info: dict, epoch
     if (g["n"], g["nnz"]) != (info["n"], info["nnz"]):
         raise GridGnnError(f"--resume {path} was trained on a graph with n={g['n']}, nnz={g['nnz']}; the data "
                            f"now have n={info['n']}, nnz={info['nnz']}")
+    then, now = g.get("feature_norm"), (info.get("input_pipeline") or {}).get("feature_norm")
+    if then is not None and now is not None and then != now:  # (--feature-norm auto resolved on the data)
+        raise GridGnnError(f"--resume {path} was trained on features normalized {then!r}; this run normalizes them "
+                           f"{now!r} (--feature-norm auto follows the model and the data's convention): give "
+                           f"--feature-norm {then}, or leave it out to inherit the checkpoint's")
     then, now = g.get("fingerprint"), info.get("fingerprint")
     if then and now:  # (compared where both runs read the graph whole: not a sharded: dataset)
         differ = [part for part in then if part in now and then[part] != now[part]]
@@ -370,6 +379,15 @@ def _resolved(key: str, value, model: str):
     return value
 
 
+def _as_used(cfg: TrainConfig, key: str):
+    """A field's value as the run uses it: its ``model_`` property (``fanout``: ``model_fanouts``, one size per
+    layer) where it has one, its default resolved; else the value."""
+    for name in (f"model_{key}", f"model_{key}s"):
+        if isinstance(getattr(type(cfg), name, None), property):
+            return getattr(cfg, name)
+    return getattr(cfg, key)
+
+
 def resume_base(ckpt: dict, given: dict, resume: str) -> dict:
     r"""The config fields a resumed run takes from the checkpoint (see the module docstring), after checking
     that the flags ``given`` on the command line agree on the trajectory. The caller overlays ``given``."""
@@ -380,6 +398,8 @@ def resume_base(ckpt: dict, given: dict, resume: str) -> dict:
     path = checkpoint_file(resume)
     model = given.get("model", saved.get("model", defaults["model"]))
     for key in TRAJECTORY:
+        if key == "feature_norm" and "feature_norm" in ckpt.get("graph", {}):
+            continue  # the checkpoint records the norm as resolved on its data: check_for_run compares it there
         if key in given and _resolved(key, given[key], model) != _resolved(key, saved.get(key, defaults[key]), model):
             raise GridGnnError(f"{flag(key)} {given[key]!r} differs from the checkpoint's "
                                f"{saved.get(key, defaults[key])!r} ({path}); a resumed run keeps "
@@ -390,15 +410,20 @@ def resume_base(ckpt: dict, given: dict, resume: str) -> dict:
         raise GridGnnError(f"--epochs {given['epochs']} differs from the checkpoint's {saved.get('epochs')} ({path}): "
                            f"--lr-schedule {schedule} spreads its rates over the run's epochs, so a resumed run keeps "
                            "them (leave --epochs out; a step schedule with --lr-step N does not depend on them)")
-    if saved.get("task", "node") == "link":  # the decoder, negatives, split and embedding width as used
+    # compared as the run uses them: link prediction's decoder, negatives, split and embedding width; the sampler,
+    # its minibatch sizes and fanouts
+    for keys, what in ((LINK_TRAJECTORY if saved.get("task", "node") == "link" else (), "resumed link run"),
+                       (SAMPLED_TRAJECTORY, "resumed run")):
+        if not any(k in given for k in keys):
+            continue
         was = TrainConfig(**{k: v for k, v in saved.items() if k in defaults})
         now = TrainConfig(**{k: v for k, v in {**saved, **given}.items() if k in defaults})
-        for key in LINK_TRAJECTORY:
-            old, new = (getattr(c, f"model_{key}", getattr(c, key)) for c in (was, now))  # its default resolved
+        for key in keys:
+            old, new = (_as_used(c, key) for c in (was, now))  # its default resolved
             if key in given and old != new:
                 raise GridGnnError(f"{flag(key)} {given[key]!r} differs from the checkpoint's {old!r} ({path}); a "
-                                   f"resumed link run keeps {', '.join(flag(k) for k in LINK_TRAJECTORY)} (leave "
-                                   "them out to inherit them)")
+                                   f"{what} keeps {', '.join(flag(k) for k in keys)} (leave them out to inherit "
+                                   "them)")
     base = {k: v for k, v in saved.items() if k in defaults and k not in PER_INVOCATION}
 
     if is_import_path(saved.get("algo")) and "algo" not in given:  # no code is imported on a file's word
@@ -519,7 +544,8 @@ def save_checkpoint(comm, plan, model, opt, *, path: str, config: dict, dims: li
         "epoch": int(epoch), "dims": [int(d) for d in dims],
         "config": {**config, "data": absolute_spec(config.get("data"))},  # a resume elsewhere reads this file
         "graph": {"n": int(info["n"]), "nnz": int(info["nnz"]),
-                  **({"fingerprint": dict(info["fingerprint"])} if info.get("fingerprint") else {})},
+                  **({"fingerprint": dict(info["fingerprint"])} if info.get("fingerprint") else {}),
+                  **({"feature_norm": info["input_pipeline"]["feature_norm"]} if info.get("input_pipeline") else {})},
         "params": grouped(params, lambda p: p),
         "optimizer": {"name": config.get("optimizer", "adam"),
                       **({"step": states[0]["step"].detach().cpu().clone()} if "step" in states[0] else {}),

@@ -90,6 +90,8 @@ ROLES = {
     "trajectory": "changes what training computes: a resumed run keeps it",
     "link": "link prediction's trajectory, compared as the run uses it (its default resolved): a resumed link run "
             "keeps it",
+    "sampling": "minibatch training's trajectory (what is sampled), compared as the run uses it (its default "
+                "resolved): a resumed run keeps it",
     "layout": "lays the run out on its processes and says how they communicate: a resumed run takes it from the "
               "checkpoint unless --algo changes",
     "run": "the run's algorithm, length, sampling and outputs: a resumed run takes it from the checkpoint unless "
@@ -399,12 +401,12 @@ class TrainConfig:
                           help="stop when the validation accuracy has not improved for PATIENCE epochs (the same "
                                "epoch on every algorithm and P; 0 = never)")
     # ---- minibatch sampling
-    sampler: str | None = opt(None, "sampling", role="run", choices=("sage", "ladies"), help=_help_sampler)
-    fanout: str | None = opt(None, "sampling", role="run", metavar="S1,S2,..",
+    sampler: str | None = opt(None, "sampling", role="sampling", choices=("sage", "ladies"), help=_help_sampler)
+    fanout: str | None = opt(None, "sampling", role="sampling", metavar="S1,S2,..",
                              help=f"per layer from the batch outwards: neighbours per vertex (sage, default 10) or "
                                   f"vertices per layer (ladies, default --batch-size up to the bound), each -1 (all) or in [1, "
                                   f"{MAX_FANOUT}]; a list from Python and TOML")
-    batch_size: int | None = opt(None, "sampling", role="run", metavar="B", low=1, high=MAX_ROWS,
+    batch_size: int | None = opt(None, "sampling", role="sampling", metavar="B", low=1, high=MAX_ROWS,
                                  help="training vertices per minibatch (--task link: training positives, each with its "
                                       "--negatives; default 1024)")
     bulk: int | None = opt(None, "sampling", role="run", metavar="K", low=1, high=MAX_BULK,
@@ -412,7 +414,7 @@ class TrainConfig:
     sample_graph: str | None = opt(None, "sampling", role="run", choices=("replicated", "partitioned"),
                                    help="sampling with the graph on every rank, or 1.5D-partitioned (Algorithm 2); "
                                         "default replicated")
-    eval_fanout: str | None = opt(None, "sampling", role="run", metavar="S1,S2,..",
+    eval_fanout: str | None = opt(None, "sampling", role="sampling", metavar="S1,S2,..",
                                   help="fanout of the evaluation minibatches (default -1: every neighbour, exact "
                                        "inference)")
     eval_batch_size: int | None = opt(None, "sampling", role="run", metavar="B", low=1, high=MAX_ROWS,
