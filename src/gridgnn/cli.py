@@ -120,6 +120,9 @@ def run_partition(args) -> int:
     from .partition.partitioners import METHODS
 
     permutes = args.method in PERM_METHODS
+    if args.method == "random" and args.imbalance is not None:  # (it was recorded in the report, but never read)
+        raise GridGnnError("--imbalance applies to the methods that balance parts by weight; --method random splits "
+                           "the rows evenly")
     for key, perm_only in (("parts", False), ("feature_size", False), ("imbalance", False), ("blocks", True)):
         if getattr(args, key) is None:
             setattr(args, key, DEFAULTS.get(key))

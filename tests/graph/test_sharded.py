@@ -264,6 +264,10 @@ def test_shard_command(tmp_path, capsys):
     with pytest.raises(GridGnnError, match="blocks"):
         run_shard_command(argparse.Namespace(data=args.data, blocks="4y2", method="double-perm", seed=0,
                                              out=str(tmp_path / "o2")))
+    # --memory-budget bounds what is read in passes; a SPEC read whole (here a generated SBM) says so
+    assert run_shard_command(p.parse_args(["--data", args.data, "--blocks", "2x2", "--memory-budget", "1M",
+                                           "--out", str(tmp_path / "budget")])) == 0
+    assert "note: --memory-budget bounds the data read in passes" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------------------------------------- peak memory

@@ -42,6 +42,12 @@ BAD = [
     # --partition where nothing reads it (it was ignored, an unknown method too)
     (["--partition", "bogus"], "--partition bogus orders the vertices of several processes' blocks; --algo serial"),
     (["--model", "sage", "--sampler", "sage", "--partition", "metis"], "--partition metis applies to full-graph"),
+    # flags that shaped nothing (accepted, ignored, and recorded in the summary as if they had)
+    (["--layers", "1", "--hidden", "32"], "--hidden 32 sets the hidden layers' width; --layers 1 has none"),
+    (["--model", "gat", "--layers", "1", "--heads", "4"], "--heads 4 sets the hidden layers' heads"),
+    (["--log-every", "5"], "--log-every 5 sets how often an epoch line is printed; --quiet prints none"),
+    (["--algo", "1d", "--nproc", "1", "--overlap"], "--overlap hides the transfers between processes"),
+    (["--task", "link", "--link-split", "0.9,0,0.1", "--early-stop", "1"], "--early-stop 1 watches the validation"),
 ]
 
 
@@ -62,6 +68,7 @@ def test_bad_flag_is_one_line_and_creates_nothing(tmp_path, capsys, flags, messa
 @pytest.mark.parametrize("flags,message", [
     (["--checkpoint-every", "2"], "--checkpoint-every 2 needs --out DIR"),
     (["--overwrite"], "--overwrite applies to the outputs in --out"),
+    (["--save-logits"], "--save-logits writes OUT/logits.npy; give --out DIR"),  # (it wrote nothing, silently)
 ])
 def test_flags_that_need_out(capsys, flags, message):
     code = run_main(["train", "--data", SBM, "--epochs", 2, "--quiet", *flags])
@@ -252,6 +259,7 @@ def test_section_options_hold_every_field_once_and_build_the_same_config():
     (["--method", "identity", "--parts", "4"], "--parts applies to the partition methods (random, metis"),
     (["--method", "double-perm", "--blocks", "2x2", "--imbalance", "0.5"], "--imbalance applies to the partition"),
     (["--method", "metis", "--parts", "4", "--blocks", "2x2"], "--blocks applies to the permutation methods"),
+    (["--method", "random", "--parts", "2", "--imbalance", "0.1"], "--imbalance applies to the methods that balance"),
 ])
 def test_partition_refuses_a_flag_its_method_would_ignore(capsys, argv, message):
     assert run_main(["partition", "--data", SBM, *argv]) == 2

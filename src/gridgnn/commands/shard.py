@@ -362,12 +362,9 @@ def _check_blocks_fit(R: int, C: int, n: int) -> None:
         raise GridGnnError(f"--blocks {R}x{C} needs at least {max(R, C)} vertices, the graph has {n}")
 
 
-def _streamed_source(data, budget: int | None, method: str):
-    """``(scheme, path, params)`` of an ``edgelist:``, ``mtx:`` or ``synthetic:rmat`` SPEC that does not fit ``budget``
-    (default: the memory free now) in memory, and so is sharded in passes; ``None`` for any other data (read in
-    memory). What the passes cannot do (``balanced-perm``, edge features) is refused now with a budget given, and read
-    in memory without one, as before there were passes (the estimate is rough: such a source may fit, and nothing
-    checks that it does)."""
+def _streamable(data):
+    """``(scheme, path, params)`` of a SPEC that ``gridgnn shard`` can read in passes (:data:`STREAMED_SCHEMES`,
+    ``synthetic:rmat`` with its ``scale``), else ``None`` (read whole: ``--memory-budget`` does not bound it)."""
     if not isinstance(data, str):
         return None
     try:
@@ -376,6 +373,19 @@ def _streamed_source(data, budget: int | None, method: str):
         return None  # the loader names the SPEC's problem
     if scheme not in STREAMED_SCHEMES or (scheme == "synthetic:rmat" and "scale" not in params):
         return None
+    return scheme, path, params
+
+
+def _streamed_source(data, budget: int | None, method: str):
+    """``(scheme, path, params)`` of an ``edgelist:``, ``mtx:`` or ``synthetic:rmat`` SPEC that does not fit ``budget``
+    (default: the memory free now) in memory, and so is sharded in passes; ``None`` for any other data (read in
+    memory). What the passes cannot do (``balanced-perm``, edge features) is refused now with a budget given, and read
+    in memory without one, as before there were passes (the estimate is rough: such a source may fit, and nothing
+    checks that it does)."""
+    parsed = _streamable(data)
+    if parsed is None:
+        return None
+    scheme, path, params = parsed
     need = _in_memory_bytes(scheme, path, params)
     if need is None or need <= (available_memory() if budget is None else budget):
         return None
@@ -469,7 +479,8 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
         if not done:
             remove_empty_dirs(created)
     return {**meta, "edge_features_not_written": graph.edge_dim, "relations_not_written": graph.num_relations,
-            "original_ids_not_written": graph.original_ids is not None, "streamed": False}
+            "original_ids_not_written": graph.original_ids is not None, "streamed": False,
+            "memory_budget_not_bounding": budget is not None and _streamable(data) is None}
 
 
 def _shard_streamed(data: str, streamed, out: str, *, R: int, C: int, method: str, seed: int, node_chunks,
@@ -539,6 +550,9 @@ def run_shard_command(args) -> int:
     if meta.get("relations_not_written"):
         print(f"note: the graph's relation types ({meta['relations_not_written']}) are not written: a sharded "
               "dataset holds none (a model that reads them trains on the original --data)")
+    if meta.get("memory_budget_not_bounding"):
+        print(f"note: --memory-budget bounds the data read in passes ({', '.join(STREAMED_SCHEMES)}?scale=); this data "
+              "was read whole in memory")
     if meta.get("original_ids_not_written"):
         print("note: the file's own vertex ids are not written (vertices are renumbered 0..n-1 in the order of "
               "their ids): outputs of a run on the sharded dataset (--save-logits, predict) have no node_ids.npy; "

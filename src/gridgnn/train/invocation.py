@@ -50,6 +50,10 @@ def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConf
             raise
         raise GridGnnError(f"{exc} ({', '.join(f'{flag(k)} {base[k]!r}' for k in taken)} came from the checkpoint "
                            f"of --resume {given['resume']})") from None
+    for name, idle, why in (("hidden", cfg.layers == 1, "sets the hidden layers' width; --layers 1 has none"),
+                            ("log_every", cfg.quiet, "sets how often an epoch line is printed; --quiet prints none")):
+        if given.get(name) is not None and idle:  # (given: a default or an inherited value is no request)
+            raise GridGnnError(f"{flag(name)} {given[name]} {why}")
     if ckpt is not None:
         check_epochs(ckpt, checkpoint_file(cfg.resume), cfg.epochs, cfg.early_stop)
         check_keep(ckpt, cfg.keep, checkpoint_file(cfg.resume))
