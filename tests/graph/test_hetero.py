@@ -143,3 +143,33 @@ def test_inference_refuses_a_heterodata_whose_types_come_in_another_order(tmp_pa
         np.testing.assert_array_equal(model.predict(built("ab")), result.model.predict(built("ab")))
         with pytest.raises(GridGnnError, match=r"trained on vertex types \['a', 'b'\].*this graph has \['b', 'a'\]"):
             model.predict(built("ba"))
+
+
+def test_a_sharded_typed_graph_keeps_its_types(tmp_path):
+    """Spawned ranks read a graph as shards, which held no type layout: a run at P = 2 recorded none (so its model
+    took a graph with the types in another order, which the serial run's refuses), and a sharded: dataset wrote no
+    node_types.json. meta.json now holds both; inference on a sharded dataset compares the layout too."""
+    import gridgnn
+
+    d = hetero_data(1)
+    layout = {"vertices": ["paper", "author", "venue"], "columns": [0, 5, 8],
+              "relations": ["author__writes__paper", "paper__rev_writes__author", "paper__in__venue"]}
+    gridgnn.shard(d, str(tmp_path / "sh"), blocks="2x2", method="single-perm")
+    for name, source in (("spec", dict(graph=d)), ("sharded", dict(data=f"sharded:{tmp_path / 'sh'}"))):
+        out = tmp_path / name
+        gridgnn.train(**source, model="gcn", algo="1d", nproc=2, epochs=2, hidden=4, out=str(out), save_logits=True,
+                      quiet=True)
+        assert json.loads((out / "summary.json").read_text())["input_pipeline"]["types"] == layout, name
+        assert json.loads((out / "node_types.json").read_text()) == {"names": ["paper", "author", "venue"],
+                                                                     "offsets": [0, 12, 19, 23]}, name
+    swapped = HeteroData()
+    for t in ("author", "paper", "venue"):
+        for key, value in d[t].items():
+            swapped[t][key] = value
+    for et in d.edge_types:
+        swapped[et].edge_index = d[et].edge_index
+    gridgnn.shard(swapped, str(tmp_path / "swapped"), blocks="2x2", method="single-perm")
+    model = gridgnn.load(str(tmp_path / "spec"))
+    for data in (swapped, f"sharded:{tmp_path / 'swapped'}"):
+        with pytest.raises(GridGnnError, match=r"trained on vertex types \['paper', 'author', 'venue'\]"):
+            model.predict(data, algo="1d", nproc=2)

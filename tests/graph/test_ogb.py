@@ -420,3 +420,14 @@ def test_a_broken_ogbl_split_file_is_one_line(tmp_path):
     (tmp_path / "split" / "collab" / "valid.pt").write_bytes(b"not a torch file")
     with pytest.raises(GridGnnError, match="valid.pt: an OGB split file: it"):
         load_graph(f"ogb:{tmp_path}")
+
+
+def test_an_ogbl_split_without_training_edges_is_one_line(tmp_path):
+    """An empty train.pt loaded, and a link run then stopped with "training diverged" (the loss of no edges)."""
+    import torch
+
+    write_ogbl(tmp_path)
+    torch.save({"edge": torch.zeros((0, 2), dtype=torch.long), "weight": torch.ones(0)},
+               tmp_path / "split" / "collab" / "train.pt")
+    with pytest.raises(GridGnnError, match="train.pt holds no positive edges to train on"):
+        load_graph(f"ogb:{tmp_path}")

@@ -316,3 +316,17 @@ def test_one_rank_reads_a_small_fraction_of_the_memory(tmp_path):
     assert part["rss"] < 0.35 * whole["rss"]
     print(f"peak RSS delta: one rank {part['rss'] / 2**20:.1f} MiB, whole {whole['rss'] / 2**20:.1f} MiB "
           f"(ratio {part['rss'] / whole['rss']:.3f}); traced {part['traced'] / whole['traced']:.3f}")
+
+
+def test_a_model_that_reads_edge_features_is_refused_a_dataset_that_dropped_them(tmp_path):
+    """GATv2 reads edge features where the graph has them: on a sharded dataset of a graph that had some (not
+    written), it trained without them and gave other logits than on the SPEC, without a word."""
+    import gridgnn
+
+    spec = "synthetic:sbm?n=200&classes=3&features=8&edge_features=4"
+    gridgnn.shard(spec, str(tmp_path / "sh"), blocks="2x2", method="single-perm")
+    with pytest.raises(GridGnnError, match="source had 4-wide ones, which it does not hold"):
+        gridgnn.train(data=f"sharded:{tmp_path / 'sh'}", model="gatv2", algo="1d", nproc=2, epochs=1, quiet=True)
+    s = gridgnn.train(data=f"sharded:{tmp_path / 'sh'}", model="gatv2", algo="1d", nproc=2, epochs=1, quiet=True,
+                      edge_dim=0)
+    assert s["config"]["edge_dim"] == 0

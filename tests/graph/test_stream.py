@@ -402,3 +402,16 @@ def test_a_symmetrized_edge_of_weight_zero_or_below_streams_as_in_memory(tmp_pat
     for budget in (1 << 40, "1M"):
         with pytest.raises(GridGnnError, match="non-negative"):
             shard(f"edgelist:{f}?directed=0", str(tmp_path / f"neg{budget}"), **kw, memory_budget=budget)
+
+
+def test_weights_that_overflow_when_merged_are_refused_alike(tmp_path, passes):
+    """Finite weights whose duplicate edges add up to inf: the in-memory path refused them, the passes wrote a
+    dataset that its reader then called corrupt."""
+    f = edge_list(tmp_path / "g.txt", n=60, m=300, seed=1, weighted=True)
+    lines = f.read_text().splitlines()
+    f.write_text("\n".join(lines + ["3,7,1e308", "3,7,1e308"]) + "\n")
+    with pytest.raises(GridGnnError, match="NaN or inf"):
+        shard(f"edgelist:{f}", str(tmp_path / "a"), blocks="2x2", memory_budget=1 << 40)
+    with pytest.raises(GridGnnError, match="NaN or inf"):
+        shard(f"edgelist:{f}", str(tmp_path / "b"), blocks="2x2", memory_budget="1M")
+    assert not (tmp_path / "b").exists()

@@ -455,3 +455,49 @@ def test_a_resume_keeps_what_is_sampled(small_ckpt, tmp_path, capsys):
         _one_error(capsys, code, words)
     assert run_main(["train", "--resume", mb, "--epochs", 3, "--fanout", 5, "--batch-size", 64, "--quiet",
                      "--out", tmp_path / "c"]) == 0
+
+
+def _read_one_of(ctx, paths):
+    """A rank that reads ``paths[rank]`` as --resume ``paths[0]``: as if the file changed between two ranks' reads."""
+    from gridgnn.distributed import Comm, ProcessGrid
+    from gridgnn.train.checkpoint import check_same_checkpoint, read_checkpoint
+
+    ckpt = read_checkpoint(str(paths[ctx.rank]))
+    ctx.init()
+    check_same_checkpoint(Comm(ProcessGrid.build("1d", "cpu")), ckpt, str(paths[0]))
+
+
+def test_ranks_that_read_different_checkpoints_are_refused(small_ckpt, tmp_path, capsys):
+    """Each rank reads --resume itself: a checkpoint rewritten between their reads (a run still writing it, a
+    requeued job) started them from different epochs, collectives out of step or a mixed model. They now agree on
+    what they read first, and refuse alike."""
+    import shutil
+
+    later = tmp_path / "later"
+    shutil.copytree(small_ckpt, later)
+    assert run_main(["train", "--resume", later, "--epochs", 3, "--checkpoint-every", 1, "--quiet"]) == 0
+    first = small_ckpt / "checkpoint.pt"
+    assert launch(_read_one_of, 2, [first, first]) is None  # the same file: no word
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        launch(_read_one_of, 2, [first, later / "checkpoint.pt"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "the ranks read different checkpoints from --resume" in err[0] and "(epochs 2..3)" in err[0]
+
+
+def test_a_resume_on_a_rewritten_sharded_dataset_is_refused(tmp_path, capsys):
+    """A sharded: dataset was compared by its size only: rewritten with another graph of the same size, a resume
+    went on with it. Its fingerprint is now that of its files (their SHA-256 in meta.json) and what they mean."""
+    from gridgnn.commands.shard import shard
+
+    data = tmp_path / "sh"
+    shard(SBM, str(data), blocks="2x2", method="single-perm", seed=3)
+    out = tmp_path / "run"
+    flags = ["--data", f"sharded:{data}", "--algo", "1d", "--nproc", 2, "--quiet"]
+    assert run_main(["train", *flags, "--epochs", 2, "--checkpoint-every", 2, "--out", out]) == 0
+    shard(SBM + "&noise=3", str(data), blocks="2x2", method="single-perm", seed=3,
+          overwrite=True)
+    capsys.readouterr()
+    code = run_main(["train", "--resume", out, "--epochs", 3, "--quiet", "--out", tmp_path / "again"])
+    assert code == 2 and "was trained on other data: the graph's files differ" in capsys.readouterr().err

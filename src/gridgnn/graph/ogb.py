@@ -472,6 +472,8 @@ def _load_ogbl(d: Path, raw: Path, split_name: str, sdir: Path, *, directed: boo
     e = _edges(edge_p, n, num_edges)
     files = [_load_pt(sdir / f) for f in OGBL_SPLIT_FILES]
     train, _ = _pairs(sdir / "train.pt", files[0], n, negative=False)
+    if not train.size:  # (the loss of no positive edges is NaN: a run said it "diverged")
+        raise GridGnnError(f"{sdir / 'train.pt'} holds no positive edges to train on")
     val, _ = _pairs(sdir / "valid.pt", files[1], n, negative=False)
     test, _ = _pairs(sdir / "test.pt", files[2], n, negative=False)
     val_neg, kv = _pairs(sdir / "valid.pt", files[1], n, negative=True)

@@ -65,7 +65,8 @@ import scipy.sparse as sp
 
 from ..errors import GridGnnError
 from .files import atomic_write
-from .graph import Graph, gcn_normalize
+from .graph import Graph, _check_node_types, gcn_normalize
+from .pipeline import _is_layout, typed_layout
 from .safe_io import (MAX_ID, DataFileError, check_alloc, memmap_npy, npy_header, read_npy, read_npz,
                       regular_file, short)
 
@@ -297,6 +298,15 @@ def write_sharded(graph: Graph, out_dir, *, perm_r, perm_c, blocks=(8, 8), parti
         num_features=graph.num_features, num_classes=graph.num_classes, directed=graph.directed,
         normalized=normalize, rb=rb, cb=cb, method=partition_name, seed=seed, same=same, block_counts=block_counts,
         block_cols=block_cols, nb=nb, node_arrays=node_arrays, weighted=graph.values is not None, name=graph.name, graph_meta=graph.meta)
+    # a typed graph's layout (what its model file records and inference compares) and its vertex types' id ranges
+    types, node_types = typed_layout(graph.meta), graph.node_types
+    if graph.edge_dim:  # (a model that would read them is refused on this dataset rather than trained without)
+        meta["edge_features_not_written"] = int(graph.edge_dim)
+    if types is not None:
+        meta["types"] = types
+    if node_types is not None:
+        meta["node_types"] = {"names": [str(t) for t in node_types["names"]],
+                              "offsets": [int(o) for o in node_types["offsets"]]}
     return write_meta(out, meta)
 
 
@@ -906,6 +916,39 @@ class ShardedDataset:
             raise self._bad(f"data_notes must be an object, got {short(notes)}")
         return {k: v for k, v in notes.items() if k in DATA_NOTES and isinstance(v, (str, int))
                 and not isinstance(v, bool)}
+
+    def types(self) -> dict | None:
+        """A typed graph's layout (``{"vertices", "columns", "relations"}``: :func:`~gridgnn.graph.pipeline.typed_layout`)
+        as written, checked; ``None`` for another graph."""
+        types = self.meta.get("types")
+        if types is not None and not _is_layout(types):
+            raise self._bad(f"types must be an object of vertices, columns and relations, got {short(types)}")
+        return types
+
+    def edge_features_not_written(self) -> int:
+        """The width of the source graph's edge features, which the dataset does not hold (0: it had none)."""
+        width = self.meta.get("edge_features_not_written", 0)
+        if not _is_int(width) or width < 0:
+            raise self._bad(f"edge_features_not_written must be an integer >= 0, got {short(width)}")
+        return int(width)
+
+    def fingerprint(self) -> dict[str, str]:
+        """What identifies this dataset's data (a checkpoint records it, as a graph's
+        :meth:`~gridgnn.graph.graph.Graph.fingerprint`): a digest of every file's SHA-256 (``checksums``) and of what
+        ``meta.json`` says they mean — no file is read."""
+        keys = ("checksums", "data_notes", "normalized", "directed", "weighted", "types", "node_types", "n", "nnz")
+        text = json.dumps({k: self.meta.get(k) for k in keys}, sort_keys=True, default=str)
+        return {"files": hashlib.blake2b(text.encode(), digest_size=16).hexdigest()}
+
+    def node_types(self) -> dict | None:
+        """The vertex types' names and id ranges (``{"names", "offsets"}``) as written, checked; ``None``."""
+        types = self.meta.get("node_types")
+        if types is not None:
+            try:
+                _check_node_types(types, self.n)
+            except GridGnnError as exc:
+                raise self._bad(str(exc)) from None
+        return types
 
     def graph_meta(self) -> dict:
         """A copy of ``meta.json`` without the per-file lists (n, nnz, blocks, bounds, method, balance, ...)."""

@@ -412,6 +412,8 @@ class StreamedEdgeList:
             dst, src, w = by_row.read(k)
             mat = sp.coo_matrix((w, (dst - lo, src)), shape=(hi - lo, n)).tocsr()
             mat.sum_duplicates()
+            if self.weighted and not np.all(np.isfinite(mat.data)):  # (finite weights whose sum overflows)
+                raise GridGnnError(f"{p}: edge weights contain NaN or inf (after duplicate edges' weights are added)")
             merged += dst.size - mat.nnz
             if not self.weighted:
                 mat.data[:] = 1.0

@@ -120,7 +120,40 @@ def read_checkpoint(resume: str) -> dict:
     path = checkpoint_file(resume)
     obj = load_plain(path, f"--resume {path} is not a readable gridgnn checkpoint")
     _check_structure(obj, path)
+    obj["signature"] = _signature(path)
     return obj
+
+
+def _signature(path: str) -> int:
+    """A 32-bit digest of the file as read: the CRC-32 of its zip members' names, checksums and sizes (what
+    :func:`~gridgnn.graph.saved.read_torch` checked), 0 for a file without them."""
+    import zipfile
+    import zlib
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            listing = ";".join(f"{i.filename}:{i.CRC}:{i.file_size}" for i in zf.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return 0
+    return zlib.crc32(listing.encode())
+
+
+def check_same_checkpoint(comm, ckpt: dict, resume: str) -> None:
+    """Collective (phase ``setup``): every rank read the same checkpoint. Each rank reads ``--resume`` itself; a file
+    replaced meanwhile (a run still writing it, a requeued job, a shared file system's stale copy) would start
+    ranks from different epochs or parameters — a mixed model, or collectives out of step. Refused on every rank
+    alike."""
+    if comm.grid.world_size == 1:
+        return
+    mine = [int(ckpt["epoch"]), int(ckpt.get("signature", 0))]
+    both = torch.tensor(mine + [-v for v in mine], dtype=torch.int64, device=comm.wire_device())
+    with comm.phase("setup"):
+        comm.all_reduce(both, comm.grid.names, op="min")
+    low, high = both[:2].tolist(), [-v for v in both[2:].tolist()]
+    if low != high:
+        raise GridGnnError(f"the ranks read different checkpoints from --resume {checkpoint_file(resume)} (epochs "
+                           f"{low[0]}..{high[0]}): the file changed while they read it; resume again once it is "
+                           "written")
 
 
 def load_plain(path: str, what: str):

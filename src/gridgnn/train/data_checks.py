@@ -31,6 +31,16 @@ def with_feature_norm(graph, cfg: TrainConfig, *, owned: bool = False):
     return graph.with_(x=normalize_features(graph.x, how))
 
 
+def check_trained_types(cfg, types) -> None:
+    """Inference of a model trained on a typed graph: ``types`` (this graph's layout) in the training run's order."""
+    trained_types = getattr(cfg, "trained_types", None)
+    if None not in (trained_types, types) and types != trained_types:  # (tensors with edge_type name no types)
+        raise GridGnnError(f"the model was trained on vertex types {trained_types['vertices']} (feature columns from "
+                           f"{trained_types['columns']}) and relations {trained_types['relations']} in that order; "
+                           f"this graph has {types['vertices']} (from {types['columns']}) and {types['relations']}: "
+                           "build it with the types in the training run's order")
+
+
 def planned_graph(cfg: TrainConfig, given=None):
     """The graph a plan prices (``gridgnn plan``, ``simulate``, ``--algo auto``; ``given``: a graph in memory instead
     of ``cfg.data``), refused as training refuses it — negative weights, and for node classification no features or
@@ -100,10 +110,12 @@ def unlabelled(graph):
 
 
 def settle_edge_dim(cfg: TrainConfig, data_edge_dim: int, *, sharded: bool = False,
-                    edges_note: str | None = None, relations: int = 0) -> None:
+                    edges_note: str | None = None, relations: int = 0, dropped: int = 0) -> None:
     """``cfg.edge_dim`` from the data (a model that reads edge features is built for their width); a given width
     that differs from the data's is refused, for a model that takes one; ``0`` leaves them unread, for a model
-    that does not require them (``sharded``: a sharded dataset, which holds no edge features)."""
+    that does not require them (``sharded``: a sharded dataset, which holds no edge features; ``dropped``: the
+    width of those its source had, which a model that reads them where given is refused to train without unless
+    ``--edge-dim 0`` says so)."""
     cls = resolve_model(cfg.model)
     if "num_relations" in inspect.signature(cls.__init__).parameters:
         settle_relations(cfg, cls, relations, sharded=sharded)
@@ -117,6 +129,10 @@ def settle_edge_dim(cfg: TrainConfig, data_edge_dim: int, *, sharded: bool = Fal
             why = "" if edges_note is None else f" ({edges_note})"
             raise GridGnnError(f"--model {cfg.model} reads edge features (edge_attr); the graph carries none{why} "
                                "(a PyG Data's edge_attr, an npz 'edge_attr', synthetic:sbm?edge_features=D)")
+        if sharded and dropped and not data_edge_dim:  # (GATv2 trained without them: other logits, no word)
+            raise GridGnnError(f"--model {cfg.model} reads edge features where the graph has them; this sharded "
+                               f"dataset's source had {dropped}-wide ones, which it does not hold: give the original "
+                               "--data SPEC, or --edge-dim 0 to train without them")
         cfg.edge_dim = int(data_edge_dim)
     elif cfg.edge_dim != data_edge_dim and (cfg.edge_dim or getattr(cls, "requires_edge_features", False)):
         raise GridGnnError(f"--model {cfg.model} is built for edge features {cfg.edge_dim} wide; the graph's are "
@@ -150,12 +166,7 @@ def checked_graph(cfg: TrainConfig, given, blocks: int, *, dims: list[int] | Non
         return graph
     check_inference_data(graph.n, graph.num_features, dims, blocks, degree=graph.meta.get("features") == "degree",
                           trained=getattr(cfg, "trained_features", None))
-    trained_types, types = getattr(cfg, "trained_types", None), typed_layout(graph.meta)
-    if None not in (trained_types, types) and types != trained_types:  # (tensors with edge_type name no types)
-        raise GridGnnError(f"the model was trained on vertex types {trained_types['vertices']} (feature columns from "
-                           f"{trained_types['columns']}) and relations {trained_types['relations']} in that order; "
-                           f"this graph has {types['vertices']} (from {types['columns']}) and {types['relations']}: "
-                           "build it with the types in the training run's order")
+    check_trained_types(cfg, typed_layout(graph.meta))
     if getattr(cfg, "trained_symmetrized", False) and graph.directed:  # the run's loader added reverse edges
         graph = graph.symmetrized()
         if graph.meta.get("features") == "degree":  # counted on the edges the model reads, as in training

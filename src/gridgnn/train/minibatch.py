@@ -50,7 +50,7 @@ from ..sampling import minibatches
 from ..sampling.distributed import PartitionedPattern, fetch_rows, sample_rank, schedule
 from ..sampling.plan import GcnNormalization, MinibatchPlan
 from .checkpoint import WHOLE as _WHOLE  # every rank holds every parameter whole
-from .checkpoint import check_for_run, read_checkpoint
+from .checkpoint import check_for_run, check_same_checkpoint, read_checkpoint
 from .config import TrainConfig
 from .loop import compiling
 from .rank_layout import attach_edge_features
@@ -261,6 +261,8 @@ class Minibatches:
         clock.lap("read")
         grid, self.device = _grid(ctx, cfg)
         self.comm = Comm(grid, sync_cuda=ctx is not None, ranks_per_node=None if ctx is None else ctx.ranks_per_node)
+        if self.ckpt is not None:
+            check_same_checkpoint(self.comm, self.ckpt, cfg.resume)
         clock.lap("join")
         dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
         self.pipe = _Pipeline(cfg, task.graph, self.comm, self.device, dtype)

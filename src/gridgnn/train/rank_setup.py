@@ -31,10 +31,10 @@ from ..parallel import algorithm
 from ..partition import RowPartition, even_bounds
 from ..distributed.machine import available_memory_bytes
 from ..planner.memory import TRACE_BYTES_PER_PARAMETER, check_fits
-from .checkpoint import check_for_run, load_parameters, read_checkpoint
+from .checkpoint import check_for_run, check_same_checkpoint, load_parameters, read_checkpoint
 from .config import TrainConfig
-from .data_checks import (check_data, check_inference_data, checked_graph, data_fingerprint, in_memory_name,
-                          settle_edge_dim, with_feature_norm)
+from .data_checks import (check_data, check_inference_data, check_trained_types, checked_graph, data_fingerprint,
+                          in_memory_name, settle_edge_dim, with_feature_norm)
 from .handover import GraphShards
 from .rank_layout import (GRAPH_PARTITIONERS, build_rank, estimate_memory, make_source, model_trace, num_blocks,
                           vertex_blocks)
@@ -92,9 +92,13 @@ def _prepare_sharded(cfg: TrainConfig, handed, blocks: int, shape, single: bool,
     if not meta.get("normalized", False):
         raise GridGnnError(f"{ds.path} holds an unnormalized matrix (gridgnn shard --no-normalize); GCN training "
                            "needs the normalized one")
+    record = pipeline_record(notes, ds.feature_norm)
+    if ds.types() is not None:  # (a typed graph's layout: in meta.json, not among the loader's notes)
+        record["types"] = ds.types()
     info = {"n": ds.n, "nnz": int(meta["nnz"]), "f": ds.num_features, "classes": ds.num_classes,
-            "partition": ds.method, "input_pipeline": pipeline_record(notes, ds.feature_norm),
-            "input_notes": console_lines(notes), "fingerprint": None if handed is None else handed.fingerprint}
+            "partition": ds.method, "input_pipeline": record, "node_types": ds.node_types(),
+            "edge_features_not_written": ds.edge_features_not_written(),
+            "input_notes": console_lines(notes), "fingerprint": ds.fingerprint() if handed is None else handed.fingerprint}
     if handed is not None:
         info.update(data=handed.name, partition=cfg.partition)
     if dims is None:
@@ -102,6 +106,7 @@ def _prepare_sharded(cfg: TrainConfig, handed, blocks: int, shape, single: bool,
     else:
         check_inference_data(ds.n, ds.num_features, dims, blocks, degree=notes.get("features") == "degree",
                               trained=getattr(cfg, "trained_features", None))
+        check_trained_types(cfg, ds.types())
         if getattr(cfg, "trained_symmetrized", False) and ds.directed:  # (in memory, the reverse edges are added)
             raise GridGnnError(f"the model was trained on a symmetrized graph (reverse edges added); {ds.path} holds "
                                "a directed one, whose shards cannot gain them: give the data SPEC itself, or shard "
@@ -158,6 +163,7 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     graph, source, rows, shape, info = _prepare(cfg, world, given, dims=dims)
     edges = graph if graph is not None else getattr(given, "edges", None)  # the edge features' table, if any
     settle_edge_dim(cfg, 0 if edges is None else edges.edge_dim, sharded=given is None and graph is None,
+                    dropped=info.get("edge_features_not_written", 0),
                     edges_note=None if graph is None else graph.meta.get("edge_features_dropped"),
                     relations=getattr(edges, "num_relations", 0))
     kind = algorithm(cfg.algo).grid
@@ -179,6 +185,8 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
         device = ctx.device
         comm = Comm(ProcessGrid.build(kind, device.split(":")[0], shape=shape, timeout_s=ctx.timeout_s), ranks_per_node=ctx.ranks_per_node,
                     wire=wire_policy(cfg), overlap=cfg.overlap, grad_wire=grad_wire(cfg))
+        if ckpt is not None:
+            check_same_checkpoint(comm, ckpt, cfg.resume)
         if graph is not None and source is None:
             source, rows = _layout_on_rank0(comm, graph, cfg, world, shape)
     clock.lap("join")
@@ -199,7 +207,7 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
     model = build_model(cfg, dims, plan, dtype).to(device)
     clock.lap("model")
     original_ids = graph.original_ids if graph is not None else getattr(given, "original_ids", None)
-    node_types = graph.node_types if graph is not None else getattr(given, "node_types", None)
+    node_types = graph.node_types if graph is not None else getattr(given, "node_types", None) or info.get("node_types")
     return RankSetup(graph=graph, info=info, dims=dims, dtype=dtype, ckpt=ckpt, comm=comm, device=device, plan=plan,
                      data=data, model=model, memory=memory, setup_log=setup_log, original_ids=original_ids,
                      node_types=node_types, source=source, rows=rows, startup=clock)
