@@ -909,8 +909,31 @@ _NPZ_KEYS = {
     "directed": ("biu", 8), "name": ("US", 4096), "x": ("biuf", 8), "y": ("biuf", 8), "train_mask": ("biuf", 8),
     "val_mask": ("biuf", 8), "test_mask": ("biuf", 8), "original_ids": ("iu", 8), "edge_attr": ("biuf", 8),
     "edge_type_counts": ("iu", 8), "node_type_names": ("US", 1024), "node_type_offsets": ("iu", 8),
-    "relation_names": ("US", 1024),
+    "relation_names": ("US", 1024), "data_notes": ("US", 1 << 20),
 }
+
+#: What a loader noted about a graph that its input pipeline reads (:mod:`gridgnn.graph.pipeline`: the features'
+#: conventional normalization, degree features, a default split, reverse edges added; a typed graph's vertex types
+#: and feature columns), which :func:`save_npz` keeps in ``data_notes`` (JSON) so that a graph saved and loaded again
+#: trains and predicts as it did: each note's type.
+NPZ_NOTES = {"feature_norm": str, "features": str, "split_default": str, "symmetrized": int, "vertex_types": list,
+             "feature_columns": list}
+
+
+def _data_notes(p, text: str) -> dict:
+    """``data_notes`` of an npz, checked: an object of :data:`NPZ_NOTES` of their types (one line naming the file)."""
+    import json
+
+    try:
+        notes = json.loads(text)
+    except ValueError:
+        notes = None
+    if not isinstance(notes, dict) or any(k not in NPZ_NOTES or isinstance(v, bool) or not isinstance(v, NPZ_NOTES[k])
+                                          for k, v in notes.items()) \
+            or not all(isinstance(t, str) for t in notes.get("vertex_types", [])) \
+            or not all(type(c) is int for c in notes.get("feature_columns", [])):
+        raise GridGnnError(f"{p}: 'data_notes' must be a JSON object of {', '.join(NPZ_NOTES)}, got {short(text)}")
+    return notes
 
 
 def _one(p, arrs: dict, key: str):
@@ -1044,7 +1067,10 @@ def load_npz(path, *, seed: int = 0) -> Graph:
     except GridGnnError as e:
         raise _prefixed(p, e) from None
     g.meta["source"] = str(p)
-    return apply_defaults(_check_empty(g, p), seed=seed)
+    notes = _data_notes(p, str(_one(p, arrs, "data_notes"))) if "data_notes" in arrs else {}
+    g = apply_defaults(_check_empty(g, p), seed=seed)
+    g.meta.update(notes)
+    return g
 
 
 def _typed_arrays(p, arrs: dict) -> dict:
@@ -1068,7 +1094,8 @@ def save_npz(graph: Graph, path) -> Path:
 
     Stores ``indptr``, ``indices``, ``shape``, ``format='csr'``, ``directed``, ``name``, and ``data``, ``x``,
     ``y``, the masks, ``original_ids``, ``edge_attr``, ``edge_type_counts`` (with ``relation_names`` from
-    ``meta["relations"]``) and the vertex types when they are not ``None``. Uncompressed (``numpy.savez``).
+    ``meta["relations"]``) and the vertex types when they are not ``None``, and what the loader noted that the input
+    pipeline reads (``data_notes``: :data:`NPZ_NOTES`). Uncompressed (``numpy.savez``).
 
     Args:
         graph: the graph to write.
@@ -1093,6 +1120,12 @@ def save_npz(graph: Graph, path) -> Path:
         arrs["node_type_offsets"] = np.array(graph.node_types["offsets"], dtype=np.int64)
     if graph.edge_type_counts is not None and len(graph.meta.get("relations", ())) == graph.num_relations:
         arrs["relation_names"] = np.array([str(r) for r in graph.meta["relations"]])
+    notes = {k: int(v) if kind is int else v for k, kind in NPZ_NOTES.items()  # (a generator's own "features": its
+             if isinstance(v := graph.meta.get(k), (int, bool) if kind is int else kind)}  # count, not a note)
+    if notes:
+        import json
+
+        arrs["data_notes"] = np.array(json.dumps(notes, default=int))
     try:
         np.savez(p, **arrs)
     except OSError as e:
