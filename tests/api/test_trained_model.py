@@ -250,3 +250,34 @@ def _labelled_npz(tmp_path):
     src, dst = r.integers(0, 50, 200), r.integers(0, 50, 200)
     g = gridgnn.Graph.from_edges(src, dst, 50, directed=False, y=r.integers(0, 3, 50))
     return save_npz(g, tmp_path / "lab.npz")
+
+
+def test_predict_over_a_previous_result_never_pairs_new_logits_with_old_ids(tmp_path, monkeypatch):
+    """--overwrite removed the previous FILE.node_ids.npy only when the new result had no ids: a failure between the
+    two writes (a full disk) left the new logits beside the old run's ids."""
+    import contextlib
+
+    import gridgnn.graph.files as files
+
+    out = tmp_path / "run"
+    assert run_main(["train", "--data", SBM, "--epochs", 2, "--out", out, "--quiet"]) == 0
+    from gridgnn.graph.loaders import save_npz
+
+    g = gridgnn.load_graph(SBM)
+    data = save_npz(g.with_(original_ids=np.arange(g.n) * 10), tmp_path / "ids.npz")  # a file's own vertex ids
+    pred = tmp_path / "p.npy"
+    pred.write_bytes(b"old")
+    (tmp_path / "p.node_ids.npy").write_bytes(b"old ids")
+    real = files.atomic_write
+
+    @contextlib.contextmanager
+    def failing(path, *a, **kw):
+        if str(path).endswith(".node_ids.npy"):
+            raise OSError(28, "No space left on device")
+        with real(path, *a, **kw) as fh:
+            yield fh
+
+    monkeypatch.setattr(files, "atomic_write", failing)
+    with pytest.raises(OSError):
+        run_main(["predict", "--run", out, "--data", f"npz:{data}", "--overwrite", "--out", pred])
+    assert not (tmp_path / "p.node_ids.npy").exists()

@@ -90,8 +90,8 @@ def run_predict_command(args) -> int:
     if result is None:  # another rank of a torchrun/srun job: rank 0 writes
         return 0
     logits, original_ids = result
-    if (pairs is not None or original_ids is None) and os.path.lexists(ids_file):
-        os.remove(ids_file)  # (--overwrite: the ids of a previous run's rows would pair with these)
+    if os.path.lexists(ids_file):  # (--overwrite: the ids of a previous run's rows would pair with these, were the
+        os.remove(ids_file)  # new ids not written after them: a full disk, a kill between the two writes)
     if pairs is not None:
         from ..train.trained import pair_scores
 
