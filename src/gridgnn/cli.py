@@ -190,7 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("export", predict, "add_export_arguments", "run_export_command",
          "write a trained run's model as a PyG module or a state_dict",
          "The model of a run folder as a torch_geometric.nn.Sequential of PyG layers with the trained weights "
-         "(--to pyg: GCN, GAT, AGNN, SAGE) or as its parameters (--to state-dict: any model).")):
+         "behind the run's input pipeline (--to pyg: GCN, GAT, AGNN, SAGE, GINE, GATv2, R-GCN) or as its "
+         "parameters (--to state-dict: any model).")):
         p = sub.add_parser(name, help=short, description=long, allow_abbrev=False)
         getattr(module, add)(p)
         p.set_defaults(func=getattr(module, run))

@@ -119,6 +119,8 @@ def test_export_refuses_edges_gridgnn_refuses():
         gcn(x, ei.T.contiguous()[:5])
     with pytest.raises(ValueError, match="edge_weight must hold one value per edge"):
         gcn(x, ei, edge_weight=torch.ones(m - 1))
+    # a model that reads no edge features ignores a generic data.edge_attr, unchecked
+    assert torch.equal(gcn(x, ei, edge_attr=torch.full((m, 2), float("nan"))), gcn(x, ei))
     w = torch.ones(m, dtype=torch.float64)
     w[3] = -0.5
     with pytest.raises(ValueError, match=f"edge {int(ei[0, 3])} -> {int(ei[1, 3])} has weight -0.5"):

@@ -45,7 +45,6 @@ BAD = [
     # flags that shaped nothing (accepted, ignored, and recorded in the summary as if they had)
     (["--layers", "1", "--hidden", "32"], "--hidden 32 sets the hidden layers' width; --layers 1 has none"),
     (["--model", "gat", "--layers", "1", "--heads", "4"], "--heads 4 sets the hidden layers' heads"),
-    (["--log-every", "5"], "--log-every 5 sets how often an epoch line is printed; --quiet prints none"),
     (["--algo", "1d", "--nproc", "1", "--overlap"], "--overlap hides the transfers between processes"),
     (["--task", "link", "--link-split", "0.9,0,0.1", "--early-stop", "1"], "--early-stop 1 watches the validation"),
 ]
@@ -321,3 +320,15 @@ def test_a_resume_on_another_algorithm_drops_how_the_old_one_communicated(tmp_pa
     assert config["algo"] == "1d" and not config["overlap"] and config["comm_dtype"] == "bfloat16"
     err = run_stderr(r, 3).strip().splitlines()
     assert len(err) == 1 and err[0].endswith(f"(--sampler 'sage' came from the checkpoint of --resume {mb})"), err
+
+
+def test_a_value_recorded_or_inherited_is_no_request(tmp_path):
+    """The refusals of flags that shape nothing (--hidden with --layers 1, --save-logits without --out, ...) read
+    what is given: a summary records the run's resolved --hidden, which its rerun with --layers 1 takes."""
+    import json
+
+    out = tmp_path / "l1"
+    assert run_main(["train", "--data", SBM, "--epochs", 1, "--layers", 1, "--save-logits", "--quiet",
+                     "--out", out]) == 0
+    assert json.loads((out / "summary.json").read_text())["config"]["hidden"] == 16
+    assert run_main(["train", "--config", out / "summary.json", "--quiet", "--out", tmp_path / "again"]) == 0

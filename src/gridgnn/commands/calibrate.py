@@ -73,6 +73,7 @@ def fit_rows(profile, run_dirs: list[str]) -> list[dict]:
             flags.update(picked)
             flags.pop("profile", None)
         flags.pop("out", None)  # (the run's outputs: a simulation writes none)
+        flags.pop("save_logits", None)
         flags.pop("checkpoint_every", None)
         cfg = config_from_flags(flags)
         key = (cfg.data, cfg.seed)
@@ -145,16 +146,16 @@ def _report_fit(fit: dict, rows: list[dict], what: str) -> None:
                   f"runs that differ more in {what} fit it", flush=True)
 
 
-def _check_groups(max_nproc: int, device: str) -> None:
-    """The largest group calibrate measures (2, 4, … up to ``--max-nproc``) must start here, before any measurement
-    (it failed after the kernels' minutes, naming a flag calibrate does not have): one GPU per rank on CUDA, the
-    processes' runtime in host memory on CPU."""
+def _check_groups(max_nproc: int, device: str, steps: int = 0) -> None:
+    """The largest group calibrate measures (2, 4, … up to ``--max-nproc``) and its training steps' ``steps``
+    processes must start here, before any measurement (it failed after the kernels' minutes, naming a flag calibrate
+    does not have): one GPU per rank on CUDA, the processes' runtime in host memory on CPU."""
     import torch
 
     from ..distributed.machine import available_memory_bytes, spawn_capacity
     from ..errors import GridGnnError
 
-    largest = 1 << (max_nproc.bit_length() - 1)
+    largest = max(1 << (max_nproc.bit_length() - 1), steps)
     if largest < 2:
         return
     if device == "cuda":
@@ -184,8 +185,8 @@ def run_calibrate_command(args) -> int:
             setattr(args, k, default)
     if args.max_nproc < 1:
         raise GridGnnError(f"--max-nproc must be >= 1, got {args.max_nproc}")
-    if args.profile is None:
-        _check_groups(args.max_nproc, args.device)
+    if args.profile is None:  # (its training steps, unless --fit or --no-steps: on min(--max-nproc, 4) processes)
+        _check_groups(args.max_nproc, args.device, 0 if args.fit or args.no_steps else min(args.max_nproc, 4))
     if args.profile is not None:
         profile = load_profile(args.profile)
     else:

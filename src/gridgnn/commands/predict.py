@@ -85,7 +85,7 @@ def run_predict_command(args) -> int:
                                 replication=args.replication, partition=args.partition,
                                 blocked_aggregation=args.blocked_aggregation, device=args.device,
                                 timeout_s=args.timeout_s)
-    except TrainingFailed as exc:  # the ranks' lines are printed: the exit status of gridgnn train's (1, 2, 130, 143)
+    except TrainingFailed as exc:  # the ranks' lines are printed: the exit status of gridgnn train's (1, 2, 129, 130, 143)
         return exc.exit_status
     if result is None:  # another rank of a torchrun/srun job: rank 0 writes
         return 0

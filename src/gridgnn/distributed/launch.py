@@ -14,7 +14,7 @@ and prints one ``gridgnn: error: ...`` line per distinct cause, in this order of
 1. input errors (:class:`~gridgnn.errors.GridGnnError` raised by a rank) — exit status 2;
 2. a rank killed by a signal the launcher did not send (``rank 2 was killed by signal 9 (SIGKILL)``) or that
    exited without a message, or whose code called ``sys.exit()`` (``rank 0: its code called sys.exit(0) ...``: a
-   rank's work ends with the job's, never alone) — exit status 1 (or the status given to ``sys.exit``);
+   rank's work ends with the job's, never alone) — exit status 1;
 3. communication failures that ranks saw because of the above or of a stalled peer (a collective that timed out
    after ``--timeout`` names the collective, axis and phase) — exit status 1.
 

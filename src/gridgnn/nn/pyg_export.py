@@ -107,9 +107,11 @@ class PygExport(torch.nn.Module):
                 raise ValueError("this model takes no third argument (x, edge_index only)")
             given[third] = edge
         width = getattr(self, "edge_dim", None)  # (an export pickled before it was recorded: passed on as given)
-        if "edge_attr" in self.args and width == 0:
+        if "edge_attr" not in self.args:
+            given["edge_attr"] = None  # (a model that reads none: a generic data.edge_attr is not checked nor used)
+        elif width == 0:
             given["edge_attr"] = None  # (the layers read none: PyG's would fail on an assert)
-        elif "edge_attr" in self.args and width is not None:
+        elif width is not None:
             attr = None if given["edge_attr"] is None else torch.as_tensor(given["edge_attr"])
             if attr is not None and width == 1 and attr.dim() == 1:  # [E], as gridgnn reads it
                 attr = attr.reshape(-1, 1)

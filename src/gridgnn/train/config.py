@@ -512,11 +512,7 @@ class TrainConfig:
                                "DIR/checkpoint.pt)")
         if self.overwrite and self.out is None:
             raise GridGnnError("--overwrite applies to the outputs in --out; give --out DIR")
-        if self.save_logits and self.out is None:  # (nothing was written, and the run said nothing)
-            raise GridGnnError("--save-logits writes OUT/logits.npy; give --out DIR")
-        if self.layers == 1 and self.heads is not None:
-            raise GridGnnError(f"--heads {self.heads} sets the hidden layers' heads; --layers 1 has none (its one "
-                               "layer, the output, has one head)")
+
         if self.log == "tensorboard":
             if self.out is None:
                 raise GridGnnError("--log tensorboard writes OUT/tensorboard; give --out DIR")
@@ -571,8 +567,6 @@ class TrainConfig:
                                    f"--algo {self.algo} holds the graph whole in one process")
         else:
             self.mesh_shape(self.nproc)
-        if self.overlap and self.nproc == 1 and not algo.one_process:
-            raise GridGnnError("--overlap hides the transfers between processes behind the work; --nproc 1 has none")
         if self.overlap and not algo.overlap:
             raise GridGnnError(f"--overlap applies to --algo {', '.join(overlap_algorithms())}; {self.algo} overlaps "
                                "nothing yet")

@@ -12,6 +12,25 @@ from .checkpoint import check_epochs, check_keep, checkpoint_file, read_checkpoi
 from .config import TrainConfig, flag, task_defaults
 
 
+def check_given_apply(given: dict, cfg: TrainConfig) -> None:
+    """Refuse a flag given for this run that would shape nothing in it — only a given one that asks for something
+    (a value inherited from a checkpoint, or recorded in a summary: its default, is no request): ``--hidden`` or
+    ``--heads`` with ``--layers 1`` (the summary recorded them), ``--save-logits`` without ``--out`` (nothing was
+    written), ``--overlap`` on one process."""
+    default_hidden = task_defaults(cfg.task).get("hidden", TrainConfig.hidden)
+    idle = {"hidden": (cfg.layers == 1 and given.get("hidden") not in (None, default_hidden),
+                       "sets the hidden layers' width; --layers 1 has none"),
+            "heads": (cfg.layers == 1, "sets the hidden layers' heads; --layers 1 has none (its one layer, the "
+                                       "output, has one head)"),
+            "save_logits": (cfg.out is None, "writes OUT/logits.npy; give --out DIR"),
+            "overlap": (cfg.nproc == 1, "hides the transfers between processes behind the work; --nproc 1 has "
+                                        "none")}
+    for name, (refused, why) in idle.items():
+        if given.get(name) not in (None, False) and refused:
+            value = "" if given[name] is True else f" {given[name]}"
+            raise GridGnnError(f"{flag(name)}{value} {why}")
+
+
 def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConfig:
     r"""The run's :class:`TrainConfig` from the flags ``given`` on the command line (a flag left out is absent
     from the dict), validated.
@@ -50,10 +69,7 @@ def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConf
             raise
         raise GridGnnError(f"{exc} ({', '.join(f'{flag(k)} {base[k]!r}' for k in taken)} came from the checkpoint "
                            f"of --resume {given['resume']})") from None
-    for name, idle, why in (("hidden", cfg.layers == 1, "sets the hidden layers' width; --layers 1 has none"),
-                            ("log_every", cfg.quiet, "sets how often an epoch line is printed; --quiet prints none")):
-        if given.get(name) is not None and idle:  # (given: a default or an inherited value is no request)
-            raise GridGnnError(f"{flag(name)} {given[name]} {why}")
+    check_given_apply(given, cfg)
     if ckpt is not None:
         check_epochs(ckpt, checkpoint_file(cfg.resume), cfg.epochs, cfg.early_stop)
         check_keep(ckpt, cfg.keep, checkpoint_file(cfg.resume))
