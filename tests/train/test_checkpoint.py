@@ -488,8 +488,7 @@ def test_ranks_that_read_different_checkpoints_are_refused(small_ckpt, tmp_path,
 
 def test_a_resume_on_a_rewritten_sharded_dataset_is_refused(tmp_path, capsys):
     """A sharded: dataset was compared by its size only: rewritten with another graph of the same size, a resume
-    went on with it. It now records its graph's fingerprint (that of the SPEC, whatever the layout): the same graph
-    sharded otherwise resumes, another is refused."""
+    went on with it. Its fingerprint is now that of its files (their SHA-256 in meta.json) and what they mean."""
     from gridgnn.commands.shard import shard
 
     data = tmp_path / "sh"
@@ -497,9 +496,9 @@ def test_a_resume_on_a_rewritten_sharded_dataset_is_refused(tmp_path, capsys):
     out = tmp_path / "run"
     flags = ["--data", f"sharded:{data}", "--algo", "1d", "--nproc", 2, "--quiet"]
     assert run_main(["train", *flags, "--epochs", 2, "--checkpoint-every", 2, "--out", out]) == 0
-    shard(SBM, str(data), blocks="4x4", method="single-perm", seed=3, overwrite=True)  # another layout
+    shard(SBM, str(data), blocks="2x2", method="single-perm", seed=3, overwrite=True)  # the same files again
     assert run_main(["train", "--resume", out, "--epochs", 3, "--quiet", "--out", tmp_path / "same"]) == 0
     shard(SBM + "&noise=3", str(data), blocks="2x2", method="single-perm", seed=3, overwrite=True)
     capsys.readouterr()
     code = run_main(["train", "--resume", out, "--epochs", 3, "--quiet", "--out", tmp_path / "again"])
-    assert code == 2 and "was trained on other data: the graph's features differ" in capsys.readouterr().err
+    assert code == 2 and "was trained on other data: the graph's files differ" in capsys.readouterr().err

@@ -246,8 +246,7 @@ def prepare_dir(out_dir) -> Path:
 
 
 def write_sharded(graph: Graph, out_dir, *, perm_r, perm_c, blocks=(8, 8), partition_name: str = "identity",
-                  normalize: bool = True, seed: int | None = None, node_chunks: int | None = None,
-                  fingerprint: bool = True) -> dict:
+                  normalize: bool = True, seed: int | None = None, node_chunks: int | None = None) -> dict:
     r"""Write ``graph`` as a sharded dataset directory (see the module docstring for the layout).
 
     Args:
@@ -259,8 +258,6 @@ def write_sharded(graph: Graph, out_dir, *, perm_r, perm_c, blocks=(8, 8), parti
         normalize: store :math:`\hat M = D^{-1/2}(M+I)D^{-1/2}` (default) or, if ``False``, :math:`M` as is.
         seed: the permutation seed, recorded in ``meta.json``.
         node_chunks: chunks of the original order for node arrays (default ``min(R·C, ceil(n/1024))``, ≥ 1).
-        fingerprint: record the graph's :meth:`~gridgnn.graph.graph.Graph.fingerprint` (what a checkpoint of a run
-            on the dataset compares; the same as the graph's own, whatever the layout).
 
     Returns:
         The ``meta`` dict written to ``meta.json``.
@@ -303,8 +300,6 @@ def write_sharded(graph: Graph, out_dir, *, perm_r, perm_c, blocks=(8, 8), parti
         block_cols=block_cols, nb=nb, node_arrays=node_arrays, weighted=graph.values is not None, name=graph.name, graph_meta=graph.meta)
     # a typed graph's layout (what its model file records and inference compares) and its vertex types' id ranges
     types, node_types = typed_layout(graph.meta), graph.node_types
-    if fingerprint:
-        meta["fingerprint"] = graph.fingerprint()
     if graph.edge_dim:  # (a model that would read them is refused on this dataset rather than trained without)
         meta["edge_features_not_written"] = int(graph.edge_dim)
     if types is not None:
@@ -938,16 +933,11 @@ class ShardedDataset:
         return int(width)
 
     def fingerprint(self) -> dict[str, str]:
-        """What identifies this dataset's data (a checkpoint records it): the graph's own
-        :meth:`~gridgnn.graph.graph.Graph.fingerprint` as written (the same for any layout of it, and as its SPEC's);
-        for a dataset written in passes (no whole graph to hash), a digest of every file's SHA-256 (``checksums``)
-        and of what ``meta.json`` says they mean — no file is read."""
-        marks = self.meta.get("fingerprint")
-        if marks is not None:
-            if not (isinstance(marks, dict) and all(isinstance(k, str) and isinstance(v, str)
-                                                    for k, v in marks.items())):
-                raise self._bad(f"fingerprint must be an object of strings, got {short(marks)}")
-            return marks
+        """What identifies this dataset's data (a checkpoint records it, as a graph's
+        :meth:`~gridgnn.graph.graph.Graph.fingerprint`): a digest of every file's SHA-256 (``checksums``) and of what
+        ``meta.json`` says they mean — no file is read. It depends on the layout too: the same graph sharded
+        otherwise is another dataset to a resume (a dataset written in passes never holds the graph whole to hash
+        it, and both paths write the same ``meta.json``)."""
         keys = ("checksums", "data_notes", "normalized", "directed", "weighted", "types", "node_types", "n", "nnz")
         text = json.dumps({k: self.meta.get(k) for k in keys}, sort_keys=True, default=str)
         return {"files": hashlib.blake2b(text.encode(), digest_size=16).hexdigest()}

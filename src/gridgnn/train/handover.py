@@ -78,7 +78,7 @@ def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None, name:
         with _terminate_cleanly():
             try:
                 write_sharded(graph, folder, perm_r=perm_r, perm_c=perm_c, blocks=blocks,
-                              partition_name=cfg.partition, normalize=True, seed=cfg.seed, fingerprint=False)
+                              partition_name=cfg.partition, normalize=True, seed=cfg.seed)
             except (OSError, GridGnnError) as exc:
                 cause = exc if isinstance(exc, OSError) else getattr(exc, "os_error", None)  # meta.json's writer
                 if cause is None:
