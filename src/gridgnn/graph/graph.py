@@ -7,6 +7,7 @@ aggregates the features of ``j`` into ``i``. The adjacency is stored as CSR with
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -385,8 +386,6 @@ class Graph:
         shapes; ``"none"`` for a part the graph lacks): ``edges`` (the stored matrix, its direction and relation
         types), ``edge_features``, ``features``, ``labels``, ``masks`` and ``ids`` (:attr:`original_ids`). A
         checkpoint records it, so that a resume on other data of the same size is refused."""
-        import hashlib
-
         def digest(*arrays) -> str:
             if all(a is None for a in arrays):
                 return "none"

@@ -30,6 +30,7 @@ never another exception type; files are parsed by this package (no pickles run, 
 from __future__ import annotations
 
 import io
+import json
 import math
 import warnings
 from pathlib import Path
@@ -922,8 +923,6 @@ NPZ_NOTES = {"feature_norm": str, "features": str, "split_default": str, "symmet
 
 def _data_notes(p, text: str) -> dict:
     """``data_notes`` of an npz, checked: an object of :data:`NPZ_NOTES` of their types (one line naming the file)."""
-    import json
-
     try:
         notes = json.loads(text)
     except ValueError:
@@ -1123,8 +1122,6 @@ def save_npz(graph: Graph, path) -> Path:
     notes = {k: int(v) if kind is int else v for k, kind in NPZ_NOTES.items()  # (a generator's own "features": its
              if isinstance(v := graph.meta.get(k), (int, bool) if kind is int else kind)}  # count, not a note)
     if notes:
-        import json
-
         arrs["data_notes"] = np.array(json.dumps(notes, default=int))
     try:
         np.savez(p, **arrs)
