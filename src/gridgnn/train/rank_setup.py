@@ -93,8 +93,9 @@ def _prepare_sharded(cfg: TrainConfig, handed, blocks: int, shape, single: bool,
         raise GridGnnError(f"{ds.path} holds an unnormalized matrix (gridgnn shard --no-normalize); GCN training "
                            "needs the normalized one")
     record = pipeline_record(notes, ds.feature_norm)
-    if ds.types() is not None:  # (a typed graph's layout: in meta.json, not among the loader's notes)
-        record["types"] = ds.types()
+    types = ds.types()  # (a typed graph's layout: in meta.json, not among the loader's notes)
+    if types is not None:
+        record["types"] = types
     info = {"n": ds.n, "nnz": int(meta["nnz"]), "f": ds.num_features, "classes": ds.num_classes,
             "partition": ds.method, "input_pipeline": record, "node_types": ds.node_types(),
             "edge_features_not_written": ds.edge_features_not_written(),
@@ -106,7 +107,7 @@ def _prepare_sharded(cfg: TrainConfig, handed, blocks: int, shape, single: bool,
     else:
         check_inference_data(ds.n, ds.num_features, dims, blocks, degree=notes.get("features") == "degree",
                               trained=getattr(cfg, "trained_features", None))
-        check_trained_types(cfg, ds.types())
+        check_trained_types(cfg, types)
         if getattr(cfg, "trained_symmetrized", False) and ds.directed:  # (in memory, the reverse edges are added)
             raise GridGnnError(f"the model was trained on a symmetrized graph (reverse edges added); {ds.path} holds "
                                "a directed one, whose shards cannot gain them: give the data SPEC itself, or shard "
