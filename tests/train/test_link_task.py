@@ -255,3 +255,16 @@ def test_a_link_resume_keeps_its_trajectory(tmp_path, capsys, flags, named):
     assert run_main(["train", "--resume", out, "--epochs", 2, "--quiet", *flags]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and named in err[0], err
+
+
+def test_a_hits_k_the_split_cannot_measure_is_refused_when_given_and_none_when_default():
+    """Hits@K is 1.0 whatever the scores once K reaches a split's negatives (OGB's definition): a given ``--hits-k``
+    there is refused before training; the default's is reported as none, not as a perfect 1.0."""
+    tiny = dict(LINK, data="synthetic:sbm?n=60&classes=2&avg_degree=4&features=8", epochs=2)
+    with pytest.raises(GridGnnError, match=r"--hits-k 20: the validation split holds 6 negative pairs.*"
+                                           r"--hits-k 6 or less, or more --negatives"):
+        gridgnn.train(**tiny, hits_k=20)
+    result = gridgnn.train(**tiny)  # default K = 50 past the 6 negatives
+    assert result["test_hits"] is None and result["val_hits"] is None and result["test_auc"] is not None
+    result = gridgnn.train(**tiny, hits_k=5, negatives=2)
+    assert result["hits_k"] == 5 and 0.0 <= result["test_hits"] <= 1.0

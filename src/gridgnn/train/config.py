@@ -317,7 +317,9 @@ class TrainConfig:
                                 help="--task link: negative pairs per positive, drawn afresh each epoch for training "
                                      "and once for validation and test (default 1)")
     hits_k: int | None = opt(None, "task", role="link", metavar="K", low=1, high=MAX_ROWS,
-                             help="--task link: the K of Hits@K (default 50, OGB's ogbl-collab)")
+                             help="--task link: the K of Hits@K (default 50, OGB's ogbl-collab; refused when given at "
+                                  "or past a split's negatives, where it is 1.0 whatever the scores; the default's "
+                                  "is then reported as none)")
     decoder: str | None = opt(None, "task", role="link", choices=("dot", "mlp"),
                               help="--task link: how a pair is scored from its endpoints' embeddings: dot (their dot "
                                    "product, default) or mlp (OGB's LinkPredictor: z_u * z_v through Linear, ReLU, "

@@ -212,21 +212,56 @@ def split_metrics(pos: np.ndarray, neg: np.ndarray, *, per_positive: int | None,
     if pos.size == 0 or neg.size == 0:
         return {"auc": None, "hits": None, "mrr": None}
     k = per_positive
-    hits = hits_per_positive(pos, neg.reshape(-1, k), hits_k) if own else hits_at(pos, neg, hits_k)
+    if hits_k >= hits_ceiling(neg.size, k if own else None):  # 1.0 whatever the scores: no metric
+        hits = None
+    else:
+        hits = hits_per_positive(pos, neg.reshape(-1, k), hits_k) if own else hits_at(pos, neg, hits_k)
     return {"auc": auc(pos, neg), "hits": hits, "mrr": None if k is None else mrr(pos, neg.reshape(-1, k))}
+
+
+def hits_ceiling(negatives: int, own_per_positive: int | None) -> int:
+    """The smallest K at which Hits@K is 1.0 whatever the scores: past the split's ``negatives`` (OGB's Hits@K
+    over all of them), or past ``K`` for a positive ranked among its own ``K`` negatives (ogbl-citation2; its
+    rank is at most ``K + 1``)."""
+    return own_per_positive + 1 if own_per_positive is not None else negatives + 1
+
+
+def check_hits_k(cfg, split: LinkSplit, own: bool) -> None:
+    """``--hits-k`` given at or past a validated split's :func:`hits_ceiling` is refused: its Hits@K would be 1.0
+    whatever the model (left out, the default's Hits@K of such a split is reported as none)."""
+    if cfg.hits_k is None:
+        return
+    for name in ("val", "test"):
+        positives = getattr(split, name).shape[1]
+        if positives == 0:
+            continue
+        given = getattr(split, f"{name}_neg")
+        per = split.neg_per_positive if own else None
+        negatives = positives * cfg.model_negatives if given is None else given.shape[1]
+        ceiling = hits_ceiling(negatives, per)
+        if cfg.hits_k >= ceiling:
+            held = f"ranks each positive among its own {per} negatives" if per is not None else \
+                f"holds {negatives} negative pairs"
+            raise GridGnnError(f"--hits-k {cfg.hits_k}: the {'validation' if name == 'val' else 'test'} split "
+                               f"{held}, so Hits@{cfg.hits_k} is 1.0 whatever the scores (give --hits-k "
+                               f"{ceiling - 1} or less{'' if own else ', or more --negatives'})")
 
 
 def split_for_run(cfg, full) -> tuple[LinkSplit, bool]:
     """The edge split a ``--task link`` run trains on: the dataset's own (OGB ogbl-*; ``--link-split`` refused)
-    or ``--link-split``'s random one; and whether it is the dataset's own."""
+    or ``--link-split``'s random one; and whether it is the dataset's own. A ``--hits-k`` it cannot measure is
+    refused (:func:`check_hits_k`)."""
     given = full.meta.get("link_split")
     if given is None:
         _, val, test = cfg.model_link_split
-        return link_split(full, val, test, seed=cfg.seed), False
-    if cfg.link_split is not None:
-        raise GridGnnError(f"--link-split: {cfg.data} holds its own link split (split/{full.meta.get('ogb_split')}); "
-                           "drop --link-split")
-    return given_split(full, given), True
+        split, own = link_split(full, val, test, seed=cfg.seed), False
+    else:
+        if cfg.link_split is not None:
+            raise GridGnnError(f"--link-split: {cfg.data} holds its own link split "
+                               f"(split/{full.meta.get('ogb_split')}); drop --link-split")
+        split, own = given_split(full, given), True
+    check_hits_k(cfg, split, own)
+    return split, own
 
 
 def selected_metric(split: LinkSplit, own: bool) -> str:
