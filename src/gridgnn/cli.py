@@ -75,7 +75,11 @@ def train_config(args):
                 from_file.pop("relations", None)  # and its relation count
         given = {**from_file, **given}
     env = env_context(given.get("device", "auto"))
-    return config_from_flags(given, env_world=env.world_size if env is not None else None)
+    cfg = config_from_flags(given, env_world=env.world_size if env is not None else None)
+    if given.get("keep") == "last" and cfg.out is None:  # (the Python API hands its model on: there it chooses)
+        raise GridGnnError("--keep last chooses the parameters the run hands on (model.pt, --save-logits); without "
+                           "--out DIR the command line hands none on")
+    return cfg
 
 
 def run_train(args) -> int:

@@ -68,6 +68,7 @@ def test_bad_flag_is_one_line_and_creates_nothing(tmp_path, capsys, flags, messa
     (["--checkpoint-every", "2"], "--checkpoint-every 2 needs --out DIR"),
     (["--overwrite"], "--overwrite applies to the outputs in --out"),
     (["--save-logits"], "--save-logits writes OUT/logits.npy; give --out DIR"),  # (it wrote nothing, silently)
+    (["--keep", "last"], "--keep last chooses the parameters the run hands on"),  # (the line reports the best)
 ])
 def test_flags_that_need_out(capsys, flags, message):
     code = run_main(["train", "--data", SBM, "--epochs", 2, "--quiet", *flags])
