@@ -429,6 +429,29 @@ def test_overlap_hides_the_stage_transfers_up_to_the_products():
     assert picked.overlap == (picked.algo in overlap_algorithms()) == row["config"].get("overlap", False)
 
 
+def test_algo_auto_says_when_its_pick_has_no_overlap(monkeypatch, capsys):
+    """--algo auto --overlap prices overlap where an algorithm has it; a pick without it (here: Plexus) says that
+    --overlap went unused, where it used to drop it without a word."""
+    import dataclasses
+
+    from gridgnn.train import api, launching
+    from gridgnn.train.config import TrainConfig
+
+    def plexus(cfg, graph, **kw):
+        picked = dataclasses.replace(cfg, algo="plexus", overlap=False, profile=None)
+        return picked, {"name": "plexus 1x2x1", "predicted_step_s": 0.001, "config": {"algo": "plexus"}}, 9
+
+    monkeypatch.setattr(api, "resolve_auto", plexus)
+    monkeypatch.setattr(launching, "launch_ranks", lambda worker, cfg, graph, *a, **kw: [{"epoch_time_median_s": 0.1,
+                                                                                         "config": {}}])
+    for overlap in (True, False):
+        cfg = TrainConfig(data=SBM, hidden=8, nproc=2, algo="auto", epochs=1, overlap=overlap)
+        cfg.validate()
+        api.run(cfg)
+        line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("--algo auto:")]
+        assert len(line) == 1 and line[0].endswith("; --overlap: plexus has none)") == overlap, line
+
+
 def test_algo_auto_loads_its_data_once(monkeypatch):
     """--algo auto plans on the graph of its SPEC and hands the same graph, unchanged by the planning, to the ranks
     it spawns (they get shards of it): the SPEC is loaded (here: generated) once."""

@@ -173,8 +173,9 @@ def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbac
     finally:
         progress.close()
     if not cfg.quiet and (env is None or env.rank == 0):
+        dropped = f"; --overlap: {picked.algo} has none" if cfg.overlap and not picked.overlap else ""
         print(f"--algo auto: {row['name']} on {cfg.nproc} processes (predicted {row['predicted_step_s'] * 1e3:.1f} ms "
-              f"per step, the fastest of {count} configurations; profile {profile.name})", flush=True)
+              f"per step, the fastest of {count} configurations; profile {profile.name}{dropped})", flush=True)
     if graph is not None or env is not None or one_process(picked.algo):
         planned.clear()  # this process (or each rank of a job) trains on its own graph: not kept meanwhile
     out = run(picked, graph, keep_model=keep_model, callbacks=callbacks, loaded=planned, clock=clock)  # (spawned ranks: shards of
