@@ -324,6 +324,22 @@ def test_plan_without_a_configuration_to_pick_says_so(capsys):
 
 
 @pytest.mark.parametrize("flags, words", [
+    (["--nproc", 4, "--algos", "2d,plexus", "--partitions", "metis"],
+     "--partitions metis orders the rows of the 1D/1.5D candidates; --algos 2d,plexus of 4 processes have none"),
+    (["--nproc", 1, "--partitions", "random"], "the candidates of 1 process have none"),
+    (["--nproc", 4, "--algos", "plexus,edge", "--overlap"], "--overlap prices transfers hidden behind the work"),
+])
+def test_plan_refuses_what_no_candidate_reads(capsys, flags, words):
+    """--partitions and --overlap where no candidate of the listed algorithms reads them (they were accepted,
+    and the plan was the same without them); a listing that reads them plans."""
+    assert run_main(["plan", "--data", SBM, "--hidden", 8, *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and words in err[0], err
+    assert run_main(["plan", "--data", SBM, "--hidden", 8, "--nproc", 2, "--algos", "1d,plexus", "--partitions",
+                     "random", "--overlap"]) == 0
+
+
+@pytest.mark.parametrize("flags, words", [
     (["--algo", "auto", "--nproc", "4", "--grid", "2,2"], "--grid cannot be combined"),
     (["--algo", "auto", "--nproc", "4", "--replication", "2"], "--replication cannot be combined"),
     (["--algo", "1d", "--nproc", "2", "--profile", "local-cpu"], "--profile applies to --algo auto"),

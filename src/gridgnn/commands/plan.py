@@ -34,6 +34,24 @@ def add_plan_arguments(p) -> None:
     add_overwrite_flag(p)
 
 
+def check_read(nproc: int, listing: dict, *, partitions: str | None, overlap: bool) -> None:
+    """``--partitions`` and ``--overlap`` refused where no candidate of the algorithms listed reads them (the
+    families' own candidates say which do), as training refuses what shapes nothing."""
+    from ..errors import GridGnnError
+    from ..parallel.registry import algorithm
+    from ..planner.plan import candidates
+
+    probe = "\0given"  # a row partition no family names: a candidate carrying it reads --partitions
+    planned = candidates(nproc, row_partitions=(probe,), algos=listing.get("algos"))
+    which = f"--algos {','.join(listing['algos'])}" if "algos" in listing else "the candidates"
+    which += f" of {nproc} process{'es' if nproc > 1 else ''}"
+    if partitions is not None and not any(c.partition == probe for c in planned):
+        raise GridGnnError(f"--partitions {partitions} orders the rows of the 1D/1.5D candidates; {which} have "
+                           "none")
+    if overlap and not any(algorithm(c.algo).overlap for c in planned):
+        raise GridGnnError(f"--overlap prices transfers hidden behind the work; {which} have no overlap")
+
+
 def run_plan_command(args) -> int:
     from ..errors import GridGnnError
     from ..train.data_checks import planned_graph
@@ -71,6 +89,7 @@ def run_plan_command(args) -> int:
             raise GridGnnError(f"{flag}: unknown {'algorithm' if key == 'algos' else 'row partition'} "
                                f"{unknown[0]!r}; choose from {', '.join(valid)}")
         listing[key] = list(names) if key == "algos" else names
+    check_read(cfg.nproc, listing, partitions=args.partitions, overlap=bool(given.get("overlap")))
     if args.top < 1:
         raise GridGnnError(f"--top must be >= 1, got {args.top}")
     if args.memory is not None and not (math.isfinite(args.memory) and args.memory > 0):
