@@ -34,6 +34,11 @@ def test_the_rate_of_every_epoch():
     (dict(lr_step=3), "--lr-step applies to --lr-schedule step, not none"),
     (dict(lr_gamma=0.5, lr_schedule="cosine"), "--lr-gamma applies to --lr-schedule step, not cosine"),
     (dict(warmup=5, epochs=5), "--warmup 5 leaves no epoch after the warm-up of --epochs 5"),
+    # schedules that never change the rate within the run (they were accepted and trained at --lr throughout)
+    (dict(warmup=4, epochs=5, lr_schedule="cosine"), "--lr-schedule cosine: the one epoch after the warm-up"),
+    (dict(epochs=1, lr_schedule="step"), "--lr-schedule step: the one epoch after the warm-up"),
+    (dict(epochs=10, warmup=2, lr_schedule="step", lr_step=8), r"--lr-step 8: the first step would come at epoch "
+                                                               r"11, after the last of --epochs 10 \(give --lr-step 7"),
     (dict(optimizer="lbfgs"), "optimizer"),
 ])
 def test_options_that_would_be_ignored_are_refused(flags, needle):

@@ -709,6 +709,16 @@ class TrainConfig:
         if self.warmup >= self.epochs:
             raise GridGnnError(f"--warmup {self.warmup} leaves no epoch after the warm-up of --epochs {self.epochs} "
                                "(give fewer warm-up epochs)")
+        span = self.epochs - self.warmup  # the epochs the schedule sets (optim.rate)
+        if self.lr_schedule != "none" and span == 1:
+            raise GridGnnError(f"--lr-schedule {self.lr_schedule}: the one epoch after the warm-up of --epochs "
+                               f"{self.epochs} trains at --lr, which the schedule never changes (give more epochs, "
+                               "or leave --lr-schedule out)")
+        if self.lr_schedule == "step" and self.lr_step is not None and self.lr_step >= span \
+                and not self.checkpoint_every:  # (a run that writes checkpoints may be continued to its steps)
+            raise GridGnnError(f"--lr-step {self.lr_step}: the first step would come at epoch "
+                               f"{self.warmup + self.lr_step + 1}, after the last of --epochs {self.epochs} (give "
+                               f"--lr-step {span - 1} or less)")
 
     def check_choices(self) -> None:
         """Every field given (not ``None``) that declares its choices (:func:`opt`) holds one of them."""
