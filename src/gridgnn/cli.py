@@ -109,7 +109,8 @@ def _partition_parser(sub) -> None:
                    help=f"block grid of the permutation report (default {DEFAULTS['blocks']})")
     p.add_argument("--out", default=None, metavar="FILE",
                    help="partition: one part per vertex per line, report in FILE.json; permutations: "
-                        "FILE.perm_r.npy, FILE.perm_c.npy and FILE.json")
+                        "FILE.perm_r.npy, FILE.perm_c.npy, FILE.json and FILE (the row block of every vertex "
+                        "under perm_r, as a partition file)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--feature-size", type=int, default=None, metavar="F",
                    help=f"f for the byte volumes (4-byte values; default {DEFAULTS['feature_size']})")

@@ -1,7 +1,7 @@
 """Every code block of the documentation runs as written (docs/*.md except the benchmark record, and the README's
 quick start).
 
-Conventions of the pages (also in docs/README.md):
+Conventions of the pages:
 
 * a ``bash`` block is a list of commands (``\\`` continues a line; ``#`` starts a comment); each runs from a
   scratch folder that holds ``examples/`` (a link to the repository's), so ``--out runs/x`` stays out of the

@@ -318,7 +318,8 @@ def run_perm_report(args) -> int:
     print(f"{method} on {graph.name} (n={graph.n}, nnz of M̂={report['nnz']}), {R}x{C} blocks: "
           f"nnz max/mean {report['nnz_max_over_mean']:.4f} (rc {report['nnz_max_over_mean_rc']:.4f}, "
           f"cr {report['nnz_max_over_mean_cr']:.4f}; original order {report['nnz_max_over_mean_original']:.4f}), "
-          f"permutation {report['seconds']:.2f} s" + (f"; wrote {out}.json" if out else ""))
+          f"permutation {report['seconds']:.2f} s" + (f"; wrote {out}.json, {out}.perm_r.npy, {out}.perm_c.npy "
+                                                            f"and {out}" if out else ""))
     return 0
 
 
