@@ -282,3 +282,20 @@ def test_a_product_alone_samples_what_the_graph_does(sampler, fanouts):
         assert (x == y).all()
     for x, y in zip(want.blocks, got.blocks):
         assert (x.indptr == y.indptr).all() and (x.indices == y.indices).all() and np.array_equal(x.data, y.data)
+
+
+def test_a_fanout_at_or_past_the_candidates_is_every_neighbour():
+    """A LADIES layer whose minibatch has at most ``s`` candidates keeps each of them surely: its block is that of
+    ``-1`` (uniform weights, the plain mean), not the ``1/p``-weighted one (it was, on any small graph at the
+    default fanout); a minibatch with more candidates than ``s`` still debiases by ``1/p``."""
+    a = random_graph(30, 120, seed=0)
+    batches = [np.array([0, 1, 2, 3])]
+    full = sample_bulk(a, batches, [-1, -1], sampler="ladies")
+    wide = sample_bulk(a, batches, [len(full.nodes[-2]), 10000], sampler="ladies")  # at, then past the candidates
+    for x, y in zip(full.nodes, wide.nodes):
+        np.testing.assert_array_equal(x, y)
+    for x, y in zip(full.blocks, wide.blocks):
+        assert abs(x - y).max() == 0
+    narrow = sample_bulk(a, batches, [3, 3], sampler="ladies")  # 3 of more: not uniform
+    rows = [b[i] for b in narrow.blocks for i in range(b.shape[0])]
+    assert any(r.nnz > 1 and np.ptp(r.data) > 0 for r in rows)

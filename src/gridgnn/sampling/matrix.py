@@ -204,8 +204,9 @@ def sample_bulk(adj: sp.spmatrix | None, batches: list[np.ndarray], fanouts: lis
         else:
             p, rows = _probabilities(product, n, nodes, ptr, sampler)
             keep = top_per_row(p, rows, int(s), row_keys)
-            if s < 0:  # every candidate kept, each surely: its debiasing weight 1/p is 1 (the plain mean, exact)
-                p.data = np.ones_like(p.data)
+            sure = np.diff(p.indptr) <= s if s >= 0 else np.ones(p.shape[0], dtype=bool)
+            if sure.any():  # every candidate of the row kept, each surely: its debiasing weight 1/p is 1 (the plain
+                p.data[sure[rows]] = 1.0  # mean, exact), whether by -1 or by a fanout at or past the candidates
             extract = _extract_ladies if kernels.enabled() else _extract_ladies_reference
             r, cols, vals, nxt, nptr = extract(product, nodes, ptr, owner, p, rows, keep, n)
         indptr = np.zeros(len(nodes) + 1, dtype=np.int64)
