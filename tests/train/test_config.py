@@ -39,6 +39,8 @@ BAD = [
     (["--model", "sage", "--sampler", "sage", "--fanout", "1e20"], "--fanout '1e20' must be integers"),
     (["--model", "sage", "--sampler", "sage", "--fanout", str(2**62)], "needs one size in [1, 1048576]"),
     (["--model", "sage", "--sampler", "ladies", "--eval-fanout", f"5,{10**20}"], "--eval-fanout"),
+    (["--model", "sage", "--sampler", "sage", "--layers", "3", "--fanout", "10,,5"], "must be integers separated"),
+    (["--model", "sage", "--sampler", "sage", "--fanout", "7,"], "--fanout '7,' must be integers"),  # (was 7,7)
     # --partition where nothing reads it (it was ignored, an unknown method too)
     (["--partition", "bogus"], "--partition bogus orders the vertices of several processes' blocks; --algo serial"),
     (["--model", "sage", "--sampler", "sage", "--partition", "metis"], "--partition metis applies to full-graph"),

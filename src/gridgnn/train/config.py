@@ -777,8 +777,8 @@ class TrainConfig:
     def _fanouts(self, flag: str, text: str | None, default: int) -> list[int]:
         if text is None:
             return [default] * self.layers
-        try:
-            vals = [int(v) for v in str(text).replace(" ", "").split(",") if v != ""]
+        try:  # an empty item is refused, not dropped ("10,,5" is no two-layer fanout)
+            vals = [int(v) for v in str(text).replace(" ", "").split(",")]
         except ValueError:
             raise GridGnnError(f"{flag} {text!r} must be integers separated by commas, e.g. 15,10,5") from None
         if len(vals) == 1:
