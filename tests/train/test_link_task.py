@@ -268,3 +268,23 @@ def test_a_hits_k_the_split_cannot_measure_is_refused_when_given_and_none_when_d
     assert result["test_hits"] is None and result["val_hits"] is None and result["test_auc"] is not None
     result = gridgnn.train(**tiny, hits_k=5, negatives=2)
     assert result["hits_k"] == 5 and 0.0 <= result["test_hits"] <= 1.0
+
+
+def test_a_split_that_measures_nothing_is_refused(tmp_path):
+    """What left the metrics or the best epoch empty without a word: a fraction of the edges that rounds to no edge
+    (--early-stop and --keep best then watched nothing), --hits-k with no validation or test edges, and an own
+    split whose best epoch Hits@K picks when the default K is past its negatives (every epoch scored none, so the
+    last was "best" and --early-stop never stopped)."""
+    from ..graph.test_ogb import write_ogbl
+
+    with pytest.raises(GridGnnError, match=r"the validation fraction 0.0001 of the graph's \d+ edges is no edge"):
+        gridgnn.train(**LINK, epochs=1, link_split="0.9998,0.0001,0.0001", early_stop=1)
+    with pytest.raises(GridGnnError, match="--hits-k 3 measures the validation and test edges; --link-split 1,0,0 "
+                                           "holds none"):
+        gridgnn.train(**LINK, epochs=1, link_split="1,0,0", hits_k=3)
+    write_ogbl(tmp_path / "d")
+    tiny = dict(LINK, data=f"ogb:{tmp_path / 'd'}", hidden=8, embedding_dim=4, epochs=1)
+    with pytest.raises(GridGnnError, match=r"own split picks the best epoch by Hits@50 \(the default K\): the "
+                                           r"validation split holds 5 negative pairs.*give --hits-k 5 or less\)"):
+        gridgnn.train(**tiny)
+    assert gridgnn.train(**tiny, hits_k=5)["val_hits"] is not None

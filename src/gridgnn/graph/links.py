@@ -117,6 +117,10 @@ def link_split(graph: Graph, val: float = 0.05, test: float = 0.1, *, seed: int 
     pairs = _edges_once(graph)
     e = pairs.shape[1]
     n_val, n_test = int(val * e), int(test * e)
+    for name, frac, count in (("validation", val, n_val), ("test", test, n_test)):
+        if frac > 0 and count == 0:  # (a split asked for and silently empty: no metric, no best epoch)
+            raise GridGnnError(f"the {name} fraction {frac:g} of the graph's {e} edges is no edge (give at least "
+                               f"{1 / e:.3g}, or 0 for no {name} edges)")
     if e - n_val - n_test < 1:
         raise GridGnnError(f"the graph has {e} edges: nothing left to train on after {n_val} validation and "
                            f"{n_test} test edges")

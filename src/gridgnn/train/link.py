@@ -228,10 +228,16 @@ def hits_ceiling(negatives: int, own_per_positive: int | None) -> int:
 
 def check_hits_k(cfg, split: LinkSplit, own: bool) -> None:
     """``--hits-k`` given at or past a validated split's :func:`hits_ceiling` is refused: its Hits@K would be 1.0
-    whatever the model (left out, the default's Hits@K of such a split is reported as none)."""
-    if cfg.hits_k is None:
+    whatever the model (left out, the default's Hits@K of such a split is reported as none — unless Hits@K picks
+    the best epoch, on a dataset's own split: then the default is refused too); given where no split holds
+    positives, it is refused as measuring nothing."""
+    picks = own and selected_metric(split, own) == "val_hits"
+    if cfg.hits_k is None and not picks:
         return
-    for name in ("val", "test"):
+    if cfg.hits_k is not None and split.val.shape[1] == 0 and split.test.shape[1] == 0:
+        raise GridGnnError(f"--hits-k {cfg.hits_k} measures the validation and test edges; --link-split "
+                           f"{cfg.link_split} holds none")
+    for name in ("val", "test") if cfg.hits_k is not None else ("val",):
         positives = getattr(split, name).shape[1]
         if positives == 0:
             continue
@@ -239,12 +245,14 @@ def check_hits_k(cfg, split: LinkSplit, own: bool) -> None:
         per = split.neg_per_positive if own else None
         negatives = positives * cfg.model_negatives if given is None else given.shape[1]
         ceiling = hits_ceiling(negatives, per)
-        if cfg.hits_k >= ceiling:
+        if cfg.model_hits_k >= ceiling:
             held = f"ranks each positive among its own {per} negatives" if per is not None else \
                 f"holds {negatives} negative pairs"
-            raise GridGnnError(f"--hits-k {cfg.hits_k}: the {'validation' if name == 'val' else 'test'} split "
-                               f"{held}, so Hits@{cfg.hits_k} is 1.0 whatever the scores (give --hits-k "
-                               f"{ceiling - 1} or less{'' if own else ', or more --negatives'})")
+            what = f"--hits-k {cfg.hits_k}" if cfg.hits_k is not None else \
+                f"{cfg.data}'s own split picks the best epoch by Hits@{cfg.model_hits_k} (the default K)"
+            raise GridGnnError(f"{what}: the {'validation' if name == 'val' else 'test'} split {held}, so "
+                               f"Hits@{cfg.model_hits_k} is 1.0 whatever the scores (give --hits-k {ceiling - 1} "
+                               f"or less{'' if own else ', or more --negatives'})")
 
 
 def split_for_run(cfg, full) -> tuple[LinkSplit, bool]:
