@@ -6,6 +6,7 @@ ones (the table below), so the check cannot pass by refusing everything."""
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from gridgnn.distributed.launch import launch
 from gridgnn.errors import GridGnnError
@@ -134,6 +135,14 @@ def test_raw_ops_that_are_not_local_are_refused():
         "bias broadcast": (lambda h, g, plan, m: h + m.param("b", 0), ("plexus",), "plan.add_bias"),
         "node with edges": (lambda h, g, plan, m: h + g.gcn_values.sum() * 0 + g.gcn_values[:1].sum(),
                             ("1d",), "mixes the rows"),
+        # operations that keep the shape but mix or move elements (they were taken as elementwise, and a custom
+        # layer trained differently from serial where its tensors were split)
+        "layer norm": (lambda h, g, plan, m: F.layer_norm(h, h.shape[-1:]), ("plexus",), "mixes the feature columns"),
+        "softmin": (lambda h, g, plan, m: F.softmin(h, dim=1), ("plexus",), "mixes the feature columns"),
+        "batch norm": (lambda h, g, plan, m: F.batch_norm(h, None, None, training=True), ("1d-sa", "plexus"),
+                       "torch batch_norm is not an operation gridgnn knows to keep every element in place"),
+        "triu": (lambda h, g, plan, m: torch.triu(h), ("1d",), "torch triu is not an operation gridgnn knows"),
+        "flipud": (lambda h, g, plan, m: torch.flipud(h), ("2d",), "torch flipud is not an operation"),
     }
     for name, (op, algos, words) in ops.items():
         for algo in algos:
@@ -141,9 +150,12 @@ def test_raw_ops_that_are_not_local_are_refused():
                 model_trace([7, 3], lambda p: Probe([7, 3], op=op, plan=p, dtype=torch.float64), algo)
             assert "\n" not in str(info.value), name
     # the same operations where they are local: whole columns (block-row) or nothing split (serial)
-    for name in ("column mix", "bias broadcast"):
+    for name in ("column mix", "bias broadcast", "layer norm", "softmin"):
         model_trace([7, 3], lambda p: Probe([7, 3], op=ops[name][0], plan=p, dtype=torch.float64), "1.5d")
-    model_trace([7, 3], lambda p: Probe([7, 3], op=ops["row sum"][0], plan=p, dtype=torch.float64), "serial")
+    for name in ("row sum", "batch norm", "triu"):
+        model_trace([7, 3], lambda p: Probe([7, 3], op=ops[name][0], plan=p, dtype=torch.float64), "serial")
+    pointwise = lambda h, g, plan, m: F.gelu(torch.clamp(h, -1, 1)).sigmoid() * 2 + (h > 0)  # noqa: E731
+    model_trace([7, 3], lambda p: Probe([7, 3], op=pointwise, plan=p, dtype=torch.float64), "plexus")
 
 
 def test_at_destinations_is_the_identity_serially():

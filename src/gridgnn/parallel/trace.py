@@ -108,8 +108,33 @@ _IGNORED = {"get", "set", "size", "dim", "ndimension", "numel", "nelement", "ite
 _RANDOM = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "bernoulli",
            "rand_like", "randn_like", "randint_like", "multinomial", "normal", "uniform", "exponential"}
 _REDUCE = {"sum", "mean", "prod", "amax", "amin", "max", "min", "norm", "logsumexp", "std", "var", "argmax", "argmin",
-           "any", "all", "count_nonzero", "softmax", "log_softmax", "cumsum", "cumprod", "cummax", "cummin", "sort",
-           "argsort", "topk", "median", "nansum", "nanmean", "diff", "normalize", "std_mean", "var_mean", "kthvalue"}
+           "any", "all", "count_nonzero", "softmax", "log_softmax", "softmin", "cumsum", "cumprod", "cummax",
+           "cummin", "logcumsumexp", "sort", "argsort", "topk", "median", "nansum", "nanmean", "diff", "normalize",
+           "std_mean", "var_mean", "kthvalue"}
+#: normalizations within each row (over the trailing feature columns): they mix a row's columns, never rows
+_ROW_NORMS = {"layer_norm", "rms_norm", "group_norm", "local_response_norm"}
+#: operations that keep every element where it is — each output element reads the input elements at its own index
+#: (broadcast scalars and parameters aside): arithmetic, activations, comparisons, copies. Any other operation whose
+#: output has its input's shape may still move or mix elements (a batch or instance norm mixes rows, triu reads the
+#: indices, flipud reorders rows): it is refused where anything of its input is split (:meth:`_classify`: unknown)
+_POINTWISE = {
+    "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "floor_divide", "floordiv", "neg",
+    "negative", "pos", "positive", "pow", "float_power", "reciprocal", "square", "sqrt", "rsqrt", "abs", "absolute",
+    "sign", "sgn", "signbit", "fmod", "remainder", "mod", "exp", "exp2", "expm1", "log", "log1p", "log2", "log10",
+    "logaddexp", "logaddexp2", "hypot", "copysign", "heaviside", "lerp", "addcmul", "addcdiv", "xlogy", "clamp",
+    "clip", "clamp_min", "clamp_max", "maximum", "minimum", "fmax", "fmin", "floor", "ceil", "round", "trunc",
+    "frac", "fix", "nan_to_num", "where", "masked_fill", "sin", "cos", "tan", "asin", "acos", "atan", "atan2",
+    "arctan2", "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "arcsinh",
+    "arccosh", "arctanh", "deg2rad", "rad2deg", "erf", "erfc", "erfinv", "lgamma", "digamma", "polygamma", "logit",
+    "sigmoid", "i0", "sinc", "relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish",
+    "softplus", "softsign", "hardtanh", "hardsigmoid", "hardswish", "logsigmoid", "tanhshrink", "softshrink",
+    "hardshrink", "threshold", "prelu", "eq", "ne", "lt", "le", "gt", "ge", "greater", "less", "greater_equal",
+    "less_equal", "not_equal", "isnan", "isinf", "isfinite", "isposinf", "isneginf", "isclose", "logical_and",
+    "logical_or", "logical_not", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "invert",
+    "and", "or", "xor", "lshift", "rshift", "clone", "detach", "contiguous", "to", "type_as", "float", "double",
+    "half", "bfloat16", "long", "bool", "requires_grad", "copy", "fill", "zero", "zeros_like", "ones_like",
+    "empty_like", "full_like", "untyped_storage", "view", "view_as", "reshape", "reshape_as", "expand", "expand_as",
+    "broadcast_to", "flatten", "unflatten", "alias", "resolve_conj", "resolve_neg", "conj", "real", "identity"}
 _DIM_OPS = {"cat", "concat", "concatenate", "stack", "index_select", "gather", "scatter", "scatter_add", "index_add",
             "index_copy", "index_fill", "narrow", "split", "chunk", "select", "unbind", "roll", "flip",
             "repeat_interleave", "tensor_split"}
@@ -311,7 +336,14 @@ class _Tracer:
             rules.refuse(f"layer {layer}: torch {name} draws random numbers on {what}: each rank would draw its own; "
                          "use Model.input_dropout (node features) or a keyed mask (gridgnn.nn.dropout.edge_keep_mask)")
         kind = self._classify(name, args, kwargs, first_t, outs, tagged)
-        if kind == "rows":
+        if kind == "unknown":
+            split = rules.split_axes(first) or (() if isinstance(first, EdgeLayout) else rules.col_axis(first))
+            if split:
+                rules.refuse(f"layer {layer}: torch {name} is not an operation gridgnn knows to keep every element "
+                             f"in place, and {what} ({first}) is split over ranks, so it may mix rows or columns "
+                             "that other ranks hold; aggregate with g.spmm, reduce with the plan's primitives, or "
+                             "use --algo serial")
+        elif kind == "rows":
             if rules.split_axes(first):
                 rules.refuse(f"layer {layer}: torch {name} mixes the rows of {what} ({first}), whose rows are split "
                              "over ranks; aggregate over the graph with g.spmm, or reduce per-node values with the "
@@ -337,7 +369,8 @@ class _Tracer:
 
     @staticmethod
     def _classify(name, args, kwargs, first_t, outs, tagged) -> str:
-        """``"elementwise"``, ``"cols"`` (rows kept, columns mixed) or ``"rows"`` (rows mixed)."""
+        """``"elementwise"``, ``"cols"`` (rows kept, columns mixed), ``"rows"`` (rows mixed) or ``"unknown"`` (the
+        shape kept by an operation not known to be pointwise: it may mix rows or columns)."""
         nd = first_t.dim()
         if name in _MATMUL:  # X W keeps the rows of X and mixes its columns; a tagged right operand mixes rows
             if name in ("matmul", "mm", "bmm", "mv", "linear", "addmm") and len(args) > 1:
@@ -378,9 +411,11 @@ class _Tracer:
         if name in ("unsqueeze", "squeeze"):
             d = _dim(args, kwargs)
             return "rows" if d is not None and _touches_rows(d, nd + (name == "unsqueeze")) else "elementwise"
+        if name in _ROW_NORMS:
+            return "cols"
         shaped = [o for o in outs if isinstance(o, torch.Tensor)]
         if all(tuple(o.shape) == tuple(first_t.shape) for o in shaped):
-            return "elementwise"
+            return "elementwise" if name in _POINTWISE else "unknown"
         if all(o.dim() >= 1 and o.shape[0] == first_t.shape[0] for o in shaped):
             return "cols"
         return "rows"
