@@ -7,7 +7,7 @@ import scipy.sparse as sp
 
 from gridgnn.distributed.launch import launch
 from gridgnn.sampling import minibatches, sample_bulk
-from gridgnn.sampling.distributed import num_bulks, rank_batches, sampling_bytes
+from gridgnn.sampling.distributed import num_bulks, rank_batches, sampling_bytes, schedule
 from gridgnn.testing import SampleCase, sampling_worker
 
 PS = (1, 2, 4, 8)
@@ -90,6 +90,21 @@ def test_measured_bytes_equal_the_model(results):
             np.testing.assert_allclose(er, mr, rtol=0, atol=1e-9, err_msg=f"{name}: received bytes of {key}")
         if P > 1 and case.replication < P:
             assert sum(v[0].sum() for v in model.values()) > 0, name
+
+
+def test_a_step_sums_the_same_minibatches_whatever_the_bulk():
+    """Step g of an epoch is one update on minibatches g·P … g·P + P − 1 for every --bulk k (it summed other ones
+    at k > 1, so --bulk, a throughput setting, changed what P > 1 trained); each rank's bulk is what it trains."""
+    for P in PS:
+        for n in (1, 7, 11, 24):
+            want = [[g * P + r if g * P + r < n else -1 for r in range(P)] for g in range(-(-n // P))]
+            for k in (1, 2, 3, 5):
+                steps = schedule(n, P, k)
+                assert [ids for _, _, ids in steps] == want, (P, n, k)
+                for bulk, s, ids in steps:
+                    for r, t in enumerate(ids):
+                        mine = rank_batches(n, P, k, bulk, r)
+                        assert (t == -1 and len(mine) <= s) or mine[s] == t
 
 
 def test_bulks_cover_the_epoch():

@@ -245,8 +245,12 @@ def test_resume_reproduces_the_uninterrupted_minibatch_run(tmp_path, world):
         ["train", *common, "--epochs", 4, "--checkpoint-every", 4, "--out", tmp_path / "whole"],
         ["train", *common, "--epochs", 2, "--checkpoint-every", 1, "--out", tmp_path / "part"],
         ["train", "--resume", tmp_path / "part", "--epochs", 4, "--quiet", "--save-logits"],
+        # another P sums other minibatches into a step: refused (it went on, silently another run)
+        ["train", "--resume", tmp_path / "part", "--epochs", 5, "--quiet", "--nproc", 2 if world == 1 else 4],
     ])
-    assert codes == [0, 0, 0], r.stderr[-3000:]
+    assert codes == [0, 0, 0, 2], r.stderr[-3000:]
+    assert f"--nproc {2 if world == 1 else 4} differs from the checkpoint's {world}" in r.stderr
+    assert "a resumed minibatch run keeps its process count" in r.stderr
     whole = torch.load(tmp_path / "whole" / "checkpoint.pt", weights_only=True)
     resumed = torch.load(tmp_path / "part" / "checkpoint.pt", weights_only=True)
     assert resumed["epoch"] == whole["epoch"] == 4

@@ -2,7 +2,8 @@ r"""Sampling on many processes (MLSys'24 §5): graph replicated, or graph 1.5D-p
 
 **Who samples what.** Minibatches are handed out in bulks of ``P·k``: bulk ``t`` holds minibatches
 ``t·P·k … (t+1)·P·k − 1`` of the epoch; rank ``r`` (process ``P(i, j)``, ``r = i·c + j``) trains the ``k`` of
-them at ``t·P·k + r·k`` (fewer, or none, at the end of an epoch). The samples do not depend on where they are
+them at ``(t·k + s)·P + r``, ``s < k`` (fewer, or none, at the end of an epoch), so step ``g`` of the epoch sums
+minibatches ``g·P … g·P + P − 1`` whatever ``k``. The samples do not depend on where they are
 drawn (:mod:`gridgnn.sampling.matrix`: keyed randomness), so the two modes below give the same minibatches.
 
 * ``replicated`` (§5.1): every rank holds the whole pattern ``A`` and samples its own ``k`` minibatches — no
@@ -45,9 +46,10 @@ PHASE = "sample"
 
 
 def rank_batches(num_batches: int, world: int, k: int, bulk: int, rank: int) -> np.ndarray:
-    """Indices of the (at most ``k``) minibatches rank ``rank`` trains in bulk ``bulk``."""
-    first = bulk * world * k + rank * k
-    return np.arange(first, min(first + k, num_batches), dtype=np.int64)
+    """Indices of the (at most ``k``) minibatches rank ``rank`` trains in bulk ``bulk``: ``(bulk·k + s)·P + rank``
+    for its steps ``s`` (:func:`schedule`)."""
+    ids = (bulk * k + np.arange(k, dtype=np.int64)) * world + rank
+    return ids[ids < num_batches]
 
 
 def num_bulks(num_batches: int, world: int, k: int) -> int:
@@ -331,11 +333,13 @@ def fetch_bytes(frontiers: list, bounds: np.ndarray, c: int, row_bytes: int) -> 
 
 def schedule(num_batches: int, world: int, k: int) -> list[tuple[int, int, list[int]]]:
     """The steps of an epoch: ``(bulk, s, [minibatch of each rank or −1])`` — rank ``r`` trains minibatch
-    ``bulk·P·k + r·k + s`` in step ``s`` of bulk ``bulk``, if it exists; steps where no rank has one are skipped."""
+    ``(bulk·k + s)·P + r`` in step ``s`` of bulk ``bulk``, if it exists; steps where no rank has one are skipped.
+    The ``g``-th step of the epoch (``g = bulk·k + s``) sums minibatches ``g·P … g·P + P − 1`` whatever ``k``:
+    ``--bulk`` changes when a minibatch is sampled, never which update it joins."""
     out = []
     for bulk in range(num_bulks(num_batches, world, k)):
         for s in range(k):
-            ids = [t if t < num_batches else -1 for t in (bulk * world * k + r * k + s for r in range(world))]
+            ids = [t if t < num_batches else -1 for t in ((bulk * k + s) * world + r for r in range(world))]
             if any(t >= 0 for t in ids):
                 out.append((bulk, s, ids))
     return out
