@@ -37,7 +37,8 @@ def brute_force(world: int) -> set:
         return {("serial", None, 1, "random")}
     out = {(a, None, 1, p) for a in ("1d", "1d-sa") for p in ROW_PARTITIONS}
     out |= {(a, None, c, p) for a in ("1.5d", "1.5d-sa") for c in range(2, world + 1)
-            if _accepts("1.5d", world, replication=c) for p in ROW_PARTITIONS}
+            if _accepts("1.5d", world, replication=c) for p in ROW_PARTITIONS
+            if c < world or p == "random"}  # c = P: one row block, no partition to choose
     pairs = [(x, y) for x in range(1, world + 1) for y in range(1, world + 1) if _accepts("2d", world, shape=(x, y))]
     out |= {("2d", s, 1, o) for s in pairs for o in SUMMA_ORDERS}
     triples = [(x, y, world // (x * y)) for x in range(1, world + 1) for y in range(1, world + 1)
@@ -298,10 +299,10 @@ def test_plan_cli_and_algo_auto(tmp_path):
     assert args.partition == pick["config"]["partition"]
 
 
-@pytest.mark.parametrize("algos, overlaps", [("1d", True), ("plexus", False)])
-def test_the_pick_line_overlaps_where_the_pick_does(capsys, algos, overlaps):
+@pytest.mark.parametrize("algos", ["1d", "plexus,1d", "2d,plexus"])
+def test_the_pick_line_overlaps_where_the_pick_does(capsys, algos):
     """plan --overlap prices an algorithm that overlaps nothing without it: its pick line must not say --overlap
-    (train refuses it there)."""
+    (train refuses it there); a listing where none overlaps is refused (test_plan_refuses_what_no_candidate_reads)."""
     import shlex
 
     from gridgnn.cli import build_parser
@@ -309,7 +310,8 @@ def test_the_pick_line_overlaps_where_the_pick_does(capsys, algos, overlaps):
     assert run_main(["plan", "--data", SBM, "--nproc", 2, "--hidden", 8, "--overlap", "--algos", algos]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("pick: "))
     args = build_parser().parse_args(shlex.split(line[len("pick: "):].split("  (planned in")[0])[1:])
-    assert args.algo == algos and bool(getattr(args, "overlap", False)) == overlaps
+    assert args.algo in algos.split(",") and bool(getattr(args, "overlap", False)) == (args.algo in
+                                                                                        overlap_algorithms())
 
 
 def test_plan_without_a_configuration_to_pick_says_so(capsys):

@@ -43,6 +43,10 @@ BAD = [
     (["--model", "sage", "--sampler", "sage", "--fanout", "7,"], "--fanout '7,' must be integers"),  # (was 7,7)
     # --partition where nothing reads it (it was ignored, an unknown method too)
     (["--partition", "bogus"], "--partition bogus orders the vertices of several processes' blocks; --algo serial"),
+    (["--algo", "edge", "--nproc", "2", "--partition", "metis"], "--partition metis cuts the vertices into row "
+                                                                 "blocks; --algo edge on --nproc 2 has one"),
+    (["--algo", "1.5d", "--nproc", "2", "--replication", "2", "--partition", "hypergraph"],
+     "--algo 1.5d on --nproc 2 --replication 2 has one"),  # (the partitioner ran, and its parts were one)
     (["--model", "sage", "--sampler", "sage", "--partition", "metis"], "--partition metis applies to full-graph"),
     # flags that shaped nothing (accepted, ignored, and recorded in the summary as if they had)
     (["--layers", "1", "--hidden", "32"], "--hidden 32 sets the hidden layers' width; --layers 1 has none"),

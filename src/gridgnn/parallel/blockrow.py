@@ -989,7 +989,9 @@ class BlockRowFamily(Family):
         if world == 1:
             return []
         reps = [c for c in range(2, world + 1) if world % c == 0] if spec.grid == "1.5d" else [1]
-        return [(None, c, p) for c in reps for p in row_partitions]
+        # one row block (c = P) has no partition to choose: only the vertex order of "random" (config.validate)
+        return [(None, c, p) for c in reps for p in row_partitions
+                if self.row_blocks(spec, world, c) > 1 or p == "random"]
 
 
 def _graph_memory(acc: Ledger, ctx, *, rows: int, cols: int, nnz: float, stages, single_block: bool = False,

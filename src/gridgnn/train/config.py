@@ -569,6 +569,12 @@ class TrainConfig:
                                    f"--algo {self.algo} holds the graph whole in one process")
         else:
             self.mesh_shape(self.nproc)
+            if algo.row_partitioned and self.partition not in ("random", "identity", "single-perm") \
+                    and algo.row_blocks(self.nproc, self.replication) == 1:  # (its parts would be one: no order)
+                reps = f" --replication {self.replication}" if self.replication != 1 else ""
+                raise GridGnnError(f"--partition {self.partition} cuts the vertices into row blocks; --algo "
+                                   f"{self.algo} on --nproc {self.nproc}{reps} has one (every rank's rows are all "
+                                   "the vertices): leave --partition out")
         if self.overlap and not algo.overlap:
             raise GridGnnError(f"--overlap applies to --algo {', '.join(overlap_algorithms())}; {self.algo} overlaps "
                                "nothing yet")
