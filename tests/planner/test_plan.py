@@ -85,7 +85,7 @@ def test_candidates_leave_out_what_the_model_or_graph_cannot_run():
             return 1
         if c.algo.startswith("1.5d"):
             return 8 // c.replication
-        return {"2d": c.grid[0], "3d": c.grid[0] * c.grid[-1]}.get(c.algo, max(c.grid))
+        return {"2d": max(c.grid), "3d": max(c.grid[0] * c.grid[-1], c.grid[1])}.get(c.algo, max(c.grid))
 
     small = candidates(8, n=3)  # 3 vertices: no layout may cut them into more than 3 blocks
     assert small == [c for c in candidates(8) if blocks(c) <= 3]

@@ -90,7 +90,7 @@ def test_what_cannot_work_is_refused_before_spawning(tmp_path):
     assert codes == [2, 2], r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 2 and "just to start 1000000 processes" in lines[0] and "at most --nproc" in lines[0]
-    assert "cannot split 6 vertices into 8 row blocks (plexus on 8 processes)" in lines[1], lines
+    assert "cannot split 6 vertices into 8 vertex blocks (plexus on 8 processes)" in lines[1], lines
     assert not (tmp_path / "o").exists()
 
 
@@ -135,3 +135,14 @@ def test_summary_holds_the_memory_estimate_and_the_measured_peak(tmp_path):
         assert m / 1.5 < e < 1.5 * m, (est, peak)
     assert np.array_equal(np.load(out / "node_ids.npy"), np.sort(ids))
     assert np.load(out / "logits.npy").shape == (6, 2)
+
+
+def test_a_grid_with_more_column_blocks_than_vertices_names_the_count(capsys):
+    """2D's column blocks cut the vertices too: a 1x4 grid on 3 vertices is refused up front, naming the vertex
+    blocks (it was refused later, as "blocks 1×4 invalid for n=3")."""
+    from ._runs import run_main
+
+    assert run_main(["train", "--data", "synthetic:sbm?n=3&classes=1&avg_degree=2&features=4", "--algo", "2d",
+                     "--nproc", 4, "--grid", "1,4", "--epochs", 1, "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot split 3 vertices into 4 vertex blocks (2d on 4 processes)" in err[0], err

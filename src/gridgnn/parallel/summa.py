@@ -758,7 +758,7 @@ class SummaFamily(Family):
         return True
 
     def vertex_blocks(self, spec, world: int, replication: int, shape) -> int:
-        return self.layout_blocks(spec, shape)[0]
+        return max(self.layout_blocks(spec, shape))  # row blocks (x·z) and column blocks (y) alike cut the vertices
 
     def layout_blocks(self, spec, shape) -> tuple[int, int]:
         return (shape[0] * shape[2], shape[1]) if len(shape) == 3 else (shape[0], shape[1])

@@ -72,7 +72,7 @@ def check_data(n: int, num_features: int, num_classes: int, n_train: int, blocks
     if n_train < 1:
         raise GridGnnError("the graph has no labelled training nodes")
     if n < blocks:
-        raise GridGnnError(f"cannot split {n} vertices into {blocks} row blocks")
+        raise GridGnnError(f"cannot split {n} vertices into {blocks} vertex blocks")
 
 
 def check_inference_data(n: int, num_features: int, dims: list[int], blocks: int, *, degree: bool = False,
@@ -89,7 +89,7 @@ def check_inference_data(n: int, num_features: int, dims: list[int], blocks: int
     if num_features != dims[0]:
         raise GridGnnError(f"the graph has {num_features} node features; the model was trained on {dims[0]}")
     if n < blocks:
-        raise GridGnnError(f"cannot split {n} vertices into {blocks} row blocks")
+        raise GridGnnError(f"cannot split {n} vertices into {blocks} vertex blocks")
 
 
 def in_memory_name(graph) -> str:

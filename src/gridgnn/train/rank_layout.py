@@ -45,7 +45,7 @@ def check_vertex_count(n: int, algo: str, world: int, replication: int, shape) -
     """Refuse a graph of ``n`` vertices that ``algo`` on ``world`` processes cannot split."""
     blocks = vertex_blocks(algo, world, replication, shape)
     if n < blocks:
-        raise GridGnnError(f"cannot split {n} vertices into {blocks} row blocks ({algo} on {world} processes)")
+        raise GridGnnError(f"cannot split {n} vertices into {blocks} vertex blocks ({algo} on {world} processes)")
 
 
 def make_partition(graph: Graph, parts: int, method: str, seed: int) -> RowPartition:
