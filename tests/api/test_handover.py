@@ -109,7 +109,7 @@ import gridgnn.graph.sharded as sharded
 
 def write_then_terminated(graph, folder, **kw):
     open(os.path.join(folder, "half-written"), "w").close()
-    os.kill(os.getpid(), signal.SIGTERM)
+    os.kill(os.getpid(), getattr(signal, sys.argv[2]))
 
 sharded.write_sharded = write_then_terminated
 try:
@@ -119,15 +119,17 @@ except gridgnn.TrainingFailed as exc:
 """
 
 
-def test_sigterm_while_writing_the_shards_leaves_nothing(tmp_path):
-    """SIGTERM while the shards are written (the long part for a big graph) ends the run with 143 and one line,
-    and the half-written folder is removed (the default SIGTERM would end the process without its clean-up)."""
+@pytest.mark.parametrize("signame, status", [("SIGTERM", 143), ("SIGHUP", 129)])
+def test_sigterm_while_writing_the_shards_leaves_nothing(tmp_path, signame, status):
+    """SIGTERM, or SIGHUP (the terminal closed), while the shards are written (the long part for a big graph) ends
+    the run with 128 + the signal and one line, and the half-written folder is removed (the default handler would
+    end the process without its clean-up; SIGHUP's did, leaving the folder)."""
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, "-c", _SIGTERM_WHILE_WRITING, SMALL], capture_output=True, text=True,
-                       timeout=120, env=dict(os.environ, TMPDIR=str(tmp_path)))
-    assert r.returncode == 143, r.stderr[-2000:]
-    assert r.stderr.strip().splitlines() == ["gridgnn: interrupted (SIGTERM) while writing the graph's shards for "
+    r = subprocess.run([sys.executable, "-c", _SIGTERM_WHILE_WRITING, SMALL, signame], capture_output=True,
+                       text=True, timeout=120, env=dict(os.environ, TMPDIR=str(tmp_path)))
+    assert r.returncode == status, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines() == [f"gridgnn: interrupted ({signame}) while writing the graph's shards for "
                                              "the ranks; none started"], r.stderr[-2000:]
     assert not [p for p in os.listdir(tmp_path) if p.startswith("gridgnn-")]

@@ -103,25 +103,29 @@ def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None, name:
 
 @contextlib.contextmanager
 def _terminate_cleanly():
-    """While the shards are written (the longest part for a big graph), SIGTERM ends this process through its
-    ``finally`` clauses, so the half-written folder is removed, rather than at once (the default); the launcher
-    installs its own handlers once the ranks start. A handler the program set itself is left alone."""
+    """While the shards are written (the longest part for a big graph), SIGTERM or SIGHUP (the terminal closed)
+    ends this process through its ``finally`` clauses, so the half-written folder is removed, rather than at once
+    (the default); the launcher installs its own handlers once the ranks start. A handler the program set itself,
+    or a signal ignored (``nohup``), is left alone."""
     import signal
     import sys
     import threading
 
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
+    taken = [sig for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None))
+             if sig is not None and signal.getsignal(sig) is signal.SIG_DFL]
 
     def terminated(signum, frame):  # noqa: ARG001 - signal handler signature
-        print("gridgnn: interrupted (SIGTERM) while writing the graph's shards for the ranks; none started",
-              file=sys.stderr, flush=True)
+        print(f"gridgnn: interrupted ({signal.Signals(signum).name}) while writing the graph's shards for the ranks; "
+              "none started", file=sys.stderr, flush=True)
         raise SystemExit(128 + signum)
 
-    signal.signal(signal.SIGTERM, terminated)
+    for sig in taken:
+        signal.signal(sig, terminated)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for sig in taken:
+            signal.signal(sig, signal.SIG_DFL)
