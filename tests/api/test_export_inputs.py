@@ -142,3 +142,28 @@ def test_export_refuses_edges_gridgnn_refuses():
         rgcn(x, ei, edge_type=kinds + (torch.arange(m) == 7).long())
     with pytest.raises(ValueError, match="integer relation ids"):
         rgcn(x, ei, edge_type=kinds.double())
+
+
+def test_export_counts_degree_features_per_vertex_pair_as_the_loader_does(tmp_path):
+    """An R-GCN trained on degree features (a typed graph without features, as PyG's Entities datasets): pairs
+    joined by two relations count once in the degrees, as the loader counted them, so PyG's own edges and types
+    without x give the trained model's logits (the export counted relation edges: 0.75 apart)."""
+    from gridgnn.graph import Graph
+
+    rng = np.random.default_rng(7)
+    n, relations = 30, 3
+    src, dst, kind = rng.integers(0, 28, 90), rng.integers(0, 28, 90), rng.integers(0, relations, 90)
+    src, dst = np.r_[src, src[:8]], np.r_[dst, dst[:8]]
+    kind = np.r_[kind, (kind[:8] + 1) % relations]  # 8 pairs joined by a second relation
+    train = np.arange(n) < 15
+    g = Graph.from_edges(src, dst, n, edge_type=kind, num_relations=relations, y=np.arange(n) % 3,
+                         train_mask=train, val_mask=~train, test_mask=~train)
+    from gridgnn.graph.loaders import save_npz
+
+    save_npz(g, tmp_path / "typed.npz")  # saved without features: the loader gives it degree features
+    g = gridgnn.load_graph(f"npz:{tmp_path / 'typed.npz'}")
+    assert g.meta.get("features") == "degree"
+    result = gridgnn.train(graph=g, model="rgcn", epochs=2, dtype="float64", hidden=6, dropout=0.0, quiet=True)
+    net = result.model.to_pyg()
+    got = net(None, torch.tensor(np.stack([src, dst])), edge_type=torch.tensor(kind), num_nodes=n)
+    np.testing.assert_allclose(got.double().numpy(), result.model.predict(g), rtol=1e-9, atol=1e-12)

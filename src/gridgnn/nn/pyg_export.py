@@ -247,9 +247,12 @@ class PygExport(torch.nn.Module):
 
     @staticmethod
     def _degrees(edge_index, n: int) -> torch.Tensor:
-        """``[1, log(1 + in-degree), log(1 + out-degree)]`` (:func:`gridgnn.graph.loaders.degree_features`)."""
-        indeg = torch.bincount(edge_index[1], minlength=n).double()
-        outdeg = torch.bincount(edge_index[0], minlength=n).double()
+        """``[1, log(1 + in-degree), log(1 + out-degree)]`` (:func:`gridgnn.graph.loaders.degree_features`): the
+        degrees of the vertex pairs, a pair joined by several relations counted once, as the loader counts them."""
+        width = max(n, 1)
+        pairs = torch.unique(edge_index[1].long() * width + edge_index[0].long())
+        indeg = torch.bincount(pairs // width, minlength=n).double()
+        outdeg = torch.bincount(pairs % width, minlength=n).double()
         return torch.stack([torch.ones(n, dtype=torch.float64), torch.log1p(indeg), torch.log1p(outdeg)],
                            dim=1).float()
 
