@@ -146,3 +146,20 @@ def test_a_grid_with_more_column_blocks_than_vertices_names_the_count(capsys):
                      "--nproc", 4, "--grid", "1,4", "--epochs", 1, "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot split 3 vertices into 4 vertex blocks (2d on 4 processes)" in err[0], err
+
+
+@pytest.mark.parametrize("sampler", [None, "sage"])
+def test_overlapping_masks_are_refused(sampler):
+    """A vertex in the training and the test masks: its test accuracy was reported over training vertices, as if
+    held out (the OGB loader already refused overlapping split files); full-graph and minibatch runs alike."""
+    import gridgnn
+    from gridgnn.errors import GridGnnError
+    from gridgnn.graph.spec import load_graph
+
+    g = load_graph("synthetic:sbm?n=60&classes=3&avg_degree=4&features=4")
+    test = g.test_mask.copy()
+    test[np.flatnonzero(g.train_mask)[:3]] = True
+    opts = dict(model="sage", sampler="sage", batch_size=8) if sampler else {}
+    with pytest.raises(GridGnnError, match="the graph's train and test masks share 3 vertices"):
+        gridgnn.train(graph=g.with_(test_mask=test), epochs=1, quiet=True, **opts)
+    gridgnn.train(graph=g, epochs=1, quiet=True, **opts)  # disjoint: trains

@@ -92,6 +92,21 @@ def check_inference_data(n: int, num_features: int, dims: list[int], blocks: int
         raise GridGnnError(f"cannot split {n} vertices into {blocks} vertex blocks")
 
 
+def check_disjoint_masks(graph) -> None:
+    """The training, validation and test vertices are three sets: a vertex in two of them is refused (a test
+    accuracy over training vertices would be reported as if it were held out), as the OGB loader refuses
+    overlapping split files."""
+    masks = [(name, getattr(graph, f"{name}_mask")) for name in ("train", "val", "test")]
+    for i, (a, ma) in enumerate(masks):
+        for b, mb in masks[i + 1:]:
+            if ma is None or mb is None:
+                continue
+            both = np.flatnonzero(np.asarray(ma, bool) & np.asarray(mb, bool))
+            if both.size:
+                raise GridGnnError(f"the graph's {a} and {b} masks share {both.size} vertices (e.g. vertex "
+                                   f"{int(both[0])}); a vertex belongs to one split")
+
+
 def in_memory_name(graph) -> str:
     """What a summary calls a graph handed over from Python (``gridgnn train --config`` refuses to rerun it)."""
     return f"in-memory:{getattr(graph, 'name', None) or 'graph'}"
@@ -160,6 +175,7 @@ def checked_graph(cfg: TrainConfig, given, blocks: int, *, dims: list[int] | Non
     graph = load_graph(cfg.data if given is None else given, seed=cfg.seed)
     require_nonnegative_weights(graph)  # on every rank, before anything starts
     if dims is None:
+        check_disjoint_masks(graph)
         n_train = 0 if graph.y is None or graph.train_mask is None else \
             int((graph.train_mask & (graph.y >= 0)).sum())
         check_data(graph.n, graph.num_features, graph.num_classes, n_train, blocks)
