@@ -221,3 +221,18 @@ def test_a_run_in_a_users_session_leaves_its_plotting_alone(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip().splitlines()[-1] == "svg [1]", r.stdout
     assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_kept_note_says_a_resume_goes_on_from_the_checkpoint():
+    """An interrupted run with --checkpoint-every 20 kept 33 epochs of metrics; its checkpoint holds 20, and the
+    note said the resume "goes on" as if from 33."""
+    import os
+
+    from gridgnn.train.outputs import kept_note
+
+    note = kept_note("runs/a", 33, "checkpoint.pt", 20)
+    assert note.startswith("kept the 33 finished epoch(s) in runs/a")
+    assert note.endswith(f"--resume {os.path.join('runs/a', 'checkpoint.pt')} --out runs/a goes on from its last "
+                         "checkpoint (written every 20 epochs)")
+    assert kept_note("runs/a", 3, "checkpoint.pt", 1).endswith("goes on")  # every epoch: nothing trained again
+    assert kept_note("runs/a", 3, None, 0).endswith("(no checkpoint: --checkpoint-every N writes one)")

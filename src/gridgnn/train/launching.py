@@ -141,7 +141,7 @@ def keep_if_interrupted(cfg: TrainConfig, exc: BaseException) -> int:
               file=sys.stderr, flush=True)
         return 0
     if kept and not cfg.quiet:
-        print(kept_note(cfg.out, kept, ckpt), flush=True)
+        print(kept_note(cfg.out, kept, ckpt, cfg.checkpoint_every), flush=True)
     return kept
 
 

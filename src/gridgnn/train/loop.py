@@ -105,7 +105,7 @@ class RunLoop:
         ckpt = CHECKPOINT if os.path.isfile(os.path.join(cfg.out, CHECKPOINT)) else None
         if self.files.keep(self.history, lambda: interrupted_summary(cfg, self.history, why, ckpt)) \
                 and not cfg.quiet:
-            self.console.write(kept_note(cfg.out, len(self.history), ckpt))
+            self.console.write(kept_note(cfg.out, len(self.history), ckpt, cfg.checkpoint_every))
 
     def _keep_now(self) -> None:
         """``--keep best``: this epoch is the best so far; its parameters overwrite the kept copy (one copy held)."""

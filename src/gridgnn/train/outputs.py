@@ -349,10 +349,12 @@ def keep_interrupted(path: str | None, summary_of) -> int:
         lock.release()
 
 
-def kept_note(out: str, epochs: int, checkpoint: str | None) -> str:
-    """The line that says what an interrupted run kept, and how to go on."""
-    again = (f"; gridgnn train --resume {os.path.join(out, checkpoint)} --out {out} goes on" if checkpoint else
-             " (no checkpoint: --checkpoint-every N writes one)")
+def kept_note(out: str, epochs: int, checkpoint: str | None, every: int = 0) -> str:
+    """The line that says what an interrupted run kept, and how to go on (from the checkpoint's epoch, written
+    every ``every`` epochs: the epochs after it are trained again)."""
+    since = f" from its last checkpoint (written every {every} epochs)" if checkpoint and every > 1 else ""
+    again = (f"; gridgnn train --resume {os.path.join(out, checkpoint)} --out {out} goes on{since}" if checkpoint
+             else " (no checkpoint: --checkpoint-every N writes one)")
     return f"kept the {epochs} finished epoch(s) in {out}: metrics.jsonl, metrics.csv, summary.json (interrupted){again}"
 
 
