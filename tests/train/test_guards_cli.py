@@ -149,7 +149,7 @@ def test_a_grid_with_more_column_blocks_than_vertices_names_the_count(capsys):
 
 
 @pytest.mark.parametrize("sampler", [None, "sage"])
-def test_overlapping_masks_are_refused(sampler):
+def test_overlapping_masks_and_early_stop_without_validation_are_refused(sampler):
     """A vertex in the training and the test masks: its test accuracy was reported over training vertices, as if
     held out (the OGB loader already refused overlapping split files); full-graph and minibatch runs alike."""
     import gridgnn
@@ -162,4 +162,8 @@ def test_overlapping_masks_are_refused(sampler):
     opts = dict(model="sage", sampler="sage", batch_size=8) if sampler else {}
     with pytest.raises(GridGnnError, match="the graph's train and test masks share 3 vertices"):
         gridgnn.train(graph=g.with_(test_mask=test), epochs=1, quiet=True, **opts)
-    gridgnn.train(graph=g, epochs=1, quiet=True, **opts)  # disjoint: trains
+    gridgnn.train(graph=g, epochs=1, quiet=True, early_stop=1, **opts)  # disjoint, validated: trains
+    # --early-stop with no validation vertex to watch (it never stopped, and --keep best kept the last epoch)
+    with pytest.raises(GridGnnError, match="--early-stop 2 watches the validation accuracy; the graph has no "
+                                           "labelled validation vertices"):
+        gridgnn.train(graph=g.with_(val_mask=np.zeros(g.n, bool)), epochs=1, quiet=True, early_stop=2, **opts)

@@ -92,10 +92,15 @@ def check_inference_data(n: int, num_features: int, dims: list[int], blocks: int
         raise GridGnnError(f"cannot split {n} vertices into {blocks} vertex blocks")
 
 
-def check_disjoint_masks(graph) -> None:
+def check_splits(cfg: TrainConfig, graph) -> None:
     """The training, validation and test vertices are three sets: a vertex in two of them is refused (a test
     accuracy over training vertices would be reported as if it were held out), as the OGB loader refuses
-    overlapping split files."""
+    overlapping split files; ``--early-stop`` needs labelled validation vertices to watch (without, it never
+    stopped and ``--keep best`` kept the last epoch, without a word)."""
+    if cfg.early_stop and (graph.y is None or graph.val_mask is None
+                           or not (np.asarray(graph.val_mask, bool) & (graph.y >= 0)).any()):
+        raise GridGnnError(f"--early-stop {cfg.early_stop} watches the validation accuracy; the graph has no "
+                           "labelled validation vertices (leave --early-stop out)")
     masks = [(name, getattr(graph, f"{name}_mask")) for name in ("train", "val", "test")]
     for i, (a, ma) in enumerate(masks):
         for b, mb in masks[i + 1:]:
@@ -175,7 +180,7 @@ def checked_graph(cfg: TrainConfig, given, blocks: int, *, dims: list[int] | Non
     graph = load_graph(cfg.data if given is None else given, seed=cfg.seed)
     require_nonnegative_weights(graph)  # on every rank, before anything starts
     if dims is None:
-        check_disjoint_masks(graph)
+        check_splits(cfg, graph)
         n_train = 0 if graph.y is None or graph.train_mask is None else \
             int((graph.train_mask & (graph.y >= 0)).sum())
         check_data(graph.n, graph.num_features, graph.num_classes, n_train, blocks)

@@ -59,7 +59,7 @@ from .startup import StartupClock
 from .step import allreduce_grads
 from .summary import count, median_of, run_summary, traffic
 from .tasks import NodeReport
-from .data_checks import (check_data, check_disjoint_masks, data_fingerprint, in_memory_name, settle_edge_dim,
+from .data_checks import (check_data, check_splits, data_fingerprint, in_memory_name, settle_edge_dim,
                           with_feature_norm)
 from .rank_setup import build_model, delta_of, ratio
 
@@ -171,7 +171,7 @@ class NodeSamples(NodeReport):
         labelled = graph.y is not None and graph.train_mask is not None
         self.train_ids = np.flatnonzero(graph.train_mask & (graph.y >= 0)) if labelled else np.zeros(0, np.int64)
         check_data(graph.n, graph.num_features, graph.num_classes, len(self.train_ids), world // cfg.replication)
-        check_disjoint_masks(graph)
+        check_splits(cfg, graph)
         self.dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
         self.split = {name: np.flatnonzero(m & (graph.y >= 0)) if m is not None else np.zeros(0, np.int64)
                       for name, m in (("val", graph.val_mask), ("test", graph.test_mask))}
