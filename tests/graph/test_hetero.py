@@ -10,7 +10,7 @@ import torch
 from torch_geometric.data import HeteroData
 
 from gridgnn.errors import GridGnnError
-from gridgnn.graph import load_graph
+from gridgnn.graph import Graph, load_graph
 from gridgnn.graph.hetero import typed_sbm_graph
 
 
@@ -193,3 +193,19 @@ def test_save_npz_keeps_what_the_input_pipeline_reads(tmp_path):
     np.savez(tmp_path / "bad.npz", **bad)
     with pytest.raises(GridGnnError, match="'data_notes' must be a JSON object"):
         load_npz(tmp_path / "bad.npz")
+
+
+def test_an_npz_counting_a_relation_twice_is_refused(tmp_path):
+    """A relation joins a pair once (Graph.from_edges merges an edge given twice with one relation); an npz whose
+    edge_type_counts hold 2 trained R-GCN on a multigraph that no export or rerun reproduces: refused, naming it."""
+    from gridgnn.graph.loaders import load_npz, save_npz
+
+    g = Graph.from_edges(np.array([0, 1, 2, 2]), np.array([1, 2, 0, 1]), 3, edge_type=np.array([0, 1, 0, 1]))
+    path = save_npz(g, tmp_path / "typed.npz")
+    arrs = dict(np.load(path, allow_pickle=False))
+    counts = arrs["edge_type_counts"].copy()
+    counts[0, counts[0].argmax()] = 2
+    np.savez(tmp_path / "twice.npz", **{**arrs, "edge_type_counts": counts})
+    assert load_npz(path).edge_type_counts.max() == 1
+    with pytest.raises(GridGnnError, match=r"edge_type_counts: edge \d -> \d counts a relation 2 times, and 0 more"):
+        load_npz(tmp_path / "twice.npz")
