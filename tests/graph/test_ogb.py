@@ -225,6 +225,10 @@ def _label_count(d):
     write_ogb(d, label_lines=["1"] * (N - 2))
 
 
+def _trailing_blank_label(d):
+    write_ogb(d, label_lines=["1"] * N + [""])
+
+
 def _label_not_integer(d):
     write_ogb(d, label_lines=["1"] * 5 + ["1.5"] + ["0"] * (N - 6))
 
@@ -266,7 +270,9 @@ BAD = [
     (_missing_split_file, r"split/time/test.csv.gz: file not found"),
     (_no_split, r"no split/ folder"),
     (_multi_label, r"node-label.csv.gz: labels have 3 columns per node: multi-label targets .* not single-class"),
-    (_label_count, r"node-label.csv.gz: 10 labels for 12 nodes"),
+    (_label_count, r"node-label.csv.gz: 10 labels for 12 nodes \(num-node-list.csv.gz; one line per node, nan or "
+                   r"empty = unlabelled\)$"),
+    (_trailing_blank_label, r"13 labels for 12 nodes .* its last line, empty or nan, is one node too many"),
     (_label_not_integer, r"node-label.csv.gz: line 6: label 1.5 is not an integer class id"),
     (_label_not_number, r"node-label.csv.gz: line 6: label 'cat' is not a number"),
     (_not_gzip, r"edge.csv.gz: not a readable gzip file"),

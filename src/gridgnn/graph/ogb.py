@@ -366,8 +366,10 @@ def load_ogb(directory, *, split: str | None = None, directed: bool = False, see
         n = int(y.size)
         check_vertex_count(n, f"{label_p}: {n} label lines")
     elif y.size != n:
+        last = " — its last line, empty or nan, is one node too many (a trailing blank line?)" \
+            if y.size == n + 1 and int(y[-1]) == -1 else ""
         raise GridGnnError(f"{label_p}: {y.size} labels for {n} nodes (num-node-list.csv.gz; one line per node, "
-                           f"nan or empty = unlabelled)")
+                           f"nan or empty = unlabelled){last}")
     y = _node_arrays(label_p, n, None, y, {})["y"]
     x = _features(feat_p, n)
     num_edges = None
