@@ -96,22 +96,38 @@ def test_softmax_row_pieces_and_column_sums_equal_the_torch_references(dtype, mo
             torch.testing.assert_close(g_, w_, **TOL[dtype], msg=lambda t: f"case {k}: {t}")
 
 
-def test_results_do_not_depend_on_the_thread_count():
+def test_results_do_not_depend_on_the_thread_count(monkeypatch):
+    """One thread runs each kernel's serial twin, two threads the parallel kernel (every size: SERIAL_BELOW 0 here,
+    or the pattern would be too small to leave the twin): the same bits, attention included (the twins of the
+    kernels that allow reassociation were compiled without it and differed in the last bits)."""
+    from gridgnn.ops import attend as A
+
+    monkeypatch.setattr(K, "SERIAL_BELOW", 0)
     pat = awkward_pattern(300, 200, seed=9)
+    square = awkward_pattern(300, 300, seed=10)
     r = np.random.default_rng(0)
     vals = torch.from_numpy(r.normal(size=(pat.nnz, 2)))
     x = torch.from_numpy(r.normal(size=(200, 8)))
     d = torch.from_numpy(r.normal(size=(300, 8)))
+    h = torch.from_numpy(r.normal(size=(300, 8)))
+    dy = torch.from_numpy(r.normal(size=(300, 8)))
+    scores = {dot: (torch.from_numpy(r.normal(size=(300, w))), torch.from_numpy(r.normal(size=(300, w))))
+              for dot, w in ((True, 8), (False, 2))}  # a dot product of 2 heads of 4 columns; an additive score
+    kw = dict(slope=0.2, keep=None, q=1.0)
     before = torch.get_num_threads()
     outs = []
     try:
         for t in (1, 2):
             torch.set_num_threads(t)
-            outs.append((P.spmm(pat, vals, x), P.spmm(pat, vals, d, transpose=True), P.sddmm_dot(pat, d, x, 2)))
+            got = [P.spmm(pat, vals, x), P.spmm(pat, vals, d, transpose=True), P.sddmm_dot(pat, d, x, 2)]
+            for dot, (a_dst, a_src) in scores.items():
+                alpha, y = A.forward(square, a_dst, a_src, h, dot=dot, heads=2, **kw)
+                got += [alpha, y, *A.backward(square, a_dst, a_src, h, dy, alpha, dot=dot, **kw)]
+            outs.append(got)
     finally:
         torch.set_num_threads(before)
-    for a, b in zip(*outs):
-        assert torch.equal(a, b)
+    for k, (a, b) in enumerate(zip(*outs)):
+        assert torch.equal(a, b), k
 
 
 def test_edge_cases_without_edges_or_columns():

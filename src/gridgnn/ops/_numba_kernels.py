@@ -50,10 +50,13 @@ def prefetch_row(typingctx, arr, i):
 def serial_twin(kernel):
     """The same kernel compiled without ``parallel`` (``prange`` runs as ``range``): no thread pool is woken, for
     small inputs and one-thread ranks. A copy of the function under another name, so numba's cache (whose key
-    ignores the ``parallel`` flag) keeps the two apart."""
+    ignores the ``parallel`` flag) keeps the two apart. Compiled with the kernel's own ``fastmath``: the same
+    reassociation, so the twin and the kernel give the same bits whatever the threads or the size (without it, the
+    sums of the kernels that allow ``reassoc`` differed in the last bits between a small rank and a large one)."""
     fn = kernel.py_func
     code = fn.__code__.replace(co_name=fn.__name__ + "_serial", co_qualname=fn.__qualname__ + "_serial")
-    return njit(cache=True, nogil=True)(types.FunctionType(code, fn.__globals__, code.co_name))
+    fastmath = kernel.targetoptions.get("fastmath", False)
+    return njit(cache=True, nogil=True, fastmath=fastmath)(types.FunctionType(code, fn.__globals__, code.co_name))
 
 
 @njit(cache=True, nogil=True, inline="always")
