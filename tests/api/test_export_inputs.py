@@ -155,9 +155,9 @@ def test_export_counts_degree_features_per_vertex_pair_as_the_loader_does(tmp_pa
     src, dst, kind = rng.integers(0, 28, 90), rng.integers(0, 28, 90), rng.integers(0, relations, 90)
     src, dst = np.r_[src, src[:8]], np.r_[dst, dst[:8]]
     kind = np.r_[kind, (kind[:8] + 1) % relations]  # 8 pairs joined by a second relation
-    train = np.arange(n) < 15
+    split = np.arange(n) % 3
     g = Graph.from_edges(src, dst, n, edge_type=kind, num_relations=relations, y=np.arange(n) % 3,
-                         train_mask=train, val_mask=~train, test_mask=~train)
+                         train_mask=split == 0, val_mask=split == 1, test_mask=split == 2)
     from gridgnn.graph.loaders import save_npz
 
     save_npz(g, tmp_path / "typed.npz")  # saved without features: the loader gives it degree features
@@ -166,4 +166,27 @@ def test_export_counts_degree_features_per_vertex_pair_as_the_loader_does(tmp_pa
     result = gridgnn.train(graph=g, model="rgcn", epochs=2, dtype="float64", hidden=6, dropout=0.0, quiet=True)
     net = result.model.to_pyg()
     got = net(None, torch.tensor(np.stack([src, dst])), edge_type=torch.tensor(kind), num_nodes=n)
+    np.testing.assert_allclose(got.double().numpy(), result.model.predict(g), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("model", ["sage", "gcn"])
+def test_edges_out_of_a_vertex_of_weighted_degree_zero_stay_in_the_pattern(model):
+    """Vertex 0 has a self-loop of weight 0 and no weighted edge in, so GCN's degree of it is 0 and its normalized
+    out-edges are 0; they are still edges for the layers that aggregate over the pattern (SAGE dropped them: 1.05
+    off PyG's SAGEConv on the same edges and weights), and GCN stays PyG's gcn_norm."""
+    from gridgnn.graph import Graph
+
+    rng = np.random.default_rng(4)
+    n = 30
+    pairs = sorted({(int(a), int(b)) for a, b in zip(rng.integers(1, 28, 80), rng.integers(1, 28, 80)) if a != b})
+    pairs += [(0, k) for k in range(1, 6)] + [(0, 0)]
+    src, dst = np.array(pairs).T
+    w = rng.uniform(0.5, 2, src.size)
+    w[-1] = 0.0
+    x = rng.normal(size=(n, 5)).astype(np.float32)
+    split = np.arange(n) % 3
+    g = Graph.from_edges(src, dst, n, weights=w, directed=True, x=x, y=np.arange(n) % 3, train_mask=split == 0,
+                         val_mask=split == 1, test_mask=split == 2)
+    result = gridgnn.train(graph=g, model=model, epochs=2, dtype="float64", hidden=6, dropout=0.0, quiet=True)
+    got = result.model.to_pyg()(torch.tensor(x), torch.tensor(np.stack([src, dst])), edge_weight=torch.tensor(w))
     np.testing.assert_allclose(got.double().numpy(), result.model.predict(g), rtol=1e-9, atol=1e-12)

@@ -633,11 +633,15 @@ def scale_rows(rows: sp.csr_matrix, lo: int, dinv: np.ndarray) -> sp.csr_matrix:
     r"""Rows ``lo, …`` of :math:`D^{-1/2}(M + I)D^{-1/2}` from those rows of :math:`M + I` and every vertex's
     :math:`D^{-1/2}` (``dinv``, length ``n``)."""
     h = rows.shape[0]
-    # D^-1/2 (M + I) D^-1/2 entry by entry, (d_i · m_ij) · d_j as the product with the diagonals rounds it; an
-    # entry that becomes zero (a zero-weight loop on an isolated vertex) is dropped, as that product drops it
+    # D^-1/2 (M + I) D^-1/2 entry by entry, (d_i · m_ij) · d_j as the product with the diagonals rounds it. An entry
+    # of weight zero (a zero-weight loop or edge) is no edge and is dropped; an edge of positive weight out of a
+    # vertex of degree zero (d_j = 0: its own loop of weight zero, no weighted edge in) stays, an explicit zero,
+    # since the pattern of this matrix is the graph every other layer aggregates over (SAGE, GAT, ... as PyG's)
+    if rows.nnz and rows.data.min() <= 0:  # (weights are non-negative: a zero entry, without a pass over them)
+        rows = sp.csr_matrix(rows, copy=True)
+        rows.eliminate_zeros()
     row = lo + np.repeat(np.arange(h), np.diff(rows.indptr))
     out = sp.csr_matrix(((dinv[row] * rows.data) * dinv[rows.indices], rows.indices.copy(), rows.indptr.copy()),
                         shape=rows.shape)
-    out.eliminate_zeros()
     out.sort_indices()
     return out
