@@ -143,6 +143,8 @@ def test_raw_ops_that_are_not_local_are_refused():
                        "torch batch_norm is not an operation gridgnn knows to keep every element in place"),
         "triu": (lambda h, g, plan, m: torch.triu(h), ("1d",), "torch triu is not an operation gridgnn knows"),
         "flipud": (lambda h, g, plan, m: torch.flipud(h), ("2d",), "torch flipud is not an operation"),
+        "layer norm over rows": (lambda h, g, plan, m: F.layer_norm(h, h.shape), ("1d",), "mixes the rows"),
+        "rrelu": (lambda h, g, plan, m: F.rrelu(h, training=True), ("1d",), "random"),
     }
     for name, (op, algos, words) in ops.items():
         for algo in algos:
@@ -154,7 +156,12 @@ def test_raw_ops_that_are_not_local_are_refused():
         model_trace([7, 3], lambda p: Probe([7, 3], op=ops[name][0], plan=p, dtype=torch.float64), "1.5d")
     for name in ("row sum", "batch norm", "triu"):
         model_trace([7, 3], lambda p: Probe([7, 3], op=ops[name][0], plan=p, dtype=torch.float64), "serial")
-    pointwise = lambda h, g, plan, m: F.gelu(torch.clamp(h, -1, 1)).sigmoid() * 2 + (h > 0)  # noqa: E731
+    def pointwise(h, g, plan, m):  # elementwise, however spelled: none is refused where anything is split
+        keep = h > 0
+        keep &= h < 1  # an in-place dunder
+        h = F.dropout(h, 0.0, training=True) + F.dropout(h, 0.5, training=False)  # dropouts that draw nothing
+        return F.gelu(torch.clamp(h, -1, 1)).sigmoid() * 2 + torch.special.expit(h) * keep + F.rrelu(h)
+
     model_trace([7, 3], lambda p: Probe([7, 3], op=pointwise, plan=p, dtype=torch.float64), "plexus")
 
 

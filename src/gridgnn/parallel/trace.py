@@ -97,8 +97,10 @@ class Trace:
 
 
 # ---------------------------------------------------------------------------------------------------- raw ops
-_REFLECTED = {"radd", "rsub", "rmul", "rtruediv", "rdiv", "rpow", "rmatmul", "rfloordiv", "rmod"}
-_INPLACE_DUNDER = {"iadd", "isub", "imul", "itruediv", "idiv", "ipow", "imatmul", "ifloordiv"}
+_REFLECTED = {"radd", "rsub", "rmul", "rtruediv", "rdiv", "rpow", "rmatmul", "rfloordiv", "rmod", "rand", "ror", "rxor",
+              "rlshift", "rrshift"}
+_INPLACE_DUNDER = {"iadd", "isub", "imul", "itruediv", "idiv", "ipow", "imatmul", "ifloordiv", "iand", "ior", "ixor",
+                   "ilshift", "irshift", "imod"}
 #: queries and metadata: no data flows
 _IGNORED = {"get", "set", "size", "dim", "ndimension", "numel", "nelement", "item", "tolist", "is_floating_point",
             "element_size", "len", "repr", "format", "data_ptr", "bool", "is_contiguous", "stride", "storage_offset",
@@ -106,7 +108,8 @@ _IGNORED = {"get", "set", "size", "dim", "ndimension", "numel", "nelement", "ite
             "is_complex", "type", "is_leaf", "grad_fn", "shape", "device", "dtype", "hash", "int",
             "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor", "eq_", "ne_"}
 _RANDOM = {"dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout", "bernoulli",
-           "rand_like", "randn_like", "randint_like", "multinomial", "normal", "uniform", "exponential"}
+           "rand_like", "randn_like", "randint_like", "multinomial", "normal", "uniform", "exponential", "rrelu",
+           "gumbel_softmax"}
 _REDUCE = {"sum", "mean", "prod", "amax", "amin", "max", "min", "norm", "logsumexp", "std", "var", "argmax", "argmin",
            "any", "all", "count_nonzero", "softmax", "log_softmax", "softmin", "cumsum", "cumprod", "cummax",
            "cummin", "logcumsumexp", "sort", "argsort", "topk", "median", "nansum", "nanmean", "diff", "normalize",
@@ -132,7 +135,8 @@ _POINTWISE = {
     "less_equal", "not_equal", "isnan", "isinf", "isfinite", "isposinf", "isneginf", "isclose", "logical_and",
     "logical_or", "logical_not", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "invert",
     "and", "or", "xor", "lshift", "rshift", "clone", "detach", "contiguous", "to", "type_as", "float", "double",
-    "half", "bfloat16", "long", "bool", "requires_grad", "copy", "fill", "zero", "zeros_like", "ones_like",
+    "half", "bfloat16", "long", "copy", "fill", "zero", "zeros_like", "ones_like", "expit", "ndtr", "ndtri",
+    "log_ndtr", "erfcx", "i0e", "i1", "i1e", "xlog1py", "entr", "bessel_j0", "bessel_j1",
     "empty_like", "full_like", "untyped_storage", "view", "view_as", "reshape", "reshape_as", "expand", "expand_as",
     "broadcast_to", "flatten", "unflatten", "alias", "resolve_conj", "resolve_neg", "conj", "real", "identity"}
 _DIM_OPS = {"cat", "concat", "concatenate", "stack", "index_select", "gather", "scatter", "scatter_add", "index_add",
@@ -152,7 +156,7 @@ def _op_name(func) -> str:
         return {"truediv": "div", "getitem": "getitem", "setitem": "setitem"}.get(core, core)
     if name.endswith("_") and not name.endswith("__"):
         name = name[:-1]
-    return name
+    return name.removeprefix("special_")  # torch.special.expit arrives as special_expit
 
 
 def _flat(obj, out: list) -> list:
@@ -332,17 +336,20 @@ class _Tracer:
             p = kwargs.get("p", args[1] if len(args) > 1 else 0.5)
             training = kwargs.get("train", kwargs.get("training", args[2] if len(args) > 2 else True))
             harmless = p == 0 or training is False
+        elif name == "rrelu":  # F.rrelu(input, lower, upper, training): a fixed leaky slope when not training
+            harmless = kwargs.get("training", args[3] if len(args) > 3 else False) is False
         if name in _RANDOM and not harmless:
             rules.refuse(f"layer {layer}: torch {name} draws random numbers on {what}: each rank would draw its own; "
                          "use Model.input_dropout (node features) or a keyed mask (gridgnn.nn.dropout.edge_keep_mask)")
-        kind = self._classify(name, args, kwargs, first_t, outs, tagged)
+        kind = "elementwise" if harmless else self._classify(name, args, kwargs, first_t, outs, tagged)
         if kind == "unknown":
             split = rules.split_axes(first) or (() if isinstance(first, EdgeLayout) else rules.col_axis(first))
             if split:
                 rules.refuse(f"layer {layer}: torch {name} is not an operation gridgnn knows to keep every element "
                              f"in place, and {what} ({first}) is split over ranks, so it may mix rows or columns "
                              "that other ranks hold; aggregate with g.spmm, reduce with the plan's primitives, or "
-                             "use --algo serial")
+                             "use --algo serial (an elementwise operation missing from gridgnn's list is a bug to "
+                             "report)")
         elif kind == "rows":
             if rules.split_axes(first):
                 rules.refuse(f"layer {layer}: torch {name} mixes the rows of {what} ({first}), whose rows are split "
@@ -411,8 +418,10 @@ class _Tracer:
         if name in ("unsqueeze", "squeeze"):
             d = _dim(args, kwargs)
             return "rows" if d is not None and _touches_rows(d, nd + (name == "unsqueeze")) else "elementwise"
-        if name in _ROW_NORMS:
-            return "cols"
+        if name in _ROW_NORMS:  # over the trailing normalized_shape (layer/rms norm) or the channels of each row
+            shape = args[1] if name in ("layer_norm", "rms_norm") and len(args) > 1 else \
+                kwargs.get("normalized_shape", ())
+            return "rows" if len(tuple(shape) if not isinstance(shape, int) else (shape,)) >= nd else "cols"
         shaped = [o for o in outs if isinstance(o, torch.Tensor)]
         if all(tuple(o.shape) == tuple(first_t.shape) for o in shaped):
             return "elementwise" if name in _POINTWISE else "unknown"
