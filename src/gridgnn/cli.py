@@ -55,6 +55,7 @@ def train_config(args):
     from .train.invocation import config_from_flags
 
     given = {k: v for k, v in vars(args).items() if k not in ("command", "func", "config")}
+    typed_keep = given.get("keep")  # (a file's --keep, a summary's above all, is no request of this command line)
     if getattr(args, "config", None) is not None:  # the file's options, the flags on the command line over them
         from .nn.base import is_import_path
         from .graph.spec import spec_key
@@ -76,7 +77,7 @@ def train_config(args):
         given = {**from_file, **given}
     env = env_context(given.get("device", "auto"))
     cfg = config_from_flags(given, env_world=env.world_size if env is not None else None)
-    if given.get("keep") == "last" and cfg.out is None:  # (the Python API hands its model on: there it chooses)
+    if typed_keep == "last" and cfg.out is None:  # (the Python API hands its model on: there it chooses)
         raise GridGnnError("--keep last chooses the parameters the run hands on (model.pt, --save-logits); without "
                            "--out DIR the command line hands none on")
     return cfg

@@ -339,3 +339,13 @@ def test_a_value_recorded_or_inherited_is_no_request(tmp_path):
                      "--out", out]) == 0
     assert json.loads((out / "summary.json").read_text())["config"]["hidden"] == 16
     assert run_main(["train", "--config", out / "summary.json", "--quiet", "--out", tmp_path / "again"]) == 0
+
+
+def test_a_recorded_keep_last_is_no_request(tmp_path, capsys):
+    """--keep last without --out is refused on the command line; a summary that recorded it (a run with --out)
+    reruns without --out, as any recorded value does."""
+    out = tmp_path / "last"
+    assert run_main(["train", "--data", SBM, "--epochs", 1, "--keep", "last", "--quiet", "--out", out]) == 0
+    assert run_main(["train", "--config", out / "summary.json", "--quiet"]) == 0, capsys.readouterr().err
+    assert run_main(["train", "--config", out / "summary.json", "--keep", "last", "--quiet"]) == 2
+    assert "--keep last chooses the parameters" in capsys.readouterr().err

@@ -46,6 +46,14 @@ def test_options_that_would_be_ignored_are_refused(flags, needle):
         TrainConfig(data=S, **flags).validate()
 
 
+def test_a_step_schedule_a_checkpoint_may_continue_to_is_accepted(tmp_path):
+    """--lr-step fixes its steps whatever --epochs, so a run that writes checkpoints may be resumed into them: its
+    first part is not refused (one epoch after the warm-up, or the step past its last epoch)."""
+    for epochs, warmup, step in ((3, 2, 1), (10, 2, 8)):
+        TrainConfig(data=S, epochs=epochs, warmup=warmup, lr_schedule="step", lr_step=step, checkpoint_every=1,
+                    out=str(tmp_path / "run")).validate()
+
+
 def test_state_and_memory_per_optimizer():
     assert state_keys("adam", None) == state_keys("adamw", None) == ("exp_avg", "exp_avg_sq")
     assert state_keys("sgd", None) == ("momentum_buffer",) and state_keys("sgd", 0.0) == ()

@@ -16,6 +16,7 @@ ranking metrics (issue 26; the training task that composes them with the encoder
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,8 +120,9 @@ def link_split(graph: Graph, val: float = 0.05, test: float = 0.1, *, seed: int 
     n_val, n_test = int(val * e), int(test * e)
     for name, frac, count in (("validation", val, n_val), ("test", test, n_test)):
         if frac > 0 and count == 0:  # (a split asked for and silently empty: no metric, no best epoch)
+            least = math.ceil(1e4 / e) / 1e4  # four decimals, rounded up: int(least · e) >= 1
             raise GridGnnError(f"the {name} fraction {frac:g} of the graph's {e} edges is no edge (give at least "
-                               f"{1 / e:.3g}, or 0 for no {name} edges)")
+                               f"{least:g}, or 0 for no {name} edges)")
     if e - n_val - n_test < 1:
         raise GridGnnError(f"the graph has {e} edges: nothing left to train on after {n_val} validation and "
                            f"{n_test} test edges")

@@ -317,8 +317,8 @@ class TrainConfig:
                                 help="--task link: negative pairs per positive, drawn afresh each epoch for training "
                                      "and once for validation and test (default 1)")
     hits_k: int | None = opt(None, "task", role="link", metavar="K", low=1, high=MAX_ROWS,
-                             help="--task link: the K of Hits@K (default 50, OGB's ogbl-collab; refused when given at "
-                                  "or past a split's negatives, where it is 1.0 whatever the scores; the default's "
+                             help="--task link: the K of Hits@K (default 50, OGB's ogbl-collab; refused when given "
+                                  "past a split's negatives, where it is 1.0 whatever the scores; the default's "
                                   "is then reported as none)")
     decoder: str | None = opt(None, "task", role="link", choices=("dot", "mlp"),
                               help="--task link: how a pair is scored from its endpoints' embeddings: dot (their dot "
@@ -716,12 +716,13 @@ class TrainConfig:
             raise GridGnnError(f"--warmup {self.warmup} leaves no epoch after the warm-up of --epochs {self.epochs} "
                                "(give fewer warm-up epochs)")
         span = self.epochs - self.warmup  # the epochs the schedule sets (optim.rate)
-        if self.lr_schedule != "none" and span == 1:
+        continued = self.lr_schedule == "step" and self.lr_step is not None and self.checkpoint_every  # (a run that
+        # writes checkpoints may be continued to its steps, which --lr-step fixes whatever the epochs)
+        if self.lr_schedule != "none" and span == 1 and not continued:
             raise GridGnnError(f"--lr-schedule {self.lr_schedule}: the one epoch after the warm-up of --epochs "
                                f"{self.epochs} trains at --lr, which the schedule never changes (give more epochs, "
                                "or leave --lr-schedule out)")
-        if self.lr_schedule == "step" and self.lr_step is not None and self.lr_step >= span \
-                and not self.checkpoint_every:  # (a run that writes checkpoints may be continued to its steps)
+        if self.lr_schedule == "step" and self.lr_step is not None and self.lr_step >= span and not continued:
             raise GridGnnError(f"--lr-step {self.lr_step}: the first step would come at epoch "
                                f"{self.warmup + self.lr_step + 1}, after the last of --epochs {self.epochs} (give "
                                f"--lr-step {span - 1} or less)")
