@@ -207,5 +207,7 @@ def test_an_npz_counting_a_relation_twice_is_refused(tmp_path):
     counts[0, counts[0].argmax()] = 2
     np.savez(tmp_path / "twice.npz", **{**arrs, "edge_type_counts": counts})
     assert load_npz(path).edge_type_counts.max() == 1
-    with pytest.raises(GridGnnError, match=r"edge_type_counts: edge \d -> \d counts a relation 2 times, and 0 more"):
+    with pytest.raises(GridGnnError, match=r"edge_type_counts: edge \d -> \d is of a relation 2 times, and 0 more"):
         load_npz(tmp_path / "twice.npz")
+    with pytest.raises(GridGnnError, match="a relation joins a pair once"):  # a Graph built directly too
+        Graph(indptr=g.indptr, indices=g.indices, n=g.n, directed=True, edge_type_counts=counts)

@@ -49,9 +49,9 @@ class Graph:
         edge_attr: ``float[nnz, d]`` edge features, row ``k`` belonging to the stored entry ``k`` (CSR order: by
             destination, then source), or ``None``. A layer reads those of its local edges as
             ``g.edge_features`` on every algorithm.
-        edge_type_counts: ``int32[nnz, R]``: how many input edges of each of the ``R`` relation types the stored
-            entry ``k`` stands for (a typed graph, PyG ``RGCNConv``'s ``edge_type``; a pair of vertices may be joined
-            by several relations), or ``None`` (one relation). A layer reads the local edges' per-relation mean
+        edge_type_counts: ``int32[nnz, R]``: 1 where the stored entry ``k`` is an edge of relation ``r``, else 0
+            (a typed graph, PyG ``RGCNConv``'s ``edge_type``; a pair of vertices may be joined by several
+            relations, each once), or ``None`` (one relation). A layer reads the local edges' per-relation mean
             weights as ``g.relation_values`` on every algorithm. Build it with ``Graph.from_edges(...,
             edge_type=...)``.
         node_types: ``None``, or the vertex types of a heterogeneous graph as ``{"names": [...], "offsets":
@@ -473,8 +473,17 @@ class Graph:
                     or not 1 <= c.shape[1] <= MAX_RELATIONS:
                 raise GridGnnError(f"edge_type_counts have shape {tuple(c.shape)} ({c.dtype}), expected "
                                    f"({self.indices.size}, R) integers with 1 <= R <= {MAX_RELATIONS}")
-            if c.size and (c.min() < 0 or int(c.max()) > np.iinfo(np.int32).max):
-                raise GridGnnError("edge_type_counts must be in [0, 2^31 - 1]")
+            if c.size and c.min() < 0:
+                raise GridGnnError("edge_type_counts must be 0 or 1 (whether an edge is of each relation)")
+            many = np.flatnonzero((c > 1).any(axis=1)) if c.size else ()
+            if len(many):  # (from_edges counts a relation of a pair once: an edge given twice is merged)
+                k = int(many[0])
+                src, dst = int(self.indices[k]), int(np.searchsorted(self.indptr, k, side="right") - 1)
+                if self.original_ids is not None and len(self.original_ids) == n:
+                    src, dst = int(self.original_ids[src]), int(self.original_ids[dst])
+                raise GridGnnError(f"edge_type_counts: edge {src} -> {dst} is of a relation {int(c[k].max())} "
+                                   f"times, and {len(many) - 1} more edges are of one more than once; a relation "
+                                   "joins a pair once (an edge given twice with one relation is merged): 0 or 1")
             empty = np.flatnonzero(~c.any(axis=1)) if c.size else np.empty(0, np.int64)
             if empty.size:  # a stored edge of no relation carries no message (like a zero or negative weight)
                 k = int(empty[0])

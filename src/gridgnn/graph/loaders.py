@@ -1039,14 +1039,6 @@ def load_npz(path, *, seed: int = 0) -> Graph:
             if attr is not None or values is not None:
                 raise GridGnnError("a typed graph (edge_type_counts) takes no 'data' nor 'edge_attr'")
             counts = node.pop("edge_type_counts")
-            many = np.flatnonzero((np.asarray(counts) > 1).any(axis=1)) if np.ndim(counts) == 2 else ()
-            if len(many):  # (Graph.from_edges counts each relation of a pair once: no graph it makes holds more)
-                k = int(many[0])
-                src, dst = int(indices[k]), int(np.searchsorted(indptr, k, side="right") - 1)
-                raise GridGnnError(f"edge_type_counts: edge {src} -> {dst} counts a relation "
-                                   f"{int(np.max(counts[k]))} times, and {len(many) - 1} more edges count one more "
-                                   "than once; a relation joins a pair once (an edge given twice with one relation "
-                                   "is merged): store 0 or 1")
             g = Graph(indptr=indptr, indices=indices, n=n, directed=True, original_ids=original, name=name,
                       edge_type_counts=counts, **node)
             pattern = g.csr()

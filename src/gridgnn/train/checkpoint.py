@@ -1,5 +1,6 @@
 r"""Checkpoint and resume: ``--checkpoint-every N`` writes ``OUT/checkpoint.pt``; ``--resume DIR`` continues
-from ``DIR/checkpoint.pt`` with any algorithm and any number of processes.
+from ``DIR/checkpoint.pt`` with any algorithm and any number of processes (a minibatch run keeps its number of
+processes: a step is one update on the union of the ranks' minibatches).
 
 The file (written atomically by rank 0; read on every rank with ``torch.load(weights_only=True)``, so it holds
 only plain containers, numbers, strings and tensors — loading it runs no code):

@@ -439,7 +439,8 @@ class TrainConfig:
                                 help="write DIR/checkpoint.pt (full parameters and optimizer state) every N epochs and at "
                                      "the end; 0 = never")
     resume: str | None = opt(None, "run", role="invocation", metavar="DIR",
-                             help="continue from DIR/checkpoint.pt with any --algo/--nproc; its config is the base, "
+                             help="continue from DIR/checkpoint.pt with any --algo/--nproc (a minibatch run keeps its "
+                                  "--nproc); its config is the base, "
                                   "the flags given override it (--out defaults to DIR)")
     quiet: bool = opt(False, "run", role="invocation", help="no progress bar or per-epoch lines")
     log_every: int | None = opt(None, "run", role="display", metavar="N", low=0, high=MAX_EPOCHS,

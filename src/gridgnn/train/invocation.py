@@ -73,7 +73,8 @@ def config_from_flags(given: dict, *, env_world: int | None = None) -> TrainConf
     if ckpt is not None:
         saved = ckpt.get("config", {}).get("nproc")
         if cfg.sampler is not None and saved is not None and saved != cfg.nproc:
-            raise GridGnnError(f"--nproc {cfg.nproc} differs from the checkpoint's {saved} "
+            whence = "" if "nproc" in given else " (the launcher's world size)"
+            raise GridGnnError(f"--nproc {cfg.nproc}{whence} differs from the checkpoint's {saved} "
                                f"({checkpoint_file(cfg.resume)}): a minibatch step is one update on the union of "
                                "the ranks' minibatches, so a resumed minibatch run keeps its process count")
         check_epochs(ckpt, checkpoint_file(cfg.resume), cfg.epochs, cfg.early_stop)
