@@ -291,7 +291,8 @@ def test_a_fanout_at_or_past_the_candidates_is_every_neighbour():
     a = random_graph(30, 120, seed=0)
     batches = [np.array([0, 1, 2, 3])]
     full = sample_bulk(a, batches, [-1, -1], sampler="ladies")
-    wide = sample_bulk(a, batches, [len(full.nodes[-2]), 10000], sampler="ladies")  # at, then past the candidates
+    at = layer_probabilities(a, batches, "ladies")[0].nnz  # the first hop's candidates: a fanout exactly at them
+    wide = sample_bulk(a, batches, [at, 10000], sampler="ladies")  # at, then past the candidates
     for x, y in zip(full.nodes, wide.nodes):
         np.testing.assert_array_equal(x, y)
     for x, y in zip(full.blocks, wide.blocks):
