@@ -52,7 +52,7 @@ from ..ops import semiring as sr
 from ..ops.lean_backward import product
 from ..ops.pattern import (INT32_MAX, Pattern, col_sum, holds_row, index_bytes, index_dtype, np_index, reduce_rows,
                            rows_of, sddmm_add, sddmm_dot, spmm)
-from ..partition import RowPartition, even_bounds
+from ..partition import BUILTIN_PARTITIONS, RowPartition, even_bounds
 from ..partition.layout import BlockRowSchedule, stage_chunks
 from .aggregate import SourceKeys
 from .attention import FusedAttention, fusable
@@ -989,9 +989,9 @@ class BlockRowFamily(Family):
         if world == 1:
             return []
         reps = [c for c in range(2, world + 1) if world % c == 0] if spec.grid == "1.5d" else [1]
-        # one row block (c = P) has no partition to choose: only the vertex order of "random" (config.validate)
+        # one row block (c = P) has no partition to choose: only the orders (config.validate refuses the others)
         return [(None, c, p) for c in reps for p in row_partitions
-                if self.row_blocks(spec, world, c) > 1 or p == "random"]
+                if self.row_blocks(spec, world, c) > 1 or p in BUILTIN_PARTITIONS]
 
 
 def _graph_memory(acc: Ledger, ctx, *, rows: int, cols: int, nnz: float, stages, single_block: bool = False,

@@ -26,6 +26,11 @@ from ..errors import GridGnnError
 from ..ops.pattern import index_bytes
 
 
+#: The row partitions that only order the vertices, then cut them into equal blocks (``--partition``'s built-in
+#: methods, no graph partitioner): the choices that still order a layout of one row block
+BUILTIN_PARTITIONS = ("random", "single-perm", "identity")
+
+
 @dataclass(frozen=True)
 class RowPartition:
     """Contiguous row blocks after relabeling.

@@ -15,6 +15,7 @@ from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
 from ..nn.base import TRAINER_OPTIONS, Option, declared_options, model_options, resolve_model  # noqa: E402
 from ..nn.gat import MAX_HEADS  # noqa: E402
 from ..parallel.registry import ALGORITHMS, one_process, overlap_algorithms  # noqa: E402
+from ..partition import BUILTIN_PARTITIONS  # noqa: E402
 from .outputs import CHECKPOINT, TensorBoardLog, check_out_dir, check_tensorboard, is_our_events
 
 #: the built-in models (``--model`` also takes any registered name or ``package.module:Class``)
@@ -570,7 +571,7 @@ class TrainConfig:
                                    f"--algo {self.algo} holds the graph whole in one process")
         else:
             self.mesh_shape(self.nproc)
-            if algo.row_partitioned and self.partition not in ("random", "identity", "single-perm") \
+            if algo.row_partitioned and self.partition not in BUILTIN_PARTITIONS \
                     and algo.row_blocks(self.nproc, self.replication) == 1:  # (its parts would be one: no order)
                 reps = f" --replication {self.replication}" if self.replication != 1 else ""
                 raise GridGnnError(f"--partition {self.partition} cuts the vertices into row blocks; --algo "

@@ -19,11 +19,10 @@ from ..parallel.registry import layout_rules
 from ..parallel.trace import trace
 from ..parallel.blockrow import serial_plan
 from ..parallel.source import InMemorySource
-from ..partition import RowPartition, even_bounds
+from ..partition import BUILTIN_PARTITIONS, RowPartition, even_bounds
 from ..planner.memory import TRACE_BYTES_PER_PARAMETER, estimate_rank_memory
 from .step import LocalData
 
-BUILTIN_PARTITIONS = ("random", "single-perm", "identity")
 GRAPH_PARTITIONERS = ("metis", "metis-vol", "hypergraph", "balanced")
 PERMUTATIONS = ("random", "single-perm", "identity", "double-perm", "balanced-perm")
 #: the vertex orders that depend on ``n`` and the seed alone (cheap to build again; the others read the graph)
