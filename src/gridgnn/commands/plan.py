@@ -7,6 +7,7 @@ import time
 
 import shlex
 
+from ..errors import GridGnnError
 from ..train.config import add_flags, command_flags, given_flags
 from ..train.outputs import add_overwrite_flag, check_new_files
 from .simulate import SIMULATE_FLAGS, fixed_wire
@@ -37,7 +38,6 @@ def add_plan_arguments(p) -> None:
 def check_read(nproc: int, listing: dict, *, partitions: str | None, overlap: bool) -> None:
     """``--partitions`` and ``--overlap`` refused where no candidate of the algorithms listed reads them (the
     families' own candidates say which do), as training refuses what shapes nothing."""
-    from ..errors import GridGnnError
     from ..parallel.registry import algorithm
     from ..planner.plan import candidates
 
@@ -53,7 +53,6 @@ def check_read(nproc: int, listing: dict, *, partitions: str | None, overlap: bo
 
 
 def run_plan_command(args) -> int:
-    from ..errors import GridGnnError
     from ..train.data_checks import planned_graph
     from ..parallel import ALGOS
     from ..distributed.machine import available_memory_bytes
