@@ -87,8 +87,8 @@ def _multigraph(seed: int = 0, n: int = 60, m: int = 240, features: int | None =
     data = Data(edge_index=torch.from_numpy(np.stack([src, dst])), y=y, num_nodes=n)
     if features:
         data.x = torch.from_numpy(r.random((n, features)).astype(np.float32))
-    mask = torch.from_numpy(np.arange(n) % 3 == 0)
-    data.train_mask, data.val_mask, data.test_mask = mask, ~mask, ~mask
+    split = torch.from_numpy(np.arange(n) % 3)
+    data.train_mask, data.val_mask, data.test_mask = split == 0, split == 1, split == 2
     return data
 
 
