@@ -330,3 +330,32 @@ def test_a_model_that_reads_edge_features_is_refused_a_dataset_that_dropped_them
     s = gridgnn.train(data=f"sharded:{tmp_path / 'sh'}", model="gatv2", algo="1d", nproc=2, epochs=1, quiet=True,
                       edge_dim=0)
     assert s["config"]["edge_dim"] == 0
+
+
+def test_overlapping_masks_and_early_stop_without_validation_are_refused_on_a_sharded_dataset(tmp_path):
+    """A sharded dataset's masks are checked as a graph in memory's are (the reader gathers them chunk by chunk):
+    a vertex in two splits, or ``--early-stop`` with no labelled validation vertex, was trained on without a word
+    from ``sharded:``, where the same graph in memory is refused."""
+    import gridgnn
+    from gridgnn.graph.graph import SplitFacts
+    from gridgnn.graph.spec import load_graph
+
+    g = load_graph("synthetic:sbm?n=60&classes=3&avg_degree=4&features=4")
+    test = g.test_mask.copy()
+    both = np.flatnonzero(g.train_mask[30:])[:2] + 30  # in the second of three node chunks
+    test[both] = True
+    pr = pc = single_permutation(g.n, 3)
+    write_sharded(g.with_(test_mask=test), tmp_path / "overlap", perm_r=pr, perm_c=pc, blocks=(2, 2),
+                  partition_name="single-perm", seed=3, node_chunks=3)
+    facts = ShardedDataset(tmp_path / "overlap").split_facts
+    whole = SplitFacts.of(g.with_(test_mask=test))
+    assert facts == whole and facts.overlaps == {("train", "test"): (2, int(both[0]))}
+    assert facts.labelled_val == int((g.val_mask & (g.y >= 0)).sum()) > 0
+    with pytest.raises(GridGnnError, match=f"train and test masks share 2 vertices \\(e.g. vertex {both[0]}\\)"):
+        gridgnn.train(data=f"sharded:{tmp_path / 'overlap'}", algo="1d", nproc=2, epochs=1, quiet=True)
+    write_sharded(g.with_(val_mask=np.zeros(g.n, bool)), tmp_path / "noval", perm_r=pr, perm_c=pc, blocks=(2, 2),
+                  partition_name="single-perm", seed=3)
+    assert ShardedDataset(tmp_path / "noval").split_facts == SplitFacts()
+    with pytest.raises(GridGnnError, match="--early-stop 2 watches the validation accuracy; the graph has no "
+                                           "labelled validation vertices"):
+        gridgnn.train(data=f"sharded:{tmp_path / 'noval'}", algo="1d", nproc=2, epochs=1, quiet=True, early_stop=2)

@@ -654,3 +654,37 @@ def scale_rows(rows: sp.csr_matrix, lo: int, dinv: np.ndarray) -> sp.csr_matrix:
                         shape=rows.shape)
     out.sort_indices()
     return out
+
+
+SPLITS = ("train", "val", "test")
+
+
+@dataclass
+class SplitFacts:
+    """What training checks of a graph's splits (:func:`gridgnn.train.data_checks.check_splits`), gathered from
+    its masks whole or a chunk of vertices at a time (a sharded dataset's node chunks): ``labelled_val`` the
+    validation vertices with a label, ``overlaps`` ``{(a, b): (count, first vertex)}`` for each pair of splits
+    whose masks share vertices."""
+
+    labelled_val: int = 0
+    overlaps: dict = field(default_factory=dict)
+
+    def add(self, masks: dict, y, offset: int = 0) -> None:
+        """Count the vertices ``offset ..`` of ``masks`` (``{split: bool array or None}``) with labels ``y``."""
+        val = masks.get("val")
+        if val is not None and y is not None:
+            self.labelled_val += int((np.asarray(val, bool) & (np.asarray(y) >= 0)).sum())
+        for i, a in enumerate(SPLITS):
+            for b in SPLITS[i + 1:]:
+                if masks.get(a) is None or masks.get(b) is None:
+                    continue
+                both = np.flatnonzero(np.asarray(masks[a], bool) & np.asarray(masks[b], bool))
+                if both.size:
+                    count, first = self.overlaps.get((a, b), (0, offset + int(both[0])))
+                    self.overlaps[(a, b)] = (count + int(both.size), first)
+
+    @classmethod
+    def of(cls, graph: Graph) -> "SplitFacts":
+        facts = cls()
+        facts.add({s: getattr(graph, f"{s}_mask") for s in SPLITS}, graph.y)
+        return facts

@@ -65,7 +65,7 @@ import scipy.sparse as sp
 
 from ..errors import GridGnnError
 from .files import atomic_write
-from .graph import Graph, _check_node_types, gcn_normalize
+from .graph import SPLITS, Graph, SplitFacts, _check_node_types, gcn_normalize
 from .pipeline import _is_layout, typed_layout
 from .safe_io import (MAX_ID, DataFileError, check_alloc, memmap_npy, npy_header, read_npy, read_npz,
                       regular_file, short)
@@ -780,7 +780,7 @@ class ShardedDataset:
 
     def _check_node_arrays(self) -> None:
         r"""Headers of every node chunk against ``node_arrays``; ``num_classes`` and ``n_train`` against the
-        stored labels and train mask (read one chunk at a time)."""
+        stored labels and train mask, and the masks' ``split_facts`` (read one chunk at a time)."""
         nb = self.node_chunk_bounds
         for name, (dtype, tail) in self._node_info.items():
             for k, f in enumerate(self._files["nodes"][name]):
@@ -794,18 +794,22 @@ class ShardedDataset:
                     raise GridGnnError(f"node chunk {f} is corrupt: shape {hdr.shape} dtype {hdr.dtype}, meta.json "
                                        f"says {want} {dtype}")
         top, n_train = -1, 0
-        if "y" in self._node_info:
-            for k in range(nb.size - 1):
-                y = np.asarray(self._chunk("y", k))
-                m = np.asarray(self._chunk("train_mask", k)) if "train_mask" in self._node_info else None
-                if y.size:
-                    if y.min() < -1:
-                        raise GridGnnError(f"node chunk {self._files['nodes']['y'][k]} is corrupt: label "
-                                           f"{int(y.min())} (labels are >= 0, -1 = unlabelled)")
-                    top = max(top, int(y.max()))
-                if m is not None:
-                    n_train += int((m.astype(bool) & (y >= 0)).sum())
-                del y, m
+        self.split_facts = SplitFacts()  # what training checks of the splits (check_splits), chunk by chunk
+        for k in range(nb.size - 1):
+            y = np.asarray(self._chunk("y", k)) if "y" in self._node_info else None
+            masks = {s: np.asarray(self._chunk(f"{s}_mask", k)) if f"{s}_mask" in self._node_info else None
+                     for s in SPLITS}
+            self.split_facts.add(masks, y, int(nb[k]))
+            if y is None:
+                continue
+            if y.size:
+                if y.min() < -1:
+                    raise GridGnnError(f"node chunk {self._files['nodes']['y'][k]} is corrupt: label "
+                                       f"{int(y.min())} (labels are >= 0, -1 = unlabelled)")
+                top = max(top, int(y.max()))
+            if masks["train"] is not None:
+                n_train += int((masks["train"].astype(bool) & (y >= 0)).sum())
+            del y, masks
         if top >= self.n:
             raise GridGnnError(f"{self._files['nodes']['y'][0].parent}: a stored label {top} is not below "
                                f"n={self.n}")

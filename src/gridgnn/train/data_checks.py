@@ -9,7 +9,7 @@ import inspect
 import numpy as np
 
 from ..errors import GridGnnError
-from ..graph.graph import require_nonnegative_weights
+from ..graph.graph import SplitFacts, require_nonnegative_weights
 from ..graph.loaders import degree_features, normalize_features
 from ..graph.pipeline import typed_layout
 from ..graph.spec import load_graph
@@ -92,24 +92,18 @@ def check_inference_data(n: int, num_features: int, dims: list[int], blocks: int
         raise GridGnnError(f"cannot split {n} vertices into {blocks} vertex blocks")
 
 
-def check_splits(cfg: TrainConfig, graph) -> None:
+def check_splits(cfg: TrainConfig, facts: SplitFacts) -> None:
     """The training, validation and test vertices are three sets: a vertex in two of them is refused (a test
     accuracy over training vertices would be reported as if it were held out), as the OGB loader refuses
     overlapping split files; ``--early-stop`` needs labelled validation vertices to watch (without, it never
-    stopped and ``--keep best`` kept the last epoch, without a word)."""
-    if cfg.early_stop and (graph.y is None or graph.val_mask is None
-                           or not (np.asarray(graph.val_mask, bool) & (graph.y >= 0)).any()):
+    stopped and ``--keep best`` kept the last epoch, without a word). ``facts``: :meth:`SplitFacts.of` a graph in
+    memory, or a sharded dataset's ``split_facts``."""
+    if cfg.early_stop and not facts.labelled_val:
         raise GridGnnError(f"--early-stop {cfg.early_stop} watches the validation accuracy; the graph has no "
                            "labelled validation vertices (leave --early-stop out)")
-    masks = [(name, getattr(graph, f"{name}_mask")) for name in ("train", "val", "test")]
-    for i, (a, ma) in enumerate(masks):
-        for b, mb in masks[i + 1:]:
-            if ma is None or mb is None:
-                continue
-            both = np.flatnonzero(np.asarray(ma, bool) & np.asarray(mb, bool))
-            if both.size:
-                raise GridGnnError(f"the graph's {a} and {b} masks share {both.size} vertices (e.g. vertex "
-                                   f"{int(both[0])}); a vertex belongs to one split")
+    for (a, b), (count, first) in facts.overlaps.items():
+        raise GridGnnError(f"the graph's {a} and {b} masks share {count} vertices (e.g. vertex {first}); a vertex "
+                           "belongs to one split")
 
 
 def in_memory_name(graph) -> str:
@@ -180,7 +174,7 @@ def checked_graph(cfg: TrainConfig, given, blocks: int, *, dims: list[int] | Non
     graph = load_graph(cfg.data if given is None else given, seed=cfg.seed)
     require_nonnegative_weights(graph)  # on every rank, before anything starts
     if dims is None:
-        check_splits(cfg, graph)
+        check_splits(cfg, SplitFacts.of(graph))
         n_train = 0 if graph.y is None or graph.train_mask is None else \
             int((graph.train_mask & (graph.y >= 0)).sum())
         check_data(graph.n, graph.num_features, graph.num_classes, n_train, blocks)

@@ -41,7 +41,7 @@ from ..distributed import Comm, ProcessGrid
 from ..distributed.grid import AXES
 from ..distributed.machine import measured_peak_bytes
 from ..errors import GridGnnError, note_memory
-from ..graph.graph import require_nonnegative_weights
+from ..graph.graph import SplitFacts, require_nonnegative_weights
 from ..graph.pipeline import console_lines, pipeline_record
 from ..graph.spec import load_graph
 from ..ops.kernels import compile_seconds
@@ -171,7 +171,7 @@ class NodeSamples(NodeReport):
         labelled = graph.y is not None and graph.train_mask is not None
         self.train_ids = np.flatnonzero(graph.train_mask & (graph.y >= 0)) if labelled else np.zeros(0, np.int64)
         check_data(graph.n, graph.num_features, graph.num_classes, len(self.train_ids), world // cfg.replication)
-        check_splits(cfg, graph)
+        check_splits(cfg, SplitFacts.of(graph))
         self.dims = [graph.num_features] + [cfg.hidden] * (cfg.layers - 1) + [graph.num_classes]
         self.split = {name: np.flatnonzero(m & (graph.y >= 0)) if m is not None else np.zeros(0, np.int64)
                       for name, m in (("val", graph.val_mask), ("test", graph.test_mask))}

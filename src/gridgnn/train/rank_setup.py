@@ -33,8 +33,8 @@ from ..distributed.machine import available_memory_bytes
 from ..planner.memory import TRACE_BYTES_PER_PARAMETER, check_fits
 from .checkpoint import check_for_run, check_same_checkpoint, load_parameters, read_checkpoint
 from .config import TrainConfig
-from .data_checks import (check_data, check_inference_data, check_trained_types, checked_graph, data_fingerprint,
-                          in_memory_name, settle_edge_dim, with_feature_norm)
+from .data_checks import (check_data, check_inference_data, check_splits, check_trained_types, checked_graph,
+                          data_fingerprint, in_memory_name, settle_edge_dim, with_feature_norm)
 from .handover import GraphShards
 from .rank_layout import (GRAPH_PARTITIONERS, build_rank, estimate_memory, make_source, model_trace, num_blocks,
                           vertex_blocks)
@@ -104,6 +104,7 @@ def _prepare_sharded(cfg: TrainConfig, handed, blocks: int, shape, single: bool,
         info.update(data=handed.name, partition=cfg.partition)
     if dims is None:
         check_data(ds.n, ds.num_features, ds.num_classes, int(meta.get("n_train", 0)), blocks)
+        check_splits(cfg, ds.split_facts)
     else:
         check_inference_data(ds.n, ds.num_features, dims, blocks, degree=notes.get("features") == "degree",
                               trained=getattr(cfg, "trained_features", None))
