@@ -37,6 +37,7 @@ def test_default_data_trains_and_writes_outputs(tmp_path):
     assert min(stages.values()) >= 0 and abs(sum(stages.values()) - 2 * stages["total"]) < 0.01
     assert stages["total"] < took
     assert s["nproc"] == 2 and s["algo"] == "1d-sa" and s["grid"] == [2]
+    assert len(s["devices"]) == 2 and all(d.startswith("cpu") for d in s["devices"])  # what the times ran on
     from gridgnn.graph.spec import load_graph
 
     g = load_graph(None)

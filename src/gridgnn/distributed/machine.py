@@ -137,6 +137,24 @@ def release_freed_memory() -> bool:
     return ok
 
 
+def device_name(device="cpu") -> str:
+    """What a run's summary names as the device a rank computed on: a GPU's model (``cuda:0 NVIDIA H200``), else
+    ``cpu`` with the processor's model where Linux names it (what a timing was measured on)."""
+    name = str(device)
+    if name.startswith("cuda"):
+        import torch
+
+        return f"{name} {torch.cuda.get_device_name(torch.device(name))}"
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return f"cpu {line.split(':', 1)[1].strip()}"
+    except OSError:
+        pass
+    return "cpu"
+
+
 def measured_peak_bytes(device="cpu") -> int:
     r"""Peak memory this process has used so far, in bytes: CPU — the peak resident set size of this process's
     address space (Linux: ``VmHWM`` of ``/proc/self/status``; elsewhere ``getrusage(RUSAGE_SELF).ru_maxrss``,

@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from ..distributed.machine import measured_peak_bytes
+from ..distributed.machine import device_name, measured_peak_bytes
 from ..errors import GridGnnError
 from ..ops.kernels import compile_seconds
 from .config import TrainConfig
@@ -123,6 +123,7 @@ class FullGraph:
         mine = _rank_record(rank, self.epochs, self.task.setup_bytes, self.plan.shard_nnz())
         mine["estimated_peak_memory_bytes"] = None if rs.memory is None else rs.memory.ranks[rank].total
         mine["peak_memory_bytes"] = measured_peak_bytes(rs.device)
+        mine["device"] = device_name(rs.device)
         return mine
 
     def gather(self, mine: dict, logits: bool) -> tuple[list, object]:

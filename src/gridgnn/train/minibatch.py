@@ -39,7 +39,7 @@ import torch.nn.functional as F
 
 from ..distributed import Comm, ProcessGrid
 from ..distributed.grid import AXES
-from ..distributed.machine import measured_peak_bytes
+from ..distributed.machine import device_name, measured_peak_bytes
 from ..errors import GridGnnError, note_memory
 from ..graph.graph import SplitFacts, require_nonnegative_weights
 from ..graph.pipeline import console_lines, pipeline_record
@@ -294,6 +294,7 @@ class Minibatches:
     def rank_record(self) -> dict:
         """What this rank reports: its peak memory and its traffic per phase and epoch."""
         return {"rank": self.comm.grid.global_rank, "peak_memory_bytes": measured_peak_bytes(self.device),
+                "device": device_name(self.device),
                 "phases": _mean_phases(self.logs)}
 
     def gather(self, mine: dict, logits: bool) -> tuple[list, object]:

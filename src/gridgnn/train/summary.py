@@ -36,7 +36,7 @@ SUMMARY_KEYS = (
     # the run
     "algo", "grid", "nproc", "grid_axes", "blocked_aggregation", "replication", "partition", "seed", "model",
     "heads", "aggr", "layers", "hidden", "epochs", "epochs_trained", "early_stop", "feature_norm", "dtype", "data",
-    "n", "nnz", "estimated_peak_memory_bytes", "peak_memory_bytes", "wall_time_s", "startup_s", "checkpoint_every",
+    "n", "nnz", "estimated_peak_memory_bytes", "peak_memory_bytes", "devices", "wall_time_s", "startup_s", "checkpoint_every",
     "resumed_from_epoch", "input_pipeline", "config",
 )
 
@@ -139,7 +139,8 @@ def run_summary(cfg, history: list[dict], everyone: list[dict], *, mesh, data: s
         "heads": cfg.model_heads, "aggr": cfg.model_aggr, "layers": cfg.layers, "hidden": cfg.hidden,
         "epochs": cfg.epochs, "epochs_trained": len(history), "early_stop": cfg.early_stop,
         "feature_norm": cfg.model_feature_norm, "dtype": cfg.dtype, "data": data, "n": n, "nnz": nnz,
-        "peak_memory_bytes": [er["peak_memory_bytes"] for er in everyone], "wall_time_s": wall,
+        "peak_memory_bytes": [er["peak_memory_bytes"] for er in everyone],
+        "devices": [er["device"] for er in everyone], "wall_time_s": wall,
         "checkpoint_every": cfg.checkpoint_every, "resumed_from_epoch": resumed_from, "input_pipeline": None,
         "config": cfg.to_dict(),  # the resolved config: gridgnn train --config DIR/summary.json reruns the run
     }
