@@ -319,13 +319,17 @@ class Graph:
 
     def loop_fill(self) -> np.ndarray:
         """``float[n, d]``: the mean of the features of the edges into each vertex (zeros without any) — PyG's
-        ``fill_value="mean"`` for the self-loops it adds."""
+        ``fill_value="mean"`` for the self-loops it adds. An edge of weight 0 is no edge of the matrix the layers
+        aggregate over (:func:`gcn_normalize` stores none), so its features are no part of the mean."""
         if self._loop_fill is None:  # built once (a sampled minibatch looks its self entries up every step)
-            deg = np.diff(self.indptr)
-            rows = np.repeat(np.arange(self.n, dtype=np.int64), deg)
+            rows = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(self.indptr))
+            attr = np.asarray(self.edge_attr, dtype=np.float64)
+            if self.values is not None:
+                weighted = np.asarray(self.values) != 0
+                rows, attr = rows[weighted], attr[weighted]
             total = np.zeros((self.n, self.edge_dim), dtype=np.float64)
-            np.add.at(total, rows, np.asarray(self.edge_attr, dtype=np.float64))
-            self._loop_fill = total / np.maximum(deg, 1)[:, None]
+            np.add.at(total, rows, attr)
+            self._loop_fill = total / np.maximum(np.bincount(rows, minlength=self.n), 1)[:, None]
         return self._loop_fill
 
     @classmethod

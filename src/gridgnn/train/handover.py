@@ -92,6 +92,7 @@ def handed_over(cfg: TrainConfig, graph, *, dims: list[int] | None = None, name:
             # that reads them gets the edge table whole on each rank
 
             edges = Graph(indptr=graph.indptr, indices=graph.indices, n=graph.n, directed=graph.directed,
+                          values=graph.values if attr is not None else None,  # (loop_fill reads which are 0)
                           edge_attr=attr, edge_type_counts=counts, name=graph.name)
         handle = GraphShards(path=folder, name=name or in_memory_name(graph), bounds=bounds, original_ids=graph.original_ids,
                              node_types=graph.node_types, edges=edges, fingerprint=fingerprint)
