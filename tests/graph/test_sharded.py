@@ -264,10 +264,10 @@ def test_shard_command(tmp_path, capsys):
     with pytest.raises(GridGnnError, match="blocks"):
         run_shard_command(argparse.Namespace(data=args.data, blocks="4y2", method="double-perm", seed=0,
                                              out=str(tmp_path / "o2")))
-    # --memory-budget bounds what is read in passes; a SPEC read whole (here a generated SBM) says so
-    assert run_shard_command(p.parse_args(["--data", args.data, "--blocks", "2x2", "--memory-budget", "1M",
-                                           "--out", str(tmp_path / "budget")])) == 0
-    assert "note: --memory-budget bounds the data read in passes" in capsys.readouterr().out
+    # --memory-budget bounds what is read in passes; a SPEC read whole (here a generated SBM) refuses it
+    with pytest.raises(GridGnnError, match="this data is read whole in memory: leave --memory-budget out"):
+        run_shard_command(p.parse_args(["--data", args.data, "--blocks", "2x2", "--memory-budget", "1M",
+                                        "--out", str(tmp_path / "budget")]))
 
 
 # ---------------------------------------------------------------------------------------------- peak memory
@@ -332,7 +332,7 @@ def test_a_model_that_reads_edge_features_is_refused_a_dataset_that_dropped_them
     assert s["config"]["edge_dim"] == 0
 
 
-def test_overlapping_masks_and_early_stop_without_validation_are_refused_on_a_sharded_dataset(tmp_path):
+def test_overlapping_masks_and_early_stop_without_validation_are_refused_on_a_sharded_dataset(tmp_path, monkeypatch):
     """A sharded dataset's masks are checked as a graph in memory's are (the reader gathers them chunk by chunk):
     a vertex in two splits, or ``--early-stop`` with no labelled validation vertex, was trained on without a word
     from ``sharded:``, where the same graph in memory is refused."""
@@ -351,11 +351,51 @@ def test_overlapping_masks_and_early_stop_without_validation_are_refused_on_a_sh
     whole = SplitFacts.of(g.with_(test_mask=test))
     assert facts == whole and facts.overlaps == {("train", "test"): (2, int(both[0]))}
     assert facts.labelled_val == int((g.val_mask & (g.y >= 0)).sum()) > 0
+    monkeypatch.setenv("HOME", str(tmp_path))  # (the scheme in any case and ~ expanded, as every SPEC's)
     with pytest.raises(GridGnnError, match=f"train and test masks share 2 vertices \\(e.g. vertex {both[0]}\\)"):
-        gridgnn.train(data=f"sharded:{tmp_path / 'overlap'}", algo="1d", nproc=2, epochs=1, quiet=True)
+        gridgnn.train(data=" Sharded:~/overlap", algo="1d", nproc=2, epochs=1, quiet=True)
     write_sharded(g.with_(val_mask=np.zeros(g.n, bool)), tmp_path / "noval", perm_r=pr, perm_c=pc, blocks=(2, 2),
                   partition_name="single-perm", seed=3)
     assert ShardedDataset(tmp_path / "noval").split_facts == SplitFacts()
     with pytest.raises(GridGnnError, match="--early-stop 2 watches the validation accuracy; the graph has no "
                                            "labelled validation vertices"):
         gridgnn.train(data=f"sharded:{tmp_path / 'noval'}", algo="1d", nproc=2, epochs=1, quiet=True, early_stop=2)
+
+
+def test_a_sharded_spec_is_read_as_every_spec_is(tmp_path, monkeypatch):
+    """``sharded:`` in any case, with spaces around the SPEC and ``~`` in its folder, as ``parse_spec`` reads the
+    other schemes: ``Sharded:DIR`` was told it is a sharded dataset that cannot be loaded, ``sharded:~/DIR`` that the
+    folder does not exist, and the config's refusals (``--partition``, link prediction, minibatches) missed it."""
+    from gridgnn.graph.spec import sharded_dir, spec_key
+    from gridgnn.train.config import TrainConfig
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert sharded_dir(" SHARDED:~/ds ") == str(tmp_path / "ds") and sharded_dir("sharded:ds") == "ds"
+    assert sharded_dir("npz:ds") is None and sharded_dir(None) is None and sharded_dir("shardedds") is None
+    assert spec_key(" Sharded:~/ds") == spec_key(f"sharded:{tmp_path / 'ds'}")
+    for kw, refused in ((dict(partition="metis"), "a sharded dataset fixes the vertex order"),
+                        (dict(task="link"), "--task link cannot be combined with sharded: data"),
+                        (dict(sampler="sage", model="sage", algo="serial"), "sharded: data is not available with --sampler")):
+        with pytest.raises(GridGnnError, match=refused):
+            TrainConfig(data="Sharded:~/ds", **{"algo": "1d", "nproc": 2, **kw}).validate()
+
+
+def test_shard_refuses_the_working_directory_and_loose_python_arguments(tmp_path, monkeypatch):
+    """``--out .`` was written aside and swapped in, leaving the shell in a deleted folder (and the summary saying
+    0.0 MiB); ``blocks=(2.9, True)`` sharded 2x1 and ``normalize="no"`` stored the normalized matrix."""
+    import gridgnn
+
+    spec = "synthetic:sbm?n=60&classes=2&avg_degree=4&features=4"
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    for out in (".", str(tmp_path)):
+        with pytest.raises(GridGnnError, match="is the working directory or holds it"):
+            gridgnn.shard(spec, out, blocks="2x2")
+    assert not any((tmp_path / "here").iterdir())
+    for kw in (dict(blocks=(2.9, 1)), dict(blocks=(True, 2))):
+        with pytest.raises(GridGnnError, match="--blocks must look like RxC"):
+            gridgnn.shard(spec, "ds", **kw)
+    for name in ("normalize", "overwrite"):
+        with pytest.raises(GridGnnError, match=f"{name} must be True or False, got 'no'"):
+            gridgnn.shard(spec, "ds", blocks="2x2", **{name: "no"})
+    assert gridgnn.shard(spec, "ds", blocks=(np.int64(2), 1))["blocks"] == [2, 1]  # inside it: written

@@ -415,3 +415,16 @@ def test_weights_that_overflow_when_merged_are_refused_alike(tmp_path, passes):
     with pytest.raises(GridGnnError, match="NaN or inf"):
         shard(f"edgelist:{f}", str(tmp_path / "b"), blocks="2x2", memory_budget="1M")
     assert not (tmp_path / "b").exists()
+
+
+def test_a_budget_on_data_read_whole_is_refused(tmp_path, capsys):
+    """``--memory-budget`` bounds the passes over an edge list, a Matrix Market file or an R-MAT SPEC; on data read
+    whole (an SBM, an npz, a graph in memory) it bounded nothing, and the dataset was written past it with a note."""
+    for data in ("synthetic:sbm?n=3000&features=64", "synthetic:rmat?edge_factor=4"):
+        assert main(["shard", "--data", data, "--blocks", "2x2", "--memory-budget", "1M",
+                     "--out", str(tmp_path / "ds")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "this data is read whole in memory: leave --memory-budget out" in err[0], err
+    assert not (tmp_path / "ds").exists()
+    with pytest.raises(GridGnnError, match="unknown data scheme"):  # a SPEC's own error comes first
+        shard("nope:x", str(tmp_path / "ds"), blocks="2x2", memory_budget="1M")

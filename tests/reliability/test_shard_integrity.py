@@ -226,7 +226,8 @@ def test_a_reader_hashes_only_the_files_it_reads_and_each_once(written, monkeypa
 
     monkeypatch.setattr(sharded_mod, "file_checksum", spy)
     d = ShardedDataset(written)
-    assert sorted(seen) == ["nodes/train_mask_0000.npy", "nodes/y_0000.npy", "perm_c.npy", "perm_r.npy"]
+    assert sorted(seen) == ["nodes/test_mask_0000.npy", "nodes/train_mask_0000.npy", "nodes/val_mask_0000.npy",
+                            "nodes/y_0000.npy", "perm_c.npy", "perm_r.npy"]
     seen.clear()
     rb, cb = d.row_bounds, d.col_bounds
     for _ in range(2):

@@ -28,6 +28,8 @@ self-loops).
 """
 from __future__ import annotations
 
+import operator
+
 import argparse
 import json
 import math
@@ -57,14 +59,24 @@ _DATA_HELP = ("synthetic:sbm?n=&classes=&avg_degree=&features= | synthetic:rmat?
               "planetoid:DIR | ogb:DIR | edgelist:FILE | mtx:FILE | npz:FILE")
 
 
+def _whole(p):
+    """An item of a ``blocks`` pair as :func:`parse_blocks` reads it: a string, or an integer (not a bool)."""
+    if isinstance(p, str):
+        return p
+    try:
+        return None if isinstance(p, bool) else operator.index(p)
+    except TypeError:
+        return None
+
+
 def parse_blocks(text) -> tuple[int, int]:
     """``"8x8"`` (also ``8X8``, ``8,8``, ``8*8``, or one number ``8`` for 8×8, or a pair) → ``(R, C)``.
 
     Raises:
         GridGnnError: anything else, or a count below 1.
     """
-    if isinstance(text, (tuple, list)) and len(text) == 2:
-        parts = list(text)
+    if isinstance(text, (tuple, list)):  # (Python) two whole numbers: 2.9 or True is no count of blocks
+        parts = [_whole(p) for p in text]
     else:
         s = str(text).strip().lower()
         for sep in (",", "*"):
@@ -144,6 +156,9 @@ def _check_shard_out(out: str, overwrite: bool) -> None:
     never a folder of other files, which the replacement would delete. Checked before anything is created, and
     again once :func:`shard` holds the folder's lock (its ``.gridgnn.lock`` does not count as a file)."""
     p = Path(out)
+    if Path.cwd().resolve().is_relative_to(p.resolve()):  # (the folder is written aside and swapped in)
+        raise GridGnnError(f"--out {out} is the working directory or holds it, which writing the dataset replaces; "
+                           "give a folder beside it or inside it")
     if p.absolute().parent.is_dir():
         _clean_stale(p.absolute())  # first: a dataset a killed run moved aside is back, and --overwrite applies to it
     if p.is_symlink():
@@ -444,12 +459,20 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
     if not out:
         raise GridGnnError("gridgnn shard needs --out DIR (Python: out=)")
     out = str(out)
-    _check_shard_out(out, bool(overwrite))
+    for name, value in (("normalize", normalize), ("overwrite", overwrite)):
+        if not isinstance(value, bool):
+            raise GridGnnError(f"{name} must be True or False, got {value!r}")
+    _check_shard_out(out, overwrite)
     R, C = parse_blocks(blocks)
     if method not in METHODS:
         raise GridGnnError(f"unknown permutation method {method!r}; valid: {', '.join(METHODS)}")
     seed = checked_seed(0 if seed is None else seed)
     budget = None if memory_budget is None else parse_size(memory_budget)
+    if budget is not None and isinstance(data, str):
+        parse_spec(data)  # (a SPEC that does not parse: its own error first)
+    if budget is not None and _streamable(data) is None:  # (read whole: the budget would bound nothing)
+        raise GridGnnError(f"--memory-budget bounds the data read in passes ({', '.join(STREAMED_SCHEMES)}?scale=); "
+                           "this data is read whole in memory: leave --memory-budget out")
     streamed = _streamed_source(data, budget, method)
     # one shard per folder: hold --out (OutLock, as train does) from here until the new dataset is in place
     created = make_out_dir(out)
@@ -460,7 +483,7 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
         raise
     done = False
     try:
-        _check_shard_out(out, bool(overwrite))  # again, under the lock: another shard may have written meanwhile
+        _check_shard_out(out, overwrite)  # again, under the lock: another shard may have written meanwhile
         if streamed is not None:
             meta = _shard_streamed(data, streamed, out, R=R, C=C, method=method, seed=seed, node_chunks=node_chunks,
                                    normalize=normalize, budget=budget, lock=lock)
@@ -480,8 +503,7 @@ def shard(data, out: str, *, blocks="8x8", method: str = "double-perm", seed: in
         if not done:
             remove_empty_dirs(created)
     return {**meta, "edge_features_not_written": graph.edge_dim, "relations_not_written": graph.num_relations,
-            "original_ids_not_written": graph.original_ids is not None, "streamed": False,
-            "memory_budget_not_bounding": budget is not None and _streamable(data) is None}
+            "original_ids_not_written": graph.original_ids is not None, "streamed": False}
 
 
 def _shard_streamed(data: str, streamed, out: str, *, R: int, C: int, method: str, seed: int, node_chunks,
@@ -551,9 +573,6 @@ def run_shard_command(args) -> int:
     if meta.get("relations_not_written"):
         print(f"note: the graph's relation types ({meta['relations_not_written']}) are not written: a sharded "
               "dataset holds none (a model that reads them trains on the original --data)")
-    if meta.get("memory_budget_not_bounding"):
-        print(f"note: --memory-budget bounds the data read in passes ({', '.join(STREAMED_SCHEMES)}?scale=); this data "
-              "was read whole in memory")
     if meta.get("original_ids_not_written"):
         print("note: the file's own vertex ids are not written (vertices are renumbered 0..n-1 in the order of "
               "their ids): outputs of a run on the sharded dataset (--save-logits, predict) have no node_ids.npy; "

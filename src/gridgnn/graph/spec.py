@@ -84,14 +84,23 @@ _PARAMS: dict[str, dict[str, Callable[[str], object]]] = {
 }
 
 
+def sharded_dir(spec) -> str | None:
+    """The folder a ``sharded:DIR`` SPEC names (``~`` expanded; the scheme in any case, spaces around it as
+    :func:`parse_spec` allows), or ``None`` for any other SPEC: the one test of whether data is a sharded dataset."""
+    if not isinstance(spec, str):
+        return None
+    head, sep, rest = spec.strip().partition(":")
+    return os.path.expanduser(rest) if sep and head.lower() == "sharded" else None
+
+
 def spec_key(spec):
     """What ``spec`` names, for comparing two: its scheme, path (absolute, from the working directory) and
     parameters in any order and spacing (``sharded:DIR`` its folder; a value that does not parse, or is no string,
     as it is)."""
     if not isinstance(spec, str):
         return spec
-    if spec.strip().startswith("sharded:"):
-        return "sharded", _absolute(spec.strip()[len("sharded:"):]), []
+    if sharded_dir(spec) is not None:
+        return "sharded", _absolute(sharded_dir(spec)), []
     try:
         scheme, path, params = parse_spec(spec)
     except GridGnnError:

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, fields, make_dataclass
 import torch
 
 from ..errors import GridGnnError
+from ..graph.spec import sharded_dir
 from ..ops.device_paths import host_takes_device_paths
 from ..nn import MODELS as _MODEL_REGISTRY  # noqa: E402
 from ..nn.base import TRAINER_OPTIONS, Option, declared_options, model_options, resolve_model  # noqa: E402
@@ -559,7 +560,7 @@ class TrainConfig:
             raise GridGnnError(f"--replication applies to 1.5D algorithms; {self.algo} needs --replication 1")
         if self.grid is not None and not algo.takes_grid_shape:
             raise GridGnnError(f"--grid applies to 2d, 3d and plexus; {self.algo} takes --nproc/--replication")
-        sharded = bool(self.data and self.data.startswith("sharded:"))
+        sharded = sharded_dir(self.data) is not None
         if sharded and self.partition != "random":
             raise GridGnnError("a sharded dataset fixes the vertex order it was written with; drop --partition "
                                "(choose it with gridgnn shard --method)")
@@ -649,7 +650,7 @@ class TrainConfig:
             return
         for name, bad in (("--save-logits (node classification's logits)", self.save_logits),
                           ("sharded: data (link prediction splits the edges of the graph itself)",
-                           bool(self.data and self.data.startswith("sharded:")))):
+                           sharded_dir(self.data) is not None)):
             if bad:
                 raise GridGnnError(f"--task link cannot be combined with {name} yet")
         if getattr(resolve_model(self.model), "requires_relations", False):
@@ -746,7 +747,7 @@ class TrainConfig:
                           ("--blocked-aggregation", self.blocked_aggregation != 0),
                           ("--sampler", self.sampler is not None), ("--resume", self.resume is not None),
                           ("--task link", self.task == "link"),
-                          ("sharded: data", bool(self.data and self.data.startswith("sharded:")))):
+                          ("sharded: data", sharded_dir(self.data) is not None)):
             if bad:
                 raise GridGnnError(f"--algo auto chooses the algorithm, grid, replication and partition itself; "
                                    f"{name} cannot be combined with it")
@@ -772,7 +773,7 @@ class TrainConfig:
             raise GridGnnError(f"--sampler trains on minibatches over a P/c x c grid (--nproc P --replication c); "
                                f"--algo {self.algo} selects a full-graph algorithm: leave it out")
         for name, bad in (("--grid", self.grid is not None), ("--blocked-aggregation", self.blocked_aggregation),
-                          ("sharded: data", bool(self.data and self.data.startswith("sharded:")))):
+                          ("sharded: data", sharded_dir(self.data) is not None)):
             if bad:
                 raise GridGnnError(f"{name} is not available with --sampler (minibatch training) yet")
         if self.nproc % self.replication:

@@ -14,7 +14,7 @@ from ..errors import GridGnnError, interrupt_signal
 from ..graph import load_graph
 from ..graph.safe_io import check_alloc
 from ..graph.sharded import ShardedDataset
-from ..graph.spec import DEFAULT_SPEC, spec_sizes
+from ..graph.spec import DEFAULT_SPEC, sharded_dir, spec_sizes
 from .checkpoint import CHECKPOINT
 from .config import TrainConfig
 from .handover import handed_over
@@ -82,7 +82,7 @@ def launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | Non
         return launch_ranks(worker, cfg, graph, *args)
     clock = StartupClock() if clock is None else clock
     host_memory = available_memory_bytes("cpu")
-    one_load = one_load and graph is None and not (cfg.data or "").strip().startswith("sharded:")
+    one_load = one_load and graph is None and sharded_dir(cfg.data) is None
     # the ranks import PyG only where they load a planetoid: SPEC themselves
     planetoid = graph is None and not one_load and (cfg.data or "").strip().lower().startswith("planetoid:")
     check_spawn(cfg.nproc, host_memory, per_process=RUNTIME_PRIVATE_BYTES + (PYG_IMPORT_BYTES if planetoid else 0))
@@ -150,8 +150,8 @@ def _check_data_before_spawn(cfg: TrainConfig, loaders: int) -> None:
     ``meta.json``): a graph with fewer vertices than the layout has blocks, and ``loaders`` processes (this one,
     or every rank) each generating the whole synthetic graph on this machine beyond its memory."""
     data = (cfg.data or "").strip()
-    if data.startswith("sharded:"):
-        n = ShardedDataset(data[len("sharded:"):]).n
+    if sharded_dir(data) is not None:
+        n = ShardedDataset(sharded_dir(data)).n
     else:
         sizes = spec_sizes(cfg.data)
         if sizes is None:

@@ -25,6 +25,7 @@ from .optim import memory_state
 from ..distributed import Comm, NullComm, ProcessGrid
 from ..errors import GridGnnError
 from ..graph.pipeline import console_lines, pipeline_record
+from ..graph.spec import sharded_dir
 from ..nn import resolve_model
 from ..nn.base import model_options
 from ..parallel import algorithm
@@ -57,7 +58,7 @@ def _prepare(cfg: TrainConfig, world: int, given=None, *, dims: list[int] | None
     shape = (1,) if single else cfg.mesh_shape(world)
     blocks = vertex_blocks(cfg.algo, world, cfg.replication, shape)
     handed = given if isinstance(given, GraphShards) else None
-    if handed is not None or (given is None and cfg.data and cfg.data.startswith("sharded:")):
+    if handed is not None or (given is None and sharded_dir(cfg.data) is not None):
         return _prepare_sharded(cfg, handed, blocks, shape, single, dims)
     graph = checked_graph(cfg, given, blocks, dims=dims)
     fingerprint = data_fingerprint(cfg, graph)  # (before the features are normalized, in place where owned)
@@ -84,7 +85,7 @@ def _prepare_sharded(cfg: TrainConfig, handed, blocks: int, shape, single: bool,
 
     if single:
         raise GridGnnError("--algo serial reads the whole graph; give it the original --data SPEC, not sharded:")
-    path = handed.path if handed is not None else cfg.data[len("sharded:"):]
+    path = handed.path if handed is not None else sharded_dir(cfg.data)
     ds = ShardedDataset(path)
     notes = ds.data_notes()  # what the graph's loader noted (its features' convention, degree features, ...)
     ds.feature_norm = cfg.feature_norm_for(notes)
