@@ -393,3 +393,28 @@ def test_deep_tmpdir_spawns_fresh_interpreters(tmp_path, monkeypatch):
     monkeypatch.delenv("GRIDGNN_START_METHOD")
     assert launch._start_context().get_start_method() == "spawn"
 
+
+
+def _parent_blocked_signals(_rank):
+    """A rank's parent's blocked signals (``SigBlk``): with the default start method, the fork server's."""
+    with open(f"/proc/{os.getppid()}/status") as fh:
+        return next(int(line.split()[1], 16) for line in fh if line.startswith("SigBlk:"))
+
+
+def test_the_fork_server_starts_with_the_launchers_signals_blocked():
+    """A Ctrl-C while the ranks start reaches the launcher alone: the fork server is started with SIGINT and
+    SIGTERM blocked, as the ranks are. Python's resource tracker, started by the first rank's ``start()``, unblocked
+    them on its way out, so the fork server preloaded torch with SIGINT live and a group Ctrl-C in those seconds
+    printed its ``KeyboardInterrupt`` traceback. Run in a fresh interpreter: a fork server lives as long as the
+    process that started it."""
+    code = ("from gridgnn.distributed.launch import launch\n"
+            "from tests.distributed.test_launch_failures import _parent_blocked_signals\n"
+            "if __name__ == '__main__':\n"
+            "    print(launch(_parent_blocked_signals, 1, collect=True)[0])\n")
+    env = {**os.environ, "GRIDGNN_START_METHOD": "forkserver"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
+                       cwd=Path(__file__).resolve().parents[2])
+    assert r.returncode == 0, r.stderr[-2000:]
+    blocked = int(r.stdout.split()[-1])
+    for s in (signal.SIGINT, signal.SIGTERM):
+        assert blocked >> (s - 1) & 1, (s, hex(blocked))

@@ -465,9 +465,11 @@ def test_algo_auto_says_when_its_pick_has_no_overlap(monkeypatch, capsys):
     for overlap in (True, False):
         cfg = TrainConfig(data=SBM, hidden=8, nproc=2, algo="auto", epochs=1, overlap=overlap)
         cfg.validate()
-        api.run(cfg)
+        config = api.run(cfg)["config"]
         line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("--algo auto:")]
         assert len(line) == 1 and line[0].endswith("; --overlap: plexus has none)") == overlap, line
+        # the summary's config is what was asked (its --overlap too): --config DIR plans the same question again
+        assert config["algo"] == "auto" and config["overlap"] == overlap, config
 
 
 def test_algo_auto_loads_its_data_once(monkeypatch):

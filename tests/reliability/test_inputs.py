@@ -87,20 +87,30 @@ from gridgnn.distributed.launch import launch
 from gridgnn.errors import CommFailure, GridGnnError
 
 def fail(ctx):
+    if sys.argv[1] == "oom":
+        raise MemoryError()
+    if sys.argv[1] == "bug":
+        raise ValueError("what went wrong")
     raise (CommFailure if sys.argv[1] == "comm" else GridGnnError)("what went wrong")
 
 launch(fail, None)
 """
 
 
-@pytest.mark.parametrize("kind,code", [("comm", 1), ("input", 2)])
+@pytest.mark.parametrize("kind,code", [("comm", 1), ("input", 2), ("oom", 1), ("bug", 1)])
 def test_exit_status_of_a_rank_under_torchrun(kind, code):
-    """A rank started by torchrun/srun exits as a local launch does: 1 for a failed collective, 2 for bad input."""
+    """A rank started by torchrun/srun exits as a local launch does: 1 for a failed collective, 2 for bad input, 1
+    for a failed allocation (one line naming the rank: it had none) and for a bug (its traceback, then the line:
+    it had only the traceback, and the rank stayed up in the interpreter's teardown)."""
     env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
     r = subprocess.run([sys.executable, "-c", _AS_TORCHRUN_RANK, kind], capture_output=True, text=True, timeout=120,
                        env=env)
     assert r.returncode == code, r.stderr
-    assert r.stderr.strip().splitlines()[-1].startswith("gridgnn: error: ") and "Traceback" not in r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("gridgnn: error: ") and ("Traceback" in r.stderr) == (kind == "bug"), r.stderr
+    if kind in ("oom", "bug"):
+        assert last.startswith("gridgnn: error: rank 0: ") and \
+            ("out of memory" if kind == "oom" else "ValueError: what went wrong") in last, last
 
 
 def test_docs_statements_on_headers_and_labels(tmp_path):

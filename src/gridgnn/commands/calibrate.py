@@ -185,6 +185,9 @@ def run_calibrate_command(args) -> int:
             setattr(args, k, default)
     if args.max_nproc < 1:
         raise GridGnnError(f"--max-nproc must be >= 1, got {args.max_nproc}")
+    if args.fit and args.no_steps:
+        raise GridGnnError("--no-steps keeps the time model at θ = 1, 1, 0; --fit fits it to the runs given (leave one "
+                           "of them out)")
     if args.profile is None:  # (its training steps, unless --fit or --no-steps: on min(--max-nproc, 4) processes)
         _check_groups(args.max_nproc, args.device, 0 if args.fit or args.no_steps else min(args.max_nproc, 4))
     if args.profile is not None:

@@ -54,6 +54,7 @@ import time
 import traceback
 import dataclasses
 from dataclasses import dataclass
+from multiprocessing import resource_tracker
 
 import torch
 
@@ -571,11 +572,7 @@ def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str 
         _write_report(err_dir, local_rank, "input", str(exc))
         code = 2
     except Exception as exc:  # noqa: BLE001 - an allocation that failed (one line), or a bug (its traceback)
-        oom = out_of_memory(exc)  # what the memory guard did not foresee: the allocation that failed, no traceback
-        if oom is None:
-            traceback.print_exc()
-        _write_report(err_dir, local_rank, "internal",
-                      f"rank {local_rank}: {oom or f'{type(exc).__name__}: {exc}'}")
+        _write_report(err_dir, local_rank, "internal", _unforeseen(local_rank, exc))
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()
@@ -583,6 +580,15 @@ def _child(local_rank: int, fn, args, ctx_proto: LaunchContext, result_dir: str 
     # destructors of the communication library's threads have been seen to abort ("terminate called without
     # an active exception") after a clean destroy_process_group, failing a finished job.
     os._exit(code)
+
+
+def _unforeseen(rank: int, exc: Exception) -> str:
+    """The line of a rank whose work raised what gridgnn did not foresee: an allocation that failed (what the memory
+    guard missed: one line), or a bug (its traceback printed first)."""
+    oom = out_of_memory(exc)
+    if oom is None:
+        traceback.print_exc()
+    return f"rank {rank}: {oom or f'{type(exc).__name__}: {exc}'}"
 
 
 class LaunchFailed(SystemExit):
@@ -773,6 +779,11 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
             sys.stdout.flush()
             print(f"gridgnn: error: {msg}", file=sys.stderr, flush=True)
             os._exit(1 if isinstance(exc, CommFailure) else 2)  # peers blocked in a collective: ended by torchrun
+        except Exception as exc:  # noqa: BLE001 - as a spawned rank's: one line naming the rank, and this rank ends
+            line = _unforeseen(ctx.rank, exc)
+            sys.stdout.flush()
+            print(f"gridgnn: error: {line}", file=sys.stderr, flush=True)
+            os._exit(1)
         # the run's communicators and process groups, if a reference cycle still holds them, are freed now, while
         # the interpreter is whole: left to its teardown, gloo's threads have been seen to abort the process
         # ("terminate called without an active exception") after the job had finished
@@ -815,7 +826,10 @@ def launch(fn, nproc: int, *args, device: str = "auto", timeout_s: float = 600.0
         proto = LaunchContext(0, nproc, 0, nproc, dev, timeout_s=timeout_s,
                               store_file=os.path.join(tmp, "rendezvous"), host_memory=host_memory,
                               startup=startup, stage_on_host=stage_on_host)
-        # Children inherit the blocked mask (SIGINT stays blocked in them) and the loopback-only interfaces.
+        # Children inherit the blocked mask (SIGINT stays blocked in them) and the loopback-only interfaces. Python's
+        # resource tracker is started first: starting it (in the first start()) unblocks SIGINT and SIGTERM on its
+        # way out, and the fork server started next would then preload torch with a Ctrl-C live.
+        resource_tracker.ensure_running()
         os.environ.update(env_keys)
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
         try:

@@ -186,7 +186,8 @@ def _run_auto(cfg: TrainConfig, graph=None, *, keep_model: bool = False, callbac
     summary["plan"] = {"algo": "auto", "picked": row["config"], "name": row["name"],
                        "predicted_step_s": row["predicted_step_s"], "measured_step_s": summary["epoch_time_median_s"],
                        "candidates": count, "profile": profile.name, "fit": profile.fit}
-    summary["config"] = dict(summary.get("config", {}), algo="auto", grid=None, replication=1, partition="random",
+    # the config as asked (every field the pick set, and the profile): gridgnn train --config plans it again
+    summary["config"] = dict(summary.get("config", {}), **{k: getattr(cfg, k) for k in (*row["config"], "overlap")},
                              profile=cfg.profile)
     if cfg.out is not None:  # the folder again under its lock (the run released it after its last output)
         lock = OutLock(cfg.out, quiet=True)
