@@ -242,11 +242,13 @@ def _make_bad(kind, src, folder, tmp_path):
         ck = _ckpt(src)
         del ck["optimizer"]["exp_avg_sq"]
         torch.save(ck, target)
-    elif kind in ("val-acc", "no-loss"):  # records a resumed run reads (it failed by a traceback, or at the end)
-        ck = _ckpt(src)
+    elif kind in ("val-acc", "no-loss", "wire"):  # records a resumed run reads (it failed by a traceback, or at
+        ck = _ckpt(src)  # the end; the wire guard's report: --comm-dtype auto's decisions)
         for rec in ck["records"]:
             if kind == "val-acc":
                 rec["val_acc"] = "high"
+            elif kind == "wire":
+                rec["wire"] = {"fwd.bcast@p": {"error": -1.0, "wire": "exact"}}
             else:
                 del rec["loss"]
         torch.save(ck, target)
@@ -260,6 +262,7 @@ def _make_bad(kind, src, folder, tmp_path):
     ("future", "format version 99"), ("shape", "weights[1] has shape (16, 5)"), ("moments", "optimizer exp_avg_sq"),
     ("missing", "holds no checkpoint.pt"), ("val-acc", "epoch record 0: val_acc 'high' is not a number"),
     ("no-loss", "epoch record 0: its loss None is not a finite number"),
+    ("wire", "epoch record 0: wire {'fwd.bcast@p': {'error': -1.0, 'wire... is no report of the wire guard"),
 ])
 def test_bad_checkpoint_is_one_clear_error(small_ckpt, tmp_path, capsys, kind, needle):
     folder = tmp_path / "bad"

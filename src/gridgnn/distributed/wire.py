@@ -79,7 +79,7 @@ class WirePolicy:
         self.probing = False
         self._overflow: str | None = None  # float16: the first value beyond its range, where (the trainer stops)
         self._watched: list = []  # the casts not yet read: (overflowed, peak, where) as device scalars
-        self._started = False  # the run's first step probes (a resumed run's too)
+        self._started = False  # the run's first step probes (a resumed run's on another layout too: resume)
         self._errors: dict[str, float] = {}  # this probe's errors on this rank
 
     #: casts watched before they are read all at once (a bound for a loop that never reads :attr:`overflow`)
@@ -117,7 +117,8 @@ class WirePolicy:
 
     def begin_step(self, step: int) -> None:
         """Start step ``step`` (0-based, counted over the run): a probe when the guard is on and it is due (every
-        ``check_every`` steps, and the first step this process runs)."""
+        ``check_every`` steps, and the first step this process runs, unless it goes on from a checkpoint
+        of the same layout: :meth:`resume`)."""
         self.probing = self.guard and (step % self.check_every == 0 or not self._started)
         self._started = True
         self._errors = {}
@@ -154,6 +155,19 @@ class WirePolicy:
                 self.exact.add(site)
             report[site] = {"error": err if math.isfinite(err) else "inf", "wire": self.dtype_name(site)}
         return report
+
+    def resume(self, records: list[dict], *, same_layout: bool) -> None:
+        """Go on from a checkpoint's epoch ``records`` (their ``wire``: the reports of :meth:`settle`): the sites
+        kept exact stay exact and their errors count, as in the run not interrupted. ``same_layout``: the run goes
+        on with the checkpoint's algorithm and process grid, whose sites those are, so the next probe is when it is
+        due (else the first step probes the new layout's sites)."""
+        for rec in records:
+            for site, report in (rec.get("wire") or {}).items():
+                err = math.inf if report["error"] == "inf" else float(report["error"])
+                self.worst[site] = max(self.worst.get(site, 0.0), err)
+                if report["wire"] == "exact":
+                    self.exact.add(site)
+        self._started = bool(same_layout)
 
     def dtype_name(self, site: str) -> str:
         return "exact" if site in self.exact else str(self.low).removeprefix("torch.")

@@ -335,6 +335,11 @@ def _record_fault(rec: dict) -> str | None:
     select = rec.get("select")
     if select is not None and (not isinstance(select, str) or not select.startswith("val_")):
         return f"select {short(select)} names no validation metric"
+    wire = rec.get("wire")  # the --comm-dtype auto guard's report (WirePolicy.resume reads it)
+    if wire is not None and (not isinstance(wire, dict) or not all(
+            isinstance(r, dict) and isinstance(r.get("wire"), str)
+            and (r.get("error") == "inf" or (number(r.get("error")) and r["error"] >= 0)) for r in wire.values())):
+        return f"wire {short(wire)} is no report of the wire guard"
     return None
 
 

@@ -190,6 +190,10 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
                     wire=wire_policy(cfg), overlap=cfg.overlap, grad_wire=grad_wire(cfg))
         if ckpt is not None:
             check_same_checkpoint(comm, ckpt, cfg.resume)
+            if comm.wire is not None:  # the wire guard's decisions go on (on the checkpoint's layout, its schedule)
+                then, now = ckpt["config"], cfg.to_dict()
+                comm.wire.resume(ckpt["records"], same_layout=all(_listed(then.get(k)) == _listed(now[k])
+                                                                      for k in LAYOUT_KEYS))
         if graph is not None and source is None:
             source, rows = _layout_on_rank0(comm, graph, cfg, world, shape)
     clock.lap("join")
@@ -237,6 +241,14 @@ def grad_wire(cfg):
     if wire_element_bytes(cfg.grad_dtype, cfg.dtype) == WIRE_TYPES[cfg.dtype].itemsize:
         return None
     return WIRE_TYPES[cfg.grad_dtype]
+
+
+#: the options that make a run's wire sites (``<phase>.<collective>@<axis>``) what they are
+LAYOUT_KEYS = ("algo", "nproc", "grid", "replication", "partition", "blocked_aggregation", "overlap")
+
+
+def _listed(value):
+    return list(value) if isinstance(value, (list, tuple)) else value
 
 
 def wire_policy(cfg):
