@@ -15,6 +15,7 @@ from ..graph import load_graph
 from ..graph.safe_io import check_alloc
 from ..graph.sharded import ShardedDataset
 from ..graph.spec import DEFAULT_SPEC, sharded_dir, spec_sizes
+from ..parallel.registry import one_process
 from .checkpoint import CHECKPOINT
 from .config import TrainConfig
 from .handover import handed_over
@@ -67,6 +68,14 @@ def require_one_process(env) -> None:
     """``--algo serial`` runs in this process: refused as one rank of a launcher's larger job."""
     if env is not None and env.world_size > 1:
         raise GridGnnError("--algo serial runs one process, but the launcher started several")
+
+
+def ranks_get_shards(cfg: TrainConfig) -> bool:
+    """Whether the ranks of ``cfg``'s run receive its graph as shards the launching process writes
+    (:func:`launch_checked`): full-graph node classification on ranks spawned here. One process, the ranks of a
+    torchrun/srun job, link prediction's ranks and minibatch ranks hold the graph they load."""
+    return (cfg.sampler is None and getattr(cfg, "task", "node") == "node" and not one_process(cfg.algo)
+            and env_context(cfg.device) is None)
 
 
 def launch_checked(worker, cfg: TrainConfig, graph, *args, dims: list[int] | None = None,

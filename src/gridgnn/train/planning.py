@@ -26,6 +26,7 @@ from ..planner.plan import candidates, price, rank_rows
 from ..planner.simulate import step_volume
 from ..planner.timing import load_profile
 from .data_checks import settle_edge_dim
+from .launching import ranks_get_shards
 from .optim import memory_state
 from .rank_layout import SEEDED_ORDERS, check_vertex_count, estimate_memory, make_source, order_key
 from .rank_setup import _check_parameters, build_model, memory_trace
@@ -101,7 +102,8 @@ def memory_per_rank(cfg, graph, source, rows, shape, traced=None) -> list[int]:
     est = estimate_memory(graph, source, cfg.algo, shape, dims, rows=rows,
                           elem_bytes=8 if cfg.dtype == "float64" else 4, dropout=cfg.dropout,
                           block_rows=cfg.blocked_aggregation, device="cpu", trace=traced, overlap=cfg.overlap,
-                          keep_best=cfg.keep == "best", optimizer_state=memory_state(cfg))
+                          keep_best=cfg.keep == "best", optimizer_state=memory_state(cfg),
+                          handed=ranks_get_shards(cfg))  # (as the ranks of the run estimate it)
     return [int(r.total) for r in est.ranks]
 
 

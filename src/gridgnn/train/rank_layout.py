@@ -229,25 +229,28 @@ def _train_count(src) -> int:
 
 def estimate_memory(graph: Graph | None, source, algo: str, shape, dims, *, rows: RowPartition | None = None,
                     elem_bytes: int, dropout: float, block_rows: int = 0, device: str = "cpu", trace=None,
-                    overlap: bool = False, keep_best: bool = False, optimizer_state: tuple[int, bool] = (2, True)):
+                    overlap: bool = False, keep_best: bool = False, optimizer_state: tuple[int, bool] = (2, True),
+                    handed: bool = False):
     r"""The :class:`~gridgnn.planner.memory.MemoryEstimate` of every rank of this run, from what each rank
     knows before it builds its plan: the graph (or the sharded dataset's ``meta.json``), the layout (``rows``
     of a block-row algorithm, the vertex orders of ``source``) and the model whose :func:`model_trace` on
     ``algo`` is ``trace`` (``None``: GCN on the widths ``dims``);
     ``keep_best``: ``--keep best``'s copy of the parameters; ``optimizer_state``: the optimizer's state tensors per
-    parameter and whether it counts steps (:func:`~gridgnn.train.optim.memory_state`).
-    Every rank computes the same numbers, so a run that cannot fit is refused alike on every rank."""
+    parameter and whether it counts steps (:func:`~gridgnn.train.optim.memory_state`); ``handed``: a plan of a run
+    whose ranks will receive ``graph`` as shards (:func:`~gridgnn.train.launching.ranks_get_shards`), estimated as
+    those ranks estimate it. Every rank computes the same numbers, so a run that cannot fit is refused alike on
+    every rank."""
     from ..partition.counts import pattern_of
 
     double = bool(getattr(source, "double", False))
-    in_memory = graph is not None
-    g_or_src = graph if in_memory else source
+    in_memory = graph is not None and not handed
+    g_or_src = graph if graph is not None else source
     weighted = in_memory and graph.values is not None
     if trace is None:
         trace = gcn_trace(tuple(dims), algo, dropout=dropout > 0, double=double)
     return estimate_rank_memory(
         algo, (1,) if one_process(algo) else tuple(shape), g_or_src.n,
-        graph.nnz if in_memory else int(source.meta["nnz"]), dims, elem_bytes=elem_bytes,
+        graph.nnz if graph is not None else int(source.meta["nnz"]), dims, elem_bytes=elem_bytes,
         directed=bool(g_or_src.directed), double=double, row_bounds=None if rows is None else rows.bounds,
         pattern=None if source is None else pattern_of(source, layers=len(dims) - 1),
         dropout=dropout, block_rows=block_rows, source=("memory" if in_memory else "sharded"),
