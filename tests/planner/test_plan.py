@@ -174,7 +174,7 @@ def test_a_plan_fits_where_the_trainers_memory_guard_accepts(graph):
     dims = [graph.num_features, 8, graph.num_classes]
     est = estimate_memory(graph, source, "1d", shape, dims, rows=rows, elem_bytes=4, dropout=cfg.dropout,
                           device="cpu", trace=vol.trace, optimizer_state=memory_state(cfg),
-                          handed=True)  # (the spawned ranks' guard: they hold the graph as shards)
+                          keep_best=cfg.keep == "best", handed=True)  # (the spawned ranks' guard: they hold shards)
     need = est.peak.total * 4 - 3 * RUNTIME_SHARED_BYTES  # four ranks' peaks, the shared pages once
     check_fits(est, need, nproc_local=4)
     with pytest.raises(GridGnnError):
