@@ -242,6 +242,13 @@ def _make_bad(kind, src, folder, tmp_path):
         ck = _ckpt(src)
         del ck["optimizer"]["exp_avg_sq"]
         torch.save(ck, target)
+    elif kind in ("step-frac", "step-vec", "neg-sq"):  # resumed without a word: Adam's bias correction read them
+        ck = _ckpt(src)
+        if kind == "neg-sq":
+            ck["optimizer"]["exp_avg_sq"]["weights"][0] = -ck["optimizer"]["exp_avg_sq"]["weights"][0] - 1
+        else:
+            ck["optimizer"]["step"] = torch.tensor(2.5) if kind == "step-frac" else ck["optimizer"]["step"].reshape(1)
+        torch.save(ck, target)
     elif kind in ("val-acc", "no-loss", "wire"):  # records a resumed run reads (it failed by a traceback, or at
         ck = _ckpt(src)  # the end; the wire guard's report: --comm-dtype auto's decisions)
         for rec in ck["records"]:
@@ -263,6 +270,8 @@ def _make_bad(kind, src, folder, tmp_path):
     ("missing", "holds no checkpoint.pt"), ("val-acc", "epoch record 0: val_acc 'high' is not a number"),
     ("no-loss", "epoch record 0: its loss None is not a finite number"),
     ("wire", "epoch record 0: wire {'fwd.bcast@p': {'error': -1.0, 'wire... is no report of the wire guard"),
+    ("step-frac", "the optimizer step tensor(2.5000) is not a count of steps"),
+    ("step-vec", "is not a count of steps"), ("neg-sq", "its optimizer exp_avg_sq holds a negative value"),
 ])
 def test_bad_checkpoint_is_one_clear_error(small_ckpt, tmp_path, capsys, kind, needle):
     folder = tmp_path / "bad"

@@ -311,11 +311,14 @@ def _check_structure(obj, path: str) -> None:
         raise _bad(where, f"its optimizer state is {state.get('name')!r}'s, its config says {name!r}")
     if name in ("adam", "adamw"):
         step = state.get("step")
-        if not isinstance(step, torch.Tensor) or step.numel() != 1 or not step.is_floating_point() \
-                or not math.isfinite(float(step)) or float(step) < 1:
-            raise _bad(where, "the optimizer step is not a positive scalar")
+        if not isinstance(step, torch.Tensor) or step.dim() != 0 or step.dtype not in (torch.float32, torch.float64) \
+                or not math.isfinite(float(step)) or float(step) < 1 or not float(step).is_integer():
+            raise _bad(where, f"the optimizer step {short(step)} is not a count of steps (a whole number >= 1, as "
+                              "torch's Adam keeps it)")
     for key in state_keys_of(cfg):
         _check_tensors(state.get(key), shapes, dims, where, f"optimizer {key}", dtype)
+        if key == "exp_avg_sq" and any(bool((t < 0).any()) for ts in state[key].values() for t in ts):
+            raise _bad(where, "its optimizer exp_avg_sq holds a negative value (a mean of squares)")
     if "best_params" in obj:
         _check_tensors(obj["best_params"], shapes, dims, where, "best_params", dtype)
 
