@@ -225,6 +225,8 @@ def _make_bad(kind, src, folder, tmp_path):
         torch.save({"weights": [torch.zeros(2, 2)]}, target)
     elif kind == "text":
         target.write_text("epoch 3, params ...\n")
+    elif kind == "json":  # (a metrics.jsonl line: it was said to hold objects other than tensors)
+        target.write_text('{"epoch": 0, "loss": 1.0}\n')
     elif kind == "truncated":
         data = (src / "checkpoint.pt").read_bytes()
         target.write_bytes(data[: len(data) // 2])
@@ -265,6 +267,7 @@ def _make_bad(kind, src, folder, tmp_path):
 
 @pytest.mark.parametrize("kind,needle", [
     ("not-gridgnn", "is not a gridgnn checkpoint"), ("text", "it was not written by torch.save"),
+    ("json", "it was not written by torch.save"),
     ("truncated", "truncated or damaged"), ("code", "system, which no gridgnn file holds"),
     ("future", "format version 99"), ("shape", "weights[1] has shape (16, 5)"), ("moments", "optimizer exp_avg_sq"),
     ("missing", "holds no checkpoint.pt"), ("val-acc", "epoch record 0: val_acc 'high' is not a number"),

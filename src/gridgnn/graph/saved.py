@@ -219,6 +219,14 @@ def _load_failure(exc: BaseException, path) -> str:
     import re
 
     text = str(exc)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError:
+        head = b""
+    zipped = head == b"PK\x03\x04"
+    if head and not zipped and head[:1] != b"\x80":  # neither torch's zip archive nor its legacy pickle
+        return "it was not written by torch.save"
     m = re.search(r"GLOBAL ([\w.]+)", text)
     if m:
         return f"it refers to {m.group(1)}, which no gridgnn file holds (not loaded: loading it could run code)"
@@ -228,11 +236,6 @@ def _load_failure(exc: BaseException, path) -> str:
         return f"it nests more deeply than {MAX_DEPTH} levels"
     if isinstance(exc, (IsADirectoryError, FileNotFoundError, PermissionError)):
         return exc.strerror or type(exc).__name__
-    try:
-        with open(path, "rb") as fh:
-            zipped = fh.read(4) == b"PK\x03\x04"
-    except OSError:
-        zipped = False
     if zipped:
         first = text.strip().splitlines()[0][:160] if text.strip() else type(exc).__name__
         return f"the file is truncated or damaged ({first})"
