@@ -30,7 +30,8 @@ copy) assembles the full tensors: every element has exactly one non-zero contrib
 zeros is exact, so the result is bit-for-bit the owner's value (a float sum would turn ``-0.0`` into ``+0.0``).
 *Communication* per checkpoint (phase ``checkpoint``, outside the per-epoch counts): an all-reduce over all ranks
 of ``4|θ|`` bytes (int32 owner map) and a reduce of ``3e|θ|`` bytes (Adam: parameters and both moments; ``|θ|`` =
-number of parameters, ``e`` = bytes per element); the trained model at the end of a run, the same for ``e|θ|``.
+number of parameters, ``e`` = bytes per element), ``4e|θ|`` with ``--keep best``'s copy of the best epoch's
+parameters (the default); the trained model at the end of a run, the same for ``e|θ|``.
 
 **Resume.** The trajectory depends only on the parameters, the optimizer's state and the epoch (the learning-rate
 schedule is a function of the epoch: :mod:`gridgnn.train.optim`): initial weights come
