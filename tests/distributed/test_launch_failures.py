@@ -418,3 +418,27 @@ def test_the_fork_server_starts_with_the_launchers_signals_blocked():
     blocked = int(r.stdout.split()[-1])
     for s in (signal.SIGINT, signal.SIGTERM):
         assert blocked >> (s - 1) & 1, (s, hex(blocked))
+
+
+def _settle_then_write_slowly(ctx):
+    """A rank's work whose last collective is followed by a long write on rank 0 (its outputs)."""
+    import torch.distributed as dist
+
+    ctx.init()
+    dist.barrier()
+    ctx.settle()
+    if ctx.rank == 0:
+        time.sleep(3 * ctx.timeout_s)
+    return ctx.rank
+
+
+def test_rank_0_may_write_its_outputs_for_longer_than_the_timeout():
+    """``--timeout`` bounds the collectives. Rank 0 writing a run's outputs (a model, plots, logits) longer than it
+    failed a finished run: the other ranks timed out in the job's final barrier, and the run exited 1 with "a peer
+    ended before the job's final barrier" beside a complete summary.json. Past ``settle`` no rank waits for
+    another."""
+    from gridgnn.distributed.launch import launch
+
+    t0 = time.perf_counter()
+    assert launch(_settle_then_write_slowly, 2, timeout_s=1.0, collect=True) == [0, 1]
+    assert time.perf_counter() - t0 >= 3.0

@@ -98,6 +98,7 @@ class LaunchContext:
     host_memory: int | None = None  # local launch: the host memory the caller measured before spawning
     startup: dict | None = None  # local launch: the caller's start-up clock, continued on the ranks
     stage_on_host: bool = False  # local launch, tests: ranks share the GPUs, collectives staged over gloo
+    settled: bool = False  # every rank is past its last collective (settle): shutdown waits for no peer
 
     @property
     def backend(self) -> str:
@@ -146,13 +147,24 @@ class LaunchContext:
         staged.activate(self.stage_on_host)
         self.initialized = True
 
-    def shutdown(self, *, clean: bool = True) -> None:
-        """Leave the process group. ``clean``: wait for every rank first (a rank that tears down its gloo
-        connections while a peer is still finishing can abort that peer); after an error, skip the wait."""
+    def settle(self) -> None:
+        """Collective, after a rank's last collective: wait (under ``--timeout``) until every rank is past its own,
+        so that what follows needs no peer (rank 0 writing the run's outputs, for as long as that takes, while the
+        others leave) and :meth:`shutdown` waits no more."""
         if self.initialized:
             import torch.distributed as dist
 
-            if clean:
+            dist.barrier()
+            self.settled = True
+
+    def shutdown(self, *, clean: bool = True) -> None:
+        """Leave the process group. ``clean``: wait for every rank first (a rank that tears down its gloo
+        connections while a peer is still finishing can abort that peer), unless every rank has done so already
+        (:meth:`settle`); after an error, skip the wait."""
+        if self.initialized:
+            import torch.distributed as dist
+
+            if clean and not self.settled:
                 dist.barrier()
             dist.destroy_process_group()
             staged.activate(False)

@@ -61,6 +61,8 @@ def train_worker(ctx, cfg: TrainConfig, graph=None, keep_model: bool = False, ca
                 params[name] = [p.detach().cpu().clone() for p in ps]
         state = {"state": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
                  "history": loop.history} if return_state else None
+        if ctx is not None:  # the last collective is behind every rank: rank 0's outputs take what they take
+            ctx.settle()
         if not lead:
             return {"summary": None, **state} if return_state else None
         summary = source.summary(loop.history, everyone, time.perf_counter() - t_start,
