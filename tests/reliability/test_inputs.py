@@ -113,6 +113,24 @@ def test_exit_status_of_a_rank_under_torchrun(kind, code):
             ("out of memory" if kind == "oom" else "ValueError: what went wrong") in last, last
 
 
+def test_a_rendezvous_that_fails_names_the_environment_that_set_it():
+    """RANK and WORLD_SIZE left over in a shell make a plain command one rank of a job whose peers never come: its
+    rendezvous failed without a word of where the job came from."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, RANK="1", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    r = subprocess.run([sys.executable, "-m", "gridgnn", "train", "--data", "synthetic:sbm?n=60&classes=3&features=4",
+                        "--algo", "1d", "--nproc", "2", "--epochs", "1", "--quiet", "--timeout", "2"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 1 and last.startswith("gridgnn: error: rank 1: the rendezvous of 2 ranks failed"), r.stderr
+    assert f"this process is rank 1 of 2 at 127.0.0.1:{port} as RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT" \
+        in last, last
+
+
 def test_docs_statements_on_headers_and_labels(tmp_path):
     """docs/data.md: every line without numbers before the first edge is a header (two of them included); one
     class of labels is named as one, not as none."""

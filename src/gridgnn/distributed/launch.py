@@ -142,8 +142,12 @@ class LaunchContext:
             if self.backend == "gloo":  # every rank's connections are up before any rank may end: a rank that
                 dist.barrier()  # ends during a peer's connectFullMesh makes gloo print a line of its own there
         except (RuntimeError, ValueError) as exc:
+            origin = "" if self.store_file is not None else (
+                f" (this process is rank {self.rank} of {self.world_size} at {self.master_addr}:{self.master_port} "
+                "as RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT or SLURM's variables in its environment say: a "
+                "torchrun/srun job sets them; left over in a shell, unset them)")
             raise CommFailure(f"rank {self.rank}: the rendezvous of {self.world_size} ranks failed: "
-                              f"{_first_line(exc)}") from None
+                              f"{_first_line(exc).rstrip('.') if origin else _first_line(exc)}{origin}") from None
         staged.activate(self.stage_on_host)
         self.initialized = True
 
