@@ -517,3 +517,22 @@ def test_a_resume_on_a_rewritten_sharded_dataset_is_refused(tmp_path, capsys):
     capsys.readouterr()
     code = run_main(["train", "--resume", out, "--epochs", 3, "--quiet", "--out", tmp_path / "again"])
     assert code == 2 and "was trained on other data: the graph's files differ" in capsys.readouterr().err
+
+
+def test_a_patience_given_on_resume_that_would_have_stopped_the_run_earlier_is_refused(tmp_path, capsys):
+    """A run without --early-stop, resumed with one: its validation fell after epoch 0 and rose again later, so the
+    uninterrupted run with that patience stopped at epoch 1; the check read only the gap since the best epoch
+    overall and trained on, epochs the uninterrupted run never trained (its --config rerun then differed)."""
+    out = tmp_path / "run"
+    assert run_main(["train", "--data", SBM, "--epochs", 6, "--checkpoint-every", 6, "--quiet", "--out", out]) == 0
+    ck = _ckpt(out)
+    for rec, val in zip(ck["records"], [0.5, 0.4, 0.6, 0.7, 0.8, 0.9]):
+        rec["val_acc"] = val
+    ck["best_epoch"] = 5
+    torch.save(ck, out / "checkpoint.pt")
+    capsys.readouterr()
+    code = run_main(["train", "--resume", out, "--epochs", 8, "--early-stop", 1, "--quiet", "--out", tmp_path / "a"])
+    _one_error(capsys, code, "is at epoch 6, but --early-stop 1 stopped the run at epoch 1 (no better validation "
+                             "since epoch 0)")
+    assert run_main(["train", "--resume", out, "--epochs", 8, "--early-stop", 2, "--quiet", "--out",
+                     tmp_path / "b"]) == 0  # patience 2 never stopped it: trains on

@@ -400,9 +400,12 @@ def check_epochs(ckpt: dict, path: str, epochs: int, early_stop: int) -> None:
     if epochs <= ckpt["epoch"]:
         raise GridGnnError(f"--resume {path} is at epoch {ckpt['epoch']} and --epochs is {epochs}: nothing is "
                            f"left to train (give --epochs larger than {ckpt['epoch']})")
-    if stops_early(ckpt["records"], early_stop):
-        raise GridGnnError(f"--resume {path} is at epoch {ckpt['epoch']}, where --early-stop {early_stop} stops a run "
-                           f"(no better validation since epoch {best_epoch(ckpt['records'])}): nothing is left to "
+    records = ckpt["records"]
+    stop = next((k for k in range(len(records)) if stops_early(records[:k + 1], early_stop)), None)
+    if stop is not None:  # (at the last epoch, or earlier: a patience given now that the run did not have)
+        at = "" if stop == len(records) - 1 else f", but --early-stop {early_stop} stopped the run at epoch {stop}"
+        raise GridGnnError(f"--resume {path} is at epoch {ckpt['epoch']}{at or f', where --early-stop {early_stop} stops a run'} "
+                           f"(no better validation since epoch {best_epoch(records[:stop + 1])}): nothing is left to "
                            "train (give a larger --early-stop, or 0 to train on)")
 
 
