@@ -124,3 +124,20 @@ def test_edge_list_columns_after_the_ids_are_edge_features(tmp_path):
     f.write_text("0 1 0.5\n0 1 1.5\n")
     with pytest.raises(GridGnnError, match="more than once"):
         load_graph(f"edgelist:{f}?edge_features=1")
+
+
+def test_gatv2_refuses_a_graph_whose_edge_features_a_loader_dropped():
+    """GATv2 reads edge features where the graph has them: a multigraph whose duplicate edges were merged (their
+    features dropped) trained it without them, other logits and no word; GINE, which needs them, was refused."""
+    import torch
+    from torch_geometric.data import Data
+
+    import gridgnn
+    from gridgnn.errors import GridGnnError
+
+    ei = torch.tensor([[0, 1, 2, 3, 0, 0], [1, 2, 3, 0, 2, 2]])
+    d = Data(edge_index=ei, x=torch.randn(4, 3), y=torch.tensor([0, 1, 0, 1]), edge_attr=torch.randn(6, 2),
+             num_nodes=4)
+    with pytest.raises(GridGnnError, match="this graph's were dropped \\(1 edges are given more than once"):
+        gridgnn.train(graph=d, model="gatv2", epochs=1, quiet=True)
+    assert gridgnn.train(graph=d, model="gatv2", epochs=1, quiet=True, edge_dim=0).summary["config"]["edge_dim"] == 0

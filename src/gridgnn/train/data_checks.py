@@ -147,6 +147,10 @@ def settle_edge_dim(cfg: TrainConfig, data_edge_dim: int, *, sharded: bool = Fal
             raise GridGnnError(f"--model {cfg.model} reads edge features where the graph has them; this sharded "
                                f"dataset's source had {dropped}-wide ones, which it does not hold: give the original "
                                "--data SPEC, or --edge-dim 0 to train without them")
+        if edges_note is not None and not data_edge_dim:  # a loader dropped the graph's own: likewise
+            raise GridGnnError(f"--model {cfg.model} reads edge features where the graph has them; this graph's were "
+                               f"dropped ({edges_note}): give them once per edge, or --edge-dim 0 to train without "
+                               "them")
         cfg.edge_dim = int(data_edge_dim)
     elif cfg.edge_dim != data_edge_dim and (cfg.edge_dim or getattr(cls, "requires_edge_features", False)):
         raise GridGnnError(f"--model {cfg.model} is built for edge features {cfg.edge_dim} wide; the graph's are "
