@@ -211,3 +211,25 @@ def test_an_npz_counting_a_relation_twice_is_refused(tmp_path):
         load_npz(tmp_path / "twice.npz")
     with pytest.raises(GridGnnError, match="a relation joins a pair once"):  # a Graph built directly too
         Graph(indptr=g.indptr, indices=g.indices, n=g.n, directed=True, edge_type_counts=counts)
+
+
+def test_a_typed_edge_weight_is_refused_and_bfloat16_arrays_are_read():
+    """An edge type's edge_weight was dropped without a word (a weight-0 edge became an edge), where a typed PyG
+    Data's is refused; a bfloat16 x failed with NumPy's TypeError, and is read as float32."""
+    import torch
+    from torch_geometric.data import Data, HeteroData
+
+    from gridgnn.errors import GridGnnError
+    from gridgnn.graph.spec import load_graph
+
+    d = HeteroData()
+    d["paper"].x = torch.randn(4, 3)
+    d["paper"].y = torch.tensor([0, 1, 0, 1])
+    d["venue"].num_nodes = 3
+    d["venue", "has", "paper"].edge_index = torch.tensor([[0, 1, 2], [0, 1, 2]])
+    d["venue", "has", "paper"].edge_weight = torch.tensor([5.0, 0.0, 100.0])
+    with pytest.raises(GridGnnError, match="has edge_weight; a typed graph takes no edge weights"):
+        load_graph(d)
+    x = torch.randn(3, 2).bfloat16()
+    g = load_graph(Data(edge_index=torch.tensor([[0, 1, 2], [1, 2, 0]]), x=x, y=torch.tensor([0, 1, 0]), num_nodes=3))
+    assert g.x.dtype == np.float32 and np.array_equal(g.x, x.float().numpy())

@@ -124,6 +124,9 @@ def from_hetero(data, *, name: str = "hetero") -> Graph:
                 raise GridGnnError(f"{what}: edge type {et} has a {nt!r} id out of range 0..{types[index[nt]]['n'] - 1}")
         ei = ei.astype(np.int64)
         relations.append((f"{s}__{rel}__{d}", ei[0] + offsets[index[s]], ei[1] + offsets[index[d]]))
+        if "edge_weight" in data[et]:  # (a typed graph takes no weights: a weight-0 edge would count as an edge)
+            raise GridGnnError(f"{what}: edge type {et} has edge_weight; a typed graph takes no edge weights (its "
+                               "relations are its edge types): leave them out, or build an untyped graph")
         if "edge_attr" in data[et]:
             dropped.append(f"{s}__{rel}__{d}")
     meta = {"source": "HeteroData"}

@@ -206,6 +206,8 @@ def _as_numpy(t):
         t = t.detach().cpu()
         if t.layout != torch.strided:
             t = t.to_dense()
+        if t.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):  # (no NumPy dtype holds them)
+            t = t.float()
         return t.numpy()
     return np.asarray(t)
 
