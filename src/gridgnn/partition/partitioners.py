@@ -28,7 +28,8 @@ Methods:
   R-MAT scale 14 (62 s vs 10 s on 2 cores, 16 parts) and did not finish in 6 minutes at scale 16, 64 parts.
 * ``balanced`` — ``metis`` (nnz-weighted, edge cut), then :func:`~gridgnn.partition.refine.refine_max_volume`,
   which lowers the maximum send (then receive) volume per part while the total volume grows by at most 5 %
-  (in practice it falls) and the nnz balance bound holds. Deterministic for a seed.
+  (in practice it falls) and the nnz balance bound holds. Deterministic for a seed (a Mt-KaHyPar start,
+  ``hypergraph`` and ``balanced:best``'s, is as reproducible as Mt-KaHyPar's preset: see :func:`hypergraph`).
   ``balanced:<start>`` refines another start (``metis-vol``, ``hypergraph``, ``random``), and
   ``balanced:best`` refines the metis, metis-vol and hypergraph starts and keeps the lowest maximum send
   volume. Why METIS and not the lowest-total start: in our runs (R-MAT scale 14–16, SBM, 16–256 parts)
@@ -361,7 +362,8 @@ def partition_vector(graph_or_csr, parts: int, method: str, *, seed: int = 0,
         graph_or_csr: :class:`~gridgnn.graph.Graph` or SciPy sparse :math:`M` (rows = destinations).
         parts: number of parts (``P`` for 1D, ``P/c`` for 1.5D), ``1 <= parts <= n``.
         method: one of :data:`METHODS`.
-        seed: seed of the randomized partitioners (each method is deterministic for a seed).
+        seed: seed of the randomized partitioners (each method is deterministic for a seed, but those that run
+            Mt-KaHyPar: ``hypergraph``, ``balanced:hypergraph``, ``balanced:best``).
         imbalance: allowed load imbalance ε: the nnz weight of every part ≤ (1 + ε) × mean (METIS' ``ufactor``,
             Mt-KaHyPar's ε; ``random`` balances rows instead), default 0.05.
 
