@@ -29,7 +29,7 @@ Methods:
 * ``balanced`` — ``metis`` (nnz-weighted, edge cut), then :func:`~gridgnn.partition.refine.refine_max_volume`,
   which lowers the maximum send (then receive) volume per part while the total volume grows by at most 5 %
   (in practice it falls) and the nnz balance bound holds. Deterministic for a seed (a Mt-KaHyPar start,
-  ``hypergraph`` and ``balanced:best``'s, is as reproducible as Mt-KaHyPar's preset: see :func:`hypergraph`).
+  ``hypergraph`` and ``balanced:best``'s, is as reproducible as Mt-KaHyPar's preset: ``GRIDGNN_MTKAHYPAR_PRESET`` above).
   ``balanced:<start>`` refines another start (``metis-vol``, ``hypergraph``, ``random``), and
   ``balanced:best`` refines the metis, metis-vol and hypergraph starts and keeps the lowest maximum send
   volume. Why METIS and not the lowest-total start: in our runs (R-MAT scale 14–16, SBM, 16–256 parts)
