@@ -208,3 +208,14 @@ def test_a_spawned_job_runs_from_a_thread_other_than_the_main_one(tmp_path):
                       "    print('trained', out)\n")
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.strip() == "trained [1]", r.stderr
+
+
+def test_the_python_api_takes_paths_and_a_lone_size_as_the_command_line_does():
+    """``out=Path(...)`` was refused as "must be a string", and ``fanout=5`` too, where ``--fanout 5`` and
+    ``fanout=[5]`` were taken."""
+    from pathlib import Path
+
+    from gridgnn.train.config import TrainConfig
+
+    cfg = TrainConfig(out=Path("runs") / "a", data=Path("npz:g.npz"), fanout=5, eval_fanout=[4, 3])
+    assert (cfg.out, cfg.data, cfg.fanout, cfg.eval_fanout) == (str(Path("runs") / "a"), "npz:g.npz", "5", "4,3")

@@ -457,9 +457,14 @@ class TrainConfig:
         # the list flags take Python's natural type too: fanout=[15, 10, 5] is --fanout 15,10,5
         for name in LIST_FIELDS:
             value = getattr(self, name)
+            if isinstance(value, int) and not isinstance(value, bool):  # fanout=5 is --fanout 5
+                value = [value]
             if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool)
                                                         for v in value):
                 setattr(self, name, ",".join(str(v) for v in value))
+        for f in fields(self):  # a path (pathlib) where a string is taken: out=Path("runs/a") is --out runs/a
+            if isinstance(getattr(self, f.name), os.PathLike) and "str" in str(f.type):
+                setattr(self, f.name, os.fspath(getattr(self, f.name)))
         if isinstance(self.link_split, (list, tuple)) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                                               for v in self.link_split):
             self.link_split = ",".join(repr(float(v)) for v in self.link_split)  # link_split=[0.8, 0.1, 0.1]
