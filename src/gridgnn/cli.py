@@ -138,11 +138,10 @@ def run_partition(args) -> int:
                                   f"partition methods ({', '.join(METHODS)})")
                                + f"; --method {args.method} "
                                + ("is a permutation method (--blocks RxC)" if permutes else "takes --parts K"))
-    if args.out:  # before any work: the files this writes must be new, or --overwrite given
-        from .train.outputs import check_new_files
+    from .train.outputs import check_new_files  # before any work: the files this writes must be new, or --overwrite
 
-        suffixes = ("", ".json", ".perm_r.npy", ".perm_c.npy") if permutes else ("", ".json")
-        check_new_files([f"{args.out}{s}" for s in suffixes], overwrite=args.overwrite)
+    suffixes = ("", ".json", ".perm_r.npy", ".perm_c.npy") if permutes else ("", ".json")
+    check_new_files([f"{args.out}{s}" for s in suffixes] if args.out else [], overwrite=args.overwrite)
     if permutes:
         from .commands.shard import run_perm_report
 

@@ -119,7 +119,9 @@ def test_calibrate_refuses_bad_input(capsys, tmp_path, calibrated):
               ["calibrate", "--device", "cuda", "--max-nproc", 4096, "--out", str(tmp_path / "o.json")],
               ["calibrate", "--max-nproc", 1 << 40, "--out", str(tmp_path / "o.json")],
               ["calibrate", "--profile", "local-cpu", "--fit", str(auto), "--out", str(tmp_path / "o.json")],
-              ["calibrate", "--no-steps", "--fit", str(d / "1d"), "--out", str(tmp_path / "o.json")]]
+              ["calibrate", "--no-steps", "--fit", str(d / "1d"), "--out", str(tmp_path / "o.json")],
+              ["plan", "--nproc", 2, "--overwrite"], ["simulate", "--nproc", 2, "--algo", "1d", "--overwrite"],
+              ["partition", "--data", SBM, "--parts", 2, "--method", "metis", "--overwrite"]]
     for argv in calls:
         assert run_main(argv) == 2, argv
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
@@ -133,6 +135,7 @@ def test_calibrate_refuses_bad_input(capsys, tmp_path, calibrated):
              # (these two failed after minutes of measuring kernels, naming --nproc; the last was an AttributeError)
              "--max-nproc 4096 measures groups of up to 4096 ranks, one GPU each", "the memory available here",
              "an --algo auto run whose summary.json holds no plan's pick",
-             "--no-steps keeps the time model at θ = 1, 1, 0; --fit fits it"]  # (it fitted θ after measuring)
+             "--no-steps keeps the time model at θ = 1, 1, 0; --fit fits it",  # (it fitted θ after measuring)
+             *["--overwrite replaces the files of a previous --out FILE; give --out"] * 3]  # (it replaced nothing)
     for line, word in zip(err, words):
         assert word in line, (word, line)

@@ -64,8 +64,7 @@ def run_plan_command(args) -> int:
     from ..train.planning import plan_configs
     from ..train.rank_layout import BUILTIN_PARTITIONS, GRAPH_PARTITIONERS
 
-    if args.out:  # before any work
-        check_new_files([args.out], overwrite=args.overwrite)
+    check_new_files([args.out], overwrite=args.overwrite)  # before any work
     given = given_flags(args, PLAN_FLAGS)
     given.setdefault("nproc", 1)
     # the job planned, as its command line, which the pick's flags complete (--overlap: where the pick overlaps)

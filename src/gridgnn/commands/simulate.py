@@ -34,8 +34,7 @@ def run_simulate_command(args) -> int:
     from ..train.invocation import config_from_flags
     from ..graph.files import write_report
 
-    if args.out:  # before any work
-        check_new_files([args.out], overwrite=args.overwrite)
+    check_new_files([args.out], overwrite=args.overwrite)  # before any work
     given = given_flags(args, SIMULATE_FLAGS)
     given.setdefault("nproc", 1)
     fixed_wire(given)

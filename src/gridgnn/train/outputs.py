@@ -388,7 +388,12 @@ def check_new_files(paths, *, overwrite: bool) -> None:
     """A command's ``--out`` files (``partition``, ``predict``, ``export``, ``simulate``, ``plan``, ``calibrate``):
     refused when one exists and
     ``--overwrite`` was not given, when one is not a regular file (a folder, a FIFO, a link), or when its folder
-    cannot be made or refuses new files (``--out somefile/x.npy``) — before any work is done."""
+    cannot be made or refuses new files (``--out somefile/x.npy``) — before any work is done. ``paths``: a command
+    whose ``--out`` is optional names none where it was not given; then ``--overwrite`` replaces nothing, refused."""
+    paths = [p for p in paths if p]
+    if overwrite and not paths:
+        raise GridGnnError("--overwrite replaces the files of a previous --out FILE; give --out (or leave "
+                           "--overwrite out)")
     for path in paths:
         check_out_file(path)
         if not os.path.lexists(path):
