@@ -32,7 +32,7 @@ from ..parallel import algorithm
 from ..partition import RowPartition, even_bounds
 from ..distributed.machine import available_memory_bytes
 from ..planner.memory import TRACE_BYTES_PER_PARAMETER, check_fits
-from .checkpoint import check_for_run, check_same_checkpoint, load_parameters, read_checkpoint
+from .checkpoint import ALGO_LAYOUT, check_for_run, check_same_checkpoint, load_parameters, read_checkpoint
 from .config import TrainConfig
 from .data_checks import (check_data, check_inference_data, check_splits, check_trained_types, checked_graph,
                           data_fingerprint, in_memory_name, settle_edge_dim, with_feature_norm)
@@ -193,7 +193,7 @@ def setup_rank(ctx, cfg: TrainConfig, graph=None, *, dims: list[int] | None = No
             if comm.wire is not None:  # the wire guard's decisions go on (on the checkpoint's layout, its schedule)
                 then, now = ckpt["config"], cfg.to_dict()
                 comm.wire.resume(ckpt["records"], same_layout=all(_listed(then.get(k)) == _listed(now[k])
-                                                                      for k in LAYOUT_KEYS))
+                                                                      for k in ("algo", *ALGO_LAYOUT)))
         if graph is not None and source is None:
             source, rows = _layout_on_rank0(comm, graph, cfg, world, shape)
     clock.lap("join")
@@ -241,10 +241,6 @@ def grad_wire(cfg):
     if wire_element_bytes(cfg.grad_dtype, cfg.dtype) == WIRE_TYPES[cfg.dtype].itemsize:
         return None
     return WIRE_TYPES[cfg.grad_dtype]
-
-
-#: the options that make a run's wire sites (``<phase>.<collective>@<axis>``) what they are
-LAYOUT_KEYS = ("algo", "nproc", "grid", "replication", "partition", "blocked_aggregation", "overlap")
 
 
 def _listed(value):
