@@ -403,8 +403,9 @@ def check_epochs(ckpt: dict, path: str, epochs: int, early_stop: int) -> None:
     records = ckpt["records"]
     stop = next((k for k in range(len(records)) if stops_early(records[:k + 1], early_stop)), None)
     if stop is not None:  # (at the last epoch, or earlier: a patience given now that the run did not have)
-        at = "" if stop == len(records) - 1 else f", but --early-stop {early_stop} stopped the run at epoch {stop}"
-        raise GridGnnError(f"--resume {path} is at epoch {ckpt['epoch']}{at or f', where --early-stop {early_stop} stops a run'} "
+        at = (f"where --early-stop {early_stop} stops a run" if stop == len(records) - 1 else
+              f"but --early-stop {early_stop} stopped the run at epoch {stop}")
+        raise GridGnnError(f"--resume {path} is at epoch {ckpt['epoch']}, {at} "
                            f"(no better validation since epoch {best_epoch(records[:stop + 1])}): nothing is left to "
                            "train (give a larger --early-stop, or 0 to train on)")
 
